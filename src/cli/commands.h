@@ -1,0 +1,9 @@
+/* The `tern` CLI's subcommands. Each takes argv starting at the subcommand's own name and returns the
+ * process exit code: 0 success, 1 a failure of the work (bad file, failed run), 2 a usage error (unknown
+ * command, option or machine). Only the CLI prints to stdout/stderr on behalf of the user and exits. */
+#ifndef TERN_CLI_COMMANDS_H
+#define TERN_CLI_COMMANDS_H
+
+int tern_cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,56 @@
+/* Entry point of the `tern` command: global options (--help, --version) and dispatch to subcommands.
+ * Each subcommand lives in its own cmd_*.c file and documents its options in its own usage text. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "tern/base.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", tern_cmd_info, "list the machine catalogue, or describe one machine (NAME [--json])"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: tern [--help] [--version] <command> [args]\n"
+            "\n"
+            "tern is a software Trainium-class ML accelerator.\n"
+            "\n"
+            "commands:\n");
+    for (size_t i = 0; i < TERN_ARRAY_LEN(commands); i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun `tern <command> --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("tern %s\n", tern_version());
+        return 0;
+    }
+    for (size_t i = 0; i < TERN_ARRAY_LEN(commands); i++)
+        if (!strcmp(cmd, commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    if (cmd[0] == '-')
+        fprintf(stderr, "tern: unknown option '%s'\n", cmd);
+    else
+        fprintf(stderr, "tern: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
