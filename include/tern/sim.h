@@ -1,0 +1,90 @@
+/* tern sim layer: a simulated NeuronCore. It holds the machine state (SBUF, PSUM, lazily backed HBM, per-engine
+ * registers, semaphores, the PE array's stationary operand) and executes a tern_program: five in-order engine
+ * streams ordered across engines only by semaphores. Execution is bit-accurate to the number formats (num):
+ * Vector/Scalar/GpSimd math in fp32 with casts on read and write; matmul products of 8/16-bit inputs exact in
+ * fp32, sums in fp32 (order documented in docs/isa.md). Every hardware rule is checked; a violation names the
+ * instruction, the operand, the rule and the value. The core's geometry comes from a tern_core_config, filled
+ * from a machine file (arch) or by hand for what-if studies. */
+#ifndef TERN_SIM_H
+#define TERN_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/base.h"
+#include "tern/isa.h"
+#include "tern/num.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tern_machine;
+
+/* Geometry and limits of one NeuronCore. */
+typedef struct {
+    char name[64];                 /* machine name, for messages */
+    int generation;                /* 2, 3 or 4 (NeuronCore-v2/v3/v4) */
+    uint32_t partitions;           /* SBUF and PSUM partitions (128) */
+    uint64_t sbuf_partition_bytes; /* usable SBUF bytes per partition */
+    uint32_t psum_banks;           /* PSUM banks per partition (8) */
+    uint32_t psum_bank_bytes;      /* bytes per bank (2048) */
+    uint32_t pe_rows, pe_cols;     /* systolic array: contraction rows x stationary columns (128x128) */
+    uint32_t moving_free_max;      /* matmul moving free size limit, fp32 PSUM dst (512 v2/v3, 4096 v4) */
+    uint32_t vector_transpose_max; /* VectorE transpose limit (32) */
+    uint32_t bn_stats_free_max;    /* bn_stats free size limit (512) */
+    uint64_t hbm_bytes;            /* HBM reachable by this core */
+    uint32_t num_semaphores;       /* semaphores per core */
+    uint32_t num_registers;        /* 32-bit registers per engine sequencer (64) */
+    uint32_t dma_queues;           /* DMA queues per engine (16) */
+} tern_core_config;
+
+/* Fill a core config from a loaded machine (a core, chip or instance: its NeuronCore is used). */
+tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_core_config *cfg, tern_error *err);
+/* Load a machine by name or path and fill the config. */
+tern_status tern_core_config_load(const char *name_or_path, tern_core_config *cfg, tern_error *err);
+
+typedef struct {
+    int fill_nan;             /* fresh SBUF/PSUM/HBM reads as NaN (float) to catch uninitialised reads */
+    tern_round rounding;      /* RNE (default) or stochastic rounding on every write */
+    uint64_t seed;            /* stochastic-rounding seed */
+    uint64_t max_instructions;/* guard against endless loops; 0 = default (10^9) */
+} tern_core_options;
+
+typedef struct tern_core tern_core;
+
+tern_status tern_core_create(const tern_core_config *cfg, const tern_core_options *opts, tern_core **out,
+                             tern_error *err);
+void tern_core_free(tern_core *core);
+const tern_core_config *tern_core_get_config(const tern_core *core);
+
+/* Host access to device memory (for binding inputs and reading outputs). */
+tern_status tern_core_hbm_write(tern_core *core, uint64_t addr, const void *src, size_t bytes, tern_error *err);
+tern_status tern_core_hbm_read(tern_core *core, uint64_t addr, void *dst, size_t bytes, tern_error *err);
+/* Raw bytes of SBUF/PSUM partition p at byte offset (bounds-checked). */
+tern_status tern_core_onchip_write(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset,
+                                   const void *src, size_t bytes, tern_error *err);
+tern_status tern_core_onchip_read(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset, void *dst,
+                                  size_t bytes, tern_error *err);
+
+/* Static check of a whole program against the core's rules (what is knowable before running). */
+tern_status tern_core_validate(const tern_core *core, const tern_program *prog, tern_error *err);
+
+typedef struct {
+    uint64_t instructions[TERN_ENGINE_COUNT]; /* executed per engine */
+    uint64_t dma_bytes;                       /* bytes moved by DMA (destination side) */
+    uint64_t macs;                            /* multiply-accumulates done by TensorE */
+} tern_run_stats;
+
+/* Run a program to completion (every stream reaches its end or halt). Deadlock, a rule violation at run time
+ * or the instruction guard stop the run with an error naming the engine, the instruction index and the rule. */
+tern_status tern_core_run(tern_core *core, const tern_program *prog, tern_run_stats *stats, tern_error *err);
+
+/* Semaphore and register inspection (tests, debugging). */
+uint32_t tern_core_semaphore(const tern_core *core, uint32_t sem);
+int32_t tern_core_register(const tern_core *core, tern_engine e, uint32_t reg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,126 @@
+/* The instruction table made concrete: opcode metadata derived from isa_table.def, the name tables of the
+ * ALU operators, activation functions, comparisons, engines and memories, and the program container (five
+ * growable in-order streams). Encoding, assembly and validation live in their own files. */
+#include "tern/isa.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Engine masks used by the table's ENGINES column. */
+#define T_ (1u << TERN_ENGINE_TENSOR)
+#define V_ (1u << TERN_ENGINE_VECTOR)
+#define S_ (1u << TERN_ENGINE_SCALAR)
+#define G_ (1u << TERN_ENGINE_GPSIMD)
+#define Y_ (1u << TERN_ENGINE_SYNC)
+#define T T_
+#define V V_
+#define S S_
+#define G G_
+#define VG (V_ | G_)
+#define VSG (V_ | S_ | G_)
+#define VSGY (V_ | S_ | G_ | Y_)
+#define TVSGY (T_ | V_ | S_ | G_ | Y_)
+
+static const tern_opcode_info opcode_table[TERN_OP_COUNT] = {
+#define OP(id, name, engines, operands, cost, sem) [TERN_OP_##id] = {name, engines, operands, #cost, sem},
+#include "isa_table.def"
+#undef OP
+};
+
+const tern_opcode_info *tern_opcode_get(tern_opcode op)
+{
+    return (unsigned)op < TERN_OP_COUNT ? &opcode_table[op] : NULL;
+}
+
+tern_opcode tern_opcode_from_name(const char *name)
+{
+    for (unsigned i = 0; i < TERN_OP_COUNT; i++)
+        if (!strcmp(opcode_table[i].name, name))
+            return (tern_opcode)i;
+    return TERN_OP_COUNT;
+}
+
+static const char *const engine_names[TERN_ENGINE_COUNT] = {"tensor", "vector", "scalar", "gpsimd", "sync"};
+const char *tern_engine_name(tern_engine e) { return (unsigned)e < TERN_ENGINE_COUNT ? engine_names[e] : "?"; }
+
+static const char *const mem_names[TERN_MEM_COUNT] = {"none", "sbuf", "psum", "hbm"};
+const char *tern_mem_name(tern_mem m) { return (unsigned)m < TERN_MEM_COUNT ? mem_names[m] : "?"; }
+
+static const char *const alu_names[] = {
+#define X(id, name) name,
+    TERN_ALU_OPS(X)
+#undef X
+};
+static const char *const act_names[] = {
+#define X(id, name) name,
+    TERN_ACT_FUNCS(X)
+#undef X
+};
+static const char *const cmp_names[] = {
+#define X(id, name) name,
+    TERN_CMP_OPS(X)
+#undef X
+};
+
+static unsigned lookup(const char *const *names, unsigned count, const char *name)
+{
+    for (unsigned i = 0; i < count; i++)
+        if (!strcmp(names[i], name))
+            return i;
+    return count;
+}
+
+const char *tern_alu_name(tern_alu_op op) { return (unsigned)op < TERN_ALU_COUNT ? alu_names[op] : "?"; }
+tern_alu_op tern_alu_from_name(const char *name) { return (tern_alu_op)lookup(alu_names, TERN_ALU_COUNT, name); }
+const char *tern_act_name(tern_act_func f) { return (unsigned)f < TERN_ACT_COUNT ? act_names[f] : "?"; }
+tern_act_func tern_act_from_name(const char *name) { return (tern_act_func)lookup(act_names, TERN_ACT_COUNT, name); }
+const char *tern_cmp_name(tern_cmp_op c) { return (unsigned)c < TERN_CMP_COUNT ? cmp_names[c] : "?"; }
+tern_cmp_op tern_cmp_from_name(const char *name) { return (tern_cmp_op)lookup(cmp_names, TERN_CMP_COUNT, name); }
+
+uint64_t tern_ap_free_elems(const tern_ap *ap)
+{
+    uint64_t n = 1;
+    for (unsigned k = 0; k < ap->ndims && k < TERN_AP_MAX_DIMS; k++)
+        n *= ap->dims[k].num;
+    return ap->ndims ? n : 0;
+}
+
+void tern_program_init(tern_program *p)
+{
+    memset(p, 0, sizeof *p);
+    p->num_semaphores = 32;
+}
+
+void tern_program_free(tern_program *p)
+{
+    for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
+        free(p->streams[e].instrs);
+    memset(p, 0, sizeof *p);
+}
+
+tern_status tern_program_append(tern_program *p, const tern_instr *ins, tern_error *err)
+{
+    if (ins->engine >= TERN_ENGINE_COUNT)
+        return tern_error_set(err, TERN_ERR_INVALID, "program append: engine %u out of range (0..%d)",
+                              ins->engine, TERN_ENGINE_COUNT - 1);
+    tern_stream *s = &p->streams[ins->engine];
+    if (s->count == s->capacity) {
+        size_t cap = s->capacity ? s->capacity * 2 : 64;
+        tern_instr *n = realloc(s->instrs, cap * sizeof *n);
+        if (!n)
+            return tern_error_set(err, TERN_ERR_NOMEM, "program append: cannot grow %s stream to %zu instructions",
+                                  tern_engine_name((tern_engine)ins->engine), cap);
+        s->instrs = n;
+        s->capacity = cap;
+    }
+    s->instrs[s->count++] = *ins;
+    return TERN_OK;
+}
+
+size_t tern_program_instr_count(const tern_program *p)
+{
+    size_t n = 0;
+    for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
+        n += p->streams[e].count;
+    return n;
+}

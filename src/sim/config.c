@@ -1,0 +1,61 @@
+/* From a machine description (arch) to the simulated core's geometry: every limit the simulator enforces
+ * comes from the machine file, so a what-if file changes the simulated core without code changes. Figures
+ * that no public source gives (semaphore count) are tern's documented assumptions, kept here in one place. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tern/arch.h"
+#include "tern/sim.h"
+
+/* Not published (trainium-arch.md §17 lists the semaphore count as undocumented): tern gives each core 64,
+ * enough for the kernel builder's per-engine and per-queue counters. */
+#define TERN_ASSUMED_SEMAPHORES 64
+/* Published: 64 x 32-bit registers per engine sequencer (trainium-arch.md §2.1, ISA register_alloc). */
+#define TERN_REGISTERS_PER_ENGINE 64
+
+static int generation_of(const char *version)
+{
+    const char *v = strrchr(version, 'v');
+    if (v && v[1] >= '1' && v[1] <= '9')
+        return v[1] - '0';
+    return 2;
+}
+
+tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_core_config *cfg, tern_error *err)
+{
+    const tern_core_spec *core = tern_machine_core(m);
+    const tern_chip_spec *chip = tern_machine_chip(m);
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->name, sizeof cfg->name, "%s", tern_machine_name(m));
+    cfg->generation = generation_of(core->version);
+    cfg->partitions = core->sbuf.partitions;
+    cfg->sbuf_partition_bytes = core->sbuf.usable_bytes_per_partition;
+    cfg->psum_banks = core->psum.banks;
+    cfg->psum_bank_bytes = (uint32_t)core->psum.bank_bytes;
+    cfg->pe_rows = core->tensor.pe_rows;
+    cfg->pe_cols = core->tensor.pe_cols;
+    cfg->moving_free_max = core->tensor.moving_free_max;
+    cfg->vector_transpose_max = 32;
+    cfg->bn_stats_free_max = 512;
+    /* A chip's cores address all of its HBM. A bare core file describes no HBM, so tern assumes 16 GiB
+     * (half of Trainium1's 32 GiB, one core's share); load a chip or instance for the published figure. */
+    cfg->hbm_bytes = chip ? chip->hbm_bytes : (16ull << 30);
+    cfg->num_semaphores = TERN_ASSUMED_SEMAPHORES;
+    cfg->num_registers = TERN_REGISTERS_PER_ENGINE;
+    cfg->dma_queues = core->dma.queues_per_engine;
+    if (cfg->partitions != core->psum.partitions)
+        return tern_error_set(err, TERN_ERR_INVALID, "machine %s: SBUF has %u partitions but PSUM %u (must match)",
+                              cfg->name, cfg->partitions, core->psum.partitions);
+    return TERN_OK;
+}
+
+tern_status tern_core_config_load(const char *name_or_path, tern_core_config *cfg, tern_error *err)
+{
+    tern_machine *m = NULL;
+    tern_status st = tern_machine_load(name_or_path, &m, err);
+    if (st)
+        return st;
+    st = tern_core_config_from_machine(m, cfg, err);
+    tern_machine_free(m);
+    return st;
+}

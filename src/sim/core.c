@@ -1,0 +1,595 @@
+/* The NeuronCore's state and its memories: creation from a config, SBUF/PSUM arrays, lazily backed HBM in
+ * 1 MiB pages, host access for inputs and outputs, and the access-pattern machinery every executor uses
+ * (bounds, gather to dense fp32/int32, scatter with rounding). Layouts are known only here. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/core_internal.h"
+
+static const char *const operand_names[TERN_INSTR_OPERANDS] = {"dst", "in0", "in1", "in2", "extra"};
+const char *operand_name(int slot) { return slot >= 0 && slot < TERN_INSTR_OPERANDS ? operand_names[slot] : "?"; }
+
+void instr_label(const exec_ctx *cx, const tern_instr *ins, char *buf, size_t len)
+{
+    const tern_opcode_info *info = tern_opcode_get((tern_opcode)ins->opcode);
+    snprintf(buf, len, "%s #%zu (%s)", tern_engine_name(cx->engine), cx->pc, info ? info->name : "?");
+}
+
+static uint8_t fill_byte(const tern_core_options *o) { return o->fill_nan ? 0xFF : 0x00; }
+
+tern_status tern_core_create(const tern_core_config *cfg, const tern_core_options *opts, tern_core **out,
+                             tern_error *err)
+{
+    *out = NULL;
+    if (cfg->partitions == 0 || cfg->partitions > 1024)
+        return tern_error_set(err, TERN_ERR_INVALID, "core %s: partitions %u outside [1, 1024]", cfg->name,
+                              cfg->partitions);
+    if (cfg->sbuf_partition_bytes == 0 || cfg->sbuf_partition_bytes > (1ull << 24))
+        return tern_error_set(err, TERN_ERR_INVALID, "core %s: SBUF bytes per partition %llu outside [1, 16 MiB]",
+                              cfg->name, (unsigned long long)cfg->sbuf_partition_bytes);
+    if (cfg->psum_banks == 0 || cfg->psum_bank_bytes == 0 || cfg->psum_banks * (uint64_t)cfg->psum_bank_bytes > (1u << 20))
+        return tern_error_set(err, TERN_ERR_INVALID, "core %s: PSUM %u banks x %u bytes is not a valid geometry",
+                              cfg->name, cfg->psum_banks, cfg->psum_bank_bytes);
+    if (cfg->num_semaphores == 0 || cfg->num_semaphores > 255 || cfg->num_registers == 0 || cfg->num_registers > 255)
+        return tern_error_set(err, TERN_ERR_INVALID, "core %s: %u semaphores / %u registers outside [1, 255]",
+                              cfg->name, cfg->num_semaphores, cfg->num_registers);
+    if (cfg->pe_rows == 0 || cfg->pe_cols == 0 || cfg->pe_rows > cfg->partitions)
+        return tern_error_set(err, TERN_ERR_INVALID, "core %s: PE array %ux%u invalid for %u partitions", cfg->name,
+                              cfg->pe_rows, cfg->pe_cols, cfg->partitions);
+    tern_core *c = calloc(1, sizeof *c);
+    if (!c)
+        return tern_error_set(err, TERN_ERR_NOMEM, "core %s: out of memory", cfg->name);
+    c->cfg = *cfg;
+    if (opts)
+        c->opts = *opts;
+    if (!c->opts.max_instructions)
+        c->opts.max_instructions = 1000000000ull;
+    size_t sbuf_bytes = (size_t)cfg->partitions * cfg->sbuf_partition_bytes;
+    size_t psum_bytes = (size_t)cfg->partitions * cfg->psum_banks * cfg->psum_bank_bytes;
+    c->sbuf = malloc(sbuf_bytes);
+    c->psum = malloc(psum_bytes);
+    c->psum_bank_state = calloc((size_t)cfg->partitions * cfg->psum_banks, 1);
+    c->hbm_page_count = (cfg->hbm_bytes + HBM_PAGE_BYTES - 1) >> HBM_PAGE_SHIFT;
+    c->hbm_pages = calloc(c->hbm_page_count ? c->hbm_page_count : 1, sizeof *c->hbm_pages);
+    c->semaphores = calloc(cfg->num_semaphores, sizeof *c->semaphores);
+    c->registers = calloc((size_t)TERN_ENGINE_COUNT * cfg->num_registers, sizeof *c->registers);
+    c->stationary = malloc((size_t)cfg->pe_rows * cfg->pe_cols * 2 * sizeof(float));
+    if (!c->sbuf || !c->psum || !c->psum_bank_state || !c->hbm_pages || !c->semaphores || !c->registers ||
+        !c->stationary) {
+        tern_core_free(c);
+        return tern_error_set(err, TERN_ERR_NOMEM, "core %s: cannot allocate %zu bytes of SBUF and PSUM", cfg->name,
+                              sbuf_bytes + psum_bytes);
+    }
+    memset(c->sbuf, fill_byte(&c->opts), sbuf_bytes);
+    memset(c->psum, fill_byte(&c->opts), psum_bytes);
+    *out = c;
+    return TERN_OK;
+}
+
+void tern_core_free(tern_core *core)
+{
+    if (!core)
+        return;
+    if (core->hbm_pages)
+        for (uint64_t i = 0; i < core->hbm_page_count; i++)
+            free(core->hbm_pages[i]);
+    free(core->hbm_pages);
+    free(core->sbuf);
+    free(core->psum);
+    free(core->psum_bank_state);
+    free(core->semaphores);
+    free(core->registers);
+    free(core->stationary);
+    for (int i = 0; i < 6; i++)
+        free(core->scratch[i]);
+    free(core);
+}
+
+const tern_core_config *tern_core_get_config(const tern_core *core) { return &core->cfg; }
+
+uint32_t tern_core_semaphore(const tern_core *core, uint32_t sem)
+{
+    return sem < core->cfg.num_semaphores ? core->semaphores[sem] : 0;
+}
+
+int32_t tern_core_register(const tern_core *core, tern_engine e, uint32_t reg)
+{
+    if ((unsigned)e >= TERN_ENGINE_COUNT || reg >= core->cfg.num_registers)
+        return 0;
+    return core->registers[(size_t)e * core->cfg.num_registers + reg];
+}
+
+float *core_scratch(tern_core *core, int slot, size_t n)
+{
+    TERN_ASSERT(slot >= 0 && slot < 6);
+    if (n == 0)
+        n = 1;
+    if (core->scratch_cap[slot] < n) {
+        size_t cap = core->scratch_cap[slot] ? core->scratch_cap[slot] : 1024;
+        while (cap < n)
+            cap *= 2;
+        float *p = realloc(core->scratch[slot], cap * sizeof(float));
+        if (!p)
+            return NULL;
+        core->scratch[slot] = p;
+        core->scratch_cap[slot] = cap;
+    }
+    return core->scratch[slot];
+}
+
+/* ---- HBM ---- */
+
+static uint8_t *hbm_page(tern_core *c, uint64_t page)
+{
+    if (!c->hbm_pages[page]) {
+        uint8_t *p = malloc(HBM_PAGE_BYTES);
+        if (!p)
+            return NULL;
+        memset(p, fill_byte(&c->opts), HBM_PAGE_BYTES);
+        c->hbm_pages[page] = p;
+    }
+    return c->hbm_pages[page];
+}
+
+/* Copy between HBM [addr, addr+bytes) and host memory; dir 0 = read from HBM, 1 = write to HBM. */
+static tern_status hbm_copy(tern_core *c, uint64_t addr, void *host, size_t bytes, int write, tern_error *err)
+{
+    if (addr > c->cfg.hbm_bytes || bytes > c->cfg.hbm_bytes - addr)
+        return tern_error_set(err, TERN_ERR_RANGE, "HBM access [0x%llx, +%zu) outside HBM of %llu bytes",
+                              (unsigned long long)addr, bytes, (unsigned long long)c->cfg.hbm_bytes);
+    uint8_t *h = host;
+    while (bytes) {
+        uint64_t page = addr >> HBM_PAGE_SHIFT, off = addr & (HBM_PAGE_BYTES - 1);
+        size_t chunk = (size_t)(HBM_PAGE_BYTES - off);
+        if (chunk > bytes)
+            chunk = bytes;
+        uint8_t *p = hbm_page(c, page);
+        if (!p)
+            return tern_error_set(err, TERN_ERR_NOMEM, "HBM page at 0x%llx: out of host memory",
+                                  (unsigned long long)(page << HBM_PAGE_SHIFT));
+        if (write)
+            memcpy(p + off, h, chunk);
+        else
+            memcpy(h, p + off, chunk);
+        h += chunk;
+        addr += chunk;
+        bytes -= chunk;
+    }
+    return TERN_OK;
+}
+
+tern_status tern_core_hbm_write(tern_core *core, uint64_t addr, const void *src, size_t bytes, tern_error *err)
+{
+    return hbm_copy(core, addr, (void *)src, bytes, 1, err);
+}
+
+tern_status tern_core_hbm_read(tern_core *core, uint64_t addr, void *dst, size_t bytes, tern_error *err)
+{
+    return hbm_copy(core, addr, dst, bytes, 0, err);
+}
+
+static uint64_t onchip_partition_bytes(const tern_core *c, tern_mem mem)
+{
+    return mem == TERN_MEM_SBUF ? c->cfg.sbuf_partition_bytes : (uint64_t)c->cfg.psum_banks * c->cfg.psum_bank_bytes;
+}
+
+static uint8_t *onchip_base(const tern_core *c, tern_mem mem) { return mem == TERN_MEM_SBUF ? c->sbuf : c->psum; }
+
+static tern_status onchip_copy(tern_core *c, tern_mem mem, uint32_t partition, uint64_t offset, void *host,
+                               size_t bytes, int write, tern_error *err)
+{
+    if (mem != TERN_MEM_SBUF && mem != TERN_MEM_PSUM)
+        return tern_error_set(err, TERN_ERR_INVALID, "on-chip access: memory %s is not SBUF or PSUM",
+                              tern_mem_name(mem));
+    uint64_t pb = onchip_partition_bytes(c, mem);
+    if (partition >= c->cfg.partitions)
+        return tern_error_set(err, TERN_ERR_RANGE, "%s access: partition %u outside %u partitions",
+                              tern_mem_name(mem), partition, c->cfg.partitions);
+    if (offset > pb || bytes > pb - offset)
+        return tern_error_set(err, TERN_ERR_RANGE, "%s access: bytes [%llu, +%zu) outside the %llu bytes of a partition",
+                              tern_mem_name(mem), (unsigned long long)offset, bytes, (unsigned long long)pb);
+    uint8_t *p = onchip_base(c, mem) + (size_t)partition * pb + offset;
+    if (write)
+        memcpy(p, host, bytes);
+    else
+        memcpy(host, p, bytes);
+    return TERN_OK;
+}
+
+tern_status tern_core_onchip_write(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset,
+                                   const void *src, size_t bytes, tern_error *err)
+{
+    return onchip_copy(core, mem, partition, offset, (void *)src, bytes, 1, err);
+}
+
+tern_status tern_core_onchip_read(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset, void *dst,
+                                  size_t bytes, tern_error *err)
+{
+    return onchip_copy(core, mem, partition, offset, dst, bytes, 0, err);
+}
+
+/* ---- access patterns ---- */
+
+int64_t ap_reg_offset(const tern_core *core, tern_engine e, const tern_ap *ap)
+{
+    if (ap->offset_reg == TERN_REG_NONE || ap->offset_reg >= core->cfg.num_registers)
+        return 0;
+    return core->registers[(size_t)e * core->cfg.num_registers + ap->offset_reg];
+}
+
+/* Smallest and largest element offsets (relative to the base) the free pattern reaches. */
+static void ap_extent(const tern_ap *ap, int64_t *lo, int64_t *hi)
+{
+    int64_t mn = 0, mx = 0;
+    for (unsigned k = 0; k < ap->ndims; k++) {
+        int64_t span = (int64_t)ap->dims[k].step * (int64_t)(ap->dims[k].num ? ap->dims[k].num - 1 : 0);
+        if (span >= 0)
+            mx += span;
+        else
+            mn += span;
+    }
+    *lo = mn;
+    *hi = mx;
+}
+
+tern_status ap_check_bounds(const tern_core *core, tern_engine e, const tern_ap *ap, const char *what, tern_error *err)
+{
+    size_t es = tern_dtype_size((tern_dtype)ap->dtype);
+    if (ap->ndims == 0 || ap->ndims > TERN_AP_MAX_DIMS)
+        return tern_error_set(err, TERN_ERR_INVALID, "%s: %u free dimensions, must be 1..%d", what, ap->ndims,
+                              TERN_AP_MAX_DIMS);
+    for (unsigned k = 0; k < ap->ndims; k++)
+        if (ap->dims[k].num == 0)
+            return tern_error_set(err, TERN_ERR_INVALID, "%s: free dimension %u has size 0", what, k);
+    if (ap->num_partitions == 0)
+        return tern_error_set(err, TERN_ERR_INVALID, "%s: 0 partitions", what);
+    int64_t lo, hi;
+    ap_extent(ap, &lo, &hi);
+    int64_t reg = ap_reg_offset(core, e, ap);
+    if (ap->mem == TERN_MEM_SBUF || ap->mem == TERN_MEM_PSUM) {
+        if ((uint64_t)ap->start_partition + ap->num_partitions > core->cfg.partitions)
+            return tern_error_set(err, TERN_ERR_RANGE, "%s: partitions [%u, %u) outside the %u partitions of %s", what,
+                                  ap->start_partition, ap->start_partition + ap->num_partitions, core->cfg.partitions,
+                                  tern_mem_name((tern_mem)ap->mem));
+        int64_t pb = (int64_t)onchip_partition_bytes(core, (tern_mem)ap->mem);
+        int64_t first = (int64_t)ap->offset + (reg + lo) * (int64_t)es;
+        int64_t end = (int64_t)ap->offset + (reg + hi + 1) * (int64_t)es;
+        if (ap->offset > (uint64_t)pb || first < 0 || end > pb)
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "%s: bytes [%lld, %lld) of each partition outside %s's %lld bytes per partition",
+                                  what, (long long)first, (long long)end, tern_mem_name((tern_mem)ap->mem),
+                                  (long long)pb);
+        return TERN_OK;
+    }
+    if (ap->mem == TERN_MEM_HBM) {
+        int64_t plo = 0, phi = ap->partition_step * (int64_t)(ap->num_partitions - 1);
+        if (phi < 0) {
+            plo = phi;
+            phi = 0;
+        }
+        if (ap->offset > core->cfg.hbm_bytes)
+            return tern_error_set(err, TERN_ERR_RANGE, "%s: HBM address 0x%llx outside HBM of %llu bytes", what,
+                                  (unsigned long long)ap->offset, (unsigned long long)core->cfg.hbm_bytes);
+        int64_t first = (int64_t)ap->offset + (reg + lo + plo) * (int64_t)es;
+        int64_t end = (int64_t)ap->offset + (reg + hi + phi + 1) * (int64_t)es;
+        if (first < 0 || (uint64_t)end > core->cfg.hbm_bytes)
+            return tern_error_set(err, TERN_ERR_RANGE, "%s: HBM bytes [%lld, %lld) outside HBM of %llu bytes", what,
+                                  (long long)first, (long long)end, (unsigned long long)core->cfg.hbm_bytes);
+        return TERN_OK;
+    }
+    return tern_error_set(err, TERN_ERR_INVALID, "%s: no memory (mem=%u)", what, ap->mem);
+}
+
+/* Walk the AP as runs of the innermost dimension: calls fn(ctx, byte_addr_or_ptr, step, count, dense_index)
+ * for every (partition, outer index). For on-chip memories `ptr` is valid; for HBM `addr` is. */
+typedef tern_status (*run_fn)(tern_core *c, void *ctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
+                              size_t dense, tern_error *err);
+
+static tern_status ap_walk(tern_core *c, tern_engine e, const tern_ap *ap, run_fn fn, void *ctx, tern_error *err)
+{
+    size_t es = tern_dtype_size((tern_dtype)ap->dtype);
+    unsigned nd = ap->ndims;
+    uint32_t num[4] = {1, 1, 1, 1};
+    int32_t step[4] = {0, 0, 0, 0};
+    /* Right-align into 4 dims so the loop nest is fixed: d0 outermost, d3 innermost. */
+    for (unsigned k = 0; k < nd; k++) {
+        num[4 - nd + k] = ap->dims[k].num;
+        step[4 - nd + k] = ap->dims[k].step;
+    }
+    int64_t reg = ap_reg_offset(c, e, ap);
+    int onchip = ap->mem != TERN_MEM_HBM;
+    uint64_t pb = onchip ? onchip_partition_bytes(c, (tern_mem)ap->mem) : 0;
+    uint8_t *base = onchip ? onchip_base(c, (tern_mem)ap->mem) : NULL;
+    size_t dense = 0;
+    for (uint32_t p = 0; p < ap->num_partitions; p++) {
+        for (uint32_t i0 = 0; i0 < num[0]; i0++)
+            for (uint32_t i1 = 0; i1 < num[1]; i1++)
+                for (uint32_t i2 = 0; i2 < num[2]; i2++) {
+                    int64_t el = reg + (int64_t)i0 * step[0] + (int64_t)i1 * step[1] + (int64_t)i2 * step[2];
+                    tern_status st;
+                    if (onchip) {
+                        uint8_t *ptr = base + (size_t)(ap->start_partition + p) * pb + ap->offset + el * (int64_t)es;
+                        st = fn(c, ctx, ptr, 0, step[3], num[3], dense, err);
+                    } else {
+                        uint64_t addr = ap->offset + (uint64_t)(((int64_t)p * ap->partition_step + el) * (int64_t)es);
+                        st = fn(c, ctx, NULL, addr, step[3], num[3], dense, err);
+                    }
+                    if (st)
+                        return st;
+                    dense += num[3];
+                }
+    }
+    return TERN_OK;
+}
+
+typedef struct {
+    tern_dtype dt;
+    size_t es;
+    float *f;
+    int32_t *i;
+    const float *cf;
+    const int32_t *ci;
+    tern_convert_opts opts;
+    uint8_t tmp[4096];
+} run_ctx;
+
+/* Bring a run into contiguous host memory: for on-chip contiguous runs, the memory itself; otherwise tmp. */
+static tern_status run_load(tern_core *c, run_ctx *r, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
+                            uint8_t *dst, tern_error *err)
+{
+    if (ptr) {
+        if (step == 1) {
+            memcpy(dst, ptr, (size_t)count * r->es);
+        } else {
+            for (uint32_t k = 0; k < count; k++)
+                memcpy(dst + k * r->es, ptr + (int64_t)k * step * (int64_t)r->es, r->es);
+        }
+        return TERN_OK;
+    }
+    if (step == 1)
+        return hbm_copy(c, addr, dst, (size_t)count * r->es, 0, err);
+    for (uint32_t k = 0; k < count; k++) {
+        tern_status st = hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)r->es), dst + k * r->es, r->es, 0, err);
+        if (st)
+            return st;
+    }
+    return TERN_OK;
+}
+
+static tern_status run_store(tern_core *c, run_ctx *r, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
+                             const uint8_t *src, tern_error *err)
+{
+    if (ptr) {
+        if (step == 1) {
+            memcpy(ptr, src, (size_t)count * r->es);
+        } else {
+            for (uint32_t k = 0; k < count; k++)
+                memcpy(ptr + (int64_t)k * step * (int64_t)r->es, src + k * r->es, r->es);
+        }
+        return TERN_OK;
+    }
+    if (step == 1)
+        return hbm_copy(c, addr, (void *)src, (size_t)count * r->es, 1, err);
+    for (uint32_t k = 0; k < count; k++) {
+        tern_status st =
+            hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)r->es), (void *)(src + k * r->es), r->es, 1, err);
+        if (st)
+            return st;
+    }
+    return TERN_OK;
+}
+
+/* Process a run in chunks that fit run_ctx.tmp. */
+#define CHUNK_ELEMS(r) (sizeof((r)->tmp) / (r)->es)
+
+static tern_status gather_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step,
+                                  uint32_t count, size_t dense, tern_error *err)
+{
+    run_ctx *r = vctx;
+    if (ptr && step == 1) /* fast path: convert straight from the memory */
+        return tern_convert_to_f32(r->f + dense, r->dt, ptr, count, err);
+    uint32_t done = 0;
+    while (done < count) {
+        uint32_t n = count - done;
+        if (n > CHUNK_ELEMS(r))
+            n = (uint32_t)CHUNK_ELEMS(r);
+        int64_t adv = (int64_t)done * step * (int64_t)r->es;
+        tern_status st = run_load(c, r, ptr ? ptr + adv : NULL, addr + (uint64_t)adv, step, n, r->tmp, err);
+        if (!st)
+            st = tern_convert_to_f32(r->f + dense + done, r->dt, r->tmp, n, err);
+        if (st)
+            return st;
+        done += n;
+    }
+    return TERN_OK;
+}
+
+tern_status ap_gather_f32(tern_core *core, tern_engine e, const tern_ap *ap, float *out, tern_error *err)
+{
+    run_ctx r;
+    r.dt = (tern_dtype)ap->dtype;
+    r.es = tern_dtype_size(r.dt);
+    r.f = out;
+    return ap_walk(core, e, ap, gather_f32_run, &r, err);
+}
+
+static int32_t int_of_bytes(tern_dtype dt, const uint8_t *p)
+{
+    switch (dt) {
+    case TERN_DTYPE_INT8: return (int8_t)p[0];
+    case TERN_DTYPE_UINT8: return p[0];
+    case TERN_DTYPE_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case TERN_DTYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case TERN_DTYPE_INT32:
+    case TERN_DTYPE_UINT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    default: {
+        float f;
+        tern_convert_to_f32(&f, dt, p, 1, NULL);
+        if (!(f == f))
+            return 0;
+        if (f >= 2147483647.0f)
+            return INT32_MAX;
+        if (f <= -2147483648.0f)
+            return INT32_MIN;
+        return (int32_t)f;
+    }
+    }
+}
+
+static void bytes_of_int(tern_dtype dt, uint8_t *p, int32_t v)
+{
+    switch (dt) {
+    case TERN_DTYPE_INT8:
+    case TERN_DTYPE_UINT8: p[0] = (uint8_t)v; break;
+    case TERN_DTYPE_INT16:
+    case TERN_DTYPE_UINT16: { uint16_t u = (uint16_t)v; memcpy(p, &u, 2); break; }
+    case TERN_DTYPE_INT32:
+    case TERN_DTYPE_UINT32: memcpy(p, &v, 4); break;
+    default: {
+        float f = (float)v;
+        tern_convert_from_f32(dt, p, &f, 1, NULL, NULL);
+    }
+    }
+}
+
+static tern_status gather_i32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step,
+                                  uint32_t count, size_t dense, tern_error *err)
+{
+    run_ctx *r = vctx;
+    uint32_t done = 0;
+    while (done < count) {
+        uint32_t n = count - done;
+        if (n > CHUNK_ELEMS(r))
+            n = (uint32_t)CHUNK_ELEMS(r);
+        int64_t adv = (int64_t)done * step * (int64_t)r->es;
+        tern_status st = run_load(c, r, ptr ? ptr + adv : NULL, addr + (uint64_t)adv, step, n, r->tmp, err);
+        if (st)
+            return st;
+        for (uint32_t k = 0; k < n; k++)
+            r->i[dense + done + k] = int_of_bytes(r->dt, r->tmp + k * r->es);
+        done += n;
+    }
+    return TERN_OK;
+}
+
+tern_status ap_gather_i32(tern_core *core, tern_engine e, const tern_ap *ap, int32_t *out, tern_error *err)
+{
+    run_ctx r;
+    r.dt = (tern_dtype)ap->dtype;
+    r.es = tern_dtype_size(r.dt);
+    r.i = out;
+    return ap_walk(core, e, ap, gather_i32_run, &r, err);
+}
+
+static tern_status scatter_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step,
+                                   uint32_t count, size_t dense, tern_error *err)
+{
+    run_ctx *r = vctx;
+    if (ptr && step == 1) {
+        r->opts.offset = dense;
+        return tern_convert_from_f32(r->dt, ptr, r->cf + dense, count, &r->opts, err);
+    }
+    uint32_t done = 0;
+    while (done < count) {
+        uint32_t n = count - done;
+        if (n > CHUNK_ELEMS(r))
+            n = (uint32_t)CHUNK_ELEMS(r);
+        r->opts.offset = dense + done;
+        tern_status st = tern_convert_from_f32(r->dt, r->tmp, r->cf + dense + done, n, &r->opts, err);
+        int64_t adv = (int64_t)done * step * (int64_t)r->es;
+        if (!st)
+            st = run_store(c, r, ptr ? ptr + adv : NULL, addr + (uint64_t)adv, step, n, r->tmp, err);
+        if (st)
+            return st;
+        done += n;
+    }
+    return TERN_OK;
+}
+
+tern_status ap_scatter_f32(tern_core *core, tern_engine e, const tern_ap *ap, const float *in, uint64_t sr_stream,
+                           tern_error *err)
+{
+    run_ctx r;
+    r.dt = (tern_dtype)ap->dtype;
+    r.es = tern_dtype_size(r.dt);
+    r.cf = in;
+    memset(&r.opts, 0, sizeof r.opts);
+    r.opts.round = core->opts.rounding;
+    r.opts.overflow = TERN_OVERFLOW_INF;
+    r.opts.seed = core->opts.seed ^ (sr_stream * 0x9E3779B97F4A7C15ull);
+    psum_mark(core, ap, 0);
+    return ap_walk(core, e, ap, scatter_f32_run, &r, err);
+}
+
+static tern_status scatter_i32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step,
+                                   uint32_t count, size_t dense, tern_error *err)
+{
+    run_ctx *r = vctx;
+    uint32_t done = 0;
+    while (done < count) {
+        uint32_t n = count - done;
+        if (n > CHUNK_ELEMS(r))
+            n = (uint32_t)CHUNK_ELEMS(r);
+        for (uint32_t k = 0; k < n; k++)
+            bytes_of_int(r->dt, r->tmp + k * r->es, r->ci[dense + done + k]);
+        int64_t adv = (int64_t)done * step * (int64_t)r->es;
+        tern_status st = run_store(c, r, ptr ? ptr + adv : NULL, addr + (uint64_t)adv, step, n, r->tmp, err);
+        if (st)
+            return st;
+        done += n;
+    }
+    return TERN_OK;
+}
+
+tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, const int32_t *in, tern_error *err)
+{
+    run_ctx r;
+    r.dt = (tern_dtype)ap->dtype;
+    r.es = tern_dtype_size(r.dt);
+    r.ci = in;
+    psum_mark(core, ap, 0);
+    return ap_walk(core, e, ap, scatter_i32_run, &r, err);
+}
+
+/* ---- PSUM accumulation-group bookkeeping ---- */
+
+static void psum_banks_of(const tern_core *c, const tern_ap *ap, uint32_t *first, uint32_t *last)
+{
+    int64_t lo, hi;
+    ap_extent(ap, &lo, &hi);
+    size_t es = tern_dtype_size((tern_dtype)ap->dtype);
+    int64_t b0 = ((int64_t)ap->offset + lo * (int64_t)es) / c->cfg.psum_bank_bytes;
+    int64_t b1 = ((int64_t)ap->offset + (hi + 1) * (int64_t)es - 1) / c->cfg.psum_bank_bytes;
+    if (b0 < 0)
+        b0 = 0;
+    if (b1 >= (int64_t)c->cfg.psum_banks)
+        b1 = c->cfg.psum_banks - 1;
+    *first = (uint32_t)b0;
+    *last = (uint32_t)b1;
+}
+
+void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul)
+{
+    if (ap->mem != TERN_MEM_PSUM)
+        return;
+    uint32_t b0, b1;
+    psum_banks_of(core, ap, &b0, &b1);
+    for (uint32_t p = ap->start_partition; p < (uint32_t)ap->start_partition + ap->num_partitions; p++)
+        for (uint32_t b = b0; b <= b1; b++)
+            core->psum_bank_state[(size_t)p * core->cfg.psum_banks + b] = by_matmul ? PSUM_BANK_MATMUL : PSUM_BANK_OTHER;
+}
+
+int psum_is_matmul_group(const tern_core *core, const tern_ap *ap)
+{
+    uint32_t b0, b1;
+    psum_banks_of(core, ap, &b0, &b1);
+    for (uint32_t p = ap->start_partition; p < (uint32_t)ap->start_partition + ap->num_partitions; p++)
+        for (uint32_t b = b0; b <= b1; b++)
+            if (core->psum_bank_state[(size_t)p * core->cfg.psum_banks + b] != PSUM_BANK_MATMUL)
+                return 0;
+    return 1;
+}
+
+uint64_t sr_stream_of(const exec_ctx *cx) { return ((uint64_t)cx->engine << 56) ^ cx->seq; }

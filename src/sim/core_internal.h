@@ -1,0 +1,93 @@
+/* Private to sim: the NeuronCore's state and the helpers every engine's executor shares — resolving access
+ * patterns to bytes, gathering an operand into a dense fp32 (or int32) buffer [P][N] and scattering a dense
+ * buffer back with the core's rounding. Engines compute on dense buffers; only gather/scatter know layouts. */
+#ifndef TERN_SIM_CORE_INTERNAL_H
+#define TERN_SIM_CORE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "tern/sim.h"
+
+#define HBM_PAGE_SHIFT 20u /* 1 MiB pages, allocated on first touch */
+#define HBM_PAGE_BYTES (1ull << HBM_PAGE_SHIFT)
+
+/* PSUM bank bookkeeping for accumulation groups (per partition, per bank). */
+enum { PSUM_BANK_UNTOUCHED = 0, PSUM_BANK_MATMUL = 1, PSUM_BANK_OTHER = 2 };
+
+struct tern_core {
+    tern_core_config cfg;
+    tern_core_options opts;
+    uint8_t *sbuf;      /* partitions * sbuf_partition_bytes */
+    uint8_t *psum;      /* partitions * psum_banks * psum_bank_bytes */
+    uint8_t *psum_bank_state; /* partitions * psum_banks: who wrote last (PSUM_BANK_*) */
+    uint8_t **hbm_pages;
+    uint64_t hbm_page_count;
+    uint32_t *semaphores;
+    int32_t *registers; /* TERN_ENGINE_COUNT * num_registers */
+    /* The PE array's stationary operand, as exact fp32 values [K][M], and its shape and dtype. */
+    float *stationary;
+    uint32_t stat_k, stat_m;
+    uint8_t stat_dtype;
+    int stat_loaded;
+    /* Scratch buffers for dense operands, grown on demand. */
+    float *scratch[6];
+    size_t scratch_cap[6];
+};
+
+/* Per-instruction execution context: which engine, its index in the stream and the count of instructions the
+ * engine has executed (the stochastic-rounding stream depends only on these, never on engine interleaving). */
+typedef struct {
+    tern_engine engine;
+    size_t pc;
+    uint64_t seq; /* instructions executed so far by this engine */
+    tern_run_stats *stats;
+} exec_ctx;
+
+/* Short description "vector #12 (tensor_tensor)" for messages. */
+void instr_label(const exec_ctx *cx, const tern_instr *ins, char *buf, size_t len);
+
+const char *operand_name(int slot); /* "dst", "in0", ... */
+
+/* Resolve the register offset of an AP (elements) for this engine. */
+int64_t ap_reg_offset(const tern_core *core, tern_engine e, const tern_ap *ap);
+
+/* Check that every byte the AP touches lies inside its memory (after the register offset). */
+tern_status ap_check_bounds(const tern_core *core, tern_engine e, const tern_ap *ap, const char *what,
+                            tern_error *err);
+
+/* A scratch buffer of at least n floats (slot 0..5), owned by the core. NULL on allocation failure. */
+float *core_scratch(tern_core *core, int slot, size_t n);
+
+/* Gather the AP's elements as fp32 into out[p * N + i], p < num_partitions, N = free elems. */
+tern_status ap_gather_f32(tern_core *core, tern_engine e, const tern_ap *ap, float *out, tern_error *err);
+/* Gather raw integer values (sign- or zero-extended; floats are converted by truncation toward zero). */
+tern_status ap_gather_i32(tern_core *core, tern_engine e, const tern_ap *ap, int32_t *out, tern_error *err);
+/* Write in[p * N + i] to the AP, converting fp32 -> dtype with the core's rounding; sr_stream identifies the
+ * instruction for stochastic rounding. */
+tern_status ap_scatter_f32(tern_core *core, tern_engine e, const tern_ap *ap, const float *in, uint64_t sr_stream,
+                           tern_error *err);
+/* Write integers; float destinations get (float)value, integer destinations wrap to their width. */
+tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, const int32_t *in, tern_error *err);
+
+/* Mark PSUM banks touched by an AP as written by a matmul or by another engine. */
+void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul);
+/* True when every bank the AP touches was last written by a matmul group. */
+int psum_is_matmul_group(const tern_core *core, const tern_ap *ap);
+
+/* Executors, one per opcode family; each validates what only run time can know. */
+typedef tern_status (*exec_fn)(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status exec_vector(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status exec_gpsimd(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+
+/* Shared fp32 semantics of ALU operators (VectorE/GpSimd/ScalarE tensor_scalar): a op b. */
+float alu_apply_f32(tern_alu_op op, float a, float b);
+int32_t alu_apply_i32(tern_alu_op op, int32_t a, int32_t b);
+int alu_is_bitwise(tern_alu_op op);
+
+/* Seed for the stochastic-rounding stream of one instruction. */
+uint64_t sr_stream_of(const exec_ctx *cx);
+
+#endif

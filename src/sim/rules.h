@@ -1,0 +1,40 @@
+/* Private to sim: the hardware rules an instruction must satisfy, checked before a program runs (and again at
+ * run time for operands whose address depends on a register). Generic rules live in rules.c; each engine
+ * family's file adds its own opcode rules through a check_<family> function. Every violation names the
+ * instruction, the operand, the rule and the value. */
+#ifndef TERN_SIM_RULES_H
+#define TERN_SIM_RULES_H
+
+#include "sim/core_internal.h"
+
+/* Every rule for one instruction of a stream of `count` instructions. */
+tern_status rules_check_instr(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,
+                              tern_error *err);
+
+/* Memory-reach flags for rules_check_ap. */
+enum { REACH_SBUF = 1, REACH_PSUM = 2, REACH_HBM = 4 };
+
+/* Generic rules of one operand slot: used (ndims 1..4), dtype known, memory in `reach`, on-chip partition range
+ * and start-partition rule (compute engines), bounds when the address is static. */
+tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, int slot, unsigned reach,
+                           tern_error *err);
+
+/* The start-partition rule for compute-engine access (ARCH-V2): 64 < n <= 128 starts at 0; 32 < n <= 64 at 0
+ * or 64; n <= 32 at a multiple of 32 (quadrants scale with the partition count). */
+int rules_start_partition_ok(const tern_core *core, uint32_t start, uint32_t n);
+
+/* Fail with "<label>: <operand>: <message>" (printf-style). */
+tern_status rules_fail(tern_error *err, tern_status code, const exec_ctx *cx, const tern_instr *ins, int slot,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Family rules (opcode-specific shapes, dtypes, generation). */
+tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status check_vector(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status check_scalar(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+tern_status check_dma(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+
+/* Shape helpers for family rules. */
+uint64_t ap_elems(const tern_ap *ap); /* partitions * free elements */
+
+#endif
