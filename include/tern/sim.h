@@ -67,6 +67,11 @@ tern_status tern_core_onchip_write(tern_core *core, tern_mem mem, uint32_t parti
 tern_status tern_core_onchip_read(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset, void *dst,
                                   size_t bytes, tern_error *err);
 
+/* Static check of one instruction (at index pc of a stream of `count`) against a core geometry: every rule
+ * knowable without running. The kernel builder calls it as each instruction is built. */
+tern_status tern_instr_check(const tern_core_config *cfg, size_t pc, size_t count, const tern_instr *ins,
+                             tern_error *err);
+
 /* Static check of a whole program against the core's rules (what is knowable before running). */
 tern_status tern_core_validate(const tern_core *core, const tern_program *prog, tern_error *err);
 

@@ -172,3 +172,14 @@ tern_status rules_check_instr(const tern_core *core, const exec_ctx *cx, const t
     default: return check_vector(core, cx, ins, err);
     }
 }
+
+tern_status tern_instr_check(const tern_core_config *cfg, size_t pc, size_t count, const tern_instr *ins,
+                             tern_error *err)
+{
+    /* Static rules need only the geometry: a core with no memories attached. */
+    tern_core shell;
+    memset(&shell, 0, sizeof shell);
+    shell.cfg = *cfg;
+    exec_ctx cx = {(tern_engine)(ins->engine < TERN_ENGINE_COUNT ? ins->engine : 0), pc, 0, NULL};
+    return rules_check_instr(&shell, &cx, ins, count, err);
+}

@@ -1,0 +1,156 @@
+/* The ALU operators shared by VectorE, GpSimdE and ScalarE (tensor_tensor, tensor_scalar, reductions, scans) and
+ * by the sequencers' register ALU. Two semantics: fp32 (every arithmetic operator: inputs are already fp32, one
+ * fp32 rounding per operator) and int32 (bitvec operators on bit patterns, GpSimd native integer arithmetic,
+ * register arithmetic). Choices where the public docs are silent — all documented in docs/isa-semantics.md:
+ *  - max/min follow IEEE maxNum/minNum (C fmaxf/fminf): a NaN operand loses to a number; NaN only if both are NaN.
+ *    abs_max/abs_min likewise on |a|, |b|.
+ *  - comparisons give 1.0/0.0 (a NaN operand compares false, except not_equal, which is true); logical operators
+ *    test (x != 0), so NaN counts as true.
+ *  - pow/rsqrt are computed in double and rounded once (within 1 ulp of fp32, usually correctly rounded).
+ *  - mod is C fmodf (result has the sign of a), exact.
+ *  - int32: add/subtract/mult wrap modulo 2^32; divide truncates toward zero; x/0 = 0 and x%0 = 0 (no trap), and
+ *    INT32_MIN / -1 wraps to INT32_MIN; shift counts are masked to 0..31; shift_right is logical (NKI: arithmetic
+ *    right shift "not supported"); average is floor((a+b)/2) computed without overflow.
+ * Facts: trainium-arch.md §4.1, §8 ("ALU operators exposed by NKI"), SDK nki.api.shared.rst (bitvec vs arithmetic). */
+#include <math.h>
+#include <stdint.h>
+
+#include "sim/core_internal.h"
+
+int alu_is_bitwise(tern_alu_op op)
+{
+    switch (op) {
+    case TERN_ALU_BITWISE_AND:
+    case TERN_ALU_BITWISE_OR:
+    case TERN_ALU_BITWISE_XOR:
+    case TERN_ALU_SHIFT_LEFT:
+    case TERN_ALU_SHIFT_RIGHT: return 1;
+    default: return 0;
+    }
+}
+
+/* Saturating, NaN-to-zero fp32 -> int32 (only used when a bitvec operator reaches the fp32 path, which the
+ * family rules prevent; kept total so the function is defined everywhere). */
+static int32_t f2i_sat(float x)
+{
+    if (!(x == x))
+        return 0;
+    if (x >= 2147483647.0f)
+        return INT32_MAX;
+    if (x <= -2147483648.0f)
+        return INT32_MIN;
+    return (int32_t)x;
+}
+
+float alu_apply_f32(tern_alu_op op, float a, float b)
+{
+    switch (op) {
+    case TERN_ALU_BYPASS: return a;
+    case TERN_ALU_ADD: return a + b;
+    case TERN_ALU_SUBTRACT: return a - b;
+    case TERN_ALU_MULT: return a * b;
+    case TERN_ALU_DIVIDE: return a / b;
+    case TERN_ALU_MAX: return fmaxf(a, b);
+    case TERN_ALU_MIN: return fminf(a, b);
+    case TERN_ALU_ABS_MAX: return fmaxf(fabsf(a), fabsf(b));
+    case TERN_ALU_ABS_MIN: return fminf(fabsf(a), fabsf(b));
+    case TERN_ALU_POW: return (float)pow((double)a, (double)b);
+    case TERN_ALU_IS_EQ: return a == b ? 1.0f : 0.0f;
+    case TERN_ALU_NOT_EQ: return a != b ? 1.0f : 0.0f;
+    case TERN_ALU_IS_GT: return a > b ? 1.0f : 0.0f;
+    case TERN_ALU_IS_GE: return a >= b ? 1.0f : 0.0f;
+    case TERN_ALU_IS_LT: return a < b ? 1.0f : 0.0f;
+    case TERN_ALU_IS_LE: return a <= b ? 1.0f : 0.0f;
+    case TERN_ALU_LOGICAL_AND: return (a != 0.0f && b != 0.0f) ? 1.0f : 0.0f;
+    case TERN_ALU_LOGICAL_OR: return (a != 0.0f || b != 0.0f) ? 1.0f : 0.0f;
+    case TERN_ALU_LOGICAL_XOR: return ((a != 0.0f) != (b != 0.0f)) ? 1.0f : 0.0f;
+    case TERN_ALU_BITWISE_AND:
+    case TERN_ALU_BITWISE_OR:
+    case TERN_ALU_BITWISE_XOR:
+    case TERN_ALU_SHIFT_LEFT:
+    case TERN_ALU_SHIFT_RIGHT: return (float)alu_apply_i32(op, f2i_sat(a), f2i_sat(b));
+    case TERN_ALU_AVERAGE: return (a + b) * 0.5f;
+    case TERN_ALU_MOD: return fmodf(a, b);
+    case TERN_ALU_RSQRT: return (float)(1.0 / sqrt((double)a));
+    case TERN_ALU_ABS: return fabsf(a);
+    case TERN_ALU_COUNT: break;
+    }
+    return NAN;
+}
+
+/* Integer power with wrap-around; negative exponents give the truncated result (0 unless |a| == 1). */
+static int32_t ipow(int32_t a, int32_t b)
+{
+    if (b < 0) {
+        if (a == 1)
+            return 1;
+        if (a == -1)
+            return (b & 1) ? -1 : 1;
+        return 0;
+    }
+    uint32_t base = (uint32_t)a, r = 1u, e = (uint32_t)b;
+    while (e) {
+        if (e & 1u)
+            r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return (int32_t)r;
+}
+
+static uint32_t uabs32(int32_t a) { return a < 0 ? 0u - (uint32_t)a : (uint32_t)a; }
+
+int32_t alu_apply_i32(tern_alu_op op, int32_t a, int32_t b)
+{
+    uint32_t ua = (uint32_t)a, ub = (uint32_t)b;
+    switch (op) {
+    case TERN_ALU_BYPASS: return a;
+    case TERN_ALU_ADD: return (int32_t)(ua + ub);
+    case TERN_ALU_SUBTRACT: return (int32_t)(ua - ub);
+    case TERN_ALU_MULT: return (int32_t)(ua * ub);
+    case TERN_ALU_DIVIDE:
+        if (b == 0)
+            return 0;
+        if (a == INT32_MIN && b == -1)
+            return INT32_MIN;
+        return a / b;
+    case TERN_ALU_MAX: return a > b ? a : b;
+    case TERN_ALU_MIN: return a < b ? a : b;
+    case TERN_ALU_ABS_MAX: {
+        uint32_t x = uabs32(a), y = uabs32(b);
+        return (int32_t)(x > y ? x : y);
+    }
+    case TERN_ALU_ABS_MIN: {
+        uint32_t x = uabs32(a), y = uabs32(b);
+        return (int32_t)(x < y ? x : y);
+    }
+    case TERN_ALU_POW: return ipow(a, b);
+    case TERN_ALU_IS_EQ: return a == b;
+    case TERN_ALU_NOT_EQ: return a != b;
+    case TERN_ALU_IS_GT: return a > b;
+    case TERN_ALU_IS_GE: return a >= b;
+    case TERN_ALU_IS_LT: return a < b;
+    case TERN_ALU_IS_LE: return a <= b;
+    case TERN_ALU_LOGICAL_AND: return a != 0 && b != 0;
+    case TERN_ALU_LOGICAL_OR: return a != 0 || b != 0;
+    case TERN_ALU_LOGICAL_XOR: return (a != 0) != (b != 0);
+    case TERN_ALU_BITWISE_AND: return (int32_t)(ua & ub);
+    case TERN_ALU_BITWISE_OR: return (int32_t)(ua | ub);
+    case TERN_ALU_BITWISE_XOR: return (int32_t)(ua ^ ub);
+    case TERN_ALU_SHIFT_LEFT: return (int32_t)(ua << (ub & 31u));
+    case TERN_ALU_SHIFT_RIGHT: return (int32_t)(ua >> (ub & 31u));
+    case TERN_ALU_AVERAGE: {
+        int64_t s = (int64_t)a + (int64_t)b;
+        return (int32_t)(s >= 0 ? s / 2 : -((-s + 1) / 2));
+    }
+    case TERN_ALU_MOD:
+        if (b == 0 || (a == INT32_MIN && b == -1))
+            return 0;
+        return a % b;
+    case TERN_ALU_RSQRT: /* truncation of 1/sqrt(a): 1 for a == 1, else 0 (a <= 0 has no real result: 0) */
+        return a == 1 ? 1 : 0;
+    case TERN_ALU_ABS: return (int32_t)uabs32(a);
+    case TERN_ALU_COUNT: break;
+    }
+    return 0;
+}
