@@ -28,9 +28,15 @@ tern_status tern_error_prefix(tern_error *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    char old[TERN_ERROR_MSG_MAX];
-    memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s%s", prefix, old);
+    /* Shift the old message right and put the prefix in front, truncating the tail if it does not fit. */
+    size_t plen = strlen(prefix), olen = strnlen(err->msg, sizeof err->msg - 1);
+    if (plen > sizeof err->msg - 1)
+        plen = sizeof err->msg - 1;
+    if (plen + olen > sizeof err->msg - 1)
+        olen = sizeof err->msg - 1 - plen;
+    memmove(err->msg + plen, err->msg, olen);
+    memcpy(err->msg, prefix, plen);
+    err->msg[plen + olen] = '\0';
     return err->code;
 }
 

@@ -77,11 +77,23 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
 {
     if (bytes == 0 || bytes > a->capacity)
         return -1;
-    for (size_t i = 0; i < a->count; i++) {
+    /* Next fit: search from where the last tile ended, then wrap. Released space is reused only after the
+     * rest has been used, which spreads consecutive tiles over different buffers (multi-buffering) so a load
+     * into a new tile need not wait for the readers of the tile released just before. */
+    size_t first = 0;
+    while (first < a->count && a->blocks[first].end <= a->cursor)
+        first++;
+    for (size_t n = 0; n < a->count; n++) {
+        size_t i = (first + n) % a->count;
         kblock *b = &a->blocks[i];
         if (b->used)
             continue;
-        uint64_t s = fit(b, bytes, align, bank);
+        kblock probe = *b;
+        if (i == first && probe.start < a->cursor && n == 0)
+            probe.start = a->cursor;
+        uint64_t s = fit(&probe, bytes, align, bank);
+        if (s == UINT64_MAX && probe.start != b->start)
+            s = fit(b, bytes, align, bank);
         if (s == UINT64_MAX)
             continue;
         kblock whole = *b;
@@ -106,6 +118,7 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
                 return -1;
         }
         *offset = s;
+        a->cursor = s + bytes >= a->capacity ? 0 : s + bytes;
         return 0;
     }
     return -1;

@@ -25,11 +25,12 @@ typedef struct {
     uint64_t capacity;
     kblock *blocks; /* sorted by start, covering [0, capacity) */
     size_t count, cap;
+    uint64_t cursor; /* next-fit position */
 } kalloc;
 
 int kalloc_init(kalloc *a, uint64_t capacity);
 void kalloc_free(kalloc *a);
-/* First fit of `bytes` aligned to `align`; if `bank` is non-zero, a block no larger than a bank must not cross
+/* Next fit of `bytes` aligned to `align`; if `bank` is non-zero, a block no larger than a bank must not cross
  * a bank boundary and larger ones start on one. Returns 0 and the offset plus the hazards of the space taken. */
 int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64_t *offset, khazard *hz);
 /* Return [offset, offset+bytes) with the hazards of the tile that used it. */

@@ -1,0 +1,144 @@
+/* Tiled GEMM for the kernel library, structured as the NKI matrix-multiplication tutorial's fully optimised
+ * kernel (aws-neuron/nki-samples, tutorials/matrix_multiplication): for each N block, SBUF accumulators for
+ * every M block are zeroed; for each K block (in order) the rhs tiles of the block are loaded once, then for
+ * each M block the lhsT tiles are loaded and every (bn, bm) output tile gets one PSUM accumulation group over
+ * the K tiles, added into its SBUF accumulator by VectorE; finally each row of output tiles is packed and
+ * stored. Edges smaller than a tile or block are handled by slicing, so any M, N, K works. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel/builder_internal.h"
+#include "tern/kernel_lib.h"
+
+void tern_gemm_opts_default(tern_gemm_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->tiles_in_block_m = 16;
+    o->tiles_in_block_n = 2;
+    o->tiles_in_block_k = 8;
+    o->acc_dtype = -1;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs, const tern_gemm_opts *opts_in)
+{
+    if (!kview_ok(k, &out, "gemm out") || !kview_ok(k, &lhsT, "gemm lhsT") || !kview_ok(k, &rhs, "gemm rhs"))
+        return;
+    tern_gemm_opts opts;
+    if (opts_in)
+        opts = *opts_in;
+    else
+        tern_gemm_opts_default(&opts);
+    if (tern_view_rank(&out) != 2 || tern_view_rank(&lhsT) != 2 || tern_view_rank(&rhs) != 2) {
+        kfail(k, TERN_ERR_INVALID, "gemm: out, lhsT and rhs must be 2-D (ranks %u, %u, %u)", tern_view_rank(&out),
+              tern_view_rank(&lhsT), tern_view_rank(&rhs));
+        return;
+    }
+    uint64_t K = tern_view_dim(&lhsT, 0), M = tern_view_dim(&lhsT, 1), N = tern_view_dim(&rhs, 1);
+    if (tern_view_dim(&rhs, 0) != K) {
+        kfail(k, TERN_ERR_INVALID, "gemm: contraction mismatch: lhsT is [%llu, %llu], rhs is [%llu, %llu]",
+              (unsigned long long)K, (unsigned long long)M, (unsigned long long)tern_view_dim(&rhs, 0),
+              (unsigned long long)N);
+        return;
+    }
+    if (tern_view_dim(&out, 0) != M || tern_view_dim(&out, 1) != N) {
+        kfail(k, TERN_ERR_INVALID, "gemm: out is [%llu, %llu], expected [%llu, %llu]",
+              (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
+              (unsigned long long)M, (unsigned long long)N);
+        return;
+    }
+    if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {
+        kfail(k, TERN_ERR_INVALID, "gemm: block sizes must be >= 1 tile (got %u x %u x %u)", opts.tiles_in_block_m,
+              opts.tiles_in_block_n, opts.tiles_in_block_k);
+        return;
+    }
+    const tern_core_config *c = &k->cfg;
+    const uint64_t TM = c->pe_cols, TK = c->pe_rows, TN = c->moving_free_max;
+    const uint64_t BM = TM * opts.tiles_in_block_m, BN = TN * opts.tiles_in_block_n, BK = TK * opts.tiles_in_block_k;
+    tern_dtype in_l = (tern_dtype)lhsT.ap.dtype, in_r = (tern_dtype)rhs.ap.dtype;
+    tern_dtype acc = opts.acc_dtype < 0 ? in_l : (tern_dtype)opts.acc_dtype;
+    const uint64_t nbm = ceil_div(M, BM), nbn = ceil_div(N, BN), nbk = ceil_div(K, BK);
+
+    /* SBUF accumulators for one N block: [nbm][tiles_m][tiles_n] tiles of [TM, TN]. */
+    size_t nacc = (size_t)nbm * opts.tiles_in_block_m * opts.tiles_in_block_n;
+    tern_view *accs = calloc(nacc, sizeof *accs);
+    tern_view *rhs_tiles = calloc(opts.tiles_in_block_k, sizeof *rhs_tiles);
+    tern_view *lhs_tiles = calloc(opts.tiles_in_block_k, sizeof *lhs_tiles);
+    if (!accs || !rhs_tiles || !lhs_tiles) {
+        kfail(k, TERN_ERR_NOMEM, "gemm: out of memory");
+        goto done;
+    }
+    for (uint64_t n = 0; n < nbn && !k->failed; n++) {
+        uint64_t n0 = n * BN, bn_len = min_u64(BN, N - n0);
+        uint64_t tiles_n = ceil_div(bn_len, TN);
+        for (uint64_t m = 0; m < nbm; m++) {
+            uint64_t bm_len = min_u64(BM, M - m * BM), tiles_m = ceil_div(bm_len, TM);
+            for (uint64_t bm = 0; bm < tiles_m; bm++)
+                for (uint64_t bn = 0; bn < tiles_n; bn++) {
+                    uint32_t rows = (uint32_t)min_u64(TM, bm_len - bm * TM);
+                    uint32_t cols = (uint32_t)min_u64(TN, bn_len - bn * TN);
+                    tern_view *t = &accs[(m * opts.tiles_in_block_m + bm) * opts.tiles_in_block_n + bn];
+                    *t = tern_kernel_sbuf(k, acc, rows, cols, "gemm_acc");
+                    tern_kernel_memset(k, TERN_ENGINE_AUTO, *t, 0.0f);
+                }
+        }
+        for (uint64_t kb = 0; kb < nbk && !k->failed; kb++) {
+            uint64_t k0 = kb * BK, bk_len = min_u64(BK, K - k0), tiles_k = ceil_div(bk_len, TK);
+            for (uint64_t bk = 0; bk < tiles_k; bk++) {
+                uint64_t r0 = k0 + bk * TK, r1 = min_u64(r0 + TK, K);
+                rhs_tiles[bk] = tern_kernel_sbuf(k, in_r, (uint32_t)(r1 - r0), (uint32_t)bn_len, "gemm_rhs");
+                tern_kernel_load(k, rhs_tiles[bk], tern_view_block(k, rhs, r0, r1, n0, n0 + bn_len));
+            }
+            for (uint64_t m = 0; m < nbm && !k->failed; m++) {
+                uint64_t m0 = m * BM, bm_len = min_u64(BM, M - m0), tiles_m = ceil_div(bm_len, TM);
+                for (uint64_t bk = 0; bk < tiles_k; bk++) {
+                    uint64_t r0 = k0 + bk * TK, r1 = min_u64(r0 + TK, K);
+                    lhs_tiles[bk] = tern_kernel_sbuf(k, in_l, (uint32_t)(r1 - r0), (uint32_t)bm_len, "gemm_lhsT");
+                    tern_kernel_load(k, lhs_tiles[bk], tern_view_block(k, lhsT, r0, r1, m0, m0 + bm_len));
+                }
+                for (uint64_t bn = 0; bn < tiles_n; bn++)
+                    for (uint64_t bm = 0; bm < tiles_m; bm++) {
+                        uint32_t rows = (uint32_t)min_u64(TM, bm_len - bm * TM);
+                        uint32_t cols = (uint32_t)min_u64(TN, bn_len - bn * TN);
+                        tern_view ps = tern_kernel_psum(k, TERN_DTYPE_FP32, rows, cols, "gemm_psum");
+                        for (uint64_t bk = 0; bk < tiles_k; bk++) {
+                            uint64_t kk = tern_view_dim(&lhs_tiles[bk], 0);
+                            tern_view st = tern_view_block(k, lhs_tiles[bk], 0, kk, bm * TM, bm * TM + rows);
+                            tern_view mv = tern_view_block(k, rhs_tiles[bk], 0, kk, bn * TN, bn * TN + cols);
+                            tern_kernel_matmul(k, ps, st, mv, bk > 0);
+                        }
+                        tern_view *a = &accs[(m * opts.tiles_in_block_m + bm) * opts.tiles_in_block_n + bn];
+                        tern_kernel_tensor_tensor(k, TERN_ENGINE_AUTO, *a, *a, ps, TERN_ALU_ADD);
+                        tern_kernel_release(k, ps);
+                    }
+                for (uint64_t bk = 0; bk < tiles_k; bk++)
+                    tern_kernel_release(k, lhs_tiles[bk]);
+            }
+            for (uint64_t bk = 0; bk < tiles_k; bk++)
+                tern_kernel_release(k, rhs_tiles[bk]);
+        }
+        /* Pack each row of output tiles and store it. */
+        for (uint64_t m = 0; m < nbm && !k->failed; m++) {
+            uint64_t m0 = m * BM, bm_len = min_u64(BM, M - m0), tiles_m = ceil_div(bm_len, TM);
+            for (uint64_t bm = 0; bm < tiles_m; bm++) {
+                uint32_t rows = (uint32_t)min_u64(TM, bm_len - bm * TM);
+                tern_view packed = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, rows, (uint32_t)bn_len, "gemm_out");
+                for (uint64_t bn = 0; bn < tiles_n; bn++) {
+                    tern_view *a = &accs[(m * opts.tiles_in_block_m + bm) * opts.tiles_in_block_n + bn];
+                    uint64_t cols = tern_view_dim(a, 1);
+                    tern_kernel_tensor_copy(k, TERN_ENGINE_AUTO, tern_view_block(k, packed, 0, rows, bn * TN, bn * TN + cols), *a);
+                    tern_kernel_release(k, *a);
+                }
+                uint64_t row0 = m0 + bm * TM;
+                tern_kernel_store(k, tern_view_block(k, out, row0, row0 + rows, n0, n0 + bn_len), packed);
+                tern_kernel_release(k, packed);
+            }
+        }
+    }
+done:
+    free(accs);
+    free(rhs_tiles);
+    free(lhs_tiles);
+}

@@ -1,0 +1,157 @@
+/* The kernel library's GEMM against a float64 reference, over tile-exact and ragged shapes, several blockings,
+ * every TensorE input dtype, fp32 and bf16 accumulators; plus bit-exactness of one tile against the documented
+ * accumulation order (fp32, k ascending). */
+#include <math.h>
+
+#include "kernel_test_util.h"
+#include "tern/kernel_lib.h"
+
+typedef struct {
+    unsigned M, N, K;
+    tern_dtype in, out;
+    unsigned bm, bn, bk;
+    int acc; /* -1 = input dtype */
+} gemm_case;
+
+static double unit_roundoff(tern_dtype dt)
+{
+    switch (dt) {
+    case TERN_DTYPE_FP32: return 0x1p-24;
+    case TERN_DTYPE_BF16: return 0x1p-8;
+    case TERN_DTYPE_FP16: return 0x1p-11;
+    case TERN_DTYPE_FP8_E4M3: return 0x1p-4;
+    case TERN_DTYPE_FP8_E5M2: return 0x1p-3;
+    default: return 0x1p-24;
+    }
+}
+
+static void run_case(const char *machine, const gemm_case *c)
+{
+    char name[160];
+    snprintf(name, sizeof name, "gemm %s %ux%ux%u %s->%s block %u/%u/%u acc %s", machine, c->M, c->N, c->K,
+             tern_dtype_name(c->in), tern_dtype_name(c->out), c->bm, c->bn, c->bk,
+             c->acc < 0 ? "input" : tern_dtype_name((tern_dtype)c->acc));
+    TEST_BEGIN(name);
+    tern_core_config cfg;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_kernel *k = NULL;
+    tern_error err;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "gemm", &k, &err), TERN_OK);
+    tern_view lhsT = tern_kernel_input2d(k, "lhsT", c->in, c->K, c->M);
+    tern_view rhs = tern_kernel_input2d(k, "rhs", c->in, c->K, c->N);
+    tern_view out = tern_kernel_output2d(k, "out", c->out, c->M, c->N);
+    tern_gemm_opts o;
+    tern_gemm_opts_default(&o);
+    o.tiles_in_block_m = c->bm;
+    o.tiles_in_block_n = c->bn;
+    o.tiles_in_block_k = c->bk;
+    o.acc_dtype = c->acc;
+    tern_lib_gemm(k, out, lhsT, rhs, &o);
+    tern_status st = tern_kernel_status(k, &err);
+    CHECK_MSG(st == TERN_OK, "build failed: %s", err.msg);
+    float *a = malloc(sizeof(float) * c->K * c->M), *b = malloc(sizeof(float) * c->K * c->N);
+    float *y = malloc(sizeof(float) * c->M * c->N);
+    ktu_fill(a, (size_t)c->K * c->M, c->in, 1 + c->M);
+    ktu_fill(b, (size_t)c->K * c->N, c->in, 2 + c->N);
+    if (!st) {
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "lhsT", a, (size_t)c->K * c->M, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "rhs", b, (size_t)c->K * c->N, &err), TERN_OK);
+        st = tern_kernel_run(k, core, NULL, &err);
+        CHECK_MSG(st == TERN_OK, "run failed: %s", err.msg);
+        CHECK_EQ_INT(tern_kernel_read_f32(k, core, "out", y, (size_t)c->M * c->N, &err), TERN_OK);
+        tern_dtype acc = c->acc < 0 ? c->in : (tern_dtype)c->acc;
+        unsigned kblocks = (c->K + 128 * c->bk - 1) / (128 * c->bk);
+        size_t bad = 0;
+        double worst = 0;
+        for (unsigned m = 0; m < c->M; m++)
+            for (unsigned n = 0; n < c->N; n++) {
+                double ref = 0, mag = 0;
+                for (unsigned kk = 0; kk < c->K; kk++) {
+                    double p = (double)a[(size_t)kk * c->M + m] * b[(size_t)kk * c->N + n];
+                    ref += p;
+                    mag += fabs(p);
+                }
+                /* fp32 summation over K, one rounding per K block into the accumulator, one to the output. */
+                double tol = mag * (c->K * 0x1p-24 + (kblocks + 1) * unit_roundoff(acc)) +
+                             fabs(ref) * unit_roundoff(c->out) + 1e-30;
+                double e = fabs((double)y[(size_t)m * c->N + n] - ref);
+                if (!(e <= tol))
+                    bad++;
+                if (e / tol > worst)
+                    worst = e / tol;
+            }
+        CHECK_MSG(bad == 0, "%zu of %u elements outside the error bound (worst error/bound %.3g)", bad, c->M * c->N,
+                  worst);
+    }
+    free(a);
+    free(b);
+    free(y);
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
+/* One 128x128x512 tile, fp32 out: must equal a sequential fp32 sum over k exactly. */
+static void exact_order(void)
+{
+    TEST_BEGIN("gemm single tile bit-exact accumulation order");
+    const unsigned M = 128, N = 512, K = 128;
+    tern_core_config cfg;
+    tern_core *core = ktu_core("neuroncore-v2", &cfg);
+    tern_kernel *k = NULL;
+    tern_error err;
+    tern_kernel_create(&cfg, "tile", &k, &err);
+    tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, K, M);
+    tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, K, N);
+    tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, M, N);
+    tern_gemm_opts o;
+    tern_gemm_opts_default(&o);
+    o.acc_dtype = TERN_DTYPE_FP32;
+    tern_lib_gemm(k, out, lhsT, rhs, &o);
+    float *a = malloc(sizeof(float) * K * M), *b = malloc(sizeof(float) * K * N), *y = malloc(sizeof(float) * M * N);
+    ktu_fill(a, (size_t)K * M, TERN_DTYPE_BF16, 7);
+    ktu_fill(b, (size_t)K * N, TERN_DTYPE_BF16, 8);
+    tern_kernel_write_f32(k, core, "lhsT", a, (size_t)K * M, &err);
+    tern_kernel_write_f32(k, core, "rhs", b, (size_t)K * N, &err);
+    CHECK_EQ_INT(tern_kernel_run(k, core, NULL, &err), TERN_OK);
+    tern_kernel_read_f32(k, core, "out", y, (size_t)M * N, &err);
+    size_t mismatches = 0;
+    for (unsigned m = 0; m < M; m++)
+        for (unsigned n = 0; n < N; n++) {
+            volatile float s = 0.0f;
+            for (unsigned kk = 0; kk < K; kk++) {
+                volatile float p = a[(size_t)kk * M + m] * b[(size_t)kk * N + n];
+                s = s + p;
+            }
+            /* The accumulator starts at +0 (memset) and adds the PSUM sum once: 0 + s == s. */
+            if (memcmp((const void *)&s, &y[(size_t)m * N + n], 4) != 0)
+                mismatches++;
+        }
+    CHECK_MSG(mismatches == 0, "%zu elements differ from the sequential fp32 sum", mismatches);
+    free(a);
+    free(b);
+    free(y);
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
+int main(void)
+{
+    const gemm_case cases[] = {
+        {128, 512, 128, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 16, 2, 8, TERN_DTYPE_FP32},
+        {256, 1024, 512, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 1, 1, 2, TERN_DTYPE_FP32},
+        {200, 700, 300, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 1, 1, 1, TERN_DTYPE_FP32},
+        {200, 700, 300, TERN_DTYPE_BF16, TERN_DTYPE_BF16, 16, 2, 8, -1},
+        {130, 513, 129, TERN_DTYPE_FP16, TERN_DTYPE_FP32, 1, 2, 1, TERN_DTYPE_FP32},
+        {96, 300, 260, TERN_DTYPE_FP8_E4M3, TERN_DTYPE_FP32, 1, 1, 1, TERN_DTYPE_FP32},
+        {96, 300, 260, TERN_DTYPE_FP8_E5M2, TERN_DTYPE_BF16, 1, 1, 1, TERN_DTYPE_FP32},
+        {100, 200, 150, TERN_DTYPE_FP32, TERN_DTYPE_FP32, 1, 1, 1, TERN_DTYPE_FP32},
+        {1, 1, 1, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 16, 2, 8, -1},
+        {512, 1024, 1024, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 2, 1, 4, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case("neuroncore-v2", &cases[i]);
+    const gemm_case v3 = {256, 600, 300, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 2, 2, 2, TERN_DTYPE_FP32};
+    run_case("neuroncore-v3", &v3);
+    exact_order();
+    return check_report();
+}
