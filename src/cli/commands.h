@@ -5,5 +5,7 @@
 #define TERN_CLI_COMMANDS_H
 
 int tern_cmd_info(int argc, char **argv);
+int tern_cmd_asm(int argc, char **argv);    /* cmd_asm.c */
+int tern_cmd_disasm(int argc, char **argv); /* cmd_asm.c */
 
 #endif

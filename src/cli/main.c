@@ -14,6 +14,8 @@ typedef struct {
 
 static const command commands[] = {
     {"info", tern_cmd_info, "list the machine catalogue, or describe one machine (NAME [--json])"},
+    {"asm", tern_cmd_asm, "assemble program text into a binary program (IN.s -o OUT.tprog)"},
+    {"disasm", tern_cmd_disasm, "print a binary program as assembly text (IN.tprog [-o OUT.s])"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,280 @@
+/* GpSimdE's own instructions: iota (affine integer pattern generation), affine_select (keep elements where an
+ * affine predicate holds, e.g. causal masks) and partition_reduce (reduce across partitions). GpSimd reaches SBUF
+ * only. (tensor_tensor, tensor_scalar, tensor_copy and memset on GpSimd live in exec_vector.c.)
+ *
+ * Encoding (tern's, documented here and in docs/isa-semantics.md):
+ *  - The affine pattern is a pseudo-operand: an access pattern with mem = none whose dims[k] = {step, num} are
+ *    NKI's pattern [[step_w, num_w], ..., [step_x, num_x]] (dims[0] outermost); its other fields are ignored.
+ *    iota takes it in slot in0, affine_select in slot in1 (in0 is on_true). The product of the nums must equal
+ *    the destination's elements per partition; values are produced in row-major order of the pattern and written
+ *    in row-major order of dst's own pattern.
+ *  - value(p, i) = imm_i0 (offset) + p * imm_i1 (channel_multiplier) + sum_k i_k * step_k in int32 arithmetic
+ *    modulo 2^32 (p counts from 0 at dst's first partition).
+ *  - iota writes value cast to dst's dtype: floats round from int32 (RNE or the core's rounding), integers
+ *    saturate to the dtype's range (uint32 and int32 keep the 32-bit value, negative values saturate to 0 for
+ *    unsigned types).
+ *  - affine_select: D = (value op0 0) ? A : imm1.f, op0 one of is_equal, not_equal, is_gt, is_ge, is_lt, is_le
+ *    (integer comparison). Same dtype A and D: selected elements are copied bit-exactly and imm1.f is rounded to
+ *    dst's dtype; different dtypes: A goes through fp32 (NKI docstring).
+ *  - partition_reduce: D is [1, F], A is [P, F]; D[0, f] = fold over p ascending of A[p, f] with op0 in add, max,
+ *    min, average (= fp32 sum / P), bitwise_or, bitwise_and. Arithmetic in fp32 (fmaxf/fminf for NaN), except
+ *    when A and D are both int32/uint32 (add/max/min: exact, wrapping integer arithmetic) and for the bitwise ops
+ *    (integer dtypes required).
+ * Facts: trainium-arch.md §2.4 (GpSimd cannot access PSUM), §4.3, §8; SDK nki.isa iota / affine_select /
+ * tensor_partition_reduce docstrings. */
+#include <stdio.h>
+
+#include "sim/rules.h"
+
+static int dt_is_int(uint8_t dt) { return !tern_dtype_is_float((tern_dtype)dt); }
+static const char *dtn(uint8_t dt) { return tern_dtype_name((tern_dtype)dt); }
+
+static tern_status check_pattern(const exec_ctx *cx, const tern_instr *ins, int slot, tern_error *err)
+{
+    const tern_ap *pt = &ins->ap[slot], *d = &ins->ap[TERN_AP_DST];
+    if (pt->ndims < 1 || pt->ndims > TERN_AP_MAX_DIMS)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot, "affine pattern needs 1..%d dims, has %u",
+                          TERN_AP_MAX_DIMS, pt->ndims);
+    if (pt->mem != TERN_MEM_NONE)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot,
+                          "affine pattern is not a tensor: its memory must be none, is %s",
+                          tern_mem_name((tern_mem)pt->mem));
+    uint64_t n = 1;
+    for (unsigned k = 0; k < pt->ndims; k++)
+        n *= pt->dims[k].num;
+    if (n != tern_ap_free_elems(d))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot,
+                          "affine pattern covers %llu elements, the destination has %llu per partition",
+                          (unsigned long long)n, (unsigned long long)tern_ap_free_elems(d));
+    return TERN_OK;
+}
+
+static int is_cmp(unsigned op) { return op >= TERN_ALU_IS_EQ && op <= TERN_ALU_IS_LE; }
+
+tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    if ((st = rules_check_ap(core, cx, ins, TERN_AP_DST, REACH_SBUF, err)))
+        return st;
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    switch ((tern_opcode)ins->opcode) {
+    case TERN_OP_IOTA: return check_pattern(cx, ins, TERN_AP_IN0, err);
+    case TERN_OP_AFFINE_SELECT:
+        if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN0, REACH_SBUF, err)) ||
+            (st = check_pattern(cx, ins, TERN_AP_IN1, err)))
+            return st;
+        if (!is_cmp(ins->op0))
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
+                              "op0 %u is not a comparison (is_equal, not_equal, is_gt, is_ge, is_lt, is_le)", ins->op0);
+        if (a->num_partitions != d->num_partitions || tern_ap_free_elems(a) != tern_ap_free_elems(d))
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN0, "shape [%u, %llu] must equal dst's [%u, %llu]",
+                              a->num_partitions, (unsigned long long)tern_ap_free_elems(a), d->num_partitions,
+                              (unsigned long long)tern_ap_free_elems(d));
+        return TERN_OK;
+    case TERN_OP_PARTITION_REDUCE: {
+        if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN0, REACH_SBUF, err)))
+            return st;
+        unsigned op = ins->op0;
+        int bit = op == TERN_ALU_BITWISE_OR || op == TERN_ALU_BITWISE_AND;
+        if (!(bit || op == TERN_ALU_ADD || op == TERN_ALU_MAX || op == TERN_ALU_MIN || op == TERN_ALU_AVERAGE))
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
+                              "op0 %u (%s) is not a partition reduction (add, max, min, average, bitwise_or, "
+                              "bitwise_and)",
+                              op, tern_alu_name((tern_alu_op)op));
+        if (d->num_partitions != 1)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "%u partitions, must be 1 (the reduction)",
+                              d->num_partitions);
+        if (tern_ap_free_elems(d) != tern_ap_free_elems(a))
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST,
+                              "%llu elements per partition, operand in0 has %llu (must be equal)",
+                              (unsigned long long)tern_ap_free_elems(d), (unsigned long long)tern_ap_free_elems(a));
+        if (bit && (!dt_is_int(a->dtype) || !dt_is_int(d->dtype)))
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, dt_is_int(a->dtype) ? TERN_AP_DST : TERN_AP_IN0,
+                              "dtype %s must be an integer type for %s",
+                              dtn(dt_is_int(a->dtype) ? d->dtype : a->dtype), tern_alu_name((tern_alu_op)op));
+        return TERN_OK;
+    }
+    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a GpSimd instruction");
+    }
+}
+
+/* value(p, i) for every element, dense [P][N] (int32, modulo 2^32). */
+static void affine_values(const tern_instr *ins, const tern_ap *pt, uint32_t P, int32_t *out)
+{
+    uint32_t num[4] = {1, 1, 1, 1}, step[4] = {0, 0, 0, 0};
+    unsigned nd = pt->ndims;
+    for (unsigned k = 0; k < nd; k++) {
+        num[4 - nd + k] = pt->dims[k].num;
+        step[4 - nd + k] = (uint32_t)pt->dims[k].step;
+    }
+    size_t o = 0;
+    for (uint32_t p = 0; p < P; p++) {
+        uint32_t base = (uint32_t)ins->imm_i0 + p * (uint32_t)ins->imm_i1;
+        for (uint32_t w = 0; w < num[0]; w++)
+            for (uint32_t z = 0; z < num[1]; z++)
+                for (uint32_t y = 0; y < num[2]; y++)
+                    for (uint32_t x = 0; x < num[3]; x++)
+                        out[o++] = (int32_t)(base + w * step[0] + z * step[1] + y * step[2] + x * step[3]);
+    }
+}
+
+static tern_status dyn_bounds(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    for (int s = 0; s < 2; s++) { /* dst and in0 are the only tensors (in1 of affine_select is the pattern) */
+        const tern_ap *ap = &ins->ap[s];
+        if (ap->ndims && ap->offset_reg != TERN_REG_NONE && ap->mem != TERN_MEM_NONE) {
+            char what[128], label[96];
+            instr_label(cx, ins, label, sizeof label);
+            snprintf(what, sizeof what, "%s: operand %s", label, operand_name(s));
+            tern_status st = ap_check_bounds(core, cx->engine, ap, what, err);
+            if (st)
+                return st;
+        }
+    }
+    return TERN_OK;
+}
+
+static tern_status nomem(const exec_ctx *cx, const tern_instr *ins, size_t n, tern_error *err)
+{
+    return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for %zu elements", n);
+}
+
+static tern_ap raw_view(const tern_ap *ap)
+{
+    tern_ap r = *ap;
+    size_t es = tern_dtype_size((tern_dtype)ap->dtype);
+    r.dtype = es == 1 ? TERN_DTYPE_UINT8 : es == 2 ? TERN_DTYPE_UINT16 : TERN_DTYPE_UINT32;
+    return r;
+}
+
+static int32_t clamp_to(uint8_t dt, int32_t v)
+{
+    switch (dt) {
+    case TERN_DTYPE_INT8: return v < INT8_MIN ? INT8_MIN : v > INT8_MAX ? INT8_MAX : v;
+    case TERN_DTYPE_UINT8: return v < 0 ? 0 : v > UINT8_MAX ? UINT8_MAX : v;
+    case TERN_DTYPE_INT16: return v < INT16_MIN ? INT16_MIN : v > INT16_MAX ? INT16_MAX : v;
+    case TERN_DTYPE_UINT16: return v < 0 ? 0 : v > UINT16_MAX ? UINT16_MAX : v;
+    case TERN_DTYPE_UINT32: return v < 0 ? 0 : v;
+    default: return v;
+    }
+}
+
+static tern_status exec_iota(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *d = &ins->ap[TERN_AP_DST];
+    size_t n = (size_t)ap_elems(d);
+    float *b = core_scratch(core, 0, n);
+    if (!b)
+        return nomem(cx, ins, n, err);
+    int32_t *v = (int32_t *)(void *)b;
+    affine_values(ins, &ins->ap[TERN_AP_IN0], d->num_partitions, v);
+    if (dt_is_int(d->dtype)) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = clamp_to(d->dtype, v[i]);
+        return ap_scatter_i32(core, cx->engine, d, v, err);
+    }
+    for (size_t i = 0; i < n; i++)
+        b[i] = (float)v[i]; /* int32 -> fp32 rounds to nearest even (C default rounding mode) */
+    return ap_scatter_f32(core, cx->engine, d, b, sr_stream_of(cx), err);
+}
+
+static int cmp_zero(tern_alu_op op, int32_t v)
+{
+    switch (op) {
+    case TERN_ALU_IS_EQ: return v == 0;
+    case TERN_ALU_NOT_EQ: return v != 0;
+    case TERN_ALU_IS_GT: return v > 0;
+    case TERN_ALU_IS_GE: return v >= 0;
+    case TERN_ALU_IS_LT: return v < 0;
+    case TERN_ALU_IS_LE: return v <= 0;
+    default: return 0;
+    }
+}
+
+static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    size_t n = (size_t)ap_elems(d);
+    float *vb = core_scratch(core, 0, n), *xb = core_scratch(core, 1, n);
+    if (!vb || !xb)
+        return nomem(cx, ins, n, err);
+    int32_t *v = (int32_t *)(void *)vb;
+    affine_values(ins, &ins->ap[TERN_AP_IN1], d->num_partitions, v);
+    tern_alu_op op = (tern_alu_op)ins->op0;
+    tern_status st;
+    if (a->dtype == d->dtype) {
+        tern_ap ra = raw_view(a), rd = raw_view(d);
+        int32_t *x = (int32_t *)(void *)xb;
+        if ((st = ap_gather_i32(core, cx->engine, &ra, x, err)))
+            return st;
+        tern_convert_opts o = TERN_CONVERT_OPTS_DEFAULT;
+        o.round = core->opts.rounding;
+        o.seed = core->opts.seed ^ (sr_stream_of(cx) * 0x9E3779B97F4A7C15ull);
+        for (size_t i = 0; i < n; i++)
+            if (!cmp_zero(op, v[i]))
+                x[i] = (int32_t)tern_num_encode((tern_dtype)d->dtype, ins->imm1.f, &o, i);
+        return ap_scatter_i32(core, cx->engine, &rd, x, err);
+    }
+    if ((st = ap_gather_f32(core, cx->engine, a, xb, err)))
+        return st;
+    for (size_t i = 0; i < n; i++)
+        if (!cmp_zero(op, v[i]))
+            xb[i] = ins->imm1.f;
+    return ap_scatter_f32(core, cx->engine, d, xb, sr_stream_of(cx), err);
+}
+
+static int is_32bit_int(uint8_t dt) { return dt == TERN_DTYPE_INT32 || dt == TERN_DTYPE_UINT32; }
+
+static tern_status exec_partition_reduce(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    uint32_t P = a->num_partitions;
+    size_t F = (size_t)tern_ap_free_elems(a);
+    tern_alu_op op = (tern_alu_op)ins->op0;
+    float *xb = core_scratch(core, 0, (size_t)P * F), *ob = core_scratch(core, 1, F);
+    if (!xb || !ob)
+        return nomem(cx, ins, (size_t)P * F, err);
+    tern_status st;
+    int bit = op == TERN_ALU_BITWISE_OR || op == TERN_ALU_BITWISE_AND;
+    if (bit || (op != TERN_ALU_AVERAGE && is_32bit_int(a->dtype) && is_32bit_int(d->dtype))) {
+        int32_t *x = (int32_t *)(void *)xb, *o = (int32_t *)(void *)ob;
+        if ((st = ap_gather_i32(core, cx->engine, a, x, err)))
+            return st;
+        int uns = a->dtype == TERN_DTYPE_UINT32;
+        for (size_t f = 0; f < F; f++) {
+            int32_t r = x[f];
+            for (uint32_t p = 1; p < P; p++) {
+                int32_t e = x[(size_t)p * F + f];
+                if (uns && (op == TERN_ALU_MAX || op == TERN_ALU_MIN))
+                    r = (op == TERN_ALU_MAX) == ((uint32_t)e > (uint32_t)r) ? e : r;
+                else
+                    r = alu_apply_i32(op, r, e);
+            }
+            o[f] = r;
+        }
+        return ap_scatter_i32(core, cx->engine, d, o, err);
+    }
+    if ((st = ap_gather_f32(core, cx->engine, a, xb, err)))
+        return st;
+    tern_alu_op fop = op == TERN_ALU_AVERAGE ? TERN_ALU_ADD : op;
+    for (size_t f = 0; f < F; f++) {
+        float r = xb[f];
+        for (uint32_t p = 1; p < P; p++)
+            r = alu_apply_f32(fop, r, xb[(size_t)p * F + f]);
+        ob[f] = op == TERN_ALU_AVERAGE ? r / (float)P : r;
+    }
+    return ap_scatter_f32(core, cx->engine, d, ob, sr_stream_of(cx), err);
+}
+
+tern_status exec_gpsimd(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st = dyn_bounds(core, cx, ins, err);
+    if (st)
+        return st;
+    switch ((tern_opcode)ins->opcode) {
+    case TERN_OP_IOTA: return exec_iota(core, cx, ins, err);
+    case TERN_OP_AFFINE_SELECT: return exec_affine_select(core, cx, ins, err);
+    case TERN_OP_PARTITION_REDUCE: return exec_partition_reduce(core, cx, ins, err);
+    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a GpSimd instruction");
+    }
+}

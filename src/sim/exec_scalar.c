@@ -1,0 +1,182 @@
+/* ScalarE: the activation instruction, D = func(A * scale + bias), with an optional per-partition sum of the
+ * results. The affine step is fp32 (one rounding for the product, one for the sum, never fused); each function is
+ * then evaluated in double from that fp32 value and rounded once to fp32, so tern is at least as accurate as an
+ * fp32 libm (the hardware's piece-wise polynomial tables are not public). Outside the documented valid input
+ * ranges (log [2^-64, 2^64], sqrt [2^-116, 2^118], rsqrt [2^-87, 2^97], reciprocal +-[2^-42, 2^42], sin [-pi, pi])
+ * the hardware "generates invalid output results"; tern computes the exact function there instead. In particular
+ * the hardware's sin has no range reduction (the arch digest records sin(9.0) ~= 27.65 on hardware) but the
+ * polynomial is not public, so tern returns libm sin and this difference is unmodelled.
+ *
+ * Operands (isa_table.def): dst, in0 = A, in1 = bias [P,1] (optional: ndims 0 means bias 0), scale = imm0.f or,
+ * with TERN_FLAG_S0_AP, the fp32 [P,1] operand in in2; with TERN_FLAG_REDUCE the per-partition fp32 sum (in
+ * element order, fp32 accumulation) of the fp32 results before the cast to dst's dtype goes to extra ([P,1]).
+ * Facts: trainium-arch.md §4.2, §6, §8; SDK nki.api.shared.rst (functions, ranges), nki.isa.activation docstring. */
+#include <math.h>
+#include <stdio.h>
+
+#include "sim/rules.h"
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+static const char *dtn(uint8_t dt) { return tern_dtype_name((tern_dtype)dt); }
+
+static tern_status need_column(const exec_ctx *cx, const tern_instr *ins, int slot, uint32_t P, const char *what,
+                               tern_error *err)
+{
+    const tern_ap *a = &ins->ap[slot];
+    if (a->num_partitions != P || tern_ap_free_elems(a) != 1)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot, "%s must be [%u, 1], is [%u, %llu]", what, P,
+                          a->num_partitions, (unsigned long long)tern_ap_free_elems(a));
+    return TERN_OK;
+}
+
+tern_status check_scalar(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const unsigned reach = REACH_SBUF | REACH_PSUM;
+    tern_status st;
+    if (ins->opcode != TERN_OP_ACTIVATION)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a ScalarE activation instruction");
+    if ((st = rules_check_ap(core, cx, ins, TERN_AP_DST, reach, err)) ||
+        (st = rules_check_ap(core, cx, ins, TERN_AP_IN0, reach, err)))
+        return st;
+    if (ins->func >= TERN_ACT_COUNT)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "activation function %u unknown (0..%d)", ins->func,
+                          TERN_ACT_COUNT - 1);
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
+    if (d->num_partitions != a->num_partitions)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "%u partitions, operand in0 has %u (must be equal)",
+                          d->num_partitions, a->num_partitions);
+    if (tern_ap_free_elems(d) != tern_ap_free_elems(a))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST,
+                          "%llu elements per partition, operand in0 has %llu (must be equal)",
+                          (unsigned long long)tern_ap_free_elems(d), (unsigned long long)tern_ap_free_elems(a));
+    uint32_t P = a->num_partitions;
+    if (ins->ap[TERN_AP_IN1].ndims) {
+        if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN1, reach, err)) ||
+            (st = need_column(cx, ins, TERN_AP_IN1, P, "bias", err)))
+            return st;
+        if (ins->ap[TERN_AP_IN1].dtype == TERN_DTYPE_TF32)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1, "bias dtype %s not allowed (any dtype but tf32)",
+                              dtn(ins->ap[TERN_AP_IN1].dtype));
+        if (ins->func == TERN_ACT_RECIPROCAL && core->cfg.generation < 3)
+            return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, TERN_AP_IN1,
+                              "activation reciprocal does not support a bias on NeuronCore-v%d",
+                              core->cfg.generation);
+    }
+    if (ins->flags & TERN_FLAG_S0_AP) {
+        if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN2, reach, err)) ||
+            (st = need_column(cx, ins, TERN_AP_IN2, P, "scale", err)))
+            return st;
+        if (ins->ap[TERN_AP_IN2].dtype != TERN_DTYPE_FP32)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN2, "scale dtype %s must be fp32",
+                              dtn(ins->ap[TERN_AP_IN2].dtype));
+    } else if (ins->ap[TERN_AP_IN2].ndims) {
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN2,
+                          "operand is set but unused (scale is imm0 without TERN_FLAG_S0_AP)");
+    }
+    if (ins->flags & TERN_FLAG_REDUCE) {
+        if ((st = rules_check_ap(core, cx, ins, TERN_AP_EXTRA, reach, err)) ||
+            (st = need_column(cx, ins, TERN_AP_EXTRA, P, "reduce result", err)))
+            return st;
+    } else if (ins->ap[TERN_AP_EXTRA].ndims) {
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_EXTRA,
+                          "operand is set but unused (reduce result without TERN_FLAG_REDUCE)");
+    }
+    return TERN_OK;
+}
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* func(x) in double; x is the fp32 affine result. NaN in gives NaN out for every function. */
+static double act(tern_act_func f, double x)
+{
+    const double rsqrt2 = 0.70710678118654752440, rsqrt2pi = 0.39894228040143267794;
+    switch (f) {
+    case TERN_ACT_COPY: return x;
+    case TERN_ACT_EXP: return exp(x);
+    case TERN_ACT_LOG: return log(x);
+    case TERN_ACT_TANH: return tanh(x);
+    case TERN_ACT_SIGMOID: return sigmoid(x);
+    case TERN_ACT_RELU: return x > 0 ? x : (x != x ? x : 0.0);
+    case TERN_ACT_GELU: return 0.5 * x * erfc(-x * rsqrt2);
+    case TERN_ACT_GELU_TANH: {
+        const double k = 0.79788456080286535588; /* sqrt(2/pi) */
+        return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+    }
+    case TERN_ACT_GELU_DX: return 0.5 * erfc(-x * rsqrt2) + x * rsqrt2pi * exp(-0.5 * x * x);
+    case TERN_ACT_SILU: return x * sigmoid(x);
+    case TERN_ACT_SILU_DX: {
+        double s = sigmoid(x);
+        return s * (1.0 + x * (1.0 - s));
+    }
+    case TERN_ACT_ERF: return erf(x);
+    case TERN_ACT_ERF_DX: return 2.0 / sqrt(M_PI) * exp(-x * x);
+    case TERN_ACT_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+    case TERN_ACT_SQRT: return sqrt(x);
+    case TERN_ACT_RSQRT: return 1.0 / sqrt(x);
+    case TERN_ACT_RECIPROCAL: return 1.0 / x;
+    case TERN_ACT_SQUARE: return x * x;
+    case TERN_ACT_SIN: return sin(x);
+    case TERN_ACT_ABS: return fabs(x);
+    case TERN_ACT_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* +-0 and NaN pass through */
+    case TERN_ACT_COUNT: break;
+    }
+    return NAN;
+}
+
+tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    for (int s = 0; s < TERN_INSTR_OPERANDS; s++) {
+        const tern_ap *ap = &ins->ap[s];
+        if (ap->ndims && ap->offset_reg != TERN_REG_NONE) {
+            char what[128], label[96];
+            instr_label(cx, ins, label, sizeof label);
+            snprintf(what, sizeof what, "%s: operand %s", label, operand_name(s));
+            if ((st = ap_check_bounds(core, cx->engine, ap, what, err)))
+                return st;
+        }
+    }
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    uint32_t P = a->num_partitions;
+    size_t N = (size_t)tern_ap_free_elems(a), n = (size_t)P * N;
+    float *x = core_scratch(core, 0, n), *bias = core_scratch(core, 1, P), *scale = core_scratch(core, 2, P),
+          *sum = core_scratch(core, 3, P);
+    if (!x || !bias || !scale || !sum)
+        return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for %zu elements", n);
+    if ((st = ap_gather_f32(core, cx->engine, a, x, err)))
+        return st;
+    if (ins->ap[TERN_AP_IN1].ndims) {
+        if ((st = ap_gather_f32(core, cx->engine, &ins->ap[TERN_AP_IN1], bias, err)))
+            return st;
+    } else {
+        for (uint32_t p = 0; p < P; p++)
+            bias[p] = 0.0f;
+    }
+    if (ins->flags & TERN_FLAG_S0_AP) {
+        if ((st = ap_gather_f32(core, cx->engine, &ins->ap[TERN_AP_IN2], scale, err)))
+            return st;
+    } else {
+        for (uint32_t p = 0; p < P; p++)
+            scale[p] = ins->imm0.f;
+    }
+    tern_act_func f = (tern_act_func)ins->func;
+    for (uint32_t p = 0; p < P; p++) {
+        float acc = 0.0f;
+        for (size_t i = 0; i < N; i++) {
+            float *e = &x[(size_t)p * N + i];
+            float t = *e * scale[p];
+            t = t + bias[p];
+            *e = (float)act(f, (double)t);
+            acc += *e;
+        }
+        sum[p] = acc;
+    }
+    if ((st = ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_DST], x, sr_stream_of(cx), err)))
+        return st;
+    if (ins->flags & TERN_FLAG_REDUCE)
+        return ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_EXTRA], sum, sr_stream_of(cx) ^ 0x5245445543ull, err);
+    return TERN_OK;
+}

@@ -1,0 +1,958 @@
+/* VectorE (and the instructions it shares with GpSimdE and ScalarE): elementwise tensor_tensor / tensor_scalar /
+ * scalar_tensor_tensor, free-axis reductions and scans, copies (plain, predicated, select), memset, batch-norm
+ * statistics, reciprocal, the 32x32 transpose and max8. Arithmetic runs in fp32: operands are gathered to fp32,
+ * each ALU operator rounds once (alu.c), and results are cast to the destination dtype with the core's rounding.
+ * Bitvec operators run on the raw integer bit patterns (int32 after sign/zero extension) and need integer dtypes
+ * everywhere; GpSimd tensor_tensor on int32/uint32 is exact integer arithmetic. Same-dtype moves (tensor_copy,
+ * copy_predicated, transpose, select) move bits, never values, so NaN payloads and -0 survive.
+ *
+ * Operand encodings beyond the table (isa_table.def) — the single place they are defined:
+ *  - tensor_scalar: s0 = imm0.f (imm0.i for bitvec ops) or, with TERN_FLAG_S0_AP, the [P,1] operand in slot in1;
+ *    s1 = imm1 likewise or, with TERN_FLAG_S1_AP, slot in2. REV0: s0 op0 A; REV1: s1 op1 t.
+ *  - scalar_tensor_tensor: D = (A op0 s0) op1 B; s0 = imm0.f or (TERN_FLAG_S0_AP) slot in2; REV0/REV1 as above.
+ *  - tensor_reduce: imm_i0 = how many innermost free dims of A to reduce (1..ndims); fold r = x0, r = r op x_i in
+ *    index order (subtract gives x0 - x1 - ...; logical ops start from (x0 != 0)); NEGATE multiplies by -1.
+ *  - tensor_copy_predicated: REV0 copies where the predicate is zero.
+ *  - tensor_tensor_scan: initial = imm0.f or (TERN_FLAG_S0_AP) the [P,1] operand in slot in2;
+ *    t = REV0 ? (r op0 A[i]) : (A[i] op0 r); r = REV1 ? (B[i] op1 t) : (t op1 B[i]); D[i] = r.
+ *  - memset: float destinations take imm0.f, integer destinations imm0.i (must fit the dtype).
+ * Elementwise operands pair their elements in row-major order of each pattern: shapes need not match, element
+ * counts must. Facts: trainium-arch.md §2.4, §4, §8; SDK nki/api/nki/isa/__init__.py docstrings. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/rules.h"
+
+/* ---- shared rule helpers ---- */
+
+static int dt_is_int(uint8_t dt) { return !tern_dtype_is_float((tern_dtype)dt); }
+static const char *dtn(uint8_t dt) { return tern_dtype_name((tern_dtype)dt); }
+static const char *opn(unsigned op) { return tern_alu_name((tern_alu_op)op); }
+
+static unsigned reach_of(const exec_ctx *cx)
+{
+    return cx->engine == TERN_ENGINE_GPSIMD ? REACH_SBUF : (REACH_SBUF | REACH_PSUM);
+}
+
+static tern_status need_ap(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, int slot,
+                           tern_error *err)
+{
+    return rules_check_ap(core, cx, ins, slot, reach_of(cx), err);
+}
+
+/* Same partition count and element count per partition as slot `ref`. */
+static tern_status need_same_shape(const exec_ctx *cx, const tern_instr *ins, int slot, int ref, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[slot], *r = &ins->ap[ref];
+    if (a->num_partitions != r->num_partitions)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot, "%u partitions, operand %s has %u (must be equal)",
+                          a->num_partitions, operand_name(ref), r->num_partitions);
+    if (tern_ap_free_elems(a) != tern_ap_free_elems(r))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot,
+                          "%llu elements per partition, operand %s has %llu (must be equal)",
+                          (unsigned long long)tern_ap_free_elems(a), operand_name(ref),
+                          (unsigned long long)tern_ap_free_elems(r));
+    return TERN_OK;
+}
+
+/* A per-partition scalar operand: [P,1] with P = partitions of slot `ref`. */
+static tern_status need_column(const exec_ctx *cx, const tern_instr *ins, int slot, int ref, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[slot];
+    if (a->num_partitions != ins->ap[ref].num_partitions || tern_ap_free_elems(a) != 1)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot,
+                          "per-partition scalar must be [%u, 1], is [%u, %llu]", ins->ap[ref].num_partitions,
+                          a->num_partitions, (unsigned long long)tern_ap_free_elems(a));
+    return TERN_OK;
+}
+
+static tern_status need_unused(const exec_ctx *cx, const tern_instr *ins, int slot, const char *why, tern_error *err)
+{
+    if (ins->ap[slot].ndims != 0)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot, "operand is set but unused (%s)", why);
+    return TERN_OK;
+}
+
+static tern_status need_op(const exec_ctx *cx, const tern_instr *ins, const char *field, unsigned op, tern_error *err)
+{
+    if (op >= TERN_ALU_COUNT)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "%s: ALU operator %u unknown (0..%d)", field, op,
+                          TERN_ALU_COUNT - 1);
+    return TERN_OK;
+}
+
+static tern_status need_int(const exec_ctx *cx, const tern_instr *ins, int slot, const char *why, tern_error *err)
+{
+    uint8_t dt = ins->ap[slot].dtype;
+    if (!dt_is_int(dt))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot, "dtype %s must be an integer type (%s)", dtn(dt), why);
+    return TERN_OK;
+}
+
+static tern_status not_both_psum(const exec_ctx *cx, const tern_instr *ins, int s1, int s2, tern_error *err)
+{
+    if (ins->ap[s1].mem == TERN_MEM_PSUM && ins->ap[s2].mem == TERN_MEM_PSUM)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, s2,
+                          "in PSUM, and so is operand %s: at most one of the two inputs may be in PSUM",
+                          operand_name(s1));
+    return TERN_OK;
+}
+
+static int is_unary(unsigned op) { return op == TERN_ALU_ABS || op == TERN_ALU_RSQRT; }
+
+static int is_reduce_op(unsigned op)
+{
+    switch (op) {
+    case TERN_ALU_ADD:
+    case TERN_ALU_SUBTRACT:
+    case TERN_ALU_MULT:
+    case TERN_ALU_MAX:
+    case TERN_ALU_MIN:
+    case TERN_ALU_LOGICAL_AND:
+    case TERN_ALU_LOGICAL_OR:
+    case TERN_ALU_LOGICAL_XOR:
+    case TERN_ALU_BITWISE_AND:
+    case TERN_ALU_BITWISE_OR:
+    case TERN_ALU_BITWISE_XOR: return 1;
+    default: return 0;
+    }
+}
+
+static int is_32bit_int(uint8_t dt) { return dt == TERN_DTYPE_INT32 || dt == TERN_DTYPE_UINT32; }
+
+/* ---- per-opcode rules ---- */
+
+static tern_status check_tensor_tensor(const tern_core *core, const exec_ctx *cx, const tern_instr *ins,
+                                       tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)) ||
+        (st = need_ap(core, cx, ins, TERN_AP_IN1, err)) || (st = need_op(cx, ins, "op0", ins->op0, err)))
+        return st;
+    if (is_unary(ins->op0))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "op0 %s is unary; tensor_tensor needs a binary operator",
+                          opn(ins->op0));
+    if (ins->op0 == TERN_ALU_POW && cx->engine != TERN_ENGINE_GPSIMD)
+        return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1,
+                          "op0 pow runs only on the GpSimd engine (NKI tensor_tensor: nl.power runs on GpSimd)");
+    if ((st = not_both_psum(cx, ins, TERN_AP_IN0, TERN_AP_IN1, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN1, TERN_AP_DST, err)))
+        return st;
+    if (alu_is_bitwise((tern_alu_op)ins->op0))
+        for (int s = TERN_AP_DST; s <= TERN_AP_IN1; s++)
+            if ((st = need_int(cx, ins, s, "bitvec operators work on integer bit patterns", err)))
+                return st;
+    return TERN_OK;
+}
+
+static tern_status check_tensor_scalar(const tern_core *core, const exec_ctx *cx, const tern_instr *ins,
+                                       tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)) ||
+        (st = need_op(cx, ins, "op0", ins->op0, err)) || (st = need_op(cx, ins, "op1", ins->op1, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err)))
+        return st;
+    int b0 = alu_is_bitwise((tern_alu_op)ins->op0), b1 = alu_is_bitwise((tern_alu_op)ins->op1);
+    int bitvec = b0 || b1;
+    if (bitvec && !((b0 || ins->op0 == TERN_ALU_BYPASS) && (b1 || ins->op1 == TERN_ALU_BYPASS)))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
+                          "op0 %s and op1 %s mix bitvec and arithmetic operators (both must be of one class)",
+                          opn(ins->op0), opn(ins->op1));
+    if (bitvec && cx->engine != TERN_ENGINE_VECTOR)
+        return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1,
+                          "bitvec operators (%s, %s) run only on the Vector engine, not %s", opn(ins->op0),
+                          opn(ins->op1), tern_engine_name(cx->engine));
+    if (cx->engine == TERN_ENGINE_SCALAR && core->cfg.generation < 4) {
+        int ok = (ins->op0 == TERN_ALU_MULT && (ins->op1 == TERN_ALU_ADD || ins->op1 == TERN_ALU_BYPASS)) ||
+                 (ins->op0 == TERN_ALU_ADD && ins->op1 == TERN_ALU_BYPASS);
+        if (!ok)
+            return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1,
+                              "ScalarE tensor_scalar on NeuronCore-v%d supports only (mult, add), (mult, bypass), "
+                              "(add, bypass); got (%s, %s)",
+                              core->cfg.generation, opn(ins->op0), opn(ins->op1));
+    }
+    if (cx->engine == TERN_ENGINE_GPSIMD && ins->op0 != TERN_ALU_RSQRT)
+        return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1,
+                          "GpSimd tensor_scalar is documented only for op0 rsqrt; got op0 %s", opn(ins->op0));
+    if (bitvec)
+        for (int s = TERN_AP_DST; s <= TERN_AP_IN0; s++)
+            if ((st = need_int(cx, ins, s, "bitvec operators work on integer bit patterns", err)))
+                return st;
+    static const struct { uint16_t flag; int slot; const char *name; } sc[2] = {
+        {TERN_FLAG_S0_AP, TERN_AP_IN1, "s0"}, {TERN_FLAG_S1_AP, TERN_AP_IN2, "s1"}};
+    for (int k = 0; k < 2; k++) {
+        if (!(ins->flags & sc[k].flag)) {
+            if ((st = need_unused(cx, ins, sc[k].slot, k ? "s1 is imm1 without TERN_FLAG_S1_AP"
+                                                         : "s0 is imm0 without TERN_FLAG_S0_AP", err)))
+                return st;
+            continue;
+        }
+        if ((st = need_ap(core, cx, ins, sc[k].slot, err)) || (st = need_column(cx, ins, sc[k].slot, TERN_AP_IN0, err)))
+            return st;
+        uint8_t dt = ins->ap[sc[k].slot].dtype;
+        if (bitvec && !dt_is_int(dt))
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, sc[k].slot,
+                              "%s operand dtype %s must be an integer type for bitvec operators", sc[k].name, dtn(dt));
+        if (!bitvec && dt != TERN_DTYPE_FP32)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, sc[k].slot,
+                              "%s operand dtype %s must be fp32 for arithmetic operators", sc[k].name, dtn(dt));
+    }
+    return TERN_OK;
+}
+
+static tern_status check_stt(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)) ||
+        (st = need_ap(core, cx, ins, TERN_AP_IN1, err)) || (st = need_op(cx, ins, "op0", ins->op0, err)) ||
+        (st = need_op(cx, ins, "op1", ins->op1, err)))
+        return st;
+    if (alu_is_bitwise((tern_alu_op)ins->op0) || alu_is_bitwise((tern_alu_op)ins->op1))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
+                          "scalar_tensor_tensor takes arithmetic operators only; got (%s, %s)", opn(ins->op0),
+                          opn(ins->op1));
+    if ((st = not_both_psum(cx, ins, TERN_AP_IN0, TERN_AP_IN1, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN1, TERN_AP_DST, err)))
+        return st;
+    if (ins->flags & TERN_FLAG_S0_AP) {
+        if ((st = need_ap(core, cx, ins, TERN_AP_IN2, err)) || (st = need_column(cx, ins, TERN_AP_IN2, TERN_AP_IN0, err)))
+            return st;
+        if (ins->ap[TERN_AP_IN2].dtype != TERN_DTYPE_FP32)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN2, "s0 operand dtype %s must be fp32",
+                              dtn(ins->ap[TERN_AP_IN2].dtype));
+        return TERN_OK;
+    }
+    return need_unused(cx, ins, TERN_AP_IN2, "s0 is imm0 without TERN_FLAG_S0_AP", err);
+}
+
+/* Elements per partition of A's outer (kept) dims for tensor_reduce. */
+static uint64_t reduce_outer(const tern_ap *a, int k)
+{
+    uint64_t n = 1;
+    for (int i = 0; i < (int)a->ndims - k; i++)
+        n *= a->dims[i].num;
+    return n;
+}
+
+static tern_status check_tensor_reduce(const tern_core *core, const exec_ctx *cx, const tern_instr *ins,
+                                       tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)) ||
+        (st = need_op(cx, ins, "op0", ins->op0, err)))
+        return st;
+    if (!is_reduce_op(ins->op0))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
+                          "op0 %s is not a legal reduction operator (add, subtract, mult, max, min, logical_and/or/"
+                          "xor, bitwise_and/or/xor)",
+                          opn(ins->op0));
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
+    if (ins->imm_i0 < 1 || ins->imm_i0 > (int32_t)a->ndims)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN0,
+                          "reduce axes imm_i0 = %d must be 1..%u (innermost free dims of in0)", ins->imm_i0, a->ndims);
+    if (d->num_partitions != a->num_partitions)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "%u partitions, operand in0 has %u (must be equal)",
+                          d->num_partitions, a->num_partitions);
+    uint64_t outer = reduce_outer(a, ins->imm_i0);
+    if (tern_ap_free_elems(d) != outer)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST,
+                          "%llu elements per partition; reducing the innermost %d dims of in0 leaves %llu",
+                          (unsigned long long)tern_ap_free_elems(d), ins->imm_i0, (unsigned long long)outer);
+    if (alu_is_bitwise((tern_alu_op)ins->op0)) {
+        if ((st = need_int(cx, ins, TERN_AP_DST, "bitvec reduction", err)) ||
+            (st = need_int(cx, ins, TERN_AP_IN0, "bitvec reduction", err)))
+            return st;
+        if (ins->flags & TERN_FLAG_NEGATE)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "negate applies only to arithmetic reductions, not %s",
+                              opn(ins->op0));
+    }
+    return TERN_OK;
+}
+
+static tern_status check_tensor_copy(const tern_core *core, const exec_ctx *cx, const tern_instr *ins,
+                                     tern_error *err)
+{
+    tern_status st;
+    if (cx->engine == TERN_ENGINE_SCALAR && core->cfg.generation < 3)
+        return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1,
+                          "tensor_copy on the Scalar engine needs NeuronCore-v3 or later (this core is v%d; use "
+                          "activation with func copy)",
+                          core->cfg.generation);
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)))
+        return st;
+    return need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err);
+}
+
+static tern_status check_copy_predicated(const tern_core *core, const exec_ctx *cx, const tern_instr *ins,
+                                         tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)) ||
+        (st = need_ap(core, cx, ins, TERN_AP_IN1, err)) ||
+        (st = not_both_psum(cx, ins, TERN_AP_IN0, TERN_AP_IN1, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN1, TERN_AP_DST, err)))
+        return st;
+    uint8_t pd = ins->ap[TERN_AP_IN1].dtype;
+    if (pd != TERN_DTYPE_UINT8 && pd != TERN_DTYPE_UINT16 && pd != TERN_DTYPE_UINT32)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1, "predicate dtype %s must be uint8, uint16 or uint32",
+                          dtn(pd));
+    if (ins->ap[TERN_AP_IN0].dtype != ins->ap[TERN_AP_DST].dtype)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN0, "dtype %s must equal the destination's %s",
+                          dtn(ins->ap[TERN_AP_IN0].dtype), dtn(ins->ap[TERN_AP_DST].dtype));
+    return TERN_OK;
+}
+
+static int int_range(uint8_t dt, int64_t *lo, int64_t *hi)
+{
+    switch (dt) {
+    case TERN_DTYPE_INT8: *lo = INT8_MIN; *hi = INT8_MAX; return 1;
+    case TERN_DTYPE_UINT8: *lo = 0; *hi = UINT8_MAX; return 1;
+    case TERN_DTYPE_INT16: *lo = INT16_MIN; *hi = INT16_MAX; return 1;
+    case TERN_DTYPE_UINT16: *lo = 0; *hi = UINT16_MAX; return 1;
+    case TERN_DTYPE_INT32: *lo = INT32_MIN; *hi = INT32_MAX; return 1;
+    case TERN_DTYPE_UINT32: *lo = INT32_MIN; *hi = INT32_MAX; return 1; /* imm0.i is the raw 32-bit pattern */
+    default: return 0;
+    }
+}
+
+static tern_status check_memset(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)))
+        return st;
+    int64_t lo, hi;
+    uint8_t dt = ins->ap[TERN_AP_DST].dtype;
+    if (int_range(dt, &lo, &hi) && (ins->imm0.i < lo || ins->imm0.i > hi))
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_DST, "memset value %d does not fit dtype %s [%lld, %lld]",
+                          ins->imm0.i, dtn(dt), (long long)lo, (long long)hi);
+    return TERN_OK;
+}
+
+static tern_status check_select(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    for (int s = TERN_AP_DST; s <= TERN_AP_IN2; s++)
+        if ((st = need_ap(core, cx, ins, s, err)))
+            return st;
+    for (int s = TERN_AP_IN0; s <= TERN_AP_IN2; s++)
+        if ((st = need_same_shape(cx, ins, s, TERN_AP_DST, err)))
+            return st;
+    return TERN_OK;
+}
+
+static tern_status check_bn(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)))
+        return st;
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
+    uint64_t F = tern_ap_free_elems(a), want = ins->opcode == TERN_OP_BN_STATS ? 6 : 2;
+    if (d->num_partitions != a->num_partitions)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "%u partitions, operand in0 has %u (must be equal)",
+                          d->num_partitions, a->num_partitions);
+    if (ins->opcode == TERN_OP_BN_STATS) {
+        if (F > core->cfg.bn_stats_free_max)
+            return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN0,
+                              "bn_stats free size %llu exceeds %u elements per partition", (unsigned long long)F,
+                              core->cfg.bn_stats_free_max);
+    } else if (F % 3 != 0) {
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN0,
+                          "bn_aggr input has %llu elements per partition, not a multiple of 3 (count, mean, "
+                          "count*var tuples)",
+                          (unsigned long long)F);
+    }
+    if (tern_ap_free_elems(d) != want)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "%llu elements per partition, must be %llu",
+                          (unsigned long long)tern_ap_free_elems(d), (unsigned long long)want);
+    return TERN_OK;
+}
+
+static tern_status check_unary(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)))
+        return st;
+    return need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err);
+}
+
+static tern_status check_transpose(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)))
+        return st;
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
+    uint64_t F = tern_ap_free_elems(a), lim = core->cfg.vector_transpose_max;
+    if (a->num_partitions > lim || F > lim)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN0, "transpose input [%u, %llu] exceeds [%llu, %llu]",
+                          a->num_partitions, (unsigned long long)F, (unsigned long long)lim, (unsigned long long)lim);
+    if (d->num_partitions != F || tern_ap_free_elems(d) != a->num_partitions)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "shape [%u, %llu] must be [%llu, %u]",
+                          d->num_partitions, (unsigned long long)tern_ap_free_elems(d), (unsigned long long)F,
+                          a->num_partitions);
+    if (d->dtype != a->dtype)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "dtype %s must equal the input's %s", dtn(d->dtype),
+                          dtn(a->dtype));
+    return TERN_OK;
+}
+
+static tern_status check_max8(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)))
+        return st;
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
+    uint64_t F = tern_ap_free_elems(a);
+    if (F < 8 || F > 16384)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN0, "max8 input has %llu elements per partition (8..16384)",
+                          (unsigned long long)F);
+    if (d->num_partitions != a->num_partitions)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "%u partitions, operand in0 has %u (must be equal)",
+                          d->num_partitions, a->num_partitions);
+    if (tern_ap_free_elems(d) != 8)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "%llu elements per partition, must be exactly 8",
+                          (unsigned long long)tern_ap_free_elems(d));
+    return TERN_OK;
+}
+
+static tern_status check_scan(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st;
+    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)) ||
+        (st = need_ap(core, cx, ins, TERN_AP_IN1, err)) || (st = need_op(cx, ins, "op0", ins->op0, err)) ||
+        (st = need_op(cx, ins, "op1", ins->op1, err)))
+        return st;
+    if (alu_is_bitwise((tern_alu_op)ins->op0) || alu_is_bitwise((tern_alu_op)ins->op1))
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
+                          "tensor_tensor_scan takes arithmetic operators only; got (%s, %s)", opn(ins->op0),
+                          opn(ins->op1));
+    if ((st = not_both_psum(cx, ins, TERN_AP_IN0, TERN_AP_IN1, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err)) ||
+        (st = need_same_shape(cx, ins, TERN_AP_IN1, TERN_AP_DST, err)))
+        return st;
+    if (ins->flags & TERN_FLAG_S0_AP) {
+        if ((st = need_ap(core, cx, ins, TERN_AP_IN2, err)) || (st = need_column(cx, ins, TERN_AP_IN2, TERN_AP_IN0, err)))
+            return st;
+        if (ins->ap[TERN_AP_IN2].dtype != TERN_DTYPE_FP32)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN2, "initial operand dtype %s must be fp32",
+                              dtn(ins->ap[TERN_AP_IN2].dtype));
+        return TERN_OK;
+    }
+    return need_unused(cx, ins, TERN_AP_IN2, "initial is imm0 without TERN_FLAG_S0_AP", err);
+}
+
+tern_status check_vector(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    switch ((tern_opcode)ins->opcode) {
+    case TERN_OP_TENSOR_TENSOR: return check_tensor_tensor(core, cx, ins, err);
+    case TERN_OP_TENSOR_SCALAR: return check_tensor_scalar(core, cx, ins, err);
+    case TERN_OP_SCALAR_TENSOR_TENSOR: return check_stt(core, cx, ins, err);
+    case TERN_OP_TENSOR_REDUCE: return check_tensor_reduce(core, cx, ins, err);
+    case TERN_OP_TENSOR_COPY: return check_tensor_copy(core, cx, ins, err);
+    case TERN_OP_TENSOR_COPY_PREDICATED: return check_copy_predicated(core, cx, ins, err);
+    case TERN_OP_MEMSET: return check_memset(core, cx, ins, err);
+    case TERN_OP_SELECT: return check_select(core, cx, ins, err);
+    case TERN_OP_BN_STATS:
+    case TERN_OP_BN_AGGR: return check_bn(core, cx, ins, err);
+    case TERN_OP_RECIPROCAL: return check_unary(core, cx, ins, err);
+    case TERN_OP_TRANSPOSE_VE: return check_transpose(core, cx, ins, err);
+    case TERN_OP_MAX8: return check_max8(core, cx, ins, err);
+    case TERN_OP_TENSOR_TENSOR_SCAN: return check_scan(core, cx, ins, err);
+    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a Vector-family instruction");
+    }
+}
+
+/* ---- execution helpers ---- */
+
+/* Run-time bounds for operands whose address depends on a register (static ones were checked before the run). */
+static tern_status dyn_bounds(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    for (int s = 0; s < TERN_INSTR_OPERANDS; s++) {
+        const tern_ap *ap = &ins->ap[s];
+        if (ap->ndims && ap->offset_reg != TERN_REG_NONE) {
+            char what[128], label[96];
+            instr_label(cx, ins, label, sizeof label);
+            snprintf(what, sizeof what, "%s: operand %s", label, operand_name(s));
+            tern_status st = ap_check_bounds(core, cx->engine, ap, what, err);
+            if (st)
+                return st;
+        }
+    }
+    return TERN_OK;
+}
+
+static tern_status nomem(const exec_ctx *cx, const tern_instr *ins, size_t n, tern_error *err)
+{
+    return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for %zu elements", n);
+}
+
+static tern_status gather_f(tern_core *core, const exec_ctx *cx, const tern_instr *ins, int slot, int scr, float **out,
+                            tern_error *err)
+{
+    size_t n = (size_t)ap_elems(&ins->ap[slot]);
+    float *b = core_scratch(core, scr, n);
+    if (!b)
+        return nomem(cx, ins, n, err);
+    *out = b;
+    return ap_gather_f32(core, cx->engine, &ins->ap[slot], b, err);
+}
+
+static tern_status gather_i(tern_core *core, const exec_ctx *cx, const tern_instr *ins, const tern_ap *ap, int scr,
+                            int32_t **out, tern_error *err)
+{
+    size_t n = (size_t)ap_elems(ap);
+    float *b = core_scratch(core, scr, n);
+    if (!b)
+        return nomem(cx, ins, n, err);
+    *out = (int32_t *)(void *)b;
+    return ap_gather_i32(core, cx->engine, ap, *out, err);
+}
+
+/* The same pattern read as unsigned integers of the same width: gather/scatter through it moves raw bits. */
+static tern_ap raw_view(const tern_ap *ap)
+{
+    tern_ap r = *ap;
+    switch (tern_dtype_size((tern_dtype)ap->dtype)) {
+    case 1: r.dtype = TERN_DTYPE_UINT8; break;
+    case 2: r.dtype = TERN_DTYPE_UINT16; break;
+    default: r.dtype = TERN_DTYPE_UINT32; break;
+    }
+    return r;
+}
+
+static tern_status put_f(tern_core *core, const exec_ctx *cx, const tern_instr *ins, int slot, const float *v,
+                         tern_error *err)
+{
+    return ap_scatter_f32(core, cx->engine, &ins->ap[slot], v, sr_stream_of(cx), err);
+}
+
+/* Signed or unsigned max/min for GpSimd's native integer path. */
+static int32_t int_op(tern_alu_op op, int32_t a, int32_t b, int is_unsigned)
+{
+    if (is_unsigned && (op == TERN_ALU_MAX || op == TERN_ALU_MIN)) {
+        uint32_t x = (uint32_t)a, y = (uint32_t)b;
+        return (op == TERN_ALU_MAX) == (x > y) ? a : b;
+    }
+    return alu_apply_i32(op, a, b);
+}
+
+/* ---- executors ---- */
+
+static tern_status exec_tensor_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *b = &ins->ap[TERN_AP_IN1], *d = &ins->ap[TERN_AP_DST];
+    tern_alu_op op = (tern_alu_op)ins->op0;
+    size_t n = (size_t)ap_elems(d);
+    tern_status st;
+    int native = cx->engine == TERN_ENGINE_GPSIMD && is_32bit_int(a->dtype) && is_32bit_int(b->dtype) &&
+                 is_32bit_int(d->dtype) &&
+                 (op == TERN_ALU_ADD || op == TERN_ALU_SUBTRACT || op == TERN_ALU_MULT || op == TERN_ALU_MAX ||
+                  op == TERN_ALU_MIN);
+    if (alu_is_bitwise(op) || native) {
+        int32_t *x, *y;
+        if ((st = gather_i(core, cx, ins, a, 0, &x, err)) || (st = gather_i(core, cx, ins, b, 1, &y, err)))
+            return st;
+        int uns = a->dtype == TERN_DTYPE_UINT32 && b->dtype == TERN_DTYPE_UINT32;
+        for (size_t i = 0; i < n; i++)
+            x[i] = int_op(op, x[i], y[i], uns);
+        return ap_scatter_i32(core, cx->engine, d, x, err);
+    }
+    float *x, *y;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
+        return st;
+    for (size_t i = 0; i < n; i++)
+        x[i] = alu_apply_f32(op, x[i], y[i]);
+    return put_f(core, cx, ins, TERN_AP_DST, x, err);
+}
+
+static tern_status exec_tensor_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
+    tern_alu_op op0 = (tern_alu_op)ins->op0, op1 = (tern_alu_op)ins->op1;
+    uint32_t P = a->num_partitions;
+    size_t N = (size_t)tern_ap_free_elems(a);
+    int rev0 = (ins->flags & TERN_FLAG_REV0) != 0, rev1 = (ins->flags & TERN_FLAG_REV1) != 0;
+    tern_status st;
+    if (alu_is_bitwise(op0) || alu_is_bitwise(op1)) {
+        int32_t *x, *s0 = NULL, *s1 = NULL;
+        if ((st = gather_i(core, cx, ins, a, 0, &x, err)))
+            return st;
+        if ((ins->flags & TERN_FLAG_S0_AP) && (st = gather_i(core, cx, ins, &ins->ap[TERN_AP_IN1], 1, &s0, err)))
+            return st;
+        if ((ins->flags & TERN_FLAG_S1_AP) && (st = gather_i(core, cx, ins, &ins->ap[TERN_AP_IN2], 2, &s1, err)))
+            return st;
+        for (uint32_t p = 0; p < P; p++) {
+            int32_t v0 = s0 ? s0[p] : ins->imm0.i, v1 = s1 ? s1[p] : ins->imm1.i;
+            for (size_t i = 0; i < N; i++) {
+                int32_t *e = &x[(size_t)p * N + i];
+                int32_t t = rev0 ? alu_apply_i32(op0, v0, *e) : alu_apply_i32(op0, *e, v0);
+                *e = rev1 ? alu_apply_i32(op1, v1, t) : alu_apply_i32(op1, t, v1);
+            }
+        }
+        return ap_scatter_i32(core, cx->engine, d, x, err);
+    }
+    float *x, *s0 = NULL, *s1 = NULL;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+        return st;
+    if ((ins->flags & TERN_FLAG_S0_AP) && (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &s0, err)))
+        return st;
+    if ((ins->flags & TERN_FLAG_S1_AP) && (st = gather_f(core, cx, ins, TERN_AP_IN2, 2, &s1, err)))
+        return st;
+    for (uint32_t p = 0; p < P; p++) {
+        float v0 = s0 ? s0[p] : ins->imm0.f, v1 = s1 ? s1[p] : ins->imm1.f;
+        for (size_t i = 0; i < N; i++) {
+            float *e = &x[(size_t)p * N + i];
+            float t = rev0 ? alu_apply_f32(op0, v0, *e) : alu_apply_f32(op0, *e, v0);
+            *e = rev1 ? alu_apply_f32(op1, v1, t) : alu_apply_f32(op1, t, v1);
+        }
+    }
+    return put_f(core, cx, ins, TERN_AP_DST, x, err);
+}
+
+static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    tern_alu_op op0 = (tern_alu_op)ins->op0, op1 = (tern_alu_op)ins->op1;
+    uint32_t P = a->num_partitions;
+    size_t N = (size_t)tern_ap_free_elems(a);
+    int rev0 = (ins->flags & TERN_FLAG_REV0) != 0, rev1 = (ins->flags & TERN_FLAG_REV1) != 0;
+    float *x, *y, *s0 = NULL;
+    tern_status st;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
+        return st;
+    if ((ins->flags & TERN_FLAG_S0_AP) && (st = gather_f(core, cx, ins, TERN_AP_IN2, 2, &s0, err)))
+        return st;
+    for (uint32_t p = 0; p < P; p++) {
+        float v0 = s0 ? s0[p] : ins->imm0.f;
+        for (size_t i = 0; i < N; i++) {
+            size_t k = (size_t)p * N + i;
+            float t = rev0 ? alu_apply_f32(op0, v0, x[k]) : alu_apply_f32(op0, x[k], v0);
+            x[k] = rev1 ? alu_apply_f32(op1, y[k], t) : alu_apply_f32(op1, t, y[k]);
+        }
+    }
+    return put_f(core, cx, ins, TERN_AP_DST, x, err);
+}
+
+static int is_logical(tern_alu_op op)
+{
+    return op == TERN_ALU_LOGICAL_AND || op == TERN_ALU_LOGICAL_OR || op == TERN_ALU_LOGICAL_XOR;
+}
+
+static tern_status exec_tensor_reduce(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
+    tern_alu_op op = (tern_alu_op)ins->op0;
+    uint32_t P = a->num_partitions;
+    size_t outer = (size_t)reduce_outer(a, ins->imm_i0), N = (size_t)tern_ap_free_elems(a), inner = N / outer;
+    int neg = (ins->flags & TERN_FLAG_NEGATE) != 0;
+    tern_status st;
+    size_t nout = (size_t)P * outer;
+    float *o = core_scratch(core, 1, nout);
+    if (!o)
+        return nomem(cx, ins, nout, err);
+    if (alu_is_bitwise(op)) {
+        int32_t *x, *r = (int32_t *)(void *)o;
+        if ((st = gather_i(core, cx, ins, a, 0, &x, err)))
+            return st;
+        for (size_t g = 0; g < nout; g++) {
+            const int32_t *row = x + g * inner;
+            int32_t acc = row[0];
+            for (size_t k = 1; k < inner; k++)
+                acc = alu_apply_i32(op, acc, row[k]);
+            r[g] = acc;
+        }
+        return ap_scatter_i32(core, cx->engine, d, r, err);
+    }
+    float *x;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+        return st;
+    for (size_t g = 0; g < nout; g++) {
+        const float *row = x + g * inner;
+        float acc = is_logical(op) ? (row[0] != 0.0f ? 1.0f : 0.0f) : row[0];
+        for (size_t k = 1; k < inner; k++)
+            acc = alu_apply_f32(op, acc, row[k]);
+        o[g] = neg ? -acc : acc;
+    }
+    return put_f(core, cx, ins, TERN_AP_DST, o, err);
+}
+
+/* NKI tensor_copy: a bit-accurate copy when the dtypes are equal, otherwise a cast through fp32 (integer to
+ * integer included: values beyond 2^24 round, out-of-range values saturate). */
+static tern_status exec_tensor_copy(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
+    tern_status st;
+    if (a->dtype == d->dtype) {
+        tern_ap ra = raw_view(a), rd = raw_view(d);
+        int32_t *x;
+        if ((st = gather_i(core, cx, ins, &ra, 0, &x, err)))
+            return st;
+        return ap_scatter_i32(core, cx->engine, &rd, x, err);
+    }
+    float *x;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+        return st;
+    return put_f(core, cx, ins, TERN_AP_DST, x, err);
+}
+
+static tern_status exec_copy_predicated(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_ap ra = raw_view(&ins->ap[TERN_AP_IN0]), rd = raw_view(&ins->ap[TERN_AP_DST]);
+    size_t n = (size_t)ap_elems(&rd);
+    int rev = (ins->flags & TERN_FLAG_REV0) != 0;
+    int32_t *x, *pr, *old;
+    tern_status st;
+    if ((st = gather_i(core, cx, ins, &ra, 0, &x, err)) ||
+        (st = gather_i(core, cx, ins, &ins->ap[TERN_AP_IN1], 1, &pr, err)) ||
+        (st = gather_i(core, cx, ins, &rd, 2, &old, err)))
+        return st;
+    for (size_t i = 0; i < n; i++)
+        if ((pr[i] != 0) != rev)
+            old[i] = x[i];
+    return ap_scatter_i32(core, cx->engine, &rd, old, err);
+}
+
+static tern_status exec_memset(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *d = &ins->ap[TERN_AP_DST];
+    size_t n = (size_t)ap_elems(d);
+    float *b = core_scratch(core, 0, n);
+    if (!b)
+        return nomem(cx, ins, n, err);
+    if (dt_is_int(d->dtype)) {
+        int32_t *ib = (int32_t *)(void *)b;
+        for (size_t i = 0; i < n; i++)
+            ib[i] = ins->imm0.i;
+        return ap_scatter_i32(core, cx->engine, d, ib, err);
+    }
+    for (size_t i = 0; i < n; i++)
+        b[i] = ins->imm0.f;
+    return put_f(core, cx, ins, TERN_AP_DST, b, err);
+}
+
+static tern_status exec_select(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0], *b = &ins->ap[TERN_AP_IN1], *c = &ins->ap[TERN_AP_IN2],
+                  *d = &ins->ap[TERN_AP_DST];
+    size_t n = (size_t)ap_elems(d);
+    tern_status st;
+    /* the predicate as 0/1 in slot 3 */
+    int32_t *pr;
+    if (dt_is_int(a->dtype)) {
+        if ((st = gather_i(core, cx, ins, a, 3, &pr, err)))
+            return st;
+    } else {
+        float *pf;
+        if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 3, &pf, err)))
+            return st;
+        pr = (int32_t *)(void *)pf;
+        for (size_t i = 0; i < n; i++)
+            pr[i] = pf[i] != 0.0f; /* NaN counts as true */
+    }
+    if (b->dtype == d->dtype && c->dtype == d->dtype) {
+        tern_ap rb = raw_view(b), rc = raw_view(c), rd = raw_view(d);
+        int32_t *x, *y;
+        if ((st = gather_i(core, cx, ins, &rb, 0, &x, err)) || (st = gather_i(core, cx, ins, &rc, 1, &y, err)))
+            return st;
+        for (size_t i = 0; i < n; i++)
+            if (!pr[i])
+                x[i] = y[i];
+        return ap_scatter_i32(core, cx->engine, &rd, x, err);
+    }
+    float *x, *y;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN1, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN2, 1, &y, err)))
+        return st;
+    for (size_t i = 0; i < n; i++)
+        if (!pr[i])
+            x[i] = y[i];
+    return put_f(core, cx, ins, TERN_AP_DST, x, err);
+}
+
+/* bn_stats: per partition, (count, mean, count*var) of the even-indexed then the odd-indexed elements (flattened
+ * free index). Sums in double, each output rounded once to fp32; an empty group gives (0, 0, 0). */
+static tern_status exec_bn_stats(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    uint32_t P = a->num_partitions;
+    size_t F = (size_t)tern_ap_free_elems(a);
+    float *x, *o = core_scratch(core, 1, (size_t)P * 6);
+    if (!o)
+        return nomem(cx, ins, (size_t)P * 6, err);
+    tern_status st;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+        return st;
+    for (uint32_t p = 0; p < P; p++) {
+        const float *row = x + (size_t)p * F;
+        for (int par = 0; par < 2; par++) {
+            double cnt = 0, sum = 0, m2 = 0;
+            for (size_t i = (size_t)par; i < F; i += 2) {
+                cnt += 1;
+                sum += row[i];
+            }
+            double mean = cnt > 0 ? sum / cnt : 0.0;
+            for (size_t i = (size_t)par; i < F; i += 2) {
+                double dv = row[i] - mean;
+                m2 += dv * dv;
+            }
+            o[p * 6 + par * 3 + 0] = (float)cnt;
+            o[p * 6 + par * 3 + 1] = (float)mean;
+            o[p * 6 + par * 3 + 2] = (float)m2;
+        }
+    }
+    return put_f(core, cx, ins, TERN_AP_DST, o, err);
+}
+
+/* bn_aggr: combine (count, mean, count*var) tuples: N = sum c, mean = sum(c*m)/N, var = (sum M2 + sum c*(m -
+ * mean)^2) / N (population variance). Double internally, rounded once; N == 0 gives (0, 0). */
+static tern_status exec_bn_aggr(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    uint32_t P = a->num_partitions;
+    size_t F = (size_t)tern_ap_free_elems(a), T = F / 3;
+    float *x, *o = core_scratch(core, 1, (size_t)P * 2);
+    if (!o)
+        return nomem(cx, ins, (size_t)P * 2, err);
+    tern_status st;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+        return st;
+    for (uint32_t p = 0; p < P; p++) {
+        const float *row = x + (size_t)p * F;
+        double n = 0, s = 0, m2 = 0;
+        for (size_t t = 0; t < T; t++) {
+            n += row[3 * t];
+            s += (double)row[3 * t] * row[3 * t + 1];
+        }
+        double mean = n > 0 ? s / n : 0.0;
+        for (size_t t = 0; t < T; t++) {
+            double dm = row[3 * t + 1] - mean;
+            m2 += row[3 * t + 2] + row[3 * t] * dm * dm;
+        }
+        o[p * 2] = (float)mean;
+        o[p * 2 + 1] = (float)(n > 0 ? m2 / n : 0.0);
+    }
+    return put_f(core, cx, ins, TERN_AP_DST, o, err);
+}
+
+static tern_status exec_reciprocal(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    size_t n = (size_t)ap_elems(&ins->ap[TERN_AP_IN0]);
+    float *x;
+    tern_status st;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+        return st;
+    for (size_t i = 0; i < n; i++)
+        x[i] = 1.0f / x[i];
+    return put_f(core, cx, ins, TERN_AP_DST, x, err);
+}
+
+static tern_status exec_transpose(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_ap ra = raw_view(&ins->ap[TERN_AP_IN0]), rd = raw_view(&ins->ap[TERN_AP_DST]);
+    uint32_t P = ra.num_partitions, F = (uint32_t)tern_ap_free_elems(&ra);
+    int32_t *x, *y;
+    float *yb = core_scratch(core, 1, (size_t)P * F);
+    if (!yb)
+        return nomem(cx, ins, (size_t)P * F, err);
+    y = (int32_t *)(void *)yb;
+    tern_status st;
+    if ((st = gather_i(core, cx, ins, &ra, 0, &x, err)))
+        return st;
+    for (uint32_t p = 0; p < P; p++)
+        for (uint32_t f = 0; f < F; f++)
+            y[(size_t)f * P + p] = x[(size_t)p * F + f];
+    return ap_scatter_i32(core, cx->engine, &rd, y, err);
+}
+
+/* max8 ordering: descending by value, NaN above every number (as numpy's sort puts NaN last); ties keep
+ * the earlier element first. */
+static int greater(float a, float b)
+{
+    if (a != a)
+        return b == b;
+    if (b != b)
+        return 0;
+    return a > b;
+}
+
+static tern_status exec_max8(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    uint32_t P = a->num_partitions;
+    size_t F = (size_t)tern_ap_free_elems(a);
+    float *x, *o = core_scratch(core, 1, (size_t)P * 8);
+    if (!o)
+        return nomem(cx, ins, (size_t)P * 8, err);
+    tern_status st;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+        return st;
+    for (uint32_t p = 0; p < P; p++) {
+        const float *row = x + (size_t)p * F;
+        float *top = o + (size_t)p * 8;
+        int have = 0;
+        for (size_t i = 0; i < F; i++) {
+            float v = row[i];
+            if (have == 8 && !greater(v, top[7]))
+                continue;
+            int k = have < 8 ? have++ : 7;
+            while (k > 0 && greater(v, top[k - 1])) {
+                top[k] = top[k - 1];
+                k--;
+            }
+            top[k] = v;
+        }
+    }
+    return put_f(core, cx, ins, TERN_AP_DST, o, err);
+}
+
+static tern_status exec_scan(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    tern_alu_op op0 = (tern_alu_op)ins->op0, op1 = (tern_alu_op)ins->op1;
+    uint32_t P = a->num_partitions;
+    size_t N = (size_t)tern_ap_free_elems(a);
+    int rev0 = (ins->flags & TERN_FLAG_REV0) != 0, rev1 = (ins->flags & TERN_FLAG_REV1) != 0;
+    float *x, *y, *init = NULL;
+    tern_status st;
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
+        return st;
+    if ((ins->flags & TERN_FLAG_S0_AP) && (st = gather_f(core, cx, ins, TERN_AP_IN2, 2, &init, err)))
+        return st;
+    for (uint32_t p = 0; p < P; p++) {
+        float r = init ? init[p] : ins->imm0.f;
+        for (size_t i = 0; i < N; i++) {
+            size_t k = (size_t)p * N + i;
+            float t = rev0 ? alu_apply_f32(op0, r, x[k]) : alu_apply_f32(op0, x[k], r);
+            r = rev1 ? alu_apply_f32(op1, y[k], t) : alu_apply_f32(op1, t, y[k]);
+            x[k] = r;
+        }
+    }
+    return put_f(core, cx, ins, TERN_AP_DST, x, err);
+}
+
+tern_status exec_vector(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    tern_status st = dyn_bounds(core, cx, ins, err);
+    if (st)
+        return st;
+    switch ((tern_opcode)ins->opcode) {
+    case TERN_OP_TENSOR_TENSOR: return exec_tensor_tensor(core, cx, ins, err);
+    case TERN_OP_TENSOR_SCALAR: return exec_tensor_scalar(core, cx, ins, err);
+    case TERN_OP_SCALAR_TENSOR_TENSOR: return exec_stt(core, cx, ins, err);
+    case TERN_OP_TENSOR_REDUCE: return exec_tensor_reduce(core, cx, ins, err);
+    case TERN_OP_TENSOR_COPY: return exec_tensor_copy(core, cx, ins, err);
+    case TERN_OP_TENSOR_COPY_PREDICATED: return exec_copy_predicated(core, cx, ins, err);
+    case TERN_OP_MEMSET: return exec_memset(core, cx, ins, err);
+    case TERN_OP_SELECT: return exec_select(core, cx, ins, err);
+    case TERN_OP_BN_STATS: return exec_bn_stats(core, cx, ins, err);
+    case TERN_OP_BN_AGGR: return exec_bn_aggr(core, cx, ins, err);
+    case TERN_OP_RECIPROCAL: return exec_reciprocal(core, cx, ins, err);
+    case TERN_OP_TRANSPOSE_VE: return exec_transpose(core, cx, ins, err);
+    case TERN_OP_MAX8: return exec_max8(core, cx, ins, err);
+    case TERN_OP_TENSOR_TENSOR_SCAN: return exec_scan(core, cx, ins, err);
+    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a Vector-family instruction");
+    }
+}
