@@ -49,7 +49,12 @@ typedef struct {
     tern_round rounding;      /* RNE (default) or stochastic rounding on every write */
     uint64_t seed;            /* stochastic-rounding seed */
     uint64_t max_instructions;/* guard against endless loops; 0 = default (10^9) */
+    int matmul_path;          /* TERN_MATMUL_*: which implementation of the (identical) matmul result */
+    unsigned threads;         /* host threads for hot paths; 0 = $TERN_THREADS or the online CPUs */
 } tern_core_options;
+
+/* Matmul implementations; all give bit-identical results (docs/isa.md), they differ only in speed. */
+enum { TERN_MATMUL_AUTO = 0, TERN_MATMUL_REFERENCE = 1, TERN_MATMUL_BLAS = 2 };
 
 typedef struct tern_core tern_core;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sim/core_internal.h"
+#include "sim/pool.h"
 
 static const char *const operand_names[TERN_INSTR_OPERANDS] = {"dst", "in0", "in1", "in2", "extra"};
 const char *operand_name(int slot) { return slot >= 0 && slot < TERN_INSTR_OPERANDS ? operand_names[slot] : "?"; }
@@ -56,8 +57,9 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
     c->semaphores = calloc(cfg->num_semaphores, sizeof *c->semaphores);
     c->registers = calloc((size_t)TERN_ENGINE_COUNT * cfg->num_registers, sizeof *c->registers);
     c->stationary = malloc((size_t)cfg->pe_rows * cfg->pe_cols * 2 * sizeof(float));
+    c->stat_pairs = malloc((size_t)(cfg->pe_rows + 1) / 2 * cfg->pe_cols * 2 * sizeof(uint32_t));
     if (!c->sbuf || !c->psum || !c->psum_bank_state || !c->hbm_pages || !c->semaphores || !c->registers ||
-        !c->stationary) {
+        !c->stationary || !c->stat_pairs) {
         tern_core_free(c);
         return tern_error_set(err, TERN_ERR_NOMEM, "core %s: cannot allocate %zu bytes of SBUF and PSUM", cfg->name,
                               sbuf_bytes + psum_bytes);
@@ -82,6 +84,10 @@ void tern_core_free(tern_core *core)
     free(core->semaphores);
     free(core->registers);
     free(core->stationary);
+    free(core->stat_pairs);
+    free(core->mov_pairs);
+    free(core->u16_scratch);
+    pool_free(core->pool);
     for (int i = 0; i < 6; i++)
         free(core->scratch[i]);
     free(core);

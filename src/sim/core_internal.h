@@ -29,6 +29,13 @@ struct tern_core {
     uint32_t stat_k, stat_m;
     uint8_t stat_dtype;
     int stat_loaded;
+    uint32_t *stat_pairs; /* bf16 pairs for the dot-product path (matmul.c), valid when stat_fast */
+    int stat_fast;
+    uint32_t *mov_pairs;  /* scratch: moving operand as bf16 pairs */
+    size_t mov_pairs_cap;
+    uint16_t *u16_scratch;
+    size_t u16_cap;
+    struct tern_pool *pool; /* created on first use */
     /* Scratch buffers for dense operands, grown on demand. */
     float *scratch[6];
     size_t scratch_cap[6];

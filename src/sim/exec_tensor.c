@@ -3,12 +3,16 @@
  * PSUM, overwriting or accumulating (a matmul accumulation group). Products of 8/16-bit inputs are exact in
  * fp32; tern sums over k in ascending order in fp32 with round-to-nearest-even, then adds the PSUM value when
  * accumulating (the array's partial sum meets PSUM's read-accumulate-write). Subnormals are kept (no flush).
- * fp32 operands: each product is rounded to fp32 before the add (the hardware's 4-pass FP32 mode is not
- * public; documented in docs/isa.md). v3+ transpose mode moves data bit-exactly through the array.
+ * Each step is a fused multiply-add (for fp32 operands the hardware's multi-pass FP32 mode is not public; tern
+ * defines fp32 matmul as the fma chain, documented in docs/isa.md). The arithmetic lives in matmul.c. v3+ transpose mode moves data bit-exactly through the array.
  * Facts: trainium-arch.md §3 (tile limits, dtypes, PSUM accumulation, transpose mode). */
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+
+#include "sim/matmul.h"
+#include "sim/pool.h"
 #include "sim/rules.h"
 
 static int tensor_input_dtype_ok(tern_dtype t)
@@ -127,21 +131,91 @@ static tern_status check_dynamic(tern_core *core, const exec_ctx *cx, const tern
     return TERN_OK;
 }
 
-/* out[m*N + n] = sum_k s[k*M + m] * x[k*N + n], k ascending, fp32 RNE at every add (no contraction). */
-static void matmul_f32(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
+/* Prepare the bf16-pair form of the stationary operand when every value qualifies (matmul.c). */
+static void stationary_pairs(tern_core *core, uint32_t K, uint32_t M)
 {
-    memset(out, 0, (size_t)M * N * sizeof *out);
-    for (uint32_t k = 0; k < K; k++) {
-        const float *xr = x + (size_t)k * N;
-        for (uint32_t m = 0; m < M; m++) {
-            float sv = s[(size_t)k * M + m];
-            float *o = out + (size_t)m * N;
-            for (uint32_t n = 0; n < N; n++) {
-                float p = sv * xr[n];
-                o[n] = o[n] + p;
-            }
-        }
+    core->stat_fast = 0;
+    if (core->opts.matmul_path != TERN_MATMUL_AUTO || !matmul_bf16_supported())
+        return;
+    size_t n = (size_t)K * M;
+    if (core->u16_cap < n) {
+        uint16_t *p = realloc(core->u16_scratch, n * sizeof *p);
+        if (!p)
+            return;
+        core->u16_scratch = p;
+        core->u16_cap = n;
     }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &core->stationary[i], 4);
+        if ((bits & 0xFFFFu) || !bf16_fast_ok((uint16_t)(bits >> 16)))
+            return;
+        core->u16_scratch[i] = (uint16_t)(bits >> 16);
+    }
+    matmul_pack_pairs(core->u16_scratch, M, K, M, core->stat_pairs);
+    core->stat_fast = 1;
+}
+
+/* Moving operand as bf16 pairs, straight from SBUF when it is contiguous bf16; 0 if it does not qualify. */
+static int moving_pairs(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t N, float *x_f32,
+                        int *have_f32, tern_error *err)
+{
+    size_t n = (size_t)K * N, npairs = (size_t)(K + 1) / 2 * N;
+    *have_f32 = 0;
+    if (core->mov_pairs_cap < npairs) {
+        uint32_t *p = realloc(core->mov_pairs, npairs * sizeof *p);
+        if (!p)
+            return 0;
+        core->mov_pairs = p;
+        core->mov_pairs_cap = npairs;
+    }
+    if (core->u16_cap < n) {
+        uint16_t *p = realloc(core->u16_scratch, n * sizeof *p);
+        if (!p)
+            return 0;
+        core->u16_scratch = p;
+        core->u16_cap = n;
+    }
+    int contiguous = a->dims[a->ndims - 1].step == 1;
+    for (int d = (int)a->ndims - 2; d >= 0 && contiguous; d--)
+        contiguous = (int64_t)a->dims[d].step == (int64_t)a->dims[d + 1].step * a->dims[d + 1].num;
+    const uint16_t *rows;
+    size_t stride;
+    if (a->dtype == TERN_DTYPE_BF16 && contiguous) {
+        size_t pb = core->cfg.sbuf_partition_bytes;
+        int64_t reg = ap_reg_offset(core, cx->engine, a);
+        const uint8_t *base = core->sbuf + (size_t)a->start_partition * pb + a->offset + (size_t)(reg * 2);
+        if (pb % 2 || ((uintptr_t)base & 1)) /* odd layout: go through the general copy */
+            return 0;
+        rows = (const uint16_t *)(const void *)base;
+        stride = pb / 2;
+        for (uint32_t k = 0; k < K; k++)
+            for (uint32_t i = 0; i < N; i++)
+                if (!bf16_fast_ok(rows[(size_t)k * stride + i]))
+                    return 0;
+    } else {
+        if (ap_gather_f32(core, cx->engine, a, x_f32, err))
+            return 0;
+        *have_f32 = 1;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &x_f32[i], 4);
+            if ((bits & 0xFFFFu) || !bf16_fast_ok((uint16_t)(bits >> 16)))
+                return 0;
+            core->u16_scratch[i] = (uint16_t)(bits >> 16);
+        }
+        rows = core->u16_scratch;
+        stride = N;
+    }
+    matmul_pack_pairs(rows, stride, K, N, core->mov_pairs);
+    return 1;
+}
+
+static tern_pool *core_pool(tern_core *core)
+{
+    if (!core->pool)
+        core->pool = pool_create(core->opts.threads ? core->opts.threads : pool_default_threads());
+    return core->pool;
 }
 
 tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
@@ -160,6 +234,7 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
         core->stat_m = N;
         core->stat_dtype = a->dtype;
         core->stat_loaded = 1;
+        stationary_pairs(core, K, N);
         return TERN_OK;
     case TERN_OP_MULTIPLY_MOVING: {
         if (!core->stat_loaded)
@@ -181,21 +256,36 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                               "start the group with an overwriting matmul)");
         uint32_t M = core->stat_m;
         float *x = core_scratch(core, 0, (size_t)K * N);
-        float *out = core_scratch(core, 1, (size_t)M * N);
-        float *old = acc ? core_scratch(core, 2, (size_t)M * N) : NULL;
-        if (!x || !out || (acc && !old))
+        if (!x)
             return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for a %ux%ux%u matmul", K, M, N);
-        if ((st = ap_gather_f32(core, cx->engine, a, x, err)))
-            return st;
-        matmul_f32(core->stationary, x, out, K, M, N);
-        if (acc) {
-            if ((st = ap_gather_f32(core, cx->engine, d, old, err)))
+        int have_x = 0;
+        int dst_plain = d->dtype == TERN_DTYPE_FP32 && d->ndims == 1 && d->dims[0].step == 1;
+        if (core->stat_fast && dst_plain && moving_pairs(core, cx, a, K, N, x, &have_x, err)) {
+            size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
+            int64_t reg = ap_reg_offset(core, cx->engine, d);
+            bf16_job job = {core->stat_pairs, core->mov_pairs, K, M, N,
+                            core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4), pb, acc};
+            matmul_bf16_run(core_pool(core), &job);
+        } else {
+            float *out = core_scratch(core, 1, (size_t)M * N);
+            float *old = acc ? core_scratch(core, 2, (size_t)M * N) : NULL;
+            if (!out || (acc && !old))
+                return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for a %ux%ux%u matmul", K, M, N);
+            if (!have_x && (st = ap_gather_f32(core, cx->engine, a, x, err)))
                 return st;
-            for (size_t i = 0; i < (size_t)M * N; i++)
-                out[i] = old[i] + out[i];
+            if (core->opts.matmul_path == TERN_MATMUL_REFERENCE || K > 128)
+                matmul_reference(core->stationary, x, out, K, M, N);
+            else
+                matmul_blas(core->stationary, x, out, K, M, N);
+            if (acc) {
+                if ((st = ap_gather_f32(core, cx->engine, d, old, err)))
+                    return st;
+                for (size_t i = 0; i < (size_t)M * N; i++)
+                    out[i] = old[i] + out[i];
+            }
+            if ((st = ap_scatter_f32(core, cx->engine, d, out, sr_stream_of(cx), err)))
+                return st;
         }
-        if ((st = ap_scatter_f32(core, cx->engine, d, out, sr_stream_of(cx), err)))
-            return st;
         psum_mark(core, d, 1);
         if (cx->stats)
             cx->stats->macs += (uint64_t)K * M * N;

@@ -1,0 +1,36 @@
+/* Private to sim: the TensorE multiply (matmul.c) — the reference loop that defines the result, and the two
+ * fast paths that reproduce it bit for bit (AVX512-BF16 dot products; OpenBLAS sgemm). */
+#ifndef TERN_SIM_MATMUL_H
+#define TERN_SIM_MATMUL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/pool.h"
+#include "tern/base.h"
+
+/* out[m*N+n] = fma-chain over k ascending of s[k*M+m] * x[k*N+n], starting from +0. */
+void matmul_reference(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
+/* The same through cblas_sgemm (bit-identical for K <= 128; tested). */
+void matmul_blas(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
+
+/* Can this host run the bf16 dot-product path? */
+int matmul_bf16_supported(void);
+/* Is a bf16 value (bits) one the bf16 path reproduces exactly: zero, or magnitude in [2^-50, 2^51)? */
+int bf16_fast_ok(uint16_t b);
+/* Pack K rows of W bf16 values (row k at rows + k*row_stride) into ceil(K/2) rows of W pairs. */
+void matmul_pack_pairs(const uint16_t *rows, size_t row_stride, uint32_t K, uint32_t W, uint32_t *pairs);
+
+typedef struct {
+    const uint32_t *s; /* stationary pairs [ceil(K/2)][M] */
+    const uint32_t *x; /* moving pairs [ceil(K/2)][N] */
+    uint32_t K, M, N;
+    uint8_t *out;      /* row m at out + m*out_stride (bytes), fp32 */
+    size_t out_stride;
+    int accumulate;    /* out = out + sum instead of out = sum */
+} bf16_job;
+
+void matmul_bf16_run(tern_pool *pool, const bf16_job *j);
+
+#endif

@@ -1,0 +1,19 @@
+/* Private to sim: a tiny fork-join thread pool owned by a core. Work is split into a fixed number of parts
+ * decided by the caller from the problem shape (never from timing), so results never depend on the host's
+ * thread count or scheduling. */
+#ifndef TERN_SIM_POOL_H
+#define TERN_SIM_POOL_H
+
+typedef struct tern_pool tern_pool;
+typedef void (*pool_fn)(void *ctx, unsigned part, unsigned nparts);
+
+/* A pool of `threads` workers in all (the caller counts as one); threads <= 1 runs everything inline. */
+tern_pool *pool_create(unsigned threads);
+void pool_free(tern_pool *p);
+unsigned pool_threads(const tern_pool *p);
+/* Run fn(ctx, i, nparts) for i in [0, nparts), spread over the pool; returns when all are done. */
+void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts);
+/* Host threads to use: $TERN_THREADS if set (1..64), else the online CPUs (at most 64). */
+unsigned pool_default_threads(void);
+
+#endif

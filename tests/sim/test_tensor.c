@@ -1,0 +1,297 @@
+/* TensorE: LoadStationary + MultiplyMoving semantics (overwrite, accumulation groups, every input dtype, ragged
+ * shapes), bit-identity of the three matmul implementations (reference loop, OpenBLAS, AVX512-BF16) including
+ * the inputs that must leave the fast path (subnormals, huge values), v3 transpose mode, and every rule. */
+#include "check.h"
+#include "sim_test_util.h"
+
+static uint64_t rng_state = 12345;
+static double urand(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+static tern_core *core_with(const char *machine, int path)
+{
+    tern_core_config cfg;
+    tern_error err;
+    tern_core *core = NULL;
+    tern_core_options o = {0};
+    o.matmul_path = path;
+    if (tern_core_config_load(machine, &cfg, &err) || tern_core_create(&cfg, &o, &core, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    return core;
+}
+
+/* Program: LS stationary [K,M] at SBUF offset 0, MM moving [K,N] at offset 64 KiB into PSUM offset 0. */
+static tern_status run_mm(tern_core *core, tern_dtype dt, unsigned K, unsigned M, unsigned N, int accumulate,
+                          tern_error *err)
+{
+    tern_program prog;
+    tern_program_init(&prog);
+    tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+    ls.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, dt, 0, K, 0, M);
+    tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+    mm.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, dt, 0, K, 65536, N);
+    mm.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, M, 0, N);
+    if (accumulate)
+        mm.flags |= TERN_FLAG_ACCUMULATE;
+    tern_status st = tern_program_append(&prog, &ls, err);
+    if (!st)
+        st = tern_program_append(&prog, &mm, err);
+    if (!st)
+        st = tern_core_run(core, &prog, NULL, err);
+    tern_program_free(&prog);
+    return st;
+}
+
+/* Fill stationary and moving with values of a kind, rounded to dt. kind 0: uniform [-1,1); 1: with subnormal
+ * and tiny values (leave the bf16 path); 2: wide exponents. */
+static void fill(float *v, size_t n, tern_dtype dt, int kind)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x = urand() * 2 - 1;
+        if (kind == 1 && i % 7 == 0)
+            x *= 0x1p-120;
+        if (kind == 2)
+            x = ldexp(x, (int)(urand() * 40) - 20);
+        v[i] = tern_num_round_f32(dt, (float)x, NULL, 0);
+    }
+}
+
+static void paths_agree(tern_dtype dt, unsigned K, unsigned M, unsigned N, int kind)
+{
+    char name[128];
+    snprintf(name, sizeof name, "matmul paths agree %s K=%u M=%u N=%u kind %d", tern_dtype_name(dt), K, M, N, kind);
+    TEST_BEGIN(name);
+    float *s = malloc(sizeof(float) * K * M), *x = malloc(sizeof(float) * K * N);
+    float *out[3], *init = malloc(sizeof(float) * M * N);
+    fill(s, (size_t)K * M, dt, kind);
+    fill(x, (size_t)K * N, dt, kind);
+    fill(init, (size_t)M * N, TERN_DTYPE_FP32, 0);
+    const int paths[3] = {TERN_MATMUL_REFERENCE, TERN_MATMUL_BLAS, TERN_MATMUL_AUTO};
+    for (int p = 0; p < 3; p++) {
+        tern_core *core = core_with("neuroncore-v2", paths[p]);
+        tern_error err;
+        st_write(core, TERN_MEM_SBUF, 0, K, 0, dt, s, M);
+        st_write(core, TERN_MEM_SBUF, 0, K, 65536, dt, x, N);
+        /* first an overwrite, then an accumulate on top of it */
+        CHECK_EQ_INT(run_mm(core, dt, K, M, N, 0, &err), TERN_OK);
+        CHECK_EQ_INT(run_mm(core, dt, K, M, N, 1, &err), TERN_OK);
+        out[p] = malloc(sizeof(float) * M * N);
+        st_read(core, TERN_MEM_PSUM, 0, M, 0, TERN_DTYPE_FP32, out[p], N);
+        tern_core_free(core);
+    }
+    CHECK_MSG(memcmp(out[0], out[1], sizeof(float) * M * N) == 0, "BLAS path differs from the reference loop");
+    CHECK_MSG(memcmp(out[0], out[2], sizeof(float) * M * N) == 0, "automatic (bf16) path differs from the reference");
+    /* And the reference is the documented fma chain: out = 2 * chain (overwrite then accumulate). */
+    size_t bad = 0;
+    for (unsigned m = 0; m < M; m++)
+        for (unsigned n = 0; n < N; n++) {
+            float acc = 0.0f;
+            for (unsigned k = 0; k < K; k++)
+                acc = fmaf(s[(size_t)k * M + m], x[(size_t)k * N + n], acc);
+            float want = acc + acc;
+            if (memcmp(&want, &out[0][(size_t)m * N + n], 4) != 0 && !(isnan(want) && isnan(out[0][(size_t)m * N + n])))
+                bad++;
+        }
+    CHECK_MSG(bad == 0, "%zu outputs differ from the fma chain", bad);
+    for (int p = 0; p < 3; p++)
+        free(out[p]);
+    free(s);
+    free(x);
+    free(init);
+}
+
+static void semantics(void)
+{
+    TEST_BEGIN("matmul small exact values");
+    tern_core *core = st_core("neuroncore-v2");
+    tern_error err;
+    /* stationary [K=2, M=3], moving [K=2, N=4] */
+    const float s[6] = {1, 2, 3, 4, 5, 6};
+    const float x[8] = {1, 0, -1, 2, 0.5f, 1, 0, -2};
+    st_write(core, TERN_MEM_SBUF, 0, 2, 0, TERN_DTYPE_BF16, s, 3);
+    st_write(core, TERN_MEM_SBUF, 0, 2, 65536, TERN_DTYPE_BF16, x, 4);
+    CHECK_EQ_INT(run_mm(core, TERN_DTYPE_BF16, 2, 3, 4, 0, &err), TERN_OK);
+    float y[12];
+    st_read(core, TERN_MEM_PSUM, 0, 3, 0, TERN_DTYPE_FP32, y, 4);
+    for (int m = 0; m < 3; m++)
+        for (int n = 0; n < 4; n++)
+            CHECK_NEAR(y[m * 4 + n], s[m] * x[n] + s[3 + m] * x[4 + n], 0);
+    TEST_BEGIN("matmul accumulation group adds into PSUM");
+    CHECK_EQ_INT(run_mm(core, TERN_DTYPE_BF16, 2, 3, 4, 1, &err), TERN_OK);
+    st_read(core, TERN_MEM_PSUM, 0, 3, 0, TERN_DTYPE_FP32, y, 4);
+    CHECK_NEAR(y[0], 2 * (1 * 1 + 4 * 0.5), 0);
+    CHECK_NEAR(y[11], 2 * (3 * 2 + 6 * -2), 0);
+    tern_core_free(core);
+}
+
+static tern_status run_one_after_ls(tern_core *core, const tern_instr *mm, tern_error *err)
+{
+    tern_program prog;
+    tern_program_init(&prog);
+    tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+    ls.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 128, 0, 128);
+    tern_program_append(&prog, &ls, err);
+    tern_program_append(&prog, mm, err);
+    tern_status st = tern_core_run(core, &prog, NULL, err);
+    tern_program_free(&prog);
+    return st;
+}
+
+static tern_instr good_mm(void)
+{
+    tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+    mm.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 128, 65536, 512);
+    mm.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 128, 0, 512);
+    return mm;
+}
+
+#define REJECT(label, core, ins, runner, needle)                                                                \
+    do {                                                                                                        \
+        TEST_BEGIN(label);                                                                                      \
+        tern_error e_;                                                                                          \
+        tern_status s_ = runner(core, ins, &e_);                                                                \
+        CHECK_MSG(s_ != TERN_OK, "expected a rejection");                                                       \
+        if (s_ != TERN_OK)                                                                                      \
+            CHECK_STR_CONTAINS(e_.msg, needle);                                                                 \
+    } while (0)
+
+static void rules(void)
+{
+    tern_core *core = st_core("neuroncore-v2");
+    float zeros[512] = {0};
+    for (unsigned p = 0; p < 128; p++) {
+        st_write(core, TERN_MEM_SBUF, p, 1, 0, TERN_DTYPE_BF16, zeros, 512);
+        st_write(core, TERN_MEM_SBUF, p, 1, 65536, TERN_DTYPE_BF16, zeros, 512);
+    }
+    tern_instr ins;
+
+    TEST_BEGIN("good matmul runs");
+    ins = good_mm();
+    tern_error err;
+    CHECK_EQ_INT(run_one_after_ls(core, &ins, &err), TERN_OK);
+
+    ins = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+    ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 128, 0, 129);
+    REJECT("stationary free > 128 PE columns", core, &ins, st_run, "129 exceeds 128 PE columns");
+    ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_BF16, 0, 128, 0, 128);
+    REJECT("stationary in PSUM", core, &ins, st_run, "memory psum not reachable");
+    ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_INT32, 0, 128, 0, 128);
+    REJECT("integer stationary", core, &ins, st_run, "dtype int32 not a TensorE input");
+    ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 16, 32, 0, 128);
+    REJECT("start-partition rule", core, &ins, st_run, "start partition 16 not allowed for 32 partitions");
+    ins.engine = TERN_ENGINE_VECTOR;
+    ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 128, 0, 128);
+    REJECT("load_stationary on VectorE", core, &ins, st_run, "cannot issue on the vector engine");
+
+    {
+        /* The PE array keeps its stationary across runs, so this needs a core that never loaded one. */
+        tern_core *fresh = st_core("neuroncore-v2");
+        ins = good_mm();
+        REJECT("multiply_moving without a stationary", fresh, &ins, st_run, "no stationary operand loaded");
+        tern_core_free(fresh);
+    }
+    ins = good_mm();
+    ins.ap[TERN_AP_IN0].dims[0].num = 513;
+    ins.ap[TERN_AP_DST].dims[0].num = 513;
+    REJECT("moving free > 512", core, &ins, run_one_after_ls, "moving free size 513 exceeds 512");
+    ins = good_mm();
+    ins.ap[TERN_AP_DST].mem = TERN_MEM_SBUF;
+    REJECT("matmul writes SBUF", core, &ins, run_one_after_ls, "memory sbuf not reachable here (allowed: PSUM)");
+    ins = good_mm();
+    ins.ap[TERN_AP_DST].dtype = TERN_DTYPE_BF16;
+    REJECT("bf16 PSUM output on v2", core, &ins, run_one_after_ls, "bf16 PSUM output needs NeuronCore-v4");
+    ins = good_mm();
+    ins.ap[TERN_AP_DST].offset = 1024;
+    REJECT("output crosses a PSUM bank", core, &ins, run_one_after_ls, "within one PSUM bank of 2048 bytes");
+    ins = good_mm();
+    ins.ap[TERN_AP_DST].dims[0].num = 256;
+    REJECT("output free differs from moving", core, &ins, run_one_after_ls, "must equal the moving free size 512");
+    ins = good_mm();
+    ins.ap[TERN_AP_IN0].num_partitions = 64;
+    REJECT("contraction mismatch", core, &ins, run_one_after_ls, "contraction 64 differs from the stationary");
+    ins = good_mm();
+    ins.ap[TERN_AP_DST].num_partitions = 64;
+    REJECT("output partitions != stationary free", core, &ins, run_one_after_ls, "must equal the stationary free size 128");
+    ins = good_mm();
+    ins.ap[TERN_AP_IN0].dtype = TERN_DTYPE_FP32;
+    ins.ap[TERN_AP_IN0].dims[0].num = 256;
+    ins.ap[TERN_AP_DST].dims[0].num = 256;
+    REJECT("fp32 moving with bf16 stationary", core, &ins, run_one_after_ls, "fp32/tf32 pair only with fp32/tf32");
+    ins = good_mm();
+    ins.flags |= TERN_FLAG_DOUBLE_ROW;
+    REJECT("double-row mode", core, &ins, run_one_after_ls, "double-row");
+
+    /* Accumulating onto PSUM written by VectorE is undefined on the hardware: rejected. */
+    {
+        TEST_BEGIN("accumulate onto non-matmul PSUM data");
+        tern_program prog;
+        tern_program_init(&prog);
+        tern_instr ms = st_instr(TERN_OP_MEMSET, TERN_ENGINE_VECTOR);
+        ms.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 128, 4096, 512);
+        ms.signal_sem = 0;
+        tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+        ls.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 128, 0, 128);
+        tern_instr mm = good_mm();
+        mm.ap[TERN_AP_DST].offset = 4096;
+        mm.flags |= TERN_FLAG_ACCUMULATE;
+        mm.wait_sem = 0;
+        mm.wait_value = 1;
+        tern_program_append(&prog, &ms, &err);
+        tern_program_append(&prog, &ls, &err);
+        tern_program_append(&prog, &mm, &err);
+        tern_status st = tern_core_run(core, &prog, NULL, &err);
+        CHECK(st != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "accumulate into PSUM not last written by a matmul group");
+        tern_program_free(&prog);
+    }
+
+    ins = st_instr(TERN_OP_TRANSPOSE_PE, TERN_ENGINE_TENSOR);
+    ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 64, 0, 32);
+    ins.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_BF16, 0, 32, 0, 64);
+    REJECT("transpose mode on v2", core, &ins, st_run, "transpose mode needs NeuronCore-v3");
+    tern_core_free(core);
+
+    /* v3: transpose mode works bit-exactly, and its shape rules hold. */
+    core = st_core("neuroncore-v3");
+    TEST_BEGIN("v3 transpose mode");
+    float src[64 * 32], dst[32 * 64];
+    for (int i = 0; i < 64 * 32; i++)
+        src[i] = tern_num_round_f32(TERN_DTYPE_BF16, (float)(i * 0.37 - 300), NULL, 0);
+    st_write(core, TERN_MEM_SBUF, 0, 64, 0, TERN_DTYPE_BF16, src, 32);
+    CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+    st_read(core, TERN_MEM_PSUM, 0, 32, 0, TERN_DTYPE_BF16, dst, 64);
+    int wrong = 0;
+    for (int p = 0; p < 64; p++)
+        for (int f = 0; f < 32; f++)
+            wrong += dst[f * 64 + p] != src[p * 32 + f];
+    CHECK_EQ_INT(wrong, 0);
+    ins.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_BF16, 0, 64, 0, 32);
+    REJECT("transpose output shape", core, &ins, st_run, "shape [64, 32] must be [32, 64]");
+    ins.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 32, 0, 64);
+    REJECT("transpose dtype change", core, &ins, st_run, "must match the input's bf16");
+    tern_core_free(core);
+}
+
+int main(void)
+{
+    semantics();
+    rules();
+    paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 0);
+    paths_agree(TERN_DTYPE_BF16, 127, 100, 300, 0);
+    paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 1);
+    paths_agree(TERN_DTYPE_BF16, 64, 128, 512, 2);
+    paths_agree(TERN_DTYPE_FP16, 128, 128, 512, 0);
+    paths_agree(TERN_DTYPE_FP32, 128, 64, 256, 2);
+    paths_agree(TERN_DTYPE_FP8_E4M3, 128, 128, 512, 0);
+    paths_agree(TERN_DTYPE_FP8_E5M2, 33, 7, 17, 2);
+    paths_agree(TERN_DTYPE_FP8_E4M3_NEURON, 128, 128, 512, 0);
+    return check_report();
+}
