@@ -31,6 +31,7 @@ struct tern_core {
     int stat_loaded;
     uint32_t *stat_pairs; /* bf16 pairs for the dot-product path (matmul.c), valid when stat_fast */
     int stat_fast;
+    int stat_f32;         /* `stationary` holds the fp32 form */
     uint32_t *mov_pairs;  /* scratch: moving operand as bf16 pairs */
     size_t mov_pairs_cap;
     uint16_t *u16_scratch;

@@ -131,84 +131,106 @@ static tern_status check_dynamic(tern_core *core, const exec_ctx *cx, const tern
     return TERN_OK;
 }
 
-/* Prepare the bf16-pair form of the stationary operand when every value qualifies (matmul.c). */
-static void stationary_pairs(tern_core *core, uint32_t K, uint32_t M)
+/* Is the AP's free pattern one contiguous run per partition? */
+static int ap_contiguous(const tern_ap *a)
 {
-    core->stat_fast = 0;
-    if (core->opts.matmul_path != TERN_MATMUL_AUTO || !matmul_bf16_supported())
-        return;
-    size_t n = (size_t)K * M;
-    if (core->u16_cap < n) {
-        uint16_t *p = realloc(core->u16_scratch, n * sizeof *p);
-        if (!p)
-            return;
-        core->u16_scratch = p;
-        core->u16_cap = n;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &core->stationary[i], 4);
-        if ((bits & 0xFFFFu) || !bf16_fast_ok((uint16_t)(bits >> 16)))
-            return;
-        core->u16_scratch[i] = (uint16_t)(bits >> 16);
-    }
-    matmul_pack_pairs(core->u16_scratch, M, K, M, core->stat_pairs);
-    core->stat_fast = 1;
+    if (a->dims[a->ndims - 1].step != 1)
+        return 0;
+    for (int d = (int)a->ndims - 2; d >= 0; d--)
+        if ((int64_t)a->dims[d].step != (int64_t)a->dims[d + 1].step * a->dims[d + 1].num)
+            return 0;
+    return 1;
 }
 
-/* Moving operand as bf16 pairs, straight from SBUF when it is contiguous bf16; 0 if it does not qualify. */
-static int moving_pairs(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t N, float *x_f32,
-                        int *have_f32, tern_error *err)
+static uint16_t *u16_scratch(tern_core *core, size_t n)
 {
-    size_t n = (size_t)K * N, npairs = (size_t)(K + 1) / 2 * N;
-    *have_f32 = 0;
-    if (core->mov_pairs_cap < npairs) {
-        uint32_t *p = realloc(core->mov_pairs, npairs * sizeof *p);
-        if (!p)
-            return 0;
-        core->mov_pairs = p;
-        core->mov_pairs_cap = npairs;
-    }
     if (core->u16_cap < n) {
         uint16_t *p = realloc(core->u16_scratch, n * sizeof *p);
         if (!p)
-            return 0;
+            return NULL;
         core->u16_scratch = p;
         core->u16_cap = n;
     }
-    int contiguous = a->dims[a->ndims - 1].step == 1;
-    for (int d = (int)a->ndims - 2; d >= 0 && contiguous; d--)
-        contiguous = (int64_t)a->dims[d].step == (int64_t)a->dims[d + 1].step * a->dims[d + 1].num;
-    const uint16_t *rows;
-    size_t stride;
-    if (a->dtype == TERN_DTYPE_BF16 && contiguous) {
+    return core->u16_scratch;
+}
+
+/* The operand as K rows of bf16 bits for the dot-product path: straight from SBUF when it is contiguous bf16,
+ * else converted from fp32 when every value is exactly a bf16 (fp8 inputs); NULL when it cannot be. */
+static const uint16_t *bf16_rows(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t W,
+                                 const float *f32, size_t *stride)
+{
+    if (a->dtype == TERN_DTYPE_BF16 && ap_contiguous(a) && !(core->cfg.sbuf_partition_bytes & 1)) {
         size_t pb = core->cfg.sbuf_partition_bytes;
         int64_t reg = ap_reg_offset(core, cx->engine, a);
         const uint8_t *base = core->sbuf + (size_t)a->start_partition * pb + a->offset + (size_t)(reg * 2);
-        if (pb % 2 || ((uintptr_t)base & 1)) /* odd layout: go through the general copy */
-            return 0;
-        rows = (const uint16_t *)(const void *)base;
-        stride = pb / 2;
-        for (uint32_t k = 0; k < K; k++)
-            for (uint32_t i = 0; i < N; i++)
-                if (!bf16_fast_ok(rows[(size_t)k * stride + i]))
-                    return 0;
-    } else {
-        if (ap_gather_f32(core, cx->engine, a, x_f32, err))
-            return 0;
-        *have_f32 = 1;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t bits;
-            memcpy(&bits, &x_f32[i], 4);
-            if ((bits & 0xFFFFu) || !bf16_fast_ok((uint16_t)(bits >> 16)))
-                return 0;
-            core->u16_scratch[i] = (uint16_t)(bits >> 16);
-        }
-        rows = core->u16_scratch;
-        stride = N;
+        if ((uintptr_t)base & 1)
+            return NULL;
+        *stride = pb / 2;
+        return (const uint16_t *)(const void *)base;
     }
-    matmul_pack_pairs(rows, stride, K, N, core->mov_pairs);
-    return 1;
+    if (!f32)
+        return NULL;
+    uint16_t *u = u16_scratch(core, (size_t)K * W);
+    if (!u)
+        return NULL;
+    for (size_t i = 0; i < (size_t)K * W; i++) {
+        uint32_t bits;
+        memcpy(&bits, &f32[i], 4);
+        if (bits & 0xFFFFu)
+            return NULL;
+        u[i] = (uint16_t)(bits >> 16);
+    }
+    *stride = W;
+    return u;
+}
+
+static int fast_dtype(uint8_t dt)
+{
+    return dt == TERN_DTYPE_BF16 || dt == TERN_DTYPE_FP8_E4M3 || dt == TERN_DTYPE_FP8_E5M2 ||
+           dt == TERN_DTYPE_FP8_E4M3_NEURON;
+}
+
+/* LoadStationary: latch the operand; as bf16 pairs when it qualifies for the dot-product path, else (or
+ * also, for fp8) as fp32. */
+static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t M,
+                                   tern_error *err)
+{
+    core->stat_fast = 0;
+    core->stat_f32 = 0;
+    int want_fast = core->opts.matmul_path == TERN_MATMUL_AUTO && fast_dtype(a->dtype) && matmul_bf16_supported();
+    if (want_fast && a->dtype == TERN_DTYPE_BF16) {
+        size_t stride;
+        const uint16_t *rows = bf16_rows(core, cx, a, K, M, NULL, &stride);
+        if (rows && matmul_pack_pairs(rows, stride, K, M, core->stat_pairs)) {
+            core->stat_fast = 1;
+            return TERN_OK;
+        }
+    }
+    tern_status st = ap_gather_f32(core, cx->engine, a, core->stationary, err);
+    if (st)
+        return st;
+    core->stat_f32 = 1;
+    if (want_fast) {
+        size_t stride;
+        const uint16_t *rows = bf16_rows(core, cx, a, K, M, core->stationary, &stride);
+        core->stat_fast = rows && matmul_pack_pairs(rows, stride, K, M, core->stat_pairs);
+    }
+    return TERN_OK;
+}
+
+/* The stationary as fp32 for the general paths (unpacked from the pairs when only those were kept). */
+static void stationary_f32(tern_core *core)
+{
+    if (core->stat_f32)
+        return;
+    uint32_t K = core->stat_k, M = core->stat_m;
+    for (uint32_t k = 0; k < K; k++)
+        for (uint32_t m = 0; m < M; m++) {
+            uint32_t pair = core->stat_pairs[(size_t)(k / 2) * M + m];
+            uint32_t bits = (k % 2 == 0 ? pair >> 16 : pair & 0xFFFFu) << 16;
+            memcpy(&core->stationary[(size_t)k * M + m], &bits, 4);
+        }
+    core->stat_f32 = 1;
 }
 
 static tern_pool *core_pool(tern_core *core)
@@ -227,14 +249,12 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
     uint32_t K = a->num_partitions, N = (uint32_t)tern_ap_free_elems(a);
     switch ((tern_opcode)ins->opcode) {
     case TERN_OP_LOAD_STATIONARY:
-        st = ap_gather_f32(core, cx->engine, a, core->stationary, err);
-        if (st)
+        if ((st = load_stationary(core, cx, a, K, N, err)))
             return st;
         core->stat_k = K;
         core->stat_m = N;
         core->stat_dtype = a->dtype;
         core->stat_loaded = 1;
-        stationary_pairs(core, K, N);
         return TERN_OK;
     case TERN_OP_MULTIPLY_MOVING: {
         if (!core->stat_loaded)
@@ -258,15 +278,45 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
         float *x = core_scratch(core, 0, (size_t)K * N);
         if (!x)
             return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for a %ux%ux%u matmul", K, M, N);
-        int have_x = 0;
-        int dst_plain = d->dtype == TERN_DTYPE_FP32 && d->ndims == 1 && d->dims[0].step == 1;
-        if (core->stat_fast && dst_plain && moving_pairs(core, cx, a, K, N, x, &have_x, err)) {
-            size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
-            int64_t reg = ap_reg_offset(core, cx->engine, d);
-            bf16_job job = {core->stat_pairs, core->mov_pairs, K, M, N,
-                            core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4), pb, acc};
-            matmul_bf16_run(core_pool(core), &job);
-        } else {
+        int have_x = 0, done = 0;
+        int dst_plain = d->dtype == TERN_DTYPE_FP32 && ap_contiguous(d);
+        if (core->stat_fast && dst_plain && fast_dtype(a->dtype)) {
+            size_t stride = 0;
+            const uint16_t *rows = bf16_rows(core, cx, a, K, N, NULL, &stride);
+            if (!rows) { /* fp8 or strided: through fp32 */
+                if ((st = ap_gather_f32(core, cx->engine, a, x, err)))
+                    return st;
+                have_x = 1;
+                rows = bf16_rows(core, cx, a, K, N, x, &stride);
+            }
+            size_t npairs = (size_t)(K + 1) / 2 * N;
+            if (rows && core->mov_pairs_cap < npairs) {
+                uint32_t *p = realloc(core->mov_pairs, npairs * sizeof *p);
+                if (p) {
+                    core->mov_pairs = p;
+                    core->mov_pairs_cap = npairs;
+                }
+            }
+            if (rows && core->mov_pairs_cap >= npairs) {
+                size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
+                int64_t reg = ap_reg_offset(core, cx->engine, d);
+                bf16_job job;
+                memset(&job, 0, sizeof job);
+                job.s = core->stat_pairs;
+                job.x_rows = rows;
+                job.x_stride = stride;
+                job.x_pairs = core->mov_pairs;
+                job.K = K;
+                job.M = M;
+                job.N = N;
+                job.out = core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4);
+                job.out_stride = pb;
+                job.accumulate = acc;
+                done = matmul_bf16_run(core_pool(core), &job);
+            }
+        }
+        if (!done) {
+            stationary_f32(core);
             float *out = core_scratch(core, 1, (size_t)M * N);
             float *old = acc ? core_scratch(core, 2, (size_t)M * N) : NULL;
             if (!out || (acc && !old))

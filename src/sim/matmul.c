@@ -15,6 +15,7 @@
  *   - BLAS (OpenBLAS sgemm): for K <= 128 its microkernels accumulate each output over k in order with FMA.
  * Work is split over the core's thread pool by rows of the output, so results never depend on thread count. */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "sim/matmul.h"
@@ -53,115 +54,164 @@ int bf16_fast_ok(uint16_t b)
 int matmul_bf16_supported(void)
 {
 #if HAVE_X86
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
 #else
     return 0;
 #endif
 }
 
-void matmul_pack_pairs(const uint16_t *rows, size_t row_stride, uint32_t K, uint32_t W, uint32_t *pairs)
+/* 1 when v is a nonzero bf16 outside [2^-50, 2^51) (written branch-free so the loops below vectorise). */
+static inline uint32_t bf16_bad(uint32_t v)
 {
+    uint32_t e = (v >> 7) & 0xFFu;
+    uint32_t nonzero = (v & 0x7FFFu) != 0;
+    return nonzero & ((e < 127u - 50u) | (e >= 127u + 51u));
+}
+
+/* Columns [c0, c1) of K rows into pairs; returns nonzero if a value does not qualify. */
+#if HAVE_X86
+__attribute__((target("avx512f,avx512bw")))
+#endif
+static uint32_t pack_cols(const uint16_t *rows, size_t row_stride, uint32_t K, uint32_t W, uint32_t c0, uint32_t c1,
+                          uint32_t *pairs)
+{
+    uint32_t bad = 0;
     uint32_t K2 = (K + 1) / 2;
     for (uint32_t k2 = 0; k2 < K2; k2++) {
         const uint16_t *lo = rows + (size_t)(2 * k2) * row_stride;
-        const uint16_t *hi = 2 * k2 + 1 < K ? lo + row_stride : NULL;
         uint32_t *dst = pairs + (size_t)k2 * W;
         /* even slot (low half) = element k+1, odd slot (high half) = element k: vdpbf16ps adds odd first */
-        if (hi)
-            for (uint32_t w = 0; w < W; w++)
-                dst[w] = (uint32_t)hi[w] | ((uint32_t)lo[w] << 16);
-        else
-            for (uint32_t w = 0; w < W; w++)
-                dst[w] = (uint32_t)lo[w] << 16;
+        if (2 * k2 + 1 < K) {
+            const uint16_t *hi = lo + row_stride;
+            for (uint32_t w = c0; w < c1; w++) {
+                uint32_t a = lo[w], b = hi[w];
+                bad |= bf16_bad(a) | bf16_bad(b);
+                dst[w] = b | (a << 16);
+            }
+        } else {
+            for (uint32_t w = c0; w < c1; w++) {
+                uint32_t a = lo[w];
+                bad |= bf16_bad(a);
+                dst[w] = a << 16;
+            }
+        }
     }
+    return bad;
+}
+
+int matmul_pack_pairs(const uint16_t *rows, size_t row_stride, uint32_t K, uint32_t W, uint32_t *pairs)
+{
+    return pack_cols(rows, row_stride, K, W, 0, W, pairs) == 0;
 }
 
 #if HAVE_X86
 #define MB 6
 #define NB 4
-__attribute__((target("avx512f,avx512bf16"))) static void bf16_rows(const bf16_job *j, uint32_t m_begin,
-                                                                      uint32_t m_end)
+/* One block of ROWS x 64 outputs, accumulators held in registers for the whole k loop. ROWS is a constant
+ * at every call site, so the compiler unrolls everything and never spills. */
+__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
+micro(const bf16_job *j, uint32_t m0, uint32_t n0, const __mmask16 *mask, const int ROWS)
 {
     const uint32_t K2 = (j->K + 1) / 2, N = j->N, M = j->M;
-    for (uint32_t m0 = m_begin; m0 < m_end; m0 += MB) {
-        uint32_t mb = m_end - m0 < MB ? m_end - m0 : MB;
-        for (uint32_t n0 = 0; n0 < N; n0 += 16 * NB) {
-            __mmask16 mask[NB];
-            for (int v = 0; v < NB; v++) {
-                int64_t left = (int64_t)N - (int64_t)(n0 + 16u * (unsigned)v);
-                mask[v] = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
-            }
-            __m512 acc[MB][NB];
-            for (int i = 0; i < MB; i++)
-                for (int v = 0; v < NB; v++)
-                    acc[i][v] = _mm512_setzero_ps();
-            if (mb == MB) {
-                for (uint32_t k2 = 0; k2 < K2; k2++) {
-                    const uint32_t *xr = j->x + (size_t)k2 * N + n0;
-                    __m512bh b[NB];
-                    for (int v = 0; v < NB; v++)
-                        b[v] = (__m512bh)_mm512_maskz_loadu_epi32(mask[v], xr + 16 * v);
-                    const uint32_t *sr = j->s + (size_t)k2 * M + m0;
-                    for (int i = 0; i < MB; i++) {
-                        __m512bh a = (__m512bh)_mm512_set1_epi32((int)sr[i]);
-                        for (int v = 0; v < NB; v++)
-                            acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a, b[v]);
-                    }
-                }
-            } else {
-                for (uint32_t k2 = 0; k2 < K2; k2++) {
-                    const uint32_t *xr = j->x + (size_t)k2 * N + n0;
-                    __m512bh b[NB];
-                    for (int v = 0; v < NB; v++)
-                        b[v] = (__m512bh)_mm512_maskz_loadu_epi32(mask[v], xr + 16 * v);
-                    const uint32_t *sr = j->s + (size_t)k2 * M + m0;
-                    for (uint32_t i = 0; i < mb; i++) {
-                        __m512bh a = (__m512bh)_mm512_set1_epi32((int)sr[i]);
-                        for (int v = 0; v < NB; v++)
-                            acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a, b[v]);
-                    }
-                }
-            }
-            for (uint32_t i = 0; i < mb; i++) {
-                float *o = (float *)(void *)(j->out + (size_t)(m0 + i) * j->out_stride) + n0;
-                for (int v = 0; v < NB; v++) {
-                    if (!mask[v])
-                        continue;
-                    __m512 r = acc[i][v];
-                    if (j->accumulate)
-                        r = _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], o + 16 * v), r);
-                    _mm512_mask_storeu_ps(o + 16 * v, mask[v], r);
-                }
-            }
+    __m512 acc[MB][NB];
+    for (int i = 0; i < ROWS; i++)
+        for (int v = 0; v < NB; v++)
+            acc[i][v] = _mm512_setzero_ps();
+    for (uint32_t k2 = 0; k2 < K2; k2++) {
+        const uint32_t *xr = j->x_pairs + (size_t)k2 * N + n0;
+        __m512bh b[NB];
+        for (int v = 0; v < NB; v++)
+            b[v] = (__m512bh)_mm512_maskz_loadu_epi32(mask[v], xr + 16 * v);
+        const uint32_t *sr = j->s + (size_t)k2 * M + m0;
+        for (int i = 0; i < ROWS; i++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)sr[i]);
+            for (int v = 0; v < NB; v++)
+                acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a, b[v]);
+        }
+    }
+    for (int i = 0; i < ROWS; i++) {
+        float *o = (float *)(void *)(j->out + (size_t)(m0 + (uint32_t)i) * j->out_stride) + n0;
+        for (int v = 0; v < NB; v++) {
+            __m512 r = acc[i][v];
+            if (j->accumulate)
+                r = _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], o + 16 * v), r);
+            _mm512_mask_storeu_ps(o + 16 * v, mask[v], r);
         }
     }
 }
 
-static void bf16_part(void *ctx, unsigned part, unsigned nparts)
+__attribute__((target("avx512f,avx512bf16"))) static void bf16_block(const bf16_job *j, uint32_t c0, uint32_t c1)
+{
+    const uint32_t M = j->M;
+    for (uint32_t n0 = c0; n0 < c1; n0 += 16 * NB) {
+        __mmask16 mask[NB];
+        for (int v = 0; v < NB; v++) {
+            int64_t left = (int64_t)c1 - (int64_t)(n0 + 16u * (unsigned)v);
+            mask[v] = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
+        }
+        uint32_t m0 = 0;
+        for (; m0 + MB <= M; m0 += MB)
+            micro(j, m0, n0, mask, MB);
+        switch (M - m0) {
+        case 5: micro(j, m0, n0, mask, 5); break;
+        case 4: micro(j, m0, n0, mask, 4); break;
+        case 3: micro(j, m0, n0, mask, 3); break;
+        case 2: micro(j, m0, n0, mask, 2); break;
+        case 1: micro(j, m0, n0, mask, 1); break;
+        default: break;
+        }
+    }
+}
+
+/* Columns are split into parts of whole 64-column blocks; each part packs and checks its own columns of the
+ * moving operand (phase 1), then, if every value qualified, computes them (phase 2). */
+static void part_range(const bf16_job *j, unsigned part, unsigned nparts, uint32_t *c0, uint32_t *c1)
+{
+    uint32_t blocks = (j->N + 16 * NB - 1) / (16 * NB);
+    uint32_t b0 = (uint32_t)((uint64_t)blocks * part / nparts), b1 = (uint32_t)((uint64_t)blocks * (part + 1) / nparts);
+    *c0 = b0 * 16 * NB;
+    *c1 = b1 * 16 * NB < j->N ? b1 * 16 * NB : j->N;
+}
+
+static void pack_part(void *ctx, unsigned part, unsigned nparts)
+{
+    bf16_job *j = ctx;
+    uint32_t c0, c1;
+    part_range(j, part, nparts, &c0, &c1);
+    if (c0 < c1 && pack_cols(j->x_rows, j->x_stride, j->K, j->N, c0, c1, j->x_pairs))
+        atomic_store(&j->bad, 1);
+}
+
+static void compute_part(void *ctx, unsigned part, unsigned nparts)
 {
     const bf16_job *j = ctx;
-    uint32_t groups = (j->M + MB - 1) / MB;
-    uint32_t g0 = (uint32_t)((uint64_t)groups * part / nparts), g1 = (uint32_t)((uint64_t)groups * (part + 1) / nparts);
-    uint32_t m0 = g0 * MB, m1 = g1 * MB < j->M ? g1 * MB : j->M;
-    if (m0 < m1)
-        bf16_rows(j, m0, m1);
+    uint32_t c0, c1;
+    part_range(j, part, nparts, &c0, &c1);
+    if (c0 < c1)
+        bf16_block(j, c0, c1);
 }
 #endif
 
-void matmul_bf16_run(tern_pool *pool, const bf16_job *j)
+int matmul_bf16_run(tern_pool *pool, bf16_job *j)
 {
 #if HAVE_X86
-    /* Parts: a fixed function of the shape (rows of the output), so results never depend on threads. */
-    unsigned groups = (j->M + MB - 1) / MB;
+    /* Parts: a fixed function of the shape, so results never depend on the thread count. */
+    unsigned blocks = (j->N + 16 * NB - 1) / (16 * NB);
     unsigned parts = pool_threads(pool);
-    if (parts > groups)
-        parts = groups;
-    if ((uint64_t)j->M * j->N * j->K < 32768)
+    if (parts > blocks)
+        parts = blocks;
+    if ((uint64_t)j->M * j->N * j->K < 65536)
         parts = 1;
-    pool_run(pool, bf16_part, (void *)j, parts ? parts : 1);
+    atomic_store(&j->bad, 0);
+    pool_run(pool, pack_part, j, parts);
+    if (atomic_load(&j->bad))
+        return 0;
+    pool_run(pool, compute_part, j, parts);
+    return 1;
 #else
     (void)pool;
     (void)j;
-    TERN_ASSERT(!"bf16 dot-product path requested on a host without it");
+    return 0;
 #endif
 }

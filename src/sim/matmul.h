@@ -19,18 +19,23 @@ void matmul_blas(const float *s, const float *x, float *out, uint32_t K, uint32_
 int matmul_bf16_supported(void);
 /* Is a bf16 value (bits) one the bf16 path reproduces exactly: zero, or magnitude in [2^-50, 2^51)? */
 int bf16_fast_ok(uint16_t b);
-/* Pack K rows of W bf16 values (row k at rows + k*row_stride) into ceil(K/2) rows of W pairs. */
-void matmul_pack_pairs(const uint16_t *rows, size_t row_stride, uint32_t K, uint32_t W, uint32_t *pairs);
+/* Pack K rows of W bf16 values (row k at rows + k*row_stride) into ceil(K/2) rows of W pairs; returns 1 if
+ * every value qualifies for the bf16 path (bf16_fast_ok), 0 otherwise. */
+int matmul_pack_pairs(const uint16_t *rows, size_t row_stride, uint32_t K, uint32_t W, uint32_t *pairs);
 
 typedef struct {
-    const uint32_t *s; /* stationary pairs [ceil(K/2)][M] */
-    const uint32_t *x; /* moving pairs [ceil(K/2)][N] */
+    const uint32_t *s;      /* stationary pairs [ceil(K/2)][M] */
+    const uint16_t *x_rows; /* moving operand: K rows of N bf16 values, row k at x_rows + k*x_stride */
+    size_t x_stride;
+    uint32_t *x_pairs;      /* scratch for the moving pairs [ceil(K/2)][N] */
     uint32_t K, M, N;
-    uint8_t *out;      /* row m at out + m*out_stride (bytes), fp32 */
+    uint8_t *out;           /* row m at out + m*out_stride (bytes), fp32 */
     size_t out_stride;
-    int accumulate;    /* out = out + sum instead of out = sum */
+    int accumulate;         /* out = out + sum instead of out = sum */
+    _Atomic int bad;        /* set when a moving value does not qualify */
 } bf16_job;
 
-void matmul_bf16_run(tern_pool *pool, const bf16_job *j);
+/* Run the bf16 path; returns 0 (having written nothing) when a moving value does not qualify. */
+int matmul_bf16_run(tern_pool *pool, bf16_job *j);
 
 #endif
