@@ -147,7 +147,11 @@ void tern_kernel_memset(tern_kernel *k, tern_engine e, tern_view dst, float valu
 {
     tern_instr ins = blank(TERN_OP_MEMSET, pick(e, TERN_ENGINE_VECTOR));
     ins.ap[TERN_AP_DST] = dst.ap;
-    ins.imm0.f = value;
+    /* Integer destinations take the value as an integer immediate (exec_vector.c). */
+    if (tern_dtype_is_float((tern_dtype)dst.ap.dtype))
+        ins.imm0.f = value;
+    else
+        ins.imm0.i = (int32_t)value;
     tern_kernel_emit(k, &ins, NULL, 0, &dst, 1);
 }
 

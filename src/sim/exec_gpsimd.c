@@ -3,11 +3,12 @@
  * only. (tensor_tensor, tensor_scalar, tensor_copy and memset on GpSimd live in exec_vector.c.)
  *
  * Encoding (tern's, documented here and in docs/isa-semantics.md):
- *  - The affine pattern is a pseudo-operand: an access pattern with mem = none whose dims[k] = {step, num} are
- *    NKI's pattern [[step_w, num_w], ..., [step_x, num_x]] (dims[0] outermost); its other fields are ignored.
- *    iota takes it in slot in0, affine_select in slot in1 (in0 is on_true). The product of the nums must equal
- *    the destination's elements per partition; values are produced in row-major order of the pattern and written
- *    in row-major order of dst's own pattern.
+ *  - The affine pattern is a pseudo-operand: an access pattern whose dims[k] = {step, num} are NKI's pattern
+ *    [[step_w, num_w], ..., [step_x, num_x]] (dims[0] outermost); only its dims are read (mem, dtype, partitions,
+ *    offset are ignored; mem = none is the clean spelling). iota takes it in slot in0, affine_select in slot in1
+ *    (in0 is on_true). The product of the nums must equal the destination's elements per partition; values are
+ *    produced in row-major order of the pattern and written in row-major order of dst's own pattern. iota with
+ *    no pattern (in0 unused) generates over the flat free index: one dim {step 1, num = elements per partition}.
  *  - value(p, i) = imm_i0 (offset) + p * imm_i1 (channel_multiplier) + sum_k i_k * step_k in int32 arithmetic
  *    modulo 2^32 (p counts from 0 at dst's first partition).
  *  - iota writes value cast to dst's dtype: floats round from int32 (RNE or the core's rounding), integers
@@ -29,16 +30,15 @@
 static int dt_is_int(uint8_t dt) { return !tern_dtype_is_float((tern_dtype)dt); }
 static const char *dtn(uint8_t dt) { return tern_dtype_name((tern_dtype)dt); }
 
+/* The pattern pseudo-operand: only its dims are read. iota without one (ndims 0) uses the flat free index. */
 static tern_status check_pattern(const exec_ctx *cx, const tern_instr *ins, int slot, tern_error *err)
 {
     const tern_ap *pt = &ins->ap[slot], *d = &ins->ap[TERN_AP_DST];
+    if (pt->ndims == 0 && ins->opcode == TERN_OP_IOTA)
+        return TERN_OK;
     if (pt->ndims < 1 || pt->ndims > TERN_AP_MAX_DIMS)
         return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot, "affine pattern needs 1..%d dims, has %u",
                           TERN_AP_MAX_DIMS, pt->ndims);
-    if (pt->mem != TERN_MEM_NONE)
-        return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot,
-                          "affine pattern is not a tensor: its memory must be none, is %s",
-                          tern_mem_name((tern_mem)pt->mem));
     uint64_t n = 1;
     for (unsigned k = 0; k < pt->ndims; k++)
         n *= pt->dims[k].num;
@@ -99,13 +99,17 @@ tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_i
 }
 
 /* value(p, i) for every element, dense [P][N] (int32, modulo 2^32). */
-static void affine_values(const tern_instr *ins, const tern_ap *pt, uint32_t P, int32_t *out)
+static void affine_values(const tern_instr *ins, const tern_ap *pt, const tern_ap *d, int32_t *out)
 {
-    uint32_t num[4] = {1, 1, 1, 1}, step[4] = {0, 0, 0, 0};
+    uint32_t num[4] = {1, 1, 1, 1}, step[4] = {0, 0, 0, 0}, P = d->num_partitions;
     unsigned nd = pt->ndims;
     for (unsigned k = 0; k < nd; k++) {
         num[4 - nd + k] = pt->dims[k].num;
         step[4 - nd + k] = (uint32_t)pt->dims[k].step;
+    }
+    if (nd == 0) { /* iota without a pattern: the flat free index */
+        num[3] = (uint32_t)tern_ap_free_elems(d);
+        step[3] = 1;
     }
     size_t o = 0;
     for (uint32_t p = 0; p < P; p++) {
@@ -122,7 +126,7 @@ static tern_status dyn_bounds(tern_core *core, const exec_ctx *cx, const tern_in
 {
     for (int s = 0; s < 2; s++) { /* dst and in0 are the only tensors (in1 of affine_select is the pattern) */
         const tern_ap *ap = &ins->ap[s];
-        if (ap->ndims && ap->offset_reg != TERN_REG_NONE && ap->mem != TERN_MEM_NONE) {
+        if (ap->ndims && ap->offset_reg != TERN_REG_NONE && !(s == TERN_AP_IN0 && ins->opcode == TERN_OP_IOTA)) {
             char what[128], label[96];
             instr_label(cx, ins, label, sizeof label);
             snprintf(what, sizeof what, "%s: operand %s", label, operand_name(s));
@@ -167,7 +171,7 @@ static tern_status exec_iota(tern_core *core, const exec_ctx *cx, const tern_ins
     if (!b)
         return nomem(cx, ins, n, err);
     int32_t *v = (int32_t *)(void *)b;
-    affine_values(ins, &ins->ap[TERN_AP_IN0], d->num_partitions, v);
+    affine_values(ins, &ins->ap[TERN_AP_IN0], d, v);
     if (dt_is_int(d->dtype)) {
         for (size_t i = 0; i < n; i++)
             v[i] = clamp_to(d->dtype, v[i]);
@@ -199,7 +203,7 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
     if (!vb || !xb)
         return nomem(cx, ins, n, err);
     int32_t *v = (int32_t *)(void *)vb;
-    affine_values(ins, &ins->ap[TERN_AP_IN1], d->num_partitions, v);
+    affine_values(ins, &ins->ap[TERN_AP_IN1], d, v);
     tern_alu_op op = (tern_alu_op)ins->op0;
     tern_status st;
     if (a->dtype == d->dtype) {

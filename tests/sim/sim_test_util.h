@@ -15,7 +15,7 @@
 #include "tern/sim.h"
 
 /* A core for a machine name, fresh memories zeroed; aborts the test binary when the machine cannot load. */
-static tern_core *st_core(const char *machine)
+static inline tern_core *st_core(const char *machine)
 {
     tern_core_config cfg;
     tern_error err;
@@ -29,7 +29,7 @@ static tern_core *st_core(const char *machine)
 
 /* An access pattern: partitions [start, start+np), byte offset, up to 4 dims given as {step, num} pairs
  * (outermost first); nd == 0 gives an unused operand. */
-static tern_ap st_ap(tern_mem mem, tern_dtype dt, unsigned start, unsigned np, uint64_t offset, unsigned nd,
+static inline tern_ap st_ap(tern_mem mem, tern_dtype dt, unsigned start, unsigned np, uint64_t offset, unsigned nd,
                      const int32_t *steps, const uint32_t *nums)
 {
     tern_ap ap;
@@ -49,14 +49,14 @@ static tern_ap st_ap(tern_mem mem, tern_dtype dt, unsigned start, unsigned np, u
 }
 
 /* Contiguous [np, n] at a byte offset. */
-static tern_ap st_ap1(tern_mem mem, tern_dtype dt, unsigned start, unsigned np, uint64_t offset, uint32_t n)
+static inline tern_ap st_ap1(tern_mem mem, tern_dtype dt, unsigned start, unsigned np, uint64_t offset, uint32_t n)
 {
     int32_t s = 1;
     return st_ap(mem, dt, start, np, offset, 1, &s, &n);
 }
 
 /* A zeroed instruction for an engine: no semaphores, every operand unused with no offset register. */
-static tern_instr st_instr(tern_opcode op, tern_engine e)
+static inline tern_instr st_instr(tern_opcode op, tern_engine e)
 {
     tern_instr ins;
     memset(&ins, 0, sizeof ins);
@@ -70,7 +70,7 @@ static tern_instr st_instr(tern_opcode op, tern_engine e)
 }
 
 /* Run a program of one instruction (plus optional register set-up on the same engine). */
-static tern_status st_run(tern_core *core, const tern_instr *ins, tern_error *err)
+static inline tern_status st_run(tern_core *core, const tern_instr *ins, tern_error *err)
 {
     tern_program prog;
     tern_program_init(&prog);
@@ -82,7 +82,7 @@ static tern_status st_run(tern_core *core, const tern_instr *ins, tern_error *er
 }
 
 /* r[reg] = value on engine e, then ins. */
-static tern_status st_run_reg(tern_core *core, unsigned reg, int32_t value, const tern_instr *ins, tern_error *err)
+static inline tern_status st_run_reg(tern_core *core, unsigned reg, int32_t value, const tern_instr *ins, tern_error *err)
 {
     tern_program prog;
     tern_program_init(&prog);
@@ -99,7 +99,7 @@ static tern_status st_run_reg(tern_core *core, unsigned reg, int32_t value, cons
 }
 
 /* Write n fp32 values per partition (row-major [np][n]) as dtype dt, contiguous at a byte offset (RNE). */
-static void st_write(tern_core *core, tern_mem mem, unsigned start, unsigned np, uint64_t offset, tern_dtype dt,
+static inline void st_write(tern_core *core, tern_mem mem, unsigned start, unsigned np, uint64_t offset, tern_dtype dt,
                      const float *v, size_t n)
 {
     size_t es = tern_dtype_size(dt);
@@ -116,7 +116,7 @@ static void st_write(tern_core *core, tern_mem mem, unsigned start, unsigned np,
 }
 
 /* Read n values per partition of dtype dt as fp32. */
-static void st_read(tern_core *core, tern_mem mem, unsigned start, unsigned np, uint64_t offset, tern_dtype dt,
+static inline void st_read(tern_core *core, tern_mem mem, unsigned start, unsigned np, uint64_t offset, tern_dtype dt,
                     float *v, size_t n)
 {
     size_t es = tern_dtype_size(dt);
@@ -133,7 +133,7 @@ static void st_read(tern_core *core, tern_mem mem, unsigned start, unsigned np, 
 }
 
 /* Raw element bit patterns (zero-extended) of an integer or float dtype. */
-static void st_write_bits(tern_core *core, tern_mem mem, unsigned start, unsigned np, uint64_t offset, tern_dtype dt,
+static inline void st_write_bits(tern_core *core, tern_mem mem, unsigned start, unsigned np, uint64_t offset, tern_dtype dt,
                           const uint32_t *v, size_t n)
 {
     size_t es = tern_dtype_size(dt);
@@ -150,7 +150,7 @@ static void st_write_bits(tern_core *core, tern_mem mem, unsigned start, unsigne
         }
 }
 
-static void st_read_bits(tern_core *core, tern_mem mem, unsigned start, unsigned np, uint64_t offset, tern_dtype dt,
+static inline void st_read_bits(tern_core *core, tern_mem mem, unsigned start, unsigned np, uint64_t offset, tern_dtype dt,
                          uint32_t *v, size_t n)
 {
     size_t es = tern_dtype_size(dt);
@@ -167,14 +167,14 @@ static void st_read_bits(tern_core *core, tern_mem mem, unsigned start, unsigned
 }
 
 /* fp32 bits and ulp distance, for accuracy checks. */
-static uint32_t st_f2u(float f)
+static inline uint32_t st_f2u(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
 }
 
-static float st_u2f(uint32_t u)
+static inline float st_u2f(uint32_t u)
 {
     float f;
     memcpy(&f, &u, 4);
@@ -182,7 +182,7 @@ static float st_u2f(uint32_t u)
 }
 
 /* Ulp distance between two finite floats of the same sign (or 0 when bit-identical); large for mismatches. */
-static uint64_t st_ulps(float a, float b)
+static inline uint64_t st_ulps(float a, float b)
 {
     if (a == b)
         return 0;

@@ -1,0 +1,181 @@
+/* DMA: copies between HBM and SBUF in every direction, casts through fp32, strided and multi-dimensional
+ * patterns on both sides, HBM partition strides, gathers by an index tensor, register offsets, and every rule
+ * (reach, element counts, queue range, bounds, index dtype and range). */
+#include "check.h"
+#include "sim_test_util.h"
+
+static tern_instr dma(tern_ap dst, tern_ap src)
+{
+    tern_instr ins = st_instr(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
+    ins.ap[TERN_AP_DST] = dst;
+    ins.ap[TERN_AP_IN0] = src;
+    return ins;
+}
+
+static tern_ap hbm2d(tern_dtype dt, uint64_t addr, unsigned rows, int64_t row_step, unsigned cols)
+{
+    int32_t s = 1;
+    tern_ap ap = st_ap(TERN_MEM_HBM, dt, 0, rows, addr, 1, &s, &cols);
+    ap.partition_step = row_step;
+    return ap;
+}
+
+#define EXPECT_FAIL(label, core, ins, needle)                                                                   \
+    do {                                                                                                        \
+        TEST_BEGIN(label);                                                                                      \
+        tern_error e_;                                                                                          \
+        tern_status s_ = st_run(core, ins, &e_);                                                                \
+        CHECK_MSG(s_ != TERN_OK, "expected a rejection");                                                       \
+        if (s_ != TERN_OK)                                                                                      \
+            CHECK_STR_CONTAINS(e_.msg, needle);                                                                 \
+    } while (0)
+
+int main(void)
+{
+    tern_core *core = st_core("trn1.2xlarge");
+    tern_error err;
+
+    TEST_BEGIN("hbm -> sbuf with bf16 -> fp32 cast");
+    {
+        float host[4 * 8];
+        uint16_t bf[4 * 8];
+        for (int i = 0; i < 32; i++) {
+            host[i] = tern_num_round_f32(TERN_DTYPE_BF16, (float)i * 1.5f - 7.25f, NULL, 0);
+            bf[i] = tern_f32_to_bf16(host[i], NULL, 0);
+        }
+        CHECK_EQ_INT(tern_core_hbm_write(core, 4096, bf, sizeof bf, &err), TERN_OK);
+        tern_instr ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 0, 8), hbm2d(TERN_DTYPE_BF16, 4096, 4, 8, 8));
+        CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+        float got[32];
+        st_read(core, TERN_MEM_SBUF, 0, 4, 0, TERN_DTYPE_FP32, got, 8);
+        CHECK(memcmp(got, host, sizeof got) == 0);
+
+        TEST_BEGIN("sbuf -> hbm transposed through strides");
+        /* write column-major: element (p, i) goes to hbm[i * 4 + p] */
+        tern_ap t = hbm2d(TERN_DTYPE_FP32, 1 << 20, 4, 1, 8);
+        t.dims[0].step = 4;
+        ins = dma(t, st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 0, 8));
+        CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+        float back[32];
+        CHECK_EQ_INT(tern_core_hbm_read(core, 1 << 20, back, sizeof back, &err), TERN_OK);
+        int wrong = 0;
+        for (int p = 0; p < 4; p++)
+            for (int i = 0; i < 8; i++)
+                wrong += back[i * 4 + p] != host[p * 8 + i];
+        CHECK_EQ_INT(wrong, 0);
+    }
+
+    TEST_BEGIN("fp32 -> bf16 cast rounds to nearest even");
+    {
+        float v[3] = {1.00390625f, 1.01171875f, -3.4e38f}; /* ties: to even (down, up); beyond bf16 max -> -inf */
+        CHECK_EQ_INT(tern_core_hbm_write(core, 8192, v, sizeof v, &err), TERN_OK);
+        tern_instr ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 1, 512, 3), hbm2d(TERN_DTYPE_FP32, 8192, 1, 0, 3));
+        CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+        uint16_t bits[3];
+        CHECK_EQ_INT(tern_core_onchip_read(core, TERN_MEM_SBUF, 0, 512, bits, 6, &err), TERN_OK);
+        CHECK_EQ_HEX(bits[0], 0x3F80);
+        CHECK_EQ_HEX(bits[1], 0x3F82);
+        CHECK_EQ_HEX(bits[2], 0xFF80);
+    }
+
+    TEST_BEGIN("int32 copies keep every bit (no fp32 round trip)");
+    {
+        int32_t v[4] = {16777217, -2147483647 - 1, 2147483647, -5};
+        CHECK_EQ_INT(tern_core_hbm_write(core, 12288, v, sizeof v, &err), TERN_OK);
+        tern_instr ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_INT32, 2, 1, 0, 4), hbm2d(TERN_DTYPE_INT32, 12288, 1, 0, 4));
+        CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+        int32_t got[4];
+        tern_core_onchip_read(core, TERN_MEM_SBUF, 2, 0, got, sizeof got, &err);
+        CHECK(memcmp(got, v, sizeof v) == 0);
+    }
+
+    TEST_BEGIN("sbuf -> sbuf across partitions and hbm -> hbm");
+    {
+        float v[2 * 16];
+        for (int i = 0; i < 32; i++)
+            v[i] = (float)i;
+        st_write(core, TERN_MEM_SBUF, 10, 2, 1024, TERN_DTYPE_FP32, v, 16);
+        tern_instr ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 100, 2, 2048, 16),
+                             st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 10, 2, 1024, 16));
+        CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+        float got[32];
+        st_read(core, TERN_MEM_SBUF, 100, 2, 2048, TERN_DTYPE_FP32, got, 16);
+        CHECK(memcmp(got, v, sizeof v) == 0);
+        CHECK_EQ_INT(tern_core_hbm_write(core, 65536, v, sizeof v, &err), TERN_OK);
+        ins = dma(hbm2d(TERN_DTYPE_FP32, 131072, 1, 0, 32), hbm2d(TERN_DTYPE_FP32, 65536, 1, 0, 32));
+        CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+        CHECK_EQ_INT(tern_core_hbm_read(core, 131072, got, sizeof got, &err), TERN_OK);
+        CHECK(memcmp(got, v, sizeof v) == 0);
+    }
+
+    TEST_BEGIN("register offset moves the source at run time");
+    {
+        float v[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        CHECK_EQ_INT(tern_core_hbm_write(core, 200000, v, sizeof v, &err), TERN_OK);
+        tern_ap src = hbm2d(TERN_DTYPE_FP32, 200000, 1, 0, 2);
+        src.offset_reg = 5;
+        tern_instr ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 1, 4096, 2), src);
+        CHECK_EQ_INT(st_run_reg(core, 5, 6, &ins, &err), TERN_OK);
+        float got[2];
+        st_read(core, TERN_MEM_SBUF, 0, 1, 4096, TERN_DTYPE_FP32, got, 2);
+        CHECK_NEAR(got[0], 6, 0);
+        CHECK_NEAR(got[1], 7, 0);
+        TEST_BEGIN("register offset out of bounds at run time");
+        tern_status st = st_run_reg(core, 5, -60000, &ins, &err); /* 200000 - 240000 bytes: before HBM */
+        CHECK(st != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "outside HBM");
+    }
+
+    TEST_BEGIN("gather rows by index (embedding lookup)");
+    {
+        float table[10 * 4];
+        for (int i = 0; i < 40; i++)
+            table[i] = (float)(i / 4) + 0.25f * (float)(i % 4);
+        CHECK_EQ_INT(tern_core_hbm_write(core, 300000, table, sizeof table, &err), TERN_OK);
+        int32_t idx[3] = {7, 0, 9};
+        for (int p = 0; p < 3; p++)
+            tern_core_onchip_write(core, TERN_MEM_SBUF, p, 8192, &idx[p], 4, &err);
+        tern_instr ins = st_instr(TERN_OP_DMA_GATHER, TERN_ENGINE_SYNC);
+        ins.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 3, 9000, 4);
+        ins.ap[TERN_AP_IN0] = hbm2d(TERN_DTYPE_FP32, 300000, 10, 4, 4);
+        ins.ap[TERN_AP_IN1] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_INT32, 0, 3, 8192, 1);
+        CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+        float got[12];
+        st_read(core, TERN_MEM_SBUF, 0, 3, 9000, TERN_DTYPE_BF16, got, 4);
+        for (int p = 0; p < 3; p++)
+            for (int i = 0; i < 4; i++)
+                CHECK_NEAR(got[p * 4 + i], table[idx[p] * 4 + i], 0);
+        TEST_BEGIN("gather index out of range");
+        idx[1] = 10;
+        tern_core_onchip_write(core, TERN_MEM_SBUF, 1, 8192, &idx[1], 4, &err);
+        tern_status st = st_run(core, &ins, &err);
+        CHECK(st != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "index 10 at partition 1 outside the table's 10 rows");
+        ins.ap[TERN_AP_IN1].dtype = TERN_DTYPE_FP32;
+        EXPECT_FAIL("gather float index", core, &ins, "index dtype fp32 must be an integer type");
+        ins.ap[TERN_AP_IN1] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_INT32, 0, 3, 8192, 2);
+        EXPECT_FAIL("gather index shape", core, &ins, "index shape [3, 2] must be [3, 1]");
+        ins.ap[TERN_AP_IN1] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_INT32, 0, 3, 8192, 1);
+        ins.ap[TERN_AP_DST].dims[0].num = 5;
+        EXPECT_FAIL("gather row length", core, &ins, "row of 5 elements, table rows have 4");
+    }
+
+    tern_instr ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 0, 8), hbm2d(TERN_DTYPE_FP32, 4096, 4, 8, 7));
+    EXPECT_FAIL("element counts differ", core, &ins, "32 elements, source has 28");
+    ins = dma(st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 4, 0, 8), hbm2d(TERN_DTYPE_FP32, 4096, 4, 8, 8));
+    EXPECT_FAIL("DMA cannot reach PSUM", core, &ins, "memory psum not reachable here (allowed: SBUF or HBM)");
+    ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 0, 8), hbm2d(TERN_DTYPE_FP32, 4096, 4, 8, 8));
+    ins.queue = 16;
+    EXPECT_FAIL("queue out of range", core, &ins, "DMA queue 16 outside 0..15");
+    ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 0, 8), hbm2d(TERN_DTYPE_FP32, (32ull << 30) - 64, 4, 8, 8));
+    EXPECT_FAIL("HBM address past the end", core, &ins, "outside HBM of 34359738368 bytes");
+    ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 180224 - 16, 8), hbm2d(TERN_DTYPE_FP32, 4096, 4, 8, 8));
+    EXPECT_FAIL("SBUF bytes past the partition", core, &ins, "outside sbuf's 180224 bytes per partition");
+    ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 120, 16, 0, 8), hbm2d(TERN_DTYPE_FP32, 4096, 16, 8, 8));
+    EXPECT_FAIL("SBUF partitions past 128", core, &ins, "partitions [120, 136) outside the 128 partitions");
+    ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 0, 8), hbm2d(TERN_DTYPE_FP32, 4096, 4, 8, 8));
+    ins.engine = TERN_ENGINE_TENSOR;
+    EXPECT_FAIL("DMA trigger from TensorE", core, &ins, "cannot issue on the tensor engine");
+    tern_core_free(core);
+    return check_report();
+}

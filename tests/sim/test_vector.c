@@ -1,0 +1,840 @@
+/* VectorE family (and its GpSimd/ScalarE issues): semantics of every instruction against float64 references
+ * computed here (with an independent RNE rounding to bf16/fp16/fp8), and one test per rule each must reject,
+ * checking that the message names the operand and the value. */
+#include "check.h"
+#include "sim/sim_test_util.h"
+
+#define SB TERN_MEM_SBUF
+#define PS TERN_MEM_PSUM
+#define VE TERN_ENGINE_VECTOR
+#define GP TERN_ENGINE_GPSIMD
+#define SE TERN_ENGINE_SCALAR
+#define F32 TERN_DTYPE_FP32
+
+static tern_core *v2, *v3, *v4;
+
+/* Round-to-nearest-even of x to a float format with `m` mantissa bits, minimum normal exponent emin and largest
+ * finite maxv; overflow gives inf (or NaN when nan_on_overflow). Independent of tern's num layer. */
+static double ref_round(double x, int m, int emin, double maxv, int nan_on_overflow)
+{
+    if (x == 0 || x != x || isinf(x))
+        return x;
+    int ex;
+    frexp(x, &ex);
+    int e = ex - 1 < emin ? emin : ex - 1;
+    double q = ldexp(1.0, e - m);
+    double r = nearbyint(x / q) * q;
+    if (fabs(r) > maxv)
+        return nan_on_overflow ? NAN : copysign(INFINITY, x);
+    return r;
+}
+static double ref_bf16(double x) { return ref_round(x, 7, -126, 3.3895313892515355e38, 0); }
+static double ref_fp16(double x) { return ref_round(x, 10, -14, 65504.0, 0); }
+static double ref_e4m3(double x) { return ref_round(x, 3, -6, 448.0, 1); }
+
+static float vals(int i) { return (float)((i * 37 % 101) - 50) * 0.173f; }
+
+static void fill(float *v, size_t n, int seed)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = vals((int)i + seed);
+}
+
+static tern_instr tt(tern_engine e, tern_alu_op op, tern_ap d, tern_ap a, tern_ap b)
+{
+    tern_instr ins = st_instr(TERN_OP_TENSOR_TENSOR, e);
+    ins.op0 = (uint8_t)op;
+    ins.ap[TERN_AP_DST] = d;
+    ins.ap[TERN_AP_IN0] = a;
+    ins.ap[TERN_AP_IN1] = b;
+    return ins;
+}
+
+static void test_tensor_tensor(void)
+{
+    enum { P = 4, N = 16 };
+    float a[P * N], b[P * N], d[P * N];
+    fill(a, P * N, 1);
+    fill(b, P * N, 7);
+    TEST_BEGIN("tensor_tensor add fp32");
+    st_write(v2, SB, 0, P, 0, F32, a, N);
+    st_write(v2, SB, 0, P, 256, F32, b, N);
+    tern_instr ins = tt(VE, TERN_ALU_ADD, st_ap1(SB, F32, 0, P, 512, N), st_ap1(SB, F32, 0, P, 0, N),
+                        st_ap1(SB, F32, 0, P, 256, N));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 512, F32, d, N);
+    int bad = 0;
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != (float)((double)a[i] + b[i]);
+    CHECK_EQ_INT(bad, 0);
+
+    TEST_BEGIN("tensor_tensor mult to bf16 rounds once (RNE)");
+    ins = tt(VE, TERN_ALU_MULT, st_ap1(SB, TERN_DTYPE_BF16, 0, P, 1024, N), st_ap1(SB, F32, 0, P, 0, N),
+             st_ap1(SB, F32, 0, P, 256, N));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 1024, TERN_DTYPE_BF16, d, N);
+    bad = 0;
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != (float)ref_bf16((double)(a[i] * b[i]));
+    CHECK_EQ_INT(bad, 0);
+
+    TEST_BEGIN("tensor_tensor subtract, in1 in PSUM, strided in0, fp16 dst");
+    /* in0: every other element of a 32-element row */
+    float wide[P * 2 * N];
+    fill(wide, P * 2 * N, 3);
+    st_write(v2, SB, 0, P, 2048, F32, wide, 2 * N);
+    st_write(v2, PS, 0, P, 0, F32, b, N);
+    int32_t st2[1] = {2};
+    uint32_t nn[1] = {N};
+    ins = tt(VE, TERN_ALU_SUBTRACT, st_ap1(SB, TERN_DTYPE_FP16, 0, P, 4096, N), st_ap(SB, F32, 0, P, 2048, 1, st2, nn),
+             st_ap1(PS, F32, 0, P, 0, N));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 4096, TERN_DTYPE_FP16, d, N);
+    bad = 0;
+    for (int p = 0; p < P; p++)
+        for (int i = 0; i < N; i++)
+            bad += d[p * N + i] != (float)ref_fp16((double)(wide[p * 2 * N + 2 * i] - b[p * N + i]));
+    CHECK_EQ_INT(bad, 0);
+
+    TEST_BEGIN("tensor_tensor fp8_e4m3 destination saturates to NaN on overflow");
+    float big[4] = {100.0f, 460.0f, 0.3f, -1000.0f}, one[4] = {1, 1, 1, 1}, out[4];
+    st_write(v2, SB, 0, 1, 8192, F32, big, 4);
+    st_write(v2, SB, 0, 1, 8448, F32, one, 4);
+    ins = tt(VE, TERN_ALU_MULT, st_ap1(SB, TERN_DTYPE_FP8_E4M3, 0, 1, 8704, 4), st_ap1(SB, F32, 0, 1, 8192, 4),
+             st_ap1(SB, F32, 0, 1, 8448, 4));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 8704, TERN_DTYPE_FP8_E4M3, out, 4);
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(st_ulps(out[i], (float)ref_e4m3(big[i])) == 0, "e4m3(%g): got %g want %g", big[i], out[i],
+                  ref_e4m3(big[i]));
+
+    TEST_BEGIN("tensor_tensor max/min: NaN loses to a number (IEEE maxNum)");
+    float x[4] = {NAN, 1.0f, -2.0f, NAN}, y[4] = {3.0f, NAN, -1.0f, NAN};
+    st_write(v2, SB, 0, 1, 0, F32, x, 4);
+    st_write(v2, SB, 0, 1, 256, F32, y, 4);
+    ins = tt(VE, TERN_ALU_MAX, st_ap1(SB, F32, 0, 1, 512, 4), st_ap1(SB, F32, 0, 1, 0, 4), st_ap1(SB, F32, 0, 1, 256, 4));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 512, F32, out, 4);
+    CHECK(out[0] == 3.0f && out[1] == 1.0f && out[2] == -1.0f && isnan(out[3]));
+    ins.op0 = TERN_ALU_MIN;
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 512, F32, out, 4);
+    CHECK(out[0] == 3.0f && out[1] == 1.0f && out[2] == -2.0f && isnan(out[3]));
+
+    TEST_BEGIN("tensor_tensor comparisons, divide, mod, abs_max, average");
+    float p[4] = {-7.0f, 2.0f, 5.0f, -3.0f}, q[4] = {3.0f, 2.0f, -4.0f, 8.0f};
+    st_write(v2, SB, 0, 1, 0, F32, p, 4);
+    st_write(v2, SB, 0, 1, 256, F32, q, 4);
+    struct { tern_alu_op op; float want[4]; } cases[] = {
+        {TERN_ALU_IS_GT, {0, 0, 1, 0}},          {TERN_ALU_IS_GE, {0, 1, 1, 0}},
+        {TERN_ALU_IS_EQ, {0, 1, 0, 0}},          {TERN_ALU_NOT_EQ, {1, 0, 1, 1}},
+        {TERN_ALU_MOD, {-1, 0, 1, -3}},          {TERN_ALU_ABS_MAX, {7, 2, 5, 8}},
+        {TERN_ALU_ABS_MIN, {3, 2, 4, 3}},        {TERN_ALU_AVERAGE, {-2, 2, 0.5f, 2.5f}},
+        {TERN_ALU_LOGICAL_XOR, {0, 0, 0, 0}},    {TERN_ALU_DIVIDE, {-7.0f / 3.0f, 1, -1.25f, -0.375f}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ins.op0 = (uint8_t)cases[c].op;
+        ST_EXPECT_OK(v2, &ins);
+        st_read(v2, SB, 0, 1, 512, F32, out, 4);
+        for (int i = 0; i < 4; i++)
+            CHECK_MSG(out[i] == cases[c].want[i], "%s[%d]: got %g want %g", tern_alu_name(cases[c].op), i, out[i],
+                      cases[c].want[i]);
+    }
+
+    TEST_BEGIN("tensor_tensor bitwise and/xor/shifts on int32 (logical right shift, count masked)");
+    uint32_t ia[4] = {0xF0F0F0F0u, 0x80000000u, 0x12345678u, 0xFFFFFFFFu}, ib[4] = {0x0FF00FF0u, 31, 33, 4}, io[4];
+    st_write_bits(v2, SB, 0, 1, 0, TERN_DTYPE_INT32, ia, 4);
+    st_write_bits(v2, SB, 0, 1, 256, TERN_DTYPE_INT32, ib, 4);
+    ins = tt(VE, TERN_ALU_BITWISE_AND, st_ap1(SB, TERN_DTYPE_INT32, 0, 1, 512, 4),
+             st_ap1(SB, TERN_DTYPE_INT32, 0, 1, 0, 4), st_ap1(SB, TERN_DTYPE_INT32, 0, 1, 256, 4));
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 512, TERN_DTYPE_INT32, io, 4);
+    CHECK_EQ_HEX(io[0], 0x00F000F0u);
+    ins.op0 = TERN_ALU_SHIFT_RIGHT;
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 512, TERN_DTYPE_INT32, io, 4);
+    CHECK_EQ_HEX(io[1], 1u);                 /* logical: 0x80000000 >> 31 */
+    CHECK_EQ_HEX(io[2], 0x12345678u >> 1);   /* 33 & 31 = 1 */
+    CHECK_EQ_HEX(io[3], 0x0FFFFFFFu);
+    ins.op0 = TERN_ALU_SHIFT_LEFT;
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 512, TERN_DTYPE_INT32, io, 4);
+    CHECK_EQ_HEX(io[2], 0x2468ACF0u);
+    ins.op0 = TERN_ALU_BITWISE_XOR;
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 512, TERN_DTYPE_INT32, io, 4);
+    CHECK_EQ_HEX(io[0], 0xFF00FF00u);
+
+    TEST_BEGIN("tensor_tensor int32: GpSimd exact and wrapping, VectorE through fp32");
+    uint32_t ga[3] = {16777217u, 0x7FFFFFFFu, (uint32_t)-5}, gb[3] = {0, 1, 3}, go[3];
+    st_write_bits(v2, SB, 0, 1, 0, TERN_DTYPE_INT32, ga, 3);
+    st_write_bits(v2, SB, 0, 1, 256, TERN_DTYPE_INT32, gb, 3);
+    ins = tt(GP, TERN_ALU_ADD, st_ap1(SB, TERN_DTYPE_INT32, 0, 1, 512, 3), st_ap1(SB, TERN_DTYPE_INT32, 0, 1, 0, 3),
+             st_ap1(SB, TERN_DTYPE_INT32, 0, 1, 256, 3));
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 512, TERN_DTYPE_INT32, go, 3);
+    CHECK_EQ_INT(go[0], 16777217);
+    CHECK_EQ_HEX(go[1], 0x80000000u); /* wraps */
+    CHECK_EQ_INT((int32_t)go[2], -2);
+    ins.engine = VE;
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 512, TERN_DTYPE_INT32, go, 3);
+    CHECK_EQ_INT(go[0], 16777216); /* 2^24 + 1 is not an fp32 */
+    CHECK_EQ_HEX(go[1], 0x7FFFFFFFu); /* fp32 2^31 saturates on the int32 cast */
+
+    TEST_BEGIN("tensor_tensor GpSimd uint32 max compares unsigned");
+    uint32_t ua[2] = {0xFFFFFFF0u, 5}, ub[2] = {7, 0x90000000u};
+    st_write_bits(v2, SB, 0, 1, 0, TERN_DTYPE_UINT32, ua, 2);
+    st_write_bits(v2, SB, 0, 1, 256, TERN_DTYPE_UINT32, ub, 2);
+    ins = tt(GP, TERN_ALU_MAX, st_ap1(SB, TERN_DTYPE_UINT32, 0, 1, 512, 2), st_ap1(SB, TERN_DTYPE_UINT32, 0, 1, 0, 2),
+             st_ap1(SB, TERN_DTYPE_UINT32, 0, 1, 256, 2));
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 512, TERN_DTYPE_UINT32, go, 2);
+    CHECK_EQ_HEX(go[0], 0xFFFFFFF0u);
+    CHECK_EQ_HEX(go[1], 0x90000000u);
+
+    TEST_BEGIN("tensor_tensor pow on GpSimd");
+    float pa[3] = {2.0f, 9.0f, 10.0f}, pb[3] = {3.0f, 0.5f, -1.0f};
+    st_write(v2, SB, 0, 1, 0, F32, pa, 3);
+    st_write(v2, SB, 0, 1, 256, F32, pb, 3);
+    ins = tt(GP, TERN_ALU_POW, st_ap1(SB, F32, 0, 1, 512, 3), st_ap1(SB, F32, 0, 1, 0, 3), st_ap1(SB, F32, 0, 1, 256, 3));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 512, F32, out, 3);
+    CHECK(out[0] == 8.0f && out[1] == 3.0f && out[2] == 0.1f);
+
+    /* rules */
+    TEST_BEGIN("tensor_tensor rejects pow on VectorE");
+    ins.engine = VE;
+    ST_EXPECT_FAIL(v2, &ins, "pow", "GpSimd");
+    TEST_BEGIN("tensor_tensor rejects both inputs in PSUM");
+    ins = tt(VE, TERN_ALU_ADD, st_ap1(SB, F32, 0, P, 0, N), st_ap1(PS, F32, 0, P, 0, N), st_ap1(PS, F32, 0, P, 256, N));
+    ST_EXPECT_FAIL(v2, &ins, "operand in1", "PSUM");
+    TEST_BEGIN("tensor_tensor rejects a partition-count mismatch");
+    ins = tt(VE, TERN_ALU_ADD, st_ap1(SB, F32, 0, P, 0, N), st_ap1(SB, F32, 0, P, 256, N), st_ap1(SB, F32, 0, 2, 512, N));
+    ST_EXPECT_FAIL(v2, &ins, "operand in1", "2 partitions", "4");
+    TEST_BEGIN("tensor_tensor rejects an element-count mismatch");
+    ins = tt(VE, TERN_ALU_ADD, st_ap1(SB, F32, 0, P, 0, N), st_ap1(SB, F32, 0, P, 256, N - 1),
+             st_ap1(SB, F32, 0, P, 512, N));
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "15 elements", "16");
+    TEST_BEGIN("tensor_tensor rejects bitvec on a float operand");
+    ins = tt(VE, TERN_ALU_BITWISE_OR, st_ap1(SB, TERN_DTYPE_INT32, 0, P, 0, N), st_ap1(SB, F32, 0, P, 256, N),
+             st_ap1(SB, TERN_DTYPE_INT32, 0, P, 512, N));
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "fp32", "integer");
+    TEST_BEGIN("tensor_tensor rejects an unknown ALU operator");
+    ins = tt(VE, TERN_ALU_ADD, st_ap1(SB, F32, 0, P, 0, N), st_ap1(SB, F32, 0, P, 256, N), st_ap1(SB, F32, 0, P, 512, N));
+    ins.op0 = 200;
+    ST_EXPECT_FAIL(v2, &ins, "op0", "200");
+    TEST_BEGIN("tensor_tensor rejects a unary operator");
+    ins.op0 = TERN_ALU_RSQRT;
+    ST_EXPECT_FAIL(v2, &ins, "rsqrt", "unary");
+    TEST_BEGIN("tensor_tensor rejects a start partition against the rule");
+    ins = tt(VE, TERN_ALU_ADD, st_ap1(SB, F32, 0, 48, 0, N), st_ap1(SB, F32, 16, 48, 256, N),
+             st_ap1(SB, F32, 0, 48, 512, N));
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "start partition 16", "48 partitions");
+    TEST_BEGIN("tensor_tensor allows start partition 64 for 64 partitions");
+    ins = tt(VE, TERN_ALU_ADD, st_ap1(SB, F32, 64, 64, 0, N), st_ap1(SB, F32, 64, 64, 256, N),
+             st_ap1(SB, F32, 0, 64, 512, N));
+    ST_EXPECT_OK(v2, &ins);
+    TEST_BEGIN("tensor_tensor on GpSimd rejects a PSUM operand");
+    ins = tt(GP, TERN_ALU_ADD, st_ap1(SB, F32, 0, P, 0, N), st_ap1(SB, F32, 0, P, 256, N), st_ap1(PS, F32, 0, P, 0, N));
+    ST_EXPECT_FAIL(v2, &ins, "operand in1", "psum", "allowed: SBUF");
+    TEST_BEGIN("tensor_tensor cannot issue on ScalarE");
+    ins.engine = SE;
+    ST_EXPECT_FAIL(v2, &ins, "scalar engine");
+}
+
+static tern_instr ts(tern_engine e, tern_alu_op op0, float s0, tern_alu_op op1, float s1, tern_ap d, tern_ap a)
+{
+    tern_instr ins = st_instr(TERN_OP_TENSOR_SCALAR, e);
+    ins.op0 = (uint8_t)op0;
+    ins.op1 = (uint8_t)op1;
+    ins.imm0.f = s0;
+    ins.imm1.f = s1;
+    ins.ap[TERN_AP_DST] = d;
+    ins.ap[TERN_AP_IN0] = a;
+    return ins;
+}
+
+static void test_tensor_scalar(void)
+{
+    enum { P = 4, N = 8 };
+    float a[P * N], d[P * N], col[P] = {1.5f, -2.0f, 0.25f, 3.0f}, col2[P] = {10, 20, 30, 40};
+    fill(a, P * N, 11);
+    st_write(v2, SB, 0, P, 0, F32, a, N);
+    st_write(v2, SB, 0, P, 1024, F32, col, 1);
+    st_write(v2, SB, 0, P, 1100, F32, col2, 1);
+    TEST_BEGIN("tensor_scalar (A mult 2.5) add 1 with immediates");
+    tern_instr ins = ts(VE, TERN_ALU_MULT, 2.5f, TERN_ALU_ADD, 1.0f, st_ap1(SB, F32, 0, P, 256, N),
+                        st_ap1(SB, F32, 0, P, 0, N));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 256, F32, d, N);
+    int bad = 0;
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != (float)((double)(float)((double)a[i] * 2.5) + 1.0);
+    CHECK_EQ_INT(bad, 0);
+
+    TEST_BEGIN("tensor_scalar reverse0: s0 - A; reverse1: s1 / t");
+    ins = ts(VE, TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_DIVIDE, 3.0f, st_ap1(SB, F32, 0, P, 256, N),
+             st_ap1(SB, F32, 0, P, 0, N));
+    ins.flags = TERN_FLAG_REV0 | TERN_FLAG_REV1;
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 256, F32, d, N);
+    bad = 0;
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != (float)(3.0 / (double)(float)(1.0 - (double)a[i]));
+    CHECK_EQ_INT(bad, 0);
+
+    TEST_BEGIN("tensor_scalar per-partition [P,1] operands for s0 and s1");
+    ins = ts(VE, TERN_ALU_MULT, 0, TERN_ALU_ADD, 0, st_ap1(SB, F32, 0, P, 256, N), st_ap1(SB, F32, 0, P, 0, N));
+    ins.flags = TERN_FLAG_S0_AP | TERN_FLAG_S1_AP;
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, 1024, 1);
+    ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, P, 1100, 1);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 256, F32, d, N);
+    bad = 0;
+    for (int p = 0; p < P; p++)
+        for (int i = 0; i < N; i++)
+            bad += d[p * N + i] != (float)((double)(float)((double)a[p * N + i] * col[p]) + col2[p]);
+    CHECK_EQ_INT(bad, 0);
+
+    TEST_BEGIN("tensor_scalar rejects a [P,1] operand of the wrong shape");
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, 1024, 2);
+    ST_EXPECT_FAIL(v2, &ins, "operand in1", "[4, 1]", "[4, 2]");
+    TEST_BEGIN("tensor_scalar rejects a non-fp32 scalar operand");
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, TERN_DTYPE_BF16, 0, P, 1024, 1);
+    ST_EXPECT_FAIL(v2, &ins, "operand in1", "bf16", "fp32");
+    TEST_BEGIN("tensor_scalar rejects an operand set without its flag");
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, 1024, 1);
+    ins.flags = TERN_FLAG_S0_AP;
+    ST_EXPECT_FAIL(v2, &ins, "operand in2", "unused");
+
+    TEST_BEGIN("tensor_scalar bitvec: (A and 0xF0) shift_right 4 on uint16");
+    uint32_t u[4] = {0x12F3, 0xFFFF, 0x0040, 0x00A5}, uo[4];
+    st_write_bits(v2, SB, 0, 1, 2048, TERN_DTYPE_UINT16, u, 4);
+    ins = ts(VE, TERN_ALU_BITWISE_AND, 0, TERN_ALU_SHIFT_RIGHT, 0, st_ap1(SB, TERN_DTYPE_UINT16, 0, 1, 2100, 4),
+             st_ap1(SB, TERN_DTYPE_UINT16, 0, 1, 2048, 4));
+    ins.imm0.i = 0xF0;
+    ins.imm1.i = 4;
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 2100, TERN_DTYPE_UINT16, uo, 4);
+    CHECK(uo[0] == 0xF && uo[1] == 0xF && uo[2] == 0x4 && uo[3] == 0xA);
+    TEST_BEGIN("tensor_scalar rejects mixed bitvec and arithmetic operators");
+    ins.op1 = TERN_ALU_ADD;
+    ST_EXPECT_FAIL(v2, &ins, "bitwise_and", "add", "mix");
+    TEST_BEGIN("tensor_scalar rejects bitvec off VectorE");
+    ins.op1 = TERN_ALU_BYPASS;
+    ins.engine = GP;
+    ST_EXPECT_FAIL(v2, &ins, "bitvec", "gpsimd");
+    TEST_BEGIN("tensor_scalar rejects bitvec on a float tensor");
+    ins.engine = VE;
+    ins.ap[TERN_AP_IN0].dtype = TERN_DTYPE_FP16;
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "fp16", "integer");
+
+    TEST_BEGIN("tensor_scalar on ScalarE v3: (mult, add) runs");
+    st_write(v3, SB, 0, P, 0, F32, a, N);
+    ins = ts(SE, TERN_ALU_MULT, -1.5f, TERN_ALU_ADD, 0.5f, st_ap1(SB, TERN_DTYPE_BF16, 0, P, 256, N),
+             st_ap1(SB, F32, 0, P, 0, N));
+    ST_EXPECT_OK(v3, &ins);
+    st_read(v3, SB, 0, P, 256, TERN_DTYPE_BF16, d, N);
+    bad = 0;
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != (float)ref_bf16((double)(float)((double)(float)((double)a[i] * -1.5) + 0.5));
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("tensor_scalar on ScalarE v3 rejects (subtract, bypass)");
+    ins.op0 = TERN_ALU_SUBTRACT;
+    ins.op1 = TERN_ALU_BYPASS;
+    ST_EXPECT_FAIL(v3, &ins, "NeuronCore-v3", "(mult, add)", "subtract");
+    TEST_BEGIN("tensor_scalar on ScalarE v4 allows (subtract, bypass)");
+    st_write(v4, SB, 0, P, 0, F32, a, N);
+    ST_EXPECT_OK(v4, &ins);
+
+    TEST_BEGIN("tensor_scalar rsqrt on GpSimd within 1 ulp of 1/sqrt");
+    float r[4] = {4.0f, 2.0f, 0.3f, 1e-10f}, ro[4];
+    st_write(v2, SB, 0, 1, 3000, F32, r, 4);
+    ins = ts(GP, TERN_ALU_RSQRT, 0, TERN_ALU_BYPASS, 0, st_ap1(SB, F32, 0, 1, 3100, 4), st_ap1(SB, F32, 0, 1, 3000, 4));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 3100, F32, ro, 4);
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(st_ulps(ro[i], (float)(1.0 / sqrt((double)r[i]))) <= 1, "rsqrt(%g) = %.9g", r[i], ro[i]);
+    TEST_BEGIN("tensor_scalar on GpSimd rejects ops other than rsqrt");
+    ins.op0 = TERN_ALU_ADD;
+    ST_EXPECT_FAIL(v2, &ins, "GpSimd", "rsqrt", "add");
+}
+
+static void test_stt(void)
+{
+    enum { P = 2, N = 6 };
+    float a[P * N], b[P * N], d[P * N], col[P] = {0.5f, -3.0f};
+    fill(a, P * N, 21);
+    fill(b, P * N, 5);
+    st_write(v2, SB, 0, P, 0, F32, a, N);
+    st_write(v2, PS, 0, P, 0, F32, b, N);
+    st_write(v2, SB, 0, P, 512, F32, col, 1);
+    TEST_BEGIN("scalar_tensor_tensor (A subtract s0) mult B, B in PSUM");
+    tern_instr ins = st_instr(TERN_OP_SCALAR_TENSOR_TENSOR, VE);
+    ins.op0 = TERN_ALU_SUBTRACT;
+    ins.op1 = TERN_ALU_MULT;
+    ins.imm0.f = 0.75f;
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, 256, N);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 0, N);
+    ins.ap[TERN_AP_IN1] = st_ap1(PS, F32, 0, P, 0, N);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 256, F32, d, N);
+    int bad = 0;
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != (float)((double)(float)((double)a[i] - 0.75) * b[i]);
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("scalar_tensor_tensor with a [P,1] s0 and reverse1 (B subtract t)");
+    ins.op1 = TERN_ALU_SUBTRACT;
+    ins.flags = TERN_FLAG_S0_AP | TERN_FLAG_REV1;
+    ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, P, 512, 1);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 256, F32, d, N);
+    bad = 0;
+    for (int p = 0; p < P; p++)
+        for (int i = 0; i < N; i++)
+            bad += d[p * N + i] != (float)((double)b[p * N + i] - (double)(float)((double)a[p * N + i] - col[p]));
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("scalar_tensor_tensor rejects bitvec operators");
+    ins.op0 = TERN_ALU_BITWISE_AND;
+    ST_EXPECT_FAIL(v2, &ins, "arithmetic", "bitwise_and");
+    TEST_BEGIN("scalar_tensor_tensor rejects in0 and in1 both in PSUM");
+    ins.op0 = TERN_ALU_ADD;
+    ins.ap[TERN_AP_IN0] = st_ap1(PS, F32, 0, P, 512, N);
+    ST_EXPECT_FAIL(v2, &ins, "operand in1", "PSUM");
+}
+
+static tern_instr tred(tern_alu_op op, int axes, tern_ap d, tern_ap a)
+{
+    tern_instr ins = st_instr(TERN_OP_TENSOR_REDUCE, VE);
+    ins.op0 = (uint8_t)op;
+    ins.imm_i0 = axes;
+    ins.ap[TERN_AP_DST] = d;
+    ins.ap[TERN_AP_IN0] = a;
+    return ins;
+}
+
+static void test_tensor_reduce(void)
+{
+    enum { P = 3, D1 = 3, D2 = 5 };
+    float a[P * D1 * D2], d[P * D1];
+    fill(a, P * D1 * D2, 2);
+    st_write(v2, SB, 0, P, 0, F32, a, D1 * D2);
+    int32_t steps[2] = {D2, 1};
+    uint32_t nums[2] = {D1, D2};
+    tern_ap a2 = st_ap(SB, F32, 0, P, 0, 2, steps, nums);
+    TEST_BEGIN("tensor_reduce add over the innermost dim: [P,3,5] -> [P,3], sequential fp32");
+    tern_instr ins = tred(TERN_ALU_ADD, 1, st_ap1(SB, F32, 0, P, 512, D1), a2);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 512, F32, d, D1);
+    int bad = 0;
+    for (int g = 0; g < P * D1; g++) {
+        float acc = a[g * D2];
+        for (int k = 1; k < D2; k++)
+            acc = (float)((double)acc + a[g * D2 + k]);
+        bad += d[g] != acc;
+    }
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("tensor_reduce max over both dims with negate");
+    ins = tred(TERN_ALU_MAX, 2, st_ap1(SB, F32, 0, P, 512, 1), a2);
+    ins.flags = TERN_FLAG_NEGATE;
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 512, F32, d, 1);
+    for (int p = 0; p < P; p++) {
+        float m = -INFINITY;
+        for (int k = 0; k < D1 * D2; k++)
+            m = a[p * D1 * D2 + k] > m ? a[p * D1 * D2 + k] : m;
+        CHECK_MSG(d[p] == -m, "partition %d: got %g want %g", p, d[p], -m);
+    }
+    TEST_BEGIN("tensor_reduce subtract folds x0 - x1 - ...");
+    float s[4] = {10, 1, 2, 3};
+    st_write(v2, SB, 0, 1, 1024, F32, s, 4);
+    ins = tred(TERN_ALU_SUBTRACT, 1, st_ap1(SB, F32, 0, 1, 1100, 1), st_ap1(SB, F32, 0, 1, 1024, 4));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 1100, F32, d, 1);
+    CHECK(d[0] == 4.0f);
+    TEST_BEGIN("tensor_reduce bitwise_or on int16");
+    uint32_t bits[4] = {0x0001, 0x0100, 0x8000, 0x0010}, bo[1];
+    st_write_bits(v2, SB, 0, 1, 1200, TERN_DTYPE_INT16, bits, 4);
+    ins = tred(TERN_ALU_BITWISE_OR, 1, st_ap1(SB, TERN_DTYPE_INT16, 0, 1, 1300, 1),
+               st_ap1(SB, TERN_DTYPE_INT16, 0, 1, 1200, 4));
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 1300, TERN_DTYPE_INT16, bo, 1);
+    CHECK_EQ_HEX(bo[0], 0x8111u);
+    TEST_BEGIN("tensor_reduce rejects negate with a bitvec operator");
+    ins.flags = TERN_FLAG_NEGATE;
+    ST_EXPECT_FAIL(v2, &ins, "negate", "bitwise_or");
+    TEST_BEGIN("tensor_reduce rejects reduce axes 0 and 3 of a 2-D pattern");
+    ins = tred(TERN_ALU_ADD, 0, st_ap1(SB, F32, 0, P, 512, 1), a2);
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "imm_i0 = 0", "1..2");
+    ins.imm_i0 = 3;
+    ST_EXPECT_FAIL(v2, &ins, "imm_i0 = 3");
+    TEST_BEGIN("tensor_reduce rejects a destination of the wrong size");
+    ins = tred(TERN_ALU_ADD, 1, st_ap1(SB, F32, 0, P, 512, 2), a2);
+    ST_EXPECT_FAIL(v2, &ins, "operand dst", "2 elements", "leaves 3");
+    TEST_BEGIN("tensor_reduce rejects a non-reduction operator");
+    ins = tred(TERN_ALU_DIVIDE, 1, st_ap1(SB, F32, 0, P, 512, 3), a2);
+    ST_EXPECT_FAIL(v2, &ins, "divide", "reduction");
+}
+
+static tern_instr copy(tern_engine e, tern_ap d, tern_ap a)
+{
+    tern_instr ins = st_instr(TERN_OP_TENSOR_COPY, e);
+    ins.ap[TERN_AP_DST] = d;
+    ins.ap[TERN_AP_IN0] = a;
+    return ins;
+}
+
+static void test_copies(void)
+{
+    TEST_BEGIN("tensor_copy fp32 -> bf16 rounds to nearest even");
+    float f[6] = {1.00390625f, 1.01171875f, 3.14159265f, -65504.3f, 1e-40f, 3.4e38f}, o[6];
+    st_write(v2, SB, 0, 1, 0, F32, f, 6);
+    tern_instr ins = copy(VE, st_ap1(SB, TERN_DTYPE_BF16, 0, 1, 100, 6), st_ap1(SB, F32, 0, 1, 0, 6));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 100, TERN_DTYPE_BF16, o, 6);
+    for (int i = 0; i < 6; i++)
+        CHECK_MSG(o[i] == (float)ref_bf16(f[i]), "bf16(%g): got %g want %g", f[i], o[i], ref_bf16(f[i]));
+    TEST_BEGIN("tensor_copy same dtype is bit-exact (bf16 signalling NaN, -0)");
+    uint32_t nb[3] = {0x7F81, 0x8000, 0xFFC1}, nbo[3];
+    st_write_bits(v2, SB, 0, 1, 200, TERN_DTYPE_BF16, nb, 3);
+    ins = copy(VE, st_ap1(SB, TERN_DTYPE_BF16, 0, 1, 300, 3), st_ap1(SB, TERN_DTYPE_BF16, 0, 1, 200, 3));
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 300, TERN_DTYPE_BF16, nbo, 3);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_HEX(nbo[i], nb[i]);
+    TEST_BEGIN("tensor_copy int32 -> int32 exact beyond 2^24");
+    uint32_t iv[2] = {16777217u, 0x80000001u}, ivo[2];
+    st_write_bits(v2, SB, 0, 1, 400, TERN_DTYPE_INT32, iv, 2);
+    ins = copy(GP, st_ap1(SB, TERN_DTYPE_INT32, 0, 1, 500, 2), st_ap1(SB, TERN_DTYPE_INT32, 0, 1, 400, 2));
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 500, TERN_DTYPE_INT32, ivo, 2);
+    CHECK_EQ_HEX(ivo[0], iv[0]);
+    CHECK_EQ_HEX(ivo[1], iv[1]);
+    TEST_BEGIN("tensor_copy fp32 -> int8 rounds and saturates; int16 -> uint8 casts through fp32");
+    float fi[4] = {300.0f, -2.5f, 3.5f, -1000.0f};
+    uint32_t io[4];
+    st_write(v2, SB, 0, 1, 600, F32, fi, 4);
+    ins = copy(VE, st_ap1(SB, TERN_DTYPE_INT8, 0, 1, 700, 4), st_ap1(SB, F32, 0, 1, 600, 4));
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 700, TERN_DTYPE_INT8, io, 4);
+    CHECK(io[0] == 127 && io[1] == 0xFE && io[2] == 4 && io[3] == 0x80);
+    uint32_t neg[1] = {0xFFFF};
+    st_write_bits(v2, SB, 0, 1, 800, TERN_DTYPE_INT16, neg, 1);
+    ins = copy(VE, st_ap1(SB, TERN_DTYPE_UINT8, 0, 1, 900, 1), st_ap1(SB, TERN_DTYPE_INT16, 0, 1, 800, 1));
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 1, 900, TERN_DTYPE_UINT8, io, 1);
+    CHECK_EQ_INT(io[0], 0); /* -1 saturates to 0 */
+    TEST_BEGIN("tensor_copy to a strided 2-D destination leaves the gaps alone");
+    float src[6] = {1, 2, 3, 4, 5, 6}, dst[12], sent[12];
+    for (int i = 0; i < 12; i++)
+        sent[i] = -9.0f;
+    st_write(v2, SB, 0, 1, 1000, F32, src, 6);
+    st_write(v2, SB, 0, 1, 1100, F32, sent, 12);
+    int32_t steps[2] = {4, 2};
+    uint32_t nums[2] = {3, 2};
+    ins = copy(VE, st_ap(SB, F32, 0, 1, 1100, 2, steps, nums), st_ap1(SB, F32, 0, 1, 1000, 6));
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 1100, F32, dst, 12);
+    float want[12] = {1, -9, 2, -9, 3, -9, 4, -9, 5, -9, 6, -9};
+    int bad = 0;
+    for (int i = 0; i < 12; i++)
+        bad += dst[i] != want[i];
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("tensor_copy on ScalarE: rejected on v2, runs on v3");
+    ins = copy(SE, st_ap1(SB, F32, 0, 1, 100, 6), st_ap1(SB, F32, 0, 1, 0, 6));
+    ST_EXPECT_FAIL(v2, &ins, "Scalar engine", "NeuronCore-v3", "v2");
+    st_write(v3, SB, 0, 1, 0, F32, f, 6);
+    ST_EXPECT_OK(v3, &ins);
+    TEST_BEGIN("tensor_copy on GpSimd rejects PSUM");
+    ins = copy(GP, st_ap1(PS, F32, 0, 1, 0, 6), st_ap1(SB, F32, 0, 1, 0, 6));
+    ST_EXPECT_FAIL(v2, &ins, "operand dst", "psum", "allowed: SBUF");
+    TEST_BEGIN("tensor_copy with a register offset: moves, and rejects out-of-bounds at run time");
+    ins = copy(VE, st_ap1(SB, F32, 0, 1, 2000, 2), st_ap1(SB, F32, 0, 1, 0, 2));
+    ins.ap[TERN_AP_IN0].offset_reg = 3;
+    tern_error e;
+    CHECK_EQ_INT(st_run_reg(v2, 3, 2, &ins, &e), TERN_OK); /* elements 2, 3 */
+    st_read(v2, SB, 0, 1, 2000, F32, o, 2);
+    CHECK(o[0] == f[2] && o[1] == f[3]);
+    const tern_core_config *cfg = tern_core_get_config(v2);
+    CHECK(st_run_reg(v2, 3, (int32_t)(cfg->sbuf_partition_bytes / 4), &ins, &e) != TERN_OK);
+    CHECK_STR_CONTAINS(e.msg, "operand in0");
+    CHECK_STR_CONTAINS(e.msg, "outside");
+
+    TEST_BEGIN("tensor_copy_predicated: copies where pred != 0, reverse copies where pred == 0");
+    float s4[4] = {1, 2, 3, 4}, d4[4] = {-1, -2, -3, -4}, r4[4];
+    uint32_t pr[4] = {0, 1, 255, 0};
+    st_write(v2, SB, 0, 1, 3000, F32, s4, 4);
+    st_write(v2, SB, 0, 1, 3100, F32, d4, 4);
+    st_write_bits(v2, PS, 0, 1, 0, TERN_DTYPE_UINT8, pr, 4);
+    ins = st_instr(TERN_OP_TENSOR_COPY_PREDICATED, VE);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, 1, 3100, 4);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, 3000, 4);
+    ins.ap[TERN_AP_IN1] = st_ap1(PS, TERN_DTYPE_UINT8, 0, 1, 0, 4);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 3100, F32, r4, 4);
+    CHECK(r4[0] == -1 && r4[1] == 2 && r4[2] == 3 && r4[3] == -4);
+    ins.flags = TERN_FLAG_REV0;
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 3100, F32, r4, 4);
+    CHECK(r4[0] == 1 && r4[1] == 2 && r4[2] == 3 && r4[3] == 4);
+    TEST_BEGIN("tensor_copy_predicated rejects a signed predicate");
+    ins.ap[TERN_AP_IN1].dtype = TERN_DTYPE_INT8;
+    ST_EXPECT_FAIL(v2, &ins, "operand in1", "int8", "uint8");
+    TEST_BEGIN("tensor_copy_predicated rejects src/dst dtype mismatch");
+    ins.ap[TERN_AP_IN1].dtype = TERN_DTYPE_UINT8;
+    ins.ap[TERN_AP_IN0].dtype = TERN_DTYPE_BF16;
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "bf16", "fp32");
+    TEST_BEGIN("tensor_copy_predicated rejects src and predicate both in PSUM");
+    ins.ap[TERN_AP_IN0] = st_ap1(PS, F32, 0, 1, 64, 4);
+    ST_EXPECT_FAIL(v2, &ins, "PSUM");
+
+    TEST_BEGIN("select: (A != 0) ? B : C with NaN and -0 predicates");
+    float pa[4] = {NAN, -0.0f, 2.0f, 0.0f}, pb[4] = {1, 2, 3, 4}, pc[4] = {5, 6, 7, 8};
+    st_write(v2, SB, 0, 1, 4000, F32, pa, 4);
+    st_write(v2, SB, 0, 1, 4100, F32, pb, 4);
+    st_write(v2, SB, 0, 1, 4200, F32, pc, 4);
+    ins = st_instr(TERN_OP_SELECT, VE);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, TERN_DTYPE_BF16, 0, 1, 4300, 4);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, 4000, 4);
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, 1, 4100, 4);
+    ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, 1, 4200, 4);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 4300, TERN_DTYPE_BF16, r4, 4);
+    CHECK(r4[0] == 1 && r4[1] == 6 && r4[2] == 3 && r4[3] == 8);
+    TEST_BEGIN("select rejects a shape mismatch");
+    ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, 1, 4200, 3);
+    ST_EXPECT_FAIL(v2, &ins, "operand in2", "3 elements", "4");
+
+    TEST_BEGIN("memset: fp32, bf16 rounding of 1/3, int16 exact");
+    ins = st_instr(TERN_OP_MEMSET, VE);
+    ins.imm0.f = 1.0f / 3.0f;
+    ins.ap[TERN_AP_DST] = st_ap1(SB, TERN_DTYPE_BF16, 0, 2, 5000, 3);
+    ST_EXPECT_OK(v2, &ins);
+    float m[6];
+    st_read(v2, SB, 0, 2, 5000, TERN_DTYPE_BF16, m, 3);
+    bad = 0;
+    for (int i = 0; i < 6; i++)
+        bad += m[i] != (float)ref_bf16(1.0f / 3.0f);
+    CHECK_EQ_INT(bad, 0);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, TERN_DTYPE_INT16, 0, 1, 5100, 2);
+    ins.imm0.i = -1234;
+    ins.engine = GP;
+    ST_EXPECT_OK(v2, &ins);
+    uint32_t mi[2];
+    st_read_bits(v2, SB, 0, 1, 5100, TERN_DTYPE_INT16, mi, 2);
+    CHECK(mi[0] == 0xFB2E && mi[1] == 0xFB2E);
+    TEST_BEGIN("memset rejects a value outside the integer dtype");
+    ins.ap[TERN_AP_DST].dtype = TERN_DTYPE_INT8;
+    ins.imm0.i = 300;
+    ST_EXPECT_FAIL(v2, &ins, "operand dst", "300", "int8");
+    TEST_BEGIN("memset on GpSimd rejects PSUM");
+    ins.imm0.i = 3;
+    ins.ap[TERN_AP_DST].mem = PS;
+    ST_EXPECT_FAIL(v2, &ins, "operand dst", "psum", "allowed: SBUF");
+}
+
+static void test_bn(void)
+{
+    enum { P = 2, F = 11 };
+    float a[P * F], st6[P * 6], b2[P * 2];
+    fill(a, P * F, 40);
+    st_write(v2, SB, 0, P, 0, F32, a, F);
+    TEST_BEGIN("bn_stats: (count, mean, count*var) of even then odd elements");
+    tern_instr ins = st_instr(TERN_OP_BN_STATS, VE);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, 1000, 6);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 0, F);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 1000, F32, st6, 6);
+    for (int p = 0; p < P; p++)
+        for (int par = 0; par < 2; par++) {
+            double c = 0, s = 0, m2 = 0;
+            for (int i = par; i < F; i += 2)
+                c++, s += a[p * F + i];
+            double mean = s / c;
+            for (int i = par; i < F; i += 2)
+                m2 += (a[p * F + i] - mean) * (a[p * F + i] - mean);
+            CHECK_EQ_INT(st6[p * 6 + par * 3], (int)c);
+            CHECK_MSG(st_ulps(st6[p * 6 + par * 3 + 1], (float)mean) <= 1, "mean got %.9g want %.9g",
+                      st6[p * 6 + par * 3 + 1], mean);
+            CHECK_MSG(st_ulps(st6[p * 6 + par * 3 + 2], (float)m2) <= 1, "m2 got %.9g want %.9g",
+                      st6[p * 6 + par * 3 + 2], m2);
+        }
+    TEST_BEGIN("bn_aggr of two bn_stats outputs gives the overall mean and population variance");
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, 1024, 6); /* stats of a[0:11] at 1000, of a second tile at 1024 */
+    float a2[P * F];
+    fill(a2, P * F, 77);
+    st_write(v2, SB, 0, P, 2000, F32, a2, F);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 2000, F);
+    ST_EXPECT_OK(v2, &ins);
+    tern_instr ag = st_instr(TERN_OP_BN_AGGR, VE);
+    ag.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, 3000, 2);
+    ag.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 1000, 12);
+    ST_EXPECT_OK(v2, &ag);
+    st_read(v2, SB, 0, P, 3000, F32, b2, 2);
+    for (int p = 0; p < P; p++) {
+        double s = 0, ss = 0;
+        for (int i = 0; i < F; i++)
+            s += a[p * F + i] + (double)a2[p * F + i];
+        double mean = s / (2 * F);
+        for (int i = 0; i < F; i++)
+            ss += (a[p * F + i] - mean) * (a[p * F + i] - mean) + (a2[p * F + i] - mean) * (a2[p * F + i] - mean);
+        CHECK_MSG(st_ulps(b2[p * 2], (float)mean) <= 4, "mean got %.9g want %.9g", b2[p * 2], mean);
+        CHECK_MSG(st_ulps(b2[p * 2 + 1], (float)(ss / (2 * F))) <= 4, "var got %.9g want %.9g", b2[p * 2 + 1],
+                  ss / (2 * F));
+    }
+    TEST_BEGIN("bn_stats rejects F > 512");
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 0, 513);
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "513", "512");
+    TEST_BEGIN("bn_stats rejects a destination that is not 6 wide");
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 0, F);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, 1024, 5);
+    ST_EXPECT_FAIL(v2, &ins, "operand dst", "5 elements", "6");
+    TEST_BEGIN("bn_aggr rejects an input that is not a multiple of 3");
+    ag.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 1000, 7);
+    ST_EXPECT_FAIL(v2, &ag, "operand in0", "7 elements", "multiple of 3");
+    TEST_BEGIN("bn_aggr rejects a destination that is not 2 wide");
+    ag.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 1000, 6);
+    ag.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, 3000, 3);
+    ST_EXPECT_FAIL(v2, &ag, "operand dst", "3 elements", "2");
+}
+
+static void test_misc(void)
+{
+    TEST_BEGIN("reciprocal is IEEE-correctly rounded");
+    float x[5] = {3.0f, -7.0f, 0.1f, 0.0f, 1e-39f}, o[8];
+    st_write(v2, SB, 0, 1, 0, F32, x, 5);
+    tern_instr ins = st_instr(TERN_OP_RECIPROCAL, VE);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, 1, 100, 5);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, 0, 5);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 100, F32, o, 5);
+    for (int i = 0; i < 5; i++)
+        CHECK_MSG(st_ulps(o[i], (float)(1.0 / x[i])) == 0, "1/%g: %.9g", x[i], o[i]);
+
+    TEST_BEGIN("transpose_ve [4,6] int16 -> [6,4] bit-exact");
+    enum { P = 4, F = 6 };
+    uint32_t t[P * F], to[P * F];
+    for (int i = 0; i < P * F; i++)
+        t[i] = (uint32_t)(0x8000 + i * 0x111);
+    st_write_bits(v2, SB, 32, P, 200, TERN_DTYPE_INT16, t, F);
+    ins = st_instr(TERN_OP_TRANSPOSE_VE, VE);
+    ins.ap[TERN_AP_DST] = st_ap1(PS, TERN_DTYPE_INT16, 0, F, 0, P);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, TERN_DTYPE_INT16, 32, P, 200, F);
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, PS, 0, F, 0, TERN_DTYPE_INT16, to, P);
+    int bad = 0;
+    for (int p = 0; p < P; p++)
+        for (int f = 0; f < F; f++)
+            bad += to[f * P + p] != t[p * F + f];
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("transpose_ve rejects 33 partitions");
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, TERN_DTYPE_INT16, 0, 33, 200, F);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, TERN_DTYPE_INT16, 0, F, 3000, 33);
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "[33, 6]", "[32, 32]");
+    TEST_BEGIN("transpose_ve rejects a dtype change");
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, TERN_DTYPE_INT16, 0, P, 200, F);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, F, 3000, P);
+    ST_EXPECT_FAIL(v2, &ins, "operand dst", "fp32", "int16");
+    TEST_BEGIN("transpose_ve rejects a wrong destination shape");
+    ins.ap[TERN_AP_DST] = st_ap1(SB, TERN_DTYPE_INT16, 0, P, 3000, F);
+    ST_EXPECT_FAIL(v2, &ins, "operand dst", "[4, 6]", "[6, 4]");
+
+    TEST_BEGIN("max8: the 8 largest, descending, duplicates kept, bf16 output");
+    float m[20];
+    for (int i = 0; i < 20; i++)
+        m[i] = (float)((i * 7) % 13) + 0.1f;
+    st_write(v2, SB, 0, 1, 4000, F32, m, 20);
+    ins = st_instr(TERN_OP_MAX8, VE);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, TERN_DTYPE_BF16, 0, 1, 4200, 8);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, 4000, 20);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, 1, 4200, TERN_DTYPE_BF16, o, 8);
+    float sorted[20];
+    memcpy(sorted, m, sizeof m);
+    for (int i = 0; i < 20; i++) /* selection sort, descending */
+        for (int j = i + 1; j < 20; j++)
+            if (sorted[j] > sorted[i]) {
+                float tmp = sorted[i];
+                sorted[i] = sorted[j];
+                sorted[j] = tmp;
+            }
+    bad = 0;
+    for (int i = 0; i < 8; i++)
+        bad += o[i] != (float)ref_bf16(sorted[i]);
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("max8 rejects fewer than 8 input elements");
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, 4000, 7);
+    ST_EXPECT_FAIL(v2, &ins, "operand in0", "7 elements", "8..16384");
+    TEST_BEGIN("max8 rejects a destination that is not 8 wide");
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, 4000, 20);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, 1, 4200, 4);
+    ST_EXPECT_FAIL(v2, &ins, "operand dst", "4 elements", "exactly 8");
+
+    TEST_BEGIN("tensor_tensor_scan: r = (A[i] mult r) add B[i], fp32 sequential");
+    enum { SP = 2, SN = 10 };
+    float a[SP * SN], b[SP * SN], d[SP * SN], init[SP] = {0.5f, -1.0f};
+    fill(a, SP * SN, 90);
+    fill(b, SP * SN, 13);
+    st_write(v2, SB, 0, SP, 5000, F32, a, SN);
+    st_write(v2, SB, 0, SP, 5100, F32, b, SN);
+    st_write(v2, SB, 0, SP, 5200, F32, init, 1);
+    ins = st_instr(TERN_OP_TENSOR_TENSOR_SCAN, VE);
+    ins.op0 = TERN_ALU_MULT;
+    ins.op1 = TERN_ALU_ADD;
+    ins.imm0.f = 2.0f;
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, SP, 5300, SN);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, SP, 5000, SN);
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, SP, 5100, SN);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, SP, 5300, F32, d, SN);
+    bad = 0;
+    for (int p = 0; p < SP; p++) {
+        float r = 2.0f;
+        for (int i = 0; i < SN; i++) {
+            r = (float)((double)(float)((double)a[p * SN + i] * r) + b[p * SN + i]);
+            bad += d[p * SN + i] != r;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("tensor_tensor_scan with a [P,1] initial and reverse0 (r subtract A)");
+    ins.op0 = TERN_ALU_SUBTRACT;
+    ins.flags = TERN_FLAG_S0_AP | TERN_FLAG_REV0;
+    ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, SP, 5200, 1);
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, SP, 5300, F32, d, SN);
+    bad = 0;
+    for (int p = 0; p < SP; p++) {
+        float r = init[p];
+        for (int i = 0; i < SN; i++) {
+            r = (float)((double)(float)((double)r - a[p * SN + i]) + b[p * SN + i]);
+            bad += d[p * SN + i] != r;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    TEST_BEGIN("tensor_tensor_scan rejects bitvec operators");
+    ins.op1 = TERN_ALU_BITWISE_XOR;
+    ST_EXPECT_FAIL(v2, &ins, "arithmetic", "bitwise_xor");
+    TEST_BEGIN("tensor_tensor_scan rejects a bf16 initial operand");
+    ins.op1 = TERN_ALU_ADD;
+    ins.ap[TERN_AP_IN2].dtype = TERN_DTYPE_BF16;
+    ST_EXPECT_FAIL(v2, &ins, "operand in2", "bf16", "fp32");
+}
+
+int main(void)
+{
+    v2 = st_core("neuroncore-v2");
+    v3 = st_core("neuroncore-v3");
+    v4 = st_core("neuroncore-v4");
+    test_tensor_tensor();
+    test_tensor_scalar();
+    test_stt();
+    test_tensor_reduce();
+    test_copies();
+    test_bn();
+    test_misc();
+    tern_core_free(v2);
+    tern_core_free(v3);
+    tern_core_free(v4);
+    return check_report();
+}
