@@ -84,6 +84,9 @@ tern_view tern_view_slice(tern_kernel *k, tern_view v, unsigned dim, uint64_t st
 tern_view tern_view_block(tern_kernel *k, tern_view v, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1);
 /* Same bytes, another dtype of the same size (bitcast). */
 tern_view tern_view_bitcast(tern_kernel *k, tern_view v, tern_dtype dt);
+/* The absent view, for optional operands (bias, scale, reduce output...). */
+tern_view tern_view_none(void);
+
 /* Rank and size of each dimension (dim 0 = partitions for tiles). */
 unsigned tern_view_rank(const tern_view *v);
 uint64_t tern_view_dim(const tern_view *v, unsigned dim);

@@ -48,6 +48,8 @@ tern_view kview_invalid(void)
     return v;
 }
 
+tern_view tern_view_none(void) { return kview_invalid(); }
+
 int kview_ok(tern_kernel *k, const tern_view *v, const char *what)
 {
     if (k->failed)
