@@ -192,6 +192,12 @@ tern_status tern_program_disasm(const tern_program *p, char **out, tern_error *e
 /* Parse assembly; errors name the line and column. */
 tern_status tern_program_asm(const char *text, tern_program *out, tern_error *err);
 
+/* ---- comparison and self-check ---- */
+/* 1 when a and b are the same program field by field; otherwise 0 and, if why is given, where they differ. */
+int tern_program_equal(const tern_program *a, const tern_program *b, char *why, size_t why_len);
+/* Check that decode(encode(p)) and asm(disasm(p)) both give p back. */
+tern_status tern_program_roundtrip_check(const tern_program *p, tern_error *err);
+
 #ifdef __cplusplus
 }
 #endif

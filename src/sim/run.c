@@ -147,6 +147,10 @@ tern_status tern_core_run(tern_core *core, const tern_program *prog, tern_run_st
     tern_status st = tern_core_validate(core, prog, err);
     if (st)
         return st;
+    /* Debug/test aid: every program run must survive the binary and text round trips (docs/isa.md). */
+    const char *rt = getenv("TERN_CHECK_ROUNDTRIP");
+    if (rt && rt[0] == '1' && (st = tern_program_roundtrip_check(prog, err)))
+        return st;
     seq_state ss[TERN_ENGINE_COUNT];
     memset(ss, 0, sizeof ss);
     uint64_t total = 0;
