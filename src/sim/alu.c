@@ -154,3 +154,64 @@ int32_t alu_apply_i32(tern_alu_op op, int32_t a, int32_t b)
     }
     return 0;
 }
+
+/* Array forms for the hot elementwise paths: the common operators as plain loops the compiler vectorises
+ * (same IEEE operations, so bit-identical to alu_apply_f32), the rest element by element. */
+void alu_apply_f32_vv(tern_alu_op op, float *x, const float *y, size_t n)
+{
+    switch (op) {
+    case TERN_ALU_ADD:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] + y[i];
+        return;
+    case TERN_ALU_SUBTRACT:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] - y[i];
+        return;
+    case TERN_ALU_MULT:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] * y[i];
+        return;
+    case TERN_ALU_DIVIDE:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] / y[i];
+        return;
+    default:
+        for (size_t i = 0; i < n; i++)
+            x[i] = alu_apply_f32(op, x[i], y[i]);
+    }
+}
+
+void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
+{
+    switch (op) {
+    case TERN_ALU_BYPASS:
+        if (reverse)
+            for (size_t i = 0; i < n; i++)
+                x[i] = s;
+        return;
+    case TERN_ALU_ADD:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] + s;
+        return;
+    case TERN_ALU_MULT:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] * s;
+        return;
+    case TERN_ALU_SUBTRACT:
+        if (reverse)
+            for (size_t i = 0; i < n; i++)
+                x[i] = s - x[i];
+        else
+            for (size_t i = 0; i < n; i++)
+                x[i] = x[i] - s;
+        return;
+    default:
+        if (reverse)
+            for (size_t i = 0; i < n; i++)
+                x[i] = alu_apply_f32(op, s, x[i]);
+        else
+            for (size_t i = 0; i < n; i++)
+                x[i] = alu_apply_f32(op, x[i], s);
+    }
+}

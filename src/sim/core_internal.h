@@ -94,6 +94,9 @@ tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins,
 float alu_apply_f32(tern_alu_op op, float a, float b);
 int32_t alu_apply_i32(tern_alu_op op, int32_t a, int32_t b);
 int alu_is_bitwise(tern_alu_op op);
+/* x[i] = x[i] op y[i]; and x[i] = x[i] op s (reverse: s op x[i]); bit-identical to alu_apply_f32. */
+void alu_apply_f32_vv(tern_alu_op op, float *x, const float *y, size_t n);
+void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n);
 
 /* Seed for the stochastic-rounding stream of one instruction. */
 uint64_t sr_stream_of(const exec_ctx *cx);

@@ -564,8 +564,7 @@ static tern_status exec_tensor_tensor(tern_core *core, const exec_ctx *cx, const
     float *x, *y;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
         return st;
-    for (size_t i = 0; i < n; i++)
-        x[i] = alu_apply_f32(op, x[i], y[i]);
+    alu_apply_f32_vv(op, x, y, n);
     return put_f(core, cx, ins, TERN_AP_DST, x, err);
 }
 
@@ -604,11 +603,8 @@ static tern_status exec_tensor_scalar(tern_core *core, const exec_ctx *cx, const
         return st;
     for (uint32_t p = 0; p < P; p++) {
         float v0 = s0 ? s0[p] : ins->imm0.f, v1 = s1 ? s1[p] : ins->imm1.f;
-        for (size_t i = 0; i < N; i++) {
-            float *e = &x[(size_t)p * N + i];
-            float t = rev0 ? alu_apply_f32(op0, v0, *e) : alu_apply_f32(op0, *e, v0);
-            *e = rev1 ? alu_apply_f32(op1, v1, t) : alu_apply_f32(op1, t, v1);
-        }
+        alu_apply_f32_vs(op0, x + (size_t)p * N, v0, rev0, N);
+        alu_apply_f32_vs(op1, x + (size_t)p * N, v1, rev1, N);
     }
     return put_f(core, cx, ins, TERN_AP_DST, x, err);
 }
