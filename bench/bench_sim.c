@@ -2,7 +2,10 @@
  * kernel library's tutorial-blocked GEMM), against one host fp32 sgemm of the same size (OpenBLAS, all host
  * threads), measured side by side in one run. Prints `name: value` lines:
  *   sim_gemm_build_s, sim_gemm_run_s, host_sgemm_s, sim_over_host_gemm (run / host; target <= 1.0),
- *   sim_gemm_gflops (2*M*N*K / run time). Best of several repetitions of each. */
+ *   sim_gemm_gflops (2*M*N*K / run time). Best of several repetitions of each.
+ * Then the NKI tutorial's full problem, [4096,8192] @ [8192,8192] BF16 on one trn1 NeuronCore, simulated once:
+ *   sim_tutorial_gemm_s and sim_tutorial_gemm_max_err (largest error of 256 sampled outputs against a float64
+ *   reference, relative to the sum of |products|: the check that the full-size run is right, not just done). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,72 @@ static void die(const char *what, const tern_error *err)
 {
     fprintf(stderr, "bench_sim: %s: %s\n", what, err->msg);
     exit(1);
+}
+
+static uint16_t bf16_of(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    float f = (float)((*s >> 40) & 0xFFFF) / 65536.0f - 0.5f;
+    return tern_f32_to_bf16(f, NULL, 0);
+}
+
+/* The tutorial's full-size GEMM: lhsT [K=8192, M=4096], rhs [K=8192, N=8192], out [4096, 8192] bf16. */
+static void tutorial_gemm(const tern_core_config *cfg)
+{
+    const uint64_t M = 4096, N = 8192, K = 8192;
+    tern_error err;
+    tern_kernel *k = NULL;
+    if (tern_kernel_create(cfg, "tutorial_gemm", &k, &err))
+        die("kernel", &err);
+    tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, K, M);
+    tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, K, N);
+    tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_BF16, M, N);
+    tern_lib_gemm(k, out, lhsT, rhs, NULL);
+    if (tern_kernel_status(k, &err))
+        die("build", &err);
+    uint16_t *l = malloc(K * M * 2), *r = malloc(K * N * 2), *o = malloc(M * N * 2);
+    if (!l || !r || !o) {
+        fprintf(stderr, "bench_sim: out of memory for the tutorial GEMM\n");
+        exit(1);
+    }
+    uint64_t s = 7;
+    for (size_t i = 0; i < K * M; i++)
+        l[i] = bf16_of(&s);
+    for (size_t i = 0; i < K * N; i++)
+        r[i] = bf16_of(&s);
+    tern_core *core = NULL;
+    if (tern_core_create(cfg, NULL, &core, &err) || tern_kernel_write(k, core, "lhsT", l, K * M * 2, &err) ||
+        tern_kernel_write(k, core, "rhs", r, K * N * 2, &err))
+        die("inputs", &err);
+    double t0 = now();
+    if (tern_kernel_run(k, core, NULL, &err))
+        die("run", &err);
+    double t1 = now();
+    if (tern_kernel_read(k, core, "out", o, M * N * 2, &err))
+        die("output", &err);
+    double worst = 0;
+    for (int t = 0; t < 256; t++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t m = (s >> 20) % M, n = (s >> 40) % N;
+        double ref = 0, mag = 0;
+        for (uint64_t kk = 0; kk < K; kk++) {
+            double p = (double)tern_bf16_to_f32(l[kk * M + m]) * tern_bf16_to_f32(r[kk * N + n]);
+            ref += p;
+            mag += p < 0 ? -p : p;
+        }
+        double e = (double)tern_bf16_to_f32(o[m * N + n]) - ref;
+        e = (e < 0 ? -e : e) / mag;
+        if (e > worst)
+            worst = e;
+    }
+    printf("sim_tutorial_gemm_s: %.3f\n", t1 - t0);
+    printf("sim_tutorial_gemm_gflops: %.1f\n", 2.0 * (double)M * N * K / (t1 - t0) / 1e9);
+    printf("sim_tutorial_gemm_max_err: %.3g\n", worst);
+    free(l);
+    free(r);
+    free(o);
+    tern_core_free(core);
+    tern_kernel_free(k);
 }
 
 int main(int argc, char **argv)
@@ -90,5 +159,7 @@ int main(int argc, char **argv)
     free(a);
     free(b);
     free(c);
+    if (argc <= 3 || atoi(argv[3]) != 0)
+        tutorial_gemm(&cfg);
     return 0;
 }
