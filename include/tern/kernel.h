@@ -106,6 +106,9 @@ void tern_kernel_tensor_scalar_ap(tern_kernel *k, tern_engine e, tern_view dst, 
                                   unsigned rev_flags);
 void tern_kernel_scalar_tensor_tensor(tern_kernel *k, tern_view dst, tern_view a, tern_alu_op op0, float s0,
                                       tern_alu_op op1, tern_view b);
+/* scalar_tensor_tensor with a per-partition [P,1] scalar s0 (or the immediate when s0 is tern_view_none()). */
+void tern_kernel_scalar_tensor_tensor_ap(tern_kernel *k, tern_view dst, tern_view a, tern_alu_op op0, tern_view s0,
+                                         float s0_imm, tern_alu_op op1, tern_view b);
 void tern_kernel_tensor_reduce(tern_kernel *k, tern_view dst, tern_view a, tern_alu_op op, unsigned axes, int negate);
 void tern_kernel_tensor_copy(tern_kernel *k, tern_engine e, tern_view dst, tern_view src);
 void tern_kernel_tensor_copy_predicated(tern_kernel *k, tern_view dst, tern_view src, tern_view pred, int reverse);

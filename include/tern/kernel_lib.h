@@ -26,6 +26,46 @@ void tern_gemm_opts_default(tern_gemm_opts *o);
  * output tile per K block, partial sums accumulated in SBUF across K blocks. */
 void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs, const tern_gemm_opts *opts);
 
+/* ---- elementwise, softmax, norms, transpose, gather (lib_*.c) ---- */
+/* Conventions of these kernels: every tensor is a 2-D HBM view [rows, cols] (rows any count, tiled by the
+ * core's 128 partitions with a ragged last tile); per-column vectors (bias, gamma, beta) are 1-D [cols] or 2-D
+ * [1, cols] HBM views; inputs and outputs may have different float dtypes (the cast happens on the way out);
+ * shape errors are recorded in the kernel (tern_kernel_status) with a message naming the kernel, the operand
+ * and the sizes. Algorithms, limits and error bounds: docs/kernels.md. */
+
+/* Load a per-column row vector (HBM, 1-D [n] or 2-D [1, n]) replicated onto every partition of the SBUF tile
+ * dst [P, n] with one DMA whose HBM side has partition step 0. */
+void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row);
+
+/* out = f(in * scale) on ScalarE (activation), in column chunks of up to 2048 elements. */
+void tern_lib_unary(tern_kernel *k, tern_view out, tern_view in, tern_act_func f, float scale);
+/* out = a op b elementwise on VectorE (tensor_tensor); a, b and out have the same shape. */
+void tern_lib_binary(tern_kernel *k, tern_view out, tern_view a, tern_view b, tern_alu_op op);
+/* out = in op s on VectorE (tensor_scalar with an immediate). */
+void tern_lib_scalar(tern_kernel *k, tern_view out, tern_view in, tern_alu_op op, float s);
+/* out[r, c] = f(in[r, c] + bias[c]): the bias row broadcast to the partitions once per column chunk, added on
+ * VectorE (tensor_tensor), f applied on ScalarE (skipped for TERN_ACT_COPY). */
+void tern_lib_bias_act(tern_kernel *k, tern_view out, tern_view in, tern_view bias, tern_act_func f);
+
+/* Row softmax, numerically safe: out[r,:] = exp(x - max) / sum(exp(x - max)), fp32 on chip. */
+void tern_lib_softmax(tern_kernel *k, tern_view out, tern_view in);
+
+/* LayerNorm over each row: out = (x - mean) / sqrt(var + eps) * gamma + beta (population variance). gamma
+ * and/or beta may be absent (a view with region -1): scale 1, shift 0. */
+void tern_lib_layernorm(tern_kernel *k, tern_view out, tern_view in, tern_view gamma, tern_view beta, float eps);
+/* RMSNorm over each row: out = x / sqrt(mean(x^2) + eps) * gamma (gamma may be absent: region -1). */
+void tern_lib_rmsnorm(tern_kernel *k, tern_view out, tern_view in, tern_view gamma, float eps);
+
+/* Fill an SBUF tile [P, F] with the identity pattern (1 where partition == column, else 0) on GpSimd. */
+void tern_lib_identity(tern_kernel *k, tern_view tile);
+/* out[C, R] = in[R, C]^T through TensorE in 128 x 128 blocks: a matmul against an on-chip identity on
+ * NeuronCore-v2, transpose mode (transpose_pe) on v3+. Float dtypes TensorE accepts (fp32, bf16, fp16, fp8). */
+void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in);
+
+/* Embedding lookup: out[i, :] = table[ids[i], :] for ids (int32, 1-D [n] or 2-D [n, 1]) staged into SBUF 128
+ * at a time and one DMA gather per 128 rows. An id outside [0, vocab) stops the run with an error. */
+void tern_lib_embedding(tern_kernel *k, tern_view out, tern_view table, tern_view ids);
+
 #ifdef __cplusplus
 }
 #endif

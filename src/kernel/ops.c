@@ -111,6 +111,24 @@ void tern_kernel_scalar_tensor_tensor(tern_kernel *k, tern_view dst, tern_view a
     tern_kernel_emit(k, &ins, (tern_view[]){a, b}, 2, &dst, 1);
 }
 
+void tern_kernel_scalar_tensor_tensor_ap(tern_kernel *k, tern_view dst, tern_view a, tern_alu_op op0, tern_view s0,
+                                         float s0_imm, tern_alu_op op1, tern_view b)
+{
+    if (!valid(&s0)) {
+        tern_kernel_scalar_tensor_tensor(k, dst, a, op0, s0_imm, op1, b);
+        return;
+    }
+    tern_instr ins = blank(TERN_OP_SCALAR_TENSOR_TENSOR, TERN_ENGINE_VECTOR);
+    ins.ap[TERN_AP_DST] = dst.ap;
+    ins.ap[TERN_AP_IN0] = a.ap;
+    ins.ap[TERN_AP_IN1] = b.ap;
+    ins.ap[TERN_AP_IN2] = s0.ap;
+    ins.op0 = (uint8_t)op0;
+    ins.op1 = (uint8_t)op1;
+    ins.flags = TERN_FLAG_S0_AP;
+    tern_kernel_emit(k, &ins, (tern_view[]){a, b, s0}, 3, &dst, 1);
+}
+
 void tern_kernel_tensor_reduce(tern_kernel *k, tern_view dst, tern_view a, tern_alu_op op, unsigned axes, int negate)
 {
     tern_instr ins = blank(TERN_OP_TENSOR_REDUCE, TERN_ENGINE_VECTOR);
@@ -294,6 +312,7 @@ void tern_kernel_dma_gather(tern_kernel *k, tern_view dst, tern_view table, tern
         t->num_partitions = (uint16_t)table.ap.dims[0].num;
         t->partition_step = table.ap.dims[0].step;
         t->dims[0] = table.ap.dims[1];
+        memset(&t->dims[1], 0, sizeof t->dims[1]);
         t->ndims = 1;
     }
     ins.ap[TERN_AP_IN1] = indices.ap;

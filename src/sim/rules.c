@@ -64,10 +64,13 @@ tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern
     if (ap->offset_reg != TERN_REG_NONE && ap->offset_reg >= core->cfg.num_registers)
         return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot, "offset register r%u outside r0..r%u", ap->offset_reg,
                           core->cfg.num_registers - 1);
-    if (ap->num_partitions == 0 || ap->num_partitions > core->cfg.partitions)
-        return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot, "partition count %u outside 1..%u", ap->num_partitions,
-                          core->cfg.partitions);
     int dma = ins->opcode == TERN_OP_DMA_COPY || ins->opcode == TERN_OP_DMA_GATHER;
+    /* HBM has no partitions: for a DMA the partition index of an HBM pattern is just an outer dimension (a gather
+     * table's rows, a store's rows), limited only by the 16-bit field. */
+    uint32_t max_parts = ap->mem == TERN_MEM_HBM && dma ? UINT16_MAX : core->cfg.partitions;
+    if (ap->num_partitions == 0 || ap->num_partitions > max_parts)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot, "partition count %u outside 1..%u", ap->num_partitions,
+                          max_parts);
     if (ap->mem != TERN_MEM_HBM && !dma && !rules_start_partition_ok(core, ap->start_partition, ap->num_partitions))
         return rules_fail(err, TERN_ERR_INVALID, cx, ins, slot,
                           "start partition %u not allowed for %u partitions (start-partition rule: >%u partitions "

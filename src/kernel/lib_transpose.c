@@ -1,0 +1,118 @@
+/* Matrix transpose for the kernel library, through TensorE in 128 x 128 blocks. The input is walked in groups
+ * of up to 4 row strips (512 rows) by column chunks of 512: each strip block [rb <= 128 rows, 512 cols] is
+ * loaded once; for each 128-column block, every strip's [rb, cb] piece goes through the array into its slice of
+ * one PSUM bank [cb, 512], which VectorE copies (casting to the output dtype) to SBUF and one DMA stores as
+ * out[c0:c0+cb, r0:r0+512].
+ *
+ * NeuronCore-v2 has no transpose mode: the piece is the stationary operand and an identity [rb, rb] the moving
+ * one, since the array computes stationary^T @ moving. The identity is built once on chip (GpSimd memset 1,
+ * then affine_select keeping partition == column). Every output element is one product x * 1 summed with
+ * products x' * 0, so the result is exact for finite inputs except that -0 comes out +0; an Inf in a 128-row
+ * piece makes the other elements of its output row in that piece NaN (Inf * 0), a NaN all of them. v3+ use
+ * transpose_pe, which moves the bits exactly. */
+#include <stdio.h>
+
+#include "kernel/builder_internal.h"
+#include "tern/kernel_lib.h"
+
+#define TR_GROUP 4u /* row strips per PSUM bank (4 x 128 fp32 = 2 KiB) */
+
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+static int tensor_dtype(tern_dtype t)
+{
+    switch (t) {
+    case TERN_DTYPE_FP32:
+    case TERN_DTYPE_BF16:
+    case TERN_DTYPE_FP16:
+    case TERN_DTYPE_FP8_E4M3:
+    case TERN_DTYPE_FP8_E5M2:
+    case TERN_DTYPE_FP8_E4M3_NEURON: return 1;
+    default: return 0;
+    }
+}
+
+void tern_lib_identity(tern_kernel *k, tern_view tile)
+{
+    if (!kview_ok(k, &tile, "identity tile"))
+        return;
+    if (tile.ap.ndims != 1) {
+        kfail(k, TERN_ERR_INVALID, "identity: tile must be [P, F] (one free dimension), has %u", tile.ap.ndims);
+        return;
+    }
+    /* value(p, i) = p - i; keep the 1 where it is zero. */
+    int32_t step = -1;
+    tern_kernel_memset(k, TERN_ENGINE_GPSIMD, tile, 1.0f);
+    tern_kernel_affine_select(k, tile, tile, TERN_ALU_IS_EQ, 0, 1, &step, 0.0f);
+}
+
+void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in)
+{
+    if (!kview_ok(k, &out, "transpose out") || !kview_ok(k, &in, "transpose in"))
+        return;
+    if (tern_view_rank(&out) != 2 || tern_view_rank(&in) != 2) {
+        kfail(k, TERN_ERR_INVALID, "transpose: out and in must be 2-D views (ranks %u, %u)", tern_view_rank(&out),
+              tern_view_rank(&in));
+        return;
+    }
+    const uint64_t R = tern_view_dim(&in, 0), C = tern_view_dim(&in, 1);
+    if (tern_view_dim(&out, 0) != C || tern_view_dim(&out, 1) != R) {
+        kfail(k, TERN_ERR_INVALID, "transpose: out is [%llu, %llu], must be [%llu, %llu] for in [%llu, %llu]",
+              (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
+              (unsigned long long)C, (unsigned long long)R, (unsigned long long)R, (unsigned long long)C);
+        return;
+    }
+    const tern_dtype dt = (tern_dtype)in.ap.dtype;
+    if (!tensor_dtype(dt) || !tern_dtype_is_float((tern_dtype)out.ap.dtype)) {
+        kfail(k, TERN_ERR_INVALID,
+              "transpose: in dtype %s / out dtype %s: in must be a TensorE dtype (fp32, bf16, fp16, fp8) and out a "
+              "float",
+              tern_dtype_name(dt), tern_dtype_name((tern_dtype)out.ap.dtype));
+        return;
+    }
+    const int pe_mode = k->cfg.generation >= 3;
+    const uint64_t T = k->cfg.pe_rows < k->cfg.pe_cols ? k->cfg.pe_rows : k->cfg.pe_cols; /* block edge, 128 */
+    const uint64_t GR = T * TR_GROUP, CC = T * TR_GROUP;
+    /* PE transpose keeps the dtype in PSUM; the matmul accumulates in fp32. */
+    const tern_dtype pdt = pe_mode ? dt : TERN_DTYPE_FP32;
+    tern_view ident = kview_invalid();
+    if (!pe_mode) {
+        uint32_t n = (uint32_t)min_u64(T, R);
+        ident = tern_kernel_sbuf(k, dt, n, n, "transpose_identity");
+        tern_lib_identity(k, ident);
+    }
+    tern_view strips[TR_GROUP];
+    for (uint64_t g0 = 0; g0 < R && !k->failed; g0 += GR) {
+        uint64_t gr = min_u64(GR, R - g0), ns = (gr + T - 1) / T;
+        for (uint64_t c0 = 0; c0 < C && !k->failed; c0 += CC) {
+            uint64_t cw = min_u64(CC, C - c0);
+            for (uint64_t s = 0; s < ns; s++) {
+                uint64_t r0 = g0 + s * T, rb = min_u64(T, R - r0);
+                strips[s] = tern_kernel_sbuf(k, dt, (uint32_t)rb, (uint32_t)cw, "transpose_in");
+                tern_kernel_load(k, strips[s], tern_view_block(k, in, r0, r0 + rb, c0, c0 + cw));
+            }
+            for (uint64_t b0 = 0; b0 < cw && !k->failed; b0 += T) {
+                uint64_t cb = min_u64(T, cw - b0);
+                tern_view ps = tern_kernel_psum(k, pdt, (uint32_t)cb, (uint32_t)gr, "transpose_psum");
+                for (uint64_t s = 0; s < ns; s++) {
+                    uint64_t rb = tern_view_dim(&strips[s], 0);
+                    tern_view piece = tern_view_block(k, strips[s], 0, rb, b0, b0 + cb);
+                    tern_view dst = tern_view_block(k, ps, 0, cb, s * T, s * T + rb);
+                    if (pe_mode)
+                        tern_kernel_transpose_pe(k, dst, piece);
+                    else
+                        tern_kernel_matmul(k, dst, piece, tern_view_block(k, ident, 0, rb, 0, rb), 0);
+                }
+                tern_view o = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, (uint32_t)cb, (uint32_t)gr, "transpose_out");
+                tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, o, ps);
+                tern_kernel_store(k, tern_view_block(k, out, c0 + b0, c0 + b0 + cb, g0, g0 + gr), o);
+                tern_kernel_release(k, ps);
+                tern_kernel_release(k, o);
+            }
+            for (uint64_t s = 0; s < ns; s++)
+                tern_kernel_release(k, strips[s]);
+        }
+    }
+    if (ident.region >= 0)
+        tern_kernel_release(k, ident);
+}

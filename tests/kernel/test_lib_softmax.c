@@ -1,0 +1,143 @@
+/* The kernel library's row softmax against a float64 reference over ragged row and column counts, fp32 and
+ * bf16 data, rows far from zero (where the max subtraction matters) and both generations; plus the build-time
+ * errors for mismatched shapes and rows too long for SBUF. */
+#include <math.h>
+
+#include "kernel_test_util.h"
+#include "tern/kernel_lib.h"
+
+static double unit_roundoff(tern_dtype dt) { return dt == TERN_DTYPE_BF16 ? 0x1p-8 : 0x1p-24; }
+
+/* Values amp * u + offset (u uniform in [-1, 1)), rounded to the dtype, so the reference sees the device's
+ * exact inputs. */
+static void fill(float *x, size_t n, tern_dtype dt, uint64_t seed, float amp, float offset)
+{
+    ktu_fill(x, n, TERN_DTYPE_FP32, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = tern_num_round_f32(dt, x[i] * amp + offset, NULL, 0);
+}
+
+static void run_case(const char *machine, unsigned R, unsigned C, tern_dtype in_dt, tern_dtype out_dt, float amp,
+                     float offset)
+{
+    char name[160];
+    snprintf(name, sizeof name, "softmax %s %ux%u %s->%s amp %g offset %g", machine, R, C, tern_dtype_name(in_dt),
+             tern_dtype_name(out_dt), amp, offset);
+    TEST_BEGIN(name);
+    tern_core_config cfg;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_kernel *k = NULL;
+    tern_error err;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "softmax", &k, &err), TERN_OK);
+    tern_view in = tern_kernel_input2d(k, "x", in_dt, R, C);
+    tern_view out = tern_kernel_output2d(k, "y", out_dt, R, C);
+    tern_lib_softmax(k, out, in);
+    tern_status st = tern_kernel_status(k, &err);
+    CHECK_MSG(st == TERN_OK, "build failed: %s", err.msg);
+    if (!st) {
+        st = tern_core_validate(core, tern_kernel_program(k), &err);
+        CHECK_MSG(st == TERN_OK, "validate failed: %s", err.msg);
+    }
+    size_t n = (size_t)R * C;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    fill(x, n, in_dt, 11 + R * 7 + C, amp, offset);
+    if (!st) {
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "x", x, n, &err), TERN_OK);
+        tern_run_stats stats;
+        memset(&stats, 0, sizeof stats);
+        st = tern_kernel_run(k, core, &stats, &err);
+        CHECK_MSG(st == TERN_OK, "run failed: %s", err.msg);
+        /* At least one exp-with-sum activation per row tile, and no TensorE work. */
+        CHECK_MSG(stats.instructions[TERN_ENGINE_SCALAR] >= (R + 127) / 128, "%llu ScalarE instructions for %u rows",
+                  (unsigned long long)stats.instructions[TERN_ENGINE_SCALAR], R);
+        CHECK_EQ_INT(stats.instructions[TERN_ENGINE_TENSOR], 0);
+        CHECK_EQ_INT(tern_kernel_read_f32(k, core, "y", y, n, &err), TERN_OK);
+        size_t bad = 0;
+        double worst = 0;
+        for (unsigned r = 0; r < R && !st; r++) {
+            const float *xr = x + (size_t)r * C;
+            double m = -INFINITY, s = 0;
+            for (unsigned c = 0; c < C; c++)
+                m = fmax(m, xr[c]);
+            for (unsigned c = 0; c < C; c++)
+                s += exp(xr[c] - m);
+            for (unsigned c = 0; c < C; c++) {
+                double ref = exp(xr[c] - m) / s;
+                /* fp32 on chip: x - max rounded (relative error 2^-24 * |x - max| in exp's result), exp rounded,
+                 * C-term sequential fp32 sum (<= (C-1) * 2^-24 of the sum: all terms positive), reciprocal and
+                 * product rounded; then one rounding to the output dtype. */
+                double arg = fabs((double)xr[c] - m);
+                double rel = (arg + C + 4) * 0x1p-24;
+                double tol = fabs(ref) * (rel + unit_roundoff(out_dt) * (1 + rel)) + 1e-40;
+                double e = fabs((double)y[(size_t)r * C + c] - ref);
+                if (!(e <= tol))
+                    bad++;
+                if (e / tol > worst)
+                    worst = e / tol;
+            }
+        }
+        CHECK_MSG(bad == 0, "%zu of %zu elements outside the error bound (worst error/bound %.3g)", bad, n, worst);
+        if (getenv("KT_VERBOSE")) printf("%s: worst %.3g\n", name, worst);
+    }
+    free(x);
+    free(y);
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
+static void errors(void)
+{
+    tern_core_config cfg;
+    tern_error err;
+    TEST_BEGIN("softmax error: shape mismatch");
+    tern_core *core = ktu_core("neuroncore-v2", &cfg);
+    tern_kernel *k = NULL;
+    tern_kernel_create(&cfg, "sm", &k, &err);
+    tern_view in = tern_kernel_input2d(k, "x", TERN_DTYPE_FP32, 3, 7);
+    tern_view out = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 3, 5);
+    tern_lib_softmax(k, out, in);
+    CHECK(tern_kernel_status(k, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "softmax: out is [3, 5] but in is [3, 7]");
+    tern_kernel_free(k);
+
+    TEST_BEGIN("softmax error: row longer than SBUF");
+    tern_kernel_create(&cfg, "sm", &k, &err);
+    in = tern_kernel_input2d(k, "x", TERN_DTYPE_BF16, 2, 60000);
+    out = tern_kernel_output2d(k, "y", TERN_DTYPE_BF16, 2, 60000);
+    tern_lib_softmax(k, out, in);
+    CHECK(tern_kernel_status(k, &err) == TERN_ERR_RANGE);
+    CHECK_STR_CONTAINS(err.msg, "softmax: in has rows of 60000 columns");
+    CHECK_STR_CONTAINS(err.msg, "at most 45048 columns");
+    tern_kernel_free(k);
+
+    TEST_BEGIN("softmax error: invalid view");
+    tern_kernel_create(&cfg, "sm", &k, &err);
+    out = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 3, 5);
+    in.region = -1;
+    tern_lib_softmax(k, out, in);
+    CHECK(tern_kernel_status(k, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "softmax in: invalid view");
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
+int main(void)
+{
+    static const struct {
+        unsigned R, C;
+        tern_dtype in, out;
+        float amp, offset;
+    } cases[] = {
+        {1, 1, TERN_DTYPE_FP32, TERN_DTYPE_FP32, 1, 0},
+        {127, 7, TERN_DTYPE_FP32, TERN_DTYPE_FP32, 4, 0},
+        {129, 513, TERN_DTYPE_FP32, TERN_DTYPE_FP32, 8, 0},
+        {300, 2050, TERN_DTYPE_BF16, TERN_DTYPE_BF16, 4, 0},
+        {130, 300, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 2, 1000}, /* exp(1000) overflows without the max */
+        {64, 1000, TERN_DTYPE_FP32, TERN_DTYPE_BF16, 16, -500},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case("neuroncore-v2", cases[i].R, cases[i].C, cases[i].in, cases[i].out, cases[i].amp, cases[i].offset);
+    run_case("neuroncore-v3", 200, 777, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 4, 0);
+    errors();
+    return check_report();
+}
