@@ -29,11 +29,18 @@ static const struct {
                       {"pool", TERN_ENGINE_GPSIMD},
                       {"sp", TERN_ENGINE_SYNC}};
 
-/* imm0/imm1 are a union {float, int32}. Control opcodes and iota read them as integers; every other opcode as
- * fp32. The choice only affects spelling: both spellings round-trip the exact 32 bits. */
-static int imm_is_float(unsigned opcode)
+/* imm0/imm1 are a union {float, int32}; the spelling follows how the simulator reads them. Integers: iota and the
+ * control opcodes, memset into an integer dtype, tensor_scalar with a bitwise operator (its "bitvec" form).
+ * Everything else reads fp32. The choice only affects spelling: both spellings round-trip the exact 32 bits. */
+static int alu_bitwise(unsigned op)
 {
-    switch (opcode) {
+    return op == TERN_ALU_BITWISE_AND || op == TERN_ALU_BITWISE_OR || op == TERN_ALU_BITWISE_XOR ||
+           op == TERN_ALU_SHIFT_LEFT || op == TERN_ALU_SHIFT_RIGHT;
+}
+
+static int imm_is_float(const tern_instr *ins)
+{
+    switch (ins->opcode) {
     case TERN_OP_IOTA:
     case TERN_OP_NOP:
     case TERN_OP_SEM_WAIT:
@@ -44,6 +51,10 @@ static int imm_is_float(unsigned opcode)
     case TERN_OP_BRANCH:
     case TERN_OP_HALT:
         return 0;
+    case TERN_OP_MEMSET:
+        return tern_dtype_is_float((tern_dtype)ins->ap[TERN_AP_DST].dtype);
+    case TERN_OP_TENSOR_SCALAR:
+        return !(alu_bitwise(ins->op0) || alu_bitwise(ins->op1));
     default:
         return 1;
     }
@@ -115,11 +126,11 @@ static void fmt_float(char *buf, size_t n, uint32_t bits)
         snprintf(buf, n, "%a", (double)f);
 }
 
-static void print_imm(strbuf *b, const char *key, unsigned opcode, int32_t i)
+static void print_imm(strbuf *b, const char *key, const tern_instr *ins, int32_t i)
 {
     if (!i)
         return;
-    if (imm_is_float(opcode)) {
+    if (imm_is_float(ins)) {
         char num[64];
         fmt_float(num, sizeof num, (uint32_t)i);
         sb_printf(b, " %s=%s", key, num);
@@ -167,10 +178,10 @@ static void print_instr(strbuf *b, const tern_instr *ins)
         sb_printf(b, " op0=%s",
                   ins->opcode == TERN_OP_BRANCH ? tern_cmp_name((tern_cmp_op)ins->op0)
                                                 : tern_alu_name((tern_alu_op)ins->op0));
-    print_imm(b, "imm0", ins->opcode, ins->imm0.i);
+    print_imm(b, "imm0", ins, ins->imm0.i);
     if (ins->op1)
         sb_printf(b, " op1=%s", tern_alu_name((tern_alu_op)ins->op1));
-    print_imm(b, "imm1", ins->opcode, ins->imm1.i);
+    print_imm(b, "imm1", ins, ins->imm1.i);
     if (ins->func)
         sb_printf(b, " func=%s", tern_act_name((tern_act_func)ins->func));
     if (ins->rd)
@@ -491,13 +502,16 @@ static tern_status read_dtype(lexer *L, uint8_t *out)
 
 /* imm0/imm1: 32 raw bits as 0x hex; a float literal (decimal, hex float, inf, nan); or a decimal integer, read
  * as fp32 for float opcodes and as int32 otherwise. */
-static tern_status read_imm(lexer *L, unsigned opcode, const char *key, int32_t *out)
+static tern_status read_imm(lexer *L, int is_float, const char *key, int32_t *out)
 {
     const char *s = L->p;
     size_t n = value_len(s);
     char tok[72], buf[64];
-    if (n == 0 || n >= sizeof tok)
-        return perr(L, s, TERN_ERR_PARSE, "%s: expected a number, got '%s'", key, show(s, n, buf, sizeof buf));
+    if (n == 0)
+        return perr(L, s, TERN_ERR_PARSE, "%s: expected a number, got ''", key);
+    if (n >= sizeof tok)
+        return perr(L, s, TERN_ERR_PARSE, "%s: number '%s' longer than %zu characters", key,
+                    show(s, n, buf, sizeof buf), sizeof tok - 1);
     memcpy(tok, s, n);
     tok[n] = '\0';
     const char *body = tok + (tok[0] == '-' || tok[0] == '+');
@@ -509,11 +523,13 @@ static tern_status read_imm(lexer *L, unsigned opcode, const char *key, int32_t 
         tern_status st = read_uint(L, UINT32_MAX, &v, key);
         if (st)
             return st;
+        if (L->p != s + n) /* "0x1+2": the digits stopped before the end of the value */
+            return perr(L, s, TERN_ERR_PARSE, "%s: '%s' is not a number", key, tok);
         *out = (int32_t)(uint32_t)v;
         return TERN_OK;
     }
     int integer = body[0] != '\0' && strspn(body, "0123456789") == strlen(body);
-    if (integer && !imm_is_float(opcode)) {
+    if (integer && !is_float) {
         int64_t v;
         tern_status st = read_int(L, INT32_MIN, INT32_MAX, &v, key);
         if (st)
@@ -688,8 +704,11 @@ static tern_status read_field(lexer *L, unsigned key, tern_instr *ins)
         st = read_name(L, "activation function", act_name_u, TERN_ACT_COUNT, &v);
         ins->func = (uint8_t)v;
         return st;
-    case K_IMM0: return read_imm(L, ins->opcode, "imm0", &ins->imm0.i);
-    case K_IMM1: return read_imm(L, ins->opcode, "imm1", &ins->imm1.i);
+    case K_IMM0:
+    case K_IMM1:
+        /* read once the whole instruction is known (the spelling depends on op0/op1 and dst's dtype) */
+        L->p += value_len(L->p);
+        return TERN_OK;
     case K_IMM_I0:
     case K_IMM_I1: {
         /* 0x hex is the raw 32 bits, like imm0 */
@@ -749,6 +768,7 @@ static tern_status read_instr(lexer *L, int engine, tern_program *out)
     for (unsigned k = 0; k < TERN_INSTR_OPERANDS; k++)
         ins.ap[k].offset_reg = TERN_REG_NONE;
     unsigned seen = 0;
+    const char *imm_at[2] = {NULL, NULL};
     tern_status st;
     for (;;) {
         skip_space(L);
@@ -763,11 +783,21 @@ static tern_status read_instr(lexer *L, int engine, tern_program *out)
         seen |= 1u << key;
         if ((st = expect(L, '=', "after the field name")))
             return st;
+        if (key == K_IMM0 || key == K_IMM1)
+            imm_at[key - K_IMM0] = L->p;
         if ((st = read_field(L, key, &ins)))
             return st;
         if ((st = end_of_value(L, key_names[key])))
             return st;
     }
+    const char *line_end = L->p;
+    for (int k = 0; k < 2; k++)
+        if (imm_at[k]) {
+            L->p = imm_at[k];
+            if ((st = read_imm(L, imm_is_float(&ins), k ? "imm1" : "imm0", k ? &ins.imm1.i : &ins.imm0.i)))
+                return st;
+        }
+    L->p = line_end;
     char why[256];
     size_t off;
     if (isa_instr_check(&ins, (unsigned)engine, 1, &off, why, sizeof why))

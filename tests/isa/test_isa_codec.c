@@ -213,7 +213,7 @@ static void test_truncation(void)
     CHECK_STR_CONTAINS(decode_fails(b, 0, &err), "offset 0: truncated: 0 bytes, header needs 112");
     CHECK_STR_CONTAINS(decode_fails(b, 50, &err), "offset 50: truncated");
     CHECK_STR_CONTAINS(decode_fails(b, HDR + REC + 5, &err),
-                       "offset 28: vector stream: 2 instructions, but only 1 records of 320 bytes remain");
+                       "offset 32: vector stream: 2 instructions, but only 1 records of 320 bytes remain");
     CHECK_STR_CONTAINS(decode_fails(b, len - 1, &err), "sync stream: 1 instructions, but only 0 records");
     free(b);
 }
@@ -236,7 +236,7 @@ static void test_header_errors(void)
     MUTATE(wr32(c + 20, 300));
     CHECK_STR_CONTAINS(decode_fails(c, len, &err), "offset 20: instruction record size 300");
     MUTATE(wr32(c + 28 + 4 * TERN_ENGINE_GPSIMD, 0xFFFFFFFFu));
-    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "offset 40: gpsimd stream: 4294967295 instructions, but only 0");
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "offset 40: gpsimd stream: 4294967295 instructions, but only 1 records");
     MUTATE(wr32(c + 28 + 4 * TERN_ENGINE_SYNC, 0));
     CHECK_STR_CONTAINS(decode_fails(c, len, &err), "offset 752: 320 trailing bytes");
     memcpy(c, b, len);
@@ -281,17 +281,17 @@ static void test_field_errors(void)
         uint32_t value;
         const char *what;
     } cases[] = {
-        {r1 + 0, 2, TERN_OP_COUNT, "instruction 1 (vector stream): opcode 31 unknown"},
+        {r1 + 0, 2, 1000, "instruction 1 (vector stream): opcode 1000 unknown"},
         {r1 + 0, 2, 0xFFFF, "instruction 1 (vector stream): opcode 65535 unknown"},
         {r1 + 2, 1, 9, "instruction 1 (vector stream): engine 9 unknown"},
         {r1 + 2, 1, TERN_ENGINE_SCALAR, "engine 2 (scalar) does not match its stream (vector)"},
-        {r1 + 4, 1, TERN_ALU_COUNT, "op1 28: ALU operator unknown"},
+        {r1 + 4, 1, 200, "op1 200: ALU operator unknown"},
         {r1 + 5, 1, 200, "func 200: activation function unknown"},
         {r1 + 6, 1, 16, "queue 16 out of range (valid 0..15)"},
         {r1 + 10, 2, 0x8200, "flags 0x8200 has unknown bits 0x8200"},
         {r1 + 36 + 0 * 56 + 0, 1, 4, "operand dst: memory 4 unknown"},
         {r1 + 36 + 1 * 56 + 1, 1, 99, "instruction 1 (vector stream): operand in0: dtype 99 unknown"},
-        {r1 + 36 + 2 * 56 + 1, 1, TERN_DTYPE_COUNT, "operand in1: dtype 13 unknown"},
+        {r1 + 36 + 2 * 56 + 1, 1, 250, "operand in1: dtype 250 unknown"},
         {r1 + 36 + 3 * 56 + 2, 1, 5, "operand in2: ndims 5 out of range (valid 0..4)"},
         {r2 + 36 + 4 * 56 + 2, 1, 255, "instruction 0 (sync stream): operand extra: ndims 255"},
         {r1 + 14, 1, 1, "reserved byte is 0x01, must be zero"},
@@ -308,6 +308,35 @@ static void test_field_errors(void)
         CHECK_STR_CONTAINS(m, want);
         CHECK_STR_CONTAINS(m, cases[i].what);
     }
+    /* The first value past each enum's end. */
+    struct {
+        size_t off;
+        unsigned value;
+        const char *pre, *post;
+    } edges[] = {
+        {r1 + 0, TERN_OP_COUNT, "opcode ", " unknown"},
+        {r1 + 4, TERN_ALU_COUNT, "op1 ", ": ALU operator unknown"},
+        {r1 + 5, TERN_ACT_COUNT, "func ", ": activation function unknown"},
+        {r1 + 36 + 56 + 0, TERN_MEM_COUNT, "operand in0: memory ", " unknown"},
+        {r1 + 36 + 56 + 1, TERN_DTYPE_COUNT, "operand in0: dtype ", " unknown"},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_LEN(edges); i++) {
+        char what[128];
+        memcpy(c, b, len);
+        c[edges[i].off] = (uint8_t)edges[i].value;
+        fix_crc(c, len);
+        snprintf(want, sizeof want, "program decode: offset %zu: ", edges[i].off);
+        snprintf(what, sizeof what, "%s%u%s", edges[i].pre, edges[i].value, edges[i].post);
+        const char *m = decode_fails(c, len, &err);
+        CHECK_STR_CONTAINS(m, want);
+        CHECK_STR_CONTAINS(m, what);
+        c[edges[i].off] = (uint8_t)(edges[i].value - 1); /* the last valid value decodes */
+        fix_crc(c, len);
+        tern_program q;
+        CHECK_MSG(tern_program_decode(c, len, &q, &err) == TERN_OK, "value %u at offset %zu: %s",
+                  edges[i].value - 1, edges[i].off, err.msg);
+        tern_program_free(&q);
+    }
     /* Engine mask: an opcode the table does not allow on the record's engine. */
     memcpy(c, b, len);
     c[r1] = TERN_OP_MULTIPLY_MOVING;
@@ -322,19 +351,21 @@ static void test_field_errors(void)
     c[r2 + 1] = 0;
     c[r2 + 3] = TERN_CMP_COUNT;
     fix_crc(c, len);
-    snprintf(want, sizeof want, "offset %zu: instruction 0 (sync stream): op0 7: comparison unknown", r2 + 3);
+    snprintf(want, sizeof want, "offset %zu: instruction 0 (sync stream): op0 %d: comparison unknown", r2 + 3,
+             TERN_CMP_COUNT);
     CHECK_STR_CONTAINS(decode_fails(c, len, &err), want);
     c[r2 + 3] = TERN_CMP_COUNT - 1;
     fix_crc(c, len);
     tern_program p;
-    CHECK(tern_program_decode(c, len, &p, &err) == TERN_OK || strstr(err.msg, "op0") == NULL);
+    CHECK_MSG(tern_program_decode(c, len, &p, &err) == TERN_OK, "branch op0 ge: %s", err.msg);
     tern_program_free(&p);
     memcpy(c, b, len);
     c[r2] = TERN_OP_DMA_COPY;
     c[r2 + 1] = 0;
     c[r2 + 3] = TERN_ALU_COUNT;
     fix_crc(c, len);
-    snprintf(want, sizeof want, "offset %zu: instruction 0 (sync stream): op0 28: ALU operator unknown", r2 + 3);
+    snprintf(want, sizeof want, "offset %zu: instruction 0 (sync stream): op0 %d: ALU operator unknown", r2 + 3,
+             TERN_ALU_COUNT);
     CHECK_STR_CONTAINS(decode_fails(c, len, &err), want);
     /* A wait value without a wait semaphore. */
     memcpy(c, b, len);
@@ -346,10 +377,13 @@ static void test_field_errors(void)
     CHECK_STR_CONTAINS(decode_fails(c, len, &err), want);
     /* dims beyond ndims must be zero. */
     memcpy(c, b, len);
+    memset(c + r1 + 36 + 56 + 24, 0, 32);
     c[r1 + 36 + 56 + 2] = 1;
     wr32(c + r1 + 36 + 56 + 24 + 8 * 3 + 4, 7);
     fix_crc(c, len);
-    snprintf(want, sizeof want, "offset %zu: instruction 1 (vector stream): operand in0: dims[1]", r1 + 36 + 56 + 32);
+    snprintf(want, sizeof want,
+             "offset %zu: instruction 1 (vector stream): operand in0: dims[3] = [0,7] set beyond ndims 1",
+             r1 + 36 + 56 + 48);
     CHECK_STR_CONTAINS(decode_fails(c, len, &err), want);
     free(b);
     free(c);

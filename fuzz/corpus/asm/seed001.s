@@ -1,0 +1,1 @@
+.semaphores 32

@@ -1,0 +1,17 @@
+.machine H
+.semaphores 32
+
+.engine tensor
+    branch extra=none[59:44781]+0xeb4e1:fp32[[-420150062,1065353216],[304959393,8388608],[78,3639881817],[280,1526405852]] op0=le imm0=462094747 op1=add imm1=961607259 func=sign rd=r51 ra=r66 rb=r57 imm_i0=791210978 imm_i1=1858132733 queue=6 flags=acc|negate|reduce|double_row|imm|s0_ap wait=s122>=2492937072 signal=s155
+
+.engine vector
+    sem_signal in2=sbuf[96:28]+0xa8766f19a454c70d:uint16[] op0=is_gt imm0=-550 op1=pow imm1=-49 func=abs rd=r201 ra=r228 rb=r9 imm_i0=-28 imm_i1=-111 queue=1 flags=rev1|reduce|s0_ap|s1_ap wait=s180>=1372132112 signal=s64
+
+.engine scalar
+    activation dst=psum[58:40895]+0x9132bdeead48d78a:int16[] in0=hbm[31311:58943:2689777250001735331]+0x45cdc+r214:int8[[-1788471499,4294967098],[-1461389403,1547633588],[-2147483647,307339933],[2147483647,2139095041]] in1=psum[43:36]+0xc9c374d985339d53:int8[[-1046566504,4294966527],[33635462,4178011942],[-113,4294967291],[-1933704486,1147882984]] in2=hbm[14:24297:-1426709296024417232]+0x3414f6da728dfd2:fp8_e5m2[[-5,827],[1075838976,63],[2017489176,756],[-632565572,8388607]] extra=psum[16:39]+0x8000000000000000:uint8[[1075838976,213]] op0=rsqrt imm0=-1.0 op1=abs imm1=-597.762146 func=silu rd=r228 ra=r154 rb=r115 imm_i0=-8388608 imm_i1=-2147483647 queue=7 flags=acc|rev0|rev1|reduce|s1_ap signal=s3
+
+.engine gpsimd
+    tensor_tensor dst=psum[27642:27]+0x8000000000000000:int16[[-251827141,3761000321],[-138285753,6974759]] in1=psum[24129:33863]+0x20b819c36c75504c:uint32[[-938891119,1],[844278050,3293217341],[1065353216,2219368621]] in2=none[50:125]+0x293756556ec9cff3:fp8_e5m2[[-631,814],[2139095039,2204815213]] op0=logical_and imm0=-1.19737729e-06 op1=add imm1=0.333333343 func=reciprocal rd=r193 ra=r171 rb=r59 imm_i0=-1328132238 imm_i1=1266679809 queue=5 flags=acc|rev0|rev1|negate|reduce|s0_ap|s1_ap signal=s152
+
+.engine sync
+    halt in1=hbm[29058:34874]+0xe53bf6dbbb8a27e7:int8[[1,2139095039],[293,1687960281],[-301,219],[464906938,2147483648]] in2=sbuf[85:36]+0xffffffffffffffff:fp8_e5m2[[-1082130432,2139095039],[1087377114,2235576786]] op0=is_le imm0=1811646541 op1=min imm1=2133764192 func=reciprocal rd=r239 ra=r29 rb=r249 imm_i0=1841740753 imm_i1=-1477977882 queue=11 flags=acc|rev0|negate|reduce|imm|s0_ap

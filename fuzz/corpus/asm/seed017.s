@@ -1,0 +1,10 @@
+.semaphores 32
+
+.engine tensor
+    transpose_pe dst=psum[4869:47752]+0x3bdd79705088559a:fp8_e5m2[[1111160202,2936113783],[0,2147483647],[603970278,4294966801]] in0=psum[80:80]+0xa9ab614afc61fa5b:tf32[[-13373286,4294966885],[-967546802,3760455281]] in2=none[60879:128]+0xac17e:int16[[1,1065353216],[-869,4286578688],[-444594287,1586472215]] extra=none[9:54728]+0x442c5:fp8_e4m3_neuron[] op0=average imm0=0.330536336 op1=mult imm1=-3.40282347e+38 func=erf rd=r225 ra=r128 rb=r232 imm_i0=-2107598933 imm_i1=-708 queue=13 flags=negate|double_row|s1_ap wait=s15>=2503719277 signal=s219
+
+.engine scalar
+    barrier in1=hbm[55919:103:119216]+0x8000000000000000:uint32[[115414788,2147483649]] in2=sbuf[25257:23]+0xc3534:fp8_e4m3_neuron[[1889599301,5]] wait=s38>=3282718490 signal=s87
+
+.engine gpsimd
+    nop in1=sbuf[114:69:-1]+0x6668e:uint16[[2139095041,1859780441]] in2=psum[15707:38511]+0xa46a2:int16[[2143289345,750],[-771432531,4172773301],[-251,4172723325]] op0=pow imm0=-617 op1=bitwise_or imm1=1912350634 func=gelu_apprx_tanh rd=r14 ra=r252 rb=r15 imm_i0=1085389632 imm_i1=-1390988733 queue=14 flags=acc|negate|imm
