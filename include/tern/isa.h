@@ -166,16 +166,39 @@ typedef struct {
     size_t count, capacity;
 } tern_stream;
 
+/* A named HBM tensor of the program's interface (kernel inputs and outputs), so a saved program can be bound
+ * and read back without its source. */
+#define TERN_TENSOR_NAME_MAX 48
+typedef enum { TERN_TENSOR_INPUT = 0, TERN_TENSOR_OUTPUT, TERN_TENSOR_SCRATCH, TERN_TENSOR_KIND_COUNT } tern_tensor_kind;
+typedef struct {
+    char name[TERN_TENSOR_NAME_MAX]; /* [A-Za-z0-9_.-], 1..47 characters */
+    uint8_t kind;                    /* tern_tensor_kind */
+    uint8_t dtype;                   /* tern_dtype */
+    uint8_t ndims;                   /* 1..4 */
+    uint64_t shape[TERN_AP_MAX_DIMS];
+    uint64_t hbm_addr;
+} tern_program_tensor;
+
 typedef struct tern_program {
     char machine[64];     /* the core it was built for (machine name), informative */
     uint32_t num_semaphores;
     tern_stream streams[TERN_ENGINE_COUNT];
+    tern_program_tensor *tensors;
+    size_t num_tensors, tensors_capacity;
 } tern_program;
 
 void tern_program_init(tern_program *p);
 void tern_program_free(tern_program *p);
 tern_status tern_program_append(tern_program *p, const tern_instr *ins, tern_error *err);
 size_t tern_program_instr_count(const tern_program *p);
+/* Declare an interface tensor (name unique, fields in range). */
+tern_status tern_program_add_tensor(tern_program *p, const tern_program_tensor *t, tern_error *err);
+const tern_program_tensor *tern_program_find_tensor(const tern_program *p, const char *name);
+/* Bytes the tensor occupies (elements x dtype size). */
+uint64_t tern_program_tensor_bytes(const tern_program_tensor *t);
+const char *tern_tensor_kind_name(tern_tensor_kind k); /* "input", "output", "scratch" */
+/* Check a tensor's fields; 0 if fine, else writes the reason. */
+int tern_program_tensor_check(const tern_program_tensor *t, char *why, size_t why_len);
 
 /* ---- binary encoding (versioned; see docs/isa.md) ---- */
 #define TERN_PROGRAM_MAGIC "TERNPRG1"

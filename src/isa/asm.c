@@ -233,6 +233,19 @@ tern_status tern_program_disasm(const tern_program *p, char **out, tern_error *e
     if (p->machine[0])
         sb_printf(&b, ".machine %s\n", p->machine);
     sb_printf(&b, ".semaphores %" PRIu32 "\n", p->num_semaphores);
+    for (size_t t = 0; t < p->num_tensors; t++) {
+        const tern_program_tensor *pt = &p->tensors[t];
+        char why[160];
+        if (tern_program_tensor_check(pt, why, sizeof why)) {
+            free(b.p);
+            return tern_error_set(err, TERN_ERR_INVALID, "program disasm: tensor %zu: %s", t, why);
+        }
+        sb_printf(&b, ".tensor %s %s %s [", pt->name, tern_tensor_kind_name((tern_tensor_kind)pt->kind),
+                  tern_dtype_name((tern_dtype)pt->dtype));
+        for (unsigned d = 0; d < pt->ndims; d++)
+            sb_printf(&b, "%s%" PRIu64, d ? "," : "", pt->shape[d]);
+        sb_printf(&b, "] @0x%" PRIx64 "\n", pt->hbm_addr);
+    }
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
         const tern_stream *s = &p->streams[e];
         if (!s->count)
@@ -808,6 +821,72 @@ static tern_status read_instr(lexer *L, int engine, tern_program *out)
     return TERN_OK;
 }
 
+/* .tensor NAME KIND DTYPE [d0,d1,...] @ADDR */
+static tern_status read_tensor_directive(lexer *L, tern_program *out)
+{
+    char buf[64];
+    tern_status st;
+    tern_program_tensor t;
+    memset(&t, 0, sizeof t);
+    skip_space(L);
+    const char *ns = L->p;
+    size_t nlen = 0;
+    while (is_ident(ns[nlen]) || ns[nlen] == '.' || ns[nlen] == '-')
+        nlen++;
+    if (nlen == 0 || nlen >= TERN_TENSOR_NAME_MAX)
+        return perr(L, ns, TERN_ERR_PARSE, ".tensor: expected a name of 1..%d characters [A-Za-z0-9_.-], got '%s'",
+                    TERN_TENSOR_NAME_MAX - 1, show(ns, value_len(ns), buf, sizeof buf));
+    memcpy(t.name, ns, nlen);
+    L->p = ns + nlen;
+    if ((st = end_of_value(L, ".tensor name")))
+        return st;
+    skip_space(L);
+    const char *ks = L->p;
+    char kind[48];
+    read_ident(L, kind, sizeof kind);
+    unsigned k = 0;
+    while (k < TERN_TENSOR_KIND_COUNT && strcmp(kind, tern_tensor_kind_name((tern_tensor_kind)k)))
+        k++;
+    if (k == TERN_TENSOR_KIND_COUNT)
+        return perr(L, ks, TERN_ERR_NOT_FOUND, ".tensor %s: unknown kind '%s' (valid: input, output, scratch)", t.name,
+                    show(ks, value_len(ks), buf, sizeof buf));
+    t.kind = (uint8_t)k;
+    skip_space(L);
+    if ((st = read_dtype(L, &t.dtype)))
+        return st;
+    skip_space(L);
+    if ((st = expect(L, '[', "before the tensor shape")))
+        return st;
+    for (;;) {
+        if (t.ndims == TERN_AP_MAX_DIMS)
+            return perr(L, L->p, TERN_ERR_RANGE, ".tensor %s: more than %d dimensions", t.name, TERN_AP_MAX_DIMS);
+        uint64_t d;
+        if ((st = read_uint(L, UINT32_MAX, &d, "tensor dimension")))
+            return st;
+        if (d == 0)
+            return perr(L, L->p, TERN_ERR_RANGE, ".tensor %s: dimension %u has size 0", t.name, t.ndims);
+        t.shape[t.ndims++] = d;
+        if (*L->p == ',') {
+            L->p++;
+            continue;
+        }
+        if ((st = expect(L, ']', "after the tensor shape")))
+            return st;
+        break;
+    }
+    skip_space(L);
+    if ((st = expect(L, '@', "before the tensor's HBM address")))
+        return st;
+    if ((st = read_uint(L, UINT64_MAX, &t.hbm_addr, "HBM address")))
+        return st;
+    if ((st = end_of_value(L, ".tensor")))
+        return st;
+    tern_error e2;
+    if (tern_program_add_tensor(out, &t, &e2))
+        return perr(L, ns, e2.code, "%s", e2.msg);
+    return TERN_OK;
+}
+
 static tern_status read_directive(lexer *L, int *engine, tern_program *out)
 {
     const char *s = L->p;
@@ -864,9 +943,11 @@ static tern_status read_directive(lexer *L, int *engine, tern_program *out)
                         show(es, en ? en : value_len(es), buf, sizeof buf));
         return end_of_value(L, ".engine");
     }
-    if (n && (!strcmp(id, "machine") || !strcmp(id, "semaphores") || !strcmp(id, "engine")))
+    if (!strcmp(id, "tensor") && is_space(*L->p))
+        return read_tensor_directive(L, out);
+    if (n && (!strcmp(id, "machine") || !strcmp(id, "semaphores") || !strcmp(id, "engine") || !strcmp(id, "tensor")))
         return perr(L, L->p, TERN_ERR_PARSE, ".%s: expected a value after the directive", id);
-    return perr(L, s, TERN_ERR_PARSE, "unknown directive '%s' (valid: .machine, .semaphores, .engine)",
+    return perr(L, s, TERN_ERR_PARSE, "unknown directive '%s' (valid: .machine, .semaphores, .tensor, .engine)",
                 show(s, value_len(s), buf, sizeof buf));
 }
 

@@ -17,6 +17,7 @@
 #define ISA_AP_RECORD_BASE 36u
 #define ISA_MACHINE_FIELD 64u
 #define ISA_QUEUE_COUNT 16u
+#define ISA_TENSOR_RECORD_SIZE 96u
 #define ISA_FLAGS_KNOWN 0x1FFu
 
 /* Operand slot names in tern_instr.ap order: "dst", "in0", "in1", "in2", "extra". */

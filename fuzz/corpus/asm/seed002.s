@@ -1,4 +1,7 @@
 .semaphores 3359303752
+.tensor aoo-eq scratch uint8 [2183,1261988079,2098] @0xb90e1
+.tensor b_J953qj7je scratch uint32 [3252,1522] @0xf3073
+.tensor cqdJ input int32 [3699,2018,231] @0x465f6
 
 .engine tensor
     sem_wait dst=psum[63171:38948]+0:uint16[] in0=none[121:47758]+0x48c91503030c9e1f:fp8_e4m3[[-2147483647,3142890191],[-463979488,4248367153],[433354256,1643936558],[-1748058929,2147483647]] in1=sbuf[973:33463]+0:uint8[] op0=is_gt imm0=473366004 op1=bitwise_or imm1=-655 func=gelu rd=r248 ra=r241 rb=r182 imm_i0=-8388608 imm_i1=1543584189 queue=13 flags=negate|reduce|double_row|s0_ap|s1_ap

@@ -1,8 +1,7 @@
-.machine 3QolLiRlq58c4xKyadg
-.semaphores 32
+.semaphores 4294966789
+.tensor an scratch int16 [2342016813,351,4606] @0xbb36ee9af27c3181
+.tensor ba3 scratch fp16 [1851,576522937] @0x0
+.tensor cX-KX0ZNkBJLLYCKsqhkT-u_1sg3Bh input uint8 [2554] @0x60091
 
-.engine scalar
-    sem_signal dst=none[15919:24:2447832033088879090]+0xeae771f9bf2cf643+r72:fp32[[34124404,1],[868741700,8388608],[-751381744,0],[-394,1142004004]] in0=hbm[31218:40]+0xd57fd:int32[[1036831949,2075856994]] in1=hbm[27443:57909]+0xe24e2:fp8_e4m3_neuron[[-78,4294966319],[-1831774032,2034269414]] in2=sbuf[25678:9438]+0x8de81aa41b2bbbf7:int32[[-2099664564,558168095]] op0=subtract imm0=1036831949 op1=divide imm1=-763 func=log rd=r75 ra=r163 rb=r128 imm_i0=1361452029 imm_i1=-520 queue=10 flags=rev1|negate|reduce|imm wait=s223>=1015454868 signal=s60
-
-.engine sync
-    sem_signal in2=psum[114:118:2421569288266367909]+0x31bfe+r31:fp16[[350,264]] op0=shift_right imm0=-545 op1=logical_xor imm1=8388608 func=sign rd=r87 ra=r216 rb=r244 imm_i0=-680514753 imm_i1=1487954069 queue=5 flags=acc|reduce|imm|s0_ap
+.engine vector
+    dma_copy dst=psum[97:66:-5227219928693743244]+0x715da2bf9fec66b1:uint8[[-328355842,2981851376],[-673645537,4294966415]] in2=sbuf[103:24341]+0x22357:fp16[[2139095040,2143289345],[2143289345,4294966913],[-809698086,4294966332],[-814966044,255830996]] extra=psum[35120:34926:2569212705667739561]+0xbf7b5d5f3b269a35:int16[[1745338600,1833193385]] op0=abs_max imm0=0xffc00000 op1=mult imm1=2.27596811e+34 func=reciprocal rd=r135 ra=r77 rb=r162 imm_i0=-64 imm_i1=-2129735885 queue=14 flags=acc|rev0|rev1|double_row|s1_ap wait=s149>=4290772992 signal=s166

@@ -9,7 +9,9 @@
     reg_set rd=r1 imm_i0=0x5
     branch op0=lt ra=r1 imm_i1=10 imm_i0=3 flags=imm#loop
 .engine vector
-    memset dst=psum[0:1]+0:int32[[1,1]] imm0=0x7fc00001
+    memset dst=psum[0:1]+0:fp32[[1,1]] imm0=0x7fc00001
+    memset imm0=7 dst=sbuf[0:1]+0:int32[[1,1]]
+    tensor_scalar imm0=255 op0=bitwise_and imm1=-2 dst=sbuf[0:1]+0:int32[[1,1]]
     iota dst=sbuf[0:128]+0:int32[[1,8]] imm0=-3
 .engine act
     activation dst=sbuf[0:128]+0+r3:fp32[[1,64],[-64,2]] in0=sbuf[0:128]+0:fp32[] func=gelu imm0=1 flags=reduce|s0_ap
