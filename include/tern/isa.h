@@ -215,6 +215,13 @@ tern_status tern_program_disasm(const tern_program *p, char **out, tern_error *e
 /* Parse assembly; errors name the line and column. */
 tern_status tern_program_asm(const char *text, tern_program *out, tern_error *err);
 
+/* ---- files ---- */
+/* Save as assembly text when the path ends in .s or .tasm, else in the binary format. */
+tern_status tern_program_save_file(const tern_program *p, const char *path, tern_error *err);
+/* Load a binary program (recognised by its magic) or assembly text. */
+tern_status tern_program_load_file(const char *path, tern_program *out, tern_error *err);
+tern_status tern_program_copy(tern_program *dst, const tern_program *src, tern_error *err);
+
 /* ---- comparison and self-check ---- */
 /* 1 when a and b are the same program field by field; otherwise 0 and, if why is given, where they differ. */
 int tern_program_equal(const tern_program *a, const tern_program *b, char *why, size_t why_len);

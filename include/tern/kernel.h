@@ -153,6 +153,16 @@ uint64_t tern_kernel_hbm_bytes(const tern_kernel *k);
 /* Peak SBUF/PSUM bytes per partition in use. */
 uint64_t tern_kernel_sbuf_peak(const tern_kernel *k);
 
+/* ---- programs on disk ---- */
+/* Save the program with its interface tensors: assembly text if the path ends in .s, else the binary format. */
+tern_status tern_kernel_save(const tern_kernel *k, const char *path, tern_error *err);
+/* A kernel around an existing program (saved, assembled or decoded): its interface tensors can be written and
+ * read and it can run; it cannot be extended. */
+tern_status tern_kernel_from_program(const tern_core_config *cfg, const tern_program *prog, tern_kernel **out,
+                                     tern_error *err);
+/* Load a program file (binary or assembly) as a kernel. */
+tern_status tern_kernel_open(const tern_core_config *cfg, const char *path, tern_kernel **out, tern_error *err);
+
 /* ---- running ---- */
 /* Write host data (in the tensor's dtype, row-major) to a named input; read an output likewise. */
 tern_status tern_kernel_write(const tern_kernel *k, tern_core *core, const char *name, const void *data, size_t bytes,

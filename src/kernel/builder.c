@@ -126,10 +126,17 @@ static int new_region(tern_kernel *k)
 
 /* ---- HBM tensors ---- */
 
+static int sealed(tern_kernel *k, const char *what)
+{
+    if (k->sealed)
+        kfail(k, TERN_ERR_INVALID, "%s: this kernel was loaded from a program and cannot be extended", what);
+    return k->sealed;
+}
+
 tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind kind, tern_dtype dt, unsigned ndims,
                                  const uint64_t *shape)
 {
-    if (k->failed)
+    if (k->failed || sealed(k, "tensor"))
         return kview_invalid();
     if (dt >= TERN_DTYPE_COUNT) {
         kfail(k, TERN_ERR_INVALID, "tensor '%s': unknown dtype %d", name, (int)dt);
@@ -162,6 +169,22 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
         kfail(k, TERN_ERR_RANGE, "tensor '%s': %llu bytes do not fit in HBM (%llu of %llu bytes used)", name,
               (unsigned long long)bytes, (unsigned long long)k->hbm_next, (unsigned long long)k->cfg.hbm_bytes);
         return kview_invalid();
+    }
+    {
+        /* The program carries its interface, so a saved program can be bound without this builder. */
+        tern_program_tensor pt;
+        memset(&pt, 0, sizeof pt);
+        snprintf(pt.name, sizeof pt.name, "%s", name);
+        pt.kind = (uint8_t)kind;
+        pt.dtype = (uint8_t)dt;
+        pt.ndims = (uint8_t)ndims;
+        memcpy(pt.shape, shape, ndims * sizeof *shape);
+        pt.hbm_addr = k->hbm_next;
+        tern_error e2;
+        if (tern_program_add_tensor(&k->prog, &pt, &e2)) {
+            kfail(k, e2.code, "%s", e2.msg);
+            return kview_invalid();
+        }
     }
     if (k->nio == k->cap_io) {
         size_t cap = k->cap_io ? k->cap_io * 2 : 8;
@@ -238,7 +261,7 @@ tern_view tern_kernel_output2d(tern_kernel *k, const char *name, tern_dtype dt, 
 tern_view tern_kernel_tile(tern_kernel *k, tern_mem mem, tern_dtype dt, uint32_t partitions, unsigned nfree,
                            const uint32_t *free_shape, const char *name)
 {
-    if (k->failed)
+    if (k->failed || sealed(k, "tile"))
         return kview_invalid();
     name = name ? name : "tile";
     if (mem != TERN_MEM_SBUF && mem != TERN_MEM_PSUM) {
@@ -436,7 +459,7 @@ static void add_wait(uint32_t *need, unsigned j, uint32_t count)
 void tern_kernel_emit(tern_kernel *k, const tern_instr *ins_in, const tern_view *reads, unsigned nreads,
                       const tern_view *writes, unsigned nwrites)
 {
-    if (k->failed)
+    if (k->failed || sealed(k, tern_opcode_get((tern_opcode)ins_in->opcode) ? tern_opcode_get((tern_opcode)ins_in->opcode)->name : "instruction"))
         return;
     for (unsigned i = 0; i < nreads; i++)
         if (!kview_ok(k, &reads[i], tern_opcode_get((tern_opcode)ins_in->opcode)->name))
@@ -626,4 +649,77 @@ tern_status tern_kernel_run(const tern_kernel *k, tern_core *core, tern_run_stat
     if (st)
         return st;
     return tern_core_run(core, &k->prog, stats, err);
+}
+
+/* ---- programs on disk ---- */
+
+tern_status tern_kernel_save(const tern_kernel *k, const char *path, tern_error *err)
+{
+    tern_status st = tern_kernel_status(k, err);
+    if (st)
+        return st;
+    return tern_program_save_file(&k->prog, path, err);
+}
+
+tern_status tern_kernel_from_program(const tern_core_config *cfg, const tern_program *prog, tern_kernel **out,
+                                     tern_error *err)
+{
+    *out = NULL;
+    tern_kernel *k = NULL;
+    tern_status st = tern_kernel_create(cfg, prog->machine[0] ? prog->machine : "program", &k, err);
+    if (st)
+        return st;
+    tern_program_free(&k->prog);
+    if ((st = tern_program_copy(&k->prog, prog, err))) {
+        tern_program_init(&k->prog);
+        tern_kernel_free(k);
+        return st;
+    }
+    for (size_t t = 0; t < prog->num_tensors; t++) {
+        const tern_program_tensor *pt = &prog->tensors[t];
+        if (k->nio == k->cap_io) {
+            size_t cap = k->cap_io ? k->cap_io * 2 : 8;
+            tern_kio *io = realloc(k->io, cap * sizeof *io);
+            if (!io) {
+                tern_kernel_free(k);
+                return tern_error_set(err, TERN_ERR_NOMEM, "kernel from program: out of memory");
+            }
+            k->io = io;
+            k->cap_io = cap;
+        }
+        tern_kio *io = &k->io[k->nio++];
+        memset(io, 0, sizeof *io);
+        snprintf(io->name, sizeof io->name, "%s", pt->name);
+        io->kind = (tern_kio_kind)pt->kind;
+        io->dtype = (tern_dtype)pt->dtype;
+        io->ndims = pt->ndims;
+        memcpy(io->shape, pt->shape, sizeof pt->shape);
+        io->hbm_addr = pt->hbm_addr;
+        io->bytes = tern_program_tensor_bytes(pt);
+        if (io->hbm_addr > cfg->hbm_bytes || io->bytes > cfg->hbm_bytes - io->hbm_addr) {
+            tern_kernel_free(k);
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "kernel from program: tensor '%s' at 0x%llx (%llu bytes) does not fit the %llu bytes "
+                                  "of HBM of %s",
+                                  pt->name, (unsigned long long)pt->hbm_addr, (unsigned long long)io->bytes,
+                                  (unsigned long long)cfg->hbm_bytes, cfg->name);
+        }
+        if (io->hbm_addr + io->bytes > k->hbm_next)
+            k->hbm_next = io->hbm_addr + io->bytes;
+    }
+    k->sealed = 1;
+    *out = k;
+    return TERN_OK;
+}
+
+tern_status tern_kernel_open(const tern_core_config *cfg, const char *path, tern_kernel **out, tern_error *err)
+{
+    *out = NULL;
+    tern_program p;
+    tern_status st = tern_program_load_file(path, &p, err);
+    if (st)
+        return st;
+    st = tern_kernel_from_program(cfg, &p, out, err);
+    tern_program_free(&p);
+    return st;
 }

@@ -53,6 +53,7 @@ struct tern_kernel {
     char name[64];
     tern_program prog;
     int failed;
+    int sealed; /* loaded from a program: runs, but cannot be extended */
     tern_error err;
     kregion *regions;
     size_t nregions, cap_regions;
