@@ -697,12 +697,13 @@ tern_status tern_kernel_from_program(const tern_core_config *cfg, const tern_pro
         io->hbm_addr = pt->hbm_addr;
         io->bytes = tern_program_tensor_bytes(pt);
         if (io->hbm_addr > cfg->hbm_bytes || io->bytes > cfg->hbm_bytes - io->hbm_addr) {
+            tern_error_set(err, TERN_ERR_RANGE,
+                           "kernel from program: tensor '%s' at 0x%llx (%llu bytes) does not fit the %llu bytes of HBM "
+                           "of %s",
+                           pt->name, (unsigned long long)pt->hbm_addr, (unsigned long long)io->bytes,
+                           (unsigned long long)cfg->hbm_bytes, cfg->name);
             tern_kernel_free(k);
-            return tern_error_set(err, TERN_ERR_RANGE,
-                                  "kernel from program: tensor '%s' at 0x%llx (%llu bytes) does not fit the %llu bytes "
-                                  "of HBM of %s",
-                                  pt->name, (unsigned long long)pt->hbm_addr, (unsigned long long)io->bytes,
-                                  (unsigned long long)cfg->hbm_bytes, cfg->name);
+            return TERN_ERR_RANGE;
         }
         if (io->hbm_addr + io->bytes > k->hbm_next)
             k->hbm_next = io->hbm_addr + io->bytes;
