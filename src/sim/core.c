@@ -87,6 +87,8 @@ void tern_core_free(tern_core *core)
     free(core->stat_pairs);
     free(core->mov_pairs);
     free(core->u16_scratch);
+    for (int i = 0; i < MOV_CACHE_ENTRIES; i++)
+        free(core->mov_cache[i].pairs);
     pool_free(core->pool);
     for (int i = 0; i < 6; i++)
         free(core->scratch[i]);
@@ -207,6 +209,8 @@ static tern_status onchip_copy(tern_core *c, tern_mem mem, uint32_t partition, u
 tern_status tern_core_onchip_write(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset,
                                    const void *src, size_t bytes, tern_error *err)
 {
+    if (mem == TERN_MEM_SBUF && core->mov_cache_live)
+        sbuf_range_written(core, partition, 1, (int64_t)offset, (int64_t)(offset + bytes));
     return onchip_copy(core, mem, partition, offset, (void *)src, bytes, 1, err);
 }
 
@@ -526,6 +530,7 @@ tern_status ap_scatter_f32(tern_core *core, tern_engine e, const tern_ap *ap, co
     r.opts.overflow = TERN_OVERFLOW_INF;
     r.opts.seed = core->opts.seed ^ (sr_stream * 0x9E3779B97F4A7C15ull);
     psum_mark(core, ap, 0);
+    sbuf_written(core, e, ap);
     return ap_walk(core, e, ap, scatter_f32_run, &r, err);
 }
 
@@ -556,6 +561,7 @@ tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, co
     r.es = tern_dtype_size(r.dt);
     r.ci = in;
     psum_mark(core, ap, 0);
+    sbuf_written(core, e, ap);
     return ap_walk(core, e, ap, scatter_i32_run, &r, err);
 }
 
@@ -599,3 +605,104 @@ int psum_is_matmul_group(const tern_core *core, const tern_ap *ap)
 }
 
 uint64_t sr_stream_of(const exec_ctx *cx) { return ((uint64_t)cx->engine << 56) ^ cx->seq; }
+
+/* ---- raw byte moves (same-dtype copies: DMA, tensor_copy) ---- */
+
+typedef struct {
+    size_t es;
+    uint8_t *buf;       /* dense bytes */
+    const uint8_t *cbuf;
+} raw_ctx;
+
+static tern_status gather_raw_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
+                                  size_t dense, tern_error *err)
+{
+    raw_ctx *r = vctx;
+    uint8_t *dst = r->buf + dense * r->es;
+    if (ptr) {
+        if (step == 1)
+            memcpy(dst, ptr, (size_t)count * r->es);
+        else
+            for (uint32_t k = 0; k < count; k++)
+                memcpy(dst + k * r->es, ptr + (int64_t)k * step * (int64_t)r->es, r->es);
+        return TERN_OK;
+    }
+    if (step == 1)
+        return hbm_copy(c, addr, dst, (size_t)count * r->es, 0, err);
+    for (uint32_t k = 0; k < count; k++) {
+        tern_status st = hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)r->es), dst + k * r->es, r->es, 0, err);
+        if (st)
+            return st;
+    }
+    return TERN_OK;
+}
+
+static tern_status scatter_raw_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
+                                   size_t dense, tern_error *err)
+{
+    raw_ctx *r = vctx;
+    const uint8_t *src = r->cbuf + dense * r->es;
+    if (ptr) {
+        if (step == 1)
+            memcpy(ptr, src, (size_t)count * r->es);
+        else
+            for (uint32_t k = 0; k < count; k++)
+                memcpy(ptr + (int64_t)k * step * (int64_t)r->es, src + k * r->es, r->es);
+        return TERN_OK;
+    }
+    if (step == 1)
+        return hbm_copy(c, addr, (void *)src, (size_t)count * r->es, 1, err);
+    for (uint32_t k = 0; k < count; k++) {
+        tern_status st =
+            hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)r->es), (void *)(src + k * r->es), r->es, 1, err);
+        if (st)
+            return st;
+    }
+    return TERN_OK;
+}
+
+tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err)
+{
+    size_t es = tern_dtype_size((tern_dtype)src->dtype);
+    TERN_ASSERT(es == tern_dtype_size((tern_dtype)dst->dtype));
+    size_t n = (size_t)src->num_partitions * (size_t)tern_ap_free_elems(src);
+    float *buf = core_scratch(core, 5, (n * es + 3) / 4);
+    if (!buf)
+        return tern_error_set(err, TERN_ERR_NOMEM, "copy: out of host memory for %zu elements", n);
+    raw_ctx r = {es, (uint8_t *)(void *)buf, (const uint8_t *)(void *)buf};
+    tern_status st = ap_walk(core, e, src, gather_raw_run, &r, err);
+    if (st)
+        return st;
+    psum_mark(core, dst, 0);
+    sbuf_written(core, e, dst);
+    return ap_walk(core, e, dst, scatter_raw_run, &r, err);
+}
+
+/* ---- the packed-moving-operand cache: entries die when SBUF under them is written ---- */
+
+void sbuf_written(tern_core *core, tern_engine e, const tern_ap *ap)
+{
+    if (ap->mem != TERN_MEM_SBUF || !core->mov_cache_live)
+        return;
+    int64_t lo, hi;
+    ap_extent(ap, &lo, &hi);
+    size_t es = tern_dtype_size((tern_dtype)ap->dtype);
+    int64_t reg = ap_reg_offset(core, e, ap);
+    int64_t b0 = (int64_t)ap->offset + (reg + lo) * (int64_t)es, b1 = (int64_t)ap->offset + (reg + hi + 1) * (int64_t)es;
+    sbuf_range_written(core, ap->start_partition, ap->num_partitions, b0, b1);
+}
+
+void sbuf_range_written(tern_core *core, uint32_t p0, uint32_t np, int64_t b0, int64_t b1)
+{
+    for (int i = 0; i < MOV_CACHE_ENTRIES; i++) {
+        mov_cache_entry *m = &core->mov_cache[i];
+        if (!m->valid)
+            continue;
+        int parts_overlap = p0 < m->start + m->parts && m->start < p0 + np;
+        int bytes_overlap = b0 < (int64_t)(m->offset + m->bytes) && (int64_t)m->offset < b1;
+        if (parts_overlap && bytes_overlap) {
+            m->valid = 0;
+            core->mov_cache_live--;
+        }
+    }
+}

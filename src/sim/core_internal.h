@@ -14,6 +14,18 @@
 /* PSUM bank bookkeeping for accumulation groups (per partition, per bank). */
 enum { PSUM_BANK_UNTOUCHED = 0, PSUM_BANK_MATMUL = 1, PSUM_BANK_OTHER = 2 };
 
+/* A moving operand already packed as bf16 pairs (matmul.c), valid until SBUF under it is written. */
+#define MOV_CACHE_ENTRIES 8
+typedef struct {
+    int valid;
+    uint32_t start, parts; /* partitions */
+    uint64_t offset, bytes; /* byte range in each partition */
+    uint32_t K, N;
+    uint32_t *pairs;
+    size_t cap;
+    uint64_t last_use;
+} mov_cache_entry;
+
 struct tern_core {
     tern_core_config cfg;
     tern_core_options opts;
@@ -37,6 +49,9 @@ struct tern_core {
     uint16_t *u16_scratch;
     size_t u16_cap;
     struct tern_pool *pool; /* created on first use */
+    mov_cache_entry mov_cache[MOV_CACHE_ENTRIES];
+    int mov_cache_live;   /* valid entries */
+    uint64_t mov_cache_tick;
     /* Scratch buffers for dense operands, grown on demand. */
     float *scratch[6];
     size_t scratch_cap[6];
@@ -76,6 +91,12 @@ tern_status ap_scatter_f32(tern_core *core, tern_engine e, const tern_ap *ap, co
                            tern_error *err);
 /* Write integers; float destinations get (float)value, integer destinations wrap to their width. */
 tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, const int32_t *in, tern_error *err);
+
+/* Copy the elements of src to dst bit for bit (same element size), in dense order. */
+tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err);
+/* Invalidate cached data derived from SBUF bytes an AP (or a raw range) is about to change. */
+void sbuf_written(tern_core *core, tern_engine e, const tern_ap *ap);
+void sbuf_range_written(tern_core *core, uint32_t p0, uint32_t np, int64_t b0, int64_t b1);
 
 /* Mark PSUM banks touched by an AP as written by a matmul or by another engine. */
 void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul);

@@ -59,6 +59,8 @@ static tern_status dyn_bounds(tern_core *core, const exec_ctx *cx, const tern_in
 /* Copy src -> dst: exact integers through int32, floats through fp32 (exact for same-dtype floats). */
 static tern_status copy_ap(tern_core *core, const exec_ctx *cx, const tern_ap *dst, const tern_ap *src, tern_error *err)
 {
+    if (src->dtype == dst->dtype) /* same dtype: the exact bits, at memcpy speed */
+        return ap_copy_raw(core, cx->engine, dst, src, err);
     size_t n = (size_t)ap_elems(src);
     float *buf = core_scratch(core, 3, n);
     if (!buf)

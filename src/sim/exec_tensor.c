@@ -233,6 +233,45 @@ static void stationary_f32(tern_core *core)
     core->stat_f32 = 1;
 }
 
+/* The cache entry for a moving operand at (partition, K rows, byte offset, N): a valid one (*hit = 1), or a free or
+ * least-recently-used one made ready to be filled (*hit = 0); NULL if no memory. */
+static mov_cache_entry *mov_cache_slot(tern_core *core, uint32_t start, uint32_t K, uint64_t off, uint32_t N, int *hit)
+{
+    mov_cache_entry *victim = NULL;
+    core->mov_cache_tick++;
+    for (int i = 0; i < MOV_CACHE_ENTRIES; i++) {
+        mov_cache_entry *m = &core->mov_cache[i];
+        if (m->valid && m->start == start && m->parts == K && m->offset == off && m->N == N && m->K == K) {
+            m->last_use = core->mov_cache_tick;
+            *hit = 1;
+            return m;
+        }
+        if (!victim || (!m->valid && victim->valid) || (m->valid == victim->valid && m->last_use < victim->last_use))
+            victim = m;
+    }
+    size_t npairs = (size_t)(K + 1) / 2 * N;
+    if (victim->cap < npairs) {
+        uint32_t *p = realloc(victim->pairs, npairs * sizeof *p);
+        if (!p)
+            return NULL;
+        victim->pairs = p;
+        victim->cap = npairs;
+    }
+    if (victim->valid) {
+        victim->valid = 0;
+        core->mov_cache_live--;
+    }
+    victim->start = start;
+    victim->parts = K;
+    victim->offset = off;
+    victim->bytes = (uint64_t)N * 2;
+    victim->K = K;
+    victim->N = N;
+    victim->last_use = core->mov_cache_tick;
+    *hit = 0;
+    return victim;
+}
+
 static tern_pool *core_pool(tern_core *core)
 {
     if (!core->pool)
@@ -290,14 +329,26 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                 rows = bf16_rows(core, cx, a, K, N, x, &stride);
             }
             size_t npairs = (size_t)(K + 1) / 2 * N;
-            if (rows && core->mov_pairs_cap < npairs) {
-                uint32_t *p = realloc(core->mov_pairs, npairs * sizeof *p);
-                if (p) {
-                    core->mov_pairs = p;
-                    core->mov_pairs_cap = npairs;
-                }
+            /* Straight from SBUF: a moving operand packed before (and not written since) is reused. */
+            mov_cache_entry *slot = NULL;
+            int cached = 0;
+            if (rows && !have_x) {
+                uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
+                slot = mov_cache_slot(core, a->start_partition, K, off, N, &cached);
             }
-            if (rows && core->mov_pairs_cap >= npairs) {
+            uint32_t *pairs_buf = slot ? slot->pairs : NULL;
+            if (rows && !slot) {
+                if (core->mov_pairs_cap < npairs) {
+                    uint32_t *p = realloc(core->mov_pairs, npairs * sizeof *p);
+                    if (p) {
+                        core->mov_pairs = p;
+                        core->mov_pairs_cap = npairs;
+                    }
+                }
+                if (core->mov_pairs_cap >= npairs)
+                    pairs_buf = core->mov_pairs;
+            }
+            if (rows && pairs_buf) {
                 size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
                 int64_t reg = ap_reg_offset(core, cx->engine, d);
                 bf16_job job;
@@ -305,7 +356,8 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                 job.s = core->stat_pairs;
                 job.x_rows = rows;
                 job.x_stride = stride;
-                job.x_pairs = core->mov_pairs;
+                job.x_pairs = pairs_buf;
+                job.prepacked = cached;
                 job.K = K;
                 job.M = M;
                 job.N = N;
@@ -313,6 +365,10 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                 job.out_stride = pb;
                 job.accumulate = acc;
                 done = matmul_bf16_run(core_pool(core), &job);
+                if (slot && done && !cached) {
+                    slot->valid = 1;
+                    core->mov_cache_live++;
+                }
             }
         }
         if (!done) {

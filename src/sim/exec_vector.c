@@ -682,13 +682,8 @@ static tern_status exec_tensor_copy(tern_core *core, const exec_ctx *cx, const t
 {
     const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
     tern_status st;
-    if (a->dtype == d->dtype) {
-        tern_ap ra = raw_view(a), rd = raw_view(d);
-        int32_t *x;
-        if ((st = gather_i(core, cx, ins, &ra, 0, &x, err)))
-            return st;
-        return ap_scatter_i32(core, cx->engine, &rd, x, err);
-    }
+    if (a->dtype == d->dtype)
+        return ap_copy_raw(core, cx->engine, d, a, err); /* bits, at memcpy speed */
     float *x;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;

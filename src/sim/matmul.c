@@ -84,7 +84,26 @@ static uint32_t pack_cols(const uint16_t *rows, size_t row_stride, uint32_t K, u
         /* even slot (low half) = element k+1, odd slot (high half) = element k: vdpbf16ps adds odd first */
         if (2 * k2 + 1 < K) {
             const uint16_t *hi = lo + row_stride;
-            for (uint32_t w = c0; w < c1; w++) {
+            uint32_t w = c0;
+#if HAVE_X86
+            /* 16 columns at a time: widen both rows to 32 bits, check the exponent window, interleave. */
+            const __m512i m7fff = _mm512_set1_epi32(0x7FFF), mff = _mm512_set1_epi32(0xFF);
+            const __m512i elo = _mm512_set1_epi32(127 - 50), ehi = _mm512_set1_epi32(127 + 51);
+            __mmask16 badm = 0;
+            for (; w + 16 <= c1; w += 16) {
+                __m512i a = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(lo + w)));
+                __m512i b = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(hi + w)));
+                __m512i ea = _mm512_and_si512(_mm512_srli_epi32(a, 7), mff);
+                __m512i eb = _mm512_and_si512(_mm512_srli_epi32(b, 7), mff);
+                badm |= _mm512_test_epi32_mask(a, m7fff) &
+                        (_mm512_cmplt_epi32_mask(ea, elo) | _mm512_cmpge_epi32_mask(ea, ehi));
+                badm |= _mm512_test_epi32_mask(b, m7fff) &
+                        (_mm512_cmplt_epi32_mask(eb, elo) | _mm512_cmpge_epi32_mask(eb, ehi));
+                _mm512_storeu_si512(dst + w, _mm512_or_si512(b, _mm512_slli_epi32(a, 16)));
+            }
+            bad |= badm != 0;
+#endif
+            for (; w < c1; w++) {
                 uint32_t a = lo[w], b = hi[w];
                 bad |= bf16_bad(a) | bf16_bad(b);
                 dst[w] = b | (a << 16);
@@ -204,9 +223,11 @@ int matmul_bf16_run(tern_pool *pool, bf16_job *j)
     if ((uint64_t)j->M * j->N * j->K < 65536)
         parts = 1;
     atomic_store(&j->bad, 0);
-    pool_run(pool, pack_part, j, parts);
-    if (atomic_load(&j->bad))
-        return 0;
+    if (!j->prepacked) {
+        pool_run(pool, pack_part, j, parts);
+        if (atomic_load(&j->bad))
+            return 0;
+    }
     pool_run(pool, compute_part, j, parts);
     return 1;
 #else

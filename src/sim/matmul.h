@@ -32,6 +32,7 @@ typedef struct {
     uint8_t *out;           /* row m at out + m*out_stride (bytes), fp32 */
     size_t out_stride;
     int accumulate;         /* out = out + sum instead of out = sum */
+    int prepacked;          /* x_pairs already holds the moving pairs (cached): skip packing */
     _Atomic int bad;        /* set when a moving value does not qualify */
 } bf16_job;
 

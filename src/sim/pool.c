@@ -8,18 +8,26 @@
 
 #include "sim/pool.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
 struct tern_pool {
     unsigned nthreads; /* including the caller */
     pthread_t *workers;
     pthread_mutex_t mu;
-    pthread_cond_t work_cv, done_cv;
+    pthread_cond_t work_cv;
     unsigned long generation;
     int stop;
     pool_fn fn;
     void *ctx;
     unsigned nparts;
     atomic_uint next;
-    unsigned active; /* workers still in the current job */
+    atomic_ulong gen_atomic;   /* generation, for spinning workers */
+    atomic_int stop_atomic;
+    atomic_uint active_atomic; /* workers still in the current job */
 };
 
 static void run_parts(tern_pool *p)
@@ -32,24 +40,38 @@ static void run_parts(tern_pool *p)
     }
 }
 
+/* Spin this many polls for new work before sleeping: jobs arrive every few tens of microseconds while a
+ * program runs, and a futex sleep/wake per job costs as much as the job's own overhead. */
+#define SPIN_POLLS 200000
+
 static void *worker(void *arg)
 {
     tern_pool *p = arg;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->generation == seen)
-            pthread_cond_wait(&p->work_cv, &p->mu);
-        if (p->stop)
+        /* Spin first (no lock: the generation is published with a release store), sleep only when idle. */
+        unsigned long g = seen;
+        for (unsigned i = 0; i < SPIN_POLLS && g == seen && !atomic_load_explicit(&p->stop_atomic, memory_order_relaxed);
+             i++) {
+            g = atomic_load_explicit(&p->gen_atomic, memory_order_acquire);
+            if (g == seen)
+                cpu_relax();
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            while (!p->stop && (g = atomic_load_explicit(&p->gen_atomic, memory_order_acquire)) == seen)
+                pthread_cond_wait(&p->work_cv, &p->mu);
+            int stop = p->stop;
+            pthread_mutex_unlock(&p->mu);
+            if (stop)
+                break;
+        }
+        if (atomic_load_explicit(&p->stop_atomic, memory_order_relaxed))
             break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        seen = g;
         run_parts(p);
-        pthread_mutex_lock(&p->mu);
-        if (--p->active == 0)
-            pthread_cond_signal(&p->done_cv);
+        atomic_fetch_sub_explicit(&p->active_atomic, 1, memory_order_release);
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -75,7 +97,6 @@ tern_pool *pool_create(unsigned threads)
     p->nthreads = threads ? threads : 1;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
-    pthread_cond_init(&p->done_cv, NULL);
     if (p->nthreads > 1) {
         p->workers = calloc(p->nthreads - 1, sizeof *p->workers);
         if (!p->workers) {
@@ -97,6 +118,7 @@ void pool_free(tern_pool *p)
         return;
     pthread_mutex_lock(&p->mu);
     p->stop = 1;
+    atomic_store(&p->stop_atomic, 1);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     for (unsigned i = 0; i + 1 < p->nthreads; i++)
@@ -104,7 +126,6 @@ void pool_free(tern_pool *p)
     free(p->workers);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->work_cv);
-    pthread_cond_destroy(&p->done_cv);
     free(p);
 }
 
@@ -117,18 +138,19 @@ void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
             fn(ctx, i, nparts);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->nparts = nparts;
     atomic_store(&p->next, 0);
-    p->active = p->nthreads - 1;
+    atomic_store(&p->active_atomic, p->nthreads - 1);
+    /* Publish under the lock so a worker going to sleep cannot miss it; spinning workers see the store at once. */
+    pthread_mutex_lock(&p->mu);
     p->generation++;
+    atomic_store_explicit(&p->gen_atomic, p->generation, memory_order_release);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     run_parts(p);
-    pthread_mutex_lock(&p->mu);
-    while (p->active > 0)
-        pthread_cond_wait(&p->done_cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    /* Workers finish their last part within a job's time: wait by polling. */
+    while (atomic_load_explicit(&p->active_atomic, memory_order_acquire) != 0)
+        cpu_relax();
 }
