@@ -280,9 +280,72 @@ static void rules(void)
     tern_core_free(core);
 }
 
+/* The packed moving operand is cached between matmuls; every way of changing SBUF under it must invalidate it. */
+static void moving_cache_invalidation(void)
+{
+    tern_core *core = st_core("neuroncore-v2");
+    tern_error err;
+    float s[128 * 128], x[128 * 512], y[128 * 512];
+    for (int i = 0; i < 128 * 128; i++)
+        s[i] = (i % 129 == 0) ? 1.0f : 0.0f; /* identity-ish stationary: out row m = moving row m */
+    for (int i = 0; i < 128 * 512; i++)
+        x[i] = tern_num_round_f32(TERN_DTYPE_BF16, (float)(i % 1000) * 0.25f, NULL, 0);
+    st_write(core, TERN_MEM_SBUF, 0, 128, 0, TERN_DTYPE_BF16, s, 128);
+    st_write(core, TERN_MEM_SBUF, 0, 128, 65536, TERN_DTYPE_BF16, x, 512);
+    TEST_BEGIN("moving operand cache: first use");
+    CHECK_EQ_INT(run_mm(core, TERN_DTYPE_BF16, 128, 128, 512, 0, &err), TERN_OK);
+    st_read(core, TERN_MEM_PSUM, 0, 128, 0, TERN_DTYPE_FP32, y, 512);
+    CHECK(y[5 * 512 + 7] == x[5 * 512 + 7]);
+
+    TEST_BEGIN("moving operand cache: host write invalidates");
+    float v = 3.0f;
+    st_write(core, TERN_MEM_SBUF, 5, 1, 65536 + 7 * 2, TERN_DTYPE_BF16, &v, 1);
+    CHECK_EQ_INT(run_mm(core, TERN_DTYPE_BF16, 128, 128, 512, 0, &err), TERN_OK);
+    st_read(core, TERN_MEM_PSUM, 0, 128, 0, TERN_DTYPE_FP32, y, 512);
+    CHECK_NEAR(y[5 * 512 + 7], 3.0f, 0);
+
+    TEST_BEGIN("moving operand cache: an instruction's write invalidates");
+    tern_program prog;
+    tern_program_init(&prog);
+    tern_instr ms = st_instr(TERN_OP_MEMSET, TERN_ENGINE_VECTOR);
+    ms.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 64, 1, 65536 + 100 * 2, 1);
+    ms.imm0.f = -7.0f;
+    ms.signal_sem = 0;
+    tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+    mm.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 128, 65536, 512);
+    mm.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 128, 0, 512);
+    mm.wait_sem = 0;
+    mm.wait_value = 1;
+    tern_program_append(&prog, &ms, &err);
+    tern_program_append(&prog, &mm, &err);
+    CHECK_EQ_INT(tern_core_run(core, &prog, NULL, &err), TERN_OK);
+    tern_program_free(&prog);
+    st_read(core, TERN_MEM_PSUM, 0, 128, 0, TERN_DTYPE_FP32, y, 512);
+    CHECK_NEAR(y[64 * 512 + 100], -7.0f, 0);
+    CHECK_NEAR(y[5 * 512 + 7], 3.0f, 0);
+
+    TEST_BEGIN("moving operand cache: a DMA write invalidates");
+    uint16_t bits = tern_f32_to_bf16(11.0f, NULL, 0);
+    CHECK_EQ_INT(tern_core_hbm_write(core, 4096, &bits, 2, &err), TERN_OK);
+    tern_program_init(&prog);
+    tern_instr d = st_instr(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
+    d.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 127, 1, 65536 + 511 * 2, 1);
+    d.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_HBM, TERN_DTYPE_BF16, 0, 1, 4096, 1);
+    d.signal_sem = 1;
+    mm.wait_sem = 1;
+    tern_program_append(&prog, &d, &err);
+    tern_program_append(&prog, &mm, &err);
+    CHECK_EQ_INT(tern_core_run(core, &prog, NULL, &err), TERN_OK);
+    tern_program_free(&prog);
+    st_read(core, TERN_MEM_PSUM, 0, 128, 0, TERN_DTYPE_FP32, y, 512);
+    CHECK_NEAR(y[127 * 512 + 511], 11.0f, 0);
+    tern_core_free(core);
+}
+
 int main(void)
 {
     semantics();
+    moving_cache_invalidation();
     rules();
     paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 0);
     paths_agree(TERN_DTYPE_BF16, 127, 100, 300, 0);
