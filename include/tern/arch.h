@@ -79,7 +79,8 @@ typedef struct {
     struct {
         unsigned engines, queues_per_engine;
         double bandwidth_per_engine; /* bytes/s */
-        double fixed_cost_s;         /* per transfer */
+        double fixed_cost_s;         /* per transfer (latency before data moves) */
+        double descriptor_cost_s;    /* per contiguous buffer handled by one DMA engine */
         double hwdge_cost_s;         /* per hardware-DGE instruction; 0 = no hardware DGE */
     } dma;
     struct {

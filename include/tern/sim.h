@@ -21,6 +21,29 @@ extern "C" {
 
 struct tern_machine;
 
+/* Timing figures of one NeuronCore (all from the machine file; docs/calibration.md explains each use). */
+typedef struct {
+    double clock_hz[TERN_ENGINE_COUNT]; /* sequencer clocks; Sync runs at the ScalarE clock (not published) */
+    double fp32_matmul_factor;  /* TensorE passes for fp32 operands (1 / fp32 MACs per PE per cycle: 4) */
+    unsigned mm_init_latency;   /* cycles: the min(64, N_stationary) term of a matmul */
+    double fast_ls_factor;      /* LoadStationary is this much faster than a matmul of the same free size */
+    unsigned min_ii;            /* minimum initiation interval, engine cycles */
+    unsigned vector_static_overhead; /* VectorE extra latency before a dependant can start, cycles */
+    unsigned access_init;       /* SBUF/PSUM access initiation, cycles (ScalarE/GpSimd latency) */
+    unsigned gpsimd_start;      /* GpSimd instruction start, cycles */
+    unsigned dynamic_copy_min_ii; /* register-addressed copies, cycles */
+    unsigned act_read_accumulator; /* ScalarE accumulator read-out, cycles */
+    unsigned lanes;             /* VectorE lanes (128) */
+    double vector_epc_16, vector_epc_32; /* VectorE elements per cycle for 16-bit and 32-bit data */
+    unsigned dma_engines;
+    double dma_bandwidth;       /* bytes/s per DMA engine */
+    double dma_fixed_s;         /* per transfer, before data moves */
+    double dma_descriptor_s;    /* per contiguous buffer on one DMA engine */
+    double hbm_bandwidth;       /* bytes/s, the chip's HBM (shared by its cores) */
+    unsigned cores_per_chip;
+    int sbuf_port_conflicts;    /* v2: VectorE and GpSimdE share SBUF access; VectorE and ScalarE share PSUM */
+} tern_timing_config;
+
 /* Geometry and limits of one NeuronCore. */
 typedef struct {
     char name[64];                 /* machine name, for messages */
@@ -37,12 +60,43 @@ typedef struct {
     uint32_t num_semaphores;       /* semaphores per core */
     uint32_t num_registers;        /* 32-bit registers per engine sequencer (64) */
     uint32_t dma_queues;           /* DMA queues per engine (16) */
+    tern_timing_config timing;
 } tern_core_config;
 
 /* Fill a core config from a loaded machine (a core, chip or instance: its NeuronCore is used). */
 tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_core_config *cfg, tern_error *err);
 /* Load a machine by name or path and fill the config. */
 tern_status tern_core_config_load(const char *name_or_path, tern_core_config *cfg, tern_error *err);
+
+/* ---- timing and events ---- */
+
+/* One thing that took time on the simulated core, reported as it is scheduled (in order of start time per
+ * engine or queue). Times are picoseconds from the start of the run. */
+typedef enum {
+    TERN_EVENT_INSTR = 0, /* an instruction on an engine's sequencer (for DMA triggers: the trigger itself) */
+    TERN_EVENT_DMA,       /* a DMA transfer on a queue */
+    TERN_EVENT_WAIT       /* an engine blocked on a semaphore before an instruction */
+} tern_event_kind;
+
+typedef struct {
+    tern_event_kind kind;
+    tern_engine engine;    /* issuing engine (for DMA: the engine that triggered it) */
+    unsigned queue;        /* DMA queue (TERN_EVENT_DMA) */
+    size_t pc;             /* index of the instruction in its engine's stream */
+    const tern_instr *ins; /* the instruction (valid during the callback only) */
+    int64_t start_ps, end_ps;
+    uint64_t flops;        /* 2 x multiply-accumulates for TensorE; elementwise operations elsewhere */
+    uint64_t hbm_bytes;    /* bytes read from or written to HBM */
+    uint64_t bytes;        /* bytes moved (DMA) or touched (compute) */
+    uint32_t wait_sem, wait_value; /* TERN_EVENT_WAIT: what it waited for */
+} tern_event;
+
+typedef void (*tern_event_fn)(void *ctx, const tern_event *ev);
+
+typedef enum {
+    TERN_MODE_FUNCTIONAL = 0, /* compute results and time */
+    TERN_MODE_TIMING_ONLY     /* time only: no arithmetic, no memory contents (control and registers still run) */
+} tern_sim_mode;
 
 typedef struct {
     int fill_nan;             /* fresh SBUF/PSUM/HBM reads as NaN (float) to catch uninitialised reads */
@@ -51,6 +105,9 @@ typedef struct {
     uint64_t max_instructions;/* guard against endless loops; 0 = default (10^9) */
     int matmul_path;          /* TERN_MATMUL_*: which implementation of the (identical) matmul result */
     unsigned threads;         /* host threads for hot paths; 0 = $TERN_THREADS or the online CPUs */
+    tern_sim_mode mode;       /* functional (default) or timing-only */
+    tern_event_fn on_event;   /* called for every event when set (the profiler) */
+    void *event_ctx;
 } tern_core_options;
 
 /* Matmul implementations; all give bit-identical results (docs/isa.md), they differ only in speed. */
@@ -83,7 +140,12 @@ tern_status tern_core_validate(const tern_core *core, const tern_program *prog, 
 typedef struct {
     uint64_t instructions[TERN_ENGINE_COUNT]; /* executed per engine */
     uint64_t dma_bytes;                       /* bytes moved by DMA (destination side) */
+    uint64_t dma_transfers;                   /* DMA instructions */
+    uint64_t hbm_bytes;                       /* bytes DMA read from or wrote to HBM */
     uint64_t macs;                            /* multiply-accumulates done by TensorE */
+    int64_t time_ps;                          /* predicted device time of the run */
+    int64_t busy_ps[TERN_ENGINE_COUNT];       /* time each engine spent executing instructions */
+    int64_t dma_busy_ps;                      /* time at least one DMA transfer was in flight */
 } tern_run_stats;
 
 /* Run a program to completion (every stream reaches its end or halt). Deadlock, a rule violation at run time

@@ -747,13 +747,15 @@ static bool parse_core(ctx *c, const cJSON *root)
 
     if (!get_object(c, core, "core", "dma", true, &o))
         return false;
-    CHECK_KEYS(c, o, "core.dma", "engines", "queues_per_engine", "bandwidth_per_engine", "fixed_cost", "hwdge_cost");
+    CHECK_KEYS(c, o, "core.dma", "engines", "queues_per_engine", "bandwidth_per_engine", "fixed_cost", "hwdge_cost",
+               "descriptor_cost");
     numrule hw = {ARCH_UNIT_TIME, 0, 1e-3, false};
     if (!get_uint(c, o, "core.dma", "engines", ARCH_UNIT_NONE, 1, 256, &k->dma.engines) ||
         !get_uint(c, o, "core.dma", "queues_per_engine", ARCH_UNIT_NONE, 1, 256, &k->dma.queues_per_engine) ||
         !get_dbl(c, o, "core.dma", "bandwidth_per_engine", ARCH_UNIT_BANDWIDTH, 1e6, 1e13,
                  &k->dma.bandwidth_per_engine) ||
         !get_dbl(c, o, "core.dma", "fixed_cost", ARCH_UNIT_TIME, 0, 1e-3, &k->dma.fixed_cost_s) ||
+        !get_dbl(c, o, "core.dma", "descriptor_cost", ARCH_UNIT_TIME, 0, 1e-5, &k->dma.descriptor_cost_s) ||
         !get_num(c, o, "core.dma", "hwdge_cost", false, hw, &k->dma.hwdge_cost_s, NULL))
         return false;
 

@@ -43,6 +43,38 @@ tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_cor
     cfg->num_semaphores = TERN_ASSUMED_SEMAPHORES;
     cfg->num_registers = TERN_REGISTERS_PER_ENGINE;
     cfg->dma_queues = core->dma.queues_per_engine;
+    tern_timing_config *t = &cfg->timing;
+    t->clock_hz[TERN_ENGINE_TENSOR] = core->tensor.clock_hz;
+    t->clock_hz[TERN_ENGINE_VECTOR] = core->vector.clock_hz;
+    t->clock_hz[TERN_ENGINE_SCALAR] = core->scalar.clock_hz;
+    t->clock_hz[TERN_ENGINE_GPSIMD] = core->gpsimd.clock_hz;
+    /* The Sync engine's clock is not published; tern runs it at the ScalarE clock (docs/calibration.md). */
+    t->clock_hz[TERN_ENGINE_SYNC] = core->scalar.clock_hz;
+    double fp32 = core->tensor.macs_per_pe_cycle[TERN_ARCH_FP32];
+    t->fp32_matmul_factor = fp32 > 0 ? 1.0 / fp32 : 4.0;
+    t->mm_init_latency = core->tensor.mm_init_latency_cycles;
+    t->fast_ls_factor = core->tensor.fast_load_stationary_factor > 0 ? core->tensor.fast_load_stationary_factor : 1.0;
+    t->min_ii = core->costs.min_ii;
+    t->vector_static_overhead = core->costs.vector_static_overhead;
+    t->access_init = core->sbuf.access_init_cycles;
+    t->gpsimd_start = core->costs.gpsimd_start;
+    t->dynamic_copy_min_ii = core->costs.dynamic_copy_min_ii;
+    t->act_read_accumulator = core->costs.act_read_accumulator;
+    t->lanes = core->vector.lanes;
+    t->vector_epc_16 = core->vector.elems_per_cycle[TERN_ARCH_BF16] > 0 ? core->vector.elems_per_cycle[TERN_ARCH_BF16]
+                                                                        : core->vector.lanes;
+    t->vector_epc_32 = core->vector.elems_per_cycle[TERN_ARCH_FP32] > 0 ? core->vector.elems_per_cycle[TERN_ARCH_FP32]
+                                                                        : core->vector.lanes;
+    t->dma_engines = core->dma.engines;
+    t->dma_bandwidth = core->dma.bandwidth_per_engine;
+    t->dma_fixed_s = core->dma.fixed_cost_s;
+    t->dma_descriptor_s = core->dma.descriptor_cost_s;
+    /* A bare core file has no HBM figure: its DMA engines are then the only limit. */
+    t->hbm_bandwidth = chip ? chip->hbm_bandwidth : 0;
+    t->cores_per_chip = chip ? chip->cores : 1;
+    /* NeuronCore-v2 serialises VectorE/GpSimdE SBUF access and VectorE/ScalarE PSUM access; v3 lifts both
+     * (trainium-arch.md §2.4, ARCH-V2/ARCH-V3). */
+    t->sbuf_port_conflicts = cfg->generation <= 2;
     if (cfg->partitions != core->psum.partitions)
         return tern_error_set(err, TERN_ERR_INVALID, "machine %s: SBUF has %u partitions but PSUM %u (must match)",
                               cfg->name, cfg->partitions, core->psum.partitions);

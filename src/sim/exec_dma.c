@@ -85,10 +85,7 @@ tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins,
             return st;
     const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
     if (ins->opcode == TERN_OP_DMA_COPY) {
-        st = copy_ap(core, cx, d, a, err);
-        if (!st && cx->stats)
-            cx->stats->dma_bytes += ap_elems(d) * tern_dtype_size((tern_dtype)d->dtype);
-        return st;
+        return copy_ap(core, cx, d, a, err);
     }
     const tern_ap *b = &ins->ap[TERN_AP_IN1];
     int32_t idx[1024];
@@ -115,7 +112,5 @@ tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins,
         if ((st = copy_ap(core, cx, &out, &row, err)))
             return st;
     }
-    if (cx->stats)
-        cx->stats->dma_bytes += ap_elems(d) * tern_dtype_size((tern_dtype)d->dtype);
     return TERN_OK;
 }

@@ -393,8 +393,6 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                 return st;
         }
         psum_mark(core, d, 1);
-        if (cx->stats)
-            cx->stats->macs += (uint64_t)K * M * N;
         return TERN_OK;
     }
     case TERN_OP_TRANSPOSE_PE: {

@@ -1,14 +1,19 @@
-/* Running a program on a core: static validation of every instruction against the core's rules, then the
- * functional scheduler — five in-order sequencers that advance only when their instruction's semaphore wait
- * is satisfied — with the control instructions (semaphores, barriers, registers, branches) executed here and
- * data instructions dispatched to the engine executors. The scheduler's order never changes results: engines
- * communicate only through memory guarded by semaphores, and rounding streams depend on per-engine counts. */
+/* Running a program on a core: static validation of every instruction against the core's rules, then an
+ * event-driven scheduler over five in-order sequencers. Each engine's next instruction can start at the
+ * latest of: its sequencer being free (in order, after the previous instruction's occupancy), the time its
+ * semaphore wait was satisfied (semaphore increments are logged with their times), and the shared resources it
+ * needs (TensorE's LoadStationary/MultiplyMoving pipelines, v2's SBUF/PSUM ports, DMA engines, HBM). The
+ * instruction with the earliest possible start is committed next, executed (functional mode) and timed, so
+ * idle time costs nothing to simulate, and the functional results and the predicted times come from one pass.
+ * Commit order respects every semaphore, so results never depend on it; timing-only mode runs the same
+ * schedule without arithmetic or memory contents and predicts exactly the same times. Cost rules: timing.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/core_internal.h"
 #include "sim/rules.h"
+#include "sim/timing.h"
 
 static int32_t *reg_ptr(tern_core *c, tern_engine e, unsigned r)
 {
@@ -74,68 +79,350 @@ tern_status tern_core_validate(const tern_core *core, const tern_program *prog, 
     return TERN_OK;
 }
 
+#define NEVER INT64_MAX
+
+/* Semaphore history: increments with their times, sorted by time, with running values. */
+typedef struct {
+    int64_t t;
+    uint32_t value; /* the semaphore's value from t on */
+} sem_point;
+
+typedef struct {
+    sem_point *pts;
+    size_t n, cap;
+    uint32_t base; /* value when the run started */
+} sem_log;
+
 typedef struct {
     size_t pc;
     uint64_t seq;
     int done;
-    int in_barrier; /* barrier: already signalled, now waiting */
+    int in_barrier;  /* barrier: already signalled, now waiting */
+    int64_t free_ps; /* the sequencer can start its next instruction from here */
 } seq_state;
 
-static void describe_block(const tern_core *c, const tern_program *prog, const seq_state *st, char *buf, size_t len)
+typedef struct {
+    tern_core *core;
+    const tern_program *prog;
+    tern_run_stats *stats;
+    int timing_only;
+    seq_state ss[TERN_ENGINE_COUNT];
+    sem_log *sems;
+    /* TensorE: the stationary load and the moving stream overlap (background LoadStationary). */
+    int64_t ls_free, mm_free, last_mm_start, last_ls_end;
+    uint32_t stat_m;
+    uint8_t stat_dtype;
+    /* NeuronCore-v2 shared ports: VectorE/GpSimdE on SBUF, VectorE/ScalarE on PSUM. */
+    int64_t sbuf_vg_free, psum_vs_free;
+    int64_t dma_free[256];
+    unsigned dma_next;
+    int64_t hbm_free;
+    int64_t dma_union_end;
+} runner;
+
+static tern_status sem_add(runner *r, unsigned s, uint32_t amount, int64_t t, tern_error *err)
+{
+    sem_log *L = &r->sems[s];
+    if (L->n == L->cap) {
+        size_t cap = L->cap ? L->cap * 2 : 64;
+        sem_point *p = realloc(L->pts, cap * sizeof *p);
+        if (!p)
+            return tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory for semaphore %u's history", s);
+        L->pts = p;
+        L->cap = cap;
+    }
+    size_t i = L->n;
+    while (i > 0 && L->pts[i - 1].t > t) { /* increments usually arrive in time order */
+        L->pts[i] = L->pts[i - 1];
+        L->pts[i].value += amount;
+        i--;
+    }
+    uint32_t before = i > 0 ? L->pts[i - 1].value : L->base;
+    L->pts[i].t = t;
+    L->pts[i].value = before + amount;
+    L->n++;
+    r->core->semaphores[s] += amount;
+    return TERN_OK;
+}
+
+/* When semaphore s reached v (NEVER if not among the increments committed so far). */
+static int64_t sem_time(const runner *r, unsigned s, uint32_t v)
+{
+    const sem_log *L = &r->sems[s];
+    if (L->base >= v)
+        return 0;
+    size_t lo = 0, hi = L->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (L->pts[mid].value >= v)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo < L->n ? L->pts[lo].t : NEVER;
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static int touches(const tern_instr *ins, tern_mem m)
+{
+    for (int s = 0; s < TERN_INSTR_OPERANDS; s++)
+        if (ins->ap[s].ndims && ins->ap[s].mem == m)
+            return 1;
+    return 0;
+}
+
+static int is_tensor_op(tern_opcode op)
+{
+    return op == TERN_OP_LOAD_STATIONARY || op == TERN_OP_MULTIPLY_MOVING || op == TERN_OP_TRANSPOSE_PE;
+}
+
+static int is_dma_op(tern_opcode op) { return op == TERN_OP_DMA_COPY || op == TERN_OP_DMA_GATHER; }
+
+/* Does this instruction use v2's shared SBUF (VectorE/GpSimdE) or PSUM (VectorE/ScalarE) port? */
+static int uses_sbuf_port(unsigned e, const tern_instr *ins)
+{
+    return (e == TERN_ENGINE_VECTOR || e == TERN_ENGINE_GPSIMD) && touches(ins, TERN_MEM_SBUF);
+}
+static int uses_psum_port(unsigned e, const tern_instr *ins)
+{
+    return (e == TERN_ENGINE_VECTOR || e == TERN_ENGINE_SCALAR) && touches(ins, TERN_MEM_PSUM);
+}
+
+/* The earliest time engine e's next instruction can start, or NEVER while it waits on a semaphore no committed
+ * instruction will satisfy yet. */
+static int64_t candidate(const runner *r, unsigned e)
+{
+    const seq_state *q = &r->ss[e];
+    const tern_instr *ins = &r->prog->streams[e].instrs[q->pc];
+    tern_opcode op = (tern_opcode)ins->opcode;
+    int64_t t = q->free_ps;
+    if (ins->wait_sem != TERN_SEM_NONE) {
+        int64_t w = sem_time(r, ins->wait_sem, ins->wait_value);
+        if (w == NEVER)
+            return NEVER;
+        t = max64(t, w);
+    }
+    if (op == TERN_OP_BARRIER && q->in_barrier) {
+        int64_t w = sem_time(r, ins->signal_sem, (uint32_t)ins->imm_i0 * TERN_ENGINE_COUNT);
+        if (w == NEVER)
+            return NEVER;
+        t = max64(t, w);
+    }
+    switch (op) {
+    case TERN_OP_LOAD_STATIONARY: t = max64(t, max64(r->ls_free, r->last_mm_start)); break;
+    case TERN_OP_MULTIPLY_MOVING: t = max64(t, max64(r->mm_free, r->last_ls_end)); break;
+    case TERN_OP_TRANSPOSE_PE: t = max64(t, max64(max64(r->ls_free, r->mm_free), r->last_ls_end)); break;
+    default: break;
+    }
+    if (r->core->cfg.timing.sbuf_port_conflicts && op < TERN_OP_DMA_COPY && !is_tensor_op(op)) {
+        if (uses_sbuf_port(e, ins))
+            t = max64(t, r->sbuf_vg_free);
+        if (uses_psum_port(e, ins))
+            t = max64(t, r->psum_vs_free);
+    }
+    return t;
+}
+
+static void describe_block(const runner *r, char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
-        if (st[e].done)
+        const seq_state *q = &r->ss[e];
+        if (q->done)
             continue;
-        const tern_instr *ins = &prog->streams[e].instrs[st[e].pc];
+        const tern_instr *ins = &r->prog->streams[e].instrs[q->pc];
         unsigned sem = ins->wait_sem;
         uint32_t want = ins->wait_value;
-        if (ins->opcode == TERN_OP_BARRIER && st[e].in_barrier) {
+        if (ins->opcode == TERN_OP_BARRIER && q->in_barrier) {
             sem = ins->signal_sem;
             want = (uint32_t)ins->imm_i0 * TERN_ENGINE_COUNT;
         }
         int n = snprintf(buf + used, len - used, "%s%s #%zu (%s) waits for semaphore %u >= %u (now %u)",
-                         used ? "; " : "", tern_engine_name((tern_engine)e), st[e].pc,
-                         tern_opcode_get((tern_opcode)ins->opcode)->name, sem, want, tern_core_semaphore(c, sem));
+                         used ? "; " : "", tern_engine_name((tern_engine)e), q->pc,
+                         tern_opcode_get((tern_opcode)ins->opcode)->name, sem, want, tern_core_semaphore(r->core, sem));
         if (n < 0 || (size_t)n >= len - used)
             break;
         used += (size_t)n;
     }
 }
 
-/* Execute one control instruction; returns 1 if it completed, 0 if it blocks. */
-static int exec_control(tern_core *c, tern_engine e, seq_state *st, const tern_instr *ins, size_t *next_pc)
+static void emit(const runner *r, tern_event_kind kind, unsigned e, size_t pc, const tern_instr *ins, int64_t start,
+                 int64_t end, uint64_t flops, uint64_t hbm, uint64_t bytes)
 {
-    *next_pc = st->pc + 1;
+    if (!r->core->opts.on_event)
+        return;
+    tern_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    ev.engine = (tern_engine)e;
+    ev.queue = ins->queue;
+    ev.pc = pc;
+    ev.ins = ins;
+    ev.start_ps = start;
+    ev.end_ps = end;
+    ev.flops = flops;
+    ev.hbm_bytes = hbm;
+    ev.bytes = bytes;
+    if (kind == TERN_EVENT_WAIT) {
+        ev.wait_sem = ins->opcode == TERN_OP_BARRIER ? ins->signal_sem : ins->wait_sem;
+        ev.wait_value = ins->opcode == TERN_OP_BARRIER ? (uint32_t)ins->imm_i0 * TERN_ENGINE_COUNT : ins->wait_value;
+    }
+    r->core->opts.on_event(r->core->opts.event_ctx, &ev);
+}
+
+/* Elementwise work an instruction does, for the profiler: its output elements. */
+static uint64_t elem_ops(const tern_instr *ins)
+{
+    const tern_ap *d = &ins->ap[TERN_AP_DST];
+    return d->ndims ? (uint64_t)d->num_partitions * tern_ap_free_elems(d) : 0;
+}
+
+/* Control instructions' effects on registers; returns the next pc. */
+static size_t exec_control(tern_core *c, unsigned e, const tern_instr *ins, size_t pc)
+{
     switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_NOP:
-    case TERN_OP_HALT: return 1;
-    case TERN_OP_SEM_WAIT: return 1; /* the wait itself is the generic wait_sem/wait_value */
-    case TERN_OP_SEM_SIGNAL: c->semaphores[ins->signal_sem] += (uint32_t)ins->imm_i0; return 1;
-    case TERN_OP_BARRIER:
-        if (!st->in_barrier) {
-            c->semaphores[ins->signal_sem] += 1;
-            st->in_barrier = 1;
-        }
-        if (c->semaphores[ins->signal_sem] < (uint32_t)ins->imm_i0 * TERN_ENGINE_COUNT)
-            return 0;
-        st->in_barrier = 0;
-        return 1;
-    case TERN_OP_REG_SET: *reg_ptr(c, e, ins->rd) = ins->imm_i0; return 1;
+    case TERN_OP_REG_SET: *reg_ptr(c, (tern_engine)e, ins->rd) = ins->imm_i0; break;
     case TERN_OP_REG_ALU: {
-        int32_t b = (ins->flags & TERN_FLAG_IMM_B) ? ins->imm_i0 : *reg_ptr(c, e, ins->rb);
-        *reg_ptr(c, e, ins->rd) = alu_apply_i32((tern_alu_op)ins->op0, *reg_ptr(c, e, ins->ra), b);
-        return 1;
+        int32_t b = (ins->flags & TERN_FLAG_IMM_B) ? ins->imm_i0 : *reg_ptr(c, (tern_engine)e, ins->rb);
+        *reg_ptr(c, (tern_engine)e, ins->rd) =
+            alu_apply_i32((tern_alu_op)ins->op0, *reg_ptr(c, (tern_engine)e, ins->ra), b);
+        break;
     }
     case TERN_OP_BRANCH: {
-        int32_t b = (ins->flags & TERN_FLAG_IMM_B) ? ins->imm_i1 : *reg_ptr(c, e, ins->rb);
-        if (cmp_holds((tern_cmp_op)ins->op0, *reg_ptr(c, e, ins->ra), b))
-            *next_pc = (size_t)ins->imm_i0;
-        return 1;
+        int32_t b = (ins->flags & TERN_FLAG_IMM_B) ? ins->imm_i1 : *reg_ptr(c, (tern_engine)e, ins->rb);
+        if (cmp_holds((tern_cmp_op)ins->op0, *reg_ptr(c, (tern_engine)e, ins->ra), b))
+            return (size_t)ins->imm_i0;
+        break;
     }
-    default: return 1;
+    default: break;
     }
+    return pc + 1;
+}
+
+/* A DMA transfer through the queue model; returns its completion time. */
+static int64_t dma_transfer(runner *r, unsigned e, size_t pc, const tern_instr *ins, int64_t triggered)
+{
+    const tern_timing_config *tc = &r->core->cfg.timing;
+    timing_dma plan;
+    timing_dma_plan(tc, ins, &plan);
+    int64_t ready = triggered + plan.fixed_ps, first = NEVER, end = ready;
+    unsigned E = tc->dma_engines ? tc->dma_engines : 1;
+    if (E > 256)
+        E = 256;
+    /* Split over `engines` DMA engines, rotating the first so small transfers spread over all of them. */
+    for (unsigned k = 0; k < plan.engines; k++) {
+        unsigned j = (r->dma_next + k) % E;
+        int64_t s = max64(r->dma_free[j], ready);
+        r->dma_free[j] = s + plan.engine_ps;
+        if (s < first)
+            first = s;
+        end = max64(end, r->dma_free[j]);
+    }
+    r->dma_next = (r->dma_next + plan.engines) % E;
+    if (plan.hbm_ps) { /* the chip's HBM bandwidth, shared by every transfer */
+        int64_t hs = max64(r->hbm_free, first);
+        r->hbm_free = hs + plan.hbm_ps;
+        end = max64(end, r->hbm_free);
+    }
+    r->stats->dma_bytes += plan.bytes;
+    r->stats->hbm_bytes += plan.hbm_bytes;
+    r->stats->dma_transfers++;
+    if (first > r->dma_union_end)
+        r->stats->dma_busy_ps += end - first;
+    else if (end > r->dma_union_end)
+        r->stats->dma_busy_ps += end - r->dma_union_end;
+    if (end > r->dma_union_end)
+        r->dma_union_end = end;
+    emit(r, TERN_EVENT_DMA, e, pc, ins, first, end, 0, plan.hbm_bytes, plan.bytes);
+    return end;
+}
+
+/* Commit engine e's next instruction at time t: execute it (functional mode) and time it. */
+static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
+{
+    tern_core *c = r->core;
+    const tern_timing_config *tc = &c->cfg.timing;
+    seq_state *q = &r->ss[e];
+    const tern_instr *ins = &r->prog->streams[e].instrs[q->pc];
+    tern_opcode op = (tern_opcode)ins->opcode;
+    size_t pc = q->pc, next = pc + 1;
+    tern_status st;
+    if (t > q->free_ps && (ins->wait_sem != TERN_SEM_NONE || (op == TERN_OP_BARRIER && q->in_barrier)))
+        emit(r, TERN_EVENT_WAIT, e, pc, ins, q->free_ps, t, 0, 0, 0);
+
+    exec_fn fn = executor_of(op);
+    if (fn) {
+        exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
+        if (!r->timing_only && (st = fn(c, &cx, ins, err)))
+            return st;
+    } else {
+        next = exec_control(c, e, ins, pc);
+    }
+
+    uint64_t cycles = timing_cost_cycles(tc, (tern_engine)e, ins, r->stat_m, r->stat_dtype);
+    int64_t occ = timing_ps((double)cycles, tc->clock_hz[e]);
+    int64_t done = t + occ + timing_ps((double)timing_latency_cycles(tc, (tern_engine)e, ins), tc->clock_hz[e]);
+    uint64_t flops = 0;
+    switch (op) {
+    case TERN_OP_LOAD_STATIONARY:
+        r->ls_free = r->last_ls_end = t + occ;
+        r->stat_m = (uint32_t)tern_ap_free_elems(&ins->ap[TERN_AP_IN0]);
+        r->stat_dtype = ins->ap[TERN_AP_IN0].dtype;
+        break;
+    case TERN_OP_MULTIPLY_MOVING: {
+        r->mm_free = t + occ;
+        r->last_mm_start = t;
+        uint64_t macs =
+            (uint64_t)ins->ap[TERN_AP_IN0].num_partitions * r->stat_m * tern_ap_free_elems(&ins->ap[TERN_AP_IN0]);
+        r->stats->macs += macs;
+        flops = 2 * macs;
+        break;
+    }
+    case TERN_OP_TRANSPOSE_PE: r->ls_free = r->mm_free = r->last_ls_end = t + occ; break;
+    default:
+        if (op < TERN_OP_DMA_COPY)
+            flops = elem_ops(ins);
+        break;
+    }
+    if (tc->sbuf_port_conflicts && op < TERN_OP_DMA_COPY && !is_tensor_op(op)) {
+        if (uses_sbuf_port(e, ins))
+            r->sbuf_vg_free = t + occ;
+        if (uses_psum_port(e, ins))
+            r->psum_vs_free = t + occ;
+    }
+    /* TensorE's two pipelines keep their own times; its sequencer only keeps issue order. */
+    q->free_ps = e == TERN_ENGINE_TENSOR ? t : t + occ;
+    r->stats->busy_ps[e] += occ;
+    emit(r, TERN_EVENT_INSTR, e, pc, ins, t, t + occ, flops, 0, 0);
+    if (is_dma_op(op))
+        done = dma_transfer(r, e, pc, ins, t + occ);
+
+    if (op == TERN_OP_SEM_SIGNAL) {
+        if ((st = sem_add(r, ins->signal_sem, (uint32_t)ins->imm_i0, t + occ, err)))
+            return st;
+    } else if (op == TERN_OP_BARRIER) {
+        if (!q->in_barrier) {
+            if ((st = sem_add(r, ins->signal_sem, 1, t + occ, err)))
+                return st;
+            q->in_barrier = 1;
+            return TERN_OK; /* the same instruction comes back to wait for the others */
+        }
+        q->in_barrier = 0;
+    } else if (ins->signal_sem != TERN_SEM_NONE) {
+        if ((st = sem_add(r, ins->signal_sem, 1, done, err)))
+            return st;
+    }
+    if (done > r->stats->time_ps)
+        r->stats->time_ps = done;
+    r->stats->instructions[e]++;
+    q->seq++;
+    if (op == TERN_OP_HALT || next >= r->prog->streams[e].count)
+        q->done = 1;
+    else
+        q->pc = next;
+    return TERN_OK;
 }
 
 tern_status tern_core_run(tern_core *core, const tern_program *prog, tern_run_stats *stats, tern_error *err)
@@ -151,58 +438,54 @@ tern_status tern_core_run(tern_core *core, const tern_program *prog, tern_run_st
     const char *rt = getenv("TERN_CHECK_ROUNDTRIP");
     if (rt && rt[0] == '1' && (st = tern_program_roundtrip_check(prog, err)))
         return st;
-    seq_state ss[TERN_ENGINE_COUNT];
-    memset(ss, 0, sizeof ss);
+    runner r;
+    memset(&r, 0, sizeof r);
+    r.core = core;
+    r.prog = prog;
+    r.stats = stats;
+    r.timing_only = core->opts.mode == TERN_MODE_TIMING_ONLY;
+    r.sems = calloc(core->cfg.num_semaphores, sizeof *r.sems);
+    if (!r.sems)
+        return tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory");
+    for (unsigned s = 0; s < core->cfg.num_semaphores; s++)
+        r.sems[s].base = core->semaphores[s];
+    for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
+        r.ss[e].done = prog->streams[e].count == 0;
     uint64_t total = 0;
     for (;;) {
-        int progress = 0, all_done = 1;
+        int64_t best = NEVER;
+        int all_done = 1;
+        unsigned pick = 0;
         for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
-            const tern_stream *s = &prog->streams[e];
-            seq_state *q = &ss[e];
-            while (!q->done) {
-                if (q->pc >= s->count) {
-                    q->done = 1;
-                    break;
-                }
-                const tern_instr *ins = &s->instrs[q->pc];
-                if (ins->wait_sem != TERN_SEM_NONE && core->semaphores[ins->wait_sem] < ins->wait_value)
-                    break;
-                exec_ctx cx = {(tern_engine)e, q->pc, q->seq, stats};
-                size_t next = q->pc + 1;
-                exec_fn fn = executor_of((tern_opcode)ins->opcode);
-                if (fn) {
-                    st = fn(core, &cx, ins, err);
-                    if (st)
-                        return st;
-                } else if (!exec_control(core, (tern_engine)e, q, ins, &next)) {
-                    break;
-                }
-                /* sem_signal and barrier use signal_sem as their operand, not as the completion signal */
-                if (ins->signal_sem != TERN_SEM_NONE && ins->opcode != TERN_OP_SEM_SIGNAL &&
-                    ins->opcode != TERN_OP_BARRIER)
-                    core->semaphores[ins->signal_sem] += 1;
-                stats->instructions[e]++;
-                q->seq++;
-                progress = 1;
-                if (++total > core->opts.max_instructions)
-                    return tern_error_set(err, TERN_ERR_RANGE,
-                                          "run: more than %llu instructions executed (endless loop?); last: %s #%zu",
-                                          (unsigned long long)core->opts.max_instructions,
-                                          tern_engine_name((tern_engine)e), q->pc);
-                if (ins->opcode == TERN_OP_HALT) {
-                    q->done = 1;
-                    break;
-                }
-                q->pc = next;
+            if (r.ss[e].done)
+                continue;
+            all_done = 0;
+            int64_t t = candidate(&r, e);
+            if (t < best) { /* ties go to the lowest engine: deterministic */
+                best = t;
+                pick = e;
             }
-            all_done &= q->done;
         }
         if (all_done)
-            return TERN_OK;
-        if (!progress) {
+            break;
+        if (best == NEVER) {
             char why[700];
-            describe_block(core, prog, ss, why, sizeof why);
-            return tern_error_set(err, TERN_ERR_INVALID, "run: deadlock: %s", why);
+            describe_block(&r, why, sizeof why);
+            st = tern_error_set(err, TERN_ERR_INVALID, "run: deadlock: %s", why);
+            break;
         }
+        if (++total > core->opts.max_instructions) {
+            st = tern_error_set(err, TERN_ERR_RANGE,
+                                "run: more than %llu instructions executed (endless loop?); last: %s #%zu",
+                                (unsigned long long)core->opts.max_instructions, tern_engine_name((tern_engine)pick),
+                                r.ss[pick].pc);
+            break;
+        }
+        if ((st = commit(&r, pick, best, err)))
+            break;
     }
+    for (unsigned s = 0; s < core->cfg.num_semaphores; s++)
+        free(r.sems[s].pts);
+    free(r.sems);
+    return st;
 }

@@ -1,0 +1,221 @@
+/* The timing model's per-instruction rules: how many cycles an instruction occupies its engine (the documented
+ * cost rules, calibration.md C2 / trainium-arch.md §7), how much later its result is visible (access latency),
+ * and the DMA transfer model (per-engine FIFOs, per-descriptor and per-transfer costs, shared HBM bandwidth).
+ * Every constant comes from the core's tern_timing_config, i.e. from the machine file. docs/calibration.md
+ * lists each rule with its source and tests/sim/test_timing.c checks each one to the cycle. */
+#include <math.h>
+#include <string.h>
+
+#include "sim/timing.h"
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static int is16(uint8_t dt) { return dt == TERN_DTYPE_BF16 || dt == TERN_DTYPE_FP16; }
+static int is_fp32_class(uint8_t dt) { return dt == TERN_DTYPE_FP32 || dt == TERN_DTYPE_TF32; }
+static int used(const tern_ap *ap) { return ap->ndims != 0; }
+static int unit_stride(const tern_ap *ap) { return ap->ndims && ap->dims[ap->ndims - 1].step == 1; }
+
+/* Elements per partition an instruction streams: the larger of its destination's and first input's. */
+static uint64_t free_elems(const tern_instr *ins)
+{
+    uint64_t n = 0;
+    if (used(&ins->ap[TERN_AP_DST]))
+        n = tern_ap_free_elems(&ins->ap[TERN_AP_DST]);
+    if (used(&ins->ap[TERN_AP_IN0]))
+        n = max_u64(n, tern_ap_free_elems(&ins->ap[TERN_AP_IN0]));
+    return n;
+}
+
+/* NeuronCore-v3+ VectorE performance modes (trainium-arch.md §4.1): the speed-up of copies / tensor_scalar and
+ * of tensor_tensor, bounded by the machine's 16-bit elements per cycle over its lanes (4x on v3, 1x on v2). */
+static double vector_mode(const tern_timing_config *t, const tern_instr *ins)
+{
+    double peak = t->vector_epc_16 / (double)(t->lanes ? t->lanes : 128);
+    if (peak <= 1.0)
+        return 1.0;
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    switch ((tern_opcode)ins->opcode) {
+    case TERN_OP_TENSOR_COPY:
+    case TERN_OP_TENSOR_SCALAR: {
+        if (!is16(d->dtype) || !is16(a->dtype))
+            return 1.0;
+        int sbuf = d->mem == TERN_MEM_SBUF && a->mem == TERN_MEM_SBUF;
+        if (sbuf && unit_stride(d) && unit_stride(a))
+            return peak;              /* 4x */
+        return peak >= 2 ? 2.0 : peak; /* 2x: non-contiguous, or one side in PSUM */
+    }
+    case TERN_OP_TENSOR_TENSOR: {
+        const tern_ap *b = &ins->ap[TERN_AP_IN1];
+        if (is16(d->dtype) && is16(a->dtype) && is16(b->dtype) && a->mem == TERN_MEM_SBUF && b->mem == TERN_MEM_SBUF)
+            return peak >= 2 ? 2.0 : peak;
+        return 1.0;
+    }
+    default: return 1.0;
+    }
+}
+
+static uint64_t at_least(uint64_t min_ii, uint64_t c) { return c > min_ii ? c : min_ii; }
+
+uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint32_t stat_m,
+                            uint8_t stat_dtype)
+{
+    const uint64_t N = free_elems(ins), II = t->min_ii;
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0], *b = &ins->ap[TERN_AP_IN1];
+    switch ((tern_opcode)ins->opcode) {
+    case TERN_OP_LOAD_STATIONARY: {
+        /* Fast LoadStationary: up to 4x faster than a matmul of the same free size. */
+        double passes = is_fp32_class(a->dtype) ? t->fp32_matmul_factor : 1.0;
+        uint64_t m = tern_ap_free_elems(a);
+        return max_u64(1, (uint64_t)ceil((double)m * passes / t->fast_ls_factor));
+    }
+    case TERN_OP_MULTIPLY_MOVING: {
+        /* max(min(64, N_stationary), N_moving), 4x for fp32 (calibration.md C2). */
+        uint64_t mov = tern_ap_free_elems(a);
+        uint64_t init = stat_m < t->mm_init_latency ? stat_m : t->mm_init_latency;
+        uint64_t c = max_u64(init, mov);
+        if (is_fp32_class(a->dtype) || is_fp32_class(stat_dtype))
+            c = (uint64_t)ceil((double)c * t->fp32_matmul_factor);
+        return c;
+    }
+    case TERN_OP_TRANSPOSE_PE: {
+        uint64_t P = a->num_partitions, F = tern_ap_free_elems(a);
+        return max_u64(P, F < 64 ? F : 64);
+    }
+    case TERN_OP_ACTIVATION: {
+        uint64_t c = at_least(II, N);
+        if (ins->flags & TERN_FLAG_REDUCE)
+            c += II; /* activation with reduce: + MIN_II */
+        return c;
+    }
+    case TERN_OP_IOTA:
+    case TERN_OP_AFFINE_SELECT:
+    case TERN_OP_PARTITION_REDUCE: return t->gpsimd_start + N;
+    case TERN_OP_DMA_COPY:
+    case TERN_OP_DMA_GATHER: return II; /* the trigger on the sequencer (descriptors precomputed) */
+    case TERN_OP_NOP:
+    case TERN_OP_SEM_WAIT:
+    case TERN_OP_SEM_SIGNAL:
+    case TERN_OP_BARRIER:
+    case TERN_OP_REG_SET:
+    case TERN_OP_REG_ALU:
+    case TERN_OP_BRANCH:
+    case TERN_OP_HALT: return 1; /* sequencer control: not published; one cycle */
+    default: break;
+    }
+    /* Elementwise instructions that GpSimdE or ScalarE can also issue. */
+    if (e == TERN_ENGINE_GPSIMD)
+        return t->gpsimd_start + N;
+    if (e == TERN_ENGINE_SCALAR)
+        return at_least(II, N);
+    double mode = vector_mode(t, ins);
+    uint64_t c;
+    switch ((tern_opcode)ins->opcode) {
+    case TERN_OP_TENSOR_TENSOR: {
+        int one_psum = (a->mem == TERN_MEM_PSUM) != (b->mem == TERN_MEM_PSUM);
+        int fast_bf16 = a->dtype == TERN_DTYPE_BF16 && b->dtype == TERN_DTYPE_BF16 && d->dtype == TERN_DTYPE_BF16 &&
+                        a->mem == TERN_MEM_SBUF && b->mem == TERN_MEM_SBUF && unit_stride(a) && unit_stride(b) &&
+                        (ins->op0 == TERN_ALU_ADD || ins->op0 == TERN_ALU_MULT || ins->op0 == TERN_ALU_SUBTRACT);
+        c = at_least(II, (one_psum || fast_bf16) ? N : 2 * N);
+        break;
+    }
+    case TERN_OP_TENSOR_SCALAR:
+    case TERN_OP_TENSOR_COPY:
+    case TERN_OP_BN_STATS:
+    case TERN_OP_TRANSPOSE_VE: c = at_least(II, N); break;
+    case TERN_OP_MEMSET: {
+        int zero16 = is16(d->dtype) && ins->imm0.f == 0.0f;
+        c = at_least(II, zero16 ? (N + 1) / 2 : N);
+        break;
+    }
+    case TERN_OP_SCALAR_TENSOR_TENSOR: {
+        int fast = a->dtype == TERN_DTYPE_BF16 && ins->op0 == TERN_ALU_SUBTRACT && ins->op1 == TERN_ALU_MULT && N % 2 == 0;
+        c = fast ? N : 2 * N;
+        break;
+    }
+    case TERN_OP_TENSOR_REDUCE: {
+        int fast = a->dtype == TERN_DTYPE_BF16 && d->dtype == TERN_DTYPE_BF16 &&
+                   (ins->op0 == TERN_ALU_ADD || ins->op0 == TERN_ALU_MAX);
+        c = max_u64(1, fast ? (N + 1) / 2 : N);
+        break;
+    }
+    case TERN_OP_TENSOR_COPY_PREDICATED: {
+        int split = (a->mem == TERN_MEM_PSUM) != (b->mem == TERN_MEM_PSUM);
+        c = at_least(II, split ? N : 2 * N);
+        break;
+    }
+    case TERN_OP_SELECT: c = at_least(II, 2 * N); break;
+    case TERN_OP_BN_AGGR: c = at_least(II, 13 * (N / 3)); break;
+    case TERN_OP_RECIPROCAL: c = at_least(II, 8 * N); break;
+    case TERN_OP_MAX8: c = max_u64(1, N); break;
+    case TERN_OP_TENSOR_TENSOR_SCAN: c = at_least(II, 2 * N); break;
+    default: c = at_least(II, N); break;
+    }
+    if (mode > 1.0)
+        c = at_least(II, (uint64_t)ceil((double)c / mode));
+    /* Register-addressed (dynamic) operands: at least the dynamic-copy initiation interval. */
+    for (int s = 0; s < 2; s++)
+        if (used(&ins->ap[s]) && ins->ap[s].offset_reg != TERN_REG_NONE)
+            c = max_u64(c, t->dynamic_copy_min_ii);
+    return c;
+}
+
+uint64_t timing_latency_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins)
+{
+    if (ins->opcode >= TERN_OP_NOP)
+        return 0;
+    switch (e) {
+    case TERN_ENGINE_VECTOR: return t->vector_static_overhead;
+    case TERN_ENGINE_SCALAR:
+        return t->access_init + ((ins->flags & TERN_FLAG_REDUCE) ? t->act_read_accumulator : 0);
+    case TERN_ENGINE_GPSIMD: return t->access_init;
+    default: return 0;
+    }
+}
+
+int64_t timing_ps(double cycles, double hz)
+{
+    return (int64_t)llround(cycles * 1e12 / hz);
+}
+
+/* ---- DMA ---- */
+
+/* Contiguous runs (descriptors) of one side of a transfer: one per partition row and outer index, or one per
+ * element when the innermost step is not 1. */
+static uint64_t runs_of(const tern_ap *ap)
+{
+    uint64_t outer = ap->num_partitions;
+    for (unsigned k = 0; k + 1 < ap->ndims; k++)
+        outer *= ap->dims[k].num;
+    uint64_t inner = ap->ndims ? ap->dims[ap->ndims - 1].num : 1;
+    if (ap->ndims && ap->dims[ap->ndims - 1].step != 1)
+        return outer * inner;
+    return outer;
+}
+
+void timing_dma_plan(const tern_timing_config *t, const tern_instr *ins, timing_dma *out)
+{
+    memset(out, 0, sizeof *out);
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    uint64_t elems = (uint64_t)d->num_partitions * tern_ap_free_elems(d);
+    out->bytes = elems * tern_dtype_size((tern_dtype)d->dtype);
+    uint64_t src_bytes = elems * tern_dtype_size((tern_dtype)a->dtype);
+    if (ins->opcode == TERN_OP_DMA_GATHER) {
+        /* one descriptor per gathered row */
+        out->descriptors = d->num_partitions;
+    } else {
+        uint64_t rs = runs_of(a), rd = runs_of(d);
+        out->descriptors = rs > rd ? rs : rd;
+    }
+    out->hbm_bytes = (d->mem == TERN_MEM_HBM ? out->bytes : 0) + (a->mem == TERN_MEM_HBM ? src_bytes : 0);
+    /* The transfer is split over the DMA engines by descriptors (each engine usually owns 128/16 = 8
+     * partitions of a 128-partition transfer). */
+    unsigned E = t->dma_engines ? t->dma_engines : 1;
+    out->engines = out->descriptors < E ? (unsigned)(out->descriptors ? out->descriptors : 1) : E;
+    uint64_t max_bytes = out->bytes > src_bytes ? out->bytes : src_bytes;
+    uint64_t desc_e = (out->descriptors + out->engines - 1) / out->engines;
+    double bytes_e = (double)max_bytes / out->engines;
+    double secs = (double)desc_e * t->dma_descriptor_s + bytes_e / t->dma_bandwidth;
+    out->engine_ps = (int64_t)llround(secs * 1e12);
+    out->fixed_ps = (int64_t)llround(t->dma_fixed_s * 1e12);
+    out->hbm_ps = t->hbm_bandwidth > 0 ? (int64_t)llround((double)out->hbm_bytes / t->hbm_bandwidth * 1e12) : 0;
+}
