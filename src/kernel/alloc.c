@@ -1,6 +1,6 @@
-/* The kernel builder's on-chip allocator: first fit over the bytes of a partition (every tile spans its
- * partitions at the same offsets), with PSUM's bank rule, and free space that keeps the pending accesses of
- * the tiles that used it so that a new tile placed there waits for them. */
+/* The kernel builder's on-chip allocator: next fit over the bytes of a partition (every tile spans its
+ * partitions at the same offsets), with PSUM's bank rule, and free space that keeps, block by block, the
+ * pending accesses of the tiles that used it, so that a new tile placed there waits for exactly those. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,32 +36,12 @@ void kalloc_free(kalloc *a)
     memset(a, 0, sizeof *a);
 }
 
-static int insert_at(kalloc *a, size_t i, kblock b)
-{
-    if (a->count == a->cap) {
-        size_t cap = a->cap * 2;
-        kblock *n = realloc(a->blocks, cap * sizeof *n);
-        if (!n)
-            return -1;
-        a->blocks = n;
-        a->cap = cap;
-    }
-    memmove(&a->blocks[i + 1], &a->blocks[i], (a->count - i) * sizeof *a->blocks);
-    a->blocks[i] = b;
-    a->count++;
-    return 0;
-}
 
-static void remove_at(kalloc *a, size_t i)
-{
-    memmove(&a->blocks[i], &a->blocks[i + 1], (a->count - i - 1) * sizeof *a->blocks);
-    a->count--;
-}
 
-/* Where in free block b a tile of `bytes` can start, or UINT64_MAX. */
-static uint64_t fit(const kblock *b, uint64_t bytes, uint64_t align, uint64_t bank)
+/* Where in the free run [start, end) a tile of `bytes` can start, or UINT64_MAX. */
+static uint64_t fit(uint64_t start, uint64_t end, uint64_t bytes, uint64_t align, uint64_t bank)
 {
-    uint64_t s = (b->start + align - 1) / align * align;
+    uint64_t s = (start + align - 1) / align * align;
     if (bank) {
         if (bytes <= bank) {
             if (s / bank != (s + bytes - 1) / bank)
@@ -70,56 +50,108 @@ static uint64_t fit(const kblock *b, uint64_t bytes, uint64_t align, uint64_t ba
             s = (s + bank - 1) / bank * bank;
         }
     }
-    return s + bytes <= b->end ? s : UINT64_MAX;
+    return s + bytes <= end ? s : UINT64_MAX;
 }
 
+/* Free space stays as the separate blocks its tiles left (never merged), each with its own pending accesses,
+ * so a new tile waits only for the accesses to the bytes it actually takes. A tile may span several adjacent
+ * free blocks; they are found as a run. */
 int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64_t *offset, khazard *hz)
 {
     if (bytes == 0 || bytes > a->capacity)
         return -1;
-    /* Next fit: search from where the last tile ended, then wrap. Released space is reused only after the
-     * rest has been used, which spreads consecutive tiles over different buffers (multi-buffering) so a load
-     * into a new tile need not wait for the readers of the tile released just before. */
+    /* Next fit over runs of adjacent free blocks, starting at the run that holds the cursor: consecutive tiles
+     * land in different buffers (multi-buffering). */
     size_t first = 0;
     while (first < a->count && a->blocks[first].end <= a->cursor)
         first++;
-    for (size_t n = 0; n < a->count; n++) {
-        size_t i = (first + n) % a->count;
-        kblock *b = &a->blocks[i];
-        if (b->used)
-            continue;
-        kblock probe = *b;
-        if (i == first && probe.start < a->cursor && n == 0)
-            probe.start = a->cursor;
-        uint64_t s = fit(&probe, bytes, align, bank);
-        if (s == UINT64_MAX && probe.start != b->start)
-            s = fit(b, bytes, align, bank);
-        if (s == UINT64_MAX)
-            continue;
-        kblock whole = *b;
-        /* Split into [start, s) free, [s, s+bytes) used, [s+bytes, end) free. */
-        kblock used = whole;
-        used.start = s;
-        used.end = s + bytes;
-        used.used = 1;
-        *hz = whole.hz;
-        a->blocks[i] = used;
-        if (s > whole.start) {
-            kblock pre = whole;
-            pre.end = s;
-            if (insert_at(a, i, pre))
+    if (first == a->count)
+        first = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = pass ? 0 : first; i < (pass ? first + 1 : a->count) && i < a->count; i++) {
+            if (a->blocks[i].used)
+                continue;
+            size_t j = i;
+            while (j + 1 < a->count && !a->blocks[j + 1].used)
+                j++;
+            uint64_t lo = a->blocks[i].start;
+            if (!pass && i == first && a->cursor > lo && a->cursor < a->blocks[j].end)
+                lo = a->cursor;
+            uint64_t s = fit(lo, a->blocks[j].end, bytes, align, bank);
+            if (s == UINT64_MAX && lo != a->blocks[i].start)
+                s = fit(a->blocks[i].start, a->blocks[j].end, bytes, align, bank);
+            if (s == UINT64_MAX) {
+                i = j;
+                continue;
+            }
+            uint64_t e = s + bytes;
+            memset(hz, 0, sizeof *hz);
+            /* Rebuild blocks i..j: [keep before s] [new used] [keep after e]; hazards of what it covers merge. */
+            size_t n_old = j - i + 1;
+            kblock *old = malloc(n_old * sizeof *old);
+            if (!old)
                 return -1;
-            i++;
+            memcpy(old, &a->blocks[i], n_old * sizeof *old);
+            kblock fresh[64];
+            size_t nf = 0;
+            kblock *dyn = n_old * 2 + 1 > 64 ? malloc((n_old * 2 + 1) * sizeof *dyn) : NULL;
+            kblock *out = dyn ? dyn : fresh;
+            int placed = 0;
+            for (size_t k = 0; k < n_old; k++) {
+                kblock b = old[k];
+                if (b.end <= s || b.start >= e) {
+                    if (b.start >= e && !placed) {
+                        kblock u = {s, e, 1, *hz};
+                        out[nf++] = u;
+                        placed = 1;
+                    }
+                    out[nf++] = b;
+                    continue;
+                }
+                khazard_merge(hz, &b.hz);
+                if (b.start < s) {
+                    kblock pre = b;
+                    pre.end = s;
+                    out[nf++] = pre;
+                }
+                if (b.end > e) {
+                    if (!placed) {
+                        kblock u = {s, e, 1, {{0}, {0}}};
+                        out[nf++] = u;
+                        placed = 1;
+                    }
+                    kblock post = b;
+                    post.start = e;
+                    out[nf++] = post;
+                }
+            }
+            if (!placed) {
+                kblock u = {s, e, 1, {{0}, {0}}};
+                out[nf++] = u;
+            }
+            for (size_t k = 0; k < nf; k++)
+                if (out[k].used && out[k].start == s)
+                    out[k].hz = *hz;
+            free(old);
+            /* Replace blocks i..j with out[0..nf). */
+            while (a->count - n_old + nf > a->cap) {
+                size_t cap = a->cap * 2;
+                kblock *nb = realloc(a->blocks, cap * sizeof *nb);
+                if (!nb) {
+                    free(dyn);
+                    return -1;
+                }
+                a->blocks = nb;
+                a->cap = cap;
+            }
+            memmove(&a->blocks[i + nf], &a->blocks[j + 1], (a->count - j - 1) * sizeof *a->blocks);
+            memcpy(&a->blocks[i], out, nf * sizeof *out);
+            a->count = a->count - n_old + nf;
+            free(dyn);
+            *offset = s;
+            a->cursor = e >= a->capacity ? 0 : e;
+            return 0;
         }
-        if (s + bytes < whole.end) {
-            kblock post = whole;
-            post.start = s + bytes;
-            if (insert_at(a, i + 1, post))
-                return -1;
-        }
-        *offset = s;
-        a->cursor = s + bytes >= a->capacity ? 0 : s + bytes;
-        return 0;
     }
     return -1;
 }
@@ -130,18 +162,7 @@ void kalloc_give(kalloc *a, uint64_t offset, uint64_t bytes, const khazard *hz)
         kblock *b = &a->blocks[i];
         if (b->used && b->start == offset && b->end == offset + bytes) {
             b->used = 0;
-            khazard_merge(&b->hz, hz);
-            /* Coalesce with free neighbours; the merged space keeps every pending access. */
-            if (i + 1 < a->count && !a->blocks[i + 1].used) {
-                khazard_merge(&b->hz, &a->blocks[i + 1].hz);
-                b->end = a->blocks[i + 1].end;
-                remove_at(a, i + 1);
-            }
-            if (i > 0 && !a->blocks[i - 1].used) {
-                khazard_merge(&a->blocks[i - 1].hz, &b->hz);
-                a->blocks[i - 1].end = b->end;
-                remove_at(a, i);
-            }
+            b->hz = *hz; /* the tile's pending accesses stay with exactly its bytes */
             return;
         }
     }
