@@ -425,7 +425,66 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     return TERN_OK;
 }
 
+static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_run_stats *stats, tern_error *err);
+
+/* Test aid (TERN_CHECK_TIMING=1): a functional run is repeated in timing-only mode on a shadow core that starts
+ * from the same registers and semaphores; both must predict exactly the same times and counts. */
+static tern_status check_timing_only(tern_core *core, const tern_program *prog, const tern_run_stats *functional,
+                                     const int32_t *regs, const uint32_t *sems, tern_error *err)
+{
+    tern_core_options o = core->opts;
+    o.mode = TERN_MODE_TIMING_ONLY;
+    o.on_event = NULL;
+    o.fill_nan = 0;
+    tern_core *shadow = NULL;
+    tern_core_config cfg = core->cfg;
+    cfg.sbuf_partition_bytes = core->cfg.sbuf_partition_bytes;
+    tern_status st = tern_core_create(&cfg, &o, &shadow, err);
+    if (st)
+        return st;
+    memcpy(shadow->registers, regs, (size_t)TERN_ENGINE_COUNT * cfg.num_registers * sizeof *regs);
+    memcpy(shadow->semaphores, sems, cfg.num_semaphores * sizeof *sems);
+    tern_run_stats t;
+    st = run_schedule(shadow, prog, &t, err);
+    tern_core_free(shadow);
+    if (st)
+        return tern_error_prefix(err, "timing-only check: ");
+    if (t.time_ps != functional->time_ps || memcmp(t.busy_ps, functional->busy_ps, sizeof t.busy_ps) ||
+        t.dma_bytes != functional->dma_bytes || t.macs != functional->macs ||
+        memcmp(t.instructions, functional->instructions, sizeof t.instructions))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "timing-only check: timing-only mode predicts %lld ps, functional mode %lld ps",
+                              (long long)t.time_ps, (long long)functional->time_ps);
+    return TERN_OK;
+}
+
 tern_status tern_core_run(tern_core *core, const tern_program *prog, tern_run_stats *stats, tern_error *err)
+{
+    tern_run_stats local;
+    if (!stats)
+        stats = &local;
+    const char *ct = getenv("TERN_CHECK_TIMING");
+    if (!(ct && ct[0] == '1' && core->opts.mode == TERN_MODE_FUNCTIONAL))
+        return run_schedule(core, prog, stats, err);
+    size_t nregs = (size_t)TERN_ENGINE_COUNT * core->cfg.num_registers;
+    int32_t *regs = malloc(nregs * sizeof *regs);
+    uint32_t *sems = malloc(core->cfg.num_semaphores * sizeof *sems);
+    tern_status st;
+    if (!regs || !sems) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory");
+    } else {
+        memcpy(regs, core->registers, nregs * sizeof *regs);
+        memcpy(sems, core->semaphores, core->cfg.num_semaphores * sizeof *sems);
+        st = run_schedule(core, prog, stats, err);
+        if (!st)
+            st = check_timing_only(core, prog, stats, regs, sems, err);
+    }
+    free(regs);
+    free(sems);
+    return st;
+}
+
+static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_run_stats *stats, tern_error *err)
 {
     tern_run_stats local;
     if (!stats)
