@@ -26,14 +26,14 @@ static const char *const FAMILY_COLOURS[PROF_FAM_COUNT] = {
 #define LANE_H 22
 #define LANE_GAP 6
 
-static void fmt_tick(char *buf, size_t cap, double ps, double step)
+static void fmt_tick(char *buf, size_t cap, double ps, double span)
 {
-    /* the unit follows the tick step so labels stay short and distinct */
-    if (step >= 1e9)
+    /* one unit for the whole axis, chosen by its span */
+    if (span >= 1e9)
         snprintf(buf, cap, "%g ms", ps * 1e-9);
-    else if (step >= 1e6)
+    else if (span >= 1e6)
         snprintf(buf, cap, "%g \xc2\xb5s", ps * 1e-6);
-    else if (step >= 1e3)
+    else if (span >= 1e3)
         snprintf(buf, cap, "%g ns", ps * 1e-3);
     else
         snprintf(buf, cap, "%g ps", ps);
@@ -166,7 +166,7 @@ int prof_svg_write(FILE *f, const prof_grid *g, const tern_prof_summary *s, unsi
             break;
         double x = LEFT + t * px_per_ps;
         char lbl[32];
-        fmt_tick(lbl, sizeof lbl, t, step);
+        fmt_tick(lbl, sizeof lbl, t, span);
         fprintf(f, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"black\"/>\n", x, ay, x, ay + 5);
         fprintf(f, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, ay + 18, lbl);
     }
