@@ -47,8 +47,24 @@ tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_i
         return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN0,
                           "dtype %s not a TensorE input (fp8, bf16, fp16, tf32, fp32)", tern_dtype_name((tern_dtype)a->dtype));
     uint64_t free = tern_ap_free_elems(a);
-    if (ins->flags & TERN_FLAG_DOUBLE_ROW)
-        return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1, "double-row FP8 mode is not implemented yet");
+    if (ins->flags & TERN_FLAG_DOUBLE_ROW) {
+        /* NeuronCore-v3 double-row FP8 (trainium-arch.md §3): K up to 256 as [128 partitions, 2, F]; each PE
+         * does two FP8 MACs per cycle. */
+        if (ins->opcode == TERN_OP_TRANSPOSE_PE)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "double-row mode cannot combine with transpose mode");
+        if (c->generation < 3)
+            return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1,
+                              "double-row FP8 needs NeuronCore-v3 or later (this core is v%d)", c->generation);
+        if (!is_fp8((tern_dtype)a->dtype))
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN0, "double-row mode needs an fp8 dtype, got %s",
+                              tern_dtype_name((tern_dtype)a->dtype));
+        if (a->ndims != 2 || a->dims[0].num != 2)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN0,
+                              "double-row operand must be [P, 2, F] (outer free dimension exactly 2; pad K), got %u "
+                              "free dimensions with outer size %u",
+                              a->ndims, a->dims[0].num);
+        free = a->dims[1].num;
+    }
     switch ((tern_opcode)ins->opcode) {
     case TERN_OP_LOAD_STATIONARY:
         if (a->num_partitions > c->pe_rows)
@@ -70,6 +86,8 @@ tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_i
                               "matmul output dtype %s not allowed (fp32%s)", tern_dtype_name(dt),
                               c->generation >= 4 ? " or bf16" : "; bf16 PSUM output needs NeuronCore-v4");
         uint64_t limit = dt == TERN_DTYPE_BF16 ? 2ull * c->moving_free_max : c->moving_free_max;
+        if (ins->flags & TERN_FLAG_DOUBLE_ROW)
+            limit = c->moving_free_max;
         if (free > limit)
             return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN0, "moving free size %llu exceeds %llu",
                               (unsigned long long)free, (unsigned long long)limit);
@@ -286,6 +304,11 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
         return st;
     const tern_ap *a = &ins->ap[TERN_AP_IN0], *d = &ins->ap[TERN_AP_DST];
     uint32_t K = a->num_partitions, N = (uint32_t)tern_ap_free_elems(a);
+    if (ins->flags & TERN_FLAG_DOUBLE_ROW) {
+        /* [P, 2, F] gathers densely as (p, r, f) = rows p*2 + r of F: a contraction of 2P, k = p*2 + r. */
+        K *= 2;
+        N /= 2;
+    }
     switch ((tern_opcode)ins->opcode) {
     case TERN_OP_LOAD_STATIONARY:
         if ((st = load_stationary(core, cx, a, K, N, err)))

@@ -368,7 +368,8 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     switch (op) {
     case TERN_OP_LOAD_STATIONARY:
         r->ls_free = r->last_ls_end = t + occ;
-        r->stat_m = (uint32_t)tern_ap_free_elems(&ins->ap[TERN_AP_IN0]);
+        r->stat_m = (ins->flags & TERN_FLAG_DOUBLE_ROW) ? ins->ap[TERN_AP_IN0].dims[1].num
+                                                        : (uint32_t)tern_ap_free_elems(&ins->ap[TERN_AP_IN0]);
         r->stat_dtype = ins->ap[TERN_AP_IN0].dtype;
         break;
     case TERN_OP_MULTIPLY_MOVING: {

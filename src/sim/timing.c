@@ -65,12 +65,13 @@ uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const te
     case TERN_OP_LOAD_STATIONARY: {
         /* Fast LoadStationary: up to 4x faster than a matmul of the same free size. */
         double passes = is_fp32_class(a->dtype) ? t->fp32_matmul_factor : 1.0;
-        uint64_t m = tern_ap_free_elems(a);
+        uint64_t m = (ins->flags & TERN_FLAG_DOUBLE_ROW) ? a->dims[1].num : tern_ap_free_elems(a);
         return max_u64(1, (uint64_t)ceil((double)m * passes / t->fast_ls_factor));
     }
     case TERN_OP_MULTIPLY_MOVING: {
         /* max(min(64, N_stationary), N_moving), 4x for fp32 (calibration.md C2). */
-        uint64_t mov = tern_ap_free_elems(a);
+        /* double-row FP8: two rows per PE per cycle, the time of one 16-bit matmul of the same free size */
+        uint64_t mov = (ins->flags & TERN_FLAG_DOUBLE_ROW) ? a->dims[1].num : tern_ap_free_elems(a);
         uint64_t init = stat_m < t->mm_init_latency ? stat_m : t->mm_init_latency;
         uint64_t c = max_u64(init, mov);
         if (is_fp32_class(a->dtype) || is_fp32_class(stat_dtype))

@@ -342,9 +342,79 @@ static void moving_cache_invalidation(void)
     tern_core_free(core);
 }
 
+/* v3 double-row FP8: [128, 2, F] operands contract over 256 rows (k = 2p + r), at the time of one matmul. */
+static void double_row(void)
+{
+    const unsigned P = 128, M = 96, N = 300;
+    float *s = malloc(sizeof(float) * P * 2 * M), *x = malloc(sizeof(float) * P * 2 * N), *y[2];
+    fill(s, (size_t)P * 2 * M, TERN_DTYPE_FP8_E4M3, 0);
+    fill(x, (size_t)P * 2 * N, TERN_DTYPE_FP8_E5M2, 0);
+    const int paths[2] = {TERN_MATMUL_REFERENCE, TERN_MATMUL_AUTO};
+    tern_error err;
+    for (int pth = 0; pth < 2; pth++) {
+        TEST_BEGIN(pth ? "double-row fp8 (fast path)" : "double-row fp8 (reference path)");
+        tern_core *core = core_with("neuroncore-v3", paths[pth]);
+        st_write(core, TERN_MEM_SBUF, 0, P, 0, TERN_DTYPE_FP8_E4M3, s, 2 * M);
+        st_write(core, TERN_MEM_SBUF, 0, P, 65536, TERN_DTYPE_FP8_E5M2, x, 2 * N);
+        tern_program prog;
+        tern_program_init(&prog);
+        int32_t steps_s[2] = {(int32_t)M, 1}, steps_x[2] = {(int32_t)N, 1};
+        uint32_t nums_s[2] = {2, M}, nums_x[2] = {2, N};
+        tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+        ls.ap[TERN_AP_IN0] = st_ap(TERN_MEM_SBUF, TERN_DTYPE_FP8_E4M3, 0, P, 0, 2, steps_s, nums_s);
+        ls.flags = TERN_FLAG_DOUBLE_ROW;
+        tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+        mm.ap[TERN_AP_IN0] = st_ap(TERN_MEM_SBUF, TERN_DTYPE_FP8_E5M2, 0, P, 65536, 2, steps_x, nums_x);
+        mm.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, M, 0, N);
+        mm.flags = TERN_FLAG_DOUBLE_ROW;
+        tern_program_append(&prog, &ls, &err);
+        tern_program_append(&prog, &mm, &err);
+        tern_run_stats stats;
+        tern_status st = tern_core_run(core, &prog, &stats, &err);
+        CHECK_MSG(st == TERN_OK, "run: %s", err.msg);
+        CHECK_EQ_INT(stats.macs, (uint64_t)P * 2 * M * N);
+        tern_program_free(&prog);
+        y[pth] = malloc(sizeof(float) * M * N);
+        st_read(core, TERN_MEM_PSUM, 0, M, 0, TERN_DTYPE_FP32, y[pth], N);
+        size_t bad = 0;
+        for (unsigned m = 0; m < M; m++)
+            for (unsigned n = 0; n < N; n++) {
+                float acc = 0.0f;
+                for (unsigned p = 0; p < P; p++)
+                    for (unsigned r = 0; r < 2; r++)
+                        acc = fmaf(s[(size_t)p * 2 * M + r * M + m], x[(size_t)p * 2 * N + r * N + n], acc);
+                bad += memcmp(&acc, &y[pth][(size_t)m * N + n], 4) != 0;
+            }
+        CHECK_MSG(bad == 0, "%zu outputs differ from the fma chain over k = 2p + r", bad);
+        tern_core_free(core);
+    }
+    free(y[0]);
+    free(y[1]);
+
+    /* rules */
+    int32_t steps[2] = {(int32_t)M, 1};
+    uint32_t nums[2] = {2, M};
+    tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+    ls.ap[TERN_AP_IN0] = st_ap(TERN_MEM_SBUF, TERN_DTYPE_FP8_E4M3, 0, P, 0, 2, steps, nums);
+    ls.flags = TERN_FLAG_DOUBLE_ROW;
+    tern_core *v2 = st_core("neuroncore-v2");
+    REJECT("double-row on v2", v2, &ls, st_run, "double-row FP8 needs NeuronCore-v3 or later");
+    tern_core_free(v2);
+    tern_core *v3 = st_core("neuroncore-v3");
+    ls.ap[TERN_AP_IN0].dtype = TERN_DTYPE_BF16;
+    REJECT("double-row with bf16", v3, &ls, st_run, "double-row mode needs an fp8 dtype, got bf16");
+    ls.ap[TERN_AP_IN0].dtype = TERN_DTYPE_FP8_E4M3;
+    ls.ap[TERN_AP_IN0].dims[0].num = 3;
+    REJECT("double-row outer size 3", v3, &ls, st_run, "double-row operand must be [P, 2, F]");
+    tern_core_free(v3);
+    free(s);
+    free(x);
+}
+
 int main(void)
 {
     semantics();
+    double_row();
     moving_cache_invalidation();
     rules();
     paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 0);

@@ -112,6 +112,27 @@ int main(void)
         add(&p, mm(TERN_DTYPE_FP32, 128, 128, 256));
         CHECK_EQ_INT(run_prog(v2, &p).busy_ps[0], ps(128, T2) + ps(1024, T2));
     }
+    TEST_BEGIN("v3 double-row fp8: twice the MACs in the time of one 16-bit matmul");
+    {
+        tern_core *v3 = tcore("neuroncore-v3");
+        int32_t st_s[2] = {128, 1}, st_x[2] = {512, 1};
+        uint32_t n_s[2] = {2, 128}, n_x[2] = {2, 512};
+        tern_instr l = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+        l.ap[TERN_AP_IN0] = st_ap(TERN_MEM_SBUF, TERN_DTYPE_FP8_E4M3, 0, 128, 0, 2, st_s, n_s);
+        l.flags = TERN_FLAG_DOUBLE_ROW;
+        tern_instr m = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+        m.ap[TERN_AP_IN0] = st_ap(TERN_MEM_SBUF, TERN_DTYPE_FP8_E4M3, 0, 128, 65536, 2, st_x, n_x);
+        m.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 128, 0, 512);
+        m.flags = TERN_FLAG_DOUBLE_ROW;
+        tern_program p;
+        tern_program_init(&p);
+        add(&p, l);
+        add(&p, m);
+        tern_run_stats st = run_prog(v3, &p);
+        CHECK_EQ_INT(st.busy_ps[0], ps(32, 2.4) + ps(512, 2.4));
+        CHECK_EQ_INT(st.macs, 2ull * 128 * 128 * 512);
+        tern_core_free(v3);
+    }
     TEST_BEGIN("background LoadStationary overlaps the running matmul");
     {
         tern_program p;
