@@ -6,6 +6,7 @@
 #define TERN_BASE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +44,9 @@ void tern_error_clear(tern_error *err);
 const char *tern_status_name(tern_status code);
 
 const char *tern_version(void);
+
+/* CRC-32 (IEEE 802.3, as zlib's crc32()) of n bytes: the checksum of tern's binary files. */
+uint32_t tern_crc32(const void *data, size_t n);
 
 /* Invariants: a failure here is a bug in tern, never a user error. */
 void tern_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));

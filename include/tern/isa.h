@@ -169,7 +169,13 @@ typedef struct {
 /* A named HBM tensor of the program's interface (kernel inputs and outputs), so a saved program can be bound
  * and read back without its source. */
 #define TERN_TENSOR_NAME_MAX 48
-typedef enum { TERN_TENSOR_INPUT = 0, TERN_TENSOR_OUTPUT, TERN_TENSOR_SCRATCH, TERN_TENSOR_KIND_COUNT } tern_tensor_kind;
+typedef enum {
+    TERN_TENSOR_INPUT = 0,
+    TERN_TENSOR_OUTPUT,
+    TERN_TENSOR_SCRATCH,
+    TERN_TENSOR_CONSTANT, /* placed by the loader before a run (weights) */
+    TERN_TENSOR_KIND_COUNT
+} tern_tensor_kind;
 typedef struct {
     char name[TERN_TENSOR_NAME_MAX]; /* [A-Za-z0-9_.-], 1..47 characters */
     uint8_t kind;                    /* tern_tensor_kind */
@@ -196,7 +202,7 @@ tern_status tern_program_add_tensor(tern_program *p, const tern_program_tensor *
 const tern_program_tensor *tern_program_find_tensor(const tern_program *p, const char *name);
 /* Bytes the tensor occupies (elements x dtype size). */
 uint64_t tern_program_tensor_bytes(const tern_program_tensor *t);
-const char *tern_tensor_kind_name(tern_tensor_kind k); /* "input", "output", "scratch" */
+const char *tern_tensor_kind_name(tern_tensor_kind k); /* "input", "output", "scratch", "constant" */
 /* Check a tensor's fields; 0 if fine, else writes the reason. */
 int tern_program_tensor_check(const tern_program_tensor *t, char *why, size_t why_len);
 

@@ -39,7 +39,7 @@ typedef struct {
     tern_ap ap;
 } tern_view;
 
-typedef enum { TERN_KIO_INPUT, TERN_KIO_OUTPUT, TERN_KIO_SCRATCH } tern_kio_kind;
+typedef enum { TERN_KIO_INPUT, TERN_KIO_OUTPUT, TERN_KIO_SCRATCH, TERN_KIO_CONSTANT } tern_kio_kind;
 
 /* One kernel input/output (an HBM tensor). */
 typedef struct {
@@ -63,6 +63,11 @@ tern_status tern_kernel_status(const tern_kernel *k, tern_error *err);
 /* ---- HBM tensors ---- */
 tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind kind, tern_dtype dt, unsigned ndims,
                                  const uint64_t *shape);
+/* A constant tensor (weights): data in dt, row-major, copied; placed in HBM by whoever loads the program. */
+tern_view tern_kernel_constant(tern_kernel *k, const char *name, tern_dtype dt, unsigned ndims, const uint64_t *shape,
+                               const void *data);
+/* The data of a constant tensor (NULL for other tensors). */
+const void *tern_kernel_constant_data(const tern_kernel *k, const char *name);
 /* Row-major 2-D helper: rows x cols. */
 tern_view tern_kernel_input2d(tern_kernel *k, const char *name, tern_dtype dt, uint64_t rows, uint64_t cols);
 tern_view tern_kernel_output2d(tern_kernel *k, const char *name, tern_dtype dt, uint64_t rows, uint64_t cols);

@@ -848,7 +848,7 @@ static tern_status read_tensor_directive(lexer *L, tern_program *out)
     while (k < TERN_TENSOR_KIND_COUNT && strcmp(kind, tern_tensor_kind_name((tern_tensor_kind)k)))
         k++;
     if (k == TERN_TENSOR_KIND_COUNT)
-        return perr(L, ks, TERN_ERR_NOT_FOUND, ".tensor %s: unknown kind '%s' (valid: input, output, scratch)", t.name,
+        return perr(L, ks, TERN_ERR_NOT_FOUND, ".tensor %s: unknown kind '%s' (valid: input, output, scratch, constant)", t.name,
                     show(ks, value_len(ks), buf, sizeof buf));
     t.kind = (uint8_t)k;
     skip_space(L);

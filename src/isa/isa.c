@@ -128,7 +128,7 @@ size_t tern_program_instr_count(const tern_program *p)
     return n;
 }
 
-static const char *const tensor_kind_names[TERN_TENSOR_KIND_COUNT] = {"input", "output", "scratch"};
+static const char *const tensor_kind_names[TERN_TENSOR_KIND_COUNT] = {"input", "output", "scratch", "constant"};
 
 const char *tern_tensor_kind_name(tern_tensor_kind k)
 {
@@ -151,7 +151,7 @@ int tern_program_tensor_check(const tern_program_tensor *t, char *why, size_t wh
         }
     }
     if (t->kind >= TERN_TENSOR_KIND_COUNT) {
-        snprintf(why, why_len, "tensor '%s': kind %u unknown (input, output, scratch)", t->name, t->kind);
+        snprintf(why, why_len, "tensor '%s': kind %u unknown (input, output, scratch, constant)", t->name, t->kind);
         return -1;
     }
     if (t->dtype >= TERN_DTYPE_COUNT) {

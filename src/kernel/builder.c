@@ -102,6 +102,9 @@ void tern_kernel_free(tern_kernel *k)
         return;
     tern_program_free(&k->prog);
     free(k->regions);
+    for (size_t i = 0; i < k->nio; i++)
+        free(k->io_data ? k->io_data[i] : NULL);
+    free(k->io_data);
     free(k->io);
     kalloc_free(&k->pools[0]);
     kalloc_free(&k->pools[1]);
@@ -189,13 +192,17 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
     if (k->nio == k->cap_io) {
         size_t cap = k->cap_io ? k->cap_io * 2 : 8;
         tern_kio *io = realloc(k->io, cap * sizeof *io);
-        if (!io) {
+        void **dd = io ? realloc(k->io_data, cap * sizeof *dd) : NULL;
+        if (io)
+            k->io = io;
+        if (!io || !dd) {
             kfail(k, TERN_ERR_NOMEM, "out of memory");
             return kview_invalid();
         }
-        k->io = io;
+        k->io_data = dd;
         k->cap_io = cap;
     }
+    k->io_data[k->nio] = NULL;
     int rid = new_region(k);
     if (rid < 0)
         return kview_invalid();
@@ -242,6 +249,31 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
         stride *= (int64_t)shape[d];
     }
     return v;
+}
+
+tern_view tern_kernel_constant(tern_kernel *k, const char *name, tern_dtype dt, unsigned ndims, const uint64_t *shape,
+                               const void *data)
+{
+    tern_view v = tern_kernel_hbm_tensor(k, name, TERN_KIO_CONSTANT, dt, ndims, shape);
+    if (v.region < 0)
+        return v;
+    tern_kio *io = &k->io[k->nio - 1];
+    void *copy = malloc(io->bytes ? io->bytes : 1);
+    if (!copy) {
+        kfail(k, TERN_ERR_NOMEM, "constant '%s': out of memory for %llu bytes", name, (unsigned long long)io->bytes);
+        return kview_invalid();
+    }
+    memcpy(copy, data, io->bytes);
+    k->io_data[k->nio - 1] = copy;
+    return v;
+}
+
+const void *tern_kernel_constant_data(const tern_kernel *k, const char *name)
+{
+    for (size_t i = 0; i < k->nio; i++)
+        if (!strcmp(k->io[i].name, name))
+            return k->io_data ? k->io_data[i] : NULL;
+    return NULL;
 }
 
 tern_view tern_kernel_input2d(tern_kernel *k, const char *name, tern_dtype dt, uint64_t rows, uint64_t cols)
@@ -648,6 +680,10 @@ tern_status tern_kernel_run(const tern_kernel *k, tern_core *core, tern_run_stat
     tern_status st = tern_kernel_status(k, err);
     if (st)
         return st;
+    for (size_t i = 0; i < k->nio; i++) /* constants (weights) are placed before every run */
+        if (k->io_data && k->io_data[i] &&
+            (st = tern_core_hbm_write(core, k->io[i].hbm_addr, k->io_data[i], k->io[i].bytes, err)))
+            return st;
     return tern_core_run(core, &k->prog, stats, err);
 }
 
@@ -680,13 +716,17 @@ tern_status tern_kernel_from_program(const tern_core_config *cfg, const tern_pro
         if (k->nio == k->cap_io) {
             size_t cap = k->cap_io ? k->cap_io * 2 : 8;
             tern_kio *io = realloc(k->io, cap * sizeof *io);
-            if (!io) {
+            void **dd = io ? realloc(k->io_data, cap * sizeof *dd) : NULL;
+            if (io)
+                k->io = io;
+            if (!io || !dd) {
                 tern_kernel_free(k);
                 return tern_error_set(err, TERN_ERR_NOMEM, "kernel from program: out of memory");
             }
-            k->io = io;
+            k->io_data = dd;
             k->cap_io = cap;
         }
+        k->io_data[k->nio] = NULL;
         tern_kio *io = &k->io[k->nio++];
         memset(io, 0, sizeof *io);
         snprintf(io->name, sizeof io->name, "%s", pt->name);

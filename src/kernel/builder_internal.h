@@ -58,6 +58,7 @@ struct tern_kernel {
     kregion *regions;
     size_t nregions, cap_regions;
     tern_kio *io;
+    void **io_data; /* constant tensors' data (NULL for others), parallel to io */
     size_t nio, cap_io;
     uint64_t hbm_next;
     kalloc pools[2]; /* SBUF, PSUM */

@@ -1,0 +1,419 @@
+/* The tern executable format (.tern): a fixed header, the model's inputs and outputs, one embedded program per
+ * NeuronCore (the .tprog format of the isa layer), the constants each core needs in HBM, and free-form JSON
+ * metadata — little-endian, written field by field, with a CRC-32 over everything after the checksum field.
+ * The decoder trusts nothing: every count is checked against the bytes present before anything is allocated,
+ * every field against its range, and each error names the byte offset. Layout: docs/runtime.md. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tern/runtime.h"
+
+enum {
+    X_MAGIC = 0,
+    X_VERSION = 8,
+    X_CHECKSUM = 12,
+    X_CORES = 16,
+    X_INPUTS = 20,
+    X_OUTPUTS = 24,
+    X_CONSTS = 28,
+    X_META = 32,
+    X_RESERVED = 36,
+    X_MACHINE = 40,
+    X_HEADER = 96,
+    X_MACHINE_LEN = X_HEADER - X_MACHINE,
+    X_IO_RECORD = 120, /* name[48] dtype rank split reserved shape[8] x i64, reserved 4 */
+    X_MAX_CORES = 1024,
+};
+
+void tern_exe_init(tern_exe *x) { memset(x, 0, sizeof *x); }
+
+void tern_exe_free(tern_exe *x)
+{
+    if (x->programs)
+        for (unsigned c = 0; c < x->cores; c++)
+            tern_program_free(&x->programs[c]);
+    free(x->programs);
+    free(x->inputs);
+    free(x->outputs);
+    for (size_t i = 0; i < x->num_consts; i++)
+        free(x->consts[i].data);
+    free(x->consts);
+    free(x->metadata_json);
+    memset(x, 0, sizeof *x);
+}
+
+uint64_t tern_exe_io_elems(const tern_exe_io *io)
+{
+    uint64_t n = 1;
+    for (unsigned d = 0; d < io->rank && d < TERN_EXE_MAX_RANK; d++)
+        n *= (uint64_t)io->shape[d];
+    return n;
+}
+
+/* ---- little-endian buffer ---- */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+    int oom;
+} wbuf;
+
+static void wb_put(wbuf *b, const void *src, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n)
+            cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    if (src)
+        memcpy(b->p + b->len, src, n);
+    else
+        memset(b->p + b->len, 0, n);
+    b->len += n;
+}
+
+static void wb_u32(wbuf *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    wb_put(b, x, 4);
+}
+
+static void wb_u64(wbuf *b, uint64_t v)
+{
+    wb_u32(b, (uint32_t)v);
+    wb_u32(b, (uint32_t)(v >> 32));
+}
+
+static void wb_pad8(wbuf *b) { wb_put(b, NULL, (8 - b->len % 8) % 8); }
+
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+static void put32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24); }
+
+static int io_check(const tern_exe_io *io, char *why, size_t n)
+{
+    size_t len = strnlen(io->name, TERN_TENSOR_NAME_MAX);
+    if (len == 0 || len >= TERN_TENSOR_NAME_MAX) {
+        snprintf(why, n, "name must be 1..%d characters", TERN_TENSOR_NAME_MAX - 1);
+        return -1;
+    }
+    if ((unsigned)io->dtype >= TERN_DTYPE_COUNT) {
+        snprintf(why, n, "'%s': dtype %d unknown", io->name, (int)io->dtype);
+        return -1;
+    }
+    if (io->rank > TERN_EXE_MAX_RANK) {
+        snprintf(why, n, "'%s': rank %u above %d", io->name, io->rank, TERN_EXE_MAX_RANK);
+        return -1;
+    }
+    for (unsigned d = 0; d < io->rank; d++)
+        if (io->shape[d] <= 0 || io->shape[d] > (int64_t)UINT32_MAX) {
+            snprintf(why, n, "'%s': dimension %u is %lld (must be 1..%u)", io->name, d, (long long)io->shape[d],
+                     UINT32_MAX);
+            return -1;
+        }
+    return 0;
+}
+
+static void put_io(wbuf *b, const tern_exe_io *io)
+{
+    uint8_t r[X_IO_RECORD];
+    memset(r, 0, sizeof r);
+    memcpy(r, io->name, strnlen(io->name, TERN_TENSOR_NAME_MAX - 1));
+    r[48] = (uint8_t)io->dtype;
+    r[49] = (uint8_t)io->rank;
+    r[50] = (uint8_t)(io->split_batch != 0);
+    for (unsigned d = 0; d < TERN_EXE_MAX_RANK; d++) {
+        uint64_t v = d < io->rank ? (uint64_t)io->shape[d] : 0;
+        for (int k = 0; k < 8; k++)
+            r[52 + 8 * d + k] = (uint8_t)(v >> (8 * k));
+    }
+    wb_put(b, r, sizeof r);
+}
+
+tern_status tern_exe_encode(const tern_exe *x, uint8_t **out, size_t *len, tern_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    char why[200];
+    if (x->cores == 0 || x->cores > X_MAX_CORES)
+        return tern_error_set(err, TERN_ERR_INVALID, "executable encode: %u cores (must be 1..%d)", x->cores, X_MAX_CORES);
+    if (strnlen(x->machine, sizeof x->machine) >= X_MACHINE_LEN)
+        return tern_error_set(err, TERN_ERR_INVALID, "executable encode: machine name longer than %d characters",
+                              X_MACHINE_LEN - 1);
+    for (size_t i = 0; i < x->num_inputs + x->num_outputs; i++) {
+        const tern_exe_io *io = i < x->num_inputs ? &x->inputs[i] : &x->outputs[i - x->num_inputs];
+        if (io_check(io, why, sizeof why))
+            return tern_error_set(err, TERN_ERR_INVALID, "executable encode: %s %s", i < x->num_inputs ? "input" : "output", why);
+    }
+    wbuf b = {0};
+    wb_put(&b, TERN_EXE_MAGIC, 8);
+    wb_u32(&b, TERN_EXE_VERSION);
+    wb_u32(&b, 0); /* checksum, filled last */
+    wb_u32(&b, x->cores);
+    wb_u32(&b, (uint32_t)x->num_inputs);
+    wb_u32(&b, (uint32_t)x->num_outputs);
+    wb_u32(&b, (uint32_t)x->num_consts);
+    size_t meta_len = x->metadata_json ? strlen(x->metadata_json) : 0;
+    wb_u32(&b, (uint32_t)meta_len);
+    wb_u32(&b, 0);
+    uint8_t m[X_MACHINE_LEN];
+    memset(m, 0, sizeof m);
+    memcpy(m, x->machine, strnlen(x->machine, X_MACHINE_LEN - 1));
+    wb_put(&b, m, sizeof m);
+    for (size_t i = 0; i < x->num_inputs; i++)
+        put_io(&b, &x->inputs[i]);
+    for (size_t i = 0; i < x->num_outputs; i++)
+        put_io(&b, &x->outputs[i]);
+    for (unsigned c = 0; c < x->cores; c++) {
+        uint8_t *prog = NULL;
+        size_t plen = 0;
+        tern_status st = tern_program_encode(&x->programs[c], &prog, &plen, err);
+        if (st) {
+            free(b.p);
+            return tern_error_prefix(err, "executable encode: core %u: ", c);
+        }
+        wb_u64(&b, plen);
+        wb_put(&b, prog, plen);
+        wb_pad8(&b);
+        free(prog);
+    }
+    for (size_t i = 0; i < x->num_consts; i++) {
+        const tern_exe_const *k = &x->consts[i];
+        if (k->core >= x->cores) {
+            free(b.p);
+            return tern_error_set(err, TERN_ERR_INVALID, "executable encode: constant %zu on core %u of %u", i, k->core,
+                                  x->cores);
+        }
+        wb_u32(&b, k->core);
+        wb_u32(&b, 0);
+        wb_u64(&b, k->hbm_addr);
+        wb_u64(&b, k->bytes);
+        wb_put(&b, k->data, k->bytes);
+        wb_pad8(&b);
+    }
+    wb_put(&b, x->metadata_json, meta_len);
+    wb_pad8(&b);
+    if (b.oom) {
+        free(b.p);
+        return tern_error_set(err, TERN_ERR_NOMEM, "executable encode: out of memory");
+    }
+    put32(b.p + X_CHECKSUM, tern_crc32(b.p + X_CORES, b.len - X_CORES));
+    *out = b.p;
+    *len = b.len;
+    return TERN_OK;
+}
+
+static tern_status fail(tern_exe *out, tern_error *err, tern_status code, size_t off, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static tern_status fail(tern_exe *out, tern_error *err, tern_status code, size_t off, const char *fmt, ...)
+{
+    char msg[TERN_ERROR_MSG_MAX - 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tern_exe_free(out);
+    return tern_error_set(err, code, "executable decode: offset %zu: %s", off, msg);
+}
+
+static tern_status read_io(const uint8_t *r, size_t off, tern_exe_io *io, tern_exe *out, tern_error *err)
+{
+    memset(io, 0, sizeof *io);
+    size_t nlen = strnlen((const char *)r, TERN_TENSOR_NAME_MAX);
+    if (nlen == 0 || nlen >= TERN_TENSOR_NAME_MAX)
+        return fail(out, err, TERN_ERR_PARSE, off, "input/output name empty or not NUL-terminated");
+    for (size_t i = nlen; i < TERN_TENSOR_NAME_MAX; i++)
+        if (r[i])
+            return fail(out, err, TERN_ERR_PARSE, off + i, "non-zero byte after an input/output name");
+    memcpy(io->name, r, nlen);
+    io->dtype = (tern_dtype)r[48];
+    io->rank = r[49];
+    if (r[50] > 1 || r[51])
+        return fail(out, err, TERN_ERR_PARSE, off + 50, "'%s': split flag %u / reserved byte %u invalid", io->name,
+                    r[50], r[51]);
+    io->split_batch = r[50];
+    for (unsigned d = 0; d < TERN_EXE_MAX_RANK; d++)
+        io->shape[d] = (int64_t)rd64(r + 52 + 8 * d);
+    char why[200];
+    if (io_check(io, why, sizeof why))
+        return fail(out, err, TERN_ERR_PARSE, off + 48, "%s", why);
+    for (unsigned d = io->rank; d < TERN_EXE_MAX_RANK; d++)
+        if (io->shape[d])
+            return fail(out, err, TERN_ERR_PARSE, off + 52 + 8 * d, "'%s': dimension %u set beyond rank %u", io->name,
+                        d, io->rank);
+    return TERN_OK;
+}
+
+tern_status tern_exe_decode(const uint8_t *buf, size_t len, tern_exe *out, tern_error *err)
+{
+    tern_exe_init(out);
+    if (len < 8 || memcmp(buf, TERN_EXE_MAGIC, 8))
+        return fail(out, err, TERN_ERR_PARSE, 0, "not a tern executable (magic %s)", TERN_EXE_MAGIC);
+    if (len < X_HEADER)
+        return fail(out, err, TERN_ERR_PARSE, len, "truncated: %zu bytes, the header needs %d", len, X_HEADER);
+    uint32_t version = rd32(buf + X_VERSION);
+    if (version != TERN_EXE_VERSION)
+        return fail(out, err, TERN_ERR_UNSUPPORTED, X_VERSION, "version %u unsupported (this build reads %d)", version,
+                    TERN_EXE_VERSION);
+    uint32_t crc = tern_crc32(buf + X_CORES, len - X_CORES);
+    if (crc != rd32(buf + X_CHECKSUM))
+        return fail(out, err, TERN_ERR_PARSE, X_CHECKSUM, "checksum mismatch (file says 0x%08x, contents 0x%08x)",
+                    rd32(buf + X_CHECKSUM), crc);
+    uint32_t cores = rd32(buf + X_CORES), nin = rd32(buf + X_INPUTS), nout = rd32(buf + X_OUTPUTS);
+    uint32_t nconst = rd32(buf + X_CONSTS), meta = rd32(buf + X_META);
+    if (cores == 0 || cores > X_MAX_CORES)
+        return fail(out, err, TERN_ERR_PARSE, X_CORES, "%u cores (must be 1..%d)", cores, X_MAX_CORES);
+    if (rd32(buf + X_RESERVED))
+        return fail(out, err, TERN_ERR_PARSE, X_RESERVED, "reserved field not zero");
+    size_t mlen = strnlen((const char *)buf + X_MACHINE, X_MACHINE_LEN);
+    if (mlen >= X_MACHINE_LEN)
+        return fail(out, err, TERN_ERR_PARSE, X_MACHINE, "machine name not NUL-terminated");
+    memcpy(out->machine, buf + X_MACHINE, mlen);
+    size_t off = X_HEADER;
+    if ((uint64_t)nin + nout > (len - off) / X_IO_RECORD)
+        return fail(out, err, TERN_ERR_PARSE, X_INPUTS, "%u inputs and %u outputs do not fit in %zu bytes", nin, nout,
+                    len - off);
+    out->inputs = calloc(nin ? nin : 1, sizeof *out->inputs);
+    out->outputs = calloc(nout ? nout : 1, sizeof *out->outputs);
+    out->programs = calloc(cores, sizeof *out->programs);
+    if (!out->inputs || !out->outputs || !out->programs)
+        return fail(out, err, TERN_ERR_NOMEM, off, "out of memory");
+    tern_status st;
+    for (uint32_t i = 0; i < nin; i++, off += X_IO_RECORD) {
+        if ((st = read_io(buf + off, off, &out->inputs[i], out, err)))
+            return st;
+        out->num_inputs = i + 1;
+    }
+    for (uint32_t i = 0; i < nout; i++, off += X_IO_RECORD) {
+        if ((st = read_io(buf + off, off, &out->outputs[i], out, err)))
+            return st;
+        out->num_outputs = i + 1;
+    }
+    out->cores = cores;
+    for (unsigned c = 0; c < cores; c++)
+        tern_program_init(&out->programs[c]);
+    for (unsigned c = 0; c < cores; c++) {
+        if (len - off < 8)
+            return fail(out, err, TERN_ERR_PARSE, off, "truncated before core %u's program", c);
+        uint64_t plen = rd64(buf + off);
+        if (plen > len - off - 8)
+            return fail(out, err, TERN_ERR_PARSE, off, "core %u's program of %llu bytes overruns the file", c,
+                        (unsigned long long)plen);
+        tern_error e2;
+        if (tern_program_decode(buf + off + 8, (size_t)plen, &out->programs[c], &e2))
+            return fail(out, err, e2.code, off + 8, "core %u: %s", c, e2.msg);
+        off += 8 + (size_t)plen;
+        off += (8 - off % 8) % 8;
+        if (off > len)
+            return fail(out, err, TERN_ERR_PARSE, len, "truncated in core %u's padding", c);
+    }
+    if (nconst > (len - off) / 24)
+        return fail(out, err, TERN_ERR_PARSE, X_CONSTS, "%u constants do not fit in the %zu bytes left", nconst, len - off);
+    out->consts = calloc(nconst ? nconst : 1, sizeof *out->consts);
+    if (!out->consts)
+        return fail(out, err, TERN_ERR_NOMEM, off, "out of memory");
+    for (uint32_t i = 0; i < nconst; i++) {
+        if (len - off < 24)
+            return fail(out, err, TERN_ERR_PARSE, off, "truncated in constant %u", i);
+        tern_exe_const *k = &out->consts[i];
+        k->core = rd32(buf + off);
+        if (k->core >= cores || rd32(buf + off + 4))
+            return fail(out, err, TERN_ERR_PARSE, off, "constant %u: core %u of %u (or reserved bytes set)", i, k->core,
+                        cores);
+        k->hbm_addr = rd64(buf + off + 8);
+        k->bytes = rd64(buf + off + 16);
+        if (k->bytes > len - off - 24)
+            return fail(out, err, TERN_ERR_PARSE, off + 16, "constant %u: %llu bytes overrun the file", i,
+                        (unsigned long long)k->bytes);
+        k->data = malloc(k->bytes ? k->bytes : 1);
+        if (!k->data)
+            return fail(out, err, TERN_ERR_NOMEM, off, "constant %u: out of memory", i);
+        memcpy(k->data, buf + off + 24, k->bytes);
+        out->num_consts = i + 1;
+        off += 24 + (size_t)k->bytes;
+        off += (8 - off % 8) % 8;
+        if (off > len)
+            return fail(out, err, TERN_ERR_PARSE, len, "truncated in constant %u's padding", i);
+    }
+    if (meta > len - off)
+        return fail(out, err, TERN_ERR_PARSE, X_META, "metadata of %u bytes overruns the file", meta);
+    if (meta) {
+        out->metadata_json = malloc(meta + 1);
+        if (!out->metadata_json)
+            return fail(out, err, TERN_ERR_NOMEM, off, "out of memory");
+        memcpy(out->metadata_json, buf + off, meta);
+        out->metadata_json[meta] = '\0';
+    }
+    off += meta;
+    off += (8 - off % 8) % 8;
+    if (off != len)
+        return fail(out, err, TERN_ERR_PARSE, off, "%zu trailing bytes", len - off);
+    /* Every input and output must be a tensor of every core's program. */
+    for (size_t i = 0; i < out->num_inputs + out->num_outputs; i++) {
+        const tern_exe_io *io = i < out->num_inputs ? &out->inputs[i] : &out->outputs[i - out->num_inputs];
+        for (unsigned c = 0; c < cores; c++)
+            if (!tern_program_find_tensor(&out->programs[c], io->name))
+                return fail(out, err, TERN_ERR_PARSE, X_HEADER, "'%s' is not a tensor of core %u's program", io->name, c);
+    }
+    return TERN_OK;
+}
+
+tern_status tern_exe_save(const tern_exe *x, const char *path, tern_error *err)
+{
+    uint8_t *b = NULL;
+    size_t n = 0;
+    tern_status st = tern_exe_encode(x, &b, &n, err);
+    if (st)
+        return st;
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(b);
+        return tern_error_set(err, TERN_ERR_IO, "saving %s: cannot open for writing", path);
+    }
+    size_t w = fwrite(b, 1, n, f);
+    int c = fclose(f);
+    free(b);
+    if (w != n || c)
+        return tern_error_set(err, TERN_ERR_IO, "saving %s: write failed", path);
+    return TERN_OK;
+}
+
+tern_status tern_exe_load(const char *path, tern_exe *out, tern_error *err)
+{
+    tern_exe_init(out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tern_error_set(err, TERN_ERR_IO, "loading %s: cannot open", path);
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return tern_error_set(err, TERN_ERR_IO, "loading %s: cannot seek", path);
+    }
+    long size = ftell(f);
+    rewind(f);
+    if (size < 0) {
+        fclose(f);
+        return tern_error_set(err, TERN_ERR_IO, "loading %s: cannot size", path);
+    }
+    uint8_t *b = malloc((size_t)size + 1);
+    size_t got = b ? fread(b, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (!b || got != (size_t)size) {
+        free(b);
+        return tern_error_set(err, TERN_ERR_IO, "loading %s: read failed", path);
+    }
+    tern_status st = tern_exe_decode(b, (size_t)size, out, err);
+    free(b);
+    if (st)
+        return tern_error_prefix(err, "loading %s: ", path);
+    return TERN_OK;
+}

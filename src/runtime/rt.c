@@ -1,0 +1,239 @@
+/* Executing a tern executable on a simulated chip: one simulated NeuronCore per program, constants placed in each
+ * core's HBM once, inputs sliced over the cores along the batch axis when the executable says so, outputs
+ * gathered back. The cores' programs are independent (the compiler splits a batch), so they are simulated one
+ * after the other; each core gets its share of the chip's HBM bandwidth, and the predicted time of an execution
+ * is the slowest core's. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tern/runtime.h"
+
+struct tern_rt {
+    tern_exe exe;
+    tern_core_config cfg;
+    tern_rt_options opts;
+    tern_core **cores;
+    uint8_t **inputs; /* host copies, whole model, per input */
+    int *input_set;
+    tern_run_stats *stats;
+};
+
+static tern_status copy_exe(const tern_exe *src, tern_exe *dst, tern_error *err)
+{
+    uint8_t *b = NULL;
+    size_t n = 0;
+    tern_status st = tern_exe_encode(src, &b, &n, err);
+    if (!st)
+        st = tern_exe_decode(b, n, dst, err);
+    free(b);
+    return st;
+}
+
+static const tern_exe_io *find_io(const tern_exe_io *v, size_t n, const char *name, size_t *index)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i].name, name)) {
+            if (index)
+                *index = i;
+            return &v[i];
+        }
+    return NULL;
+}
+
+/* Bytes of core c's share of io, and its offset in the whole-model array. */
+static void slice_of(const tern_exe *x, const tern_exe_io *io, unsigned c, uint64_t *offset, uint64_t *bytes)
+{
+    uint64_t total = tern_exe_io_elems(io) * tern_dtype_size(io->dtype);
+    if (!io->split_batch || x->cores == 1 || io->rank == 0) {
+        *offset = 0;
+        *bytes = total;
+        return;
+    }
+    uint64_t row = total / (uint64_t)io->shape[0];
+    uint64_t per = (uint64_t)io->shape[0] / x->cores;
+    *offset = (uint64_t)c * per * row;
+    *bytes = per * row;
+}
+
+tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt_options *o, tern_rt **out,
+                           tern_error *err)
+{
+    *out = NULL;
+    tern_rt *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
+    if (o)
+        rt->opts = *o;
+    tern_status st = copy_exe(x, &rt->exe, err);
+    if (!st)
+        st = tern_core_config_load(machine, &rt->cfg, err);
+    if (st) {
+        tern_rt_free(rt);
+        return st;
+    }
+    unsigned chip_cores = rt->cfg.timing.cores_per_chip ? rt->cfg.timing.cores_per_chip : 1;
+    if (rt->exe.cores > chip_cores) {
+        tern_rt_free(rt);
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "runtime: the executable needs %u NeuronCores; machine %s has %u per chip (compile for "
+                              "this machine, or use --cores)",
+                              x->cores, machine, chip_cores);
+    }
+    for (size_t i = 0; i < rt->exe.num_inputs + rt->exe.num_outputs; i++) {
+        const tern_exe_io *io =
+            i < rt->exe.num_inputs ? &rt->exe.inputs[i] : &rt->exe.outputs[i - rt->exe.num_inputs];
+        if (io->split_batch && (io->rank == 0 || io->shape[0] % rt->exe.cores)) {
+            tern_rt_free(rt);
+            return tern_error_set(err, TERN_ERR_INVALID, "runtime: '%s' splits a batch of %lld over %u cores unevenly",
+                                  io->name, io->rank ? (long long)io->shape[0] : 0LL, rt->exe.cores);
+        }
+    }
+    /* The chip's HBM bandwidth is shared by the cores that run at once. */
+    if (rt->exe.cores > 1)
+        rt->cfg.timing.hbm_bandwidth /= rt->exe.cores;
+    rt->cores = calloc(rt->exe.cores, sizeof *rt->cores);
+    rt->stats = calloc(rt->exe.cores, sizeof *rt->stats);
+    rt->inputs = calloc(rt->exe.num_inputs ? rt->exe.num_inputs : 1, sizeof *rt->inputs);
+    rt->input_set = calloc(rt->exe.num_inputs ? rt->exe.num_inputs : 1, sizeof *rt->input_set);
+    if (!rt->cores || !rt->stats || !rt->inputs || !rt->input_set) {
+        tern_rt_free(rt);
+        return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
+    }
+    tern_core_options co = {0};
+    co.mode = rt->opts.mode;
+    co.rounding = rt->opts.rounding;
+    co.seed = rt->opts.seed;
+    co.on_event = rt->opts.on_event;
+    co.event_ctx = rt->opts.event_ctx;
+    for (unsigned c = 0; c < rt->exe.cores; c++) {
+        if ((st = tern_core_create(&rt->cfg, &co, &rt->cores[c], err))) {
+            tern_rt_free(rt);
+            return tern_error_prefix(err, "runtime: core %u: ", c);
+        }
+    }
+    if (rt->opts.mode == TERN_MODE_FUNCTIONAL)
+        for (size_t i = 0; i < rt->exe.num_consts; i++) {
+            const tern_exe_const *k = &rt->exe.consts[i];
+            if ((st = tern_core_hbm_write(rt->cores[k->core], k->hbm_addr, k->data, k->bytes, err))) {
+                tern_rt_free(rt);
+                return tern_error_prefix(err, "runtime: constant %zu: ", i);
+            }
+        }
+    *out = rt;
+    return TERN_OK;
+}
+
+void tern_rt_free(tern_rt *rt)
+{
+    if (!rt)
+        return;
+    if (rt->cores)
+        for (unsigned c = 0; c < rt->exe.cores; c++)
+            tern_core_free(rt->cores[c]);
+    if (rt->inputs)
+        for (size_t i = 0; i < rt->exe.num_inputs; i++)
+            free(rt->inputs[i]);
+    free(rt->inputs);
+    free(rt->input_set);
+    free(rt->cores);
+    free(rt->stats);
+    tern_exe_free(&rt->exe);
+    free(rt);
+}
+
+const tern_exe *tern_rt_exe(const tern_rt *rt) { return &rt->exe; }
+
+tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, size_t bytes, tern_error *err)
+{
+    size_t i;
+    const tern_exe_io *io = find_io(rt->exe.inputs, rt->exe.num_inputs, name, &i);
+    if (!io)
+        return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no input named '%s'", name);
+    uint64_t want = tern_exe_io_elems(io) * tern_dtype_size(io->dtype);
+    if (bytes != want)
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: input '%s' takes %llu bytes (%s), %zu given", name,
+                              (unsigned long long)want, tern_dtype_name(io->dtype), bytes);
+    uint8_t *copy = malloc(bytes ? bytes : 1);
+    if (!copy)
+        return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory for input '%s'", name);
+    memcpy(copy, data, bytes);
+    free(rt->inputs[i]);
+    rt->inputs[i] = copy;
+    rt->input_set[i] = 1;
+    return TERN_OK;
+}
+
+tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
+{
+    tern_status st;
+    const tern_exe *x = &rt->exe;
+    for (size_t i = 0; i < x->num_inputs; i++)
+        if (!rt->input_set[i])
+            return tern_error_set(err, TERN_ERR_INVALID, "runtime: input '%s' was not set", x->inputs[i].name);
+    tern_run_stats total;
+    memset(&total, 0, sizeof total);
+    for (unsigned c = 0; c < x->cores; c++) {
+        const tern_program *prog = &x->programs[c];
+        if (rt->opts.mode == TERN_MODE_FUNCTIONAL)
+            for (size_t i = 0; i < x->num_inputs; i++) {
+                const tern_program_tensor *t = tern_program_find_tensor(prog, x->inputs[i].name);
+                uint64_t off, bytes;
+                slice_of(x, &x->inputs[i], c, &off, &bytes);
+                if (tern_program_tensor_bytes(t) != bytes)
+                    return tern_error_set(err, TERN_ERR_INVALID,
+                                          "runtime: core %u's tensor '%s' holds %llu bytes, its share of the input is "
+                                          "%llu",
+                                          c, t->name, (unsigned long long)tern_program_tensor_bytes(t),
+                                          (unsigned long long)bytes);
+                if ((st = tern_core_hbm_write(rt->cores[c], t->hbm_addr, rt->inputs[i] + off, bytes, err)))
+                    return st;
+            }
+        if ((st = tern_core_run(rt->cores[c], prog, &rt->stats[c], err)))
+            return tern_error_prefix(err, "runtime: core %u: ", c);
+        const tern_run_stats *s = &rt->stats[c];
+        if (s->time_ps > total.time_ps)
+            total.time_ps = s->time_ps;
+        for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
+            total.instructions[e] += s->instructions[e];
+            total.busy_ps[e] += s->busy_ps[e];
+        }
+        total.dma_bytes += s->dma_bytes;
+        total.dma_transfers += s->dma_transfers;
+        total.hbm_bytes += s->hbm_bytes;
+        total.macs += s->macs;
+        total.dma_busy_ps += s->dma_busy_ps;
+    }
+    if (stats)
+        *stats = total;
+    return TERN_OK;
+}
+
+tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err)
+{
+    const tern_exe *x = &rt->exe;
+    const tern_exe_io *io = find_io(x->outputs, x->num_outputs, name, NULL);
+    if (!io)
+        return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no output named '%s'", name);
+    uint64_t want = tern_exe_io_elems(io) * tern_dtype_size(io->dtype);
+    if (bytes != want)
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s' holds %llu bytes (%s), %zu requested", name,
+                              (unsigned long long)want, tern_dtype_name(io->dtype), bytes);
+    if (rt->opts.mode != TERN_MODE_FUNCTIONAL)
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': a timing-only run computes no values", name);
+    for (unsigned c = 0; c < x->cores; c++) {
+        const tern_program_tensor *t = tern_program_find_tensor(&x->programs[c], name);
+        uint64_t off, n;
+        slice_of(x, io, c, &off, &n);
+        tern_status st = tern_core_hbm_read(rt->cores[c], t->hbm_addr, (uint8_t *)data + off, n, err);
+        if (st)
+            return st;
+        if (!io->split_batch)
+            break; /* every core computed all of it: take core 0's */
+    }
+    return TERN_OK;
+}
+
+const tern_run_stats *tern_rt_core_stats(const tern_rt *rt, unsigned core)
+{
+    return core < rt->exe.cores ? &rt->stats[core] : NULL;
+}

@@ -1,0 +1,185 @@
+/* The runtime: an executable built from kernels (programs + constant weights + I/O description) saves, loads,
+ * runs on a simulated chip and returns the right outputs; a batch split over the two cores of a trn1 chip gives
+ * the same outputs as one core, faster; timing-only runs predict the same time; every malformed executable and
+ * every misuse gets a clear error. */
+#include <unistd.h>
+
+#include "../kernel/kernel_test_util.h"
+#include "tern/kernel_lib.h"
+#include "tern/runtime.h"
+
+/* y[B, N] = x[B, K] @ W[K, N] + b[N], W and b constants; built for `rows` rows of the batch. */
+static tern_kernel *linear(const tern_core_config *cfg, unsigned rows, unsigned K, unsigned N, const float *w,
+                           const float *b)
+{
+    tern_error err;
+    tern_kernel *k = NULL;
+    tern_kernel_create(cfg, "linear", &k, &err);
+    tern_view xT = tern_kernel_input2d(k, "xT", TERN_DTYPE_FP32, K, rows); /* activations delivered transposed */
+    uint64_t wshape[2] = {K, N}, bshape[2] = {1, N};
+    tern_view W = tern_kernel_constant(k, "W", TERN_DTYPE_FP32, 2, wshape, w);
+    tern_view B = tern_kernel_constant(k, "b", TERN_DTYPE_FP32, 2, bshape, b);
+    tern_view mm = tern_kernel_hbm_tensor(k, "mm", TERN_KIO_SCRATCH, TERN_DTYPE_FP32, 2, (uint64_t[]){rows, N});
+    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, rows, N);
+    tern_lib_gemm(k, mm, xT, W, NULL);
+    tern_lib_bias_act(k, y, mm, B, TERN_ACT_COPY);
+    return k;
+}
+
+int main(void)
+{
+    const unsigned Bt = 256, K = 96, N = 160;
+    tern_core_config cfg;
+    tern_error err;
+    tern_core_config_load("trn1.2xlarge", &cfg, &err);
+    float *w = malloc(sizeof(float) * K * N), *b = malloc(sizeof(float) * N), *x = malloc(sizeof(float) * Bt * K);
+    ktu_fill(w, (size_t)K * N, TERN_DTYPE_FP32, 1);
+    ktu_fill(b, N, TERN_DTYPE_FP32, 2);
+    ktu_fill(x, (size_t)Bt * K, TERN_DTYPE_FP32, 3);
+    float *xT = malloc(sizeof(float) * Bt * K);
+    for (unsigned r = 0; r < Bt; r++)
+        for (unsigned c = 0; c < K; c++)
+            xT[(size_t)c * Bt + r] = x[(size_t)r * K + c];
+    double *ref = malloc(sizeof(double) * Bt * N);
+    for (unsigned r = 0; r < Bt; r++)
+        for (unsigned n = 0; n < N; n++) {
+            double s = b[n];
+            for (unsigned kk = 0; kk < K; kk++)
+                s += (double)x[(size_t)r * K + kk] * w[(size_t)kk * N + n];
+            ref[(size_t)r * N + n] = s;
+        }
+
+    /* One core. */
+    TEST_BEGIN("executable from one kernel runs and matches the reference");
+    tern_kernel *k1 = linear(&cfg, Bt, K, N, w, b);
+    tern_exe x1;
+    tern_status st = tern_exe_from_kernel(&x1, "trn1.2xlarge", k1, &err);
+    CHECK_MSG(st == TERN_OK, "%s", err.msg);
+    CHECK_EQ_INT(x1.num_consts, 2);
+    CHECK_EQ_INT(x1.num_inputs, 1);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tern_rt_%d.tern", (int)getpid());
+    CHECK_EQ_INT(tern_exe_save(&x1, path, &err), TERN_OK);
+    tern_exe loaded;
+    CHECK_EQ_INT(tern_exe_load(path, &loaded, &err), TERN_OK);
+    tern_rt *rt = NULL;
+    st = tern_rt_create(&loaded, "trn1.2xlarge", NULL, &rt, &err);
+    CHECK_MSG(st == TERN_OK, "%s", err.msg);
+    float *y = malloc(sizeof(float) * Bt * N), *y2 = malloc(sizeof(float) * Bt * N);
+    tern_run_stats s1, s2;
+    CHECK_EQ_INT(tern_rt_set_input(rt, "xT", xT, sizeof(float) * Bt * K, &err), TERN_OK);
+    CHECK_EQ_INT(tern_rt_execute(rt, &s1, &err), TERN_OK);
+    CHECK_EQ_INT(tern_rt_get_output(rt, "y", y, sizeof(float) * Bt * N, &err), TERN_OK);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)Bt * N; i++)
+        bad += fabs(y[i] - ref[i]) > 1e-5 * (1 + fabs(ref[i]));
+    CHECK_MSG(bad == 0, "%zu outputs off", bad);
+    CHECK(s1.time_ps > 0);
+
+    TEST_BEGIN("runtime errors name the tensor and the rule");
+    CHECK(tern_rt_set_input(rt, "nope", xT, 4, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "no input named 'nope'");
+    CHECK(tern_rt_set_input(rt, "xT", xT, 4, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "input 'xT' takes 98304 bytes (fp32), 4 given");
+    CHECK(tern_rt_get_output(rt, "y", y, 8, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "output 'y' holds");
+    tern_rt_free(rt);
+    st = tern_rt_create(&loaded, "trn1.2xlarge", NULL, &rt, &err);
+    CHECK(tern_rt_execute(rt, NULL, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "input 'xT' was not set");
+    tern_rt_free(rt);
+    CHECK(tern_rt_create(&loaded, "no-such-machine", NULL, &rt, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "no-such-machine");
+
+    /* Two cores, half the batch each. */
+    TEST_BEGIN("a batch split over two cores gives the same outputs, in less time");
+    {
+        /* Each core takes its rows of x [B, K] (the batch axis is axis 0) and transposes them on-chip. */
+        tern_exe_io out = {"y", TERN_DTYPE_FP32, 2, {Bt, N}, 1};
+        tern_exe x2;
+        tern_kernel *kk[2];
+        for (int c = 0; c < 2; c++) {
+            tern_kernel_create(&cfg, "linear_rows", &kk[c], &err);
+            tern_view xr = tern_kernel_input2d(kk[c], "x", TERN_DTYPE_FP32, Bt / 2, K);
+            uint64_t wshape[2] = {K, N}, bshape[2] = {1, N};
+            tern_view W = tern_kernel_constant(kk[c], "W", TERN_DTYPE_FP32, 2, wshape, w);
+            tern_view B = tern_kernel_constant(kk[c], "b", TERN_DTYPE_FP32, 2, bshape, b);
+            tern_view xT2 = tern_kernel_hbm_tensor(kk[c], "xT", TERN_KIO_SCRATCH, TERN_DTYPE_FP32, 2, (uint64_t[]){K, Bt / 2});
+            tern_view mm = tern_kernel_hbm_tensor(kk[c], "mm", TERN_KIO_SCRATCH, TERN_DTYPE_FP32, 2, (uint64_t[]){Bt / 2, N});
+            tern_view yy = tern_kernel_output2d(kk[c], "y", TERN_DTYPE_FP32, Bt / 2, N);
+            tern_lib_transpose(kk[c], xT2, xr);
+            tern_lib_gemm(kk[c], mm, xT2, W, NULL);
+            tern_lib_bias_act(kk[c], yy, mm, B, TERN_ACT_COPY);
+        }
+        tern_exe_io ins = {"x", TERN_DTYPE_FP32, 2, {Bt, K}, 1};
+        st = tern_exe_from_kernels(&x2, "trn1.2xlarge", kk, 2, &ins, 1, &out, 1, "{\"model\":\"linear\"}", &err);
+        CHECK_MSG(st == TERN_OK, "%s", err.msg);
+        st = tern_rt_create(&x2, "trn1.2xlarge", NULL, &rt, &err);
+        CHECK_MSG(st == TERN_OK, "%s", err.msg);
+        tern_rt_set_input(rt, "x", x, sizeof(float) * Bt * K, &err);
+        CHECK_EQ_INT(tern_rt_execute(rt, &s2, &err), TERN_OK);
+        CHECK_EQ_INT(tern_rt_get_output(rt, "y", y2, sizeof(float) * Bt * N, &err), TERN_OK);
+        bad = 0;
+        for (size_t i = 0; i < (size_t)Bt * N; i++)
+            bad += fabs(y2[i] - ref[i]) > 1e-5 * (1 + fabs(ref[i]));
+        CHECK_MSG(bad == 0, "%zu outputs off on two cores", bad);
+        CHECK(tern_rt_core_stats(rt, 1) && tern_rt_core_stats(rt, 1)->time_ps > 0);
+        CHECK_MSG(s2.time_ps < tern_rt_core_stats(rt, 0)->time_ps * 2, "two cores: %lld ps", (long long)s2.time_ps);
+        tern_rt_free(rt);
+        TEST_BEGIN("timing-only execution predicts the same time and computes no values");
+        tern_rt_options o = {0};
+        o.mode = TERN_MODE_TIMING_ONLY;
+        st = tern_rt_create(&x2, "trn1.2xlarge", &o, &rt, &err);
+        tern_rt_set_input(rt, "x", x, sizeof(float) * Bt * K, &err);
+        tern_run_stats s3;
+        CHECK_EQ_INT(tern_rt_execute(rt, &s3, &err), TERN_OK);
+        CHECK_EQ_INT(s3.time_ps, s2.time_ps);
+        CHECK(tern_rt_get_output(rt, "y", y2, sizeof(float) * Bt * N, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "timing-only run computes no values");
+        tern_rt_free(rt);
+        TEST_BEGIN("an executable needing more cores than the chip is refused");
+        CHECK(tern_rt_create(&x2, "neuroncore-v2", NULL, &rt, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "needs 2 NeuronCores; machine neuroncore-v2 has 1 per chip");
+        tern_exe_free(&x2);
+        tern_kernel_free(kk[0]);
+        tern_kernel_free(kk[1]);
+    }
+
+    TEST_BEGIN("corrupt and truncated executables are refused with the offset");
+    {
+        uint8_t *bytes = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(tern_exe_encode(&x1, &bytes, &n, &err), TERN_OK);
+        tern_exe bad_x;
+        int all = 1;
+        for (size_t cut = 0; cut < n; cut += (n / 97) + 1) {
+            tern_status s = tern_exe_decode(bytes, cut, &bad_x, &err);
+            if (s == TERN_OK || !strstr(err.msg, "executable decode: offset")) {
+                all = 0;
+                break;
+            }
+        }
+        CHECK_MSG(all, "a truncated executable decoded or gave no offset: %s", err.msg);
+        bytes[200] ^= 0x10;
+        CHECK(tern_exe_decode(bytes, n, &bad_x, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "checksum mismatch");
+        memcpy(bytes, "TERNPRG1", 8);
+        CHECK(tern_exe_decode(bytes, n, &bad_x, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "not a tern executable");
+        free(bytes);
+        CHECK(tern_exe_load("/nonexistent.tern", &bad_x, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "loading /nonexistent.tern: cannot open");
+    }
+    remove(path);
+    tern_exe_free(&loaded);
+    tern_exe_free(&x1);
+    tern_kernel_free(k1);
+    free(w);
+    free(b);
+    free(x);
+    free(xT);
+    free(ref);
+    free(y);
+    free(y2);
+    return check_report();
+}
