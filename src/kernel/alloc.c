@@ -63,7 +63,7 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
     /* Next fit over runs of adjacent free blocks, starting at the run that holds the cursor: consecutive tiles
      * land in different buffers (multi-buffering). */
     size_t first = 0;
-    while (first < a->count && a->blocks[first].end <= a->cursor)
+    while (!a->first_fit && first < a->count && a->blocks[first].end <= a->cursor)
         first++;
     if (first == a->count)
         first = 0;

@@ -86,9 +86,13 @@ tern_status tern_kernel_create(const tern_core_config *cfg, const char *name, te
                               TERN_ENGINE_COUNT + cfg->dma_queues, TERN_ENGINE_COUNT + cfg->dma_queues,
                               cfg->num_semaphores);
     }
-    k->hbm_next = 4096; /* address 0 stays unused so a zero address is always a bug */
+    k->hbm_next = 4096; /* high-water mark of HBM use */
     uint64_t psum_bytes = (uint64_t)cfg->psum_banks * cfg->psum_bank_bytes;
-    if (kalloc_init(&k->pools[0], cfg->sbuf_partition_bytes) || kalloc_init(&k->pools[1], psum_bytes)) {
+    uint64_t reserved;
+    khazard none;
+    if (kalloc_init(&k->pools[0], cfg->sbuf_partition_bytes) || kalloc_init(&k->pools[1], psum_bytes) ||
+        kalloc_init(&k->pools[2], cfg->hbm_bytes) ||
+        kalloc_take(&k->pools[2], 4096, 64, 0, &reserved, &none)) { /* address 0 stays unused: 0 is a bug */
         tern_kernel_free(k);
         return tern_error_set(err, TERN_ERR_NOMEM, "kernel %s: out of memory", name);
     }
@@ -108,6 +112,7 @@ void tern_kernel_free(tern_kernel *k)
     free(k->io);
     kalloc_free(&k->pools[0]);
     kalloc_free(&k->pools[1]);
+    kalloc_free(&k->pools[2]);
     free(k);
 }
 
@@ -168,9 +173,17 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
         elems *= shape[d];
     }
     uint64_t bytes = elems * tern_dtype_size(dt);
-    if (bytes > k->cfg.hbm_bytes || k->hbm_next + bytes > k->cfg.hbm_bytes) {
-        kfail(k, TERN_ERR_RANGE, "tensor '%s': %llu bytes do not fit in HBM (%llu of %llu bytes used)", name,
-              (unsigned long long)bytes, (unsigned long long)k->hbm_next, (unsigned long long)k->cfg.hbm_bytes);
+    uint64_t addr;
+    khazard hz;
+    /* First fit over HBM: scratch tensors released by tern_kernel_release are reused, with their pending
+     * accesses carried to the next tensor placed there (the same hazard rule as on chip). */
+    k->pools[2].first_fit = 1;
+    if (kalloc_take(&k->pools[2], bytes, 64, 0, &addr, &hz)) {
+        uint64_t free_total, largest;
+        kalloc_stats(&k->pools[2], &free_total, &largest);
+        kfail(k, TERN_ERR_RANGE, "tensor '%s': %llu bytes do not fit in HBM (%llu of %llu bytes free, largest block %llu)",
+              name, (unsigned long long)bytes, (unsigned long long)free_total, (unsigned long long)k->cfg.hbm_bytes,
+              (unsigned long long)largest);
         return kview_invalid();
     }
     {
@@ -182,7 +195,7 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
         pt.dtype = (uint8_t)dt;
         pt.ndims = (uint8_t)ndims;
         memcpy(pt.shape, shape, ndims * sizeof *shape);
-        pt.hbm_addr = k->hbm_next;
+        pt.hbm_addr = addr;
         tern_error e2;
         if (tern_program_add_tensor(&k->prog, &pt, &e2)) {
             kfail(k, e2.code, "%s", e2.msg);
@@ -213,9 +226,10 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
     io->dtype = dt;
     io->ndims = ndims;
     memcpy(io->shape, shape, ndims * sizeof *shape);
-    io->hbm_addr = k->hbm_next;
+    io->hbm_addr = addr;
     io->bytes = bytes;
-    k->hbm_next = (k->hbm_next + bytes + 63) & ~63ull;
+    if (addr + bytes > k->hbm_next)
+        k->hbm_next = addr + bytes;
 
     kregion *r = &k->regions[rid];
     r->live = 1;
@@ -224,6 +238,7 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
     r->offset = io->hbm_addr;
     r->bytes = bytes;
     r->kio = (int)k->nio;
+    r->hz = hz;
     snprintf(r->name, sizeof r->name, "%s", name);
     k->nio++;
 
@@ -388,7 +403,13 @@ void tern_kernel_release(tern_kernel *k, tern_view tile)
         return;
     kregion *r = &k->regions[tile.region];
     if (r->mem == TERN_MEM_HBM) {
-        kfail(k, TERN_ERR_INVALID, "release: '%s' is an HBM tensor, not a tile", r->name);
+        if (k->io[r->kio].kind != TERN_KIO_SCRATCH) {
+            kfail(k, TERN_ERR_INVALID, "release: '%s' is an interface tensor (input, output or constant); only "
+                  "scratch tensors and tiles can be released", r->name);
+            return;
+        }
+        kalloc_give(&k->pools[2], r->offset, r->bytes, &r->hz);
+        r->live = 0;
         return;
     }
     kalloc_give(&k->pools[r->mem == TERN_MEM_PSUM], r->offset, r->bytes, &r->hz);

@@ -26,6 +26,7 @@ typedef struct {
     kblock *blocks; /* sorted by start, covering [0, capacity) */
     size_t count, cap;
     uint64_t cursor; /* next-fit position */
+    int first_fit;   /* HBM: always search from the start (compact), not next fit */
 } kalloc;
 
 int kalloc_init(kalloc *a, uint64_t capacity);
@@ -61,7 +62,7 @@ struct tern_kernel {
     void **io_data; /* constant tensors' data (NULL for others), parallel to io */
     size_t nio, cap_io;
     uint64_t hbm_next;
-    kalloc pools[2]; /* SBUF, PSUM */
+    kalloc pools[3]; /* SBUF, PSUM, HBM */
     uint64_t sbuf_peak;
     unsigned ncounters;
     uint32_t counts[KMAX_COUNTERS];                   /* instructions issued per counter */
