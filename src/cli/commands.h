@@ -7,5 +7,7 @@
 int tern_cmd_info(int argc, char **argv);
 int tern_cmd_asm(int argc, char **argv);    /* cmd_asm.c */
 int tern_cmd_disasm(int argc, char **argv); /* cmd_asm.c */
+int tern_cmd_kernel(int argc, char **argv);  /* cmd_kernel.c */
+int tern_cmd_profile(int argc, char **argv); /* cmd_profile.c */
 
 #endif

@@ -16,6 +16,8 @@ static const command commands[] = {
     {"info", tern_cmd_info, "list the machine catalogue, or describe one machine (NAME [--json])"},
     {"asm", tern_cmd_asm, "assemble program text into a binary program (IN.s -o OUT.tprog)"},
     {"disasm", tern_cmd_disasm, "print a binary program as assembly text (IN.tprog [-o OUT.s])"},
+    {"kernel", tern_cmd_kernel, "build a library kernel and save its program (gemm|softmax|layernorm ... -o FILE)"},
+    {"profile", tern_cmd_profile, "run a program with the profiler: summary, trace, SVG (PROGRAM [--trace F])"},
 };
 
 static void usage(FILE *out)

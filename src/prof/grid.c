@@ -3,13 +3,14 @@
  * start and last end, and how many events start in it); when an event ends past the grid, pairs of bins merge
  * and the width doubles. Memory is lanes x bins whatever the run's length, which is what keeps the SVG and the
  * aggregated tail of a long trace bounded. Also the opcode families and the text escapes the writers share. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "prof/prof_internal.h"
 
-static const char *const FAMILY_NAMES[PROF_FAM_COUNT] = {"matmul", "vector", "scalar", "gpsimd",
+static const char *const FAMILY_NAMES[PROF_FAM_COUNT] = {"matmul", "vector",  "scalar", "gpsimd",
                                                          "dma",    "control", "wait"};
 
 const char *prof_family_name(prof_family f)
@@ -49,11 +50,15 @@ tern_status prof_grid_init(prof_grid *g, unsigned nlanes, unsigned nbins)
 {
     memset(g, 0, sizeof *g);
     g->lane = calloc(nlanes, sizeof *g->lane);
-    if (!g->lane)
+    g->cap = calloc(nlanes, sizeof *g->cap);
+    g->hi = calloc(nlanes, sizeof *g->hi);
+    if (!g->lane || !g->cap || !g->hi) {
+        prof_grid_free(g);
         return TERN_ERR_NOMEM;
+    }
     g->nlanes = nlanes;
     g->nbins = nbins;
-    g->width = 1;
+    g->width = PROF_GRID_MIN_WIDTH;
     return TERN_OK;
 }
 
@@ -63,6 +68,8 @@ void prof_grid_free(prof_grid *g)
         for (unsigned i = 0; i < g->nlanes; i++)
             free(g->lane[i]);
     free(g->lane);
+    free(g->cap);
+    free(g->hi);
     memset(g, 0, sizeof *g);
 }
 
@@ -93,26 +100,50 @@ static void bin_merge(prof_bin *a, const prof_bin *b)
     a->mixed |= b->mixed || a->op != b->op;
 }
 
-/* Halve the resolution: bin i takes bins 2i and 2i+1. */
+/* Halve the resolution: bin i takes bins 2i and 2i+1 (only the part of each lane in use). */
 static void grid_coarsen(prof_grid *g)
 {
     for (unsigned l = 0; l < g->nlanes; l++) {
         prof_bin *bins = g->lane[l];
-        if (!bins)
+        unsigned hi = g->hi[l];
+        if (!bins || !hi)
             continue;
-        for (unsigned i = 0; i < g->nbins / 2; i++) {
+        unsigned nhi = (hi + 1) / 2;
+        for (unsigned i = 0; i < nhi; i++) {
             prof_bin m = bins[2 * i];
-            bin_merge(&m, &bins[2 * i + 1]);
+            if (2 * i + 1 < hi)
+                bin_merge(&m, &bins[2 * i + 1]);
             bins[i] = m;
         }
-        for (unsigned i = g->nbins / 2; i < g->nbins; i++)
+        for (unsigned i = nhi; i < hi; i++)
             bin_clear(&bins[i]);
+        g->hi[l] = nhi;
     }
     g->width *= 2;
 }
 
-int prof_grid_add(prof_grid *g, unsigned lane, int64_t start, int64_t end, prof_family fam, unsigned op,
-                  uint64_t bytes, uint64_t flops)
+/* Make bins [0, need) of a lane exist (capacity doubles, up to nbins). */
+static int grid_reserve(prof_grid *g, unsigned lane, unsigned need)
+{
+    if (need <= g->cap[lane])
+        return 0;
+    unsigned cap = g->cap[lane] ? g->cap[lane] : 64;
+    while (cap < need)
+        cap *= 2;
+    if (cap > g->nbins)
+        cap = g->nbins;
+    prof_bin *b = realloc(g->lane[lane], sizeof *b * cap);
+    if (!b)
+        return -1;
+    for (unsigned i = g->cap[lane]; i < cap; i++)
+        bin_clear(&b[i]);
+    g->lane[lane] = b;
+    g->cap[lane] = cap;
+    return 0;
+}
+
+int prof_grid_add(prof_grid *g, unsigned lane, int64_t start, int64_t end, prof_family fam, unsigned op, uint64_t bytes,
+                  uint64_t flops)
 {
     if (lane >= g->nlanes)
         lane = g->nlanes - 1;
@@ -120,15 +151,6 @@ int prof_grid_add(prof_grid *g, unsigned lane, int64_t start, int64_t end, prof_
         start = 0;
     if (end < start)
         end = start;
-    prof_bin *bins = g->lane[lane];
-    if (!bins) {
-        bins = malloc(sizeof *bins * g->nbins);
-        if (!bins)
-            return -1;
-        for (unsigned i = 0; i < g->nbins; i++)
-            bin_clear(&bins[i]);
-        g->lane[lane] = bins;
-    }
     /* the grid must hold [start, end) and the bin where a zero-length event starts */
     while (end > (int64_t)g->nbins * g->width || start >= (int64_t)g->nbins * g->width) {
         if (g->width > INT64_MAX / 4 / (int64_t)g->nbins) { /* absurd times: clip rather than overflow */
@@ -142,6 +164,11 @@ int prof_grid_add(prof_grid *g, unsigned lane, int64_t start, int64_t end, prof_
     int64_t w = g->width;
     unsigned i0 = (unsigned)(start / w);
     unsigned i1 = end > start ? (unsigned)((end - 1) / w) : i0;
+    if (grid_reserve(g, lane, i1 + 1))
+        return -1;
+    prof_bin *bins = g->lane[lane];
+    if (i1 + 1 > g->hi[lane])
+        g->hi[lane] = i1 + 1;
     for (unsigned i = i0; i <= i1; i++) {
         prof_bin *b = &bins[i];
         int64_t lo = (int64_t)i * w, hi = lo + w;
@@ -152,7 +179,7 @@ int prof_grid_add(prof_grid *g, unsigned lane, int64_t start, int64_t end, prof_
         } else if (b->op != op) {
             b->mixed = 1;
         }
-        b->busy[fam] += e - s;
+        b->busy[fam] += (float)(e - s);
         if (s < b->first)
             b->first = s;
         if (e > b->last)
@@ -205,4 +232,86 @@ void prof_xml_escape(char *out, size_t cap, const char *s)
         }
     }
     out[n] = 0;
+}
+
+/* ---- the buffered writer ---- */
+
+void prof_out_flush(prof_out *w)
+{
+    if (w->n && fwrite(w->buf, 1, w->n, w->f) != w->n)
+        w->failed = 1;
+    w->n = 0;
+}
+
+void prof_out_mem(prof_out *w, const char *s, size_t len)
+{
+    if (len > w->cap) {
+        prof_out_flush(w);
+        if (fwrite(s, 1, len, w->f) != len)
+            w->failed = 1;
+        return;
+    }
+    prof_out_need(w, len);
+    memcpy(w->buf + w->n, s, len);
+    w->n += len;
+}
+
+void prof_out_u64(prof_out *w, uint64_t v)
+{
+    char tmp[24];
+    int i = 24;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    prof_out_mem(w, tmp + i, (size_t)(24 - i));
+}
+
+void prof_out_i64(prof_out *w, int64_t v)
+{
+    if (v < 0) {
+        prof_out_mem(w, "-", 1);
+        prof_out_u64(w, (uint64_t)0 - (uint64_t)v);
+    } else {
+        prof_out_u64(w, (uint64_t)v);
+    }
+}
+
+void prof_out_hex(prof_out *w, uint64_t v)
+{
+    char tmp[20];
+    int i = 20;
+    do {
+        tmp[--i] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    tmp[--i] = 'x';
+    tmp[--i] = '0';
+    prof_out_mem(w, tmp + i, (size_t)(20 - i));
+}
+
+void prof_out_us(prof_out *w, int64_t ps)
+{
+    if (ps < 0)
+        ps = 0;
+    prof_out_u64(w, (uint64_t)(ps / 1000000));
+    char frac[7];
+    int64_t f = ps % 1000000;
+    for (int i = 6; i >= 1; i--) {
+        frac[i] = (char)('0' + f % 10);
+        f /= 10;
+    }
+    frac[0] = '.';
+    prof_out_mem(w, frac, 7);
+}
+
+void prof_out_fmt(prof_out *w, const char *fmt, ...)
+{
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        prof_out_mem(w, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }

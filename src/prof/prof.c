@@ -7,13 +7,14 @@
  * over all queues, kept as one coalesced interval list per run (queues interleave, so it is merged at the end). */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "prof/prof_internal.h"
 
 #define TRACE_BINS 2048u /* per track, once the trace is aggregated */
-#define SVG_BINS 2048u   /* per lane: at most ~2000 columns */
+#define SVG_BINS 2048u /* per lane: at most ~2000 columns */
 #define ENGINE_SUBLANES 4
 #define QUEUE_SUBLANES 2
 #define TID_QUEUE0 32
@@ -26,7 +27,7 @@ struct tern_prof {
     tern_prof_opts o;
     char name_json[160];
     FILE *trace, *svg;
-    char *trace_buf;
+    prof_out out; /* the trace's buffer */
     int io_failed;
     char io_msg[320];
     int finished;
@@ -95,18 +96,10 @@ static void io_fail(tern_prof *p, const char *what, const char *path)
     p->io_failed = 1;
 }
 
-/* ps as microseconds with all six decimals: exact, and no float formatting on the hot path. */
-static void put_us(FILE *f, int64_t ps)
-{
-    if (ps < 0)
-        ps = 0;
-    fprintf(f, "%" PRId64 ".%06" PRId64, ps / 1000000, ps % 1000000);
-}
-
-static int trace_sep(tern_prof *p)
+static void trace_sep(tern_prof *p)
 {
     /* the first element (process_name) is written without a comma at create */
-    return fputs(",\n", p->trace);
+    prof_out_mem(&p->out, ",\n", 2);
 }
 
 static unsigned engine_tid(unsigned e, unsigned sub)
@@ -130,52 +123,74 @@ static void name_track(tern_prof *p, unsigned tid, const char *base, unsigned su
     else
         snprintf(name, sizeof name, "%s", base);
     trace_sep(p);
-    fprintf(p->trace, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":\"%s\"}},\n",
-            tid, name);
-    fprintf(p->trace, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"sort_index\":%u}}",
-            tid, tid);
+    prof_out_fmt(&p->out,
+                 "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":\"%s\"}},\n"
+                 "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"sort_index\":%u}}",
+                 tid, name, tid, tid);
 }
 
-/* Pick the first sub-lane free at `start` (slices on one track must not overlap in Perfetto; overlapping
- * instructions on one engine, e.g. a LoadStationary under a running MultiplyMoving, go one lane down). */
-static unsigned pick_sublane(int64_t *ends, unsigned n, int64_t start, int64_t end)
+/* Pick a sub-lane free at `start`, trying `prefer` first (slices on one track must not overlap in Perfetto;
+ * an instruction that starts before the previous one on its engine ended goes to another lane). */
+static unsigned pick_sublane(int64_t *ends, unsigned n, unsigned prefer, int64_t start, int64_t end)
 {
     unsigned pick = n - 1;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned k = 0; k < n; k++) {
+        unsigned i = (prefer + k) % n;
         if (ends[i] <= start) {
             pick = i;
             break;
         }
+    }
     if (end > ends[pick])
         ends[pick] = end;
     return pick;
 }
 
+#define OUT_LIT(w, lit) prof_out_mem((w), (lit), sizeof(lit) - 1)
+
 /* Compact text of one access pattern, in the assembler's syntax (docs/isa.md): mem[start:num(:step)]+offset
  * (+rN):dtype[[step,num],...]. */
-static void put_ap(FILE *f, const char *key, const tern_ap *ap)
+static void put_ap(prof_out *w, const char *key, const tern_ap *ap)
 {
-    fprintf(f, ",\"%s\":\"%s[%u:%u", key, tern_mem_name((tern_mem)ap->mem), ap->start_partition,
-            ap->num_partitions);
-    if (ap->partition_step)
-        fprintf(f, ":%" PRId64, ap->partition_step);
-    fprintf(f, "]+0x%" PRIx64, ap->offset);
-    if (ap->offset_reg != TERN_REG_NONE)
-        fprintf(f, "+r%u", ap->offset_reg);
-    fprintf(f, ":%s[", tern_dtype_name((tern_dtype)ap->dtype));
-    for (unsigned d = 0; d < ap->ndims && d < TERN_AP_MAX_DIMS; d++)
-        fprintf(f, "%s[%" PRId32 ",%" PRIu32 "]", d ? "," : "", ap->dims[d].step, ap->dims[d].num);
-    fputs("]\"", f);
+    OUT_LIT(w, ",\"");
+    prof_out_str(w, key);
+    OUT_LIT(w, "\":\"");
+    prof_out_str(w, tern_mem_name((tern_mem)ap->mem));
+    OUT_LIT(w, "[");
+    prof_out_u64(w, ap->start_partition);
+    OUT_LIT(w, ":");
+    prof_out_u64(w, ap->num_partitions);
+    if (ap->partition_step) {
+        OUT_LIT(w, ":");
+        prof_out_i64(w, ap->partition_step);
+    }
+    OUT_LIT(w, "]+");
+    prof_out_hex(w, ap->offset);
+    if (ap->offset_reg != TERN_REG_NONE) {
+        OUT_LIT(w, "+r");
+        prof_out_u64(w, ap->offset_reg);
+    }
+    OUT_LIT(w, ":");
+    prof_out_str(w, tern_dtype_name((tern_dtype)ap->dtype));
+    OUT_LIT(w, "[");
+    for (unsigned d = 0; d < ap->ndims && d < TERN_AP_MAX_DIMS; d++) {
+        prof_out_mem(w, d ? ",[" : "[", d ? 2 : 1);
+        prof_out_i64(w, ap->dims[d].step);
+        OUT_LIT(w, ",");
+        prof_out_u64(w, ap->dims[d].num);
+        OUT_LIT(w, "]");
+    }
+    OUT_LIT(w, "]\"");
 }
 
-static void put_operands(FILE *f, const tern_instr *ins)
+static void put_operands(prof_out *w, const tern_instr *ins)
 {
     static const char *const keys[TERN_INSTR_OPERANDS] = {"dst", "in0", "in1", "in2", "extra"};
     if (!ins)
         return;
     for (unsigned k = 0; k < TERN_INSTR_OPERANDS; k++)
         if (ins->ap[k].ndims && ins->ap[k].mem != TERN_MEM_NONE)
-            put_ap(f, keys[k], &ins->ap[k]);
+            put_ap(w, keys[k], &ins->ap[k]);
 }
 
 static const char *opcode_name(unsigned op)
@@ -184,57 +199,93 @@ static const char *opcode_name(unsigned op)
     return info ? info->name : "?";
 }
 
-static void put_cycles(FILE *f, const tern_prof *p, unsigned engine, int64_t dur)
+static void put_cycles(tern_prof *p, unsigned engine, int64_t dur)
 {
     double hz = engine < TERN_ENGINE_COUNT ? p->o.clock_hz[engine] : 0;
-    if (hz > 0)
-        fprintf(f, ",\"cycles\":%.0f", (double)dur * hz * 1e-12);
+    if (hz > 0) {
+        OUT_LIT(&p->out, ",\"cycles\":");
+        prof_out_u64(&p->out, (uint64_t)llround((double)dur * hz / 1e12));
+    }
 }
 
-static void trace_slice(tern_prof *p, const tern_event *ev, unsigned engine, unsigned queue, unsigned op,
-                        int64_t s, int64_t e)
+static void trace_slice(tern_prof *p, const tern_event *ev, unsigned engine, unsigned queue, unsigned op, int64_t s,
+                        int64_t e)
 {
-    FILE *f = p->trace;
+    prof_out *w = &p->out;
     unsigned tid;
     if (ev->kind == TERN_EVENT_DMA) {
-        unsigned sub = pick_sublane(p->queue_lane_end[queue], QUEUE_SUBLANES, s, e);
+        unsigned sub = pick_sublane(p->queue_lane_end[queue], QUEUE_SUBLANES, 0, s, e);
         tid = queue_tid(queue, sub);
-        char base[32];
-        snprintf(base, sizeof base, "DMA q%u", queue);
-        name_track(p, tid, base, sub);
+        if (!p->track_named[tid]) {
+            char base[32];
+            snprintf(base, sizeof base, "DMA q%u", queue);
+            name_track(p, tid, base, sub);
+        }
     } else {
-        unsigned sub = pick_sublane(p->engine_lane_end[engine], ENGINE_SUBLANES, s, e);
+        /* TensorE as AWS's profiler shows it: LoadStationary (and waits) on "TensorE", the MultiplyMoving that
+         * runs under it on "TensorMatrix" */
+        int matrix = engine == TERN_ENGINE_TENSOR && ev->kind == TERN_EVENT_INSTR &&
+                     (op == TERN_OP_MULTIPLY_MOVING || op == TERN_OP_TRANSPOSE_PE);
+        unsigned sub = pick_sublane(p->engine_lane_end[engine], ENGINE_SUBLANES, matrix ? 1 : 0, s, e);
         tid = engine_tid(engine, sub);
-        name_track(p, tid, ENGINE_TRACKS[engine], sub);
+        if (engine == TERN_ENGINE_TENSOR && sub == 1)
+            name_track(p, tid, "TensorMatrix", 0);
+        else
+            name_track(p, tid, ENGINE_TRACKS[engine], sub);
     }
     trace_sep(p);
-    if (ev->kind == TERN_EVENT_WAIT)
-        fprintf(f, "{\"name\":\"wait s%" PRIu32 ">=%" PRIu32 "\",\"cat\":\"wait\"", ev->wait_sem, ev->wait_value);
-    else
-        fprintf(f, "{\"name\":\"%s\",\"cat\":\"%s\"", opcode_name(op),
-                ev->kind == TERN_EVENT_DMA ? "dma" : prof_family_name(prof_family_of(op, (tern_engine)engine)));
-    fprintf(f, ",\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":", tid);
-    put_us(f, s);
-    fputs(",\"dur\":", f);
-    put_us(f, e - s);
-    fprintf(f, ",\"args\":{\"pc\":%zu", ev->pc);
     if (ev->kind == TERN_EVENT_WAIT) {
-        fprintf(f, ",\"sem\":%" PRIu32 ",\"value\":%" PRIu32 ",\"before\":\"%s\"", ev->wait_sem, ev->wait_value,
-                opcode_name(op));
-        put_cycles(f, p, engine, e - s);
+        OUT_LIT(w, "{\"name\":\"wait s");
+        prof_out_u64(w, ev->wait_sem);
+        OUT_LIT(w, ">=");
+        prof_out_u64(w, ev->wait_value);
+        OUT_LIT(w, "\",\"cat\":\"wait\"");
     } else {
-        if (ev->kind == TERN_EVENT_DMA)
-            fprintf(f, ",\"engine\":\"%s\",\"queue\":%u", ENGINE_TRACKS[engine], queue);
-        put_operands(f, ev->ins);
-        fprintf(f, ",\"bytes\":%" PRIu64, ev->bytes);
-        if (ev->hbm_bytes)
-            fprintf(f, ",\"hbm_bytes\":%" PRIu64, ev->hbm_bytes);
-        if (ev->flops)
-            fprintf(f, ",\"flops\":%" PRIu64, ev->flops);
-        if (ev->kind == TERN_EVENT_INSTR)
-            put_cycles(f, p, engine, e - s);
+        OUT_LIT(w, "{\"name\":\"");
+        prof_out_str(w, opcode_name(op));
+        OUT_LIT(w, "\",\"cat\":\"");
+        prof_out_str(w, ev->kind == TERN_EVENT_DMA ? "dma" : prof_family_name(prof_family_of(op, (tern_engine)engine)));
+        OUT_LIT(w, "\"");
     }
-    fputs("}}", f);
+    OUT_LIT(w, ",\"ph\":\"X\",\"pid\":1,\"tid\":");
+    prof_out_u64(w, tid);
+    OUT_LIT(w, ",\"ts\":");
+    prof_out_us(w, s);
+    OUT_LIT(w, ",\"dur\":");
+    prof_out_us(w, e - s);
+    OUT_LIT(w, ",\"args\":{\"pc\":");
+    prof_out_u64(w, ev->pc);
+    if (ev->kind == TERN_EVENT_WAIT) {
+        OUT_LIT(w, ",\"sem\":");
+        prof_out_u64(w, ev->wait_sem);
+        OUT_LIT(w, ",\"value\":");
+        prof_out_u64(w, ev->wait_value);
+        OUT_LIT(w, ",\"before\":\"");
+        prof_out_str(w, opcode_name(op));
+        OUT_LIT(w, "\"");
+        put_cycles(p, engine, e - s);
+    } else {
+        if (ev->kind == TERN_EVENT_DMA) {
+            OUT_LIT(w, ",\"engine\":\"");
+            prof_out_str(w, ENGINE_TRACKS[engine]);
+            OUT_LIT(w, "\",\"queue\":");
+            prof_out_u64(w, queue);
+        }
+        put_operands(w, ev->ins);
+        OUT_LIT(w, ",\"bytes\":");
+        prof_out_u64(w, ev->bytes);
+        if (ev->hbm_bytes) {
+            OUT_LIT(w, ",\"hbm_bytes\":");
+            prof_out_u64(w, ev->hbm_bytes);
+        }
+        if (ev->flops) {
+            OUT_LIT(w, ",\"flops\":");
+            prof_out_u64(w, ev->flops);
+        }
+        if (ev->kind == TERN_EVENT_INSTR)
+            put_cycles(p, engine, e - s);
+    }
+    OUT_LIT(w, "}}");
     p->slices++;
 }
 
@@ -242,7 +293,7 @@ static void trace_slice(tern_prof *p, const tern_event *ev, unsigned engine, uns
  * holds one kind, else "aggregated". */
 static void trace_bins(tern_prof *p)
 {
-    FILE *f = p->trace;
+    prof_out *w = &p->out;
     const prof_grid *g = &p->tgrid;
     for (unsigned l = 0; l < g->nlanes; l++) {
         const prof_bin *bins = g->lane[l];
@@ -258,27 +309,28 @@ static void trace_bins(tern_prof *p)
             snprintf(base, sizeof base, "DMA q%u", l - PROF_LANE_QUEUE0);
         }
         name_track(p, tid, base, 0);
-        for (unsigned i = 0; i < g->nbins; i++) {
+        for (unsigned i = 0; i < g->hi[l]; i++) {
             const prof_bin *b = &bins[i];
             if (!b->used)
                 continue;
-            int64_t busy = 0;
+            double busy = 0;
             for (int fam = 0; fam < PROF_FAM_COUNT; fam++)
                 busy += b->busy[fam];
             const char *name = b->mixed ? "aggregated" : b->op == PROF_OP_WAIT ? "wait" : opcode_name(b->op);
             trace_sep(p);
-            fprintf(f, "{\"name\":\"%s\",\"cat\":\"aggregated\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":", name, tid);
-            put_us(f, b->first);
-            fputs(",\"dur\":", f);
-            put_us(f, b->last - b->first);
-            fprintf(f, ",\"args\":{\"aggregated\":true,\"count\":%" PRIu32 ",\"busy_us\":", b->count);
-            put_us(f, busy);
+            prof_out_fmt(w, "{\"name\":\"%s\",\"cat\":\"aggregated\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":", name,
+                         tid);
+            prof_out_us(w, b->first);
+            OUT_LIT(w, ",\"dur\":");
+            prof_out_us(w, b->last - b->first);
+            prof_out_fmt(w, ",\"args\":{\"aggregated\":true,\"count\":%" PRIu32 ",\"busy_us\":", b->count);
+            prof_out_us(w, (int64_t)(busy + 0.5));
             for (int fam = 0; fam < PROF_FAM_COUNT; fam++)
                 if (b->busy[fam] && b->mixed) {
-                    fprintf(f, ",\"%s_us\":", prof_family_name((prof_family)fam));
-                    put_us(f, b->busy[fam]);
+                    prof_out_fmt(w, ",\"%s_us\":", prof_family_name((prof_family)fam));
+                    prof_out_us(w, (int64_t)(b->busy[fam] + 0.5f));
                 }
-            fprintf(f, ",\"bytes\":%" PRIu64 ",\"flops\":%" PRIu64 "}}", b->bytes, b->flops);
+            prof_out_fmt(w, ",\"bytes\":%" PRIu64 ",\"flops\":%" PRIu64 "}}", b->bytes, b->flops);
             p->slices++;
         }
     }
@@ -293,8 +345,8 @@ tern_status tern_prof_create(const tern_prof_opts *o, tern_prof **out, tern_erro
         return tern_error_set(err, TERN_ERR_INVALID, "profiler: no options");
     for (int e = 0; e < TERN_ENGINE_COUNT; e++)
         if (!(o->clock_hz[e] >= 0))
-            return tern_error_set(err, TERN_ERR_INVALID, "profiler: %s clock %g Hz must be >= 0",
-                                  ENGINE_TRACKS[e], o->clock_hz[e]);
+            return tern_error_set(err, TERN_ERR_INVALID, "profiler: %s clock %g Hz must be >= 0", ENGINE_TRACKS[e],
+                                  o->clock_hz[e]);
     if (!(o->hbm_bandwidth >= 0) || !(o->model_flops >= 0))
         return tern_error_set(err, TERN_ERR_INVALID, "profiler: HBM bandwidth %g and model FLOPs %g must be >= 0",
                               o->hbm_bandwidth, o->model_flops);
@@ -322,17 +374,21 @@ tern_status tern_prof_create(const tern_prof_opts *o, tern_prof **out, tern_erro
     if (o->trace_path) {
         p->trace = fopen(o->trace_path, "w");
         if (!p->trace) {
-            st = tern_error_set(err, TERN_ERR_IO, "profiler trace '%s': cannot open for writing: %s",
-                                o->trace_path, strerror(errno));
+            st = tern_error_set(err, TERN_ERR_IO, "profiler trace '%s': cannot open for writing: %s", o->trace_path,
+                                strerror(errno));
             goto fail;
         }
-        p->trace_buf = malloc(1u << 20);
-        if (p->trace_buf)
-            setvbuf(p->trace, p->trace_buf, _IOFBF, 1u << 20);
-        fprintf(p->trace,
-                "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
-                "\"args\":{\"name\":\"%s\"}}",
-                p->name_json);
+        p->out.f = p->trace;
+        p->out.cap = 1u << 20;
+        p->out.buf = malloc(p->out.cap);
+        if (!p->out.buf) {
+            st = tern_error_set(err, TERN_ERR_NOMEM, "profiler: out of memory");
+            goto fail;
+        }
+        prof_out_fmt(&p->out,
+                     "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
+                     "\"args\":{\"name\":\"%s\"}}",
+                     p->name_json);
     }
     *out = p;
     return TERN_OK;
@@ -349,7 +405,7 @@ void tern_prof_free(tern_prof *p)
         fclose(p->trace);
     if (p->svg)
         fclose(p->svg);
-    free(p->trace_buf);
+    free(p->out.buf);
     prof_grid_free(&p->tgrid);
     prof_grid_free(&p->sgrid);
     free(p->dma_iv);
@@ -512,7 +568,8 @@ static void summarise(tern_prof *p, const tern_run_stats *stats, tern_prof_summa
             s->instructions_total += stats->instructions[e];
         }
     /* DMA busy: union over every queue */
-    qsort(p->dma_iv, p->dma_n, sizeof *p->dma_iv, cmp_interval);
+    if (p->dma_n)
+        qsort(p->dma_iv, p->dma_n, sizeof *p->dma_iv, cmp_interval);
     int64_t cs = 0, ce = -1;
     for (size_t i = 0; i < p->dma_n; i++) {
         const interval *iv = &p->dma_iv[i];
@@ -579,26 +636,30 @@ tern_status tern_prof_finish(tern_prof *p, const tern_run_stats *stats, tern_pro
         s.trace_slices = p->slices;
         s.trace_aggregated = p->aggregated;
         s.trace_bin_ps = p->aggregated ? p->tgrid.width : 0;
+        prof_out *w = &p->out;
         if (p->aggregated) {
             trace_sep(p);
-            fprintf(p->trace,
-                    "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"labels\":"
-                    "\"aggregated after %" PRIu64 " slices into bins of %" PRId64 " ps\"}}",
-                    p->max_slices, p->tgrid.width);
+            prof_out_fmt(w,
+                         "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"labels\":"
+                         "\"aggregated after %" PRIu64 " slices into bins of %" PRId64 " ps\"}}",
+                         p->max_slices, p->tgrid.width);
         }
-        fprintf(p->trace, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"generator\":\"tern %s\","
-                          "\"machine\":\"%s\",\"time_unit\":\"us\",\"total_us\":",
-                tern_version(), p->name_json);
-        put_us(p->trace, s.total_ps);
-        fprintf(p->trace, ",\"slices\":%" PRIu64 ",\"max_trace_events\":%" PRIu64 ",\"aggregated\":%s", p->slices,
-                p->max_slices, p->aggregated ? "true" : "false");
+        prof_out_fmt(w,
+                     "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"generator\":\"tern %s\","
+                     "\"machine\":\"%s\",\"time_unit\":\"us\",\"total_us\":",
+                     tern_version(), p->name_json);
+        prof_out_us(w, s.total_ps);
+        prof_out_fmt(w, ",\"slices\":%" PRIu64 ",\"max_trace_events\":%" PRIu64 ",\"aggregated\":%s", p->slices,
+                     p->max_slices, p->aggregated ? "true" : "false");
         if (p->aggregated) {
-            fputs(",\"aggregation\":\"events past max_trace_events binned per track; bin_us is the bin width\""
-                  ",\"bin_us\":",
-                  p->trace);
-            put_us(p->trace, p->tgrid.width);
+            prof_out_str(w, ",\"aggregation\":\"events past max_trace_events binned per track; bin_us is the bin "
+                            "width\",\"bin_us\":");
+            prof_out_us(w, p->tgrid.width);
         }
-        fputs("}}\n", p->trace);
+        prof_out_str(w, "}}\n");
+        prof_out_flush(w);
+        if (w->failed)
+            io_fail(p, "trace", p->o.trace_path);
         if (ferror(p->trace))
             io_fail(p, "trace", p->o.trace_path);
         if (fclose(p->trace))

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tern/prof.h"
 
@@ -28,7 +29,7 @@ const char *prof_family_name(prof_family f);
 prof_family prof_family_of(unsigned opcode, tern_engine e);
 
 typedef struct {
-    int64_t busy[PROF_FAM_COUNT]; /* time covered inside the bin, per family */
+    float busy[PROF_FAM_COUNT];   /* ps covered inside the bin, per family (float: the grid is for pictures) */
     int64_t first, last;          /* earliest start and latest end inside the bin (clipped to it) */
     uint64_t bytes, flops;        /* of the events starting in the bin */
     uint32_t count;               /* events starting in the bin */
@@ -39,9 +40,13 @@ typedef struct {
 
 typedef struct {
     unsigned nlanes, nbins;
-    int64_t width; /* ps per bin, a power of two */
-    prof_bin **lane; /* per lane: nbins bins, allocated on first use */
+    int64_t width;   /* ps per bin, a power of two */
+    prof_bin **lane; /* per lane: up to nbins bins, grown on use */
+    unsigned *cap;   /* per lane: bins allocated */
+    unsigned *hi;    /* per lane: one past the last bin in use (coarsening touches only [0, hi)) */
 } prof_grid;
+
+#define PROF_GRID_MIN_WIDTH 1024 /* ps: the finest bin, about a cycle */
 
 tern_status prof_grid_init(prof_grid *g, unsigned nlanes, unsigned nbins);
 void prof_grid_free(prof_grid *g);
@@ -55,6 +60,33 @@ int prof_grid_add(prof_grid *g, unsigned lane, int64_t start, int64_t end, prof_
 
 /* The SVG timeline from the grid and the summary; returns 0, or -1 on a write error. */
 int prof_svg_write(FILE *f, const prof_grid *g, const tern_prof_summary *s, unsigned width);
+
+/* A small output buffer with integer and fixed-point formatting: the trace is written per event, and stdio's
+ * printf costs several times the simulator's own time per event (measured by bench_prof). */
+typedef struct {
+    FILE *f;
+    char *buf;
+    size_t n, cap;
+    int failed;
+} prof_out;
+
+void prof_out_flush(prof_out *w);
+static inline void prof_out_need(prof_out *w, size_t len)
+{
+    if (w->n + len > w->cap)
+        prof_out_flush(w);
+}
+void prof_out_mem(prof_out *w, const char *s, size_t len);
+static inline void prof_out_str(prof_out *w, const char *s)
+{
+    prof_out_mem(w, s, strlen(s));
+}
+void prof_out_u64(prof_out *w, uint64_t v);
+void prof_out_i64(prof_out *w, int64_t v);
+void prof_out_hex(prof_out *w, uint64_t v);
+/* picoseconds as microseconds with six decimals (exact) */
+void prof_out_us(prof_out *w, int64_t ps);
+void prof_out_fmt(prof_out *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Escape a string for a JSON string or XML text into out (always NUL-terminated). */
 void prof_json_escape(char *out, size_t cap, const char *s);

@@ -25,6 +25,18 @@ static const char *const FAMILY_COLOURS[PROF_FAM_COUNT] = {
 #define TOP 56
 #define LANE_H 22
 #define LANE_GAP 6
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define OUT_LIT(w, lit) prof_out_mem((w), (lit), sizeof(lit) - 1)
+
+/* x with two decimals (x >= 0), without printf: the SVG has a few thousand of these */
+static void out_fix2(prof_out *w, double x)
+{
+    uint64_t v = (uint64_t)(x * 100.0 + 0.5);
+    prof_out_u64(w, v / 100);
+    char frac[3] = {'.', (char)('0' + v / 10 % 10), (char)('0' + v % 10)};
+    prof_out_mem(w, frac, 3);
+}
 
 static void fmt_tick(char *buf, size_t cap, double ps, double span)
 {
@@ -53,7 +65,7 @@ static int bin_class(const prof_bin *b, int64_t width, int *quarters)
     if (!b->used)
         return -1;
     int best = -1;
-    int64_t sum = 0;
+    double sum = 0;
     for (int f = 0; f < PROF_FAM_COUNT; f++) {
         if (f == PROF_FAM_WAIT)
             continue;
@@ -70,14 +82,16 @@ static int bin_class(const prof_bin *b, int64_t width, int *quarters)
         best = PROF_FAM_WAIT;
         sum = b->busy[PROF_FAM_WAIT];
     }
-    double occ = (double)sum / (double)width;
+    double occ = sum / (double)width;
     int q = (int)ceil(occ * 4.0);
     *quarters = q < 1 ? 1 : q > 4 ? 4 : q;
     return best;
 }
 
-int prof_svg_write(FILE *f, const prof_grid *g, const tern_prof_summary *s, unsigned width)
+int prof_svg_write(FILE *file, const prof_grid *g, const tern_prof_summary *s, unsigned width)
 {
+    char buffer[1 << 16];
+    prof_out out = {file, buffer, 0, sizeof buffer, 0}, *f = &out;
     unsigned lanes[PROF_LANES], nl = 0;
     for (unsigned l = 0; l < PROF_LANES && l < g->nlanes; l++)
         if (g->lane[l])
@@ -88,22 +102,22 @@ int prof_svg_write(FILE *f, const prof_grid *g, const tern_prof_summary *s, unsi
     char name[200];
     prof_xml_escape(name, sizeof name, s->name);
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            total_w, height, total_w, height);
-    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", total_w, height);
+    prof_out_fmt(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    prof_out_fmt(f,
+                 "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
+                 "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+                 total_w, height, total_w, height);
+    prof_out_fmt(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", total_w, height);
     double total_us = (double)s->total_ps * 1e-6;
-    fprintf(f,
-            "<text x=\"%d\" y=\"22\" font-size=\"16\" font-weight=\"bold\">tern profile: %s \xe2\x80\x94 %.3f "
-            "\xc2\xb5s, %" PRIu64 " instructions</text>\n",
-            LEFT, name, total_us, s->instructions_total);
-    fprintf(f,
-            "<text x=\"%d\" y=\"40\">MFU %.2f%%  HFU %.2f%%  MBU %.2f%%  DMA %" PRIu64 " transfers, %.3f MB, active "
-            "%.1f%%</text>\n",
-            LEFT, s->mfu_pct, s->hfu_pct, s->mbu_pct, s->dma_transfers, (double)s->dma_bytes * 1e-6,
-            s->dma_active_pct);
+    prof_out_fmt(f,
+                 "<text x=\"%d\" y=\"22\" font-size=\"16\" font-weight=\"bold\">tern profile: %s \xe2\x80\x94 %.3f "
+                 "\xc2\xb5s, %" PRIu64 " instructions</text>\n",
+                 LEFT, name, total_us, s->instructions_total);
+    prof_out_fmt(
+        f,
+        "<text x=\"%d\" y=\"40\">MFU %.2f%%  HFU %.2f%%  MBU %.2f%%  DMA %" PRIu64 " transfers, %.3f MB, active "
+        "%.1f%%</text>\n",
+        LEFT, s->mfu_pct, s->hfu_pct, s->mbu_pct, s->dma_transfers, (double)s->dma_bytes * 1e-6, s->dma_active_pct);
 
     /* time axis span: the run's time, or the grid's extent if events ran past it */
     double span = (double)s->total_ps;
@@ -125,11 +139,13 @@ int prof_svg_write(FILE *f, const prof_grid *g, const tern_prof_summary *s, unsi
             snprintf(act, sizeof act, " %.0f%%", s->active_pct[l]);
             active = act;
         }
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s%s</text>\n", LEFT - 8, y + 15, label, active);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%u\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT, y, width, LANE_H);
+        prof_out_fmt(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s%s</text>\n", LEFT - 8, y + 15, label, active);
+        prof_out_fmt(f, "<rect x=\"%d\" y=\"%d\" width=\"%u\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT, y, width,
+                     LANE_H);
         const prof_bin *bins = g->lane[l];
         unsigned i = 0;
-        while (i < g->nbins) {
+        const unsigned hi = g->hi[l];
+        while (i < hi) {
             int q, c = bin_class(&bins[i], g->width, &q);
             if (c < 0) {
                 i++;
@@ -138,7 +154,7 @@ int prof_svg_write(FILE *f, const prof_grid *g, const tern_prof_summary *s, unsi
             unsigned j = i + 1;
             uint64_t count = bins[i].count;
             int q2;
-            while (j < g->nbins && bin_class(&bins[j], g->width, &q2) == c && q2 == q)
+            while (j < hi && bin_class(&bins[j], g->width, &q2) == c && q2 == q)
                 count += bins[j++].count;
             double x0 = (double)i * (double)g->width * px_per_ps;
             double x1 = (double)j * (double)g->width * px_per_ps;
@@ -147,18 +163,33 @@ int prof_svg_write(FILE *f, const prof_grid *g, const tern_prof_summary *s, unsi
             if (x1 > plot_w)
                 x1 = plot_w;
             double w = x1 - x0 < 0.5 ? 0.5 : x1 - x0;
-            fprintf(f,
-                    "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" fill-opacity=\"%.2f\">"
-                    "<title>%s, %" PRIu64 " events, %.3f-%.3f \xc2\xb5s</title></rect>\n",
-                    LEFT + x0, y, w, LANE_H, FAMILY_COLOURS[c], q / 4.0, prof_family_name((prof_family)c), count,
-                    (double)i * (double)g->width * 1e-6, (double)j * (double)g->width * 1e-6);
+            OUT_LIT(f, "<rect x=\"");
+            out_fix2(f, LEFT + x0);
+            OUT_LIT(f, "\" y=\"");
+            prof_out_u64(f, (uint64_t)y);
+            OUT_LIT(f, "\" width=\"");
+            out_fix2(f, w);
+            OUT_LIT(f, "\" height=\"" STR(LANE_H) "\" fill=\"");
+            prof_out_str(f, FAMILY_COLOURS[c]);
+            OUT_LIT(f, "\" fill-opacity=\"");
+            out_fix2(f, q / 4.0);
+            OUT_LIT(f, "\"><title>");
+            prof_out_str(f, prof_family_name((prof_family)c));
+            OUT_LIT(f, ", ");
+            prof_out_u64(f, count);
+            OUT_LIT(f, " events, ");
+            prof_out_us(f, (int64_t)i * g->width);
+            OUT_LIT(f, "-");
+            prof_out_us(f, (int64_t)j * g->width);
+            OUT_LIT(f, " \xc2\xb5s</title></rect>\n");
             i = j;
         }
     }
 
     /* axis */
     int ay = TOP + (int)nl * (LANE_H + LANE_GAP) + 4;
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", LEFT, ay, LEFT + (int)width, ay);
+    prof_out_fmt(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", LEFT, ay, LEFT + (int)width,
+                 ay);
     double step = nice_step(span);
     for (int k = 0; k <= 20; k++) {
         double t = k * step;
@@ -167,23 +198,25 @@ int prof_svg_write(FILE *f, const prof_grid *g, const tern_prof_summary *s, unsi
         double x = LEFT + t * px_per_ps;
         char lbl[32];
         fmt_tick(lbl, sizeof lbl, t, span);
-        fprintf(f, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"black\"/>\n", x, ay, x, ay + 5);
-        fprintf(f, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, ay + 18, lbl);
+        prof_out_fmt(f, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"black\"/>\n", x, ay, x, ay + 5);
+        prof_out_fmt(f, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, ay + 18, lbl);
     }
     if (s->total_ps <= 0)
-        fprintf(f, "<text x=\"%d\" y=\"%d\">(no simulated time elapsed: events had zero duration)</text>\n", LEFT,
-                ay - 8);
+        prof_out_fmt(f, "<text x=\"%d\" y=\"%d\">(no simulated time elapsed: events had zero duration)</text>\n", LEFT,
+                     ay - 8);
 
     /* legend */
     int ly = ay + 44;
     for (int fam = 0; fam < PROF_FAM_COUNT; fam++) {
         int x = LEFT + fam * 110;
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", x, ly - 11,
-                FAMILY_COLOURS[fam]);
-        fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", x + 20, ly, prof_family_name((prof_family)fam));
+        prof_out_fmt(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", x, ly - 11,
+                     FAMILY_COLOURS[fam]);
+        prof_out_fmt(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", x + 20, ly, prof_family_name((prof_family)fam));
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#555\">opacity: share of the column's time the lane was busy</text>\n",
-            LEFT, ly + 22);
-    fprintf(f, "</svg>\n");
-    return ferror(f) ? -1 : 0;
+    prof_out_fmt(f,
+                 "<text x=\"%d\" y=\"%d\" fill=\"#555\">opacity: share of the column's time the lane was busy</text>\n",
+                 LEFT, ly + 22);
+    prof_out_fmt(f, "</svg>\n");
+    prof_out_flush(f);
+    return f->failed || ferror(file) ? -1 : 0;
 }

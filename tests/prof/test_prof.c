@@ -1,9 +1,10 @@
 /* The profiler against synthetic events with hand-computed answers: summary arithmetic (busy-time unions with
  * overlaps, active %, DMA union across queues, MFU/HFU/MBU as AWS defines them, the top list and its order), the
  * trace parsed by a real JSON parser (cJSON: tracks, slice names, exact ts/dur, operand text, wait slices,
- * overlap sub-lanes), aggregation past the slice limit (file bounded, every event accounted for), the SVG's
- * well-formedness (a small XML checker here, and python3's xml.dom.minidom when present), error paths; and
- * a real simulated GEMM with the profiler attached, whose FLOPs and time must agree with the run's stats. */
+ * TensorE's LoadStationary and TensorMatrix rows, overlap sub-lanes), aggregation past the slice limit (file bounded,
+ * every event accounted for), the SVG's well-formedness (a small XML checker here, and python3's xml.dom.minidom when
+ * present), error paths; and a real simulated GEMM with the profiler attached, whose FLOPs and time must agree with the
+ * run's stats. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -143,8 +144,8 @@ static void check_svg(const char *path)
     free(svg);
     if (have_python()) {
         char cmd[600];
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])\" %s",
-                 path);
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])\" %s", path);
         CHECK_MSG(system(cmd) == 0, "python3 xml.dom.minidom rejects %s", path);
     }
 }
@@ -173,8 +174,8 @@ static void set_ap(tern_ap *ap, tern_mem mem, unsigned p0, unsigned np, uint64_t
     ap->dims[0].num = n;
 }
 
-static tern_event mk_event(tern_event_kind kind, tern_engine e, unsigned q, size_t pc, const tern_instr *ins,
-                           int64_t s, int64_t end)
+static tern_event mk_event(tern_event_kind kind, tern_engine e, unsigned q, size_t pc, const tern_instr *ins, int64_t s,
+                           int64_t end)
 {
     tern_event ev;
     memset(&ev, 0, sizeof ev);
@@ -430,8 +431,9 @@ static void test_trace(void)
     const cJSON *evs = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
     CHECK(cJSON_IsArray(evs));
     CHECK(find_meta(evs, "process_name", "test \"core\"") != NULL);
-    int t_tensor = tid_of(find_meta(evs, "thread_name", "TensorE"));
-    int t_tensor2 = tid_of(find_meta(evs, "thread_name", "TensorE (2)"));
+    /* matmuls go to AWS's "TensorMatrix" row; the overlapping second one to a further TensorE lane */
+    int t_tensor = tid_of(find_meta(evs, "thread_name", "TensorMatrix"));
+    int t_tensor2 = tid_of(find_meta(evs, "thread_name", "TensorE (3)"));
     int t_vector = tid_of(find_meta(evs, "thread_name", "VectorE"));
     int t_sync = tid_of(find_meta(evs, "thread_name", "SyncE"));
     int t_q0 = tid_of(find_meta(evs, "thread_name", "DMA q0"));
@@ -451,7 +453,8 @@ static void test_trace(void)
     CHECK_STR_CONTAINS(str(args, "in0"), "sbuf[0:128]+0x100:bf16[[1,512]]");
     CHECK_STR_CONTAINS(str(mm, "cat"), "matmul");
     const cJSON *mm2 = find_slice(evs, "multiply_moving", t_tensor2, 0.5);
-    CHECK_MSG(mm2 != NULL, "the overlapping matmul is not on the TensorE (2) track at 0.5 us");
+    CHECK_MSG(mm2 != NULL, "the overlapping matmul is not on the TensorE (3) track at 0.5 us");
+    CHECK(find_meta(evs, "thread_name", "TensorE") == NULL); /* no LoadStationary, no TensorE waits */
 
     const cJSON *w = find_slice(evs, "wait s3>=12", t_vector, 1.0);
     CHECK_MSG(w != NULL, "no wait slice 'wait s3>=12' on VectorE at 1 us");
@@ -512,13 +515,13 @@ static void test_aggregation(void)
             return;
         uint64_t n = limits[run];
         for (uint64_t i = 0; i < n; i++) {
-            tern_event ev = mk_event(TERN_EVENT_INSTR, TERN_ENGINE_TENSOR, 0, i, (i & 1) ? &mm : &ls,
-                                     (int64_t)i * 1000, (int64_t)i * 1000 + 900);
+            tern_event ev = mk_event(TERN_EVENT_INSTR, TERN_ENGINE_TENSOR, 0, i, (i & 1) ? &mm : &ls, (int64_t)i * 1000,
+                                     (int64_t)i * 1000 + 900);
             ev.flops = (i & 1) ? 100 : 0;
             tern_prof_event(p, &ev);
             if (i % 16 == 0) {
-                ev = mk_event(TERN_EVENT_DMA, TERN_ENGINE_SYNC, (unsigned)(i / 16) % 4, i / 16, &dma,
-                              (int64_t)i * 1000, (int64_t)i * 1000 + 8000);
+                ev = mk_event(TERN_EVENT_DMA, TERN_ENGINE_SYNC, (unsigned)(i / 16) % 4, i / 16, &dma, (int64_t)i * 1000,
+                              (int64_t)i * 1000 + 8000);
                 ev.bytes = 64;
                 tern_prof_event(p, &ev);
             }
@@ -704,6 +707,7 @@ static void test_real_gemm(void)
     if (root) {
         const cJSON *evs = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
         CHECK(find_meta(evs, "thread_name", "TensorE") != NULL);
+        CHECK(find_meta(evs, "thread_name", "TensorMatrix") != NULL);
         CHECK(cJSON_GetArraySize(evs) > 10);
     }
     cJSON_Delete(root);

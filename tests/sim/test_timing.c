@@ -66,6 +66,14 @@ static int64_t busy_of(tern_core *c, tern_instr ins)
     return run_prog(c, &p).busy_ps[ins.engine];
 }
 
+static tern_ap unused_ap(void)
+{
+    tern_ap ap;
+    memset(&ap, 0, sizeof ap);
+    ap.offset_reg = TERN_REG_NONE;
+    return ap;
+}
+
 static tern_instr vec(tern_opcode op, tern_engine e, tern_mem m0, tern_dtype d0, tern_mem m1, tern_dtype d1, unsigned N)
 {
     tern_instr i = st_instr(op, e);
@@ -160,7 +168,7 @@ int main(void)
     {
         tern_instr i = vec(TERN_OP_TENSOR_SCALAR, TERN_ENGINE_VECTOR, TERN_MEM_SBUF, TERN_DTYPE_FP32, TERN_MEM_SBUF,
                            TERN_DTYPE_FP32, 10);
-        i.ap[TERN_AP_IN1].ndims = 0;
+        i.ap[TERN_AP_IN1] = unused_ap();
         CHECK_EQ_INT(busy_of(v2, i), ps(64, V2));
         i.ap[TERN_AP_DST].dims[0].num = i.ap[TERN_AP_IN0].dims[0].num = 700;
         CHECK_EQ_INT(busy_of(v2, i), ps(700, V2));
@@ -238,7 +246,7 @@ int main(void)
         tern_instr v = vec(TERN_OP_TENSOR_COPY, TERN_ENGINE_VECTOR, TERN_MEM_PSUM, TERN_DTYPE_FP32, TERN_MEM_SBUF,
                            TERN_DTYPE_FP32, 512);
         v.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 128, 0, 512);
-        v.ap[TERN_AP_IN1].ndims = 0;
+        v.ap[TERN_AP_IN1] = unused_ap();
         v.wait_sem = 0;
         v.wait_value = 1;
         add(&p, l);
@@ -253,7 +261,7 @@ int main(void)
     {
         tern_instr a = vec(TERN_OP_TENSOR_COPY, TERN_ENGINE_VECTOR, TERN_MEM_SBUF, TERN_DTYPE_FP32, TERN_MEM_SBUF,
                            TERN_DTYPE_FP32, 2000);
-        a.ap[TERN_AP_IN1].ndims = 0;
+        a.ap[TERN_AP_IN1] = unused_ap();
         tern_instr g = a;
         g.engine = TERN_ENGINE_GPSIMD;
         g.ap[TERN_AP_DST].offset = 16000;
@@ -276,7 +284,7 @@ int main(void)
         TEST_BEGIN("v3 VectorE performance mode: 4x for bf16 SBUF copies, 2x with PSUM");
         tern_instr c = vec(TERN_OP_TENSOR_COPY, TERN_ENGINE_VECTOR, TERN_MEM_SBUF, TERN_DTYPE_BF16, TERN_MEM_SBUF,
                            TERN_DTYPE_BF16, 2048);
-        c.ap[TERN_AP_IN1].ndims = 0;
+        c.ap[TERN_AP_IN1] = unused_ap();
         CHECK_EQ_INT(busy_of(v3, c), ps(512, V3));
         c.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_BF16, 0, 128, 0, 2048);
         CHECK_EQ_INT(busy_of(v3, c), ps(1024, V3));
