@@ -77,13 +77,12 @@ tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern
                           "start at 0, >%u at a multiple of %u, else a multiple of %u)",
                           ap->start_partition, ap->num_partitions, core->cfg.partitions / 2, core->cfg.partitions / 4,
                           core->cfg.partitions / 2, core->cfg.partitions / 4);
-    if (ap->offset_reg == TERN_REG_NONE) {
+    /* Bounds: checked without a message first (the common, passing case costs no formatting). */
+    if (ap->offset_reg == TERN_REG_NONE && ap_check_bounds(core, cx->engine, ap, "", NULL) != TERN_OK) {
         char what[128], label[96];
         instr_label(cx, ins, label, sizeof label);
         snprintf(what, sizeof what, "%s: operand %s", label, operand_name(slot));
-        tern_status st = ap_check_bounds(core, cx->engine, ap, what, err);
-        if (st)
-            return st;
+        return ap_check_bounds(core, cx->engine, ap, what, err);
     }
     return TERN_OK;
 }

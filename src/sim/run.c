@@ -118,6 +118,7 @@ typedef struct {
     unsigned dma_next;
     int64_t hbm_free;
     int64_t dma_union_end;
+    int64_t tensor_busy_until; /* LoadStationary overlaps MultiplyMoving: busy time is their union */
 } runner;
 
 static tern_status sem_add(runner *r, unsigned s, uint32_t amount, int64_t t, tern_error *err)
@@ -349,8 +350,17 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     tern_opcode op = (tern_opcode)ins->opcode;
     size_t pc = q->pc, next = pc + 1;
     tern_status st;
-    if (t > q->free_ps && (ins->wait_sem != TERN_SEM_NONE || (op == TERN_OP_BARRIER && q->in_barrier)))
-        emit(r, TERN_EVENT_WAIT, e, pc, ins, q->free_ps, t, 0, 0, 0);
+    /* A wait event covers only the time the engine was idle because of the semaphore (TensorE's sequencer is
+     * free at issue while its pipelines still work). */
+    int64_t idle_from = q->free_ps;
+    if (op == TERN_OP_LOAD_STATIONARY)
+        idle_from = max64(idle_from, max64(r->ls_free, r->last_mm_start));
+    else if (op == TERN_OP_MULTIPLY_MOVING)
+        idle_from = max64(idle_from, max64(r->mm_free, r->last_ls_end));
+    else if (op == TERN_OP_TRANSPOSE_PE)
+        idle_from = max64(idle_from, max64(max64(r->ls_free, r->mm_free), r->last_ls_end));
+    if (t > idle_from && (ins->wait_sem != TERN_SEM_NONE || (op == TERN_OP_BARRIER && q->in_barrier)))
+        emit(r, TERN_EVENT_WAIT, e, pc, ins, idle_from, t, 0, 0, 0);
 
     exec_fn fn = executor_of(op);
     if (fn) {
@@ -395,7 +405,14 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     }
     /* TensorE's two pipelines keep their own times; its sequencer only keeps issue order. */
     q->free_ps = e == TERN_ENGINE_TENSOR ? t : t + occ;
-    r->stats->busy_ps[e] += occ;
+    if (e == TERN_ENGINE_TENSOR) {
+        int64_t from = max64(t, r->tensor_busy_until);
+        if (t + occ > from)
+            r->stats->busy_ps[e] += t + occ - from;
+        r->tensor_busy_until = max64(r->tensor_busy_until, t + occ);
+    } else {
+        r->stats->busy_ps[e] += occ;
+    }
     emit(r, TERN_EVENT_INSTR, e, pc, ins, t, t + occ, flops, 0, 0);
     if (is_dma_op(op))
         done = dma_transfer(r, e, pc, ins, t + occ);
