@@ -1,0 +1,206 @@
+/* NumPy .npy files (format version 1.0/2.0, little-endian, C order) for model inputs and outputs: read into an
+ * array of a tern element kind, write fp32/int32/... arrays back. Malformed headers are errors naming the file
+ * and the problem. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tern/npy.h"
+
+static const struct {
+    const char *descr;
+    tern_npy_type type;
+    size_t size;
+} kinds[] = {{"<f4", TERN_NPY_F32, 4}, {"<f8", TERN_NPY_F64, 8}, {"<f2", TERN_NPY_F16, 2},
+             {"<i8", TERN_NPY_I64, 8}, {"<i4", TERN_NPY_I32, 4}, {"<i2", TERN_NPY_I16, 2},
+             {"|i1", TERN_NPY_I8, 1},  {"|u1", TERN_NPY_U8, 1},  {"|b1", TERN_NPY_BOOL, 1},
+             {"<u4", TERN_NPY_U32, 4}, {"<u2", TERN_NPY_U16, 2}, {"<u8", TERN_NPY_U64, 8}};
+
+size_t tern_npy_type_size(tern_npy_type t)
+{
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kinds[i].type == t)
+            return kinds[i].size;
+    return 0;
+}
+
+const char *tern_npy_type_descr(tern_npy_type t)
+{
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kinds[i].type == t)
+            return kinds[i].descr;
+    return "?";
+}
+
+void tern_npy_free(tern_npy *a)
+{
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+uint64_t tern_npy_count(const tern_npy *a)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < a->rank; d++)
+        n *= (uint64_t)a->dims[d];
+    return n;
+}
+
+static const char *find_key(const char *h, const char *key)
+{
+    const char *p = strstr(h, key);
+    if (!p)
+        return NULL;
+    p += strlen(key);
+    while (*p == ' ' || *p == ':')
+        p++;
+    return p;
+}
+
+tern_status tern_npy_read(const char *path, tern_npy *out, tern_error *err)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tern_error_set(err, TERN_ERR_IO, "%s: cannot open", path);
+    uint8_t pre[12];
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) {
+        fclose(f);
+        return tern_error_set(err, TERN_ERR_PARSE, "%s: not a .npy file (magic)", path);
+    }
+    uint32_t hlen;
+    if (pre[6] == 1) {
+        hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
+    } else if (pre[6] == 2 || pre[6] == 3) {
+        if (fread(pre + 10, 1, 2, f) != 2) {
+            fclose(f);
+            return tern_error_set(err, TERN_ERR_PARSE, "%s: truncated header", path);
+        }
+        hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8 | (uint32_t)pre[10] << 16 | (uint32_t)pre[11] << 24;
+    } else {
+        fclose(f);
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s: .npy format version %u", path, pre[6]);
+    }
+    if (hlen == 0 || hlen > 65536) {
+        fclose(f);
+        return tern_error_set(err, TERN_ERR_PARSE, "%s: header length %u", path, hlen);
+    }
+    char *h = malloc(hlen + 1);
+    if (!h || fread(h, 1, hlen, f) != hlen) {
+        free(h);
+        fclose(f);
+        return tern_error_set(err, TERN_ERR_PARSE, "%s: truncated header", path);
+    }
+    h[hlen] = '\0';
+    tern_status st = TERN_OK;
+    const char *d = find_key(h, "'descr'");
+    const char *fo = find_key(h, "'fortran_order'");
+    const char *sh = find_key(h, "'shape'");
+    if (!d || !fo || !sh)
+        st = tern_error_set(err, TERN_ERR_PARSE, "%s: header lacks descr, fortran_order or shape", path);
+    if (!st && strncmp(fo, "False", 5))
+        st = tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s: Fortran-ordered arrays are not supported", path);
+    size_t es = 0;
+    if (!st) {
+        int found = 0;
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+            if (d[0] == '\'' && !strncmp(d + 1, kinds[i].descr, 3) && d[4] == '\'') {
+                out->type = kinds[i].type;
+                es = kinds[i].size;
+                found = 1;
+            }
+        if (!found)
+            st = tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s: dtype %.6s not supported (float32/16/64, int8-64, "
+                                "uint8-64, bool, little-endian)", path, d);
+    }
+    if (!st) {
+        if (*sh != '(')
+            st = tern_error_set(err, TERN_ERR_PARSE, "%s: malformed shape", path);
+        const char *p = sh + 1;
+        while (!st && *p && *p != ')') {
+            while (*p == ' ' || *p == ',')
+                p++;
+            if (*p == ')')
+                break;
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p || v < 0 || out->rank >= TERN_NPY_MAX_RANK)
+                st = tern_error_set(err, TERN_ERR_PARSE, "%s: malformed shape (rank at most %d)", path,
+                                    TERN_NPY_MAX_RANK);
+            else
+                out->dims[out->rank++] = v;
+            p = end;
+        }
+    }
+    free(h);
+    if (!st) {
+        uint64_t n = tern_npy_count(out);
+        if (n > (1ull << 34) / (es ? es : 1))
+            st = tern_error_set(err, TERN_ERR_RANGE, "%s: %llu elements is too many", path, (unsigned long long)n);
+        else {
+            out->data = malloc(n * es > 0 ? n * es : 1);
+            if (!out->data)
+                st = tern_error_set(err, TERN_ERR_NOMEM, "%s: out of memory", path);
+            else if (fread(out->data, es, n, f) != n)
+                st = tern_error_set(err, TERN_ERR_PARSE, "%s: truncated data (%llu elements expected)", path,
+                                    (unsigned long long)n);
+        }
+    }
+    fclose(f);
+    if (st)
+        tern_npy_free(out);
+    return st;
+}
+
+tern_status tern_npy_write(const char *path, const tern_npy *a, tern_error *err)
+{
+    char shape[256] = "";
+    size_t used = 0;
+    for (int d = 0; d < a->rank; d++)
+        used += (size_t)snprintf(shape + used, sizeof shape - used, "%lld,%s", (long long)a->dims[d],
+                                 d + 1 < a->rank ? " " : "");
+    if (a->rank > 1 && used > 0)
+        shape[used - 1] = '\0'; /* numpy writes (2, 3) but (2,) */
+    char h[400];
+    int n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                     tern_npy_type_descr(a->type), shape);
+    size_t total = 10 + (size_t)n + 1;
+    size_t pad = (64 - total % 64) % 64;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return tern_error_set(err, TERN_ERR_IO, "%s: cannot open for writing", path);
+    uint16_t hl = (uint16_t)((size_t)n + pad + 1);
+    uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)hl, (uint8_t)(hl >> 8)};
+    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(h, 1, (size_t)n, f) == (size_t)n;
+    for (size_t i = 0; i < pad && ok; i++)
+        ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF;
+    uint64_t count = tern_npy_count(a);
+    size_t es = tern_npy_type_size(a->type);
+    ok = ok && fwrite(a->data, es, count, f) == count;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok)
+        return tern_error_set(err, TERN_ERR_IO, "%s: write failed", path);
+    return TERN_OK;
+}
+
+/* Element i as a double, whatever the stored type (fp16 through num). */
+double tern_npy_get(const tern_npy *a, uint64_t i)
+{
+    const uint8_t *p = (const uint8_t *)a->data + i * tern_npy_type_size(a->type);
+    switch (a->type) {
+    case TERN_NPY_F32: { float v; memcpy(&v, p, 4); return v; }
+    case TERN_NPY_F64: { double v; memcpy(&v, p, 8); return v; }
+    case TERN_NPY_F16: { uint16_t v; memcpy(&v, p, 2); return tern_fp16_to_f32(v); }
+    case TERN_NPY_I64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case TERN_NPY_U64: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
+    case TERN_NPY_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case TERN_NPY_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case TERN_NPY_I16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case TERN_NPY_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case TERN_NPY_I8: return (int8_t)p[0];
+    case TERN_NPY_U8:
+    case TERN_NPY_BOOL: return p[0];
+    }
+    return 0;
+}
