@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""Test and demo models for tern's compiler, exported from PyTorch (Debian's python3-torch) with random weights:
+no downloads. Each model is written as NAME.onnx with a sample input NAME.in.npy and PyTorch's fp32 output
+NAME.out.npy next to it.
+
+    /usr/bin/python3 scripts/gen_models.py OUTDIR [NAME ...]
+
+NAMEs: mlp, gpt2_tiny (the demo transformer), gpt2_small, gpt2_124m, bert_tiny, bert_base, resnet_tiny,
+resnet18. Without NAMEs: mlp, gpt2_tiny, bert_tiny (the quick ones the tests use).
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+OPSET = 14
+
+
+class Block(nn.Module):
+    """A GPT-2 / BERT style transformer block (pre-LN for GPT-2, post-LN for BERT)."""
+
+    def __init__(self, d, heads, causal, seq, post_ln=False):
+        super().__init__()
+        self.h, self.dh, self.causal, self.post_ln = heads, d // heads, causal, post_ln
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.register_buffer("mask", torch.tril(torch.ones(seq, seq)).bool())
+
+    def attn(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q = q.reshape(b, s, self.h, self.dh).transpose(1, 2)
+        k = k.reshape(b, s, self.h, self.dh).transpose(1, 2)
+        v = v.reshape(b, s, self.h, self.dh).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.dh)
+        if self.causal:
+            att = att.masked_fill(~self.mask[:s, :s], float("-inf"))
+        att = torch.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, s, d)
+        return self.proj(y)
+
+    def mlp(self, x):
+        return self.out(F.gelu(self.fc(x), approximate="tanh" if self.causal else "none"))
+
+    def forward(self, x):
+        if self.post_ln:
+            x = self.ln1(x + self.attn(x))
+            return self.ln2(x + self.mlp(x))
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, d, heads, layers, seq):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList([Block(d, heads, True, seq) for _ in range(layers)])
+        self.lnf = nn.LayerNorm(d)
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1])
+        x = self.wte(ids) + self.wpe(pos)
+        for b in self.blocks:
+            x = b(x)
+        return self.lnf(x) @ self.wte.weight.t()
+
+
+class BERT(nn.Module):
+    def __init__(self, vocab, d, heads, layers, seq):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.ln = nn.LayerNorm(d)
+        self.blocks = nn.ModuleList([Block(d, heads, False, seq, post_ln=True) for _ in range(layers)])
+        self.pool = nn.Linear(d, d)
+
+    def forward(self, ids):
+        x = self.ln(self.wte(ids) + self.wpe(torch.arange(ids.shape[1])))
+        for b in self.blocks:
+            x = b(x)
+        return torch.tanh(self.pool(x))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(256, 512), nn.Linear(512, 512), nn.Linear(512, 10)
+
+    def forward(self, x):
+        return torch.softmax(self.l3(F.relu(self.l2(F.relu(self.l1(x))))), dim=-1)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.b1(self.c1(x)))
+        y = self.b2(self.c2(y))
+        return F.relu(y + (self.down(x) if self.down is not None else x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, widths, blocks, classes):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, widths[0], 7, 2, 3, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], widths[0]
+        for i, (w, n) in enumerate(zip(widths, blocks)):
+            for j in range(n):
+                layers.append(BasicBlock(cin, w, 2 if (j == 0 and i > 0) else 1))
+                cin = w
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = self.layers(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def models():
+    return {
+        "mlp": (lambda: MLP(), lambda: torch.randn(8, 256), "x"),
+        "gpt2_tiny": (lambda: GPT(256, 64, 4, 2, 32), lambda: torch.randint(0, 256, (1, 32)), "input_ids"),
+        "gpt2_small": (lambda: GPT(1024, 256, 4, 4, 128), lambda: torch.randint(0, 1024, (1, 128)), "input_ids"),
+        "gpt2_124m": (lambda: GPT(50257, 768, 12, 12, 128), lambda: torch.randint(0, 50257, (1, 128)), "input_ids"),
+        "bert_tiny": (lambda: BERT(512, 64, 4, 2, 32), lambda: torch.randint(0, 512, (1, 32)), "input_ids"),
+        "bert_base": (lambda: BERT(30522, 768, 12, 12, 128), lambda: torch.randint(0, 30522, (1, 128)), "input_ids"),
+        "bert_large": (lambda: BERT(30522, 1024, 16, 24, 128), lambda: torch.randint(0, 30522, (1, 128)), "input_ids"),
+        "resnet_tiny": (lambda: ResNet([8, 16], [1, 1], 10), lambda: torch.randn(1, 3, 32, 32), "image"),
+        "resnet18": (lambda: ResNet([64, 128, 256, 512], [2, 2, 2, 2], 1000), lambda: torch.randn(1, 3, 224, 224),
+                     "image"),
+    }
+
+
+def export(name, outdir):
+    make, sample, in_name = models()[name]
+    m = make().eval()
+    x = sample()
+    path = os.path.join(outdir, name + ".onnx")
+    with torch.no_grad():
+        y = m(x)
+        torch.onnx.export(m, (x,), path, input_names=[in_name], output_names=["output"], opset_version=OPSET,
+                          do_constant_folding=True)
+    np.save(os.path.join(outdir, name + ".in.npy"), x.numpy())
+    np.save(os.path.join(outdir, name + ".out.npy"), y.numpy().astype(np.float32))
+    return path
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    names = sys.argv[2:] or ["mlp", "gpt2_tiny", "bert_tiny"]
+    for n in names:
+        if n not in models():
+            print(f"gen_models: unknown model '{n}' (known: {', '.join(models())})", file=sys.stderr)
+            sys.exit(2)
+        print(export(n, outdir))
+
+
+if __name__ == "__main__":
+    main()
