@@ -14,6 +14,8 @@ typedef struct {
 
 static const command commands[] = {
     {"info", tern_cmd_info, "list the machine catalogue, or describe one machine (NAME [--json])"},
+    {"compile", tern_cmd_compile, "compile an ONNX model into a tern executable (MODEL.onnx -o MODEL.tern)"},
+    {"run", tern_cmd_run, "run an executable or ONNX model: outputs, predicted time, MFU (MODEL [--profile])"},
     {"asm", tern_cmd_asm, "assemble program text into a binary program (IN.s -o OUT.tprog)"},
     {"disasm", tern_cmd_disasm, "print a binary program as assembly text (IN.tprog [-o OUT.s])"},
     {"kernel", tern_cmd_kernel, "build a library kernel and save its program (gemm|softmax|layernorm ... -o FILE)"},

@@ -71,8 +71,10 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
         for (size_t i = pass ? 0 : first; i < (pass ? first + 1 : a->count) && i < a->count; i++) {
             if (a->blocks[i].used)
                 continue;
+            if (a->fresh_only && a->blocks[i].dirty)
+                continue;
             size_t j = i;
-            while (j + 1 < a->count && !a->blocks[j + 1].used)
+            while (j + 1 < a->count && !a->blocks[j + 1].used && !(a->fresh_only && a->blocks[j + 1].dirty))
                 j++;
             uint64_t lo = a->blocks[i].start;
             if (!pass && i == first && a->cursor > lo && a->cursor < a->blocks[j].end)
@@ -101,7 +103,7 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
                 kblock b = old[k];
                 if (b.end <= s || b.start >= e) {
                     if (b.start >= e && !placed) {
-                        kblock u = {s, e, 1, *hz};
+                        kblock u = {s, e, 1, 0, *hz};
                         out[nf++] = u;
                         placed = 1;
                     }
@@ -116,7 +118,7 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
                 }
                 if (b.end > e) {
                     if (!placed) {
-                        kblock u = {s, e, 1, {{0}, {0}}};
+                        kblock u = {s, e, 1, 0, {{0}, {0}}};
                         out[nf++] = u;
                         placed = 1;
                     }
@@ -126,7 +128,7 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
                 }
             }
             if (!placed) {
-                kblock u = {s, e, 1, {{0}, {0}}};
+                kblock u = {s, e, 1, 0, {{0}, {0}}};
                 out[nf++] = u;
             }
             for (size_t k = 0; k < nf; k++)
@@ -162,6 +164,7 @@ void kalloc_give(kalloc *a, uint64_t offset, uint64_t bytes, const khazard *hz)
         kblock *b = &a->blocks[i];
         if (b->used && b->start == offset && b->end == offset + bytes) {
             b->used = 0;
+            b->dirty = 1;
             b->hz = *hz; /* the tile's pending accesses stay with exactly its bytes */
             return;
         }

@@ -178,7 +178,12 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
     /* First fit over HBM: scratch tensors released by tern_kernel_release are reused, with their pending
      * accesses carried to the next tensor placed there (the same hazard rule as on chip). */
     k->pools[2].first_fit = 1;
-    if (kalloc_take(&k->pools[2], bytes, 64, 0, &addr, &hz)) {
+    /* Constants and inputs are in HBM before the program starts: they may not share space that earlier
+     * scratch tensors write during the run. */
+    k->pools[2].fresh_only = kind == TERN_KIO_CONSTANT || kind == TERN_KIO_INPUT;
+    int taken = kalloc_take(&k->pools[2], bytes, 64, 0, &addr, &hz);
+    k->pools[2].fresh_only = 0;
+    if (taken) {
         uint64_t free_total, largest;
         kalloc_stats(&k->pools[2], &free_total, &largest);
         kfail(k, TERN_ERR_RANGE, "tensor '%s': %llu bytes do not fit in HBM (%llu of %llu bytes free, largest block %llu)",

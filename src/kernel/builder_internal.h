@@ -18,6 +18,7 @@ void khazard_merge(khazard *into, const khazard *from); /* element-wise max */
 typedef struct {
     uint64_t start, end; /* byte range within a partition */
     int used;
+    int dirty;           /* held a tile once: not for data placed before the run (constants, inputs) */
     khazard hz;          /* pending accesses of the space (free blocks keep those of their last tiles) */
 } kblock;
 
@@ -27,6 +28,7 @@ typedef struct {
     size_t count, cap;
     uint64_t cursor; /* next-fit position */
     int first_fit;   /* HBM: always search from the start (compact), not next fit */
+    int fresh_only;  /* the next take may use only space never used before */
 } kalloc;
 
 int kalloc_init(kalloc *a, uint64_t capacity);

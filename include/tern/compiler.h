@@ -1,0 +1,54 @@
+/* tern compiler layer: from a graph (graph.h, imported from ONNX) to a tern executable (runtime.h). The graph
+ * is optimised (inference, constant folding, dead code, fusion), every value gets a place in HBM (weights as
+ * constants in their device format, activations as scratch tensors reused when their last reader is done, inputs
+ * and outputs as the interface), and every node is lowered to library kernels of the kernel API. Matmuls run in
+ * BF16 with FP32 accumulation by default (like neuronx-cc's auto-cast), or FP32 / FP8 on request. A batch can be
+ * split over the cores of a chip. What is not supported is an error naming the node, the op and the reason. */
+#ifndef TERN_COMPILER_H
+#define TERN_COMPILER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/base.h"
+#include "tern/graph.h"
+#include "tern/num.h"
+#include "tern/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *machine;    /* target machine name or path (its NeuronCore geometry and timing) */
+    tern_dtype matmul_dtype;/* TERN_DTYPE_BF16 (default), TERN_DTYPE_FP32 or TERN_DTYPE_FP8_E4M3 */
+    unsigned cores;         /* split the batch (axis 0 of every input and output) over this many cores; 0 = 1 */
+    int64_t default_dim;    /* value for symbolic input dims left unbound (batch, sequence); 0 = 1 */
+    void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
+    void *progress_ctx;
+} tern_compile_opts;
+
+void tern_compile_opts_default(tern_compile_opts *o);
+
+typedef struct {
+    int nodes_in, nodes_after_opt; /* graph size before and after optimisation */
+    int lowered, aliased;          /* nodes lowered to kernels; views (reshape & co) */
+    size_t instructions;           /* per core */
+    uint64_t hbm_bytes;            /* per core: the peak HBM footprint */
+    uint64_t weight_bytes;         /* per core: constants */
+    double model_flops;            /* 2 x MACs of the model's matmuls (whole batch) */
+} tern_compile_report;
+
+/* Compile an imported graph (it is optimised in place) into an executable. */
+tern_status tern_compile(tern_graph *g, const tern_compile_opts *o, tern_exe *out, tern_compile_report *rep,
+                         tern_error *err);
+/* Load an ONNX file and compile it. */
+tern_status tern_compile_onnx(const char *path, const tern_compile_opts *o, tern_exe *out, tern_compile_report *rep,
+                              tern_error *err);
+/* The interface name tern uses for an ONNX value name: [A-Za-z0-9_.-], at most 47 characters. */
+void tern_compile_io_name(const char *onnx_name, char *out, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

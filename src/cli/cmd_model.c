@@ -1,0 +1,494 @@
+/* `tern compile` (ONNX -> tern executable) and `tern run` (an executable or an ONNX model on a simulated
+ * machine: inputs from .npy files or seeded random values, outputs summarised and optionally written as .npy,
+ * the predicted device time and MFU, and the profiler on request). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "tern/arch.h"
+#include "tern/compiler.h"
+#include "tern/npy.h"
+#include "tern/prof.h"
+#include "tern/runtime.h"
+
+/* Short machine names accepted by --machine: the instance a generation is usually rented as. */
+static const char *machine_alias(const char *m)
+{
+    if (!strcmp(m, "trn1"))
+        return "trn1.2xlarge";
+    if (!strcmp(m, "trn2"))
+        return "trn2.48xlarge";
+    if (!strcmp(m, "trn3"))
+        return "trainium3";
+    return m;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && !strcmp(s + n - m, suf);
+}
+
+static void progress(void *ctx, int done, int total)
+{
+    (void)ctx;
+    if (total >= 50 && (done % 25 == 0 || done == total))
+        fprintf(stderr, "\rcompiling: %d/%d nodes%s", done, total, done == total ? "\n" : "");
+}
+
+typedef struct {
+    const char *model, *out, *machine;
+    tern_dtype dtype;
+    unsigned cores;
+    int64_t dim;
+} compile_args;
+
+static int parse_dtype(const char *s, tern_dtype *dt)
+{
+    if (!strcmp(s, "bf16"))
+        *dt = TERN_DTYPE_BF16;
+    else if (!strcmp(s, "fp32"))
+        *dt = TERN_DTYPE_FP32;
+    else if (!strcmp(s, "fp8"))
+        *dt = TERN_DTYPE_FP8_E4M3;
+    else
+        return 0;
+    return 1;
+}
+
+static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report *rep)
+{
+    tern_compile_opts o;
+    tern_compile_opts_default(&o);
+    o.machine = a->machine;
+    o.matmul_dtype = a->dtype;
+    o.cores = a->cores;
+    o.default_dim = a->dim;
+    o.progress = progress;
+    tern_error err;
+    if (tern_compile_onnx(a->model, &o, x, rep, &err)) {
+        fprintf(stderr, "tern compile: %s: %s\n", a->model, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+static void compile_usage(FILE *f)
+{
+    fprintf(f, "usage: tern compile MODEL.onnx -o MODEL.tern [--machine NAME] [--dtype bf16|fp32|fp8] [--cores N]\n"
+               "                    [--dim N]\n"
+               "  --machine  target (trn1, trn2, trn3 or any catalogue name or JSON path; default trn1)\n"
+               "  --dtype    matmul precision: bf16 with fp32 accumulation (default), fp32, fp8 (e4m3)\n"
+               "  --cores    split the batch over N NeuronCores of the chip (default 1)\n"
+               "  --dim      value for symbolic input dimensions (batch, sequence; default 1)\n");
+}
+
+/* Shared option parsing of compile and run; returns -1 for a usage error, else the next index. */
+static int parse_common(int argc, char **argv, int i, compile_args *a, int *used)
+{
+    *used = 1;
+    if (!strcmp(argv[i], "--machine") && i + 1 < argc) {
+        a->machine = machine_alias(argv[i + 1]);
+        *used = 2;
+    } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+        if (!parse_dtype(argv[i + 1], &a->dtype)) {
+            fprintf(stderr, "tern: --dtype '%s' unknown (bf16, fp32, fp8)\n", argv[i + 1]);
+            return -1;
+        }
+        *used = 2;
+    } else if (!strcmp(argv[i], "--cores") && i + 1 < argc) {
+        long v = strtol(argv[i + 1], NULL, 10);
+        if (v < 1 || v > 128) {
+            fprintf(stderr, "tern: --cores %s outside 1..128\n", argv[i + 1]);
+            return -1;
+        }
+        a->cores = (unsigned)v;
+        *used = 2;
+    } else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
+        long long v = strtoll(argv[i + 1], NULL, 10);
+        if (v < 1) {
+            fprintf(stderr, "tern: --dim %s must be >= 1\n", argv[i + 1]);
+            return -1;
+        }
+        a->dim = v;
+        *used = 2;
+    } else {
+        *used = 0;
+    }
+    return i + *used;
+}
+
+int tern_cmd_compile(int argc, char **argv)
+{
+    compile_args a = {NULL, NULL, "trn1.2xlarge", TERN_DTYPE_BF16, 1, 1};
+    for (int i = 1; i < argc;) {
+        int used;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            compile_usage(stdout);
+            return 0;
+        }
+        if (parse_common(argc, argv, i, &a, &used) < 0)
+            return 2;
+        if (used) {
+            i += used;
+            continue;
+        }
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+            a.out = argv[i + 1];
+            i += 2;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "tern compile: unknown option '%s'\n", argv[i]);
+            compile_usage(stderr);
+            return 2;
+        } else if (!a.model) {
+            a.model = argv[i++];
+        } else {
+            fprintf(stderr, "tern compile: unexpected argument '%s'\n", argv[i]);
+            compile_usage(stderr);
+            return 2;
+        }
+    }
+    if (!a.model || !a.out) {
+        fprintf(stderr, "tern compile: a model and -o OUTPUT are required\n");
+        compile_usage(stderr);
+        return 2;
+    }
+    tern_exe x;
+    tern_compile_report rep;
+    if (compile_model(&a, &x, &rep))
+        return 1;
+    tern_error err;
+    int rc = 0;
+    if (tern_exe_save(&x, a.out, &err)) {
+        fprintf(stderr, "tern compile: %s\n", err.msg);
+        rc = 1;
+    } else {
+        printf("%s -> %s for %s: %d nodes (%d after optimisation), %zu instructions per core on %u core%s, "
+               "%.1f MB of weights, %.1f MB of HBM per core\n",
+               a.model, a.out, a.machine, rep.nodes_in, rep.nodes_after_opt, rep.instructions, x.cores,
+               x.cores > 1 ? "s" : "", rep.weight_bytes / 1e6, rep.hbm_bytes / 1e6);
+    }
+    tern_exe_free(&x);
+    return rc;
+}
+
+/* ---- run ---- */
+
+static void run_usage(FILE *f)
+{
+    fprintf(f, "usage: tern run MODEL.tern|MODEL.onnx [--machine NAME] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
+               "                [--profile] [--trace FILE.json] [--svg FILE.svg] [--timing-only] [--seed N]\n"
+               "                [--dtype ...] [--cores N] [--dim N]   (the last three when compiling an ONNX model)\n"
+               "Inputs not given are filled with seeded random values. Prints each output's summary, the predicted\n"
+               "device time and MFU; --profile adds the profiler summary.\n");
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Convert an npy array (or random data when a is NULL) to the input's device dtype. */
+static int make_input(const tern_exe_io *io, const tern_npy *a, uint64_t seed, void **out, size_t *bytes,
+                      const char *file)
+{
+    uint64_t n = tern_exe_io_elems(io);
+    if (a) {
+        if (tern_npy_count(a) != n || a->rank != (int)io->rank) {
+            fprintf(stderr, "tern run: %s: shape does not match input '%s' (rank %u, %llu elements)\n", file, io->name,
+                    io->rank, (unsigned long long)n);
+            return 1;
+        }
+        for (unsigned d = 0; d < io->rank; d++)
+            if (a->dims[d] != io->shape[d]) {
+                fprintf(stderr, "tern run: %s: dimension %u is %lld, input '%s' needs %lld\n", file, d,
+                        (long long)a->dims[d], io->name, (long long)io->shape[d]);
+                return 1;
+            }
+    }
+    size_t es = tern_dtype_size(io->dtype);
+    *bytes = n * es;
+    uint8_t *buf = malloc(*bytes ? *bytes : 1);
+    float *f = malloc(sizeof(float) * (n ? n : 1));
+    if (!buf || !f) {
+        free(buf);
+        free(f);
+        fprintf(stderr, "tern run: out of memory for input '%s'\n", io->name);
+        return 1;
+    }
+    uint64_t s = seed;
+    for (uint64_t i = 0; i < n; i++) {
+        double v;
+        if (a)
+            v = tern_npy_get(a, i);
+        else if (tern_dtype_is_float(io->dtype))
+            v = (double)(splitmix(&s) >> 11) * 0x1.0p-53 * 2 - 1;
+        else
+            v = (double)(splitmix(&s) % 2);
+        if (tern_dtype_is_float(io->dtype)) {
+            f[i] = (float)v;
+        } else {
+            if (v > 2147483647.0 || v < -2147483648.0) {
+                fprintf(stderr, "tern run: input '%s' element %llu = %g does not fit %s\n", io->name,
+                        (unsigned long long)i, v, tern_dtype_name(io->dtype));
+                free(buf);
+                free(f);
+                return 1;
+            }
+            int32_t iv = (int32_t)v;
+            memcpy(buf + i * es, &iv, es);
+        }
+    }
+    if (tern_dtype_is_float(io->dtype))
+        tern_convert_from_f32(io->dtype, buf, f, n, NULL, NULL);
+    free(f);
+    *out = buf;
+    return 0;
+}
+
+static double model_flops_of(const tern_exe *x)
+{
+    if (!x->metadata_json)
+        return 0;
+    const char *p = strstr(x->metadata_json, "\"model_flops\":");
+    return p ? strtod(p + 14, NULL) : 0;
+}
+
+int tern_cmd_run(int argc, char **argv)
+{
+    compile_args a = {NULL, NULL, NULL, TERN_DTYPE_BF16, 1, 1};
+    const char *outdir = NULL, *trace = NULL, *svg = NULL;
+    const char *in_names[64], *in_files[64];
+    int nin = 0, profile = 0, timing_only = 0;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc;) {
+        int used;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            run_usage(stdout);
+            return 0;
+        }
+        if (parse_common(argc, argv, i, &a, &used) < 0)
+            return 2;
+        if (used) {
+            i += used;
+            continue;
+        }
+        if (!strcmp(argv[i], "--input") && i + 1 < argc) {
+            char *eq = strchr(argv[i + 1], '=');
+            if (!eq || nin == 64) {
+                fprintf(stderr, "tern run: --input takes NAME=FILE.npy, got '%s'\n", argv[i + 1]);
+                return 2;
+            }
+            *eq = '\0';
+            in_names[nin] = argv[i + 1];
+            in_files[nin++] = eq + 1;
+            i += 2;
+        } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
+            outdir = argv[i + 1];
+            i += 2;
+        } else if (!strcmp(argv[i], "--trace") && i + 1 < argc) {
+            trace = argv[i + 1];
+            profile = 1;
+            i += 2;
+        } else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
+            svg = argv[i + 1];
+            profile = 1;
+            i += 2;
+        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            seed = strtoull(argv[i + 1], NULL, 10);
+            i += 2;
+        } else if (!strcmp(argv[i], "--profile")) {
+            profile = 1;
+            i++;
+        } else if (!strcmp(argv[i], "--timing-only")) {
+            timing_only = 1;
+            i++;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "tern run: unknown option '%s'\n", argv[i]);
+            run_usage(stderr);
+            return 2;
+        } else if (!a.model) {
+            a.model = argv[i++];
+        } else {
+            fprintf(stderr, "tern run: unexpected argument '%s'\n", argv[i]);
+            run_usage(stderr);
+            return 2;
+        }
+    }
+    if (!a.model) {
+        fprintf(stderr, "tern run: a model is required\n");
+        run_usage(stderr);
+        return 2;
+    }
+    tern_error err;
+    tern_exe x;
+    if (ends_with(a.model, ".onnx")) {
+        if (!a.machine)
+            a.machine = "trn1.2xlarge";
+        tern_compile_report rep;
+        if (compile_model(&a, &x, &rep))
+            return 1;
+    } else if (tern_exe_load(a.model, &x, &err)) {
+        fprintf(stderr, "tern run: %s\n", err.msg);
+        return 1;
+    }
+    const char *machine = a.machine ? a.machine : x.machine;
+    tern_prof *prof = NULL;
+    tern_prof_opts po;
+    int rc = 0;
+    tern_rt *rt = NULL;
+    if (profile) {
+        tern_prof_opts_init(&po);
+        tern_machine *m = NULL;
+        if (tern_machine_load(machine, &m, &err) == TERN_OK) {
+            tern_prof_opts_from_machine(m, &po);
+            tern_machine_free(m);
+        }
+        po.trace_path = trace;
+        po.svg_path = svg;
+        po.model_flops = model_flops_of(&x);
+        if (tern_prof_create(&po, &prof, &err)) {
+            fprintf(stderr, "tern run: %s\n", err.msg);
+            tern_exe_free(&x);
+            return 1;
+        }
+    }
+    tern_rt_options ro = {0};
+    ro.mode = timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;
+    ro.on_event = prof ? tern_prof_event : NULL;
+    ro.event_ctx = prof;
+    if (tern_rt_create(&x, machine, &ro, &rt, &err)) {
+        fprintf(stderr, "tern run: %s\n", err.msg);
+        rc = 1;
+        goto done;
+    }
+    for (int k = 0; k < nin; k++) {
+        int found = 0;
+        char iname[TERN_TENSOR_NAME_MAX];
+        tern_compile_io_name(in_names[k], iname, sizeof iname);
+        for (size_t i = 0; i < x.num_inputs; i++)
+            found |= !strcmp(x.inputs[i].name, iname);
+        if (!found) {
+            fprintf(stderr, "tern run: the model has no input '%s'\n", in_names[k]);
+            rc = 2;
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < x.num_inputs; i++) {
+        const tern_exe_io *io = &x.inputs[i];
+        tern_npy arr;
+        const char *file = NULL;
+        for (int k = 0; k < nin; k++) {
+            char iname[TERN_TENSOR_NAME_MAX];
+            tern_compile_io_name(in_names[k], iname, sizeof iname);
+            if (!strcmp(iname, io->name))
+                file = in_files[k];
+        }
+        if (file && tern_npy_read(file, &arr, &err)) {
+            fprintf(stderr, "tern run: %s\n", err.msg);
+            rc = 1;
+            goto done;
+        }
+        void *data = NULL;
+        size_t bytes = 0;
+        int bad = make_input(io, file ? &arr : NULL, seed + i, &data, &bytes, file ? file : "");
+        if (file)
+            tern_npy_free(&arr);
+        if (bad || tern_rt_set_input(rt, io->name, data, bytes, &err)) {
+            if (!bad)
+                fprintf(stderr, "tern run: %s\n", err.msg);
+            free(data);
+            rc = 1;
+            goto done;
+        }
+        free(data);
+        if (!file)
+            printf("input %s: %s [", io->name, tern_dtype_name(io->dtype));
+        if (!file)
+            for (unsigned d = 0; d < io->rank; d++)
+                printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
+        if (!file)
+            printf("] random (seed %llu)\n", (unsigned long long)(seed + i));
+    }
+    tern_run_stats st;
+    if (tern_rt_execute(rt, &st, &err)) {
+        fprintf(stderr, "tern run: %s\n", err.msg);
+        rc = 1;
+        goto done;
+    }
+    for (size_t i = 0; i < x.num_outputs && !timing_only; i++) {
+        const tern_exe_io *io = &x.outputs[i];
+        uint64_t n = tern_exe_io_elems(io);
+        size_t es = tern_dtype_size(io->dtype);
+        uint8_t *raw = malloc(n * es > 0 ? n * es : 1);
+        float *f = malloc(sizeof(float) * (n ? n : 1));
+        if (!raw || !f || tern_rt_get_output(rt, io->name, raw, n * es, &err)) {
+            fprintf(stderr, "tern run: %s\n", raw && f ? err.msg : "out of memory");
+            free(raw);
+            free(f);
+            rc = 1;
+            goto done;
+        }
+        tern_convert_to_f32(f, io->dtype, raw, n, NULL);
+        double sum = 0, sq = 0, mn = INFINITY, mx = -INFINITY;
+        for (uint64_t k = 0; k < n; k++) {
+            sum += f[k];
+            sq += (double)f[k] * f[k];
+            mn = f[k] < mn ? f[k] : mn;
+            mx = f[k] > mx ? f[k] : mx;
+        }
+        double mean = n ? sum / n : 0, sd = n ? sqrt(fmax(0, sq / n - mean * mean)) : 0;
+        printf("output %s: %s [", io->name, tern_dtype_name(io->dtype));
+        for (unsigned d = 0; d < io->rank; d++)
+            printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
+        printf("] mean %.6g std %.6g min %.6g max %.6g first [", mean, sd, mn, mx);
+        for (uint64_t k = 0; k < n && k < 4; k++)
+            printf("%s%.6g", k ? ", " : "", f[k]);
+        printf("%s]\n", n > 4 ? ", ..." : "");
+        if (outdir) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s.npy", outdir, io->name);
+            tern_npy out;
+            memset(&out, 0, sizeof out);
+            out.type = TERN_NPY_F32;
+            out.rank = (int)io->rank;
+            for (unsigned d = 0; d < io->rank; d++)
+                out.dims[d] = io->shape[d];
+            out.data = f;
+            if (tern_npy_write(path, &out, &err)) {
+                fprintf(stderr, "tern run: %s\n", err.msg);
+                rc = 1;
+            }
+        }
+        free(raw);
+        free(f);
+    }
+    double secs = (double)st.time_ps * 1e-12;
+    tern_core_config cfg;
+    double mfu = 0;
+    if (tern_core_config_load(machine, &cfg, &err) == TERN_OK && secs > 0) {
+        double peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR] * x.cores;
+        mfu = model_flops_of(&x) / (peak * secs) * 100;
+    }
+    printf("predicted device time on %s (%u core%s): %.3f ms, MFU %.1f%%\n", machine, x.cores, x.cores > 1 ? "s" : "",
+           secs * 1e3, mfu);
+    if (prof) {
+        tern_prof_summary sum;
+        if (tern_prof_finish(prof, &st, &sum, &err)) {
+            fprintf(stderr, "tern run: %s\n", err.msg);
+            rc = 1;
+        } else {
+            tern_prof_summary_print(stdout, &sum);
+        }
+    }
+done:
+    tern_rt_free(rt);
+    tern_prof_free(prof);
+    tern_exe_free(&x);
+    return rc;
+}

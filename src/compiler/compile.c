@@ -1,0 +1,523 @@
+/* The compiler driver: optimise the graph, place every value in HBM, lower each node with its op's lowering
+ * (lower.c), release scratch tensors after their last reader, and assemble the executable (one program per core,
+ * the same program on every core when a batch is split). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compile_internal.h"
+
+void tern_compile_opts_default(tern_compile_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->machine = "trn1.2xlarge";
+    o->matmul_dtype = TERN_DTYPE_BF16;
+    o->cores = 1;
+    o->default_dim = 1;
+}
+
+void tern_compile_io_name(const char *onnx_name, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = onnx_name; *p && n + 1 < len && n < TERN_TENSOR_NAME_MAX - 1; p++) {
+        char ch = *p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                 ch == '.' || ch == '-';
+        out[n++] = ok ? ch : '_';
+    }
+    if (n == 0 && len > 1)
+        out[n++] = '_';
+    out[n] = '\0';
+}
+
+tern_status cc_fail(cc *c, tern_status code, const char *fmt, ...)
+{
+    if (c->failed)
+        return c->err->code;
+    char msg[TERN_ERROR_MSG_MAX - 160], label[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->node >= 0)
+        tern_graph_node_label(c->g, c->node, label, sizeof label);
+    else
+        snprintf(label, sizeof label, "compile");
+    c->failed = 1;
+    return tern_error_set(c->err, code, "%s: %s", label, msg);
+}
+
+int cc_ok(cc *c)
+{
+    if (c->failed)
+        return 0;
+    tern_error e;
+    if (c->k && tern_kernel_status(c->k, &e)) {
+        char label[160];
+        tern_graph_node_label(c->g, c->node, label, sizeof label);
+        c->failed = 1;
+        tern_error_set(c->err, e.code, "%s: %s", label, e.msg);
+        return 0;
+    }
+    return 1;
+}
+
+const tern_graph_node *cc_node(cc *c) { return tern_graph_node_at(c->g, c->node); }
+int cc_in_id(cc *c, int k)
+{
+    const tern_graph_node *n = cc_node(c);
+    return k < n->n_inputs ? n->inputs[k] : -1;
+}
+int cc_out_id(cc *c, int k)
+{
+    const tern_graph_node *n = cc_node(c);
+    return k < n->n_outputs ? n->outputs[k] : -1;
+}
+
+cc_value *cc_in(cc *c, int k)
+{
+    int id = cc_in_id(c, k);
+    if (id < 0)
+        return NULL;
+    return c->v[id].placed ? &c->v[id] : NULL;
+}
+
+static tern_status dtype_of(cc *c, const tern_graph_value *gv, tern_dtype *dt)
+{
+    switch (gv->type) {
+    case TERN_ELEM_FLOAT:
+    case TERN_ELEM_DOUBLE: *dt = TERN_DTYPE_FP32; return TERN_OK;
+    case TERN_ELEM_FLOAT16: *dt = TERN_DTYPE_FP16; return TERN_OK;
+    case TERN_ELEM_BFLOAT16: *dt = TERN_DTYPE_BF16; return TERN_OK;
+    case TERN_ELEM_INT64:
+    case TERN_ELEM_INT32: *dt = TERN_DTYPE_INT32; return TERN_OK; /* indices: int32 on the device */
+    case TERN_ELEM_UINT32:
+    case TERN_ELEM_UINT64: *dt = TERN_DTYPE_UINT32; return TERN_OK;
+    case TERN_ELEM_INT16: *dt = TERN_DTYPE_INT16; return TERN_OK;
+    case TERN_ELEM_UINT16: *dt = TERN_DTYPE_UINT16; return TERN_OK;
+    case TERN_ELEM_INT8: *dt = TERN_DTYPE_INT8; return TERN_OK;
+    case TERN_ELEM_UINT8:
+    case TERN_ELEM_BOOL: *dt = TERN_DTYPE_UINT8; return TERN_OK;
+    default:
+        return cc_fail(c, TERN_ERR_UNSUPPORTED, "value '%s' has element type %s, which the device cannot hold",
+                       gv->name, tern_elem_name(gv->type));
+    }
+}
+
+static void shape_from(cc_value *x, const tern_graph_value *gv)
+{
+    x->rank = gv->rank;
+    x->numel = 1;
+    for (int d = 0; d < gv->rank; d++) {
+        x->dims[d] = gv->dims[d];
+        x->numel *= (uint64_t)gv->dims[d];
+    }
+}
+
+static tern_view new_tensor(cc *c, const char *name, tern_kio_kind kind, tern_dtype dt, uint64_t numel)
+{
+    uint64_t n = numel ? numel : 1;
+    return tern_kernel_hbm_tensor(c->k, name, kind, dt, 1, &n);
+}
+
+cc_value *cc_out(cc *c, int k, tern_dtype dt)
+{
+    int id = cc_out_id(c, k);
+    if (id < 0)
+        return NULL;
+    const tern_graph_value *gv = tern_graph_value_at(c->g, id);
+    cc_value *x = &c->v[id];
+    shape_from(x, gv);
+    if (gv->rank > CC_MAX_RANK) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "output '%s' has rank %d", gv->name, gv->rank);
+        return NULL;
+    }
+    x->dt = dt;
+    x->owner = id;
+    char name[TERN_TENSOR_NAME_MAX];
+    if (gv->flags & TERN_VALUE_OUTPUT) {
+        tern_compile_io_name(gv->name, name, sizeof name);
+        x->flat = new_tensor(c, name, TERN_KIO_OUTPUT, dt, x->numel);
+    } else {
+        snprintf(name, sizeof name, "t%u", c->names++);
+        x->flat = new_tensor(c, name, TERN_KIO_SCRATCH, dt, x->numel);
+        x->scratch = 1;
+    }
+    x->placed = x->flat.region >= 0;
+    return x->placed ? x : NULL;
+}
+
+cc_value *cc_alias(cc *c, int k, int j)
+{
+    int id = cc_out_id(c, k);
+    cc_value *src = cc_in(c, j);
+    if (id < 0 || !src)
+        return NULL;
+    const tern_graph_value *gv = tern_graph_value_at(c->g, id);
+    cc_value *x = &c->v[id];
+    if (gv->flags & TERN_VALUE_OUTPUT) { /* a graph output needs its own interface tensor: copy */
+        x = cc_out(c, k, src->dt);
+        if (x)
+            cc_copy(c, x->flat, cc_view2d(c, src, 0, 1, src->numel, src->numel));
+        return x;
+    }
+    int last_use = x->last_use; /* this value's own readers, computed before lowering */
+    *x = *src;
+    shape_from(x, gv);
+    x->owner = src->owner;
+    x->scratch = 0;
+    x->released = 0;
+    x->last_use = last_use;
+    c->aliased++;
+    return x;
+}
+
+tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part_step, unsigned nd,
+                  const uint32_t *nums, const int32_t *steps)
+{
+    if (x->host && x->flat.region < 0) { /* a graph constant used as a tensor: its device copy, once */
+        x->flat = cc_const2d(c, x->host, x->dt, 1, x->host->count ? x->host->count : 1, 0);
+        if (x->flat.region < 0)
+            return x->flat;
+    }
+    tern_view v = x->flat;
+    size_t es = tern_dtype_size(x->dt);
+    v.ap.offset = x->flat.ap.offset + off * es;
+    v.ap.num_partitions = (uint16_t)parts;
+    v.ap.partition_step = part_step;
+    v.ap.ndims = (uint8_t)nd;
+    memset(v.ap.dims, 0, sizeof v.ap.dims);
+    for (unsigned d = 0; d < nd; d++) {
+        v.ap.dims[d].num = nums[d];
+        v.ap.dims[d].step = steps[d];
+    }
+    return v;
+}
+
+tern_view cc_view2d(cc *c, cc_value *x, uint64_t off, uint64_t rows, uint64_t cols, uint64_t row_stride)
+{
+    if (rows > UINT32_MAX || cols > UINT32_MAX || row_stride > INT32_MAX) {
+        cc_fail(c, TERN_ERR_RANGE, "a view of %llu x %llu (row stride %llu) exceeds the 32-bit access pattern",
+                (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)row_stride);
+        return tern_view_none();
+    }
+    uint32_t nums[2] = {(uint32_t)rows, (uint32_t)cols};
+    int32_t steps[2] = {(int32_t)row_stride, 1};
+    return cc_view(c, x, off, 1, 0, 2, nums, steps);
+}
+
+tern_view cc_temp(cc *c, tern_dtype dt, uint64_t rows, uint64_t cols)
+{
+    char name[32];
+    snprintf(name, sizeof name, "t%u", c->names++);
+    uint64_t shape[2] = {rows, cols};
+    return tern_kernel_hbm_tensor(c->k, name, TERN_KIO_SCRATCH, dt, 2, shape);
+}
+
+tern_view cc_const2d(cc *c, const tern_host_tensor *t, tern_dtype dt, uint64_t rows, uint64_t cols, int transpose)
+{
+    if ((uint64_t)t->count != rows * cols) {
+        cc_fail(c, TERN_ERR_INVALID, "constant of %zu elements used as %llu x %llu", t->count,
+                (unsigned long long)rows, (unsigned long long)cols);
+        return tern_view_none();
+    }
+    size_t n = t->count, es = tern_dtype_size(dt);
+    float *f = malloc(sizeof(float) * (n ? n : 1));
+    uint8_t *b = malloc(es * (n ? n : 1));
+    if (!f || !b) {
+        free(f);
+        free(b);
+        cc_fail(c, TERN_ERR_NOMEM, "out of memory for a constant of %zu elements", n);
+        return tern_view_none();
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t src = transpose ? (i % cols) * rows + i / cols : i; /* out[r][c] = in[c][r] */
+        f[i] = (float)tern_host_tensor_get(t, src);
+    }
+    tern_error e;
+    tern_view v = tern_view_none();
+    if (tern_dtype_is_float(dt)) {
+        if (tern_convert_from_f32(dt, b, f, n, NULL, &e))
+            cc_fail(c, e.code, "%s", e.msg);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            double d = tern_host_tensor_get(t, transpose ? (i % cols) * rows + i / cols : i);
+            int32_t iv = d > 2147483647.0 ? INT32_MAX : d < -2147483648.0 ? INT32_MIN : (int32_t)d;
+            memcpy(b + i * es, &iv, es); /* little-endian: the low bytes */
+        }
+    }
+    if (!c->failed) {
+        char name[32];
+        snprintf(name, sizeof name, "w%u", c->names++);
+        uint64_t shape[2] = {rows, cols};
+        v = tern_kernel_constant(c->k, name, dt, 2, shape, b);
+    }
+    free(f);
+    free(b);
+    return v;
+}
+
+void cc_copy(cc *c, tern_view dst, tern_view src)
+{
+    if (!cc_ok(c))
+        return;
+    tern_kernel_dma_copy(c->k, dst, src, -1);
+}
+
+/* ---- the driver ---- */
+
+static void place_constant(cc *c, int id)
+{
+    const tern_graph_value *gv = tern_graph_value_at(c->g, id);
+    cc_value *x = &c->v[id];
+    tern_dtype dt;
+    if (dtype_of(c, gv, &dt))
+        return;
+    shape_from(x, gv);
+    x->dt = dt;
+    x->owner = id;
+    if (gv->constant && gv->constant->count == 1) {
+        x->is_const_scalar = 1;
+        x->const_scalar = tern_host_tensor_get(gv->constant, 0);
+    }
+    /* Constants become device tensors lazily (cc_view): most are consumed as immediates or as matmul weights
+     * in the matmul dtype, so a device copy in the value's own dtype is made only if something reads it so. */
+    x->host = gv->constant;
+    x->flat = tern_view_none();
+    x->placed = 1;
+}
+
+static tern_status build_core(cc *c, const tern_graph *gview)
+{
+    (void)gview;
+    tern_graph *g = c->g;
+    int nn = tern_graph_node_count(g);
+    c->nv = tern_graph_value_count(g);
+    c->v = calloc((size_t)c->nv, sizeof *c->v);
+    if (!c->v)
+        return tern_error_set(c->err, TERN_ERR_NOMEM, "compile: out of memory");
+    c->node = -1;
+    /* Last use of every value (storage owners are resolved when aliases are made). */
+    for (int id = 0; id < c->nv; id++) {
+        c->v[id].last_use = -1;
+        c->v[id].owner = id;
+    }
+    for (int i = 0; i < nn; i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0)
+                c->v[n->inputs[k]].last_use = i;
+    }
+    for (int i = 0; i < tern_graph_output_count(g); i++)
+        c->v[tern_graph_output_id(g, i)].last_use = INT32_MAX;
+    /* Inputs and constants. */
+    for (int i = 0; i < tern_graph_input_count(g); i++) {
+        int id = tern_graph_input_id(g, i);
+        const tern_graph_value *gv = tern_graph_value_at(g, id);
+        cc_value *x = &c->v[id];
+        tern_dtype dt;
+        if (dtype_of(c, gv, &dt))
+            return c->err->code;
+        if (!tern_graph_value_is_static(gv))
+            return cc_fail(c, TERN_ERR_INVALID, "input '%s' has unknown dimensions (bind them, e.g. --dim)", gv->name);
+        shape_from(x, gv);
+        x->dt = dt;
+        x->owner = id;
+        char name[TERN_TENSOR_NAME_MAX];
+        tern_compile_io_name(gv->name, name, sizeof name);
+        x->flat = new_tensor(c, name, TERN_KIO_INPUT, dt, x->numel);
+        x->placed = x->flat.region >= 0;
+    }
+    for (int id = 0; id < c->nv; id++) {
+        const tern_graph_value *gv = tern_graph_value_at(g, id);
+        if (gv->constant && gv->producer < 0 && !(gv->flags & TERN_VALUE_INPUT) && c->v[id].last_use >= 0)
+            place_constant(c, id);
+        if (!cc_ok(c))
+            return c->err->code;
+    }
+    /* Nodes in order. */
+    for (int i = 0; i < nn; i++) {
+        c->node = i;
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && !c->v[n->inputs[k]].placed)
+                return cc_fail(c, TERN_ERR_INVALID, "input %d ('%s') has no device placement", k,
+                               tern_graph_value_at(g, n->inputs[k])->name);
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && !tern_graph_value_is_static(tern_graph_value_at(g, n->outputs[k])))
+                return cc_fail(c, TERN_ERR_INVALID, "output '%s' has unknown dimensions after shape inference",
+                               tern_graph_value_at(g, n->outputs[k])->name);
+        cc_lower_fn fn = cc_lowering(n->domain, n->op);
+        if (!fn)
+            return cc_fail(c, TERN_ERR_UNSUPPORTED, "op %s%s%s is not supported on the device yet", n->domain,
+                           n->domain[0] ? "." : "", n->op);
+        fn(c);
+        if (!cc_ok(c))
+            return c->err->code;
+        c->lowered++;
+        /* Release scratch storage whose last reader (through any alias) was this node. */
+        for (int k = 0; k < n->n_inputs; k++) {
+            int id = n->inputs[k];
+            if (id < 0)
+                continue;
+            int own = c->v[id].owner;
+            if (c->v[own].last_use < c->v[id].last_use)
+                c->v[own].last_use = c->v[id].last_use;
+        }
+        for (int k = 0; k < n->n_outputs; k++) {
+            int id = n->outputs[k];
+            if (id >= 0 && c->v[id].placed && c->v[id].owner != id) {
+                int own = c->v[id].owner;
+                if (c->v[id].last_use > c->v[own].last_use)
+                    c->v[own].last_use = c->v[id].last_use;
+            }
+        }
+        for (int id = 0; id < c->nv; id++) {
+            cc_value *x = &c->v[id];
+            if (x->placed && x->scratch && !x->released && x->owner == id && x->last_use <= i) {
+                tern_kernel_release(c->k, x->flat);
+                x->released = 1;
+            }
+        }
+        if (c->o->progress)
+            c->o->progress(c->o->progress_ctx, i + 1, nn);
+    }
+    c->node = -1;
+    return cc_ok(c) ? TERN_OK : c->err->code;
+}
+
+tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe *out, tern_compile_report *rep,
+                         tern_error *err)
+{
+    tern_compile_opts o;
+    if (o_in)
+        o = *o_in;
+    else
+        tern_compile_opts_default(&o);
+    if (!o.machine)
+        o.machine = "trn1.2xlarge";
+    if (o.cores == 0)
+        o.cores = 1;
+    if (o.default_dim <= 0)
+        o.default_dim = 1;
+    if (o.matmul_dtype != TERN_DTYPE_BF16 && o.matmul_dtype != TERN_DTYPE_FP32 && o.matmul_dtype != TERN_DTYPE_FP8_E4M3)
+        return tern_error_set(err, TERN_ERR_INVALID, "compile: matmul dtype %s not supported (bf16, fp32, fp8_e4m3)",
+                              tern_dtype_name(o.matmul_dtype));
+    tern_exe_init(out);
+    tern_compile_report r;
+    memset(&r, 0, sizeof r);
+    r.nodes_in = tern_graph_node_count(g);
+    /* Bind symbolic input dims; with a batch split, each core sees its share of axis 0. */
+    for (int i = 0; i < tern_graph_input_count(g); i++) {
+        const tern_graph_value *gv = tern_graph_value_at(g, tern_graph_input_id(g, i));
+        if (gv->rank < 0)
+            return tern_error_set(err, TERN_ERR_INVALID, "compile: input '%s' has an unknown rank", gv->name);
+        int64_t dims[TERN_GRAPH_MAX_RANK];
+        for (int d = 0; d < gv->rank; d++)
+            dims[d] = gv->dims[d] >= 0 ? gv->dims[d] : o.default_dim;
+        if (o.cores > 1) {
+            if (gv->rank == 0 || dims[0] % o.cores)
+                return tern_error_set(err, TERN_ERR_INVALID,
+                                      "compile: input '%s': batch %lld does not split evenly over %u cores", gv->name,
+                                      gv->rank ? (long long)dims[0] : 0LL, o.cores);
+            dims[0] /= o.cores;
+        }
+        tern_status st = tern_graph_set_input_shape(g, gv->name, gv->rank, dims, err);
+        if (st)
+            return st;
+    }
+    tern_status st = tern_graph_optimize(g, err);
+    if (st)
+        return st;
+    r.nodes_after_opt = tern_graph_node_count(g);
+    cc c;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    c.o = &o;
+    c.err = err;
+    if ((st = tern_core_config_load(o.machine, &c.cfg, err)))
+        return st;
+    if (o.cores > (c.cfg.timing.cores_per_chip ? c.cfg.timing.cores_per_chip : 1)) {
+        return tern_error_set(err, TERN_ERR_INVALID, "compile: %u cores requested; %s has %u per chip", o.cores,
+                              o.machine, c.cfg.timing.cores_per_chip);
+    }
+    if ((st = tern_kernel_create(&c.cfg, "model", &c.k, err)))
+        return st;
+    st = build_core(&c, g);
+    tern_exe_io *ins = NULL, *outs = NULL;
+    if (!st) {
+        int nin = tern_graph_input_count(g), nout = tern_graph_output_count(g);
+        ins = calloc((size_t)nin + 1, sizeof *ins);
+        outs = calloc((size_t)nout + 1, sizeof *outs);
+        if (!ins || !outs)
+            st = tern_error_set(err, TERN_ERR_NOMEM, "compile: out of memory");
+        for (int pass = 0; pass < 2 && !st; pass++) {
+            int n = pass ? nout : nin;
+            for (int i = 0; i < n; i++) {
+                int id = pass ? tern_graph_output_id(g, i) : tern_graph_input_id(g, i);
+                const tern_graph_value *gv = tern_graph_value_at(g, id);
+                tern_exe_io *io = pass ? &outs[i] : &ins[i];
+                tern_compile_io_name(gv->name, io->name, sizeof io->name);
+                io->dtype = c.v[id].dt;
+                io->rank = (unsigned)gv->rank;
+                for (int d = 0; d < gv->rank; d++)
+                    io->shape[d] = gv->dims[d] * (d == 0 ? (int64_t)o.cores : 1);
+                io->split_batch = o.cores > 1;
+                if (pass && !c.v[id].placed)
+                    st = tern_error_set(err, TERN_ERR_INVALID, "compile: output '%s' is never computed", gv->name);
+                if (gv->rank == 0 && o.cores > 1)
+                    st = tern_error_set(err, TERN_ERR_INVALID, "compile: scalar '%s' cannot be split over cores",
+                                        gv->name);
+            }
+        }
+        if (!st) {
+            tern_kernel **ks = malloc(sizeof *ks * o.cores);
+            if (!ks) {
+                st = tern_error_set(err, TERN_ERR_NOMEM, "compile: out of memory");
+            } else {
+                for (unsigned k = 0; k < o.cores; k++)
+                    ks[k] = c.k; /* the same program on every core, each with its share of the batch */
+                char meta[512];
+                snprintf(meta, sizeof meta,
+                         "{\"compiler\":\"tern %s\",\"machine\":\"%s\",\"matmul_dtype\":\"%s\",\"cores\":%u,"
+                         "\"model_flops\":%.17g}",
+                         tern_version(), o.machine, tern_dtype_name(o.matmul_dtype), o.cores,
+                         c.model_flops * o.cores);
+                st = tern_exe_from_kernels(out, o.machine, ks, o.cores, ins, (size_t)nin, outs, (size_t)nout, meta,
+                                           err);
+                free(ks);
+            }
+        }
+    }
+    if (!st) {
+        r.lowered = c.lowered;
+        r.aliased = c.aliased;
+        r.instructions = tern_program_instr_count(tern_kernel_program(c.k));
+        r.hbm_bytes = tern_kernel_hbm_bytes(c.k);
+        for (size_t i = 0; i < out->num_consts; i++)
+            if (out->consts[i].core == 0)
+                r.weight_bytes += out->consts[i].bytes;
+        r.model_flops = c.model_flops * o.cores;
+        if (rep)
+            *rep = r;
+    }
+    free(ins);
+    free(outs);
+    free(c.v);
+    tern_kernel_free(c.k);
+    return st;
+}
+
+tern_status tern_compile_onnx(const char *path, const tern_compile_opts *o, tern_exe *out, tern_compile_report *rep,
+                              tern_error *err)
+{
+    tern_graph *g = NULL;
+    tern_status st = tern_graph_load_onnx(path, &g, err);
+    if (st)
+        return st;
+    st = tern_compile(g, o, out, rep, err);
+    tern_graph_free(g);
+    return st;
+}

@@ -1,0 +1,75 @@
+/* Private to the compiler: the compilation context (graph, kernel under construction, where each value lives)
+ * and the helpers the op lowerings share (HBM views of values, scratch allocation, constants, errors). */
+#ifndef TERN_COMPILER_INTERNAL_H
+#define TERN_COMPILER_INTERNAL_H
+
+#include "tern/compiler.h"
+#include "tern/kernel.h"
+#include "tern/kernel_lib.h"
+
+#define CC_MAX_RANK 8
+
+/* Where a graph value lives on the device. */
+typedef struct {
+    int placed;
+    tern_view flat;       /* the whole tensor as a 1-D HBM view (owner's storage, at this value's offset) */
+    tern_dtype dt;        /* device storage format */
+    int rank;
+    int64_t dims[CC_MAX_RANK];
+    uint64_t numel;
+    int owner;            /* value id owning the storage (itself unless an alias, e.g. Reshape) */
+    int last_use;         /* last node reading it (or an alias of it); INT32_MAX for graph outputs */
+    int scratch;          /* storage is a releasable scratch tensor */
+    int released;
+    double const_scalar;  /* value when the value is a constant with one element */
+    int is_const_scalar;
+    const tern_host_tensor *host; /* constant data (graph constants); the device copy is made on first use */
+} cc_value;
+
+typedef struct {
+    tern_graph *g;
+    const tern_compile_opts *o;
+    tern_kernel *k;
+    tern_core_config cfg;
+    cc_value *v;
+    int nv;
+    int node;             /* node being lowered */
+    tern_error *err;
+    int failed;
+    unsigned names;       /* counter for scratch tensor names */
+    double model_flops;
+    int lowered, aliased;
+} cc;
+
+/* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
+tern_status cc_fail(cc *c, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int cc_ok(cc *c); /* no failure so far (neither the compiler's nor the kernel builder's) */
+
+const tern_graph_node *cc_node(cc *c);
+cc_value *cc_in(cc *c, int k);  /* k-th input of the current node (placed); NULL if absent */
+int cc_in_id(cc *c, int k);
+int cc_out_id(cc *c, int k);
+/* Place the current node's k-th output as a fresh tensor (scratch or, for graph outputs, an output). */
+cc_value *cc_out(cc *c, int k, tern_dtype dt);
+/* Make output k an alias of input j's storage with the output's shape (views: Reshape & co). */
+cc_value *cc_alias(cc *c, int k, int j);
+
+/* Views of a placed value's storage: 2-D [rows, cols] row-major starting at element `off`, rows `row_stride`
+ * apart; and the general form with up to 4 free dims plus a partition dim (steps in elements). */
+tern_view cc_view2d(cc *c, cc_value *x, uint64_t off, uint64_t rows, uint64_t cols, uint64_t row_stride);
+tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part_step, unsigned nd,
+                  const uint32_t *nums, const int32_t *steps);
+/* A scratch HBM tensor not bound to a graph value (released with tern_kernel_release). */
+tern_view cc_temp(cc *c, tern_dtype dt, uint64_t rows, uint64_t cols);
+/* A constant tensor from host data (converted to dt); rows x cols. */
+tern_view cc_const2d(cc *c, const tern_host_tensor *t, tern_dtype dt, uint64_t rows, uint64_t cols, int transpose);
+
+/* Copy src (any float/int dtype) to dst with a DMA (HBM to HBM, casts through fp32). Views must have equal
+ * element counts. */
+void cc_copy(cc *c, tern_view dst, tern_view src);
+
+/* The lowering of one op; returns nonzero when the op was handled (success or recorded failure). */
+typedef int (*cc_lower_fn)(cc *c);
+cc_lower_fn cc_lowering(const char *domain, const char *op);
+
+#endif

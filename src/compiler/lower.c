@@ -1,0 +1,782 @@
+/* Op lowerings: each turns one graph node into kernel-library calls and DMA copies on the values' HBM places.
+ * Conventions: a tensor of shape [..., C] is seen as 2-D [numel / C, C]; broadcasting is materialised by one DMA
+ * whose source pattern repeats data with zero strides; views (Reshape & co) alias storage. docs/compiler.md
+ * lists every op, how it lowers and its limits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compile_internal.h"
+
+/* ---- shape helpers ---- */
+
+static void rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols)
+{
+    *cols = x->rank > 0 ? (uint64_t)x->dims[x->rank - 1] : 1;
+    if (*cols == 0)
+        *cols = 1;
+    *rows = x->numel / *cols;
+}
+
+static tern_view flat2d(cc *c, cc_value *x)
+{
+    uint64_t r, cl;
+    rows_cols(x, &r, &cl);
+    return cc_view2d(c, x, 0, r, cl, cl);
+}
+
+static int same_shape(const cc_value *a, const cc_value *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return 0;
+    return 1;
+}
+
+/* Copy src (viewed with `rank` dims `dims` and element strides `st`, starting at element `off`) into the
+ * contiguous tensor dst: one DMA whose source pattern has at most a partition dim and four free dims after
+ * merging dims that are contiguous with each other. Zero strides broadcast. */
+static void strided_copy(cc *c, cc_value *dst, uint64_t dst_off, cc_value *src, uint64_t off, int rank,
+                         const int64_t *dims, const int64_t *st)
+{
+    int64_t od[CC_MAX_RANK], os[CC_MAX_RANK];
+    int n = 0;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 1)
+            continue; /* size-1 dims move nothing */
+        if (n > 0 && os[n - 1] == st[d] * dims[d]) {
+            od[n - 1] *= dims[d];
+            os[n - 1] = st[d];
+        } else {
+            od[n] = dims[d];
+            os[n] = st[d];
+            n++;
+        }
+    }
+    if (n == 0) {
+        od[0] = 1;
+        os[0] = 1;
+        n = 1;
+    }
+    uint64_t total = 1;
+    for (int d = 0; d < n; d++)
+        total *= (uint64_t)od[d];
+    uint32_t parts = 1;
+    int64_t pstep = 0;
+    int first = 0;
+    if (n == 5 || (n > 1 && od[0] <= 65535)) {
+        if (od[0] > 65535) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "a copy with an outer dimension of %lld over 5 dimensions",
+                    (long long)od[0]);
+            return;
+        }
+        parts = (uint32_t)od[0];
+        pstep = os[0];
+        first = 1;
+    }
+    if (n - first > 4) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "a copy pattern of %d dimensions after merging (at most 5)", n);
+        return;
+    }
+    uint32_t nums[4];
+    int32_t steps[4];
+    for (int d = first; d < n; d++) {
+        if (od[d] > UINT32_MAX || os[d] > INT32_MAX || os[d] < INT32_MIN) {
+            cc_fail(c, TERN_ERR_RANGE, "a copy dimension of %lld (stride %lld) exceeds the access pattern",
+                    (long long)od[d], (long long)os[d]);
+            return;
+        }
+        nums[d - first] = (uint32_t)od[d];
+        steps[d - first] = (int32_t)os[d];
+    }
+    tern_view s = cc_view(c, src, off, parts, pstep, (unsigned)(n - first), nums, steps);
+    tern_view t = cc_view2d(c, dst, dst_off, 1, total, total);
+    cc_copy(c, t, s);
+}
+
+/* Row-major strides of x. */
+static void strides_of(const cc_value *x, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = x->rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= x->dims[d];
+    }
+}
+
+/* x broadcast to the shape (rank, dims) as a view: x itself when the shapes match, else a scratch copy. */
+static cc_value *broadcast_to(cc *c, cc_value *x, cc_value *out, cc_value *tmp)
+{
+    if (same_shape(x, out))
+        return x;
+    int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
+    strides_of(x, xs);
+    for (int d = 0; d < out->rank; d++) {
+        int xd = d - (out->rank - x->rank);
+        st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
+    }
+    memset(tmp, 0, sizeof *tmp);
+    *tmp = *out;
+    tmp->dt = x->dt;
+    tmp->host = NULL;
+    tmp->flat = cc_temp(c, x->dt, 1, out->numel);
+    if (tmp->flat.region < 0)
+        return NULL;
+    strided_copy(c, tmp, 0, x, 0, out->rank, out->dims, st);
+    return tmp;
+}
+
+static void release_tmp(cc *c, cc_value *tmp, cc_value *used)
+{
+    if (used == tmp && tmp->flat.region >= 0)
+        tern_kernel_release(c->k, tmp->flat);
+}
+
+/* ---- elementwise ---- */
+
+static int alu_of(const char *op, tern_alu_op *out)
+{
+    static const struct {
+        const char *op;
+        tern_alu_op alu;
+    } map[] = {{"Add", TERN_ALU_ADD},        {"Sub", TERN_ALU_SUBTRACT}, {"Mul", TERN_ALU_MULT},
+               {"Div", TERN_ALU_DIVIDE},     {"Max", TERN_ALU_MAX},      {"Min", TERN_ALU_MIN},
+               {"Equal", TERN_ALU_IS_EQ},    {"Less", TERN_ALU_IS_LT},   {"Greater", TERN_ALU_IS_GT},
+               {"LessOrEqual", TERN_ALU_IS_LE}, {"GreaterOrEqual", TERN_ALU_IS_GE}, {"And", TERN_ALU_LOGICAL_AND},
+               {"Or", TERN_ALU_LOGICAL_OR},  {"Xor", TERN_ALU_LOGICAL_XOR}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(map[i].op, op)) {
+            *out = map[i].alu;
+            return 1;
+        }
+    return 0;
+}
+
+static tern_dtype out_dtype(cc *c, int k)
+{
+    const tern_graph_value *gv = tern_graph_value_at(c->g, cc_out_id(c, k));
+    switch (gv->type) {
+    case TERN_ELEM_FLOAT16: return TERN_DTYPE_FP16;
+    case TERN_ELEM_BFLOAT16: return TERN_DTYPE_BF16;
+    case TERN_ELEM_BOOL:
+    case TERN_ELEM_UINT8: return TERN_DTYPE_UINT8;
+    case TERN_ELEM_INT8: return TERN_DTYPE_INT8;
+    case TERN_ELEM_INT32:
+    case TERN_ELEM_INT64: return TERN_DTYPE_INT32;
+    default: return TERN_DTYPE_FP32;
+    }
+}
+
+static int lower_binary(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    tern_alu_op op = TERN_ALU_ADD;
+    alu_of(n->op, &op);
+    cc_value *a = cc_in(c, 0), *b = cc_in(c, 1);
+    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    if (!a || !b || !y)
+        return 1;
+    int commutative = op == TERN_ALU_ADD || op == TERN_ALU_MULT || op == TERN_ALU_MAX || op == TERN_ALU_MIN ||
+                      op == TERN_ALU_IS_EQ;
+    if (a->is_const_scalar && commutative && !b->is_const_scalar) {
+        cc_value *t = a;
+        a = b;
+        b = t;
+    }
+    cc_value ta, tb;
+    if (b->is_const_scalar && same_shape(a, y)) {
+        tern_lib_scalar(c->k, flat2d(c, y), flat2d(c, a), op, (float)b->const_scalar);
+        return 1;
+    }
+    /* x + bias over the last axis: the bias row broadcast on chip. */
+    if (op == TERN_ALU_ADD && same_shape(a, y) && y->rank > 0 && b->numel == (uint64_t)y->dims[y->rank - 1]) {
+        uint64_t r, cl;
+        rows_cols(y, &r, &cl);
+        tern_lib_bias_act(c->k, flat2d(c, y), flat2d(c, a), cc_view2d(c, b, 0, 1, cl, cl), TERN_ACT_COPY);
+        return 1;
+    }
+    cc_value *ba = broadcast_to(c, a, y, &ta);
+    cc_value *bb = ba ? broadcast_to(c, b, y, &tb) : NULL;
+    if (ba && bb)
+        tern_lib_binary(c->k, flat2d(c, y), flat2d(c, ba), flat2d(c, bb), op);
+    if (ba)
+        release_tmp(c, &ta, ba);
+    if (bb)
+        release_tmp(c, &tb, bb);
+    return 1;
+}
+
+static int act_of(const tern_graph_node *n, const tern_graph *g, tern_act_func *f, float *scale)
+{
+    (void)g;
+    *scale = 1.0f;
+    static const struct {
+        const char *op;
+        tern_act_func f;
+    } map[] = {{"Relu", TERN_ACT_RELU},   {"Tanh", TERN_ACT_TANH}, {"Sigmoid", TERN_ACT_SIGMOID},
+               {"Exp", TERN_ACT_EXP},     {"Log", TERN_ACT_LOG},   {"Sqrt", TERN_ACT_SQRT},
+               {"Erf", TERN_ACT_ERF},     {"Abs", TERN_ACT_ABS},   {"Reciprocal", TERN_ACT_RECIPROCAL},
+               {"Softplus", TERN_ACT_SOFTPLUS}, {"Sin", TERN_ACT_SIN}, {"Sign", TERN_ACT_SIGN},
+               {"Identity", TERN_ACT_COPY}, {"Dropout", TERN_ACT_COPY}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(map[i].op, n->op)) {
+            *f = map[i].f;
+            return 1;
+        }
+    if (!strcmp(n->op, "Neg")) {
+        *f = TERN_ACT_COPY;
+        *scale = -1.0f;
+        return 1;
+    }
+    if (!strcmp(n->op, "Gelu")) {
+        const char *ap = tern_graph_attr_string(n, "approximate", "none");
+        *f = !strcmp(ap, "tanh") ? TERN_ACT_GELU_TANH : TERN_ACT_GELU;
+        return 1;
+    }
+    return 0;
+}
+
+static int lower_unary(cc *c)
+{
+    tern_act_func f = TERN_ACT_COPY;
+    float scale = 1.0f;
+    act_of(cc_node(c), c->g, &f, &scale);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    if (!x || !y)
+        return 1;
+    if (!tern_dtype_is_float(x->dt) || !tern_dtype_is_float(y->dt)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s on a non-float tensor (%s)", cc_node(c)->op, tern_dtype_name(x->dt));
+        return 1;
+    }
+    tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), f, scale);
+    return 1;
+}
+
+static int lower_pow(cc *c)
+{
+    cc_value *x = cc_in(c, 0), *e = cc_in(c, 1);
+    if (!x || !e)
+        return 1;
+    if (!e->is_const_scalar) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pow with a non-constant exponent");
+        return 1;
+    }
+    double p = e->const_scalar;
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!y)
+        return 1;
+    if (p == 2.0)
+        tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), TERN_ACT_SQUARE, 1.0f);
+    else if (p == 0.5)
+        tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), TERN_ACT_SQRT, 1.0f);
+    else if (p == 1.0)
+        tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), TERN_ACT_COPY, 1.0f);
+    else if (p == -1.0)
+        tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), TERN_ACT_RECIPROCAL, 1.0f);
+    else if (p == 3.0) {
+        tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), TERN_ACT_SQUARE, 1.0f);
+        tern_lib_binary(c->k, flat2d(c, y), flat2d(c, y), flat2d(c, x), TERN_ALU_MULT);
+    } else
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pow with exponent %g (supported: 2, 0.5, 1, -1, 3)", p);
+    return 1;
+}
+
+static int lower_cast(cc *c)
+{
+    cc_value *x = cc_in(c, 0);
+    tern_dtype dt = out_dtype(c, 0);
+    if (!x)
+        return 1;
+    if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(dt)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Cast from %s to an integer type (ONNX truncates; the DMA rounds)",
+                tern_dtype_name(x->dt));
+        return 1;
+    }
+    cc_value *y = cc_out(c, 0, dt);
+    if (y)
+        cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, x, 0, 1, x->numel, x->numel));
+    return 1;
+}
+
+/* ---- views ---- */
+
+static int lower_alias(cc *c)
+{
+    cc_alias(c, 0, 0);
+    return 1;
+}
+
+static int lower_expand(cc *c)
+{
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
+    strides_of(x, xs);
+    for (int d = 0; d < y->rank; d++) {
+        int xd = d - (y->rank - x->rank);
+        st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
+    }
+    strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);
+    return 1;
+}
+
+static int lower_transpose(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int64_t perm[CC_MAX_RANK];
+    const tern_graph_attr *pa = tern_graph_node_attr(n, "perm");
+    for (int d = 0; d < x->rank; d++)
+        perm[d] = pa && (size_t)d < pa->n ? pa->ints[d] : x->rank - 1 - d;
+    int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
+    strides_of(x, xs);
+    for (int d = 0; d < y->rank; d++)
+        st[d] = xs[perm[d]];
+    /* The last two axes swapped and the rest kept: TensorE transposes, one per batch slice. */
+    int last2 = x->rank >= 2 && perm[x->rank - 1] == x->rank - 2 && perm[x->rank - 2] == x->rank - 1;
+    for (int d = 0; d + 2 < x->rank && last2; d++)
+        last2 = perm[d] == d;
+    if (last2 && tern_dtype_is_float(x->dt) && x->dims[x->rank - 1] >= 32 && x->dims[x->rank - 2] >= 32) {
+        uint64_t R = (uint64_t)x->dims[x->rank - 2], C = (uint64_t)x->dims[x->rank - 1];
+        uint64_t batches = x->numel / (R * C);
+        for (uint64_t b = 0; b < batches && cc_ok(c); b++)
+            tern_lib_transpose(c->k, cc_view2d(c, y, b * R * C, C, R, R), cc_view2d(c, x, b * R * C, R, C, C));
+        return 1;
+    }
+    strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);
+    return 1;
+}
+
+static int64_t norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
+
+static int lower_concat(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *y = cc_out(c, 0, cc_in(c, 0) ? cc_in(c, 0)->dt : TERN_DTYPE_FP32);
+    if (!y)
+        return 1;
+    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", 0), y->rank);
+    uint64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++)
+        outer *= (uint64_t)y->dims[d];
+    for (int d = (int)axis + 1; d < y->rank; d++)
+        inner *= (uint64_t)y->dims[d];
+    uint64_t at = 0, total = (uint64_t)y->dims[axis];
+    for (int k = 0; k < n->n_inputs && cc_ok(c); k++) {
+        cc_value *x = cc_in(c, k);
+        if (!x)
+            continue;
+        uint64_t a = x->rank ? (uint64_t)x->dims[axis] : 1;
+        if (x->numel) {
+            /* destination rows of this input: outer x (a * inner) at column offset at*inner, row stride total*inner */
+            tern_view dst = cc_view2d(c, y, at * inner, outer, a * inner, total * inner);
+            tern_view src = cc_view2d(c, x, 0, outer, a * inner, a * inner);
+            cc_copy(c, dst, src);
+        }
+        at += a;
+    }
+    return 1;
+}
+
+static int lower_slice(cc *c)
+{
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    cc_value *s = cc_in(c, 1), *e = cc_in(c, 2), *ax = cc_in(c, 3), *stp = cc_in(c, 4);
+    if (!s || !e || !s->host || !e->host || (ax && !ax->host) || (stp && !stp->host)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Slice with non-constant starts/ends/axes/steps");
+        return 1;
+    }
+    int64_t start[CC_MAX_RANK] = {0}, step[CC_MAX_RANK];
+    for (int d = 0; d < x->rank; d++)
+        step[d] = 1;
+    for (size_t i = 0; i < s->host->count; i++) {
+        int64_t a = ax ? (int64_t)tern_host_tensor_get(ax->host, i) : (int64_t)i;
+        a = norm_axis(a, x->rank);
+        int64_t dim = x->dims[a];
+        int64_t st = stp ? (int64_t)tern_host_tensor_get(stp->host, i) : 1;
+        double sv = tern_host_tensor_get(s->host, i);
+        int64_t b = sv < -9e18 ? 0 : sv > 9e18 ? dim : (int64_t)sv;
+        if (b < 0)
+            b += dim;
+        if (st > 0)
+            b = b < 0 ? 0 : b > dim ? dim : b;
+        else
+            b = b < 0 ? -1 : b > dim - 1 ? dim - 1 : b;
+        start[a] = b;
+        step[a] = st;
+    }
+    int64_t xs[CC_MAX_RANK], st2[CC_MAX_RANK];
+    strides_of(x, xs);
+    int64_t off = 0;
+    for (int d = 0; d < x->rank; d++) {
+        off += start[d] * xs[d];
+        st2[d] = xs[d] * step[d];
+    }
+    if (y->numel)
+        strided_copy(c, y, 0, x, (uint64_t)off, y->rank, y->dims, st2);
+    return 1;
+}
+
+static int lower_split(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank);
+    uint64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++)
+        outer *= (uint64_t)x->dims[d];
+    for (int d = (int)axis + 1; d < x->rank; d++)
+        inner *= (uint64_t)x->dims[d];
+    uint64_t at = 0, total = (uint64_t)x->dims[axis];
+    for (int k = 0; k < n->n_outputs && cc_ok(c); k++) {
+        cc_value *y = cc_out(c, k, x->dt);
+        if (!y)
+            continue;
+        uint64_t a = (uint64_t)y->dims[axis];
+        if (y->numel)
+            cc_copy(c, cc_view2d(c, y, 0, outer, a * inner, a * inner),
+                    cc_view2d(c, x, at * inner, outer, a * inner, total * inner));
+        at += a;
+    }
+    return 1;
+}
+
+/* ---- matmul ---- */
+
+/* out[M, N] = a[M, K] @ w where w is [K, N] (w_view, already in the matmul dtype): a is transposed on chip into
+ * the matmul dtype, then the tutorial-blocked GEMM runs. */
+static void matmul2d(cc *c, tern_view out, tern_view a, tern_view w, uint64_t M, uint64_t K, uint64_t N)
+{
+    tern_dtype mdt = c->o->matmul_dtype;
+    tern_view aT = cc_temp(c, mdt, K, M);
+    tern_lib_transpose(c->k, aT, a);
+    tern_gemm_opts go;
+    tern_gemm_opts_default(&go);
+    go.acc_dtype = TERN_DTYPE_FP32;
+    /* SBUF accumulators in fp32 need smaller blocks than the tutorial's bf16 ones. */
+    go.tiles_in_block_m = 8;
+    tern_lib_gemm(c->k, out, aT, w, &go);
+    tern_kernel_release(c->k, aT);
+    c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+}
+
+static tern_view weight_view(cc *c, cc_value *w, uint64_t K, uint64_t N, int transposed)
+{
+    /* transposed: the constant is [N, K] (Gemm transB); it is stored as [K, N] in the matmul dtype */
+    return cc_const2d(c, w->host, c->o->matmul_dtype, K, N, transposed);
+}
+
+static tern_act_func act_named(const char *a)
+{
+    if (!strcmp(a, "relu"))
+        return TERN_ACT_RELU;
+    if (!strcmp(a, "gelu"))
+        return TERN_ACT_GELU;
+    if (!strcmp(a, "gelu_tanh"))
+        return TERN_ACT_GELU_TANH;
+    return TERN_ACT_COPY;
+}
+
+static int lower_matmul(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    int is_gemm = !strcmp(n->op, "Gemm"), fused = !strcmp(n->op, "MatMulBias");
+    cc_value *a = cc_in(c, 0), *b = cc_in(c, 1), *bias = (is_gemm || fused) ? cc_in(c, 2) : NULL;
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!a || !b || !y)
+        return 1;
+    int transB = is_gemm ? (int)tern_graph_attr_int(n, "transB", 0) : 0;
+    if (is_gemm && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
+                    tern_graph_attr_float(n, "beta", 1) != 1.0f)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Gemm with transA, alpha or beta other than the defaults");
+        return 1;
+    }
+    if (a->rank < 1 || b->rank < 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "MatMul of a scalar");
+        return 1;
+    }
+    uint64_t K = (uint64_t)a->dims[a->rank - 1];
+    uint64_t M = a->rank >= 2 ? a->numel / K : 1;
+    tern_act_func act = fused ? act_named(tern_graph_attr_string(n, "activation", "none")) : TERN_ACT_COPY;
+    if (b->host && b->rank == 2) {
+        uint64_t N = (uint64_t)b->dims[transB ? 0 : 1];
+        tern_view w = weight_view(c, b, K, N, transB);
+        tern_view pre = (bias || act != TERN_ACT_COPY) ? cc_temp(c, TERN_DTYPE_FP32, M, N) : cc_view2d(c, y, 0, M, N, N);
+        matmul2d(c, pre, cc_view2d(c, a, 0, M, K, K), w, M, K, N);
+        if (bias || act != TERN_ACT_COPY) {
+            tern_view bv;
+            cc_value bias_tmp;
+            if (bias && bias->numel == N) {
+                bv = cc_view2d(c, bias, 0, 1, N, N);
+            } else if (bias && bias->numel == 1) {
+                memset(&bias_tmp, 0, sizeof bias_tmp);
+                bias_tmp.dt = TERN_DTYPE_FP32;
+                bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
+                strided_copy(c, &bias_tmp, 0, bias, 0, 1, (int64_t[]){(int64_t)N}, (int64_t[]){0});
+                bv = cc_view2d(c, &bias_tmp, 0, 1, N, N);
+            } else if (bias) {
+                cc_fail(c, TERN_ERR_UNSUPPORTED, "bias of %llu elements for %llu outputs",
+                        (unsigned long long)bias->numel, (unsigned long long)N);
+                return 1;
+            } else {
+                double zero = 0;
+                (void)zero;
+                memset(&bias_tmp, 0, sizeof bias_tmp);
+                bias_tmp.dt = TERN_DTYPE_FP32;
+                bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
+                cc_value *bt = &bias_tmp;
+                tern_view tile = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, 1, (uint32_t)N, "zero_bias");
+                tern_kernel_memset(c->k, TERN_ENGINE_AUTO, tile, 0.0f);
+                tern_kernel_store(c->k, cc_view2d(c, bt, 0, 1, N, N), tile);
+                tern_kernel_release(c->k, tile);
+                bv = cc_view2d(c, bt, 0, 1, N, N);
+            }
+            tern_lib_bias_act(c->k, cc_view2d(c, y, 0, M, N, N), pre, bv, act);
+            tern_kernel_release(c->k, pre);
+        }
+        return 1;
+    }
+    /* Both operands activations (attention): batched, numpy broadcasting of the batch dims of b. */
+    if (a->rank < 2 || b->rank < 2 || bias) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "MatMul of ranks %d and %d with non-constant weights", a->rank, b->rank);
+        return 1;
+    }
+    uint64_t Ma = (uint64_t)a->dims[a->rank - 2], N = (uint64_t)b->dims[b->rank - 1];
+    uint64_t batches = y->numel / (Ma * N), bbatches = b->numel / (K * N);
+    for (uint64_t i = 0; i < batches && cc_ok(c); i++) {
+        uint64_t bi = bbatches == batches ? i : (bbatches == 1 ? 0 : i % bbatches);
+        tern_view w = cc_temp(c, c->o->matmul_dtype, K, N);
+        cc_copy(c, w, cc_view2d(c, b, bi * K * N, K, N, N)); /* cast the moving operand on the way */
+        matmul2d(c, cc_view2d(c, y, i * Ma * N, Ma, N, N), cc_view2d(c, a, i * Ma * K, Ma, K, K), w, Ma, K, N);
+        tern_kernel_release(c->k, w);
+    }
+    return 1;
+}
+
+/* ---- normalisation ---- */
+
+static int lower_softmax(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
+    if (axis != x->rank - 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Softmax over axis %lld (only the last axis)", (long long)axis);
+        return 1;
+    }
+    tern_lib_softmax(c->k, flat2d(c, y), flat2d(c, x));
+    return 1;
+}
+
+static int lower_layernorm(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0), *g = cc_in(c, 1), *b = cc_in(c, 2);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
+    if (axis != x->rank - 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "LayerNormalization over axis %lld (only the last axis)", (long long)axis);
+        return 1;
+    }
+    uint64_t r, cl;
+    rows_cols(x, &r, &cl);
+    tern_view gv = g ? cc_view2d(c, g, 0, 1, cl, cl) : tern_view_none();
+    tern_view bv = b ? cc_view2d(c, b, 0, 1, cl, cl) : tern_view_none();
+    tern_lib_layernorm(c->k, flat2d(c, y), flat2d(c, x), gv, bv, tern_graph_attr_float(n, "epsilon", 1e-5f));
+    return 1;
+}
+
+/* ---- gather ---- */
+
+static int lower_gather(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *data = cc_in(c, 0), *idx = cc_in(c, 1);
+    cc_value *y = cc_out(c, 0, data ? data->dt : TERN_DTYPE_FP32);
+    if (!data || !idx || !y)
+        return 1;
+    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", 0), data->rank);
+    uint64_t rows = (uint64_t)data->dims[axis], inner = 1, outer = 1;
+    for (int d = (int)axis + 1; d < data->rank; d++)
+        inner *= (uint64_t)data->dims[d];
+    for (int d = 0; d < axis; d++)
+        outer *= (uint64_t)data->dims[d];
+    if (idx->host) { /* constant indices: one copy per index */
+        for (size_t i = 0; i < idx->host->count && cc_ok(c); i++) {
+            int64_t r = (int64_t)tern_host_tensor_get(idx->host, i);
+            if (r < 0)
+                r += (int64_t)rows;
+            if (r < 0 || (uint64_t)r >= rows) {
+                cc_fail(c, TERN_ERR_RANGE, "index %lld outside axis %lld of size %llu", (long long)r, (long long)axis,
+                        (unsigned long long)rows);
+                return 1;
+            }
+            cc_copy(c, cc_view2d(c, y, i * inner, outer, inner, idx->host->count * inner),
+                    cc_view2d(c, data, (uint64_t)r * inner, outer, inner, rows * inner));
+        }
+        return 1;
+    }
+    if (axis != 0 || !data->host) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Gather of run-time indices along axis %lld of a non-constant tensor",
+                (long long)axis);
+        return 1;
+    }
+    tern_view table = cc_view2d(c, data, 0, rows, inner, inner);
+    tern_lib_embedding(c->k, cc_view2d(c, y, 0, idx->numel, inner, inner), table,
+                       cc_view2d(c, idx, 0, idx->numel, 1, 1));
+    return 1;
+}
+
+/* ---- reductions over the last axis ---- */
+
+static int lower_reduce(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    /* axes: attribute (older opsets) or second input */
+    int64_t axes[CC_MAX_RANK];
+    size_t na = 0;
+    const tern_graph_attr *aa = tern_graph_node_attr(n, "axes");
+    cc_value *ai = cc_in(c, 1);
+    if (aa)
+        for (size_t i = 0; i < aa->n && na < CC_MAX_RANK; i++)
+            axes[na++] = norm_axis(aa->ints[i], x->rank);
+    else if (ai && ai->host)
+        for (size_t i = 0; i < ai->host->count && na < CC_MAX_RANK; i++)
+            axes[na++] = norm_axis((int64_t)tern_host_tensor_get(ai->host, i), x->rank);
+    if (na != 1 || axes[0] != x->rank - 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over axes other than the last one alone", n->op);
+        return 1;
+    }
+    tern_alu_op op = !strcmp(n->op, "ReduceMax") ? TERN_ALU_MAX : TERN_ALU_ADD;
+    uint64_t rows, cols;
+    rows_cols(x, &rows, &cols);
+    float scale = !strcmp(n->op, "ReduceMean") ? 1.0f / (float)cols : 1.0f;
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += 128) {
+        uint32_t p = (uint32_t)(rows - r0 < 128 ? rows - r0 : 128);
+        if (cols > 40000) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements per row", n->op, (unsigned long long)cols);
+            return 1;
+        }
+        tern_view t = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, (uint32_t)cols, "reduce_in");
+        tern_view o = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "reduce_out");
+        tern_kernel_load(c->k, t, cc_view2d(c, x, r0 * cols, p, cols, cols));
+        tern_kernel_tensor_reduce(c->k, o, t, op, 1, 0);
+        if (scale != 1.0f)
+            tern_kernel_tensor_scalar(c->k, TERN_ENGINE_AUTO, o, o, TERN_ALU_MULT, scale, TERN_ALU_BYPASS, 0.0f);
+        tern_kernel_store(c->k, cc_view2d(c, y, r0, p, 1, 1), o);
+        tern_kernel_release(c->k, t);
+        tern_kernel_release(c->k, o);
+    }
+    return 1;
+}
+
+/* ---- where ---- */
+
+static int lower_where(cc *c)
+{
+    cc_value *cond = cc_in(c, 0), *a = cc_in(c, 1), *b = cc_in(c, 2);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!cond || !a || !b || !y)
+        return 1;
+    cc_value tc, ta, tb;
+    cc_value *bc = broadcast_to(c, cond, y, &tc);
+    cc_value *ba = bc ? broadcast_to(c, a, y, &ta) : NULL;
+    cc_value *bb = ba ? broadcast_to(c, b, y, &tb) : NULL;
+    if (bc && ba && bb) {
+        uint64_t rows, cols;
+        rows_cols(y, &rows, &cols);
+        uint64_t chunk = cols > 4096 ? 4096 : cols;
+        for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += 128) {
+            uint32_t p = (uint32_t)(rows - r0 < 128 ? rows - r0 : 128);
+            for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += chunk) {
+                uint32_t w = (uint32_t)(cols - c0 < chunk ? cols - c0 : chunk);
+                tern_view tcnd = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w, "where_c");
+                tern_view t1 = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w, "where_a");
+                tern_view t2 = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w, "where_b");
+                tern_kernel_load(c->k, tcnd, cc_view2d(c, bc, r0 * cols + c0, p, w, cols));
+                tern_kernel_load(c->k, t1, cc_view2d(c, ba, r0 * cols + c0, p, w, cols));
+                tern_kernel_load(c->k, t2, cc_view2d(c, bb, r0 * cols + c0, p, w, cols));
+                tern_kernel_select(c->k, t1, tcnd, t1, t2);
+                tern_kernel_store(c->k, cc_view2d(c, y, r0 * cols + c0, p, w, cols), t1);
+                tern_kernel_release(c->k, tcnd);
+                tern_kernel_release(c->k, t1);
+                tern_kernel_release(c->k, t2);
+            }
+        }
+    }
+    if (bc)
+        release_tmp(c, &tc, bc);
+    if (ba)
+        release_tmp(c, &ta, ba);
+    if (bb)
+        release_tmp(c, &tb, bb);
+    return 1;
+}
+
+cc_lower_fn cc_lowering(const char *domain, const char *op)
+{
+    if (domain && domain[0] && strcmp(domain, "tern") && strcmp(domain, "ai.onnx"))
+        return NULL;
+    tern_alu_op alu;
+    if (alu_of(op, &alu))
+        return lower_binary;
+    static const char *const unary[] = {"Relu", "Tanh",    "Sigmoid", "Exp",  "Log",      "Sqrt",
+                                        "Erf",  "Abs",     "Reciprocal", "Softplus", "Sin", "Sign",
+                                        "Neg",  "Gelu",    "Identity", "Dropout"};
+    for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
+        if (!strcmp(op, unary[i]))
+            return !strcmp(op, "Identity") || !strcmp(op, "Dropout") ? lower_alias : lower_unary;
+    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
+        if (!strcmp(op, views[i]))
+            return lower_alias;
+    if (!strcmp(op, "MatMul") || !strcmp(op, "Gemm") || !strcmp(op, "MatMulBias"))
+        return lower_matmul;
+    if (!strcmp(op, "Softmax"))
+        return lower_softmax;
+    if (!strcmp(op, "LayerNormalization"))
+        return lower_layernorm;
+    if (!strcmp(op, "Pow"))
+        return lower_pow;
+    if (!strcmp(op, "Cast"))
+        return lower_cast;
+    if (!strcmp(op, "Transpose"))
+        return lower_transpose;
+    if (!strcmp(op, "Concat"))
+        return lower_concat;
+    if (!strcmp(op, "Slice"))
+        return lower_slice;
+    if (!strcmp(op, "Split"))
+        return lower_split;
+    if (!strcmp(op, "Expand"))
+        return lower_expand;
+    if (!strcmp(op, "Gather"))
+        return lower_gather;
+    if (!strcmp(op, "ReduceMean") || !strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMax"))
+        return lower_reduce;
+    if (!strcmp(op, "Where"))
+        return lower_where;
+    return NULL;
+}

@@ -1,0 +1,32 @@
+/* Private to the evaluator files: the per-call context and the helpers every op body uses. */
+#ifndef TERN_GRAPH_EVAL_INTERNAL_H
+#define TERN_GRAPH_EVAL_INTERNAL_H
+
+#include "graph_internal.h"
+
+typedef struct {
+    const tern_graph_node *n;
+    int64_t opset;
+    const char *label;
+    const tern_host_tensor *const *in;
+    int n_in;
+    tern_host_tensor **out;
+    int n_out;
+    tern_error *err;
+} ectx;
+
+#define IN(k) ((k) < c->n_in ? c->in[k] : NULL)
+#define WANT_OUT(k) ((k) < c->n_out && c->n->outputs[k] >= 0)
+
+tern_status efail(const ectx *c, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Allocates output k (when the node has it) with the given type and shape. */
+tern_status eout(const ectx *c, int k, tern_elem_type type, int rank, const int64_t *dims, tern_host_tensor **t);
+/* Input k must be present (and float when want_float). */
+tern_status ereq(const ectx *c, int k, int want_float);
+/* Reads an int list from input k (int64 tensor of rank <= 1). */
+tern_status eints(const ectx *c, int k, int64_t *buf, int max, int *n);
+
+typedef tern_status (*eval_fn)(const ectx *c);
+eval_fn graph_eval_nn_lookup(const char *op);
+
+#endif

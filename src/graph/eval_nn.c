@@ -1,0 +1,811 @@
+/* The host reference evaluator, part 2: the numerics ops. MatMul (numpy batching and 1-D promotion), Gemm,
+ * Conv (1-3 spatial dims, groups, pads, strides, dilations, auto_pad), max/average/global pools, batch, instance and
+ * layer normalisation, softmax family, reductions, arg-max/min and the fused tern.MatMulBias. Products accumulate
+ * in fp32 in a fixed order (k ascending), reductions and normalisation statistics in double: this is a reference,
+ * not a fast path. */
+#include "eval_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void strides_of(int rank, const int64_t *dims, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= dims[d];
+    }
+}
+
+/* ---- MatMul ---- */
+static tern_status matmul(const ectx *c, const tern_host_tensor *a, const tern_host_tensor *b, tern_host_tensor **res)
+{
+    *res = NULL;
+    if (a->rank < 1 || b->rank < 1)
+        return efail(c, TERN_ERR_INVALID, "operands must have rank >= 1 (got %d and %d)", a->rank, b->rank);
+    if (a->type != b->type)
+        return efail(c, TERN_ERR_INVALID, "operand types differ: %s and %s", tern_elem_name(a->type),
+                     tern_elem_name(b->type));
+    int64_t M = a->rank == 1 ? 1 : a->dims[a->rank - 2], K = a->dims[a->rank - 1];
+    int64_t Kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2], N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    if (K != Kb)
+        return efail(c, TERN_ERR_INVALID, "inner dims differ: A is [..., %lld, %lld], B is [..., %lld, %lld]",
+                     (long long)M, (long long)K, (long long)Kb, (long long)N);
+    int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0, rbat;
+    int64_t bd[TERN_GRAPH_MAX_RANK];
+    char why[200];
+    if (graph_broadcast(ra, a->dims, rb, b->dims, &rbat, bd, why, sizeof why))
+        return efail(c, TERN_ERR_INVALID, "batch dims: %s", why);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < rbat; d++)
+        dims[r++] = bd[d];
+    if (a->rank > 1)
+        dims[r++] = M;
+    if (b->rank > 1)
+        dims[r++] = N;
+    if (r > TERN_GRAPH_MAX_RANK)
+        return efail(c, TERN_ERR_RANGE, "result rank above the limit");
+    tern_error e;
+    if (tern_host_tensor_new(a->type, r, dims, res, &e))
+        return efail(c, e.code, "%s", e.msg);
+    tern_host_tensor *o = *res;
+    int64_t nb = graph_numel(rbat, bd);
+    /* batch offsets through broadcasting: strides in whole matrices */
+    int64_t sa[TERN_GRAPH_MAX_RANK], sb[TERN_GRAPH_MAX_RANK], ta[TERN_GRAPH_MAX_RANK], tb[TERN_GRAPH_MAX_RANK];
+    strides_of(ra, a->dims, ta);
+    strides_of(rb, b->dims, tb);
+    for (int d = 0; d < rbat; d++) {
+        int ia = d - (rbat - ra), ib = d - (rbat - rb);
+        sa[d] = ia >= 0 && a->dims[ia] != 1 ? ta[ia] : 0;
+        sb[d] = ib >= 0 && b->dims[ib] != 1 ? tb[ib] : 0;
+    }
+    for (int64_t q = 0; q < nb; q++) {
+        int64_t rem = q, oa = 0, ob = 0;
+        for (int d = rbat - 1; d >= 0; d--) {
+            int64_t ix = rem % bd[d];
+            rem /= bd[d];
+            oa += ix * sa[d];
+            ob += ix * sb[d];
+        }
+        size_t A0 = (size_t)(oa * M * K), B0 = (size_t)(ob * K * N), O0 = (size_t)(q * M * N);
+        if (o->f) {
+            const float *A = a->f + A0, *B = b->f + B0;
+            float *O = o->f + O0;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t k = 0; k < K; k++) {
+                    float av = A[i * K + k];
+                    const float *Br = B + k * N;
+                    float *Or = O + i * N;
+                    for (int64_t j = 0; j < N; j++)
+                        Or[j] += av * Br[j];
+                }
+        } else {
+            const int64_t *A = a->i + A0, *B = b->i + B0;
+            int64_t *O = o->i + O0;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t k = 0; k < K; k++)
+                    for (int64_t j = 0; j < N; j++)
+                        O[i * N + j] = (int64_t)((uint64_t)O[i * N + j] + (uint64_t)A[i * K + k] * (uint64_t)B[k * N + j]);
+        }
+    }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+static tern_status ev_matmul(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)))
+        return st;
+    tern_host_tensor *o;
+    if ((st = matmul(c, IN(0), IN(1), &o)))
+        return st;
+    if (WANT_OUT(0))
+        c->out[0] = o;
+    else
+        tern_host_tensor_free(o);
+    return TERN_OK;
+}
+
+static float activate(const char *act, float v)
+{
+    if (strcmp(act, "relu") == 0)
+        return v < 0 ? 0.0f : v;
+    if (strcmp(act, "gelu") == 0)
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    if (strcmp(act, "gelu_tanh") == 0)
+        return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    return v;
+}
+
+static int known_activation(const char *act)
+{
+    return !strcmp(act, "none") || !strcmp(act, "relu") || !strcmp(act, "gelu") || !strcmp(act, "gelu_tanh");
+}
+
+/* tern.MatMulBias(A, W, bias) activation=...: MatMul, + bias over the last dim, activation */
+static tern_status ev_matmul_bias(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)) || (st = ereq(c, 1, 1)) || (st = ereq(c, 2, 1)))
+        return st;
+    const char *act = tern_graph_attr_string(c->n, "activation", "none");
+    if (!known_activation(act))
+        return efail(c, TERN_ERR_INVALID, "activation \"%.40s\" is not none, relu, gelu or gelu_tanh", act);
+    tern_host_tensor *o;
+    if ((st = matmul(c, IN(0), IN(1), &o)))
+        return st;
+    const tern_host_tensor *bias = IN(2);
+    int64_t N = o->rank ? o->dims[o->rank - 1] : 1;
+    if (bias->count != (size_t)N && bias->count != 1) {
+        tern_host_tensor_free(o);
+        return efail(c, TERN_ERR_INVALID, "bias has %zu elements, the output's last dim is %lld", bias->count,
+                     (long long)N);
+    }
+    for (size_t k = 0; k < o->count; k++)
+        o->f[k] = activate(act, o->f[k] + bias->f[bias->count == 1 ? 0 : k % (size_t)N]);
+    graph_tensor_normalize(o);
+    if (WANT_OUT(0))
+        c->out[0] = o;
+    else
+        tern_host_tensor_free(o);
+    return TERN_OK;
+}
+
+static tern_status ev_gemm(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)) || (st = ereq(c, 1, 1)))
+        return st;
+    const tern_host_tensor *a = IN(0), *b = IN(1), *cc = IN(2);
+    if (a->rank != 2 || b->rank != 2)
+        return efail(c, TERN_ERR_INVALID, "A and B must be 2-D (got rank %d and %d)", a->rank, b->rank);
+    int ta = (int)tern_graph_attr_int(c->n, "transA", 0), tb = (int)tern_graph_attr_int(c->n, "transB", 0);
+    float alpha = tern_graph_attr_float(c->n, "alpha", 1.0f), beta = tern_graph_attr_float(c->n, "beta", 1.0f);
+    int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
+    int64_t Kb = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
+    if (K != Kb)
+        return efail(c, TERN_ERR_INVALID, "inner dims differ: op(A) is [%lld, %lld], op(B) is [%lld, %lld]",
+                     (long long)M, (long long)K, (long long)Kb, (long long)N);
+    int64_t dims[2] = {M, N};
+    if (cc) {
+        int r;
+        int64_t bd[TERN_GRAPH_MAX_RANK];
+        char why[200];
+        if (cc->rank > 2 || graph_broadcast(2, dims, cc->rank, cc->dims, &r, bd, why, sizeof why) || bd[0] != M ||
+            bd[1] != N)
+            return efail(c, TERN_ERR_INVALID, "C (rank %d) does not broadcast to [%lld, %lld]", cc->rank,
+                         (long long)M, (long long)N);
+    }
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, a->type, 2, dims, &o)) || !o)
+        return st;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float acc = 0;
+            for (int64_t k = 0; k < K; k++)
+                acc += a->f[ta ? k * M + i : i * K + k] * b->f[tb ? j * K + k : k * N + j];
+            float v = alpha * acc;
+            if (cc) {
+                int64_t ci = cc->rank == 2 ? (cc->dims[0] == 1 ? 0 : i) * cc->dims[1] + (cc->dims[1] == 1 ? 0 : j)
+                             : cc->rank == 1 ? (cc->dims[0] == 1 ? 0 : j)
+                                             : 0;
+                v += beta * cc->f[ci];
+            }
+            o->f[i * N + j] = v;
+        }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+/* ---- Conv and pools ---- */
+static tern_status window(const ectx *c, const tern_host_tensor *x, const int64_t *kernel, int ceil_mode,
+                          graph_window *w)
+{
+    char why[240];
+    if (x->rank < 3 || x->rank > 5)
+        return efail(c, TERN_ERR_INVALID, "input rank %d: expected N, C and 1 to 3 spatial dims", x->rank);
+    if (graph_window_setup(c->n, x->rank - 2, x->dims + 2, kernel, ceil_mode, w, why, sizeof why))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    return TERN_OK;
+}
+
+/* spatial dims padded to 3 with leading 1s */
+static void sp3(const graph_window *w, int64_t *in, int64_t *out, int64_t *k, int64_t *s, int64_t *dl, int64_t *pb)
+{
+    int off = 3 - w->nsp;
+    for (int d = 0; d < 3; d++) {
+        int q = d - off;
+        in[d] = q >= 0 ? w->in[q] : 1;
+        out[d] = q >= 0 ? w->out[q] : 1;
+        k[d] = q >= 0 ? w->k[q] : 1;
+        s[d] = q >= 0 ? w->stride[q] : 1;
+        dl[d] = q >= 0 ? w->dil[q] : 1;
+        pb[d] = q >= 0 ? w->pad_b[q] : 0;
+    }
+}
+
+static tern_status ev_conv(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)) || (st = ereq(c, 1, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0), *w = IN(1), *b = IN(2);
+    int64_t group = tern_graph_attr_int(c->n, "group", 1);
+    if (w->rank != x->rank)
+        return efail(c, TERN_ERR_INVALID, "weight rank %d differs from input rank %d", w->rank, x->rank);
+    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0];
+    if (group < 1 || C % group || M % group || w->dims[1] * group != C)
+        return efail(c, TERN_ERR_INVALID, "group %lld does not fit %lld input channels, weight [%lld, %lld, ...]",
+                     (long long)group, (long long)C, (long long)M, (long long)w->dims[1]);
+    size_t nk;
+    const int64_t *ks = graph_attr_ints(c->n, "kernel_shape", &nk);
+    if (ks && (nk != (size_t)x->rank - 2 || memcmp(ks, w->dims + 2, nk * sizeof *ks)))
+        return efail(c, TERN_ERR_INVALID, "kernel_shape does not match the weight's spatial dims");
+    if (b && (b->rank != 1 || b->dims[0] != M))
+        return efail(c, TERN_ERR_INVALID, "bias must be [%lld]", (long long)M);
+    graph_window win;
+    if ((st = window(c, x, w->dims + 2, 0, &win)))
+        return st;
+    int64_t dims[TERN_GRAPH_MAX_RANK] = {N, M};
+    for (int d = 0; d < win.nsp; d++)
+        dims[2 + d] = win.out[d];
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, dims, &o)) || !o)
+        return st;
+    int64_t in[3], out[3], k[3], s[3], dl[3], pb[3];
+    sp3(&win, in, out, k, s, dl, pb);
+    int64_t cg = C / group, mg = M / group, isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2];
+    int64_t ksz = k[0] * k[1] * k[2];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            float *op = o->f + (n * M + m) * osz;
+            float bias = b ? b->f[m] : 0.0f;
+            for (int64_t e = 0; e < osz; e++)
+                op[e] = bias;
+            int64_t g0 = m / mg;
+            for (int64_t ci = 0; ci < cg; ci++) {
+                const float *ip = x->f + (n * C + g0 * cg + ci) * isz;
+                const float *wp = w->f + (m * cg + ci) * ksz;
+                for (int64_t kd = 0; kd < k[0]; kd++)
+                    for (int64_t kh = 0; kh < k[1]; kh++)
+                        for (int64_t kw = 0; kw < k[2]; kw++) {
+                            float wv = wp[(kd * k[1] + kh) * k[2] + kw];
+                            for (int64_t od = 0; od < out[0]; od++) {
+                                int64_t id = od * s[0] - pb[0] + kd * dl[0];
+                                if (id < 0 || id >= in[0])
+                                    continue;
+                                for (int64_t oh = 0; oh < out[1]; oh++) {
+                                    int64_t ih = oh * s[1] - pb[1] + kh * dl[1];
+                                    if (ih < 0 || ih >= in[1])
+                                        continue;
+                                    const float *row = ip + (id * in[1] + ih) * in[2];
+                                    float *orow = op + (od * out[1] + oh) * out[2];
+                                    for (int64_t ow = 0; ow < out[2]; ow++) {
+                                        int64_t iw = ow * s[2] - pb[2] + kw * dl[2];
+                                        if (iw >= 0 && iw < in[2])
+                                            orow[ow] += wv * row[iw];
+                                    }
+                                }
+                            }
+                        }
+            }
+        }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+static tern_status ev_pool(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int is_max = strcmp(c->n->op, "MaxPool") == 0;
+    size_t nk;
+    const int64_t *ks = graph_attr_ints(c->n, "kernel_shape", &nk);
+    if (!ks || nk != (size_t)x->rank - 2)
+        return efail(c, TERN_ERR_INVALID, "kernel_shape must have %d entries", x->rank - 2);
+    if (!is_max && tern_graph_node_attr(c->n, "dilations")) {
+        size_t nd;
+        const int64_t *dd = graph_attr_ints(c->n, "dilations", &nd);
+        for (size_t q = 0; q < nd; q++)
+            if (dd[q] != 1)
+                return efail(c, TERN_ERR_UNSUPPORTED, "AveragePool dilations are not supported");
+    }
+    graph_window win;
+    if ((st = window(c, x, ks, (int)tern_graph_attr_int(c->n, "ceil_mode", 0), &win)))
+        return st;
+    int64_t dims[TERN_GRAPH_MAX_RANK] = {x->dims[0], x->dims[1]};
+    for (int d = 0; d < win.nsp; d++)
+        dims[2 + d] = win.out[d];
+    tern_host_tensor *o, *oi = NULL;
+    if ((st = eout(c, 0, x->type, x->rank, dims, &o)))
+        return st;
+    if (is_max && (st = eout(c, 1, TERN_ELEM_INT64, x->rank, dims, &oi)))
+        return st;
+    int64_t in[3], out[3], k[3], s[3], dl[3], pb[3];
+    sp3(&win, in, out, k, s, dl, pb);
+    int include_pad = (int)tern_graph_attr_int(c->n, "count_include_pad", 0);
+    int64_t NC = x->dims[0] * x->dims[1], isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2];
+    for (int64_t nc = 0; nc < NC; nc++)
+        for (int64_t od = 0; od < out[0]; od++)
+            for (int64_t oh = 0; oh < out[1]; oh++)
+                for (int64_t ow = 0; ow < out[2]; ow++) {
+                    double acc = is_max ? -INFINITY : 0.0;
+                    int64_t cnt = 0, arg = 0, padcnt = 0;
+                    for (int64_t kd = 0; kd < k[0]; kd++)
+                        for (int64_t kh = 0; kh < k[1]; kh++)
+                            for (int64_t kw = 0; kw < k[2]; kw++) {
+                                int64_t id = od * s[0] - pb[0] + kd * dl[0], ih = oh * s[1] - pb[1] + kh * dl[1],
+                                        iw = ow * s[2] - pb[2] + kw * dl[2];
+                                int inside = id >= 0 && id < in[0] && ih >= 0 && ih < in[1] && iw >= 0 && iw < in[2];
+                                /* count_include_pad counts padding cells, not the ceil-mode overhang beyond them */
+                                int in_pad = id >= -pb[0] && ih >= -pb[1] && iw >= -pb[2] &&
+                                             id < in[0] + (win.nsp >= 3 ? win.pad_e[win.nsp - 3] : 0) &&
+                                             ih < in[1] + (win.nsp >= 2 ? win.pad_e[win.nsp - 2] : 0) &&
+                                             iw < in[2] + win.pad_e[win.nsp - 1];
+                                padcnt += in_pad;
+                                if (!inside)
+                                    continue;
+                                int64_t off = (id * in[1] + ih) * in[2] + iw;
+                                double v = x->f[nc * isz + off];
+                                if (is_max) {
+                                    if (v > acc || cnt == 0) {
+                                        acc = v;
+                                        arg = nc * isz + off;
+                                    }
+                                } else
+                                    acc += v;
+                                cnt++;
+                            }
+                    int64_t oo = nc * osz + (od * out[1] + oh) * out[2] + ow;
+                    if (o)
+                        o->f[oo] = (float)(is_max ? acc : acc / (double)(include_pad ? padcnt : cnt ? cnt : 1));
+                    if (oi)
+                        oi->i[oo] = arg;
+                }
+    if (o)
+        graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+static tern_status ev_global_pool(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    if (x->rank < 3)
+        return efail(c, TERN_ERR_INVALID, "input rank %d below 3", x->rank);
+    int is_max = strcmp(c->n->op, "GlobalMaxPool") == 0;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    for (int d = 0; d < x->rank; d++)
+        dims[d] = d < 2 ? x->dims[d] : 1;
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, dims, &o)) || !o)
+        return st;
+    size_t sp = o->count ? x->count / o->count : 0;
+    for (size_t q = 0; q < o->count; q++) {
+        double acc = is_max ? -INFINITY : 0.0;
+        for (size_t e = 0; e < sp; e++) {
+            double v = x->f[q * sp + e];
+            acc = is_max ? (v > acc ? v : acc) : acc + v;
+        }
+        o->f[q] = (float)(is_max ? acc : sp ? acc / (double)sp : 0.0);
+    }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+/* ---- normalisation ---- */
+static tern_status ev_batchnorm(const ectx *c)
+{
+    tern_status st;
+    for (int k = 0; k < 5; k++)
+        if ((st = ereq(c, k, 1)))
+            return st;
+    if (tern_graph_attr_int(c->n, "training_mode", 0))
+        return efail(c, TERN_ERR_UNSUPPORTED, "training_mode=1 is not supported (inference only)");
+    const tern_host_tensor *x = IN(0);
+    if (x->rank < 2)
+        return efail(c, TERN_ERR_INVALID, "input rank %d below 2", x->rank);
+    int64_t C = x->dims[1];
+    for (int k = 1; k < 5; k++)
+        if (IN(k)->count != (size_t)C)
+            return efail(c, TERN_ERR_INVALID, "input %d has %zu elements, channels are %lld", k, IN(k)->count,
+                         (long long)C);
+    float eps = tern_graph_attr_float(c->n, "epsilon", 1e-5f);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    size_t sp = 1;
+    for (int d = 2; d < x->rank; d++)
+        sp *= (size_t)x->dims[d];
+    for (size_t q = 0; q < x->count; q++) {
+        size_t ch = (q / sp) % (size_t)C;
+        double inv = 1.0 / sqrt((double)IN(4)->f[ch] + eps);
+        o->f[q] = (float)(((double)x->f[q] - IN(3)->f[ch]) * inv * IN(1)->f[ch] + IN(2)->f[ch]);
+    }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+static tern_status ev_instancenorm(const ectx *c)
+{
+    tern_status st;
+    for (int k = 0; k < 3; k++)
+        if ((st = ereq(c, k, 1)))
+            return st;
+    const tern_host_tensor *x = IN(0);
+    if (x->rank < 3)
+        return efail(c, TERN_ERR_INVALID, "input rank %d below 3", x->rank);
+    int64_t C = x->dims[1];
+    if (IN(1)->count != (size_t)C || IN(2)->count != (size_t)C)
+        return efail(c, TERN_ERR_INVALID, "scale/B must have %lld elements", (long long)C);
+    float eps = tern_graph_attr_float(c->n, "epsilon", 1e-5f);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    size_t sp = x->count / (size_t)(x->dims[0] * C > 0 ? x->dims[0] * C : 1);
+    for (size_t q = 0; q < (size_t)(x->dims[0] * C); q++) {
+        const float *p = x->f + q * sp;
+        double mean = 0, var = 0;
+        for (size_t e = 0; e < sp; e++)
+            mean += p[e];
+        mean /= (double)sp;
+        for (size_t e = 0; e < sp; e++)
+            var += (p[e] - mean) * (p[e] - mean);
+        var /= (double)sp;
+        double inv = 1.0 / sqrt(var + eps);
+        size_t ch = q % (size_t)C;
+        for (size_t e = 0; e < sp; e++)
+            o->f[q * sp + e] = (float)((p[e] - mean) * inv * IN(1)->f[ch] + IN(2)->f[ch]);
+    }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+static tern_status ev_layernorm(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)) || (st = ereq(c, 1, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0), *sc = IN(1), *b = IN(2);
+    if (b && !b->f)
+        return efail(c, TERN_ERR_INVALID, "B must be float");
+    int ax;
+    char why[200];
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", -1), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    float eps = tern_graph_attr_float(c->n, "epsilon", 1e-5f);
+    size_t inner = 1;
+    for (int d = ax; d < x->rank; d++)
+        inner *= (size_t)x->dims[d];
+    size_t outer = inner ? x->count / inner : 0;
+    /* Scale and B broadcast to the normalised shape */
+    if ((sc->count != inner && sc->count != 1) || (b && b->count != inner && b->count != 1))
+        return efail(c, TERN_ERR_INVALID, "Scale/B have %zu/%zu elements, the normalised shape has %zu", sc->count,
+                     b ? b->count : 0, inner);
+    int64_t sdims[TERN_GRAPH_MAX_RANK];
+    for (int d = 0; d < x->rank; d++)
+        sdims[d] = d < ax ? x->dims[d] : 1;
+    tern_host_tensor *o, *om, *oi;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || (st = eout(c, 1, TERN_ELEM_FLOAT, x->rank, sdims, &om)) ||
+        (st = eout(c, 2, TERN_ELEM_FLOAT, x->rank, sdims, &oi)))
+        return st;
+    for (size_t q = 0; q < outer; q++) {
+        const float *p = x->f + q * inner;
+        double mean = 0, var = 0;
+        for (size_t e = 0; e < inner; e++)
+            mean += p[e];
+        mean /= (double)inner;
+        for (size_t e = 0; e < inner; e++)
+            var += (p[e] - mean) * (p[e] - mean);
+        var /= (double)inner;
+        double inv = 1.0 / sqrt(var + eps);
+        if (om)
+            om->f[q] = (float)mean;
+        if (oi)
+            oi->f[q] = (float)inv;
+        if (o)
+            for (size_t e = 0; e < inner; e++)
+                o->f[q * inner + e] = (float)((p[e] - mean) * inv * sc->f[sc->count == 1 ? 0 : e] +
+                                              (b ? b->f[b->count == 1 ? 0 : e] : 0.0f));
+    }
+    if (o)
+        graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+static tern_status ev_softmax(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int legacy = c->opset < 13, ax;
+    char why[200];
+    if (x->rank == 0)
+        return efail(c, TERN_ERR_INVALID, "input is a scalar");
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", legacy ? 1 : -1), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    size_t outer = 1, n = 1, inner = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (d < ax)
+            outer *= (size_t)x->dims[d];
+        else if (d == ax || legacy)
+            n *= (size_t)x->dims[d];
+        else
+            inner *= (size_t)x->dims[d];
+    }
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    int mode = strcmp(c->n->op, "LogSoftmax") == 0 ? 1 : strcmp(c->n->op, "Hardmax") == 0 ? 2 : 0;
+    for (size_t a = 0; a < outer; a++)
+        for (size_t b = 0; b < inner; b++) {
+            const float *p = x->f + a * n * inner + b;
+            float *q = o->f + a * n * inner + b;
+            double mx = -INFINITY, sum = 0;
+            size_t arg = 0;
+            for (size_t e = 0; e < n; e++)
+                if (p[e * inner] > mx) {
+                    mx = p[e * inner];
+                    arg = e;
+                }
+            if (mode == 2) {
+                for (size_t e = 0; e < n; e++)
+                    q[e * inner] = e == arg ? 1.0f : 0.0f;
+                continue;
+            }
+            for (size_t e = 0; e < n; e++)
+                sum += exp((double)p[e * inner] - mx);
+            for (size_t e = 0; e < n; e++)
+                q[e * inner] = mode == 1 ? (float)((double)p[e * inner] - mx - log(sum))
+                                         : (float)(exp((double)p[e * inner] - mx) / sum);
+        }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+/* ---- reductions ---- */
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_SUMSQ, R_LOGSUM, R_LOGSUMEXP };
+
+static tern_status ev_reduce(const ectx *c)
+{
+    static const struct {
+        const char *name;
+        int kind;
+    } kinds[] = {{"ReduceSum", R_SUM},      {"ReduceMean", R_MEAN}, {"ReduceMax", R_MAX},
+                 {"ReduceMin", R_MIN},      {"ReduceProd", R_PROD}, {"ReduceL1", R_L1},
+                 {"ReduceL2", R_L2},        {"ReduceSumSquare", R_SUMSQ}, {"ReduceLogSum", R_LOGSUM},
+                 {"ReduceLogSumExp", R_LOGSUMEXP}};
+    int kind = R_SUM;
+    for (size_t k = 0; k < TERN_ARRAY_LEN(kinds); k++)
+        if (strcmp(c->n->op, kinds[k].name) == 0)
+            kind = kinds[k].kind;
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int64_t axes[2 * TERN_GRAPH_MAX_RANK];
+    int na = 0;
+    if (IN(1)) {
+        if ((st = eints(c, 1, axes, 2 * TERN_GRAPH_MAX_RANK, &na)))
+            return st;
+    } else {
+        size_t n;
+        const int64_t *a = graph_attr_ints(c->n, "axes", &n);
+        if (n > 2 * TERN_GRAPH_MAX_RANK)
+            return efail(c, TERN_ERR_RANGE, "%zu axes", n);
+        for (size_t k = 0; k < n; k++)
+            axes[k] = a[k];
+        na = (int)n;
+    }
+    int keep = (int)tern_graph_attr_int(c->n, "keepdims", 1);
+    int red[TERN_GRAPH_MAX_RANK] = {0};
+    char why[200];
+    if (na == 0) {
+        if (tern_graph_attr_int(c->n, "noop_with_empty_axes", 0)) {
+            tern_host_tensor *o;
+            if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+                return st;
+            if (o->f)
+                memcpy(o->f, x->f, x->count * sizeof(float));
+            else
+                memcpy(o->i, x->i, x->count * sizeof(int64_t));
+            return TERN_OK;
+        }
+        for (int d = 0; d < x->rank; d++)
+            red[d] = 1;
+    }
+    for (int k = 0; k < na; k++) {
+        int a;
+        if (graph_norm_axis(axes[k], x->rank, &a, why, sizeof why, "axis"))
+            return efail(c, TERN_ERR_INVALID, "%s", why);
+        red[a] = 1;
+    }
+    int64_t dims[TERN_GRAPH_MAX_RANK], kd[TERN_GRAPH_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < x->rank; d++) {
+        kd[d] = red[d] ? 1 : x->dims[d];
+        if (!red[d] || keep)
+            dims[r++] = kd[d];
+    }
+    if ((kind == R_MAX || kind == R_MIN) && x->count == 0)
+        return efail(c, TERN_ERR_INVALID, "%s of an empty tensor", c->n->op);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
+        return st;
+    int64_t ks[TERN_GRAPH_MAX_RANK], ost[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
+    strides_of(x->rank, kd, ks);
+    for (int d = 0; d < x->rank; d++)
+        ost[d] = red[d] ? 0 : ks[d];
+    double *acc = malloc((o->count ? o->count : 1) * sizeof *acc), *mx = NULL;
+    if (!acc)
+        return efail(c, TERN_ERR_NOMEM, "out of memory");
+    double init = kind == R_MAX ? -INFINITY : kind == R_MIN ? INFINITY : kind == R_PROD ? 1.0 : 0.0;
+    for (size_t q = 0; q < o->count; q++)
+        acc[q] = init;
+    if (kind == R_LOGSUMEXP) {
+        mx = malloc((o->count ? o->count : 1) * sizeof *mx);
+        if (!mx) {
+            free(acc);
+            return efail(c, TERN_ERR_NOMEM, "out of memory");
+        }
+        for (size_t q = 0; q < o->count; q++)
+            mx[q] = -INFINITY;
+        size_t off = 0;
+        for (size_t e = 0; e < x->count; e++) {
+            double v = x->f ? x->f[e] : (double)x->i[e];
+            if (v > mx[off])
+                mx[off] = v;
+            for (int d = x->rank - 1; d >= 0; d--) {
+                off += (size_t)ost[d];
+                if (++idx[d] < x->dims[d])
+                    break;
+                off -= (size_t)(ost[d] * x->dims[d]);
+                idx[d] = 0;
+            }
+        }
+        for (size_t q = 0; q < o->count; q++)
+            if (isinf(mx[q]))
+                mx[q] = 0;
+        memset(idx, 0, sizeof idx);
+    }
+    int64_t *iacc = NULL;
+    int int_exact = !x->f && (kind == R_SUM || kind == R_MAX || kind == R_MIN || kind == R_PROD);
+    if (int_exact) {
+        iacc = malloc((o->count ? o->count : 1) * sizeof *iacc);
+        if (!iacc) {
+            free(acc), free(mx);
+            return efail(c, TERN_ERR_NOMEM, "out of memory");
+        }
+        for (size_t q = 0; q < o->count; q++)
+            iacc[q] = kind == R_MAX ? INT64_MIN : kind == R_MIN ? INT64_MAX : kind == R_PROD ? 1 : 0;
+    }
+    size_t off = 0;
+    for (size_t e = 0; e < x->count; e++) {
+        if (int_exact) {
+            int64_t v = x->i[e], *a = &iacc[off];
+            switch (kind) {
+            case R_SUM: *a = (int64_t)((uint64_t)*a + (uint64_t)v); break;
+            case R_PROD: *a = (int64_t)((uint64_t)*a * (uint64_t)v); break;
+            case R_MAX: *a = v > *a ? v : *a; break;
+            default: *a = v < *a ? v : *a; break;
+            }
+        } else {
+            double v = x->f ? x->f[e] : (double)x->i[e], *a = &acc[off];
+            switch (kind) {
+            case R_SUM:
+            case R_MEAN:
+            case R_LOGSUM: *a += v; break;
+            case R_MAX: *a = (v > *a || isnan(v)) ? v : *a; break;
+            case R_MIN: *a = (v < *a || isnan(v)) ? v : *a; break;
+            case R_PROD: *a *= v; break;
+            case R_L1: *a += fabs(v); break;
+            case R_L2:
+            case R_SUMSQ: *a += v * v; break;
+            case R_LOGSUMEXP: *a += exp(v - mx[off]); break;
+            }
+        }
+        for (int d = x->rank - 1; d >= 0; d--) {
+            off += (size_t)ost[d];
+            if (++idx[d] < x->dims[d])
+                break;
+            off -= (size_t)(ost[d] * x->dims[d]);
+            idx[d] = 0;
+        }
+    }
+    size_t per = o->count ? x->count / o->count : 0;
+    for (size_t q = 0; q < o->count; q++) {
+        if (int_exact) {
+            o->i[q] = iacc[q];
+            continue;
+        }
+        double v = acc[q];
+        switch (kind) {
+        case R_MEAN: v = per ? v / (double)per : NAN; break;
+        case R_L2: v = sqrt(v); break;
+        case R_LOGSUM: v = log(v); break;
+        case R_LOGSUMEXP: v = log(v) + mx[q]; break;
+        default: break;
+        }
+        if (o->f)
+            o->f[q] = (float)v;
+        else
+            o->i[q] = isnan(v) ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+    }
+    free(acc), free(mx), free(iacc);
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+static tern_status ev_argminmax(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int ax, is_max = strcmp(c->n->op, "ArgMax") == 0;
+    char why[200];
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", 0), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    int keep = (int)tern_graph_attr_int(c->n, "keepdims", 1), last = (int)tern_graph_attr_int(c->n, "select_last_index", 0);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < x->rank; d++)
+        if (d != ax || keep)
+            dims[r++] = d == ax ? 1 : x->dims[d];
+    if (x->dims[ax] == 0)
+        return efail(c, TERN_ERR_INVALID, "axis %d is empty", ax);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, TERN_ELEM_INT64, r, dims, &o)) || !o)
+        return st;
+    size_t outer = 1, inner = 1, n = (size_t)x->dims[ax];
+    for (int d = 0; d < ax; d++)
+        outer *= (size_t)x->dims[d];
+    for (int d = ax + 1; d < x->rank; d++)
+        inner *= (size_t)x->dims[d];
+    for (size_t a = 0; a < outer; a++)
+        for (size_t b = 0; b < inner; b++) {
+            size_t best = 0;
+            double bv = 0;
+            for (size_t e = 0; e < n; e++) {
+                size_t off = (a * n + e) * inner + b;
+                double v = x->f ? x->f[off] : (double)x->i[off];
+                int better = e == 0 || (is_max ? (last ? v >= bv : v > bv) : (last ? v <= bv : v < bv));
+                if (better) {
+                    bv = v;
+                    best = e;
+                }
+            }
+            o->i[a * inner + b] = (int64_t)best;
+        }
+    return TERN_OK;
+}
+
+static const struct {
+    const char *op;
+    eval_fn fn;
+} nn_table[] = {
+    {"MatMul", ev_matmul}, {"Gemm", ev_gemm}, {"Conv", ev_conv}, {"MaxPool", ev_pool}, {"AveragePool", ev_pool},
+    {"GlobalAveragePool", ev_global_pool}, {"GlobalMaxPool", ev_global_pool}, {"BatchNormalization", ev_batchnorm},
+    {"InstanceNormalization", ev_instancenorm}, {"LayerNormalization", ev_layernorm}, {"Softmax", ev_softmax},
+    {"LogSoftmax", ev_softmax}, {"Hardmax", ev_softmax}, {"ReduceSum", ev_reduce}, {"ReduceMean", ev_reduce},
+    {"ReduceMax", ev_reduce}, {"ReduceMin", ev_reduce}, {"ReduceProd", ev_reduce}, {"ReduceL1", ev_reduce},
+    {"ReduceL2", ev_reduce}, {"ReduceSumSquare", ev_reduce}, {"ReduceLogSum", ev_reduce},
+    {"ReduceLogSumExp", ev_reduce}, {"ArgMax", ev_argminmax}, {"ArgMin", ev_argminmax},
+    {"MatMulBias", ev_matmul_bias},
+};
+
+eval_fn graph_eval_nn_lookup(const char *op)
+{
+    for (size_t k = 0; k < TERN_ARRAY_LEN(nn_table); k++)
+        if (strcmp(nn_table[k].op, op) == 0)
+            return nn_table[k].fn;
+    return NULL;
+}

@@ -1,0 +1,79 @@
+/* Private to the graph layer: the tern_graph structure, construction helpers shared by the importer and the
+ * passes, and the per-op evaluator and shape-inference entry points. */
+#ifndef TERN_GRAPH_INTERNAL_H
+#define TERN_GRAPH_INTERNAL_H
+
+#include "tern/graph.h"
+
+#include <stdint.h>
+
+struct tern_graph {
+    tern_graph_node *nodes;
+    int n_nodes, cap_nodes;
+    tern_graph_value *values;
+    int n_values, cap_values;
+    int *inputs; /* feeding graph inputs, in model order */
+    int n_inputs;
+    int *outputs;
+    int n_outputs;
+    int64_t opset;
+    int64_t ir_version;
+    /* name -> value id, open addressing (ids + 1; 0 = empty) */
+    int *hash;
+    size_t hash_cap;
+};
+
+/* Largest element count a host tensor may hold, and the one constant folding evaluates. */
+#define GRAPH_MAX_ELEMS ((int64_t)1 << 31)
+#define GRAPH_FOLD_MAX_ELEMS ((int64_t)1 << 26)
+/* All nodes folded in one fold_constants call together: past this, nodes stay (a budget, not an error). */
+#define GRAPH_FOLD_BUDGET_ELEMS ((int64_t)1 << 27)
+#define GRAPH_INFER_EVAL_MAX_ELEMS ((int64_t)1 << 16)
+
+char *graph_strdup(const char *s);
+/* Adds a value (name copied, may be NULL for an anonymous one named "_v<id>"); returns its id or -1 (no memory). */
+int graph_add_value(tern_graph *g, const char *name);
+int graph_lookup(const tern_graph *g, const char *name);
+/* Adds a node with room for the given counts (inputs/outputs -1, attrs zeroed); returns its index or -1. */
+int graph_add_node(tern_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out,
+                   int n_attrs);
+void graph_node_clear(tern_graph_node *n);
+void graph_attr_clear(tern_graph_attr *a);
+void graph_value_clear(tern_graph_value *v);
+void graph_value_reset_shape(tern_graph_value *v);
+/* Recomputes producer fields and checks single assignment; sorts nodes topologically. */
+tern_status graph_sort(tern_graph *g, tern_error *err);
+/* Drops nodes with keep[i] == 0 (keep may be NULL: nothing dropped) and values no node, input, output or
+ * initializer references; renumbers ids and rebuilds the name table. */
+tern_status graph_compact(tern_graph *g, const unsigned char *keep, tern_error *err);
+tern_status graph_node_error(const tern_graph *g, int node, tern_error *err, tern_status code, const char *fmt,
+                             ...) __attribute__((format(printf, 5, 6)));
+int64_t graph_numel(int rank, const int64_t *dims); /* -1 when unknown or overflowing GRAPH_MAX_ELEMS */
+
+/* evaluator: the op's semantics for given attributes and opset; node label used in messages. */
+tern_status graph_eval(const tern_graph_node *n, int64_t opset, const char *label, const tern_host_tensor *const *in,
+                       tern_host_tensor **out, tern_error *err);
+
+/* Float rounding of a tensor's values to its element type (float16/bfloat16); ints wrapped to their width. */
+void graph_tensor_normalize(tern_host_tensor *t);
+
+#endif
+
+/* ---- shape rules shared by the evaluator and inference (shape_rules.c). Unknown dims are -1. Each returns 0 or
+ * -1 with a reason written into why (at least 160 bytes). ---- */
+int graph_broadcast(int ra, const int64_t *da, int rb, const int64_t *db, int *r, int64_t *d, char *why, size_t wl);
+int graph_norm_axis(int64_t axis, int rank, int *out, char *why, size_t wl, const char *what);
+/* Reshape target: shape values (0 = copy unless allowzero, -1 = infer); in_dims may hold unknowns. */
+int graph_reshape_dims(int in_rank, const int64_t *in_dims, const int64_t *shape, int n, int allowzero,
+                       int64_t *out, char *why, size_t wl);
+/* Slice on one axis: normalises start/end/step against dim (known), returns the output length. */
+int64_t graph_slice_len(int64_t dim, int64_t *start, int64_t *end, int64_t step);
+/* Conv/pool geometry for spatial dims: fills pads (begin then end), strides, dilations and output sizes. */
+typedef struct {
+    int nsp;
+    int64_t in[3], k[3], stride[3], dil[3], pad_b[3], pad_e[3], out[3];
+} graph_window;
+int graph_window_setup(const tern_graph_node *n, int nsp, const int64_t *in_sp, const int64_t *kernel, int ceil_mode,
+                       graph_window *w, char *why, size_t wl);
+/* Int list of an attribute (ints), or NULL/0. */
+const int64_t *graph_attr_ints(const tern_graph_node *n, const char *name, size_t *count);

@@ -1,0 +1,1036 @@
+/* Shape and element-type inference. Nodes are visited in (topological) storage order; each op's rule derives its
+ * outputs' type and shape from its inputs' (unknown dims stay -1) and checks operand types and shapes. Shape data
+ * flows too: Shape/Size of a fully known value, and any node whose inputs are all constant and whose outputs are
+ * small, are evaluated on the host, so the Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains exporters emit
+ * resolve to constants once the inputs' symbolic dims are bound. */
+#include "graph_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    tern_graph *g;
+    int node;
+    const tern_graph_node *n;
+    tern_error *err;
+    char why[256];
+} ictx;
+
+static tern_status ifail(const ictx *c, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static tern_status ifail(const ictx *c, tern_status code, const char *fmt, ...)
+{
+    char msg[TERN_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return graph_node_error(c->g, c->node, c->err, code, "%s", msg);
+}
+
+static const tern_graph_value *V(const ictx *c, int k)
+{
+    return k < c->n->n_inputs && c->n->inputs[k] >= 0 ? &c->g->values[c->n->inputs[k]] : NULL;
+}
+static const tern_host_tensor *K(const ictx *c, int k)
+{
+    const tern_graph_value *v = V(c, k);
+    return v ? v->constant : NULL;
+}
+static tern_graph_value *OUT(const ictx *c, int k)
+{
+    return k < c->n->n_outputs && c->n->outputs[k] >= 0 ? &c->g->values[c->n->outputs[k]] : NULL;
+}
+
+static void set_out(const ictx *c, int k, tern_elem_type type, int rank, const int64_t *dims)
+{
+    tern_graph_value *v = OUT(c, k);
+    if (!v)
+        return;
+    v->type = type;
+    v->rank = rank;
+    for (int d = 0; d < TERN_GRAPH_MAX_RANK; d++) {
+        v->dims[d] = d < rank && dims ? dims[d] : -1;
+        free(v->dim_names[d]);
+        v->dim_names[d] = NULL;
+    }
+}
+
+/* keeps the symbolic names of a same-shaped input */
+static void same_as(const ictx *c, int k, const tern_graph_value *src, tern_elem_type type)
+{
+    set_out(c, k, type, src->rank, src->dims);
+    tern_graph_value *v = OUT(c, k);
+    if (v && v != src)
+        for (int d = 0; d < src->rank && d < TERN_GRAPH_MAX_RANK; d++)
+            if (src->dim_names[d])
+                v->dim_names[d] = graph_strdup(src->dim_names[d]);
+}
+
+static tern_status need(const ictx *c, int k)
+{
+    if (!V(c, k))
+        return ifail(c, TERN_ERR_INVALID, "input %d is required", k);
+    return TERN_OK;
+}
+
+static tern_status need_rank(const ictx *c, int k)
+{
+    tern_status st = need(c, k);
+    if (st)
+        return st;
+    if (V(c, k)->rank < 0)
+        return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" has an unknown rank", k, V(c, k)->name);
+    return TERN_OK;
+}
+
+static tern_status need_float(const ictx *c, int k)
+{
+    tern_status st = need(c, k);
+    if (st)
+        return st;
+    if (!tern_elem_is_float(V(c, k)->type))
+        return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" must be float, got %s", k, V(c, k)->name,
+                     tern_elem_name(V(c, k)->type));
+    return TERN_OK;
+}
+
+/* An int list from a constant input (1-D int) or attribute; *known = 0 when the input is not constant. */
+static tern_status int_list(const ictx *c, int input, const char *attr, int64_t *buf, int max, int *n, int *known,
+                            int *given)
+{
+    *n = 0;
+    *known = 1;
+    *given = 0;
+    if (V(c, input)) {
+        *given = 1;
+        const tern_host_tensor *t = K(c, input);
+        if (!t) {
+            *known = 0;
+            return TERN_OK;
+        }
+        if (!t->i || t->rank > 1)
+            return ifail(c, TERN_ERR_INVALID, "input %d must be a 1-D integer tensor", input);
+        if (t->count > (size_t)max)
+            return ifail(c, TERN_ERR_RANGE, "input %d holds %zu values, at most %d allowed", input, t->count, max);
+        for (size_t e = 0; e < t->count; e++)
+            buf[e] = t->i[e];
+        *n = (int)t->count;
+        return TERN_OK;
+    }
+    if (attr) {
+        size_t na;
+        const int64_t *a = graph_attr_ints(c->n, attr, &na);
+        if (a) {
+            if (na > (size_t)max)
+                return ifail(c, TERN_ERR_RANGE, "attribute %s holds %zu values, at most %d allowed", attr, na, max);
+            memcpy(buf, a, na * sizeof *a);
+            *n = (int)na;
+            *given = 1;
+        }
+    }
+    return TERN_OK;
+}
+
+static int op_is(const ictx *c, const char *const *names)
+{
+    for (; *names; names++)
+        if (strcmp(c->n->op, *names) == 0)
+            return 1;
+    return 0;
+}
+
+static const char *const unary_float[] = {
+    "Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Erf", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos", "Tan",
+    "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "LeakyRelu", "Elu",
+    "Celu", "Selu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Mish", "Gelu", "Shrink", "Softmax", "LogSoftmax",
+    "Hardmax", NULL};
+static const char *const unary_any[] = {"Neg", "Abs", "Sign", "Relu", "Identity", "Not", "Clip", "Dropout", "Trilu",
+                                        "CumSum", NULL};
+static const char *const binary_ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal",
+                                         "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "BitShift", "PRelu",
+                                         NULL};
+static const char *const cmp_ops[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", NULL};
+static const char *const variadic_ops[] = {"Max", "Min", "Sum", "Mean", NULL};
+static const char *const reduce_ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                         "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                                         "ReduceLogSumExp", NULL};
+
+static tern_status bcast_inputs(ictx *c, int first, int count, int *rank, int64_t *dims)
+{
+    *rank = 0;
+    for (int k = first; k < first + count; k++) {
+        const tern_graph_value *v = V(c, k);
+        if (!v)
+            continue;
+        if (v->rank < 0) {
+            *rank = -1;
+            return TERN_OK;
+        }
+        int64_t nd[TERN_GRAPH_MAX_RANK];
+        int nr;
+        if (graph_broadcast(*rank, dims, v->rank, v->dims, &nr, nd, c->why, sizeof c->why))
+            return ifail(c, TERN_ERR_INVALID, "input %d \"%s\": %s", k, v->name, c->why);
+        *rank = nr;
+        memcpy(dims, nd, sizeof nd);
+    }
+    return TERN_OK;
+}
+
+static tern_status infer_matmul(ictx *c)
+{
+    tern_status st;
+    if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)))
+        return st;
+    const tern_graph_value *a = V(c, 0), *b = V(c, 1);
+    if (a->rank < 1 || b->rank < 1)
+        return ifail(c, TERN_ERR_INVALID, "operands must have rank >= 1 (got %d and %d)", a->rank, b->rank);
+    if (a->type != b->type)
+        return ifail(c, TERN_ERR_INVALID, "operand types differ: %s and %s", tern_elem_name(a->type),
+                     tern_elem_name(b->type));
+    int64_t M = a->rank == 1 ? 1 : a->dims[a->rank - 2], Ka = a->dims[a->rank - 1];
+    int64_t Kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2], N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    if (Ka >= 0 && Kb >= 0 && Ka != Kb)
+        return ifail(c, TERN_ERR_INVALID, "inner dims differ: \"%s\" has K = %lld, \"%s\" has K = %lld", a->name,
+                     (long long)Ka, b->name, (long long)Kb);
+    int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0, r;
+    int64_t dims[TERN_GRAPH_MAX_RANK + 2];
+    if (graph_broadcast(ra, a->dims, rb, b->dims, &r, dims, c->why, sizeof c->why))
+        return ifail(c, TERN_ERR_INVALID, "batch dims: %s", c->why);
+    if (a->rank > 1)
+        dims[r++] = M;
+    if (b->rank > 1)
+        dims[r++] = N;
+    if (r > TERN_GRAPH_MAX_RANK)
+        return ifail(c, TERN_ERR_RANGE, "result rank above the limit");
+    if (strcmp(c->n->op, "MatMulBias") == 0) {
+        const tern_graph_value *bias = V(c, 2);
+        if (!bias || !tern_elem_is_float(a->type))
+            return ifail(c, TERN_ERR_INVALID, "needs float A, W and a bias");
+    }
+    set_out(c, 0, a->type, r, dims);
+    return TERN_OK;
+}
+
+static tern_status infer_window(ictx *c, const int64_t *kernel, int ceil_mode, int64_t C_out, tern_elem_type t)
+{
+    const tern_graph_value *x = V(c, 0);
+    if (x->rank < 3 || x->rank > 5)
+        return ifail(c, TERN_ERR_INVALID, "input rank %d: expected N, C and 1 to 3 spatial dims", x->rank);
+    graph_window w;
+    if (graph_window_setup(c->n, x->rank - 2, x->dims + 2, kernel, ceil_mode, &w, c->why, sizeof c->why))
+        return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+    int64_t dims[TERN_GRAPH_MAX_RANK] = {x->dims[0], C_out};
+    for (int d = 0; d < w.nsp; d++)
+        dims[2 + d] = w.out[d];
+    set_out(c, 0, t, x->rank, dims);
+    return TERN_OK;
+}
+
+static tern_status infer_node(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    const char *op = n->op;
+    tern_status st;
+    int64_t buf[2 * TERN_GRAPH_MAX_RANK + 2], dims[TERN_GRAPH_MAX_RANK];
+    int nb, known, given, r;
+    if (strcmp(n->domain, "tern") == 0 && strcmp(op, "MatMulBias") == 0)
+        return infer_matmul(c);
+    if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+        return ifail(c, TERN_ERR_UNSUPPORTED, "domain \"%s\" is not supported", n->domain);
+
+    if (op_is(c, unary_float) || op_is(c, unary_any)) {
+        if ((st = op_is(c, unary_float) ? need_float(c, 0) : need(c, 0)))
+            return st;
+        same_as(c, 0, V(c, 0), V(c, 0)->type);
+        if (strcmp(op, "Dropout") == 0)
+            same_as(c, 1, V(c, 0), TERN_ELEM_BOOL);
+        if (strcmp(op, "Not") == 0 && V(c, 0)->type != TERN_ELEM_BOOL)
+            return ifail(c, TERN_ERR_INVALID, "input must be bool, got %s", tern_elem_name(V(c, 0)->type));
+        return TERN_OK;
+    }
+    if (!strcmp(op, "IsNaN") || !strcmp(op, "IsInf")) {
+        if ((st = need_float(c, 0)))
+            return st;
+        same_as(c, 0, V(c, 0), TERN_ELEM_BOOL);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Cast") || !strcmp(op, "CastLike")) {
+        if ((st = need(c, 0)))
+            return st;
+        int64_t to;
+        if (!strcmp(op, "CastLike")) {
+            if ((st = need(c, 1)))
+                return st;
+            to = V(c, 1)->type;
+        } else {
+            const tern_graph_attr *a = tern_graph_node_attr(n, "to");
+            if (!a || a->type != TERN_ATTR_INT)
+                return ifail(c, TERN_ERR_INVALID, "attribute \"to\" (int) is required");
+            to = a->i;
+        }
+        if (to < 0 || to > 64 || !tern_elem_is_valid((int)to))
+            return ifail(c, TERN_ERR_UNSUPPORTED, "cast to type %lld is not supported", (long long)to);
+        same_as(c, 0, V(c, 0), (tern_elem_type)to);
+        return TERN_OK;
+    }
+    if (op_is(c, binary_ops) || op_is(c, variadic_ops) || !strcmp(op, "Where")) {
+        int where = !strcmp(op, "Where"), nin = op_is(c, binary_ops) ? 2 : where ? 3 : n->n_inputs;
+        if (nin < 1)
+            return ifail(c, TERN_ERR_INVALID, "needs at least one input");
+        for (int k = 0; k < nin; k++)
+            if ((st = need(c, k)))
+                return st;
+        int first = where ? 1 : 0;
+        tern_elem_type t = V(c, first)->type;
+        for (int k = first; k < nin; k++)
+            if (V(c, k)->type != t && strcmp(op, "Pow") != 0)
+                return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" is %s, input %d \"%s\" is %s", first,
+                             V(c, first)->name, tern_elem_name(t), k, V(c, k)->name, tern_elem_name(V(c, k)->type));
+        if (where && V(c, 0)->type != TERN_ELEM_BOOL)
+            return ifail(c, TERN_ERR_INVALID, "condition must be bool, got %s", tern_elem_name(V(c, 0)->type));
+        if ((!strcmp(op, "And") || !strcmp(op, "Or") || !strcmp(op, "Xor")) && t != TERN_ELEM_BOOL)
+            return ifail(c, TERN_ERR_INVALID, "operands must be bool, got %s", tern_elem_name(t));
+        if ((st = bcast_inputs(c, 0, nin, &r, dims)))
+            return st;
+        set_out(c, 0, op_is(c, cmp_ops) ? TERN_ELEM_BOOL : t, r, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "MatMul"))
+        return infer_matmul(c);
+    if (!strcmp(op, "Gemm")) {
+        if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)) || (st = need_float(c, 0)))
+            return st;
+        const tern_graph_value *a = V(c, 0), *b = V(c, 1);
+        if (a->rank != 2 || b->rank != 2)
+            return ifail(c, TERN_ERR_INVALID, "A and B must be 2-D (got rank %d and %d)", a->rank, b->rank);
+        int ta = (int)tern_graph_attr_int(n, "transA", 0), tb = (int)tern_graph_attr_int(n, "transB", 0);
+        int64_t Ka = a->dims[ta ? 0 : 1], Kb = b->dims[tb ? 1 : 0];
+        if (Ka >= 0 && Kb >= 0 && Ka != Kb)
+            return ifail(c, TERN_ERR_INVALID, "inner dims differ: op(A) has K = %lld, op(B) has K = %lld",
+                         (long long)Ka, (long long)Kb);
+        dims[0] = a->dims[ta ? 1 : 0];
+        dims[1] = b->dims[tb ? 0 : 1];
+        set_out(c, 0, a->type, 2, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Conv")) {
+        if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)) || (st = need_float(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0), *w = V(c, 1);
+        if (w->rank != x->rank)
+            return ifail(c, TERN_ERR_INVALID, "weight rank %d differs from input rank %d", w->rank, x->rank);
+        int64_t group = tern_graph_attr_int(n, "group", 1);
+        if (group < 1 || (x->dims[1] >= 0 && w->dims[1] >= 0 && w->dims[1] * group != x->dims[1]))
+            return ifail(c, TERN_ERR_INVALID, "group %lld with %lld input channels and weight [%lld, %lld, ...]",
+                         (long long)group, (long long)x->dims[1], (long long)w->dims[0], (long long)w->dims[1]);
+        int64_t kern[3];
+        size_t nk;
+        const int64_t *ks = graph_attr_ints(n, "kernel_shape", &nk);
+        for (int d = 0; d < x->rank - 2 && d < 3; d++) {
+            kern[d] = w->dims[2 + d] >= 0 ? w->dims[2 + d] : (ks && nk == (size_t)x->rank - 2 ? ks[d] : 1);
+            if (kern[d] < 0)
+                return ifail(c, TERN_ERR_INVALID, "weight spatial dims are unknown");
+        }
+        return infer_window(c, kern, 0, w->dims[0], x->type);
+    }
+    if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) {
+        if ((st = need_rank(c, 0)) || (st = need_float(c, 0)))
+            return st;
+        size_t nk;
+        const int64_t *ks = graph_attr_ints(n, "kernel_shape", &nk);
+        if (!ks || nk != (size_t)V(c, 0)->rank - 2)
+            return ifail(c, TERN_ERR_INVALID, "kernel_shape must have %d entries", V(c, 0)->rank - 2);
+        if ((st = infer_window(c, ks, (int)tern_graph_attr_int(n, "ceil_mode", 0), V(c, 0)->dims[1], V(c, 0)->type)))
+            return st;
+        if (OUT(c, 0) && OUT(c, 1))
+            set_out(c, 1, TERN_ELEM_INT64, OUT(c, 0)->rank, OUT(c, 0)->dims);
+        else if (OUT(c, 1)) { /* indices only: recompute through a scratch of output 0's shape */
+            return ifail(c, TERN_ERR_UNSUPPORTED, "Indices output without the values output");
+        }
+        return TERN_OK;
+    }
+    if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool")) {
+        if ((st = need_rank(c, 0)) || (st = need_float(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        if (x->rank < 3)
+            return ifail(c, TERN_ERR_INVALID, "input rank %d below 3", x->rank);
+        for (int d = 0; d < x->rank; d++)
+            dims[d] = d < 2 ? x->dims[d] : 1;
+        set_out(c, 0, x->type, x->rank, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "BatchNormalization") || !strcmp(op, "InstanceNormalization")) {
+        int nin = op[0] == 'B' ? 5 : 3;
+        for (int k = 0; k < nin; k++)
+            if ((st = need_float(c, k)))
+                return st;
+        if ((st = need_rank(c, 0)))
+            return st;
+        if (op[0] == 'B' && tern_graph_attr_int(n, "training_mode", 0))
+            return ifail(c, TERN_ERR_UNSUPPORTED, "training_mode=1 is not supported (inference only)");
+        const tern_graph_value *x = V(c, 0);
+        if (x->rank < 2)
+            return ifail(c, TERN_ERR_INVALID, "input rank %d below 2", x->rank);
+        for (int k = 1; k < nin; k++) {
+            const tern_graph_value *p = V(c, k);
+            if (p->rank >= 0 && x->dims[1] >= 0 && (p->rank != 1 || (p->dims[0] >= 0 && p->dims[0] != x->dims[1])))
+                return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" must be [%lld]", k, p->name,
+                             (long long)x->dims[1]);
+        }
+        same_as(c, 0, x, x->type);
+        for (int k = 1; k < n->n_outputs; k++)
+            if (OUT(c, k))
+                return ifail(c, TERN_ERR_UNSUPPORTED, "training outputs (mean/var) are not supported");
+        return TERN_OK;
+    }
+    if (!strcmp(op, "LayerNormalization")) {
+        if ((st = need_rank(c, 0)) || (st = need_float(c, 0)) || (st = need_float(c, 1)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        int ax;
+        if (graph_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank, &ax, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        same_as(c, 0, x, x->type);
+        for (int d = 0; d < x->rank; d++)
+            dims[d] = d < ax ? x->dims[d] : 1;
+        set_out(c, 1, TERN_ELEM_FLOAT, x->rank, dims);
+        set_out(c, 2, TERN_ELEM_FLOAT, x->rank, dims);
+        return TERN_OK;
+    }
+    if (op_is(c, reduce_ops)) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        if ((st = int_list(c, 1, "axes", buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given)))
+            return st;
+        int keep = (int)tern_graph_attr_int(n, "keepdims", 1);
+        if (!known) {
+            if (keep)
+                set_out(c, 0, x->type, x->rank, NULL);
+            else
+                set_out(c, 0, x->type, -1, NULL);
+            return TERN_OK;
+        }
+        int red[TERN_GRAPH_MAX_RANK] = {0};
+        if (nb == 0) {
+            if (tern_graph_attr_int(n, "noop_with_empty_axes", 0)) {
+                same_as(c, 0, x, x->type);
+                return TERN_OK;
+            }
+            for (int d = 0; d < x->rank; d++)
+                red[d] = 1;
+        }
+        for (int k = 0; k < nb; k++) {
+            int a;
+            if (graph_norm_axis(buf[k], x->rank, &a, c->why, sizeof c->why, "axis"))
+                return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+            red[a] = 1;
+        }
+        r = 0;
+        for (int d = 0; d < x->rank; d++)
+            if (!red[d] || keep)
+                dims[r++] = red[d] ? 1 : x->dims[d];
+        set_out(c, 0, x->type, r, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "ArgMax") || !strcmp(op, "ArgMin")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        int ax, keep = (int)tern_graph_attr_int(n, "keepdims", 1);
+        if (graph_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank, &ax, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        r = 0;
+        for (int d = 0; d < x->rank; d++)
+            if (d != ax || keep)
+                dims[r++] = d == ax ? 1 : x->dims[d];
+        set_out(c, 0, TERN_ELEM_INT64, r, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Reshape")) {
+        if ((st = need(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        if (c->g->opset < 5 || n->n_inputs < 2) {
+            if ((st = int_list(c, 99, "shape", buf, TERN_GRAPH_MAX_RANK + 1, &nb, &known, &given)))
+                return st;
+            if (!given)
+                return ifail(c, TERN_ERR_INVALID, "shape is required");
+        } else {
+            if ((st = need(c, 1)) ||
+                (st = int_list(c, 1, NULL, buf, TERN_GRAPH_MAX_RANK + 1, &nb, &known, &given)))
+                return st;
+            if (!known) {
+                const tern_graph_value *s = V(c, 1);
+                if (s->rank == 1 && s->dims[0] >= 0) {
+                    if (s->dims[0] > TERN_GRAPH_MAX_RANK)
+                        return ifail(c, TERN_ERR_RANGE, "target rank %lld above the limit", (long long)s->dims[0]);
+                    set_out(c, 0, x->type, (int)s->dims[0], NULL);
+                } else
+                    set_out(c, 0, x->type, -1, NULL);
+                return TERN_OK;
+            }
+        }
+        int64_t in_dims[TERN_GRAPH_MAX_RANK];
+        int in_rank = x->rank;
+        if (in_rank < 0) { /* unknown input rank: only 0-free targets without -1 resolve */
+            in_rank = 0;
+            for (int k = 0; k < nb; k++)
+                if (buf[k] <= 0) {
+                    set_out(c, 0, x->type, nb, NULL);
+                    return TERN_OK;
+                }
+        }
+        memcpy(in_dims, x->dims, sizeof in_dims);
+        if (x->rank < 0) {
+            in_dims[0] = -1;
+            in_rank = 1;
+        }
+        if (graph_reshape_dims(in_rank, in_dims, buf, nb, (int)tern_graph_attr_int(n, "allowzero", 0), dims, c->why,
+                               sizeof c->why))
+            return ifail(c, TERN_ERR_INVALID, "input \"%s\" to shape: %s", x->name, c->why);
+        set_out(c, 0, x->type, nb, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Flatten")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        int64_t axis = tern_graph_attr_int(n, "axis", 1);
+        if (axis < -x->rank || axis > x->rank)
+            return ifail(c, TERN_ERR_INVALID, "axis %lld outside [%d, %d]", (long long)axis, -x->rank, x->rank);
+        if (axis < 0)
+            axis += x->rank;
+        int64_t d2[2];
+        d2[0] = graph_numel((int)axis, x->dims);
+        d2[1] = graph_numel(x->rank - (int)axis, x->dims + axis);
+        set_out(c, 0, x->type, 2, d2);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
+        if ((st = need(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        if ((st = int_list(c, 1, "axes", buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given)))
+            return st;
+        if (!known || x->rank < 0) {
+            set_out(c, 0, x->type, -1, NULL);
+            return TERN_OK;
+        }
+        if (op[0] == 'U') {
+            r = x->rank + nb;
+            if (!given || r > TERN_GRAPH_MAX_RANK)
+                return ifail(c, TERN_ERR_INVALID, given ? "result rank %d above the limit" : "axes are required (%d)",
+                             r);
+            int is_new[TERN_GRAPH_MAX_RANK] = {0};
+            for (int k = 0; k < nb; k++) {
+                int a;
+                if (graph_norm_axis(buf[k], r, &a, c->why, sizeof c->why, "axis"))
+                    return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+                if (is_new[a])
+                    return ifail(c, TERN_ERR_INVALID, "axis %d given twice", a);
+                is_new[a] = 1;
+            }
+            for (int d = 0, s = 0; d < r; d++)
+                dims[d] = is_new[d] ? 1 : x->dims[s++];
+        } else {
+            int drop[TERN_GRAPH_MAX_RANK] = {0};
+            if (!given)
+                for (int d = 0; d < x->rank; d++) {
+                    if (x->dims[d] < 0) {
+                        set_out(c, 0, x->type, -1, NULL);
+                        return TERN_OK;
+                    }
+                    drop[d] = x->dims[d] == 1;
+                }
+            for (int k = 0; k < nb; k++) {
+                int a;
+                if (graph_norm_axis(buf[k], x->rank, &a, c->why, sizeof c->why, "axis"))
+                    return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+                if (x->dims[a] > 1 || x->dims[a] == 0)
+                    return ifail(c, TERN_ERR_INVALID, "axis %d of \"%s\" has size %lld, not 1", a, x->name,
+                                 (long long)x->dims[a]);
+                drop[a] = 1;
+            }
+            r = 0;
+            for (int d = 0; d < x->rank; d++)
+                if (!drop[d])
+                    dims[r++] = x->dims[d];
+        }
+        set_out(c, 0, x->type, r, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Transpose")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        size_t np;
+        const int64_t *p = graph_attr_ints(n, "perm", &np);
+        if (p && np != (size_t)x->rank)
+            return ifail(c, TERN_ERR_INVALID, "perm has %zu entries for rank %d", np, x->rank);
+        int seen[TERN_GRAPH_MAX_RANK] = {0};
+        for (int d = 0; d < x->rank; d++) {
+            int64_t v = p ? p[d] : x->rank - 1 - d;
+            if (v < 0 || v >= x->rank || seen[v])
+                return ifail(c, TERN_ERR_INVALID, "perm is not a permutation of 0..%d", x->rank - 1);
+            seen[v] = 1;
+            dims[d] = x->dims[v];
+        }
+        set_out(c, 0, x->type, x->rank, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Concat")) {
+        if (n->n_inputs < 1)
+            return ifail(c, TERN_ERR_INVALID, "needs at least one input");
+        int rank = -1;
+        for (int k = 0; k < n->n_inputs; k++) {
+            if ((st = need(c, k)))
+                return st;
+            if (V(c, k)->type != V(c, 0)->type)
+                return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" is %s, input 0 is %s", k, V(c, k)->name,
+                             tern_elem_name(V(c, k)->type), tern_elem_name(V(c, 0)->type));
+            if (V(c, k)->rank >= 0) {
+                if (rank >= 0 && V(c, k)->rank != rank)
+                    return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" has rank %d, others rank %d", k, V(c, k)->name,
+                                 V(c, k)->rank, rank);
+                rank = V(c, k)->rank;
+            }
+        }
+        if (rank < 0) {
+            set_out(c, 0, V(c, 0)->type, -1, NULL);
+            return TERN_OK;
+        }
+        int ax;
+        if (graph_norm_axis(tern_graph_attr_int(n, "axis", 1), rank, &ax, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        for (int d = 0; d < rank; d++)
+            dims[d] = d == ax ? 0 : -1;
+        for (int k = 0; k < n->n_inputs; k++) {
+            const tern_graph_value *v = V(c, k);
+            for (int d = 0; d < rank; d++) {
+                int64_t vd = v->rank >= 0 ? v->dims[d] : -1;
+                if (d == ax)
+                    dims[d] = dims[d] < 0 || vd < 0 ? -1 : dims[d] + vd;
+                else if (vd >= 0) {
+                    if (dims[d] >= 0 && dims[d] != vd)
+                        return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" dim %d is %lld, expected %lld", k, v->name,
+                                     d, (long long)vd, (long long)dims[d]);
+                    dims[d] = vd;
+                }
+            }
+        }
+        set_out(c, 0, V(c, 0)->type, rank, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Split")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        int ax, nout = n->n_outputs;
+        if (graph_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank, &ax, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        int64_t sizes[64];
+        if (nout < 1 || nout > 64)
+            return ifail(c, TERN_ERR_RANGE, "%d outputs (1 to 64 supported)", nout);
+        if ((st = int_list(c, 1, "split", sizes, 64, &nb, &known, &given)))
+            return st;
+        int64_t dim = x->dims[ax];
+        if (given && known) {
+            int64_t total = 0;
+            if (nb != nout)
+                return ifail(c, TERN_ERR_INVALID, "split has %d sizes for %d outputs", nb, nout);
+            for (int k = 0; k < nb; k++) {
+                if (sizes[k] < 0)
+                    return ifail(c, TERN_ERR_INVALID, "split size %lld is negative", (long long)sizes[k]);
+                total += sizes[k];
+            }
+            if (dim >= 0 && total != dim)
+                return ifail(c, TERN_ERR_INVALID, "split sizes sum to %lld, axis %d of \"%s\" has %lld",
+                             (long long)total, ax, x->name, (long long)dim);
+        } else if (!given && dim >= 0) {
+            int64_t chunk = (dim + nout - 1) / nout, total = 0;
+            for (int k = 0; k < nout; k++) {
+                sizes[k] = dim - total < chunk ? dim - total : chunk;
+                total += sizes[k];
+            }
+        } else
+            for (int k = 0; k < nout; k++)
+                sizes[k] = -1;
+        for (int k = 0; k < nout; k++) {
+            memcpy(dims, x->dims, sizeof dims);
+            dims[ax] = sizes[k];
+            set_out(c, k, x->type, x->rank, dims);
+        }
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Slice")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        int64_t starts[16], ends[16], axes[16], steps[16];
+        int ns, ne, na, nst, k1, k2, k3 = 1, k4 = 1, g1, g2, g3, g4;
+        if (c->g->opset < 10) {
+            if ((st = int_list(c, 99, "starts", starts, 16, &ns, &k1, &g1)) ||
+                (st = int_list(c, 99, "ends", ends, 16, &ne, &k2, &g2)) ||
+                (st = int_list(c, 99, "axes", axes, 16, &na, &k3, &g3)))
+                return st;
+            g4 = 0;
+            nst = 0;
+        } else {
+            if ((st = need(c, 1)) || (st = need(c, 2)) || (st = int_list(c, 1, NULL, starts, 16, &ns, &k1, &g1)) ||
+                (st = int_list(c, 2, NULL, ends, 16, &ne, &k2, &g2)) ||
+                (st = int_list(c, 3, NULL, axes, 16, &na, &k3, &g3)) ||
+                (st = int_list(c, 4, NULL, steps, 16, &nst, &k4, &g4)))
+                return st;
+        }
+        memcpy(dims, x->dims, sizeof dims);
+        if (!k3) {
+            set_out(c, 0, x->type, x->rank, NULL);
+            return TERN_OK;
+        }
+        if (!k1 || !k2 || !k4) { /* positions unknown: the sliced axes' sizes are unknown */
+            int cnt = g3 ? na : x->rank;
+            for (int k = 0; k < cnt; k++) {
+                int a;
+                if (graph_norm_axis(g3 ? axes[k] : k, x->rank, &a, c->why, sizeof c->why, "axis"))
+                    return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+                dims[a] = -1;
+            }
+            set_out(c, 0, x->type, x->rank, dims);
+            return TERN_OK;
+        }
+        if (ns != ne || (g3 && na != ns) || (g4 && nst != ns))
+            return ifail(c, TERN_ERR_INVALID, "starts (%d), ends (%d), axes (%d), steps (%d) lengths differ", ns, ne,
+                         g3 ? na : -1, g4 ? nst : -1);
+        int used[TERN_GRAPH_MAX_RANK] = {0};
+        for (int k = 0; k < ns; k++) {
+            int a;
+            if (graph_norm_axis(g3 ? axes[k] : k, x->rank, &a, c->why, sizeof c->why, "axis"))
+                return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+            if (used[a])
+                return ifail(c, TERN_ERR_INVALID, "axis %d sliced twice", a);
+            used[a] = 1;
+            int64_t step = g4 ? steps[k] : 1, s = starts[k], e = ends[k];
+            if (step == 0)
+                return ifail(c, TERN_ERR_INVALID, "step 0 on axis %d", a);
+            dims[a] = x->dims[a] < 0 ? -1 : graph_slice_len(x->dims[a], &s, &e, step);
+        }
+        set_out(c, 0, x->type, x->rank, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Gather")) {
+        if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)))
+            return st;
+        const tern_graph_value *x = V(c, 0), *ind = V(c, 1);
+        if (ind->type != TERN_ELEM_INT64 && ind->type != TERN_ELEM_INT32)
+            return ifail(c, TERN_ERR_INVALID, "indices must be int32/int64, got %s", tern_elem_name(ind->type));
+        int ax;
+        if (graph_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank, &ax, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        r = x->rank - 1 + ind->rank;
+        if (r > TERN_GRAPH_MAX_RANK)
+            return ifail(c, TERN_ERR_RANGE, "result rank %d above the limit", r);
+        int q = 0;
+        for (int d = 0; d < ax; d++)
+            dims[q++] = x->dims[d];
+        for (int d = 0; d < ind->rank; d++)
+            dims[q++] = ind->dims[d];
+        for (int d = ax + 1; d < x->rank; d++)
+            dims[q++] = x->dims[d];
+        set_out(c, 0, x->type, r, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "GatherElements")) {
+        if ((st = need(c, 0)) || (st = need(c, 1)))
+            return st;
+        same_as(c, 0, V(c, 1), V(c, 0)->type);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Expand") || !strcmp(op, "Tile") || !strcmp(op, "ConstantOfShape")) {
+        int data = strcmp(op, "ConstantOfShape") != 0, si = data ? 1 : 0;
+        if ((data && (st = need(c, 0))) || (st = need(c, si)))
+            return st;
+        const tern_graph_value *x = data ? V(c, 0) : NULL;
+        tern_elem_type t = x ? x->type : TERN_ELEM_FLOAT;
+        if (!data) {
+            const tern_graph_attr *v = tern_graph_node_attr(n, "value");
+            if (v && (v->type != TERN_ATTR_TENSOR || v->t->count != 1))
+                return ifail(c, TERN_ERR_INVALID, "value must be a one-element tensor");
+            if (v)
+                t = v->t->type;
+        }
+        if ((st = int_list(c, si, NULL, buf, TERN_GRAPH_MAX_RANK + 1, &nb, &known, &given)))
+            return st;
+        const tern_graph_value *s = V(c, si);
+        if (!known) {
+            int len = s->rank == 1 ? (int)s->dims[0] : -1;
+            if (len > TERN_GRAPH_MAX_RANK)
+                return ifail(c, TERN_ERR_RANGE, "shape length %d above the limit", len);
+            if (!strcmp(op, "Expand") && len >= 0 && x->rank >= 0)
+                len = len > x->rank ? len : x->rank;
+            if (!strcmp(op, "Tile"))
+                len = x->rank;
+            set_out(c, 0, t, len, NULL);
+            return TERN_OK;
+        }
+        if (nb > TERN_GRAPH_MAX_RANK)
+            return ifail(c, TERN_ERR_RANGE, "shape length %d above the limit", nb);
+        for (int k = 0; k < nb; k++)
+            if (buf[k] < 0)
+                return ifail(c, TERN_ERR_INVALID, "shape[%d] = %lld is negative", k, (long long)buf[k]);
+        if (!strcmp(op, "Expand")) {
+            if (x->rank < 0) {
+                set_out(c, 0, t, -1, NULL);
+                return TERN_OK;
+            }
+            if (graph_broadcast(x->rank, x->dims, nb, buf, &r, dims, c->why, sizeof c->why))
+                return ifail(c, TERN_ERR_INVALID, "\"%s\" to the target shape: %s", x->name, c->why);
+            set_out(c, 0, t, r, dims);
+        } else if (!strcmp(op, "Tile")) {
+            if (x->rank >= 0 && nb != x->rank)
+                return ifail(c, TERN_ERR_INVALID, "repeats has %d entries for rank %d", nb, x->rank);
+            for (int d = 0; d < nb; d++) {
+                if (x->rank >= 0 && x->dims[d] > 0 && buf[d] > GRAPH_MAX_ELEMS / x->dims[d])
+                    return ifail(c, TERN_ERR_RANGE, "repeats[%d] = %lld overflows the 2^31 element limit", d,
+                                 (long long)buf[d]);
+                dims[d] = x->rank < 0 || x->dims[d] < 0 ? -1 : x->dims[d] * buf[d];
+            }
+            set_out(c, 0, t, nb, dims);
+        } else
+            set_out(c, 0, t, nb, buf);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Pad")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        if (c->g->opset < 11)
+            st = int_list(c, 99, "pads", buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given);
+        else
+            st = need(c, 1) ? need(c, 1) : int_list(c, 1, NULL, buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given);
+        if (st)
+            return st;
+        if (V(c, 3))
+            return ifail(c, TERN_ERR_UNSUPPORTED, "the axes input (opset 18) is not supported");
+        if (!known) {
+            set_out(c, 0, x->type, x->rank, NULL);
+            return TERN_OK;
+        }
+        if (nb != 2 * x->rank)
+            return ifail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", nb, x->rank);
+        for (int d = 0; d < x->rank; d++) {
+            if (buf[d] < -GRAPH_MAX_ELEMS || buf[d] > GRAPH_MAX_ELEMS || buf[x->rank + d] < -GRAPH_MAX_ELEMS ||
+                buf[x->rank + d] > GRAPH_MAX_ELEMS)
+                return ifail(c, TERN_ERR_RANGE, "pads on axis %d are out of range", d);
+            dims[d] = x->dims[d] < 0 ? -1 : x->dims[d] + buf[d] + buf[x->rank + d];
+            if (x->dims[d] >= 0 && dims[d] < 0)
+                return ifail(c, TERN_ERR_INVALID, "pads on axis %d make it negative", d);
+        }
+        set_out(c, 0, x->type, x->rank, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Shape") || !strcmp(op, "Size")) {
+        if ((st = need(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        if (op[1] == 'i') {
+            set_out(c, 0, TERN_ELEM_INT64, 0, NULL);
+            return TERN_OK;
+        }
+        if (x->rank < 0) {
+            set_out(c, 0, TERN_ELEM_INT64, 1, NULL);
+            return TERN_OK;
+        }
+        int64_t rk = x->rank, s = tern_graph_attr_int(n, "start", 0), e = tern_graph_attr_int(n, "end", rk);
+        if (s < 0)
+            s = s < -rk ? 0 : s + rk;
+        if (e < 0)
+            e = e < -rk ? 0 : e + rk;
+        s = s > rk ? rk : s;
+        e = e > rk ? rk : e;
+        int64_t len = e > s ? e - s : 0;
+        set_out(c, 0, TERN_ELEM_INT64, 1, &len);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Range")) {
+        for (int k = 0; k < 3; k++)
+            if ((st = need(c, k)))
+                return st;
+        int64_t len = -1;
+        if (K(c, 0) && K(c, 1) && K(c, 2) && K(c, 0)->count == 1 && K(c, 1)->count == 1 && K(c, 2)->count == 1) {
+            double s = tern_host_tensor_get(K(c, 0), 0), l = tern_host_tensor_get(K(c, 1), 0),
+                   dl = tern_host_tensor_get(K(c, 2), 0);
+            double nd = dl != 0 ? ceil((l - s) / dl) : NAN;
+            if (!(nd <= (double)GRAPH_MAX_ELEMS))
+                return ifail(c, TERN_ERR_RANGE, "length %g is invalid or exceeds the 2^31 limit", nd);
+            len = nd > 0 ? (int64_t)nd : 0;
+        }
+        set_out(c, 0, V(c, 0)->type, 1, &len);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Constant")) {
+        const tern_graph_attr *a = n->n_attrs == 1 ? &n->attrs[0] : NULL;
+        if (!a)
+            return ifail(c, TERN_ERR_INVALID, "needs exactly one value attribute, has %d", n->n_attrs);
+        if (a->type == TERN_ATTR_TENSOR)
+            set_out(c, 0, a->t->type, a->t->rank, a->t->dims);
+        else if (a->type == TERN_ATTR_FLOAT || a->type == TERN_ATTR_INT)
+            set_out(c, 0, a->type == TERN_ATTR_FLOAT ? TERN_ELEM_FLOAT : TERN_ELEM_INT64, 0, NULL);
+        else if (a->type == TERN_ATTR_FLOATS || a->type == TERN_ATTR_INTS) {
+            int64_t len = (int64_t)a->n;
+            set_out(c, 0, a->type == TERN_ATTR_FLOATS ? TERN_ELEM_FLOAT : TERN_ELEM_INT64, 1, &len);
+        } else
+            return ifail(c, TERN_ERR_UNSUPPORTED, "value attribute \"%s\" is not supported", a->name);
+        return TERN_OK;
+    }
+    return ifail(c, TERN_ERR_UNSUPPORTED, "op is not supported");
+}
+
+/* Evaluates node i from its constant inputs and stores the outputs as constants (shape from the result). */
+static tern_status eval_const(tern_graph *g, int i, tern_error *err)
+{
+    tern_graph_node *n = &g->nodes[i];
+    const tern_host_tensor **in = calloc((size_t)n->n_inputs + 1, sizeof *in);
+    tern_host_tensor **out = calloc((size_t)n->n_outputs + 1, sizeof *out);
+    if (!in || !out) {
+        free(in), free(out);
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < n->n_inputs; k++)
+        in[k] = n->inputs[k] >= 0 ? g->values[n->inputs[k]].constant : NULL;
+    char label[400];
+    tern_graph_node_label(g, i, label, sizeof label);
+    tern_status st = graph_eval(n, g->opset, label, in, out, err);
+    if (!st)
+        for (int k = 0; k < n->n_outputs; k++) {
+            if (n->outputs[k] < 0) {
+                tern_host_tensor_free(out[k]);
+                continue;
+            }
+            tern_graph_value *v = &g->values[n->outputs[k]];
+            tern_host_tensor_free(v->constant);
+            v->constant = out[k];
+            if (out[k]) {
+                v->type = out[k]->type;
+                v->rank = out[k]->rank;
+                for (int d = 0; d < TERN_GRAPH_MAX_RANK; d++) {
+                    v->dims[d] = d < out[k]->rank ? out[k]->dims[d] : -1;
+                    free(v->dim_names[d]);
+                    v->dim_names[d] = NULL;
+                }
+            }
+        }
+    free(in), free(out);
+    return st;
+}
+
+/* Infers node i; evaluates it when its inputs are constant and its outputs have at most max_elems elements. */
+tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *budget, tern_error *err);
+tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *budget, tern_error *err)
+{
+    ictx c = {g, i, &g->nodes[i], err, {0}};
+    const tern_graph_node *n = c.n;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const tern_graph_value *v = V(&c, k);
+        if (v && v->type == TERN_ELEM_UNDEFINED)
+            return ifail(&c, TERN_ERR_INVALID, "input %d \"%s\" has no known type%s", k, v->name,
+                         v->flags & TERN_VALUE_INPUT ? " (graph input without a declared type)" : "");
+    }
+    tern_status st = infer_node(&c);
+    if (st)
+        return st;
+    /* every dim stays below 2^31 and every known element count too, so later dim arithmetic cannot overflow */
+    for (int k = 0; k < n->n_outputs; k++) {
+        const tern_graph_value *o = OUT(&c, k);
+        if (!o || o->rank < 0)
+            continue;
+        int64_t prod = 1;
+        for (int d = 0; d < o->rank; d++) {
+            if (o->dims[d] > GRAPH_MAX_ELEMS)
+                return ifail(&c, TERN_ERR_RANGE, "output %d \"%s\": dim %d is %lld, above the 2^31 limit", k,
+                             o->name, d, (long long)o->dims[d]);
+            if (o->dims[d] > 0 && prod > 0)
+                prod = prod > GRAPH_MAX_ELEMS / o->dims[d] ? GRAPH_MAX_ELEMS + 1 : prod * o->dims[d];
+            if (o->dims[d] == 0)
+                prod = 0;
+        }
+        if (prod > GRAPH_MAX_ELEMS)
+            return ifail(&c, TERN_ERR_RANGE, "output %d \"%s\": element count overflows the 2^31 limit", k,
+                         o->name);
+    }
+    /* Shape and Size of a known shape are constants. */
+    if ((!strcmp(n->op, "Shape") || !strcmp(n->op, "Size")) && !n->domain[0] && V(&c, 0) &&
+        tern_graph_value_is_static(V(&c, 0)) && OUT(&c, 0)) {
+        const tern_graph_value *x = V(&c, 0);
+        int64_t len = OUT(&c, 0)->rank == 1 ? OUT(&c, 0)->dims[0] : 0;
+        tern_host_tensor *t;
+        if ((st = tern_host_tensor_new(TERN_ELEM_INT64, OUT(&c, 0)->rank, &len, &t, err)))
+            return st;
+        if (n->op[1] == 'i')
+            t->i[0] = graph_numel(x->rank, x->dims);
+        else {
+            int64_t rk = x->rank, s = tern_graph_attr_int(n, "start", 0);
+            if (s < 0)
+                s = s < -rk ? 0 : s + rk;
+            for (int64_t k = 0; k < len; k++)
+                t->i[k] = x->dims[s + k];
+        }
+        tern_graph_value *o = OUT(&c, 0);
+        tern_host_tensor_free(o->constant);
+        o->constant = t;
+        return TERN_OK;
+    }
+    int all_const = 1;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (V(&c, k) && !V(&c, k)->constant)
+            all_const = 0;
+    if (!all_const || !tern_graph_eval_supported(n->domain, n->op))
+        return TERN_OK;
+    int64_t total = 0;
+    for (int k = 0; k < n->n_outputs; k++) {
+        const tern_graph_value *o = OUT(&c, k);
+        if (!o)
+            continue;
+        int64_t e = o->rank >= 0 ? graph_numel(o->rank, o->dims) : -1;
+        if (e < 0) { /* unknown (Range, data-dependent): bound by the inputs' size instead */
+            e = 0;
+            for (int q = 0; q < n->n_inputs; q++)
+                if (V(&c, q))
+                    e += (int64_t)V(&c, q)->constant->count;
+        }
+        total += e;
+    }
+    if (strcmp(n->op, "Constant") != 0) {
+        if (total > max_elems || (budget && total > *budget))
+            return TERN_OK;
+        if (budget)
+            *budget -= total;
+    }
+    return eval_const(g, i, err);
+}
+
+tern_status tern_graph_infer(tern_graph *g, tern_error *err)
+{
+    for (int k = 0; k < g->n_inputs; k++) {
+        const tern_graph_value *v = &g->values[g->inputs[k]];
+        if (v->type == TERN_ELEM_UNDEFINED)
+            return tern_error_set(err, TERN_ERR_INVALID, "graph input \"%s\": no element type declared", v->name);
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        tern_graph_value *val = &g->values[v];
+        if (val->producer >= 0) {
+            graph_value_reset_shape(val);
+            tern_host_tensor_free(val->constant);
+            val->constant = NULL;
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        tern_status st = graph_infer_node(g, i, GRAPH_INFER_EVAL_MAX_ELEMS, NULL, err);
+        if (st)
+            return st;
+    }
+    return TERN_OK;
+}

@@ -1,0 +1,703 @@
+/* Graph passes over the IR: constant folding (infer + host evaluation of every all-constant node), dead-code
+ * removal, pattern fusion (GELU forms, the decomposed layer norm torch exports below opset 17, MatMul/Gemm + bias
+ * + activation), the standard pipeline, and a whole-graph run on the host evaluator. Every pass keeps the nodes in
+ * topological order: a rewrite puts the fused node in the slot of the pattern's last node, whose inputs all come
+ * from earlier nodes. */
+#include "graph_internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *budget, tern_error *err);
+
+static tern_status infer_all(tern_graph *g, int64_t max_elems, tern_error *err)
+{
+    tern_status st = tern_graph_infer(g, err); /* resets derived data, infers with the small limit */
+    if (st || max_elems <= GRAPH_INFER_EVAL_MAX_ELEMS)
+        return st;
+    int64_t budget = GRAPH_FOLD_BUDGET_ELEMS;
+    for (int i = 0; i < g->n_nodes; i++)
+        if ((st = graph_infer_node(g, i, max_elems, &budget, err)))
+            return st;
+    return TERN_OK;
+}
+
+tern_status tern_graph_fold_constants(tern_graph *g, int *folded, tern_error *err)
+{
+    if (folded)
+        *folded = 0;
+    tern_status st = infer_all(g, GRAPH_FOLD_MAX_ELEMS, err);
+    if (st)
+        return st;
+    unsigned char *keep = malloc((size_t)g->n_nodes + 1);
+    if (!keep)
+        return tern_error_set(err, TERN_ERR_NOMEM, "fold: out of memory");
+    int count = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tern_graph_node *n = &g->nodes[i];
+        int all = n->n_outputs > 0;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && !g->values[n->outputs[k]].constant)
+                all = 0;
+        keep[i] = !all;
+        if (all) {
+            count++;
+            for (int k = 0; k < n->n_outputs; k++)
+                if (n->outputs[k] >= 0) {
+                    g->values[n->outputs[k]].flags |= TERN_VALUE_INITIALIZER;
+                    g->values[n->outputs[k]].producer = -1;
+                }
+        }
+    }
+    st = graph_compact(g, keep, err);
+    free(keep);
+    if (folded)
+        *folded = count;
+    return st;
+}
+
+int tern_graph_prune(tern_graph *g)
+{
+    unsigned char *live = calloc((size_t)g->n_values + 1, 1), *keep = calloc((size_t)g->n_nodes + 1, 1);
+    if (!live || !keep) {
+        free(live), free(keep);
+        return 0;
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        live[g->outputs[k]] = 1;
+    int removed = 0;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const tern_graph_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && live[n->outputs[k]])
+                keep[i] = 1;
+        if (!keep[i]) {
+            removed++;
+            continue;
+        }
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0)
+                live[n->inputs[k]] = 1;
+    }
+    /* drop outputs nobody reads from kept nodes? No: a node's unused optional outputs stay (harmless). */
+    if (graph_compact(g, keep, NULL) != TERN_OK)
+        removed = 0;
+    free(live), free(keep);
+    return removed;
+}
+
+/* ---- fusion ---- */
+typedef struct {
+    tern_graph *g;
+    int *uses;      /* readers per value (+1 for a graph output) */
+    int *consumer;  /* the last node reading the value */
+    unsigned char *keep, *touched;
+} fctx;
+
+static int prod(const fctx *f, int v) { return v >= 0 ? f->g->values[v].producer : -1; }
+static const tern_graph_node *node(const fctx *f, int i) { return i >= 0 ? &f->g->nodes[i] : NULL; }
+static int is_op(const fctx *f, int i, const char *op)
+{
+    return i >= 0 && !f->touched[i] && strcmp(f->g->nodes[i].op, op) == 0 && f->g->nodes[i].domain[0] == '\0';
+}
+static int single(const fctx *f, int v) { return v >= 0 && f->uses[v] == 1; }
+/* the unique reader of v, when v has exactly one use */
+static int only_user(const fctx *f, int v) { return single(f, v) ? f->consumer[v] : -1; }
+
+static int const_near(const fctx *f, int v, double want, double rel)
+{
+    if (v < 0 || !f->g->values[v].constant || f->g->values[v].constant->count != 1)
+        return 0;
+    double x = tern_host_tensor_get(f->g->values[v].constant, 0);
+    return fabs(x - want) <= rel * fabs(want) + 1e-12;
+}
+
+/* For a binary node, the operand other than v (or -1). */
+static int other_input(const tern_graph_node *n, int v)
+{
+    if (n->n_inputs != 2)
+        return -1;
+    if (n->inputs[0] == v)
+        return n->inputs[1];
+    if (n->inputs[1] == v)
+        return n->inputs[0];
+    return -1;
+}
+
+static tern_status rewrite(fctx *f, int at, const char *domain, const char *op, int n_in, const int *ins,
+                           int n_attrs, tern_graph_attr *attrs, tern_error *err)
+{
+    tern_graph_node *n = &f->g->nodes[at];
+    int out = n->outputs[0];
+    char *name = n->name;
+    n->name = NULL;
+    graph_node_clear(n);
+    n->name = name;
+    n->op = graph_strdup(op);
+    n->domain = graph_strdup(domain);
+    n->inputs = malloc((size_t)n_in * sizeof(int));
+    n->outputs = malloc(sizeof(int));
+    n->attrs = calloc((size_t)(n_attrs ? n_attrs : 1), sizeof(tern_graph_attr));
+    if (!n->op || !n->domain || !n->inputs || !n->outputs || !n->attrs) {
+        for (int k = 0; k < n_attrs; k++)
+            graph_attr_clear(&attrs[k]);
+        return tern_error_set(err, TERN_ERR_NOMEM, "fuse: out of memory");
+    }
+    n->n_inputs = n_in;
+    memcpy(n->inputs, ins, (size_t)n_in * sizeof(int));
+    n->n_outputs = 1;
+    n->outputs[0] = out;
+    n->n_attrs = n_attrs;
+    for (int k = 0; k < n_attrs; k++)
+        n->attrs[k] = attrs[k];
+    f->touched[at] = 1;
+    return TERN_OK;
+}
+
+static void drop(fctx *f, const int *nodes, int count)
+{
+    for (int k = 0; k < count; k++) {
+        f->keep[nodes[k]] = 0;
+        f->touched[nodes[k]] = 1;
+    }
+}
+
+static tern_graph_attr attr_str(const char *name, const char *v)
+{
+    tern_graph_attr a = {0};
+    a.name = graph_strdup(name);
+    a.type = TERN_ATTR_STRING;
+    a.s = graph_strdup(v);
+    return a;
+}
+static tern_graph_attr attr_int(const char *name, int64_t v)
+{
+    tern_graph_attr a = {0};
+    a.name = graph_strdup(name);
+    a.type = TERN_ATTR_INT;
+    a.i = v;
+    return a;
+}
+static tern_graph_attr attr_float(const char *name, float v)
+{
+    tern_graph_attr a = {0};
+    a.name = graph_strdup(name);
+    a.type = TERN_ATTR_FLOAT;
+    a.f = v;
+    return a;
+}
+
+/* Outer GELU shape: given h = 1 + t(x) (node add1), find 0.5 * x * h in any association. Fills the final node and
+ * the nodes to drop (besides the final); returns 1 on a match. */
+static int match_half_x_times(const fctx *f, int h, int x, int *final, int *dropped, int *nd)
+{
+    int m1 = only_user(f, h);
+    if (!is_op(f, m1, "Mul"))
+        return 0;
+    int o = other_input(node(f, m1), h);
+    if (o < 0)
+        return 0;
+    if (o == x) { /* (x * h) * 0.5 */
+        int m2 = only_user(f, f->g->nodes[m1].outputs[0]);
+        if (is_op(f, m2, "Mul") && const_near(f, other_input(node(f, m2), f->g->nodes[m1].outputs[0]), 0.5, 1e-6)) {
+            *final = m2;
+            dropped[(*nd)++] = m1;
+            return 1;
+        }
+        return 0;
+    }
+    int po = prod(f, o);
+    if (is_op(f, po, "Mul") && single(f, o)) { /* (0.5 * x) * h */
+        int q = other_input(node(f, po), x);
+        if (q >= 0 && const_near(f, q, 0.5, 1e-6)) {
+            *final = m1;
+            dropped[(*nd)++] = po;
+            return 1;
+        }
+        return 0;
+    }
+    if (const_near(f, o, 0.5, 1e-6)) { /* (0.5 * h) * x */
+        int m2 = only_user(f, f->g->nodes[m1].outputs[0]);
+        if (is_op(f, m2, "Mul") && other_input(node(f, m2), f->g->nodes[m1].outputs[0]) == x) {
+            *final = m2;
+            dropped[(*nd)++] = m1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* x*0.5*(1+erf(x/sqrt2)) anchored at Erf */
+static tern_status fuse_gelu_erf(fctx *f, int i, int *hits, tern_error *err)
+{
+    const tern_graph_node *e = &f->g->nodes[i];
+    if (e->n_inputs != 1 || !single(f, e->inputs[0]))
+        return TERN_OK;
+    int d = prod(f, e->inputs[0]);
+    int x = -1;
+    if (is_op(f, d, "Div") && f->g->nodes[d].n_inputs == 2 && const_near(f, f->g->nodes[d].inputs[1], M_SQRT2, 1e-4))
+        x = f->g->nodes[d].inputs[0];
+    else if (is_op(f, d, "Mul")) {
+        const tern_graph_node *m = node(f, d);
+        if (m->n_inputs == 2 && const_near(f, m->inputs[1], M_SQRT1_2, 1e-4))
+            x = m->inputs[0];
+        else if (m->n_inputs == 2 && const_near(f, m->inputs[0], M_SQRT1_2, 1e-4))
+            x = m->inputs[1];
+    }
+    if (x < 0)
+        return TERN_OK;
+    int a = only_user(f, e->outputs[0]);
+    if (!is_op(f, a, "Add") || !const_near(f, other_input(node(f, a), e->outputs[0]), 1.0, 1e-6))
+        return TERN_OK;
+    int final, dropped[8], nd = 0;
+    if (!match_half_x_times(f, f->g->nodes[a].outputs[0], x, &final, dropped, &nd))
+        return TERN_OK;
+    dropped[nd++] = d;
+    dropped[nd++] = i;
+    dropped[nd++] = a;
+    drop(f, dropped, nd);
+    tern_graph_attr at = attr_str("approximate", "none");
+    (*hits)++;
+    return rewrite(f, final, "", "Gelu", 1, &x, 1, &at, err);
+}
+
+/* 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) anchored at Tanh */
+static tern_status fuse_gelu_tanh(fctx *f, int i, int *hits, tern_error *err)
+{
+    const tern_graph_node *t = &f->g->nodes[i];
+    if (t->n_inputs != 1 || !single(f, t->inputs[0]))
+        return TERN_OK;
+    int ms = prod(f, t->inputs[0]);
+    if (!is_op(f, ms, "Mul"))
+        return TERN_OK;
+    int inner = -1;
+    for (int k = 0; k < 2 && inner < 0; k++)
+        if (const_near(f, f->g->nodes[ms].inputs[k], 0.7978845608028654, 1e-4))
+            inner = f->g->nodes[ms].inputs[1 - k];
+    int ad = prod(f, inner);
+    if (!single(f, inner) || !is_op(f, ad, "Add"))
+        return TERN_OK;
+    int x = -1, mc = -1, pw = -1;
+    for (int k = 0; k < 2 && x < 0; k++) {
+        int cand = f->g->nodes[ad].inputs[1 - k], m = prod(f, f->g->nodes[ad].inputs[k]);
+        if (!is_op(f, m, "Mul") || !single(f, f->g->nodes[ad].inputs[k]))
+            continue;
+        for (int q = 0; q < 2; q++) {
+            int cube = f->g->nodes[m].inputs[1 - q], p = prod(f, cube);
+            if (const_near(f, f->g->nodes[m].inputs[q], 0.044715, 1e-4) && is_op(f, p, "Pow") && single(f, cube) &&
+                f->g->nodes[p].inputs[0] == cand && const_near(f, f->g->nodes[p].inputs[1], 3.0, 1e-6)) {
+                x = cand;
+                mc = m;
+                pw = p;
+                break;
+            }
+        }
+    }
+    if (x < 0)
+        return TERN_OK;
+    int a = only_user(f, t->outputs[0]);
+    if (!is_op(f, a, "Add") || !const_near(f, other_input(node(f, a), t->outputs[0]), 1.0, 1e-6))
+        return TERN_OK;
+    int final, dropped[12], nd = 0;
+    if (!match_half_x_times(f, f->g->nodes[a].outputs[0], x, &final, dropped, &nd))
+        return TERN_OK;
+    int more[] = {pw, mc, ad, ms, i, a};
+    for (size_t k = 0; k < TERN_ARRAY_LEN(more); k++)
+        dropped[nd++] = more[k];
+    drop(f, dropped, nd);
+    tern_graph_attr at = attr_str("approximate", "tanh");
+    (*hits)++;
+    return rewrite(f, final, "", "Gelu", 1, &x, 1, &at, err);
+}
+
+/* ReduceMean over the last axis only, keepdims=1 */
+static int last_axis_mean(const fctx *f, int i)
+{
+    if (!is_op(f, i, "ReduceMean"))
+        return 0;
+    const tern_graph_node *n = node(f, i);
+    const tern_graph_value *x = &f->g->values[n->inputs[0]];
+    if (tern_graph_attr_int(n, "keepdims", 1) != 1 || x->rank < 1)
+        return 0;
+    int64_t ax;
+    if (n->n_inputs > 1 && n->inputs[1] >= 0) {
+        const tern_host_tensor *t = f->g->values[n->inputs[1]].constant;
+        if (!t || t->count != 1 || !t->i)
+            return 0;
+        ax = t->i[0];
+    } else {
+        size_t na;
+        const int64_t *a = graph_attr_ints(n, "axes", &na);
+        if (!a || na != 1)
+            return 0;
+        ax = a[0];
+    }
+    return ax == -1 || ax == x->rank - 1;
+}
+
+static tern_status fuse_layernorm(fctx *f, int i, int *hits, tern_error *err)
+{
+    if (!last_axis_mean(f, i))
+        return TERN_OK;
+    tern_graph *g = f->g;
+    int x = g->nodes[i].inputs[0], m = g->nodes[i].outputs[0];
+    int sub = only_user(f, m);
+    if (!is_op(f, sub, "Sub") || g->nodes[sub].inputs[0] != x || g->nodes[sub].inputs[1] != m)
+        return TERN_OK;
+    int d = g->nodes[sub].outputs[0];
+    if (f->uses[d] != 2)
+        return TERN_OK;
+    int pw = -1, dv = -1;
+    for (int j = sub + 1; j < g->n_nodes; j++)
+        for (int k = 0; k < g->nodes[j].n_inputs; k++)
+            if (g->nodes[j].inputs[k] == d) {
+                if (is_op(f, j, "Pow") && k == 0)
+                    pw = j;
+                else if (is_op(f, j, "Div") && k == 0)
+                    dv = j;
+            }
+    if (pw < 0 || dv < 0 || !const_near(f, g->nodes[pw].inputs[1], 2.0, 1e-6))
+        return TERN_OK;
+    int rm = only_user(f, g->nodes[pw].outputs[0]);
+    if (!last_axis_mean(f, rm))
+        return TERN_OK;
+    int ad = only_user(f, g->nodes[rm].outputs[0]);
+    if (!is_op(f, ad, "Add"))
+        return TERN_OK;
+    int epsv = other_input(node(f, ad), g->nodes[rm].outputs[0]);
+    if (epsv < 0 || !g->values[epsv].constant || g->values[epsv].constant->count != 1)
+        return TERN_OK;
+    float eps = (float)tern_host_tensor_get(g->values[epsv].constant, 0);
+    int sq = only_user(f, g->nodes[ad].outputs[0]);
+    if (!is_op(f, sq, "Sqrt") || only_user(f, g->nodes[sq].outputs[0]) != dv || g->nodes[dv].inputs[1] != g->nodes[sq].outputs[0])
+        return TERN_OK;
+    int nodes[12] = {i, sub, pw, rm, ad, sq}, nn = 6;
+    int final = dv, gamma = -1, beta = -1;
+    int64_t C = g->values[x].rank >= 1 ? g->values[x].dims[g->values[x].rank - 1] : -1;
+    int mul = only_user(f, g->nodes[dv].outputs[0]);
+    if (is_op(f, mul, "Mul")) {
+        int gv = other_input(node(f, mul), g->nodes[dv].outputs[0]);
+        if (gv >= 0 && g->values[gv].constant && g->values[gv].rank == 1 && g->values[gv].dims[0] == C &&
+            g->values[gv].type == g->values[x].type) {
+            gamma = gv;
+            nodes[nn++] = dv;
+            final = mul;
+            int add = only_user(f, g->nodes[mul].outputs[0]);
+            if (is_op(f, add, "Add")) {
+                int bv = other_input(node(f, add), g->nodes[mul].outputs[0]);
+                if (bv >= 0 && g->values[bv].constant && g->values[bv].rank == 1 && g->values[bv].dims[0] == C &&
+                    g->values[bv].type == g->values[x].type) {
+                    beta = bv;
+                    nodes[nn++] = mul;
+                    final = add;
+                }
+            }
+        }
+    }
+    if (C < 0 || !tern_elem_is_float(g->values[x].type))
+        return TERN_OK;
+    if (gamma < 0) { /* no affine part: a ones scale */
+        char name[64];
+        snprintf(name, sizeof name, "_ln_ones_%d", g->n_values);
+        gamma = graph_add_value(g, name);
+        if (gamma < 0)
+            return tern_error_set(err, TERN_ERR_NOMEM, "fuse: out of memory");
+        tern_status st = tern_host_tensor_new(g->values[x].type, 1, &C, &g->values[gamma].constant, err);
+        if (st)
+            return st;
+        for (size_t e = 0; e < g->values[gamma].constant->count; e++)
+            g->values[gamma].constant->f[e] = 1.0f;
+        g->values[gamma].flags = TERN_VALUE_INITIALIZER;
+        g->values[gamma].type = g->values[x].type;
+        g->values[gamma].rank = 1;
+        g->values[gamma].dims[0] = C;
+    }
+    drop(f, nodes, nn);
+    int ins[3] = {x, gamma, beta};
+    tern_graph_attr at[2] = {attr_int("axis", -1), attr_float("epsilon", eps)};
+    (*hits)++;
+    return rewrite(f, final, "", "LayerNormalization", beta >= 0 ? 3 : 2, ins, 2, at, err);
+}
+
+/* MatMul(A, W) + bias [+ act] and Gemm(A, W, bias) [+ act] -> tern.MatMulBias */
+static tern_status fuse_matmul_bias(fctx *f, int i, int *hits, tern_error *err)
+{
+    tern_graph *g = f->g;
+    const tern_graph_node *n = &g->nodes[i];
+    int a = n->inputs[0], w = n->n_inputs > 1 ? n->inputs[1] : -1, bias = -1, last = i;
+    int nodes[4], nn = 0;
+    if (w < 0 || !tern_elem_is_float(g->values[a].type) || g->values[w].rank != 2)
+        return TERN_OK;
+    int64_t N = g->values[w].dims[1];
+    int transpose_w = 0;
+    if (strcmp(n->op, "Gemm") == 0) {
+        if (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1.0f) != 1.0f ||
+            tern_graph_attr_float(n, "beta", 1.0f) != 1.0f || n->n_inputs < 3 || n->inputs[2] < 0)
+            return TERN_OK;
+        if (tern_graph_attr_int(n, "transB", 0)) {
+            if (!g->values[w].constant)
+                return TERN_OK;
+            transpose_w = 1;
+            N = g->values[w].dims[0];
+        }
+        bias = n->inputs[2];
+    } else {
+        int add = only_user(f, n->outputs[0]);
+        if (!is_op(f, add, "Add"))
+            return TERN_OK;
+        bias = other_input(node(f, add), n->outputs[0]);
+        nodes[nn++] = i;
+        last = add;
+    }
+    if (bias < 0 || !g->values[bias].constant || g->values[bias].rank != 1 || g->values[bias].dims[0] != N ||
+        g->values[bias].type != g->values[a].type || g->values[w].type != g->values[a].type)
+        return TERN_OK;
+    const char *act = "none";
+    int nx = only_user(f, g->nodes[last].outputs[0]);
+    if (is_op(f, nx, "Relu"))
+        act = "relu";
+    else if (is_op(f, nx, "Gelu"))
+        act = strcmp(tern_graph_attr_string(node(f, nx), "approximate", "none"), "tanh") == 0 ? "gelu_tanh" : "gelu";
+    if (strcmp(act, "none") != 0) {
+        nodes[nn++] = last;
+        last = nx;
+    }
+    if (transpose_w) {
+        char name[300];
+        snprintf(name, sizeof name, "%.250s_T%d", g->values[w].name, g->n_values);
+        int wt = graph_add_value(g, name);
+        if (wt < 0)
+            return tern_error_set(err, TERN_ERR_NOMEM, "fuse: out of memory");
+        const tern_host_tensor *src = g->values[w].constant;
+        int64_t dims[2] = {src->dims[1], src->dims[0]};
+        tern_status st = tern_host_tensor_new(src->type, 2, dims, &g->values[wt].constant, err);
+        if (st)
+            return st;
+        for (int64_t r = 0; r < dims[0]; r++)
+            for (int64_t c = 0; c < dims[1]; c++)
+                g->values[wt].constant->f[r * dims[1] + c] = src->f[c * dims[0] + r];
+        g->values[wt].flags = TERN_VALUE_INITIALIZER;
+        g->values[wt].type = src->type;
+        g->values[wt].rank = 2;
+        g->values[wt].dims[0] = dims[0];
+        g->values[wt].dims[1] = dims[1];
+        w = wt;
+    }
+    drop(f, nodes, nn);
+    int ins[3] = {a, w, bias};
+    tern_graph_attr at = attr_str("activation", act);
+    (*hits)++;
+    return rewrite(f, last, "tern", "MatMulBias", 3, ins, 1, &at, err);
+}
+
+static tern_status fuse_round(tern_graph *g, int *hits, tern_error *err)
+{
+    fctx f = {g, NULL, NULL, NULL, NULL};
+    size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
+    f.uses = calloc(nv, sizeof(int));
+    f.consumer = malloc(nv * sizeof(int));
+    f.keep = malloc(nn);
+    f.touched = calloc(nn, 1);
+    tern_status st = TERN_OK;
+    if (!f.uses || !f.consumer || !f.keep || !f.touched) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "fuse: out of memory");
+        goto done;
+    }
+    memset(f.keep, 1, nn);
+    for (int v = 0; v < g->n_values; v++)
+        f.consumer[v] = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+            int v = g->nodes[i].inputs[k];
+            if (v >= 0) {
+                f.uses[v]++;
+                f.consumer[v] = i;
+            }
+        }
+    for (int k = 0; k < g->n_outputs; k++)
+        f.uses[g->outputs[k]] += 2; /* a graph output is never an intermediate */
+    int before = *hits;
+    /* GELU forms and layer norm first: MatMul fusion then sees Gelu as an activation. */
+    for (int i = 0; i < g->n_nodes && !st; i++) {
+        if (f.touched[i] || g->nodes[i].domain[0])
+            continue;
+        if (!strcmp(g->nodes[i].op, "Erf"))
+            st = fuse_gelu_erf(&f, i, hits, err);
+        else if (!strcmp(g->nodes[i].op, "Tanh"))
+            st = fuse_gelu_tanh(&f, i, hits, err);
+        else if (!strcmp(g->nodes[i].op, "ReduceMean"))
+            st = fuse_layernorm(&f, i, hits, err);
+    }
+    if (!st && *hits == before)
+        for (int i = 0; i < g->n_nodes && !st; i++)
+            if (!f.touched[i] && !g->nodes[i].domain[0] &&
+                (!strcmp(g->nodes[i].op, "MatMul") || !strcmp(g->nodes[i].op, "Gemm")))
+                st = fuse_matmul_bias(&f, i, hits, err);
+    if (!st)
+        st = graph_compact(g, f.keep, err);
+done:
+    free(f.uses), free(f.consumer), free(f.keep), free(f.touched);
+    return st;
+}
+
+tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err)
+{
+    int hits = 0;
+    tern_status st = TERN_OK;
+    for (int round = 0; round < 16; round++) {
+        int before = hits;
+        if ((st = fuse_round(g, &hits, err)))
+            break;
+        if (hits == before && round > 0)
+            break;
+    }
+    if (fused)
+        *fused = hits;
+    if (st)
+        return st;
+    return tern_graph_infer(g, err);
+}
+
+tern_status tern_graph_optimize(tern_graph *g, tern_error *err)
+{
+    tern_status st;
+    if ((st = tern_graph_fold_constants(g, NULL, err)))
+        return st;
+    tern_graph_prune(g);
+    if ((st = tern_graph_fuse(g, NULL, err)))
+        return st;
+    tern_graph_prune(g);
+    return TERN_OK;
+}
+
+/* ---- whole-graph run ---- */
+tern_status tern_graph_run(const tern_graph *g, const tern_host_tensor *const *inputs, tern_host_tensor **outputs,
+                           tern_error *err)
+{
+    for (int k = 0; k < g->n_outputs; k++)
+        outputs[k] = NULL;
+    size_t nv = (size_t)g->n_values + 1;
+    const tern_host_tensor **vals = calloc(nv, sizeof *vals);
+    unsigned char *owned = calloc(nv, 1);
+    int *last = malloc(nv * sizeof *last);
+    tern_status st = TERN_OK;
+    const tern_host_tensor **in = NULL;
+    tern_host_tensor **out = NULL;
+    int max_in = 1, max_out = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        max_in = g->nodes[i].n_inputs > max_in ? g->nodes[i].n_inputs : max_in;
+        max_out = g->nodes[i].n_outputs > max_out ? g->nodes[i].n_outputs : max_out;
+    }
+    in = calloc((size_t)max_in, sizeof *in);
+    out = calloc((size_t)max_out, sizeof *out);
+    if (!vals || !owned || !last || !in || !out) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory");
+        goto done;
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        last[v] = -1;
+        if (g->values[v].constant && g->values[v].producer < 0)
+            vals[v] = g->values[v].constant;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0)
+                last[g->nodes[i].inputs[k]] = i;
+    for (int k = 0; k < g->n_outputs; k++)
+        last[g->outputs[k]] = INT_MAX;
+    for (int k = 0; k < g->n_inputs; k++) {
+        const tern_graph_value *v = &g->values[g->inputs[k]];
+        const tern_host_tensor *t = inputs[k];
+        if (!t) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "run: graph input \"%s\" is missing", v->name);
+            goto done;
+        }
+        if (t->type != v->type || (v->rank >= 0 && t->rank != v->rank)) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "run: graph input \"%s\" is %s rank %d, expected %s rank %d",
+                                v->name, tern_elem_name(t->type), t->rank, tern_elem_name(v->type), v->rank);
+            goto done;
+        }
+        for (int d = 0; d < t->rank && v->rank >= 0; d++)
+            if (v->dims[d] >= 0 && v->dims[d] != t->dims[d]) {
+                st = tern_error_set(err, TERN_ERR_INVALID, "run: graph input \"%s\" dim %d is %lld, expected %lld",
+                                    v->name, d, (long long)t->dims[d], (long long)v->dims[d]);
+                goto done;
+            }
+        vals[g->inputs[k]] = t;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tern_graph_node *n = &g->nodes[i];
+        int all_const = 1;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && !g->values[n->outputs[k]].constant)
+                all_const = 0;
+        if (all_const) { /* inferred constants (shape chains): valid because input dims were checked */
+            for (int k = 0; k < n->n_outputs; k++)
+                if (n->outputs[k] >= 0)
+                    vals[n->outputs[k]] = g->values[n->outputs[k]].constant;
+            continue;
+        }
+        for (int k = 0; k < n->n_inputs; k++) {
+            in[k] = n->inputs[k] >= 0 ? vals[n->inputs[k]] : NULL;
+            if (n->inputs[k] >= 0 && !in[k]) {
+                st = graph_node_error(g, i, err, TERN_ERR_INVALID, "input %d \"%s\" has no value", k,
+                                      g->values[n->inputs[k]].name);
+                goto done;
+            }
+        }
+        if ((st = tern_graph_eval_node(g, i, in, out, err)))
+            goto done;
+        for (int k = 0; k < n->n_outputs; k++) {
+            if (n->outputs[k] < 0) {
+                tern_host_tensor_free(out[k]);
+                continue;
+            }
+            vals[n->outputs[k]] = out[k];
+            owned[n->outputs[k]] = 1;
+        }
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            if (v >= 0 && last[v] == i && owned[v]) {
+                tern_host_tensor_free((tern_host_tensor *)vals[v]);
+                vals[v] = NULL;
+                owned[v] = 0;
+            }
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k];
+        if (!vals[v]) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "run: graph output \"%s\" was not computed", g->values[v].name);
+            goto done;
+        }
+        if (owned[v]) {
+            int dup = 0; /* the same value listed twice as an output */
+            for (int q = 0; q < k; q++)
+                dup |= g->outputs[q] == v;
+            if (!dup) {
+                outputs[k] = (tern_host_tensor *)vals[v];
+                owned[v] = 0;
+                continue;
+            }
+        }
+        tern_error e;
+        if (tern_host_tensor_clone(vals[v], &outputs[k], &e)) {
+            st = tern_error_set(err, e.code, "run: %s", e.msg);
+            goto done;
+        }
+    }
+done:
+    if (st && outputs)
+        for (int k = 0; k < g->n_outputs; k++) {
+            tern_host_tensor_free(outputs[k]);
+            outputs[k] = NULL;
+        }
+    if (owned)
+        for (int v = 0; v < g->n_values; v++)
+            if (owned[v])
+                tern_host_tensor_free((tern_host_tensor *)vals[v]);
+    free(vals), free(owned), free(last), free(in), free(out);
+    return st;
+}

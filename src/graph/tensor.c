@@ -1,0 +1,201 @@
+/* Element types (ONNX numbering) and host tensors: the data the evaluator computes on, initializers and folded
+ * constants. Float types are held as fp32 values already rounded to their type, integer and bool types as int64
+ * values wrapped to their width, so every op body is written twice at most (float, int64). */
+#include "graph_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *tern_elem_name(tern_elem_type t)
+{
+    switch (t) {
+    case TERN_ELEM_UNDEFINED: return "undefined";
+    case TERN_ELEM_FLOAT: return "float";
+    case TERN_ELEM_UINT8: return "uint8";
+    case TERN_ELEM_INT8: return "int8";
+    case TERN_ELEM_UINT16: return "uint16";
+    case TERN_ELEM_INT16: return "int16";
+    case TERN_ELEM_INT32: return "int32";
+    case TERN_ELEM_INT64: return "int64";
+    case TERN_ELEM_STRING: return "string";
+    case TERN_ELEM_BOOL: return "bool";
+    case TERN_ELEM_FLOAT16: return "float16";
+    case TERN_ELEM_DOUBLE: return "double";
+    case TERN_ELEM_UINT32: return "uint32";
+    case TERN_ELEM_UINT64: return "uint64";
+    case TERN_ELEM_BFLOAT16: return "bfloat16";
+    }
+    return "?";
+}
+
+int tern_elem_is_valid(int code)
+{
+    return (code >= 1 && code <= 13 && code != TERN_ELEM_STRING) || code == TERN_ELEM_BFLOAT16;
+}
+
+int tern_elem_is_float(tern_elem_type t)
+{
+    return t == TERN_ELEM_FLOAT || t == TERN_ELEM_FLOAT16 || t == TERN_ELEM_BFLOAT16 || t == TERN_ELEM_DOUBLE;
+}
+
+size_t tern_elem_size(tern_elem_type t)
+{
+    switch (t) {
+    case TERN_ELEM_BOOL:
+    case TERN_ELEM_UINT8:
+    case TERN_ELEM_INT8: return 1;
+    case TERN_ELEM_UINT16:
+    case TERN_ELEM_INT16:
+    case TERN_ELEM_FLOAT16:
+    case TERN_ELEM_BFLOAT16: return 2;
+    case TERN_ELEM_FLOAT:
+    case TERN_ELEM_INT32:
+    case TERN_ELEM_UINT32: return 4;
+    case TERN_ELEM_INT64:
+    case TERN_ELEM_UINT64:
+    case TERN_ELEM_DOUBLE: return 8;
+    default: return 0;
+    }
+}
+
+tern_status tern_elem_to_dtype(tern_elem_type t, tern_dtype *out, tern_error *err)
+{
+    switch (t) {
+    case TERN_ELEM_FLOAT: *out = TERN_DTYPE_FP32; return TERN_OK;
+    case TERN_ELEM_FLOAT16: *out = TERN_DTYPE_FP16; return TERN_OK;
+    case TERN_ELEM_BFLOAT16: *out = TERN_DTYPE_BF16; return TERN_OK;
+    case TERN_ELEM_INT8: *out = TERN_DTYPE_INT8; return TERN_OK;
+    case TERN_ELEM_UINT8: *out = TERN_DTYPE_UINT8; return TERN_OK;
+    case TERN_ELEM_INT16: *out = TERN_DTYPE_INT16; return TERN_OK;
+    case TERN_ELEM_UINT16: *out = TERN_DTYPE_UINT16; return TERN_OK;
+    case TERN_ELEM_INT32: *out = TERN_DTYPE_INT32; return TERN_OK;
+    case TERN_ELEM_UINT32: *out = TERN_DTYPE_UINT32; return TERN_OK;
+    default:
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "element type %s has no device number format",
+                              tern_elem_name(t));
+    }
+}
+
+int64_t graph_numel(int rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 0)
+            return -1;
+        if (dims[d] == 0)
+            n = 0;
+        else if (n > GRAPH_MAX_ELEMS / dims[d])
+            return -1;
+        else
+            n *= dims[d];
+    }
+    return n > GRAPH_MAX_ELEMS ? -1 : n;
+}
+
+tern_status tern_host_tensor_new(tern_elem_type type, int rank, const int64_t *dims, tern_host_tensor **out,
+                                 tern_error *err)
+{
+    *out = NULL;
+    if (!tern_elem_is_valid((int)type))
+        return tern_error_set(err, TERN_ERR_INVALID, "tensor: element type %s (%d) cannot be held",
+                              tern_elem_name(type), (int)type);
+    if (rank < 0 || rank > TERN_GRAPH_MAX_RANK)
+        return tern_error_set(err, TERN_ERR_RANGE, "tensor: rank %d outside [0, %d]", rank, TERN_GRAPH_MAX_RANK);
+    for (int d = 0; d < rank; d++)
+        if (dims[d] < 0)
+            return tern_error_set(err, TERN_ERR_RANGE, "tensor: dim %d is negative (%lld)", d, (long long)dims[d]);
+    int64_t n = graph_numel(rank, dims);
+    if (n < 0)
+        return tern_error_set(err, TERN_ERR_RANGE, "tensor: element count overflows the 2^31 limit");
+    tern_host_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return tern_error_set(err, TERN_ERR_NOMEM, "tensor: out of memory");
+    t->type = type;
+    t->rank = rank;
+    for (int d = 0; d < rank; d++)
+        t->dims[d] = dims[d];
+    t->count = (size_t)n;
+    size_t alloc = t->count ? t->count : 1;
+    if (tern_elem_is_float(type))
+        t->f = calloc(alloc, sizeof(float));
+    else
+        t->i = calloc(alloc, sizeof(int64_t));
+    if (!t->f && !t->i) {
+        free(t);
+        return tern_error_set(err, TERN_ERR_NOMEM, "tensor: out of memory for %lld elements", (long long)n);
+    }
+    *out = t;
+    return TERN_OK;
+}
+
+tern_status tern_host_tensor_clone(const tern_host_tensor *t, tern_host_tensor **out, tern_error *err)
+{
+    tern_status st = tern_host_tensor_new(t->type, t->rank, t->dims, out, err);
+    if (st)
+        return st;
+    if (t->f)
+        memcpy((*out)->f, t->f, t->count * sizeof(float));
+    else if (t->i)
+        memcpy((*out)->i, t->i, t->count * sizeof(int64_t));
+    return TERN_OK;
+}
+
+void tern_host_tensor_free(tern_host_tensor *t)
+{
+    if (!t)
+        return;
+    free(t->f);
+    free(t->i);
+    free(t);
+}
+
+double tern_host_tensor_get(const tern_host_tensor *t, size_t i)
+{
+    if (!t || i >= t->count)
+        return 0.0;
+    return t->f ? (double)t->f[i] : (double)t->i[i];
+}
+
+void graph_tensor_normalize(tern_host_tensor *t)
+{
+    size_t n = t->count;
+    switch (t->type) {
+    case TERN_ELEM_FLOAT16:
+        for (size_t k = 0; k < n; k++)
+            t->f[k] = tern_fp16_to_f32(tern_f32_to_fp16(t->f[k], NULL, 0));
+        break;
+    case TERN_ELEM_BFLOAT16:
+        for (size_t k = 0; k < n; k++)
+            t->f[k] = tern_bf16_to_f32(tern_f32_to_bf16(t->f[k], NULL, 0));
+        break;
+    case TERN_ELEM_BOOL:
+        for (size_t k = 0; k < n; k++)
+            t->i[k] = t->i[k] != 0;
+        break;
+    case TERN_ELEM_INT8:
+        for (size_t k = 0; k < n; k++)
+            t->i[k] = (int8_t)(uint8_t)(uint64_t)t->i[k];
+        break;
+    case TERN_ELEM_UINT8:
+        for (size_t k = 0; k < n; k++)
+            t->i[k] = (uint8_t)(uint64_t)t->i[k];
+        break;
+    case TERN_ELEM_INT16:
+        for (size_t k = 0; k < n; k++)
+            t->i[k] = (int16_t)(uint16_t)(uint64_t)t->i[k];
+        break;
+    case TERN_ELEM_UINT16:
+        for (size_t k = 0; k < n; k++)
+            t->i[k] = (uint16_t)(uint64_t)t->i[k];
+        break;
+    case TERN_ELEM_INT32:
+        for (size_t k = 0; k < n; k++)
+            t->i[k] = (int32_t)(uint32_t)(uint64_t)t->i[k];
+        break;
+    case TERN_ELEM_UINT32:
+        for (size_t k = 0; k < n; k++)
+            t->i[k] = (uint32_t)(uint64_t)t->i[k];
+        break;
+    default: break; /* float, double (held as fp32), int64, uint64 (held as int64 bits) */
+    }
+}
