@@ -71,5 +71,8 @@ void cc_copy(cc *c, tern_view dst, tern_view src);
 /* The lowering of one op; returns nonzero when the op was handled (success or recorded failure). */
 typedef int (*cc_lower_fn)(cc *c);
 cc_lower_fn cc_lowering(const char *domain, const char *op);
+/* Lowerings of convolutional-network ops (lower_cnn.c) and of further ONNX ops (lower_extra.c). */
+cc_lower_fn cc_lowering_cnn(const char *op);
+cc_lower_fn cc_lowering_extra(const char *op);
 
 #endif

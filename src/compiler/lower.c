@@ -778,5 +778,6 @@ cc_lower_fn cc_lowering(const char *domain, const char *op)
         return lower_reduce;
     if (!strcmp(op, "Where"))
         return lower_where;
-    return NULL;
+    cc_lower_fn fn = cc_lowering_cnn(op);
+    return fn ? fn : cc_lowering_extra(op);
 }
