@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Models exported from PyTorch (scripts/gen_models.py: MLP, GPT-2 style decoder, BERT style encoder; random
+# weights) compiled and run on a simulated trn1 core with `tern run`, compared with PyTorch's outputs:
+#  - FP32 matmuls: max |tern - torch| <= 2e-4 x max|torch| (fp32 arithmetic in a different order);
+#  - BF16 matmuls (the default auto-cast): <= 2e-2 x max|torch| (bf16 operands carry 8 significant bits; errors
+#    of ~2^-9 per product accumulate over contractions of 64-256 and through two to three layers).
+tern=$1
+data=${TERN_TEST_DATA:-build/testdata}/models
+py=/usr/bin/python3
+pass=0 fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check() { # name dtype tol input
+  local name=$1 dt=$2 tol=$3 in=$4
+  if ! "$tern" run "$data/$name.onnx" --dtype "$dt" --input "$in=$data/$name.in.npy" --output-dir "$tmp" > "$tmp/log" 2>&1; then
+    echo "NOT OK: $name ($dt): tern run failed"; cat "$tmp/log"; fail=$((fail+1)); return
+  fi
+  if $py - "$tmp/output.npy" "$data/$name.out.npy" "$tol" <<'PY'
+import sys, numpy as np
+a, b, tol = np.load(sys.argv[1]), np.load(sys.argv[2]), float(sys.argv[3])
+err = float(np.abs(a.astype(np.float64) - b).max()) if a.shape == b.shape else float("inf")
+scale = float(np.abs(b).max())
+ok = err <= tol * scale
+print(("ok" if ok else "NOT OK") + f": max error {err:.3g} vs scale {scale:.3g} (tolerance {tol} x scale)")
+sys.exit(0 if ok else 1)
+PY
+  then pass=$((pass+1)); else echo "NOT OK: $name ($dt)"; fail=$((fail+1)); fi
+}
+for dt in fp32 bf16; do
+  tol=2e-4; [ $dt = bf16 ] && tol=2e-2
+  check mlp $dt $tol x
+  check gpt2_tiny $dt $tol input_ids
+  check bert_tiny $dt $tol input_ids
+done
+# The executable route (compile, then run the .tern) gives the same outputs as running the .onnx.
+mkdir -p "$tmp/x"
+if "$tern" compile "$data/gpt2_tiny.onnx" -o "$tmp/g.tern" > /dev/null &&
+   "$tern" run "$tmp/g.tern" --input "input_ids=$data/gpt2_tiny.in.npy" --output-dir "$tmp/x" > /dev/null &&
+   "$tern" run "$data/gpt2_tiny.onnx" --input "input_ids=$data/gpt2_tiny.in.npy" --output-dir "$tmp" > /dev/null &&
+   cmp -s "$tmp/x/output.npy" "$tmp/output.npy"; then
+  pass=$((pass+1))
+else
+  echo "NOT OK: the compiled .tern and the .onnx runs differ (or one failed)"; fail=$((fail+1))
+fi
+# Errors: a missing file, a bad option, an input of the wrong shape.
+"$tern" run /nonexistent.onnx > /dev/null 2>&1; [ $? -eq 1 ] && pass=$((pass+1)) || { echo "NOT OK: missing model exit code"; fail=$((fail+1)); }
+"$tern" run "$data/mlp.onnx" --bogus > /dev/null 2>&1; [ $? -eq 2 ] && pass=$((pass+1)) || { echo "NOT OK: bad option exit code"; fail=$((fail+1)); }
+out=$("$tern" run "$data/mlp.onnx" --input "x=$data/gpt2_tiny.in.npy" 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "does not match input 'x'"; then pass=$((pass+1)); else echo "NOT OK: wrong-shape input: $out"; fail=$((fail+1)); fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
