@@ -15,7 +15,15 @@ check: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: all
-	@for m in $$($(BUILD)/tern info --names); do echo "== $$m"; $(BUILD)/tern info $$m || exit 1; echo; done
+	@echo "== The machine catalogue"; $(BUILD)/tern info
+	@echo; echo "== trn2.48xlarge in detail"; $(BUILD)/tern info trn2.48xlarge
+	@echo; echo "== A small GPT-2 style transformer (data/models/gpt2_tiny.onnx) compiled for trn1 and trn2"
+	$(BUILD)/tern compile data/models/gpt2_tiny.onnx -o $(BUILD)/gpt2_tiny.trn1.tern --machine trn1
+	$(BUILD)/tern compile data/models/gpt2_tiny.onnx -o $(BUILD)/gpt2_tiny.trn2.tern --machine trn2
+	@echo; echo "== Run on a simulated trn1 NeuronCore, with the profiler"
+	$(BUILD)/tern run $(BUILD)/gpt2_tiny.trn1.tern --input input_ids=data/models/gpt2_tiny.in.npy --profile --svg $(BUILD)/gpt2_tiny.svg
+	@echo; echo "== The same model on trn2"
+	$(BUILD)/tern run $(BUILD)/gpt2_tiny.trn2.tern --input input_ids=data/models/gpt2_tiny.in.npy
 
 bench: all
 	@for b in $(BUILD)/bench/bench_*; do $$b || exit 1; done
