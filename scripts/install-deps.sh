@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [--dev]   (--dev adds the fuzzing and analysis tools)
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev python3 python3-numpy python3-torch
+pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev zlib1g-dev python3 python3-numpy python3-torch
       protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-onnx)
 if [[ "${1:-}" == "--dev" ]]; then
   pkgs+=(clang libclang-rt-14-dev afl++ cppcheck valgrind)

@@ -133,6 +133,8 @@ tern_status tern_convert_round_f32(tern_dtype t, float *dst, const float *src, s
  * back to the best one it has). avx512 needs AVX-512 F/BW/VL/BF16; avx2 needs AVX2 and F16C. */
 typedef enum { TERN_SIMD_AUTO, TERN_SIMD_PORTABLE, TERN_SIMD_AVX2, TERN_SIMD_AVX512 } tern_simd;
 const char *tern_num_simd_level(void); /* the level AUTO resolves to now: "avx512bf16", "avx2" or "portable" */
+/* The level is worked out once per process; call this after changing TERN_SIMD to re-read it. */
+void tern_num_simd_refresh(void);
 const char *tern_simd_name(tern_simd s);
 int tern_num_simd_supported(tern_simd s); /* can this host run level s (AUTO and PORTABLE: always 1) */
 /* As the bulk functions above, on an explicit level (tests, benchmarks): TERN_ERR_UNSUPPORTED if the host lacks it. */

@@ -1,11 +1,643 @@
-/* Lowerings of convolutional-network ops: Conv, MaxPool, AveragePool, GlobalAveragePool, BatchNormalization.
- * (None yet: the graph fails to compile with "not supported" for these.) */
+/* Lowerings of convolutional-network ops on NCHW tensors (1-D and 2-D spatial): Conv as im2col + the library
+ * GEMM (weights as the stationary operand, one DMA per kernel offset builds the im2col matrix in HBM), depthwise
+ * Conv and the pools (MaxPool, AveragePool) as a window walk on VectorE (one strided DMA per kernel offset into
+ * SBUF, combined with max / add / multiply-add), GlobalAveragePool / GlobalMaxPool as row reductions, and
+ * BatchNormalization (inference) folded at compile time into a per-channel scale and shift. docs/compiler-cnn.md
+ * has the details and the limits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compile_internal.h"
 
+/* ---- geometry ---- */
+
+/* A 1-D or 2-D spatial window op on NCHW: sizes, strides, dilations and leading pads (1-D ops use H = 1). */
+typedef struct {
+    int64_t N, C, H, W;       /* input */
+    int64_t Ho, Wo;           /* output (from shape inference) */
+    int64_t kh, kw, sh, sw, dh, dw, ph, pw; /* kernel, strides, dilations, pads at the start */
+    int64_t ph_end, pw_end;   /* pads at the end (AveragePool's divisor with count_include_pad) */
+} cnn_geom;
+
+static int64_t ints_at(const tern_graph_attr *a, size_t i, int64_t dflt)
+{
+    return a && i < a->n ? a->ints[i] : dflt;
+}
+
+/* Fill g from x (input), y (output), the kernel spatial dims and the node's attributes. */
+static int geom_of(cc *c, cnn_geom *g, const cc_value *x, const cc_value *y, const int64_t *kern)
+{
+    const tern_graph_node *n = cc_node(c);
+    if (x->rank != 3 && x->rank != 4) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s on a rank-%d tensor (1-D and 2-D spatial NCHW only)", n->op, x->rank);
+        return 0;
+    }
+    int sp = x->rank - 2;
+    const tern_graph_attr *st = tern_graph_node_attr(n, "strides"), *di = tern_graph_node_attr(n, "dilations"),
+                          *pa = tern_graph_node_attr(n, "pads");
+    memset(g, 0, sizeof *g);
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->H = sp == 2 ? x->dims[2] : 1;
+    g->W = x->dims[x->rank - 1];
+    g->Ho = sp == 2 ? y->dims[2] : 1;
+    g->Wo = y->dims[y->rank - 1];
+    g->kh = sp == 2 ? kern[0] : 1;
+    g->kw = kern[sp - 1];
+    g->sh = sp == 2 ? ints_at(st, 0, 1) : 1;
+    g->sw = ints_at(st, (size_t)sp - 1, 1);
+    g->dh = sp == 2 ? ints_at(di, 0, 1) : 1;
+    g->dw = ints_at(di, (size_t)sp - 1, 1);
+    const char *ap = tern_graph_attr_string(n, "auto_pad", "NOTSET");
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+        int64_t in[2] = {g->H, g->W}, out[2] = {g->Ho, g->Wo}, k[2] = {g->kh, g->kw}, s[2] = {g->sh, g->sw},
+                d[2] = {g->dh, g->dw}, beg[2], end[2];
+        for (int i = 0; i < 2; i++) {
+            int64_t tot = (out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i];
+            if (tot < 0)
+                tot = 0;
+            beg[i] = !strcmp(ap, "SAME_UPPER") ? tot / 2 : tot - tot / 2;
+            end[i] = tot - beg[i];
+        }
+        g->ph = beg[0], g->pw = beg[1], g->ph_end = end[0], g->pw_end = end[1];
+    } else if (!strcmp(ap, "VALID")) {
+        /* no padding */
+    } else {
+        g->ph = sp == 2 ? ints_at(pa, 0, 0) : 0;
+        g->pw = ints_at(pa, (size_t)sp - 1, 0);
+        g->ph_end = sp == 2 ? ints_at(pa, 2, 0) : 0;
+        g->pw_end = ints_at(pa, (size_t)sp * 2 - 1, 0);
+    }
+    if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->kh < 1 || g->kw < 1 || g->ph < 0 || g->pw < 0) {
+        cc_fail(c, TERN_ERR_INVALID, "%s window: kernel %lldx%lld, strides %lldx%lld, dilations %lldx%lld, pads %lld,%lld",
+                n->op, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->dh,
+                (long long)g->dw, (long long)g->ph, (long long)g->pw);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- constants made at compile time ---- */
+
+static tern_view const_f32(cc *c, tern_dtype dt, uint64_t rows, uint64_t cols, const float *data)
+{
+    size_t n = (size_t)(rows * cols), es = tern_dtype_size(dt);
+    uint8_t *b = malloc(es * (n ? n : 1));
+    if (!b) {
+        cc_fail(c, TERN_ERR_NOMEM, "out of memory for a constant of %zu elements", n);
+        return tern_view_none();
+    }
+    tern_error e;
+    tern_view v = tern_view_none();
+    if (tern_convert_from_f32(dt, b, data, n, NULL, &e)) {
+        cc_fail(c, e.code, "%s", e.msg);
+    } else {
+        char name[32];
+        snprintf(name, sizeof name, "w%u", c->names++);
+        uint64_t shape[2] = {rows, cols};
+        v = tern_kernel_constant(c->k, name, dt, 2, shape, b);
+    }
+    free(b);
+    return v;
+}
+
+/* An HBM view with a partition (outer) dim and up to 3 free dims on a kernel view (offset in elements). */
+static tern_view hview(tern_view base, uint64_t off, uint32_t parts, int64_t pstep, unsigned nd, const uint32_t *nums,
+                       const int32_t *steps)
+{
+    tern_view v = base;
+    v.ap.offset = base.ap.offset + off * tern_dtype_size((tern_dtype)base.ap.dtype);
+    v.ap.num_partitions = (uint16_t)parts;
+    v.ap.partition_step = pstep;
+    v.ap.ndims = (uint8_t)nd;
+    memset(v.ap.dims, 0, sizeof v.ap.dims);
+    for (unsigned d = 0; d < nd; d++) {
+        v.ap.dims[d].num = nums[d];
+        v.ap.dims[d].step = steps[d];
+    }
+    return v;
+}
+
+/* Per-row scale and shift: out[r, :] = in[r, :] * scale[r] + shift[r] (scale or shift may be absent, region
+ * -1), optionally followed by relu; in and out are contiguous [rows, cols] HBM views (they may be the same). The
+ * per-row vectors are fp32 constants [rows, 1]; each row block loads them once as [P, 1] per-partition scalars. */
+static void row_affine(cc *c, tern_view out, tern_view in, tern_view scale, tern_view shift, uint64_t rows,
+                       uint64_t cols)
+{
+    const uint64_t chunk = 4096;
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += 128) {
+        uint32_t p = (uint32_t)(rows - r0 < 128 ? rows - r0 : 128);
+        tern_view st = tern_view_none(), bt = tern_view_none();
+        if (scale.region >= 0) {
+            st = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "bn_scale");
+            tern_kernel_load(c->k, st, tern_view_block(c->k, scale, r0, r0 + p, 0, 1));
+        }
+        if (shift.region >= 0) {
+            bt = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "bn_shift");
+            tern_kernel_load(c->k, bt, tern_view_block(c->k, shift, r0, r0 + p, 0, 1));
+        }
+        for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += chunk) {
+            uint32_t w = (uint32_t)(cols - c0 < chunk ? cols - c0 : chunk);
+            tern_view t = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w, "affine");
+            tern_kernel_load(c->k, t, tern_view_block(c->k, in, r0, r0 + p, c0, c0 + w));
+            tern_alu_op op0 = scale.region >= 0 ? TERN_ALU_MULT : TERN_ALU_ADD;
+            tern_view s0 = scale.region >= 0 ? st : bt;
+            tern_alu_op op1 = scale.region >= 0 && shift.region >= 0 ? TERN_ALU_ADD : TERN_ALU_BYPASS;
+            tern_kernel_tensor_scalar_ap(c->k, TERN_ENGINE_AUTO, t, t, op0, s0, 0.0f, op1,
+                                         op1 == TERN_ALU_ADD ? bt : tern_view_none(), 0.0f, 0);
+            tern_kernel_store(c->k, tern_view_block(c->k, out, r0, r0 + p, c0, c0 + w), t);
+            tern_kernel_release(c->k, t);
+        }
+        if (st.region >= 0)
+            tern_kernel_release(c->k, st);
+        if (bt.region >= 0)
+            tern_kernel_release(c->k, bt);
+    }
+}
+
+/* A per-channel vector replicated over the batch as an fp32 [N*C, 1] constant (rows of NCHW are n*C + c). */
+static tern_view per_row_const(cc *c, const double *v, int64_t N, int64_t C)
+{
+    float *f = malloc(sizeof(float) * (size_t)(N * C));
+    if (!f) {
+        cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+        return tern_view_none();
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t ch = 0; ch < C; ch++)
+            f[n * C + ch] = (float)v[ch];
+    tern_view r = const_f32(c, TERN_DTYPE_FP32, (uint64_t)(N * C), 1, f);
+    free(f);
+    return r;
+}
+
+/* ---- padded input tiles ---- */
+
+/* Output rows [oc0, oc0 + on) of a window op read input rows oc0*sh - ph ... : a tile [P, rin, Wp] holds them
+ * with the padding materialised (fill value), so every kernel offset is a strided on-chip view of it and the
+ * input crosses HBM once, in whole rows (DMA descriptors of W elements, not one per strided element). */
+static int64_t tile_rows(const cnn_geom *g, int64_t on) { return (on - 1) * g->sh + (g->kh - 1) * g->dh + 1; }
+static int64_t tile_cols(const cnn_geom *g)
+{
+    int64_t need = (g->Wo - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    return need > g->W + g->pw ? need : g->W + g->pw;
+}
+
+#define CNN_TILE_ELEMS 16384 /* padded input tile, per partition (64 KiB in fp32) */
+#define CNN_OUT_ELEMS 4096   /* output tile, per partition */
+
+/* Output rows per chunk so that both tiles fit; 0 when even one row does not. */
+static int64_t chunk_rows(const cnn_geom *g)
+{
+    int64_t Wp = tile_cols(g), on = CNN_OUT_ELEMS / g->Wo;
+    if (on > g->Ho)
+        on = g->Ho;
+    while (on > 0 && tile_rows(g, on) * Wp > CNN_TILE_ELEMS)
+        on--;
+    return on;
+}
+
+/* Load the padded input rows for output rows [oc0, oc0 + on) of p planes (plane q at element base + q*pstep of
+ * xv, each H x W) into a new fp32 tile [p, rin, Wp]. */
+static tern_view load_padded(cc *c, tern_view xv, uint64_t base, int64_t pstep, uint32_t p, const cnn_geom *g,
+                             int64_t oc0, int64_t on, float fill)
+{
+    int64_t rin = tile_rows(g, on), Wp = tile_cols(g), ih0 = oc0 * g->sh - g->ph;
+    uint32_t shape[2] = {(uint32_t)rin, (uint32_t)Wp};
+    tern_view t = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "cnn_in");
+    int64_t v0 = ih0 < 0 ? 0 : ih0, v1 = ih0 + rin < g->H ? ih0 + rin : g->H;
+    if (v0 > 0 && v0 >= v1)
+        v0 = v1;
+    if (ih0 < 0 || ih0 + rin > g->H || g->pw > 0 || Wp > g->W + g->pw)
+        tern_kernel_memset(c->k, TERN_ENGINE_AUTO, t, fill);
+    if (v1 > v0) {
+        tern_view dst = tern_view_slice(c->k, t, 1, (uint64_t)(v0 - ih0), (uint64_t)(v1 - ih0), 1);
+        dst = tern_view_slice(c->k, dst, 2, (uint64_t)g->pw, (uint64_t)(g->pw + g->W), 1);
+        uint32_t nums[2] = {(uint32_t)(v1 - v0), (uint32_t)g->W};
+        int32_t steps[2] = {(int32_t)g->W, 1};
+        tern_kernel_load(c->k, dst, hview(xv, base + (uint64_t)(v0 * g->W), p, pstep, 2, nums, steps));
+    }
+    return t;
+}
+
+/* The window of kernel offset (i, j) for the chunk's on x Wo outputs: a strided view of the padded tile. */
+static tern_view window_view(cc *c, tern_view t, const cnn_geom *g, int64_t i, int64_t j, int64_t on)
+{
+    tern_view v = tern_view_slice(c->k, t, 1, (uint64_t)(i * g->dh), (uint64_t)(i * g->dh + (on - 1) * g->sh + 1),
+                                  g->sh);
+    return tern_view_slice(c->k, v, 2, (uint64_t)(j * g->dw), (uint64_t)(j * g->dw + (g->Wo - 1) * g->sw + 1), g->sw);
+}
+
+/* ---- the window walk (pools, depthwise conv) ---- */
+
+typedef enum { WALK_MAX, WALK_AVG, WALK_DW } walk_mode;
+
+typedef struct {
+    walk_mode mode;
+    int count_include_pad;     /* AVG */
+    const float *dw_weights;   /* DW: [C, kh*kw] */
+    const double *dw_bias;     /* DW: [C] or NULL */
+} walk_opts;
+
+/* y[r, oh, ow] = combine over kernel offsets (i, j) of x[r, oh*sh + i*dh - ph, ow*sw + j*dw - pw] for the
+ * N*C rows r, 128 rows per block and output-row chunks that keep each tile at most 4096 elements: one DMA per
+ * offset brings the shifted, strided window into SBUF (positions in the padding keep the fill value: -FLT_MAX
+ * for max, 0 otherwise), VectorE combines it into the accumulator. */
+static void window_walk(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, const walk_opts *wo)
+{
+    int64_t R = g->N * g->C, HW = g->H * g->W, HoWo = g->Ho * g->Wo, KK = g->kh * g->kw;
+    int64_t ohc = chunk_rows(g);
+    if (ohc < 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "input rows of %lld elements with a %lld-row window do not fit SBUF tiles",
+                (long long)g->W, (long long)g->kh);
+        return;
+    }
+    float fill = wo->mode == WALK_MAX ? -3.4028234663852886e38f : 0.0f;
+    /* Average divisor per output position (compile-time): uniform -> an immediate, else a reciprocal map. */
+    float *recip = NULL;
+    int uniform = 1;
+    float inv0 = 1.0f;
+    tern_view recip_map = tern_view_none();
+    if (wo->mode == WALK_AVG) {
+        recip = malloc(sizeof(float) * (size_t)HoWo);
+        if (!recip) {
+            cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+            return;
+        }
+        for (int64_t oh = 0; oh < g->Ho; oh++)
+            for (int64_t ow = 0; ow < g->Wo; ow++) {
+                int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
+                int64_t lo_h = wo->count_include_pad ? -g->ph : 0, hi_h = wo->count_include_pad ? g->H + g->ph_end : g->H;
+                int64_t lo_w = wo->count_include_pad ? -g->pw : 0, hi_w = wo->count_include_pad ? g->W + g->pw_end : g->W;
+                int64_t nh = 0, nw = 0;
+                for (int64_t i = 0; i < g->kh; i++) {
+                    int64_t h = h0 + i * g->dh;
+                    nh += h >= lo_h && h < hi_h;
+                }
+                for (int64_t j = 0; j < g->kw; j++) {
+                    int64_t w = w0 + j * g->dw;
+                    nw += w >= lo_w && w < hi_w;
+                }
+                float r = nh * nw > 0 ? 1.0f / (float)(nh * nw) : 0.0f;
+                recip[oh * g->Wo + ow] = r;
+                if (oh == 0 && ow == 0)
+                    inv0 = r;
+                else if (r != inv0)
+                    uniform = 0;
+            }
+        if (!uniform)
+            recip_map = const_f32(c, TERN_DTYPE_FP32, 1, (uint64_t)HoWo, recip);
+        free(recip);
+    }
+    tern_view wconst = tern_view_none(), bconst = tern_view_none();
+    if (wo->mode == WALK_DW) {
+        float *wr = malloc(sizeof(float) * (size_t)(R * KK));
+        if (!wr) {
+            cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+            return;
+        }
+        for (int64_t r = 0; r < R; r++)
+            memcpy(wr + r * KK, wo->dw_weights + (r % g->C) * KK, sizeof(float) * (size_t)KK);
+        wconst = const_f32(c, TERN_DTYPE_FP32, (uint64_t)R, (uint64_t)KK, wr);
+        free(wr);
+        if (wo->dw_bias)
+            bconst = per_row_const(c, wo->dw_bias, g->N, g->C);
+    }
+    tern_view xv = cc_view2d(c, x, 0, 1, x->numel, x->numel), yv = cc_view2d(c, y, 0, 1, y->numel, y->numel);
+    for (int64_t r0 = 0; r0 < R && cc_ok(c); r0 += 128) {
+        uint32_t p = (uint32_t)(R - r0 < 128 ? R - r0 : 128);
+        tern_view wt = tern_view_none(), bt = tern_view_none();
+        if (wo->mode == WALK_DW) {
+            wt = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, (uint32_t)KK, "dw_w");
+            tern_kernel_load(c->k, wt, tern_view_block(c->k, wconst, (uint64_t)r0, (uint64_t)r0 + p, 0, (uint64_t)KK));
+            if (bconst.region >= 0) {
+                bt = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "dw_b");
+                tern_kernel_load(c->k, bt, tern_view_block(c->k, bconst, (uint64_t)r0, (uint64_t)r0 + p, 0, 1));
+            }
+        }
+        for (int64_t oc0 = 0; oc0 < g->Ho && cc_ok(c); oc0 += ohc) {
+            int64_t on = g->Ho - oc0 < ohc ? g->Ho - oc0 : ohc;
+            uint32_t shape[2] = {(uint32_t)on, (uint32_t)g->Wo};
+            tern_view acc = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "win_acc");
+            tern_view in = load_padded(c, xv, (uint64_t)(r0 * HW), HW, p, g, oc0, on, fill);
+            for (int64_t i = 0; i < g->kh && cc_ok(c); i++)
+                for (int64_t j = 0; j < g->kw && cc_ok(c); j++) {
+                    tern_view t = window_view(c, in, g, i, j, on);
+                    if (wo->mode == WALK_DW) {
+                        tern_view wk = tern_view_slice(c->k, wt, 1, (uint64_t)(i * g->kw + j),
+                                                       (uint64_t)(i * g->kw + j + 1), 1);
+                        if (i == 0 && j == 0)
+                            tern_kernel_tensor_scalar_ap(c->k, TERN_ENGINE_AUTO, acc, t, TERN_ALU_MULT, wk, 0.0f,
+                                                         TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
+                        else
+                            tern_kernel_scalar_tensor_tensor_ap(c->k, acc, t, TERN_ALU_MULT, wk, 0.0f, TERN_ALU_ADD,
+                                                                acc);
+                    } else if (i == 0 && j == 0) {
+                        tern_kernel_tensor_copy(c->k, TERN_ENGINE_AUTO, acc, t);
+                    } else {
+                        tern_kernel_tensor_tensor(c->k, TERN_ENGINE_AUTO, acc, acc, t,
+                                                  wo->mode == WALK_MAX ? TERN_ALU_MAX : TERN_ALU_ADD);
+                    }
+                }
+            if (wo->mode == WALK_AVG && uniform) {
+                tern_kernel_tensor_scalar(c->k, TERN_ENGINE_AUTO, acc, acc, TERN_ALU_MULT, inv0, TERN_ALU_BYPASS, 0.0f);
+            } else if (wo->mode == WALK_AVG) {
+                tern_view rm = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "avg_div");
+                uint32_t nums[1] = {(uint32_t)(on * g->Wo)};
+                int32_t steps[1] = {1};
+                tern_kernel_load(c->k, rm, hview(recip_map, (uint64_t)(oc0 * g->Wo), p, 0, 1, nums, steps));
+                tern_kernel_tensor_tensor(c->k, TERN_ENGINE_AUTO, acc, acc, rm, TERN_ALU_MULT);
+                tern_kernel_release(c->k, rm);
+            } else if (wo->mode == WALK_DW && bt.region >= 0) {
+                tern_kernel_tensor_scalar_ap(c->k, TERN_ENGINE_AUTO, acc, acc, TERN_ALU_ADD, bt, 0.0f, TERN_ALU_BYPASS,
+                                             tern_view_none(), 0.0f, 0);
+            }
+            uint32_t nums[1] = {(uint32_t)(on * g->Wo)};
+            int32_t steps[1] = {1};
+            tern_kernel_store(c->k, hview(yv, (uint64_t)(r0 * HoWo + oc0 * g->Wo), p, HoWo, 1, nums, steps), acc);
+            tern_kernel_release(c->k, in);
+            tern_kernel_release(c->k, acc);
+        }
+        if (wt.region >= 0)
+            tern_kernel_release(c->k, wt);
+        if (bt.region >= 0)
+            tern_kernel_release(c->k, bt);
+    }
+}
+
+/* ---- Conv ---- */
+
+/* Host copy of a constant as doubles (NULL when v is absent). */
+static double *host_doubles(cc *c, const cc_value *v, size_t want)
+{
+    if (!v)
+        return NULL;
+    if (!v->host || v->host->count != want) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "a non-constant or mis-sized parameter (%zu elements expected)", want);
+        return NULL;
+    }
+    double *d = malloc(sizeof(double) * (want ? want : 1));
+    if (!d) {
+        cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < want; i++)
+        d[i] = tern_host_tensor_get(v->host, i);
+    return d;
+}
+
+/* im2col + GEMM for one group: col[Kg = Cg*kh*kw, N*Ho*Wo] (matmul dtype; row ci*kh*kw + i*kw + j holds input
+ * channel ci shifted by kernel offset (i, j)), then per image out[Coutg, Ho*Wo] = (W_g^T)^T @ col_n. */
+static void conv_gemm_group(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg, int64_t Coutg,
+                            int64_t Cout, const cc_value *w)
+{
+    tern_dtype mdt = c->o->matmul_dtype;
+    int64_t KK = g->kh * g->kw, Kg = Cg * KK, HoWo = g->Ho * g->Wo, NP = g->N * HoWo, HW = g->H * g->W;
+    /* W_g^T [Kg, Coutg]: the stationary operand (lhsT) of the GEMM. */
+    float *wt = malloc(sizeof(float) * (size_t)(Kg * Coutg));
+    if (!wt) {
+        cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+        return;
+    }
+    for (int64_t co = 0; co < Coutg; co++)
+        for (int64_t k = 0; k < Kg; k++)
+            wt[k * Coutg + co] = (float)tern_host_tensor_get(w->host, (size_t)((grp * Coutg + co) * Kg + k));
+    tern_view lhsT = const_f32(c, mdt, (uint64_t)Kg, (uint64_t)Coutg, wt);
+    free(wt);
+    tern_view col = cc_temp(c, mdt, (uint64_t)Kg, (uint64_t)NP);
+    if (!cc_ok(c))
+        return;
+    /* Per image, block of up to 128 channels and chunk of output rows: the padded input rows come on chip once,
+     * each kernel offset's strided window is copied (cast to the matmul dtype) into a contiguous tile, alternating
+     * VectorE and ScalarE, and stored as a [channels, rows x Wo] block of the im2col rows ci*kh*kw + i*kw + j. */
+    int64_t ohc = chunk_rows(g);
+    if (ohc < 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "input rows of %lld elements with a %lld-row kernel do not fit SBUF tiles",
+                (long long)g->W, (long long)g->kh);
+        tern_kernel_release(c->k, col);
+        return;
+    }
+    tern_view xv = cc_view2d(c, x, 0, 1, x->numel, x->numel);
+    unsigned flip = 0;
+    for (int64_t n = 0; n < g->N && cc_ok(c); n++)
+        for (int64_t cb = 0; cb < Cg && cc_ok(c); cb += 128) {
+            uint32_t p = (uint32_t)(Cg - cb < 128 ? Cg - cb : 128);
+            for (int64_t oc0 = 0; oc0 < g->Ho && cc_ok(c); oc0 += ohc) {
+                int64_t on = g->Ho - oc0 < ohc ? g->Ho - oc0 : ohc;
+                tern_view in = load_padded(c, xv, (uint64_t)((n * g->C + grp * Cg + cb) * HW), HW, p, g, oc0, on, 0.0f);
+                uint32_t shape[2] = {(uint32_t)on, (uint32_t)g->Wo};
+                tern_view ct[2];
+                ct[0] = tern_kernel_tile(c->k, TERN_MEM_SBUF, mdt, p, 2, shape, "im2col_a");
+                ct[1] = tern_kernel_tile(c->k, TERN_MEM_SBUF, mdt, p, 2, shape, "im2col_b");
+                for (int64_t i = 0; i < g->kh && cc_ok(c); i++)
+                    for (int64_t j = 0; j < g->kw && cc_ok(c); j++) {
+                        tern_view t = ct[flip & 1], win = window_view(c, in, g, i, j, on);
+                        if (flip++ & 1)
+                            tern_kernel_activation(c->k, t, win, TERN_ACT_COPY, 1.0f, tern_view_none(),
+                                                   tern_view_none(), tern_view_none());
+                        else
+                            tern_kernel_tensor_copy(c->k, TERN_ENGINE_VECTOR, t, win);
+                        uint32_t nums[1] = {(uint32_t)(on * g->Wo)};
+                        int32_t steps[1] = {1};
+                        tern_kernel_store(c->k,
+                                          hview(col, (uint64_t)((cb * KK + i * g->kw + j) * NP + n * HoWo + oc0 * g->Wo),
+                                                p, KK * NP, 1, nums, steps),
+                                          t);
+                    }
+                tern_kernel_release(c->k, ct[1]);
+                tern_kernel_release(c->k, ct[0]);
+                tern_kernel_release(c->k, in);
+            }
+        }
+    tern_gemm_opts go;
+    tern_gemm_opts_default(&go);
+    go.acc_dtype = TERN_DTYPE_FP32;
+    go.tiles_in_block_m = 8; /* fp32 SBUF accumulators: smaller blocks than the tutorial's bf16 ones */
+    for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
+        tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * HoWo), (uint64_t)Coutg, (uint64_t)HoWo,
+                                  (uint64_t)HoWo);
+        tern_view rhs = tern_view_block(c->k, col, 0, (uint64_t)Kg, (uint64_t)(n * HoWo), (uint64_t)((n + 1) * HoWo));
+        tern_lib_gemm(c->k, out, lhsT, rhs, &go);
+    }
+    tern_kernel_release(c->k, col);
+    c->model_flops += 2.0 * (double)Coutg * (double)Kg * (double)NP;
+}
+
+static int lower_conv(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0), *w = cc_in(c, 1), *b = cc_in(c, 2);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !w || !y)
+        return 1;
+    if (!w->host) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Conv with non-constant weights");
+        return 1;
+    }
+    if (w->rank != x->rank) {
+        cc_fail(c, TERN_ERR_INVALID, "weight rank %d for input rank %d", w->rank, x->rank);
+        return 1;
+    }
+    int64_t kern[2] = {w->dims[2], w->rank == 4 ? w->dims[3] : 0};
+    cnn_geom g;
+    if (!geom_of(c, &g, x, y, kern))
+        return 1;
+    int64_t group = tern_graph_attr_int(n, "group", 1), Cout = w->dims[0], Cg = w->dims[1];
+    if (group < 1 || Cg * group != g.C || Cout % group) {
+        cc_fail(c, TERN_ERR_INVALID, "group %lld with %lld input channels and weight [%lld, %lld, ...]",
+                (long long)group, (long long)g.C, (long long)Cout, (long long)Cg);
+        return 1;
+    }
+    double *bias = host_doubles(c, b, (size_t)Cout);
+    if (b && !bias)
+        return 1;
+    if (group > 1 && Cg == 1 && Cout == group) {
+        /* depthwise: a window walk on VectorE with per-channel weights as per-partition scalars */
+        int64_t KK = g.kh * g.kw;
+        float *wf = malloc(sizeof(float) * (size_t)(Cout * KK));
+        if (!wf) {
+            free(bias);
+            cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+            return 1;
+        }
+        for (int64_t i = 0; i < Cout * KK; i++)
+            wf[i] = (float)tern_host_tensor_get(w->host, (size_t)i);
+        walk_opts wo = {WALK_DW, 0, wf, bias};
+        window_walk(c, y, x, &g, &wo);
+        c->model_flops += 2.0 * (double)y->numel * (double)KK;
+        free(wf);
+        free(bias);
+        return 1;
+    }
+    for (int64_t grp = 0; grp < group && cc_ok(c); grp++)
+        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w);
+    if (bias && cc_ok(c)) {
+        uint64_t rows = (uint64_t)(g.N * Cout), cols = (uint64_t)(g.Ho * g.Wo);
+        tern_view yv = cc_view2d(c, y, 0, rows, cols, cols);
+        row_affine(c, yv, yv, tern_view_none(), per_row_const(c, bias, g.N, Cout), rows, cols);
+    }
+    free(bias);
+    return 1;
+}
+
+/* ---- pools ---- */
+
+static int lower_pool(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    if (n->n_outputs > 1 && n->outputs[1] >= 0) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "MaxPool's Indices output");
+        return 1;
+    }
+    const tern_graph_attr *ks = tern_graph_node_attr(n, "kernel_shape");
+    if (!ks || ks->n != (size_t)x->rank - 2) {
+        cc_fail(c, TERN_ERR_INVALID, "kernel_shape must have %d entries", x->rank - 2);
+        return 1;
+    }
+    int64_t kern[2] = {ks->ints[0], ks->n > 1 ? ks->ints[1] : 0};
+    cnn_geom g;
+    if (!geom_of(c, &g, x, y, kern))
+        return 1;
+    walk_opts wo = {!strcmp(n->op, "MaxPool") ? WALK_MAX : WALK_AVG,
+                    (int)tern_graph_attr_int(n, "count_include_pad", 0), NULL, NULL};
+    window_walk(c, y, x, &g, &wo);
+    return 1;
+}
+
+static int lower_global_pool(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int is_max = !strcmp(n->op, "GlobalMaxPool");
+    uint64_t rows = (uint64_t)(x->dims[0] * x->dims[1]), cols = rows ? x->numel / rows : 0;
+    const uint64_t chunk = 8192;
+    tern_alu_op op = is_max ? TERN_ALU_MAX : TERN_ALU_ADD;
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += 128) {
+        uint32_t p = (uint32_t)(rows - r0 < 128 ? rows - r0 : 128);
+        tern_view acc = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "gpool_acc");
+        tern_view part = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "gpool_part");
+        for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += chunk) {
+            uint32_t wd = (uint32_t)(cols - c0 < chunk ? cols - c0 : chunk);
+            tern_view t = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, wd, "gpool_in");
+            tern_kernel_load(c->k, t, cc_view2d(c, x, r0 * cols + c0, p, wd, cols));
+            tern_kernel_tensor_reduce(c->k, c0 ? part : acc, t, op, 1, 0);
+            if (c0)
+                tern_kernel_tensor_tensor(c->k, TERN_ENGINE_AUTO, acc, acc, part, op);
+            tern_kernel_release(c->k, t);
+        }
+        if (!is_max)
+            tern_kernel_tensor_scalar(c->k, TERN_ENGINE_AUTO, acc, acc, TERN_ALU_MULT, 1.0f / (float)cols,
+                                      TERN_ALU_BYPASS, 0.0f);
+        tern_kernel_store(c->k, cc_view2d(c, y, r0, p, 1, 1), acc);
+        tern_kernel_release(c->k, part);
+        tern_kernel_release(c->k, acc);
+    }
+    return 1;
+}
+
+/* ---- BatchNormalization (inference) ---- */
+
+static int lower_batchnorm(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    if (tern_graph_attr_int(n, "training_mode", 0)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "training_mode=1 (inference only)");
+        return 1;
+    }
+    if (x->rank < 2) {
+        cc_fail(c, TERN_ERR_INVALID, "input rank %d below 2", x->rank);
+        return 1;
+    }
+    int64_t N = x->dims[0], C = x->dims[1];
+    double *p[4] = {NULL, NULL, NULL, NULL};
+    for (int k = 0; k < 4; k++) {
+        cc_value *v = cc_in(c, k + 1);
+        if (!v || !v->host) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "input %d (scale, B, mean, var) is not a constant", k + 1);
+            break;
+        }
+        if (!(p[k] = host_doubles(c, v, (size_t)C)))
+            break;
+    }
+    if (cc_ok(c)) {
+        /* y = (x - mean) / sqrt(var + eps) * gamma + beta = x * s + (beta - mean * s), folded in double */
+        double eps = tern_graph_attr_float(n, "epsilon", 1e-5f);
+        for (int64_t ch = 0; ch < C; ch++) {
+            double s = p[0][ch] / sqrt(p[3][ch] + eps);
+            p[1][ch] = p[1][ch] - p[2][ch] * s;
+            p[0][ch] = s;
+        }
+        uint64_t rows = (uint64_t)(N * C), cols = rows ? x->numel / rows : 0;
+        row_affine(c, cc_view2d(c, y, 0, rows, cols, cols), cc_view2d(c, x, 0, rows, cols, cols),
+                   per_row_const(c, p[0], N, C), per_row_const(c, p[1], N, C), rows, cols);
+    }
+    for (int k = 0; k < 4; k++)
+        free(p[k]);
+    return 1;
+}
+
 cc_lower_fn cc_lowering_cnn(const char *op)
 {
-    (void)op;
+    if (!strcmp(op, "Conv"))
+        return lower_conv;
+    if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool"))
+        return lower_pool;
+    if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool"))
+        return lower_global_pool;
+    if (!strcmp(op, "BatchNormalization"))
+        return lower_batchnorm;
     return NULL;
 }

@@ -123,6 +123,21 @@ static tern_status bshape(const ectx *c, int nin, const tern_host_tensor *const 
 
 static inline double rd(const tern_host_tensor *t, size_t off) { return t->f ? (double)t->f[off] : (double)t->i[off]; }
 
+/* double -> int64 without undefined behaviour: NaN -> 0, saturating */
+static int64_t d2i(double v)
+{
+    if (isnan(v))
+        return 0;
+    if (v >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+/* an integer scalar input as int64, exactly for integer tensors */
+static int64_t ri(const tern_host_tensor *t, size_t off) { return t->i ? t->i[off] : d2i((double)t->f[off]); }
+
 /* ---- binary elementwise ---- */
 enum {
     B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MOD, B_FMOD, B_MAX, B_MIN, B_AND, B_OR, B_XOR, B_EQ, B_LT, B_GT, B_LE, B_GE,
@@ -181,7 +196,7 @@ static int64_t ibin(int op, int64_t a, int64_t b, int is_unsigned)
     }
     case B_POW: {
         double p = pow((double)a, (double)b);
-        return p >= 9.2e18 ? INT64_MAX : p <= -9.2e18 ? INT64_MIN : (int64_t)p;
+        return d2i(p);
     }
     case B_MAX: return a > b ? a : b;
     case B_MIN: return a < b ? a : b;
@@ -252,7 +267,7 @@ static tern_status binary(const ectx *c, int op, const tern_host_tensor *a, cons
         if (b->f) /* Pow(int, float) */
             for (size_t k = 0; k < n; k++, bcit_next(&it)) {
                 double p = pow((double)a->i[it.off[0]], (double)b->f[it.off[1]]);
-                o->i[k] = isnan(p) ? 0 : p >= 9.2e18 ? INT64_MAX : p <= -9.2e18 ? INT64_MIN : (int64_t)p;
+                o->i[k] = d2i(p);
             }
         else
             for (size_t k = 0; k < n; k++, bcit_next(&it))
@@ -414,7 +429,7 @@ static tern_status ev_unary(const ectx *c)
             case 'A': v = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
             case 'S': v = (v > 0) - (v < 0); break;
             case 'R': v = v < 0 ? 0 : v; break;
-            case 'C': v = (double)v < lo ? (int64_t)lo : (double)v > hi ? (int64_t)hi : v; break;
+            case 'C': v = (double)v < lo ? d2i(lo) : (double)v > hi ? d2i(hi) : v; break;
             default: break;
             }
             o->i[k] = v;
@@ -1204,7 +1219,7 @@ static tern_status ev_pad(const ectx *c)
         if (o->f)
             o->f[k] = outside ? (float)cval : x->f[off];
         else
-            o->i[k] = outside ? (int64_t)cval : x->i[off];
+            o->i[k] = outside ? d2i(cval) : x->i[off];
         for (int d = r - 1; d >= 0; d--) {
             if (++idx[d] < dims[d])
                 break;
@@ -1300,7 +1315,7 @@ static tern_status ev_range(const ectx *c)
         if (o->f)
             o->f[k] = (float)(s + (double)k * d);
         else
-            o->i[k] = (int64_t)s + k * (int64_t)d;
+            o->i[k] = (int64_t)((uint64_t)ri(IN(0), 0) + (uint64_t)k * (uint64_t)ri(IN(2), 0));
     }
     graph_tensor_normalize(o);
     return TERN_OK;
@@ -1352,7 +1367,7 @@ static tern_status ev_trilu(const ectx *c)
     const tern_host_tensor *x = IN(0);
     if (x->rank < 2)
         return efail(c, TERN_ERR_INVALID, "input rank %d below 2", x->rank);
-    int64_t k = IN(1) && IN(1)->count ? (int64_t)rd(IN(1), 0) : 0;
+    int64_t k = IN(1) && IN(1)->count ? ri(IN(1), 0) : 0;
     int upper = (int)tern_graph_attr_int(c->n, "upper", 1);
     if ((st = copy_out(c, 0, x, x->rank, x->dims)) || !c->out[0])
         return st;
@@ -1379,7 +1394,7 @@ static tern_status ev_cumsum(const ectx *c)
     const tern_host_tensor *x = IN(0);
     int ax;
     char why[200];
-    if (graph_norm_axis((int64_t)rd(IN(1), 0), x->rank, &ax, why, sizeof why, "axis"))
+    if (graph_norm_axis(ri(IN(1), 0), x->rank, &ax, why, sizeof why, "axis"))
         return efail(c, TERN_ERR_INVALID, "%s", why);
     int excl = (int)tern_graph_attr_int(c->n, "exclusive", 0), rev = (int)tern_graph_attr_int(c->n, "reverse", 0);
     tern_host_tensor *o;

@@ -162,6 +162,9 @@ static tern_status ev_gemm(const ectx *c)
     const tern_host_tensor *a = IN(0), *b = IN(1), *cc = IN(2);
     if (a->rank != 2 || b->rank != 2)
         return efail(c, TERN_ERR_INVALID, "A and B must be 2-D (got rank %d and %d)", a->rank, b->rank);
+    if (a->type != b->type || (cc && cc->type != a->type))
+        return efail(c, TERN_ERR_INVALID, "A, B and C types differ: %s, %s, %s", tern_elem_name(a->type),
+                     tern_elem_name(b->type), cc ? tern_elem_name(cc->type) : "-");
     int ta = (int)tern_graph_attr_int(c->n, "transA", 0), tb = (int)tern_graph_attr_int(c->n, "transB", 0);
     float alpha = tern_graph_attr_float(c->n, "alpha", 1.0f), beta = tern_graph_attr_float(c->n, "beta", 1.0f);
     int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
@@ -244,6 +247,9 @@ static tern_status ev_conv(const ectx *c)
     const int64_t *ks = graph_attr_ints(c->n, "kernel_shape", &nk);
     if (ks && (nk != (size_t)x->rank - 2 || memcmp(ks, w->dims + 2, nk * sizeof *ks)))
         return efail(c, TERN_ERR_INVALID, "kernel_shape does not match the weight's spatial dims");
+    if (w->type != x->type || (b && b->type != x->type))
+        return efail(c, TERN_ERR_INVALID, "X, W and B types differ: %s, %s, %s", tern_elem_name(x->type),
+                     tern_elem_name(w->type), b ? tern_elem_name(b->type) : "-");
     if (b && (b->rank != 1 || b->dims[0] != M))
         return efail(c, TERN_ERR_INVALID, "bias must be [%lld]", (long long)M);
     graph_window win;

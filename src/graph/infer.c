@@ -305,6 +305,9 @@ static tern_status infer_node(ictx *c)
         const tern_graph_value *a = V(c, 0), *b = V(c, 1);
         if (a->rank != 2 || b->rank != 2)
             return ifail(c, TERN_ERR_INVALID, "A and B must be 2-D (got rank %d and %d)", a->rank, b->rank);
+        if (b->type != a->type || (V(c, 2) && V(c, 2)->type != a->type))
+            return ifail(c, TERN_ERR_INVALID, "A, B and C types differ: %s, %s, %s", tern_elem_name(a->type),
+                         tern_elem_name(b->type), V(c, 2) ? tern_elem_name(V(c, 2)->type) : "-");
         int ta = (int)tern_graph_attr_int(n, "transA", 0), tb = (int)tern_graph_attr_int(n, "transB", 0);
         int64_t Ka = a->dims[ta ? 0 : 1], Kb = b->dims[tb ? 1 : 0];
         if (Ka >= 0 && Kb >= 0 && Ka != Kb)
@@ -321,6 +324,9 @@ static tern_status infer_node(ictx *c)
         const tern_graph_value *x = V(c, 0), *w = V(c, 1);
         if (w->rank != x->rank)
             return ifail(c, TERN_ERR_INVALID, "weight rank %d differs from input rank %d", w->rank, x->rank);
+        if (w->type != x->type || (V(c, 2) && V(c, 2)->type != x->type))
+            return ifail(c, TERN_ERR_INVALID, "X, W and B types differ: %s, %s, %s", tern_elem_name(x->type),
+                         tern_elem_name(w->type), V(c, 2) ? tern_elem_name(V(c, 2)->type) : "-");
         int64_t group = tern_graph_attr_int(n, "group", 1);
         if (group < 1 || (x->dims[1] >= 0 && w->dims[1] >= 0 && w->dims[1] * group != x->dims[1]))
             return ifail(c, TERN_ERR_INVALID, "group %lld with %lld input channels and weight [%lld, %lld, ...]",
@@ -643,8 +649,8 @@ static tern_status infer_node(ictx *c)
             if (nb != nout)
                 return ifail(c, TERN_ERR_INVALID, "split has %d sizes for %d outputs", nb, nout);
             for (int k = 0; k < nb; k++) {
-                if (sizes[k] < 0)
-                    return ifail(c, TERN_ERR_INVALID, "split size %lld is negative", (long long)sizes[k]);
+                if (sizes[k] < 0 || sizes[k] > GRAPH_MAX_ELEMS)
+                    return ifail(c, TERN_ERR_INVALID, "split size %lld outside [0, 2^31]", (long long)sizes[k]);
                 total += sizes[k];
             }
             if (dim >= 0 && total != dim)

@@ -34,11 +34,28 @@ const char *tern_simd_name(tern_simd s)
     return "?";
 }
 
-/* AUTO -> the best supported level, capped by TERN_SIMD; an explicit level is returned as is. */
+/* AUTO -> the best supported level, capped by TERN_SIMD; an explicit level is returned as is. The answer
+ * depends only on the CPU and the process environment, so it is worked out once (conversions sit on the
+ * simulator's hot path); concurrent first calls compute the same value. */
+static tern_simd resolve_uncached(void);
+static _Atomic int cached = -1;
+
+void tern_num_simd_refresh(void) { cached = -1; }
+
 static tern_simd resolve(tern_simd s)
 {
     if (s != TERN_SIMD_AUTO)
         return s;
+    int c = cached;
+    if (c < 0) {
+        c = (int)resolve_uncached();
+        cached = c;
+    }
+    return (tern_simd)c;
+}
+
+static tern_simd resolve_uncached(void)
+{
     tern_simd cap = TERN_SIMD_AVX512;
     const char *env = getenv("TERN_SIMD");
     if (env) {

@@ -18,15 +18,46 @@ struct tern_rt {
     tern_run_stats *stats;
 };
 
+/* A deep copy (the caller's executable was validated when it was built or decoded). */
 static tern_status copy_exe(const tern_exe *src, tern_exe *dst, tern_error *err)
 {
-    uint8_t *b = NULL;
-    size_t n = 0;
-    tern_status st = tern_exe_encode(src, &b, &n, err);
-    if (!st)
-        st = tern_exe_decode(b, n, dst, err);
-    free(b);
-    return st;
+    tern_exe_init(dst);
+    memcpy(dst->machine, src->machine, sizeof dst->machine);
+    dst->programs = calloc(src->cores ? src->cores : 1, sizeof *dst->programs);
+    dst->inputs = calloc(src->num_inputs + 1, sizeof *dst->inputs);
+    dst->outputs = calloc(src->num_outputs + 1, sizeof *dst->outputs);
+    dst->consts = calloc(src->num_consts + 1, sizeof *dst->consts);
+    if (!dst->programs || !dst->inputs || !dst->outputs || !dst->consts) {
+        tern_exe_free(dst);
+        return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
+    }
+    dst->cores = src->cores;
+    for (unsigned c = 0; c < src->cores; c++)
+        tern_program_init(&dst->programs[c]);
+    for (unsigned c = 0; c < src->cores; c++)
+        if (tern_program_copy(&dst->programs[c], &src->programs[c], err)) {
+            tern_exe_free(dst);
+            return err ? err->code : TERN_ERR_NOMEM;
+        }
+    memcpy(dst->inputs, src->inputs, src->num_inputs * sizeof *dst->inputs);
+    dst->num_inputs = src->num_inputs;
+    memcpy(dst->outputs, src->outputs, src->num_outputs * sizeof *dst->outputs);
+    dst->num_outputs = src->num_outputs;
+    for (size_t i = 0; i < src->num_consts; i++) {
+        dst->consts[i] = src->consts[i];
+        dst->consts[i].data = malloc(src->consts[i].bytes ? src->consts[i].bytes : 1);
+        if (!dst->consts[i].data) {
+            tern_exe_free(dst);
+            return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
+        }
+        memcpy(dst->consts[i].data, src->consts[i].data, src->consts[i].bytes);
+        dst->num_consts = i + 1;
+    }
+    if (src->metadata_json && !(dst->metadata_json = strdup(src->metadata_json))) {
+        tern_exe_free(dst);
+        return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
+    }
+    return TERN_OK;
 }
 
 static const tern_exe_io *find_io(const tern_exe_io *v, size_t n, const char *name, size_t *index)

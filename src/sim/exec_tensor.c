@@ -402,10 +402,16 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                 return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for a %ux%ux%u matmul", K, M, N);
             if (!have_x && (st = ap_gather_f32(core, cx->engine, a, x, err)))
                 return st;
-            if (core->opts.matmul_path == TERN_MATMUL_REFERENCE || K > 128)
+            if (core->opts.matmul_path == TERN_MATMUL_REFERENCE)
                 matmul_reference(core->stationary, x, out, K, M, N);
-            else
+            else if (core->opts.matmul_path == TERN_MATMUL_BLAS && K <= 128)
                 matmul_blas(core->stationary, x, out, K, M, N);
+            else if (matmul_f32_supported())
+                matmul_f32_run(core_pool(core), core->stationary, x, out, K, M, N);
+            else if (K <= 128)
+                matmul_blas(core->stationary, x, out, K, M, N);
+            else
+                matmul_reference(core->stationary, x, out, K, M, N);
             if (acc) {
                 if ((st = ap_gather_f32(core, cx->engine, d, old, err)))
                     return st;

@@ -15,6 +15,10 @@ void matmul_reference(const float *s, const float *x, float *out, uint32_t K, ui
 /* The same through cblas_sgemm (bit-identical for K <= 128; tested). */
 void matmul_blas(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 
+/* The fp32 fma chain vectorised across outputs (AVX-512), bit-identical to matmul_reference. */
+int matmul_f32_supported(void);
+void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
+
 /* Can this host run the bf16 dot-product path? */
 int matmul_bf16_supported(void);
 /* Is a bf16 value (bits) one the bf16 path reproduces exactly: zero, or magnitude in [2^-50, 2^51)? */

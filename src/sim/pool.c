@@ -2,6 +2,7 @@
  * is a function and a part count; parts are claimed with an atomic counter. Which thread runs a part never
  * matters: each part writes disjoint outputs computed the same way. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -42,7 +43,7 @@ static void run_parts(tern_pool *p)
 
 /* Spin this many polls for new work before sleeping: jobs arrive every few tens of microseconds while a
  * program runs, and a futex sleep/wake per job costs as much as the job's own overhead. */
-#define SPIN_POLLS 200000
+#define SPIN_POLLS 20000
 
 static void *worker(void *arg)
 {
@@ -150,7 +151,12 @@ void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     run_parts(p);
-    /* Workers finish their last part within a job's time: wait by polling. */
-    while (atomic_load_explicit(&p->active_atomic, memory_order_acquire) != 0)
-        cpu_relax();
+    /* Workers finish their last part within a job's time: wait by polling, yielding the CPU if it takes long
+     * (a worker may be descheduled when the host is busy: spinning against it would only delay it). */
+    for (unsigned spins = 0; atomic_load_explicit(&p->active_atomic, memory_order_acquire) != 0; spins++) {
+        if (spins < 4096)
+            cpu_relax();
+        else
+            sched_yield();
+    }
 }

@@ -125,10 +125,13 @@ int main(void)
     test_from_f32(TERN_SIMD_AUTO);
     TEST_BEGIN("TERN_SIMD");
     setenv("TERN_SIMD", "portable", 1);
+    tern_num_simd_refresh();
     CHECK(strcmp(tern_num_simd_level(), "portable") == 0);
     setenv("TERN_SIMD", "avx2", 1);
+    tern_num_simd_refresh();
     CHECK(strcmp(tern_num_simd_level(), tern_num_simd_supported(TERN_SIMD_AVX2) ? "avx2" : "portable") == 0);
     setenv("TERN_SIMD", "avx512", 1);
+    tern_num_simd_refresh();
     const char *best = tern_num_simd_level();
     unsetenv("TERN_SIMD");
     CHECK(strcmp(best, tern_num_simd_level()) == 0);

@@ -1,0 +1,147 @@
+/* The compiler's CNN lowerings (src/compiler/lower_cnn.c) against PyTorch: small Conv1d/Conv2d (strides, pads,
+ * dilations, groups, depthwise, bias), BatchNorm2d, Max/Avg/global pools and the resnet_tiny model from
+ * scripts/gen_models.py, exported with torch.onnx.export by Debian's python3 (scripts/gen_cnn_tests.py), compiled
+ * with tern_compile_onnx, run on a simulated trn1 core and compared with PyTorch's float64 outputs. FP32 matmuls
+ * for tight tolerances, BF16 (the default) with tolerances from its rounding. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "tern/compiler.h"
+#include "tern/npy.h"
+#include "tern/runtime.h"
+
+static char dir[] = "/tmp/tern_cnn_XXXXXX";
+
+/* Compile DIR/<name>.onnx with the matmul dtype, run it on DIR/<name>.in.npy and return the largest absolute
+ * difference from DIR/<name>.out.npy (negative on failure, reported); *ref_max gets max |reference|. */
+static double run_case(const char *name, const char *in_name, const char *out_name, tern_dtype mdt, double *ref_max)
+{
+    char path[512];
+    tern_error err;
+    tern_compile_opts o;
+    tern_compile_opts_default(&o);
+    o.matmul_dtype = mdt;
+    tern_exe exe;
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    if (tern_compile_onnx(path, &o, &exe, NULL, &err)) {
+        CHECK_MSG(0, "%s: compile failed: %s", name, err.msg);
+        return -1;
+    }
+    tern_npy in, ref;
+    memset(&in, 0, sizeof in);
+    memset(&ref, 0, sizeof ref);
+    tern_rt *rt = NULL;
+    double worst = -1;
+    float *got = NULL;
+    snprintf(path, sizeof path, "%s/%s.in.npy", dir, name);
+    if (tern_npy_read(path, &in, &err)) {
+        CHECK_MSG(0, "%s: %s", name, err.msg);
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/%s.out.npy", dir, name);
+    if (tern_npy_read(path, &ref, &err)) {
+        CHECK_MSG(0, "%s: %s", name, err.msg);
+        goto done;
+    }
+    uint64_t n = tern_npy_count(&ref);
+    got = malloc(sizeof(float) * n);
+    tern_run_stats st;
+    if (!got || tern_rt_create(&exe, "trn1.2xlarge", NULL, &rt, &err) ||
+        tern_rt_set_input(rt, in_name, in.data, tern_npy_count(&in) * sizeof(float), &err) ||
+        tern_rt_execute(rt, &st, &err) || tern_rt_get_output(rt, out_name, got, n * sizeof(float), &err)) {
+        CHECK_MSG(0, "%s: run failed: %s", name, err.msg);
+        goto done;
+    }
+    worst = 0;
+    *ref_max = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double r = tern_npy_get(&ref, i), d = fabs((double)got[i] - r);
+        if (!(d <= worst)) /* NaN counts as the worst */
+            worst = isnan(d) ? INFINITY : d;
+        if (fabs(r) > *ref_max)
+            *ref_max = fabs(r);
+    }
+done:
+    free(got);
+    tern_rt_free(rt);
+    tern_npy_free(&in);
+    tern_npy_free(&ref);
+    tern_exe_free(&exe);
+    return worst;
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 scripts/gen_cnn_tests.py %s >/dev/null && "
+             "/usr/bin/python3 scripts/gen_models.py %s resnet_tiny >/dev/null",
+             dir, dir);
+    TEST_BEGIN("reference generation");
+    int ok = system(cmd) == 0;
+    CHECK_MSG(ok, "%s failed", cmd);
+    if (ok) {
+        char path[512], line[128];
+        snprintf(path, sizeof path, "%s/cases.txt", dir);
+        FILE *f = fopen(path, "r");
+        CHECK_MSG(f != NULL, "cannot open %s", path);
+        int cases = 0;
+        while (f && fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\r\n")] = '\0';
+            if (!line[0])
+                continue;
+            TEST_BEGIN(line);
+            cases++;
+            /* FP32: fp32 products with fp32 accumulation over K <= 180 terms of O(1) size, and pools/norms in fp32
+             * on VectorE: the error bound is a few K*2^-24 relative to the sum of |terms| (~1e-5 worst case);
+             * observed <= 5e-7. */
+            double rmax = 0, e = run_case(line, "x", "y", TERN_DTYPE_FP32, &rmax);
+            double tol = 2e-5 * (rmax > 1 ? rmax : 1);
+            CHECK_MSG(e >= 0 && e <= tol, "fp32: max |tern - torch| = %g, tolerance %g", e, tol);
+            if (!strncmp(line, "conv", 4) && strcmp(line, "conv_depthwise")) {
+                /* BF16 (default): activations and weights rounded to bf16 (2^-9 relative each) before fp32
+                 * accumulation: ~2^-8 * sqrt(K) * rms(term) per output against an output scale of sqrt(K) * rms(term),
+                 * i.e. ~0.4% of the output scale; 2% of max |ref| bounds it (observed <= 0.3%). The error must also
+                 * be visibly above fp32's, or the matmul did not run in bf16. */
+                double eb = run_case(line, "x", "y", TERN_DTYPE_BF16, &rmax);
+                CHECK_MSG(eb >= 0 && eb <= 0.02 * rmax, "bf16: max |tern - torch| = %g, tolerance %g", eb, 0.02 * rmax);
+                CHECK_MSG(eb > 1e-5 * rmax, "bf16 error %g is as small as fp32's: matmul dtype ignored?", eb);
+            }
+        }
+        if (f)
+            fclose(f);
+        CHECK_MSG(cases >= 14, "%d cases in cases.txt (expected 14)", cases);
+
+        TEST_BEGIN("resnet_tiny fp32");
+        double rmax = 0, e = run_case("resnet_tiny", "image", "output", TERN_DTYPE_FP32, &rmax);
+        /* 6 convs (BatchNorm folded by the exporter), pools, residual adds, Gemm, all fp32: observed ~1e-7. */
+        CHECK_MSG(e >= 0 && e <= 1e-4, "max |tern - torch| = %g (max |ref| %g), tolerance 1e-4", e, rmax);
+        TEST_BEGIN("resnet_tiny bf16");
+        e = run_case("resnet_tiny", "image", "output", TERN_DTYPE_BF16, &rmax);
+        /* 7 bf16 matmul layers in series, each adding ~0.4% relative rounding noise (see above), which grows
+         * about as sqrt(layers) to ~1% of the logit scale; 3% of max |ref| bounds it (observed ~0.3%). */
+        CHECK_MSG(e >= 0 && e <= 0.03 * rmax, "max |tern - torch| = %g, tolerance %g", e, 0.03 * rmax);
+
+        TEST_BEGIN("unsupported: 3-D convolution");
+        tern_exe exe;
+        tern_error err;
+        snprintf(path, sizeof path, "%s/conv3d.onnx", dir);
+        tern_status s = tern_compile_onnx(path, NULL, &exe, NULL, &err);
+        CHECK_MSG(s == TERN_ERR_UNSUPPORTED, "status %d (%s), expected unsupported", (int)s, s ? err.msg : "ok");
+        if (s)
+            CHECK_STR_CONTAINS(err.msg, "Conv");
+        else
+            tern_exe_free(&exe);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return check_report();
+}
