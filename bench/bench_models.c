@@ -1,0 +1,146 @@
+/* Model benchmarks (issue: compiler and runtime): GPT-2 124M-style and BERT-base-style models exported from
+ * PyTorch (scripts/gen_models.py, random weights, sequence 128, batch 1), compiled for one trn1 NeuronCore.
+ * Prints per model: <name>_latency_ms (predicted device time), <name>_mfu (model FLOPs / peak / time),
+ * <name>_compile_s, <name>_run_s (wall time of tern's functional run), <name>_torch_s (PyTorch CPU inference,
+ * fp32, measured in the same run by scripts/torch_time.py) and <name>_sim_over_torch = run_s / torch_s.
+ * BERT-large (sequence 128, batch 1) is predicted in timing-only mode: bert_large_latency_ms.
+ * Models are generated into build/bench-models on first use (about 1.5 GB of ONNX files).
+ * Usage: bench_models [MODEL ...]   (default: gpt2_124m bert_base bert_large) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tern/arch.h"
+#include "tern/compiler.h"
+#include "tern/npy.h"
+#include "tern/runtime.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int exists(const char *p)
+{
+    struct stat s;
+    return stat(p, &s) == 0;
+}
+
+static double torch_seconds(const char *src, const char *name)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/torch_time.py %s 3 2>/dev/null", src, name);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return 0;
+    double s = 0;
+    char line[256];
+    while (fgets(line, sizeof line, p))
+        if (!strncmp(line, "seconds:", 8))
+            s = strtod(line + 8, NULL);
+    pclose(p);
+    return s;
+}
+
+static double model_flops(const tern_exe *x)
+{
+    const char *p = x->metadata_json ? strstr(x->metadata_json, "\"model_flops\":") : NULL;
+    return p ? strtod(p + 14, NULL) : 0;
+}
+
+static int bench(const char *src, const char *dir, const char *name, int functional)
+{
+    char onnx[1024], in[1024], cmd[4096];
+    snprintf(onnx, sizeof onnx, "%s/%s.onnx", dir, name);
+    snprintf(in, sizeof in, "%s/%s.in.npy", dir, name);
+    if (!exists(onnx)) {
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/gen_models.py %s %s > /dev/null 2>&1", src, dir, name);
+        if (system(cmd) != 0 || !exists(onnx)) {
+            fprintf(stderr, "bench_models: cannot generate %s (needs Debian's python3-torch)\n", name);
+            return 1;
+        }
+    }
+    tern_compile_opts o;
+    tern_compile_opts_default(&o);
+    o.machine = "trn1.2xlarge";
+    tern_exe x;
+    tern_compile_report rep;
+    tern_error err;
+    double t0 = now();
+    if (tern_compile_onnx(onnx, &o, &x, &rep, &err)) {
+        fprintf(stderr, "bench_models: %s: %s\n", name, err.msg);
+        return 1;
+    }
+    double t1 = now();
+    tern_rt_options ro = {0};
+    ro.mode = functional ? TERN_MODE_FUNCTIONAL : TERN_MODE_TIMING_ONLY;
+    tern_rt *rt = NULL;
+    tern_npy ids;
+    if (tern_rt_create(&x, o.machine, &ro, &rt, &err) || tern_npy_read(in, &ids, &err)) {
+        fprintf(stderr, "bench_models: %s: %s\n", name, err.msg);
+        return 1;
+    }
+    /* the input ids as int32 */
+    uint64_t n = tern_npy_count(&ids);
+    int32_t *v = malloc(sizeof(int32_t) * (n ? n : 1));
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = (int32_t)tern_npy_get(&ids, i);
+    tern_run_stats st;
+    double t2 = now();
+    if (tern_rt_set_input(rt, x.inputs[0].name, v, sizeof(int32_t) * n, &err) || tern_rt_execute(rt, &st, &err)) {
+        fprintf(stderr, "bench_models: %s: %s\n", name, err.msg);
+        return 1;
+    }
+    double t3 = now();
+    double secs = (double)st.time_ps * 1e-12;
+    /* MFU against the BF16 peak of one NeuronCore, derived from the machine file */
+    double peak = 0;
+    tern_machine *m = NULL;
+    if (tern_machine_load(o.machine, &m, &err) == TERN_OK) {
+        tern_peaks pk;
+        tern_machine_peaks(m, &pk);
+        peak = pk.core_flops[TERN_ARCH_BF16];
+        tern_machine_free(m);
+    }
+    printf("%s_latency_ms: %.3f\n", name, secs * 1e3);
+    if (peak > 0 && secs > 0)
+        printf("%s_mfu: %.2f\n", name, model_flops(&x) / (peak * secs) * 100);
+    printf("%s_compile_s: %.2f\n", name, t1 - t0);
+    printf("%s_instructions: %zu\n", name, rep.instructions);
+    if (functional) {
+        double torch = torch_seconds(src, name);
+        printf("%s_run_s: %.3f\n", name, t3 - t2);
+        printf("%s_torch_s: %.3f\n", name, torch);
+        if (torch > 0)
+            printf("%s_sim_over_torch: %.2f\n", name, (t3 - t2) / torch);
+    } else {
+        printf("%s_timing_only_s: %.3f\n", name, t3 - t2);
+    }
+    free(v);
+    tern_npy_free(&ids);
+    tern_rt_free(rt);
+    tern_exe_free(&x);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *src = TERN_SOURCE_DIR;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/bench-models", TERN_BINARY_DIR);
+    mkdir(dir, 0755);
+    const char *dflt[] = {"gpt2_124m", "bert_base", "bert_large"};
+    int rc = 0;
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++)
+            rc |= bench(src, dir, argv[i], strcmp(argv[i], "bert_large") != 0);
+    } else {
+        for (int i = 0; i < 3; i++)
+            rc |= bench(src, dir, dflt[i], i < 2);
+    }
+    return rc;
+}
