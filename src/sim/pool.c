@@ -1,9 +1,13 @@
-/* Fork-join pool for the simulator's hot paths (matmul tiles). Workers sleep on a condition variable; a job
- * is a function and a part count; parts are claimed with an atomic counter. Which thread runs a part never
- * matters: each part writes disjoint outputs computed the same way. */
+/* Fork-join pool for the simulator's hot paths (matmul tiles). A job is a function and a part count; parts
+ * are claimed from one atomic word that holds the job's generation, its part count and the next part, so a
+ * worker that wakes late can never run a part of a job that has moved on, and the caller never waits for a
+ * worker that has not started: it claims every part nobody else has and waits only for parts in flight.
+ * That matters on a shared host, where a worker may be descheduled for milliseconds. Which thread runs a
+ * part never matters: each part writes disjoint outputs computed the same way. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -15,63 +19,70 @@
 #define cpu_relax() ((void)0)
 #endif
 
+/* claim word: generation (24 bits) | part count (20 bits) | next part (20 bits) */
+#define PART_BITS 20u
+#define PART_MASK ((1ull << PART_BITS) - 1)
+#define GEN_MASK ((1ull << 24) - 1)
+#define MAX_PARTS ((unsigned)PART_MASK)
+
 struct tern_pool {
     unsigned nthreads; /* including the caller */
     pthread_t *workers;
     pthread_mutex_t mu;
     pthread_cond_t work_cv;
-    unsigned long generation;
-    int stop;
     pool_fn fn;
     void *ctx;
-    unsigned nparts;
-    atomic_uint next;
-    atomic_ulong gen_atomic;   /* generation, for spinning workers */
-    atomic_int stop_atomic;
-    atomic_uint active_atomic; /* workers still in the current job */
+    unsigned long generation; /* the caller's count of jobs */
+    atomic_ullong claim;
+    atomic_ulong gen_atomic; /* generation of the newest job, for workers */
+    atomic_uint done;        /* parts of the current job finished */
+    atomic_int sleepers;     /* workers blocked on work_cv */
+    atomic_int stop;
 };
 
-static void run_parts(tern_pool *p)
+static void run_parts(tern_pool *p, unsigned long gen)
 {
     for (;;) {
-        unsigned i = atomic_fetch_add(&p->next, 1);
-        if (i >= p->nparts)
+        unsigned long long c = atomic_load_explicit(&p->claim, memory_order_acquire);
+        if ((c >> (2 * PART_BITS)) != (gen & GEN_MASK))
             return;
-        p->fn(p->ctx, i, p->nparts);
+        unsigned n = (unsigned)((c >> PART_BITS) & PART_MASK), i = (unsigned)(c & PART_MASK);
+        if (i >= n)
+            return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel, memory_order_relaxed))
+            continue;
+        /* the job cannot move on while part i is unfinished, so fn and ctx are this job's */
+        p->fn(p->ctx, i, n);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
     }
 }
 
-/* Spin this many polls for new work before sleeping: jobs arrive every few tens of microseconds while a
- * program runs, and a futex sleep/wake per job costs as much as the job's own overhead. */
-#define SPIN_POLLS 20000
+/* Polls for new work before sleeping (a few tens of microseconds): jobs arrive in bursts while a matmul
+ * runs; between bursts the worker sleeps rather than take a core the rest of the host may need. */
+#define SPIN_POLLS 1000
 
 static void *worker(void *arg)
 {
     tern_pool *p = arg;
     unsigned long seen = 0;
-    for (;;) {
-        /* Spin first (no lock: the generation is published with a release store), sleep only when idle. */
-        unsigned long g = seen;
-        for (unsigned i = 0; i < SPIN_POLLS && g == seen && !atomic_load_explicit(&p->stop_atomic, memory_order_relaxed);
-             i++) {
+    while (!atomic_load(&p->stop)) {
+        unsigned long g = atomic_load_explicit(&p->gen_atomic, memory_order_acquire);
+        for (unsigned i = 0; i < SPIN_POLLS && g == seen; i++) {
+            cpu_relax();
             g = atomic_load_explicit(&p->gen_atomic, memory_order_acquire);
-            if (g == seen)
-                cpu_relax();
         }
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
-            while (!p->stop && (g = atomic_load_explicit(&p->gen_atomic, memory_order_acquire)) == seen)
+            atomic_fetch_add(&p->sleepers, 1);
+            while (!atomic_load(&p->stop) && (g = atomic_load(&p->gen_atomic)) == seen)
                 pthread_cond_wait(&p->work_cv, &p->mu);
-            int stop = p->stop;
+            atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
-            if (stop)
+            if (atomic_load(&p->stop))
                 break;
         }
-        if (atomic_load_explicit(&p->stop_atomic, memory_order_relaxed))
-            break;
         seen = g;
-        run_parts(p);
-        atomic_fetch_sub_explicit(&p->active_atomic, 1, memory_order_release);
+        run_parts(p, g);
     }
     return NULL;
 }
@@ -118,8 +129,7 @@ void pool_free(tern_pool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    atomic_store(&p->stop_atomic, 1);
+    atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     for (unsigned i = 0; i + 1 < p->nthreads; i++)
@@ -134,26 +144,26 @@ unsigned pool_threads(const tern_pool *p) { return p ? p->nthreads : 1; }
 
 void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
 {
-    if (!p || p->nthreads <= 1 || nparts <= 1) {
+    if (!p || p->nthreads <= 1 || nparts <= 1 || nparts > MAX_PARTS) {
         for (unsigned i = 0; i < nparts; i++)
             fn(ctx, i, nparts);
         return;
     }
+    /* the previous job is complete (this function waited for it), so nobody reads fn and ctx now */
     p->fn = fn;
     p->ctx = ctx;
-    p->nparts = nparts;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->active_atomic, p->nthreads - 1);
-    /* Publish under the lock so a worker going to sleep cannot miss it; spinning workers see the store at once. */
-    pthread_mutex_lock(&p->mu);
-    p->generation++;
-    atomic_store_explicit(&p->gen_atomic, p->generation, memory_order_release);
-    pthread_cond_broadcast(&p->work_cv);
-    pthread_mutex_unlock(&p->mu);
-    run_parts(p);
-    /* Workers finish their last part within a job's time: wait by polling, yielding the CPU if it takes long
-     * (a worker may be descheduled when the host is busy: spinning against it would only delay it). */
-    for (unsigned spins = 0; atomic_load_explicit(&p->active_atomic, memory_order_acquire) != 0; spins++) {
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    unsigned long gen = ++p->generation;
+    atomic_store(&p->claim, ((gen & GEN_MASK) << (2 * PART_BITS)) | ((unsigned long long)nparts << PART_BITS));
+    atomic_store(&p->gen_atomic, gen);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->work_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    run_parts(p, gen);
+    /* every part is claimed: wait for those still running on workers */
+    for (unsigned spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) != nparts; spins++) {
         if (spins < 4096)
             cpu_relax();
         else
