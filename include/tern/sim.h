@@ -152,6 +152,11 @@ typedef struct {
  * or the instruction guard stop the run with an error naming the engine, the instruction index and the rule. */
 tern_status tern_core_run(tern_core *core, const tern_program *prog, tern_run_stats *stats, tern_error *err);
 
+/* Reset the control state a program starts from, as a runtime does before each launch: semaphores and
+ * registers to 0, no stationary operand loaded. Memories (SBUF, PSUM, HBM) keep their contents. Without it a
+ * second run of a program starts with the first run's final semaphore counts, so its waits pass early. */
+void tern_core_reset_control(tern_core *core);
+
 /* Semaphore and register inspection (tests, debugging). */
 uint32_t tern_core_semaphore(const tern_core *core, uint32_t sem);
 int32_t tern_core_register(const tern_core *core, tern_engine e, uint32_t reg);

@@ -219,6 +219,8 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
                 if ((st = tern_core_hbm_write(rt->cores[c], t->hbm_addr, rt->inputs[i] + off, bytes, err)))
                     return st;
             }
+        /* every launch starts from zeroed semaphores and registers, so repeated executions are identical */
+        tern_core_reset_control(rt->cores[c]);
         if ((st = tern_core_run(rt->cores[c], prog, &rt->stats[c], err)))
             return tern_error_prefix(err, "runtime: core %u: ", c);
         const tern_run_stats *s = &rt->stats[c];

@@ -97,6 +97,13 @@ void tern_core_free(tern_core *core)
 
 const tern_core_config *tern_core_get_config(const tern_core *core) { return &core->cfg; }
 
+void tern_core_reset_control(tern_core *core)
+{
+    memset(core->semaphores, 0, core->cfg.num_semaphores * sizeof *core->semaphores);
+    memset(core->registers, 0, (size_t)TERN_ENGINE_COUNT * core->cfg.num_registers * sizeof *core->registers);
+    core->stat_loaded = 0;
+}
+
 uint32_t tern_core_semaphore(const tern_core *core, uint32_t sem)
 {
     return sem < core->cfg.num_semaphores ? core->semaphores[sem] : 0;

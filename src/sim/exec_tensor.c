@@ -404,6 +404,8 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                 return st;
             if (core->opts.matmul_path == TERN_MATMUL_REFERENCE)
                 matmul_reference(core->stationary, x, out, K, M, N);
+            else if (matmul_identity(core->stationary, x, out, K, M, N))
+                ; /* a transpose through the array */
             else if (core->opts.matmul_path == TERN_MATMUL_BLAS && K <= 128)
                 matmul_blas(core->stationary, x, out, K, M, N);
             else if (matmul_f32_supported())

@@ -38,6 +38,28 @@ void matmul_reference(const float *s, const float *x, float *out, uint32_t K, ui
         }
 }
 
+/* A moving operand that is the identity (K == N): how TensorE transposes. The fma chain then reduces to one
+ * term: out[m][n] = +0 + s[n][m] (so -0 becomes +0), as long as every stationary value is finite (an infinity or
+ * NaN times 0 would poison the chain). Returns 0, having written nothing, when that does not hold. */
+int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
+{
+    if (K != N)
+        return 0;
+    for (uint32_t k = 0; k < K; k++) {
+        const float *r = x + (size_t)k * N;
+        for (uint32_t n = 0; n < N; n++)
+            if (r[n] != (n == k ? 1.0f : 0.0f))
+                return 0;
+    }
+    for (size_t i = 0; i < (size_t)K * M; i++)
+        if (!isfinite(s[i]))
+            return 0;
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t n = 0; n < N; n++)
+            out[(size_t)m * N + n] = s[(size_t)n * M + m] + 0.0f;
+    return 1;
+}
+
 void matmul_blas(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
 {
     /* out[M][N] = s[K][M]^T x[K][N] */

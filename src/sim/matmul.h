@@ -12,6 +12,8 @@
 
 /* out[m*N+n] = fma-chain over k ascending of s[k*M+m] * x[k*N+n], starting from +0. */
 void matmul_reference(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
+/* The same when the moving operand is the identity (a transpose): 1 if it applied, 0 (nothing written) if not. */
+int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 /* The same through cblas_sgemm (bit-identical for K <= 128; tested). */
 void matmul_blas(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 
