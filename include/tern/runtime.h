@@ -32,7 +32,7 @@ typedef struct {
     int split_batch; /* 1: axis 0 is divided evenly over the cores */
 } tern_exe_io;
 
-/* Constant bytes placed in one core's HBM before every execution (weights). */
+/* Constant bytes written into one core's HBM when the executable is loaded (weights); kept across executions. */
 typedef struct {
     unsigned core;
     uint64_t hbm_addr;

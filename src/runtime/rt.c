@@ -114,9 +114,34 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
         const tern_exe_io *io =
             i < rt->exe.num_inputs ? &rt->exe.inputs[i] : &rt->exe.outputs[i - rt->exe.num_inputs];
         if (io->split_batch && (io->rank == 0 || io->shape[0] % rt->exe.cores)) {
-            tern_rt_free(rt);
-            return tern_error_set(err, TERN_ERR_INVALID, "runtime: '%s' splits a batch of %lld over %u cores unevenly",
-                                  io->name, io->rank ? (long long)io->shape[0] : 0LL, rt->exe.cores);
+            tern_error_set(err, TERN_ERR_INVALID, "runtime: '%s' splits a batch of %lld over %u cores unevenly", io->name,
+                           io->rank ? (long long)io->shape[0] : 0LL, rt->exe.cores);
+            tern_rt_free(rt); /* after the message: rt owns io */
+            return TERN_ERR_INVALID;
+        }
+    }
+    /* Every input and output must be a program tensor of its core's share on every core. */
+    for (size_t i = 0; i < rt->exe.num_inputs + rt->exe.num_outputs; i++) {
+        const tern_exe_io *io =
+            i < rt->exe.num_inputs ? &rt->exe.inputs[i] : &rt->exe.outputs[i - rt->exe.num_inputs];
+        for (unsigned c = 0; c < rt->exe.cores; c++) {
+            const tern_program_tensor *t = tern_program_find_tensor(&rt->exe.programs[c], io->name);
+            uint64_t off, bytes;
+            slice_of(&rt->exe, io, c, &off, &bytes);
+            const char *kind = i < rt->exe.num_inputs ? "input" : "output";
+            /* the message is made before rt (which owns io) is freed */
+            if (!t || tern_program_tensor_bytes(t) != bytes) {
+                if (!t)
+                    tern_error_set(err, TERN_ERR_INVALID, "runtime: core %u's program has no tensor '%s' (an %s)", c,
+                                   io->name, kind);
+                else
+                    tern_error_set(err, TERN_ERR_INVALID,
+                                   "runtime: core %u's tensor '%s' holds %llu bytes, its share of the %s is %llu", c,
+                                   io->name, (unsigned long long)tern_program_tensor_bytes(t), kind,
+                                   (unsigned long long)bytes);
+                tern_rt_free(rt);
+                return TERN_ERR_INVALID;
+            }
         }
     }
     /* The chip's HBM bandwidth is shared by the cores that run at once. */

@@ -103,6 +103,19 @@ int main(void)
     tern_rt_free(rt);
     CHECK(tern_rt_create(&loaded, "no-such-machine", NULL, &rt, &err) != TERN_OK);
     CHECK_STR_CONTAINS(err.msg, "no-such-machine");
+    {
+        /* an executable built in memory whose interface does not match its program is refused at load */
+        char saved[sizeof loaded.inputs[0].name];
+        memcpy(saved, loaded.inputs[0].name, sizeof saved);
+        snprintf(loaded.inputs[0].name, sizeof loaded.inputs[0].name, "%s", "zz");
+        CHECK(tern_rt_create(&loaded, "trn1.2xlarge", NULL, &rt, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "core 0's program has no tensor 'zz' (an input)");
+        memcpy(loaded.inputs[0].name, saved, sizeof saved);
+        loaded.outputs[0].shape[0] += 1;
+        CHECK(tern_rt_create(&loaded, "trn1.2xlarge", NULL, &rt, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "its share of the output is");
+        loaded.outputs[0].shape[0] -= 1;
+    }
 
     /* Two cores, half the batch each. */
     TEST_BEGIN("a batch split over two cores gives the same outputs, in less time");
