@@ -122,8 +122,9 @@ typedef struct {
 
 typedef struct tern_machine tern_machine;
 
-/* Load a machine by catalogue name ("trn2.48xlarge") or by path (anything containing '/' or ending in
- * ".json"). Names are looked up as NAME.json in each directory of $TERN_MACHINE_PATH (colon-separated) and
+/* Load a machine by catalogue name ("trn2.48xlarge"), by short name ("trn1" = trn1.2xlarge, "trn2" =
+ * trn2.48xlarge, "trn3" = trainium3, unless a file of that name exists) or by path (anything containing '/' or
+ * ending in ".json"). Names are looked up as NAME.json in each directory of $TERN_MACHINE_PATH (colon-separated) and
  * then in the built-in TERN_DATA_DIR "/machines"; a reference inside a file is looked up first in that file's
  * own directory. On failure *out is NULL and err names the file, the field path, the problem and the value. */
 tern_status tern_machine_load(const char *name_or_path, tern_machine **out, tern_error *err);

@@ -1262,9 +1262,15 @@ tern_status tern_machine_find(const char *name_or_path, char *path, size_t cap, 
         return tern_error_set(err, TERN_ERR_NOT_FOUND,
                               "machine \"%s\": not a machine name (letters, digits, '.', '_', '-')", name_or_path);
     find_arg a = {.name = name_or_path};
-    if (!for_each_dir(NULL, find_in_dir, &a))
+    if (!for_each_dir(NULL, find_in_dir, &a)) {
+        /* Short names for a generation: the form it is usually rented as (a file of that name wins). */
+        static const char *const alias[][2] = {{"trn1", "trn1.2xlarge"}, {"trn2", "trn2.48xlarge"}, {"trn3", "trainium3"}};
+        for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+            if (!strcmp(name_or_path, alias[i][0]))
+                return tern_machine_find(alias[i][1], path, cap, err);
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "machine \"%s\": not found (searched: %s)", name_or_path,
                               a.searched);
+    }
     if (strlen(a.found) >= cap)
         return tern_error_set(err, TERN_ERR_RANGE, "machine %s: path too long", a.found);
     copy_str(path, cap, a.found);
