@@ -87,6 +87,7 @@ void tern_core_free(tern_core *core)
     free(core->stat_pairs);
     free(core->mov_pairs);
     free(core->u16_scratch);
+    free(core->row_refs);
     for (int i = 0; i < MOV_CACHE_ENTRIES; i++)
         free(core->mov_cache[i].pairs);
     pool_free(core->pool);
@@ -668,8 +669,101 @@ static tern_status scatter_raw_run(tern_core *c, void *vctx, uint8_t *ptr, uint6
     return TERN_OK;
 }
 
+/* ---- direct copies: row to row, without the dense bounce buffer ---- */
+
+typedef struct {
+    uint8_t *ptr; /* on-chip row, or NULL for an HBM row at addr */
+    uint64_t addr;
+} row_ref;
+
+typedef struct {
+    tern_core *core;
+    row_ref *rows;
+    size_t n, cap;
+    int oom;
+} rows_ctx;
+
+static tern_status collect_rows_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
+                                    size_t dense, tern_error *err)
+{
+    (void)c, (void)step, (void)count, (void)dense, (void)err;
+    rows_ctx *r = vctx;
+    r->rows[r->n].ptr = ptr;
+    r->rows[r->n].addr = addr;
+    r->n++;
+    return TERN_OK;
+}
+
+typedef struct {
+    const row_ref *rows;
+    size_t i, es;
+} direct_ctx;
+
+static tern_status direct_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
+                              size_t dense, tern_error *err)
+{
+    (void)step, (void)dense;
+    direct_ctx *d = vctx;
+    const row_ref *to = &d->rows[d->i++];
+    size_t bytes = (size_t)count * d->es;
+    if (ptr && to->ptr) {
+        memcpy(to->ptr, ptr, bytes);
+        return TERN_OK;
+    }
+    return ptr ? hbm_copy(c, to->addr, ptr, bytes, 1, err) : hbm_copy(c, addr, to->ptr, bytes, 0, err);
+}
+
+static uint32_t inner_num(const tern_ap *ap) { return ap->ndims ? ap->dims[ap->ndims - 1].num : 1; }
+static int inner_dense(const tern_ap *ap) { return ap->ndims == 0 || ap->dims[ap->ndims - 1].step == 1 || inner_num(ap) == 1; }
+
+/* Can src be copied into dst row by row? Both walk rows of the same length with unit stride in the same dense
+ * order, at most one side is HBM (the other gives the host pointer), and the two do not overlap (the bounce
+ * buffer's read-everything-then-write semantics then cannot differ). */
+static int direct_ok(const tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src)
+{
+    if (!inner_dense(dst) || !inner_dense(src) || inner_num(dst) != inner_num(src))
+        return 0;
+    if (dst->mem == TERN_MEM_HBM && src->mem == TERN_MEM_HBM)
+        return 0;
+    if (dst->mem != src->mem)
+        return 1;
+    /* the same on-chip memory: disjoint partitions, or disjoint byte ranges */
+    if (dst->start_partition + dst->num_partitions <= src->start_partition ||
+        src->start_partition + src->num_partitions <= dst->start_partition)
+        return 1;
+    int64_t lo, hi;
+    size_t es = tern_dtype_size((tern_dtype)src->dtype);
+    ap_extent(dst, &lo, &hi);
+    int64_t d0 = (int64_t)dst->offset + (ap_reg_offset(core, e, dst) + lo) * (int64_t)es;
+    int64_t d1 = (int64_t)dst->offset + (ap_reg_offset(core, e, dst) + hi + 1) * (int64_t)es;
+    ap_extent(src, &lo, &hi);
+    int64_t s0 = (int64_t)src->offset + (ap_reg_offset(core, e, src) + lo) * (int64_t)es;
+    int64_t s1 = (int64_t)src->offset + (ap_reg_offset(core, e, src) + hi + 1) * (int64_t)es;
+    return d1 <= s0 || s1 <= d0;
+}
+
 tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err)
 {
+    if (direct_ok(core, e, dst, src)) {
+        size_t rows = (size_t)dst->num_partitions * (size_t)(tern_ap_free_elems(dst) / inner_num(dst));
+        if (core->row_refs_cap < rows) {
+            void *p = realloc(core->row_refs, rows * sizeof(row_ref));
+            if (p) {
+                core->row_refs = p;
+                core->row_refs_cap = rows;
+            }
+        }
+        if (core->row_refs_cap >= rows) {
+            rows_ctx rc = {core, core->row_refs, 0, rows, 0};
+            tern_status st = ap_walk(core, e, dst, collect_rows_run, &rc, err);
+            if (st)
+                return st;
+            psum_mark(core, dst, 0);
+            sbuf_written(core, e, dst);
+            direct_ctx dc = {rc.rows, 0, tern_dtype_size((tern_dtype)src->dtype)};
+            return ap_walk(core, e, src, direct_run, &dc, err);
+        }
+    }
     size_t es = tern_dtype_size((tern_dtype)src->dtype);
     TERN_ASSERT(es == tern_dtype_size((tern_dtype)dst->dtype));
     size_t n = (size_t)src->num_partitions * (size_t)tern_ap_free_elems(src);

@@ -48,6 +48,8 @@ struct tern_core {
     size_t mov_pairs_cap;
     uint16_t *u16_scratch;
     size_t u16_cap;
+    void *row_refs;       /* scratch: destination rows of a direct copy (core.c) */
+    size_t row_refs_cap;
     struct tern_pool *pool; /* created on first use */
     mov_cache_entry mov_cache[MOV_CACHE_ENTRIES];
     int mov_cache_live;   /* valid entries */
