@@ -85,7 +85,8 @@ typedef struct {
     } dma;
     struct {
         unsigned min_ii, vector_static_overhead, gpsimd_start, dynamic_copy_min_ii, act_read_accumulator;
-    } costs; /* in the issuing engine's cycles */
+        double semaphore_wake_s; /* from a semaphore reaching a waited value to the waiter issuing (0 if absent) */
+    } costs; /* in the issuing engine's cycles, except semaphore_wake_s */
 } tern_core_spec;
 
 typedef struct {

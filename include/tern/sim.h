@@ -33,6 +33,7 @@ typedef struct {
     unsigned gpsimd_start;      /* GpSimd instruction start, cycles */
     unsigned dynamic_copy_min_ii; /* register-addressed copies, cycles */
     unsigned act_read_accumulator; /* ScalarE accumulator read-out, cycles */
+    double semaphore_wake_s;       /* a semaphore reaching a waited value -> the waiting engine issues, seconds */
     unsigned lanes;             /* VectorE lanes (128) */
     double vector_epc_16, vector_epc_32; /* VectorE elements per cycle for 16-bit and 32-bit data */
     unsigned dma_engines;

@@ -762,8 +762,10 @@ static bool parse_core(ctx *c, const cJSON *root)
     if (!get_object(c, core, "core", "costs", true, &o))
         return false;
     CHECK_KEYS(c, o, "core.costs", "min_ii", "vector_static_overhead", "gpsimd_start", "dynamic_copy_min_ii",
-               "act_read_accumulator");
-    return get_uint(c, o, "core.costs", "min_ii", ARCH_UNIT_CYCLES, 1, 1e6, &k->costs.min_ii) &&
+               "act_read_accumulator", "semaphore_wake");
+    numrule wake = {ARCH_UNIT_TIME, 0, 1e-5, false};
+    return get_num(c, o, "core.costs", "semaphore_wake", false, wake, &k->costs.semaphore_wake_s, NULL) &&
+           get_uint(c, o, "core.costs", "min_ii", ARCH_UNIT_CYCLES, 1, 1e6, &k->costs.min_ii) &&
            get_uint(c, o, "core.costs", "vector_static_overhead", ARCH_UNIT_CYCLES, 0, 1e6,
                     &k->costs.vector_static_overhead) &&
            get_uint(c, o, "core.costs", "gpsimd_start", ARCH_UNIT_CYCLES, 0, 1e6, &k->costs.gpsimd_start) &&

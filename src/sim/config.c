@@ -60,6 +60,7 @@ tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_cor
     t->gpsimd_start = core->costs.gpsimd_start;
     t->dynamic_copy_min_ii = core->costs.dynamic_copy_min_ii;
     t->act_read_accumulator = core->costs.act_read_accumulator;
+    t->semaphore_wake_s = core->costs.semaphore_wake_s;
     t->lanes = core->vector.lanes;
     t->vector_epc_16 = core->vector.elems_per_cycle[TERN_ARCH_BF16] > 0 ? core->vector.elems_per_cycle[TERN_ARCH_BF16]
                                                                         : core->vector.lanes;

@@ -8,6 +8,7 @@
  * Commit order respects every semaphore, so results never depend on it; timing-only mode runs the same
  * schedule without arithmetic or memory contents and predicts exactly the same times. Cost rules: timing.c. */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,6 +120,7 @@ typedef struct {
     int64_t hbm_free;
     int64_t dma_union_end;
     int64_t tensor_busy_until; /* LoadStationary overlaps MultiplyMoving: busy time is their union */
+    int64_t wake_ps;           /* semaphore wake latency (machine file) */
 } runner;
 
 static tern_status sem_add(runner *r, unsigned s, uint32_t amount, int64_t t, tern_error *err)
@@ -202,6 +204,9 @@ static int64_t candidate(const runner *r, unsigned e)
         int64_t w = sem_time(r, ins->wait_sem, ins->wait_value);
         if (w == NEVER)
             return NEVER;
+        /* satisfied by an increment during this run: the waiter wakes a little after it */
+        if (r->sems[ins->wait_sem].base < ins->wait_value)
+            w += r->wake_ps;
         t = max64(t, w);
     }
     if (op == TERN_OP_BARRIER && q->in_barrier) {
@@ -521,6 +526,7 @@ static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_
     r.prog = prog;
     r.stats = stats;
     r.timing_only = core->opts.mode == TERN_MODE_TIMING_ONLY;
+    r.wake_ps = (int64_t)llround(core->cfg.timing.semaphore_wake_s * 1e12);
     r.sems = calloc(core->cfg.num_semaphores, sizeof *r.sems);
     if (!r.sems)
         return tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory");

@@ -2,6 +2,8 @@
  * its engine's clock, latencies, TensorE's background LoadStationary, semaphore dependencies, v2's shared ports
  * (and their absence on v3), v3's VectorE performance modes, and the DMA model (descriptors, bandwidth, fixed
  * cost, engines, queue order). Times are computed here from the machine figures, independently of timing.c. */
+#include <math.h>
+
 #include "check.h"
 #include "sim_test_util.h"
 
@@ -26,6 +28,7 @@ static tern_run_stats run_prog(tern_core *c, tern_program *p)
     tern_run_stats st;
     tern_error err;
     memset(&st, 0, sizeof st);
+    tern_core_reset_control(c); /* each program starts from zeroed semaphores */
     tern_status s = tern_core_run(c, p, &st, &err);
     if (s)
         fprintf(stderr, "run failed: %s\n", err.msg);
@@ -254,7 +257,39 @@ int main(void)
         add(&p, v);
         tern_run_stats st = run_prog(v2, &p);
         int64_t mm_done = ps(32, T2) + ps(512, T2);
-        CHECK_EQ_INT(st.time_ps, mm_done + ps(512, V2) + ps(100, V2)); /* + VectorE's static overhead */
+        int64_t wake = (int64_t)llround(tern_core_get_config(v2)->timing.semaphore_wake_s * 1e12);
+        CHECK_EQ_INT(wake, 100000); /* neuroncore-v2.json: core.costs.semaphore_wake = 100 ns */
+        /* + the semaphore wake latency + VectorE's static overhead */
+        CHECK_EQ_INT(st.time_ps, mm_done + wake + ps(512, V2) + ps(100, V2));
+
+        TEST_BEGIN("a wait the semaphore's starting value already satisfies costs no wake latency");
+        tern_program_init(&p);
+        tern_instr a = st_instr(TERN_OP_ACTIVATION, TERN_ENGINE_SCALAR);
+        a.func = TERN_ACT_EXP;
+        a.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 1, 64, 1);
+        a.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 1, 0, 1);
+        a.wait_sem = 5;
+        a.wait_value = 0;
+        add(&p, a);
+        st = run_prog(v2, &p);
+        CHECK_EQ_INT(st.time_ps, ps(64, S2) + ps(60, S2)); /* MIN_II + access initiation, nothing else */
+
+        TEST_BEGIN("dependent one-element activations are 189 ns apart (v2, published)");
+        tern_program_init(&p);
+        for (int k = 0; k < 4; k++) {
+            tern_instr b = a;
+            b.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 1, (uint64_t)(k + 1) * 64, 1);
+            b.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 1, (uint64_t)k * 64, 1);
+            b.signal_sem = 6;
+            b.wait_sem = k ? 6 : TERN_SEM_NONE;
+            b.wait_value = (uint32_t)k;
+            add(&p, b);
+        }
+        st = run_prog(v2, &p);
+        /* each waits for the previous one's result: MIN_II + access initiation, then the wake */
+        int64_t step = ps(64, S2) + ps(60, S2) + wake;
+        CHECK_EQ_INT(st.time_ps, ps(64, S2) + ps(60, S2) + 3 * step);
+        CHECK_MSG(step > 188000 && step < 190000, "spacing %lld ps", (long long)step);
     }
 
     TEST_BEGIN("v2: VectorE and GpSimdE serialise on SBUF; v3 runs them together");
