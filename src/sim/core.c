@@ -342,6 +342,53 @@ static tern_status ap_walk(tern_core *c, tern_engine e, const tern_ap *ap, run_f
     return TERN_OK;
 }
 
+/* One run of count elements of es bytes, step elements apart, on chip (ptr) or in HBM (addr): read into the
+ * dense dst, or write from the dense src. */
+static tern_status run_read(tern_core *c, const uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count, size_t es,
+                            uint8_t *dst, tern_error *err)
+{
+    if (ptr) {
+        if (step == 1) {
+            memcpy(dst, ptr, (size_t)count * es);
+        } else {
+            for (uint32_t k = 0; k < count; k++)
+                memcpy(dst + k * es, ptr + (int64_t)k * step * (int64_t)es, es);
+        }
+        return TERN_OK;
+    }
+    if (step == 1)
+        return hbm_copy(c, addr, dst, (size_t)count * es, 0, err);
+    for (uint32_t k = 0; k < count; k++) {
+        tern_status st = hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)es), dst + k * es, es, 0, err);
+        if (st)
+            return st;
+    }
+    return TERN_OK;
+}
+
+static tern_status run_write(tern_core *c, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count, size_t es,
+                             const uint8_t *src, tern_error *err)
+{
+    if (ptr) {
+        if (step == 1) {
+            memcpy(ptr, src, (size_t)count * es);
+        } else {
+            for (uint32_t k = 0; k < count; k++)
+                memcpy(ptr + (int64_t)k * step * (int64_t)es, src + k * es, es);
+        }
+        return TERN_OK;
+    }
+    if (step == 1)
+        return hbm_copy(c, addr, (void *)(uintptr_t)src, (size_t)count * es, 1, err);
+    for (uint32_t k = 0; k < count; k++) {
+        tern_status st =
+            hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)es), (void *)(uintptr_t)(src + k * es), es, 1, err);
+        if (st)
+            return st;
+    }
+    return TERN_OK;
+}
+
 typedef struct {
     tern_dtype dt;
     size_t es;
@@ -357,46 +404,13 @@ typedef struct {
 static tern_status run_load(tern_core *c, run_ctx *r, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
                             uint8_t *dst, tern_error *err)
 {
-    if (ptr) {
-        if (step == 1) {
-            memcpy(dst, ptr, (size_t)count * r->es);
-        } else {
-            for (uint32_t k = 0; k < count; k++)
-                memcpy(dst + k * r->es, ptr + (int64_t)k * step * (int64_t)r->es, r->es);
-        }
-        return TERN_OK;
-    }
-    if (step == 1)
-        return hbm_copy(c, addr, dst, (size_t)count * r->es, 0, err);
-    for (uint32_t k = 0; k < count; k++) {
-        tern_status st = hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)r->es), dst + k * r->es, r->es, 0, err);
-        if (st)
-            return st;
-    }
-    return TERN_OK;
+    return run_read(c, ptr, addr, step, count, r->es, dst, err);
 }
 
 static tern_status run_store(tern_core *c, run_ctx *r, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
                              const uint8_t *src, tern_error *err)
 {
-    if (ptr) {
-        if (step == 1) {
-            memcpy(ptr, src, (size_t)count * r->es);
-        } else {
-            for (uint32_t k = 0; k < count; k++)
-                memcpy(ptr + (int64_t)k * step * (int64_t)r->es, src + k * r->es, r->es);
-        }
-        return TERN_OK;
-    }
-    if (step == 1)
-        return hbm_copy(c, addr, (void *)src, (size_t)count * r->es, 1, err);
-    for (uint32_t k = 0; k < count; k++) {
-        tern_status st =
-            hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)r->es), (void *)(src + k * r->es), r->es, 1, err);
-        if (st)
-            return st;
-    }
-    return TERN_OK;
+    return run_write(c, ptr, addr, step, count, r->es, src, err);
 }
 
 /* Process a run in chunks that fit run_ctx.tmp. */
@@ -626,47 +640,14 @@ static tern_status gather_raw_run(tern_core *c, void *vctx, uint8_t *ptr, uint64
                                   size_t dense, tern_error *err)
 {
     raw_ctx *r = vctx;
-    uint8_t *dst = r->buf + dense * r->es;
-    if (ptr) {
-        if (step == 1)
-            memcpy(dst, ptr, (size_t)count * r->es);
-        else
-            for (uint32_t k = 0; k < count; k++)
-                memcpy(dst + k * r->es, ptr + (int64_t)k * step * (int64_t)r->es, r->es);
-        return TERN_OK;
-    }
-    if (step == 1)
-        return hbm_copy(c, addr, dst, (size_t)count * r->es, 0, err);
-    for (uint32_t k = 0; k < count; k++) {
-        tern_status st = hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)r->es), dst + k * r->es, r->es, 0, err);
-        if (st)
-            return st;
-    }
-    return TERN_OK;
+    return run_read(c, ptr, addr, step, count, r->es, r->buf + dense * r->es, err);
 }
 
 static tern_status scatter_raw_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
                                    size_t dense, tern_error *err)
 {
     raw_ctx *r = vctx;
-    const uint8_t *src = r->cbuf + dense * r->es;
-    if (ptr) {
-        if (step == 1)
-            memcpy(ptr, src, (size_t)count * r->es);
-        else
-            for (uint32_t k = 0; k < count; k++)
-                memcpy(ptr + (int64_t)k * step * (int64_t)r->es, src + k * r->es, r->es);
-        return TERN_OK;
-    }
-    if (step == 1)
-        return hbm_copy(c, addr, (void *)src, (size_t)count * r->es, 1, err);
-    for (uint32_t k = 0; k < count; k++) {
-        tern_status st =
-            hbm_copy(c, addr + (uint64_t)((int64_t)k * step * (int64_t)r->es), (void *)(src + k * r->es), r->es, 1, err);
-        if (st)
-            return st;
-    }
-    return TERN_OK;
+    return run_write(c, ptr, addr, step, count, r->es, r->cbuf + dense * r->es, err);
 }
 
 /* ---- direct copies: row to row, without the dense bounce buffer ---- */

@@ -203,7 +203,11 @@ static tern_status check_tensor_scalar(const tern_core *core, const exec_ctx *cx
     return TERN_OK;
 }
 
-static tern_status check_stt(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+/* scalar_tensor_tensor and tensor_tensor_scan share their operand rules: two arithmetic operators, two tensor
+ * inputs shaped like the output (not both in PSUM), and a third operand (s0 / the scan's initial value) that is
+ * either an fp32 column (TERN_FLAG_S0_AP) or imm0. */
+static tern_status check_two_op_tensors(const tern_core *core, const exec_ctx *cx, const tern_instr *ins,
+                                        const char *opname, const char *third, tern_error *err)
 {
     tern_status st;
     if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)) ||
@@ -211,9 +215,8 @@ static tern_status check_stt(const tern_core *core, const exec_ctx *cx, const te
         (st = need_op(cx, ins, "op1", ins->op1, err)))
         return st;
     if (alu_is_bitwise((tern_alu_op)ins->op0) || alu_is_bitwise((tern_alu_op)ins->op1))
-        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
-                          "scalar_tensor_tensor takes arithmetic operators only; got (%s, %s)", opn(ins->op0),
-                          opn(ins->op1));
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "%s takes arithmetic operators only; got (%s, %s)",
+                          opname, opn(ins->op0), opn(ins->op1));
     if ((st = not_both_psum(cx, ins, TERN_AP_IN0, TERN_AP_IN1, err)) ||
         (st = need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err)) ||
         (st = need_same_shape(cx, ins, TERN_AP_IN1, TERN_AP_DST, err)))
@@ -222,11 +225,18 @@ static tern_status check_stt(const tern_core *core, const exec_ctx *cx, const te
         if ((st = need_ap(core, cx, ins, TERN_AP_IN2, err)) || (st = need_column(cx, ins, TERN_AP_IN2, TERN_AP_IN0, err)))
             return st;
         if (ins->ap[TERN_AP_IN2].dtype != TERN_DTYPE_FP32)
-            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN2, "s0 operand dtype %s must be fp32",
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN2, "%s operand dtype %s must be fp32", third,
                               dtn(ins->ap[TERN_AP_IN2].dtype));
         return TERN_OK;
     }
-    return need_unused(cx, ins, TERN_AP_IN2, "s0 is imm0 without TERN_FLAG_S0_AP", err);
+    char why[64];
+    snprintf(why, sizeof why, "%s is imm0 without TERN_FLAG_S0_AP", third);
+    return need_unused(cx, ins, TERN_AP_IN2, why, err);
+}
+
+static tern_status check_stt(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    return check_two_op_tensors(core, cx, ins, "scalar_tensor_tensor", "s0", err);
 }
 
 /* Elements per partition of A's outer (kept) dims for tensor_reduce. */
@@ -421,28 +431,7 @@ static tern_status check_max8(const tern_core *core, const exec_ctx *cx, const t
 
 static tern_status check_scan(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
-    tern_status st;
-    if ((st = need_ap(core, cx, ins, TERN_AP_DST, err)) || (st = need_ap(core, cx, ins, TERN_AP_IN0, err)) ||
-        (st = need_ap(core, cx, ins, TERN_AP_IN1, err)) || (st = need_op(cx, ins, "op0", ins->op0, err)) ||
-        (st = need_op(cx, ins, "op1", ins->op1, err)))
-        return st;
-    if (alu_is_bitwise((tern_alu_op)ins->op0) || alu_is_bitwise((tern_alu_op)ins->op1))
-        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
-                          "tensor_tensor_scan takes arithmetic operators only; got (%s, %s)", opn(ins->op0),
-                          opn(ins->op1));
-    if ((st = not_both_psum(cx, ins, TERN_AP_IN0, TERN_AP_IN1, err)) ||
-        (st = need_same_shape(cx, ins, TERN_AP_IN0, TERN_AP_DST, err)) ||
-        (st = need_same_shape(cx, ins, TERN_AP_IN1, TERN_AP_DST, err)))
-        return st;
-    if (ins->flags & TERN_FLAG_S0_AP) {
-        if ((st = need_ap(core, cx, ins, TERN_AP_IN2, err)) || (st = need_column(cx, ins, TERN_AP_IN2, TERN_AP_IN0, err)))
-            return st;
-        if (ins->ap[TERN_AP_IN2].dtype != TERN_DTYPE_FP32)
-            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN2, "initial operand dtype %s must be fp32",
-                              dtn(ins->ap[TERN_AP_IN2].dtype));
-        return TERN_OK;
-    }
-    return need_unused(cx, ins, TERN_AP_IN2, "initial is imm0 without TERN_FLAG_S0_AP", err);
+    return check_two_op_tensors(core, cx, ins, "tensor_tensor_scan", "initial", err);
 }
 
 tern_status check_vector(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
