@@ -280,7 +280,11 @@ int tern_cmd_run(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             char *eq = strchr(argv[i + 1], '=');
-            if (!eq || nin == 64) {
+            if (nin == 64) {
+                fprintf(stderr, "tern run: more than 64 --input options\n");
+                return 2;
+            }
+            if (!eq) {
                 fprintf(stderr, "tern run: --input takes NAME=FILE.npy, got '%s'\n", argv[i + 1]);
                 return 2;
             }
