@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure check demo bench sanitize clean
+.PHONY: all configure check demo bench sanitize clean conformance
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -27,6 +27,11 @@ demo: all
 
 bench: all
 	@for b in $(BUILD)/bench/bench_*; do $$b || exit 1; done
+
+# ONNX's backend node tests (generated once into $(BUILD)/onnx-node-tests), run on the simulated device: a per-op
+# table and `onnx_node_tests: P passed, F failed, U unsupported` (docs/conformance.md). Not part of `check`.
+conformance: all
+	BUILD=$(BUILD) JOBS=$(JOBS) scripts/conformance.sh
 
 sanitize:
 	cmake -S . -B build-san -DTERN_SANITIZE=ON -DTERN_WERROR=ON -DCMAKE_BUILD_TYPE=Debug

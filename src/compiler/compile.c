@@ -323,6 +323,9 @@ static tern_status build_core(cc *c, const tern_graph *gview)
         if (!tern_graph_value_is_static(gv))
             return cc_fail(c, TERN_ERR_INVALID, "input '%s' has unknown dimensions (bind them, e.g. --dim)", gv->name);
         shape_from(x, gv);
+        if (x->numel == 0)
+            return cc_fail(c, TERN_ERR_UNSUPPORTED, "input '%s' has no elements (zero-size tensors are not supported)",
+                           gv->name);
         x->dt = dt;
         x->owner = id;
         char name[TERN_TENSOR_NAME_MAX];
@@ -345,10 +348,20 @@ static tern_status build_core(cc *c, const tern_graph *gview)
             if (n->inputs[k] >= 0 && !c->v[n->inputs[k]].placed)
                 return cc_fail(c, TERN_ERR_INVALID, "input %d ('%s') has no device placement", k,
                                tern_graph_value_at(g, n->inputs[k])->name);
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0 && !tern_graph_value_is_static(tern_graph_value_at(g, n->outputs[k])))
-                return cc_fail(c, TERN_ERR_INVALID, "output '%s' has unknown dimensions after shape inference",
-                               tern_graph_value_at(g, n->outputs[k])->name);
+        for (int k = 0; k < n->n_outputs; k++) {
+            const tern_graph_value *ov = n->outputs[k] >= 0 ? tern_graph_value_at(g, n->outputs[k]) : NULL;
+            if (!ov)
+                continue;
+            /* a shape that depends on the data (NonZero, Compress ...) cannot be compiled statically */
+            if (!tern_graph_value_is_static(ov))
+                return cc_fail(c, TERN_ERR_UNSUPPORTED, "output '%s' has unknown dimensions after shape inference",
+                               ov->name);
+            for (int d = 0; d < ov->rank; d++)
+                if (ov->dims[d] == 0)
+                    return cc_fail(c, TERN_ERR_UNSUPPORTED,
+                                   "output '%s' has no elements (dimension %d is 0; zero-size tensors are not supported)",
+                                   ov->name, d);
+        }
         cc_lower_fn fn = cc_lowering(n->domain, n->op);
         if (!fn)
             return cc_fail(c, TERN_ERR_UNSUPPORTED, "op %s%s%s is not supported on the device yet", n->domain,
@@ -385,6 +398,29 @@ static tern_status build_core(cc *c, const tern_graph *gview)
             c->o->progress(c->o->progress_ctx, i + 1, nn);
     }
     c->node = -1;
+    /* Graph outputs that constant folding computed on the host: copy the constant into the output tensor. */
+    for (int i = 0; i < tern_graph_output_count(g) && cc_ok(c); i++) {
+        int id = tern_graph_output_id(g, i);
+        const tern_graph_value *gv = tern_graph_value_at(g, id);
+        if (!gv->constant || gv->producer >= 0 || (gv->flags & TERN_VALUE_INPUT))
+            continue;
+        cc_value *x = &c->v[id];
+        if (!x->placed)
+            place_constant(c, id);
+        if (!cc_ok(c))
+            break;
+        if (x->numel == 0)
+            return cc_fail(c, TERN_ERR_UNSUPPORTED, "output '%s' has no elements (zero-size tensors are not supported)",
+                           gv->name);
+        cc_value o = *x;
+        char name[TERN_TENSOR_NAME_MAX];
+        tern_compile_io_name(gv->name, name, sizeof name);
+        o.flat = new_tensor(c, name, TERN_KIO_OUTPUT, x->dt, x->numel);
+        o.host = NULL;
+        o.placed = o.flat.region >= 0;
+        if (o.placed)
+            cc_copy(c, cc_view2d(c, &o, 0, 1, x->numel, x->numel), cc_view2d(c, x, 0, 1, x->numel, x->numel));
+    }
     return cc_ok(c) ? TERN_OK : c->err->code;
 }
 

@@ -309,6 +309,24 @@ static int lower_alias(cc *c)
     return 1;
 }
 
+/* Dropout is the identity at inference; training mode (a random mask) and the mask output are not built. */
+static int lower_dropout(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *mode = cc_in(c, 2), *ratio = cc_in(c, 1);
+    int training = mode && mode->host && tern_host_tensor_get(mode->host, 0) != 0;
+    double r = ratio && ratio->host ? tern_host_tensor_get(ratio->host, 0) : tern_graph_attr_float(n, "ratio", 0.5f);
+    if (training && r > 0) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Dropout in training mode (ratio %g): a random mask is not built", r);
+        return 1;
+    }
+    if (cc_out_id(c, 1) >= 0) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Dropout's mask output");
+        return 1;
+    }
+    return lower_alias(c);
+}
+
 static int lower_expand(cc *c)
 {
     cc_value *x = cc_in(c, 0);
@@ -735,10 +753,8 @@ static int lower_where(cc *c)
     return 1;
 }
 
-cc_lower_fn cc_lowering(const char *domain, const char *op)
+static cc_lower_fn lowering_main(const char *op)
 {
-    if (domain && domain[0] && strcmp(domain, "tern") && strcmp(domain, "ai.onnx"))
-        return NULL;
     tern_alu_op alu;
     if (alu_of(op, &alu))
         return lower_binary;
@@ -747,7 +763,7 @@ cc_lower_fn cc_lowering(const char *domain, const char *op)
                                         "Neg",  "Gelu",    "Identity", "Dropout"};
     for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
         if (!strcmp(op, unary[i]))
-            return !strcmp(op, "Identity") || !strcmp(op, "Dropout") ? lower_alias : lower_unary;
+            return !strcmp(op, "Identity") ? lower_alias : !strcmp(op, "Dropout") ? lower_dropout : lower_unary;
     static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
     for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
         if (!strcmp(op, views[i]))
@@ -778,6 +794,69 @@ cc_lower_fn cc_lowering(const char *domain, const char *op)
         return lower_reduce;
     if (!strcmp(op, "Where"))
         return lower_where;
-    cc_lower_fn fn = cc_lowering_cnn(op);
-    return fn ? fn : cc_lowering_extra(op);
+    return cc_lowering_cnn(op);
+}
+
+static int is_last_axis_only(cc *c, const cc_value *x, const char *attr, int input)
+{
+    const tern_graph_node *n = cc_node(c);
+    const tern_graph_attr *aa = tern_graph_node_attr(n, attr);
+    cc_value *ai = input >= 0 ? cc_in(c, input) : NULL;
+    if (aa)
+        return aa->n == 1 && norm_axis(aa->ints[0], x->rank) == x->rank - 1;
+    if (ai && ai->host)
+        return ai->host->count == 1 && norm_axis((int64_t)tern_host_tensor_get(ai->host, 0), x->rank) == x->rank - 1;
+    return 0; /* no axes: all of them */
+}
+
+/* Does this file's rule handle the node, or should the general one in lower_extra.c? Only the cases where the
+ * rules here are faster (last-axis reductions and norms, constant weights and indices) stay here. Decided
+ * before anything is emitted or allocated. */
+static int main_handles(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    const char *op = n->op;
+    cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
+    if (!x)
+        return 1; /* let the rule report it */
+    if (!strcmp(op, "Softmax"))
+        return norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1;
+    if (!strcmp(op, "LayerNormalization"))
+        return norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1 && cc_out_id(c, 1) < 0 &&
+               cc_out_id(c, 2) < 0;
+    if (!strcmp(op, "Gemm"))
+        return !tern_graph_attr_int(n, "transA", 0) && tern_graph_attr_float(n, "alpha", 1) == 1.0f &&
+               tern_graph_attr_float(n, "beta", 1) == 1.0f && b && b->host && b->rank == 2;
+    if (!strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMean") || !strcmp(op, "ReduceMax"))
+        return is_last_axis_only(c, x, "axes", 1) && x->rank > 0 && x->dims[x->rank - 1] <= 40000;
+    if (!strcmp(op, "Gather"))
+        return b && (b->host || (x->host && norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank) == 0));
+    if (!strcmp(op, "Pow"))
+        return b && b->is_const_scalar &&
+               (b->const_scalar == 2.0 || b->const_scalar == 0.5 || b->const_scalar == 1.0 ||
+                b->const_scalar == -1.0 || b->const_scalar == 3.0);
+    if (!strcmp(op, "Max") || !strcmp(op, "Min"))
+        return n->n_inputs == 2;
+    if (!strcmp(op, "Cast"))
+        return !(tern_dtype_is_float(x->dt) && !tern_dtype_is_float(out_dtype(c, 0)));
+    if (!strcmp(op, "Div"))
+        return tern_dtype_is_float(out_dtype(c, 0));
+    return 1;
+}
+
+static int lower_dispatch(cc *c)
+{
+    const char *op = cc_node(c)->op;
+    cc_lower_fn fn = main_handles(c) ? lowering_main(op) : cc_lowering_extra(op);
+    return fn(c);
+}
+
+cc_lower_fn cc_lowering(const char *domain, const char *op)
+{
+    if (domain && domain[0] && strcmp(domain, "tern") && strcmp(domain, "ai.onnx"))
+        return NULL;
+    cc_lower_fn main = lowering_main(op), extra = cc_lowering_extra(op);
+    if (main && extra)
+        return lower_dispatch;
+    return main ? main : extra;
 }
