@@ -122,6 +122,44 @@ static tern_view new_tensor(cc *c, const char *name, tern_kio_kind kind, tern_dt
     return tern_kernel_hbm_tensor(c->k, name, kind, dt, 1, &n);
 }
 
+void cc_strides(const cc_value *x, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = x->rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= x->dims[d];
+    }
+}
+
+int cc_same_shape(const cc_value *a, const cc_value *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return 0;
+    return 1;
+}
+
+tern_dtype cc_out_dtype(cc *c, int k)
+{
+    const tern_graph_value *gv = tern_graph_value_at(c->g, cc_out_id(c, k));
+    switch (gv->type) {
+    case TERN_ELEM_FLOAT16: return TERN_DTYPE_FP16;
+    case TERN_ELEM_BFLOAT16: return TERN_DTYPE_BF16;
+    case TERN_ELEM_BOOL:
+    case TERN_ELEM_UINT8: return TERN_DTYPE_UINT8;
+    case TERN_ELEM_INT8: return TERN_DTYPE_INT8;
+    case TERN_ELEM_INT16: return TERN_DTYPE_INT16;
+    case TERN_ELEM_UINT16: return TERN_DTYPE_UINT16;
+    case TERN_ELEM_UINT32:
+    case TERN_ELEM_UINT64: return TERN_DTYPE_UINT32;
+    case TERN_ELEM_INT32:
+    case TERN_ELEM_INT64: return TERN_DTYPE_INT32;
+    default: return TERN_DTYPE_FP32;
+    }
+}
+
 cc_value *cc_out(cc *c, int k, tern_dtype dt)
 {
     int id = cc_out_id(c, k);

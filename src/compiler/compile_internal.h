@@ -68,6 +68,14 @@ tern_view cc_const2d(cc *c, const tern_host_tensor *t, tern_dtype dt, uint64_t r
  * element counts. */
 void cc_copy(cc *c, tern_view dst, tern_view src);
 
+/* Shape helpers shared by the lowerings. */
+static inline int64_t cc_norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
+/* Row-major element strides of x's dims. */
+void cc_strides(const cc_value *x, int64_t *st);
+int cc_same_shape(const cc_value *a, const cc_value *b);
+/* The device dtype of the current node's output k (64-bit integers become 32-bit ones). */
+tern_dtype cc_out_dtype(cc *c, int k);
+
 /* The lowering of one op; returns nonzero when the op was handled (success or recorded failure). */
 typedef int (*cc_lower_fn)(cc *c);
 cc_lower_fn cc_lowering(const char *domain, const char *op);

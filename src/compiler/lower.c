@@ -25,16 +25,6 @@ static tern_view flat2d(cc *c, cc_value *x)
     return cc_view2d(c, x, 0, r, cl, cl);
 }
 
-static int same_shape(const cc_value *a, const cc_value *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return 0;
-    return 1;
-}
-
 /* Copy src (viewed with `rank` dims `dims` and element strides `st`, starting at element `off`) into the
  * contiguous tensor dst: one DMA whose source pattern has at most a partition dim and four free dims after
  * merging dims that are contiguous with each other. Zero strides broadcast. */
@@ -97,22 +87,13 @@ static void strided_copy(cc *c, cc_value *dst, uint64_t dst_off, cc_value *src, 
 }
 
 /* Row-major strides of x. */
-static void strides_of(const cc_value *x, int64_t *st)
-{
-    int64_t s = 1;
-    for (int d = x->rank - 1; d >= 0; d--) {
-        st[d] = s;
-        s *= x->dims[d];
-    }
-}
-
 /* x broadcast to the shape (rank, dims) as a view: x itself when the shapes match, else a scratch copy. */
 static cc_value *broadcast_to(cc *c, cc_value *x, cc_value *out, cc_value *tmp)
 {
-    if (same_shape(x, out))
+    if (cc_same_shape(x, out))
         return x;
     int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
-    strides_of(x, xs);
+    cc_strides(x, xs);
     for (int d = 0; d < out->rank; d++) {
         int xd = d - (out->rank - x->rank);
         st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
@@ -154,28 +135,13 @@ static int alu_of(const char *op, tern_alu_op *out)
     return 0;
 }
 
-static tern_dtype out_dtype(cc *c, int k)
-{
-    const tern_graph_value *gv = tern_graph_value_at(c->g, cc_out_id(c, k));
-    switch (gv->type) {
-    case TERN_ELEM_FLOAT16: return TERN_DTYPE_FP16;
-    case TERN_ELEM_BFLOAT16: return TERN_DTYPE_BF16;
-    case TERN_ELEM_BOOL:
-    case TERN_ELEM_UINT8: return TERN_DTYPE_UINT8;
-    case TERN_ELEM_INT8: return TERN_DTYPE_INT8;
-    case TERN_ELEM_INT32:
-    case TERN_ELEM_INT64: return TERN_DTYPE_INT32;
-    default: return TERN_DTYPE_FP32;
-    }
-}
-
 static int lower_binary(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
     tern_alu_op op = TERN_ALU_ADD;
     alu_of(n->op, &op);
     cc_value *a = cc_in(c, 0), *b = cc_in(c, 1);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!a || !b || !y)
         return 1;
     int commutative = op == TERN_ALU_ADD || op == TERN_ALU_MULT || op == TERN_ALU_MAX || op == TERN_ALU_MIN ||
@@ -186,12 +152,12 @@ static int lower_binary(cc *c)
         b = t;
     }
     cc_value ta, tb;
-    if (b->is_const_scalar && same_shape(a, y)) {
+    if (b->is_const_scalar && cc_same_shape(a, y)) {
         tern_lib_scalar(c->k, flat2d(c, y), flat2d(c, a), op, (float)b->const_scalar);
         return 1;
     }
     /* x + bias over the last axis: the bias row broadcast on chip. */
-    if (op == TERN_ALU_ADD && same_shape(a, y) && y->rank > 0 && b->numel == (uint64_t)y->dims[y->rank - 1]) {
+    if (op == TERN_ALU_ADD && cc_same_shape(a, y) && y->rank > 0 && b->numel == (uint64_t)y->dims[y->rank - 1]) {
         uint64_t r, cl;
         rows_cols(y, &r, &cl);
         tern_lib_bias_act(c->k, flat2d(c, y), flat2d(c, a), cc_view2d(c, b, 0, 1, cl, cl), TERN_ACT_COPY);
@@ -244,7 +210,7 @@ static int lower_unary(cc *c)
     float scale = 1.0f;
     act_of(cc_node(c), c->g, &f, &scale);
     cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!x || !y)
         return 1;
     if (!tern_dtype_is_float(x->dt) || !tern_dtype_is_float(y->dt)) {
@@ -287,7 +253,7 @@ static int lower_pow(cc *c)
 static int lower_cast(cc *c)
 {
     cc_value *x = cc_in(c, 0);
-    tern_dtype dt = out_dtype(c, 0);
+    tern_dtype dt = cc_out_dtype(c, 0);
     if (!x)
         return 1;
     if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(dt)) {
@@ -334,7 +300,7 @@ static int lower_expand(cc *c)
     if (!x || !y)
         return 1;
     int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
-    strides_of(x, xs);
+    cc_strides(x, xs);
     for (int d = 0; d < y->rank; d++) {
         int xd = d - (y->rank - x->rank);
         st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
@@ -355,7 +321,7 @@ static int lower_transpose(cc *c)
     for (int d = 0; d < x->rank; d++)
         perm[d] = pa && (size_t)d < pa->n ? pa->ints[d] : x->rank - 1 - d;
     int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
-    strides_of(x, xs);
+    cc_strides(x, xs);
     for (int d = 0; d < y->rank; d++)
         st[d] = xs[perm[d]];
     /* The last two axes swapped and the rest kept: TensorE transposes, one per batch slice. */
@@ -373,15 +339,13 @@ static int lower_transpose(cc *c)
     return 1;
 }
 
-static int64_t norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
-
 static int lower_concat(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *y = cc_out(c, 0, cc_in(c, 0) ? cc_in(c, 0)->dt : TERN_DTYPE_FP32);
     if (!y)
         return 1;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", 0), y->rank);
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), y->rank);
     uint64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; d++)
         outer *= (uint64_t)y->dims[d];
@@ -420,7 +384,7 @@ static int lower_slice(cc *c)
         step[d] = 1;
     for (size_t i = 0; i < s->host->count; i++) {
         int64_t a = ax ? (int64_t)tern_host_tensor_get(ax->host, i) : (int64_t)i;
-        a = norm_axis(a, x->rank);
+        a = cc_norm_axis(a, x->rank);
         int64_t dim = x->dims[a];
         int64_t st = stp ? (int64_t)tern_host_tensor_get(stp->host, i) : 1;
         double sv = tern_host_tensor_get(s->host, i);
@@ -435,7 +399,7 @@ static int lower_slice(cc *c)
         step[a] = st;
     }
     int64_t xs[CC_MAX_RANK], st2[CC_MAX_RANK];
-    strides_of(x, xs);
+    cc_strides(x, xs);
     int64_t off = 0;
     for (int d = 0; d < x->rank; d++) {
         off += start[d] * xs[d];
@@ -452,7 +416,7 @@ static int lower_split(cc *c)
     cc_value *x = cc_in(c, 0);
     if (!x)
         return 1;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank);
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank);
     uint64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; d++)
         outer *= (uint64_t)x->dims[d];
@@ -593,7 +557,7 @@ static int lower_softmax(cc *c)
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
     if (!x || !y)
         return 1;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
     if (axis != x->rank - 1) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "Softmax over axis %lld (only the last axis)", (long long)axis);
         return 1;
@@ -609,7 +573,7 @@ static int lower_layernorm(cc *c)
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
     if (!x || !y)
         return 1;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
     if (axis != x->rank - 1) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "LayerNormalization over axis %lld (only the last axis)", (long long)axis);
         return 1;
@@ -631,7 +595,7 @@ static int lower_gather(cc *c)
     cc_value *y = cc_out(c, 0, data ? data->dt : TERN_DTYPE_FP32);
     if (!data || !idx || !y)
         return 1;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", 0), data->rank);
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), data->rank);
     uint64_t rows = (uint64_t)data->dims[axis], inner = 1, outer = 1;
     for (int d = (int)axis + 1; d < data->rank; d++)
         inner *= (uint64_t)data->dims[d];
@@ -679,10 +643,10 @@ static int lower_reduce(cc *c)
     cc_value *ai = cc_in(c, 1);
     if (aa)
         for (size_t i = 0; i < aa->n && na < CC_MAX_RANK; i++)
-            axes[na++] = norm_axis(aa->ints[i], x->rank);
+            axes[na++] = cc_norm_axis(aa->ints[i], x->rank);
     else if (ai && ai->host)
         for (size_t i = 0; i < ai->host->count && na < CC_MAX_RANK; i++)
-            axes[na++] = norm_axis((int64_t)tern_host_tensor_get(ai->host, i), x->rank);
+            axes[na++] = cc_norm_axis((int64_t)tern_host_tensor_get(ai->host, i), x->rank);
     if (na != 1 || axes[0] != x->rank - 1) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over axes other than the last one alone", n->op);
         return 1;
@@ -803,9 +767,9 @@ static int is_last_axis_only(cc *c, const cc_value *x, const char *attr, int inp
     const tern_graph_attr *aa = tern_graph_node_attr(n, attr);
     cc_value *ai = input >= 0 ? cc_in(c, input) : NULL;
     if (aa)
-        return aa->n == 1 && norm_axis(aa->ints[0], x->rank) == x->rank - 1;
+        return aa->n == 1 && cc_norm_axis(aa->ints[0], x->rank) == x->rank - 1;
     if (ai && ai->host)
-        return ai->host->count == 1 && norm_axis((int64_t)tern_host_tensor_get(ai->host, 0), x->rank) == x->rank - 1;
+        return ai->host->count == 1 && cc_norm_axis((int64_t)tern_host_tensor_get(ai->host, 0), x->rank) == x->rank - 1;
     return 0; /* no axes: all of them */
 }
 
@@ -820,9 +784,9 @@ static int main_handles(cc *c)
     if (!x)
         return 1; /* let the rule report it */
     if (!strcmp(op, "Softmax"))
-        return norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1;
+        return cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1;
     if (!strcmp(op, "LayerNormalization"))
-        return norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1 && cc_out_id(c, 1) < 0 &&
+        return cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1 && cc_out_id(c, 1) < 0 &&
                cc_out_id(c, 2) < 0;
     if (!strcmp(op, "Gemm"))
         return !tern_graph_attr_int(n, "transA", 0) && tern_graph_attr_float(n, "alpha", 1) == 1.0f &&
@@ -830,7 +794,7 @@ static int main_handles(cc *c)
     if (!strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMean") || !strcmp(op, "ReduceMax"))
         return is_last_axis_only(c, x, "axes", 1) && x->rank > 0 && x->dims[x->rank - 1] <= 40000;
     if (!strcmp(op, "Gather"))
-        return b && (b->host || (x->host && norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank) == 0));
+        return b && (b->host || (x->host && cc_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank) == 0));
     if (!strcmp(op, "Pow"))
         return b && b->is_const_scalar &&
                (b->const_scalar == 2.0 || b->const_scalar == 0.5 || b->const_scalar == 1.0 ||
@@ -838,9 +802,9 @@ static int main_handles(cc *c)
     if (!strcmp(op, "Max") || !strcmp(op, "Min"))
         return n->n_inputs == 2;
     if (!strcmp(op, "Cast"))
-        return !(tern_dtype_is_float(x->dt) && !tern_dtype_is_float(out_dtype(c, 0)));
+        return !(tern_dtype_is_float(x->dt) && !tern_dtype_is_float(cc_out_dtype(c, 0)));
     if (!strcmp(op, "Div"))
-        return tern_dtype_is_float(out_dtype(c, 0));
+        return tern_dtype_is_float(cc_out_dtype(c, 0));
     return 1;
 }
 

@@ -2,77 +2,31 @@
  * functions and VectorE ALU ops (Clip, LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softsign, PRelu,
  * ThresholdedRelu, Shrink), more elementwise math (Mod, Floor, Ceil, Round, Cos, Tan, Sinh, Cosh, Asinh, Acosh,
  * Atanh, Atan, Asin, Acos, IsNaN, IsInf, Not, BitShift, Pow with a tensor exponent, n-ary Sum/Mean/Max/Min),
- * reductions over any axes (every Reduce* op), ArgMax/ArgMin/Hardmax/TopK, Softmax/LogSoftmax over any axis,
- * CumSum, Trilu, EyeLike, OneHot, layout ops (Tile, Pad, DepthToSpace, SpaceToDepth), gathers with run-time
- * indices (Gather on any axis, GatherElements), Cast/CastLike (float to integer truncates), Resize/Upsample (every
- * mode and coordinate transformation), Gemm with every attribute, LayerNormalization over any axis with its
- * Mean/InvStdDev outputs, and InstanceNormalization. Some of these ops are also lowered by lower.c for their common
+ * reductions over any axes (every Reduce* op), ArgMax/ArgMin/Hardmax, Softmax/LogSoftmax over any axis, CumSum,
+ * gathers with run-time indices (Gather on any axis, GatherElements, GatherND), Cast/CastLike (float to integer
+ * truncates), Gemm with every attribute, LayerNormalization over any axis with its Mean/InvStdDev outputs,
+ * InstanceNormalization, MeanVarianceNormalization, LRN and integer Div; the layout ops (Trilu, Tile, Pad,
+ * DepthToSpace, SpaceToDepth, Resize/Upsample, EyeLike, OneHot, TopK) are in lower_layout.c, dispatched from the
+ * table at the end of this file. Some of these ops are also lowered by lower.c for their common
  * case; the general versions here are what lower.c can hand the others to (docs/conformance.md).
  *
  * How they lower: an op over an axis (reductions, arg-reductions, softmaxes, scans) first moves that axis (or
  * those axes) innermost with one strided DMA into a scratch tensor, works on [rows, cols] tiles of 128 partitions,
  * and moves the result back; elementwise ops materialise broadcasts with zero-stride DMAs and work on fp32 tiles of
- * the flattened tensor; layout ops are strided DMAs only; Resize multiplies by a constant interpolation matrix per
- * resized axis (computed on the host as ONNX's reference does, so every mode is exact up to fp32 rounding).
+ * the flattened tensor.
  * Scalar operands that ONNX passes as inputs (Clip's min and max, Pad's pads, CumSum's axis, TopK's k...) must be
  * compile-time constants, as every shape-like input must. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/compile_internal.h"
+#include "compiler/lower_extra_internal.h"
 
-#define PARTS 128u
-#define CHUNK 2048u       /* columns per elementwise tile */
-#define ROW_MAX 8192u     /* columns an axis op holds per partition (fp32: 32 KiB of SBUF per tile) */
-#define IDX_BIG 16777216.0f /* 2^24: index arithmetic in fp32 stays exact below it */
-
-#define VE TERN_ENGINE_VECTOR
 
 /* ---- shapes ---- */
 
-static int64_t norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
-
-static void strides_of(const cc_value *x, int64_t *st)
-{
-    int64_t s = 1;
-    for (int d = x->rank - 1; d >= 0; d--) {
-        st[d] = s;
-        s *= x->dims[d];
-    }
-}
-
-static int same_shape(const cc_value *a, const cc_value *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return 0;
-    return 1;
-}
-
-static tern_dtype out_dtype(cc *c, int k)
-{
-    const tern_graph_value *gv = tern_graph_value_at(c->g, cc_out_id(c, k));
-    switch (gv->type) {
-    case TERN_ELEM_FLOAT16: return TERN_DTYPE_FP16;
-    case TERN_ELEM_BFLOAT16: return TERN_DTYPE_BF16;
-    case TERN_ELEM_BOOL:
-    case TERN_ELEM_UINT8: return TERN_DTYPE_UINT8;
-    case TERN_ELEM_INT8: return TERN_DTYPE_INT8;
-    case TERN_ELEM_INT16: return TERN_DTYPE_INT16;
-    case TERN_ELEM_UINT16: return TERN_DTYPE_UINT16;
-    case TERN_ELEM_UINT32:
-    case TERN_ELEM_UINT64: return TERN_DTYPE_UINT32;
-    case TERN_ELEM_INT32:
-    case TERN_ELEM_INT64: return TERN_DTYPE_INT32;
-    default: return TERN_DTYPE_FP32;
-    }
-}
-
-/* A scratch tensor shaped like (rank, dims), not bound to a graph value; release with tmp_free. */
-static cc_value *tmp_value(cc *c, cc_value *t, tern_dtype dt, int rank, const int64_t *dims)
+/* A scratch tensor shaped like (rank, dims), not bound to a graph value; release with lx_tmp_free. */
+cc_value *lx_tmp_value(cc *c, cc_value *t, tern_dtype dt, int rank, const int64_t *dims)
 {
     memset(t, 0, sizeof *t);
     t->dt = dt;
@@ -88,7 +42,7 @@ static cc_value *tmp_value(cc *c, cc_value *t, tern_dtype dt, int rank, const in
     return t->placed ? t : NULL;
 }
 
-static void tmp_free(cc *c, cc_value *t)
+void lx_tmp_free(cc *c, cc_value *t)
 {
     if (t && t->placed && t->flat.region >= 0)
         tern_kernel_release(c->k, t->flat);
@@ -102,8 +56,8 @@ static void tmp_free(cc *c, cc_value *t)
  * (zero strides broadcast, negative strides reverse). Dims that are contiguous with each other in both are
  * merged; what still exceeds the DMA pattern (a partition dim and four free dims) is split into several DMAs
  * along the outermost dims. */
-static void copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc_value *src, int64_t src_off,
-                    const int64_t *src_st, int rank, const int64_t *dims)
+void lx_copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc_value *src, int64_t src_off,
+                const int64_t *src_st, int rank, const int64_t *dims)
 {
     int64_t od[CC_MAX_RANK + 2], ds[CC_MAX_RANK + 2], ss[CC_MAX_RANK + 2];
     int n = 0;
@@ -130,7 +84,7 @@ static void copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st
     }
     if (n > 5 || (n == 5 && od[0] > 65535)) { /* split the outermost dim */
         for (int64_t i = 0; i < od[0] && cc_ok(c); i++)
-            copy_nd(c, dst, dst_off + i * ds[0], ds + 1, src, src_off + i * ss[0], ss + 1, n - 1, od + 1);
+            lx_copy_nd(c, dst, dst_off + i * ds[0], ds + 1, src, src_off + i * ss[0], ss + 1, n - 1, od + 1);
         return;
     }
     uint32_t parts = 1;
@@ -163,43 +117,43 @@ static void copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st
 }
 
 /* Contiguous dst (shape dims) from src read at src_off with strides st. */
-static void gather_copy(cc *c, cc_value *dst, cc_value *src, int64_t src_off, int rank, const int64_t *dims,
-                        const int64_t *st)
+void lx_gather_copy(cc *c, cc_value *dst, cc_value *src, int64_t src_off, int rank, const int64_t *dims,
+                    const int64_t *st)
 {
     int64_t dst_st[CC_MAX_RANK + 2], s = 1;
     for (int d = rank - 1; d >= 0; d--) {
         dst_st[d] = s;
         s *= dims[d];
     }
-    copy_nd(c, dst, 0, dst_st, src, src_off, st, rank, dims);
+    lx_copy_nd(c, dst, 0, dst_st, src, src_off, st, rank, dims);
 }
 
 /* x broadcast (numpy rules) to y's shape: x itself when the shapes match, else a scratch copy in tmp. */
 static cc_value *bcast(cc *c, cc_value *x, const cc_value *y, cc_value *tmp)
 {
-    if (same_shape(x, y))
+    if (cc_same_shape(x, y))
         return x;
     int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
-    strides_of(x, xs);
+    cc_strides(x, xs);
     for (int d = 0; d < y->rank; d++) {
         int xd = d - (y->rank - x->rank);
         st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
     }
-    if (!tmp_value(c, tmp, x->dt, y->rank, y->dims))
+    if (!lx_tmp_value(c, tmp, x->dt, y->rank, y->dims))
         return NULL;
-    gather_copy(c, tmp, x, 0, y->rank, y->dims, st);
+    lx_gather_copy(c, tmp, x, 0, y->rank, y->dims, st);
     return tmp;
 }
 
-static void bcast_free(cc *c, cc_value *tmp, cc_value *used)
+void lx_bcast_free(cc *c, cc_value *tmp, cc_value *used)
 {
     if (used == tmp)
-        tmp_free(c, tmp);
+        lx_tmp_free(c, tmp);
 }
 
 /* Moves the axes marked in red[] innermost (kept axes first, each group in order): x itself when that is already
  * the layout, else a scratch copy in tmp. rows = product of kept dims, cols = product of moved dims. */
-static cc_value *axes_last(cc *c, cc_value *x, const int *red, cc_value *tmp, uint64_t *rows, uint64_t *cols)
+cc_value *lx_axes_last(cc *c, cc_value *x, const int *red, cc_value *tmp, uint64_t *rows, uint64_t *cols)
 {
     int perm[CC_MAX_RANK], np = 0, ident = 1;
     *rows = *cols = 1;
@@ -219,19 +173,19 @@ static cc_value *axes_last(cc *c, cc_value *x, const int *red, cc_value *tmp, ui
     if (ident)
         return x;
     int64_t xs[CC_MAX_RANK], dims[CC_MAX_RANK], st[CC_MAX_RANK];
-    strides_of(x, xs);
+    cc_strides(x, xs);
     for (int d = 0; d < x->rank; d++) {
         dims[d] = x->dims[perm[d]];
         st[d] = xs[perm[d]];
     }
-    if (!tmp_value(c, tmp, x->dt, x->rank, dims))
+    if (!lx_tmp_value(c, tmp, x->dt, x->rank, dims))
         return NULL;
-    gather_copy(c, tmp, x, 0, x->rank, dims, st);
+    lx_gather_copy(c, tmp, x, 0, x->rank, dims, st);
     return tmp;
 }
 
-/* The inverse of axes_last for a single axis: y (x's shape) from t laid out as [other dims..., axis]. */
-static void axis_back(cc *c, cc_value *y, cc_value *t, int axis)
+/* The inverse of lx_axes_last for a single axis: y (x's shape) from t laid out as [other dims..., axis]. */
+void lx_axis_back(cc *c, cc_value *y, cc_value *t, int axis)
 {
     int64_t st[CC_MAX_RANK], s = 1;
     st[axis] = 1;
@@ -242,27 +196,27 @@ static void axis_back(cc *c, cc_value *y, cc_value *t, int axis)
         st[d] = s;
         s *= y->dims[d];
     }
-    gather_copy(c, y, t, 0, y->rank, y->dims, st);
+    lx_gather_copy(c, y, t, 0, y->rank, y->dims, st);
 }
 
 /* ---- tiles ---- */
 
-static tern_view tile(cc *c, uint32_t p, uint32_t w, const char *name)
+tern_view lx_tile(cc *c, uint32_t p, uint32_t w, const char *name)
 {
     return tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w ? w : 1, name);
 }
 
-static void ts(cc *c, tern_view d, tern_view a, tern_alu_op op0, float s0, tern_alu_op op1, float s1)
+void lx_ts(cc *c, tern_view d, tern_view a, tern_alu_op op0, float s0, tern_alu_op op1, float s1)
 {
     tern_kernel_tensor_scalar(c->k, VE, d, a, op0, s0, op1, s1);
 }
 
-static void ts_ap(cc *c, tern_view d, tern_view a, tern_alu_op op0, tern_view s0, tern_alu_op op1, tern_view s1)
+void lx_ts_ap(cc *c, tern_view d, tern_view a, tern_alu_op op0, tern_view s0, tern_alu_op op1, tern_view s1)
 {
     tern_kernel_tensor_scalar_ap(c->k, VE, d, a, op0, s0, 0.0f, op1, s1, 0.0f, 0);
 }
 
-static void tt(cc *c, tern_view d, tern_view a, tern_view b, tern_alu_op op)
+void lx_tt(cc *c, tern_view d, tern_view a, tern_view b, tern_alu_op op)
 {
     tern_kernel_tensor_tensor(c->k, VE, d, a, b, op);
 }
@@ -330,7 +284,7 @@ static void ew_apply(cc *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, 
 static void unary_op(cc *c, ew_fn fn, const ew_ctx *ctx)
 {
     cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!x || !y)
         return;
     ew_apply(c, &x, 1, y, fn, ctx, 0);
@@ -340,7 +294,7 @@ static void unary_op(cc *c, ew_fn fn, const ew_ctx *ctx)
 static void binary_op(cc *c, ew_fn fn, const ew_ctx *ctx, int int_tiles)
 {
     cc_value *a = cc_in(c, 0), *b = cc_in(c, 1);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!a || !b || !y)
         return;
     cc_value ta, tb;
@@ -351,132 +305,132 @@ static void binary_op(cc *c, ew_fn fn, const ew_ctx *ctx, int int_tiles)
         ew_apply(c, xs, 2, y, fn, ctx, int_tiles);
     }
     if (bb)
-        bcast_free(c, &tb, bb);
+        lx_bcast_free(c, &tb, bb);
     if (ba)
-        bcast_free(c, &ta, ba);
+        lx_bcast_free(c, &ta, ba);
 }
 
 static float attr_f(cc *c, const char *name, float dflt) { return tern_graph_attr_float(cc_node(c), name, dflt); }
 
-/* -- the elementwise tile programs -- */
+/* -- the elementwise lx_tile programs -- */
 
 static void f_leaky(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* max(x, 0) + alpha * min(x, 0) */
-    ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_MULT, x->a);
-    ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    tt(c, o, o, s[0], TERN_ALU_ADD);
+    lx_ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_MULT, x->a);
+    lx_ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
 static void f_elu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* gamma * (max(x, 0) + alpha * (exp(min(x, 0) / theta) - 1)); Elu: theta 1, gamma 1; Celu: theta alpha */
-    ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_BYPASS, 0.0f);
     act(c, s[0], s[0], TERN_ACT_EXP, x->b);
-    ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_MULT, x->a);
-    ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    tt(c, o, o, s[0], TERN_ALU_ADD);
+    lx_ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_MULT, x->a);
+    lx_ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
     if (x->g != 1.0f)
-        ts(c, o, o, TERN_ALU_MULT, x->g, TERN_ALU_BYPASS, 0.0f);
+        lx_ts(c, o, o, TERN_ALU_MULT, x->g, TERN_ALU_BYPASS, 0.0f);
 }
 
 static void f_hardsigmoid(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* max(0, min(1, alpha * x + beta)), times x for HardSwish */
     tern_view t = x->flag ? s[0] : o;
-    ts(c, t, in[0], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
-    ts(c, t, t, TERN_ALU_MIN, 1.0f, TERN_ALU_MAX, 0.0f);
+    lx_ts(c, t, in[0], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
+    lx_ts(c, t, t, TERN_ALU_MIN, 1.0f, TERN_ALU_MAX, 0.0f);
     if (x->flag)
-        tt(c, o, in[0], t, TERN_ALU_MULT);
+        lx_tt(c, o, in[0], t, TERN_ALU_MULT);
 }
 
 static void f_softsign(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x / (1 + |x|) */
     (void)x;
     act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
-    ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
+    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
 }
 
 static void f_thresholded(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x > alpha ? x : 0 */
-    ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
-    tt(c, o, in[0], s[0], TERN_ALU_MULT);
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, in[0], s[0], TERN_ALU_MULT);
 }
 
 static void f_shrink(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x < -lambd ? x + bias : x > lambd ? x - bias : 0 */
-    ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
-    ts(c, s[1], in[0], TERN_ALU_SUBTRACT, x->b, TERN_ALU_BYPASS, 0.0f);
-    tt(c, o, s[0], s[1], TERN_ALU_MULT);
-    ts(c, s[0], in[0], TERN_ALU_IS_LT, -x->a, TERN_ALU_BYPASS, 0.0f);
-    ts(c, s[1], in[0], TERN_ALU_ADD, x->b, TERN_ALU_BYPASS, 0.0f);
-    tt(c, s[0], s[0], s[1], TERN_ALU_MULT);
-    tt(c, o, o, s[0], TERN_ALU_ADD);
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], in[0], TERN_ALU_SUBTRACT, x->b, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, s[0], s[1], TERN_ALU_MULT);
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_LT, -x->a, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], in[0], TERN_ALU_ADD, x->b, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, s[0], s[0], s[1], TERN_ALU_MULT);
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
 static void f_clip(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
     (void)s;
-    ts(c, o, in[0], TERN_ALU_MAX, x->a, TERN_ALU_MIN, x->b);
+    lx_ts(c, o, in[0], TERN_ALU_MAX, x->a, TERN_ALU_MIN, x->b);
 }
 
 static void f_prelu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* max(x, 0) + slope * min(x, 0) */
     (void)x;
-    ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    tt(c, s[0], s[0], in[1], TERN_ALU_MULT);
-    ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    tt(c, o, o, s[0], TERN_ALU_ADD);
+    lx_ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, s[0], s[0], in[1], TERN_ALU_MULT);
+    lx_ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
 static void f_not(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
     (void)x;
     (void)s;
-    ts(c, o, in[0], TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, o, in[0], TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
 }
 
 static void f_isnan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
     (void)x;
     (void)s;
-    tt(c, o, in[0], in[0], TERN_ALU_NOT_EQ);
+    lx_tt(c, o, in[0], in[0], TERN_ALU_NOT_EQ);
 }
 
 static void f_isinf(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* (detect_positive && x == inf) || (detect_negative && x == -inf) */
-    ts(c, o, in[0], TERN_ALU_IS_EQ, INFINITY, TERN_ALU_MULT, x->a);
-    ts(c, s[0], in[0], TERN_ALU_IS_EQ, -INFINITY, TERN_ALU_MULT, x->b);
-    tt(c, o, o, s[0], TERN_ALU_ADD);
+    lx_ts(c, o, in[0], TERN_ALU_IS_EQ, INFINITY, TERN_ALU_MULT, x->a);
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_EQ, -INFINITY, TERN_ALU_MULT, x->b);
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
 static void f_floor_ceil(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* t = x - fmod(x, 1) (truncation); floor = t - (x < t), ceil = t + (x > t) */
-    ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    tt(c, s[0], in[0], s[0], TERN_ALU_SUBTRACT);
-    tt(c, s[1], in[0], s[0], x->flag ? TERN_ALU_IS_GT : TERN_ALU_IS_LT);
-    tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
+    lx_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, s[0], in[0], s[0], TERN_ALU_SUBTRACT);
+    lx_tt(c, s[1], in[0], s[0], x->flag ? TERN_ALU_IS_GT : TERN_ALU_IS_LT);
+    lx_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
 }
 
 static void f_round(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* half to even: (|x| + 2^23) - 2^23 rounds in fp32 (RNE) for |x| < 2^23; larger values are integers already */
     (void)x;
     act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
-    ts(c, s[1], s[0], TERN_ALU_ADD, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
-    ts(c, s[1], s[1], TERN_ALU_SUBTRACT, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
-    ts(c, s[2], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], s[0], TERN_ALU_ADD, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], s[1], TERN_ALU_SUBTRACT, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[2], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, s[1], s[2], s[0], s[1]);
     act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
-    tt(c, o, s[1], s[2], TERN_ALU_MULT);
+    lx_tt(c, o, s[1], s[2], TERN_ALU_MULT);
 }
 
 /* sin(u) for any u: ScalarE's sin is valid on [-pi, pi], so u is reduced first: ((u + pi) mod 2pi) - pi. */
 static void sin_any(cc *c, tern_view o, tern_view u, float shift, const tern_view *s)
 {
     const float pi = 3.14159265358979f, two_pi = 6.28318530717959f;
-    ts(c, s[1], u, TERN_ALU_ADD, shift + pi, TERN_ALU_MOD, two_pi);
-    ts(c, s[2], s[1], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, two_pi); /* fmod keeps the sign of u */
-    tt(c, s[1], s[1], s[2], TERN_ALU_ADD);
-    ts(c, s[1], s[1], TERN_ALU_SUBTRACT, pi, TERN_ALU_MAX, -pi);
-    ts(c, s[1], s[1], TERN_ALU_MIN, pi, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], u, TERN_ALU_ADD, shift + pi, TERN_ALU_MOD, two_pi);
+    lx_ts(c, s[2], s[1], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, two_pi); /* fmod keeps the sign of u */
+          lx_tt(c, s[1], s[1], s[2], TERN_ALU_ADD);
+    lx_ts(c, s[1], s[1], TERN_ALU_SUBTRACT, pi, TERN_ALU_MAX, -pi);
+    lx_ts(c, s[1], s[1], TERN_ALU_MIN, pi, TERN_ALU_BYPASS, 0.0f);
     act(c, o, s[1], TERN_ACT_SIN, 1.0f);
 }
 
@@ -491,58 +445,58 @@ static void f_tan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, cons
     (void)x;
     sin_any(c, o, in[0], 1.57079632679490f, s); /* cos */
     sin_any(c, s[0], in[0], 0.0f, s);          /* sin */
-    tt(c, o, s[0], o, TERN_ALU_DIVIDE);
+    lx_tt(c, o, s[0], o, TERN_ALU_DIVIDE);
 }
 
 static void f_sinh_cosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* (e^x -+ e^-x) / 2 */
     act(c, s[0], in[0], TERN_ACT_EXP, 1.0f);
     act(c, s[1], in[0], TERN_ACT_EXP, -1.0f);
-    tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
-    ts(c, o, o, TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
+    lx_ts(c, o, o, TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
 }
 
 static void f_asinh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* sign(x) * ln(|x| + sqrt(x^2 + 1)) */
     (void)x;
     act(c, s[0], in[0], TERN_ACT_SQUARE, 1.0f);
-    ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
     act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
     act(c, s[1], in[0], TERN_ACT_ABS, 1.0f);
-    tt(c, s[0], s[0], s[1], TERN_ALU_ADD);
+    lx_tt(c, s[0], s[0], s[1], TERN_ALU_ADD);
     act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
     act(c, s[1], in[0], TERN_ACT_SIGN, 1.0f);
-    tt(c, o, s[0], s[1], TERN_ALU_MULT);
+    lx_tt(c, o, s[0], s[1], TERN_ALU_MULT);
 }
 
 static void f_acosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* ln(x + sqrt(x^2 - 1)) */
     (void)x;
     act(c, s[0], in[0], TERN_ACT_SQUARE, 1.0f);
-    ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_BYPASS, 0.0f);
     act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
-    tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
+    lx_tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
     act(c, o, s[0], TERN_ACT_LOG, 1.0f);
 }
 
 static void f_atanh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* 0.5 * ln((1 + x) / (1 - x)) */
     (void)x;
-    ts(c, s[0], in[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    ts(c, s[1], in[0], TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
-    tt(c, s[0], s[0], s[1], TERN_ALU_DIVIDE);
+    lx_ts(c, s[0], in[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], in[0], TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
+    lx_tt(c, s[0], s[0], s[1], TERN_ALU_DIVIDE);
     act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
-    ts(c, o, s[0], TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, o, s[0], TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
 }
 
 static void f_mod(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* fmod; for fmod = 0 (integers) the result takes the divisor's sign: r + b where r * b < 0 */
-    tt(c, o, in[0], in[1], TERN_ALU_MOD);
+    lx_tt(c, o, in[0], in[1], TERN_ALU_MOD);
     if (!x->flag) {
-        tt(c, s[0], o, in[1], TERN_ALU_MULT);
-        ts(c, s[0], s[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
-        tt(c, s[0], s[0], in[1], TERN_ALU_MULT);
-        tt(c, o, o, s[0], TERN_ALU_ADD);
+        lx_tt(c, s[0], o, in[1], TERN_ALU_MULT);
+        lx_ts(c, s[0], s[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+        lx_tt(c, s[0], s[0], in[1], TERN_ALU_MULT);
+        lx_tt(c, o, o, s[0], TERN_ALU_ADD);
     }
 }
 
@@ -638,7 +592,7 @@ static int lower_not(cc *c)
 }
 
 /* A compile-time scalar from input k (or the attribute of older opsets); *have = 0 when absent. */
-static int const_scalar_in(cc *c, int k, const char *attr, float *v, int *have)
+int lx_const_scalar_in(cc *c, int k, const char *attr, float *v, int *have)
 {
     *have = 0;
     cc_value *x = cc_in(c, k);
@@ -661,11 +615,11 @@ static int lower_clip(cc *c)
     ew_ctx x = {cc_node(c), -INFINITY, INFINITY, 1, 0, TERN_ALU_BYPASS};
     int h;
     float v;
-    if (!const_scalar_in(c, 1, "min", &v, &h))
+    if (!lx_const_scalar_in(c, 1, "min", &v, &h))
         return 1;
     if (h)
         x.a = v;
-    if (!const_scalar_in(c, 2, "max", &v, &h))
+    if (!lx_const_scalar_in(c, 2, "max", &v, &h))
         return 1;
     if (h)
         x.b = v;
@@ -713,7 +667,7 @@ static int lower_nary(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
     tern_alu_op op = !strcmp(n->op, "Max") ? TERN_ALU_MAX : !strcmp(n->op, "Min") ? TERN_ALU_MIN : TERN_ALU_ADD;
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!y)
         return 1;
     int m = 0;
@@ -730,7 +684,7 @@ static int lower_nary(cc *c)
         else
             tern_lib_binary(c->k, cc_view2d(c, y, 0, 1, N, N), cc_view2d(c, y, 0, 1, N, N),
                             cc_view2d(c, b, 0, 1, N, N), op);
-        bcast_free(c, &t, b);
+        lx_bcast_free(c, &t, b);
         m++;
     }
     if (!strcmp(n->op, "Mean") && m > 1)
@@ -767,7 +721,7 @@ static int reduce_axes(cc *c, int rank, int *red, int *noop)
     size_t na = 0;
     if (aa) {
         for (size_t i = 0; i < aa->n; i++) {
-            int64_t a = norm_axis(aa->ints[i], rank);
+            int64_t a = cc_norm_axis(aa->ints[i], rank);
             if (a < 0 || a >= rank)
                 return cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)aa->ints[i], rank), 0;
             red[a] = 1;
@@ -778,7 +732,7 @@ static int reduce_axes(cc *c, int rank, int *red, int *noop)
         if (!ai || !ai->host)
             return cc_fail(c, TERN_ERR_UNSUPPORTED, "%s with run-time axes", n->op), 0;
         for (size_t i = 0; i < ai->host->count; i++) {
-            int64_t a = norm_axis((int64_t)tern_host_tensor_get(ai->host, i), rank);
+            int64_t a = cc_norm_axis((int64_t)tern_host_tensor_get(ai->host, i), rank);
             if (a < 0 || a >= rank)
                 return cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)a, rank), 0;
             red[a] = 1;
@@ -801,7 +755,7 @@ static int lower_reduce_any(cc *c)
     rd_kind kind = RD_SUM;
     rd_of(n->op, &kind);
     cc_value *x = cc_in(c, 0);
-    tern_dtype odt = out_dtype(c, 0);
+    tern_dtype odt = cc_out_dtype(c, 0);
     cc_value *y = cc_out(c, 0, odt);
     if (!x || !y)
         return 1;
@@ -814,19 +768,19 @@ static int lower_reduce_any(cc *c)
     }
     uint64_t rows, cols;
     cc_value tmp;
-    cc_value *xt = axes_last(c, x, red, &tmp, &rows, &cols);
+    cc_value *xt = lx_axes_last(c, x, red, &tmp, &rows, &cols);
     if (!xt)
         return 1;
     if (cols == 0 || cols > 4 * ROW_MAX) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements per output", n->op, (unsigned long long)cols);
-        bcast_free(c, &tmp, xt);
+        lx_bcast_free(c, &tmp, xt);
         return 1;
     }
     tern_alu_op op = kind == RD_MAX ? TERN_ALU_MAX : kind == RD_MIN ? TERN_ALU_MIN
                      : kind == RD_PROD ? TERN_ALU_MULT : TERN_ALU_ADD;
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
-        tern_view t = tile(c, p, w, "rd_in"), r = tile(c, p, 1, "rd_out"), m = tile(c, p, 1, "rd_max");
+        tern_view t = lx_tile(c, p, w, "rd_in"), r = lx_tile(c, p, 1, "rd_out"), m = lx_tile(c, p, 1, "rd_max");
         tern_kernel_load(c->k, t, cc_view2d(c, xt, r0 * cols, p, cols, cols));
         switch (kind) {
         case RD_L1: act(c, t, t, TERN_ACT_ABS, 1.0f); break;
@@ -840,12 +794,12 @@ static int lower_reduce_any(cc *c)
         }
         tern_kernel_tensor_reduce(c->k, r, t, op, 1, 0);
         switch (kind) {
-        case RD_MEAN: ts(c, r, r, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f); break;
+        case RD_MEAN: lx_ts(c, r, r, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f); break;
         case RD_L2: act(c, r, r, TERN_ACT_SQRT, 1.0f); break;
         case RD_LOGSUM: act(c, r, r, TERN_ACT_LOG, 1.0f); break;
         case RD_LOGSUMEXP:
             act(c, r, r, TERN_ACT_LOG, 1.0f);
-            tt(c, r, r, m, TERN_ALU_SUBTRACT);
+            lx_tt(c, r, r, m, TERN_ALU_SUBTRACT);
             break;
         default: break;
         }
@@ -854,7 +808,7 @@ static int lower_reduce_any(cc *c)
         tern_kernel_release(c->k, r);
         tern_kernel_release(c->k, m);
     }
-    bcast_free(c, &tmp, xt);
+    lx_bcast_free(c, &tmp, xt);
     return 1;
 }
 
@@ -864,14 +818,14 @@ static int lower_reduce_any(cc *c)
 static void arg_index(cc *c, tern_view out, tern_view t, tern_view scratch, tern_view idx, tern_alu_op best, int last)
 {
     uint32_t p = t.ap.num_partitions;
-    tern_view m = tile(c, p, 1, "arg_best");
+    tern_view m = lx_tile(c, p, 1, "arg_best");
     tern_kernel_tensor_reduce(c->k, m, t, best, 1, 0);
-    ts_ap(c, scratch, t, TERN_ALU_IS_EQ, m, TERN_ALU_BYPASS, tern_view_none());
+    lx_ts_ap(c, scratch, t, TERN_ALU_IS_EQ, m, TERN_ALU_BYPASS, tern_view_none());
     if (last)
-        ts(c, scratch, scratch, TERN_ALU_MULT, IDX_BIG, TERN_ALU_SUBTRACT, IDX_BIG);
+        lx_ts(c, scratch, scratch, TERN_ALU_MULT, IDX_BIG, TERN_ALU_SUBTRACT, IDX_BIG);
     else
-        ts(c, scratch, scratch, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
-    tt(c, scratch, scratch, idx, TERN_ALU_ADD);
+        lx_ts(c, scratch, scratch, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
+    lx_tt(c, scratch, scratch, idx, TERN_ALU_ADD);
     tern_kernel_tensor_reduce(c->k, out, scratch, last ? TERN_ALU_MAX : TERN_ALU_MIN, 1, 0);
     tern_kernel_release(c->k, m);
 }
@@ -906,12 +860,12 @@ static int lower_axis_op(cc *c)
         axis = tern_graph_attr_int(n, "axis", opset >= 13 ? -1 : 1);
         coerce = opset < 13;
     }
-    axis = norm_axis(axis, x->rank);
+    axis = cc_norm_axis(axis, x->rank);
     if (x->rank == 0 || axis < 0 || axis >= x->rank) {
         cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)axis, x->rank);
         return 1;
     }
-    tern_dtype odt = kind == AX_ARGMAX || kind == AX_ARGMIN ? TERN_DTYPE_INT32 : out_dtype(c, 0);
+    tern_dtype odt = kind == AX_ARGMAX || kind == AX_ARGMIN ? TERN_DTYPE_INT32 : cc_out_dtype(c, 0);
     cc_value *y = cc_out(c, 0, odt);
     if (!y)
         return 1;
@@ -920,21 +874,21 @@ static int lower_axis_op(cc *c)
         red[d] = coerce ? d >= axis : d == axis;
     uint64_t rows, cols;
     cc_value tin, tout;
-    cc_value *xt = axes_last(c, x, red, &tin, &rows, &cols);
+    cc_value *xt = lx_axes_last(c, x, red, &tin, &rows, &cols);
     if (!xt)
         return 1;
     if (cols > ROW_MAX) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements", n->op, (unsigned long long)cols);
-        bcast_free(c, &tin, xt);
+        lx_bcast_free(c, &tin, xt);
         return 1;
     }
     /* Same-shaped results computed in the permuted layout go to a scratch tensor, then back. */
     int same = kind != AX_ARGMAX && kind != AX_ARGMIN;
     cc_value *yt = y;
     if (same && xt != x) {
-        yt = tmp_value(c, &tout, y->dt, xt->rank, xt->dims);
+        yt = lx_tmp_value(c, &tout, y->dt, xt->rank, xt->dims);
         if (!yt) {
-            bcast_free(c, &tin, xt);
+            lx_bcast_free(c, &tin, xt);
             return 1;
         }
     }
@@ -942,8 +896,8 @@ static int lower_axis_op(cc *c)
     int exclusive = (int)tern_graph_attr_int(n, "exclusive", 0), reverse = (int)tern_graph_attr_int(n, "reverse", 0);
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
-        tern_view t = tile(c, p, w, "ax_in"), s = tile(c, p, w, "ax_tmp"), o = tile(c, p, w, "ax_out");
-        tern_view r = tile(c, p, 1, "ax_r"), q = tile(c, p, 1, "ax_q");
+        tern_view t = lx_tile(c, p, w, "ax_in"), s = lx_tile(c, p, w, "ax_tmp"), o = lx_tile(c, p, w, "ax_out");
+        tern_view r = lx_tile(c, p, 1, "ax_r"), q = lx_tile(c, p, 1, "ax_q");
         tern_kernel_load(c->k, t, cc_view2d(c, xt, r0 * cols, p, cols, cols));
         switch (kind) {
         case AX_ARGMAX:
@@ -952,18 +906,18 @@ static int lower_axis_op(cc *c)
             tern_kernel_iota(c->k, o, 0, 0);
             arg_index(c, r, t, s, o, kind == AX_ARGMIN ? TERN_ALU_MIN : TERN_ALU_MAX, last);
             if (kind == AX_HARDMAX)
-                ts_ap(c, o, o, TERN_ALU_IS_EQ, r, TERN_ALU_BYPASS, tern_view_none());
+                lx_ts_ap(c, o, o, TERN_ALU_IS_EQ, r, TERN_ALU_BYPASS, tern_view_none());
             break;
         case AX_SOFTMAX:
         case AX_LOGSOFTMAX:
             tern_kernel_tensor_reduce(c->k, r, t, TERN_ALU_MAX, 1, 1); /* -max */
             tern_kernel_activation(c->k, s, t, TERN_ACT_EXP, 1.0f, r, tern_view_none(), q); /* q = sum */
             if (kind == AX_SOFTMAX) {
-                ts_ap(c, o, s, TERN_ALU_DIVIDE, q, TERN_ALU_BYPASS, tern_view_none());
+                lx_ts_ap(c, o, s, TERN_ALU_DIVIDE, q, TERN_ALU_BYPASS, tern_view_none());
             } else {
                 act(c, q, q, TERN_ACT_LOG, 1.0f);
-                tt(c, q, q, r, TERN_ALU_SUBTRACT); /* log(sum) + max */
-                ts_ap(c, o, t, TERN_ALU_SUBTRACT, q, TERN_ALU_BYPASS, tern_view_none());
+                lx_tt(c, q, q, r, TERN_ALU_SUBTRACT); /* log(sum) + max */
+                      lx_ts_ap(c, o, t, TERN_ALU_SUBTRACT, q, TERN_ALU_BYPASS, tern_view_none());
             }
             break;
         case AX_CUMSUM: {
@@ -1007,224 +961,11 @@ static int lower_axis_op(cc *c)
         if (coerce) { /* the moved group is every axis from `axis` on: already in place */
             cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, yt, 0, 1, y->numel, y->numel));
         } else {
-            axis_back(c, y, yt, (int)axis);
+            lx_axis_back(c, y, yt, (int)axis);
         }
-        tmp_free(c, &tout);
+        lx_tmp_free(c, &tout);
     }
-    bcast_free(c, &tin, xt);
-    return 1;
-}
-
-/* ---- Trilu ---- */
-
-static int lower_trilu(cc *c)
-{
-    const tern_graph_node *n = cc_node(c);
-    cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
-    if (!x || !y)
-        return 1;
-    int64_t kk = 0;
-    if (cc_in_id(c, 1) >= 0) {
-        cc_value *kv = cc_in(c, 1);
-        if (!kv || !kv->is_const_scalar) {
-            cc_fail(c, TERN_ERR_UNSUPPORTED, "Trilu with a run-time k");
-            return 1;
-        }
-        kk = (int64_t)kv->const_scalar;
-    }
-    int upper = (int)tern_graph_attr_int(n, "upper", 1);
-    if (x->rank < 2) {
-        cc_fail(c, TERN_ERR_INVALID, "Trilu of rank %d", x->rank);
-        return 1;
-    }
-    uint64_t R = (uint64_t)x->dims[x->rank - 2], C = (uint64_t)x->dims[x->rank - 1];
-    if (R * C == 0)
-        return 1;
-    uint64_t batches = x->numel / (R * C);
-    if (kk > 1000000000LL)
-        kk = 1000000000LL;
-    if (kk < -1000000000LL)
-        kk = -1000000000LL;
-    for (uint64_t b = 0; b < batches && cc_ok(c); b++)
-        for (uint64_t r0 = 0; r0 < R && cc_ok(c); r0 += PARTS)
-            for (uint64_t c0 = 0; c0 < C && cc_ok(c); c0 += CHUNK) {
-                uint32_t p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS);
-                uint32_t w = (uint32_t)(C - c0 < CHUNK ? C - c0 : CHUNK);
-                tern_view t = tile(c, p, w, "trilu_in"), o = tile(c, p, w, "trilu_out");
-                uint64_t off = b * R * C + r0 * C + c0;
-                tern_kernel_load(c->k, t, cc_view2d(c, x, off, p, w, C));
-                /* value = (c0 + j) - (r0 + p) - k: keep value >= 0 (upper) or <= 0 (lower) */
-                int32_t steps[1] = {1};
-                tern_kernel_affine_select(c->k, o, t, upper ? TERN_ALU_IS_GE : TERN_ALU_IS_LE,
-                                          (int32_t)((int64_t)c0 - (int64_t)r0 - kk), -1, steps, 0.0f);
-                tern_kernel_store(c->k, cc_view2d(c, y, off, p, w, C), o);
-                tern_kernel_release(c->k, t);
-                tern_kernel_release(c->k, o);
-            }
-    return 1;
-}
-
-/* ---- layout ops ---- */
-
-static int lower_tile(cc *c)
-{
-    cc_value *x = cc_in(c, 0), *rp = cc_in(c, 1);
-    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
-    if (!x || !y)
-        return 1;
-    if (!rp || !rp->host) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "Tile with run-time repeats");
-        return 1;
-    }
-    /* y viewed as [r0, d0, r1, d1, ...] reads x with stride 0 over each repeat */
-    int64_t dims[2 * CC_MAX_RANK], st[2 * CC_MAX_RANK], xs[CC_MAX_RANK];
-    strides_of(x, xs);
-    for (int d = 0; d < x->rank; d++) {
-        dims[2 * d] = (int64_t)tern_host_tensor_get(rp->host, (size_t)d);
-        st[2 * d] = 0;
-        dims[2 * d + 1] = x->dims[d];
-        st[2 * d + 1] = xs[d];
-    }
-    int64_t dst_st[2 * CC_MAX_RANK], s = 1;
-    for (int d = 2 * x->rank - 1; d >= 0; d--) {
-        dst_st[d] = s;
-        s *= dims[d];
-    }
-    copy_nd(c, y, 0, dst_st, x, 0, st, 2 * x->rank, dims);
-    return 1;
-}
-
-/* Fill n elements of y from element off with value v: memset tiles stored to HBM. */
-static void fill(cc *c, cc_value *y, uint64_t off, uint64_t n, float v)
-{
-    uint64_t W = n < CHUNK ? n : CHUNK;
-    if (n == 0)
-        return;
-    uint64_t R = n / W, rem = n % W;
-    uint32_t p0 = (uint32_t)(R < PARTS ? R : PARTS);
-    tern_view t = tern_kernel_sbuf(c->k, y->dt, p0 ? p0 : 1, (uint32_t)W, "fill");
-    tern_kernel_memset(c->k, VE, t, v);
-    for (uint64_t r0 = 0; r0 < R && cc_ok(c); r0 += PARTS) {
-        uint32_t p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS);
-        tern_kernel_store(c->k, cc_view2d(c, y, off + r0 * W, p, W, W), tern_view_block(c->k, t, 0, p, 0, W));
-    }
-    if (rem)
-        tern_kernel_store(c->k, cc_view2d(c, y, off + R * W, 1, rem, rem), tern_view_block(c->k, t, 0, 1, 0, rem));
-    tern_kernel_release(c->k, t);
-}
-
-static int lower_pad(cc *c)
-{
-    const tern_graph_node *n = cc_node(c);
-    cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
-    if (!x || !y)
-        return 1;
-    const char *mode = tern_graph_attr_string(n, "mode", "constant");
-    int64_t pads[2 * CC_MAX_RANK] = {0};
-    const tern_graph_attr *pa = tern_graph_node_attr(n, "pads");
-    cc_value *pv = cc_in(c, 1);
-    if (pa) {
-        for (size_t i = 0; i < pa->n && i < 2 * CC_MAX_RANK; i++)
-            pads[i] = pa->ints[i];
-    } else if (pv && pv->host) {
-        for (size_t i = 0; i < pv->host->count && i < 2 * CC_MAX_RANK; i++)
-            pads[i] = (int64_t)tern_host_tensor_get(pv->host, i);
-    } else {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad with run-time pads");
-        return 1;
-    }
-    if (cc_in_id(c, 3) >= 0) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad with an axes input");
-        return 1;
-    }
-    float value = tern_graph_attr_float(n, "value", 0.0f);
-    int h = 0;
-    float v;
-    if (!const_scalar_in(c, 2, NULL, &v, &h))
-        return 1;
-    if (h)
-        value = v;
-    int r = x->rank;
-    int64_t ys[CC_MAX_RANK], xs[CC_MAX_RANK];
-    strides_of(y, ys);
-    strides_of(x, xs);
-    for (int d = 0; d < r; d++)
-        if (pads[d] < 0 || pads[r + d] < 0) {
-            cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad with negative pads (cropping)");
-            return 1;
-        }
-    int edge = !strcmp(mode, "edge"), reflect = !strcmp(mode, "reflect");
-    if (!edge && !reflect && strcmp(mode, "constant")) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad mode '%s'", mode);
-        return 1;
-    }
-    if (!edge && !reflect)
-        fill(c, y, 0, y->numel, value);
-    int64_t off = 0;
-    for (int d = 0; d < r; d++)
-        off += pads[d] * ys[d];
-    copy_nd(c, y, off, ys, x, 0, xs, r, x->dims);
-    if (edge || reflect) { /* axis by axis, each border slice copied from inside y */
-        for (int d = 0; d < r && cc_ok(c); d++) {
-            int64_t b = pads[d], e = pads[r + d], len = x->dims[d];
-            if (reflect && (b >= len || e >= len)) {
-                cc_fail(c, TERN_ERR_UNSUPPORTED, "reflect Pad of %lld on an axis of %lld", (long long)(b > e ? b : e),
-                        (long long)len);
-                return 1;
-            }
-            int64_t dims[CC_MAX_RANK], base = 0;
-            for (int q = 0; q < r; q++) { /* axes < d: full (padded); axes > d: the interior */
-                dims[q] = q < d ? y->dims[q] : q == d ? 1 : x->dims[q];
-                if (q > d)
-                    base += pads[q] * ys[q];
-            }
-            for (int64_t i = 0; i < b + e && cc_ok(c); i++) {
-                int64_t to = i < b ? i : b + len + (i - b); /* position in y along d */
-                int64_t from;
-                if (i < b)
-                    from = edge ? b : b + (b - i);
-                else
-                    from = edge ? b + len - 1 : b + len - 1 - (i - b + 1);
-                copy_nd(c, y, base + to * ys[d], ys, y, base + from * ys[d], ys, r, dims);
-            }
-        }
-    }
-    return 1;
-}
-
-static int lower_depth_space(cc *c)
-{
-    const tern_graph_node *n = cc_node(c);
-    cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
-    if (!x || !y)
-        return 1;
-    if (x->rank != 4) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s of rank %d (4-D NCHW only)", n->op, x->rank);
-        return 1;
-    }
-    int64_t b = tern_graph_attr_int(n, "blocksize", 1);
-    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
-    int64_t dims[6], st[6];
-    if (!strcmp(n->op, "DepthToSpace")) {
-        int64_t Cp = C / (b * b);
-        int crd = !strcmp(tern_graph_attr_string(n, "mode", "DCR"), "CRD");
-        /* y[n, c', h, b1, w, b2] */
-        int64_t d6[6] = {N, Cp, H, b, W, b};
-        int64_t s6[6] = {C * H * W, crd ? b * b * H * W : H * W, W, crd ? b * H * W : b * Cp * H * W, 1,
-                         crd ? H * W : Cp * H * W};
-        memcpy(dims, d6, sizeof d6);
-        memcpy(st, s6, sizeof s6);
-    } else {
-        /* y[n, b1, b2, c, h', w'] = x[n, c, h' * b + b1, w' * b + b2] */
-        int64_t d6[6] = {N, b, b, C, H / b, W / b};
-        int64_t s6[6] = {C * H * W, W, 1, H * W, b * W, b};
-        memcpy(dims, d6, sizeof d6);
-        memcpy(st, s6, sizeof s6);
-    }
-    gather_copy(c, y, x, 0, 6, dims, st);
+    lx_bcast_free(c, &tin, xt);
     return 1;
 }
 
@@ -1296,7 +1037,7 @@ static int lower_gemm(cc *c)
                 tern_lib_scalar(c->k, ct, cbv, TERN_ALU_MULT, beta);
                 tern_lib_binary(c->k, yv, yv, ct, TERN_ALU_ADD);
                 tern_kernel_release(c->k, ct);
-                bcast_free(c, &tcb, cb);
+                lx_bcast_free(c, &tcb, cb);
             }
         } else {
             tern_lib_scalar(c->k, yv, cc_view2d(c, &pv, 0, 1, M * N, M * N), TERN_ALU_MULT, alpha);
@@ -1315,23 +1056,23 @@ static void norm_rows(cc *c, cc_value *x, cc_value *y, uint64_t rows, uint64_t c
 {
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
-        tern_view t = tile(c, p, w, "ln_x"), s = tile(c, p, w, "ln_sq");
-        tern_view m = tile(c, p, 1, "ln_mean"), v = tile(c, p, 1, "ln_var");
+        tern_view t = lx_tile(c, p, w, "ln_x"), s = lx_tile(c, p, w, "ln_sq");
+        tern_view m = lx_tile(c, p, 1, "ln_mean"), v = lx_tile(c, p, 1, "ln_var");
         tern_kernel_load(c->k, t, cc_view2d(c, x, r0 * cols, p, cols, cols));
         tern_kernel_tensor_reduce(c->k, m, t, TERN_ALU_ADD, 1, 0);
-        ts(c, m, m, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f);
-        ts_ap(c, t, t, TERN_ALU_SUBTRACT, m, TERN_ALU_BYPASS, tern_view_none());
+        lx_ts(c, m, m, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f);
+        lx_ts_ap(c, t, t, TERN_ALU_SUBTRACT, m, TERN_ALU_BYPASS, tern_view_none());
         tern_kernel_activation(c->k, s, t, TERN_ACT_SQUARE, 1.0f, tern_view_none(), tern_view_none(), v);
-        ts(c, v, v, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_ADD, eps);
+        lx_ts(c, v, v, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_ADD, eps);
         act(c, v, v, TERN_ACT_RSQRT, 1.0f);
-        ts_ap(c, t, t, TERN_ALU_MULT, v, TERN_ALU_BYPASS, tern_view_none());
+        lx_ts_ap(c, t, t, TERN_ALU_MULT, v, TERN_ALU_BYPASS, tern_view_none());
         if (gamma) {
             tern_lib_broadcast_row(c->k, s, cc_view2d(c, gamma, 0, 1, cols, cols));
-            tt(c, t, t, s, TERN_ALU_MULT);
+            lx_tt(c, t, t, s, TERN_ALU_MULT);
         }
         if (beta) {
             tern_lib_broadcast_row(c->k, s, cc_view2d(c, beta, 0, 1, cols, cols));
-            tt(c, t, t, s, TERN_ALU_ADD);
+            lx_tt(c, t, t, s, TERN_ALU_ADD);
         }
         tern_kernel_store(c->k, cc_view2d(c, y, r0 * cols, p, cols, cols), t);
         if (mean_out)
@@ -1364,7 +1105,7 @@ static int lower_layernorm_any(cc *c)
     cc_value *x = cc_in(c, 0), *g = cc_in(c, 1), *b = cc_in(c, 2);
     if (!x)
         return 1;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
     if (axis < 0 || axis >= x->rank) {
         cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)axis, x->rank);
         return 1;
@@ -1376,7 +1117,7 @@ static int lower_layernorm_any(cc *c)
         cc_fail(c, TERN_ERR_UNSUPPORTED, "LayerNormalization over %llu elements", (unsigned long long)cols);
         return 1;
     }
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     cc_value *mean = cc_out_id(c, 1) >= 0 ? cc_out(c, 1, TERN_DTYPE_FP32) : NULL;
     cc_value *rstd = cc_out_id(c, 2) >= 0 ? cc_out(c, 2, TERN_DTYPE_FP32) : NULL;
     if (!y)
@@ -1386,9 +1127,9 @@ static int lower_layernorm_any(cc *c)
     cc_value *br = as_row(c, b, cols, x->dims + axis, x->rank - (int)axis, &tb);
     norm_rows(c, x, y, rows, cols, tern_graph_attr_float(n, "epsilon", 1e-5f), gr, br, mean, rstd);
     if (gr)
-        bcast_free(c, &tg, gr);
+        lx_bcast_free(c, &tg, gr);
     if (br)
-        bcast_free(c, &tb, br);
+        lx_bcast_free(c, &tb, br);
     return 1;
 }
 
@@ -1396,7 +1137,7 @@ static int lower_instancenorm(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *sc = cc_in(c, 1), *bi = cc_in(c, 2);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!x || !sc || !bi || !y)
         return 1;
     if (x->rank < 3) {
@@ -1412,24 +1153,24 @@ static int lower_instancenorm(cc *c)
     /* per-row scale and bias: scale[c] for row n * C + c */
     cc_value ts_v, tb_v;
     int64_t d2[2] = {(int64_t)N, (int64_t)C}, st[2] = {0, 1};
-    if (!tmp_value(c, &ts_v, TERN_DTYPE_FP32, 2, d2) || !tmp_value(c, &tb_v, TERN_DTYPE_FP32, 2, d2))
+    if (!lx_tmp_value(c, &ts_v, TERN_DTYPE_FP32, 2, d2) || !lx_tmp_value(c, &tb_v, TERN_DTYPE_FP32, 2, d2))
         return 1;
-    gather_copy(c, &ts_v, sc, 0, 2, d2, st);
-    gather_copy(c, &tb_v, bi, 0, 2, d2, st);
+    lx_gather_copy(c, &ts_v, sc, 0, 2, d2, st);
+    lx_gather_copy(c, &tb_v, bi, 0, 2, d2, st);
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
-        tern_view t = tile(c, p, w, "in_y"), s = tile(c, p, 1, "in_s"), b = tile(c, p, 1, "in_b");
+        tern_view t = lx_tile(c, p, w, "in_y"), s = lx_tile(c, p, 1, "in_s"), b = lx_tile(c, p, 1, "in_b");
         tern_kernel_load(c->k, t, cc_view2d(c, y, r0 * cols, p, cols, cols));
         tern_kernel_load(c->k, s, cc_view2d(c, &ts_v, r0, p, 1, 1));
         tern_kernel_load(c->k, b, cc_view2d(c, &tb_v, r0, p, 1, 1));
-        ts_ap(c, t, t, TERN_ALU_MULT, s, TERN_ALU_ADD, b);
+        lx_ts_ap(c, t, t, TERN_ALU_MULT, s, TERN_ALU_ADD, b);
         tern_kernel_store(c->k, cc_view2d(c, y, r0 * cols, p, cols, cols), t);
         tern_kernel_release(c->k, t);
         tern_kernel_release(c->k, s);
         tern_kernel_release(c->k, b);
     }
-    tmp_free(c, &ts_v);
-    tmp_free(c, &tb_v);
+    lx_tmp_free(c, &ts_v);
+    lx_tmp_free(c, &tb_v);
     return 1;
 }
 
@@ -1437,13 +1178,13 @@ static int lower_instancenorm(cc *c)
 
 static void f_index(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* o = (idx + dim * (idx < 0)) * stride [+ base] */
-    ts(c, s[0], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, x->a);
-    tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, x->a);
+    lx_tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
     if (x->flag) {
-        ts(c, s[0], s[0], TERN_ALU_MULT, x->b, TERN_ALU_BYPASS, 0.0f);
-        tt(c, o, s[0], in[1], TERN_ALU_ADD);
+        lx_ts(c, s[0], s[0], TERN_ALU_MULT, x->b, TERN_ALU_BYPASS, 0.0f);
+        lx_tt(c, o, s[0], in[1], TERN_ALU_ADD);
     } else {
-        ts(c, o, s[0], TERN_ALU_MULT, x->b, TERN_ALU_BYPASS, 0.0f);
+        lx_ts(c, o, s[0], TERN_ALU_MULT, x->b, TERN_ALU_BYPASS, 0.0f);
     }
 }
 
@@ -1451,7 +1192,7 @@ static void f_index(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, co
  * an optional per-element base; ids is a fresh scratch value of idx's shape. */
 static cc_value *row_ids(cc *c, cc_value *idx, int64_t dim, int64_t stride, cc_value *base, cc_value *ids)
 {
-    if (!tmp_value(c, ids, TERN_DTYPE_INT32, idx->rank, idx->dims))
+    if (!lx_tmp_value(c, ids, TERN_DTYPE_INT32, idx->rank, idx->dims))
         return NULL;
     ew_ctx x = {cc_node(c), (float)dim, (float)stride, 1, base != NULL, TERN_ALU_BYPASS};
     cc_value *xs[2] = {idx, base};
@@ -1466,7 +1207,7 @@ static int lower_gather_rt(cc *c)
     cc_value *y = cc_out(c, 0, data ? data->dt : TERN_DTYPE_FP32);
     if (!data || !idx || !y)
         return 1;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", 0), data->rank);
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), data->rank);
     if (axis < 0 || axis >= data->rank) {
         cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)axis, data->rank);
         return 1;
@@ -1491,18 +1232,18 @@ static int lower_gather_rt(cc *c)
         int64_t td[3] = {(int64_t)rows, (int64_t)outer, (int64_t)inner};
         int64_t tst[3] = {(int64_t)inner, (int64_t)(rows * inner), 1};
         int64_t gd[3] = {(int64_t)nidx, (int64_t)outer, (int64_t)inner};
-        if (tmp_value(c, &tab, data->dt, 3, td) && tmp_value(c, &got, data->dt, 3, gd)) {
-            gather_copy(c, &tab, data, 0, 3, td, tst);
+        if (lx_tmp_value(c, &tab, data->dt, 3, td) && lx_tmp_value(c, &got, data->dt, 3, gd)) {
+            lx_gather_copy(c, &tab, data, 0, 3, td, tst);
             tern_lib_embedding(c->k, cc_view2d(c, &got, 0, nidx, outer * inner, outer * inner),
                                cc_view2d(c, &tab, 0, rows, outer * inner, outer * inner), idv);
             int64_t yd[3] = {(int64_t)outer, (int64_t)nidx, (int64_t)inner};
             int64_t yst[3] = {(int64_t)inner, (int64_t)(outer * inner), 1};
-            gather_copy(c, y, &got, 0, 3, yd, yst);
-            tmp_free(c, &got);
-            tmp_free(c, &tab);
+            lx_gather_copy(c, y, &got, 0, 3, yd, yst);
+            lx_tmp_free(c, &got);
+            lx_tmp_free(c, &tab);
         }
     }
-    tmp_free(c, &ids);
+    lx_tmp_free(c, &ids);
     return 1;
 }
 
@@ -1513,7 +1254,7 @@ static int lower_gather_elements(cc *c)
     cc_value *y = cc_out(c, 0, data ? data->dt : TERN_DTYPE_FP32);
     if (!data || !idx || !y)
         return 1;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", 0), data->rank);
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), data->rank);
     if (axis < 0 || axis >= data->rank || idx->rank != data->rank) {
         cc_fail(c, TERN_ERR_INVALID, "axis %lld, data rank %d, indices rank %d", (long long)axis, data->rank,
                 idx->rank);
@@ -1528,7 +1269,7 @@ static int lower_gather_elements(cc *c)
     }
     /* element ids: base (every other axis' offset, a constant) + idx * stride(axis), gathered as 1-element rows */
     int64_t ds[CC_MAX_RANK];
-    strides_of(data, ds);
+    cc_strides(data, ds);
     tern_host_tensor *bh = NULL;
     tern_error e;
     int64_t n1 = (int64_t)idx->numel;
@@ -1560,7 +1301,7 @@ static int lower_gather_elements(cc *c)
     if (base.flat.region >= 0 && row_ids(c, idx, data->dims[axis], ds[axis], &base, &ids)) {
         tern_lib_embedding(c->k, cc_view2d(c, y, 0, y->numel, 1, 1), cc_view2d(c, data, 0, data->numel, 1, 1),
                            cc_view2d(c, &ids, 0, idx->numel, 1, 1));
-        tmp_free(c, &ids);
+        lx_tmp_free(c, &ids);
     }
     return 1;
 }
@@ -1570,8 +1311,8 @@ static int lower_gather_elements(cc *c)
 static void f_trunc(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* toward zero: x - fmod(x, 1) */
     (void)x;
-    ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    tt(c, o, in[0], s[0], TERN_ALU_SUBTRACT);
+    lx_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, in[0], s[0], TERN_ALU_SUBTRACT);
 }
 
 /* Cast and CastLike: a DMA converts between device formats (floats round to nearest even); float to integer
@@ -1579,7 +1320,7 @@ static void f_trunc(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, co
 static int lower_cast_any(cc *c)
 {
     cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!x || !y)
         return 1;
     if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(y->dt)) {
@@ -1600,18 +1341,18 @@ static void atan_any(cc *c, tern_view o, tern_view u, const tern_view *s)
     static const float a[8] = {-0.3333314528f, 0.1999355085f, -0.1420889944f, 0.1065626393f,
                                -0.0752896400f, 0.0429096138f, -0.0161657367f, 0.0028662257f};
     act(c, s[0], u, TERN_ACT_ABS, 1.0f);
-    ts(c, s[1], s[0], TERN_ALU_IS_GT, 1.0f, TERN_ALU_BYPASS, 0.0f); /* big */
-    tern_kernel_reciprocal(c->k, s[2], s[0]);
+    lx_ts(c, s[1], s[0], TERN_ALU_IS_GT, 1.0f, TERN_ALU_BYPASS, 0.0f); /* big */
+          tern_kernel_reciprocal(c->k, s[2], s[0]);
     tern_kernel_select(c->k, s[0], s[1], s[2], s[0]);                 /* z */
     act(c, s[2], s[0], TERN_ACT_SQUARE, 1.0f);                        /* t = z^2 */
-    ts(c, o, s[2], TERN_ALU_MULT, a[7], TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, o, s[2], TERN_ALU_MULT, a[7], TERN_ALU_BYPASS, 0.0f);
     for (int i = 6; i >= 0; i--)
         tern_kernel_scalar_tensor_tensor(c->k, o, o, TERN_ALU_ADD, a[i], TERN_ALU_MULT, s[2]);
     tern_kernel_scalar_tensor_tensor(c->k, o, o, TERN_ALU_ADD, 1.0f, TERN_ALU_MULT, s[0]); /* atan(z) */
-    ts(c, s[2], o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
+    lx_ts(c, s[2], o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
     tern_kernel_select(c->k, o, s[1], s[2], o);
     act(c, s[2], u, TERN_ACT_SIGN, 1.0f);
-    tt(c, o, o, s[2], TERN_ALU_MULT);
+    lx_tt(c, o, o, s[2], TERN_ALU_MULT);
 }
 
 static void f_atan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
@@ -1623,13 +1364,13 @@ static void f_atan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, con
 static void f_asin_acos(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* asin(v) = atan(v / sqrt(1 - v^2)); acos = pi/2 - asin */
     act(c, o, in[0], TERN_ACT_SQUARE, 1.0f);
-    ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
+    lx_ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
     act(c, o, o, TERN_ACT_SQRT, 1.0f);
-    tt(c, o, in[0], o, TERN_ALU_DIVIDE);
-    tern_kernel_tensor_copy(c->k, VE, in[0], o); /* the input tile is free now: atan reads from it */
+    lx_tt(c, o, in[0], o, TERN_ALU_DIVIDE);
+    tern_kernel_tensor_copy(c->k, VE, in[0], o); /* the input lx_tile is free now: atan reads from it */
     atan_any(c, o, in[0], s);
     if (x->flag)
-        ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
+        lx_ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
 }
 
 static int lower_atrig(cc *c)
@@ -1642,441 +1383,9 @@ static int lower_atrig(cc *c)
     return 1;
 }
 
-/* ---- Resize / Upsample: one constant interpolation matrix per resized axis ---- */
-
-typedef struct {
-    int mode;            /* 0 nearest, 1 linear, 2 cubic */
-    const char *ctm;     /* coordinate_transformation_mode */
-    const char *nearest; /* nearest_mode */
-    double a;            /* cubic_coeff_a */
-    int exclude;         /* exclude_outside */
-} rs_opts;
-
-static int cmp_nb(const void *pa, const void *pb)
-{
-    const double *a = pa, *b = pb; /* {distance, index} */
-    if (a[0] != b[0])
-        return a[0] < b[0] ? -1 : 1;
-    return a[1] < b[1] ? -1 : a[1] > b[1];
-}
-
-/* W[out_w][in_w]: output o = sum_i W[o][i] * input i, as ONNX's reference (resize.py: interpolate_1d_with_x)
- * computes it, in double. outside[o] = 1 where tf_crop_and_resize extrapolates (row of zeros). */
-static void resize_weights(const rs_opts *op, int64_t in_w, int64_t out_w, double scale, double roi0, double roi1,
-                           double *W, int *outside)
-{
-    memset(W, 0, sizeof(double) * (size_t)(in_w * out_w));
-    for (int64_t o = 0; o < out_w; o++) {
-        double x = (double)o, ow = scale * (double)in_w, xo;
-        outside[o] = 0;
-        if (!strcmp(op->ctm, "align_corners"))
-            xo = ow == 1 ? 0.0 : x * (double)(in_w - 1) / (ow - 1);
-        else if (!strcmp(op->ctm, "asymmetric"))
-            xo = x / scale;
-        else if (!strcmp(op->ctm, "tf_crop_and_resize")) {
-            xo = ow == 1 ? (roi1 - roi0) * (double)(in_w - 1) / 2 : x * (roi1 - roi0) * (double)(in_w - 1) / (ow - 1);
-            xo += roi0 * (double)(in_w - 1);
-            if (xo < 0 || xo > (double)(in_w - 1)) {
-                outside[o] = 1;
-                continue;
-            }
-        } else if (!strcmp(op->ctm, "pytorch_half_pixel"))
-            xo = ow == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
-        else /* half_pixel (and tf_half_pixel_for_nn, rejected before) */
-            xo = (x + 0.5) / scale - 0.5;
-        double xi = floor(xo), ratio = xo == xi ? 1.0 : xo - xi;
-        double cf[4];
-        int n;
-        if (op->mode == 2) {
-            double A = op->a, r = ratio;
-            cf[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
-            cf[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
-            cf[2] = ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1;
-            cf[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
-            n = 4;
-        } else if (op->mode == 1) {
-            cf[0] = 1 - ratio;
-            cf[1] = ratio;
-            n = 2;
-        } else {
-            n = 2;
-            if (xo == xi) {
-                cf[0] = 0;
-                cf[1] = 1;
-            } else if (!strcmp(op->nearest, "round_prefer_ceil")) {
-                cf[0] = ratio < 0.5;
-                cf[1] = ratio >= 0.5;
-            } else if (!strcmp(op->nearest, "floor")) {
-                cf[0] = 1;
-                cf[1] = 0;
-            } else if (!strcmp(op->nearest, "ceil")) {
-                cf[0] = 0;
-                cf[1] = 1;
-            } else { /* round_prefer_floor */
-                cf[0] = ratio <= 0.5;
-                cf[1] = ratio > 0.5;
-            }
-        }
-        /* the n nearest positions of the edge-padded input, ties to the smaller index */
-        int64_t pad = (n + 1) / 2, len = in_w + 2 * pad;
-        double xp = xo + (double)pad, cand[16][2];
-        int nc = 0;
-        for (int64_t i = (int64_t)floor(xp) - n; i <= (int64_t)floor(xp) + n && nc < 16; i++)
-            if (i >= 0 && i < len) {
-                cand[nc][0] = fabs(xp - (double)i);
-                cand[nc][1] = (double)i;
-                nc++;
-            }
-        qsort(cand, (size_t)nc, sizeof cand[0], cmp_nb);
-        int64_t idx[4];
-        int m = nc < n ? nc : n;
-        for (int i = 0; i < m; i++)
-            idx[i] = (int64_t)cand[i][1];
-        for (int i = 1; i < m; i++) /* ascending */
-            for (int j = i; j > 0 && idx[j - 1] > idx[j]; j--) {
-                int64_t t = idx[j];
-                idx[j] = idx[j - 1];
-                idx[j - 1] = t;
-            }
-        if (op->exclude) {
-            double sum = 0;
-            for (int i = 0; i < m; i++) {
-                int64_t orig = idx[i] - pad;
-                if (orig < 0 || orig >= in_w)
-                    cf[i] = 0;
-                sum += cf[i];
-            }
-            for (int i = 0; i < m; i++)
-                cf[i] /= sum;
-        }
-        for (int i = 0; i < m; i++) {
-            int64_t orig = idx[i] - pad;
-            orig = orig < 0 ? 0 : orig >= in_w ? in_w - 1 : orig;
-            W[o * in_w + orig] += cf[i];
-        }
-    }
-}
-
-static int lower_resize(cc *c)
-{
-    const tern_graph_node *n = cc_node(c);
-    cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
-    if (!x || !y)
-        return 1;
-    int upsample = !strcmp(n->op, "Upsample"), old = upsample || tern_graph_opset(c->g) < 11;
-    const char *mode = tern_graph_attr_string(n, "mode", "nearest");
-    rs_opts op = {!strcmp(mode, "cubic") ? 2 : !strcmp(mode, "nearest") ? 0 : 1,
-                  old ? "asymmetric" : tern_graph_attr_string(n, "coordinate_transformation_mode", "half_pixel"),
-                  old ? "floor" : tern_graph_attr_string(n, "nearest_mode", "round_prefer_floor"),
-                  tern_graph_attr_float(n, "cubic_coeff_a", -0.75f), (int)tern_graph_attr_int(n, "exclude_outside", 0)};
-    if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "bilinear") && strcmp(mode, "cubic")) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s mode '%s'", n->op, mode);
-        return 1;
-    }
-    if (!strcmp(op.ctm, "tf_half_pixel_for_nn")) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "Resize coordinate_transformation_mode '%s'", op.ctm);
-        return 1;
-    }
-    float extrap = tern_graph_attr_float(n, "extrapolation_value", 0.0f);
-    cc_value *roi = old ? NULL : cc_in(c, 1), *scales = cc_in(c, old ? 1 : 2), *sizes = old ? NULL : cc_in(c, 3);
-    const tern_graph_attr *sa = upsample ? tern_graph_node_attr(n, "scales") : NULL;
-    if ((roi && !roi->host) || (scales && !scales->host) || (sizes && !sizes->host)) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s with run-time roi, scales or sizes", n->op);
-        return 1;
-    }
-    int r = x->rank;
-    cc_value cur = *x, nxt;
-    int have_tmp = 0;
-    for (int d = 0; d < r && cc_ok(c); d++) {
-        int64_t in_w = x->dims[d], out_w = y->dims[d];
-        double scale;
-        if (sizes && sizes->host->count == (size_t)r)
-            scale = (double)out_w / (double)in_w;
-        else if (scales && scales->host->count == (size_t)r)
-            scale = (double)(float)tern_host_tensor_get(scales->host, (size_t)d);
-        else if (sa && sa->n == (size_t)r)
-            scale = (double)sa->floats[d];
-        else
-            scale = (double)out_w / (double)in_w;
-        double roi0 = 0, roi1 = 1;
-        if (roi && roi->host->count == (size_t)(2 * r)) {
-            roi0 = tern_host_tensor_get(roi->host, (size_t)d);
-            roi1 = tern_host_tensor_get(roi->host, (size_t)(r + d));
-        }
-        if (in_w == 0 || out_w == 0)
-            return 1;
-        double *W = malloc(sizeof(double) * (size_t)(in_w * out_w));
-        int *outside = malloc(sizeof(int) * (size_t)out_w);
-        tern_host_tensor *wt = NULL, *et = NULL;
-        tern_error e;
-        int64_t wd[2] = {in_w, out_w};
-        if (!W || !outside || tern_host_tensor_new(TERN_ELEM_FLOAT, 2, wd, &wt, &e) ||
-            tern_host_tensor_new(TERN_ELEM_FLOAT, 1, &out_w, &et, &e)) {
-            free(W);
-            free(outside);
-            tern_host_tensor_free(wt);
-            cc_fail(c, TERN_ERR_NOMEM, "out of memory for Resize weights");
-            return 1;
-        }
-        resize_weights(&op, in_w, out_w, scale, roi0, roi1, W, outside);
-        int ident = in_w == out_w, ext = 0;
-        for (int64_t o = 0; o < out_w; o++) {
-            ext |= outside[o];
-            et->f[o] = outside[o] ? extrap : 0.0f;
-            for (int64_t i = 0; i < in_w; i++) {
-                wt->f[i * out_w + o] = (float)W[o * in_w + i]; /* stored transposed: [in_w, out_w] */
-                ident &= W[o * in_w + i] == (o == i ? 1.0 : 0.0);
-            }
-        }
-        ident &= !ext;
-        free(W);
-        free(outside);
-        if (!ident) {
-            /* lhsT [in_w, rows] = cur with axis d first; P [rows, out_w] = lhsT^T @ Wt; next = P with the axis back */
-            uint64_t rows = cur.numel / (uint64_t)in_w;
-            int64_t pd[CC_MAX_RANK], pst[CC_MAX_RANK], cs[CC_MAX_RANK];
-            strides_of(&cur, cs);
-            pd[0] = in_w;
-            pst[0] = cs[d];
-            for (int q = 0, k = 1; q < r; q++)
-                if (q != d) {
-                    pd[k] = cur.dims[q];
-                    pst[k++] = cs[q];
-                }
-            cc_value lt, pv;
-            int64_t ndims[CC_MAX_RANK];
-            memcpy(ndims, cur.dims, sizeof ndims);
-            ndims[d] = out_w;
-            int64_t pdims[2] = {(int64_t)rows, out_w};
-            if (tmp_value(c, &lt, TERN_DTYPE_FP32, r, pd) && tmp_value(c, &pv, TERN_DTYPE_FP32, 2, pdims)) {
-                gather_copy(c, &lt, &cur, 0, r, pd, pst);
-                tern_gemm_opts go;
-                tern_gemm_opts_default(&go);
-                go.acc_dtype = TERN_DTYPE_FP32;
-                go.tiles_in_block_m = 8;
-                tern_view wv = cc_const2d(c, wt, TERN_DTYPE_FP32, (uint64_t)in_w, (uint64_t)out_w, 0);
-                tern_lib_gemm(c->k, cc_view2d(c, &pv, 0, rows, (uint64_t)out_w, (uint64_t)out_w),
-                              cc_view2d(c, &lt, 0, (uint64_t)in_w, rows, rows), wv, &go);
-                if (ext) {
-                    tern_view ev = cc_const2d(c, et, TERN_DTYPE_FP32, 1, (uint64_t)out_w, 0);
-                    tern_view pw = cc_view2d(c, &pv, 0, rows, (uint64_t)out_w, (uint64_t)out_w);
-                    tern_lib_bias_act(c->k, pw, pw, ev, TERN_ACT_COPY);
-                }
-                tmp_free(c, &lt);
-                int last = 1;
-                for (int q = d + 1; q < r; q++)
-                    last &= x->dims[q] == y->dims[q];
-                cc_value *dst = last ? y : tmp_value(c, &nxt, TERN_DTYPE_FP32, r, ndims);
-                if (dst) {
-                    pv.rank = r; /* P is [others..., out_w]: move the axis back */
-                    axis_back(c, dst, &pv, d);
-                }
-                tmp_free(c, &pv);
-                if (have_tmp)
-                    tmp_free(c, &cur);
-                if (last) {
-                    have_tmp = 0;
-                    cur = *y;
-                    tern_host_tensor_free(wt);
-                    tern_host_tensor_free(et);
-                    return 1;
-                }
-                if (dst) {
-                    cur = nxt;
-                    have_tmp = 1;
-                }
-            }
-        }
-        tern_host_tensor_free(wt);
-        tern_host_tensor_free(et);
-    }
-    /* no axis changed (or the last changed axis was written to y above) */
-    if (cc_ok(c))
-        cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, &cur, 0, 1, cur.numel, cur.numel));
-    if (have_tmp)
-        tmp_free(c, &cur);
-    return 1;
-}
-
-/* ---- EyeLike, OneHot, TopK ---- */
-
-static int lower_eyelike(cc *c)
-{
-    cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
-    if (!x || !y)
-        return 1;
-    if (y->rank != 2) {
-        cc_fail(c, TERN_ERR_INVALID, "EyeLike of rank %d", y->rank);
-        return 1;
-    }
-    int64_t k = tern_graph_attr_int(cc_node(c), "k", 0);
-    uint64_t R = (uint64_t)y->dims[0], C = (uint64_t)y->dims[1];
-    for (uint64_t r0 = 0; r0 < R && cc_ok(c); r0 += PARTS)
-        for (uint64_t c0 = 0; c0 < C && cc_ok(c); c0 += CHUNK) {
-            uint32_t p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS), w = (uint32_t)(C - c0 < CHUNK ? C - c0 : CHUNK);
-            tern_view one = tile(c, p, w, "eye_one"), o = tile(c, p, w, "eye");
-            tern_kernel_memset(c->k, VE, one, 1.0f);
-            int32_t steps[1] = {1};
-            /* keep where (c0 + j) - (r0 + p) - k == 0 */
-            tern_kernel_affine_select(c->k, o, one, TERN_ALU_IS_EQ, (int32_t)((int64_t)c0 - (int64_t)r0 - k), -1,
-                                      steps, 0.0f);
-            tern_kernel_store(c->k, cc_view2d(c, y, r0 * C + c0, p, w, C), o);
-            tern_kernel_release(c->k, one);
-            tern_kernel_release(c->k, o);
-        }
-    return 1;
-}
-
-static int lower_onehot(cc *c)
-{
-    const tern_graph_node *n = cc_node(c);
-    cc_value *idx = cc_in(c, 0), *depth = cc_in(c, 1), *vals = cc_in(c, 2);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
-    if (!idx || !depth || !vals || !y)
-        return 1;
-    if (!depth->is_const_scalar) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "OneHot with a run-time depth");
-        return 1;
-    }
-    int64_t D = (int64_t)depth->const_scalar;
-    int64_t axis = norm_axis(tern_graph_attr_int(n, "axis", -1), y->rank);
-    if (D <= 0 || D > (int64_t)ROW_MAX || axis < 0 || axis >= y->rank) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "OneHot of depth %lld on axis %lld", (long long)D, (long long)axis);
-        return 1;
-    }
-    /* rows = every index, columns = depth; laid out [indices..., depth], then the depth axis moved into place */
-    uint64_t rows = idx->numel;
-    cc_value t;
-    int64_t td[CC_MAX_RANK];
-    int tr = 0;
-    for (int d = 0; d < y->rank; d++)
-        if (d != axis)
-            td[tr++] = y->dims[d];
-    td[tr++] = D;
-    int direct = axis == y->rank - 1;
-    cc_value *yt = direct ? y : tmp_value(c, &t, y->dt, tr, td);
-    if (!yt)
-        return 1;
-    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
-        uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)D;
-        tern_view iv = tile(c, p, 1, "oh_idx"), s = tile(c, p, 1, "oh_tmp"), o = tile(c, p, w, "oh");
-        tern_view on = tile(c, p, 1, "oh_on"), off = tile(c, p, 1, "oh_off");
-        tern_kernel_load(c->k, iv, cc_view2d(c, idx, r0, p, 1, 1));
-        uint32_t one = 1;
-        int32_t zero = 0;
-        tern_kernel_load(c->k, off, cc_view(c, vals, 0, p, 0, 1, &one, &zero)); /* values[0] on every partition */
-        tern_kernel_load(c->k, on, cc_view(c, vals, 1, p, 0, 1, &one, &zero));
-        ts(c, s, iv, TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, (float)D); /* negative indices count from the end */
-        tt(c, iv, iv, s, TERN_ALU_ADD);
-        tern_kernel_iota(c->k, o, 0, 0);
-        ts_ap(c, o, o, TERN_ALU_IS_EQ, iv, TERN_ALU_BYPASS, tern_view_none());
-        tt(c, on, on, off, TERN_ALU_SUBTRACT); /* off + eq * (on - off) */
-        ts_ap(c, o, o, TERN_ALU_MULT, on, TERN_ALU_ADD, off);
-        tern_kernel_store(c->k, cc_view2d(c, yt, r0 * (uint64_t)D, p, (uint64_t)D, (uint64_t)D), o);
-        tern_kernel_release(c->k, iv);
-        tern_kernel_release(c->k, s);
-        tern_kernel_release(c->k, o);
-        tern_kernel_release(c->k, on);
-        tern_kernel_release(c->k, off);
-    }
-    if (!direct) {
-        axis_back(c, y, yt, (int)axis);
-        tmp_free(c, &t);
-    }
-    return 1;
-}
-
-static int lower_topk(cc *c)
-{
-    const tern_graph_node *n = cc_node(c);
-    cc_value *x = cc_in(c, 0), *kv = cc_in(c, 1);
-    if (!x || !kv)
-        return 1;
-    if (!kv->is_const_scalar) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "TopK with a run-time k");
-        return 1;
-    }
-    int64_t K = (int64_t)kv->const_scalar, axis = norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
-    int largest = (int)tern_graph_attr_int(n, "largest", 1);
-    if (axis < 0 || axis >= x->rank || K < 1 || K > 8 || K > x->dims[axis] || x->dims[axis] > 16384) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "TopK of k=%lld over %lld elements (k <= 8 over at most 16384: max8)",
-                (long long)K,
-                (long long)(axis >= 0 && axis < x->rank ? x->dims[axis] : 0));
-        return 1;
-    }
-    if (!tern_graph_attr_int(n, "sorted", 1)) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "TopK with sorted=0");
-        return 1;
-    }
-    cc_value *yv = cc_out(c, 0, out_dtype(c, 0)), *yi = cc_out(c, 1, TERN_DTYPE_INT32);
-    if (!yv || !yi)
-        return 1;
-    int red[CC_MAX_RANK] = {0};
-    red[axis] = 1;
-    uint64_t rows, cols;
-    cc_value tin, tv, ti;
-    cc_value *xt = axes_last(c, x, red, &tin, &rows, &cols);
-    if (!xt)
-        return 1;
-    int direct = axis == x->rank - 1;
-    int64_t od[CC_MAX_RANK];
-    for (int d = 0, k = 0; d < x->rank; d++)
-        if (d != axis)
-            od[k++] = x->dims[d];
-    od[x->rank - 1] = K;
-    cc_value *vt = direct ? yv : tmp_value(c, &tv, yv->dt, x->rank, od);
-    cc_value *it = direct ? yi : tmp_value(c, &ti, TERN_DTYPE_INT32, x->rank, od);
-    for (uint64_t r0 = 0; r0 < rows && vt && it && cc_ok(c); r0 += PARTS) {
-        uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)(cols < 8 ? 8 : cols);
-        tern_view t = tile(c, p, w, "tk_in"), s = tile(c, p, w, "tk_tmp"), id = tile(c, p, w, "tk_iota");
-        tern_view m8 = tile(c, p, 8, "tk_max8"), ix = tile(c, p, 8, "tk_idx");
-        tern_view tv_ = tern_view_block(c->k, t, 0, p, 0, cols);
-        if (w > cols) /* max8 reads at least 8: pad with the lowest float */
-            tern_kernel_memset(c->k, VE, t, -3.40282347e38f);
-        tern_kernel_load(c->k, tv_, cc_view2d(c, xt, r0 * cols, p, cols, cols));
-        if (!largest) /* smallest: the largest of -x */
-            ts(c, tv_, tv_, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
-        tern_kernel_max8(c->k, m8, t);
-        tern_kernel_iota(c->k, id, 0, 0);
-        for (int64_t j = 0; j < K; j++) { /* index of value j: the first position holding it */
-            tern_view mj = tern_view_block(c->k, m8, 0, p, (uint64_t)j, (uint64_t)j + 1);
-            ts_ap(c, s, t, TERN_ALU_IS_EQ, mj, TERN_ALU_BYPASS, tern_view_none());
-            ts(c, s, s, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
-            tt(c, s, s, id, TERN_ALU_ADD);
-            tern_kernel_tensor_reduce(c->k, tern_view_block(c->k, ix, 0, p, (uint64_t)j, (uint64_t)j + 1), s,
-                                      TERN_ALU_MIN, 1, 0);
-        }
-        if (!largest)
-            ts(c, m8, m8, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
-        tern_kernel_store(c->k, cc_view2d(c, vt, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K),
-                          tern_view_block(c->k, m8, 0, p, 0, (uint64_t)K));
-        tern_kernel_store(c->k, cc_view2d(c, it, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K),
-                          tern_view_block(c->k, ix, 0, p, 0, (uint64_t)K));
-        tern_kernel_release(c->k, t);
-        tern_kernel_release(c->k, s);
-        tern_kernel_release(c->k, id);
-        tern_kernel_release(c->k, m8);
-        tern_kernel_release(c->k, ix);
-    }
-    if (!direct) {
-        if (vt) {
-            axis_back(c, yv, vt, (int)axis);
-            tmp_free(c, &tv);
-        }
-        if (it) {
-            axis_back(c, yi, it, (int)axis);
-            tmp_free(c, &ti);
-        }
-    }
-    bcast_free(c, &tin, xt);
-    return 1;
-}
-
 /* ---- GatherND, MeanVarianceNormalization, LRN ---- */
 
-/* y (x's shape) from t laid out as axes_last(red) made it: [kept axes..., reduced axes...]. */
+/* y (x's shape) from t laid out as lx_axes_last(red) made it: [kept axes..., reduced axes...]. */
 static void axes_back(cc *c, cc_value *y, cc_value *t, const int *red)
 {
     int order[CC_MAX_RANK], no = 0;
@@ -2091,20 +1400,20 @@ static void axes_back(cc *c, cc_value *y, cc_value *t, const int *red)
         st[order[k]] = s;
         s *= y->dims[order[k]];
     }
-    gather_copy(c, y, t, 0, y->rank, y->dims, st);
+    lx_gather_copy(c, y, t, 0, y->rank, y->dims, st);
 }
 
 static int lower_mvn(cc *c)
 {
     cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!x || !y)
         return 1;
     int red[CC_MAX_RANK] = {0};
     const tern_graph_attr *aa = tern_graph_node_attr(cc_node(c), "axes");
     if (aa) {
         for (size_t i = 0; i < aa->n; i++) {
-            int64_t a = norm_axis(aa->ints[i], x->rank);
+            int64_t a = cc_norm_axis(aa->ints[i], x->rank);
             if (a < 0 || a >= x->rank) {
                 cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)aa->ints[i], x->rank);
                 return 1;
@@ -2117,36 +1426,36 @@ static int lower_mvn(cc *c)
     }
     uint64_t rows, cols;
     cc_value tin, tout;
-    cc_value *xt = axes_last(c, x, red, &tin, &rows, &cols);
+    cc_value *xt = lx_axes_last(c, x, red, &tin, &rows, &cols);
     if (!xt)
         return 1;
     if (cols > ROW_MAX) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "MeanVarianceNormalization over %llu elements", (unsigned long long)cols);
     } else if (xt == x) {
         norm_rows(c, x, y, rows, cols, 1e-18f, NULL, NULL, NULL, NULL);
-    } else if (tmp_value(c, &tout, y->dt, xt->rank, xt->dims)) {
+    } else if (lx_tmp_value(c, &tout, y->dt, xt->rank, xt->dims)) {
         /* ONNX divides by sqrt(var) + 1e-9; rsqrt(var + 1e-18) differs by far less than the tolerance */
         norm_rows(c, xt, &tout, rows, cols, 1e-18f, NULL, NULL, NULL, NULL);
         axes_back(c, y, &tout, red);
-        tmp_free(c, &tout);
+        lx_tmp_free(c, &tout);
     }
-    bcast_free(c, &tin, xt);
+    lx_bcast_free(c, &tin, xt);
     return 1;
 }
 
 static void f_lrn(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x / (bias + alpha / size * sum)^beta, the power as exp(beta * ln(.)) (the base is positive) */
-    ts(c, s[0], in[1], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
+    lx_ts(c, s[0], in[1], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
     act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
     act(c, s[0], s[0], TERN_ACT_EXP, x->g);
-    tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
+    lx_tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
 }
 
 static int lower_lrn(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, out_dtype(c, 0));
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!x || !y)
         return 1;
     if (x->rank < 3) {
@@ -2165,16 +1474,16 @@ static int lower_lrn(cc *c)
     red[1] = 1;
     uint64_t rows, cols;
     cc_value tin, sq, sum, yt;
-    cc_value *xl = axes_last(c, x, red, &tin, &rows, &cols);
+    cc_value *xl = lx_axes_last(c, x, red, &tin, &rows, &cols);
     if (!xl)
         return 1;
     int64_t fd[2] = {C, (int64_t)rows}, sd[2] = {(int64_t)rows, C};
-    if (!tmp_value(c, &sq, TERN_DTYPE_FP32, 2, fd)) {
-        bcast_free(c, &tin, xl);
+    if (!lx_tmp_value(c, &sq, TERN_DTYPE_FP32, 2, fd)) {
+        lx_bcast_free(c, &tin, xl);
         return 1;
     }
     int64_t st2[2] = {1, C};
-    gather_copy(c, &sq, xl, 0, 2, fd, st2);
+    lx_gather_copy(c, &sq, xl, 0, 2, fd, st2);
     tern_lib_unary(c->k, cc_view2d(c, &sq, 0, (uint64_t)C, rows, rows), cc_view2d(c, &sq, 0, (uint64_t)C, rows, rows),
                    TERN_ACT_SQUARE, 1.0f);
     tern_host_tensor *band = NULL;
@@ -2190,7 +1499,7 @@ static int lower_lrn(cc *c)
             band->f[i * C + j] = (i >= j - lo && i <= j + hi) ? 1.0f : 0.0f;
     tern_view bv = cc_const2d(c, band, TERN_DTYPE_FP32, (uint64_t)C, (uint64_t)C, 0);
     tern_host_tensor_free(band);
-    if (tmp_value(c, &sum, TERN_DTYPE_FP32, 2, sd)) {
+    if (lx_tmp_value(c, &sum, TERN_DTYPE_FP32, 2, sd)) {
         tern_gemm_opts go;
         tern_gemm_opts_default(&go);
         go.acc_dtype = TERN_DTYPE_FP32;
@@ -2199,7 +1508,7 @@ static int lower_lrn(cc *c)
                       cc_view2d(c, &sq, 0, (uint64_t)C, rows, rows), bv, &go);
         ew_ctx ctx = {n, tern_graph_attr_float(n, "alpha", 1e-4f) / (float)size, tern_graph_attr_float(n, "bias", 1.0f),
                       tern_graph_attr_float(n, "beta", 0.75f), 0, TERN_ALU_BYPASS};
-        cc_value *dst = xl == x ? y : tmp_value(c, &yt, y->dt, xl->rank, xl->dims);
+        cc_value *dst = xl == x ? y : lx_tmp_value(c, &yt, y->dt, xl->rank, xl->dims);
         if (dst) {
             cc_value *xs[2] = {xl, &sum};
             sum.rank = xl->rank;
@@ -2207,13 +1516,13 @@ static int lower_lrn(cc *c)
             ew_apply(c, xs, 2, dst, f_lrn, &ctx, 0);
             if (dst != y) {
                 axes_back(c, y, dst, red);
-                tmp_free(c, &yt);
+                lx_tmp_free(c, &yt);
             }
         }
-        tmp_free(c, &sum);
+        lx_tmp_free(c, &sum);
     }
-    tmp_free(c, &sq);
-    bcast_free(c, &tin, xl);
+    lx_tmp_free(c, &sq);
+    lx_bcast_free(c, &tin, xl);
     return 1;
 }
 
@@ -2272,22 +1581,22 @@ static int lower_gather_nd(cc *c)
     tern_host_tensor_free(hb);
     cc_value ids;
     int64_t idd[1] = {(int64_t)nt};
-    if (!tmp_value(c, &ids, TERN_DTYPE_INT32, 1, idd))
+    if (!lx_tmp_value(c, &ids, TERN_DTYPE_INT32, 1, idd))
         return 1;
     for (uint64_t r0 = 0; r0 < nt && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(nt - r0 < PARTS ? nt - r0 : PARTS), w = (uint32_t)m;
-        tern_view t = tile(c, p, w, "gnd_idx"), s = tile(c, p, w, "gnd_tmp"), dims = tile(c, p, w, "gnd_dims");
-        tern_view str = tile(c, p, w, "gnd_str"), r = tile(c, p, 1, "gnd_id"), base = tile(c, p, 1, "gnd_base");
+        tern_view t = lx_tile(c, p, w, "gnd_idx"), s = lx_tile(c, p, w, "gnd_tmp"), dims = lx_tile(c, p, w, "gnd_dims");
+        tern_view str = lx_tile(c, p, w, "gnd_str"), r = lx_tile(c, p, 1, "gnd_id"), base = lx_tile(c, p, 1, "gnd_base");
         tern_kernel_load(c->k, t, cc_view2d(c, idx, r0 * (uint64_t)m, p, (uint64_t)m, (uint64_t)m));
         tern_lib_broadcast_row(c->k, dims, dv);
         tern_lib_broadcast_row(c->k, str, sv);
         tern_kernel_load(c->k, base, tern_view_block(c->k, bv, r0, r0 + p, 0, 1));
-        ts(c, s, t, TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* negative: from the end of its axis */
-        tt(c, s, s, dims, TERN_ALU_MULT);
-        tt(c, t, t, s, TERN_ALU_ADD);
-        tt(c, t, t, str, TERN_ALU_MULT);
+        lx_ts(c, s, t, TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* negative: from the end of its axis */
+              lx_tt(c, s, s, dims, TERN_ALU_MULT);
+        lx_tt(c, t, t, s, TERN_ALU_ADD);
+        lx_tt(c, t, t, str, TERN_ALU_MULT);
         tern_kernel_tensor_reduce(c->k, r, t, TERN_ALU_ADD, 1, 0);
-        tt(c, r, r, base, TERN_ALU_ADD);
+        lx_tt(c, r, r, base, TERN_ALU_ADD);
         tern_kernel_store(c->k, cc_view2d(c, &ids, r0, p, 1, 1), r);
         tern_kernel_release(c->k, t);
         tern_kernel_release(c->k, s);
@@ -2298,7 +1607,7 @@ static int lower_gather_nd(cc *c)
     }
     tern_lib_embedding(c->k, cc_view2d(c, y, 0, nt, inner, inner), cc_view2d(c, data, 0, B * per, inner, inner),
                        cc_view2d(c, &ids, 0, nt, 1, 1));
-    tmp_free(c, &ids);
+    lx_tmp_free(c, &ids);
     return 1;
 }
 
@@ -2306,16 +1615,16 @@ static int lower_gather_nd(cc *c)
 
 static void f_div(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* a / b in fp32; integer results truncate toward zero (C, numpy's int division for ONNX) */
-    tt(c, x->flag ? s[1] : o, in[0], in[1], TERN_ALU_DIVIDE);
+    lx_tt(c, x->flag ? s[1] : o, in[0], in[1], TERN_ALU_DIVIDE);
     if (x->flag) {
-        ts(c, s[0], s[1], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-        tt(c, o, s[1], s[0], TERN_ALU_SUBTRACT);
+        lx_ts(c, s[0], s[1], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+        lx_tt(c, o, s[1], s[0], TERN_ALU_SUBTRACT);
     }
 }
 
 static int lower_div(cc *c)
 {
-    ew_ctx x = {cc_node(c), 0, 0, 1, !tern_dtype_is_float(out_dtype(c, 0)), TERN_ALU_BYPASS};
+    ew_ctx x = {cc_node(c), 0, 0, 1, !tern_dtype_is_float(cc_out_dtype(c, 0)), TERN_ALU_BYPASS};
     binary_op(c, f_div, &x, 0);
     return 1;
 }
@@ -2354,25 +1663,25 @@ cc_lower_fn cc_lowering_extra(const char *op)
                {"Softmax", lower_axis_op},
                {"LogSoftmax", lower_axis_op},
                {"CumSum", lower_axis_op},
-               {"Trilu", lower_trilu},
-               {"Tile", lower_tile},
-               {"Pad", lower_pad},
-               {"DepthToSpace", lower_depth_space},
-               {"SpaceToDepth", lower_depth_space},
+               {"Trilu", lx_lower_trilu},
+               {"Tile", lx_lower_tile},
+               {"Pad", lx_lower_pad},
+               {"DepthToSpace", lx_lower_depth_space},
+               {"SpaceToDepth", lx_lower_depth_space},
                {"Gemm", lower_gemm},
                {"Gather", lower_gather_rt},
                {"GatherElements", lower_gather_elements},
                {"Cast", lower_cast_any},
                {"CastLike", lower_cast_any},
                {"Atan", lower_atrig},
-               {"Resize", lower_resize},
+               {"Resize", lx_lower_resize},
                {"GatherND", lower_gather_nd},
                {"MeanVarianceNormalization", lower_mvn},
                {"LRN", lower_lrn},
-               {"Upsample", lower_resize},
-               {"EyeLike", lower_eyelike},
-               {"OneHot", lower_onehot},
-               {"TopK", lower_topk},
+               {"Upsample", lx_lower_resize},
+               {"EyeLike", lx_lower_eyelike},
+               {"OneHot", lx_lower_onehot},
+               {"TopK", lx_lower_topk},
                {"Asin", lower_atrig},
                {"Acos", lower_atrig},
                {"LayerNormalization", lower_layernorm_any},

@@ -1,0 +1,654 @@
+/* Layout lowerings of further ONNX ops (the table is lower_extra.c's): Trilu, Tile, Pad, DepthToSpace and
+ * SpaceToDepth as strided DMAs; Resize/Upsample as one constant interpolation matrix per resized axis, computed on
+ * the host as ONNX's reference does (every mode and coordinate transformation); EyeLike, OneHot and TopK. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/lower_extra_internal.h"
+
+/* ---- Trilu ---- */
+
+int lx_lower_trilu(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!x || !y)
+        return 1;
+    int64_t kk = 0;
+    if (cc_in_id(c, 1) >= 0) {
+        cc_value *kv = cc_in(c, 1);
+        if (!kv || !kv->is_const_scalar) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "Trilu with a run-time k");
+            return 1;
+        }
+        kk = (int64_t)kv->const_scalar;
+    }
+    int upper = (int)tern_graph_attr_int(n, "upper", 1);
+    if (x->rank < 2) {
+        cc_fail(c, TERN_ERR_INVALID, "Trilu of rank %d", x->rank);
+        return 1;
+    }
+    uint64_t R = (uint64_t)x->dims[x->rank - 2], C = (uint64_t)x->dims[x->rank - 1];
+    if (R * C == 0)
+        return 1;
+    uint64_t batches = x->numel / (R * C);
+    if (kk > 1000000000LL)
+        kk = 1000000000LL;
+    if (kk < -1000000000LL)
+        kk = -1000000000LL;
+    for (uint64_t b = 0; b < batches && cc_ok(c); b++)
+        for (uint64_t r0 = 0; r0 < R && cc_ok(c); r0 += PARTS)
+            for (uint64_t c0 = 0; c0 < C && cc_ok(c); c0 += CHUNK) {
+                uint32_t p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS);
+                uint32_t w = (uint32_t)(C - c0 < CHUNK ? C - c0 : CHUNK);
+                tern_view t = lx_tile(c, p, w, "trilu_in"), o = lx_tile(c, p, w, "trilu_out");
+                uint64_t off = b * R * C + r0 * C + c0;
+                tern_kernel_load(c->k, t, cc_view2d(c, x, off, p, w, C));
+                /* value = (c0 + j) - (r0 + p) - k: keep value >= 0 (upper) or <= 0 (lower) */
+                int32_t steps[1] = {1};
+                tern_kernel_affine_select(c->k, o, t, upper ? TERN_ALU_IS_GE : TERN_ALU_IS_LE,
+                                          (int32_t)((int64_t)c0 - (int64_t)r0 - kk), -1, steps, 0.0f);
+                tern_kernel_store(c->k, cc_view2d(c, y, off, p, w, C), o);
+                tern_kernel_release(c->k, t);
+                tern_kernel_release(c->k, o);
+            }
+    return 1;
+}
+
+/* ---- layout ops ---- */
+
+int lx_lower_tile(cc *c)
+{
+    cc_value *x = cc_in(c, 0), *rp = cc_in(c, 1);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    if (!rp || !rp->host) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Tile with run-time repeats");
+        return 1;
+    }
+    /* y viewed as [r0, d0, r1, d1, ...] reads x with stride 0 over each repeat */
+    int64_t dims[2 * CC_MAX_RANK], st[2 * CC_MAX_RANK], xs[CC_MAX_RANK];
+    cc_strides(x, xs);
+    for (int d = 0; d < x->rank; d++) {
+        dims[2 * d] = (int64_t)tern_host_tensor_get(rp->host, (size_t)d);
+        st[2 * d] = 0;
+        dims[2 * d + 1] = x->dims[d];
+        st[2 * d + 1] = xs[d];
+    }
+    int64_t dst_st[2 * CC_MAX_RANK], s = 1;
+    for (int d = 2 * x->rank - 1; d >= 0; d--) {
+        dst_st[d] = s;
+        s *= dims[d];
+    }
+    lx_copy_nd(c, y, 0, dst_st, x, 0, st, 2 * x->rank, dims);
+    return 1;
+}
+
+/* Fill n elements of y from element off with value v: memset tiles stored to HBM. */
+static void fill(cc *c, cc_value *y, uint64_t off, uint64_t n, float v)
+{
+    uint64_t W = n < CHUNK ? n : CHUNK;
+    if (n == 0)
+        return;
+    uint64_t R = n / W, rem = n % W;
+    uint32_t p0 = (uint32_t)(R < PARTS ? R : PARTS);
+    tern_view t = tern_kernel_sbuf(c->k, y->dt, p0 ? p0 : 1, (uint32_t)W, "fill");
+    tern_kernel_memset(c->k, VE, t, v);
+    for (uint64_t r0 = 0; r0 < R && cc_ok(c); r0 += PARTS) {
+        uint32_t p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS);
+        tern_kernel_store(c->k, cc_view2d(c, y, off + r0 * W, p, W, W), tern_view_block(c->k, t, 0, p, 0, W));
+    }
+    if (rem)
+        tern_kernel_store(c->k, cc_view2d(c, y, off + R * W, 1, rem, rem), tern_view_block(c->k, t, 0, 1, 0, rem));
+    tern_kernel_release(c->k, t);
+}
+
+int lx_lower_pad(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    const char *mode = tern_graph_attr_string(n, "mode", "constant");
+    int64_t pads[2 * CC_MAX_RANK] = {0};
+    const tern_graph_attr *pa = tern_graph_node_attr(n, "pads");
+    cc_value *pv = cc_in(c, 1);
+    if (pa) {
+        for (size_t i = 0; i < pa->n && i < 2 * CC_MAX_RANK; i++)
+            pads[i] = pa->ints[i];
+    } else if (pv && pv->host) {
+        for (size_t i = 0; i < pv->host->count && i < 2 * CC_MAX_RANK; i++)
+            pads[i] = (int64_t)tern_host_tensor_get(pv->host, i);
+    } else {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad with run-time pads");
+        return 1;
+    }
+    if (cc_in_id(c, 3) >= 0) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad with an axes input");
+        return 1;
+    }
+    float value = tern_graph_attr_float(n, "value", 0.0f);
+    int h = 0;
+    float v;
+    if (!lx_const_scalar_in(c, 2, NULL, &v, &h))
+        return 1;
+    if (h)
+        value = v;
+    int r = x->rank;
+    int64_t ys[CC_MAX_RANK], xs[CC_MAX_RANK];
+    cc_strides(y, ys);
+    cc_strides(x, xs);
+    for (int d = 0; d < r; d++)
+        if (pads[d] < 0 || pads[r + d] < 0) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad with negative pads (cropping)");
+            return 1;
+        }
+    int edge = !strcmp(mode, "edge"), reflect = !strcmp(mode, "reflect");
+    if (!edge && !reflect && strcmp(mode, "constant")) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad mode '%s'", mode);
+        return 1;
+    }
+    if (!edge && !reflect)
+        fill(c, y, 0, y->numel, value);
+    int64_t off = 0;
+    for (int d = 0; d < r; d++)
+        off += pads[d] * ys[d];
+    lx_copy_nd(c, y, off, ys, x, 0, xs, r, x->dims);
+    if (edge || reflect) { /* axis by axis, each border slice copied from inside y */
+        for (int d = 0; d < r && cc_ok(c); d++) {
+            int64_t b = pads[d], e = pads[r + d], len = x->dims[d];
+            if (reflect && (b >= len || e >= len)) {
+                cc_fail(c, TERN_ERR_UNSUPPORTED, "reflect Pad of %lld on an axis of %lld", (long long)(b > e ? b : e),
+                        (long long)len);
+                return 1;
+            }
+            int64_t dims[CC_MAX_RANK], base = 0;
+            for (int q = 0; q < r; q++) { /* axes < d: full (padded); axes > d: the interior */
+                dims[q] = q < d ? y->dims[q] : q == d ? 1 : x->dims[q];
+                if (q > d)
+                    base += pads[q] * ys[q];
+            }
+            for (int64_t i = 0; i < b + e && cc_ok(c); i++) {
+                int64_t to = i < b ? i : b + len + (i - b); /* position in y along d */
+                int64_t from;
+                if (i < b)
+                    from = edge ? b : b + (b - i);
+                else
+                    from = edge ? b + len - 1 : b + len - 1 - (i - b + 1);
+                lx_copy_nd(c, y, base + to * ys[d], ys, y, base + from * ys[d], ys, r, dims);
+            }
+        }
+    }
+    return 1;
+}
+
+int lx_lower_depth_space(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    if (x->rank != 4) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s of rank %d (4-D NCHW only)", n->op, x->rank);
+        return 1;
+    }
+    int64_t b = tern_graph_attr_int(n, "blocksize", 1);
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    int64_t dims[6], st[6];
+    if (!strcmp(n->op, "DepthToSpace")) {
+        int64_t Cp = C / (b * b);
+        int crd = !strcmp(tern_graph_attr_string(n, "mode", "DCR"), "CRD");
+        /* y[n, c', h, b1, w, b2] */
+        int64_t d6[6] = {N, Cp, H, b, W, b};
+        int64_t s6[6] = {C * H * W, crd ? b * b * H * W : H * W, W, crd ? b * H * W : b * Cp * H * W, 1,
+                         crd ? H * W : Cp * H * W};
+        memcpy(dims, d6, sizeof d6);
+        memcpy(st, s6, sizeof s6);
+    } else {
+        /* y[n, b1, b2, c, h', w'] = x[n, c, h' * b + b1, w' * b + b2] */
+        int64_t d6[6] = {N, b, b, C, H / b, W / b};
+        int64_t s6[6] = {C * H * W, W, 1, H * W, b * W, b};
+        memcpy(dims, d6, sizeof d6);
+        memcpy(st, s6, sizeof s6);
+    }
+    lx_gather_copy(c, y, x, 0, 6, dims, st);
+    return 1;
+}
+
+/* ---- Resize / Upsample: one constant interpolation matrix per resized axis ---- */
+
+typedef struct {
+    int mode;            /* 0 nearest, 1 linear, 2 cubic */
+    const char *ctm;     /* coordinate_transformation_mode */
+    const char *nearest; /* nearest_mode */
+    double a;            /* cubic_coeff_a */
+    int exclude;         /* exclude_outside */
+} rs_opts;
+
+static int cmp_nb(const void *pa, const void *pb)
+{
+    const double *a = pa, *b = pb; /* {distance, index} */
+    if (a[0] != b[0])
+        return a[0] < b[0] ? -1 : 1;
+    return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+/* W[out_w][in_w]: output o = sum_i W[o][i] * input i, as ONNX's reference (resize.py: interpolate_1d_with_x)
+ * computes it, in double. outside[o] = 1 where tf_crop_and_resize extrapolates (row of zeros). */
+static void resize_weights(const rs_opts *op, int64_t in_w, int64_t out_w, double scale, double roi0, double roi1,
+                           double *W, int *outside)
+{
+    memset(W, 0, sizeof(double) * (size_t)(in_w * out_w));
+    for (int64_t o = 0; o < out_w; o++) {
+        double x = (double)o, ow = scale * (double)in_w, xo;
+        outside[o] = 0;
+        if (!strcmp(op->ctm, "align_corners"))
+            xo = ow == 1 ? 0.0 : x * (double)(in_w - 1) / (ow - 1);
+        else if (!strcmp(op->ctm, "asymmetric"))
+            xo = x / scale;
+        else if (!strcmp(op->ctm, "tf_crop_and_resize")) {
+            xo = ow == 1 ? (roi1 - roi0) * (double)(in_w - 1) / 2 : x * (roi1 - roi0) * (double)(in_w - 1) / (ow - 1);
+            xo += roi0 * (double)(in_w - 1);
+            if (xo < 0 || xo > (double)(in_w - 1)) {
+                outside[o] = 1;
+                continue;
+            }
+        } else if (!strcmp(op->ctm, "pytorch_half_pixel"))
+            xo = ow == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+        else /* half_pixel (and tf_half_pixel_for_nn, rejected before) */
+            xo = (x + 0.5) / scale - 0.5;
+        double xi = floor(xo), ratio = xo == xi ? 1.0 : xo - xi;
+        double cf[4];
+        int n;
+        if (op->mode == 2) {
+            double A = op->a, r = ratio;
+            cf[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+            cf[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+            cf[2] = ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1;
+            cf[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
+            n = 4;
+        } else if (op->mode == 1) {
+            cf[0] = 1 - ratio;
+            cf[1] = ratio;
+            n = 2;
+        } else {
+            n = 2;
+            if (xo == xi) {
+                cf[0] = 0;
+                cf[1] = 1;
+            } else if (!strcmp(op->nearest, "round_prefer_ceil")) {
+                cf[0] = ratio < 0.5;
+                cf[1] = ratio >= 0.5;
+            } else if (!strcmp(op->nearest, "floor")) {
+                cf[0] = 1;
+                cf[1] = 0;
+            } else if (!strcmp(op->nearest, "ceil")) {
+                cf[0] = 0;
+                cf[1] = 1;
+            } else { /* round_prefer_floor */
+                cf[0] = ratio <= 0.5;
+                cf[1] = ratio > 0.5;
+            }
+        }
+        /* the n nearest positions of the edge-padded input, ties to the smaller index */
+        int64_t pad = (n + 1) / 2, len = in_w + 2 * pad;
+        double xp = xo + (double)pad, cand[16][2];
+        int nc = 0;
+        for (int64_t i = (int64_t)floor(xp) - n; i <= (int64_t)floor(xp) + n && nc < 16; i++)
+            if (i >= 0 && i < len) {
+                cand[nc][0] = fabs(xp - (double)i);
+                cand[nc][1] = (double)i;
+                nc++;
+            }
+        qsort(cand, (size_t)nc, sizeof cand[0], cmp_nb);
+        int64_t idx[4];
+        int m = nc < n ? nc : n;
+        for (int i = 0; i < m; i++)
+            idx[i] = (int64_t)cand[i][1];
+        for (int i = 1; i < m; i++) /* ascending */
+            for (int j = i; j > 0 && idx[j - 1] > idx[j]; j--) {
+                int64_t t = idx[j];
+                idx[j] = idx[j - 1];
+                idx[j - 1] = t;
+            }
+        if (op->exclude) {
+            double sum = 0;
+            for (int i = 0; i < m; i++) {
+                int64_t orig = idx[i] - pad;
+                if (orig < 0 || orig >= in_w)
+                    cf[i] = 0;
+                sum += cf[i];
+            }
+            for (int i = 0; i < m; i++)
+                cf[i] /= sum;
+        }
+        for (int i = 0; i < m; i++) {
+            int64_t orig = idx[i] - pad;
+            orig = orig < 0 ? 0 : orig >= in_w ? in_w - 1 : orig;
+            W[o * in_w + orig] += cf[i];
+        }
+    }
+}
+
+int lx_lower_resize(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int upsample = !strcmp(n->op, "Upsample"), old = upsample || tern_graph_opset(c->g) < 11;
+    const char *mode = tern_graph_attr_string(n, "mode", "nearest");
+    rs_opts op = {!strcmp(mode, "cubic") ? 2 : !strcmp(mode, "nearest") ? 0 : 1,
+                  old ? "asymmetric" : tern_graph_attr_string(n, "coordinate_transformation_mode", "half_pixel"),
+                  old ? "floor" : tern_graph_attr_string(n, "nearest_mode", "round_prefer_floor"),
+                  tern_graph_attr_float(n, "cubic_coeff_a", -0.75f), (int)tern_graph_attr_int(n, "exclude_outside", 0)};
+    if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "bilinear") && strcmp(mode, "cubic")) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s mode '%s'", n->op, mode);
+        return 1;
+    }
+    if (!strcmp(op.ctm, "tf_half_pixel_for_nn")) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Resize coordinate_transformation_mode '%s'", op.ctm);
+        return 1;
+    }
+    float extrap = tern_graph_attr_float(n, "extrapolation_value", 0.0f);
+    cc_value *roi = old ? NULL : cc_in(c, 1), *scales = cc_in(c, old ? 1 : 2), *sizes = old ? NULL : cc_in(c, 3);
+    const tern_graph_attr *sa = upsample ? tern_graph_node_attr(n, "scales") : NULL;
+    if ((roi && !roi->host) || (scales && !scales->host) || (sizes && !sizes->host)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s with run-time roi, scales or sizes", n->op);
+        return 1;
+    }
+    int r = x->rank;
+    cc_value cur = *x, nxt;
+    int have_tmp = 0;
+    for (int d = 0; d < r && cc_ok(c); d++) {
+        int64_t in_w = x->dims[d], out_w = y->dims[d];
+        double scale;
+        if (sizes && sizes->host->count == (size_t)r)
+            scale = (double)out_w / (double)in_w;
+        else if (scales && scales->host->count == (size_t)r)
+            scale = (double)(float)tern_host_tensor_get(scales->host, (size_t)d);
+        else if (sa && sa->n == (size_t)r)
+            scale = (double)sa->floats[d];
+        else
+            scale = (double)out_w / (double)in_w;
+        double roi0 = 0, roi1 = 1;
+        if (roi && roi->host->count == (size_t)(2 * r)) {
+            roi0 = tern_host_tensor_get(roi->host, (size_t)d);
+            roi1 = tern_host_tensor_get(roi->host, (size_t)(r + d));
+        }
+        if (in_w == 0 || out_w == 0)
+            return 1;
+        double *W = malloc(sizeof(double) * (size_t)(in_w * out_w));
+        int *outside = malloc(sizeof(int) * (size_t)out_w);
+        tern_host_tensor *wt = NULL, *et = NULL;
+        tern_error e;
+        int64_t wd[2] = {in_w, out_w};
+        if (!W || !outside || tern_host_tensor_new(TERN_ELEM_FLOAT, 2, wd, &wt, &e) ||
+            tern_host_tensor_new(TERN_ELEM_FLOAT, 1, &out_w, &et, &e)) {
+            free(W);
+            free(outside);
+            tern_host_tensor_free(wt);
+            cc_fail(c, TERN_ERR_NOMEM, "out of memory for Resize weights");
+            return 1;
+        }
+        resize_weights(&op, in_w, out_w, scale, roi0, roi1, W, outside);
+        int ident = in_w == out_w, ext = 0;
+        for (int64_t o = 0; o < out_w; o++) {
+            ext |= outside[o];
+            et->f[o] = outside[o] ? extrap : 0.0f;
+            for (int64_t i = 0; i < in_w; i++) {
+                wt->f[i * out_w + o] = (float)W[o * in_w + i]; /* stored transposed: [in_w, out_w] */
+                ident &= W[o * in_w + i] == (o == i ? 1.0 : 0.0);
+            }
+        }
+        ident &= !ext;
+        free(W);
+        free(outside);
+        if (!ident) {
+            /* lhsT [in_w, rows] = cur with axis d first; P [rows, out_w] = lhsT^T @ Wt; next = P with the axis back */
+            uint64_t rows = cur.numel / (uint64_t)in_w;
+            int64_t pd[CC_MAX_RANK], pst[CC_MAX_RANK], cs[CC_MAX_RANK];
+            cc_strides(&cur, cs);
+            pd[0] = in_w;
+            pst[0] = cs[d];
+            for (int q = 0, k = 1; q < r; q++)
+                if (q != d) {
+                    pd[k] = cur.dims[q];
+                    pst[k++] = cs[q];
+                }
+            cc_value lt, pv;
+            int64_t ndims[CC_MAX_RANK];
+            memcpy(ndims, cur.dims, sizeof ndims);
+            ndims[d] = out_w;
+            int64_t pdims[2] = {(int64_t)rows, out_w};
+            if (lx_tmp_value(c, &lt, TERN_DTYPE_FP32, r, pd) && lx_tmp_value(c, &pv, TERN_DTYPE_FP32, 2, pdims)) {
+                lx_gather_copy(c, &lt, &cur, 0, r, pd, pst);
+                tern_gemm_opts go;
+                tern_gemm_opts_default(&go);
+                go.acc_dtype = TERN_DTYPE_FP32;
+                go.tiles_in_block_m = 8;
+                tern_view wv = cc_const2d(c, wt, TERN_DTYPE_FP32, (uint64_t)in_w, (uint64_t)out_w, 0);
+                tern_lib_gemm(c->k, cc_view2d(c, &pv, 0, rows, (uint64_t)out_w, (uint64_t)out_w),
+                              cc_view2d(c, &lt, 0, (uint64_t)in_w, rows, rows), wv, &go);
+                if (ext) {
+                    tern_view ev = cc_const2d(c, et, TERN_DTYPE_FP32, 1, (uint64_t)out_w, 0);
+                    tern_view pw = cc_view2d(c, &pv, 0, rows, (uint64_t)out_w, (uint64_t)out_w);
+                    tern_lib_bias_act(c->k, pw, pw, ev, TERN_ACT_COPY);
+                }
+                lx_tmp_free(c, &lt);
+                int last = 1;
+                for (int q = d + 1; q < r; q++)
+                    last &= x->dims[q] == y->dims[q];
+                cc_value *dst = last ? y : lx_tmp_value(c, &nxt, TERN_DTYPE_FP32, r, ndims);
+                if (dst) {
+                    pv.rank = r; /* P is [others..., out_w]: move the axis back */
+                    lx_axis_back(c, dst, &pv, d);
+                }
+                lx_tmp_free(c, &pv);
+                if (have_tmp)
+                    lx_tmp_free(c, &cur);
+                if (last) {
+                    have_tmp = 0;
+                    cur = *y;
+                    tern_host_tensor_free(wt);
+                    tern_host_tensor_free(et);
+                    return 1;
+                }
+                if (dst) {
+                    cur = nxt;
+                    have_tmp = 1;
+                }
+            }
+        }
+        tern_host_tensor_free(wt);
+        tern_host_tensor_free(et);
+    }
+    /* no axis changed (or the last changed axis was written to y above) */
+    if (cc_ok(c))
+        cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, &cur, 0, 1, cur.numel, cur.numel));
+    if (have_tmp)
+        lx_tmp_free(c, &cur);
+    return 1;
+}
+
+/* ---- EyeLike, OneHot, TopK ---- */
+
+int lx_lower_eyelike(cc *c)
+{
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!x || !y)
+        return 1;
+    if (y->rank != 2) {
+        cc_fail(c, TERN_ERR_INVALID, "EyeLike of rank %d", y->rank);
+        return 1;
+    }
+    int64_t k = tern_graph_attr_int(cc_node(c), "k", 0);
+    uint64_t R = (uint64_t)y->dims[0], C = (uint64_t)y->dims[1];
+    for (uint64_t r0 = 0; r0 < R && cc_ok(c); r0 += PARTS)
+        for (uint64_t c0 = 0; c0 < C && cc_ok(c); c0 += CHUNK) {
+            uint32_t p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS), w = (uint32_t)(C - c0 < CHUNK ? C - c0 : CHUNK);
+            tern_view one = lx_tile(c, p, w, "eye_one"), o = lx_tile(c, p, w, "eye");
+            tern_kernel_memset(c->k, VE, one, 1.0f);
+            int32_t steps[1] = {1};
+            /* keep where (c0 + j) - (r0 + p) - k == 0 */
+            tern_kernel_affine_select(c->k, o, one, TERN_ALU_IS_EQ, (int32_t)((int64_t)c0 - (int64_t)r0 - k), -1,
+                                      steps, 0.0f);
+            tern_kernel_store(c->k, cc_view2d(c, y, r0 * C + c0, p, w, C), o);
+            tern_kernel_release(c->k, one);
+            tern_kernel_release(c->k, o);
+        }
+    return 1;
+}
+
+int lx_lower_onehot(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *idx = cc_in(c, 0), *depth = cc_in(c, 1), *vals = cc_in(c, 2);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!idx || !depth || !vals || !y)
+        return 1;
+    if (!depth->is_const_scalar) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "OneHot with a run-time depth");
+        return 1;
+    }
+    int64_t D = (int64_t)depth->const_scalar;
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), y->rank);
+    if (D <= 0 || D > (int64_t)ROW_MAX || axis < 0 || axis >= y->rank) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "OneHot of depth %lld on axis %lld", (long long)D, (long long)axis);
+        return 1;
+    }
+    /* rows = every index, columns = depth; laid out [indices..., depth], then the depth axis moved into place */
+    uint64_t rows = idx->numel;
+    cc_value t;
+    int64_t td[CC_MAX_RANK];
+    int tr = 0;
+    for (int d = 0; d < y->rank; d++)
+        if (d != axis)
+            td[tr++] = y->dims[d];
+    td[tr++] = D;
+    int direct = axis == y->rank - 1;
+    cc_value *yt = direct ? y : lx_tmp_value(c, &t, y->dt, tr, td);
+    if (!yt)
+        return 1;
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
+        uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)D;
+        tern_view iv = lx_tile(c, p, 1, "oh_idx"), s = lx_tile(c, p, 1, "oh_tmp"), o = lx_tile(c, p, w, "oh");
+        tern_view on = lx_tile(c, p, 1, "oh_on"), off = lx_tile(c, p, 1, "oh_off");
+        tern_kernel_load(c->k, iv, cc_view2d(c, idx, r0, p, 1, 1));
+        uint32_t one = 1;
+        int32_t zero = 0;
+        tern_kernel_load(c->k, off, cc_view(c, vals, 0, p, 0, 1, &one, &zero)); /* values[0] on every partition */
+        tern_kernel_load(c->k, on, cc_view(c, vals, 1, p, 0, 1, &one, &zero));
+        lx_ts(c, s, iv, TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, (float)D); /* negative indices count from the end */
+              lx_tt(c, iv, iv, s, TERN_ALU_ADD);
+        tern_kernel_iota(c->k, o, 0, 0);
+        lx_ts_ap(c, o, o, TERN_ALU_IS_EQ, iv, TERN_ALU_BYPASS, tern_view_none());
+        lx_tt(c, on, on, off, TERN_ALU_SUBTRACT); /* off + eq * (on - off) */
+              lx_ts_ap(c, o, o, TERN_ALU_MULT, on, TERN_ALU_ADD, off);
+        tern_kernel_store(c->k, cc_view2d(c, yt, r0 * (uint64_t)D, p, (uint64_t)D, (uint64_t)D), o);
+        tern_kernel_release(c->k, iv);
+        tern_kernel_release(c->k, s);
+        tern_kernel_release(c->k, o);
+        tern_kernel_release(c->k, on);
+        tern_kernel_release(c->k, off);
+    }
+    if (!direct) {
+        lx_axis_back(c, y, yt, (int)axis);
+        lx_tmp_free(c, &t);
+    }
+    return 1;
+}
+
+int lx_lower_topk(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0), *kv = cc_in(c, 1);
+    if (!x || !kv)
+        return 1;
+    if (!kv->is_const_scalar) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "TopK with a run-time k");
+        return 1;
+    }
+    int64_t K = (int64_t)kv->const_scalar, axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
+    int largest = (int)tern_graph_attr_int(n, "largest", 1);
+    if (axis < 0 || axis >= x->rank || K < 1 || K > 8 || K > x->dims[axis] || x->dims[axis] > 16384) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "TopK of k=%lld over %lld elements (k <= 8 over at most 16384: max8)",
+                (long long)K,
+                (long long)(axis >= 0 && axis < x->rank ? x->dims[axis] : 0));
+        return 1;
+    }
+    if (!tern_graph_attr_int(n, "sorted", 1)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "TopK with sorted=0");
+        return 1;
+    }
+    cc_value *yv = cc_out(c, 0, cc_out_dtype(c, 0)), *yi = cc_out(c, 1, TERN_DTYPE_INT32);
+    if (!yv || !yi)
+        return 1;
+    int red[CC_MAX_RANK] = {0};
+    red[axis] = 1;
+    uint64_t rows, cols;
+    cc_value tin, tv, ti;
+    cc_value *xt = lx_axes_last(c, x, red, &tin, &rows, &cols);
+    if (!xt)
+        return 1;
+    int direct = axis == x->rank - 1;
+    int64_t od[CC_MAX_RANK];
+    for (int d = 0, k = 0; d < x->rank; d++)
+        if (d != axis)
+            od[k++] = x->dims[d];
+    od[x->rank - 1] = K;
+    cc_value *vt = direct ? yv : lx_tmp_value(c, &tv, yv->dt, x->rank, od);
+    cc_value *it = direct ? yi : lx_tmp_value(c, &ti, TERN_DTYPE_INT32, x->rank, od);
+    for (uint64_t r0 = 0; r0 < rows && vt && it && cc_ok(c); r0 += PARTS) {
+        uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)(cols < 8 ? 8 : cols);
+        tern_view t = lx_tile(c, p, w, "tk_in"), s = lx_tile(c, p, w, "tk_tmp"), id = lx_tile(c, p, w, "tk_iota");
+        tern_view m8 = lx_tile(c, p, 8, "tk_max8"), ix = lx_tile(c, p, 8, "tk_idx");
+        tern_view tv_ = tern_view_block(c->k, t, 0, p, 0, cols);
+        if (w > cols) /* max8 reads at least 8: pad with the lowest float */
+            tern_kernel_memset(c->k, VE, t, -3.40282347e38f);
+        tern_kernel_load(c->k, tv_, cc_view2d(c, xt, r0 * cols, p, cols, cols));
+        if (!largest) /* smallest: the largest of -x */
+            lx_ts(c, tv_, tv_, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+        tern_kernel_max8(c->k, m8, t);
+        tern_kernel_iota(c->k, id, 0, 0);
+        for (int64_t j = 0; j < K; j++) { /* index of value j: the first position holding it */
+            tern_view mj = tern_view_block(c->k, m8, 0, p, (uint64_t)j, (uint64_t)j + 1);
+            lx_ts_ap(c, s, t, TERN_ALU_IS_EQ, mj, TERN_ALU_BYPASS, tern_view_none());
+            lx_ts(c, s, s, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
+            lx_tt(c, s, s, id, TERN_ALU_ADD);
+            tern_kernel_tensor_reduce(c->k, tern_view_block(c->k, ix, 0, p, (uint64_t)j, (uint64_t)j + 1), s,
+                                      TERN_ALU_MIN, 1, 0);
+        }
+        if (!largest)
+            lx_ts(c, m8, m8, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+        tern_kernel_store(c->k, cc_view2d(c, vt, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K),
+                          tern_view_block(c->k, m8, 0, p, 0, (uint64_t)K));
+        tern_kernel_store(c->k, cc_view2d(c, it, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K),
+                          tern_view_block(c->k, ix, 0, p, 0, (uint64_t)K));
+        tern_kernel_release(c->k, t);
+        tern_kernel_release(c->k, s);
+        tern_kernel_release(c->k, id);
+        tern_kernel_release(c->k, m8);
+        tern_kernel_release(c->k, ix);
+    }
+    if (!direct) {
+        if (vt) {
+            lx_axis_back(c, yv, vt, (int)axis);
+            lx_tmp_free(c, &tv);
+        }
+        if (it) {
+            lx_axis_back(c, yi, it, (int)axis);
+            lx_tmp_free(c, &ti);
+        }
+    }
+    lx_bcast_free(c, &tin, xt);
+    return 1;
+}
+
