@@ -16,8 +16,8 @@ mkdir -p "$out" "$out/corpus-onnx" "$gen"
 proto=/usr/include/onnx/onnx.proto
 [ -f "$proto" ] || proto=/usr/lib/python3/dist-packages/onnx/onnx.proto
 protoc-c --c_out="$gen" -I"$(dirname "$proto")" "$proto"
-# Of num the graph layer uses only the scalar fp16/bf16 conversions; the SIMD files use a gcc-only builtin that
-# clang 14 rejects, so the portable files are taken when the whole layer does not compile with this compiler.
+# Of base the graph layer needs only error.c; of num only the scalar fp16/bf16 conversions. num's SIMD files use a
+# gcc-only builtin that clang 14 rejects, so the portable files are taken when they do not compile with this compiler.
 num_srcs="src/num/*.c"
 if ! $CC -fsyntax-only -Iinclude -Isrc src/num/convert.c 2>/dev/null; then
     num_srcs="src/num/formats.c src/num/rng.c"
@@ -26,7 +26,7 @@ bin="$out/fuzz_onnx_import"
 $CC -g -O1 -std=c17 -D_GNU_SOURCE -DTERN_VERSION='"fuzz"' -DTERN_DATA_DIR='"data"' \
     -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-command-line-argument \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-    -Iinclude -Isrc -I"$gen" fuzz/fuzz_onnx_import.c src/base/*.c $num_srcs src/graph/*.c \
+    -Iinclude -Isrc -I"$gen" fuzz/fuzz_onnx_import.c src/base/error.c $num_srcs src/graph/*.c \
     -x c -w "$gen/onnx.pb-c.c" -lprotobuf-c -lm -o "$bin"
 seeds=fuzz/corpus/onnx
 if [ -z "$(ls -A "$seeds" 2>/dev/null)" ]; then

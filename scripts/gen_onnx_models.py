@@ -31,15 +31,19 @@ rng = np.random.default_rng(1234)
 NP2ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
            np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.int32): TensorProto.INT32,
            np.dtype(np.float16): TensorProto.FLOAT16, np.dtype(np.uint8): TensorProto.UINT8,
-           np.dtype(np.int8): TensorProto.INT8, np.dtype(np.float64): TensorProto.DOUBLE}
+           np.dtype(np.int8): TensorProto.INT8, np.dtype(np.float64): TensorProto.DOUBLE,
+           np.dtype(np.int16): TensorProto.INT16, np.dtype(np.uint16): TensorProto.UINT16,
+           np.dtype(np.uint32): TensorProto.UINT32, np.dtype(np.uint64): TensorProto.UINT64}
 
 
-def write_bin(path, inputs, outputs):
+def write_bin(path, inputs, outputs, in_types=None, out_types=None):
+    """in_types/out_types: ONNX element types overriding the numpy dtype's (bfloat16 arrives as float32)."""
+    types = list(in_types or [None] * len(inputs)) + list(out_types or [None] * len(outputs))
     with open(path, "wb") as f:
         f.write(b"TGDATA01" + struct.pack("<II", len(inputs), len(outputs)))
-        for name, a in list(inputs) + list(outputs):
+        for (name, a), t in zip(list(inputs) + list(outputs), types):
             a = np.asarray(a)
-            et = NP2ONNX[a.dtype]
+            et = t or NP2ONNX[a.dtype]
             nb = name.encode()
             f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<iI", et, a.ndim))
             f.write(struct.pack("<%dq" % a.ndim, *a.shape))
@@ -218,6 +222,64 @@ def op_cases():
          [("y", np.pad(S[0], ((1, 1), (2, 0)), mode="reflect"))], attrs={"mode": "reflect"}, consts=("p",))
     case("tile", "Tile", [("x", E), ("r", np.array([2, 3], np.int64))], [("y", np.tile(E, (2, 3)))], consts=("r",))
     case("argmax", "ArgMax", [("x", x)], [("y", x.argmax(axis=1))], attrs={"axis": 1, "keepdims": 0})
+    # less common ops (eval_extra.c)
+    Xt, Wt, Bt = f32(1, 4, 5, 6), f32(4, 3, 3, 2), f32(6)
+    ref = F.conv_transpose2d(torch.from_numpy(Xt), torch.from_numpy(Wt), torch.from_numpy(Bt), stride=(2, 1),
+                             padding=(1, 0), output_padding=(1, 0), groups=2, dilation=(1, 2)).numpy()
+    case("convtranspose", "ConvTranspose", [("x", Xt), ("w", Wt), ("b", Bt)], [("y", ref)],
+         attrs={"strides": [2, 1], "pads": [1, 0, 1, 0], "output_padding": [1, 0], "group": 2, "dilations": [1, 2]},
+         consts=("w", "b"), atol=1e-5)
+    T = f32(3, 7)
+    tk = np.argsort(-T, axis=1, kind="stable")[:, :3]
+    case("topk", "TopK", [("x", T), ("k", np.array([3], np.int64))],
+         [("v", np.take_along_axis(T, tk, 1)), ("i", tk)], consts=("k",))
+    G = f32(2, 3, 4)
+    gi = np.array([[[1, 2]], [[0, 3]]], np.int64)
+    case("gathernd", "GatherND", [("x", G), ("i", gi)], [("y", np.stack([G[0, 1, 2], G[1, 0, 3]]).reshape(2, 1))],
+         attrs={"batch_dims": 1}, consts=("i",))
+    sd, si, su = f32(4, 3), np.array([[2], [0]], np.int64), f32(2, 3)
+    ref = sd.copy()
+    ref[2] += su[0]
+    ref[0] += su[1]
+    case("scatternd_add", "ScatterND", [("x", sd), ("i", si), ("u", su)], [("y", ref)], attrs={"reduction": "add"},
+         consts=("i",))
+    ei, eu = np.array([[1, 0, 2], [0, 2, 1]], np.int64), f32(2, 3)
+    ref = sd[:3].copy()
+    for r_ in range(2):
+        for c_ in range(3):
+            ref[ei[r_, c_], c_] = eu[r_, c_]
+    case("scatterelements", "ScatterElements", [("x", sd[:3].copy()), ("i", ei), ("u", eu)], [("y", ref)],
+         consts=("i",))
+    oi = np.array([[1, 4], [0, -1]], np.int64)
+    case("onehot", "OneHot", [("i", oi), ("d", np.array(5, np.int64)), ("v", np.array([0.5, 2.0], np.float32))],
+         [("y", np.where(np.eye(5, dtype=bool)[oi % 5], 2.0, 0.5).astype(np.float32))], consts=("d", "v"))
+    D = f32(1, 8, 2, 3)
+    case("depthtospace_crd", "DepthToSpace", [("x", D)],
+         [("y", D.reshape(1, 2, 2, 2, 2, 3).transpose(0, 1, 4, 2, 5, 3).reshape(1, 2, 4, 6))],
+         attrs={"blocksize": 2, "mode": "CRD"})
+    SD = f32(1, 2, 4, 6)
+    case("spacetodepth", "SpaceToDepth", [("x", SD)],
+         [("y", SD.reshape(1, 2, 2, 2, 3, 2).transpose(0, 3, 5, 1, 2, 4).reshape(1, 8, 2, 3))],
+         attrs={"blocksize": 2})
+    case("eyelike", "EyeLike", [("x", f32(3, 4))], [("y", np.eye(3, 4, k=1, dtype=np.float32))], attrs={"k": 1})
+    nz = (rng.random((3, 4)) > 0.5).astype(np.float32)
+    case("nonzero", "NonZero", [("x", nz)], [("y", np.array(np.nonzero(nz), np.int64))])
+    cm = np.array([True, False, True])
+    case("compress", "Compress", [("x", G), ("c", cm)], [("y", np.compress(cm, G, axis=1))], attrs={"axis": 1},
+         consts=("c",))
+    RZ = f32(1, 2, 3, 4)
+    case("resize_linear", "Resize", [("x", RZ), ("roi", np.array([], np.float32)), ("s", np.array([1, 1, 2, 1.5], np.float32))],
+         [("y", F.interpolate(torch.from_numpy(RZ), size=(6, 6), mode="bilinear", align_corners=False).numpy())],
+         attrs={"mode": "linear"}, consts=("roi", "s"), atol=1e-5)
+    case("resize_nearest_sizes", "Resize", [("x", RZ), ("roi", np.array([], np.float32)), ("", None),
+                                             ("sz", np.array([1, 2, 7, 9], np.int64))],
+         [("y", F.interpolate(torch.from_numpy(RZ), size=(7, 9), mode="nearest").numpy())],
+         attrs={"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+         consts=("roi", "sz"))
+    LR = f32(2, 5, 3, 3)
+    case("lrn", "LRN", [("x", LR)],
+         [("y", F.local_response_norm(torch.from_numpy(LR), 3, alpha=1e-2, beta=0.75, k=1.0).numpy())],
+         attrs={"size": 3, "alpha": 1e-2, "beta": 0.75, "bias": 1.0}, atol=1e-5)
 
 
 def save_model_data(name, feeds, outs):

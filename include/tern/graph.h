@@ -177,8 +177,9 @@ tern_status tern_graph_set_input_shape(tern_graph *g, const char *name, int rank
  * outputs carry constant data and later Reshape/Expand/Slice shapes resolve. Dims that cannot be known stay -1.
  * Fails with the first node that breaks a rule or whose op is unsupported. */
 tern_status tern_graph_infer(tern_graph *g, tern_error *err);
-/* Runs infer, then evaluates every node whose inputs are all constant (any size up to 2^28 elements) and
- * replaces it by initializer data; such nodes are removed. Returns the number of nodes folded in *folded
+/* Runs infer, then evaluates every node whose inputs are all constant (outputs up to 2^26 elements per node and
+ * 2^27 per call; larger ones simply stay) and replaces it by initializer data; such nodes are removed. Folding a
+ * graph whose input shapes are bound specialises it to those shapes. Returns the number of nodes folded in *folded
  * (may be NULL). */
 tern_status tern_graph_fold_constants(tern_graph *g, int *folded, tern_error *err);
 /* Removes nodes none of whose outputs reach a graph output, and values nothing references. Returns the number

@@ -404,6 +404,9 @@ static tern_status ev_unary(const ectx *c)
     tern_host_tensor *o;
     if ((st = eout(c, 0, ot, x->rank, x->dims, &o)))
         return st;
+    if (strcmp(op, "Dropout") == 0 && IN(2) && IN(2)->count && IN(2)->i && IN(2)->i[0] &&
+        !(IN(1) && IN(1)->count && IN(1)->f && IN(1)->f[0] == 0.0f))
+        return efail(c, TERN_ERR_UNSUPPORTED, "training_mode=true (random masks) is not supported");
     if (strcmp(op, "Dropout") == 0 && WANT_OUT(1)) { /* inference: identity, mask all true */
         tern_host_tensor *m;
         if ((st = eout(c, 1, TERN_ELEM_BOOL, x->rank, x->dims, &m)))
@@ -1473,7 +1476,8 @@ static eval_fn lookup(const char *domain, const char *op)
     for (size_t k = 0; k < TERN_ARRAY_LEN(table); k++)
         if (strcmp(table[k].op, op) == 0)
             return table[k].fn;
-    return graph_eval_nn_lookup(op);
+    eval_fn fn = graph_eval_nn_lookup(op);
+    return fn ? fn : graph_eval_extra_lookup(op);
 }
 
 int tern_graph_eval_supported(const char *domain, const char *op)

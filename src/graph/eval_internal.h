@@ -28,5 +28,6 @@ tern_status eints(const ectx *c, int k, int64_t *buf, int max, int *n);
 
 typedef tern_status (*eval_fn)(const ectx *c);
 eval_fn graph_eval_nn_lookup(const char *op);
+eval_fn graph_eval_extra_lookup(const char *op);
 
 #endif

@@ -306,10 +306,11 @@ static tern_status ev_conv(const ectx *c)
 static tern_status ev_pool(const ectx *c)
 {
     tern_status st;
-    if ((st = ereq(c, 0, 1)))
+    int is_max = strcmp(c->n->op, "MaxPool") == 0;
+    if ((st = ereq(c, 0, !is_max)))
         return st;
     const tern_host_tensor *x = IN(0);
-    int is_max = strcmp(c->n->op, "MaxPool") == 0;
+    int col_major = (int)tern_graph_attr_int(c->n, "storage_order", 0) == 1;
     size_t nk;
     const int64_t *ks = graph_attr_ints(c->n, "kernel_shape", &nk);
     if (!ks || nk != (size_t)x->rank - 2)
@@ -357,19 +358,24 @@ static tern_status ev_pool(const ectx *c)
                                 if (!inside)
                                     continue;
                                 int64_t off = (id * in[1] + ih) * in[2] + iw;
-                                double v = x->f[nc * isz + off];
+                                double v = x->f ? (double)x->f[nc * isz + off] : (double)x->i[nc * isz + off];
                                 if (is_max) {
                                     if (v > acc || cnt == 0) {
                                         acc = v;
-                                        arg = nc * isz + off;
+                                        /* storage_order=1: the index counts the spatial dims column-major */
+                                        arg = nc * isz + (col_major ? (iw * in[1] + ih) * in[0] + id : off);
                                     }
                                 } else
                                     acc += v;
                                 cnt++;
                             }
                     int64_t oo = nc * osz + (od * out[1] + oh) * out[2] + ow;
-                    if (o)
+                    if (o && o->f)
                         o->f[oo] = (float)(is_max ? acc : acc / (double)(include_pad ? padcnt : cnt ? cnt : 1));
+                    else if (o) /* integer MaxPool: an all-padding window gives 0; saturate near 2^63 */
+                        o->i[oo] = !cnt ? 0 : acc >= 9223372036854775807.0 ? INT64_MAX
+                                          : acc <= -9223372036854775808.0 ? INT64_MIN
+                                                                          : (int64_t)acc;
                     if (oi)
                         oi->i[oo] = arg;
                 }

@@ -523,8 +523,7 @@ tern_status tern_graph_set_input_shape(tern_graph *g, const char *name, int rank
     v->rank = rank;
     for (int d = 0; d < TERN_GRAPH_MAX_RANK; d++) {
         v->dims[d] = d < rank ? dims[d] : -1;
-        if (d < rank && v->dim_names[d]) {
-            /* keep the symbol's name for the dump? No: a bound dim is a number from now on. */
+        if (d < rank && v->dim_names[d]) { /* a bound dim is a number from now on */
             free(v->dim_names[d]);
             v->dim_names[d] = NULL;
         }

@@ -77,3 +77,10 @@ int graph_window_setup(const tern_graph_node *n, int nsp, const int64_t *in_sp, 
                        graph_window *w, char *why, size_t wl);
 /* Int list of an attribute (ints), or NULL/0. */
 const int64_t *graph_attr_ints(const tern_graph_node *n, const char *name, size_t *count);
+/* Resize output dims (sizes, else floor(in * scales)) and per-dim scales. */
+int graph_resize_dims(const tern_graph_node *n, int64_t opset, int rank, const int64_t *in,
+                      const tern_host_tensor *scales, const tern_host_tensor *sizes, int64_t *out, double *scale,
+                      char *why, size_t wl);
+/* ConvTranspose geometry: output sizes from strides, dilations, pads, output_padding, output_shape, auto_pad. */
+int graph_convtranspose_setup(const tern_graph_node *n, int nsp, const int64_t *in_sp, const int64_t *kernel,
+                              graph_window *w, char *why, size_t wl);

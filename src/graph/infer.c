@@ -342,8 +342,10 @@ static tern_status infer_node(ictx *c)
         return infer_window(c, kern, 0, w->dims[0], x->type);
     }
     if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) {
-        if ((st = need_rank(c, 0)) || (st = need_float(c, 0)))
+        if ((st = need_rank(c, 0)) || (op[0] == 'A' && (st = need_float(c, 0))))
             return st;
+        if (V(c, 0)->type == TERN_ELEM_BOOL)
+            return ifail(c, TERN_ERR_INVALID, "input must be numeric, got bool");
         size_t nk;
         const int64_t *ks = graph_attr_ints(n, "kernel_shape", &nk);
         if (!ks || nk != (size_t)V(c, 0)->rank - 2)
@@ -892,6 +894,192 @@ static tern_status infer_node(ictx *c)
             return ifail(c, TERN_ERR_UNSUPPORTED, "value attribute \"%s\" is not supported", a->name);
         return TERN_OK;
     }
+    if (!strcmp(op, "ConvTranspose")) {
+        if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)) || (st = need_float(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0), *w = V(c, 1);
+        if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
+            return ifail(c, TERN_ERR_INVALID, "input rank %d / weight rank %d: expected N, C and 1 to 3 spatial dims",
+                         x->rank, w->rank);
+        int64_t group = tern_graph_attr_int(n, "group", 1);
+        if (group < 1 || group > GRAPH_MAX_ELEMS)
+            return ifail(c, TERN_ERR_INVALID, "group %lld is invalid", (long long)group);
+        for (int d = 2; d < w->rank; d++)
+            if (w->dims[d] < 0)
+                return ifail(c, TERN_ERR_INVALID, "weight spatial dims are unknown");
+        graph_window w2;
+        if (graph_convtranspose_setup(n, x->rank - 2, x->dims + 2, w->dims + 2, &w2, c->why, sizeof c->why))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        dims[0] = x->dims[0];
+        dims[1] = w->dims[1] < 0 ? -1 : w->dims[1] * group;
+        for (int d = 0; d < w2.nsp; d++)
+            dims[2 + d] = w2.out[d];
+        set_out(c, 0, x->type, x->rank, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "TopK")) {
+        if ((st = need_rank(c, 0)) || (st = need(c, 1)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        int ax;
+        if (graph_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank, &ax, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        memcpy(dims, x->dims, sizeof dims);
+        const tern_host_tensor *k = K(c, 1);
+        dims[ax] = k && k->i && k->count == 1 ? k->i[0] : -1;
+        if (dims[ax] < -1 || (x->dims[ax] >= 0 && dims[ax] > x->dims[ax]))
+            return ifail(c, TERN_ERR_INVALID, "K = %lld outside [0, %lld]", (long long)dims[ax],
+                         (long long)x->dims[ax]);
+        set_out(c, 0, x->type, x->rank, dims);
+        set_out(c, 1, TERN_ELEM_INT64, x->rank, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "GatherND")) {
+        if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)))
+            return st;
+        const tern_graph_value *x = V(c, 0), *ind = V(c, 1);
+        int64_t bd = tern_graph_attr_int(n, "batch_dims", 0), q = ind->rank ? ind->dims[ind->rank - 1] : -1;
+        if (ind->rank < 1 || bd < 0 || bd >= ind->rank || bd >= x->rank)
+            return ifail(c, TERN_ERR_INVALID, "indices rank %d, batch_dims %lld", ind->rank, (long long)bd);
+        if (q < 0) {
+            set_out(c, 0, x->type, -1, NULL);
+            return TERN_OK;
+        }
+        if (q < 1 || bd + q > x->rank)
+            return ifail(c, TERN_ERR_INVALID, "indices' last dim %lld does not fit data rank %d", (long long)q,
+                         x->rank);
+        r = 0;
+        for (int d = 0; d < ind->rank - 1; d++)
+            dims[r++] = ind->dims[d];
+        for (int d = (int)(bd + q); d < x->rank; d++) {
+            if (r >= TERN_GRAPH_MAX_RANK)
+                return ifail(c, TERN_ERR_RANGE, "result rank above the limit");
+            dims[r++] = x->dims[d];
+        }
+        set_out(c, 0, x->type, r, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "ScatterND") || !strcmp(op, "ScatterElements") || !strcmp(op, "LRN") ||
+        !strcmp(op, "MeanVarianceNormalization")) {
+        if ((st = need(c, 0)))
+            return st;
+        int nin = op[0] == 'S' ? 3 : 1;
+        for (int k = 1; k < nin; k++)
+            if ((st = need(c, k)))
+                return st;
+        if (nin == 3 && V(c, 2)->type != V(c, 0)->type)
+            return ifail(c, TERN_ERR_INVALID, "updates are %s, data is %s", tern_elem_name(V(c, 2)->type),
+                         tern_elem_name(V(c, 0)->type));
+        if (nin == 1 && (st = need_float(c, 0)))
+            return st;
+        same_as(c, 0, V(c, 0), V(c, 0)->type);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "OneHot")) {
+        for (int k = 0; k < 3; k++)
+            if ((st = need(c, k)))
+                return st;
+        const tern_graph_value *ind = V(c, 0);
+        if (ind->rank < 0) {
+            set_out(c, 0, V(c, 2)->type, -1, NULL);
+            return TERN_OK;
+        }
+        r = ind->rank + 1;
+        int ax;
+        if (r > TERN_GRAPH_MAX_RANK)
+            return ifail(c, TERN_ERR_RANGE, "result rank above the limit");
+        if (graph_norm_axis(tern_graph_attr_int(n, "axis", -1), r, &ax, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        const tern_host_tensor *dp = K(c, 1);
+        double dv = dp && dp->count == 1 ? tern_host_tensor_get(dp, 0) : -1;
+        for (int d = 0, s = 0; d < r; d++)
+            dims[d] = d == ax ? (dv >= 1 && dv <= (double)GRAPH_MAX_ELEMS ? (int64_t)dv : -1) : ind->dims[s++];
+        set_out(c, 0, V(c, 2)->type, r, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "DepthToSpace") || !strcmp(op, "SpaceToDepth")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        int64_t bs = tern_graph_attr_int(n, "blocksize", 0);
+        if (x->rank != 4 || bs < 1 || bs > 4096)
+            return ifail(c, TERN_ERR_INVALID, "needs a 4-D input and blocksize in [1, 4096]");
+        int ds = op[0] == 'D';
+        dims[0] = x->dims[0];
+        dims[1] = x->dims[1] < 0 ? -1 : ds ? x->dims[1] / (bs * bs) : x->dims[1] * bs * bs;
+        dims[2] = x->dims[2] < 0 ? -1 : ds ? x->dims[2] * bs : x->dims[2] / bs;
+        dims[3] = x->dims[3] < 0 ? -1 : ds ? x->dims[3] * bs : x->dims[3] / bs;
+        if (ds && x->dims[1] >= 0 && x->dims[1] % (bs * bs))
+            return ifail(c, TERN_ERR_INVALID, "channels %lld do not divide by blocksize^2", (long long)x->dims[1]);
+        set_out(c, 0, x->type, 4, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "EyeLike")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_attr *dt = tern_graph_node_attr(n, "dtype");
+        int64_t t = dt && dt->type == TERN_ATTR_INT ? dt->i : V(c, 0)->type;
+        if (t < 0 || t > 64 || !tern_elem_is_valid((int)t))
+            return ifail(c, TERN_ERR_UNSUPPORTED, "dtype %lld is not supported", (long long)t);
+        if (V(c, 0)->rank != 2)
+            return ifail(c, TERN_ERR_INVALID, "input must be 2-D");
+        same_as(c, 0, V(c, 0), (tern_elem_type)t);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Resize") || !strcmp(op, "Upsample")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        const tern_graph_value *x = V(c, 0);
+        int legacy = !strcmp(op, "Upsample") || c->g->opset < 11;
+        const tern_graph_value *sv = legacy ? V(c, 1) : V(c, 2), *zv = legacy ? NULL : V(c, 3);
+        const tern_host_tensor *sc = sv ? sv->constant : NULL, *sz = zv ? zv->constant : NULL;
+        if ((sv && !sc) || (zv && !sz) || x->rank < 0 || !tern_graph_value_is_static(x)) {
+            set_out(c, 0, x->type, x->rank, NULL);
+            return TERN_OK;
+        }
+        tern_host_tensor *attr_sc = NULL;
+        if (!sv && !zv) { /* Upsample-7: scales attribute */
+            const tern_graph_attr *a = tern_graph_node_attr(n, "scales");
+            if (a && a->type == TERN_ATTR_FLOATS) {
+                int64_t nn = (int64_t)a->n;
+                if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, 1, &nn, &attr_sc, c->err)))
+                    return st;
+                memcpy(attr_sc->f, a->floats, a->n * sizeof(float));
+            }
+            sc = attr_sc;
+        }
+        double scale[TERN_GRAPH_MAX_RANK];
+        int bad = graph_resize_dims(n, c->g->opset, x->rank, x->dims, sc, sz, dims, scale, c->why, sizeof c->why);
+        tern_host_tensor_free(attr_sc);
+        if (bad)
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        set_out(c, 0, x->type, x->rank, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "NonZero")) {
+        if ((st = need_rank(c, 0)))
+            return st;
+        dims[0] = V(c, 0)->rank ? V(c, 0)->rank : 1;
+        dims[1] = -1;
+        set_out(c, 0, TERN_ELEM_INT64, 2, dims);
+        return TERN_OK;
+    }
+    if (!strcmp(op, "Compress")) {
+        if ((st = need_rank(c, 0)) || (st = need(c, 1)))
+            return st;
+        const tern_graph_attr *axa = tern_graph_node_attr(n, "axis");
+        if (!axa) {
+            set_out(c, 0, V(c, 0)->type, 1, NULL);
+            return TERN_OK;
+        }
+        int ax;
+        if (graph_norm_axis(axa->i, V(c, 0)->rank, &ax, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        memcpy(dims, V(c, 0)->dims, sizeof dims);
+        dims[ax] = -1;
+        set_out(c, 0, V(c, 0)->type, V(c, 0)->rank, dims);
+        return TERN_OK;
+    }
     return ifail(c, TERN_ERR_UNSUPPORTED, "op is not supported");
 }
 
@@ -1011,6 +1199,15 @@ tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *b
     }
     if (strcmp(n->op, "Constant") != 0) {
         if (total > max_elems || (budget && total > *budget))
+            return TERN_OK;
+        /* contractions cost up to (input elements) x (output elements): leave huge ones to the device */
+        static const char *const heavy[] = {"MatMul", "Gemm", "MatMulBias", "Conv", "ConvTranspose", "TopK",
+                                            "Resize", "Upsample", "LRN", NULL};
+        double in_elems = 0;
+        for (int q = 0; q < n->n_inputs; q++)
+            if (V(&c, q))
+                in_elems += (double)V(&c, q)->constant->count;
+        if (op_is(&c, heavy) && in_elems * (double)total > 2147483648.0)
             return TERN_OK;
         if (budget)
             *budget -= total;

@@ -81,7 +81,7 @@ int tern_graph_prune(tern_graph *g)
             if (n->inputs[k] >= 0)
                 live[n->inputs[k]] = 1;
     }
-    /* drop outputs nobody reads from kept nodes? No: a node's unused optional outputs stay (harmless). */
+    /* a kept node's unused optional outputs stay: the compiler skips values nobody reads */
     if (graph_compact(g, keep, NULL) != TERN_OK)
         removed = 0;
     free(live), free(keep);
@@ -264,6 +264,31 @@ static tern_status fuse_gelu_erf(fctx *f, int i, int *hits, tern_error *err)
 }
 
 /* 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) anchored at Tanh */
+/* cube = x^3 as Pow(x, 3) or as Mul(x, Mul(x, x)) (torch's tanh-GELU export); *pw the node making cube, *sq the
+ * squaring Mul (-1 for Pow). */
+static int is_cube_of(const fctx *f, int cube, int x, int *pw, int *sq)
+{
+    int p = prod(f, cube);
+    *pw = p;
+    *sq = -1;
+    if (!single(f, cube))
+        return 0;
+    if (is_op(f, p, "Pow"))
+        return f->g->nodes[p].inputs[0] == x && const_near(f, f->g->nodes[p].inputs[1], 3.0, 1e-6);
+    if (!is_op(f, p, "Mul"))
+        return 0;
+    const tern_graph_node *m = &f->g->nodes[p];
+    for (int k = 0; k < 2; k++) {
+        int sqv = m->inputs[1 - k], q = prod(f, sqv);
+        if (m->inputs[k] == x && single(f, sqv) && is_op(f, q, "Mul") && f->g->nodes[q].inputs[0] == x &&
+            f->g->nodes[q].inputs[1] == x) {
+            *sq = q;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static tern_status fuse_gelu_tanh(fctx *f, int i, int *hits, tern_error *err)
 {
     const tern_graph_node *t = &f->g->nodes[i];
@@ -279,18 +304,18 @@ static tern_status fuse_gelu_tanh(fctx *f, int i, int *hits, tern_error *err)
     int ad = prod(f, inner);
     if (!single(f, inner) || !is_op(f, ad, "Add"))
         return TERN_OK;
-    int x = -1, mc = -1, pw = -1;
+    int x = -1, mc = -1, pw = -1, sq = -1;
     for (int k = 0; k < 2 && x < 0; k++) {
         int cand = f->g->nodes[ad].inputs[1 - k], m = prod(f, f->g->nodes[ad].inputs[k]);
         if (!is_op(f, m, "Mul") || !single(f, f->g->nodes[ad].inputs[k]))
             continue;
         for (int q = 0; q < 2; q++) {
-            int cube = f->g->nodes[m].inputs[1 - q], p = prod(f, cube);
-            if (const_near(f, f->g->nodes[m].inputs[q], 0.044715, 1e-4) && is_op(f, p, "Pow") && single(f, cube) &&
-                f->g->nodes[p].inputs[0] == cand && const_near(f, f->g->nodes[p].inputs[1], 3.0, 1e-6)) {
+            int cube = f->g->nodes[m].inputs[1 - q], p, s2;
+            if (const_near(f, f->g->nodes[m].inputs[q], 0.044715, 1e-4) && is_cube_of(f, cube, cand, &p, &s2)) {
                 x = cand;
                 mc = m;
                 pw = p;
+                sq = s2;
                 break;
             }
         }
@@ -306,6 +331,8 @@ static tern_status fuse_gelu_tanh(fctx *f, int i, int *hits, tern_error *err)
     int more[] = {pw, mc, ad, ms, i, a};
     for (size_t k = 0; k < TERN_ARRAY_LEN(more); k++)
         dropped[nd++] = more[k];
+    if (sq >= 0)
+        dropped[nd++] = sq;
     drop(f, dropped, nd);
     tern_graph_attr at = attr_str("approximate", "tanh");
     (*hits)++;

@@ -211,3 +211,68 @@ int graph_window_setup(const tern_graph_node *n, int nsp, const int64_t *in_sp, 
     }
     return 0;
 }
+
+int graph_convtranspose_setup(const tern_graph_node *n, int nsp, const int64_t *in_sp, const int64_t *kernel,
+                              graph_window *w, char *why, size_t wl)
+{
+    memset(w, 0, sizeof *w);
+    if (nsp < 1 || nsp > 3) {
+        snprintf(why, wl, "%d spatial dims (supported: 1 to 3)", nsp);
+        return -1;
+    }
+    w->nsp = nsp;
+    size_t ns, nd, np, nop, nos;
+    const int64_t *strides = graph_attr_ints(n, "strides", &ns), *dil = graph_attr_ints(n, "dilations", &nd);
+    const int64_t *pads = graph_attr_ints(n, "pads", &np), *opad = graph_attr_ints(n, "output_padding", &nop);
+    const int64_t *oshape = graph_attr_ints(n, "output_shape", &nos);
+    if ((strides && ns != (size_t)nsp) || (dil && nd != (size_t)nsp) || (pads && np != 2 * (size_t)nsp) ||
+        (opad && nop != (size_t)nsp) || (oshape && nos != (size_t)nsp)) {
+        snprintf(why, wl, "strides/dilations/pads/output_padding/output_shape lengths do not match %d spatial dims",
+                 nsp);
+        return -1;
+    }
+    const char *ap = tern_graph_attr_string(n, "auto_pad", "NOTSET");
+    int same = strcmp(ap, "SAME_UPPER") == 0 ? 1 : strcmp(ap, "SAME_LOWER") == 0 ? 2 : 0;
+    for (int d = 0; d < nsp; d++) {
+        w->in[d] = in_sp[d];
+        w->k[d] = kernel[d];
+        w->stride[d] = strides ? strides[d] : 1;
+        w->dil[d] = dil ? dil[d] : 1;
+        int64_t op = opad ? opad[d] : 0;
+        if (w->k[d] < 1 || w->k[d] > (1 << 20) || w->stride[d] < 1 || w->stride[d] > (1 << 20) || w->dil[d] < 1 ||
+            w->dil[d] > (1 << 20) || op < 0 || op > (1 << 20) || (pads && (pads[d] < 0 || pads[nsp + d] < 0 ||
+                                                                            pads[d] > (1 << 20) ||
+                                                                            pads[nsp + d] > (1 << 20)))) {
+            snprintf(why, wl, "spatial dim %d: kernel, stride, dilation, output_padding or pads out of range", d);
+            return -1;
+        }
+        if (in_sp[d] < 0) {
+            w->out[d] = -1;
+            continue;
+        }
+        int64_t full = w->stride[d] * (in_sp[d] - 1) + op + (w->k[d] - 1) * w->dil[d] + 1;
+        if (oshape || same) {
+            int64_t target = oshape ? oshape[d] : in_sp[d] * w->stride[d];
+            int64_t total = full - target;
+            if (target < 0 || target > GRAPH_MAX_ELEMS || total < -(1 << 20)) {
+                snprintf(why, wl, "output_shape %lld does not fit spatial dim %d (full size %lld)", (long long)target,
+                         d, (long long)full);
+                return -1;
+            }
+            /* a negative total (output_shape beyond the full size) pads the end: floor division as ONNX's reference */
+            int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+            w->pad_b[d] = same == 1 ? half : total - half;
+            w->pad_e[d] = total - w->pad_b[d];
+            w->out[d] = target;
+        } else {
+            w->pad_b[d] = pads ? pads[d] : 0;
+            w->pad_e[d] = pads ? pads[nsp + d] : 0;
+            w->out[d] = full - w->pad_b[d] - w->pad_e[d];
+            if (w->out[d] < 0) {
+                snprintf(why, wl, "spatial dim %d: pads exceed the output size %lld", d, (long long)full);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
