@@ -2,9 +2,11 @@
  * machine: inputs from .npy files or seeded random values, outputs summarised and optionally written as .npy,
  * the predicted device time and MFU, and the profiler on request). */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "tern/arch.h"
@@ -69,7 +71,11 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
     o.progress = progress;
     tern_error err;
     if (tern_compile_onnx(a->model, &o, x, rep, &err)) {
-        fprintf(stderr, "tern compile: %s: %s\n", a->model, err.msg);
+        /* the message names the file when the file itself is the problem; name it otherwise */
+        if (!strncmp(err.msg, a->model, strlen(a->model)))
+            fprintf(stderr, "tern compile: %s\n", err.msg);
+        else
+            fprintf(stderr, "tern compile: %s: %s\n", a->model, err.msg);
         return 1;
     }
     return 0;
@@ -361,6 +367,11 @@ int tern_cmd_run(int argc, char **argv)
             tern_exe_free(&x);
             return 1;
         }
+    }
+    if (outdir && mkdir(outdir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "tern run: --output-dir %s: cannot create the directory: %s\n", outdir, strerror(errno));
+        rc = 1;
+        goto done;
     }
     tern_rt_options ro = {0};
     ro.mode = timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;

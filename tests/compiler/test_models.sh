@@ -42,6 +42,16 @@ if "$tern" compile "$data/gpt2_tiny.onnx" -o "$tmp/g.tern" > /dev/null &&
 else
   echo "NOT OK: the compiled .tern and the .onnx runs differ (or one failed)"; fail=$((fail+1))
 fi
+# The tanh-GELU that torch exports (x*x*x, not Pow) fuses: 155 ONNX nodes become 48 (66 without the fusion).
+out=$("$tern" compile "$data/gpt2_tiny.onnx" -o "$tmp/g2.tern" 2>/dev/null)
+case "$out" in *"155 nodes (48 after optimisation)"*) pass=$((pass+1)) ;;
+  *) echo "NOT OK: gpt2_tiny optimisation: $out"; fail=$((fail+1)) ;; esac
+# --output-dir is created when missing; one that cannot be is an error naming it.
+if "$tern" run "$data/mlp.onnx" --output-dir "$tmp/new" > /dev/null && [ -f "$tmp/new/y.npy" -o -n "$(ls "$tmp/new")" ]; then
+  pass=$((pass+1)); else echo "NOT OK: --output-dir not created"; fail=$((fail+1)); fi
+out=$("$tern" run "$data/mlp.onnx" --output-dir /nonexistent/a/b 2>&1 >/dev/null); rc=$?
+case "$rc:$out" in 1:*"--output-dir /nonexistent/a/b: cannot create the directory"*) pass=$((pass+1)) ;;
+  *) echo "NOT OK: bad --output-dir: $rc $out"; fail=$((fail+1)) ;; esac
 # Errors: a missing file, a bad option, an input of the wrong shape.
 "$tern" run /nonexistent.onnx > /dev/null 2>&1; [ $? -eq 1 ] && pass=$((pass+1)) || { echo "NOT OK: missing model exit code"; fail=$((fail+1)); }
 "$tern" run "$data/mlp.onnx" --bogus > /dev/null 2>&1; [ $? -eq 2 ] && pass=$((pass+1)) || { echo "NOT OK: bad option exit code"; fail=$((fail+1)); }
