@@ -391,21 +391,30 @@ static double *host_doubles(cc *c, const cc_value *v, size_t want)
 /* im2col + GEMM for one group: col[Kg = Cg*kh*kw, N*Ho*Wo] (matmul dtype; row ci*kh*kw + i*kw + j holds input
  * channel ci shifted by kernel offset (i, j)), then per image out[Coutg, Ho*Wo] = (W_g^T)^T @ col_n. */
 static void conv_gemm_group(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg, int64_t Coutg,
-                            int64_t Cout, const cc_value *w)
+                            int64_t Cout, cc_value *w)
 {
     tern_dtype mdt = c->o->matmul_dtype;
     int64_t KK = g->kh * g->kw, Kg = Cg * KK, HoWo = g->Ho * g->Wo, NP = g->N * HoWo, HW = g->H * g->W;
-    /* W_g^T [Kg, Coutg]: the stationary operand (lhsT) of the GEMM. */
-    float *wt = malloc(sizeof(float) * (size_t)(Kg * Coutg));
-    if (!wt) {
-        cc_fail(c, TERN_ERR_NOMEM, "out of memory");
-        return;
+    /* W_g^T [Kg, Coutg]: the stationary operand (lhsT) of the GEMM. Constant weights are transposed on the host;
+     * run-time ones (a weight that is a model input) on chip, cast to the matmul dtype on the way. */
+    tern_view lhsT;
+    int lhsT_temp = !w->host;
+    if (lhsT_temp) {
+        lhsT = cc_temp(c, mdt, (uint64_t)Kg, (uint64_t)Coutg);
+        tern_lib_transpose(c->k, lhsT,
+                           cc_view2d(c, w, (uint64_t)(grp * Coutg * Kg), (uint64_t)Coutg, (uint64_t)Kg, (uint64_t)Kg));
+    } else {
+        float *wt = malloc(sizeof(float) * (size_t)(Kg * Coutg));
+        if (!wt) {
+            cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+            return;
+        }
+        for (int64_t co = 0; co < Coutg; co++)
+            for (int64_t k = 0; k < Kg; k++)
+                wt[k * Coutg + co] = (float)tern_host_tensor_get(w->host, (size_t)((grp * Coutg + co) * Kg + k));
+        lhsT = const_f32(c, mdt, (uint64_t)Kg, (uint64_t)Coutg, wt);
+        free(wt);
     }
-    for (int64_t co = 0; co < Coutg; co++)
-        for (int64_t k = 0; k < Kg; k++)
-            wt[k * Coutg + co] = (float)tern_host_tensor_get(w->host, (size_t)((grp * Coutg + co) * Kg + k));
-    tern_view lhsT = const_f32(c, mdt, (uint64_t)Kg, (uint64_t)Coutg, wt);
-    free(wt);
     tern_view col = cc_temp(c, mdt, (uint64_t)Kg, (uint64_t)NP);
     if (!cc_ok(c))
         return;
@@ -462,6 +471,8 @@ static void conv_gemm_group(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, 
         tern_lib_gemm(c->k, out, lhsT, rhs, &go);
     }
     tern_kernel_release(c->k, col);
+    if (lhsT_temp)
+        tern_kernel_release(c->k, lhsT);
     c->model_flops += 2.0 * (double)Coutg * (double)Kg * (double)NP;
 }
 
@@ -472,10 +483,6 @@ static int lower_conv(cc *c)
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
     if (!x || !w || !y)
         return 1;
-    if (!w->host) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "Conv with non-constant weights");
-        return 1;
-    }
     if (w->rank != x->rank) {
         cc_fail(c, TERN_ERR_INVALID, "weight rank %d for input rank %d", w->rank, x->rank);
         return 1;
@@ -495,6 +502,11 @@ static int lower_conv(cc *c)
         return 1;
     if (group > 1 && Cg == 1 && Cout == group) {
         /* depthwise: a window walk on VectorE with per-channel weights as per-partition scalars */
+        if (!w->host) {
+            free(bias);
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "depthwise Conv with non-constant weights");
+            return 1;
+        }
         int64_t KK = g.kh * g.kw;
         float *wf = malloc(sizeof(float) * (size_t)(Cout * KK));
         if (!wf) {
