@@ -490,8 +490,9 @@ int tern_cmd_run(int argc, char **argv)
         double peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR] * x.cores;
         mfu = model_flops_of(&x) / (peak * secs) * 100;
     }
-    printf("predicted device time on %s (%u core%s): %.3f ms, MFU %.1f%%\n", machine, x.cores, x.cores > 1 ? "s" : "",
-           secs * 1e3, mfu);
+    /* two significant digits for a small model's small MFU, one decimal otherwise */
+    printf("predicted device time on %s (%u core%s): %.3f ms, MFU %.*f%%\n", machine, x.cores, x.cores > 1 ? "s" : "",
+           secs * 1e3, mfu >= 1 || mfu == 0 ? 1 : (int)ceil(-log10(mfu)) + 1, mfu);
     if (prof) {
         tern_prof_summary sum;
         if (tern_prof_finish(prof, &st, &sum, &err)) {
