@@ -5,8 +5,8 @@ NAME.out.npy next to it.
 
     /usr/bin/python3 scripts/gen_models.py OUTDIR [NAME ...]
 
-NAMEs: mlp, gpt2_tiny (the demo transformer), gpt2_small, gpt2_124m, bert_tiny, bert_base, resnet_tiny,
-resnet18. Without NAMEs: mlp, gpt2_tiny, bert_tiny (the quick ones the tests use).
+NAMEs: mlp, mlp_batch (the MLP with a symbolic batch), gpt2_tiny (the demo transformer), gpt2_small, gpt2_124m, bert_tiny, bert_base, resnet_tiny,
+resnet18. Without NAMEs: mlp, mlp_batch, gpt2_tiny, bert_tiny (the quick ones the tests use).
 """
 import math
 import os
@@ -133,6 +133,8 @@ class ResNet(nn.Module):
 def models():
     return {
         "mlp": (lambda: MLP(), lambda: torch.randn(8, 256), "x"),
+        # the same MLP with a symbolic batch (dynamic axis 0): what `--cores N` splits
+        "mlp_batch": (lambda: MLP(), lambda: torch.randn(8, 256), "x"),
         "gpt2_tiny": (lambda: GPT(256, 64, 4, 2, 32), lambda: torch.randint(0, 256, (1, 32)), "input_ids"),
         "gpt2_small": (lambda: GPT(1024, 256, 4, 4, 128), lambda: torch.randint(0, 1024, (1, 128)), "input_ids"),
         "gpt2_124m": (lambda: GPT(50257, 768, 12, 12, 128), lambda: torch.randint(0, 50257, (1, 128)), "input_ids"),
@@ -152,8 +154,9 @@ def export(name, outdir):
     path = os.path.join(outdir, name + ".onnx")
     with torch.no_grad():
         y = m(x)
+        dyn = {in_name: {0: "batch"}, "output": {0: "batch"}} if name.endswith("_batch") else None
         torch.onnx.export(m, (x,), path, input_names=[in_name], output_names=["output"], opset_version=OPSET,
-                          do_constant_folding=True)
+                          do_constant_folding=True, dynamic_axes=dyn)
     np.save(os.path.join(outdir, name + ".in.npy"), x.numpy())
     np.save(os.path.join(outdir, name + ".out.npy"), y.numpy().astype(np.float32))
     return path
@@ -165,7 +168,7 @@ def main():
         sys.exit(2)
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    names = sys.argv[2:] or ["mlp", "gpt2_tiny", "bert_tiny"]
+    names = sys.argv[2:] or ["mlp", "mlp_batch", "gpt2_tiny", "bert_tiny"]
     for n in names:
         if n not in models():
             print(f"gen_models: unknown model '{n}' (known: {', '.join(models())})", file=sys.stderr)

@@ -496,6 +496,13 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
                 return tern_error_set(err, TERN_ERR_INVALID,
                                       "compile: input '%s': batch %lld does not split evenly over %u cores", gv->name,
                                       gv->rank ? (long long)dims[0] : 0LL, o.cores);
+            /* the model's shapes are only re-derived for a symbolic batch: a fixed one is baked into its
+             * Reshape constants, so splitting it would silently compute something else */
+            if (gv->dims[0] >= 0)
+                return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                      "compile: input '%s' has a fixed batch of %lld; --cores %u splits only a symbolic "
+                                      "batch dimension (export with dynamic_axes and give the batch with --dim)",
+                                      gv->name, (long long)gv->dims[0], o.cores);
             dims[0] /= o.cores;
         }
         tern_status st = tern_graph_set_input_shape(g, gv->name, gv->rank, dims, err);

@@ -52,6 +52,19 @@ if "$tern" run "$data/mlp.onnx" --output-dir "$tmp/new" > /dev/null && [ -f "$tm
 out=$("$tern" run "$data/mlp.onnx" --output-dir /nonexistent/a/b 2>&1 >/dev/null); rc=$?
 case "$rc:$out" in 1:*"--output-dir /nonexistent/a/b: cannot create the directory"*) pass=$((pass+1)) ;;
   *) echo "NOT OK: bad --output-dir: $rc $out"; fail=$((fail+1)) ;; esac
+# A batch split over the two cores of a trn1 chip gives the outputs of one core, bit for bit; a fixed batch is
+# refused with the reason.
+mkdir -p "$tmp/c1" "$tmp/c2"
+if "$tern" run "$data/mlp_batch.onnx" --dim 8 --input "x=$data/mlp_batch.in.npy" --output-dir "$tmp/c1" > /dev/null &&
+   "$tern" run "$data/mlp_batch.onnx" --dim 8 --cores 2 --input "x=$data/mlp_batch.in.npy" --output-dir "$tmp/c2" \
+     > "$tmp/c2.log" && grep -q "(2 cores)" "$tmp/c2.log" && cmp -s "$tmp/c1/output.npy" "$tmp/c2/output.npy" &&
+   $py -c "import sys, numpy as np; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); \
+sys.exit(0 if a.shape == b.shape and np.abs(a - b).max() <= 2e-2 * np.abs(b).max() else 1)" \
+     "$tmp/c2/output.npy" "$data/mlp_batch.out.npy"; then
+  pass=$((pass+1)); else echo "NOT OK: --cores 2 differs from one core (or failed)"; fail=$((fail+1)); fi
+out=$("$tern" run "$data/mlp.onnx" --cores 2 2>&1 >/dev/null); rc=$?
+case "$rc:$out" in 1:*"fixed batch of 8; --cores 2 splits only a symbolic batch"*) pass=$((pass+1)) ;;
+  *) echo "NOT OK: fixed batch split: $rc $out"; fail=$((fail+1)) ;; esac
 # Errors: a missing file, a bad option, an input of the wrong shape.
 "$tern" run /nonexistent.onnx > /dev/null 2>&1; [ $? -eq 1 ] && pass=$((pass+1)) || { echo "NOT OK: missing model exit code"; fail=$((fail+1)); }
 "$tern" run "$data/mlp.onnx" --bogus > /dev/null 2>&1; [ $? -eq 2 ] && pass=$((pass+1)) || { echo "NOT OK: bad option exit code"; fail=$((fail+1)); }
