@@ -83,10 +83,12 @@ typedef struct {
 } tern_rt_options;
 
 /* Load an executable onto a machine (core, chip or instance: its core geometry and timing are used; the
- * executable's core count must fit the chip). The executable is copied. */
+ * executable's core count must fit the chip). The executable is copied, except its constants' bytes, which are
+ * written into the cores' HBM here: the caller may free x once this returns. */
 tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt_options *o, tern_rt **out,
                            tern_error *err);
 void tern_rt_free(tern_rt *rt);
+/* The loaded executable (its constants carry no data: see tern_rt_create). */
 const tern_exe *tern_rt_exe(const tern_rt *rt);
 
 /* Inputs and outputs as whole-model arrays in their own dtype (row-major). */
