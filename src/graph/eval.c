@@ -973,11 +973,7 @@ static tern_status ev_slice(const ectx *c)
             o->f[k] = x->f[off];
         else
             o->i[k] = x->i[off];
-        for (int d = r - 1; d >= 0; d--) {
-            if (++idx[d] < dims[d])
-                break;
-            idx[d] = 0;
-        }
+        ev_next_index(idx, dims, r);
     }
     return TERN_OK;
 }
@@ -1066,11 +1062,7 @@ static tern_status ev_gather_elements(const ectx *c)
             o->f[k] = x->f[off];
         else
             o->i[k] = x->i[off];
-        for (int d = x->rank - 1; d >= 0; d--) {
-            if (++idx[d] < ind->dims[d])
-                break;
-            idx[d] = 0;
-        }
+        ev_next_index(idx, ind->dims, x->rank);
     }
     return TERN_OK;
 }
@@ -1141,11 +1133,7 @@ static tern_status ev_tile(const ectx *c)
             o->f[k] = x->f[off];
         else
             o->i[k] = x->i[off];
-        for (int d = n - 1; d >= 0; d--) {
-            if (++idx[d] < dims[d])
-                break;
-            idx[d] = 0;
-        }
+        ev_next_index(idx, dims, n);
     }
     return TERN_OK;
 }
@@ -1223,11 +1211,7 @@ static tern_status ev_pad(const ectx *c)
             o->f[k] = outside ? (float)cval : x->f[off];
         else
             o->i[k] = outside ? d2i(cval) : x->i[off];
-        for (int d = r - 1; d >= 0; d--) {
-            if (++idx[d] < dims[d])
-                break;
-            idx[d] = 0;
-        }
+        ev_next_index(idx, dims, r);
     }
     graph_tensor_normalize(o);
     return TERN_OK;

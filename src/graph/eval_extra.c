@@ -311,11 +311,7 @@ static tern_status ev_scatter_elements(const ectx *c)
         for (int d = 0; d < x->rank; d++)
             off += (d == ax ? (v < 0 ? v + dim : v) : idx[d]) * xs[d];
         combine(o, (size_t)off, u, e, kind);
-        for (int d = x->rank - 1; d >= 0; d--) {
-            if (++idx[d] < ind->dims[d])
-                break;
-            idx[d] = 0;
-        }
+        ev_next_index(idx, ind->dims, x->rank);
     }
     return TERN_OK;
 }
@@ -509,11 +505,7 @@ static tern_status ev_mvn(const ectx *c)
         gi[e] = g;
         sum[g] += x->f[e];
         cnt[g]++;
-        for (int d = x->rank - 1; d >= 0; d--) {
-            if (++idx[d] < x->dims[d])
-                break;
-            idx[d] = 0;
-        }
+        ev_next_index(idx, x->dims, x->rank);
     }
     for (size_t e = 0; e < x->count; e++) {
         double m = sum[gi[e]] / (double)cnt[gi[e]], v = x->f[e] - m;
@@ -833,11 +825,7 @@ static tern_status ev_resize(const ectx *c)
             o->i[e] = isnan(acc) ? 0 : acc >= 9223372036854775807.0 ? INT64_MAX
                       : acc <= -9223372036854775808.0 ? INT64_MIN
                                                      : (int64_t)nearbyint(acc);
-        for (int d = r - 1; d >= 0; d--) {
-            if (++idx[d] < out[d])
-                break;
-            idx[d] = 0;
-        }
+        ev_next_index(idx, out, r);
     }
     free(ti), free(tw), free(outside);
     graph_tensor_normalize(o);

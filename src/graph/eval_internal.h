@@ -30,4 +30,14 @@ typedef tern_status (*eval_fn)(const ectx *c);
 eval_fn graph_eval_nn_lookup(const char *op);
 eval_fn graph_eval_extra_lookup(const char *op);
 
+/* Advance a row-major multi-index over dims (rank r): the last axis fastest, wrapping to all zeros. */
+static inline void ev_next_index(int64_t *idx, const int64_t *dims, int r)
+{
+    for (int d = r - 1; d >= 0; d--) {
+        if (++idx[d] < dims[d])
+            return;
+        idx[d] = 0;
+    }
+}
+
 #endif
