@@ -514,8 +514,6 @@ static int lower_matmul(cc *c)
                         (unsigned long long)bias->numel, (unsigned long long)N);
                 return 1;
             } else {
-                double zero = 0;
-                (void)zero;
                 memset(&bias_tmp, 0, sizeof bias_tmp);
                 bias_tmp.dt = TERN_DTYPE_FP32;
                 bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
