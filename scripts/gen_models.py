@@ -130,6 +130,29 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class AttnAdd(nn.Module):
+    """Bare attention, scaled by a multiplication, with an additive mask given at run time; 200 queries (two tiles
+    of 128 partitions) and 600 keys (two PSUM banks of scores, five key blocks)."""
+
+    def forward(self, q, k, v, mask):
+        att = (q @ k.transpose(-2, -1)) * 0.125 + mask
+        return torch.softmax(att, dim=-1) @ v
+
+
+class AttnWhere(nn.Module):
+    """Bare attention with torch.where(keep, scores, fill): a Where whose fill is on the false side, and a keep
+    pattern that differs per head."""
+
+    def __init__(self, heads, s):
+        super().__init__()
+        self.register_buffer("keep", torch.rand(heads, s, s) > 0.3)
+
+    def forward(self, q, k, v):
+        att = (q @ k.transpose(-2, -1)) / 8.0
+        att = torch.where(self.keep, att, torch.tensor(-1e9))
+        return torch.softmax(att, dim=-1) @ v
+
+
 def models():
     return {
         "mlp": (lambda: MLP(), lambda: torch.randn(8, 256), "x"),
@@ -141,6 +164,13 @@ def models():
         "bert_tiny": (lambda: BERT(512, 64, 4, 2, 32), lambda: torch.randint(0, 512, (1, 32)), "input_ids"),
         "bert_base": (lambda: BERT(30522, 768, 12, 12, 128), lambda: torch.randint(0, 30522, (1, 128)), "input_ids"),
         "bert_large": (lambda: BERT(30522, 1024, 16, 24, 128), lambda: torch.randint(0, 30522, (1, 128)), "input_ids"),
+        "attn_add": (lambda: AttnAdd(),
+                     lambda: (torch.randn(1, 2, 200, 64), torch.randn(1, 2, 600, 64), torch.randn(1, 2, 600, 96),
+                              torch.where(torch.rand(1, 1, 200, 600) > 0.2, 0.0, -10000.0)),
+                     ("q", "k", "v", "mask")),
+        "attn_where": (lambda: AttnWhere(3, 48),
+                       lambda: (torch.randn(2, 3, 48, 32), torch.randn(2, 3, 48, 32), torch.randn(2, 3, 48, 32)),
+                       ("q", "k", "v")),
         "resnet_tiny": (lambda: ResNet([8, 16], [1, 1], 10), lambda: torch.randn(1, 3, 32, 32), "image"),
         "resnet18": (lambda: ResNet([64, 128, 256, 512], [2, 2, 2, 2], 1000), lambda: torch.randn(1, 3, 224, 224),
                      "image"),
@@ -151,13 +181,18 @@ def export(name, outdir):
     make, sample, in_name = models()[name]
     m = make().eval()
     x = sample()
+    xs, names = (x, list(in_name)) if isinstance(x, tuple) else ((x,), [in_name])
     path = os.path.join(outdir, name + ".onnx")
     with torch.no_grad():
-        y = m(x)
+        y = m(*xs)
         dyn = {in_name: {0: "batch"}, "output": {0: "batch"}} if name.endswith("_batch") else None
-        torch.onnx.export(m, (x,), path, input_names=[in_name], output_names=["output"], opset_version=OPSET,
+        torch.onnx.export(m, xs, path, input_names=names, output_names=["output"], opset_version=OPSET,
                           do_constant_folding=True, dynamic_axes=dyn)
-    np.save(os.path.join(outdir, name + ".in.npy"), x.numpy())
+    if len(xs) == 1:
+        np.save(os.path.join(outdir, name + ".in.npy"), x.numpy())
+    else:  # several inputs: NAME.INPUT.npy each
+        for t, n in zip(xs, names):
+            np.save(os.path.join(outdir, f"{name}.{n}.npy"), t.numpy())
     np.save(os.path.join(outdir, name + ".out.npy"), y.numpy().astype(np.float32))
     return path
 
@@ -168,7 +203,7 @@ def main():
         sys.exit(2)
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    names = sys.argv[2:] or ["mlp", "mlp_batch", "gpt2_tiny", "bert_tiny"]
+    names = sys.argv[2:] or ["mlp", "mlp_batch", "gpt2_tiny", "bert_tiny", "attn_add", "attn_where"]
     for n in names:
         if n not in models():
             print(f"gen_models: unknown model '{n}' (known: {', '.join(models())})", file=sys.stderr)

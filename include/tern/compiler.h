@@ -24,6 +24,7 @@ typedef struct {
     tern_dtype matmul_dtype;/* TERN_DTYPE_BF16 (default), TERN_DTYPE_FP32 or TERN_DTYPE_FP8_E4M3 */
     unsigned cores;         /* split the batch (axis 0 of every input and output) over this many cores; 0 = 1 */
     int64_t default_dim;    /* value for symbolic input dims left unbound (batch, sequence); 0 = 1 */
+    int no_attention_fusion;/* keep attention as separate MatMul/Softmax/... nodes (tern.Attention otherwise) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
 } tern_compile_opts;

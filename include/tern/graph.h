@@ -192,11 +192,20 @@ int tern_graph_prune(tern_graph *g);
  *  - decomposed GELU x*0.5*(1+erf(x/sqrt2)) (either multiplication order) and the tanh form
  *    0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))  ->  Gelu(x) with approximate = "none" | "tanh";
  *  - the decomposed layer norm torch exports below opset 17, ReduceMean/Sub/Pow(2)/ReduceMean/Add(eps)/Sqrt/
- *    Div/Mul(gamma)/Add(beta) over the last axis -> LayerNormalization(x, gamma, beta, axis=-1, epsilon).
+ *    Div/Mul(gamma)/Add(beta) over the last axis -> LayerNormalization(x, gamma, beta, axis=-1, epsilon);
+ *  - scaled dot-product attention, MatMul(Q, KT) [/ or * a constant scalar] [Where(bool cond, fill, x) or
+ *    Where(cond, x, fill) with a constant scalar fill | Add(x, mask)] Softmax(last axis) MatMul(., V), all fp32
+ *    with the same known batch dims, head size D <= 128, value size Dv <= 512, keys Sk <= 2048 ->
+ *    tern.Attention(Q, KT, V [, cond | mask]) with attributes scale_op (0 none, 1 divide, 2 multiply), scale,
+ *    mask (0 none, 1 where fill-on-true, 2 where fill-on-false, 3 additive) and fill.
  * Intermediate values must have no other users. Returns the number of rewrites in *fused (may be NULL). */
 tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err);
+/* Flags that switch fusions off (for comparisons and debugging). */
+#define TERN_GRAPH_NO_ATTENTION_FUSION 1u
+tern_status tern_graph_fuse_flags(tern_graph *g, unsigned flags, int *fused, tern_error *err);
 /* The standard pipeline: infer, fold, prune, fuse, prune. */
 tern_status tern_graph_optimize(tern_graph *g, tern_error *err);
+tern_status tern_graph_optimize_flags(tern_graph *g, unsigned flags, tern_error *err);
 
 /* ---- host reference evaluator ---- */
 /* Evaluates node i: inputs[k] is the tensor of the node's k-th input (NULL for an omitted optional one);

@@ -111,8 +111,11 @@ typedef struct {
     void *event_ctx;
 } tern_core_options;
 
-/* Matmul implementations; all give bit-identical results (docs/isa.md), they differ only in speed. */
-enum { TERN_MATMUL_AUTO = 0, TERN_MATMUL_REFERENCE = 1, TERN_MATMUL_BLAS = 2 };
+/* Matmul implementations; all give bit-identical results (docs/isa.md), they differ only in speed. AUTO: the
+ * AVX512-BF16 dot products when the inputs allow, else the fp32 FMA kernel; FP32: the fp32 FMA kernel only;
+ * REFERENCE: the defining loop. TERN_MATMUL_BLAS is the old name of FP32 (the simulator no longer calls a BLAS). */
+enum { TERN_MATMUL_AUTO = 0, TERN_MATMUL_REFERENCE = 1, TERN_MATMUL_FP32 = 2 };
+#define TERN_MATMUL_BLAS TERN_MATMUL_FP32
 
 typedef struct tern_core tern_core;
 

@@ -45,6 +45,7 @@ typedef struct {
     tern_dtype dtype;
     unsigned cores;
     int64_t dim;
+    int no_attention_fusion;
 } compile_args;
 
 static int parse_dtype(const char *s, tern_dtype *dt)
@@ -68,6 +69,7 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
     o.matmul_dtype = a->dtype;
     o.cores = a->cores;
     o.default_dim = a->dim;
+    o.no_attention_fusion = a->no_attention_fusion;
     o.progress = progress;
     tern_error err;
     if (tern_compile_onnx(a->model, &o, x, rep, &err)) {
@@ -84,11 +86,12 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
 static void compile_usage(FILE *f)
 {
     fprintf(f, "usage: tern compile MODEL.onnx -o MODEL.tern [--machine NAME] [--dtype bf16|fp32|fp8] [--cores N]\n"
-               "                    [--dim N]\n"
+               "                    [--dim N] [--no-fuse-attention]\n"
                "  --machine  target (trn1, trn2, trn3 or any catalogue name or JSON path; default trn1)\n"
                "  --dtype    matmul precision: bf16 with fp32 accumulation (default), fp32, fp8 (e4m3)\n"
                "  --cores    split the batch over N NeuronCores of the chip (default 1)\n"
-               "  --dim      value for symbolic input dimensions (batch, sequence; default 1)\n");
+               "  --dim      value for symbolic input dimensions (batch, sequence; default 1)\n"
+               "  --no-fuse-attention  keep attention as separate nodes (for comparisons)\n");
 }
 
 /* Shared option parsing of compile and run; returns -1 for a usage error, else the next index. */
@@ -112,6 +115,8 @@ static int parse_common(int argc, char **argv, int i, compile_args *a, int *used
         }
         a->cores = (unsigned)v;
         *used = 2;
+    } else if (!strcmp(argv[i], "--no-fuse-attention")) {
+        a->no_attention_fusion = 1;
     } else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
         long long v = strtoll(argv[i + 1], NULL, 10);
         if (v < 1) {
@@ -128,7 +133,7 @@ static int parse_common(int argc, char **argv, int i, compile_args *a, int *used
 
 int tern_cmd_compile(int argc, char **argv)
 {
-    compile_args a = {NULL, NULL, "trn1.2xlarge", TERN_DTYPE_BF16, 1, 1};
+    compile_args a = {NULL, NULL, "trn1.2xlarge", TERN_DTYPE_BF16, 1, 1, 0};
     for (int i = 1; i < argc;) {
         int used;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -186,7 +191,8 @@ static void run_usage(FILE *f)
 {
     fprintf(f, "usage: tern run MODEL.tern|MODEL.onnx [--machine NAME] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
                "                [--profile] [--trace FILE.json] [--svg FILE.svg] [--timing-only] [--seed N]\n"
-               "                [--dtype ...] [--cores N] [--dim N]   (the last three when compiling an ONNX model)\n"
+               "                [--dtype ...] [--cores N] [--dim N] [--no-fuse-attention]   (the last four when compiling\n"
+               "                an ONNX model)\n"
                "Inputs not given are filled with seeded random values. Prints each output's summary, the predicted\n"
                "device time and MFU; --profile adds the profiler summary.\n");
 }
@@ -267,7 +273,7 @@ static double model_flops_of(const tern_exe *x)
 
 int tern_cmd_run(int argc, char **argv)
 {
-    compile_args a = {NULL, NULL, NULL, TERN_DTYPE_BF16, 1, 1};
+    compile_args a = {NULL, NULL, NULL, TERN_DTYPE_BF16, 1, 1, 0};
     const char *outdir = NULL, *trace = NULL, *svg = NULL;
     const char *in_names[64], *in_files[64];
     int nin = 0, profile = 0, timing_only = 0;

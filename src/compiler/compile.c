@@ -509,7 +509,7 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
         if (st)
             return st;
     }
-    tern_status st = tern_graph_optimize(g, err);
+    tern_status st = tern_graph_optimize_flags(g, o.no_attention_fusion ? TERN_GRAPH_NO_ATTENTION_FUSION : 0, err);
     if (st)
         return st;
     r.nodes_after_opt = tern_graph_node_count(g);

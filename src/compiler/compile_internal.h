@@ -82,5 +82,7 @@ cc_lower_fn cc_lowering(const char *domain, const char *op);
 /* Lowerings of convolutional-network ops (lower_cnn.c) and of further ONNX ops (lower_extra.c). */
 cc_lower_fn cc_lowering_cnn(const char *op);
 cc_lower_fn cc_lowering_extra(const char *op);
+/* tern.Attention, the fused attention (lower_attention.c). */
+int cc_lower_attention(cc *c);
 
 #endif

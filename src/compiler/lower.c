@@ -781,8 +781,9 @@ static int main_handles(cc *c)
     cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
     if (!x)
         return 1; /* let the rule report it */
-    if (!strcmp(op, "Softmax"))
-        return cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1;
+    if (!strcmp(op, "Softmax")) /* before opset 13 the default axis is 1 (and the input is flattened there) */
+        return cc_norm_axis(tern_graph_attr_int(n, "axis", tern_graph_opset(c->g) >= 13 ? -1 : 1), x->rank) ==
+               x->rank - 1;
     if (!strcmp(op, "LayerNormalization"))
         return cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1 && cc_out_id(c, 1) < 0 &&
                cc_out_id(c, 2) < 0;
@@ -817,6 +818,8 @@ cc_lower_fn cc_lowering(const char *domain, const char *op)
 {
     if (domain && domain[0] && strcmp(domain, "tern") && strcmp(domain, "ai.onnx"))
         return NULL;
+    if (!strcmp(op, "Attention")) /* ONNX's own Attention (opset 23) is another op */
+        return domain && !strcmp(domain, "tern") ? cc_lower_attention : NULL;
     cc_lower_fn main = lowering_main(op), extra = cc_lowering_extra(op);
     if (main && extra)
         return lower_dispatch;

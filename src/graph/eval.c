@@ -1452,8 +1452,8 @@ static const struct {
 static eval_fn lookup(const char *domain, const char *op)
 {
     if (strcmp(domain, "tern") == 0)
-        return strcmp(op, "MatMulBias") == 0 ? graph_eval_nn_lookup(op) : NULL;
-    if (strcmp(op, "MatMulBias") == 0)
+        return strcmp(op, "MatMulBias") == 0 || strcmp(op, "Attention") == 0 ? graph_eval_nn_lookup(op) : NULL;
+    if (strcmp(op, "MatMulBias") == 0 || strcmp(op, "Attention") == 0)
         return NULL;
     if (domain[0] && strcmp(domain, "ai.onnx") != 0)
         return NULL;

@@ -154,6 +154,86 @@ static tern_status ev_matmul_bias(const ectx *c)
     return TERN_OK;
 }
 
+/* tern.Attention(Q, KT, V [, mask]): softmax(mask(scale(Q @ KT))) @ V, with the attributes of the fusion
+ * (passes.c): the same arithmetic as the nodes it replaced (fp32 products, the scale as one fp32 divide or
+ * multiply, the Where or Add, softmax statistics in double). */
+static tern_status ev_attention(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)) || (st = ereq(c, 1, 1)) || (st = ereq(c, 2, 1)))
+        return st;
+    int scale_op = (int)tern_graph_attr_int(c->n, "scale_op", 0), mode = (int)tern_graph_attr_int(c->n, "mask", 0);
+    float scale = tern_graph_attr_float(c->n, "scale", 1.0f), fill = tern_graph_attr_float(c->n, "fill", 0.0f);
+    const tern_host_tensor *m = IN(3);
+    if (scale_op < 0 || scale_op > 2 || mode < 0 || mode > 3 || (mode != 0) != (m != NULL))
+        return efail(c, TERN_ERR_INVALID, "scale_op %d / mask %d with %s mask input", scale_op, mode,
+                     m ? "a" : "no");
+    tern_host_tensor *s, *o;
+    if ((st = matmul(c, IN(0), IN(1), &s)))
+        return st;
+    int r = s->rank;
+    size_t Sk = (size_t)s->dims[r - 1];
+    int64_t mst[TERN_GRAPH_MAX_RANK] = {0}, idx[TERN_GRAPH_MAX_RANK] = {0};
+    if (m) {
+        if (m->rank > r) {
+            tern_host_tensor_free(s);
+            return efail(c, TERN_ERR_INVALID, "mask of rank %d for scores of rank %d", m->rank, r);
+        }
+        int64_t ms[TERN_GRAPH_MAX_RANK];
+        strides_of(m->rank, m->dims, ms);
+        for (int d = 0; d < m->rank; d++) {
+            int sd = d + r - m->rank;
+            if (m->dims[d] != 1 && m->dims[d] != s->dims[sd]) {
+                tern_host_tensor_free(s);
+                return efail(c, TERN_ERR_INVALID, "mask dim %d is %lld, the scores' is %lld", d,
+                             (long long)m->dims[d], (long long)s->dims[sd]);
+            }
+            mst[sd] = m->dims[d] == 1 ? 0 : ms[d];
+        }
+    }
+    for (size_t e = 0; e < s->count; e++) {
+        float x = s->f[e];
+        if (scale_op == 1)
+            x = x / scale;
+        else if (scale_op == 2)
+            x = x * scale;
+        if (m) {
+            int64_t off = 0;
+            for (int d = 0; d < r; d++)
+                off += idx[d] * mst[d];
+            double mv = tern_host_tensor_get(m, (size_t)off);
+            if (mode == 1 && mv != 0)
+                x = fill;
+            else if (mode == 2 && mv == 0)
+                x = fill;
+            else if (mode == 3)
+                x = x + (float)mv;
+            ev_next_index(idx, s->dims, r);
+        }
+        s->f[e] = x;
+    }
+    for (size_t row = 0; row < s->count / Sk; row++) {
+        float *p = s->f + row * Sk;
+        double mx = -INFINITY, sum = 0;
+        for (size_t e = 0; e < Sk; e++)
+            mx = p[e] > mx ? p[e] : mx;
+        for (size_t e = 0; e < Sk; e++)
+            sum += exp((double)p[e] - mx);
+        for (size_t e = 0; e < Sk; e++)
+            p[e] = (float)(exp((double)p[e] - mx) / sum);
+    }
+    st = matmul(c, s, IN(2), &o);
+    tern_host_tensor_free(s);
+    if (st)
+        return st;
+    graph_tensor_normalize(o);
+    if (WANT_OUT(0))
+        c->out[0] = o;
+    else
+        tern_host_tensor_free(o);
+    return TERN_OK;
+}
+
 static tern_status ev_gemm(const ectx *c)
 {
     tern_status st;
@@ -811,7 +891,7 @@ static const struct {
     {"ReduceMax", ev_reduce}, {"ReduceMin", ev_reduce}, {"ReduceProd", ev_reduce}, {"ReduceL1", ev_reduce},
     {"ReduceL2", ev_reduce}, {"ReduceSumSquare", ev_reduce}, {"ReduceLogSum", ev_reduce},
     {"ReduceLogSumExp", ev_reduce}, {"ArgMax", ev_argminmax}, {"ArgMin", ev_argminmax},
-    {"MatMulBias", ev_matmul_bias},
+    {"MatMulBias", ev_matmul_bias}, {"Attention", ev_attention},
 };
 
 eval_fn graph_eval_nn_lookup(const char *op)

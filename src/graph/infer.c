@@ -213,6 +213,24 @@ static tern_status infer_matmul(ictx *c)
     return TERN_OK;
 }
 
+/* tern.Attention(Q [..., Sq, D], KT [..., D, Sk], V [..., Sk, Dv] [, mask]) -> [..., Sq, Dv] */
+static tern_status infer_attention(ictx *c)
+{
+    const tern_graph_value *q = V(c, 0), *k = V(c, 1), *v = V(c, 2);
+    if (!q || !k || !v || q->rank < 2 || k->rank != q->rank || v->rank != q->rank)
+        return ifail(c, TERN_ERR_INVALID, "needs Q, KT and V of the same rank >= 2");
+    int r = q->rank;
+    if (k->dims[r - 2] != q->dims[r - 1] || v->dims[r - 2] != k->dims[r - 1])
+        return ifail(c, TERN_ERR_INVALID, "Q [..., %lld, %lld], KT [..., %lld, %lld] and V [..., %lld, %lld] do not chain",
+                     (long long)q->dims[r - 2], (long long)q->dims[r - 1], (long long)k->dims[r - 2],
+                     (long long)k->dims[r - 1], (long long)v->dims[r - 2], (long long)v->dims[r - 1]);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    memcpy(dims, q->dims, sizeof dims);
+    dims[r - 1] = v->dims[r - 1];
+    set_out(c, 0, q->type, r, dims);
+    return TERN_OK;
+}
+
 static tern_status infer_window(ictx *c, const int64_t *kernel, int ceil_mode, int64_t C_out, tern_elem_type t)
 {
     const tern_graph_value *x = V(c, 0);
@@ -237,6 +255,8 @@ static tern_status infer_node(ictx *c)
     int nb, known, given, r;
     if (strcmp(n->domain, "tern") == 0 && strcmp(op, "MatMulBias") == 0)
         return infer_matmul(c);
+    if (strcmp(n->domain, "tern") == 0 && strcmp(op, "Attention") == 0)
+        return infer_attention(c);
     if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
         return ifail(c, TERN_ERR_UNSUPPORTED, "domain \"%s\" is not supported", n->domain);
 

@@ -519,7 +519,137 @@ static tern_status fuse_matmul_bias(fctx *f, int i, int *hits, tern_error *err)
     return rewrite(f, last, "tern", "MatMulBias", 3, ins, 1, &at, err);
 }
 
-static tern_status fuse_round(tern_graph *g, int *hits, tern_error *err)
+/* Scaled dot-product attention -> tern.Attention(Q, KT, V [, mask]):
+ *   MatMul(Q, KT) [Div|Mul by a constant scalar] [Where(cond, fill, x) | Where(cond, x, fill) | Add(x, mask)]
+ *   Softmax(last axis) MatMul(., V)
+ * with Q [..., Sq, D], KT [..., D, Sk], V [..., Sk, Dv], the same known batch dims, fp32. Attributes: scale_op
+ * (0 none, 1 divide, 2 multiply), scale, mask (0 none, 1 where with the fill on true, 2 where with the fill on
+ * false, 3 additive), fill. Fused only for shapes the on-chip lowering takes: D <= 128, Dv <= 512, Sk <= 2048;
+ * a mask broadcasts to the scores with its last dim Sk. */
+#define ATT_MAX_D 128
+#define ATT_MAX_DV 512
+#define ATT_MAX_SK 2048
+
+static int att_mask_ok(const tern_graph *g, int m, int r, const int64_t *sdims)
+{
+    const tern_graph_value *mv = &g->values[m];
+    if (mv->rank < 1 || mv->rank > r || mv->dims[mv->rank - 1] != sdims[r - 1])
+        return 0;
+    for (int d = 0; d < mv->rank; d++) {
+        int64_t md = mv->dims[mv->rank - 1 - d], sd = sdims[r - 1 - d];
+        if (md != 1 && md != sd)
+            return 0;
+    }
+    return 1;
+}
+
+/* Is v the scores: MatMul(Q, KT), optionally divided or multiplied by a constant scalar? */
+static int att_scores(const fctx *f, int v)
+{
+    int p = prod(f, v);
+    if (is_op(f, p, "Div") || is_op(f, p, "Mul")) {
+        const tern_graph_node *d = node(f, p);
+        int k0 = d->inputs[0], k1 = d->inputs[1];
+        const tern_host_tensor *c0 = f->g->values[k0].constant, *c1 = f->g->values[k1].constant;
+        if (c1 && c1->count == 1)
+            p = prod(f, k0);
+        else if (c0 && c0->count == 1 && !strcmp(d->op, "Mul"))
+            p = prod(f, k1);
+        else
+            return 0;
+    }
+    return is_op(f, p, "MatMul");
+}
+
+static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
+{
+    tern_graph *g = f->g;
+    const tern_graph_node *sm = &g->nodes[i];
+    int x = sm->inputs[0], nodes[5], nn = 0;
+    const tern_graph_value *xv = &g->values[x];
+    int64_t axis = tern_graph_attr_int(sm, "axis", tern_graph_opset(g) >= 13 ? -1 : 1);
+    if (xv->rank < 2 || xv->type != TERN_ELEM_FLOAT || (axis != -1 && axis != xv->rank - 1))
+        return TERN_OK;
+    int pv = only_user(f, sm->outputs[0]);
+    if (!is_op(f, pv, "MatMul") || g->nodes[pv].inputs[0] != sm->outputs[0] || !single(f, x))
+        return TERN_OK;
+    int mask_mode = 0, mask = -1, scale_op = 0;
+    float fill = 0, scale = 1;
+    int p = prod(f, x);
+    if (is_op(f, p, "Where")) {
+        const tern_graph_node *w = node(f, p);
+        int cnd = w->inputs[0], t = w->inputs[1], e = w->inputs[2];
+        const tern_graph_value *tv = &g->values[t], *ev = &g->values[e];
+        if (g->values[cnd].type != TERN_ELEM_BOOL)
+            return TERN_OK;
+        if (tv->constant && tv->constant->count == 1 && single(f, e)) {
+            mask_mode = 1, fill = (float)tern_host_tensor_get(tv->constant, 0), x = e;
+        } else if (ev->constant && ev->constant->count == 1 && single(f, t)) {
+            mask_mode = 2, fill = (float)tern_host_tensor_get(ev->constant, 0), x = t;
+        } else {
+            return TERN_OK;
+        }
+        mask = cnd;
+        nodes[nn++] = p;
+        p = prod(f, x);
+    } else if (is_op(f, p, "Add")) {
+        const tern_graph_node *a = node(f, p);
+        /* the scores are the operand a matmul (possibly scaled) produced */
+        int s0 = a->inputs[0], s1 = a->inputs[1];
+        int scores_first = att_scores(f, s0), scores_second = att_scores(f, s1);
+        if (scores_first == scores_second) /* both or neither: ambiguous */
+            return TERN_OK;
+        x = scores_first ? s0 : s1;
+        mask = scores_first ? s1 : s0;
+        if (!single(f, x) || g->values[mask].type != TERN_ELEM_FLOAT)
+            return TERN_OK;
+        mask_mode = 3;
+        nodes[nn++] = p;
+        p = prod(f, x);
+    }
+    if (is_op(f, p, "Div") || is_op(f, p, "Mul")) {
+        const tern_graph_node *d = node(f, p);
+        int divide = !strcmp(d->op, "Div");
+        int sv = d->inputs[1], other = d->inputs[0];
+        if (!divide && g->values[other].constant && g->values[other].constant->count == 1)
+            sv = d->inputs[0], other = d->inputs[1];
+        const tern_graph_value *c = &g->values[sv];
+        if (!c->constant || c->constant->count != 1 || !single(f, other))
+            return TERN_OK;
+        scale_op = divide ? 1 : 2;
+        scale = (float)tern_host_tensor_get(c->constant, 0);
+        x = other;
+        nodes[nn++] = p;
+        p = prod(f, x);
+    }
+    if (!is_op(f, p, "MatMul"))
+        return TERN_OK;
+    int q = g->nodes[p].inputs[0], kt = g->nodes[p].inputs[1], v = g->nodes[pv].inputs[1];
+    const tern_graph_value *Q = &g->values[q], *K = &g->values[kt], *V = &g->values[v], *S = &g->values[x];
+    int r = Q->rank;
+    if (r < 2 || K->rank != r || V->rank != r || S->rank != r || Q->type != TERN_ELEM_FLOAT ||
+        K->type != TERN_ELEM_FLOAT || V->type != TERN_ELEM_FLOAT || Q->constant || K->constant || V->constant)
+        return TERN_OK;
+    for (int d = 0; d < r; d++)
+        if (Q->dims[d] <= 0 || K->dims[d] <= 0 || V->dims[d] <= 0 || (d < r - 2 && (K->dims[d] != Q->dims[d] ||
+                                                                                      V->dims[d] != Q->dims[d])))
+            return TERN_OK;
+    int64_t D = Q->dims[r - 1], Sk = K->dims[r - 1], Dv = V->dims[r - 1];
+    if (K->dims[r - 2] != D || V->dims[r - 2] != Sk || D > ATT_MAX_D || Dv > ATT_MAX_DV || Sk > ATT_MAX_SK)
+        return TERN_OK;
+    if (mask >= 0 && !att_mask_ok(g, mask, r, S->dims))
+        return TERN_OK;
+    nodes[nn++] = p;
+    nodes[nn++] = i;
+    drop(f, nodes, nn);
+    int ins[4] = {q, kt, v, mask};
+    tern_graph_attr at[4] = {attr_int("scale_op", scale_op), attr_float("scale", scale), attr_int("mask", mask_mode),
+                             attr_float("fill", fill)};
+    (*hits)++;
+    return rewrite(f, pv, "tern", "Attention", mask >= 0 ? 4 : 3, ins, 4, at, err);
+}
+
+static tern_status fuse_round(tern_graph *g, unsigned flags, int *hits, tern_error *err)
 {
     fctx f = {g, NULL, NULL, NULL, NULL};
     size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
@@ -556,6 +686,8 @@ static tern_status fuse_round(tern_graph *g, int *hits, tern_error *err)
             st = fuse_gelu_tanh(&f, i, hits, err);
         else if (!strcmp(g->nodes[i].op, "ReduceMean"))
             st = fuse_layernorm(&f, i, hits, err);
+        else if (!strcmp(g->nodes[i].op, "Softmax") && !(flags & TERN_GRAPH_NO_ATTENTION_FUSION))
+            st = fuse_attention(&f, i, hits, err);
     }
     if (!st && *hits == before)
         for (int i = 0; i < g->n_nodes && !st; i++)
@@ -569,13 +701,13 @@ done:
     return st;
 }
 
-tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err)
+tern_status tern_graph_fuse_flags(tern_graph *g, unsigned flags, int *fused, tern_error *err)
 {
     int hits = 0;
     tern_status st = TERN_OK;
     for (int round = 0; round < 16; round++) {
         int before = hits;
-        if ((st = fuse_round(g, &hits, err)))
+        if ((st = fuse_round(g, flags, &hits, err)))
             break;
         if (hits == before && round > 0)
             break;
@@ -587,13 +719,20 @@ tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err)
     return tern_graph_infer(g, err);
 }
 
-tern_status tern_graph_optimize(tern_graph *g, tern_error *err)
+tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err)
+{
+    return tern_graph_fuse_flags(g, 0, fused, err);
+}
+
+tern_status tern_graph_optimize(tern_graph *g, tern_error *err) { return tern_graph_optimize_flags(g, 0, err); }
+
+tern_status tern_graph_optimize_flags(tern_graph *g, unsigned flags, tern_error *err)
 {
     tern_status st;
     if ((st = tern_graph_fold_constants(g, NULL, err)))
         return st;
     tern_graph_prune(g);
-    if ((st = tern_graph_fuse(g, NULL, err)))
+    if ((st = tern_graph_fuse_flags(g, flags, NULL, err)))
         return st;
     tern_graph_prune(g);
     return TERN_OK;

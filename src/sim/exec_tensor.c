@@ -406,12 +406,8 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                 matmul_reference(core->stationary, x, out, K, M, N);
             else if (matmul_identity(core->stationary, x, out, K, M, N))
                 ; /* a transpose through the array */
-            else if (core->opts.matmul_path == TERN_MATMUL_BLAS && K <= 128)
-                matmul_blas(core->stationary, x, out, K, M, N);
             else if (matmul_f32_supported())
                 matmul_f32_run(core_pool(core), core->stationary, x, out, K, M, N);
-            else if (K <= 128)
-                matmul_blas(core->stationary, x, out, K, M, N);
             else
                 matmul_reference(core->stationary, x, out, K, M, N);
             if (acc) {

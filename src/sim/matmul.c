@@ -11,10 +11,13 @@
  *     order exactly. The instruction flushes subnormal inputs and results, so this path is taken only when
  *     every nonzero input has magnitude in [2^-50, 2^51): then every product and every partial sum is a
  *     multiple of 2^-114 (never subnormal) and below 2^110 (never overflows). bf16 and fp8 inputs qualify
- *     (their values are exactly bf16 values); otherwise the BLAS path runs.
- *   - BLAS (OpenBLAS sgemm): for K <= 128 its microkernels accumulate each output over k in order with FMA.
+ *     (their values are exactly bf16 values); otherwise the fp32 path runs.
+ *   - fp32 FMA (AVX-512): a register-blocked kernel that keeps one accumulator per output and applies the fma
+ *     chain over k ascending, vectorised across outputs, so it is the reference loop by construction. (An
+ *     earlier version called OpenBLAS sgemm for K <= 128; its accumulation order depends on the microkernel
+ *     the library picks for the host CPU, and on an AMD Zen 4 host it differed from the chain, so the
+ *     simulator no longer uses a BLAS; hosts without AVX-512 run the reference loop.)
  * Work is split over the core's thread pool by rows of the output, so results never depend on thread count. */
-#include <cblas.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -58,13 +61,6 @@ int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint
         for (uint32_t n = 0; n < N; n++)
             out[(size_t)m * N + n] = s[(size_t)n * M + m] + 0.0f;
     return 1;
-}
-
-void matmul_blas(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
-{
-    /* out[M][N] = s[K][M]^T x[K][N] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, s, (int)M, x, (int)N, 0.0f, out,
-                (int)N);
 }
 
 int bf16_fast_ok(uint16_t b)

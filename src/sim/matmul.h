@@ -14,8 +14,6 @@
 void matmul_reference(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 /* The same when the moving operand is the identity (a transpose): 1 if it applied, 0 (nothing written) if not. */
 int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
-/* The same through cblas_sgemm (bit-identical for K <= 128; tested). */
-void matmul_blas(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 
 /* The fp32 fma chain vectorised across outputs (AVX-512), bit-identical to matmul_reference. */
 int matmul_f32_supported(void);

@@ -1,0 +1,284 @@
+/* The lowering of tern.Attention (the fused scaled dot-product attention of passes.c): softmax(mask(scale(Q @
+ * KT))) @ V for every batch-head, on chip from the loads of Q, KT and V to the store of the output, with no HBM
+ * temporaries. Per batch-head, KT [D, Sk] and V [Sk, Dv] are loaded once (cast to the matmul dtype by the DMA)
+ * and the next head's are prefetched while this one computes; per tile of up to 128 query rows:
+ *
+ *   qT        Q rows [rp, D] loaded, cast to the matmul dtype (VectorE), transposed through the PE array
+ *             (identity matmul on v2, transpose_pe on v3+) and copied out of PSUM by ScalarE: [D, rp];
+ *   scores    per 512 keys, matmul(stationary qT, moving KT chunk) into one PSUM bank, then VectorE applies the
+ *             scale (one fp32 divide or multiply) on the way to the fp32 SBUF row tile [rp, Sk];
+ *   mask      select against a fill tile (Where) or a tensor_tensor add (additive mask), the mask rows loaded
+ *             with a partition step of 0 when they broadcast over the queries;
+ *   softmax   the library's sequence: negated row max (VectorE), exp with the row sum (ScalarE), reciprocal and
+ *             the row scaling (VectorE);
+ *   P @ V     P cast to the matmul dtype, transposed in 128-key blocks through the PE array, and accumulated over
+ *             the key blocks in one PSUM bank [rp, Dv], copied out and stored.
+ *
+ * Every step is the same arithmetic, in the same order, as the unfused lowering (matmul2d, tern_lib_scalar,
+ * Where's select, tern_lib_softmax, matmul2d) for Sk <= 1024, so fused and unfused outputs are equal bit for bit
+ * (tests/compiler/test_attention.sh checks it); the fusion removes the HBM round trips of the scores, the
+ * probabilities and the transposed operands. */
+#include <string.h>
+
+#include "compiler/compile_internal.h"
+
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+typedef struct {
+    tern_view kT;     /* [D, Sk] in the matmul dtype */
+    tern_view v[16];  /* key blocks of V: [<=128, Dv] */
+    unsigned nv;
+} att_head;
+
+typedef struct {
+    cc *c;
+    tern_kernel *k;
+    cc_value *Q, *KT, *V, *M, *Y;
+    uint64_t Sq, D, Sk, Dv, BH;
+    int scale_op, mode;
+    float scale, fill;
+    tern_dtype mdt, pdt; /* matmul dtype; PSUM dtype of a transpose */
+    int pe_mode;
+    uint64_t T;          /* PE block edge (128) */
+    tern_view ident, fill_tile;
+    int64_t mstride[CC_MAX_RANK]; /* mask element strides over the scores' dims (0 where it broadcasts) */
+} att;
+
+static void load_head(att *a, uint64_t bh, att_head *h)
+{
+    h->kT = tern_kernel_sbuf(a->k, a->mdt, (uint32_t)a->D, (uint32_t)a->Sk, "att_kT");
+    tern_kernel_load(a->k, h->kT, cc_view2d(a->c, a->KT, bh * a->D * a->Sk, a->D, a->Sk, a->Sk));
+    h->nv = 0;
+    for (uint64_t s0 = 0; s0 < a->Sk; s0 += a->T) {
+        uint64_t kc = min_u64(a->T, a->Sk - s0);
+        tern_view t = tern_kernel_sbuf(a->k, a->mdt, (uint32_t)kc, (uint32_t)a->Dv, "att_v");
+        tern_kernel_load(a->k, t, cc_view2d(a->c, a->V, bh * a->Sk * a->Dv + s0 * a->Dv, kc, a->Dv, a->Dv));
+        h->v[h->nv++] = t;
+    }
+}
+
+static void release_head(att *a, att_head *h)
+{
+    tern_kernel_release(a->k, h->kT);
+    for (unsigned j = 0; j < h->nv; j++)
+        tern_kernel_release(a->k, h->v[j]);
+}
+
+/* dst (PSUM) = src^T through the PE array; src [p, f] in the matmul dtype. */
+static void pe_transpose(att *a, tern_view dst, tern_view src, uint64_t p)
+{
+    if (a->pe_mode)
+        tern_kernel_transpose_pe(a->k, dst, src);
+    else
+        tern_kernel_matmul(a->k, dst, src, tern_view_block(a->k, a->ident, 0, p, 0, p), 0);
+}
+
+/* A PSUM-to-SBUF copy on ScalarE (VectorE has the rest of the row work): tensor_copy on v3+, activation copy
+ * on v2 (both exact, the cast to the destination's dtype rounding to nearest even). */
+static void copy_on_scalar(att *a, tern_view dst, tern_view src)
+{
+    if (a->pe_mode)
+        tern_kernel_tensor_copy(a->k, TERN_ENGINE_SCALAR, dst, src);
+    else
+        tern_kernel_activation(a->k, dst, src, TERN_ACT_COPY, 1.0f, tern_view_none(), tern_view_none(),
+                               tern_view_none());
+}
+
+/* The mask's element offset of batch-head bh, query row q0. */
+static uint64_t mask_offset(const att *a, uint64_t bh, uint64_t q0)
+{
+    int r = a->Y->rank;
+    uint64_t off = q0 * (uint64_t)a->mstride[r - 2];
+    for (int d = r - 3; d >= 0; d--) {
+        uint64_t n = (uint64_t)a->Y->dims[d];
+        off += (bh % n) * (uint64_t)a->mstride[d];
+        bh /= n;
+    }
+    return off;
+}
+
+static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
+{
+    tern_kernel *k = a->k;
+    cc *c = a->c;
+    const uint32_t rp = (uint32_t)min_u64(a->T, a->Sq - q0), Sk = (uint32_t)a->Sk;
+    /* qT [D, rp] */
+    tern_view q = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->D, "att_q");
+    tern_kernel_load(k, q, cc_view2d(c, a->Q, bh * a->Sq * a->D + q0 * a->D, rp, a->D, a->D));
+    tern_view qb = q;
+    if (a->mdt != TERN_DTYPE_FP32) {
+        qb = tern_kernel_sbuf(k, a->mdt, rp, (uint32_t)a->D, "att_qb");
+        tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, qb, q);
+    }
+    tern_view qps = tern_kernel_psum(k, a->pdt, (uint32_t)a->D, rp, "att_qT_psum");
+    pe_transpose(a, qps, qb, rp);
+    tern_view qT = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->D, rp, "att_qT");
+    copy_on_scalar(a, qT, qps);
+    tern_kernel_release(k, qps);
+    if (qb.region != q.region)
+        tern_kernel_release(k, qb);
+    tern_kernel_release(k, q);
+    /* scores [rp, Sk], scaled */
+    tern_view x = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, Sk, "att_scores");
+    for (uint64_t s0 = 0; s0 < a->Sk; s0 += 512) {
+        uint64_t sw = min_u64(512, a->Sk - s0);
+        tern_view ps = tern_kernel_psum(k, TERN_DTYPE_FP32, rp, (uint32_t)sw, "att_scores_psum");
+        tern_kernel_matmul(k, ps, qT, tern_view_block(k, h->kT, 0, a->D, s0, s0 + sw), 0);
+        tern_view xs = tern_view_block(k, x, 0, rp, s0, s0 + sw);
+        if (a->scale_op == 1)
+            tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, xs, ps, TERN_ALU_DIVIDE, a->scale, TERN_ALU_BYPASS, 0.0f);
+        else if (a->scale_op == 2)
+            tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, xs, ps, TERN_ALU_MULT, a->scale, TERN_ALU_BYPASS, 0.0f);
+        else
+            tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, xs, ps);
+        tern_kernel_release(k, ps);
+    }
+    tern_kernel_release(k, qT);
+    /* mask */
+    if (a->mode) {
+        int r = a->Y->rank;
+        tern_view m = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, Sk, "att_mask");
+        uint32_t nums[1] = {Sk};
+        int32_t steps[1] = {(int32_t)a->mstride[r - 1]};
+        tern_kernel_load(k, m, cc_view(c, a->M, mask_offset(a, bh, q0), rp, a->mstride[r - 2], 1, nums, steps));
+        if (a->mode == 3) {
+            tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, x, x, m, TERN_ALU_ADD);
+        } else {
+            tern_view f = tern_view_block(k, a->fill_tile, 0, rp, 0, Sk);
+            if (a->mode == 1)
+                tern_kernel_select(k, x, m, f, x);
+            else
+                tern_kernel_select(k, x, m, x, f);
+        }
+        tern_kernel_release(k, m);
+    }
+    /* softmax over the keys (tern_lib_softmax's sequence) */
+    tern_view st = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, 3, "att_stats");
+    tern_view negmax = tern_view_slice(k, st, 1, 0, 1, 1);
+    tern_view sum = tern_view_slice(k, st, 1, 1, 2, 1);
+    tern_view rsum = tern_view_slice(k, st, 1, 2, 3, 1);
+    tern_kernel_tensor_reduce(k, negmax, x, TERN_ALU_MAX, 1, 1);
+    tern_kernel_activation(k, x, x, TERN_ACT_EXP, 1.0f, negmax, tern_view_none(), sum);
+    tern_kernel_reciprocal(k, rsum, sum);
+    tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, x, x, TERN_ALU_MULT, rsum, 0.0f, TERN_ALU_BYPASS,
+                                 tern_view_none(), 0.0f, 0);
+    tern_kernel_release(k, st);
+    /* P in the matmul dtype, transposed per key block, accumulated against V */
+    tern_view pb = x;
+    if (a->mdt != TERN_DTYPE_FP32) {
+        pb = tern_kernel_sbuf(k, a->mdt, rp, Sk, "att_p");
+        tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, pb, x);
+    }
+    /* The accumulation group owns a whole PSUM bank (512 fp32): the simulator, like the hardware, tracks
+     * accumulation per bank, and the transposes in between must not land in it. */
+    tern_view o_bank = tern_kernel_psum(k, TERN_DTYPE_FP32, rp, 512, "att_out_psum");
+    tern_view o_ps = tern_view_block(k, o_bank, 0, rp, 0, a->Dv);
+    for (unsigned j = 0; j < h->nv; j++) {
+        uint64_t s0 = (uint64_t)j * a->T, kc = min_u64(a->T, a->Sk - s0);
+        tern_view tps = tern_kernel_psum(k, a->pdt, (uint32_t)kc, rp, "att_pT_psum");
+        pe_transpose(a, tps, tern_view_block(k, pb, 0, rp, s0, s0 + kc), rp);
+        tern_view pT = tern_kernel_sbuf(k, a->mdt, (uint32_t)kc, rp, "att_pT");
+        copy_on_scalar(a, pT, tps);
+        tern_kernel_release(k, tps);
+        tern_kernel_matmul(k, o_ps, pT, h->v[j], j > 0);
+        tern_kernel_release(k, pT);
+    }
+    if (pb.region != x.region)
+        tern_kernel_release(k, pb);
+    tern_kernel_release(k, x);
+    tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->Dv, "att_out");
+    copy_on_scalar(a, o, o_ps);
+    tern_kernel_release(k, o_bank);
+    tern_kernel_store(k, cc_view2d(c, a->Y, bh * a->Sq * a->Dv + q0 * a->Dv, rp, a->Dv, a->Dv), o);
+    tern_kernel_release(k, o);
+}
+
+int cc_lower_attention(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    att a;
+    memset(&a, 0, sizeof a);
+    a.c = c;
+    a.k = c->k;
+    a.Q = cc_in(c, 0), a.KT = cc_in(c, 1), a.V = cc_in(c, 2), a.M = n->n_inputs > 3 ? cc_in(c, 3) : NULL;
+    a.Y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!a.Q || !a.KT || !a.V || !a.Y)
+        return 1;
+    a.scale_op = (int)tern_graph_attr_int(n, "scale_op", 0);
+    a.mode = (int)tern_graph_attr_int(n, "mask", 0);
+    a.scale = tern_graph_attr_float(n, "scale", 1.0f);
+    a.fill = tern_graph_attr_float(n, "fill", 0.0f);
+    int r = a.Q->rank;
+    if (r < 2 || a.KT->rank != r || a.V->rank != r || a.Y->rank != r) {
+        cc_fail(c, TERN_ERR_INVALID, "Attention needs Q, KT, V and the output of one rank >= 2");
+        return 1;
+    }
+    a.Sq = (uint64_t)a.Q->dims[r - 2], a.D = (uint64_t)a.Q->dims[r - 1];
+    a.Sk = (uint64_t)a.KT->dims[r - 1], a.Dv = (uint64_t)a.V->dims[r - 1];
+    a.BH = (a.Sq && a.D) ? a.Q->numel / (a.Sq * a.D) : 0;
+    a.T = c->cfg.pe_rows < c->cfg.pe_cols ? c->cfg.pe_rows : c->cfg.pe_cols;
+    if (a.T > c->cfg.partitions)
+        a.T = c->cfg.partitions;
+    if (a.scale_op < 0 || a.scale_op > 2 || a.mode < 0 || a.mode > 3 || (a.mode != 0) != (a.M != NULL)) {
+        cc_fail(c, TERN_ERR_INVALID, "Attention with scale_op %d and mask %d (%s mask input)", a.scale_op, a.mode,
+                a.M ? "a" : "no");
+        return 1;
+    }
+    if (a.D > a.T || a.Dv > 512 || a.Sk > 16 * a.T || a.BH == 0) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED,
+                "Attention with head size %llu (at most %llu), value size %llu (at most 512), %llu keys (at most %llu)",
+                (unsigned long long)a.D, (unsigned long long)a.T, (unsigned long long)a.Dv,
+                (unsigned long long)a.Sk, (unsigned long long)(16 * a.T));
+        return 1;
+    }
+    if (a.M) {
+        int mr = a.M->rank;
+        int64_t ms[CC_MAX_RANK];
+        cc_strides(a.M, ms);
+        if (mr > r || mr < 1 || a.M->dims[mr - 1] != (int64_t)a.Sk) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "Attention mask of rank %d whose last dim is not the %llu keys", mr,
+                    (unsigned long long)a.Sk);
+            return 1;
+        }
+        for (int d = 0; d < r; d++) {
+            int md = d - (r - mr);
+            int64_t sd = d == r - 1 ? (int64_t)a.Sk : a.Y->dims[d];
+            if (md >= 0 && a.M->dims[md] != 1 && a.M->dims[md] != sd) {
+                cc_fail(c, TERN_ERR_INVALID, "Attention mask dim %d is %lld, the scores' is %lld", md,
+                        (long long)a.M->dims[md], (long long)sd);
+                return 1;
+            }
+            a.mstride[d] = (md < 0 || a.M->dims[md] == 1) ? 0 : ms[md];
+        }
+    }
+    a.mdt = c->o->matmul_dtype;
+    a.pe_mode = c->cfg.generation >= 3;
+    a.pdt = a.pe_mode ? a.mdt : TERN_DTYPE_FP32;
+    tern_kernel *k = c->k;
+    a.ident = tern_view_none();
+    a.fill_tile = tern_view_none();
+    if (!a.pe_mode) {
+        a.ident = tern_kernel_sbuf(k, a.mdt, (uint32_t)a.T, (uint32_t)a.T, "att_identity");
+        tern_lib_identity(k, a.ident);
+    }
+    if (a.mode == 1 || a.mode == 2) {
+        a.fill_tile = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)min_u64(a.T, a.Sq), (uint32_t)a.Sk, "att_fill");
+        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, a.fill_tile, a.fill);
+    }
+    att_head heads[2];
+    load_head(&a, 0, &heads[0]);
+    for (uint64_t bh = 0; bh < a.BH && cc_ok(c); bh++) {
+        att_head *h = &heads[bh & 1];
+        if (bh + 1 < a.BH)
+            load_head(&a, bh + 1, &heads[(bh + 1) & 1]);
+        for (uint64_t q0 = 0; q0 < a.Sq && cc_ok(c); q0 += a.T)
+            query_tile(&a, bh, h, q0);
+        release_head(&a, h);
+    }
+    if (a.fill_tile.region >= 0)
+        tern_kernel_release(k, a.fill_tile);
+    if (a.ident.region >= 0)
+        tern_kernel_release(k, a.ident);
+    c->model_flops += 2.0 * (double)a.BH * (double)a.Sq * (double)a.Sk * (double)(a.D + a.Dv);
+    return 1;
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Attention fusion (passes.c -> tern.Attention, lowered on chip by lower_attention.c):
+#  - the fused lowering gives the unfused lowering's outputs bit for bit (--no-fuse-attention), on NeuronCore-v2
+#    (trn1: PE transposes through an identity matmul) and v3 (trn2: transpose_pe), for the four forms: GPT-2
+#    (Div, Where with the fill on true, causal), BERT (Div, no mask), attn_add (Mul, additive run-time mask, 200
+#    queries = two partition tiles, 600 keys = two PSUM banks and five key blocks), attn_where (Div, Where with
+#    the fill on false, a different mask per head, batch 2);
+#  - the outputs match PyTorch within the BF16 tolerance of test_models.sh;
+#  - the fused program is faster on the simulated core, and the fusion shows in the node count.
+tern=$1
+data=${TERN_TEST_DATA:-build/testdata}/models
+py=/usr/bin/python3
+pass=0 fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+inputs() { # model -> --input options
+  local m=$1 f n out=""
+  if [ -f "$data/$m.in.npy" ]; then echo "--input input_ids=$data/$m.in.npy"; return; fi
+  for f in "$data/$m".*.npy; do
+    n=${f#"$data/$m".}; n=${n%.npy}
+    [ "$n" = out ] || out="$out --input $n=$f"
+  done
+  echo "$out"
+}
+time_of() { sed -n 's/^predicted device time .*: \([0-9.]*\) ms.*/\1/p' "$1"; }
+for m in gpt2_tiny bert_tiny attn_add attn_where; do
+  for mach in trn1 trn2; do
+    mkdir -p "$tmp/f" "$tmp/u"
+    rm -f "$tmp"/f/* "$tmp"/u/*
+    # shellcheck disable=SC2046
+    if ! "$tern" run "$data/$m.onnx" $(inputs $m) --machine $mach --output-dir "$tmp/f" > "$tmp/f.log" 2>&1; then
+      echo "NOT OK: $m on $mach: fused run failed"; cat "$tmp/f.log"; fail=$((fail+1)); continue
+    fi
+    # shellcheck disable=SC2046
+    if ! "$tern" run "$data/$m.onnx" $(inputs $m) --machine $mach --no-fuse-attention --output-dir "$tmp/u" \
+         > "$tmp/u.log" 2>&1; then
+      echo "NOT OK: $m on $mach: unfused run failed"; cat "$tmp/u.log"; fail=$((fail+1)); continue
+    fi
+    if cmp -s "$tmp/f/output.npy" "$tmp/u/output.npy"; then pass=$((pass+1)); else
+      echo "NOT OK: $m on $mach: fused and unfused outputs differ"; fail=$((fail+1)); fi
+    tf=$(time_of "$tmp/f.log") tu=$(time_of "$tmp/u.log")
+    if $py -c "import sys; sys.exit(0 if float('$tf') < float('$tu') else 1)"; then pass=$((pass+1)); else
+      echo "NOT OK: $m on $mach: fused $tf ms is not faster than unfused $tu ms"; fail=$((fail+1)); fi
+    if $py - "$tmp/f/output.npy" "$data/$m.out.npy" <<'PY'
+import sys, numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+err = float(np.abs(a.astype(np.float64) - b).max()) if a.shape == b.shape else float("inf")
+sys.exit(0 if err <= 2e-2 * float(np.abs(b).max()) else 1)
+PY
+    then pass=$((pass+1)); else echo "NOT OK: $m on $mach: differs from PyTorch"; fail=$((fail+1)); fi
+  done
+done
+# Each of gpt2_tiny's two attention blocks (MatMul, Div, Where, Softmax, MatMul) becomes one tern.Attention.
+a=$("$tern" compile "$data/gpt2_tiny.onnx" -o "$tmp/a.tern" 2>/dev/null)
+b=$("$tern" compile "$data/gpt2_tiny.onnx" -o "$tmp/b.tern" --no-fuse-attention 2>/dev/null)
+case "$a|$b" in *"(40 after optimisation)"*"|"*"(48 after optimisation)"*) pass=$((pass+1)) ;;
+  *) echo "NOT OK: attention fusion node counts: $a / $b"; fail=$((fail+1)) ;; esac
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
