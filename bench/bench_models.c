@@ -1,8 +1,9 @@
 /* Model benchmarks (issue: compiler and runtime): GPT-2 124M-style and BERT-base-style models exported from
  * PyTorch (scripts/gen_models.py, random weights, sequence 128, batch 1), compiled for one trn1 NeuronCore.
  * Prints per model: <name>_latency_ms (predicted device time), <name>_mfu (model FLOPs / peak / time),
- * <name>_compile_s, <name>_run_s (wall time of tern's functional run), <name>_torch_s (PyTorch CPU inference,
- * fp32, measured in the same run by scripts/torch_time.py) and <name>_sim_over_torch = run_s / torch_s.
+ * <name>_compile_s, <name>_first_run_s (tern's first functional execute), <name>_run_s (the best of the next 3,
+ * as PyTorch is timed), <name>_torch_s (PyTorch CPU inference, fp32, best of 3 after a warm-up, measured in the
+ * same run by scripts/torch_time.py) and <name>_sim_over_torch = run_s / torch_s.
  * BERT-large (sequence 128, batch 1) is predicted in timing-only mode: bert_large_latency_ms.
  * Models are generated into build/bench-models on first use (about 1.5 GB of ONNX files).
  * Usage: bench_models [MODEL ...]   (default: gpt2_124m bert_base bert_large) */
@@ -89,13 +90,25 @@ static int bench(const char *src, const char *dir, const char *name, int functio
     int32_t *v = malloc(sizeof(int32_t) * (n ? n : 1));
     for (uint64_t i = 0; i < n; i++)
         v[i] = (int32_t)tern_npy_get(&ids, i);
+    /* Timed like PyTorch (scripts/torch_time.py): the best of 3 executes after a first one, which is reported
+     * on its own (it also pays the first touch of the simulated HBM pages). Every execute starts from the same
+     * state (the runtime resets the core's control state), so all give the same outputs and times. */
     tern_run_stats st;
-    double t2 = now();
-    if (tern_rt_set_input(rt, x.inputs[0].name, v, sizeof(int32_t) * n, &err) || tern_rt_execute(rt, &st, &err)) {
-        fprintf(stderr, "bench_models: %s: %s\n", name, err.msg);
-        return 1;
+    double first = 0, t2 = 0, t3 = 1e30;
+    for (int rep_i = 0; rep_i < (functional ? 4 : 1); rep_i++) {
+        double a = now();
+        if (tern_rt_set_input(rt, x.inputs[0].name, v, sizeof(int32_t) * n, &err) || tern_rt_execute(rt, &st, &err)) {
+            fprintf(stderr, "bench_models: %s: %s\n", name, err.msg);
+            return 1;
+        }
+        double b = now();
+        if (rep_i == 0)
+            first = b - a;
+        if (rep_i > 0 && b - a < t3 - t2)
+            t2 = a, t3 = b;
     }
-    double t3 = now();
+    if (!functional)
+        t2 = 0, t3 = first;
     double secs = (double)st.time_ps * 1e-12;
     /* MFU against the BF16 peak of one NeuronCore, derived from the machine file */
     double peak = 0;
@@ -113,6 +126,7 @@ static int bench(const char *src, const char *dir, const char *name, int functio
     printf("%s_instructions: %zu\n", name, rep.instructions);
     if (functional) {
         double torch = torch_seconds(src, name);
+        printf("%s_first_run_s: %.3f\n", name, first);
         printf("%s_run_s: %.3f\n", name, t3 - t2);
         printf("%s_torch_s: %.3f\n", name, torch);
         if (torch > 0)

@@ -88,6 +88,7 @@ void tern_core_free(tern_core *core)
     free(core->mov_pairs);
     free(core->u16_scratch);
     free(core->row_refs);
+    free(core->row_refs_src);
     for (int i = 0; i < MOV_CACHE_ENTRIES; i++)
         free(core->mov_cache[i].pairs);
     pool_free(core->pool);
@@ -723,6 +724,71 @@ static int direct_ok(const tern_core *core, tern_engine e, const tern_ap *dst, c
     return d1 <= s0 || s1 <= d0;
 }
 
+/* Large row-to-row copies are split over the core's host threads. The rows of the two sides are collected
+ * first; HBM pages they touch are made to exist (and the ranges checked) on the calling thread, so the parallel
+ * part only moves bytes between disjoint rows: the result cannot depend on the split. */
+#define PARALLEL_COPY_BYTES (256u * 1024u)
+
+typedef struct {
+    tern_core *core;
+    const row_ref *to, *from;
+    size_t bytes;
+    size_t n;
+} prow_job;
+
+static void prow_part(void *ctx, unsigned part, unsigned nparts)
+{
+    const prow_job *j = ctx;
+    size_t r0 = j->n * part / nparts, r1 = j->n * (part + 1) / nparts;
+    for (size_t r = r0; r < r1; r++) {
+        const row_ref *t = &j->to[r], *f = &j->from[r];
+        if (t->ptr && f->ptr)
+            memcpy(t->ptr, f->ptr, j->bytes);
+        else
+            (void)hbm_copy(j->core, t->ptr ? f->addr : t->addr, t->ptr ? t->ptr : f->ptr, j->bytes, !t->ptr, NULL);
+    }
+}
+
+static tern_status hbm_touch(tern_core *c, uint64_t addr, size_t bytes, tern_error *err)
+{
+    if (addr > c->cfg.hbm_bytes || bytes > c->cfg.hbm_bytes - addr)
+        return tern_error_set(err, TERN_ERR_RANGE, "HBM access [0x%llx, +%zu) outside HBM of %llu bytes",
+                              (unsigned long long)addr, bytes, (unsigned long long)c->cfg.hbm_bytes);
+    for (uint64_t p = addr >> HBM_PAGE_SHIFT; bytes && p <= (addr + bytes - 1) >> HBM_PAGE_SHIFT; p++)
+        if (!hbm_page(c, p))
+            return tern_error_set(err, TERN_ERR_NOMEM, "HBM page at 0x%llx: out of host memory",
+                                  (unsigned long long)(p << HBM_PAGE_SHIFT));
+    return TERN_OK;
+}
+
+/* Returns TERN_ERR_NOMEM, having copied nothing, when the row list cannot be allocated (the caller then copies
+ * serially). */
+static tern_status parallel_rows(tern_core *core, tern_engine e, const tern_ap *src, const row_ref *to, size_t rows,
+                                 size_t bytes, tern_error *err)
+{
+    if (core->row_refs_src_cap < rows) {
+        void *p = realloc(core->row_refs_src, rows * sizeof(row_ref));
+        if (!p)
+            return TERN_ERR_NOMEM;
+        core->row_refs_src = p;
+        core->row_refs_src_cap = rows;
+    }
+    rows_ctx rc = {core, core->row_refs_src, 0, rows, 0};
+    tern_status st = ap_walk(core, e, src, collect_rows_run, &rc, err);
+    if (st)
+        return st;
+    const row_ref *from = rc.rows;
+    for (size_t r = 0; r < rows; r++) {
+        const row_ref *h = to[r].ptr ? &from[r] : &to[r];
+        if (!h->ptr && (st = hbm_touch(core, h->addr, bytes, err)))
+            return st;
+    }
+    prow_job j = {core, to, from, bytes, rows};
+    unsigned parts = pool_threads(core_pool(core));
+    pool_run(core_pool(core), prow_part, &j, parts < rows ? parts : (unsigned)rows);
+    return TERN_OK;
+}
+
 tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err)
 {
     if (direct_ok(core, e, dst, src)) {
@@ -741,7 +807,13 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
                 return st;
             psum_mark(core, dst, 0);
             sbuf_written(core, e, dst);
-            direct_ctx dc = {rc.rows, 0, tern_dtype_size((tern_dtype)src->dtype)};
+            size_t es = tern_dtype_size((tern_dtype)src->dtype);
+            if (rows >= 4 && rows * inner_num(dst) * es >= PARALLEL_COPY_BYTES) {
+                st = parallel_rows(core, e, src, rc.rows, rows, inner_num(dst) * es, err);
+                if (st != TERN_ERR_NOMEM)
+                    return st;
+            }
+            direct_ctx dc = {rc.rows, 0, es};
             return ap_walk(core, e, src, direct_run, &dc, err);
         }
     }

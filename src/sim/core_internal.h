@@ -50,6 +50,8 @@ struct tern_core {
     size_t u16_cap;
     void *row_refs;       /* scratch: destination rows of a direct copy (core.c) */
     size_t row_refs_cap;
+    void *row_refs_src;   /* scratch: source rows of a parallel direct copy (core.c) */
+    size_t row_refs_src_cap;
     struct tern_pool *pool; /* created on first use */
     mov_cache_entry mov_cache[MOV_CACHE_ENTRIES];
     int mov_cache_live;   /* valid entries */
@@ -123,5 +125,8 @@ void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n);
 
 /* Seed for the stochastic-rounding stream of one instruction. */
 uint64_t sr_stream_of(const exec_ctx *cx);
+
+/* The core's host thread pool (created on first use; exec_tensor.c). */
+struct tern_pool *core_pool(tern_core *core);
 
 #endif

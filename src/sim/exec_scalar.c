@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "sim/pool.h"
 #include "sim/rules.h"
 
 #ifndef M_PI
@@ -126,6 +127,32 @@ static double act(tern_act_func f, double x)
     return NAN;
 }
 
+typedef struct {
+    tern_act_func f;
+    float *x;
+    const float *bias, *scale;
+    float *sum;
+    uint32_t P;
+    size_t N;
+} act_job;
+
+static void act_part(void *ctx, unsigned part, unsigned nparts)
+{
+    const act_job *j = ctx;
+    uint32_t p0 = (uint32_t)((uint64_t)j->P * part / nparts), p1 = (uint32_t)((uint64_t)j->P * (part + 1) / nparts);
+    for (uint32_t p = p0; p < p1; p++) {
+        float acc = 0.0f;
+        for (size_t i = 0; i < j->N; i++) {
+            float *e = &j->x[(size_t)p * j->N + i];
+            float t = *e * j->scale[p];
+            t = t + j->bias[p];
+            *e = (float)act(j->f, (double)t);
+            acc += *e;
+        }
+        j->sum[p] = acc;
+    }
+}
+
 tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     tern_status st;
@@ -162,18 +189,13 @@ tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *i
         for (uint32_t p = 0; p < P; p++)
             scale[p] = ins->imm0.f;
     }
-    tern_act_func f = (tern_act_func)ins->func;
-    for (uint32_t p = 0; p < P; p++) {
-        float acc = 0.0f;
-        for (size_t i = 0; i < N; i++) {
-            float *e = &x[(size_t)p * N + i];
-            float t = *e * scale[p];
-            t = t + bias[p];
-            *e = (float)act(f, (double)t);
-            acc += *e;
-        }
-        sum[p] = acc;
-    }
+    act_job j = {(tern_act_func)ins->func, x, bias, scale, sum, P, N};
+    /* Partitions are independent (each sum runs in element order within its partition), so splitting them over
+     * the host threads changes nothing in the results; small instructions stay on the calling thread. */
+    unsigned parts = n >= 8192 ? pool_threads(core_pool(core)) : 1;
+    if (parts > P)
+        parts = P;
+    pool_run(core_pool(core), act_part, &j, parts ? parts : 1);
     if ((st = ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_DST], x, sr_stream_of(cx), err)))
         return st;
     if (ins->flags & TERN_FLAG_REDUCE)

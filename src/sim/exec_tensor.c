@@ -290,7 +290,7 @@ static mov_cache_entry *mov_cache_slot(tern_core *core, uint32_t start, uint32_t
     return victim;
 }
 
-static tern_pool *core_pool(tern_core *core)
+tern_pool *core_pool(tern_core *core)
 {
     if (!core->pool)
         core->pool = pool_create(core->opts.threads ? core->opts.threads : pool_default_threads());
