@@ -153,6 +153,18 @@ class AttnWhere(nn.Module):
         return torch.softmax(att, dim=-1) @ v
 
 
+class BigK(nn.Module):
+    """A linear layer whose contraction (12000) is too long for the fused linear kernel's SBUF row tile: the
+    compiler's HBM route."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(12000, 40)
+
+    def forward(self, x):
+        return F.relu(self.l(x))
+
+
 def models():
     return {
         "mlp": (lambda: MLP(), lambda: torch.randn(8, 256), "x"),
@@ -171,6 +183,7 @@ def models():
         "attn_where": (lambda: AttnWhere(3, 48),
                        lambda: (torch.randn(2, 3, 48, 32), torch.randn(2, 3, 48, 32), torch.randn(2, 3, 48, 32)),
                        ("q", "k", "v")),
+        "linear_bigk": (lambda: BigK(), lambda: torch.randn(3, 12000), "x"),
         "resnet_tiny": (lambda: ResNet([8, 16], [1, 1], 10), lambda: torch.randn(1, 3, 32, 32), "image"),
         "resnet18": (lambda: ResNet([64, 128, 256, 512], [2, 2, 2, 2], 1000), lambda: torch.randn(1, 3, 224, 224),
                      "image"),
@@ -203,7 +216,8 @@ def main():
         sys.exit(2)
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    names = sys.argv[2:] or ["mlp", "mlp_batch", "gpt2_tiny", "bert_tiny", "attn_add", "attn_where"]
+    names = sys.argv[2:] or ["mlp", "mlp_batch", "gpt2_tiny", "bert_tiny", "attn_add", "attn_where",
+                              "linear_bigk"]
     for n in names:
         if n not in models():
             print(f"gen_models: unknown model '{n}' (known: {', '.join(models())})", file=sys.stderr)

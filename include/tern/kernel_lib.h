@@ -26,6 +26,27 @@ void tern_gemm_opts_default(tern_gemm_opts *o);
  * output tile per K block, partial sums accumulated in SBUF across K blocks. */
 void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs, const tern_gemm_opts *opts);
 
+/* out[M,N] = act(a[M,K] @ w[K,N] + bias[N]), fused: the only HBM traffic is a, w, bias and out (no
+ * temporaries). a: 2-D HBM [M, K], any float dtype; w: 2-D HBM [K, N] in a TensorE dtype (bf16 normally; fp32,
+ * fp16, fp8); bias: HBM [N] or [1, N], fp32 (any float is cast to fp32 on load), or absent (tern_view_none());
+ * out: 2-D HBM [M, N], any float dtype; act: TERN_ACT_COPY for none.
+ * Algorithm: per tile of up to 128 rows of a, one DMA loads the rows, ScalarE casts them to w's dtype on v2
+ * (v3+ transposes in a's dtype and casts in the PSUM copy) and TensorE transposes each 128-column chunk
+ * (transpose_pe on v3+, identity matmul on v2) into PSUM, copied by VectorE into an SBUF aT tile. The aT of
+ * all row tiles stays in SBUF (of blocks of row tiles when all of M would take more than 3/8 of SBUF) while w
+ * streams through SBUF in column blocks (up to 3 in flight, each loaded in ~512 KiB parts along K so TensorE
+ * starts on the first part), each used by every row tile of the block: w is read once per block of row tiles.
+ * Each [<=128, 512] output tile is one PSUM accumulation group over all of K (ascending 128-row K tiles), then
+ * VectorE adds the broadcast bias (tern_lib_broadcast_row) into an fp32 SBUF tile and ScalarE applies act in
+ * place (without bias: act, or a copy, out of PSUM); one DMA stores the tile, casting to out's dtype.
+ * Numerics: for K <= 1024 bit-identical (with RNE rounding) to tern_lib_transpose + tern_lib_gemm (fp32
+ * accumulators) + tern_lib_bias_act; for K > 1024 the single accumulation group differs from lib_gemm's
+ * per-1024 K-block SBUF accumulation by rounding only (fp32 sum over K either way).
+ * Limits: SBUF must hold one row tile's rows (twice), its aT and a 64-column weight block: K up to about 11000
+ * (fp32 a, bf16 w) on NeuronCore-v2, 17000 on v3. Errors (shape, rank, dtype, non-HBM views, too large K) are
+ * recorded in the kernel with a message starting "linear:". Details: docs/kernels.md. */
+void tern_lib_linear(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act);
+
 /* ---- elementwise, softmax, norms, transpose, gather (lib_*.c) ---- */
 /* Conventions of these kernels: every tensor is a 2-D HBM view [rows, cols] (rows any count, tiled by the
  * core's 128 partitions with a ragged last tile); per-column vectors (bias, gamma, beta) are 1-D [cols] or 2-D

@@ -455,6 +455,10 @@ static void matmul2d(cc *c, tern_view out, tern_view a, tern_view w, uint64_t M,
     c->model_flops += 2.0 * (double)M * (double)N * (double)K;
 }
 
+/* Contractions up to this length use the fused linear kernel (its row tile of the transposed input stays in
+ * SBUF; tern_lib_linear refuses K of about 11,000 and more on NeuronCore-v2); longer ones the HBM route. */
+#define LINEAR_MAX_K 8192
+
 static tern_view weight_view(cc *c, cc_value *w, uint64_t K, uint64_t N, int transposed)
 {
     /* transposed: the constant is [N, K] (Gemm transB); it is stored as [K, N] in the matmul dtype */
@@ -496,37 +500,43 @@ static int lower_matmul(cc *c)
     if (b->host && b->rank == 2) {
         uint64_t N = (uint64_t)b->dims[transB ? 0 : 1];
         tern_view w = weight_view(c, b, K, N, transB);
-        tern_view pre = (bias || act != TERN_ACT_COPY) ? cc_temp(c, TERN_DTYPE_FP32, M, N) : cc_view2d(c, y, 0, M, N, N);
-        matmul2d(c, pre, cc_view2d(c, a, 0, M, K, K), w, M, K, N);
-        if (bias || act != TERN_ACT_COPY) {
-            tern_view bv;
-            cc_value bias_tmp;
-            if (bias && bias->numel == N) {
-                bv = cc_view2d(c, bias, 0, 1, N, N);
-            } else if (bias && bias->numel == 1) {
-                memset(&bias_tmp, 0, sizeof bias_tmp);
-                bias_tmp.dt = TERN_DTYPE_FP32;
-                bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
-                strided_copy(c, &bias_tmp, 0, bias, 0, 1, (int64_t[]){(int64_t)N}, (int64_t[]){0});
-                bv = cc_view2d(c, &bias_tmp, 0, 1, N, N);
-            } else if (bias) {
-                cc_fail(c, TERN_ERR_UNSUPPORTED, "bias of %llu elements for %llu outputs",
-                        (unsigned long long)bias->numel, (unsigned long long)N);
-                return 1;
-            } else {
-                memset(&bias_tmp, 0, sizeof bias_tmp);
-                bias_tmp.dt = TERN_DTYPE_FP32;
-                bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
-                cc_value *bt = &bias_tmp;
-                tern_view tile = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, 1, (uint32_t)N, "zero_bias");
-                tern_kernel_memset(c->k, TERN_ENGINE_AUTO, tile, 0.0f);
-                tern_kernel_store(c->k, cc_view2d(c, bt, 0, 1, N, N), tile);
-                tern_kernel_release(c->k, tile);
-                bv = cc_view2d(c, bt, 0, 1, N, N);
-            }
-            tern_lib_bias_act(c->k, cc_view2d(c, y, 0, M, N, N), pre, bv, act);
-            tern_kernel_release(c->k, pre);
+        /* One fused kernel: transpose, matmul, bias and activation on chip, straight into y. */
+        tern_view bv = tern_view_none();
+        cc_value bias_tmp;
+        memset(&bias_tmp, 0, sizeof bias_tmp);
+        bias_tmp.flat = tern_view_none();
+        if (bias && bias->numel == N) {
+            bv = cc_view2d(c, bias, 0, 1, N, N);
+        } else if (bias && bias->numel == 1) {
+            bias_tmp.dt = TERN_DTYPE_FP32;
+            bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
+            strided_copy(c, &bias_tmp, 0, bias, 0, 1, (int64_t[]){(int64_t)N}, (int64_t[]){0});
+            bv = cc_view2d(c, &bias_tmp, 0, 1, N, N);
+        } else if (bias) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "bias of %llu elements for %llu outputs",
+                    (unsigned long long)bias->numel, (unsigned long long)N);
+            return 1;
         }
+        tern_view yv = cc_view2d(c, y, 0, M, N, N), av = cc_view2d(c, a, 0, M, K, K);
+        if (K <= LINEAR_MAX_K) {
+            tern_lib_linear(c->k, yv, av, w, bv, act);
+        } else {
+            /* A row tile of the fused kernel would not fit in SBUF: transpose + GEMM through HBM, then the
+             * bias and activation pass. */
+            int post = bv.region >= 0 || act != TERN_ACT_COPY;
+            tern_view pre = post ? cc_temp(c, TERN_DTYPE_FP32, M, N) : yv;
+            matmul2d(c, pre, av, w, M, K, N);
+            c->model_flops -= 2.0 * (double)M * (double)N * (double)K; /* counted once below */
+            if (bv.region >= 0)
+                tern_lib_bias_act(c->k, yv, pre, bv, act);
+            else if (post)
+                tern_lib_unary(c->k, yv, pre, act, 1.0f);
+            if (post)
+                tern_kernel_release(c->k, pre);
+        }
+        if (bias_tmp.flat.region >= 0)
+            tern_kernel_release(c->k, bias_tmp.flat);
+        c->model_flops += 2.0 * (double)M * (double)N * (double)K;
         return 1;
     }
     /* Both operands activations (attention): batched, numpy broadcasting of the batch dims of b. */

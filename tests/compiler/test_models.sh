@@ -31,6 +31,7 @@ for dt in fp32 bf16; do
   check mlp $dt $tol x
   check gpt2_tiny $dt $tol input_ids
   check bert_tiny $dt $tol input_ids
+  check linear_bigk $dt $tol x   # K = 12000: past the fused linear kernel, the HBM route
 done
 # The executable route (compile, then run the .tern) gives the same outputs as running the .onnx.
 mkdir -p "$tmp/x"

@@ -1,0 +1,520 @@
+/* The fused linear layer of the kernel library: out[M, N] = act(a[M, K] @ w[K, N] + bias[N]) with nothing
+ * written to HBM but out (docs/kernels.md).
+ *  - Rows of a are taken 128 at a time (a row tile: the stationary operand's columns). One DMA loads the rows
+ *    in a's dtype; on v2 ScalarE casts them to w's dtype; each 128-column chunk goes through the PE array
+ *    (transpose_pe on v3+, in a's dtype; a matmul against an on-chip identity on v2, as lib_transpose does)
+ *    into PSUM, from where VectorE copies groups of chunks (one PSUM bank each, casting on v3+) into the row
+ *    tile's aT [128, K-chunks x rows] SBUF tile in w's dtype.
+ *  - The aT tiles of a block of row tiles (all of M when they fit in 3/8 of SBUF) stay on chip while w
+ *    streams through SBUF in column blocks (up to 4 KiB of a weight row, e.g. 2048 bf16 columns), up to three
+ *    blocks in flight. A block is loaded in parts along K (about 512 KiB, one DMA each, every full 128-row K
+ *    chunk of the part at once; the ragged K tail is a part of its own), so TensorE starts on the first part
+ *    while the rest is in flight. Each weight byte is loaded once per block of row tiles.
+ *  - Each [rows, <=512] output tile is one PSUM accumulation group over all of K in ascending 128-row K tiles
+ *    (as lib_gemm); up to 4 groups are open at once, with the loop over parts outside the loop over them.
+ *  - The epilogue is tern_lib_bias_act's, reading PSUM: VectorE tensor_tensor add of the broadcast bias rows
+ *    (tern_lib_broadcast_row, once per weight block) into an fp32 SBUF tile and ScalarE activation in place,
+ *    or without bias the activation (or a VectorE copy) out of PSUM; one DMA stores the tile, casting to out's
+ *    dtype. Every store goes to one DMA queue: stores to the same HBM tensor from different queues would each
+ *    wait for the previous one. Every DMA trigger stays on Sync: a queue's completion count only means "these
+ *    transfers are done" when one in-order engine feeds the queue. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel/builder_internal.h"
+#include "tern/kernel_lib.h"
+
+#define LIN_MAX_DEPTH 3u /* weight blocks in flight */
+
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+static uint64_t align32(uint64_t b) { return (b + 31) & ~(uint64_t)31; }
+
+static int tensor_dtype(tern_dtype t)
+{
+    switch (t) {
+    case TERN_DTYPE_FP32:
+    case TERN_DTYPE_BF16:
+    case TERN_DTYPE_FP16:
+    case TERN_DTYPE_FP8_E4M3:
+    case TERN_DTYPE_FP8_E5M2:
+    case TERN_DTYPE_FP8_E4M3_NEURON: return 1;
+    default: return 0;
+    }
+}
+
+typedef struct {
+    tern_view out, a, w, bias;
+    tern_act_func act;
+    uint64_t M, K, N;
+    tern_dtype adt, wdt;
+    int pe_mode;    /* v3+: transpose_pe */
+    int cast_first; /* cast a to w's dtype before transposing (else the PSUM copy casts) */
+    tern_dtype sdt; /* dtype of the rows that go through the PE array */
+    tern_dtype pdt; /* PSUM dtype of the transposes */
+    uint64_t TK, R, TN; /* K chunk (PE rows), row tile (PE columns), output tile width */
+    uint64_t KT, KTF, KR; /* K chunks, full ones, rows of the ragged last one (0: none) */
+    uint64_t G;     /* K chunks transposed into one PSUM bank */
+    uint64_t MB;    /* row tiles per block of M */
+    uint64_t XL;    /* row tiles of a staged in SBUF at once */
+    uint64_t WC;    /* output tiles per weight block */
+    uint64_t NB;    /* columns per weight block (WC * TN) */
+    uint64_t KP;    /* full K chunks per weight part (one DMA each) */
+    uint64_t PARTS; /* parts per weight block (the ragged K tail is a part of its own) */
+    uint64_t WAVE;  /* output tiles accumulating in PSUM at once */
+    uint64_t D;     /* weight blocks in flight */
+    uint64_t lookahead; /* row tiles transposed ahead of the first one a wave of matmuls needs */
+    uint64_t PB;    /* partitions of the bias tiles */
+    int qstore;     /* the DMA queue of every store to out */
+    tern_view ident;
+} lin_ctx;
+
+typedef struct {
+    tern_view *parts; /* PARTS tiles: [TK, chunks x nw] for each group of KP full K chunks, [KR, nw] for the tail */
+    tern_view bias;
+    uint64_t n0, nw;
+} lin_wblock;
+
+/* Full K chunks per part for blocks of nb columns: about 4 KiB per partition (512 KiB a DMA). */
+static uint64_t part_chunks(const lin_ctx *L, uint64_t nb)
+{
+    uint64_t kp = 4096 / (nb * tern_dtype_size(L->wdt));
+    return kp ? kp : 1;
+}
+
+/* Bytes per partition of one weight block of `wc` tiles of width `tn` (weights, bias rows). */
+static uint64_t wblock_bytes(const lin_ctx *L, uint64_t wc, uint64_t tn)
+{
+    uint64_t nb = wc * tn, ew = tern_dtype_size(L->wdt), b = 0, kp = part_chunks(L, nb);
+    for (uint64_t c0 = 0; c0 < L->KTF; c0 += kp)
+        b += align32(min_u64(kp, L->KTF - c0) * nb * ew);
+    if (L->KR)
+        b += align32(nb * ew);
+    if (L->bias.region >= 0)
+        b += align32(nb * 4);
+    return b;
+}
+
+/* Full K chunks [c0, c0+nc) x columns [n0, n0+nw) of w as [TK partitions][nc][nw]: partition p, chunk c reads
+ * row (c0 + c)*TK + p, so one DMA fills a [TK, nc*nw] tile whose column block c is K chunk c0 + c. */
+static tern_view w_chunks_view(const lin_ctx *L, uint64_t c0, uint64_t nc, uint64_t n0, uint64_t nw)
+{
+    tern_view v = L->w;
+    int64_t s0 = v.ap.dims[0].step, s1 = v.ap.dims[1].step;
+    v.ap.offset = (uint64_t)((int64_t)v.ap.offset +
+                             ((int64_t)(c0 * L->TK) * s0 + (int64_t)n0 * s1) * (int64_t)tern_dtype_size(L->wdt));
+    v.ap.num_partitions = (uint16_t)L->TK;
+    v.ap.partition_step = s0;
+    v.ap.dims[0].num = (uint32_t)nc;
+    v.ap.dims[0].step = (int32_t)(s0 * (int64_t)L->TK);
+    v.ap.dims[1].num = (uint32_t)nw;
+    v.ap.dims[1].step = (int32_t)s1;
+    return v;
+}
+
+static void load_bias(tern_kernel *k, const lin_ctx *L, lin_wblock *wb)
+{
+    wb->bias = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)L->PB, (uint32_t)wb->nw, "linear_bias");
+    tern_view brow = tern_view_rank(&L->bias) == 1 ? tern_view_slice(k, L->bias, 0, wb->n0, wb->n0 + wb->nw, 1)
+                                                   : tern_view_block(k, L->bias, 0, 1, wb->n0, wb->n0 + wb->nw);
+    tern_lib_broadcast_row(k, wb->bias, brow);
+}
+
+/* One DMA per part, in K order; the bias rows after the first part (before it when there is one part), so
+ * neither the first matmuls nor the last wait for them. */
+static void load_wblock(tern_kernel *k, const lin_ctx *L, uint64_t b, lin_wblock *wb)
+{
+    wb->n0 = b * L->NB;
+    wb->nw = min_u64(L->NB, L->N - wb->n0);
+    wb->bias = kview_invalid();
+    int has_bias = L->bias.region >= 0;
+    if (has_bias && L->PARTS == 1)
+        load_bias(k, L, wb);
+    uint64_t p = 0;
+    for (uint64_t c0 = 0; c0 < L->KTF; c0 += L->KP, p++) {
+        uint64_t nc = min_u64(L->KP, L->KTF - c0);
+        wb->parts[p] = tern_kernel_sbuf(k, L->wdt, (uint32_t)L->TK, (uint32_t)(nc * wb->nw), "linear_w");
+        tern_kernel_load(k, wb->parts[p], w_chunks_view(L, c0, nc, wb->n0, wb->nw));
+        if (p == 0 && has_bias && L->PARTS > 1)
+            load_bias(k, L, wb);
+    }
+    if (L->KR) {
+        uint64_t k0 = L->KTF * L->TK;
+        wb->parts[p] = tern_kernel_sbuf(k, L->wdt, (uint32_t)L->KR, (uint32_t)wb->nw, "linear_w_tail");
+        tern_kernel_load(k, wb->parts[p], tern_view_block(k, L->w, k0, L->K, wb->n0, wb->n0 + wb->nw));
+        if (p == 0 && has_bias && L->PARTS > 1)
+            load_bias(k, L, wb);
+    }
+}
+
+static void release_wblock(tern_kernel *k, const lin_ctx *L, lin_wblock *wb)
+{
+    for (uint64_t p = 0; p < L->PARTS; p++)
+        if (wb->parts[p].region >= 0)
+            tern_kernel_release(k, wb->parts[p]);
+    if (wb->bias.region >= 0)
+        tern_kernel_release(k, wb->bias);
+}
+
+/* Rows [r0, r0+r) of a, loaded in a's dtype. */
+static tern_view load_rows(tern_kernel *k, const lin_ctx *L, uint64_t r0, uint64_t r)
+{
+    tern_view x = tern_kernel_sbuf(k, L->adt, (uint32_t)r, (uint32_t)L->K, "linear_a");
+    tern_kernel_load(k, x, tern_view_block(k, L->a, r0, r0 + r, 0, L->K));
+    return x;
+}
+
+/* aT [TK, KT*r] in w's dtype from the staged rows x [r, K] (released here): chunk c is columns [c*r, c*r+r)
+ * on partitions [0, rows of chunk c). */
+static void transpose_rows(tern_kernel *k, const lin_ctx *L, tern_view x, tern_view aT, uint64_t r)
+{
+    tern_view src = x;
+    if (L->cast_first) {
+        src = tern_kernel_sbuf(k, L->wdt, (uint32_t)r, (uint32_t)L->K, "linear_a_cast");
+        if (k->cfg.generation >= 3)
+            tern_kernel_tensor_copy(k, TERN_ENGINE_SCALAR, src, x);
+        else /* v2's ScalarE has no tensor_copy: copy(x * 1); only -0 changes (to +0), as v2's transpose does */
+            tern_kernel_activation(k, src, x, TERN_ACT_COPY, 1.0f, kview_invalid(), kview_invalid(),
+                                   kview_invalid());
+        tern_kernel_release(k, x);
+    }
+    for (uint64_t g0 = 0; g0 < L->KT && !k->failed;) {
+        /* A group: up to G full chunks, or the ragged last chunk alone (one copy needs equal partitions). */
+        uint64_t kk = g0 < L->KTF ? L->TK : L->KR;
+        uint64_t g1 = g0 < L->KTF ? min_u64(g0 + L->G, L->KTF) : g0 + 1;
+        tern_view ps = tern_kernel_psum(k, L->pdt, (uint32_t)kk, (uint32_t)((g1 - g0) * r), "linear_tpsum");
+        for (uint64_t c = g0; c < g1; c++) {
+            tern_view piece = tern_view_block(k, src, 0, r, c * L->TK, c * L->TK + kk);
+            tern_view dst = tern_view_block(k, ps, 0, kk, (c - g0) * r, (c - g0 + 1) * r);
+            if (L->pe_mode)
+                tern_kernel_transpose_pe(k, dst, piece);
+            else
+                tern_kernel_matmul(k, dst, piece, tern_view_block(k, L->ident, 0, r, 0, r), 0);
+        }
+        tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, tern_view_block(k, aT, 0, kk, g0 * r, g1 * r), ps);
+        tern_kernel_release(k, ps);
+        g0 = g1;
+    }
+    tern_kernel_release(k, src);
+}
+
+/* The row tiles of one block of M: staged rows of a (xs) and their transposes (aT), built lazily. */
+typedef struct {
+    uint64_t mt0, nm; /* first row tile, row tiles */
+    uint64_t loaded;  /* row tiles whose rows are loaded (or being loaded) */
+    uint64_t built;   /* row tiles transposed */
+    tern_view *xs, *aT;
+} lin_rows;
+
+static void rows_load_next(tern_kernel *k, const lin_ctx *L, lin_rows *rows)
+{
+    uint64_t r0 = (rows->mt0 + rows->loaded) * L->R;
+    rows->xs[rows->loaded] = load_rows(k, L, r0, min_u64(L->R, L->M - r0));
+    rows->loaded++;
+}
+
+/* Transpose row tiles up to `last` (in order, each just before the first matmuls that need it, so TensorE
+ * interleaves them with the first weight block's work); each one transposed lets the next staged rows load. */
+static void rows_ready(tern_kernel *k, const lin_ctx *L, lin_rows *rows, uint64_t last)
+{
+    while (rows->built <= last && rows->built < rows->nm && !k->failed) {
+        uint64_t i = rows->built, r0 = (rows->mt0 + i) * L->R;
+        transpose_rows(k, L, rows->xs[i], rows->aT[i], min_u64(L->R, L->M - r0));
+        rows->built++;
+        if (rows->loaded < rows->nm)
+            rows_load_next(k, L, rows);
+    }
+}
+
+/* The epilogue of tern_lib_bias_act on output tile ps [r, cw] (columns [c0, c0+cw) of weight block wb, rows
+ * from row0), reading PSUM: the same instructions, so the same bits; then the store. Releases ps. */
+static void epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64_t row0, uint64_t r, const lin_wblock *wb,
+                     uint64_t c0, uint64_t cw)
+{
+    tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_out");
+    if (wb->bias.region >= 0) {
+        tern_view b = tern_view_block(k, wb->bias, 0, r, c0, c0 + cw);
+        tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o, ps, b, TERN_ALU_ADD);
+        if (L->act != TERN_ACT_COPY)
+            tern_kernel_activation(k, o, o, L->act, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
+    } else if (L->act != TERN_ACT_COPY) {
+        tern_kernel_activation(k, o, ps, L->act, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
+    } else {
+        tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, o, ps);
+    }
+    tern_kernel_release(k, ps);
+    /* All stores on one queue: stores to out from different queues would each wait for the previous one. */
+    tern_kernel_dma_copy(k, tern_view_block(k, L->out, row0, row0 + r, wb->n0 + c0, wb->n0 + c0 + cw), o,
+                         L->qstore);
+    tern_kernel_release(k, o);
+}
+
+/* Every output tile of weight block wb for the nm row tiles whose aT tiles are given (first row row0). Tiles
+ * go in waves of WAVE accumulation groups (PSUM banks) open at once, and within a wave the K loop is outside:
+ * part by part, each tile takes that part's K chunks, so TensorE starts on the first part while the others
+ * are still in flight; each tile still accumulates its K tiles in ascending order in one group. */
+static void block_tiles(tern_kernel *k, const lin_ctx *L, lin_rows *rows, const lin_wblock *wb)
+{
+    const uint64_t nm = rows->nm, row0 = rows->mt0 * L->R, tpr = ceil_div(wb->nw, L->TN), ntiles = nm * tpr;
+    const tern_view *aT = rows->aT;
+    tern_view ps[16];
+    for (uint64_t t0 = 0; t0 < ntiles && !k->failed; t0 += L->WAVE) {
+        const uint64_t nt = min_u64(L->WAVE, ntiles - t0);
+        rows_ready(k, L, rows, (t0 + nt - 1) / tpr + L->lookahead);
+        for (uint64_t p = 0, kt = 0; p < L->PARTS && !k->failed; p++) {
+            const uint64_t kt0 = kt, nc = p * L->KP < L->KTF ? min_u64(L->KP, L->KTF - p * L->KP) : 1;
+            for (uint64_t t = 0; t < nt && !k->failed; t++) {
+                uint64_t i = (t0 + t) / tpr, c0 = (t0 + t) % tpr * L->TN, cw = min_u64(L->TN, wb->nw - c0);
+                uint64_t r0 = row0 + i * L->R, r = min_u64(L->R, L->M - r0);
+                if (p == 0)
+                    ps[t] = tern_kernel_psum(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_psum");
+                for (uint64_t c = kt0; c < kt0 + nc; c++) {
+                    uint64_t kk = c < L->KTF ? L->TK : L->KR, pc = c - kt0;
+                    tern_view st = tern_view_block(k, aT[i], 0, kk, c * r, c * r + r);
+                    tern_view mv = tern_view_block(k, wb->parts[p], 0, kk, pc * wb->nw + c0, pc * wb->nw + c0 + cw);
+                    tern_kernel_matmul(k, ps[t], st, mv, c > 0);
+                }
+                if (p == L->PARTS - 1)
+                    epilogue(k, L, ps[t], r0, r, wb, c0, cw);
+            }
+            kt = kt0 + nc;
+        }
+    }
+}
+
+/* A 2-D HBM view, checked (names the kernel and the operand on failure). */
+static int need_hbm_2d(tern_kernel *k, const char *what, const tern_view *v)
+{
+    char label[48];
+    snprintf(label, sizeof label, "linear %s", what);
+    if (!kview_ok(k, v, label))
+        return 0;
+    if (v->ap.mem != TERN_MEM_HBM || tern_view_rank(v) != 2 || v->ap.num_partitions != 1) {
+        kfail(k, TERN_ERR_INVALID, "linear: %s must be a 2-D HBM view, is a rank-%u %s view", what,
+              tern_view_rank(v), tern_mem_name((tern_mem)v->ap.mem));
+        return 0;
+    }
+    return 1;
+}
+
+/* Choose the blocking (row tiles per M block, staged rows, weight block width and depth) for the core's SBUF;
+ * 0 (and a recorded error) when even the smallest blocking does not fit. */
+static int plan(tern_kernel *k, lin_ctx *L)
+{
+    const uint64_t SB = k->cfg.sbuf_partition_bytes, ew = tern_dtype_size(L->wdt), ea = tern_dtype_size(L->adt);
+    const uint64_t MT = ceil_div(L->M, L->R), NT0 = L->TN;
+    const uint64_t ident = L->pe_mode ? 0 : align32(L->R * tern_dtype_size(L->sdt));
+    const uint64_t aT = align32(L->KT * L->R * ew);
+    const uint64_t xs = align32(L->K * ea) + (L->cast_first ? align32(L->K * ew) : 0);
+    /* slack: room for the allocator's fragmentation (transient row tiles between long-lived ones) */
+    const uint64_t otile = 2 * align32(NT0 * 4), slack = 1024 + xs;
+    /* Descriptor-efficient weight rows (>= 4 KiB per partition row) unless N is narrower. */
+    uint64_t wc_target = ceil_div(4096, NT0 * ew);
+    if (wc_target < 1)
+        wc_target = 1;
+    wc_target = min_u64(wc_target, ceil_div(L->N, NT0));
+    uint64_t MB = min_u64(MT, (SB * 3 / 8) / aT ? (SB * 3 / 8) / aT : 1);
+    uint64_t XL = min_u64(MB, (SB / 8) / xs ? (SB / 8) / xs : 1);
+    for (;;) {
+        uint64_t fixed = ident + MB * aT + XL * xs + otile + slack;
+        uint64_t rem = fixed < SB ? SB - fixed : 0;
+        for (uint64_t wc = wc_target; wc >= 1; wc--)
+            for (uint64_t d = LIN_MAX_DEPTH; d >= 2; d--)
+                if (d * wblock_bytes(L, wc, NT0) <= rem) {
+                    L->WC = wc;
+                    L->D = d;
+                    goto found;
+                }
+        /* Single-buffered, then narrower output tiles (huge K). */
+        for (uint64_t tn = NT0; tn >= 64; tn /= 2)
+            if (wblock_bytes(L, 1, tn) <= rem) {
+                L->TN = tn;
+                L->WC = 1;
+                L->D = 1;
+                goto found;
+            }
+        if (XL > 1) {
+            XL = 1;
+            continue;
+        }
+        if (MB > 1) {
+            MB = 1;
+            continue;
+        }
+        kfail(k, TERN_ERR_RANGE,
+              "linear: K = %llu is too large for SBUF: a row tile needs %llu bytes per partition (staged rows of a "
+              "%llu, twice for reuse, aT %llu, 64 columns of w (%s) %llu, output tiles %llu), %s has %llu",
+              (unsigned long long)L->K, (unsigned long long)(ident + aT + xs + otile + slack + wblock_bytes(L, 1, 64)),
+              (unsigned long long)xs, (unsigned long long)aT, tern_dtype_name(L->wdt),
+              (unsigned long long)wblock_bytes(L, 1, 64), (unsigned long long)otile, k->cfg.name,
+              (unsigned long long)SB);
+        return 0;
+    }
+found:
+    L->MB = MB;
+    L->XL = XL;
+    L->NB = L->WC * L->TN;
+    L->KP = part_chunks(L, L->NB);
+    L->PARTS = ceil_div(L->KTF, L->KP) + (L->KR ? 1 : 0);
+    L->WAVE = k->cfg.psum_banks / 2 ? k->cfg.psum_banks / 2 : 1;
+    if (L->WAVE > 16)
+        L->WAVE = 16;
+    uint64_t nb = ceil_div(L->N, L->NB);
+    if (L->D > nb)
+        L->D = nb;
+    /* Whatever SBUF is left stages more rows of a ahead (their loads then never wait for free space). */
+    uint64_t used = ident + MB * aT + otile + slack + L->D * wblock_bytes(L, L->WC, L->TN);
+    if (used + XL * xs < SB)
+        XL = min_u64(MB, (SB - used) / xs);
+    L->XL = XL ? XL : 1;
+    return 1;
+}
+
+void tern_lib_linear(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act)
+{
+    if (!need_hbm_2d(k, "out", &out) || !need_hbm_2d(k, "a", &a) || !need_hbm_2d(k, "w", &w))
+        return;
+    lin_ctx L;
+    memset(&L, 0, sizeof L);
+    L.out = out;
+    L.a = a;
+    L.w = w;
+    L.bias = bias;
+    L.act = act;
+    L.M = tern_view_dim(&a, 0);
+    L.K = tern_view_dim(&a, 1);
+    L.N = tern_view_dim(&w, 1);
+    L.adt = (tern_dtype)a.ap.dtype;
+    L.wdt = (tern_dtype)w.ap.dtype;
+    const tern_dtype odt = (tern_dtype)out.ap.dtype;
+    if (tern_view_dim(&w, 0) != L.K) {
+        kfail(k, TERN_ERR_INVALID, "linear: contraction mismatch: a is [%llu, %llu] but w is [%llu, %llu]",
+              (unsigned long long)L.M, (unsigned long long)L.K, (unsigned long long)tern_view_dim(&w, 0),
+              (unsigned long long)L.N);
+        return;
+    }
+    if (tern_view_dim(&out, 0) != L.M || tern_view_dim(&out, 1) != L.N) {
+        kfail(k, TERN_ERR_INVALID,
+              "linear: out is [%llu, %llu], expected [%llu, %llu] (a [%llu, %llu] @ w [%llu, %llu])",
+              (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
+              (unsigned long long)L.M, (unsigned long long)L.N, (unsigned long long)L.M, (unsigned long long)L.K,
+              (unsigned long long)L.K, (unsigned long long)L.N);
+        return;
+    }
+    if (!tern_dtype_is_float(L.adt) || !tensor_dtype(L.wdt) || !tern_dtype_is_float(odt)) {
+        kfail(k, TERN_ERR_INVALID,
+              "linear: a is %s, w is %s, out is %s: w must be a TensorE dtype (fp32, bf16, fp16, fp8), a and out "
+              "floats",
+              tern_dtype_name(L.adt), tern_dtype_name(L.wdt), tern_dtype_name(odt));
+        return;
+    }
+    if (bias.region >= 0) {
+        if (!kview_ok(k, &bias, "linear bias"))
+            return;
+        unsigned br = tern_view_rank(&bias);
+        if (!(br == 1 || (br == 2 && tern_view_dim(&bias, 0) == 1)) || tern_view_dim(&bias, br - 1) != L.N ||
+            bias.ap.mem != TERN_MEM_HBM || !tern_dtype_is_float((tern_dtype)bias.ap.dtype)) {
+            char shape[48];
+            if (br == 1)
+                snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)tern_view_dim(&bias, 0));
+            else
+                snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)tern_view_dim(&bias, 0),
+                         (unsigned long long)tern_view_dim(&bias, 1));
+            kfail(k, TERN_ERR_INVALID, "linear: bias is %s %s in %s, must be a float HBM [%llu] or [1, %llu] (w is "
+                  "[%llu, %llu])",
+                  shape, tern_dtype_name((tern_dtype)bias.ap.dtype), tern_mem_name((tern_mem)bias.ap.mem),
+                  (unsigned long long)L.N, (unsigned long long)L.N, (unsigned long long)L.K,
+                  (unsigned long long)L.N);
+            return;
+        }
+    }
+    if ((unsigned)act >= TERN_ACT_COUNT) {
+        kfail(k, TERN_ERR_INVALID, "linear: activation function %d unknown (0..%d)", (int)act, TERN_ACT_COUNT - 1);
+        return;
+    }
+    const tern_core_config *c = &k->cfg;
+    L.pe_mode = c->generation >= 3;
+    L.TK = c->pe_rows;
+    L.R = min_u64(c->pe_cols, c->partitions);
+    L.TN = min_u64(c->moving_free_max, c->psum_bank_bytes / 4);
+    L.KT = ceil_div(L.K, L.TK);
+    L.KTF = L.K / L.TK;
+    L.KR = L.K % L.TK;
+    /* v3+ transposes a in its own dtype when TensorE takes it (the PSUM copy then casts, for free); v2's
+     * identity matmul would cost 4 passes in fp32, so a is cast first there. */
+    L.cast_first = L.adt != L.wdt && !(L.pe_mode && tensor_dtype(L.adt));
+    L.sdt = L.cast_first ? L.wdt : L.adt;
+    L.pdt = L.pe_mode ? L.sdt : TERN_DTYPE_FP32;
+    L.G = c->psum_bank_bytes / (L.R * tern_dtype_size(L.pdt));
+    if (L.G < 1)
+        L.G = 1;
+    L.PB = min_u64(c->partitions, L.M);
+    if (L.KTF && (int64_t)w.ap.dims[0].step * (int64_t)L.TK > INT32_MAX) {
+        kfail(k, TERN_ERR_RANGE, "linear: w's row stride of %d elements is too large for a 128-row chunk step",
+              w.ap.dims[0].step);
+        return;
+    }
+    if (!plan(k, &L))
+        return;
+    L.qstore = (int)(k->next_queue++ % c->dma_queues);
+
+    const uint64_t MT = ceil_div(L.M, L.R), nblocks = ceil_div(L.N, L.NB);
+    L.ident = kview_invalid();
+    if (!L.pe_mode) {
+        uint32_t n = (uint32_t)min_u64(L.R, L.M);
+        L.ident = tern_kernel_sbuf(k, L.sdt, n, n, "linear_identity");
+        tern_lib_identity(k, L.ident);
+    }
+    tern_view *aT = calloc(L.MB, sizeof *aT), *xs = calloc(L.MB, sizeof *xs);
+    lin_wblock *wb = calloc(nblocks, sizeof *wb);
+    tern_view *parts = calloc(nblocks * L.PARTS, sizeof *parts);
+    if (!aT || !xs || !wb || !parts) {
+        kfail(k, TERN_ERR_NOMEM, "linear: out of memory");
+        goto done;
+    }
+    for (uint64_t b = 0; b < nblocks; b++)
+        wb[b].parts = parts + b * L.PARTS;
+    for (uint64_t mt0 = 0; mt0 < MT && !k->failed; mt0 += L.MB) {
+        lin_rows rows = {mt0, min_u64(L.MB, MT - mt0), 0, 0, xs, aT};
+        /* The block's aT tiles live longest: placed first, so the transient tiles do not split SBUF. */
+        for (uint64_t i = 0; i < rows.nm; i++) {
+            uint64_t r = min_u64(L.R, L.M - (mt0 + i) * L.R);
+            aT[i] = tern_kernel_sbuf(k, L.wdt, (uint32_t)L.TK, (uint32_t)(L.KT * r), "linear_aT");
+        }
+        /* Rows of a that take no more bytes than twice w: all the staged rows load first and every row tile
+         * is transposed before the first matmul (in the shadow of the weight loads). More: the first rows
+         * (no more bytes than the first weight block), that block, the other staged rows; each row tile is
+         * transposed just ahead of the first matmuls that need it, so TensorE starts before all rows are in.
+         * Then the other weight blocks in flight; the remaining rows load as transposes free their space. */
+        const uint64_t row_bytes = L.R * L.K * tern_dtype_size(L.adt);
+        const uint64_t w0_bytes = L.K * min_u64(L.NB, L.N) * tern_dtype_size(L.wdt);
+        const int lazy = rows.nm * row_bytes > 2 * L.K * L.N * tern_dtype_size(L.wdt);
+        L.lookahead = lazy ? 1 : rows.nm;
+        rows_load_next(k, &L, &rows);
+        while (rows.loaded < min_u64(L.XL, rows.nm) && (!lazy || (rows.loaded + 1) * row_bytes <= w0_bytes))
+            rows_load_next(k, &L, &rows);
+        load_wblock(k, &L, 0, &wb[0]);
+        while (rows.loaded < min_u64(L.XL, rows.nm))
+            rows_load_next(k, &L, &rows);
+        for (uint64_t b = 1; b < min_u64(L.D, nblocks); b++)
+            load_wblock(k, &L, b, &wb[b]);
+        for (uint64_t b = 0; b < nblocks && !k->failed; b++) {
+            /* Prefetch: the block D-1 ahead goes where the previous block was (its loads wait for TensorE). */
+            if (b > 0 && b + L.D - 1 < nblocks)
+                load_wblock(k, &L, b + L.D - 1, &wb[b + L.D - 1]);
+            block_tiles(k, &L, &rows, &wb[b]);
+            release_wblock(k, &L, &wb[b]);
+        }
+        for (uint64_t i = 0; i < rows.nm; i++)
+            if (!k->failed)
+                tern_kernel_release(k, aT[i]);
+    }
+    if (L.ident.region >= 0 && !k->failed)
+        tern_kernel_release(k, L.ident);
+done:
+    free(parts);
+    free(aT);
+    free(xs);
+    free(wb);
+}
