@@ -532,6 +532,21 @@ void tern_kernel_emit(tern_kernel *k, const tern_instr *ins_in, const tern_view 
     ins.wait_sem = TERN_SEM_NONE;
     ins.signal_sem = (uint8_t)src;
 
+    /* A queue's semaphore counts its completions, which the waits below read as "the first n DMAs issued on
+     * the queue are done": true only if one in-order engine feeds the queue. */
+    if (is_dma && ins.queue < KMAX_COUNTERS) {
+        uint8_t *f = &k->queue_feeder[ins.queue];
+        if (*f && *f != (uint8_t)(e + 1)) {
+            kfail(k, TERN_ERR_INVALID,
+                  "%s on DMA queue %u issued by the %s engine, but the %s engine already issues on that queue: "
+                  "each queue must be fed by one engine (its completions are counted in issue order); use another "
+                  "queue",
+                  tern_opcode_get((tern_opcode)ins.opcode)->name, ins.queue, tern_engine_name(e),
+                  tern_engine_name((tern_engine)(*f - 1)));
+            return;
+        }
+        *f = (uint8_t)(e + 1);
+    }
     /* Static rules first, so the error names this instruction. */
     tern_error err;
     size_t pc = k->prog.streams[e].count;

@@ -70,6 +70,7 @@ struct tern_kernel {
     uint32_t counts[KMAX_COUNTERS];                   /* instructions issued per counter */
     uint32_t known[TERN_ENGINE_COUNT][KMAX_COUNTERS]; /* waits each engine has already performed */
     unsigned next_queue;                              /* round-robin DMA queue choice */
+    uint8_t queue_feeder[KMAX_COUNTERS];              /* 1 + the engine that issues each queue's DMAs (0: none) */
 };
 
 void kfail(tern_kernel *k, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

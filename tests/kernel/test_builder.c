@@ -206,6 +206,35 @@ int main(void)
         tern_kernel_free(k);
     }
 
+    {
+        /* Completions of a queue are counted in issue order, so two engines feeding one queue could satisfy a
+         * wait with the wrong DMA: refused; the same DMA on a queue of its own is fine. */
+        tern_kernel *k = make("neuroncore-v2", &cfg);
+        tern_view in = tern_kernel_input2d(k, "x", TERN_DTYPE_FP32, 128, 64);
+        tern_view t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 128, 64, "t");
+        tern_view u = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 128, 64, "u");
+        tern_kernel_dma_copy(k, t, in, 2);
+        tern_instr ins;
+        memset(&ins, 0, sizeof ins);
+        ins.opcode = TERN_OP_DMA_COPY;
+        ins.engine = TERN_ENGINE_GPSIMD;
+        ins.ap[TERN_AP_DST] = u.ap;
+        ins.ap[TERN_AP_IN0] = in.ap;
+        for (int s = 0; s < TERN_INSTR_OPERANDS; s++)
+            if (s != TERN_AP_DST && s != TERN_AP_IN0)
+                ins.ap[s].offset_reg = TERN_REG_NONE;
+        ins.queue = 5;
+        tern_kernel_emit(k, &ins, &in, 1, &u, 1);
+        TEST_BEGIN("a DMA from GpSimd on a queue of its own");
+        CHECK_EQ_INT(tern_kernel_status(k, NULL), TERN_OK);
+        ins.queue = 2;
+        tern_kernel_emit(k, &ins, &in, 1, &u, 1);
+        expect_error(k, "two engines feeding one DMA queue",
+                     "dma_copy on DMA queue 2 issued by the gpsimd engine, but the sync engine already issues on that "
+                     "queue");
+        tern_kernel_free(k);
+    }
+
     TEST_BEGIN("building the same kernel twice gives the same program");
     {
         uint8_t *enc[2];
