@@ -83,6 +83,11 @@ void tern_lib_identity(tern_kernel *k, tern_view tile);
  * NeuronCore-v2, transpose mode (transpose_pe) on v3+. Float dtypes TensorE accepts (fp32, bf16, fp16, fp8). */
 void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in);
 
+/* The same as an exact data movement (every bit kept, Inf and NaN included): transpose_pe on v3+, VectorE 32 x 32
+ * transposes on v2 (tern_lib_transpose's identity matmul would turn -0 into +0 and spread an Inf or NaN over its
+ * output row). Any dtypes the DMA can cast between; the Transpose op uses it. */
+void tern_lib_transpose_exact(tern_kernel *k, tern_view out, tern_view in);
+
 /* Embedding lookup: out[i, :] = table[ids[i], :] for ids (int32, 1-D [n] or 2-D [n, 1]) staged into SBUF 128
  * at a time and one DMA gather per 128 rows. An id outside [0, vocab) stops the run with an error. */
 void tern_lib_embedding(tern_kernel *k, tern_view out, tern_view table, tern_view ids);

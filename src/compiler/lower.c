@@ -332,7 +332,44 @@ static int lower_transpose(cc *c)
         uint64_t R = (uint64_t)x->dims[x->rank - 2], C = (uint64_t)x->dims[x->rank - 1];
         uint64_t batches = x->numel / (R * C);
         for (uint64_t b = 0; b < batches && cc_ok(c); b++)
-            tern_lib_transpose(c->k, cc_view2d(c, y, b * R * C, C, R, R), cc_view2d(c, x, b * R * C, R, C, C));
+            tern_lib_transpose_exact(c->k, cc_view2d(c, y, b * R * C, C, R, R), cc_view2d(c, x, b * R * C, R, C, C));
+        return 1;
+    }
+    /* The output's innermost dim comes from a strided source dim (e.g. [B,S,H,D] -> [B,H,D,S], attention's K):
+     * one DMA would move single elements (a descriptor each). Instead, for every index of the other dims, the
+     * 2-D slice [source dim p, source last dim] goes through TensorE's transpose, reading and writing rows. */
+    int r = x->rank, p = (int)perm[r - 1], q = -1;
+    for (int d = 0; d < r; d++)
+        if (perm[d] == r - 1)
+            q = d;
+    if (r >= 2 && p != r - 1 && q >= 0 && tern_dtype_is_float(x->dt) && x->dims[p] >= 32 && x->dims[r - 1] >= 32) {
+        int64_t ys[CC_MAX_RANK], odims[CC_MAX_RANK], idx[CC_MAX_RANK] = {0};
+        cc_strides(y, ys);
+        int no = 0;
+        int64_t ox[CC_MAX_RANK], oy[CC_MAX_RANK]; /* strides of the other dims in x and y */
+        for (int d = 0; d < r; d++) /* d: a dim of y other than q and r-1 */
+            if (d != q && d != r - 1) {
+                odims[no] = y->dims[d];
+                oy[no] = ys[d];
+                ox[no] = xs[perm[d]];
+                no++;
+            }
+        uint64_t R = (uint64_t)x->dims[p], C = (uint64_t)x->dims[r - 1], slices = x->numel / (R * C);
+        for (uint64_t sl = 0; sl < slices && cc_ok(c); sl++) {
+            uint64_t xo = 0, yo = 0;
+            for (int d = 0; d < no; d++) {
+                xo += (uint64_t)(idx[d] * ox[d]);
+                yo += (uint64_t)(idx[d] * oy[d]);
+            }
+            /* in: [R rows (stride xs[p]), C contiguous]; out: [C rows (stride ys[q]), R contiguous] */
+            tern_lib_transpose_exact(c->k, cc_view2d(c, y, yo, C, R, (uint64_t)ys[q]),
+                                     cc_view2d(c, x, xo, R, C, (uint64_t)xs[p]));
+            for (int d = no - 1; d >= 0; d--) {
+                if (++idx[d] < odims[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
         return 1;
     }
     strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);

@@ -116,3 +116,53 @@ void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in)
     if (ident.region >= 0)
         tern_kernel_release(k, ident);
 }
+
+/* An exact transpose for data movement (the Transpose op): transpose_pe on v3+ (tern_lib_transpose), and on v2,
+ * where the PE array can only multiply by an identity (an Inf or NaN would spread over its output row, -0 would
+ * become +0), VectorE's bit-exact 32 x 32 transposes: each [<=128 rows, <=512 cols] strip is loaded in out's
+ * dtype (the DMA casts), every 32 x 32 block moves to its mirrored place in a [<=128, rows] output tile, and one
+ * DMA stores the tile. */
+void tern_lib_transpose_exact(tern_kernel *k, tern_view out, tern_view in)
+{
+    if (k->cfg.generation >= 3) {
+        tern_lib_transpose(k, out, in);
+        return;
+    }
+    if (!kview_ok(k, &out, "transpose out") || !kview_ok(k, &in, "transpose in"))
+        return;
+    if (tern_view_rank(&out) != 2 || tern_view_rank(&in) != 2) {
+        kfail(k, TERN_ERR_INVALID, "transpose: out and in must be 2-D views (ranks %u, %u)", tern_view_rank(&out),
+              tern_view_rank(&in));
+        return;
+    }
+    const uint64_t R = tern_view_dim(&in, 0), C = tern_view_dim(&in, 1);
+    if (tern_view_dim(&out, 0) != C || tern_view_dim(&out, 1) != R) {
+        kfail(k, TERN_ERR_INVALID, "transpose: out is [%llu, %llu], must be [%llu, %llu] for in [%llu, %llu]",
+              (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
+              (unsigned long long)C, (unsigned long long)R, (unsigned long long)R, (unsigned long long)C);
+        return;
+    }
+    const tern_dtype odt = (tern_dtype)out.ap.dtype;
+    const uint64_t T = k->cfg.partitions < 128 ? k->cfg.partitions : 128, V = 32, CW = 512;
+    for (uint64_t r0 = 0; r0 < R && !k->failed; r0 += T) {
+        uint64_t rb = min_u64(T, R - r0);
+        for (uint64_t c0 = 0; c0 < C && !k->failed; c0 += CW) {
+            uint64_t cw = min_u64(CW, C - c0);
+            tern_view strip = tern_kernel_sbuf(k, odt, (uint32_t)rb, (uint32_t)cw, "transpose_in");
+            tern_kernel_load(k, strip, tern_view_block(k, in, r0, r0 + rb, c0, c0 + cw));
+            for (uint64_t b0 = 0; b0 < cw && !k->failed; b0 += T) {
+                uint64_t cb = min_u64(T, cw - b0);
+                tern_view o = tern_kernel_sbuf(k, odt, (uint32_t)cb, (uint32_t)rb, "transpose_out");
+                for (uint64_t i = 0; i < rb; i += V)
+                    for (uint64_t j = 0; j < cb; j += V) {
+                        uint64_t ni = min_u64(V, rb - i), nj = min_u64(V, cb - j);
+                        tern_kernel_transpose_ve(k, tern_view_block(k, o, j, j + nj, i, i + ni),
+                                                 tern_view_block(k, strip, i, i + ni, b0 + j, b0 + j + nj));
+                    }
+                tern_kernel_store(k, tern_view_block(k, out, c0 + b0, c0 + b0 + cb, r0, r0 + rb), o);
+                tern_kernel_release(k, o);
+            }
+            tern_kernel_release(k, strip);
+        }
+    }
+}

@@ -2,7 +2,7 @@
  * ragged shapes (1 to 600 rows, 1 to 1100 columns, crossing the 128 blocks, 512-row groups and 512-column
  * chunks), on NeuronCore-v2 (matmul against an on-chip identity) and v3 (transpose mode); the identity tile
  * itself; the documented special values (v2: -0 -> +0, Inf poisons its output row with NaN; v3: bits kept);
- * and the build-time errors. */
+ * the build-time errors; and tern_lib_transpose_exact, which keeps every bit on v2 as well. */
 #include <math.h>
 
 #include "kernel_test_util.h"
@@ -104,6 +104,54 @@ static void special_values(const char *machine)
     tern_core_free(core);
 }
 
+/* tern_lib_transpose_exact: every bit moves (Inf, NaN, -0 included), ragged shapes across the 32-blocks, the
+ * 128-row strips and the 512-column chunks, casting on the way when the dtypes differ; on v2 no TensorE work. */
+static void exact_case(const char *machine, unsigned R, unsigned C, tern_dtype in_dt, tern_dtype out_dt)
+{
+    char name[160];
+    snprintf(name, sizeof name, "exact transpose %s %ux%u %s->%s", machine, R, C, tern_dtype_name(in_dt),
+             tern_dtype_name(out_dt));
+    TEST_BEGIN(name);
+    tern_core_config cfg;
+    tern_error err;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_kernel *k = NULL;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "transpose_exact", &k, &err), TERN_OK);
+    tern_lib_transpose_exact(k, tern_kernel_output2d(k, "y", out_dt, C, R), tern_kernel_input2d(k, "x", in_dt, R, C));
+    tern_status st = tern_kernel_status(k, &err);
+    CHECK_MSG(st == TERN_OK, "build failed: %s", err.msg);
+    size_t n = (size_t)R * C;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    ktu_fill(x, n, in_dt, 77 + R + C);
+    x[0] = -0.0f;
+    if (n > 5) {
+        x[n / 2] = INFINITY;
+        x[n / 3] = NAN;
+        x[n - 2] = -INFINITY;
+    }
+    if (!st) {
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "x", x, n, &err), TERN_OK);
+        tern_run_stats stats;
+        memset(&stats, 0, sizeof stats);
+        CHECK_EQ_INT(tern_kernel_run(k, core, &stats, &err), TERN_OK);
+        if (cfg.generation < 3)
+            CHECK_EQ_INT((int)stats.instructions[TERN_ENGINE_TENSOR], 0);
+        CHECK_EQ_INT(tern_kernel_read_f32(k, core, "y", y, n, &err), TERN_OK);
+        size_t bad = 0;
+        for (unsigned r = 0; r < R; r++)
+            for (unsigned c = 0; c < C; c++) {
+                float want = tern_num_round_f32(out_dt, x[(size_t)r * C + c], NULL, 0), got = y[(size_t)c * R + r];
+                if (isnan(want) ? !isnan(got) : memcmp(&want, &got, 4) != 0)
+                    bad++;
+            }
+        CHECK_MSG(bad == 0, "%zu of %zu elements differ", bad, n);
+    }
+    free(x);
+    free(y);
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
 /* The identity tile helper on a non-square tile: ones exactly where partition == column. */
 static void identity_tile(void)
 {
@@ -174,6 +222,12 @@ int main(void)
         run_case("neuroncore-v2", cases[i].R, cases[i].C, cases[i].in, cases[i].out);
     run_case("neuroncore-v3", 300, 513, TERN_DTYPE_BF16, TERN_DTYPE_BF16);
     run_case("neuroncore-v3", 129, 200, TERN_DTYPE_FP32, TERN_DTYPE_FP32);
+    exact_case("neuroncore-v2", 1, 1, TERN_DTYPE_FP32, TERN_DTYPE_FP32);
+    exact_case("neuroncore-v2", 77, 300, TERN_DTYPE_FP32, TERN_DTYPE_FP32);
+    exact_case("neuroncore-v2", 300, 1100, TERN_DTYPE_FP32, TERN_DTYPE_FP32);
+    exact_case("neuroncore-v2", 129, 64, TERN_DTYPE_FP32, TERN_DTYPE_BF16);
+    exact_case("neuroncore-v2", 40, 33, TERN_DTYPE_BF16, TERN_DTYPE_BF16);
+    exact_case("neuroncore-v3", 130, 70, TERN_DTYPE_FP32, TERN_DTYPE_FP32);
     special_values("neuroncore-v2");
     special_values("neuroncore-v3");
     identity_tile();
