@@ -135,6 +135,10 @@ void tern_kernel_affine_select(tern_kernel *k, tern_view dst, tern_view src, ter
 void tern_kernel_partition_reduce(tern_kernel *k, tern_view dst, tern_view src, tern_alu_op op);
 /* DMA: copy between any of HBM and SBUF (queue chosen round-robin unless queue >= 0). */
 void tern_kernel_dma_copy(tern_kernel *k, tern_view dst, tern_view src, int queue);
+/* The same DMA triggered from engine e's instruction stream (Sync, Scalar, GpSimd...): it then waits only in that
+ * engine's order, e.g. weight loads from a mostly idle engine run ahead of the Sync stream. A queue is fed by one
+ * engine; the automatic choice (queue -1) keeps the last quarter of the queues for engines other than Sync. */
+void tern_kernel_dma_copy_on(tern_kernel *k, tern_engine e, tern_view dst, tern_view src, int queue);
 void tern_kernel_dma_gather(tern_kernel *k, tern_view dst, tern_view table, tern_view indices, int queue);
 /* A raw instruction (advanced): the builder adds its dependency waits and completion signal. `reads` and
  * `writes` are the views it touches. */

@@ -69,10 +69,13 @@ struct tern_kernel {
     unsigned ncounters;
     uint32_t counts[KMAX_COUNTERS];                   /* instructions issued per counter */
     uint32_t known[TERN_ENGINE_COUNT][KMAX_COUNTERS]; /* waits each engine has already performed */
-    unsigned next_queue;                              /* round-robin DMA queue choice */
+    unsigned next_queue;                              /* round-robin DMA queue choice (Sync) */
+    unsigned next_other_queue;                        /* the same among the queues kept for other engines */
     uint8_t queue_feeder[KMAX_COUNTERS];              /* 1 + the engine that issues each queue's DMAs (0: none) */
 };
 
+/* The DMA queue for a DMA issued by engine e: `queue` when >= 0, else the automatic choice (ops.c). */
+uint8_t kpick_queue(tern_kernel *k, tern_engine e, int queue);
 void kfail(tern_kernel *k, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 tern_view kview_invalid(void);
 int kview_ok(tern_kernel *k, const tern_view *v, const char *what);

@@ -3,8 +3,9 @@
  * (tern_lib_bias_act). All tile [rows, cols] HBM views by 128 partitions and 2048-element column chunks, so
  * any shape fits in SBUF; each tile is loaded in its own dtype (exact), computed by one instruction that casts
  * to the output dtype, and stored. The per-column bias varies along the free dimension, which no per-partition
- * operand can express: tern_lib_broadcast_row replicates the row onto every partition with one DMA whose HBM
- * side has partition step 0, once per column chunk, and VectorE adds it as a tensor. */
+ * operand can express: tern_lib_broadcast_row replicates the row onto every partition (fp32: one small DMA and
+ * TensorE multiplying a ones column; other dtypes: one DMA whose HBM side has partition step 0), once per column
+ * chunk, and VectorE adds it as a tensor. */
 #include <stdio.h>
 #include <string.h>
 
@@ -79,7 +80,33 @@ void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row)
         memset(&src.ap.dims[1], 0, sizeof src.ap.dims[1]); /* unused dims must be zero (program encoding) */
         src.ap.ndims = 1;
     }
-    src.ap.num_partitions = dst.ap.num_partitions;
+    const uint32_t P = dst.ap.num_partitions;
+    if (P >= 16 && dst.ap.dtype == TERN_DTYPE_FP32 && row.ap.dtype == TERN_DTYPE_FP32 && tern_view_rank(&dst) == 2) {
+        /* On chip: one DMA brings the row to one partition, and TensorE replicates it, 512 columns per PSUM
+         * bank, as ones[1, P]^T @ row[1, cols]: each element is the fp32 chain +0 + 1 * b = b (a -0 becomes +0),
+         * so P rows cost n * 4 bytes of DMA instead of P * n * 4. */
+        tern_view r1 = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, (uint32_t)n, "broadcast_row_src");
+        tern_view ones = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, P, "broadcast_row_ones");
+        src.ap.num_partitions = 1;
+        tern_kernel_load(k, r1, src);
+        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, ones, 1.0f);
+        for (uint64_t c0 = 0; c0 < n && !k->failed; c0 += 512) {
+            uint64_t cw = min_u64(512, n - c0);
+            tern_view ps = tern_kernel_psum(k, TERN_DTYPE_FP32, P, (uint32_t)cw, "broadcast_row_psum");
+            tern_kernel_matmul(k, ps, ones, tern_view_block(k, r1, 0, 1, c0, c0 + cw), 0);
+            tern_view d = tern_view_block(k, dst, 0, P, c0, c0 + cw);
+            if (k->cfg.generation >= 3)
+                tern_kernel_tensor_copy(k, TERN_ENGINE_SCALAR, d, ps);
+            else
+                tern_kernel_activation(k, d, ps, TERN_ACT_COPY, 1.0f, kview_invalid(), kview_invalid(),
+                                       kview_invalid());
+            tern_kernel_release(k, ps);
+        }
+        tern_kernel_release(k, ones);
+        tern_kernel_release(k, r1);
+        return;
+    }
+    src.ap.num_partitions = P;
     src.ap.partition_step = 0;
     tern_kernel_load(k, dst, src);
 }

@@ -279,21 +279,40 @@ void tern_kernel_partition_reduce(tern_kernel *k, tern_view dst, tern_view src, 
     tern_kernel_emit(k, &ins, &src, 1, &dst, 1);
 }
 
-static uint8_t pick_queue(tern_kernel *k, int queue)
+/* Automatic queue choice. A queue is fed by one engine (the builder enforces it), so the last quarter of the
+ * queues is kept for DMAs issued by the other engines: Sync takes the others round-robin; another engine takes,
+ * round-robin, the reserved queues that it already feeds or that nobody feeds yet. */
+uint8_t kpick_queue(tern_kernel *k, tern_engine e, int queue)
 {
     if (queue >= 0)
         return (uint8_t)queue;
-    uint8_t q = (uint8_t)(k->next_queue % k->cfg.dma_queues);
-    k->next_queue++;
-    return q;
+    unsigned Q = k->cfg.dma_queues, reserved = Q >= 8 ? Q / 4 : 0;
+    if (e == TERN_ENGINE_SYNC || reserved == 0) {
+        uint8_t q = (uint8_t)(k->next_queue % (Q - reserved));
+        k->next_queue++;
+        return q;
+    }
+    for (unsigned i = 0; i < reserved; i++) {
+        unsigned q = Q - reserved + (k->next_other_queue + i) % reserved;
+        if (q < KMAX_COUNTERS && (k->queue_feeder[q] == 0 || k->queue_feeder[q] == (uint8_t)(e + 1))) {
+            k->next_other_queue = (k->next_other_queue + i + 1) % reserved;
+            return (uint8_t)q;
+        }
+    }
+    return (uint8_t)(Q - 1); /* every reserved queue taken by other engines: the builder reports it */
 }
 
 void tern_kernel_dma_copy(tern_kernel *k, tern_view dst, tern_view src, int queue)
 {
-    tern_instr ins = blank(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
+    tern_kernel_dma_copy_on(k, TERN_ENGINE_SYNC, dst, src, queue);
+}
+
+void tern_kernel_dma_copy_on(tern_kernel *k, tern_engine e, tern_view dst, tern_view src, int queue)
+{
+    tern_instr ins = blank(TERN_OP_DMA_COPY, pick(e, TERN_ENGINE_SYNC));
     ins.ap[TERN_AP_DST] = dst.ap;
     ins.ap[TERN_AP_IN0] = src.ap;
-    ins.queue = pick_queue(k, queue);
+    ins.queue = kpick_queue(k, (tern_engine)ins.engine, queue);
     tern_kernel_emit(k, &ins, &src, 1, &dst, 1);
 }
 
@@ -316,7 +335,7 @@ void tern_kernel_dma_gather(tern_kernel *k, tern_view dst, tern_view table, tern
         t->ndims = 1;
     }
     ins.ap[TERN_AP_IN1] = indices.ap;
-    ins.queue = pick_queue(k, queue);
+    ins.queue = kpick_queue(k, TERN_ENGINE_SYNC, queue);
     tern_kernel_emit(k, &ins, (tern_view[]){table, indices}, 2, &dst, 1);
 }
 

@@ -235,6 +235,26 @@ int main(void)
         tern_kernel_free(k);
     }
 
+    TEST_BEGIN("automatic queues: Sync never takes the last quarter, other engines only those");
+    {
+        tern_kernel *k = make("neuroncore-v2", &cfg);
+        tern_view in = tern_kernel_input2d(k, "x", TERN_DTYPE_FP32, 16, 64);
+        unsigned Q = cfg.dma_queues, R = Q / 4, bad = 0;
+        for (unsigned i = 0; i < 2 * Q; i++) {
+            tern_view t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 16, 64, "t");
+            tern_kernel_dma_copy(k, t, in, -1);
+            bad += last(k, TERN_ENGINE_SYNC)->queue >= Q - R;
+            tern_view u = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 16, 64, "u");
+            tern_kernel_dma_copy_on(k, TERN_ENGINE_GPSIMD, u, in, -1);
+            bad += last(k, TERN_ENGINE_GPSIMD)->queue < Q - R;
+            tern_kernel_release(k, t);
+            tern_kernel_release(k, u);
+        }
+        CHECK_EQ_INT((int)bad, 0);
+        CHECK_EQ_INT(tern_kernel_status(k, NULL), TERN_OK);
+        tern_kernel_free(k);
+    }
+
     TEST_BEGIN("building the same kernel twice gives the same program");
     {
         uint8_t *enc[2];
