@@ -34,6 +34,8 @@ void tern_compile_opts_default(tern_compile_opts *o);
 typedef struct {
     int nodes_in, nodes_after_opt; /* graph size before and after optimisation */
     int lowered, aliased;          /* nodes lowered to kernels; views (reshape & co) */
+    int lowered_empty;             /* of `lowered`: nodes whose outputs all have zero elements, lowered to nothing
+                                      (no storage, no instructions) */
     size_t instructions;           /* per core */
     uint64_t hbm_bytes;            /* per core: the peak HBM footprint */
     uint64_t weight_bytes;         /* per core: constants */

@@ -177,9 +177,13 @@ int tern_cmd_compile(int argc, char **argv)
         rc = 1;
     } else {
         printf("%s -> %s for %s: %d nodes (%d after optimisation), %zu instructions per core on %u core%s, "
-               "%.1f MB of weights, %.1f MB of HBM per core\n",
+               "%.1f MB of weights, %.1f MB of HBM per core",
                a.model, a.out, a.machine, rep.nodes_in, rep.nodes_after_opt, rep.instructions, x.cores,
                x.cores > 1 ? "s" : "", rep.weight_bytes / 1e6, rep.hbm_bytes / 1e6);
+        if (rep.lowered_empty) /* their outputs have zero elements: no storage, no instructions */
+            printf("; %d node%s with only zero-size outputs lowered to nothing", rep.lowered_empty,
+                   rep.lowered_empty > 1 ? "s" : "");
+        printf("\n");
     }
     tern_exe_free(&x);
     return rc;
@@ -433,7 +437,9 @@ int tern_cmd_run(int argc, char **argv)
         if (!file)
             for (unsigned d = 0; d < io->rank; d++)
                 printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
-        if (!file)
+        if (!file && tern_exe_io_elems(io) == 0)
+            printf("] (empty)\n");
+        else if (!file)
             printf("] random (seed %llu)\n", (unsigned long long)(seed + i));
     }
     tern_run_stats st;
@@ -467,10 +473,14 @@ int tern_cmd_run(int argc, char **argv)
         printf("output %s: %s [", io->name, tern_dtype_name(io->dtype));
         for (unsigned d = 0; d < io->rank; d++)
             printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
-        printf("] mean %.6g std %.6g min %.6g max %.6g first [", mean, sd, mn, mx);
-        for (uint64_t k = 0; k < n && k < 4; k++)
-            printf("%s%.6g", k ? ", " : "", f[k]);
-        printf("%s]\n", n > 4 ? ", ..." : "");
+        if (n == 0) { /* a zero-size output: no statistics to show */
+            printf("] (empty)\n");
+        } else {
+            printf("] mean %.6g std %.6g min %.6g max %.6g first [", mean, sd, mn, mx);
+            for (uint64_t k = 0; k < n && k < 4; k++)
+                printf("%s%.6g", k ? ", " : "", f[k]);
+            printf("%s]\n", n > 4 ? ", ..." : "");
+        }
         if (outdir) {
             char path[1024];
             snprintf(path, sizeof path, "%s/%s.npy", outdir, io->name);

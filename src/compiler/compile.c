@@ -118,9 +118,32 @@ static void shape_from(cc_value *x, const tern_graph_value *gv)
 
 static tern_view new_tensor(cc *c, const char *name, tern_kio_kind kind, tern_dtype dt, uint64_t numel)
 {
-    uint64_t n = numel ? numel : 1;
-    return tern_kernel_hbm_tensor(c->k, name, kind, dt, 1, &n);
+    return tern_kernel_hbm_tensor(c->k, name, kind, dt, 1, &numel); /* numel >= 1: empty values get none */
 }
+
+/* "[3, 0, 5]" */
+static const char *shape_text(const int64_t *dims, int rank, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < rank && n < len; d++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", d ? ", " : "", (long long)dims[d]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+/* A value with zero elements needs no storage: it is placed with no tensor, and nothing reads or writes it. */
+static void place_empty(cc_value *x, tern_dtype dt, int id)
+{
+    x->dt = dt;
+    x->owner = id;
+    x->flat = tern_view_none();
+    x->scratch = 0;
+    x->host = NULL;
+    x->placed = 1;
+}
+
+static int is_empty_device_value(const cc_value *x) { return x->placed && !x->host && x->numel == 0; }
 
 void cc_strides(const cc_value *x, int64_t *st)
 {
@@ -174,6 +197,10 @@ cc_value *cc_out(cc *c, int k, tern_dtype dt)
     }
     x->dt = dt;
     x->owner = id;
+    if (x->numel == 0) {
+        place_empty(x, dt, id);
+        return x;
+    }
     char name[TERN_TENSOR_NAME_MAX];
     if (gv->flags & TERN_VALUE_OUTPUT) {
         tern_compile_io_name(gv->name, name, sizeof name);
@@ -215,8 +242,16 @@ cc_value *cc_alias(cc *c, int k, int j)
 tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part_step, unsigned nd,
                   const uint32_t *nums, const int32_t *steps)
 {
+    if (x->flat.region < 0 && (x->host ? x->host->count == 0 : x->placed && x->numel == 0)) {
+        /* lowerings never see zero-size values except where they skip them (Concat inputs, Split outputs): this
+         * is a guard against a wrong answer, reported like any unsupported case */
+        const tern_graph_value *gv = tern_graph_value_at(c->g, x->owner);
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s '%s' has no elements: a zero-size tensor cannot be read or written on "
+                "the device", x->host ? "constant" : "value", gv ? gv->name : "?");
+        return tern_view_none();
+    }
     if (x->host && x->flat.region < 0) { /* a graph constant used as a tensor: its device copy, once */
-        x->flat = cc_const2d(c, x->host, x->dt, 1, x->host->count ? x->host->count : 1, 0);
+        x->flat = cc_const2d(c, x->host, x->dt, 1, x->host->count, 0);
         if (x->flat.region < 0)
             return x->flat;
     }
@@ -361,9 +396,10 @@ static tern_status build_core(cc *c, const tern_graph *gview)
         if (!tern_graph_value_is_static(gv))
             return cc_fail(c, TERN_ERR_INVALID, "input '%s' has unknown dimensions (bind them, e.g. --dim)", gv->name);
         shape_from(x, gv);
-        if (x->numel == 0)
-            return cc_fail(c, TERN_ERR_UNSUPPORTED, "input '%s' has no elements (zero-size tensors are not supported)",
-                           gv->name);
+        if (x->numel == 0) { /* part of the interface with its true shape, but nothing to place on the device */
+            place_empty(x, dt, id);
+            continue;
+        }
         x->dt = dt;
         x->owner = id;
         char name[TERN_TENSOR_NAME_MAX];
@@ -386,6 +422,7 @@ static tern_status build_core(cc *c, const tern_graph *gview)
             if (n->inputs[k] >= 0 && !c->v[n->inputs[k]].placed)
                 return cc_fail(c, TERN_ERR_INVALID, "input %d ('%s') has no device placement", k,
                                tern_graph_value_at(g, n->inputs[k])->name);
+        int outs = 0, empty_outs = 0, first_empty = -1, first_full = -1;
         for (int k = 0; k < n->n_outputs; k++) {
             const tern_graph_value *ov = n->outputs[k] >= 0 ? tern_graph_value_at(g, n->outputs[k]) : NULL;
             if (!ov)
@@ -394,17 +431,58 @@ static tern_status build_core(cc *c, const tern_graph *gview)
             if (!tern_graph_value_is_static(ov))
                 return cc_fail(c, TERN_ERR_UNSUPPORTED, "output '%s' has unknown dimensions after shape inference",
                                ov->name);
-            for (int d = 0; d < ov->rank; d++)
-                if (ov->dims[d] == 0)
-                    return cc_fail(c, TERN_ERR_UNSUPPORTED,
-                                   "output '%s' has no elements (dimension %d is 0; zero-size tensors are not supported)",
-                                   ov->name, d);
+            outs++;
+            if (tern_graph_value_numel(ov) == 0) {
+                empty_outs++;
+                first_empty = first_empty < 0 ? k : first_empty;
+            } else {
+                first_full = first_full < 0 ? k : first_full;
+            }
         }
         cc_lower_fn fn = cc_lowering(n->domain, n->op);
         if (!fn)
             return cc_fail(c, TERN_ERR_UNSUPPORTED, "op %s%s%s is not supported on the device yet", n->domain,
                            n->domain[0] ? "." : "", n->op);
-        fn(c);
+        int onnx_domain = !n->domain[0] || !strcmp(n->domain, "ai.onnx");
+        if (outs > 0 && empty_outs == outs) {
+            /* Every output has zero elements: nothing to compute, no storage, no instructions. The node counts as
+             * lowered (to an empty piece of program); its rule never sees it. */
+            for (int k = 0; k < n->n_outputs; k++) {
+                int id = n->outputs[k];
+                if (id < 0)
+                    continue;
+                tern_dtype dt;
+                if (dtype_of(c, tern_graph_value_at(g, id), &dt))
+                    return c->err->code;
+                shape_from(&c->v[id], tern_graph_value_at(g, id));
+                place_empty(&c->v[id], dt, id);
+            }
+            c->lowered_empty++;
+        } else {
+            char s1[96], s2[96];
+            if (empty_outs > 0 && !(onnx_domain && !strcmp(n->op, "Split"))) { /* Split skips empty pieces */
+                const tern_graph_value *e = tern_graph_value_at(g, n->outputs[first_empty]);
+                const tern_graph_value *f = tern_graph_value_at(g, n->outputs[first_full]);
+                return cc_fail(c, TERN_ERR_UNSUPPORTED,
+                               "output %d ('%s') is a zero-size tensor %s while output %d ('%s') %s is not; an op "
+                               "with both empty and non-empty outputs is supported only for Split",
+                               first_empty, e->name, shape_text(e->dims, e->rank, s1, sizeof s1), first_full, f->name,
+                               shape_text(f->dims, f->rank, s2, sizeof s2));
+            }
+            for (int k = 0; k < n->n_inputs; k++) {
+                int id = n->inputs[k];
+                if (id < 0 || !is_empty_device_value(&c->v[id]) || (onnx_domain && !strcmp(n->op, "Concat")))
+                    continue; /* Concat skips empty pieces; empty constants are attributes (Resize's roi ...) */
+                const tern_graph_value *e = tern_graph_value_at(g, id);
+                const tern_graph_value *f = tern_graph_value_at(g, n->outputs[first_full]);
+                return cc_fail(c, TERN_ERR_UNSUPPORTED,
+                               "input %d ('%s') is a zero-size tensor %s but output '%s' %s is not; reading a "
+                               "zero-size tensor to make a non-empty one is supported only for Concat",
+                               k, e->name, shape_text(e->dims, e->rank, s1, sizeof s1), f->name,
+                               shape_text(f->dims, f->rank, s2, sizeof s2));
+            }
+            fn(c);
+        }
         if (!cc_ok(c))
             return c->err->code;
         c->lowered++;
@@ -448,8 +526,7 @@ static tern_status build_core(cc *c, const tern_graph *gview)
         if (!cc_ok(c))
             break;
         if (x->numel == 0)
-            return cc_fail(c, TERN_ERR_UNSUPPORTED, "output '%s' has no elements (zero-size tensors are not supported)",
-                           gv->name);
+            continue; /* an empty output: nothing to copy */
         cc_value o = *x;
         char name[TERN_TENSOR_NAME_MAX];
         tern_compile_io_name(gv->name, name, sizeof name);
@@ -574,6 +651,7 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
     }
     if (!st) {
         r.lowered = c.lowered;
+        r.lowered_empty = c.lowered_empty;
         r.aliased = c.aliased;
         r.instructions = tern_program_instr_count(tern_kernel_program(c.k));
         r.hbm_bytes = tern_kernel_hbm_bytes(c.k);

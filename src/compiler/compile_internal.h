@@ -9,7 +9,9 @@
 
 #define CC_MAX_RANK 8
 
-/* Where a graph value lives on the device. */
+/* Where a graph value lives on the device. A value with zero elements (a 0 dimension) is placed without storage:
+ * `flat` is tern_view_none() and nothing may read or write it (cc_view refuses); lowerings see such values only
+ * as Concat inputs and Split outputs, which skip them. */
 typedef struct {
     int placed;
     tern_view flat;       /* the whole tensor as a 1-D HBM view (owner's storage, at this value's offset) */
@@ -39,6 +41,7 @@ typedef struct {
     unsigned names;       /* counter for scratch tensor names */
     double model_flops;
     int lowered, aliased;
+    int lowered_empty;    /* nodes whose outputs all have zero elements: lowered to nothing */
 } cc;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
@@ -49,7 +52,8 @@ const tern_graph_node *cc_node(cc *c);
 cc_value *cc_in(cc *c, int k);  /* k-th input of the current node (placed); NULL if absent */
 int cc_in_id(cc *c, int k);
 int cc_out_id(cc *c, int k);
-/* Place the current node's k-th output as a fresh tensor (scratch or, for graph outputs, an output). */
+/* Place the current node's k-th output as a fresh tensor (scratch or, for graph outputs, an output); an output
+ * with zero elements is placed without storage. */
 cc_value *cc_out(cc *c, int k, tern_dtype dt);
 /* Make output k an alias of input j's storage with the output's shape (views: Reshape & co). */
 cc_value *cc_alias(cc *c, int k, int j);

@@ -115,9 +115,9 @@ static int io_check(const tern_exe_io *io, char *why, size_t n)
         snprintf(why, n, "'%s': rank %u above %d", io->name, io->rank, TERN_EXE_MAX_RANK);
         return -1;
     }
-    for (unsigned d = 0; d < io->rank; d++)
-        if (io->shape[d] <= 0 || io->shape[d] > (int64_t)UINT32_MAX) {
-            snprintf(why, n, "'%s': dimension %u is %lld (must be 1..%u)", io->name, d, (long long)io->shape[d],
+    for (unsigned d = 0; d < io->rank; d++) /* 0 is allowed: a zero-size input or output */
+        if (io->shape[d] < 0 || io->shape[d] > (int64_t)UINT32_MAX) {
+            snprintf(why, n, "'%s': dimension %u is %lld (must be 0..%u)", io->name, d, (long long)io->shape[d],
                      UINT32_MAX);
             return -1;
         }
@@ -358,9 +358,12 @@ tern_status tern_exe_decode(const uint8_t *buf, size_t len, tern_exe *out, tern_
     off += (8 - off % 8) % 8;
     if (off != len)
         return fail(out, err, TERN_ERR_PARSE, off, "%zu trailing bytes", len - off);
-    /* Every input and output must be a tensor of every core's program. */
+    /* Every input and output must be a tensor of every core's program, except a zero-size one: it has no bytes to
+     * place, so the program has no tensor for it. */
     for (size_t i = 0; i < out->num_inputs + out->num_outputs; i++) {
         const tern_exe_io *io = i < out->num_inputs ? &out->inputs[i] : &out->outputs[i - out->num_inputs];
+        if (tern_exe_io_elems(io) == 0)
+            continue;
         for (unsigned c = 0; c < cores; c++)
             if (!tern_program_find_tensor(&out->programs[c], io->name))
                 return fail(out, err, TERN_ERR_PARSE, X_HEADER, "'%s' is not a tensor of core %u's program", io->name, c);

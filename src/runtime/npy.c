@@ -177,7 +177,7 @@ tern_status tern_npy_write(const char *path, const tern_npy *a, tern_error *err)
     ok = ok && fputc('\n', f) != EOF;
     uint64_t count = tern_npy_count(a);
     size_t es = tern_npy_type_size(a->type);
-    ok = ok && fwrite(a->data, es, count, f) == count;
+    ok = ok && (count == 0 || fwrite(a->data, es, count, f) == count); /* an empty array is its header alone */
     ok = (fclose(f) == 0) && ok;
     if (!ok)
         return tern_error_set(err, TERN_ERR_IO, "%s: write failed", path);

@@ -73,7 +73,7 @@ static const tern_exe_io *find_io(const tern_exe_io *v, size_t n, const char *na
 static void slice_of(const tern_exe *x, const tern_exe_io *io, unsigned c, uint64_t *offset, uint64_t *bytes)
 {
     uint64_t total = tern_exe_io_elems(io) * tern_dtype_size(io->dtype);
-    if (!io->split_batch || x->cores == 1 || io->rank == 0) {
+    if (!io->split_batch || x->cores == 1 || io->rank == 0 || total == 0) {
         *offset = 0;
         *bytes = total;
         return;
@@ -127,6 +127,8 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
             uint64_t off, bytes;
             slice_of(&rt->exe, io, c, &off, &bytes);
             const char *kind = i < rt->exe.num_inputs ? "input" : "output";
+            if (!t && bytes == 0)
+                continue; /* a zero-size input or output: nothing to place, so no program tensor */
             /* the message is made before rt (which owns io) is freed */
             if (!t || tern_program_tensor_bytes(t) != bytes) {
                 if (!t)
@@ -210,7 +212,8 @@ tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, s
     uint8_t *copy = malloc(bytes ? bytes : 1);
     if (!copy)
         return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory for input '%s'", name);
-    memcpy(copy, data, bytes);
+    if (bytes)
+        memcpy(copy, data, bytes); /* 0 bytes for a zero-size input (data may be NULL) */
     free(rt->inputs[i]);
     rt->inputs[i] = copy;
     rt->input_set[i] = 1;
@@ -233,6 +236,8 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
                 const tern_program_tensor *t = tern_program_find_tensor(prog, x->inputs[i].name);
                 uint64_t off, bytes;
                 slice_of(x, &x->inputs[i], c, &off, &bytes);
+                if (!t && bytes == 0)
+                    continue; /* a zero-size input: nothing to write */
                 if (tern_program_tensor_bytes(t) != bytes)
                     return tern_error_set(err, TERN_ERR_INVALID,
                                           "runtime: core %u's tensor '%s' holds %llu bytes, its share of the input is "
@@ -276,6 +281,8 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
                               (unsigned long long)want, tern_dtype_name(io->dtype), bytes);
     if (rt->opts.mode != TERN_MODE_FUNCTIONAL)
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': a timing-only run computes no values", name);
+    if (want == 0)
+        return TERN_OK; /* a zero-size output: nothing to read (data may be NULL) */
     for (unsigned c = 0; c < x->cores; c++) {
         const tern_program_tensor *t = tern_program_find_tensor(&x->programs[c], name);
         uint64_t off, n;

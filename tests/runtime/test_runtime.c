@@ -171,6 +171,59 @@ int main(void)
         tern_kernel_free(kk[1]);
     }
 
+    TEST_BEGIN("zero-size inputs and outputs encode, decode, load and run with 0 bytes");
+    {
+        /* The linear kernel's interface plus an empty input [0, 5] and an empty output [3, 0, 2]: they have no
+         * bytes to place, so no program tensor, and keep their true shapes through the file. */
+        tern_exe_io ins[2] = {{"xT", TERN_DTYPE_FP32, 2, {K, Bt}, 0}, {"nothing_in", TERN_DTYPE_FP32, 2, {0, 5}, 0}};
+        tern_exe_io outs[2] = {{"y", TERN_DTYPE_FP32, 2, {Bt, N}, 0},
+                               {"nothing_out", TERN_DTYPE_INT32, 3, {3, 0, 2}, 0}};
+        tern_exe xz, dz;
+        st = tern_exe_from_kernels(&xz, "trn1.2xlarge", &k1, 1, ins, 2, outs, 2, NULL, &err);
+        CHECK_MSG(st == TERN_OK, "%s", err.msg);
+        uint8_t *bytes = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(tern_exe_encode(&xz, &bytes, &n, &err), TERN_OK);
+        st = tern_exe_decode(bytes, n, &dz, &err);
+        CHECK_MSG(st == TERN_OK, "%s", err.msg);
+        CHECK_EQ_INT(dz.num_inputs, 2);
+        CHECK_EQ_INT(dz.num_outputs, 2);
+        CHECK(!strcmp(dz.inputs[1].name, "nothing_in") && dz.inputs[1].rank == 2 && dz.inputs[1].shape[0] == 0 &&
+              dz.inputs[1].shape[1] == 5);
+        CHECK(!strcmp(dz.outputs[1].name, "nothing_out") && dz.outputs[1].dtype == TERN_DTYPE_INT32 &&
+              dz.outputs[1].rank == 3 && dz.outputs[1].shape[0] == 3 && dz.outputs[1].shape[1] == 0 &&
+              dz.outputs[1].shape[2] == 2);
+        CHECK_EQ_INT(tern_exe_io_elems(&dz.outputs[1]), 0);
+        CHECK(tern_program_find_tensor(&dz.programs[0], "nothing_out") == NULL);
+        free(bytes);
+        st = tern_rt_create(&dz, "trn1.2xlarge", NULL, &rt, &err);
+        CHECK_MSG(st == TERN_OK, "%s", err.msg);
+        CHECK_EQ_INT(tern_rt_set_input(rt, "xT", xT, sizeof(float) * Bt * K, &err), TERN_OK);
+        CHECK(tern_rt_execute(rt, NULL, &err) != TERN_OK); /* an empty input must still be set */
+        CHECK_STR_CONTAINS(err.msg, "input 'nothing_in' was not set");
+        CHECK(tern_rt_set_input(rt, "nothing_in", xT, 4, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "input 'nothing_in' takes 0 bytes (fp32), 4 given");
+        CHECK_EQ_INT(tern_rt_set_input(rt, "nothing_in", NULL, 0, &err), TERN_OK);
+        CHECK_EQ_INT(tern_rt_execute(rt, NULL, &err), TERN_OK);
+        CHECK_EQ_INT(tern_rt_get_output(rt, "nothing_out", NULL, 0, &err), TERN_OK);
+        CHECK(tern_rt_get_output(rt, "nothing_out", y2, 4, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "output 'nothing_out' holds 0 bytes (int32), 4 requested");
+        CHECK_EQ_INT(tern_rt_get_output(rt, "y", y2, sizeof(float) * Bt * N, &err), TERN_OK);
+        CHECK_MSG(memcmp(y, y2, sizeof(float) * Bt * N) == 0, "the non-empty output differs from the plain run");
+        tern_rt_free(rt);
+        /* A zero-size interface tensor whose name is a program tensor with bytes is inconsistent: refused. */
+        dz.outputs[0].shape[0] = 0;
+        CHECK(tern_rt_create(&dz, "trn1.2xlarge", NULL, &rt, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "core 0's tensor 'y' holds 163840 bytes, its share of the output is 0");
+        dz.outputs[0].shape[0] = Bt;
+        /* Negative dimensions stay invalid. */
+        dz.inputs[1].shape[0] = -1;
+        CHECK(tern_exe_encode(&dz, &bytes, &n, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "input 'nothing_in': dimension 0 is -1 (must be 0..");
+        tern_exe_free(&dz);
+        tern_exe_free(&xz);
+    }
+
     TEST_BEGIN("corrupt and truncated executables are refused with the offset");
     {
         uint8_t *bytes = NULL;
