@@ -144,14 +144,22 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
     const act_job *j = ctx;
     uint32_t p0 = (uint32_t)((uint64_t)j->P * part / nparts), p1 = (uint32_t)((uint64_t)j->P * (part + 1) / nparts);
     for (uint32_t p = p0; p < p1; p++) {
-        float acc = 0.0f;
-        for (size_t i = 0; i < j->N; i++) {
-            float *e = &j->x[(size_t)p * j->N + i];
-            float t = *e * j->scale[p];
-            t = t + j->bias[p];
-            *e = (float)act(j->f, (double)t);
-            acc += *e;
+        float acc = 0.0f, sc = j->scale[p], b = j->bias[p];
+        float *row = &j->x[(size_t)p * j->N];
+        if (j->f == TERN_ACT_COPY) { /* the affine step alone: copy returns its fp32 input, so no round trip */
+            for (size_t i = 0; i < j->N; i++) {
+                float t = row[i] * sc;
+                row[i] = t + b;
+            }
+        } else {
+            for (size_t i = 0; i < j->N; i++) {
+                float t = row[i] * sc;
+                t = t + b;
+                row[i] = (float)act(j->f, (double)t);
+            }
         }
+        for (size_t i = 0; i < j->N; i++)
+            acc += row[i];
         j->sum[p] = acc;
     }
 }
