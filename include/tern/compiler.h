@@ -25,6 +25,8 @@ typedef struct {
     unsigned cores;         /* split the batch (axis 0 of every input and output) over this many cores; 0 = 1 */
     int64_t default_dim;    /* value for symbolic input dims left unbound (batch, sequence); 0 = 1 */
     int no_attention_fusion;/* keep attention as separate MatMul/Softmax/... nodes (tern.Attention otherwise) */
+    int no_attention_layouts;/* fused attention reads materialised [B, H, S, D] operands (the heads are otherwise
+                                read from the tensor they were cut from and written in the merged layout) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
 } tern_compile_opts;

@@ -202,6 +202,9 @@ int tern_graph_prune(tern_graph *g);
 tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err);
 /* Flags that switch fusions off (for comparisons and debugging). */
 #define TERN_GRAPH_NO_ATTENTION_FUSION 1u
+/* Keep the attention's operands as materialised [B, H, S, D] tensors instead of reading the heads from the
+ * tensors they were cut from (and writing the merged layout) */
+#define TERN_GRAPH_NO_ATTENTION_LAYOUTS 2u
 tern_status tern_graph_fuse_flags(tern_graph *g, unsigned flags, int *fused, tern_error *err);
 /* The standard pipeline: infer, fold, prune, fuse, prune. */
 tern_status tern_graph_optimize(tern_graph *g, tern_error *err);

@@ -1,7 +1,11 @@
 /* The lowering of tern.Attention (the fused scaled dot-product attention of passes.c): softmax(mask(scale(Q @
  * KT))) @ V for every batch-head, on chip from the loads of Q, KT and V to the store of the output, with no HBM
- * temporaries. Per batch-head, KT [D, Sk] and V [Sk, Dv] are loaded once (cast to the matmul dtype by the DMA)
- * and the next head's are prefetched while this one computes; per tile of up to 128 query rows:
+ * temporaries. Every operand is a view {source, offset, batch strides, sS, sD}: the materialised [.., S, D]
+ * tensors of the plain form, or, in the layout form (passes.c), the tensor the heads were cut from (e.g. the QKV
+ * projection's output) and the merged-heads layout of the output. Per batch-head, K and V are loaded once (cast
+ * to the matmul dtype by the DMA; K as [D, Sk] directly when its keys are contiguous, else as rows transposed
+ * through the PE array) and the next head's loads are issued while this one computes; per tile of up to 128
+ * query rows:
  *
  *   qT        Q rows [rp, D] loaded, cast to the matmul dtype (VectorE), transposed through the PE array
  *             (identity matmul on v2, transpose_pe on v3+) and copied out of PSUM by ScalarE: [D, rp];
@@ -25,15 +29,28 @@
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 typedef struct {
-    tern_view kT;     /* [D, Sk] in the matmul dtype */
+    tern_view kT;     /* [D, Sk] in the matmul dtype (built from krows when K's rows are what is contiguous) */
+    tern_view krows[16]; /* key blocks of K as rows [<=128, D] in fp32 (layout form), or none */
     tern_view v[16];  /* key blocks of V: [<=128, Dv] */
-    unsigned nv;
+    unsigned nv, nk;
 } att_head;
+
+/* An operand: element offset and strides into its value's storage; the batch index (flattened over nb dims)
+ * contributes sum_i idx_i * bstride[i]. */
+typedef struct {
+    cc_value *v;
+    int64_t off, bstride[CC_MAX_RANK], sS, sD;
+} att_opnd;
 
 typedef struct {
     cc *c;
     tern_kernel *k;
-    cc_value *Q, *KT, *V, *M, *Y;
+    att_opnd q, kk, vv, o; /* Q [.., Sq, D], K [.., Sk, D], V [.., Sk, Dv], out [.., Sq, Dv] */
+    cc_value *M, *Y;
+    int nb;                /* batch dims of the operands */
+    int64_t bdims[CC_MAX_RANK];
+    int nsd;               /* batch dims of the scores, for the mask */
+    int64_t sdims[CC_MAX_RANK];
     uint64_t Sq, D, Sk, Dv, BH;
     int scale_op, mode;
     float scale, fill;
@@ -44,22 +61,58 @@ typedef struct {
     int64_t mstride[CC_MAX_RANK]; /* mask element strides over the scores' dims (0 where it broadcasts) */
 } att;
 
+static uint64_t opnd_base(const att *a, const att_opnd *x, uint64_t bh)
+{
+    int64_t off = x->off;
+    for (int d = a->nb - 1; d >= 0; d--) {
+        off += (int64_t)(bh % (uint64_t)a->bdims[d]) * x->bstride[d];
+        bh /= (uint64_t)a->bdims[d];
+    }
+    return (uint64_t)off;
+}
+
+/* Rows [r0, r0+n) of an operand (partition = row) with `cols` columns. */
+static tern_view opnd_rows(att *a, const att_opnd *x, uint64_t bh, uint64_t r0, uint64_t n, uint64_t cols)
+{
+    uint32_t nums[1] = {(uint32_t)cols};
+    int32_t steps[1] = {(int32_t)x->sD};
+    return cc_view(a->c, x->v, opnd_base(a, x, bh) + r0 * (uint64_t)x->sS, (uint32_t)n, x->sS, 1, nums, steps);
+}
+
 static void load_head(att *a, uint64_t bh, att_head *h)
 {
-    h->kT = tern_kernel_sbuf(a->k, a->mdt, (uint32_t)a->D, (uint32_t)a->Sk, "att_kT");
-    tern_kernel_load(a->k, h->kT, cc_view2d(a->c, a->KT, bh * a->D * a->Sk, a->D, a->Sk, a->Sk));
+    h->nk = 0;
+    if (a->kk.sD != 1 && a->kk.sS == 1) { /* K^T rows contiguous: [D, Sk] straight in */
+        h->kT = tern_kernel_sbuf(a->k, a->mdt, (uint32_t)a->D, (uint32_t)a->Sk, "att_kT");
+        uint32_t nums[1] = {(uint32_t)a->Sk};
+        int32_t steps[1] = {1};
+        tern_kernel_load(a->k, h->kT,
+                         cc_view(a->c, a->kk.v, opnd_base(a, &a->kk, bh), (uint32_t)a->D, a->kk.sD, 1, nums, steps));
+    } else { /* K's rows: loaded here, transposed when the head's turn comes */
+        h->kT = tern_view_none();
+        for (uint64_t s0 = 0; s0 < a->Sk; s0 += a->T) {
+            uint64_t kc = min_u64(a->T, a->Sk - s0);
+            tern_view t = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, (uint32_t)kc, (uint32_t)a->D, "att_krows");
+            tern_kernel_load(a->k, t, opnd_rows(a, &a->kk, bh, s0, kc, a->D));
+            h->krows[h->nk++] = t;
+        }
+    }
     h->nv = 0;
     for (uint64_t s0 = 0; s0 < a->Sk; s0 += a->T) {
         uint64_t kc = min_u64(a->T, a->Sk - s0);
         tern_view t = tern_kernel_sbuf(a->k, a->mdt, (uint32_t)kc, (uint32_t)a->Dv, "att_v");
-        tern_kernel_load(a->k, t, cc_view2d(a->c, a->V, bh * a->Sk * a->Dv + s0 * a->Dv, kc, a->Dv, a->Dv));
+        tern_kernel_load(a->k, t, opnd_rows(a, &a->vv, bh, s0, kc, a->Dv));
         h->v[h->nv++] = t;
     }
 }
 
 static void release_head(att *a, att_head *h)
 {
-    tern_kernel_release(a->k, h->kT);
+    if (h->kT.region >= 0)
+        tern_kernel_release(a->k, h->kT);
+    for (unsigned j = 0; j < h->nk; j++)
+        if (h->krows[j].region >= 0)
+            tern_kernel_release(a->k, h->krows[j]);
     for (unsigned j = 0; j < h->nv; j++)
         tern_kernel_release(a->k, h->v[j]);
 }
@@ -87,14 +140,39 @@ static void copy_on_scalar(att *a, tern_view dst, tern_view src)
 /* The mask's element offset of batch-head bh, query row q0. */
 static uint64_t mask_offset(const att *a, uint64_t bh, uint64_t q0)
 {
-    int r = a->Y->rank;
-    uint64_t off = q0 * (uint64_t)a->mstride[r - 2];
-    for (int d = r - 3; d >= 0; d--) {
-        uint64_t n = (uint64_t)a->Y->dims[d];
+    uint64_t off = q0 * (uint64_t)a->mstride[a->nsd];
+    for (int d = a->nsd - 1; d >= 0; d--) {
+        uint64_t n = (uint64_t)a->sdims[d];
         off += (bh % n) * (uint64_t)a->mstride[d];
         bh /= n;
     }
     return off;
+}
+
+/* K^T [D, Sk] of a head whose K came as rows: each key block cast to the matmul dtype and transposed through
+ * the PE array (TensorE, in the head's turn so the prefetch never holds TensorE back). */
+static void head_kT(att *a, att_head *h)
+{
+    if (h->kT.region >= 0)
+        return;
+    tern_kernel *k = a->k;
+    h->kT = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->D, (uint32_t)a->Sk, "att_kT");
+    for (unsigned j = 0; j < h->nk; j++) {
+        uint64_t s0 = (uint64_t)j * a->T, kc = min_u64(a->T, a->Sk - s0);
+        tern_view kb = h->krows[j];
+        if (a->mdt != TERN_DTYPE_FP32) {
+            kb = tern_kernel_sbuf(k, a->mdt, (uint32_t)kc, (uint32_t)a->D, "att_kb");
+            tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, kb, h->krows[j]);
+        }
+        tern_view ps = tern_kernel_psum(k, a->pdt, (uint32_t)a->D, (uint32_t)kc, "att_kT_psum");
+        pe_transpose(a, ps, kb, kc);
+        copy_on_scalar(a, tern_view_block(k, h->kT, 0, a->D, s0, s0 + kc), ps);
+        tern_kernel_release(k, ps);
+        if (kb.region != h->krows[j].region)
+            tern_kernel_release(k, kb);
+        tern_kernel_release(k, h->krows[j]);
+        h->krows[j] = tern_view_none();
+    }
 }
 
 static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
@@ -104,7 +182,7 @@ static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
     const uint32_t rp = (uint32_t)min_u64(a->T, a->Sq - q0), Sk = (uint32_t)a->Sk;
     /* qT [D, rp] */
     tern_view q = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->D, "att_q");
-    tern_kernel_load(k, q, cc_view2d(c, a->Q, bh * a->Sq * a->D + q0 * a->D, rp, a->D, a->D));
+    tern_kernel_load(k, q, opnd_rows(a, &a->q, bh, q0, rp, a->D));
     tern_view qb = q;
     if (a->mdt != TERN_DTYPE_FP32) {
         qb = tern_kernel_sbuf(k, a->mdt, rp, (uint32_t)a->D, "att_qb");
@@ -136,11 +214,10 @@ static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
     tern_kernel_release(k, qT);
     /* mask */
     if (a->mode) {
-        int r = a->Y->rank;
         tern_view m = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, Sk, "att_mask");
         uint32_t nums[1] = {Sk};
-        int32_t steps[1] = {(int32_t)a->mstride[r - 1]};
-        tern_kernel_load(k, m, cc_view(c, a->M, mask_offset(a, bh, q0), rp, a->mstride[r - 2], 1, nums, steps));
+        int32_t steps[1] = {(int32_t)a->mstride[a->nsd + 1]};
+        tern_kernel_load(k, m, cc_view(c, a->M, mask_offset(a, bh, q0), rp, a->mstride[a->nsd], 1, nums, steps));
         if (a->mode == 3) {
             tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, x, x, m, TERN_ALU_ADD);
         } else {
@@ -189,7 +266,7 @@ static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
     tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->Dv, "att_out");
     copy_on_scalar(a, o, o_ps);
     tern_kernel_release(k, o_bank);
-    tern_kernel_store(k, cc_view2d(c, a->Y, bh * a->Sq * a->Dv + q0 * a->Dv, rp, a->Dv, a->Dv), o);
+    tern_kernel_store(k, opnd_rows(a, &a->o, bh, q0, rp, a->Dv), o);
     tern_kernel_release(k, o);
 }
 
@@ -200,22 +277,87 @@ int cc_lower_attention(cc *c)
     memset(&a, 0, sizeof a);
     a.c = c;
     a.k = c->k;
-    a.Q = cc_in(c, 0), a.KT = cc_in(c, 1), a.V = cc_in(c, 2), a.M = n->n_inputs > 3 ? cc_in(c, 3) : NULL;
+    cc_value *Q = cc_in(c, 0), *K = cc_in(c, 1), *V = cc_in(c, 2);
+    a.M = n->n_inputs > 3 ? cc_in(c, 3) : NULL;
     a.Y = cc_out(c, 0, TERN_DTYPE_FP32);
-    if (!a.Q || !a.KT || !a.V || !a.Y)
+    if (!Q || !K || !V || !a.Y)
         return 1;
     a.scale_op = (int)tern_graph_attr_int(n, "scale_op", 0);
     a.mode = (int)tern_graph_attr_int(n, "mask", 0);
     a.scale = tern_graph_attr_float(n, "scale", 1.0f);
     a.fill = tern_graph_attr_float(n, "fill", 0.0f);
-    int r = a.Q->rank;
-    if (r < 2 || a.KT->rank != r || a.V->rank != r || a.Y->rank != r) {
-        cc_fail(c, TERN_ERR_INVALID, "Attention needs Q, KT, V and the output of one rank >= 2");
-        return 1;
+    a.q.v = Q, a.kk.v = K, a.vv.v = V, a.o.v = a.Y;
+    if (tern_graph_node_attr(n, "q")) {
+        /* the layout form: logical [B, H, S, D] views of the sources (checked against their sizes) */
+        const tern_graph_attr *da = tern_graph_node_attr(n, "dims");
+        static const char *const names[4] = {"q", "k", "v", "o"};
+        att_opnd *ops[4] = {&a.q, &a.kk, &a.vv, &a.o};
+        if (!da || da->type != TERN_ATTR_INTS || da->n != 6) {
+            cc_fail(c, TERN_ERR_INVALID, "Attention layout form without \"dims\" (6 ints)");
+            return 1;
+        }
+        const int64_t *dm = da->ints;
+        for (int d = 0; d < 6; d++)
+            if (dm[d] < 1 || dm[d] > (int64_t)1 << 20) {
+                cc_fail(c, TERN_ERR_INVALID, "Attention dims[%d] = %lld", d, (long long)dm[d]);
+                return 1;
+            }
+        a.Sq = (uint64_t)dm[2], a.Sk = (uint64_t)dm[3], a.D = (uint64_t)dm[4], a.Dv = (uint64_t)dm[5];
+        int64_t ld[4][4] = {{dm[0], dm[1], dm[2], dm[4]}, {dm[0], dm[1], dm[3], dm[4]},
+                            {dm[0], dm[1], dm[3], dm[5]}, {dm[0], dm[1], dm[2], dm[5]}};
+        for (int i = 0; i < 4; i++) {
+            const tern_graph_attr *va = tern_graph_node_attr(n, names[i]);
+            if (!va || va->type != TERN_ATTR_INTS || va->n != 5) {
+                cc_fail(c, TERN_ERR_INVALID, "Attention layout attribute \"%s\" must be 5 ints", names[i]);
+                return 1;
+            }
+            int64_t hi = va->ints[0];
+            for (int d = 0; d < 5; d++) {
+                if (va->ints[d] < 0 || va->ints[d] > INT32_MAX) {
+                    cc_fail(c, TERN_ERR_INVALID, "Attention layout \"%s\"[%d] = %lld", names[i], d,
+                            (long long)va->ints[d]);
+                    return 1;
+                }
+                if (d)
+                    hi += (ld[i][d - 1] - 1) * va->ints[d];
+            }
+            if ((uint64_t)hi >= ops[i]->v->numel) {
+                cc_fail(c, TERN_ERR_INVALID, "Attention layout \"%s\" reaches element %lld of a tensor of %llu",
+                        names[i], (long long)hi, (unsigned long long)ops[i]->v->numel);
+                return 1;
+            }
+            ops[i]->off = va->ints[0];
+            ops[i]->bstride[0] = va->ints[1];
+            ops[i]->bstride[1] = va->ints[2];
+            ops[i]->sS = va->ints[3];
+            ops[i]->sD = va->ints[4];
+        }
+        a.nb = 2;
+        a.bdims[0] = dm[0], a.bdims[1] = dm[1];
+        a.nsd = 2;
+        a.sdims[0] = dm[0], a.sdims[1] = dm[1];
+    } else {
+        int r = Q->rank;
+        if (r < 2 || K->rank != r || V->rank != r || a.Y->rank != r) {
+            cc_fail(c, TERN_ERR_INVALID, "Attention needs Q, KT, V and the output of one rank >= 2");
+            return 1;
+        }
+        a.Sq = (uint64_t)Q->dims[r - 2], a.D = (uint64_t)Q->dims[r - 1];
+        a.Sk = (uint64_t)K->dims[r - 1], a.Dv = (uint64_t)V->dims[r - 1];
+        /* one flattened batch dim; K is KT [.., D, Sk] seen as [.., Sk, D] */
+        a.nb = 1;
+        a.bdims[0] = (a.Sq && a.D) ? (int64_t)(Q->numel / (a.Sq * a.D)) : 0;
+        a.q.bstride[0] = (int64_t)(a.Sq * a.D), a.q.sS = (int64_t)a.D, a.q.sD = 1;
+        a.kk.bstride[0] = (int64_t)(a.D * a.Sk), a.kk.sS = 1, a.kk.sD = (int64_t)a.Sk;
+        a.vv.bstride[0] = (int64_t)(a.Sk * a.Dv), a.vv.sS = (int64_t)a.Dv, a.vv.sD = 1;
+        a.o.bstride[0] = (int64_t)(a.Sq * a.Dv), a.o.sS = (int64_t)a.Dv, a.o.sD = 1;
+        a.nsd = r - 2;
+        for (int d = 0; d < r - 2; d++)
+            a.sdims[d] = a.Y->dims[d];
     }
-    a.Sq = (uint64_t)a.Q->dims[r - 2], a.D = (uint64_t)a.Q->dims[r - 1];
-    a.Sk = (uint64_t)a.KT->dims[r - 1], a.Dv = (uint64_t)a.V->dims[r - 1];
-    a.BH = (a.Sq && a.D) ? a.Q->numel / (a.Sq * a.D) : 0;
+    a.BH = 1;
+    for (int d = 0; d < a.nb; d++)
+        a.BH *= (uint64_t)a.bdims[d];
     a.T = c->cfg.pe_rows < c->cfg.pe_cols ? c->cfg.pe_rows : c->cfg.pe_cols;
     if (a.T > c->cfg.partitions)
         a.T = c->cfg.partitions;
@@ -232,7 +374,7 @@ int cc_lower_attention(cc *c)
         return 1;
     }
     if (a.M) {
-        int mr = a.M->rank;
+        int mr = a.M->rank, r = a.nsd + 2;
         int64_t ms[CC_MAX_RANK];
         cc_strides(a.M, ms);
         if (mr > r || mr < 1 || a.M->dims[mr - 1] != (int64_t)a.Sk) {
@@ -242,7 +384,7 @@ int cc_lower_attention(cc *c)
         }
         for (int d = 0; d < r; d++) {
             int md = d - (r - mr);
-            int64_t sd = d == r - 1 ? (int64_t)a.Sk : a.Y->dims[d];
+            int64_t sd = d == r - 1 ? (int64_t)a.Sk : d == r - 2 ? (int64_t)a.Sq : a.sdims[d];
             if (md >= 0 && a.M->dims[md] != 1 && a.M->dims[md] != sd) {
                 cc_fail(c, TERN_ERR_INVALID, "Attention mask dim %d is %lld, the scores' is %lld", md,
                         (long long)a.M->dims[md], (long long)sd);
@@ -271,6 +413,7 @@ int cc_lower_attention(cc *c)
         att_head *h = &heads[bh & 1];
         if (bh + 1 < a.BH)
             load_head(&a, bh + 1, &heads[(bh + 1) & 1]);
+        head_kT(&a, h);
         for (uint64_t q0 = 0; q0 < a.Sq && cc_ok(c); q0 += a.T)
             query_tile(&a, bh, h, q0);
         release_head(&a, h);

@@ -216,6 +216,22 @@ static tern_status infer_matmul(ictx *c)
 /* tern.Attention(Q [..., Sq, D], KT [..., D, Sk], V [..., Sk, Dv] [, mask]) -> [..., Sq, Dv] */
 static tern_status infer_attention(ictx *c)
 {
+    const tern_graph_attr *oa = tern_graph_node_attr(c->n, "out_shape");
+    if (tern_graph_node_attr(c->n, "q")) { /* the layout form: sources of any shape, the output's shape given */
+        const tern_graph_value *q0 = V(c, 0);
+        if (!oa || oa->type != TERN_ATTR_INTS || oa->n < 1 || oa->n > TERN_GRAPH_MAX_RANK || !q0 ||
+            !tern_elem_is_float(q0->type))
+            return ifail(c, TERN_ERR_INVALID, "layout form needs a float Q source and \"out_shape\" (1 to %d ints)",
+                         TERN_GRAPH_MAX_RANK);
+        int64_t od[TERN_GRAPH_MAX_RANK];
+        for (size_t d = 0; d < oa->n; d++) {
+            if (oa->ints[d] < 0)
+                return ifail(c, TERN_ERR_INVALID, "out_shape[%zu] = %lld", d, (long long)oa->ints[d]);
+            od[d] = oa->ints[d];
+        }
+        set_out(c, 0, q0->type, (int)oa->n, od);
+        return TERN_OK;
+    }
     const tern_graph_value *q = V(c, 0), *k = V(c, 1), *v = V(c, 2);
     if (!q || !k || !v || q->rank < 2 || k->rank != q->rank || v->rank != q->rank)
         return ifail(c, TERN_ERR_INVALID, "needs Q, KT and V of the same rank >= 2");

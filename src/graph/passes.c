@@ -94,6 +94,7 @@ typedef struct {
     int *uses;      /* readers per value (+1 for a graph output) */
     int *consumer;  /* the last node reading the value */
     unsigned char *keep, *touched;
+    unsigned flags; /* TERN_GRAPH_NO_* */
 } fctx;
 
 static int prod(const fctx *f, int v) { return v >= 0 ? f->g->values[v].producer : -1; }
@@ -186,6 +187,18 @@ static tern_graph_attr attr_float(const char *name, float v)
     a.name = graph_strdup(name);
     a.type = TERN_ATTR_FLOAT;
     a.f = v;
+    return a;
+}
+
+static tern_graph_attr attr_ints(const char *name, int n, const int64_t *v)
+{
+    tern_graph_attr a = {0};
+    a.name = graph_strdup(name);
+    a.type = TERN_ATTR_INTS;
+    a.n = (size_t)n;
+    a.ints = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (a.ints)
+        memcpy(a.ints, v, sizeof(int64_t) * (size_t)n);
     return a;
 }
 
@@ -543,6 +556,178 @@ static int att_mask_ok(const tern_graph *g, int m, int r, const int64_t *sdims)
     return 1;
 }
 
+/* ---- attention operand layouts ----
+ * An operand of the attention is a logical [B, H, S, D] tensor; its layout is a source value plus an element
+ * offset and strides {off, sB, sH, sS, sD} into that value's row-major storage. Walking back from the operand
+ * through Transpose (permutes the axes), Reshape (same storage) and one output of a Split along the last axis (a
+ * window of columns of a wider row) finds the tensor the heads were cut from, so the lowering loads each head
+ * straight from it; the output is walked forward through Transpose and Reshape likewise (the merge of the
+ * heads). Every intermediate must have a single use; the nodes walked through are dropped. */
+typedef struct {
+    int src[3];         /* Q, K, V sources */
+    int64_t view[4][5]; /* Q, K (as [B, H, Sk, D]), V, O: {off, sB, sH, sS, sD} */
+    int drop[16], ndrop;
+    int split, split_outs; /* the Split walked through (-1: none) and how many of its outputs */
+    int at;             /* the node whose output becomes the attention's */
+    int64_t out_dims[TERN_GRAPH_MAX_RANK];
+    int out_rank;
+    int absorbed;       /* nodes walked through */
+} att_layout;
+
+static void rowmajor(const tern_graph_value *v, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = v->rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= v->dims[d];
+    }
+}
+
+/* Operand value v whose logical dim d is v's axis ax[d]: fills the source and the view. */
+static void att_walk_back(const fctx *f, int v, const int *ax0, const int64_t *ld, int *src, int64_t *view,
+                          att_layout *L)
+{
+    const tern_graph *g = f->g;
+    int ax[4] = {ax0[0], ax0[1], ax0[2], ax0[3]}, flat = 0;
+    int64_t st[4], off = 0, rm[TERN_GRAPH_MAX_RANK];
+    for (int guard = 0; guard < 4 && L->ndrop < 14; guard++) {
+        int p = prod(f, v);
+        if (!single(f, v) || p < 0)
+            break;
+        const tern_graph_node *n = node(f, p);
+        const tern_graph_value *x = &g->values[n->inputs[0]];
+        if (!flat && is_op(f, p, "Transpose") && x->rank == 4) {
+            const tern_graph_attr *pa = tern_graph_node_attr(n, "perm");
+            int nax[4];
+            for (int d = 0; d < 4; d++) {
+                int64_t pe = pa && pa->n == 4 ? pa->ints[ax[d]] : 3 - ax[d];
+                if (pe < 0 || pe > 3)
+                    goto done;
+                nax[d] = (int)pe;
+            }
+            memcpy(ax, nax, sizeof ax);
+        } else if (is_op(f, p, "Reshape") && x->type == g->values[v].type && x->rank >= 1) {
+            if (!flat) { /* from here on the storage is addressed flat: the same offsets through a reshape */
+                rowmajor(&g->values[v], rm);
+                for (int d = 0; d < 4; d++)
+                    st[d] = rm[ax[d]];
+                flat = 1;
+            }
+        } else if (flat && off == 0 && L->split < 0 && is_op(f, p, "Split") && x->rank >= 1) {
+            int64_t axis = tern_graph_attr_int(n, "axis", 0);
+            if (axis < 0)
+                axis += x->rank;
+            const tern_graph_value *pv = &g->values[v];
+            if (axis != x->rank - 1 || pv->rank < 1)
+                break;
+            int64_t W = x->dims[x->rank - 1], E = pv->dims[pv->rank - 1], o = 0, col = 0;
+            int k = -1;
+            for (int j = 0; j < n->n_outputs; j++) {
+                if (n->outputs[j] == v) {
+                    k = j;
+                    break;
+                }
+                if (n->outputs[j] < 0)
+                    goto done;
+                const tern_graph_value *ov = &g->values[n->outputs[j]];
+                o += ov->dims[ov->rank - 1];
+            }
+            if (k < 0 || E <= 0 || W < E)
+                break;
+            /* a piece's flat address r*E + e is r*W + o + e in the source: each stride lies wholly in the row
+             * index (a multiple of E) or in the column, and the columns stay inside the window */
+            for (int d = 0; d < 4; d++)
+                if (st[d] % E != 0)
+                    col += st[d] * (ld[d] - 1);
+            if (col >= E)
+                break;
+            for (int d = 0; d < 4; d++)
+                if (st[d] % E == 0)
+                    st[d] = st[d] / E * W;
+            off = o;
+            L->split = p;
+            L->split_outs++;
+            L->absorbed++;
+            v = n->inputs[0];
+            break; /* a split's source is where the walk ends */
+        } else {
+            break;
+        }
+        L->drop[L->ndrop++] = p;
+        L->absorbed++;
+        v = n->inputs[0];
+    }
+done:
+    if (!flat) {
+        rowmajor(&g->values[v], rm);
+        for (int d = 0; d < 4; d++)
+            st[d] = rm[ax[d]];
+    }
+    *src = v;
+    view[0] = off;
+    for (int d = 0; d < 4; d++)
+        view[1 + d] = st[d];
+}
+
+static int att_layouts(const fctx *f, int q, int kt, int v, int pv, att_layout *L)
+{
+    const tern_graph *g = f->g;
+    memset(L, 0, sizeof *L);
+    L->split = -1;
+    const tern_graph_value *Q = &g->values[q], *KT = &g->values[kt], *V = &g->values[v];
+    static const int id[4] = {0, 1, 2, 3}, kax[4] = {0, 1, 3, 2};
+    int64_t lq[4] = {Q->dims[0], Q->dims[1], Q->dims[2], Q->dims[3]};
+    int64_t lk[4] = {KT->dims[0], KT->dims[1], KT->dims[3], KT->dims[2]};
+    int64_t lv[4] = {V->dims[0], V->dims[1], V->dims[2], V->dims[3]};
+    att_walk_back(f, q, id, lq, &L->src[0], L->view[0], L);
+    att_walk_back(f, kt, kax, lk, &L->src[1], L->view[1], L);
+    att_walk_back(f, v, id, lv, &L->src[2], L->view[2], L);
+    if (L->split >= 0) {
+        const tern_graph_node *sp = node(f, L->split);
+        if (L->split_outs == sp->n_outputs && L->ndrop < 16)
+            L->drop[L->ndrop++] = L->split;
+    }
+    /* the output: Transpose then Reshape, each the single user */
+    int o = g->nodes[pv].outputs[0], t = only_user(f, o);
+    const tern_graph_value *O = &g->values[o];
+    int64_t rm[TERN_GRAPH_MAX_RANK];
+    rowmajor(O, rm);
+    L->at = pv;
+    L->view[3][0] = 0;
+    for (int d = 0; d < 4; d++)
+        L->view[3][1 + d] = rm[d];
+    if (is_op(f, t, "Transpose") && L->ndrop < 15) {
+        const tern_graph_value *y = &g->values[g->nodes[t].outputs[0]];
+        const tern_graph_attr *pa = tern_graph_node_attr(node(f, t), "perm");
+        int r2 = only_user(f, g->nodes[t].outputs[0]);
+        if (y->rank == 4 && is_op(f, r2, "Reshape") && g->values[g->nodes[r2].outputs[0]].type == O->type) {
+            int64_t ry[4];
+            rowmajor(y, ry);
+            int ok = 1;
+            for (int e = 0; e < 4; e++) { /* y's axis e is o's axis perm[e] */
+                int64_t pe = pa && pa->n == 4 ? pa->ints[e] : 3 - e;
+                if (pe < 0 || pe > 3)
+                    ok = 0;
+                else
+                    L->view[3][1 + pe] = ry[e];
+            }
+            if (ok) {
+                L->drop[L->ndrop++] = pv;
+                L->drop[L->ndrop++] = t;
+                L->at = r2;
+                L->absorbed += 2;
+            } else {
+                for (int d = 0; d < 4; d++)
+                    L->view[3][1 + d] = rm[d];
+            }
+        }
+    }
+    const tern_graph_value *Z = &g->values[g->nodes[L->at].outputs[0]];
+    L->out_rank = Z->rank;
+    memcpy(L->out_dims, Z->dims, sizeof L->out_dims);
+    return L->absorbed > 0;
+}
+
 /* Is v the scores: MatMul(Q, KT), optionally divided or multiplied by a constant scalar? */
 static int att_scores(const fctx *f, int v)
 {
@@ -641,6 +826,22 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         return TERN_OK;
     nodes[nn++] = p;
     nodes[nn++] = i;
+    /* Rank 4 ([B, H, S, D], what transformer exports make): read Q, K, V straight from the tensors the head
+     * split came from, and write the output in the layout the merge of the heads wants. */
+    att_layout L;
+    if (r == 4 && !(f->flags & TERN_GRAPH_NO_ATTENTION_LAYOUTS) && att_layouts(f, q, kt, v, pv, &L)) {
+        drop(f, nodes, nn);
+        drop(f, L.drop, L.ndrop);
+        int ins[4] = {L.src[0], L.src[1], L.src[2], mask};
+        int64_t dims[6] = {Q->dims[0], Q->dims[1], Q->dims[2], Sk, D, Dv};
+        tern_graph_attr at[10] = {attr_int("scale_op", scale_op), attr_float("scale", scale),
+                                  attr_int("mask", mask_mode), attr_float("fill", fill), attr_ints("dims", 6, dims),
+                                  attr_ints("q", 5, L.view[0]), attr_ints("k", 5, L.view[1]),
+                                  attr_ints("v", 5, L.view[2]), attr_ints("o", 5, L.view[3]),
+                                  attr_ints("out_shape", L.out_rank, L.out_dims)};
+        (*hits)++;
+        return rewrite(f, L.at, "tern", "Attention", mask >= 0 ? 4 : 3, ins, 10, at, err);
+    }
     drop(f, nodes, nn);
     int ins[4] = {q, kt, v, mask};
     tern_graph_attr at[4] = {attr_int("scale_op", scale_op), attr_float("scale", scale), attr_int("mask", mask_mode),
@@ -651,7 +852,7 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
 
 static tern_status fuse_round(tern_graph *g, unsigned flags, int *hits, tern_error *err)
 {
-    fctx f = {g, NULL, NULL, NULL, NULL};
+    fctx f = {g, NULL, NULL, NULL, NULL, flags};
     size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
     f.uses = calloc(nv, sizeof(int));
     f.consumer = malloc(nv * sizeof(int));
