@@ -137,6 +137,7 @@ typedef struct {
     float *sum;
     uint32_t P;
     size_t N;
+    int want_sum;
 } act_job;
 
 static void act_part(void *ctx, unsigned part, unsigned nparts)
@@ -158,9 +159,11 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
                 row[i] = (float)act(j->f, (double)t);
             }
         }
-        for (size_t i = 0; i < j->N; i++)
-            acc += row[i];
-        j->sum[p] = acc;
+        if (j->want_sum) { /* in element order: a serial chain, so only when the instruction asks for it */
+            for (size_t i = 0; i < j->N; i++)
+                acc += row[i];
+            j->sum[p] = acc;
+        }
     }
 }
 
@@ -200,7 +203,7 @@ tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *i
         for (uint32_t p = 0; p < P; p++)
             scale[p] = ins->imm0.f;
     }
-    act_job j = {(tern_act_func)ins->func, x, bias, scale, sum, P, N};
+    act_job j = {(tern_act_func)ins->func, x, bias, scale, sum, P, N, (ins->flags & TERN_FLAG_REDUCE) != 0};
     /* Partitions are independent (each sum runs in element order within its partition), so splitting them over
      * the host threads changes nothing in the results; small instructions stay on the calling thread. */
     unsigned parts = n >= 8192 ? pool_threads(core_pool(core)) : 1;
