@@ -70,6 +70,9 @@ void tern_lib_bias_act(tern_kernel *k, tern_view out, tern_view in, tern_view bi
 
 /* Row softmax, numerically safe: out[r,:] = exp(x - max) / sum(exp(x - max)), fp32 on chip. */
 void tern_lib_softmax(tern_kernel *k, tern_view out, tern_view in);
+/* The same on an fp32 SBUF tile [P, C] in place (the instruction sequence of tern_lib_softmax, for kernels that
+ * keep their rows on chip, e.g. the fused attention). */
+void tern_lib_softmax_tile(tern_kernel *k, tern_view x);
 
 /* LayerNorm over each row: out = (x - mean) / sqrt(var + eps) * gamma + beta (population variance). gamma
  * and/or beta may be absent (a view with region -1): scale 1, shift 0. */

@@ -230,16 +230,7 @@ static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
         tern_kernel_release(k, m);
     }
     /* softmax over the keys (tern_lib_softmax's sequence) */
-    tern_view st = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, 3, "att_stats");
-    tern_view negmax = tern_view_slice(k, st, 1, 0, 1, 1);
-    tern_view sum = tern_view_slice(k, st, 1, 1, 2, 1);
-    tern_view rsum = tern_view_slice(k, st, 1, 2, 3, 1);
-    tern_kernel_tensor_reduce(k, negmax, x, TERN_ALU_MAX, 1, 1);
-    tern_kernel_activation(k, x, x, TERN_ACT_EXP, 1.0f, negmax, tern_view_none(), sum);
-    tern_kernel_reciprocal(k, rsum, sum);
-    tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, x, x, TERN_ALU_MULT, rsum, 0.0f, TERN_ALU_BYPASS,
-                                 tern_view_none(), 0.0f, 0);
-    tern_kernel_release(k, st);
+    tern_lib_softmax_tile(k, x);
     /* P in the matmul dtype, transposed per key block, accumulated against V */
     tern_view pb = x;
     if (a->mdt != TERN_DTYPE_FP32) {

@@ -250,6 +250,25 @@ static tern_status att_view(const ectx *c, const char *name, size_t count, const
     return TERN_OK;
 }
 
+/* Between a dense logical [B, H, S, D] tensor (or [B, H, D, S] when kt) and its strided layout view
+ * {off, sB, sH, sS, sD} with logical dims ld: gather into dense, or scatter from it. */
+static void att_move(float *dense, float *strided, const int64_t *v, const int64_t *ld, int kt, int gather)
+{
+    size_t n = 0;
+    int64_t outer = kt ? ld[3] : ld[2], inner = kt ? ld[2] : ld[3];
+    int64_t so = kt ? v[4] : v[3], si = kt ? v[3] : v[4];
+    for (int64_t b = 0; b < ld[0]; b++)
+        for (int64_t h = 0; h < ld[1]; h++)
+            for (int64_t i = 0; i < outer; i++)
+                for (int64_t j = 0; j < inner; j++, n++) {
+                    float *x = &strided[v[0] + b * v[1] + h * v[2] + i * so + j * si];
+                    if (gather)
+                        dense[n] = *x;
+                    else
+                        *x = dense[n];
+                }
+}
+
 static tern_status ev_attention(const ectx *c)
 {
     tern_status st;
@@ -290,25 +309,9 @@ static tern_status ev_attention(const ectx *c)
                 tern_host_tensor_free(t[k]);
             return efail(c, e.code, "%s", e.msg);
         }
-        size_t n = 0;
-        for (int64_t b = 0; b < dm[0]; b++)
-            for (int64_t h = 0; h < dm[1]; h++) {
-                for (int64_t sq = 0; sq < dm[2]; sq++)
-                    for (int64_t d = 0; d < dm[4]; d++)
-                        t[0]->f[n++] = IN(0)->f[vq[0] + b * vq[1] + h * vq[2] + sq * vq[3] + d * vq[4]];
-            }
-        n = 0;
-        for (int64_t b = 0; b < dm[0]; b++)
-            for (int64_t h = 0; h < dm[1]; h++)
-                for (int64_t d = 0; d < dm[4]; d++)
-                    for (int64_t sk = 0; sk < dm[3]; sk++)
-                        t[1]->f[n++] = IN(1)->f[vk[0] + b * vk[1] + h * vk[2] + sk * vk[3] + d * vk[4]];
-        n = 0;
-        for (int64_t b = 0; b < dm[0]; b++)
-            for (int64_t h = 0; h < dm[1]; h++)
-                for (int64_t sk = 0; sk < dm[3]; sk++)
-                    for (int64_t d = 0; d < dm[5]; d++)
-                        t[2]->f[n++] = IN(2)->f[vv[0] + b * vv[1] + h * vv[2] + sk * vv[3] + d * vv[4]];
+        att_move(t[0]->f, IN(0)->f, vq, lq, 0, 1);
+        att_move(t[1]->f, IN(1)->f, vk, lk, 1, 1);
+        att_move(t[2]->f, IN(2)->f, vv, lv, 0, 1);
         tern_host_tensor *lo_t = NULL;
         st = attention_core(c, t[0], t[1], t[2], &lo_t);
         for (int k = 0; k < 3; k++)
@@ -319,12 +322,7 @@ static tern_status ev_attention(const ectx *c)
             tern_host_tensor_free(lo_t);
             return efail(c, e.code, "%s", e.msg);
         }
-        n = 0;
-        for (int64_t b = 0; b < dm[0]; b++)
-            for (int64_t h = 0; h < dm[1]; h++)
-                for (int64_t sq = 0; sq < dm[2]; sq++)
-                    for (int64_t d = 0; d < dm[5]; d++)
-                        o->f[vo[0] + b * vo[1] + h * vo[2] + sq * vo[3] + d * vo[4]] = lo_t->f[n++];
+        att_move(lo_t->f, o->f, vo, lo, 0, 0);
         tern_host_tensor_free(lo_t);
     }
     graph_tensor_normalize(o);

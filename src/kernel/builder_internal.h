@@ -74,6 +74,20 @@ struct tern_kernel {
     uint8_t queue_feeder[KMAX_COUNTERS];              /* 1 + the engine that issues each queue's DMAs (0: none) */
 };
 
+/* A dtype TensorE multiplies (fp32, bf16, fp16, the fp8 formats). */
+static inline int ktensor_dtype(tern_dtype t)
+{
+    switch (t) {
+    case TERN_DTYPE_FP32:
+    case TERN_DTYPE_BF16:
+    case TERN_DTYPE_FP16:
+    case TERN_DTYPE_FP8_E4M3:
+    case TERN_DTYPE_FP8_E5M2:
+    case TERN_DTYPE_FP8_E4M3_NEURON: return 1;
+    default: return 0;
+    }
+}
+
 /* The DMA queue for a DMA issued by engine e: `queue` when >= 0, else the automatic choice (ops.c). */
 uint8_t kpick_queue(tern_kernel *k, tern_engine e, int queue);
 void kfail(tern_kernel *k, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -34,19 +34,6 @@ static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static uint64_t align32(uint64_t b) { return (b + 31) & ~(uint64_t)31; }
 
-static int tensor_dtype(tern_dtype t)
-{
-    switch (t) {
-    case TERN_DTYPE_FP32:
-    case TERN_DTYPE_BF16:
-    case TERN_DTYPE_FP16:
-    case TERN_DTYPE_FP8_E4M3:
-    case TERN_DTYPE_FP8_E5M2:
-    case TERN_DTYPE_FP8_E4M3_NEURON: return 1;
-    default: return 0;
-    }
-}
-
 typedef struct {
     tern_view out, a, w, bias;
     tern_act_func act;
@@ -405,7 +392,7 @@ void tern_lib_linear(tern_kernel *k, tern_view out, tern_view a, tern_view w, te
               (unsigned long long)L.K, (unsigned long long)L.N);
         return;
     }
-    if (!tern_dtype_is_float(L.adt) || !tensor_dtype(L.wdt) || !tern_dtype_is_float(odt)) {
+    if (!tern_dtype_is_float(L.adt) || !ktensor_dtype(L.wdt) || !tern_dtype_is_float(odt)) {
         kfail(k, TERN_ERR_INVALID,
               "linear: a is %s, w is %s, out is %s: w must be a TensorE dtype (fp32, bf16, fp16, fp8), a and out "
               "floats",
@@ -446,7 +433,7 @@ void tern_lib_linear(tern_kernel *k, tern_view out, tern_view a, tern_view w, te
     L.KR = L.K % L.TK;
     /* v3+ transposes a in its own dtype when TensorE takes it (the PSUM copy then casts, for free); v2's
      * identity matmul would cost 4 passes in fp32, so a is cast first there. */
-    L.cast_first = L.adt != L.wdt && !(L.pe_mode && tensor_dtype(L.adt));
+    L.cast_first = L.adt != L.wdt && !(L.pe_mode && ktensor_dtype(L.adt));
     L.sdt = L.cast_first ? L.wdt : L.adt;
     L.pdt = L.pe_mode ? L.sdt : TERN_DTYPE_FP32;
     L.G = c->psum_bank_bytes / (L.R * tern_dtype_size(L.pdt));

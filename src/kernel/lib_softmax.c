@@ -20,6 +20,23 @@ static tern_view load_rows(tern_kernel *k, tern_view in, uint64_t r0, uint32_t r
     return x;
 }
 
+void tern_lib_softmax_tile(tern_kernel *k, tern_view x)
+{
+    if (!kview_ok(k, &x, "softmax tile"))
+        return;
+    uint32_t rp = x.ap.num_partitions;
+    tern_view st = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, 3, "softmax_stats");
+    tern_view negmax = tern_view_slice(k, st, 1, 0, 1, 1);
+    tern_view sum = tern_view_slice(k, st, 1, 1, 2, 1);
+    tern_view rsum = tern_view_slice(k, st, 1, 2, 3, 1);
+    tern_kernel_tensor_reduce(k, negmax, x, TERN_ALU_MAX, 1, 1);
+    tern_kernel_activation(k, x, x, TERN_ACT_EXP, 1.0f, negmax, kview_invalid(), sum);
+    tern_kernel_reciprocal(k, rsum, sum);
+    tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, x, x, TERN_ALU_MULT, rsum, 0.0f, TERN_ALU_BYPASS,
+                                 kview_invalid(), 0.0f, 0);
+    tern_kernel_release(k, st);
+}
+
 void tern_lib_softmax(tern_kernel *k, tern_view out, tern_view in)
 {
     if (!kview_ok(k, &out, "softmax out") || !kview_ok(k, &in, "softmax in"))
@@ -57,18 +74,9 @@ void tern_lib_softmax(tern_kernel *k, tern_view out, tern_view in)
         tern_view next = kview_invalid();
         if (prefetch && r0 + P < R)
             next = load_rows(k, in, r0 + P, (uint32_t)min_u64(P, R - r0 - P), C);
-        tern_view st = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, 3, "softmax_stats");
-        tern_view negmax = tern_view_slice(k, st, 1, 0, 1, 1);
-        tern_view sum = tern_view_slice(k, st, 1, 1, 2, 1);
-        tern_view rsum = tern_view_slice(k, st, 1, 2, 3, 1);
-        tern_kernel_tensor_reduce(k, negmax, x, TERN_ALU_MAX, 1, 1);
-        tern_kernel_activation(k, x, x, TERN_ACT_EXP, 1.0f, negmax, kview_invalid(), sum);
-        tern_kernel_reciprocal(k, rsum, sum);
-        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, x, x, TERN_ALU_MULT, rsum, 0.0f, TERN_ALU_BYPASS,
-                                     kview_invalid(), 0.0f, 0);
+        tern_lib_softmax_tile(k, x);
         tern_kernel_store(k, tern_view_block(k, out, r0, r0 + rp, 0, C), x);
         tern_kernel_release(k, x);
-        tern_kernel_release(k, st);
         x = next;
     }
 }

@@ -19,17 +19,24 @@
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
-static int tensor_dtype(tern_dtype t)
+/* out and in are 2-D and out's shape is in's transposed (failures recorded in the kernel). */
+static int transpose_shapes_ok(tern_kernel *k, const tern_view *out, const tern_view *in)
 {
-    switch (t) {
-    case TERN_DTYPE_FP32:
-    case TERN_DTYPE_BF16:
-    case TERN_DTYPE_FP16:
-    case TERN_DTYPE_FP8_E4M3:
-    case TERN_DTYPE_FP8_E5M2:
-    case TERN_DTYPE_FP8_E4M3_NEURON: return 1;
-    default: return 0;
+    if (!kview_ok(k, out, "transpose out") || !kview_ok(k, in, "transpose in"))
+        return 0;
+    if (tern_view_rank(out) != 2 || tern_view_rank(in) != 2) {
+        kfail(k, TERN_ERR_INVALID, "transpose: out and in must be 2-D views (ranks %u, %u)", tern_view_rank(out),
+              tern_view_rank(in));
+        return 0;
     }
+    const uint64_t R = tern_view_dim(in, 0), C = tern_view_dim(in, 1);
+    if (tern_view_dim(out, 0) != C || tern_view_dim(out, 1) != R) {
+        kfail(k, TERN_ERR_INVALID, "transpose: out is [%llu, %llu], must be [%llu, %llu] for in [%llu, %llu]",
+              (unsigned long long)tern_view_dim(out, 0), (unsigned long long)tern_view_dim(out, 1),
+              (unsigned long long)C, (unsigned long long)R, (unsigned long long)R, (unsigned long long)C);
+        return 0;
+    }
+    return 1;
 }
 
 void tern_lib_identity(tern_kernel *k, tern_view tile)
@@ -48,22 +55,11 @@ void tern_lib_identity(tern_kernel *k, tern_view tile)
 
 void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in)
 {
-    if (!kview_ok(k, &out, "transpose out") || !kview_ok(k, &in, "transpose in"))
+    if (!transpose_shapes_ok(k, &out, &in))
         return;
-    if (tern_view_rank(&out) != 2 || tern_view_rank(&in) != 2) {
-        kfail(k, TERN_ERR_INVALID, "transpose: out and in must be 2-D views (ranks %u, %u)", tern_view_rank(&out),
-              tern_view_rank(&in));
-        return;
-    }
     const uint64_t R = tern_view_dim(&in, 0), C = tern_view_dim(&in, 1);
-    if (tern_view_dim(&out, 0) != C || tern_view_dim(&out, 1) != R) {
-        kfail(k, TERN_ERR_INVALID, "transpose: out is [%llu, %llu], must be [%llu, %llu] for in [%llu, %llu]",
-              (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
-              (unsigned long long)C, (unsigned long long)R, (unsigned long long)R, (unsigned long long)C);
-        return;
-    }
     const tern_dtype dt = (tern_dtype)in.ap.dtype;
-    if (!tensor_dtype(dt) || !tern_dtype_is_float((tern_dtype)out.ap.dtype)) {
+    if (!ktensor_dtype(dt) || !tern_dtype_is_float((tern_dtype)out.ap.dtype)) {
         kfail(k, TERN_ERR_INVALID,
               "transpose: in dtype %s / out dtype %s: in must be a TensorE dtype (fp32, bf16, fp16, fp8) and out a "
               "float",
@@ -128,20 +124,9 @@ void tern_lib_transpose_exact(tern_kernel *k, tern_view out, tern_view in)
         tern_lib_transpose(k, out, in);
         return;
     }
-    if (!kview_ok(k, &out, "transpose out") || !kview_ok(k, &in, "transpose in"))
+    if (!transpose_shapes_ok(k, &out, &in))
         return;
-    if (tern_view_rank(&out) != 2 || tern_view_rank(&in) != 2) {
-        kfail(k, TERN_ERR_INVALID, "transpose: out and in must be 2-D views (ranks %u, %u)", tern_view_rank(&out),
-              tern_view_rank(&in));
-        return;
-    }
     const uint64_t R = tern_view_dim(&in, 0), C = tern_view_dim(&in, 1);
-    if (tern_view_dim(&out, 0) != C || tern_view_dim(&out, 1) != R) {
-        kfail(k, TERN_ERR_INVALID, "transpose: out is [%llu, %llu], must be [%llu, %llu] for in [%llu, %llu]",
-              (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
-              (unsigned long long)C, (unsigned long long)R, (unsigned long long)R, (unsigned long long)C);
-        return;
-    }
     const tern_dtype odt = (tern_dtype)out.ap.dtype;
     const uint64_t T = k->cfg.partitions < 128 ? k->cfg.partitions : 128, V = 32, CW = 512;
     for (uint64_t r0 = 0; r0 < R && !k->failed; r0 += T) {
