@@ -154,15 +154,15 @@ class AttnWhere(nn.Module):
 
 
 class BigK(nn.Module):
-    """A linear layer whose contraction (12000) is too long for the fused linear kernel's SBUF row tile: the
-    compiler's HBM route."""
+    """A linear layer whose contraction (12000) is too long for the fused linear kernel's SBUF row tile (the
+    compiler's HBM route), with a residual add after the activation."""
 
     def __init__(self):
         super().__init__()
         self.l = nn.Linear(12000, 40)
 
     def forward(self, x):
-        return F.relu(self.l(x))
+        return F.relu(self.l(x)) + x[:, :40]
 
 
 def models():

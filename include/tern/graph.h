@@ -197,7 +197,9 @@ int tern_graph_prune(tern_graph *g);
  *    Where(cond, x, fill) with a constant scalar fill | Add(x, mask)] Softmax(last axis) MatMul(., V), all fp32
  *    with the same known batch dims, head size D <= 128, value size Dv <= 512, keys Sk <= 2048 ->
  *    tern.Attention(Q, KT, V [, cond | mask]) with attributes scale_op (0 none, 1 divide, 2 multiply), scale,
- *    mask (0 none, 1 where fill-on-true, 2 where fill-on-false, 3 additive) and fill.
+ *    mask (0 none, 1 where fill-on-true, 2 where fill-on-false, 3 additive) and fill;
+ *  - tern.MatMulBias(A, W, bias) (W constant) followed by Add(y, r) with r of y's shape ->
+ *    tern.MatMulBias(A, W, bias, r): the residual added after the activation.
  * Intermediate values must have no other users. Returns the number of rewrites in *fused (may be NULL). */
 tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err);
 /* Flags that switch fusions off (for comparisons and debugging). */
@@ -205,6 +207,8 @@ tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err);
 /* Keep the attention's operands as materialised [B, H, S, D] tensors instead of reading the heads from the
  * tensors they were cut from (and writing the merged layout) */
 #define TERN_GRAPH_NO_ATTENTION_LAYOUTS 2u
+/* Keep an Add after a linear layer (tern.MatMulBias) as its own node instead of the layer's 4th input */
+#define TERN_GRAPH_NO_RESIDUAL_FUSION 4u
 tern_status tern_graph_fuse_flags(tern_graph *g, unsigned flags, int *fused, tern_error *err);
 /* The standard pipeline: infer, fold, prune, fuse, prune. */
 tern_status tern_graph_optimize(tern_graph *g, tern_error *err);

@@ -183,6 +183,9 @@ tern_status tern_kernel_write_f32(const tern_kernel *k, tern_core *core, const c
                                   size_t count, tern_error *err);
 tern_status tern_kernel_read_f32(const tern_kernel *k, tern_core *core, const char *name, float *data, size_t count,
                                  tern_error *err);
+/* Run on a core: the kernel's constants are written to HBM, the core's semaphores and registers reset (the
+ * builder's waits count from 0, whatever ran on the core before), then the program runs. SBUF, PSUM and HBM keep
+ * their contents. */
 tern_status tern_kernel_run(const tern_kernel *k, tern_core *core, tern_run_stats *stats, tern_error *err);
 
 #ifdef __cplusplus

@@ -46,6 +46,10 @@ void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs,
  * (fp32 a, bf16 w) on NeuronCore-v2, 17000 on v3. Errors (shape, rank, dtype, non-HBM views, too large K) are
  * recorded in the kernel with a message starting "linear:". Details: docs/kernels.md. */
 void tern_lib_linear(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act);
+/* The same followed by out += residual (an fp32 add after the activation, as an Add node after the layer would
+ * do): residual is an HBM [M, N] float view, loaded tile by tile while each output tile accumulates. */
+void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias,
+                              tern_act_func act, tern_view residual);
 
 /* ---- elementwise, softmax, norms, transpose, gather (lib_*.c) ---- */
 /* Conventions of these kernels: every tensor is a 2-D HBM view [rows, cols] (rows any count, tiled by the

@@ -555,8 +555,15 @@ static int lower_matmul(cc *c)
             return 1;
         }
         tern_view yv = cc_view2d(c, y, 0, M, N, N), av = cc_view2d(c, a, 0, M, K, K);
+        cc_value *res = fused && n->n_inputs > 3 ? cc_in(c, 3) : NULL; /* the fused residual Add */
+        if (res && res->numel != M * N) {
+            cc_fail(c, TERN_ERR_INVALID, "residual of %llu elements for a %llu x %llu output",
+                    (unsigned long long)res->numel, (unsigned long long)M, (unsigned long long)N);
+            return 1;
+        }
+        tern_view rv = res ? cc_view2d(c, res, 0, M, N, N) : tern_view_none();
         if (K <= LINEAR_MAX_K) {
-            tern_lib_linear(c->k, yv, av, w, bv, act);
+            tern_lib_linear_residual(c->k, yv, av, w, bv, act, rv);
         } else {
             /* A row tile of the fused kernel would not fit in SBUF: transpose + GEMM through HBM, then the
              * bias and activation pass. */
@@ -570,6 +577,8 @@ static int lower_matmul(cc *c)
                 tern_lib_unary(c->k, yv, pre, act, 1.0f);
             if (post)
                 tern_kernel_release(c->k, pre);
+            if (res)
+                tern_lib_binary(c->k, yv, yv, rv, TERN_ALU_ADD);
         }
         if (bias_tmp.flat.region >= 0)
             tern_kernel_release(c->k, bias_tmp.flat);

@@ -146,6 +146,15 @@ static tern_status ev_matmul_bias(const ectx *c)
     }
     for (size_t k = 0; k < o->count; k++)
         o->f[k] = activate(act, o->f[k] + bias->f[bias->count == 1 ? 0 : k % (size_t)N]);
+    const tern_host_tensor *res = IN(3); /* the fused residual, added after the activation */
+    if (res) {
+        if (res->count != o->count || res->type != o->type) {
+            tern_host_tensor_free(o);
+            return efail(c, TERN_ERR_INVALID, "residual has %zu elements, the output %zu", res->count, o->count);
+        }
+        for (size_t k = 0; k < o->count; k++)
+            o->f[k] = o->f[k] + res->f[k];
+    }
     graph_tensor_normalize(o);
     if (WANT_OUT(0))
         c->out[0] = o;

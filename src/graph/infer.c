@@ -205,9 +205,14 @@ static tern_status infer_matmul(ictx *c)
     if (r > TERN_GRAPH_MAX_RANK)
         return ifail(c, TERN_ERR_RANGE, "result rank above the limit");
     if (strcmp(c->n->op, "MatMulBias") == 0) {
-        const tern_graph_value *bias = V(c, 2);
+        const tern_graph_value *bias = V(c, 2), *res = V(c, 3);
         if (!bias || !tern_elem_is_float(a->type))
             return ifail(c, TERN_ERR_INVALID, "needs float A, W and a bias");
+        int same = res ? res->rank == r && res->type == a->type : 1;
+        for (int d = 0; res && same && d < r; d++)
+            same = res->dims[d] == dims[d] || res->dims[d] < 0 || dims[d] < 0;
+        if (!same)
+            return ifail(c, TERN_ERR_INVALID, "the residual \"%s\" must have the output's type and shape", res->name);
     }
     set_out(c, 0, a->type, r, dims);
     return TERN_OK;

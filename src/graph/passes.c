@@ -850,6 +850,32 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
     return rewrite(f, pv, "tern", "Attention", mask >= 0 ? 4 : 3, ins, 4, at, err);
 }
 
+/* tern.MatMulBias(A, W, bias) followed by Add(y, r) (either order, r of y's exact shape, W constant) ->
+ * tern.MatMulBias(A, W, bias, r): the residual added after the activation, in the layer's epilogue. */
+static tern_status fuse_residual(fctx *f, int i, int *hits, tern_error *err)
+{
+    tern_graph *g = f->g;
+    const tern_graph_node *n = &g->nodes[i];
+    if (f->touched[i] || strcmp(n->domain, "tern") || strcmp(n->op, "MatMulBias") || n->n_inputs != 3 ||
+        !g->values[n->inputs[1]].constant)
+        return TERN_OK;
+    int y = n->outputs[0], add = only_user(f, y);
+    if (!is_op(f, add, "Add"))
+        return TERN_OK;
+    int r = other_input(node(f, add), y);
+    const tern_graph_value *yv = &g->values[y], *rv = r >= 0 ? &g->values[r] : NULL;
+    if (!rv || r == y || rv->type != yv->type || rv->rank != yv->rank || !tern_elem_is_float(rv->type))
+        return TERN_OK;
+    for (int d = 0; d < yv->rank; d++)
+        if (yv->dims[d] <= 0 || rv->dims[d] != yv->dims[d])
+            return TERN_OK;
+    int ins[4] = {n->inputs[0], n->inputs[1], n->inputs[2], r};
+    tern_graph_attr at = attr_str("activation", tern_graph_attr_string(n, "activation", "none"));
+    drop(f, &i, 1);
+    (*hits)++;
+    return rewrite(f, add, "tern", "MatMulBias", 4, ins, 1, &at, err);
+}
+
 static tern_status fuse_round(tern_graph *g, unsigned flags, int *hits, tern_error *err)
 {
     fctx f = {g, NULL, NULL, NULL, NULL, flags};
@@ -895,6 +921,9 @@ static tern_status fuse_round(tern_graph *g, unsigned flags, int *hits, tern_err
             if (!f.touched[i] && !g->nodes[i].domain[0] &&
                 (!strcmp(g->nodes[i].op, "MatMul") || !strcmp(g->nodes[i].op, "Gemm")))
                 st = fuse_matmul_bias(&f, i, hits, err);
+    if (!st && !(flags & TERN_GRAPH_NO_RESIDUAL_FUSION))
+        for (int i = 0; i < g->n_nodes && !st; i++)
+            st = fuse_residual(&f, i, hits, err);
     if (!st)
         st = graph_compact(g, f.keep, err);
 done:

@@ -725,6 +725,9 @@ tern_status tern_kernel_run(const tern_kernel *k, tern_core *core, tern_run_stat
         if (k->io_data && k->io_data[i] &&
             (st = tern_core_hbm_write(core, k->io[i].hbm_addr, k->io_data[i], k->io[i].bytes, err)))
             return st;
+    /* The builder counts every semaphore from 0: a core that ran another program (or this one) before would
+     * let this run's waits pass early. */
+    tern_core_reset_control(core);
     return tern_core_run(core, &k->prog, stats, err);
 }
 

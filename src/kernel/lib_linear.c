@@ -35,7 +35,7 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static uint64_t align32(uint64_t b) { return (b + 31) & ~(uint64_t)31; }
 
 typedef struct {
-    tern_view out, a, w, bias;
+    tern_view out, a, w, bias, res;
     tern_act_func act;
     uint64_t M, K, N;
     tern_dtype adt, wdt;
@@ -220,7 +220,7 @@ static void rows_ready(tern_kernel *k, const lin_ctx *L, lin_rows *rows, uint64_
 /* The epilogue of tern_lib_bias_act on output tile ps [r, cw] (columns [c0, c0+cw) of weight block wb, rows
  * from row0), reading PSUM: the same instructions, so the same bits; then the store. Releases ps. */
 static void epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64_t row0, uint64_t r, const lin_wblock *wb,
-                     uint64_t c0, uint64_t cw)
+                     uint64_t c0, uint64_t cw, tern_view res)
 {
     tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_out");
     if (wb->bias.region >= 0) {
@@ -230,8 +230,14 @@ static void epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64_t ro
             tern_kernel_activation(k, o, o, L->act, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
     } else if (L->act != TERN_ACT_COPY) {
         tern_kernel_activation(k, o, ps, L->act, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
-    } else {
+    } else if (res.region < 0) {
         tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, o, ps);
+    }
+    /* the residual (loaded when the tile's group opened): the fp32 add an Add node after the layer would do */
+    if (res.region >= 0) {
+        int plain = wb->bias.region < 0 && L->act == TERN_ACT_COPY; /* o = ps + res, the copy folded in */
+        tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o, plain ? ps : o, res, TERN_ALU_ADD);
+        tern_kernel_release(k, res);
     }
     tern_kernel_release(k, ps);
     /* All stores on one queue: stores to out from different queues would each wait for the previous one. */
@@ -248,7 +254,7 @@ static void block_tiles(tern_kernel *k, const lin_ctx *L, lin_rows *rows, const 
 {
     const uint64_t nm = rows->nm, row0 = rows->mt0 * L->R, tpr = ceil_div(wb->nw, L->TN), ntiles = nm * tpr;
     const tern_view *aT = rows->aT;
-    tern_view ps[16];
+    tern_view ps[16], rs[16];
     for (uint64_t t0 = 0; t0 < ntiles && !k->failed; t0 += L->WAVE) {
         const uint64_t nt = min_u64(L->WAVE, ntiles - t0);
         rows_ready(k, L, rows, (t0 + nt - 1) / tpr + L->lookahead);
@@ -257,8 +263,15 @@ static void block_tiles(tern_kernel *k, const lin_ctx *L, lin_rows *rows, const 
             for (uint64_t t = 0; t < nt && !k->failed; t++) {
                 uint64_t i = (t0 + t) / tpr, c0 = (t0 + t) % tpr * L->TN, cw = min_u64(L->TN, wb->nw - c0);
                 uint64_t r0 = row0 + i * L->R, r = min_u64(L->R, L->M - r0);
-                if (p == 0)
+                if (p == 0) {
                     ps[t] = tern_kernel_psum(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_psum");
+                    rs[t] = kview_invalid();
+                    if (L->res.region >= 0) { /* in flight while the group accumulates */
+                        rs[t] = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_residual");
+                        tern_kernel_load(k, rs[t],
+                                         tern_view_block(k, L->res, r0, r0 + r, wb->n0 + c0, wb->n0 + c0 + cw));
+                    }
+                }
                 for (uint64_t c = kt0; c < kt0 + nc; c++) {
                     uint64_t kk = c < L->KTF ? L->TK : L->KR, pc = c - kt0;
                     tern_view st = tern_view_block(k, aT[i], 0, kk, c * r, c * r + r);
@@ -266,7 +279,7 @@ static void block_tiles(tern_kernel *k, const lin_ctx *L, lin_rows *rows, const 
                     tern_kernel_matmul(k, ps[t], st, mv, c > 0);
                 }
                 if (p == L->PARTS - 1)
-                    epilogue(k, L, ps[t], r0, r, wb, c0, cw);
+                    epilogue(k, L, ps[t], r0, r, wb, c0, cw, rs[t]);
             }
             kt = kt0 + nc;
         }
@@ -298,7 +311,9 @@ static int plan(tern_kernel *k, lin_ctx *L)
     const uint64_t aT = align32(L->KT * L->R * ew);
     const uint64_t xs = align32(L->K * ea) + (L->cast_first ? align32(L->K * ew) : 0);
     /* slack: room for the allocator's fragmentation (transient row tiles between long-lived ones) */
-    const uint64_t otile = 2 * align32(NT0 * 4), slack = 1024 + xs;
+    const uint64_t wave = k->cfg.psum_banks / 2 ? (k->cfg.psum_banks / 2 > 16 ? 16 : k->cfg.psum_banks / 2) : 1;
+    const uint64_t otile = 2 * align32(NT0 * 4) + (L->res.region >= 0 ? wave * align32(NT0 * 4) : 0),
+                   slack = 1024 + xs;
     /* Descriptor-efficient weight rows (>= 4 KiB per partition row) unless N is narrower. */
     uint64_t wc_target = ceil_div(4096, NT0 * ew);
     if (wc_target < 1)
@@ -363,10 +378,27 @@ found:
 
 void tern_lib_linear(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act)
 {
+    tern_lib_linear_residual(k, out, a, w, bias, act, tern_view_none());
+}
+
+void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias,
+                              tern_act_func act, tern_view residual)
+{
     if (!need_hbm_2d(k, "out", &out) || !need_hbm_2d(k, "a", &a) || !need_hbm_2d(k, "w", &w))
         return;
+    if (residual.region >= 0 &&
+        (!need_hbm_2d(k, "residual", &residual) || !tern_dtype_is_float((tern_dtype)residual.ap.dtype) ||
+         tern_view_dim(&residual, 0) != tern_view_dim(&out, 0) || tern_view_dim(&residual, 1) != tern_view_dim(&out, 1))) {
+        if (!k->failed)
+            kfail(k, TERN_ERR_INVALID, "linear: residual is a %s [%llu, %llu], must be a float [%llu, %llu] like out",
+                  tern_dtype_name((tern_dtype)residual.ap.dtype), (unsigned long long)tern_view_dim(&residual, 0),
+                  (unsigned long long)tern_view_dim(&residual, 1), (unsigned long long)tern_view_dim(&out, 0),
+                  (unsigned long long)tern_view_dim(&out, 1));
+        return;
+    }
     lin_ctx L;
     memset(&L, 0, sizeof L);
+    L.res = residual;
     L.out = out;
     L.a = a;
     L.w = w;

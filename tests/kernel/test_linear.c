@@ -420,8 +420,78 @@ static void bad_huge_k(tern_kernel *k)
     tern_lib_linear(k, y, a, w, tern_view_none(), TERN_ACT_COPY);
 }
 
+/* tern_lib_linear_residual gives the bits of tern_lib_linear followed by tern_lib_binary's fp32 add. The two
+ * kernels run one after the other on one core (fill-NaN memory): before tern_kernel_run reset the semaphores, the
+ * second one's waits passed on the first one's counts and it read its output before it was written. */
+static void residual_case(const char *machine, uint64_t M, uint64_t K, uint64_t N, int with_bias, tern_act_func act)
+{
+    char name[160];
+    snprintf(name, sizeof name, "linear residual %s M=%llu K=%llu N=%llu bias=%d act=%d: = linear + add", machine,
+             (unsigned long long)M, (unsigned long long)K, (unsigned long long)N, with_bias, (int)act);
+    TEST_BEGIN(name);
+    tern_core_config cfg;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_error err;
+    tern_kernel *k[2] = {NULL, NULL};
+    float *xa = malloc(sizeof(float) * M * K), *xw = malloc(sizeof(float) * K * N), *xb = malloc(sizeof(float) * N);
+    float *xr = malloc(sizeof(float) * M * N), *o[2] = {malloc(sizeof(float) * M * N), malloc(sizeof(float) * M * N)};
+    ktu_fill(xa, (size_t)M * K, TERN_DTYPE_FP32, 11);
+    ktu_fill(xw, (size_t)K * N, TERN_DTYPE_BF16, 12);
+    ktu_fill(xb, N, TERN_DTYPE_FP32, 13);
+    ktu_fill(xr, (size_t)M * N, TERN_DTYPE_FP32, 14);
+    for (int v = 0; v < 2; v++) {
+        tern_kernel_create(&cfg, v ? "separate" : "fused", &k[v], &err);
+        tern_view a = tern_kernel_input2d(k[v], "a", TERN_DTYPE_FP32, M, K);
+        tern_view w = tern_kernel_input2d(k[v], "w", TERN_DTYPE_BF16, K, N);
+        tern_view b = with_bias ? tern_kernel_hbm_tensor(k[v], "b", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N)
+                                : tern_view_none();
+        tern_view r = tern_kernel_input2d(k[v], "r", TERN_DTYPE_FP32, M, N);
+        tern_view y = tern_kernel_output2d(k[v], "y", TERN_DTYPE_FP32, M, N);
+        if (v == 0) {
+            tern_lib_linear_residual(k[v], y, a, w, b, act, r);
+        } else {
+            tern_lib_linear(k[v], y, a, w, b, act);
+            tern_lib_binary(k[v], y, y, r, TERN_ALU_ADD);
+        }
+        CHECK_MSG(tern_kernel_status(k[v], &err) == TERN_OK, "build failed: %s", err.msg);
+        CHECK_EQ_INT(tern_kernel_write_f32(k[v], core, "a", xa, M * K, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k[v], core, "w", xw, K * N, &err), TERN_OK);
+        if (with_bias)
+            CHECK_EQ_INT(tern_kernel_write_f32(k[v], core, "b", xb, N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k[v], core, "r", xr, M * N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_run(k[v], core, NULL, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_read_f32(k[v], core, "y", o[v], M * N, &err), TERN_OK);
+    }
+    size_t diff = 0, first = 0;
+    for (size_t i = 0; i < M * N; i++)
+        if (memcmp(&o[0][i], &o[1][i], 4) != 0 && diff++ == 0)
+            first = i;
+    CHECK_MSG(diff == 0, "%zu of %llu differ, first at %zu: %.9g vs %.9g", diff, (unsigned long long)(M * N), first,
+              o[0][first], o[1][first]);
+    for (int v = 0; v < 2; v++) {
+        tern_kernel_free(k[v]);
+        free(o[v]);
+    }
+    free(xa), free(xw), free(xb), free(xr);
+    tern_core_free(core);
+}
+
+static void bad_residual(tern_kernel *k)
+{
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 8, 64);
+    tern_view w = tern_kernel_input2d(k, "w", TERN_DTYPE_BF16, 64, 32);
+    tern_view r = tern_kernel_input2d(k, "r", TERN_DTYPE_FP32, 8, 31);
+    tern_lib_linear_residual(k, tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 8, 32), a, w, tern_view_none(),
+                             TERN_ACT_COPY, r);
+}
+
 int main(void)
 {
+    residual_case("neuroncore-v2", 128, 768, 768, 1, TERN_ACT_COPY);
+    residual_case("neuroncore-v2", 77, 300, 700, 0, TERN_ACT_COPY);
+    residual_case("neuroncore-v2", 200, 256, 600, 1, TERN_ACT_GELU_TANH);
+    residual_case("neuroncore-v3", 130, 512, 520, 0, TERN_ACT_RELU);
+    expect_error("linear residual of the wrong shape", bad_residual, "residual", "[8, 31]");
     const tern_dtype F = TERN_DTYPE_FP32, B = TERN_DTYPE_BF16;
     const lin_case ref_v2[] = {
         {1, 64, 10, 1, TERN_ACT_COPY, F, B, F},
