@@ -613,7 +613,7 @@ static void att_walk_back(const fctx *f, int v, const int *ax0, const int64_t *l
                     st[d] = rm[ax[d]];
                 flat = 1;
             }
-        } else if (flat && off == 0 && L->split < 0 && is_op(f, p, "Split") && x->rank >= 1) {
+        } else if (flat && off == 0 && (L->split < 0 || L->split == p) && is_op(f, p, "Split") && x->rank >= 1) {
             int64_t axis = tern_graph_attr_int(n, "axis", 0);
             if (axis < 0)
                 axis += x->rank;
