@@ -57,7 +57,7 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
     c->semaphores = calloc(cfg->num_semaphores, sizeof *c->semaphores);
     c->registers = calloc((size_t)TERN_ENGINE_COUNT * cfg->num_registers, sizeof *c->registers);
     c->stationary = malloc((size_t)cfg->pe_rows * cfg->pe_cols * 2 * sizeof(float));
-    c->stat_pairs = malloc((size_t)(cfg->pe_rows + 1) / 2 * cfg->pe_cols * 2 * sizeof(uint32_t));
+    c->stat_pairs = c->stat_pairs_own = malloc((size_t)(cfg->pe_rows + 1) / 2 * cfg->pe_cols * 2 * sizeof(uint32_t));
     if (!c->sbuf || !c->psum || !c->psum_bank_state || !c->hbm_pages || !c->semaphores || !c->registers ||
         !c->stationary || !c->stat_pairs) {
         tern_core_free(c);
@@ -84,7 +84,9 @@ void tern_core_free(tern_core *core)
     free(core->semaphores);
     free(core->registers);
     free(core->stationary);
-    free(core->stat_pairs);
+    free(core->stat_pairs_own);
+    for (int i = 0; i < STAT_CACHE_ENTRIES; i++)
+        free(core->stat_cache[i].pairs);
     free(core->mov_pairs);
     free(core->u16_scratch);
     free(core->row_refs);
@@ -218,7 +220,7 @@ static tern_status onchip_copy(tern_core *c, tern_mem mem, uint32_t partition, u
 tern_status tern_core_onchip_write(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset,
                                    const void *src, size_t bytes, tern_error *err)
 {
-    if (mem == TERN_MEM_SBUF && core->mov_cache_live)
+    if (mem == TERN_MEM_SBUF && (core->mov_cache_live || core->stat_cache_live))
         sbuf_range_written(core, partition, 1, (int64_t)offset, (int64_t)(offset + bytes));
     return onchip_copy(core, mem, partition, offset, (void *)src, bytes, 1, err);
 }
@@ -836,7 +838,7 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
 
 void sbuf_written(tern_core *core, tern_engine e, const tern_ap *ap)
 {
-    if (ap->mem != TERN_MEM_SBUF || !core->mov_cache_live)
+    if (ap->mem != TERN_MEM_SBUF || (!core->mov_cache_live && !core->stat_cache_live))
         return;
     int64_t lo, hi;
     ap_extent(ap, &lo, &hi);
@@ -846,17 +848,25 @@ void sbuf_written(tern_core *core, tern_engine e, const tern_ap *ap)
     sbuf_range_written(core, ap->start_partition, ap->num_partitions, b0, b1);
 }
 
-void sbuf_range_written(tern_core *core, uint32_t p0, uint32_t np, int64_t b0, int64_t b1)
+static void cache_range_written(mov_cache_entry *cache, int n, int *live, uint32_t p0, uint32_t np, int64_t b0,
+                                int64_t b1)
 {
-    for (int i = 0; i < MOV_CACHE_ENTRIES; i++) {
-        mov_cache_entry *m = &core->mov_cache[i];
+    for (int i = 0; i < n && *live; i++) {
+        mov_cache_entry *m = &cache[i];
         if (!m->valid)
             continue;
         int parts_overlap = p0 < m->start + m->parts && m->start < p0 + np;
         int bytes_overlap = b0 < (int64_t)(m->offset + m->bytes) && (int64_t)m->offset < b1;
         if (parts_overlap && bytes_overlap) {
             m->valid = 0;
-            core->mov_cache_live--;
+            (*live)--;
         }
     }
 }
+
+void sbuf_range_written(tern_core *core, uint32_t p0, uint32_t np, int64_t b0, int64_t b1)
+{
+    cache_range_written(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live, p0, np, b0, b1);
+    cache_range_written(core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, p0, np, b0, b1);
+}
+

@@ -16,6 +16,7 @@ enum { PSUM_BANK_UNTOUCHED = 0, PSUM_BANK_MATMUL = 1, PSUM_BANK_OTHER = 2 };
 
 /* A moving operand already packed as bf16 pairs (matmul.c), valid until SBUF under it is written. */
 #define MOV_CACHE_ENTRIES 8
+#define STAT_CACHE_ENTRIES 16
 typedef struct {
     int valid;
     uint32_t start, parts; /* partitions */
@@ -41,7 +42,11 @@ struct tern_core {
     uint32_t stat_k, stat_m;
     uint8_t stat_dtype;
     int stat_loaded;
-    uint32_t *stat_pairs; /* bf16 pairs for the dot-product path (matmul.c), valid when stat_fast */
+    uint32_t *stat_pairs; /* bf16 pairs for the dot-product path (matmul.c), valid when stat_fast: the core's own
+                             buffer or a stationary cache entry's */
+    uint32_t *stat_pairs_own;
+    mov_cache_entry stat_cache[STAT_CACHE_ENTRIES]; /* packed stationary operands, by SBUF place (as mov_cache) */
+    int stat_cache_live;
     int stat_fast;
     int stat_f32;         /* `stationary` holds the fp32 form */
     uint32_t *mov_pairs;  /* scratch: moving operand as bf16 pairs */

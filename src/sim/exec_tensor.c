@@ -208,6 +208,47 @@ static int fast_dtype(uint8_t dt)
            dt == TERN_DTYPE_FP8_E4M3_NEURON;
 }
 
+/* The entry of a packed-operand cache (moving or stationary) for the operand at (partition, K rows, byte offset,
+ * W columns): a valid one (*hit = 1), or a free or least-recently-used one made ready to be filled (*hit = 0);
+ * NULL if no memory. */
+static mov_cache_entry *cache_slot(mov_cache_entry *cache, int n, int *live, uint64_t *tick, uint32_t start,
+                                   uint32_t K, uint64_t off, uint32_t W, int *hit)
+{
+    mov_cache_entry *victim = NULL;
+    (*tick)++;
+    for (int i = 0; i < n; i++) {
+        mov_cache_entry *m = &cache[i];
+        if (m->valid && m->start == start && m->parts == K && m->offset == off && m->N == W && m->K == K) {
+            m->last_use = *tick;
+            *hit = 1;
+            return m;
+        }
+        if (!victim || (!m->valid && victim->valid) || (m->valid == victim->valid && m->last_use < victim->last_use))
+            victim = m;
+    }
+    size_t npairs = (size_t)(K + 1) / 2 * W;
+    if (victim->cap < npairs) {
+        uint32_t *p = realloc(victim->pairs, npairs * sizeof *p);
+        if (!p)
+            return NULL;
+        victim->pairs = p;
+        victim->cap = npairs;
+    }
+    if (victim->valid) {
+        victim->valid = 0;
+        (*live)--;
+    }
+    victim->start = start;
+    victim->parts = K;
+    victim->offset = off;
+    victim->bytes = (uint64_t)W * 2;
+    victim->K = K;
+    victim->N = W;
+    victim->last_use = *tick;
+    *hit = 0;
+    return victim;
+}
+
 /* LoadStationary: latch the operand; as bf16 pairs when it qualifies for the dot-product path, else (or
  * also, for fp8) as fp32. */
 static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t M,
@@ -216,12 +257,31 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
     core->stat_fast = 0;
     core->stat_f32 = 0;
     int want_fast = core->opts.matmul_path == TERN_MATMUL_AUTO && fast_dtype(a->dtype) && matmul_bf16_supported();
+    core->stat_pairs = core->stat_pairs_own;
     if (want_fast && a->dtype == TERN_DTYPE_BF16) {
         size_t stride;
         const uint16_t *rows = bf16_rows(core, cx, a, K, M, NULL, &stride);
-        if (rows && matmul_pack_pairs(rows, stride, K, M, core->stat_pairs)) {
-            core->stat_fast = 1;
-            return TERN_OK;
+        if (rows) {
+            /* The same SBUF operand latched again (a layer's transposed rows, once per output tile): its pairs
+             * are reused until SBUF under them is written. */
+            int hit = 0;
+            uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
+            mov_cache_entry *e = cache_slot(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
+                                            &core->mov_cache_tick, a->start_partition, K, off, M, &hit);
+            if (e && hit) {
+                core->stat_pairs = e->pairs;
+                core->stat_fast = 1;
+                return TERN_OK;
+            }
+            if (matmul_pack_pairs(rows, stride, K, M, e ? e->pairs : core->stat_pairs)) {
+                if (e) {
+                    e->valid = 1;
+                    core->stat_cache_live++;
+                    core->stat_pairs = e->pairs;
+                }
+                core->stat_fast = 1;
+                return TERN_OK;
+            }
         }
     }
     tern_status st = ap_gather_f32(core, cx->engine, a, core->stationary, err);
@@ -251,44 +311,6 @@ static void stationary_f32(tern_core *core)
     core->stat_f32 = 1;
 }
 
-/* The cache entry for a moving operand at (partition, K rows, byte offset, N): a valid one (*hit = 1), or a free or
- * least-recently-used one made ready to be filled (*hit = 0); NULL if no memory. */
-static mov_cache_entry *mov_cache_slot(tern_core *core, uint32_t start, uint32_t K, uint64_t off, uint32_t N, int *hit)
-{
-    mov_cache_entry *victim = NULL;
-    core->mov_cache_tick++;
-    for (int i = 0; i < MOV_CACHE_ENTRIES; i++) {
-        mov_cache_entry *m = &core->mov_cache[i];
-        if (m->valid && m->start == start && m->parts == K && m->offset == off && m->N == N && m->K == K) {
-            m->last_use = core->mov_cache_tick;
-            *hit = 1;
-            return m;
-        }
-        if (!victim || (!m->valid && victim->valid) || (m->valid == victim->valid && m->last_use < victim->last_use))
-            victim = m;
-    }
-    size_t npairs = (size_t)(K + 1) / 2 * N;
-    if (victim->cap < npairs) {
-        uint32_t *p = realloc(victim->pairs, npairs * sizeof *p);
-        if (!p)
-            return NULL;
-        victim->pairs = p;
-        victim->cap = npairs;
-    }
-    if (victim->valid) {
-        victim->valid = 0;
-        core->mov_cache_live--;
-    }
-    victim->start = start;
-    victim->parts = K;
-    victim->offset = off;
-    victim->bytes = (uint64_t)N * 2;
-    victim->K = K;
-    victim->N = N;
-    victim->last_use = core->mov_cache_tick;
-    *hit = 0;
-    return victim;
-}
 
 tern_pool *core_pool(tern_core *core)
 {
@@ -357,7 +379,8 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
             int cached = 0;
             if (rows && !have_x) {
                 uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
-                slot = mov_cache_slot(core, a->start_partition, K, off, N, &cached);
+                slot = cache_slot(core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, &core->mov_cache_tick,
+                                  a->start_partition, K, off, N, &cached);
             }
             uint32_t *pairs_buf = slot ? slot->pairs : NULL;
             if (rows && !slot) {

@@ -339,6 +339,37 @@ static void moving_cache_invalidation(void)
     tern_program_free(&prog);
     st_read(core, TERN_MEM_PSUM, 0, 128, 0, TERN_DTYPE_FP32, y, 512);
     CHECK_NEAR(y[127 * 512 + 511], 11.0f, 0);
+
+    /* The packed stationary operand is cached too (the same SBUF operand latched again) */
+    TEST_BEGIN("stationary operand cache: a second latch gives the same result");
+    CHECK_EQ_INT(run_mm(core, TERN_DTYPE_BF16, 128, 128, 512, 0, &err), TERN_OK);
+    st_read(core, TERN_MEM_PSUM, 0, 128, 0, TERN_DTYPE_FP32, y, 512);
+    CHECK_NEAR(y[5 * 512 + 7], 3.0f, 0);
+    TEST_BEGIN("stationary operand cache: host write invalidates");
+    float two = 2.0f;
+    st_write(core, TERN_MEM_SBUF, 5, 1, 5 * 2, TERN_DTYPE_BF16, &two, 1); /* s[k=5][m=5] = 2 */
+    CHECK_EQ_INT(run_mm(core, TERN_DTYPE_BF16, 128, 128, 512, 0, &err), TERN_OK);
+    st_read(core, TERN_MEM_PSUM, 0, 128, 0, TERN_DTYPE_FP32, y, 512);
+    CHECK_NEAR(y[5 * 512 + 7], 6.0f, 0);
+    TEST_BEGIN("stationary operand cache: an instruction's write invalidates");
+    tern_program_init(&prog);
+    ms.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 32, 5 * 2, 1); /* s[k < 32][m = 5] = 0 */
+    ms.imm0.f = 0.0f;
+    ms.signal_sem = 2;
+    tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+    ls.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 128, 0, 128);
+    ls.wait_sem = 2;
+    ls.wait_value = 1;
+    mm.wait_sem = TERN_SEM_NONE;
+    tern_program_append(&prog, &ms, &err);
+    tern_program_append(&prog, &ls, &err);
+    tern_program_append(&prog, &mm, &err);
+    tern_status rs = tern_core_run(core, &prog, NULL, &err);
+    CHECK_MSG(rs == TERN_OK, "run: %s", err.msg);
+    tern_program_free(&prog);
+    st_read(core, TERN_MEM_PSUM, 0, 128, 0, TERN_DTYPE_FP32, y, 512);
+    CHECK_NEAR(y[5 * 512 + 7], 0.0f, 0);
+    CHECK_NEAR(y[6 * 512 + 7], x[6 * 512 + 7], 0);
     tern_core_free(core);
 }
 
