@@ -361,6 +361,7 @@ static void moving_cache_invalidation(void)
     ls.wait_sem = 2;
     ls.wait_value = 1;
     mm.wait_sem = TERN_SEM_NONE;
+    mm.wait_value = 0;
     tern_program_append(&prog, &ms, &err);
     tern_program_append(&prog, &ls, &err);
     tern_program_append(&prog, &mm, &err);
