@@ -2,7 +2,7 @@
  * PyTorch (scripts/gen_models.py, random weights, sequence 128, batch 1), compiled for one trn1 NeuronCore.
  * Prints per model: <name>_latency_ms (predicted device time), <name>_mfu (model FLOPs / peak / time),
  * <name>_compile_s, <name>_first_run_s (tern's first functional execute), <name>_run_s (the best of the next 3,
- * as PyTorch is timed), <name>_torch_s (PyTorch CPU inference, fp32, best of 3 after a warm-up, measured in the
+ * as PyTorch is timed), <name>_torch_s (PyTorch CPU inference, fp32, best of 5 after a warm-up, measured in the
  * same run by scripts/torch_time.py) and <name>_sim_over_torch = run_s / torch_s.
  * BERT-large (sequence 128, batch 1) is predicted in timing-only mode: bert_large_latency_ms.
  * Models are generated into build/bench-models on first use (about 1.5 GB of ONNX files).
@@ -34,7 +34,7 @@ static int exists(const char *p)
 static double torch_seconds(const char *src, const char *name)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/torch_time.py %s 3 2>/dev/null", src, name);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/torch_time.py %s 5 2>/dev/null", src, name);
     FILE *p = popen(cmd, "r");
     if (!p)
         return 0;
@@ -90,12 +90,12 @@ static int bench(const char *src, const char *dir, const char *name, int functio
     int32_t *v = malloc(sizeof(int32_t) * (n ? n : 1));
     for (uint64_t i = 0; i < n; i++)
         v[i] = (int32_t)tern_npy_get(&ids, i);
-    /* Timed like PyTorch (scripts/torch_time.py): the best of 3 executes after a first one, which is reported
+    /* Timed like PyTorch (scripts/torch_time.py): the best of 5 executes after a first one, which is reported
      * on its own (it also pays the first touch of the simulated HBM pages). Every execute starts from the same
      * state (the runtime resets the core's control state), so all give the same outputs and times. */
     tern_run_stats st;
     double first = 0, t2 = 0, t3 = 1e30;
-    for (int rep_i = 0; rep_i < (functional ? 4 : 1); rep_i++) {
+    for (int rep_i = 0; rep_i < (functional ? 6 : 1); rep_i++) {
         double a = now();
         if (tern_rt_set_input(rt, x.inputs[0].name, v, sizeof(int32_t) * n, &err) || tern_rt_execute(rt, &st, &err)) {
             fprintf(stderr, "bench_models: %s: %s\n", name, err.msg);
