@@ -64,6 +64,10 @@ void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row);
 
 /* out = f(in * scale) on ScalarE (activation), in column chunks of up to 2048 elements. */
 void tern_lib_unary(tern_kernel *k, tern_view out, tern_view in, tern_act_func f, float scale);
+/* dst = src on ScalarE (dtype conversion with round to nearest even): tensor_copy on NeuronCore-v3+, an
+ * activation copy (src * 1) on v2, whose ScalarE has no tensor_copy (there a -0 becomes +0). For moving work off
+ * VectorE, e.g. PSUM-to-SBUF copies. */
+void tern_lib_copy_scalar(tern_kernel *k, tern_view dst, tern_view src);
 /* out = a op b elementwise on VectorE (tensor_tensor); a, b and out have the same shape. */
 void tern_lib_binary(tern_kernel *k, tern_view out, tern_view a, tern_view b, tern_alu_op op);
 /* out = in op s on VectorE (tensor_scalar with an immediate). */
@@ -86,6 +90,9 @@ void tern_lib_rmsnorm(tern_kernel *k, tern_view out, tern_view in, tern_view gam
 
 /* Fill an SBUF tile [P, F] with the identity pattern (1 where partition == column, else 0) on GpSimd. */
 void tern_lib_identity(tern_kernel *k, tern_view tile);
+/* One block through the PE array: dst_psum[F, P] = src[P, F]^T (P, F <= 128), transpose_pe on v3+, a matmul
+ * against ident[0:P, 0:P] (tern_lib_identity, src's dtype) on v2, where ident may be tern_view_none() on v3+. */
+void tern_lib_transpose_block(tern_kernel *k, tern_view dst_psum, tern_view src, tern_view ident);
 /* out[C, R] = in[R, C]^T through TensorE in 128 x 128 blocks: a matmul against an on-chip identity on
  * NeuronCore-v2, transpose mode (transpose_pe) on v3+. Float dtypes TensorE accepts (fp32, bf16, fp16, fp8). */
 void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in);

@@ -117,25 +117,6 @@ static void release_head(att *a, att_head *h)
         tern_kernel_release(a->k, h->v[j]);
 }
 
-/* dst (PSUM) = src^T through the PE array; src [p, f] in the matmul dtype. */
-static void pe_transpose(att *a, tern_view dst, tern_view src, uint64_t p)
-{
-    if (a->pe_mode)
-        tern_kernel_transpose_pe(a->k, dst, src);
-    else
-        tern_kernel_matmul(a->k, dst, src, tern_view_block(a->k, a->ident, 0, p, 0, p), 0);
-}
-
-/* A PSUM-to-SBUF copy on ScalarE (VectorE has the rest of the row work): tensor_copy on v3+, activation copy
- * on v2 (both exact, the cast to the destination's dtype rounding to nearest even). */
-static void copy_on_scalar(att *a, tern_view dst, tern_view src)
-{
-    if (a->pe_mode)
-        tern_kernel_tensor_copy(a->k, TERN_ENGINE_SCALAR, dst, src);
-    else
-        tern_kernel_activation(a->k, dst, src, TERN_ACT_COPY, 1.0f, tern_view_none(), tern_view_none(),
-                               tern_view_none());
-}
 
 /* The mask's element offset of batch-head bh, query row q0. */
 static uint64_t mask_offset(const att *a, uint64_t bh, uint64_t q0)
@@ -165,8 +146,8 @@ static void head_kT(att *a, att_head *h)
             tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, kb, h->krows[j]);
         }
         tern_view ps = tern_kernel_psum(k, a->pdt, (uint32_t)a->D, (uint32_t)kc, "att_kT_psum");
-        pe_transpose(a, ps, kb, kc);
-        copy_on_scalar(a, tern_view_block(k, h->kT, 0, a->D, s0, s0 + kc), ps);
+        tern_lib_transpose_block(a->k, ps, kb, a->ident);
+        tern_lib_copy_scalar(a->k, tern_view_block(k, h->kT, 0, a->D, s0, s0 + kc), ps);
         tern_kernel_release(k, ps);
         if (kb.region != h->krows[j].region)
             tern_kernel_release(k, kb);
@@ -189,9 +170,9 @@ static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
         tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, qb, q);
     }
     tern_view qps = tern_kernel_psum(k, a->pdt, (uint32_t)a->D, rp, "att_qT_psum");
-    pe_transpose(a, qps, qb, rp);
+    tern_lib_transpose_block(a->k, qps, qb, a->ident);
     tern_view qT = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->D, rp, "att_qT");
-    copy_on_scalar(a, qT, qps);
+    tern_lib_copy_scalar(a->k, qT, qps);
     tern_kernel_release(k, qps);
     if (qb.region != q.region)
         tern_kernel_release(k, qb);
@@ -244,9 +225,9 @@ static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
     for (unsigned j = 0; j < h->nv; j++) {
         uint64_t s0 = (uint64_t)j * a->T, kc = min_u64(a->T, a->Sk - s0);
         tern_view tps = tern_kernel_psum(k, a->pdt, (uint32_t)kc, rp, "att_pT_psum");
-        pe_transpose(a, tps, tern_view_block(k, pb, 0, rp, s0, s0 + kc), rp);
+        tern_lib_transpose_block(a->k, tps, tern_view_block(k, pb, 0, rp, s0, s0 + kc), a->ident);
         tern_view pT = tern_kernel_sbuf(k, a->mdt, (uint32_t)kc, rp, "att_pT");
-        copy_on_scalar(a, pT, tps);
+        tern_lib_copy_scalar(a->k, pT, tps);
         tern_kernel_release(k, tps);
         tern_kernel_matmul(k, o_ps, pT, h->v[j], j > 0);
         tern_kernel_release(k, pT);
@@ -255,7 +236,7 @@ static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
         tern_kernel_release(k, pb);
     tern_kernel_release(k, x);
     tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->Dv, "att_out");
-    copy_on_scalar(a, o, o_ps);
+    tern_lib_copy_scalar(a->k, o, o_ps);
     tern_kernel_release(k, o_bank);
     tern_kernel_store(k, opnd_rows(a, &a->o, bh, q0, rp, a->Dv), o);
     tern_kernel_release(k, o);

@@ -52,6 +52,14 @@ static int need_same(tern_kernel *k, const char *kn, const char *wa, const tern_
     return 1;
 }
 
+void tern_lib_copy_scalar(tern_kernel *k, tern_view dst, tern_view src)
+{
+    if (k->cfg.generation >= 3)
+        tern_kernel_tensor_copy(k, TERN_ENGINE_SCALAR, dst, src);
+    else
+        tern_kernel_activation(k, dst, src, TERN_ACT_COPY, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
+}
+
 void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row)
 {
     if (!kview_ok(k, &dst, "broadcast_row dst") || !kview_ok(k, &row, "broadcast_row row"))
@@ -95,11 +103,7 @@ void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row)
             tern_view ps = tern_kernel_psum(k, TERN_DTYPE_FP32, P, (uint32_t)cw, "broadcast_row_psum");
             tern_kernel_matmul(k, ps, ones, tern_view_block(k, r1, 0, 1, c0, c0 + cw), 0);
             tern_view d = tern_view_block(k, dst, 0, P, c0, c0 + cw);
-            if (k->cfg.generation >= 3)
-                tern_kernel_tensor_copy(k, TERN_ENGINE_SCALAR, d, ps);
-            else
-                tern_kernel_activation(k, d, ps, TERN_ACT_COPY, 1.0f, kview_invalid(), kview_invalid(),
-                                       kview_invalid());
+            tern_lib_copy_scalar(k, d, ps);
             tern_kernel_release(k, ps);
         }
         tern_kernel_release(k, ones);

@@ -162,11 +162,7 @@ static void transpose_rows(tern_kernel *k, const lin_ctx *L, tern_view x, tern_v
     tern_view src = x;
     if (L->cast_first) {
         src = tern_kernel_sbuf(k, L->wdt, (uint32_t)r, (uint32_t)L->K, "linear_a_cast");
-        if (k->cfg.generation >= 3)
-            tern_kernel_tensor_copy(k, TERN_ENGINE_SCALAR, src, x);
-        else /* v2's ScalarE has no tensor_copy: copy(x * 1); only -0 changes (to +0), as v2's transpose does */
-            tern_kernel_activation(k, src, x, TERN_ACT_COPY, 1.0f, kview_invalid(), kview_invalid(),
-                                   kview_invalid());
+        tern_lib_copy_scalar(k, src, x); /* on v2 only -0 changes (to +0), as v2's transpose does */
         tern_kernel_release(k, x);
     }
     for (uint64_t g0 = 0; g0 < L->KT && !k->failed;) {
@@ -177,10 +173,7 @@ static void transpose_rows(tern_kernel *k, const lin_ctx *L, tern_view x, tern_v
         for (uint64_t c = g0; c < g1; c++) {
             tern_view piece = tern_view_block(k, src, 0, r, c * L->TK, c * L->TK + kk);
             tern_view dst = tern_view_block(k, ps, 0, kk, (c - g0) * r, (c - g0 + 1) * r);
-            if (L->pe_mode)
-                tern_kernel_transpose_pe(k, dst, piece);
-            else
-                tern_kernel_matmul(k, dst, piece, tern_view_block(k, L->ident, 0, r, 0, r), 0);
+            tern_lib_transpose_block(k, dst, piece, L->ident);
         }
         tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, tern_view_block(k, aT, 0, kk, g0 * r, g1 * r), ps);
         tern_kernel_release(k, ps);

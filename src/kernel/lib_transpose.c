@@ -39,6 +39,16 @@ static int transpose_shapes_ok(tern_kernel *k, const tern_view *out, const tern_
     return 1;
 }
 
+void tern_lib_transpose_block(tern_kernel *k, tern_view dst_psum, tern_view src, tern_view ident)
+{
+    if (k->cfg.generation >= 3) {
+        tern_kernel_transpose_pe(k, dst_psum, src);
+        return;
+    }
+    uint64_t p = src.ap.num_partitions;
+    tern_kernel_matmul(k, dst_psum, src, tern_view_block(k, ident, 0, p, 0, p), 0);
+}
+
 void tern_lib_identity(tern_kernel *k, tern_view tile)
 {
     if (!kview_ok(k, &tile, "identity tile"))
@@ -94,10 +104,7 @@ void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in)
                     uint64_t rb = tern_view_dim(&strips[s], 0);
                     tern_view piece = tern_view_block(k, strips[s], 0, rb, b0, b0 + cb);
                     tern_view dst = tern_view_block(k, ps, 0, cb, s * T, s * T + rb);
-                    if (pe_mode)
-                        tern_kernel_transpose_pe(k, dst, piece);
-                    else
-                        tern_kernel_matmul(k, dst, piece, tern_view_block(k, ident, 0, rb, 0, rb), 0);
+                    tern_lib_transpose_block(k, dst, piece, ident);
                 }
                 tern_view o = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, (uint32_t)cb, (uint32_t)gr, "transpose_out");
                 tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, o, ps);
