@@ -67,6 +67,7 @@ typedef struct {
     int64_t dims[TERN_GRAPH_MAX_RANK];
     size_t n;
     double *v;
+    char **s; /* STRING tensors: n NUL-terminated texts (v unused) */
     char name[128];
 } arr;
 
@@ -147,7 +148,24 @@ static int load_tensor(const char *path, arr *a, char *msg, size_t msz)
     }
     size_t es = tern_elem_size((tern_elem_type)a->type);
     int raw = t->has_raw_data && t->raw_data.len > 0;
-    if (a->type == TERN_ELEM_STRING || es == 0) {
+    if (a->type == TERN_ELEM_STRING) { /* string_data: one text per element */
+        if (t->n_string_data != a->n || !(a->s = calloc(a->n ? a->n : 1, sizeof *a->s))) {
+            snprintf(msg, msz, "%s: %zu strings for %zu elements", path, t->n_string_data, a->n);
+            goto done;
+        }
+        for (size_t i = 0; i < a->n; i++) {
+            const ProtobufCBinaryData *b = &t->string_data[i];
+            if (memchr(b->data, 0, b->len) || !(a->s[i] = malloc(b->len + 1))) {
+                snprintf(msg, msz, "%s: string %zu holds a NUL byte", path, i);
+                goto done;
+            }
+            memcpy(a->s[i], b->data, b->len);
+            a->s[i][b->len] = '\0';
+        }
+        rc = 0;
+        goto done;
+    }
+    if (es == 0) {
         snprintf(msg, msz, "%s: element type %d (%s) has no numeric data", path, a->type,
                  tern_elem_name((tern_elem_type)a->type));
         goto done;
@@ -237,6 +255,11 @@ done:
 
 static void arr_free(arr *a)
 {
+    if (a->s)
+        for (size_t i = 0; i < a->n; i++)
+            free(a->s[i]);
+    free(a->s);
+    a->s = NULL;
     free(a->v);
     a->v = NULL;
 }
@@ -313,6 +336,19 @@ static int to_device(const arr *a, tern_dtype dt, void *out)
         }
         default: return 1;
         }
+    }
+    return 0;
+}
+
+/* Texts into the device's fixed cells (NUL-padded); a text longer than a cell fails. */
+static int text_to_device(const arr *a, unsigned cell, void *out)
+{
+    memset(out, 0, a->n * cell);
+    for (size_t i = 0; i < a->n; i++) {
+        size_t len = strlen(a->s[i]);
+        if (len > cell)
+            return 1;
+        memcpy((char *)out + i * cell, a->s[i], len);
     }
     return 0;
 }
@@ -653,9 +689,15 @@ static int run_case(const char *case_dir, outcome *o)
                             (unsigned long long)tern_exe_io_elems(io), in[k].n);
             goto done;
         }
-        size_t bytes = in[k].n * tern_dtype_size(io->dtype);
+        size_t bytes = (size_t)tern_exe_io_bytes(io);
         void *buf = malloc(bytes ? bytes : 1);
-        if (!buf || to_device(&in[k], io->dtype, buf)) {
+        if (buf && io->text_bytes && !in[k].s) {
+            free(buf);
+            r = set_outcome(o, R_FAIL, "input '%s': the executable wants text, the data is %s", in_names[k],
+                            tern_elem_name((tern_elem_type)in[k].type));
+            goto done;
+        }
+        if (!buf || (io->text_bytes ? text_to_device(&in[k], io->text_bytes, buf) : to_device(&in[k], io->dtype, buf))) {
             free(buf);
             r = set_outcome(o, R_FAIL, "input '%s': cannot convert to %s", in_names[k], tern_dtype_name(io->dtype));
             goto done;
@@ -696,6 +738,32 @@ static int run_case(const char *case_dir, outcome *o)
                 snprintf(gs + strlen(gs), sizeof gs - strlen(gs), "%s%lld", d ? "," : "", (long long)io->shape[d]);
             r = set_outcome(o, R_FAIL, "output '%s': shape [%s], expected [%s]", io->name, gs, es);
             goto done;
+        }
+        if (io->text_bytes || out[k].s) { /* text: every string exactly */
+            if (!io->text_bytes || !out[k].s) {
+                r = set_outcome(o, R_FAIL, "output '%s': %s expected, the executable gives %s", io->name,
+                                out[k].s ? "text" : "numbers", io->text_bytes ? "text" : "numbers");
+                goto done;
+            }
+            size_t tb = (size_t)tern_exe_io_bytes(io);
+            char *cells = malloc(tb ? tb : 1);
+            if (!cells || tern_rt_get_output(rt, io->name, cells, tb, &err)) {
+                r = set_outcome(o, R_FAIL, "get output '%s': %s", io->name, cells ? err.msg : "no memory");
+                free(cells);
+                goto done;
+            }
+            for (size_t i = 0; i < out[k].n; i++) {
+                const char *cell = cells + i * io->text_bytes;
+                size_t len = strnlen(cell, io->text_bytes);
+                if (len != strlen(out[k].s[i]) || memcmp(cell, out[k].s[i], len)) {
+                    r = set_outcome(o, R_FAIL, "output '%s' element %zu: '%.*s', expected '%s'", io->name, i, (int)len,
+                                    cell, out[k].s[i]);
+                    free(cells);
+                    goto done;
+                }
+            }
+            free(cells);
+            continue;
         }
         size_t bytes = out[k].n * tern_dtype_size(io->dtype);
         void *raw = malloc(bytes ? bytes : 1);

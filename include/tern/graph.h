@@ -39,7 +39,7 @@ typedef enum {
     TERN_ELEM_INT16 = 5,
     TERN_ELEM_INT32 = 6,
     TERN_ELEM_INT64 = 7,
-    TERN_ELEM_STRING = 8, /* recognised, never evaluated: models using strings are rejected */
+    TERN_ELEM_STRING = 8, /* text: only Cast/CastLike to and from float32 use it (host tensors hold it in s) */
     TERN_ELEM_BOOL = 9,
     TERN_ELEM_FLOAT16 = 10,
     TERN_ELEM_DOUBLE = 11,
@@ -66,15 +66,18 @@ typedef struct tern_host_tensor {
     size_t count;
     float *f;
     int64_t *i;
+    char **s; /* string tensors: count NUL-terminated UTF-8 texts, each malloc'd ("" when new) */
 } tern_host_tensor;
 
-/* Allocates a zero-filled tensor; TERN_ERR_RANGE for a negative dim, rank outside [0, 8] or an element count
- * above 2^31; TERN_ERR_INVALID for an undefined/string type. */
+/* Allocates a zero-filled tensor (empty strings for a string tensor); TERN_ERR_RANGE for a negative dim, rank
+ * outside [0, 8] or an element count above 2^31; TERN_ERR_INVALID for an undefined type. */
 tern_status tern_host_tensor_new(tern_elem_type type, int rank, const int64_t *dims, tern_host_tensor **out,
                                  tern_error *err);
 tern_status tern_host_tensor_clone(const tern_host_tensor *t, tern_host_tensor **out, tern_error *err);
 void tern_host_tensor_free(tern_host_tensor *t);
-double tern_host_tensor_get(const tern_host_tensor *t, size_t i); /* element i as a double, either storage */
+double tern_host_tensor_get(const tern_host_tensor *t, size_t i); /* element i as a double (NaN for a string) */
+/* Replace string element i by len bytes at text (no NUL among them); TERN_ERR_INVALID otherwise. */
+tern_status tern_host_tensor_set_text(tern_host_tensor *t, size_t i, const char *text, size_t len, tern_error *err);
 
 typedef enum {
     TERN_ATTR_FLOAT,

@@ -133,6 +133,10 @@ void tern_kernel_iota(tern_kernel *k, tern_view dst, int32_t base, int32_t chann
 void tern_kernel_affine_select(tern_kernel *k, tern_view dst, tern_view src, tern_alu_op cmp, int32_t base,
                                int32_t channel_multiplier, const int32_t *steps, float on_false);
 void tern_kernel_partition_reduce(tern_kernel *k, tern_view dst, tern_view src, tern_alu_op op);
+/* GpSimd text conversions (ONNX string tensors): numbers [P, N] fp32 <-> text [P, N * cell] uint8 cells of `cell`
+ * bytes (NUL-padded UTF-8). text_parse: Python float() grammar, numpy's rounding; text_format: numpy's str(). */
+void tern_kernel_text_parse(tern_kernel *k, tern_view dst_numbers, tern_view src_text, unsigned cell);
+void tern_kernel_text_format(tern_kernel *k, tern_view dst_text, tern_view src_numbers, unsigned cell);
 /* DMA: copy between any of HBM and SBUF (queue chosen round-robin unless queue >= 0). */
 void tern_kernel_dma_copy(tern_kernel *k, tern_view dst, tern_view src, int queue);
 /* The same DMA triggered from engine e's instruction stream (Sync, Scalar, GpSimd...): it then waits only in that

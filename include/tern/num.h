@@ -143,6 +143,26 @@ tern_status tern_convert_from_f32_simd(tern_simd s, tern_dtype dst_type, void *d
 tern_status tern_convert_to_f32_simd(tern_simd s, float *dst, tern_dtype src_type, const void *src, size_t n,
                                      tern_error *err);
 
+/* ---- float32 <-> text, bit for bit as numpy 1.24 (the reference of ONNX's Cast to and from STRING) ---- */
+#define TERN_F32_TEXT_MAX 32 /* bytes enough for any tern_f32_format result including the NUL */
+/* numpy's str(np.float32(x)) (what `.astype(np.str_)` writes): the shortest digits that round-trip to x (Dragon4
+ * "unique": fewest significant digits; among equally short candidates the one closest to x, a tie to the even
+ * digit), positional when x == 0 or 1e-4 <= |x| < 1e16 ("1.0", "100.0", "123456790.0", "0.0001", "-0.0"; always a
+ * '.' and at least one digit after it), otherwise scientific with at least two exponent digits ("1e-04", "1e-05",
+ * "1.5e+16", "3.4028235e+38"); "inf", "-inf", and "nan" for every NaN of either sign. Writes a NUL-terminated
+ * string (at most 19 characters: "-9999999000000000.0") and returns its length. Locale-independent, thread-safe. */
+size_t tern_f32_format(float x, char buf[TERN_F32_TEXT_MAX]);
+/* numpy's object -> float32 cast of a str: Python's float(text) (correctly rounded to double), then the double
+ * rounded to float32 to nearest even (two roundings, as numpy does; not strtof). Grammar of Python's float():
+ * optional surrounding whitespace, optional sign, decimal digits with an optional '.' (at least one digit),
+ * optional exponent (e/E, optional sign, digits), PEP 515 underscores only between two digits, "inf", "infinity"
+ * or "nan" in any case with an optional sign; no hex, no "nan(...)", nothing empty. The `len` bytes at s (need not
+ * be NUL-terminated; an embedded NUL is invalid) are UTF-8: as in Python, non-ASCII Unicode whitespace counts as
+ * a space and a Unicode decimal digit (Nd) as its ASCII digit. NaN gives 0x7FC00000 with the text's sign; overflow
+ * gives +-inf, underflow +-0. Returns 0 and sets *out, or -1 for invalid text (leaving *out untouched).
+ * Locale-independent, thread-safe; allocates only for texts over 256 bytes (-1 if that fails). */
+int tern_f32_parse(const char *s, size_t len, float *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,9 @@ extern "C" {
 #define TERN_EXE_MAGIC "TERNEXE1"
 #define TERN_EXE_VERSION 1
 #define TERN_EXE_MAX_RANK 8
+/* Text (ONNX string) tensors cross the interface as fixed cells of this many bytes per element: the UTF-8 text,
+ * NUL-padded (a text of exactly the cell's length has no NUL). The device holds them as uint8 in the same layout. */
+#define TERN_EXE_TEXT_CELL 64
 
 /* A model input or output. Its data on core c is rows [c*shape[0]/cores ...) of axis 0 when split, else all of
  * it; on every core it is the program tensor of the same name. */
@@ -30,6 +33,8 @@ typedef struct {
     unsigned rank;
     int64_t shape[TERN_EXE_MAX_RANK];
     int split_batch; /* 1: axis 0 is divided evenly over the cores */
+    unsigned text_bytes; /* 0: numbers of dtype; else a text tensor (dtype uint8): one cell of text_bytes bytes
+                            per element of shape (TERN_EXE_TEXT_CELL from the compiler; 1..255) */
 } tern_exe_io;
 
 /* Constant bytes written into one core's HBM when the executable is loaded (weights); kept across executions. */
@@ -60,6 +65,7 @@ tern_status tern_exe_save(const tern_exe *x, const char *path, tern_error *err);
 tern_status tern_exe_load(const char *path, tern_exe *out, tern_error *err);
 /* Elements and bytes of an input/output (whole model, all cores). */
 uint64_t tern_exe_io_elems(const tern_exe_io *io);
+uint64_t tern_exe_io_bytes(const tern_exe_io *io); /* elements x dtype size, or x text_bytes for a text tensor */
 
 /* ---- building (runtime/exe_build.c) ---- */
 struct tern_kernel;
@@ -91,7 +97,7 @@ void tern_rt_free(tern_rt *rt);
 /* The loaded executable (its constants carry no data: see tern_rt_create). */
 const tern_exe *tern_rt_exe(const tern_rt *rt);
 
-/* Inputs and outputs as whole-model arrays in their own dtype (row-major). */
+/* Inputs and outputs as whole-model arrays in their own dtype (row-major); text tensors as their cells. */
 tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, size_t bytes, tern_error *err);
 tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err);
 /* Run every core; the predicted time is the slowest core's. stats (optional) gets the sum over cores, with

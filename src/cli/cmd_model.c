@@ -217,6 +217,65 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+static int make_text_input(const tern_exe_io *io, const tern_npy *a, uint64_t seed, void **out, size_t *bytes,
+                           const char *file)
+{
+    uint64_t n = tern_exe_io_elems(io);
+    *bytes = (size_t)tern_exe_io_bytes(io);
+    uint8_t *buf = calloc(*bytes ? *bytes : 1, 1);
+    if (!buf) {
+        fprintf(stderr, "tern run: out of memory for input '%s'\n", io->name);
+        return 1;
+    }
+    tern_error err;
+    if (a && !tern_npy_is_text(a)) {
+        fprintf(stderr, "tern run: %s: input '%s' is text (ONNX string); give a text .npy (numpy '<U' or '|S'), not "
+                "%s\n", file, io->name, tern_npy_type_descr(a->type));
+        free(buf);
+        return 1;
+    }
+    if (a && tern_npy_text_to_cells(a, buf, io->text_bytes, &err)) {
+        fprintf(stderr, "tern run: %s: input '%s': %s\n", file, io->name, err.msg);
+        free(buf);
+        return 1;
+    }
+    uint64_t s = seed;
+    for (uint64_t i = 0; i < n && !a; i++) { /* random numbers in [-1, 1) as numpy would print them */
+        char text[TERN_F32_TEXT_MAX];
+        size_t len = tern_f32_format((float)((double)(splitmix(&s) >> 11) * 0x1.0p-53 * 2 - 1), text);
+        memcpy(buf + i * io->text_bytes, text, len < io->text_bytes ? len : io->text_bytes);
+    }
+    *out = buf;
+    return 0;
+}
+
+/* Print the first texts of a text output and write it as a '<U' .npy when path is set. */
+static int text_output(const tern_exe_io *io, const uint8_t *cells, const char *path)
+{
+    uint64_t n = tern_exe_io_elems(io);
+    printf("output %s: text [", io->name);
+    for (unsigned d = 0; d < io->rank; d++)
+        printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
+    printf("]%s", n ? " first [" : " (empty)\n");
+    for (uint64_t k = 0; k < n && k < 4; k++)
+        printf("%s'%.*s'", k ? ", " : "", (int)strnlen((const char *)cells + k * io->text_bytes, io->text_bytes),
+               (const char *)cells + k * io->text_bytes);
+    if (n)
+        printf("%s]\n", n > 4 ? ", ..." : "");
+    if (!path)
+        return 0;
+    tern_npy arr;
+    tern_error err;
+    if (tern_npy_text_from_cells(&arr, (int)io->rank, io->shape, cells, io->text_bytes, &err) ||
+        tern_npy_write(path, &arr, &err)) {
+        fprintf(stderr, "tern run: output '%s': %s\n", io->name, err.msg);
+        tern_npy_free(&arr);
+        return 1;
+    }
+    tern_npy_free(&arr);
+    return 0;
+}
+
 /* Convert an npy array (or random data when a is NULL) to the input's device dtype. */
 static int make_input(const tern_exe_io *io, const tern_npy *a, uint64_t seed, void **out, size_t *bytes,
                       const char *file)
@@ -235,6 +294,8 @@ static int make_input(const tern_exe_io *io, const tern_npy *a, uint64_t seed, v
                 return 1;
             }
     }
+    if (io->text_bytes) /* a text input: .npy text into cells, or random numbers written as text */
+        return make_text_input(io, a, seed, out, bytes, file);
     size_t es = tern_dtype_size(io->dtype);
     *bytes = n * es;
     uint8_t *buf = malloc(*bytes ? *bytes : 1);
@@ -441,7 +502,7 @@ int tern_cmd_run(int argc, char **argv)
         }
         free(data);
         if (!file)
-            printf("input %s: %s [", io->name, tern_dtype_name(io->dtype));
+            printf("input %s: %s [", io->name, io->text_bytes ? "text" : tern_dtype_name(io->dtype));
         if (!file)
             for (unsigned d = 0; d < io->rank; d++)
                 printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
@@ -459,6 +520,23 @@ int tern_cmd_run(int argc, char **argv)
     for (size_t i = 0; i < x.num_outputs && !timing_only; i++) {
         const tern_exe_io *io = &x.outputs[i];
         uint64_t n = tern_exe_io_elems(io);
+        if (io->text_bytes) {
+            size_t tb = (size_t)tern_exe_io_bytes(io);
+            uint8_t *cells = malloc(tb ? tb : 1);
+            char path[1024];
+            if (outdir)
+                snprintf(path, sizeof path, "%s/%s.npy", outdir, io->name);
+            if (!cells || tern_rt_get_output(rt, io->name, cells, tb, &err)) {
+                fprintf(stderr, "tern run: %s\n", cells ? err.msg : "out of memory");
+                free(cells);
+                rc = 1;
+                goto done;
+            }
+            if (text_output(io, cells, outdir ? path : NULL))
+                rc = 1;
+            free(cells);
+            continue;
+        }
         size_t es = tern_dtype_size(io->dtype);
         uint8_t *raw = malloc(n * es > 0 ? n * es : 1);
         float *f = malloc(sizeof(float) * (n ? n : 1));

@@ -99,7 +99,8 @@ static tern_status dtype_of(cc *c, const tern_graph_value *gv, tern_dtype *dt)
     case TERN_ELEM_UINT16: *dt = TERN_DTYPE_UINT16; return TERN_OK;
     case TERN_ELEM_INT8: *dt = TERN_DTYPE_INT8; return TERN_OK;
     case TERN_ELEM_UINT8:
-    case TERN_ELEM_BOOL: *dt = TERN_DTYPE_UINT8; return TERN_OK;
+    case TERN_ELEM_BOOL:
+    case TERN_ELEM_STRING: *dt = TERN_DTYPE_UINT8; return TERN_OK; /* text: TERN_EXE_TEXT_CELL bytes each */
     default:
         return cc_fail(c, TERN_ERR_UNSUPPORTED, "value '%s' has element type %s, which the device cannot hold",
                        gv->name, tern_elem_name(gv->type));
@@ -114,6 +115,8 @@ static void shape_from(cc_value *x, const tern_graph_value *gv)
         x->dims[d] = gv->dims[d];
         x->numel *= (uint64_t)gv->dims[d];
     }
+    if (gv->type == TERN_ELEM_STRING) /* text: a cell of bytes per element (the dims stay the logical ones) */
+        x->numel *= TERN_EXE_TEXT_CELL;
 }
 
 static tern_view new_tensor(cc *c, const char *name, tern_kio_kind kind, tern_dtype dt, uint64_t numel)
@@ -171,6 +174,7 @@ tern_dtype cc_out_dtype(cc *c, int k)
     case TERN_ELEM_FLOAT16: return TERN_DTYPE_FP16;
     case TERN_ELEM_BFLOAT16: return TERN_DTYPE_BF16;
     case TERN_ELEM_BOOL:
+    case TERN_ELEM_STRING:
     case TERN_ELEM_UINT8: return TERN_DTYPE_UINT8;
     case TERN_ELEM_INT8: return TERN_DTYPE_INT8;
     case TERN_ELEM_INT16: return TERN_DTYPE_INT16;
@@ -239,6 +243,34 @@ cc_value *cc_alias(cc *c, int k, int j)
     return x;
 }
 
+/* A text constant on the device: one NUL-padded cell per string. */
+static tern_view const_text(cc *c, const tern_host_tensor *t)
+{
+    uint64_t n = (uint64_t)t->count * TERN_EXE_TEXT_CELL;
+    uint8_t *b = calloc(n ? n : 1, 1);
+    if (!b) {
+        cc_fail(c, TERN_ERR_NOMEM, "out of memory for a text constant of %zu strings", t->count);
+        return tern_view_none();
+    }
+    for (size_t i = 0; i < t->count && !c->failed; i++) {
+        size_t len = strlen(t->s[i]);
+        if (len > TERN_EXE_TEXT_CELL)
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "text constant element %zu is %zu bytes, a device text cell holds %d", i,
+                    len, TERN_EXE_TEXT_CELL);
+        else
+            memcpy(b + i * TERN_EXE_TEXT_CELL, t->s[i], len);
+    }
+    tern_view v = tern_view_none();
+    if (!c->failed) {
+        char name[32];
+        snprintf(name, sizeof name, "w%u", c->names++);
+        uint64_t shape[2] = {1, n};
+        v = tern_kernel_constant(c->k, name, TERN_DTYPE_UINT8, 2, shape, b);
+    }
+    free(b);
+    return v;
+}
+
 tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part_step, unsigned nd,
                   const uint32_t *nums, const int32_t *steps)
 {
@@ -250,7 +282,9 @@ tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part
                 "the device", x->host ? "constant" : "value", gv ? gv->name : "?");
         return tern_view_none();
     }
-    if (x->host && x->flat.region < 0) { /* a graph constant used as a tensor: its device copy, once */
+    if (x->host && x->flat.region < 0 && x->host->s) { /* text constant: its cells */
+        x->flat = const_text(c, x->host);
+    } else if (x->host && x->flat.region < 0) { /* a graph constant used as a tensor: its device copy, once */
         x->flat = cc_const2d(c, x->host, x->dt, 1, x->host->count, 0);
         if (x->flat.region < 0)
             return x->flat;
@@ -627,6 +661,7 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
                 for (int d = 0; d < gv->rank; d++)
                     io->shape[d] = gv->dims[d] * (d == 0 ? (int64_t)o.cores : 1);
                 io->split_batch = o.cores > 1;
+                io->text_bytes = gv->type == TERN_ELEM_STRING ? TERN_EXE_TEXT_CELL : 0;
                 if (pass && !c.v[id].placed)
                     st = tern_error_set(err, TERN_ERR_INVALID, "compile: output '%s' is never computed", gv->name);
                 if (gv->rank == 0 && o.cores > 1)

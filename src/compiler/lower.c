@@ -856,8 +856,10 @@ static int main_handles(cc *c)
                 b->const_scalar == -1.0 || b->const_scalar == 3.0);
     if (!strcmp(op, "Max") || !strcmp(op, "Min"))
         return n->n_inputs == 2;
-    if (!strcmp(op, "Cast"))
-        return !(tern_dtype_is_float(x->dt) && !tern_dtype_is_float(cc_out_dtype(c, 0)));
+    if (!strcmp(op, "Cast")) /* text casts and float -> integer go to lower_cast_any */
+        return !(tern_dtype_is_float(x->dt) && !tern_dtype_is_float(cc_out_dtype(c, 0))) &&
+               tern_graph_value_at(c->g, cc_in_id(c, 0))->type != TERN_ELEM_STRING &&
+               tern_graph_value_at(c->g, cc_out_id(c, 0))->type != TERN_ELEM_STRING;
     if (!strcmp(op, "Div"))
         return tern_dtype_is_float(cc_out_dtype(c, 0));
     return 1;

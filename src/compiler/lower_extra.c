@@ -1315,14 +1315,52 @@ static void f_trunc(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, co
     lx_tt(c, o, in[0], s[0], TERN_ALU_SUBTRACT);
 }
 
+/* Cast between text (ONNX string) and float32: GpSimd's text_parse / text_format on SBUF tiles of up to 128 x
+ * TEXT_TILE elements, each element a TERN_EXE_TEXT_CELL-byte cell on the text side. */
+enum { TEXT_TILE = 32 };
+static void lower_cast_text(cc *c, cc_value *x, cc_value *y, int parse)
+{
+    const uint64_t W = TERN_EXE_TEXT_CELL, n = parse ? y->numel : x->numel;
+    uint64_t w = n < TEXT_TILE ? n : TEXT_TILE, R = w ? n / w : 0, rem = w ? n % w : 0;
+    uint64_t nblocks = (R + PARTS - 1) / PARTS + (rem ? 1 : 0);
+    for (uint64_t blk = 0; blk < nblocks && cc_ok(c); blk++) {
+        uint64_t r0 = blk * PARTS < R ? blk * PARTS : R, off;
+        uint32_t p, e;
+        if (r0 >= R) { /* the ragged tail: one row */
+            p = 1, e = (uint32_t)rem, off = R * w;
+        } else {
+            p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS), e = (uint32_t)w, off = r0 * w;
+        }
+        tern_view txt = tern_kernel_sbuf(c->k, TERN_DTYPE_UINT8, p, (uint32_t)(e * W), "text");
+        tern_view num = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, e, "text_num");
+        if (parse) {
+            tern_kernel_load(c->k, txt, cc_view2d(c, x, off * W, p, e * W, e * W));
+            tern_kernel_text_parse(c->k, num, txt, (unsigned)W);
+            tern_kernel_store(c->k, cc_view2d(c, y, off, p, e, e), num);
+        } else {
+            tern_kernel_load(c->k, num, cc_view2d(c, x, off, p, e, e));
+            tern_kernel_text_format(c->k, txt, num, (unsigned)W);
+            tern_kernel_store(c->k, cc_view2d(c, y, off * W, p, e * W, e * W), txt);
+        }
+        tern_kernel_release(c->k, txt);
+        tern_kernel_release(c->k, num);
+    }
+}
+
 /* Cast and CastLike: a DMA converts between device formats (floats round to nearest even); float to integer
- * truncates toward zero first, as ONNX (C casts) does. */
+ * truncates toward zero first, as ONNX (C casts) does. Text: lower_cast_text. */
 static int lower_cast_any(cc *c)
 {
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!x || !y)
         return 1;
+    int text_in = tern_graph_value_at(c->g, cc_in_id(c, 0))->type == TERN_ELEM_STRING;
+    int text_out = tern_graph_value_at(c->g, cc_out_id(c, 0))->type == TERN_ELEM_STRING;
+    if (text_in != text_out) {
+        lower_cast_text(c, x, y, text_in);
+        return 1;
+    }
     if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(y->dt)) {
         ew_ctx e = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
         ew_apply(c, &x, 1, y, f_trunc, &e, 0);

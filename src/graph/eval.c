@@ -535,14 +535,42 @@ static tern_status ev_unary(const ectx *c)
     return TERN_OK;
 }
 
+/* Text <-> float32 (numpy's str() and str->float32, tern_f32_format / tern_f32_parse), as the device does. */
+static tern_status cast_text(const ectx *c, const tern_host_tensor *x, tern_host_tensor *o)
+{
+    for (size_t e = 0; e < x->count; e++) {
+        if (x->s && o->s) {
+            tern_error er;
+            if (tern_host_tensor_set_text(o, e, x->s[e], strlen(x->s[e]), &er))
+                return efail(c, er.code, "%s", er.msg);
+        } else if (x->s) {
+            if (tern_f32_parse(x->s[e], strlen(x->s[e]), &o->f[e]))
+                return efail(c, TERN_ERR_INVALID, "element %zu \"%.40s\" is not a number", e, x->s[e]);
+        } else {
+            char text[TERN_F32_TEXT_MAX];
+            size_t len = tern_f32_format(x->f[e], text);
+            tern_error er;
+            if (tern_host_tensor_set_text(o, e, text, len, &er))
+                return efail(c, er.code, "%s", er.msg);
+        }
+    }
+    return TERN_OK;
+}
+
 static tern_status cast_to(const ectx *c, const tern_host_tensor *x, tern_elem_type to, int k)
 {
-    if (!tern_elem_is_valid((int)to))
+    if (!tern_elem_is_valid((int)to) && to != TERN_ELEM_STRING)
         return efail(c, TERN_ERR_UNSUPPORTED, "cast to type %d (%s) is not supported", (int)to, tern_elem_name(to));
+    if ((x->type == TERN_ELEM_STRING) != (to == TERN_ELEM_STRING) &&
+        (x->type == TERN_ELEM_STRING ? to : x->type) != TERN_ELEM_FLOAT)
+        return efail(c, TERN_ERR_UNSUPPORTED, "cast from %s to %s: text converts only to and from float",
+                     tern_elem_name(x->type), tern_elem_name(to));
     tern_host_tensor *o;
     tern_status st = eout(c, k, to, x->rank, x->dims, &o);
     if (st || !o)
         return st;
+    if (x->s || o->s)
+        return cast_text(c, x, o);
     for (size_t e = 0; e < x->count; e++) {
         if (o->f)
             o->f[e] = x->f ? x->f[e]

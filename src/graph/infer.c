@@ -311,8 +311,13 @@ static tern_status infer_node(ictx *c)
                 return ifail(c, TERN_ERR_INVALID, "attribute \"to\" (int) is required");
             to = a->i;
         }
-        if (to < 0 || to > 64 || !tern_elem_is_valid((int)to))
+        if (to < 0 || to > 64 || (!tern_elem_is_valid((int)to) && to != TERN_ELEM_STRING))
             return ifail(c, TERN_ERR_UNSUPPORTED, "cast to type %lld is not supported", (long long)to);
+        tern_elem_type from = V(c, 0)->type;
+        if ((from == TERN_ELEM_STRING) != (to == TERN_ELEM_STRING) &&
+            (from == TERN_ELEM_STRING ? to : from) != TERN_ELEM_FLOAT)
+            return ifail(c, TERN_ERR_UNSUPPORTED, "cast from %s to %s: text converts only to and from float",
+                         tern_elem_name(from), tern_elem_name((tern_elem_type)to));
         same_as(c, 0, V(c, 0), (tern_elem_type)to);
         return TERN_OK;
     }
@@ -1174,6 +1179,13 @@ tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *b
             return ifail(&c, TERN_ERR_INVALID, "input %d \"%s\" has no known type%s", k, v->name,
                          v->flags & TERN_VALUE_INPUT ? " (graph input without a declared type)" : "");
     }
+    if (strcmp(n->op, "Cast") != 0 && strcmp(n->op, "CastLike") != 0)
+        for (int k = 0; k < n->n_inputs; k++) {
+            const tern_graph_value *v = V(&c, k);
+            if (v && v->type == TERN_ELEM_STRING)
+                return ifail(&c, TERN_ERR_UNSUPPORTED, "input %d \"%s\" is a string tensor; only Cast and CastLike "
+                             "take strings", k, v->name);
+        }
     tern_status st = infer_node(&c);
     if (st)
         return st;

@@ -85,10 +85,9 @@ static tern_status tensor_from_proto(const Onnx__TensorProto *tp, const char *wh
 {
     *out = NULL;
     const char *name = tp->name && tp->name[0] ? tp->name : "(unnamed)";
-    if (!tp->has_data_type || !tern_elem_is_valid(tp->data_type))
-        return tern_error_set(err, tp->data_type == TERN_ELEM_STRING ? TERN_ERR_UNSUPPORTED : TERN_ERR_PARSE,
-                              "%s tensor \"%s\": data type %d is %s", what, name, (int)tp->data_type,
-                              tp->data_type == TERN_ELEM_STRING ? "string (unsupported)" : "not a known tensor type");
+    if (!tp->has_data_type || (!tern_elem_is_valid(tp->data_type) && tp->data_type != TERN_ELEM_STRING))
+        return tern_error_set(err, TERN_ERR_PARSE, "%s tensor \"%s\": data type %d is not a known tensor type", what,
+                              name, (int)tp->data_type);
     if (tp->n_dims > TERN_GRAPH_MAX_RANK)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s tensor \"%s\": rank %zu above the limit %d", what, name,
                               tp->n_dims, TERN_GRAPH_MAX_RANK);
@@ -107,6 +106,23 @@ static tern_status tensor_from_proto(const Onnx__TensorProto *tp, const char *wh
                               what, name);
     tern_elem_type type = (tern_elem_type)tp->data_type;
     size_t n = (size_t)graph_numel((int)tp->n_dims, tp->dims), es = tern_elem_size(type);
+    if (type == TERN_ELEM_STRING) { /* string_data only: ONNX stores no raw form for strings */
+        if ((tp->has_raw_data && tp->raw_data.len) || tp->n_string_data != n)
+            return tern_error_set(err, TERN_ERR_PARSE,
+                                  "%s tensor \"%s\": string_data holds %zu strings%s, dims need %zu", what, name,
+                                  tp->n_string_data, tp->has_raw_data && tp->raw_data.len ? " (and raw_data is set)" : "",
+                                  n);
+        tern_host_tensor *t;
+        tern_status st = tern_host_tensor_new(type, (int)tp->n_dims, tp->dims, &t, err);
+        for (size_t k = 0; k < n && !st; k++)
+            st = tern_host_tensor_set_text(t, k, (const char *)tp->string_data[k].data, tp->string_data[k].len, err);
+        if (st) {
+            tern_host_tensor_free(t);
+            return tern_error_prefix(err, "%s tensor \"%s\": ", what, name);
+        }
+        *out = t;
+        return TERN_OK;
+    }
     int raw = tp->has_raw_data && (tp->raw_data.len || n == 0);
     size_t have;
     const char *field;
@@ -214,7 +230,7 @@ static tern_status apply_type(tern_graph_value *v, const Onnx__TypeProto *tp, co
                               v->name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     if (tt->has_elem_type && tt->elem_type != 0) {
-        if (!tern_elem_is_valid(tt->elem_type))
+        if (!tern_elem_is_valid(tt->elem_type) && tt->elem_type != TERN_ELEM_STRING)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s \"%s\": element type %d (%s) is not supported", what,
                                   v->name, (int)tt->elem_type, tern_elem_name((tern_elem_type)tt->elem_type));
         v->type = (tern_elem_type)tt->elem_type;

@@ -3,6 +3,7 @@
  * values wrapped to their width, so every op body is written twice at most (float, int64). */
 #include "graph_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,7 +97,7 @@ tern_status tern_host_tensor_new(tern_elem_type type, int rank, const int64_t *d
                                  tern_error *err)
 {
     *out = NULL;
-    if (!tern_elem_is_valid((int)type))
+    if (!tern_elem_is_valid((int)type) && type != TERN_ELEM_STRING)
         return tern_error_set(err, TERN_ERR_INVALID, "tensor: element type %s (%d) cannot be held",
                               tern_elem_name(type), (int)type);
     if (rank < 0 || rank > TERN_GRAPH_MAX_RANK)
@@ -118,9 +119,17 @@ tern_status tern_host_tensor_new(tern_elem_type type, int rank, const int64_t *d
     size_t alloc = t->count ? t->count : 1;
     if (tern_elem_is_float(type))
         t->f = calloc(alloc, sizeof(float));
-    else
+    else if (type == TERN_ELEM_STRING) {
+        t->s = calloc(alloc, sizeof(char *));
+        for (size_t k = 0; t->s && k < t->count; k++)
+            if (!(t->s[k] = calloc(1, 1))) {
+                t->count = k; /* free what was made */
+                tern_host_tensor_free(t);
+                return tern_error_set(err, TERN_ERR_NOMEM, "tensor: out of memory for %lld strings", (long long)n);
+            }
+    } else
         t->i = calloc(alloc, sizeof(int64_t));
-    if (!t->f && !t->i) {
+    if (!t->f && !t->i && !t->s) {
         free(t);
         return tern_error_set(err, TERN_ERR_NOMEM, "tensor: out of memory for %lld elements", (long long)n);
     }
@@ -137,6 +146,29 @@ tern_status tern_host_tensor_clone(const tern_host_tensor *t, tern_host_tensor *
         memcpy((*out)->f, t->f, t->count * sizeof(float));
     else if (t->i)
         memcpy((*out)->i, t->i, t->count * sizeof(int64_t));
+    else if (t->s)
+        for (size_t k = 0; k < t->count; k++)
+            if ((st = tern_host_tensor_set_text(*out, k, t->s[k], strlen(t->s[k]), err))) {
+                tern_host_tensor_free(*out);
+                *out = NULL;
+                return st;
+            }
+    return TERN_OK;
+}
+
+tern_status tern_host_tensor_set_text(tern_host_tensor *t, size_t i, const char *text, size_t len, tern_error *err)
+{
+    if (!t->s || i >= t->count)
+        return tern_error_set(err, TERN_ERR_INVALID, "tensor: element %zu is not a string of this tensor", i);
+    if (memchr(text, 0, len))
+        return tern_error_set(err, TERN_ERR_INVALID, "tensor: string element %zu holds a NUL byte", i);
+    char *c = malloc(len + 1);
+    if (!c)
+        return tern_error_set(err, TERN_ERR_NOMEM, "tensor: out of memory for a %zu-byte string", len);
+    memcpy(c, text, len);
+    c[len] = '\0';
+    free(t->s[i]);
+    t->s[i] = c;
     return TERN_OK;
 }
 
@@ -146,6 +178,10 @@ void tern_host_tensor_free(tern_host_tensor *t)
         return;
     free(t->f);
     free(t->i);
+    if (t->s)
+        for (size_t k = 0; k < t->count; k++)
+            free(t->s[k]);
+    free(t->s);
     free(t);
 }
 
@@ -153,7 +189,7 @@ double tern_host_tensor_get(const tern_host_tensor *t, size_t i)
 {
     if (!t || i >= t->count)
         return 0.0;
-    return t->f ? (double)t->f[i] : (double)t->i[i];
+    return t->f ? (double)t->f[i] : t->i ? (double)t->i[i] : NAN;
 }
 
 void graph_tensor_normalize(tern_host_tensor *t)

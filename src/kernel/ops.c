@@ -253,6 +253,25 @@ void tern_kernel_iota(tern_kernel *k, tern_view dst, int32_t base, int32_t chann
     tern_kernel_emit(k, &ins, NULL, 0, &dst, 1);
 }
 
+static void text_op(tern_kernel *k, tern_opcode op, tern_view dst, tern_view src, unsigned cell)
+{
+    tern_instr ins = blank(op, TERN_ENGINE_GPSIMD);
+    ins.ap[TERN_AP_DST] = dst.ap;
+    ins.ap[TERN_AP_IN0] = src.ap;
+    ins.imm_i0 = (int32_t)cell;
+    tern_kernel_emit(k, &ins, &src, 1, &dst, 1);
+}
+
+void tern_kernel_text_parse(tern_kernel *k, tern_view dst_numbers, tern_view src_text, unsigned cell)
+{
+    text_op(k, TERN_OP_TEXT_PARSE, dst_numbers, src_text, cell);
+}
+
+void tern_kernel_text_format(tern_kernel *k, tern_view dst_text, tern_view src_numbers, unsigned cell)
+{
+    text_op(k, TERN_OP_TEXT_FORMAT, dst_text, src_numbers, cell);
+}
+
 void tern_kernel_affine_select(tern_kernel *k, tern_view dst, tern_view src, tern_alu_op cmp, int32_t base,
                                int32_t channel_multiplier, const int32_t *steps, float on_false)
 {

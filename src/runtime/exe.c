@@ -23,7 +23,7 @@ enum {
     X_MACHINE = 40,
     X_HEADER = 96,
     X_MACHINE_LEN = X_HEADER - X_MACHINE,
-    X_IO_RECORD = 120, /* name[48] dtype rank split reserved shape[8] x i64, reserved 4 */
+    X_IO_RECORD = 120, /* name[48] dtype rank split text_bytes shape[8] x i64, reserved 4 */
     X_MAX_CORES = 1024,
 };
 
@@ -50,6 +50,11 @@ uint64_t tern_exe_io_elems(const tern_exe_io *io)
     for (unsigned d = 0; d < io->rank && d < TERN_EXE_MAX_RANK; d++)
         n *= (uint64_t)io->shape[d];
     return n;
+}
+
+uint64_t tern_exe_io_bytes(const tern_exe_io *io)
+{
+    return tern_exe_io_elems(io) * (io->text_bytes ? io->text_bytes : tern_dtype_size(io->dtype));
 }
 
 /* ---- little-endian buffer ---- */
@@ -115,6 +120,11 @@ static int io_check(const tern_exe_io *io, char *why, size_t n)
         snprintf(why, n, "'%s': rank %u above %d", io->name, io->rank, TERN_EXE_MAX_RANK);
         return -1;
     }
+    if (io->text_bytes && (io->text_bytes > 255 || io->dtype != TERN_DTYPE_UINT8)) {
+        snprintf(why, n, "'%s': text cells of %u bytes in dtype %s (must be 1..255 bytes, uint8)", io->name,
+                 io->text_bytes, tern_dtype_name(io->dtype));
+        return -1;
+    }
     for (unsigned d = 0; d < io->rank; d++) /* 0 is allowed: a zero-size input or output */
         if (io->shape[d] < 0 || io->shape[d] > (int64_t)UINT32_MAX) {
             snprintf(why, n, "'%s': dimension %u is %lld (must be 0..%u)", io->name, d, (long long)io->shape[d],
@@ -132,6 +142,7 @@ static void put_io(wbuf *b, const tern_exe_io *io)
     r[48] = (uint8_t)io->dtype;
     r[49] = (uint8_t)io->rank;
     r[50] = (uint8_t)(io->split_batch != 0);
+    r[51] = (uint8_t)io->text_bytes;
     for (unsigned d = 0; d < TERN_EXE_MAX_RANK; d++) {
         uint64_t v = d < io->rank ? (uint64_t)io->shape[d] : 0;
         for (int k = 0; k < 8; k++)
@@ -238,10 +249,10 @@ static tern_status read_io(const uint8_t *r, size_t off, tern_exe_io *io, tern_e
     memcpy(io->name, r, nlen);
     io->dtype = (tern_dtype)r[48];
     io->rank = r[49];
-    if (r[50] > 1 || r[51])
-        return fail(out, err, TERN_ERR_PARSE, off + 50, "'%s': split flag %u / reserved byte %u invalid", io->name,
-                    r[50], r[51]);
+    if (r[50] > 1)
+        return fail(out, err, TERN_ERR_PARSE, off + 50, "'%s': split flag %u invalid (0 or 1)", io->name, r[50]);
     io->split_batch = r[50];
+    io->text_bytes = r[51];
     for (unsigned d = 0; d < TERN_EXE_MAX_RANK; d++)
         io->shape[d] = (int64_t)rd64(r + 52 + 8 * d);
     char why[200];

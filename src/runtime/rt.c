@@ -72,7 +72,7 @@ static const tern_exe_io *find_io(const tern_exe_io *v, size_t n, const char *na
 /* Bytes of core c's share of io, and its offset in the whole-model array. */
 static void slice_of(const tern_exe *x, const tern_exe_io *io, unsigned c, uint64_t *offset, uint64_t *bytes)
 {
-    uint64_t total = tern_exe_io_elems(io) * tern_dtype_size(io->dtype);
+    uint64_t total = tern_exe_io_bytes(io);
     if (!io->split_batch || x->cores == 1 || io->rank == 0 || total == 0) {
         *offset = 0;
         *bytes = total;
@@ -205,7 +205,7 @@ tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, s
     const tern_exe_io *io = find_io(rt->exe.inputs, rt->exe.num_inputs, name, &i);
     if (!io)
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no input named '%s'", name);
-    uint64_t want = tern_exe_io_elems(io) * tern_dtype_size(io->dtype);
+    uint64_t want = tern_exe_io_bytes(io);
     if (bytes != want)
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: input '%s' takes %llu bytes (%s), %zu given", name,
                               (unsigned long long)want, tern_dtype_name(io->dtype), bytes);
@@ -275,7 +275,7 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
     const tern_exe_io *io = find_io(x->outputs, x->num_outputs, name, NULL);
     if (!io)
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no output named '%s'", name);
-    uint64_t want = tern_exe_io_elems(io) * tern_dtype_size(io->dtype);
+    uint64_t want = tern_exe_io_bytes(io);
     if (bytes != want)
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s' holds %llu bytes (%s), %zu requested", name,
                               (unsigned long long)want, tern_dtype_name(io->dtype), bytes);

@@ -21,6 +21,14 @@
  *    min, average (= fp32 sum / P), bitwise_or, bitwise_and. Arithmetic in fp32 (fmaxf/fminf for NaN), except
  *    when A and D are both int32/uint32 (add/max/min: exact, wrapping integer arithmetic) and for the bitwise ops
  *    (integer dtypes required).
+ *  - text_parse / text_format: ONNX string tensors on the device (Cast string<->float). The text operand is uint8
+ *    [P, N * W]: element (p, i) of the number operand [P, N] owns bytes [i*W, (i+1)*W) of partition p's row in
+ *    the operand's row-major pattern order, W = imm_i0 (1..255), UTF-8 NUL-padded (a text of exactly W bytes has
+ *    no NUL). text_parse writes fp32: Python float() grammar rounded to fp64 then fp32, numpy's str->float32
+ *    (tern_f32_parse); a cell that is not a number stops the core with an error naming it. text_format writes
+ *    numpy's str(np.float32(x)) (tern_f32_format) and zero-fills the rest of the cell; a text that does not fit
+ *    stops the core. These model GpSimd's general-purpose cores running a library routine (the way Neuron's
+ *    custom operators run there); the number operand must be fp32.
  * Facts: trainium-arch.md §2.4 (GpSimd cannot access PSUM), §4.3, §8; SDK nki.isa iota / affine_select /
  * tensor_partition_reduce docstrings. */
 #include <stdio.h>
@@ -92,6 +100,30 @@ tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_i
             return rules_fail(err, TERN_ERR_INVALID, cx, ins, dt_is_int(a->dtype) ? TERN_AP_DST : TERN_AP_IN0,
                               "dtype %s must be an integer type for %s",
                               dtn(dt_is_int(a->dtype) ? d->dtype : a->dtype), tern_alu_name((tern_alu_op)op));
+        return TERN_OK;
+    }
+    case TERN_OP_TEXT_PARSE:
+    case TERN_OP_TEXT_FORMAT: {
+        if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN0, REACH_SBUF, err)))
+            return st;
+        int parse = ins->opcode == TERN_OP_TEXT_PARSE;
+        const tern_ap *txt = parse ? a : d, *num = parse ? d : a;
+        int ts = parse ? TERN_AP_IN0 : TERN_AP_DST, ns = parse ? TERN_AP_DST : TERN_AP_IN0;
+        if (ins->imm_i0 < 1 || ins->imm_i0 > 255)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "imm_i0 (text cell bytes) is %d, must be 1..255",
+                              (int)ins->imm_i0);
+        if (txt->dtype != TERN_DTYPE_UINT8)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, ts, "text operand dtype %s, must be uint8",
+                              dtn(txt->dtype));
+        if (num->dtype != TERN_DTYPE_FP32)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, ns, "number operand dtype %s, must be fp32",
+                              dtn(num->dtype));
+        if (txt->num_partitions != num->num_partitions ||
+            tern_ap_free_elems(txt) != tern_ap_free_elems(num) * (uint64_t)ins->imm_i0)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, ts,
+                              "text shape [%u, %llu] must be the numbers' [%u, %llu] times %d-byte cells",
+                              txt->num_partitions, (unsigned long long)tern_ap_free_elems(txt), num->num_partitions,
+                              (unsigned long long)tern_ap_free_elems(num), (int)ins->imm_i0);
         return TERN_OK;
     }
     default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a GpSimd instruction");
@@ -270,6 +302,70 @@ static tern_status exec_partition_reduce(tern_core *core, const exec_ctx *cx, co
     return ap_scatter_f32(core, cx->engine, d, ob, sr_stream_of(cx), err);
 }
 
+/* A cell's text for a message: printable ASCII, others as \xNN, cut at 40 bytes. */
+static const char *cell_text(const int32_t *cell, size_t len, char *buf, size_t cap)
+{
+    size_t o = 0;
+    for (size_t k = 0; k < len && o + 5 < cap && k < 40; k++) {
+        unsigned ch = (unsigned)cell[k] & 0xffu;
+        o += (size_t)snprintf(buf + o, cap - o, ch >= 0x20 && ch < 0x7f && ch != '"' ? "%c" : "\\x%02x", ch);
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static tern_status exec_text_parse(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    size_t n = (size_t)ap_elems(d), W = (size_t)ins->imm_i0, N = (size_t)tern_ap_free_elems(d);
+    float *tb = core_scratch(core, 0, n * W), *ob = core_scratch(core, 1, n);
+    if (!tb || !ob)
+        return nomem(cx, ins, n * W, err);
+    int32_t *t = (int32_t *)(void *)tb;
+    tern_status st = ap_gather_i32(core, cx->engine, a, t, err);
+    if (st)
+        return st;
+    char text[256];
+    for (size_t e = 0; e < n; e++) {
+        const int32_t *cell = t + e * W;
+        size_t len = 0;
+        while (len < W && (cell[len] & 0xff))
+            text[len] = (char)cell[len], len++;
+        if (tern_f32_parse(text, len, &ob[e])) {
+            char show[200];
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN0,
+                              "text cell (partition %zu, element %zu) \"%s\" is not a number", e / N, e % N,
+                              cell_text(cell, len, show, sizeof show));
+        }
+    }
+    return ap_scatter_f32(core, cx->engine, d, ob, sr_stream_of(cx), err);
+}
+
+static tern_status exec_text_format(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    size_t n = (size_t)ap_elems(a), W = (size_t)ins->imm_i0, N = (size_t)tern_ap_free_elems(a);
+    float *xb = core_scratch(core, 0, n), *tb = core_scratch(core, 1, n * W);
+    if (!xb || !tb)
+        return nomem(cx, ins, n * W, err);
+    tern_status st = ap_gather_f32(core, cx->engine, a, xb, err);
+    if (st)
+        return st;
+    int32_t *t = (int32_t *)(void *)tb;
+    for (size_t e = 0; e < n; e++) {
+        char text[TERN_F32_TEXT_MAX];
+        size_t len = tern_f32_format(xb[e], text);
+        if (len > W)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST,
+                              "the text of element (partition %zu, element %zu) \"%s\" needs %zu bytes, the cell "
+                              "holds %zu",
+                              e / N, e % N, text, len, W);
+        for (size_t k = 0; k < W; k++)
+            t[e * W + k] = k < len ? (uint8_t)text[k] : 0;
+    }
+    return ap_scatter_i32(core, cx->engine, d, t, err);
+}
+
 tern_status exec_gpsimd(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     tern_status st = dyn_bounds(core, cx, ins, err);
@@ -279,6 +375,8 @@ tern_status exec_gpsimd(tern_core *core, const exec_ctx *cx, const tern_instr *i
     case TERN_OP_IOTA: return exec_iota(core, cx, ins, err);
     case TERN_OP_AFFINE_SELECT: return exec_affine_select(core, cx, ins, err);
     case TERN_OP_PARTITION_REDUCE: return exec_partition_reduce(core, cx, ins, err);
+    case TERN_OP_TEXT_PARSE: return exec_text_parse(core, cx, ins, err);
+    case TERN_OP_TEXT_FORMAT: return exec_text_format(core, cx, ins, err);
     default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a GpSimd instruction");
     }
 }

@@ -168,7 +168,9 @@ tern_status rules_check_instr(const tern_core *core, const exec_ctx *cx, const t
     case TERN_OP_ACTIVATION: return check_scalar(core, cx, ins, err);
     case TERN_OP_IOTA:
     case TERN_OP_AFFINE_SELECT:
-    case TERN_OP_PARTITION_REDUCE: return check_gpsimd(core, cx, ins, err);
+    case TERN_OP_PARTITION_REDUCE:
+    case TERN_OP_TEXT_PARSE:
+    case TERN_OP_TEXT_FORMAT: return check_gpsimd(core, cx, ins, err);
     case TERN_OP_DMA_COPY:
     case TERN_OP_DMA_GATHER: return check_dma(core, cx, ins, err);
     default: return check_vector(core, cx, ins, err);

@@ -45,7 +45,9 @@ static exec_fn executor_of(tern_opcode op)
     case TERN_OP_ACTIVATION: return exec_scalar;
     case TERN_OP_IOTA:
     case TERN_OP_AFFINE_SELECT:
-    case TERN_OP_PARTITION_REDUCE: return exec_gpsimd;
+    case TERN_OP_PARTITION_REDUCE:
+    case TERN_OP_TEXT_PARSE:
+    case TERN_OP_TEXT_FORMAT: return exec_gpsimd;
     case TERN_OP_DMA_COPY:
     case TERN_OP_DMA_GATHER: return exec_dma;
     case TERN_OP_TENSOR_TENSOR:
@@ -221,7 +223,7 @@ static int64_t candidate(const runner *r, unsigned e)
     case TERN_OP_TRANSPOSE_PE: t = max64(t, max64(max64(r->ls_free, r->mm_free), r->last_ls_end)); break;
     default: break;
     }
-    if (r->core->cfg.timing.sbuf_port_conflicts && op < TERN_OP_DMA_COPY && !is_tensor_op(op)) {
+    if (r->core->cfg.timing.sbuf_port_conflicts && timing_is_compute_op(op) && !is_tensor_op(op)) {
         if (uses_sbuf_port(e, ins))
             t = max64(t, r->sbuf_vg_free);
         if (uses_psum_port(e, ins))
@@ -398,11 +400,11 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     }
     case TERN_OP_TRANSPOSE_PE: r->ls_free = r->mm_free = r->last_ls_end = t + occ; break;
     default:
-        if (op < TERN_OP_DMA_COPY)
+        if (timing_is_compute_op(op))
             flops = elem_ops(ins);
         break;
     }
-    if (tc->sbuf_port_conflicts && op < TERN_OP_DMA_COPY && !is_tensor_op(op)) {
+    if (tc->sbuf_port_conflicts && timing_is_compute_op(op) && !is_tensor_op(op)) {
         if (uses_sbuf_port(e, ins))
             r->sbuf_vg_free = t + occ;
         if (uses_psum_port(e, ins))

@@ -91,6 +91,13 @@ uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const te
     case TERN_OP_IOTA:
     case TERN_OP_AFFINE_SELECT:
     case TERN_OP_PARTITION_REDUCE: return t->gpsimd_start + N;
+    case TERN_OP_TEXT_PARSE:
+    case TERN_OP_TEXT_FORMAT: {
+        /* Not published (a GpSimd library routine): modelled as one cell byte per cycle on every partition's lane
+         * (8 cores x 16 lanes = 128 partitions), i.e. cells per partition x cell bytes. */
+        const tern_ap *num = ins->opcode == TERN_OP_TEXT_PARSE ? d : a;
+        return t->gpsimd_start + tern_ap_free_elems(num) * (uint64_t)(ins->imm_i0 > 0 ? ins->imm_i0 : 1);
+    }
     case TERN_OP_DMA_COPY:
     case TERN_OP_DMA_GATHER: return II; /* the trigger on the sequencer (descriptors precomputed) */
     case TERN_OP_NOP:
@@ -162,7 +169,7 @@ uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const te
 
 uint64_t timing_latency_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins)
 {
-    if (ins->opcode >= TERN_OP_NOP)
+    if (ins->opcode >= TERN_OP_NOP && ins->opcode <= TERN_OP_HALT)
         return 0;
     switch (e) {
     case TERN_ENGINE_VECTOR: return t->vector_static_overhead;

@@ -121,7 +121,7 @@ int main(void)
     TEST_BEGIN("a batch split over two cores gives the same outputs, in less time");
     {
         /* Each core takes its rows of x [B, K] (the batch axis is axis 0) and transposes them on-chip. */
-        tern_exe_io out = {"y", TERN_DTYPE_FP32, 2, {Bt, N}, 1};
+        tern_exe_io out = {"y", TERN_DTYPE_FP32, 2, {Bt, N}, 1, 0};
         tern_exe x2;
         tern_kernel *kk[2];
         for (int c = 0; c < 2; c++) {
@@ -137,7 +137,7 @@ int main(void)
             tern_lib_gemm(kk[c], mm, xT2, W, NULL);
             tern_lib_bias_act(kk[c], yy, mm, B, TERN_ACT_COPY);
         }
-        tern_exe_io ins = {"x", TERN_DTYPE_FP32, 2, {Bt, K}, 1};
+        tern_exe_io ins = {"x", TERN_DTYPE_FP32, 2, {Bt, K}, 1, 0};
         st = tern_exe_from_kernels(&x2, "trn1.2xlarge", kk, 2, &ins, 1, &out, 1, "{\"model\":\"linear\"}", &err);
         CHECK_MSG(st == TERN_OK, "%s", err.msg);
         st = tern_rt_create(&x2, "trn1.2xlarge", NULL, &rt, &err);
@@ -175,9 +175,9 @@ int main(void)
     {
         /* The linear kernel's interface plus an empty input [0, 5] and an empty output [3, 0, 2]: they have no
          * bytes to place, so no program tensor, and keep their true shapes through the file. */
-        tern_exe_io ins[2] = {{"xT", TERN_DTYPE_FP32, 2, {K, Bt}, 0}, {"nothing_in", TERN_DTYPE_FP32, 2, {0, 5}, 0}};
-        tern_exe_io outs[2] = {{"y", TERN_DTYPE_FP32, 2, {Bt, N}, 0},
-                               {"nothing_out", TERN_DTYPE_INT32, 3, {3, 0, 2}, 0}};
+        tern_exe_io ins[2] = {{"xT", TERN_DTYPE_FP32, 2, {K, Bt}, 0, 0}, {"nothing_in", TERN_DTYPE_FP32, 2, {0, 5}, 0, 0}};
+        tern_exe_io outs[2] = {{"y", TERN_DTYPE_FP32, 2, {Bt, N}, 0, 0},
+                               {"nothing_out", TERN_DTYPE_INT32, 3, {3, 0, 2}, 0, 0}};
         tern_exe xz, dz;
         st = tern_exe_from_kernels(&xz, "trn1.2xlarge", &k1, 1, ins, 2, outs, 2, NULL, &err);
         CHECK_MSG(st == TERN_OK, "%s", err.msg);
@@ -222,6 +222,55 @@ int main(void)
         CHECK_STR_CONTAINS(err.msg, "input 'nothing_in': dimension 0 is -1 (must be 0..");
         tern_exe_free(&dz);
         tern_exe_free(&xz);
+    }
+
+    TEST_BEGIN("a text (ONNX string) interface: cells of text_bytes, kept through the file, parsed on GpSimd");
+    {
+        enum { W = TERN_EXE_TEXT_CELL };
+        tern_kernel *kt = NULL;
+        tern_kernel_create(&cfg, "text", &kt, &err);
+        tern_view s_in = tern_kernel_input2d(kt, "s", TERN_DTYPE_UINT8, 1, 3 * W);
+        tern_view y_out = tern_kernel_output2d(kt, "y", TERN_DTYPE_FP32, 1, 3);
+        tern_view ts = tern_kernel_sbuf(kt, TERN_DTYPE_UINT8, 1, 3 * W, "ts");
+        tern_view tn = tern_kernel_sbuf(kt, TERN_DTYPE_FP32, 1, 3, "tn");
+        tern_kernel_load(kt, ts, s_in);
+        tern_kernel_text_parse(kt, tn, ts, W);
+        tern_kernel_store(kt, y_out, tn);
+        tern_exe_io tin = {"s", TERN_DTYPE_UINT8, 1, {3}, 0, W}, tout = {"y", TERN_DTYPE_FP32, 1, {3}, 0, 0};
+        tern_exe xt, dt;
+        st = tern_exe_from_kernels(&xt, "trn1.2xlarge", &kt, 1, &tin, 1, &tout, 1, NULL, &err);
+        CHECK_MSG(st == TERN_OK, "%s", err.msg);
+        uint8_t *bytes = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(tern_exe_encode(&xt, &bytes, &n, &err), TERN_OK);
+        st = tern_exe_decode(bytes, n, &dt, &err);
+        CHECK_MSG(st == TERN_OK, "%s", err.msg);
+        CHECK_EQ_INT(dt.inputs[0].text_bytes, W);
+        CHECK_EQ_INT(dt.outputs[0].text_bytes, 0);
+        CHECK_EQ_INT(tern_exe_io_bytes(&dt.inputs[0]), 3 * W);
+        free(bytes);
+        st = tern_rt_create(&dt, "trn1.2xlarge", NULL, &rt, &err);
+        CHECK_MSG(st == TERN_OK, "%s", err.msg);
+        char cells[3 * W];
+        memset(cells, 0, sizeof cells);
+        memcpy(cells, "2.5", 3);
+        memcpy(cells + W, "-1e3", 4);
+        memcpy(cells + 2 * W, " inf ", 5);
+        CHECK(tern_rt_set_input(rt, "s", cells, 3, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "input 's' takes 192 bytes");
+        CHECK_EQ_INT(tern_rt_set_input(rt, "s", cells, sizeof cells, &err), TERN_OK);
+        CHECK_EQ_INT(tern_rt_execute(rt, NULL, &err), TERN_OK);
+        float yt[3] = {0, 0, 0};
+        CHECK_EQ_INT(tern_rt_get_output(rt, "y", yt, sizeof yt, &err), TERN_OK);
+        CHECK(yt[0] == 2.5f && yt[1] == -1000.0f && isinf(yt[2]) && yt[2] > 0);
+        tern_rt_free(rt);
+        /* text cells only in uint8 */
+        dt.outputs[0].text_bytes = 8;
+        CHECK(tern_exe_encode(&dt, &bytes, &n, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "'y': text cells of 8 bytes in dtype fp32 (must be 1..255 bytes, uint8)");
+        tern_exe_free(&dt);
+        tern_exe_free(&xt);
+        tern_kernel_free(kt);
     }
 
     TEST_BEGIN("corrupt and truncated executables are refused with the offset");
