@@ -1507,7 +1507,7 @@ tern_status graph_eval(const tern_graph_node *n, int64_t opset, const char *labe
     if (!fn)
         return efail(&c, TERN_ERR_UNSUPPORTED, "op is not supported by the host evaluator");
     for (int k = 0; k < n->n_inputs; k++)
-        if (in[k] && in[k]->count && !in[k]->f && !in[k]->i)
+        if (in[k] && in[k]->count && !in[k]->f && !in[k]->i && !in[k]->s)
             return efail(&c, TERN_ERR_INVALID, "input %d has no data", k);
     tern_status st = fn(&c);
     if (st) {
