@@ -20,7 +20,7 @@ protoc-c --c_out="$gen" -I"$(dirname "$proto")" "$proto"
 # gcc-only builtin that clang 14 rejects, so the portable files are taken when they do not compile with this compiler.
 num_srcs="src/num/*.c"
 if ! $CC -fsyntax-only -Iinclude -Isrc src/num/convert.c 2>/dev/null; then
-    num_srcs="src/num/formats.c src/num/rng.c"
+    num_srcs="src/num/formats.c src/num/rng.c src/num/strconv.c"
 fi
 bin="$out/fuzz_onnx_import"
 $CC -g -O1 -std=c17 -D_GNU_SOURCE -DTERN_VERSION='"fuzz"' -DTERN_DATA_DIR='"data"' \
