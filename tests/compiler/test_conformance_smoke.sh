@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of the ONNX conformance runner (the full run is `make conformance`, outside `make check`): a dozen
 # representative ONNX backend node tests (matmul, gemm, softmax, transpose, reshape with a shape input, reductions,
-# arg-reductions, clip, where, erf, split, slice, gather-elements, cumsum, casts, expand) must each compile, run on
+# arg-reductions, clip, where, erf, split, slice, gather-elements, cumsum, casts (text too), expand) must each compile, run on
 # the simulated NeuronCore and match ONNX's expected outputs; and a case whose expected output is corrupted must be
 # reported as a FAIL, so the runner can fail. Gets build/tern as $1; build/conformance sits next to it.
 set -u
@@ -13,7 +13,8 @@ RUNNER=$BUILD/conformance
 CASES="test_add_bcast$,test_matmul_3d$,test_gemm_default_no_bias$,test_softmax_large_number$,\
 test_transpose_all_permutations_0$,test_reshape_negative_dim$,test_reduce_log_sum_exp_keepdims_random$,\
 test_argmax_keepdims_random$,test_clip$,test_where_example$,test_erf$,test_split_equal_parts_1d$,test_slice$,\
-test_gather_elements_0$,test_cumsum_2d_axis_1$,test_cast_FLOAT_to_FLOAT16$,test_expand_dim_changed$,\
+test_gather_elements_0$,test_cumsum_2d_axis_1$,test_cast_FLOAT_to_FLOAT16$,test_cast_FLOAT_to_STRING$,\
+test_cast_STRING_to_FLOAT$,test_expand_dim_changed$,\
 test_conv_with_strides_padding$"
 want=$(echo "$CASES" | tr ',' '\n' | grep -c .)
 tmp=$(mktemp -d)
