@@ -4,8 +4,9 @@
  * tensors of the plain form, or, in the layout form (passes.c), the tensor the heads were cut from (e.g. the QKV
  * projection's output) and the merged-heads layout of the output. Per batch-head, K and V are loaded once (cast
  * to the matmul dtype by the DMA; K as [D, Sk] directly when its keys are contiguous, else as rows transposed
- * through the PE array) and the next head's loads are issued while this one computes; per tile of up to 128
- * query rows:
+ * through the PE array) and the next head's loads are issued while this one computes; the (head, query
+ * tile) items run as a three-stage software pipeline (scores | softmax | P @ V and store, see the loop in
+ * cc_lower_attention), the output stored from ScalarE's DMA queue; per tile of up to 128 query rows:
  *
  *   qT        Q rows [rp, D] loaded, cast to the matmul dtype (VectorE), transposed through the PE array
  *             (identity matmul on v2, transpose_pe on v3+) and copied out of PSUM by ScalarE: [D, rp];
@@ -156,11 +157,23 @@ static void head_kT(att *a, att_head *h)
     }
 }
 
-static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
+/* A query tile is lowered in three stages so that consecutive tiles overlap (see cc_lower_attention):
+ *   stage A: Q rows loaded, qT, the scaled scores and the mask: ends with the fp32 scores tile x;
+ *   stage B: the softmax and P in the matmul dtype;
+ *   stage C: P transposed, P @ V and the store. */
+typedef struct {
+    uint64_t bh, q0;
+    uint32_t rp;
+    tern_view x;  /* scores [rp, Sk] (fp32, SBUF), then the probabilities */
+    tern_view pb; /* the probabilities in the matmul dtype (x itself in fp32) */
+} att_tile;
+
+static void tile_scores(att *a, const att_head *h, att_tile *t)
 {
     tern_kernel *k = a->k;
     cc *c = a->c;
-    const uint32_t rp = (uint32_t)min_u64(a->T, a->Sq - q0), Sk = (uint32_t)a->Sk;
+    const uint64_t bh = t->bh, q0 = t->q0;
+    const uint32_t rp = t->rp, Sk = (uint32_t)a->Sk;
     /* qT [D, rp] */
     tern_view q = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->D, "att_q");
     tern_kernel_load(k, q, opnd_rows(a, &a->q, bh, q0, rp, a->D));
@@ -210,35 +223,49 @@ static void query_tile(att *a, uint64_t bh, const att_head *h, uint64_t q0)
         }
         tern_kernel_release(k, m);
     }
-    /* softmax over the keys (tern_lib_softmax's sequence) */
-    tern_lib_softmax_tile(k, x);
-    /* P in the matmul dtype, transposed per key block, accumulated against V */
-    tern_view pb = x;
+    t->x = x;
+}
+
+static void tile_softmax(att *a, att_tile *t)
+{
+    tern_kernel *k = a->k;
+    /* softmax over the keys (tern_lib_softmax's sequence), then P in the matmul dtype */
+    tern_lib_softmax_tile(k, t->x);
+    t->pb = t->x;
     if (a->mdt != TERN_DTYPE_FP32) {
-        pb = tern_kernel_sbuf(k, a->mdt, rp, Sk, "att_p");
-        tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, pb, x);
+        t->pb = tern_kernel_sbuf(k, a->mdt, t->rp, (uint32_t)a->Sk, "att_p");
+        tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, t->pb, t->x);
     }
-    /* The accumulation group owns a whole PSUM bank (512 fp32): the simulator, like the hardware, tracks
-     * accumulation per bank, and the transposes in between must not land in it. */
+}
+
+static void tile_output(att *a, const att_head *h, att_tile *t)
+{
+    tern_kernel *k = a->k;
+    const uint32_t rp = t->rp;
+    /* P transposed per key block and accumulated against V. The accumulation group owns a whole PSUM bank (512
+     * fp32): the simulator, like the hardware, tracks accumulation per bank, and the transposes in between must
+     * not land in it. */
     tern_view o_bank = tern_kernel_psum(k, TERN_DTYPE_FP32, rp, 512, "att_out_psum");
     tern_view o_ps = tern_view_block(k, o_bank, 0, rp, 0, a->Dv);
     for (unsigned j = 0; j < h->nv; j++) {
         uint64_t s0 = (uint64_t)j * a->T, kc = min_u64(a->T, a->Sk - s0);
         tern_view tps = tern_kernel_psum(k, a->pdt, (uint32_t)kc, rp, "att_pT_psum");
-        tern_lib_transpose_block(a->k, tps, tern_view_block(k, pb, 0, rp, s0, s0 + kc), a->ident);
+        tern_lib_transpose_block(a->k, tps, tern_view_block(k, t->pb, 0, rp, s0, s0 + kc), a->ident);
         tern_view pT = tern_kernel_sbuf(k, a->mdt, (uint32_t)kc, rp, "att_pT");
         tern_lib_copy_scalar(a->k, pT, tps);
         tern_kernel_release(k, tps);
         tern_kernel_matmul(k, o_ps, pT, h->v[j], j > 0);
         tern_kernel_release(k, pT);
     }
-    if (pb.region != x.region)
-        tern_kernel_release(k, pb);
-    tern_kernel_release(k, x);
+    if (t->pb.region != t->x.region)
+        tern_kernel_release(k, t->pb);
+    tern_kernel_release(k, t->x);
     tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->Dv, "att_out");
     tern_lib_copy_scalar(a->k, o, o_ps);
     tern_kernel_release(k, o_bank);
-    tern_kernel_store(k, opnd_rows(a, &a->o, bh, q0, rp, a->Dv), o);
+    /* stored from ScalarE's own DMA queue, right behind its copy, so SyncE's stream (the next tiles' and heads'
+     * loads) never waits behind this tile's compute */
+    tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, opnd_rows(a, &a->o, t->bh, t->q0, rp, a->Dv), o, -1);
     tern_kernel_release(k, o);
 }
 
@@ -379,16 +406,37 @@ int cc_lower_attention(cc *c)
         a.fill_tile = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)min_u64(a.T, a.Sq), (uint32_t)a.Sk, "att_fill");
         tern_kernel_memset(k, TERN_ENGINE_GPSIMD, a.fill_tile, a.fill);
     }
-    att_head heads[2];
-    load_head(&a, 0, &heads[0]);
-    for (uint64_t bh = 0; bh < a.BH && cc_ok(c); bh++) {
-        att_head *h = &heads[bh & 1];
-        if (bh + 1 < a.BH)
-            load_head(&a, bh + 1, &heads[(bh + 1) & 1]);
-        head_kT(&a, h);
-        for (uint64_t q0 = 0; q0 < a.Sq && cc_ok(c); q0 += a.T)
-            query_tile(&a, bh, h, q0);
-        release_head(&a, h);
+    /* A three-stage software pipeline over the (batch-head, query tile) items: at step i, item i's scores
+     * (stage A), item i-1's softmax (B) and item i-2's P @ V (C) are emitted, in that order, so TensorE computes
+     * scores and products of neighbouring items while ScalarE and VectorE run a softmax, and the next Q rows load
+     * meanwhile. Each item's arithmetic is unchanged, so the outputs are too. Four head slots: the heads of the
+     * three items in flight and the prefetch of the next one (K and V of head h+1 load when head h starts). */
+    att_head heads[4];
+    att_tile tl[3];
+    const uint64_t tiles = (a.Sq + a.T - 1) / a.T, items = a.BH * tiles;
+    if (items)
+        load_head(&a, 0, &heads[0]);
+    for (uint64_t i = 0; i < items + 2 && cc_ok(c); i++) {
+        if (i < items) {
+            att_tile *t = &tl[i % 3];
+            t->bh = i / tiles;
+            t->q0 = (i % tiles) * a.T;
+            t->rp = (uint32_t)min_u64(a.T, a.Sq - t->q0);
+            if (t->q0 == 0) { /* a new head: prefetch the next one, build this one's K^T */
+                if (t->bh + 1 < a.BH)
+                    load_head(&a, t->bh + 1, &heads[(t->bh + 1) % 4]);
+                head_kT(&a, &heads[t->bh % 4]);
+            }
+            tile_scores(&a, &heads[t->bh % 4], t);
+        }
+        if (i >= 1 && i - 1 < items)
+            tile_softmax(&a, &tl[(i - 1) % 3]);
+        if (i >= 2) {
+            att_tile *t = &tl[(i - 2) % 3];
+            tile_output(&a, &heads[t->bh % 4], t);
+            if (t->q0 + a.T >= a.Sq) /* the head's last tile */
+                release_head(&a, &heads[t->bh % 4]);
+        }
     }
     if (a.fill_tile.region >= 0)
         tern_kernel_release(k, a.fill_tile);
