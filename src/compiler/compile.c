@@ -187,6 +187,51 @@ tern_dtype cc_out_dtype(cc *c, int k)
     }
 }
 
+tern_dtype cc_float_out_dtype(cc *c, int k)
+{
+    int id = cc_out_id(c, k);
+    return id >= 0 && c->v[id].narrow ? c->o->matmul_dtype : TERN_DTYPE_FP32;
+}
+
+/* Narrow storage: an fp32 activation made by a linear layer or an attention whose every reader takes it only as
+ * a matmul operand (input 0 of a linear layer; Q, K or V of an attention) is stored in the matmul dtype (BF16)
+ * instead: its readers would round it to BF16 (RNE) on the way to TensorE anyway, so the store's conversion gives
+ * the same bits, at half the bytes through HBM. Graph outputs and values read any other way stay fp32. */
+static void plan_narrow(cc *c)
+{
+    tern_graph *g = c->g;
+    if (c->o->matmul_dtype != TERN_DTYPE_BF16)
+        return;
+    int nn = tern_graph_node_count(g);
+    int *ok = malloc(sizeof(int) * (size_t)(c->nv ? c->nv : 1));
+    if (!ok)
+        return; /* an optimisation only */
+    for (int id = 0; id < c->nv; id++)
+        ok[id] = 0;
+    for (int i = 0; i < nn; i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        int att = !strcmp(n->domain, "tern") && !strcmp(n->op, "Attention");
+        if ((att || cc_node_is_linear(g, i)) && n->n_outputs >= 1 && n->outputs[0] >= 0) {
+            const tern_graph_value *gv = tern_graph_value_at(g, n->outputs[0]);
+            if (gv->type == TERN_ELEM_FLOAT && !(gv->flags & TERN_VALUE_OUTPUT))
+                ok[n->outputs[0]] = -1; /* a candidate: no reader seen yet */
+        }
+    }
+    for (int i = 0; i < nn; i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        int att = !strcmp(n->domain, "tern") && !strcmp(n->op, "Attention"), lin = cc_node_is_linear(g, i);
+        for (int j = 0; j < n->n_inputs; j++) {
+            int id = n->inputs[j];
+            if (id < 0 || !ok[id])
+                continue;
+            ok[id] = ((att && j <= 2) || (lin && j == 0)) ? 1 : 0;
+        }
+    }
+    for (int id = 0; id < c->nv; id++)
+        c->v[id].narrow = ok[id] == 1;
+    free(ok);
+}
+
 cc_value *cc_out(cc *c, int k, tern_dtype dt)
 {
     int id = cc_out_id(c, k);
@@ -448,6 +493,7 @@ static tern_status build_core(cc *c, const tern_graph *gview)
         if (!cc_ok(c))
             return c->err->code;
     }
+    plan_narrow(c);
     /* Nodes in order. */
     for (int i = 0; i < nn; i++) {
         c->node = i;

@@ -26,6 +26,7 @@ typedef struct {
     double const_scalar;  /* value when the value is a constant with one element */
     int is_const_scalar;
     const tern_host_tensor *host; /* constant data (graph constants); the device copy is made on first use */
+    int narrow;           /* stored in the matmul dtype: every reader takes it as a matmul operand (cc_plan_narrow) */
 } cc_value;
 
 typedef struct {
@@ -55,6 +56,13 @@ int cc_out_id(cc *c, int k);
 /* Place the current node's k-th output as a fresh tensor (scratch or, for graph outputs, an output); an output
  * with zero elements is placed without storage. */
 cc_value *cc_out(cc *c, int k, tern_dtype dt);
+/* The storage dtype of a float output k of a linear layer or an attention: the matmul dtype when the value is
+ * narrow (see cc_plan_narrow), else fp32. */
+tern_dtype cc_float_out_dtype(cc *c, int k);
+/* Node i is a linear layer the fused kernel lowers (MatMul / MatMulBias / default Gemm of an activation and a
+ * constant 2-D weight, K <= CC_LINEAR_MAX_K): its input 0 is read only as a matmul operand. */
+#define CC_LINEAR_MAX_K 8192
+int cc_node_is_linear(const tern_graph *g, int i);
 /* Make output k an alias of input j's storage with the output's shape (views: Reshape & co). */
 cc_value *cc_alias(cc *c, int k, int j);
 

@@ -494,7 +494,24 @@ static void matmul2d(cc *c, tern_view out, tern_view a, tern_view w, uint64_t M,
 
 /* Contractions up to this length use the fused linear kernel (its row tile of the transposed input stays in
  * SBUF; tern_lib_linear refuses K of about 11,000 and more on NeuronCore-v2); longer ones the HBM route. */
-#define LINEAR_MAX_K 8192
+#define LINEAR_MAX_K CC_LINEAR_MAX_K
+
+int cc_node_is_linear(const tern_graph *g, int i)
+{
+    const tern_graph_node *n = tern_graph_node_at(g, i);
+    int tern = !strcmp(n->domain, "tern"), onnx = !n->domain[0] || !strcmp(n->domain, "ai.onnx");
+    int gemm = onnx && !strcmp(n->op, "Gemm");
+    if (!((onnx && !strcmp(n->op, "MatMul")) || gemm || (tern && !strcmp(n->op, "MatMulBias"))))
+        return 0;
+    if (gemm && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
+                 tern_graph_attr_float(n, "beta", 1) != 1.0f))
+        return 0;
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0)
+        return 0;
+    const tern_graph_value *a = tern_graph_value_at(g, n->inputs[0]), *b = tern_graph_value_at(g, n->inputs[1]);
+    return b->constant && b->rank == 2 && a->rank >= 1 && a->dims[a->rank - 1] >= 1 &&
+           a->dims[a->rank - 1] <= LINEAR_MAX_K;
+}
 
 static tern_view weight_view(cc *c, cc_value *w, uint64_t K, uint64_t N, int transposed)
 {
@@ -518,7 +535,7 @@ static int lower_matmul(cc *c)
     const tern_graph_node *n = cc_node(c);
     int is_gemm = !strcmp(n->op, "Gemm"), fused = !strcmp(n->op, "MatMulBias");
     cc_value *a = cc_in(c, 0), *b = cc_in(c, 1), *bias = (is_gemm || fused) ? cc_in(c, 2) : NULL;
-    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    cc_value *y = cc_out(c, 0, cc_float_out_dtype(c, 0));
     if (!a || !b || !y)
         return 1;
     int transB = is_gemm ? (int)tern_graph_attr_int(n, "transB", 0) : 0;

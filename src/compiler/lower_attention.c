@@ -164,9 +164,21 @@ static void head_kT(att *a, att_head *h)
 typedef struct {
     uint64_t bh, q0;
     uint32_t rp;
+    tern_view q;  /* Q rows [rp, D] (fp32) */
     tern_view x;  /* scores [rp, Sk] (fp32, SBUF), then the probabilities */
     tern_view pb; /* the probabilities in the matmul dtype (x itself in fp32) */
 } att_tile;
+
+/* Item i's coordinates, and its Q rows loaded (a step ahead of its scores, so the load's latency is hidden). */
+static void tile_start(att *a, uint64_t i, att_tile *t)
+{
+    const uint64_t tiles = (a->Sq + a->T - 1) / a->T;
+    t->bh = i / tiles;
+    t->q0 = (i % tiles) * a->T;
+    t->rp = (uint32_t)min_u64(a->T, a->Sq - t->q0);
+    t->q = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, t->rp, (uint32_t)a->D, "att_q");
+    tern_kernel_load(a->k, t->q, opnd_rows(a, &a->q, t->bh, t->q0, t->rp, a->D));
+}
 
 static void tile_scores(att *a, const att_head *h, att_tile *t)
 {
@@ -175,8 +187,7 @@ static void tile_scores(att *a, const att_head *h, att_tile *t)
     const uint64_t bh = t->bh, q0 = t->q0;
     const uint32_t rp = t->rp, Sk = (uint32_t)a->Sk;
     /* qT [D, rp] */
-    tern_view q = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->D, "att_q");
-    tern_kernel_load(k, q, opnd_rows(a, &a->q, bh, q0, rp, a->D));
+    tern_view q = t->q;
     tern_view qb = q;
     if (a->mdt != TERN_DTYPE_FP32) {
         qb = tern_kernel_sbuf(k, a->mdt, rp, (uint32_t)a->D, "att_qb");
@@ -278,7 +289,7 @@ int cc_lower_attention(cc *c)
     a.k = c->k;
     cc_value *Q = cc_in(c, 0), *K = cc_in(c, 1), *V = cc_in(c, 2);
     a.M = n->n_inputs > 3 ? cc_in(c, 3) : NULL;
-    a.Y = cc_out(c, 0, TERN_DTYPE_FP32);
+    a.Y = cc_out(c, 0, cc_float_out_dtype(c, 0));
     if (!Q || !K || !V || !a.Y)
         return 1;
     a.scale_op = (int)tern_graph_attr_int(n, "scale_op", 0);
@@ -412,16 +423,17 @@ int cc_lower_attention(cc *c)
      * meanwhile. Each item's arithmetic is unchanged, so the outputs are too. Four head slots: the heads of the
      * three items in flight and the prefetch of the next one (K and V of head h+1 load when head h starts). */
     att_head heads[4];
-    att_tile tl[3];
+    att_tile tl[4];
     const uint64_t tiles = (a.Sq + a.T - 1) / a.T, items = a.BH * tiles;
-    if (items)
+    if (items) {
         load_head(&a, 0, &heads[0]);
+        tile_start(&a, 0, &tl[0]);
+    }
     for (uint64_t i = 0; i < items + 2 && cc_ok(c); i++) {
+        if (i + 1 < items)
+            tile_start(&a, i + 1, &tl[(i + 1) % 4]);
         if (i < items) {
-            att_tile *t = &tl[i % 3];
-            t->bh = i / tiles;
-            t->q0 = (i % tiles) * a.T;
-            t->rp = (uint32_t)min_u64(a.T, a.Sq - t->q0);
+            att_tile *t = &tl[i % 4];
             if (t->q0 == 0) { /* a new head: prefetch the next one, build this one's K^T */
                 if (t->bh + 1 < a.BH)
                     load_head(&a, t->bh + 1, &heads[(t->bh + 1) % 4]);
@@ -430,9 +442,9 @@ int cc_lower_attention(cc *c)
             tile_scores(&a, &heads[t->bh % 4], t);
         }
         if (i >= 1 && i - 1 < items)
-            tile_softmax(&a, &tl[(i - 1) % 3]);
+            tile_softmax(&a, &tl[(i - 1) % 4]);
         if (i >= 2) {
-            att_tile *t = &tl[(i - 2) % 3];
+            att_tile *t = &tl[(i - 2) % 4];
             tile_output(&a, &heads[t->bh % 4], t);
             if (t->q0 + a.T >= a.Sq) /* the head's last tile */
                 release_head(&a, &heads[t->bh % 4]);
