@@ -80,6 +80,13 @@ static tern_view opnd_rows(att *a, const att_opnd *x, uint64_t bh, uint64_t r0, 
     return cc_view(a->c, x->v, opnd_base(a, x, bh) + r0 * (uint64_t)x->sS, (uint32_t)n, x->sS, 1, nums, steps);
 }
 
+/* The dtype Q or K rows are loaded in: the matmul dtype when the operand is stored in it (narrow storage: the
+ * cast before the transpose is then already done), else fp32 (cast on chip, as the unfused lowering does). */
+static tern_dtype row_dtype(const att *a, const att_opnd *x)
+{
+    return x->v->dt == a->mdt ? a->mdt : TERN_DTYPE_FP32;
+}
+
 static void load_head(att *a, uint64_t bh, att_head *h)
 {
     h->nk = 0;
@@ -93,7 +100,7 @@ static void load_head(att *a, uint64_t bh, att_head *h)
         h->kT = tern_view_none();
         for (uint64_t s0 = 0; s0 < a->Sk; s0 += a->T) {
             uint64_t kc = min_u64(a->T, a->Sk - s0);
-            tern_view t = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, (uint32_t)kc, (uint32_t)a->D, "att_krows");
+            tern_view t = tern_kernel_sbuf(a->k, row_dtype(a, &a->kk), (uint32_t)kc, (uint32_t)a->D, "att_krows");
             tern_kernel_load(a->k, t, opnd_rows(a, &a->kk, bh, s0, kc, a->D));
             h->krows[h->nk++] = t;
         }
@@ -142,7 +149,7 @@ static void head_kT(att *a, att_head *h)
     for (unsigned j = 0; j < h->nk; j++) {
         uint64_t s0 = (uint64_t)j * a->T, kc = min_u64(a->T, a->Sk - s0);
         tern_view kb = h->krows[j];
-        if (a->mdt != TERN_DTYPE_FP32) {
+        if ((tern_dtype)kb.ap.dtype != a->mdt) {
             kb = tern_kernel_sbuf(k, a->mdt, (uint32_t)kc, (uint32_t)a->D, "att_kb");
             tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, kb, h->krows[j]);
         }
@@ -176,7 +183,7 @@ static void tile_start(att *a, uint64_t i, att_tile *t)
     t->bh = i / tiles;
     t->q0 = (i % tiles) * a->T;
     t->rp = (uint32_t)min_u64(a->T, a->Sq - t->q0);
-    t->q = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, t->rp, (uint32_t)a->D, "att_q");
+    t->q = tern_kernel_sbuf(a->k, row_dtype(a, &a->q), t->rp, (uint32_t)a->D, "att_q");
     tern_kernel_load(a->k, t->q, opnd_rows(a, &a->q, t->bh, t->q0, t->rp, a->D));
 }
 
@@ -189,7 +196,7 @@ static void tile_scores(att *a, const att_head *h, att_tile *t)
     /* qT [D, rp] */
     tern_view q = t->q;
     tern_view qb = q;
-    if (a->mdt != TERN_DTYPE_FP32) {
+    if ((tern_dtype)q.ap.dtype != a->mdt) {
         qb = tern_kernel_sbuf(k, a->mdt, rp, (uint32_t)a->D, "att_qb");
         tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, qb, q);
     }
