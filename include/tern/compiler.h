@@ -28,6 +28,8 @@ typedef struct {
     int no_attention_layouts;/* fused attention reads materialised [B, H, S, D] operands (the heads are otherwise
                                 read from the tensor they were cut from and written in the merged layout) */
     int no_residual_fusion; /* keep an Add after a linear layer as its own node (else the layer's epilogue adds) */
+    int no_layernorm_fusion;/* keep a LayerNormalization after a linear layer as its own node (else the layer's
+                               epilogue normalises each output row on chip) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
 } tern_compile_opts;

@@ -202,7 +202,10 @@ int tern_graph_prune(tern_graph *g);
  *    tern.Attention(Q, KT, V [, cond | mask]) with attributes scale_op (0 none, 1 divide, 2 multiply), scale,
  *    mask (0 none, 1 where fill-on-true, 2 where fill-on-false, 3 additive) and fill;
  *  - tern.MatMulBias(A, W, bias) (W constant) followed by Add(y, r) with r of y's shape ->
- *    tern.MatMulBias(A, W, bias, r): the residual added after the activation.
+ *    tern.MatMulBias(A, W, bias, r): the residual added after the activation;
+ *  - tern.MatMulBias(A, W, bias[, r]) then LayerNormalization over the last axis (its only reader) ->
+ *    tern.MatMulBias(A, W, bias, r or -, gamma, beta or -) with attributes layernorm=1, epsilon: the layer
+ *    norm of each output row in the layer's epilogue.
  * Intermediate values must have no other users. Returns the number of rewrites in *fused (may be NULL). */
 tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err);
 /* Flags that switch fusions off (for comparisons and debugging). */
@@ -212,6 +215,8 @@ tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err);
 #define TERN_GRAPH_NO_ATTENTION_LAYOUTS 2u
 /* Keep an Add after a linear layer (tern.MatMulBias) as its own node instead of the layer's 4th input */
 #define TERN_GRAPH_NO_RESIDUAL_FUSION 4u
+/* Keep a LayerNormalization after a linear layer as its own node instead of the layer's epilogue */
+#define TERN_GRAPH_NO_LAYERNORM_FUSION 8u
 tern_status tern_graph_fuse_flags(tern_graph *g, unsigned flags, int *fused, tern_error *err);
 /* The standard pipeline: infer, fold, prune, fuse, prune. */
 tern_status tern_graph_optimize(tern_graph *g, tern_error *err);

@@ -50,6 +50,14 @@ void tern_lib_linear(tern_kernel *k, tern_view out, tern_view a, tern_view w, te
  * do): residual is an HBM [M, N] float view, loaded tile by tile while each output tile accumulates. */
 void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias,
                               tern_act_func act, tern_view residual);
+/* The same (residual optional: an invalid view) followed by a layer norm of each output row, out = (y - mean) *
+ * rstd * gamma + beta: tern_lib_layernorm's instruction sequence on the row's output tiles in SBUF before they
+ * are stored (the same bits as tern_lib_linear_residual into a temporary, then tern_lib_layernorm). gamma and
+ * beta (beta optional) are [N] or [1, N] float HBM views. Returns 1 when it emitted the layer (or recorded an
+ * error); 0, having emitted nothing, when an output row does not fit one weight block and one wave of PSUM
+ * accumulation groups, or SBUF cannot also hold the row's tiles: the caller then runs the two kernels. */
+int tern_lib_linear_ln(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
+                       tern_view residual, tern_view gamma, tern_view beta, float eps);
 
 /* ---- elementwise, softmax, norms, transpose, gather (lib_*.c) ---- */
 /* Conventions of these kernels: every tensor is a 2-D HBM view [rows, cols] (rows any count, tiled by the

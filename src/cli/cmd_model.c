@@ -45,7 +45,7 @@ typedef struct {
     tern_dtype dtype;
     unsigned cores;
     int64_t dim;
-    int no_attention_fusion, no_attention_layouts, no_residual_fusion;
+    int no_attention_fusion, no_attention_layouts, no_residual_fusion, no_layernorm_fusion;
 } compile_args;
 
 static int parse_dtype(const char *s, tern_dtype *dt)
@@ -72,6 +72,7 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
     o.no_attention_fusion = a->no_attention_fusion;
     o.no_attention_layouts = a->no_attention_layouts;
     o.no_residual_fusion = a->no_residual_fusion;
+    o.no_layernorm_fusion = a->no_layernorm_fusion;
     o.progress = progress;
     tern_error err;
     if (tern_compile_onnx(a->model, &o, x, rep, &err)) {
@@ -89,13 +90,15 @@ static void compile_usage(FILE *f)
 {
     fprintf(f, "usage: tern compile MODEL.onnx -o MODEL.tern [--machine NAME] [--dtype bf16|fp32|fp8] [--cores N]\n"
                "                    [--dim N] [--no-fuse-attention] [--no-attention-layouts] [--no-fuse-residual]\n"
+               "                    [--no-fuse-layernorm]\n"
                "  --machine  target (trn1, trn2, trn3 or any catalogue name or JSON path; default trn1)\n"
                "  --dtype    matmul precision: bf16 with fp32 accumulation (default), fp32, fp8 (e4m3)\n"
                "  --cores    split the batch over N NeuronCores of the chip (default 1)\n"
                "  --dim      value for symbolic input dimensions (batch, sequence; default 1)\n"
                "  --no-fuse-attention  keep attention as separate nodes (for comparisons)\n"
                "  --no-attention-layouts  fused attention on materialised [B, H, S, D] operands (for comparisons)\n"
-               "  --no-fuse-residual  keep the Add after a linear layer as its own node (for comparisons)\n");
+               "  --no-fuse-residual  keep the Add after a linear layer as its own node (for comparisons)\n"
+               "  --no-fuse-layernorm  keep a LayerNormalization after a linear layer as its own node (for comparisons)\n");
 }
 
 /* Shared option parsing of compile and run; returns -1 for a usage error, else the next index. */
@@ -125,6 +128,8 @@ static int parse_common(int argc, char **argv, int i, compile_args *a, int *used
         a->no_attention_layouts = 1;
     } else if (!strcmp(argv[i], "--no-fuse-residual")) {
         a->no_residual_fusion = 1;
+    } else if (!strcmp(argv[i], "--no-fuse-layernorm")) {
+        a->no_layernorm_fusion = 1;
     } else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
         long long v = strtoll(argv[i + 1], NULL, 10);
         if (v < 1) {
@@ -141,7 +146,7 @@ static int parse_common(int argc, char **argv, int i, compile_args *a, int *used
 
 int tern_cmd_compile(int argc, char **argv)
 {
-    compile_args a = {NULL, NULL, "trn1.2xlarge", TERN_DTYPE_BF16, 1, 1, 0, 0, 0};
+    compile_args a = {NULL, NULL, "trn1.2xlarge", TERN_DTYPE_BF16, 1, 1, 0, 0, 0, 0};
     for (int i = 1; i < argc;) {
         int used;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -204,7 +209,7 @@ static void run_usage(FILE *f)
     fprintf(f, "usage: tern run MODEL.tern|MODEL.onnx [--machine NAME] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
                "                [--profile] [--trace FILE.json] [--svg FILE.svg] [--timing-only] [--seed N]\n"
                "                [--dtype ...] [--cores N] [--dim N] [--no-fuse-attention] [--no-attention-layouts]\n"
-               "                [--no-fuse-residual]   (the last six when compiling an ONNX model)\n"
+               "                [--no-fuse-residual] [--no-fuse-layernorm]   (the last seven when compiling an ONNX model)\n"
                "Inputs not given are filled with seeded random values. Prints each output's summary, the predicted\n"
                "device time and MFU; --profile adds the profiler summary.\n");
 }
@@ -346,7 +351,7 @@ static double model_flops_of(const tern_exe *x)
 
 int tern_cmd_run(int argc, char **argv)
 {
-    compile_args a = {NULL, NULL, NULL, TERN_DTYPE_BF16, 1, 1, 0, 0, 0};
+    compile_args a = {NULL, NULL, NULL, TERN_DTYPE_BF16, 1, 1, 0, 0, 0, 0};
     const char *outdir = NULL, *trace = NULL, *svg = NULL;
     const char *in_names[64], *in_files[64];
     int nin = 0, profile = 0, timing_only = 0;

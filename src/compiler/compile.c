@@ -669,7 +669,8 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
     tern_status st = tern_graph_optimize_flags(g,
                                               (o.no_attention_fusion ? TERN_GRAPH_NO_ATTENTION_FUSION : 0u) |
                                                   (o.no_attention_layouts ? TERN_GRAPH_NO_ATTENTION_LAYOUTS : 0u) |
-                                                  (o.no_residual_fusion ? TERN_GRAPH_NO_RESIDUAL_FUSION : 0u),
+                                                  (o.no_residual_fusion ? TERN_GRAPH_NO_RESIDUAL_FUSION : 0u) |
+                                                  (o.no_layernorm_fusion ? TERN_GRAPH_NO_LAYERNORM_FUSION : 0u),
                                               err);
     if (st)
         return st;

@@ -579,23 +579,43 @@ static int lower_matmul(cc *c)
             return 1;
         }
         tern_view rv = res ? cc_view2d(c, res, 0, M, N, N) : tern_view_none();
-        if (K <= LINEAR_MAX_K) {
-            tern_lib_linear_residual(c->k, yv, av, w, bv, act, rv);
-        } else {
-            /* A row tile of the fused kernel would not fit in SBUF: transpose + GEMM through HBM, then the
-             * bias and activation pass. */
-            int post = bv.region >= 0 || act != TERN_ACT_COPY;
-            tern_view pre = post ? cc_temp(c, TERN_DTYPE_FP32, M, N) : yv;
-            matmul2d(c, pre, av, w, M, K, N);
-            c->model_flops -= 2.0 * (double)M * (double)N * (double)K; /* counted once below */
-            if (bv.region >= 0)
-                tern_lib_bias_act(c->k, yv, pre, bv, act);
-            else if (post)
-                tern_lib_unary(c->k, yv, pre, act, 1.0f);
-            if (post)
-                tern_kernel_release(c->k, pre);
-            if (res)
-                tern_lib_binary(c->k, yv, yv, rv, TERN_ALU_ADD);
+        /* the fused layer norm (passes.c): gamma, beta as [1, N] views */
+        int ln = fused && tern_graph_attr_int(n, "layernorm", 0);
+        cc_value *lg = ln ? cc_in(c, 4) : NULL, *lb = ln && n->n_inputs > 5 ? cc_in(c, 5) : NULL;
+        if (ln && (!lg || lg->numel != N || (lb && lb->numel != N))) {
+            cc_fail(c, TERN_ERR_INVALID, "fused layer norm: scale/bias of %llu/%llu elements for %llu outputs",
+                    lg ? (unsigned long long)lg->numel : 0ULL, lb ? (unsigned long long)lb->numel : 0ULL,
+                    (unsigned long long)N);
+            return 1;
+        }
+        tern_view gv = lg ? cc_view2d(c, lg, 0, 1, N, N) : tern_view_none();
+        tern_view btv = lb ? cc_view2d(c, lb, 0, 1, N, N) : tern_view_none();
+        float eps = tern_graph_attr_float(n, "epsilon", 1e-5f);
+        if (!(ln && K <= LINEAR_MAX_K && tern_lib_linear_ln(c->k, yv, av, w, bv, act, rv, gv, btv, eps))) {
+            /* dst: y, or the layer's output before a layer norm the fused kernel could not take */
+            tern_view dst = ln ? cc_temp(c, TERN_DTYPE_FP32, M, N) : yv;
+            if (K <= LINEAR_MAX_K) {
+                tern_lib_linear_residual(c->k, dst, av, w, bv, act, rv);
+            } else {
+                /* A row tile of the fused kernel would not fit in SBUF: transpose + GEMM through HBM, then the
+                 * bias and activation pass. */
+                int post = bv.region >= 0 || act != TERN_ACT_COPY;
+                tern_view pre = post ? cc_temp(c, TERN_DTYPE_FP32, M, N) : dst;
+                matmul2d(c, pre, av, w, M, K, N);
+                c->model_flops -= 2.0 * (double)M * (double)N * (double)K; /* counted once below */
+                if (bv.region >= 0)
+                    tern_lib_bias_act(c->k, dst, pre, bv, act);
+                else if (post)
+                    tern_lib_unary(c->k, dst, pre, act, 1.0f);
+                if (post)
+                    tern_kernel_release(c->k, pre);
+                if (res)
+                    tern_lib_binary(c->k, dst, dst, rv, TERN_ALU_ADD);
+            }
+            if (ln) {
+                tern_lib_layernorm(c->k, yv, dst, gv, btv, eps);
+                tern_kernel_release(c->k, dst);
+            }
         }
         if (bias_tmp.flat.region >= 0)
             tern_kernel_release(c->k, bias_tmp.flat);

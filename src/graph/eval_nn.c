@@ -120,6 +120,27 @@ static float activate(const char *act, float v)
     return v;
 }
 
+/* Layer norm of one row of `inner` values (double statistics, as ev_layernorm): o may equal p. */
+static void layernorm_row(const float *p, float *o, size_t inner, const tern_host_tensor *sc,
+                          const tern_host_tensor *b, float eps, float *mean_out, float *inv_out)
+{
+    double mean = 0, var = 0;
+    for (size_t e = 0; e < inner; e++)
+        mean += p[e];
+    mean /= (double)inner;
+    for (size_t e = 0; e < inner; e++)
+        var += (p[e] - mean) * (p[e] - mean);
+    var /= (double)inner;
+    double inv = 1.0 / sqrt(var + eps);
+    if (mean_out)
+        *mean_out = (float)mean;
+    if (inv_out)
+        *inv_out = (float)inv;
+    if (o)
+        for (size_t e = 0; e < inner; e++)
+            o[e] = (float)((p[e] - mean) * inv * sc->f[sc->count == 1 ? 0 : e] + (b ? b->f[b->count == 1 ? 0 : e] : 0.0f));
+}
+
 static int known_activation(const char *act)
 {
     return !strcmp(act, "none") || !strcmp(act, "relu") || !strcmp(act, "gelu") || !strcmp(act, "gelu_tanh");
@@ -154,6 +175,17 @@ static tern_status ev_matmul_bias(const ectx *c)
         }
         for (size_t k = 0; k < o->count; k++)
             o->f[k] = o->f[k] + res->f[k];
+    }
+    if (tern_graph_attr_int(c->n, "layernorm", 0)) { /* the fused LayerNormalization over the last axis */
+        const tern_host_tensor *sc = IN(4), *b = IN(5);
+        size_t inner = (size_t)N;
+        if (!sc || !sc->f || sc->count != inner || (b && (!b->f || b->count != inner))) {
+            tern_host_tensor_free(o);
+            return efail(c, TERN_ERR_INVALID, "layer norm scale/B must be float vectors of %zu", inner);
+        }
+        float eps = tern_graph_attr_float(c->n, "epsilon", 1e-5f);
+        for (size_t q = 0; inner && q < o->count / inner; q++)
+            layernorm_row(o->f + q * inner, o->f + q * inner, inner, sc, b, eps, NULL, NULL);
     }
     graph_tensor_normalize(o);
     if (WANT_OUT(0))
@@ -696,25 +728,9 @@ static tern_status ev_layernorm(const ectx *c)
     if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || (st = eout(c, 1, TERN_ELEM_FLOAT, x->rank, sdims, &om)) ||
         (st = eout(c, 2, TERN_ELEM_FLOAT, x->rank, sdims, &oi)))
         return st;
-    for (size_t q = 0; q < outer; q++) {
-        const float *p = x->f + q * inner;
-        double mean = 0, var = 0;
-        for (size_t e = 0; e < inner; e++)
-            mean += p[e];
-        mean /= (double)inner;
-        for (size_t e = 0; e < inner; e++)
-            var += (p[e] - mean) * (p[e] - mean);
-        var /= (double)inner;
-        double inv = 1.0 / sqrt(var + eps);
-        if (om)
-            om->f[q] = (float)mean;
-        if (oi)
-            oi->f[q] = (float)inv;
-        if (o)
-            for (size_t e = 0; e < inner; e++)
-                o->f[q * inner + e] = (float)((p[e] - mean) * inv * sc->f[sc->count == 1 ? 0 : e] +
-                                              (b ? b->f[b->count == 1 ? 0 : e] : 0.0f));
-    }
+    for (size_t q = 0; q < outer; q++)
+        layernorm_row(x->f + q * inner, o ? o->f + q * inner : NULL, inner, sc, b, eps, om ? &om->f[q] : NULL,
+                      oi ? &oi->f[q] : NULL);
     if (o)
         graph_tensor_normalize(o);
     return TERN_OK;

@@ -213,6 +213,11 @@ static tern_status infer_matmul(ictx *c)
             same = res->dims[d] == dims[d] || res->dims[d] < 0 || dims[d] < 0;
         if (!same)
             return ifail(c, TERN_ERR_INVALID, "the residual \"%s\" must have the output's type and shape", res->name);
+        if (tern_graph_attr_int(c->n, "layernorm", 0)) {
+            const tern_graph_value *gm = V(c, 4), *bt = V(c, 5);
+            if (!gm || !tern_elem_is_float(gm->type) || (bt && !tern_elem_is_float(bt->type)))
+                return ifail(c, TERN_ERR_INVALID, "the fused layer norm needs a float scale (input 4) and bias");
+        }
     }
     set_out(c, 0, a->type, r, dims);
     return TERN_OK;

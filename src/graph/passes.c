@@ -876,6 +876,48 @@ static tern_status fuse_residual(fctx *f, int i, int *hits, tern_error *err)
     return rewrite(f, add, "tern", "MatMulBias", 4, ins, 1, &at, err);
 }
 
+/* tern.MatMulBias(A, W, bias[, r]) whose only reader is LayerNormalization(y, gamma[, beta]) over the last
+ * axis with only its first output -> tern.MatMulBias(A, W, bias, r or -1, gamma, beta or -1), layernorm=1,
+ * epsilon: the compiler normalises each output row on chip before storing it. */
+static tern_status fuse_linear_layernorm(fctx *f, int i, int *hits, tern_error *err)
+{
+    tern_graph *g = f->g;
+    const tern_graph_node *n = &g->nodes[i];
+    if (f->touched[i] || strcmp(n->domain, "tern") || strcmp(n->op, "MatMulBias") || n->n_inputs < 3 ||
+        n->n_inputs > 4 || !g->values[n->inputs[1]].constant || tern_graph_node_attr(n, "layernorm"))
+        return TERN_OK;
+    int y = n->outputs[0], ln = only_user(f, y);
+    if (!is_op(f, ln, "LayerNormalization"))
+        return TERN_OK;
+    const tern_graph_node *l = node(f, ln);
+    const tern_graph_value *yv = &g->values[y];
+    if (l->inputs[0] != y || l->n_inputs < 2 || l->inputs[1] < 0 || yv->rank < 1 || yv->type != TERN_ELEM_FLOAT)
+        return TERN_OK;
+    for (int k = 1; k < l->n_outputs; k++)
+        if (l->outputs[k] >= 0)
+            return TERN_OK;
+    int64_t ax = tern_graph_attr_int(l, "axis", -1);
+    if (ax != -1 && ax != yv->rank - 1)
+        return TERN_OK;
+    int64_t N = yv->dims[yv->rank - 1];
+    int beta = l->n_inputs > 2 ? l->inputs[2] : -1;
+    const int pv[2] = {l->inputs[1], beta};
+    for (int k = 0; k < 2; k++) { /* gamma and beta: float vectors of N (as [N] or [1, N]) */
+        if (pv[k] < 0)
+            continue;
+        const tern_graph_value *p = &g->values[pv[k]];
+        if (p->type != TERN_ELEM_FLOAT || p->rank < 1 || p->rank > 2 || p->dims[p->rank - 1] != N ||
+            (p->rank == 2 && p->dims[0] != 1))
+            return TERN_OK;
+    }
+    int ins[6] = {n->inputs[0], n->inputs[1], n->inputs[2], n->n_inputs > 3 ? n->inputs[3] : -1, l->inputs[1], beta};
+    tern_graph_attr at[3] = {attr_str("activation", tern_graph_attr_string(n, "activation", "none")),
+                             attr_int("layernorm", 1), attr_float("epsilon", tern_graph_attr_float(l, "epsilon", 1e-5f))};
+    drop(f, &i, 1);
+    (*hits)++;
+    return rewrite(f, ln, "tern", "MatMulBias", 6, ins, 3, at, err);
+}
+
 static tern_status fuse_round(tern_graph *g, unsigned flags, int *hits, tern_error *err)
 {
     fctx f = {g, NULL, NULL, NULL, NULL, flags};
@@ -924,6 +966,10 @@ static tern_status fuse_round(tern_graph *g, unsigned flags, int *hits, tern_err
     if (!st && !(flags & TERN_GRAPH_NO_RESIDUAL_FUSION))
         for (int i = 0; i < g->n_nodes && !st; i++)
             st = fuse_residual(&f, i, hits, err);
+    /* after the residual: the layer norm comes last in the epilogue (in the round after the residual's) */
+    if (!st && *hits == before && !(flags & TERN_GRAPH_NO_LAYERNORM_FUSION))
+        for (int i = 0; i < g->n_nodes && !st; i++)
+            st = fuse_linear_layernorm(&f, i, hits, err);
     if (!st)
         st = graph_compact(g, f.keep, err);
 done:

@@ -58,6 +58,13 @@ typedef struct {
     uint64_t PB;    /* partitions of the bias tiles */
     int qstore;     /* the DMA queue of every store to out */
     tern_view ident;
+    /* the fused layer norm (tern_lib_linear_ln) */
+    int ln;
+    tern_view gamma, beta; /* HBM rows */
+    tern_view g_t, b_t, eps_t; /* their broadcast tiles [PB, N], eps [PB, 1] */
+    float eps;
+    uint64_t BN, NCH; /* bn_stats chunk, chunks per row */
+    uint64_t TPR;     /* output tiles per row */
 } lin_ctx;
 
 typedef struct {
@@ -212,8 +219,8 @@ static void rows_ready(tern_kernel *k, const lin_ctx *L, lin_rows *rows, uint64_
 
 /* The epilogue of tern_lib_bias_act on output tile ps [r, cw] (columns [c0, c0+cw) of weight block wb, rows
  * from row0), reading PSUM: the same instructions, so the same bits; then the store. Releases ps. */
-static void epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64_t row0, uint64_t r, const lin_wblock *wb,
-                     uint64_t c0, uint64_t cw, tern_view res)
+static tern_view epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64_t row0, uint64_t r,
+                          const lin_wblock *wb, uint64_t c0, uint64_t cw, tern_view res)
 {
     tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_out");
     if (wb->bias.region >= 0) {
@@ -233,10 +240,46 @@ static void epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64_t ro
         tern_kernel_release(k, res);
     }
     tern_kernel_release(k, ps);
+    if (L->ln)
+        return o; /* normalised with the rest of its row (ln_row), then stored */
     /* All stores on one queue: stores to out from different queues would each wait for the previous one. */
     tern_kernel_dma_copy(k, tern_view_block(k, L->out, row0, row0 + r, wb->n0 + c0, wb->n0 + c0 + cw), o,
                          L->qstore);
     tern_kernel_release(k, o);
+    return kview_invalid();
+}
+
+/* The layer norm of one row tile (rows row0.., r of them) whose output tiles o[0..TPR) hold the whole row:
+ * tern_lib_layernorm's sequence (bn_stats per chunk of BN columns in row order, bn_aggr, rsqrt(var + eps) on
+ * ScalarE, (x - mean) * rstd, * gamma, + beta), tile by tile for the elementwise steps, then the stores. */
+static void ln_row(tern_kernel *k, const lin_ctx *L, tern_view *o, uint64_t row0, uint64_t r)
+{
+    tern_view stats = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)(L->NCH * 6), "linear_ln_stats");
+    tern_view mv = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, 3, "linear_ln_mv");
+    tern_view mean = tern_view_slice(k, mv, 1, 0, 1, 1), var = tern_view_slice(k, mv, 1, 1, 2, 1);
+    tern_view rstd = tern_view_slice(k, mv, 1, 2, 3, 1);
+    for (uint64_t ch = 0; ch < L->NCH; ch++) {
+        uint64_t c0 = ch * L->BN, c1 = min_u64(L->N, c0 + L->BN), j = c0 / L->TN, t0 = j * L->TN;
+        tern_kernel_bn_stats(k, tern_view_slice(k, stats, 1, ch * 6, ch * 6 + 6, 1),
+                             tern_view_block(k, o[j], 0, r, c0 - t0, c1 - t0));
+    }
+    tern_kernel_bn_aggr(k, tern_view_slice(k, mv, 1, 0, 2, 1), stats);
+    tern_kernel_activation(k, rstd, var, TERN_ACT_RSQRT, 1.0f, tern_view_slice(k, L->eps_t, 0, 0, r, 1),
+                           kview_invalid(), kview_invalid());
+    for (uint64_t j = 0; j < L->TPR; j++) {
+        uint64_t c0 = j * L->TN, cw = min_u64(L->TN, L->N - c0);
+        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, o[j], o[j], TERN_ALU_SUBTRACT, mean, 0.0f,
+                                     TERN_ALU_MULT, rstd, 0.0f, 0);
+        tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o[j], o[j], tern_view_block(k, L->g_t, 0, r, c0, c0 + cw),
+                                  TERN_ALU_MULT);
+        if (L->b_t.region >= 0)
+            tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o[j], o[j],
+                                      tern_view_block(k, L->b_t, 0, r, c0, c0 + cw), TERN_ALU_ADD);
+        tern_kernel_dma_copy(k, tern_view_block(k, L->out, row0, row0 + r, c0, c0 + cw), o[j], L->qstore);
+        tern_kernel_release(k, o[j]);
+    }
+    tern_kernel_release(k, stats);
+    tern_kernel_release(k, mv);
 }
 
 /* Every output tile of weight block wb for the nm row tiles whose aT tiles are given (first row row0). Tiles
@@ -247,7 +290,7 @@ static void block_tiles(tern_kernel *k, const lin_ctx *L, lin_rows *rows, const 
 {
     const uint64_t nm = rows->nm, row0 = rows->mt0 * L->R, tpr = ceil_div(wb->nw, L->TN), ntiles = nm * tpr;
     const tern_view *aT = rows->aT;
-    tern_view ps[16], rs[16];
+    tern_view ps[16], rs[16], os[16];
     for (uint64_t t0 = 0; t0 < ntiles && !k->failed; t0 += L->WAVE) {
         const uint64_t nt = min_u64(L->WAVE, ntiles - t0);
         rows_ready(k, L, rows, (t0 + nt - 1) / tpr + L->lookahead);
@@ -271,8 +314,11 @@ static void block_tiles(tern_kernel *k, const lin_ctx *L, lin_rows *rows, const 
                     tern_view mv = tern_view_block(k, wb->parts[p], 0, kk, pc * wb->nw + c0, pc * wb->nw + c0 + cw);
                     tern_kernel_matmul(k, ps[t], st, mv, c > 0);
                 }
-                if (p == L->PARTS - 1)
-                    epilogue(k, L, ps[t], r0, r, wb, c0, cw, rs[t]);
+                if (p == L->PARTS - 1) {
+                    os[t] = epilogue(k, L, ps[t], r0, r, wb, c0, cw, rs[t]);
+                    if (L->ln && (t0 + t) % tpr == tpr - 1) /* the row's last tile: normalise the row */
+                        ln_row(k, L, &os[t + 1 - tpr], r0, r);
+                }
             }
             kt = kt0 + nc;
         }
@@ -296,7 +342,7 @@ static int need_hbm_2d(tern_kernel *k, const char *what, const tern_view *v)
 
 /* Choose the blocking (row tiles per M block, staged rows, weight block width and depth) for the core's SBUF;
  * 0 (and a recorded error) when even the smallest blocking does not fit. */
-static int plan(tern_kernel *k, lin_ctx *L)
+static int plan(tern_kernel *k, lin_ctx *L, int quiet)
 {
     const uint64_t SB = k->cfg.sbuf_partition_bytes, ew = tern_dtype_size(L->wdt), ea = tern_dtype_size(L->adt);
     const uint64_t MT = ceil_div(L->M, L->R), NT0 = L->TN;
@@ -305,7 +351,9 @@ static int plan(tern_kernel *k, lin_ctx *L)
     const uint64_t xs = align32(L->K * ea) + (L->cast_first ? align32(L->K * ew) : 0);
     /* slack: room for the allocator's fragmentation (transient row tiles between long-lived ones) */
     const uint64_t wave = k->cfg.psum_banks / 2 ? (k->cfg.psum_banks / 2 > 16 ? 16 : k->cfg.psum_banks / 2) : 1;
-    const uint64_t otile = 2 * align32(NT0 * 4) + (L->res.region >= 0 ? wave * align32(NT0 * 4) : 0),
+    /* the fused layer norm keeps a wave of output tiles, the gamma and beta rows and the statistics */
+    const uint64_t lnb = L->ln ? wave * align32(NT0 * 4) + 2 * align32(L->N * 4) + align32(L->NCH * 24) + 96 : 0;
+    const uint64_t otile = 2 * align32(NT0 * 4) + (L->res.region >= 0 ? wave * align32(NT0 * 4) : 0) + lnb,
                    slack = 1024 + xs;
     /* Descriptor-efficient weight rows (>= 4 KiB per partition row) unless N is narrower. */
     uint64_t wc_target = ceil_div(4096, NT0 * ew);
@@ -340,6 +388,8 @@ static int plan(tern_kernel *k, lin_ctx *L)
             MB = 1;
             continue;
         }
+        if (quiet)
+            return 0;
         kfail(k, TERN_ERR_RANGE,
               "linear: K = %llu is too large for SBUF: a row tile needs %llu bytes per partition (staged rows of a "
               "%llu, twice for reuse, aT %llu, 64 columns of w (%s) %llu, output tiles %llu), %s has %llu",
@@ -374,11 +424,44 @@ void tern_lib_linear(tern_kernel *k, tern_view out, tern_view a, tern_view w, te
     tern_lib_linear_residual(k, out, a, w, bias, act, tern_view_none());
 }
 
+/* A [N] or [1, N] float HBM view (gamma, beta of the fused layer norm). */
+static int ln_vector_ok(tern_kernel *k, const char *what, const tern_view *v, uint64_t N)
+{
+    char label[48];
+    snprintf(label, sizeof label, "linear %s", what);
+    if (!kview_ok(k, v, label))
+        return 0;
+    unsigned r = tern_view_rank(v);
+    if (!(r == 1 || (r == 2 && tern_view_dim(v, 0) == 1)) || tern_view_dim(v, r - 1) != N ||
+        v->ap.mem != TERN_MEM_HBM || !tern_dtype_is_float((tern_dtype)v->ap.dtype)) {
+        kfail(k, TERN_ERR_INVALID, "linear: layer norm %s must be a float HBM [%llu] or [1, %llu] view", what,
+              (unsigned long long)N, (unsigned long long)N);
+        return 0;
+    }
+    return 1;
+}
+
+static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
+                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps);
+
 void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias,
                               tern_act_func act, tern_view residual)
 {
+    (void)linear_run(k, out, a, w, bias, act, residual, NULL, NULL, 0.0f);
+}
+
+int tern_lib_linear_ln(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
+                       tern_view residual, tern_view gamma, tern_view beta, float eps)
+{
+    return linear_run(k, out, a, w, bias, act, residual, &gamma, &beta, eps);
+}
+
+/* Returns 0, having emitted nothing, when the layer norm cannot be fused (see tern_lib_linear_ln); else 1. */
+static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
+                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps)
+{
     if (!need_hbm_2d(k, "out", &out) || !need_hbm_2d(k, "a", &a) || !need_hbm_2d(k, "w", &w))
-        return;
+        return 1;
     if (residual.region >= 0 &&
         (!need_hbm_2d(k, "residual", &residual) || !tern_dtype_is_float((tern_dtype)residual.ap.dtype) ||
          tern_view_dim(&residual, 0) != tern_view_dim(&out, 0) || tern_view_dim(&residual, 1) != tern_view_dim(&out, 1))) {
@@ -387,7 +470,7 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
                   tern_dtype_name((tern_dtype)residual.ap.dtype), (unsigned long long)tern_view_dim(&residual, 0),
                   (unsigned long long)tern_view_dim(&residual, 1), (unsigned long long)tern_view_dim(&out, 0),
                   (unsigned long long)tern_view_dim(&out, 1));
-        return;
+        return 1;
     }
     lin_ctx L;
     memset(&L, 0, sizeof L);
@@ -407,7 +490,7 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
         kfail(k, TERN_ERR_INVALID, "linear: contraction mismatch: a is [%llu, %llu] but w is [%llu, %llu]",
               (unsigned long long)L.M, (unsigned long long)L.K, (unsigned long long)tern_view_dim(&w, 0),
               (unsigned long long)L.N);
-        return;
+        return 1;
     }
     if (tern_view_dim(&out, 0) != L.M || tern_view_dim(&out, 1) != L.N) {
         kfail(k, TERN_ERR_INVALID,
@@ -415,18 +498,18 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
               (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
               (unsigned long long)L.M, (unsigned long long)L.N, (unsigned long long)L.M, (unsigned long long)L.K,
               (unsigned long long)L.K, (unsigned long long)L.N);
-        return;
+        return 1;
     }
     if (!tern_dtype_is_float(L.adt) || !ktensor_dtype(L.wdt) || !tern_dtype_is_float(odt)) {
         kfail(k, TERN_ERR_INVALID,
               "linear: a is %s, w is %s, out is %s: w must be a TensorE dtype (fp32, bf16, fp16, fp8), a and out "
               "floats",
               tern_dtype_name(L.adt), tern_dtype_name(L.wdt), tern_dtype_name(odt));
-        return;
+        return 1;
     }
     if (bias.region >= 0) {
         if (!kview_ok(k, &bias, "linear bias"))
-            return;
+            return 1;
         unsigned br = tern_view_rank(&bias);
         if (!(br == 1 || (br == 2 && tern_view_dim(&bias, 0) == 1)) || tern_view_dim(&bias, br - 1) != L.N ||
             bias.ap.mem != TERN_MEM_HBM || !tern_dtype_is_float((tern_dtype)bias.ap.dtype)) {
@@ -441,12 +524,12 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
                   shape, tern_dtype_name((tern_dtype)bias.ap.dtype), tern_mem_name((tern_mem)bias.ap.mem),
                   (unsigned long long)L.N, (unsigned long long)L.N, (unsigned long long)L.K,
                   (unsigned long long)L.N);
-            return;
+            return 1;
         }
     }
     if ((unsigned)act >= TERN_ACT_COUNT) {
         kfail(k, TERN_ERR_INVALID, "linear: activation function %d unknown (0..%d)", (int)act, TERN_ACT_COUNT - 1);
-        return;
+        return 1;
     }
     const tern_core_config *c = &k->cfg;
     L.pe_mode = c->generation >= 3;
@@ -468,11 +551,28 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
     if (L.KTF && (int64_t)w.ap.dims[0].step * (int64_t)L.TK > INT32_MAX) {
         kfail(k, TERN_ERR_RANGE, "linear: w's row stride of %d elements is too large for a 128-row chunk step",
               w.ap.dims[0].step);
-        return;
+        return 1;
     }
-    if (!plan(k, &L))
-        return;
+    if (gamma) {
+        if (!ln_vector_ok(k, "gamma", gamma, L.N) || (beta->region >= 0 && !ln_vector_ok(k, "beta", beta, L.N)))
+            return 1;
+        L.ln = 1;
+        L.gamma = *gamma;
+        L.beta = *beta;
+        L.eps = eps;
+        L.BN = k->cfg.bn_stats_free_max ? k->cfg.bn_stats_free_max : 512;
+        L.NCH = ceil_div(L.N, L.BN);
+    }
+    if (!plan(k, &L, L.ln))
+        return L.ln ? 0 : 1;
+    if (L.ln) { /* a row in one weight block and one wave of groups, chunks of the norm inside output tiles */
+        L.TPR = ceil_div(L.N, L.TN);
+        if (L.NB < L.N || L.TN % L.BN || L.TPR > L.WAVE || L.TPR > 16)
+            return 0;
+        L.WAVE = L.WAVE / L.TPR * L.TPR;
+    }
     L.qstore = (int)kpick_queue(k, TERN_ENGINE_SYNC, -1);
+    L.g_t = L.b_t = L.eps_t = kview_invalid();
 
     const uint64_t MT = ceil_div(L.M, L.R), nblocks = ceil_div(L.N, L.NB);
     L.ident = kview_invalid();
@@ -490,6 +590,16 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
     }
     for (uint64_t b = 0; b < nblocks; b++)
         wb[b].parts = parts + b * L.PARTS;
+    if (L.ln) { /* the norm's constants first: tiny loads, and TensorE broadcasts them while the rows load */
+        L.eps_t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)L.PB, 1, "linear_ln_eps");
+        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, L.eps_t, L.eps);
+        L.g_t = tern_kernel_sbuf(k, (tern_dtype)L.gamma.ap.dtype, (uint32_t)L.PB, (uint32_t)L.N, "linear_ln_gamma");
+        tern_lib_broadcast_row(k, L.g_t, L.gamma);
+        if (L.beta.region >= 0) {
+            L.b_t = tern_kernel_sbuf(k, (tern_dtype)L.beta.ap.dtype, (uint32_t)L.PB, (uint32_t)L.N, "linear_ln_beta");
+            tern_lib_broadcast_row(k, L.b_t, L.beta);
+        }
+    }
     for (uint64_t mt0 = 0; mt0 < MT && !k->failed; mt0 += L.MB) {
         lin_rows rows = {mt0, min_u64(L.MB, MT - mt0), 0, 0, xs, aT};
         /* The block's aT tiles live longest: placed first, so the transient tiles do not split SBUF. */
@@ -527,9 +637,18 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
     }
     if (L.ident.region >= 0 && !k->failed)
         tern_kernel_release(k, L.ident);
+    if (!k->failed) {
+        if (L.g_t.region >= 0)
+            tern_kernel_release(k, L.g_t);
+        if (L.b_t.region >= 0)
+            tern_kernel_release(k, L.b_t);
+        if (L.eps_t.region >= 0)
+            tern_kernel_release(k, L.eps_t);
+    }
 done:
     free(parts);
     free(aT);
     free(xs);
     free(wb);
+    return 1;
 }

@@ -1,0 +1,135 @@
+/* tern_lib_linear_ln: the linear layer with a layer norm of each output row in its epilogue must give the bits of
+ * tern_lib_linear_residual into a temporary followed by tern_lib_layernorm (with and without bias, residual and
+ * beta; ragged row tiles; one and two output tiles per row; v2's identity-matmul transposes and v3's transpose_pe),
+ * in less predicted time; a row too wide for one wave of PSUM groups is declined (0, nothing emitted) and the
+ * caller's two kernels then run; a gamma of the wrong length is an error naming it. */
+#include "../kernel/kernel_test_util.h"
+#include "tern/kernel_lib.h"
+
+typedef struct {
+    uint64_t M, K, N;
+    int bias, residual, beta;
+    tern_act_func act;
+} ln_case;
+
+/* Builds and runs one variant (fused or not) and returns its output and predicted time. */
+static int run_variant(const char *machine, const ln_case *c, int fused, float *out, int64_t *time_ps)
+{
+    tern_core_config cfg;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_error err;
+    tern_kernel *k = NULL;
+    tern_kernel_create(&cfg, fused ? "fused" : "separate", &k, &err);
+    const uint64_t M = c->M, K = c->K, N = c->N;
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, M, K);
+    tern_view w = tern_kernel_input2d(k, "w", TERN_DTYPE_BF16, K, N);
+    tern_view b = c->bias ? tern_kernel_hbm_tensor(k, "b", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
+    tern_view r = c->residual ? tern_kernel_input2d(k, "r", TERN_DTYPE_FP32, M, N) : tern_view_none();
+    tern_view g = tern_kernel_hbm_tensor(k, "g", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N);
+    tern_view be = c->beta ? tern_kernel_hbm_tensor(k, "be", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
+    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, M, N);
+    int took = 1;
+    if (fused) {
+        took = tern_lib_linear_ln(k, y, a, w, b, c->act, r, g, be, 1e-5f);
+    } else {
+        uint64_t shape[2] = {M, N};
+        tern_view t = tern_kernel_hbm_tensor(k, "t", TERN_KIO_SCRATCH, TERN_DTYPE_FP32, 2, shape);
+        tern_lib_linear_residual(k, t, a, w, b, c->act, r);
+        tern_lib_layernorm(k, y, t, g, be, 1e-5f);
+    }
+    CHECK_MSG(tern_kernel_status(k, &err) == TERN_OK, "build failed: %s", err.msg);
+    if (took) {
+        float *x = malloc(sizeof(float) * (M * K + K * N + 3 * N + M * N));
+        float *xa = x, *xw = xa + M * K, *xb = xw + K * N, *xg = xb + N, *xe = xg + N, *xr = xe + N;
+        ktu_fill(xa, (size_t)(M * K), TERN_DTYPE_FP32, 21);
+        ktu_fill(xw, (size_t)(K * N), TERN_DTYPE_BF16, 22);
+        ktu_fill(xb, N, TERN_DTYPE_FP32, 23);
+        ktu_fill(xg, N, TERN_DTYPE_FP32, 24);
+        ktu_fill(xe, N, TERN_DTYPE_FP32, 25);
+        ktu_fill(xr, (size_t)(M * N), TERN_DTYPE_FP32, 26);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "a", xa, M * K, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "w", xw, K * N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "g", xg, N, &err), TERN_OK);
+        if (c->bias)
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "b", xb, N, &err), TERN_OK);
+        if (c->beta)
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "be", xe, N, &err), TERN_OK);
+        if (c->residual)
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "r", xr, M * N, &err), TERN_OK);
+        tern_run_stats st;
+        CHECK_EQ_INT(tern_kernel_run(k, core, &st, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_read_f32(k, core, "y", out, M * N, &err), TERN_OK);
+        *time_ps = st.time_ps;
+        free(x);
+    } else {
+        CHECK_EQ_INT(tern_program_instr_count(tern_kernel_program(k)), 0); /* declined: nothing emitted */
+    }
+    tern_kernel_free(k);
+    tern_core_free(core);
+    return took;
+}
+
+static void same_bits(const char *machine, const ln_case *c)
+{
+    char name[200];
+    snprintf(name, sizeof name, "linear+layernorm %s M=%llu K=%llu N=%llu bias=%d residual=%d beta=%d act=%d",
+             machine, (unsigned long long)c->M, (unsigned long long)c->K, (unsigned long long)c->N, c->bias,
+             c->residual, c->beta, (int)c->act);
+    TEST_BEGIN(name);
+    size_t n = (size_t)(c->M * c->N);
+    float *o[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+    int64_t t[2] = {0, 0};
+    int took = run_variant(machine, c, 1, o[0], &t[0]);
+    CHECK_MSG(took == 1, "the fused kernel declined");
+    run_variant(machine, c, 0, o[1], &t[1]);
+    size_t diff = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&o[0][i], &o[1][i], 4) != 0 && diff++ == 0)
+            first = i;
+    CHECK_MSG(diff == 0, "%zu of %zu differ, first at %zu: %.9g vs %.9g", diff, n, first, o[0][first], o[1][first]);
+    CHECK_MSG(t[0] < t[1], "fused %lld ps, not faster than separate %lld ps", (long long)t[0], (long long)t[1]);
+    free(o[0]);
+    free(o[1]);
+}
+
+static void bad_gamma(void)
+{
+    TEST_BEGIN("linear+layernorm: a gamma of the wrong length is an error naming it");
+    tern_core_config cfg;
+    tern_error err;
+    tern_core_config_load("neuroncore-v2", &cfg, &err);
+    tern_kernel *k = NULL;
+    tern_kernel_create(&cfg, "bad", &k, &err);
+    const uint64_t N = 64, G = 63;
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 8, 32);
+    tern_view w = tern_kernel_input2d(k, "w", TERN_DTYPE_BF16, 32, N);
+    tern_view g = tern_kernel_hbm_tensor(k, "g", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &G);
+    int took = tern_lib_linear_ln(k, tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 8, N), a, w, tern_view_none(),
+                                  TERN_ACT_COPY, tern_view_none(), g, tern_view_none(), 1e-5f);
+    CHECK_EQ_INT(took, 1);
+    CHECK(tern_kernel_status(k, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "layer norm gamma");
+    CHECK_STR_CONTAINS(err.msg, "[64]");
+    tern_kernel_free(k);
+}
+
+int main(void)
+{
+    const ln_case v2[] = {
+        {128, 768, 768, 1, 1, 1, TERN_ACT_COPY},      /* BERT-base's out-projection + residual + LN */
+        {200, 256, 300, 1, 0, 1, TERN_ACT_COPY},      /* a ragged row tile, one output tile per row */
+        {77, 300, 1024, 0, 1, 0, TERN_ACT_GELU_TANH}, /* no bias, no beta, an activation */
+        {130, 128, 520, 1, 1, 1, TERN_ACT_RELU},      /* a ragged second output tile */
+    };
+    for (size_t i = 0; i < sizeof v2 / sizeof v2[0]; i++)
+        same_bits("neuroncore-v2", &v2[i]);
+    const ln_case v3 = {150, 384, 768, 1, 1, 1, TERN_ACT_COPY};
+    same_bits("neuroncore-v3", &v3);
+    TEST_BEGIN("linear+layernorm: a row of 16 output tiles is declined, nothing emitted");
+    const ln_case wide = {64, 128, 8192, 1, 0, 1, TERN_ACT_COPY};
+    float dummy = 0;
+    int64_t t = 0;
+    CHECK_EQ_INT(run_variant("neuroncore-v2", &wide, 1, &dummy, &t), 0);
+    bad_gamma();
+    return check_report();
+}
