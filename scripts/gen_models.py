@@ -5,8 +5,9 @@ NAME.out.npy next to it.
 
     /usr/bin/python3 scripts/gen_models.py OUTDIR [NAME ...]
 
-NAMEs: mlp, mlp_batch (the MLP with a symbolic batch), gpt2_tiny (the demo transformer), gpt2_small, gpt2_124m, bert_tiny, bert_base, resnet_tiny,
-resnet18. Without NAMEs: mlp, mlp_batch, gpt2_tiny, bert_tiny (the quick ones the tests use).
+NAMEs: mlp, mlp_batch (the MLP with a symbolic batch), gpt2_tiny (the demo transformer), gpt2_small, gpt2_124m,
+bert_tiny, bert_tiny_b4 (batch 4), bert_base, bert_large, attn_add, attn_where, linear_bigk, resnet_tiny, resnet18.
+Without NAMEs: the quick ones the tests use (see main).
 """
 import math
 import os
@@ -174,6 +175,8 @@ def models():
         "gpt2_small": (lambda: GPT(1024, 256, 4, 4, 128), lambda: torch.randint(0, 1024, (1, 128)), "input_ids"),
         "gpt2_124m": (lambda: GPT(50257, 768, 12, 12, 128), lambda: torch.randint(0, 50257, (1, 128)), "input_ids"),
         "bert_tiny": (lambda: BERT(512, 64, 4, 2, 32), lambda: torch.randint(0, 512, (1, 32)), "input_ids"),
+        # a batch of 4: the fused attention's head groups (one per batch element) rotate through their slots
+        "bert_tiny_b4": (lambda: BERT(512, 64, 4, 2, 32), lambda: torch.randint(0, 512, (4, 32)), "input_ids"),
         "bert_base": (lambda: BERT(30522, 768, 12, 12, 128), lambda: torch.randint(0, 30522, (1, 128)), "input_ids"),
         "bert_large": (lambda: BERT(30522, 1024, 16, 24, 128), lambda: torch.randint(0, 30522, (1, 128)), "input_ids"),
         "attn_add": (lambda: AttnAdd(),
@@ -216,7 +219,7 @@ def main():
         sys.exit(2)
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    names = sys.argv[2:] or ["mlp", "mlp_batch", "gpt2_tiny", "bert_tiny", "attn_add", "attn_where",
+    names = sys.argv[2:] or ["mlp", "mlp_batch", "gpt2_tiny", "bert_tiny", "bert_tiny_b4", "attn_add", "attn_where",
                               "linear_bigk"]
     for n in names:
         if n not in models():

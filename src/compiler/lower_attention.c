@@ -34,7 +34,16 @@ typedef struct {
     tern_view krows[16]; /* key blocks of K as rows [<=128, D] in fp32 (layout form), or none */
     tern_view v[16];  /* key blocks of V: [<=128, Dv] */
     unsigned nv, nk;
+    int views;        /* krows and v are column blocks of a head group's tiles (not released with the head) */
 } att_head;
+
+/* The heads of one batch element loaded together (grouped mode): Q, K rows, V [S, H x D] in one DMA each (the
+ * heads sit side by side in the columns of the tensor they were cut from), and the merged output [Sq, H x Dv]
+ * gathered on chip and stored once. */
+typedef struct {
+    int64_t g; /* group (batch element) held, -1: none */
+    tern_view q, k, v, o;
+} att_group;
 
 /* An operand: element offset and strides into its value's storage; the batch index (flattened over nb dims)
  * contributes sum_i idx_i * bstride[i]. */
@@ -60,6 +69,8 @@ typedef struct {
     uint64_t T;          /* PE block edge (128) */
     tern_view ident, fill_tile;
     int64_t mstride[CC_MAX_RANK]; /* mask element strides over the scores' dims (0 where it broadcasts) */
+    uint64_t G;          /* heads per group (grouped mode, see att_group); 0: per-head loads */
+    att_group grp[3]; /* slot g % 3: the group of the items in flight, the one before (its last items), the next */
 } att;
 
 static uint64_t opnd_base(const att *a, const att_opnd *x, uint64_t bh)
@@ -87,9 +98,55 @@ static tern_dtype row_dtype(const att *a, const att_opnd *x)
     return x->v->dt == a->mdt ? a->mdt : TERN_DTYPE_FP32;
 }
 
+/* Loads group g's tiles into its slot (if not there yet). */
+static void group_load(att *a, uint64_t g)
+{
+    att_group *gr = &a->grp[g % 3];
+    if (gr->g == (int64_t)g)
+        return;
+    tern_kernel *k = a->k;
+    const uint64_t bh = g * a->G, H = a->G;
+    gr->g = (int64_t)g;
+    gr->q = tern_kernel_sbuf(k, row_dtype(a, &a->q), (uint32_t)a->Sq, (uint32_t)(H * a->D), "att_gq");
+    tern_kernel_load(k, gr->q, opnd_rows(a, &a->q, bh, 0, a->Sq, H * a->D));
+    gr->k = tern_kernel_sbuf(k, row_dtype(a, &a->kk), (uint32_t)a->Sk, (uint32_t)(H * a->D), "att_gk");
+    tern_kernel_load(k, gr->k, opnd_rows(a, &a->kk, bh, 0, a->Sk, H * a->D));
+    gr->v = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->Sk, (uint32_t)(H * a->Dv), "att_gv");
+    tern_kernel_load(k, gr->v, opnd_rows(a, &a->vv, bh, 0, a->Sk, H * a->Dv));
+    gr->o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)a->Sq, (uint32_t)(H * a->Dv), "att_go");
+}
+
+/* After the group's last head: the merged output stored (from ScalarE's queue, behind its last copy), the
+ * group's tiles released. */
+static void group_finish(att *a, uint64_t g)
+{
+    att_group *gr = &a->grp[g % 3];
+    tern_kernel *k = a->k;
+    tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, opnd_rows(a, &a->o, g * a->G, 0, a->Sq, a->G * a->Dv), gr->o, -1);
+    tern_kernel_release(k, gr->o);
+    tern_kernel_release(k, gr->v);
+    tern_kernel_release(k, gr->k);
+    tern_kernel_release(k, gr->q);
+    gr->g = -1;
+}
+
 static void load_head(att *a, uint64_t bh, att_head *h)
 {
     h->nk = 0;
+    h->views = 0;
+    if (a->G) { /* grouped: the head's K rows and V are column blocks of its group's tiles */
+        uint64_t g = bh / a->G, j = bh % a->G;
+        group_load(a, g);
+        if (j == 0 && (g + 1) * a->G < a->BH)
+            group_load(a, g + 1); /* the next group loads while this one computes */
+        att_group *gr = &a->grp[g % 3];
+        h->views = 1;
+        h->kT = tern_view_none();
+        h->krows[0] = tern_view_block(a->k, gr->k, 0, a->Sk, j * a->D, (j + 1) * a->D);
+        h->v[0] = tern_view_block(a->k, gr->v, 0, a->Sk, j * a->Dv, (j + 1) * a->Dv);
+        h->nk = h->nv = 1;
+        return;
+    }
     if (a->kk.sD != 1 && a->kk.sS == 1) { /* K^T rows contiguous: [D, Sk] straight in */
         h->kT = tern_kernel_sbuf(a->k, a->mdt, (uint32_t)a->D, (uint32_t)a->Sk, "att_kT");
         uint32_t nums[1] = {(uint32_t)a->Sk};
@@ -118,6 +175,8 @@ static void release_head(att *a, att_head *h)
 {
     if (h->kT.region >= 0)
         tern_kernel_release(a->k, h->kT);
+    if (h->views)
+        return;
     for (unsigned j = 0; j < h->nk; j++)
         if (h->krows[j].region >= 0)
             tern_kernel_release(a->k, h->krows[j]);
@@ -159,7 +218,8 @@ static void head_kT(att *a, att_head *h)
         tern_kernel_release(k, ps);
         if (kb.region != h->krows[j].region)
             tern_kernel_release(k, kb);
-        tern_kernel_release(k, h->krows[j]);
+        if (!h->views)
+            tern_kernel_release(k, h->krows[j]);
         h->krows[j] = tern_view_none();
     }
 }
@@ -183,6 +243,13 @@ static void tile_start(att *a, uint64_t i, att_tile *t)
     t->bh = i / tiles;
     t->q0 = (i % tiles) * a->T;
     t->rp = (uint32_t)min_u64(a->T, a->Sq - t->q0);
+    if (a->G) { /* a column block of its group's Q */
+        uint64_t j = t->bh % a->G;
+        group_load(a, t->bh / a->G);
+        att_group *gr = &a->grp[(t->bh / a->G) % 3];
+        t->q = tern_view_block(a->k, gr->q, 0, t->rp, j * a->D, (j + 1) * a->D);
+        return;
+    }
     t->q = tern_kernel_sbuf(a->k, row_dtype(a, &a->q), t->rp, (uint32_t)a->D, "att_q");
     tern_kernel_load(a->k, t->q, opnd_rows(a, &a->q, t->bh, t->q0, t->rp, a->D));
 }
@@ -207,7 +274,8 @@ static void tile_scores(att *a, const att_head *h, att_tile *t)
     tern_kernel_release(k, qps);
     if (qb.region != q.region)
         tern_kernel_release(k, qb);
-    tern_kernel_release(k, q);
+    if (!a->G)
+        tern_kernel_release(k, q);
     /* scores [rp, Sk], scaled */
     tern_view x = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, Sk, "att_scores");
     for (uint64_t s0 = 0; s0 < a->Sk; s0 += 512) {
@@ -278,6 +346,15 @@ static void tile_output(att *a, const att_head *h, att_tile *t)
     if (t->pb.region != t->x.region)
         tern_kernel_release(k, t->pb);
     tern_kernel_release(k, t->x);
+    if (a->G) { /* into the group's merged output, stored with the group */
+        uint64_t j = t->bh % a->G;
+        tern_lib_copy_scalar(a->k, tern_view_block(k, a->grp[(t->bh / a->G) % 3].o, 0, rp, j * a->Dv, (j + 1) * a->Dv),
+                             o_ps);
+        tern_kernel_release(k, o_bank);
+        if (j == a->G - 1)
+            group_finish(a, t->bh / a->G);
+        return;
+    }
     tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->Dv, "att_out");
     tern_lib_copy_scalar(a->k, o, o_ps);
     tern_kernel_release(k, o_bank);
@@ -411,6 +488,17 @@ int cc_lower_attention(cc *c)
         }
     }
     a.mdt = c->o->matmul_dtype;
+    /* Grouped mode (att_group): the layout form with one row tile of queries and keys (Sq, Sk <= 128), rows
+     * contiguous and the heads side by side (head stride = head size) in Q, K, V and the output, and the
+     * group's tiles small; else each head loads its own operands. */
+    for (int s = 0; s < 3; s++)
+        a.grp[s].g = -1;
+    a.G = 0;
+    if (a.nb == 2 && a.bdims[1] > 1 && a.Sq <= a.T && a.Sk <= a.T && a.q.sD == 1 && a.kk.sD == 1 && a.vv.sD == 1 &&
+        a.o.sD == 1 && a.q.bstride[1] == (int64_t)a.D && a.kk.bstride[1] == (int64_t)a.D &&
+        a.vv.bstride[1] == (int64_t)a.Dv && a.o.bstride[1] == (int64_t)a.Dv &&
+        (uint64_t)a.bdims[1] * (a.D + a.Dv) * 4 <= 16384)
+        a.G = (uint64_t)a.bdims[1];
     a.pe_mode = c->cfg.generation >= 3;
     a.pdt = a.pe_mode ? a.mdt : TERN_DTYPE_FP32;
     tern_kernel *k = c->k;

@@ -4,7 +4,8 @@
 #    (trn1: PE transposes through an identity matmul) and v3 (trn2: transpose_pe), for the four forms: GPT-2
 #    (Div, Where with the fill on true, causal), BERT (Div, no mask), attn_add (Mul, additive run-time mask, 200
 #    queries = two partition tiles, 600 keys = two PSUM banks and five key blocks), attn_where (Div, Where with
-#    the fill on false, a different mask per head, batch 2);
+#    the fill on false, a different mask per head, batch 2), bert_tiny_b4 (batch 4: the heads of each batch
+#    element load as one group, four groups rotating through three slots);
 #  - the outputs match PyTorch within the BF16 tolerance of test_models.sh;
 #  - the fused program is faster on the simulated core, and the fusion shows in the node count;
 #  - the layout form (heads read from the QKV projection, the output written in the merged layout) gives the
@@ -25,7 +26,7 @@ inputs() { # model -> --input options
   echo "$out"
 }
 time_of() { sed -n 's/^predicted device time .*: \([0-9.]*\) ms.*/\1/p' "$1"; }
-for m in gpt2_tiny bert_tiny attn_add attn_where; do
+for m in gpt2_tiny bert_tiny bert_tiny_b4 attn_add attn_where; do
   for mach in trn1 trn2; do
     mkdir -p "$tmp/f" "$tmp/u"
     rm -f "$tmp"/f/* "$tmp"/u/*
