@@ -58,6 +58,20 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
  * accumulation groups, or SBUF cannot also hold the row's tiles: the caller then runs the two kernels. */
 int tern_lib_linear_ln(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
                        tern_view residual, tern_view gamma, tern_view beta, float eps);
+/* Every option of the linear layer at once (the functions above are this with defaults). */
+typedef struct {
+    tern_view residual;    /* [M, N] added after the activation, or an invalid view */
+    tern_view gamma, beta; /* the layer norm (gamma valid: tern_lib_linear_ln's rules), beta optional */
+    float eps;
+    /* Issue the first weight block before the rows of a. Worth it when a comes from a kernel that leaves the
+     * DMA queues idle while it computes and stores from another engine's queue (the fused attention): the
+     * weights then stream during that computation, while the rows' load waits for its store anyway. Otherwise
+     * the weights would delay the rows behind them. */
+    int weights_first;
+} tern_linear_ext;
+/* Returns as tern_lib_linear_ln when a layer norm is asked for (0: declined, nothing emitted), else 1. */
+int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
+                        const tern_linear_ext *x);
 
 /* ---- elementwise, softmax, norms, transpose, gather (lib_*.c) ---- */
 /* Conventions of these kernels: every tensor is a 2-D HBM view [rows, cols] (rows any count, tiled by the

@@ -591,11 +591,21 @@ static int lower_matmul(cc *c)
         tern_view gv = lg ? cc_view2d(c, lg, 0, 1, N, N) : tern_view_none();
         tern_view btv = lb ? cc_view2d(c, lb, 0, 1, N, N) : tern_view_none();
         float eps = tern_graph_attr_float(n, "epsilon", 1e-5f);
-        if (!(ln && K <= LINEAR_MAX_K && tern_lib_linear_ln(c->k, yv, av, w, bv, act, rv, gv, btv, eps))) {
-            /* dst: y, or the layer's output before a layer norm the fused kernel could not take */
+        /* after a fused attention (which stores from ScalarE's queue and leaves the DMA idle while it computes),
+         * the first weights stream during the attention */
+        tern_linear_ext lx = {rv, gv, btv, eps, 0};
+        int pa = tern_graph_value_at(c->g, cc_in_id(c, 0))->producer;
+        const tern_graph_node *pn = pa >= 0 ? tern_graph_node_at(c->g, pa) : NULL;
+        lx.weights_first = pn && !strcmp(pn->domain, "tern") && !strcmp(pn->op, "Attention");
+        if (!ln)
+            lx.gamma = lx.beta = tern_view_none();
+        /* the layer (with its layer norm when the fused kernel takes it, else the norm separately after) */
+        if (!(K <= LINEAR_MAX_K && tern_lib_linear_ext(c->k, yv, av, w, bv, act, &lx))) {
+            /* dst: the layer's output before a layer norm the fused kernel could not take */
             tern_view dst = ln ? cc_temp(c, TERN_DTYPE_FP32, M, N) : yv;
+            lx.gamma = lx.beta = tern_view_none();
             if (K <= LINEAR_MAX_K) {
-                tern_lib_linear_residual(c->k, dst, av, w, bv, act, rv);
+                tern_lib_linear_ext(c->k, dst, av, w, bv, act, &lx);
             } else {
                 /* A row tile of the fused kernel would not fit in SBUF: transpose + GEMM through HBM, then the
                  * bias and activation pass. */

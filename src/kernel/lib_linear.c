@@ -442,23 +442,31 @@ static int ln_vector_ok(tern_kernel *k, const char *what, const tern_view *v, ui
 }
 
 static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
-                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps);
+                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps, int weights_first);
 
 void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias,
                               tern_act_func act, tern_view residual)
 {
-    (void)linear_run(k, out, a, w, bias, act, residual, NULL, NULL, 0.0f);
+    (void)linear_run(k, out, a, w, bias, act, residual, NULL, NULL, 0.0f, 0);
 }
 
 int tern_lib_linear_ln(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
                        tern_view residual, tern_view gamma, tern_view beta, float eps)
 {
-    return linear_run(k, out, a, w, bias, act, residual, &gamma, &beta, eps);
+    return linear_run(k, out, a, w, bias, act, residual, &gamma, &beta, eps, 0);
+}
+
+int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
+                        const tern_linear_ext *x)
+{
+    int ln = x->gamma.region >= 0;
+    return linear_run(k, out, a, w, bias, act, x->residual, ln ? &x->gamma : NULL, ln ? &x->beta : NULL, x->eps,
+                      x->weights_first);
 }
 
 /* Returns 0, having emitted nothing, when the layer norm cannot be fused (see tern_lib_linear_ln); else 1. */
 static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
-                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps)
+                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps, int weights_first)
 {
     if (!need_hbm_2d(k, "out", &out) || !need_hbm_2d(k, "a", &a) || !need_hbm_2d(k, "w", &w))
         return 1;
@@ -616,10 +624,14 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
         const uint64_t w0_bytes = L.K * min_u64(L.NB, L.N) * tern_dtype_size(L.wdt);
         const int lazy = rows.nm * row_bytes > 2 * L.K * L.N * tern_dtype_size(L.wdt);
         L.lookahead = lazy ? 1 : rows.nm;
+        const int wfirst = weights_first && mt0 == 0;
+        if (wfirst)
+            load_wblock(k, &L, 0, &wb[0]);
         rows_load_next(k, &L, &rows);
         while (rows.loaded < min_u64(L.XL, rows.nm) && (!lazy || (rows.loaded + 1) * row_bytes <= w0_bytes))
             rows_load_next(k, &L, &rows);
-        load_wblock(k, &L, 0, &wb[0]);
+        if (!wfirst)
+            load_wblock(k, &L, 0, &wb[0]);
         while (rows.loaded < min_u64(L.XL, rows.nm))
             rows_load_next(k, &L, &rows);
         for (uint64_t b = 1; b < min_u64(L.D, nblocks); b++)
