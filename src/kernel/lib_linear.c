@@ -366,7 +366,8 @@ static int plan(tern_kernel *k, lin_ctx *L, int quiet)
         uint64_t fixed = ident + MB * aT + XL * xs + otile + slack;
         uint64_t rem = fixed < SB ? SB - fixed : 0;
         for (uint64_t wc = wc_target; wc >= 1; wc--)
-            for (uint64_t d = LIN_MAX_DEPTH; d >= 2; d--)
+            /* double-buffered at least, unless one block covers all of N (then there is nothing to overlap) */
+            for (uint64_t d = LIN_MAX_DEPTH; d >= (ceil_div(L->N, wc * NT0) > 1 ? 2u : 1u); d--)
                 if (d * wblock_bytes(L, wc, NT0) <= rem) {
                     L->WC = wc;
                     L->D = d;
