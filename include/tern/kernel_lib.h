@@ -52,7 +52,8 @@ void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_v
                               tern_act_func act, tern_view residual);
 /* The same (residual optional: an invalid view) followed by a layer norm of each output row, out = (y - mean) *
  * rstd * gamma + beta: tern_lib_layernorm's instruction sequence on the row's output tiles in SBUF before they
- * are stored (the same bits as tern_lib_linear_residual into a temporary, then tern_lib_layernorm). gamma and
+ * are stored, from ScalarE's DMA queue as tern_lib_layernorm does (the same bits as tern_lib_linear_residual
+ * into a temporary, then tern_lib_layernorm). gamma and
  * beta (beta optional) are [N] or [1, N] float HBM views. Returns 1 when it emitted the layer (or recorded an
  * error); 0, having emitted nothing, when an output row does not fit one weight block and one wave of PSUM
  * accumulation groups, or SBUF cannot also hold the row's tiles: the caller then runs the two kernels. */

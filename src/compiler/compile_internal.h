@@ -27,6 +27,8 @@ typedef struct {
     int is_const_scalar;
     const tern_host_tensor *host; /* constant data (graph constants); the device copy is made on first use */
     int narrow;           /* stored in the matmul dtype: every reader takes it as a matmul operand (cc_plan_narrow) */
+    int stored_off_sync;  /* its producer stores it from ScalarE's DMA queue and leaves SyncE free meanwhile (the
+                             fused attention, layer norms): a linear layer reading it loads weights first */
 } cc_value;
 
 typedef struct {

@@ -591,16 +591,16 @@ static int lower_matmul(cc *c)
         tern_view gv = lg ? cc_view2d(c, lg, 0, 1, N, N) : tern_view_none();
         tern_view btv = lb ? cc_view2d(c, lb, 0, 1, N, N) : tern_view_none();
         float eps = tern_graph_attr_float(n, "epsilon", 1e-5f);
-        /* after a fused attention (which stores from ScalarE's queue and leaves the DMA idle while it computes),
-         * the first weights stream during the attention */
-        tern_linear_ext lx = {rv, gv, btv, eps, 0};
-        int pa = tern_graph_value_at(c->g, cc_in_id(c, 0))->producer;
-        const tern_graph_node *pn = pa >= 0 ? tern_graph_node_at(c->g, pa) : NULL;
-        lx.weights_first = pn && !strcmp(pn->domain, "tern") && !strcmp(pn->op, "Attention");
+        /* after a kernel that stores its output from ScalarE's queue (the fused attention, a layer norm), SyncE is
+         * free while that kernel computes: the first weights then stream meanwhile (the rows wait for the store
+         * anyway) */
+        tern_linear_ext lx = {rv, gv, btv, eps, a->stored_off_sync};
         if (!ln)
             lx.gamma = lx.beta = tern_view_none();
         /* the layer (with its layer norm when the fused kernel takes it, else the norm separately after) */
-        if (!(K <= LINEAR_MAX_K && tern_lib_linear_ext(c->k, yv, av, w, bv, act, &lx))) {
+        if (K <= LINEAR_MAX_K && tern_lib_linear_ext(c->k, yv, av, w, bv, act, &lx)) {
+            y->stored_off_sync = ln; /* the fused norm stores from ScalarE */
+        } else {
             /* dst: the layer's output before a layer norm the fused kernel could not take */
             tern_view dst = ln ? cc_temp(c, TERN_DTYPE_FP32, M, N) : yv;
             lx.gamma = lx.beta = tern_view_none();
@@ -625,6 +625,7 @@ static int lower_matmul(cc *c)
             if (ln) {
                 tern_lib_layernorm(c->k, yv, dst, gv, btv, eps);
                 tern_kernel_release(c->k, dst);
+                y->stored_off_sync = 1;
             }
         }
         if (bias_tmp.flat.region >= 0)
@@ -684,6 +685,7 @@ static int lower_layernorm(cc *c)
     tern_view gv = g ? cc_view2d(c, g, 0, 1, cl, cl) : tern_view_none();
     tern_view bv = b ? cc_view2d(c, b, 0, 1, cl, cl) : tern_view_none();
     tern_lib_layernorm(c->k, flat2d(c, y), flat2d(c, x), gv, bv, tern_graph_attr_float(n, "epsilon", 1e-5f));
+    y->stored_off_sync = 1; /* tern_lib_layernorm stores from ScalarE's queue */
     return 1;
 }
 

@@ -545,6 +545,7 @@ int cc_lower_attention(cc *c)
                 release_head(&a, &heads[t->bh % 4]);
         }
     }
+    a.Y->stored_off_sync = 1; /* every store of the output is on ScalarE's queue */
     if (a.fill_tile.region >= 0)
         tern_kernel_release(k, a.fill_tile);
     if (a.ident.region >= 0)

@@ -275,7 +275,10 @@ static void ln_row(tern_kernel *k, const lin_ctx *L, tern_view *o, uint64_t row0
         if (L->b_t.region >= 0)
             tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o[j], o[j],
                                       tern_view_block(k, L->b_t, 0, r, c0, c0 + cw), TERN_ALU_ADD);
-        tern_kernel_dma_copy(k, tern_view_block(k, L->out, row0, row0 + r, c0, c0 + cw), o[j], L->qstore);
+        /* from ScalarE's DMA queue, like tern_lib_layernorm's stores: SyncE's stream (the next kernel's loads)
+         * never waits behind the norm */
+        tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, tern_view_block(k, L->out, row0, row0 + r, c0, c0 + cw), o[j],
+                                -1);
         tern_kernel_release(k, o[j]);
     }
     tern_kernel_release(k, stats);

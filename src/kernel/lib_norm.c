@@ -146,7 +146,8 @@ void tern_lib_layernorm(tern_kernel *k, tern_view out, tern_view in, tern_view g
             tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, x, x, tern_view_slice(k, g, 0, 0, rp, 1), TERN_ALU_MULT);
         if (b.region >= 0)
             tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, x, x, tern_view_slice(k, b, 0, 0, rp, 1), TERN_ALU_ADD);
-        tern_kernel_store(k, tern_view_block(k, out, r0, r0 + rp, 0, C), x);
+        /* stored from ScalarE's DMA queue: SyncE's stream (the next kernel's loads) never waits behind it */
+        tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, tern_view_block(k, out, r0, r0 + rp, 0, C), x, -1);
         tern_kernel_release(k, x);
         tern_kernel_release(k, stats);
         tern_kernel_release(k, mv);
