@@ -2,7 +2,8 @@
  * tern_lib_linear_residual into a temporary followed by tern_lib_layernorm (with and without bias, residual and
  * beta; ragged row tiles; one and two output tiles per row; v2's identity-matmul transposes and v3's transpose_pe),
  * in less predicted time; a row too wide for one wave of PSUM groups is declined (0, nothing emitted) and the
- * caller's two kernels then run; a gamma of the wrong length is an error naming it. */
+ * caller's two kernels then run; a gamma of the wrong length is an error naming it. tern_lib_linear_ext with
+ * weights_first (the first weight block loaded before the rows) gives the same bits as without. */
 #include "../kernel/kernel_test_util.h"
 #include "tern/kernel_lib.h"
 
@@ -12,7 +13,8 @@ typedef struct {
     tern_act_func act;
 } ln_case;
 
-/* Builds and runs one variant (fused or not) and returns its output and predicted time. */
+/* Builds and runs one variant (fused or not; 2: fused through tern_lib_linear_ext with weights_first) and returns
+ * its output and predicted time. */
 static int run_variant(const char *machine, const ln_case *c, int fused, float *out, int64_t *time_ps)
 {
     tern_core_config cfg;
@@ -29,7 +31,10 @@ static int run_variant(const char *machine, const ln_case *c, int fused, float *
     tern_view be = c->beta ? tern_kernel_hbm_tensor(k, "be", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
     tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, M, N);
     int took = 1;
-    if (fused) {
+    if (fused == 2) {
+        tern_linear_ext x = {r, g, be, 1e-5f, 1};
+        took = tern_lib_linear_ext(k, y, a, w, b, c->act, &x);
+    } else if (fused) {
         took = tern_lib_linear_ln(k, y, a, w, b, c->act, r, g, be, 1e-5f);
     } else {
         uint64_t shape[2] = {M, N};
@@ -88,6 +93,9 @@ static void same_bits(const char *machine, const ln_case *c)
             first = i;
     CHECK_MSG(diff == 0, "%zu of %zu differ, first at %zu: %.9g vs %.9g", diff, n, first, o[0][first], o[1][first]);
     CHECK_MSG(t[0] < t[1], "fused %lld ps, not faster than separate %lld ps", (long long)t[0], (long long)t[1]);
+    int64_t tw = 0;
+    CHECK(run_variant(machine, c, 2, o[1], &tw) == 1);
+    CHECK_MSG(memcmp(o[0], o[1], n * sizeof(float)) == 0, "weights_first changed the outputs");
     free(o[0]);
     free(o[1]);
 }
