@@ -16,8 +16,12 @@
  *    (tern_lib_broadcast_row, once per weight block) into an fp32 SBUF tile and ScalarE activation in place,
  *    or without bias the activation (or a VectorE copy) out of PSUM; one DMA stores the tile, casting to out's
  *    dtype. Every store goes to one DMA queue: stores to the same HBM tensor from different queues would each
- *    wait for the previous one. Every DMA trigger stays on Sync: a queue's completion count only means "these
- *    transfers are done" when one in-order engine feeds the queue. */
+ *    wait for the previous one. Every DMA trigger stays on Sync (a queue's completion count only means "these
+ *    transfers are done" when one in-order engine feeds the queue), except the fused layer norm's stores, all
+ *    on one ScalarE queue.
+ *  - tern_lib_linear_ln: the output tiles of a row stay in SBUF until the row's last tile is done, then
+ *    tern_lib_layernorm's sequence normalises them (ln_row) before the stores; weights_first
+ *    (tern_lib_linear_ext) issues the first weight block before the rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
