@@ -120,18 +120,25 @@ static float activate(const char *act, float v)
     return v;
 }
 
+/* Mean and 1/sqrt(population variance + eps) of n values, in double (the norms' statistics). */
+static double row_moments(const float *p, size_t n, float eps, double *inv)
+{
+    double mean = 0, var = 0;
+    for (size_t e = 0; e < n; e++)
+        mean += p[e];
+    mean /= (double)n;
+    for (size_t e = 0; e < n; e++)
+        var += (p[e] - mean) * (p[e] - mean);
+    var /= (double)n;
+    *inv = 1.0 / sqrt(var + eps);
+    return mean;
+}
+
 /* Layer norm of one row of `inner` values (double statistics, as ev_layernorm): o may equal p. */
 static void layernorm_row(const float *p, float *o, size_t inner, const tern_host_tensor *sc,
                           const tern_host_tensor *b, float eps, float *mean_out, float *inv_out)
 {
-    double mean = 0, var = 0;
-    for (size_t e = 0; e < inner; e++)
-        mean += p[e];
-    mean /= (double)inner;
-    for (size_t e = 0; e < inner; e++)
-        var += (p[e] - mean) * (p[e] - mean);
-    var /= (double)inner;
-    double inv = 1.0 / sqrt(var + eps);
+    double inv, mean = row_moments(p, inner, eps, &inv);
     if (mean_out)
         *mean_out = (float)mean;
     if (inv_out)
@@ -684,14 +691,7 @@ static tern_status ev_instancenorm(const ectx *c)
     size_t sp = x->count / (size_t)(x->dims[0] * C > 0 ? x->dims[0] * C : 1);
     for (size_t q = 0; q < (size_t)(x->dims[0] * C); q++) {
         const float *p = x->f + q * sp;
-        double mean = 0, var = 0;
-        for (size_t e = 0; e < sp; e++)
-            mean += p[e];
-        mean /= (double)sp;
-        for (size_t e = 0; e < sp; e++)
-            var += (p[e] - mean) * (p[e] - mean);
-        var /= (double)sp;
-        double inv = 1.0 / sqrt(var + eps);
+        double inv, mean = row_moments(p, sp, eps, &inv);
         size_t ch = q % (size_t)C;
         for (size_t e = 0; e < sp; e++)
             o->f[q * sp + e] = (float)((p[e] - mean) * inv * IN(1)->f[ch] + IN(2)->f[ch]);
