@@ -193,10 +193,11 @@ tern_dtype cc_float_out_dtype(cc *c, int k)
     return id >= 0 && c->v[id].narrow ? c->o->matmul_dtype : TERN_DTYPE_FP32;
 }
 
-/* Narrow storage: an fp32 activation made by a linear layer or an attention whose every reader takes it only as
- * a matmul operand (input 0 of a linear layer; Q, K or V of an attention) is stored in the matmul dtype (BF16)
- * instead: its readers would round it to BF16 (RNE) on the way to TensorE anyway, so the store's conversion gives
- * the same bits, at half the bytes through HBM. Graph outputs and values read any other way stay fp32. */
+/* Narrow storage: an fp32 activation made by a linear layer, an attention or a layer norm whose every reader
+ * takes it only as a matmul operand (input 0 of a linear layer; Q, K or V of an attention) is stored in the matmul
+ * dtype (BF16) instead: its readers would round it to BF16 (RNE) on the way to TensorE anyway, so the store's
+ * conversion gives the same bits, at half the bytes through HBM. Graph outputs and values read any other way stay
+ * fp32. */
 static void plan_narrow(cc *c)
 {
     tern_graph *g = c->g;
@@ -211,7 +212,8 @@ static void plan_narrow(cc *c)
     for (int i = 0; i < nn; i++) {
         const tern_graph_node *n = tern_graph_node_at(g, i);
         int att = !strcmp(n->domain, "tern") && !strcmp(n->op, "Attention");
-        if ((att || cc_node_is_linear(g, i)) && n->n_outputs >= 1 && n->outputs[0] >= 0) {
+        int ln = !n->domain[0] && !strcmp(n->op, "LayerNormalization"); /* its store casts (tern_lib_layernorm) */
+        if ((att || ln || cc_node_is_linear(g, i)) && n->n_outputs >= 1 && n->outputs[0] >= 0) {
             const tern_graph_value *gv = tern_graph_value_at(g, n->outputs[0]);
             if (gv->type == TERN_ELEM_FLOAT && !(gv->flags & TERN_VALUE_OUTPUT))
                 ok[n->outputs[0]] = -1; /* a candidate: no reader seen yet */

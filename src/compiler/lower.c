@@ -672,7 +672,7 @@ static int lower_layernorm(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *g = cc_in(c, 1), *b = cc_in(c, 2);
-    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    cc_value *y = cc_out(c, 0, cc_float_out_dtype(c, 0));
     if (!x || !y)
         return 1;
     int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
