@@ -69,6 +69,9 @@ typedef struct {
      * weights then stream during that computation, while the rows' load waits for its store anyway. Otherwise
      * the weights would delay the rows behind them. */
     int weights_first;
+    /* With the layer norm: the layer's output before the norm is stored here too ([M, N] float HBM view, or an
+     * invalid view): pre-LN models read it again for the next residual add. */
+    tern_view pre_out;
 } tern_linear_ext;
 /* Returns as tern_lib_linear_ln when a layer norm is asked for (0: declined, nothing emitted), else 1. */
 int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,

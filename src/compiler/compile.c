@@ -213,10 +213,14 @@ static void plan_narrow(cc *c)
         const tern_graph_node *n = tern_graph_node_at(g, i);
         int att = !strcmp(n->domain, "tern") && !strcmp(n->op, "Attention");
         int ln = !n->domain[0] && !strcmp(n->op, "LayerNormalization"); /* its store casts (tern_lib_layernorm) */
-        if ((att || ln || cc_node_is_linear(g, i)) && n->n_outputs >= 1 && n->outputs[0] >= 0) {
-            const tern_graph_value *gv = tern_graph_value_at(g, n->outputs[0]);
+        /* outputs: the first; a linear layer's second too (its fused norm's, pre-LN fusion) */
+        int nout = cc_node_is_linear(g, i) ? n->n_outputs : 1;
+        for (int k = 0; (att || ln || cc_node_is_linear(g, i)) && k < nout && k < n->n_outputs; k++) {
+            if (n->outputs[k] < 0)
+                continue;
+            const tern_graph_value *gv = tern_graph_value_at(g, n->outputs[k]);
             if (gv->type == TERN_ELEM_FLOAT && !(gv->flags & TERN_VALUE_OUTPUT))
-                ok[n->outputs[0]] = -1; /* a candidate: no reader seen yet */
+                ok[n->outputs[k]] = -1; /* a candidate: no reader seen yet */
         }
     }
     for (int i = 0; i < nn; i++) {

@@ -594,16 +594,26 @@ static int lower_matmul(cc *c)
         /* after a kernel that stores its output from ScalarE's queue (the fused attention, a layer norm), SyncE is
          * free while that kernel computes: the first weights then stream meanwhile (the rows wait for the store
          * anyway) */
-        tern_linear_ext lx = {rv, gv, btv, eps, a->stored_off_sync};
+        tern_linear_ext lx = {rv, gv, btv, eps, a->stored_off_sync, tern_view_none()};
+        /* pre-LN fusion: output 0 is the layer's, output 1 the norm's */
+        cc_value *z = ln && n->n_outputs > 1 ? cc_out(c, 1, cc_float_out_dtype(c, 1)) : NULL;
+        if (ln && n->n_outputs > 1 && !z)
+            return 1;
+        tern_view outv = z ? cc_view2d(c, z, 0, M, N, N) : yv; /* what the fused kernel writes */
+        if (z)
+            lx.pre_out = yv;
         if (!ln)
             lx.gamma = lx.beta = tern_view_none();
         /* the layer (with its layer norm when the fused kernel takes it, else the norm separately after) */
-        if (K <= LINEAR_MAX_K && tern_lib_linear_ext(c->k, yv, av, w, bv, act, &lx)) {
-            y->stored_off_sync = ln; /* the fused norm stores from ScalarE */
+        if (K <= LINEAR_MAX_K && tern_lib_linear_ext(c->k, outv, av, w, bv, act, &lx)) {
+            y->stored_off_sync = ln; /* the fused norm stores (both outputs) from ScalarE */
+            if (z)
+                z->stored_off_sync = 1;
         } else {
-            /* dst: the layer's output before a layer norm the fused kernel could not take */
-            tern_view dst = ln ? cc_temp(c, TERN_DTYPE_FP32, M, N) : yv;
-            lx.gamma = lx.beta = tern_view_none();
+            /* dst: the layer's output before a layer norm the fused kernel could not take (y itself when it is
+             * an output of its own) */
+            tern_view dst = ln && !z ? cc_temp(c, TERN_DTYPE_FP32, M, N) : yv;
+            lx.gamma = lx.beta = lx.pre_out = tern_view_none();
             if (K <= LINEAR_MAX_K) {
                 tern_lib_linear_ext(c->k, dst, av, w, bv, act, &lx);
             } else {
@@ -623,9 +633,10 @@ static int lower_matmul(cc *c)
                     tern_lib_binary(c->k, dst, dst, rv, TERN_ALU_ADD);
             }
             if (ln) {
-                tern_lib_layernorm(c->k, yv, dst, gv, btv, eps);
-                tern_kernel_release(c->k, dst);
-                y->stored_off_sync = 1;
+                tern_lib_layernorm(c->k, outv, dst, gv, btv, eps);
+                if (!z)
+                    tern_kernel_release(c->k, dst);
+                (z ? z : y)->stored_off_sync = 1;
             }
         }
         if (bias_tmp.flat.region >= 0)

@@ -183,6 +183,7 @@ static tern_status ev_matmul_bias(const ectx *c)
         for (size_t k = 0; k < o->count; k++)
             o->f[k] = o->f[k] + res->f[k];
     }
+    tern_host_tensor *z = NULL; /* the fused norm's own output, when the layer's stays output 0 */
     if (tern_graph_attr_int(c->n, "layernorm", 0)) { /* the fused LayerNormalization over the last axis */
         const tern_host_tensor *sc = IN(4), *b = IN(5);
         size_t inner = (size_t)N;
@@ -191,8 +192,25 @@ static tern_status ev_matmul_bias(const ectx *c)
             return efail(c, TERN_ERR_INVALID, "layer norm scale/B must be float vectors of %zu", inner);
         }
         float eps = tern_graph_attr_float(c->n, "epsilon", 1e-5f);
-        for (size_t q = 0; inner && q < o->count / inner; q++)
-            layernorm_row(o->f + q * inner, o->f + q * inner, inner, sc, b, eps, NULL, NULL);
+        tern_host_tensor *t = o;
+        if (c->n->n_outputs > 1) {
+            graph_tensor_normalize(o);
+            tern_error e;
+            if (tern_host_tensor_clone(o, &z, &e)) {
+                tern_host_tensor_free(o);
+                return efail(c, e.code, "%s", e.msg);
+            }
+            t = z;
+        }
+        for (size_t q = 0; inner && q < t->count / inner; q++)
+            layernorm_row(t->f + q * inner, t->f + q * inner, inner, sc, b, eps, NULL, NULL);
+    }
+    if (z) {
+        graph_tensor_normalize(z);
+        if (WANT_OUT(1))
+            c->out[1] = z;
+        else
+            tern_host_tensor_free(z);
     }
     graph_tensor_normalize(o);
     if (WANT_OUT(0))

@@ -220,6 +220,8 @@ static tern_status infer_matmul(ictx *c)
         }
     }
     set_out(c, 0, a->type, r, dims);
+    if (c->n->n_outputs > 1) /* the fused layer norm's output next to the layer's (pre-LN fusion) */
+        set_out(c, 1, a->type, r, dims);
     return TERN_OK;
 }
 

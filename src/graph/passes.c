@@ -879,6 +879,45 @@ static tern_status fuse_residual(fctx *f, int i, int *hits, tern_error *err)
 /* tern.MatMulBias(A, W, bias[, r]) whose only reader is LayerNormalization(y, gamma[, beta]) over the last
  * axis with only its first output -> tern.MatMulBias(A, W, bias, r or -1, gamma, beta or -1), layernorm=1,
  * epsilon: the compiler normalises each output row on chip before storing it. */
+/* The LayerNormalization reading y as its input 0 that can be fused into y's linear layer (over the last axis,
+ * only its first output, gamma and beta float vectors of N), or -1. With two readers of y (pre-LN models: the
+ * residual stream feeds the norm and the next residual add), gamma and beta must not be computed by a node (the
+ * fused node sits where the layer is, before the norm). */
+static int fusable_layernorm(fctx *f, int y, int two)
+{
+    tern_graph *g = f->g;
+    const tern_graph_value *yv = &g->values[y];
+    if (yv->rank < 1 || yv->type != TERN_ELEM_FLOAT)
+        return -1;
+    for (int ln = 0; ln < g->n_nodes; ln++) {
+        if (!is_op(f, ln, "LayerNormalization"))
+            continue;
+        const tern_graph_node *l = node(f, ln);
+        if (l->inputs[0] != y || l->n_inputs < 2 || l->inputs[1] < 0)
+            continue;
+        int ok = 1;
+        for (int k = 1; k < l->n_outputs; k++)
+            ok &= l->outputs[k] < 0;
+        int64_t ax = tern_graph_attr_int(l, "axis", -1);
+        ok &= ax == -1 || ax == yv->rank - 1;
+        int64_t N = yv->dims[yv->rank - 1];
+        for (int k = 1; k < 3 && k < l->n_inputs && ok; k++) { /* gamma, beta: float vectors of N ([N] or [1, N]) */
+            if (l->inputs[k] < 0)
+                continue;
+            const tern_graph_value *p = &g->values[l->inputs[k]];
+            ok = p->type == TERN_ELEM_FLOAT && p->rank >= 1 && p->rank <= 2 && p->dims[p->rank - 1] == N &&
+                 (p->rank == 1 || p->dims[0] == 1) && (!two || p->producer < 0);
+        }
+        return ok ? ln : -1;
+    }
+    return -1;
+}
+
+/* tern.MatMulBias(A, W, bias[, r]) then LayerNormalization over the last axis -> one tern.MatMulBias(A, W, bias,
+ * r or -1, gamma, beta or -1) with layernorm=1 and the norm's epsilon: the compiler normalises each output row on
+ * chip before storing it. When the norm is y's only reader, the node keeps one output (the norm's, where the norm
+ * was); when y has exactly one other reader (pre-LN models), the node keeps y as output 0 and gives the norm as
+ * output 1 (where the layer was). */
 static tern_status fuse_linear_layernorm(fctx *f, int i, int *hits, tern_error *err)
 {
     tern_graph *g = f->g;
@@ -886,36 +925,35 @@ static tern_status fuse_linear_layernorm(fctx *f, int i, int *hits, tern_error *
     if (f->touched[i] || strcmp(n->domain, "tern") || strcmp(n->op, "MatMulBias") || n->n_inputs < 3 ||
         n->n_inputs > 4 || !g->values[n->inputs[1]].constant || tern_graph_node_attr(n, "layernorm"))
         return TERN_OK;
-    int y = n->outputs[0], ln = only_user(f, y);
-    if (!is_op(f, ln, "LayerNormalization"))
+    int y = n->outputs[0], two = f->uses[y] == 2;
+    if (f->uses[y] != 1 && !two)
+        return TERN_OK;
+    int ln = fusable_layernorm(f, y, two);
+    if (ln < 0)
         return TERN_OK;
     const tern_graph_node *l = node(f, ln);
-    const tern_graph_value *yv = &g->values[y];
-    if (l->inputs[0] != y || l->n_inputs < 2 || l->inputs[1] < 0 || yv->rank < 1 || yv->type != TERN_ELEM_FLOAT)
-        return TERN_OK;
-    for (int k = 1; k < l->n_outputs; k++)
-        if (l->outputs[k] >= 0)
-            return TERN_OK;
-    int64_t ax = tern_graph_attr_int(l, "axis", -1);
-    if (ax != -1 && ax != yv->rank - 1)
-        return TERN_OK;
-    int64_t N = yv->dims[yv->rank - 1];
     int beta = l->n_inputs > 2 ? l->inputs[2] : -1;
-    const int pv[2] = {l->inputs[1], beta};
-    for (int k = 0; k < 2; k++) { /* gamma and beta: float vectors of N (as [N] or [1, N]) */
-        if (pv[k] < 0)
-            continue;
-        const tern_graph_value *p = &g->values[pv[k]];
-        if (p->type != TERN_ELEM_FLOAT || p->rank < 1 || p->rank > 2 || p->dims[p->rank - 1] != N ||
-            (p->rank == 2 && p->dims[0] != 1))
-            return TERN_OK;
-    }
     int ins[6] = {n->inputs[0], n->inputs[1], n->inputs[2], n->n_inputs > 3 ? n->inputs[3] : -1, l->inputs[1], beta};
     tern_graph_attr at[3] = {attr_str("activation", tern_graph_attr_string(n, "activation", "none")),
                              attr_int("layernorm", 1), attr_float("epsilon", tern_graph_attr_float(l, "epsilon", 1e-5f))};
-    drop(f, &i, 1);
     (*hits)++;
-    return rewrite(f, ln, "tern", "MatMulBias", 6, ins, 3, at, err);
+    if (!two) {
+        drop(f, &i, 1);
+        return rewrite(f, ln, "tern", "MatMulBias", 6, ins, 3, at, err);
+    }
+    int z = l->outputs[0];
+    drop(f, &ln, 1);
+    tern_status st = rewrite(f, i, "tern", "MatMulBias", 6, ins, 3, at, err);
+    if (st)
+        return st;
+    tern_graph_node *m = &g->nodes[i]; /* the second output: the norm's */
+    int *outs = realloc(m->outputs, 2 * sizeof(int));
+    if (!outs)
+        return tern_error_set(err, TERN_ERR_NOMEM, "fuse: out of memory");
+    m->outputs = outs;
+    m->outputs[1] = z;
+    m->n_outputs = 2;
+    return TERN_OK;
 }
 
 static tern_status fuse_round(tern_graph *g, unsigned flags, int *hits, tern_error *err)

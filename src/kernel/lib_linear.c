@@ -65,6 +65,7 @@ typedef struct {
     /* the fused layer norm (tern_lib_linear_ln) */
     int ln;
     tern_view gamma, beta; /* HBM rows */
+    tern_view pre;         /* the output before the norm, stored too (optional) */
     tern_view g_t, b_t, eps_t; /* their broadcast tiles [PB, N], eps [PB, 1] */
     float eps;
     uint64_t BN, NCH; /* bn_stats chunk, chunks per row */
@@ -272,17 +273,25 @@ static void ln_row(tern_kernel *k, const lin_ctx *L, tern_view *o, uint64_t row0
                            kview_invalid(), kview_invalid());
     for (uint64_t j = 0; j < L->TPR; j++) {
         uint64_t c0 = j * L->TN, cw = min_u64(L->TN, L->N - c0);
-        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, o[j], o[j], TERN_ALU_SUBTRACT, mean, 0.0f,
-                                     TERN_ALU_MULT, rstd, 0.0f, 0);
-        tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o[j], o[j], tern_view_block(k, L->g_t, 0, r, c0, c0 + cw),
+        /* Every store from ScalarE's DMA queue, like tern_lib_layernorm's: SyncE's stream (the next kernel's
+         * loads) never waits behind the norm. With the pre-norm output kept, the tile is stored as it is and the
+         * norm goes to a tile of its own (no wait for that store). */
+        tern_view t = o[j];
+        if (L->pre.region >= 0) {
+            tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, tern_view_block(k, L->pre, row0, row0 + r, c0, c0 + cw),
+                                    o[j], -1);
+            t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_ln_out");
+        }
+        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, t, o[j], TERN_ALU_SUBTRACT, mean, 0.0f, TERN_ALU_MULT,
+                                     rstd, 0.0f, 0);
+        tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, t, t, tern_view_block(k, L->g_t, 0, r, c0, c0 + cw),
                                   TERN_ALU_MULT);
         if (L->b_t.region >= 0)
-            tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o[j], o[j],
-                                      tern_view_block(k, L->b_t, 0, r, c0, c0 + cw), TERN_ALU_ADD);
-        /* from ScalarE's DMA queue, like tern_lib_layernorm's stores: SyncE's stream (the next kernel's loads)
-         * never waits behind the norm */
-        tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, tern_view_block(k, L->out, row0, row0 + r, c0, c0 + cw), o[j],
-                                -1);
+            tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, t, t, tern_view_block(k, L->b_t, 0, r, c0, c0 + cw),
+                                      TERN_ALU_ADD);
+        tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, tern_view_block(k, L->out, row0, row0 + r, c0, c0 + cw), t, -1);
+        if (t.region != o[j].region)
+            tern_kernel_release(k, t);
         tern_kernel_release(k, o[j]);
     }
     tern_kernel_release(k, stats);
@@ -359,7 +368,9 @@ static int plan(tern_kernel *k, lin_ctx *L, int quiet)
     /* slack: room for the allocator's fragmentation (transient row tiles between long-lived ones) */
     const uint64_t wave = k->cfg.psum_banks / 2 ? (k->cfg.psum_banks / 2 > 16 ? 16 : k->cfg.psum_banks / 2) : 1;
     /* the fused layer norm keeps a wave of output tiles, the gamma and beta rows and the statistics */
-    const uint64_t lnb = L->ln ? wave * align32(NT0 * 4) + 2 * align32(L->N * 4) + align32(L->NCH * 24) + 96 : 0;
+    const uint64_t lnb = L->ln ? (L->pre.region >= 0 ? 2 : 1) * wave * align32(NT0 * 4) + 2 * align32(L->N * 4) +
+                                     align32(L->NCH * 24) + 96
+                               : 0;
     const uint64_t otile = 2 * align32(NT0 * 4) + (L->res.region >= 0 ? wave * align32(NT0 * 4) : 0) + lnb,
                    slack = 1024 + xs;
     /* Descriptor-efficient weight rows (>= 4 KiB per partition row) unless N is narrower. */
@@ -450,18 +461,19 @@ static int ln_vector_ok(tern_kernel *k, const char *what, const tern_view *v, ui
 }
 
 static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
-                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps, int weights_first);
+                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps, int weights_first,
+                      tern_view pre);
 
 void tern_lib_linear_residual(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias,
                               tern_act_func act, tern_view residual)
 {
-    (void)linear_run(k, out, a, w, bias, act, residual, NULL, NULL, 0.0f, 0);
+    (void)linear_run(k, out, a, w, bias, act, residual, NULL, NULL, 0.0f, 0, kview_invalid());
 }
 
 int tern_lib_linear_ln(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
                        tern_view residual, tern_view gamma, tern_view beta, float eps)
 {
-    return linear_run(k, out, a, w, bias, act, residual, &gamma, &beta, eps, 0);
+    return linear_run(k, out, a, w, bias, act, residual, &gamma, &beta, eps, 0, kview_invalid());
 }
 
 int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
@@ -469,12 +481,13 @@ int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w,
 {
     int ln = x->gamma.region >= 0;
     return linear_run(k, out, a, w, bias, act, x->residual, ln ? &x->gamma : NULL, ln ? &x->beta : NULL, x->eps,
-                      x->weights_first);
+                      x->weights_first, ln ? x->pre_out : kview_invalid());
 }
 
 /* Returns 0, having emitted nothing, when the layer norm cannot be fused (see tern_lib_linear_ln); else 1. */
 static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
-                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps, int weights_first)
+                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps, int weights_first,
+                      tern_view pre)
 {
     if (!need_hbm_2d(k, "out", &out) || !need_hbm_2d(k, "a", &a) || !need_hbm_2d(k, "w", &w))
         return 1;
@@ -490,6 +503,7 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
     }
     lin_ctx L;
     memset(&L, 0, sizeof L);
+    L.pre = kview_invalid();
     L.res = residual;
     L.out = out;
     L.a = a;
@@ -572,7 +586,15 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
     if (gamma) {
         if (!ln_vector_ok(k, "gamma", gamma, L.N) || (beta->region >= 0 && !ln_vector_ok(k, "beta", beta, L.N)))
             return 1;
+        if (pre.region >= 0 && (!need_hbm_2d(k, "pre_out", &pre) || tern_view_dim(&pre, 0) != L.M ||
+                                tern_view_dim(&pre, 1) != L.N || !tern_dtype_is_float((tern_dtype)pre.ap.dtype))) {
+            if (!k->failed)
+                kfail(k, TERN_ERR_INVALID, "linear: pre_out must be a float [%llu, %llu] like out",
+                      (unsigned long long)L.M, (unsigned long long)L.N);
+            return 1;
+        }
         L.ln = 1;
+        L.pre = pre;
         L.gamma = *gamma;
         L.beta = *beta;
         L.eps = eps;

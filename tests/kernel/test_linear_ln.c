@@ -3,7 +3,8 @@
  * beta; ragged row tiles; one and two output tiles per row; v2's identity-matmul transposes and v3's transpose_pe),
  * in less predicted time; a row too wide for one wave of PSUM groups is declined (0, nothing emitted) and the
  * caller's two kernels then run; a gamma of the wrong length is an error naming it. tern_lib_linear_ext with
- * weights_first (the first weight block loaded before the rows) gives the same bits as without. */
+ * weights_first (the first weight block loaded before the rows) gives the same bits as without, and with pre_out
+ * (pre-LN models) both the layer's output and the norm's are those of the two separate kernels. */
 #include "../kernel/kernel_test_util.h"
 #include "tern/kernel_lib.h"
 
@@ -32,7 +33,7 @@ static int run_variant(const char *machine, const ln_case *c, int fused, float *
     tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, M, N);
     int took = 1;
     if (fused == 2) {
-        tern_linear_ext x = {r, g, be, 1e-5f, 1};
+        tern_linear_ext x = {r, g, be, 1e-5f, 1, tern_view_none()};
         took = tern_lib_linear_ext(k, y, a, w, b, c->act, &x);
     } else if (fused) {
         took = tern_lib_linear_ln(k, y, a, w, b, c->act, r, g, be, 1e-5f);
@@ -100,6 +101,70 @@ static void same_bits(const char *machine, const ln_case *c)
     free(o[1]);
 }
 
+/* pre_out: kernel 0 = tern_lib_linear_ext writing the norm to y and the layer's output to p; kernel 1 = the layer
+ * into p, then tern_lib_layernorm(y, p). Both outputs must agree bit for bit. */
+static void pre_out_case(const char *machine, uint64_t M, uint64_t K, uint64_t N)
+{
+    char name[160];
+    snprintf(name, sizeof name, "linear+layernorm %s M=%llu K=%llu N=%llu keeping the pre-norm output", machine,
+             (unsigned long long)M, (unsigned long long)K, (unsigned long long)N);
+    TEST_BEGIN(name);
+    tern_core_config cfg;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_error err;
+    float *x = malloc(sizeof(float) * (M * K + K * N + 3 * N + M * N));
+    float *xa = x, *xw = xa + M * K, *xb = xw + K * N, *xg = xb + N, *xe = xg + N, *xr = xe + N;
+    ktu_fill(xa, (size_t)(M * K), TERN_DTYPE_FP32, 31);
+    ktu_fill(xw, (size_t)(K * N), TERN_DTYPE_BF16, 32);
+    ktu_fill(xb, N, TERN_DTYPE_FP32, 33);
+    ktu_fill(xg, N, TERN_DTYPE_FP32, 34);
+    ktu_fill(xe, N, TERN_DTYPE_FP32, 35);
+    ktu_fill(xr, (size_t)(M * N), TERN_DTYPE_FP32, 36);
+    float *o[2][2];
+    int64_t t[2] = {0, 0};
+    for (int v = 0; v < 2; v++) {
+        tern_kernel *k = NULL;
+        tern_kernel_create(&cfg, v ? "separate" : "fused", &k, &err);
+        tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, M, K);
+        tern_view w = tern_kernel_input2d(k, "w", TERN_DTYPE_BF16, K, N);
+        tern_view b = tern_kernel_hbm_tensor(k, "b", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N);
+        tern_view r = tern_kernel_input2d(k, "r", TERN_DTYPE_FP32, M, N);
+        tern_view g = tern_kernel_hbm_tensor(k, "g", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N);
+        tern_view be = tern_kernel_hbm_tensor(k, "be", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N);
+        tern_view p = tern_kernel_output2d(k, "p", TERN_DTYPE_FP32, M, N);
+        tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, M, N);
+        if (v == 0) {
+            tern_linear_ext xo = {r, g, be, 1e-5f, 0, p};
+            CHECK(tern_lib_linear_ext(k, y, a, w, b, TERN_ACT_COPY, &xo) == 1);
+        } else {
+            tern_lib_linear_residual(k, p, a, w, b, TERN_ACT_COPY, r);
+            tern_lib_layernorm(k, y, p, g, be, 1e-5f);
+        }
+        CHECK_MSG(tern_kernel_status(k, &err) == TERN_OK, "build failed: %s", err.msg);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "a", xa, M * K, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "w", xw, K * N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "b", xb, N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "r", xr, M * N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "g", xg, N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "be", xe, N, &err), TERN_OK);
+        tern_run_stats st;
+        CHECK_EQ_INT(tern_kernel_run(k, core, &st, &err), TERN_OK);
+        t[v] = st.time_ps;
+        for (int q = 0; q < 2; q++) {
+            o[v][q] = malloc(sizeof(float) * M * N);
+            CHECK_EQ_INT(tern_kernel_read_f32(k, core, q ? "y" : "p", o[v][q], M * N, &err), TERN_OK);
+        }
+        tern_kernel_free(k);
+    }
+    CHECK_MSG(memcmp(o[0][0], o[1][0], sizeof(float) * M * N) == 0, "the layer's outputs differ");
+    CHECK_MSG(memcmp(o[0][1], o[1][1], sizeof(float) * M * N) == 0, "the norms differ");
+    CHECK_MSG(t[0] < t[1], "fused %lld ps, not faster than separate %lld ps", (long long)t[0], (long long)t[1]);
+    for (int v = 0; v < 2; v++)
+        free(o[v][0]), free(o[v][1]);
+    free(x);
+    tern_core_free(core);
+}
+
 static void bad_gamma(void)
 {
     TEST_BEGIN("linear+layernorm: a gamma of the wrong length is an error naming it");
@@ -138,6 +203,9 @@ int main(void)
     float dummy = 0;
     int64_t t = 0;
     CHECK_EQ_INT(run_variant("neuroncore-v2", &wide, 1, &dummy, &t), 0);
+    pre_out_case("neuroncore-v2", 128, 768, 768);
+    pre_out_case("neuroncore-v2", 200, 256, 300);
+    pre_out_case("neuroncore-v3", 130, 384, 520);
     bad_gamma();
     return check_report();
 }
