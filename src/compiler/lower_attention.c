@@ -232,6 +232,7 @@ typedef struct {
     uint64_t bh, q0;
     uint32_t rp;
     tern_view q;  /* Q rows [rp, D] (fp32) */
+    tern_view ps[4]; /* the raw scores, one PSUM bank per 512 keys (between the two halves of the scores stage) */
     tern_view x;  /* scores [rp, Sk] (fp32, SBUF), then the probabilities */
     tern_view pb; /* the probabilities in the matmul dtype (x itself in fp32) */
 } att_tile;
@@ -257,9 +258,7 @@ static void tile_start(att *a, uint64_t i, att_tile *t)
 static void tile_scores(att *a, const att_head *h, att_tile *t)
 {
     tern_kernel *k = a->k;
-    cc *c = a->c;
-    const uint64_t bh = t->bh, q0 = t->q0;
-    const uint32_t rp = t->rp, Sk = (uint32_t)a->Sk;
+    const uint32_t rp = t->rp;
     /* qT [D, rp] */
     tern_view q = t->q;
     tern_view qb = q;
@@ -276,12 +275,26 @@ static void tile_scores(att *a, const att_head *h, att_tile *t)
         tern_kernel_release(k, qb);
     if (!a->G)
         tern_kernel_release(k, q);
-    /* scores [rp, Sk], scaled */
+    /* raw scores in PSUM */
+    for (uint64_t s0 = 0; s0 < a->Sk; s0 += 512) {
+        uint64_t sw = min_u64(512, a->Sk - s0);
+        t->ps[s0 / 512] = tern_kernel_psum(k, TERN_DTYPE_FP32, rp, (uint32_t)sw, "att_scores_psum");
+        tern_kernel_matmul(k, t->ps[s0 / 512], qT, tern_view_block(k, h->kT, 0, a->D, s0, s0 + sw), 0);
+    }
+    tern_kernel_release(k, qT);
+}
+
+/* The second half of the scores stage: scaled out of PSUM into the fp32 row tile x, then the mask. */
+static void tile_scale(att *a, att_tile *t)
+{
+    tern_kernel *k = a->k;
+    cc *c = a->c;
+    const uint64_t bh = t->bh, q0 = t->q0;
+    const uint32_t rp = t->rp, Sk = (uint32_t)a->Sk;
     tern_view x = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, Sk, "att_scores");
     for (uint64_t s0 = 0; s0 < a->Sk; s0 += 512) {
         uint64_t sw = min_u64(512, a->Sk - s0);
-        tern_view ps = tern_kernel_psum(k, TERN_DTYPE_FP32, rp, (uint32_t)sw, "att_scores_psum");
-        tern_kernel_matmul(k, ps, qT, tern_view_block(k, h->kT, 0, a->D, s0, s0 + sw), 0);
+        tern_view ps = t->ps[s0 / 512];
         tern_view xs = tern_view_block(k, x, 0, rp, s0, s0 + sw);
         if (a->scale_op == 1)
             tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, xs, ps, TERN_ALU_DIVIDE, a->scale, TERN_ALU_BYPASS, 0.0f);
@@ -291,7 +304,6 @@ static void tile_scores(att *a, const att_head *h, att_tile *t)
             tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, xs, ps);
         tern_kernel_release(k, ps);
     }
-    tern_kernel_release(k, qT);
     /* mask */
     if (a->mode) {
         tern_view m = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, Sk, "att_mask");
@@ -538,6 +550,8 @@ int cc_lower_attention(cc *c)
         }
         if (i >= 1 && i - 1 < items)
             tile_softmax(&a, &tl[(i - 1) % 4]);
+        if (i < items) /* after the softmax: VectorE's softmax never waits behind this item's products */
+            tile_scale(&a, &tl[i % 4]);
         if (i >= 2) {
             att_tile *t = &tl[(i - 2) % 4];
             tile_output(&a, &heads[t->bh % 4], t);
