@@ -225,7 +225,8 @@ static void head_kT(att *a, att_head *h)
 }
 
 /* A query tile is lowered in three stages so that consecutive tiles overlap (see cc_lower_attention):
- *   stage A: Q rows loaded, qT, the scaled scores and the mask: ends with the fp32 scores tile x;
+ *   stage A: qT and the products Q K^T into PSUM (tile_scores), then, emitted after the previous item's
+ *            softmax, the scaling into the fp32 scores tile x and the mask (tile_scale);
  *   stage B: the softmax and P in the matmul dtype;
  *   stage C: P transposed, P @ V and the store. */
 typedef struct {
