@@ -213,9 +213,10 @@ static void plan_narrow(cc *c)
         const tern_graph_node *n = tern_graph_node_at(g, i);
         int att = !strcmp(n->domain, "tern") && !strcmp(n->op, "Attention");
         int ln = !n->domain[0] && !strcmp(n->op, "LayerNormalization"); /* its store casts (tern_lib_layernorm) */
+        int lin = cc_node_is_linear(g, i);
         /* outputs: the first; a linear layer's second too (its fused norm's, pre-LN fusion) */
-        int nout = cc_node_is_linear(g, i) ? n->n_outputs : 1;
-        for (int k = 0; (att || ln || cc_node_is_linear(g, i)) && k < nout && k < n->n_outputs; k++) {
+        int nout = lin ? n->n_outputs : 1;
+        for (int k = 0; (att || ln || lin) && k < nout && k < n->n_outputs; k++) {
             if (n->outputs[k] < 0)
                 continue;
             const tern_graph_value *gv = tern_graph_value_at(g, n->outputs[k]);

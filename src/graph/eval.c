@@ -34,6 +34,14 @@ tern_status eout(const ectx *c, int k, tern_elem_type type, int rank, const int6
     return TERN_OK;
 }
 
+void ekeep(const ectx *c, int k, tern_host_tensor *t)
+{
+    if (WANT_OUT(k))
+        c->out[k] = t;
+    else
+        tern_host_tensor_free(t);
+}
+
 tern_status ereq(const ectx *c, int k, int want_float)
 {
     const tern_host_tensor *t = IN(k);
@@ -303,10 +311,7 @@ static tern_status ev_binary(const ectx *c)
     tern_host_tensor *r;
     if ((st = binary(c, op, IN(0), IN(1), &r)))
         return st;
-    if (WANT_OUT(0))
-        c->out[0] = r;
-    else
-        tern_host_tensor_free(r);
+    ekeep(c, 0, r);
     return TERN_OK;
 }
 
@@ -340,10 +345,7 @@ static tern_status ev_variadic(const ectx *c)
             acc->f[k] /= (float)c->n_in;
         graph_tensor_normalize(acc);
     }
-    if (WANT_OUT(0))
-        c->out[0] = acc;
-    else
-        tern_host_tensor_free(acc);
+    ekeep(c, 0, acc);
     return TERN_OK;
 }
 

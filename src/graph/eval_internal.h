@@ -21,6 +21,8 @@ typedef struct {
 tern_status efail(const ectx *c, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Allocates output k (when the node has it) with the given type and shape. */
 tern_status eout(const ectx *c, int k, tern_elem_type type, int rank, const int64_t *dims, tern_host_tensor **t);
+/* Hands t to output k when the caller wants it, else frees it (a tensor computed for a dropped output). */
+void ekeep(const ectx *c, int k, tern_host_tensor *t);
 /* Input k must be present (and float when want_float). */
 tern_status ereq(const ectx *c, int k, int want_float);
 /* Reads an int list from input k (int64 tensor of rank <= 1). */

@@ -102,10 +102,7 @@ static tern_status ev_matmul(const ectx *c)
     tern_host_tensor *o;
     if ((st = matmul(c, IN(0), IN(1), &o)))
         return st;
-    if (WANT_OUT(0))
-        c->out[0] = o;
-    else
-        tern_host_tensor_free(o);
+    ekeep(c, 0, o);
     return TERN_OK;
 }
 
@@ -207,16 +204,10 @@ static tern_status ev_matmul_bias(const ectx *c)
     }
     if (z) {
         graph_tensor_normalize(z);
-        if (WANT_OUT(1))
-            c->out[1] = z;
-        else
-            tern_host_tensor_free(z);
+        ekeep(c, 1, z);
     }
     graph_tensor_normalize(o);
-    if (WANT_OUT(0))
-        c->out[0] = o;
-    else
-        tern_host_tensor_free(o);
+    ekeep(c, 0, o);
     return TERN_OK;
 }
 
@@ -392,10 +383,7 @@ static tern_status ev_attention(const ectx *c)
         tern_host_tensor_free(lo_t);
     }
     graph_tensor_normalize(o);
-    if (WANT_OUT(0))
-        c->out[0] = o;
-    else
-        tern_host_tensor_free(o);
+    ekeep(c, 0, o);
     return TERN_OK;
 }
 

@@ -14,6 +14,31 @@ typedef struct {
     tern_act_func act;
 } ln_case;
 
+/* Fills and writes the kernel's inputs a, w, g and (when present) b, be, r from seeds seed .. seed+5. */
+static void write_inputs(tern_kernel *k, tern_core *core, uint64_t M, uint64_t K, uint64_t N, uint64_t seed, int bias,
+                         int beta, int residual)
+{
+    tern_error err;
+    float *x = malloc(sizeof(float) * (M * K + K * N + 3 * N + M * N));
+    float *xa = x, *xw = xa + M * K, *xb = xw + K * N, *xg = xb + N, *xe = xg + N, *xr = xe + N;
+    ktu_fill(xa, (size_t)(M * K), TERN_DTYPE_FP32, seed);
+    ktu_fill(xw, (size_t)(K * N), TERN_DTYPE_BF16, seed + 1);
+    ktu_fill(xb, N, TERN_DTYPE_FP32, seed + 2);
+    ktu_fill(xg, N, TERN_DTYPE_FP32, seed + 3);
+    ktu_fill(xe, N, TERN_DTYPE_FP32, seed + 4);
+    ktu_fill(xr, (size_t)(M * N), TERN_DTYPE_FP32, seed + 5);
+    CHECK_EQ_INT(tern_kernel_write_f32(k, core, "a", xa, M * K, &err), TERN_OK);
+    CHECK_EQ_INT(tern_kernel_write_f32(k, core, "w", xw, K * N, &err), TERN_OK);
+    CHECK_EQ_INT(tern_kernel_write_f32(k, core, "g", xg, N, &err), TERN_OK);
+    if (bias)
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "b", xb, N, &err), TERN_OK);
+    if (beta)
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "be", xe, N, &err), TERN_OK);
+    if (residual)
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "r", xr, M * N, &err), TERN_OK);
+    free(x);
+}
+
 /* Builds and runs one variant (fused or not; 2: fused through tern_lib_linear_ext with weights_first) and returns
  * its output and predicted time. */
 static int run_variant(const char *machine, const ln_case *c, int fused, float *out, int64_t *time_ps)
@@ -45,28 +70,11 @@ static int run_variant(const char *machine, const ln_case *c, int fused, float *
     }
     CHECK_MSG(tern_kernel_status(k, &err) == TERN_OK, "build failed: %s", err.msg);
     if (took) {
-        float *x = malloc(sizeof(float) * (M * K + K * N + 3 * N + M * N));
-        float *xa = x, *xw = xa + M * K, *xb = xw + K * N, *xg = xb + N, *xe = xg + N, *xr = xe + N;
-        ktu_fill(xa, (size_t)(M * K), TERN_DTYPE_FP32, 21);
-        ktu_fill(xw, (size_t)(K * N), TERN_DTYPE_BF16, 22);
-        ktu_fill(xb, N, TERN_DTYPE_FP32, 23);
-        ktu_fill(xg, N, TERN_DTYPE_FP32, 24);
-        ktu_fill(xe, N, TERN_DTYPE_FP32, 25);
-        ktu_fill(xr, (size_t)(M * N), TERN_DTYPE_FP32, 26);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "a", xa, M * K, &err), TERN_OK);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "w", xw, K * N, &err), TERN_OK);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "g", xg, N, &err), TERN_OK);
-        if (c->bias)
-            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "b", xb, N, &err), TERN_OK);
-        if (c->beta)
-            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "be", xe, N, &err), TERN_OK);
-        if (c->residual)
-            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "r", xr, M * N, &err), TERN_OK);
+        write_inputs(k, core, M, K, N, 21, c->bias, c->beta, c->residual);
         tern_run_stats st;
         CHECK_EQ_INT(tern_kernel_run(k, core, &st, &err), TERN_OK);
         CHECK_EQ_INT(tern_kernel_read_f32(k, core, "y", out, M * N, &err), TERN_OK);
         *time_ps = st.time_ps;
-        free(x);
     } else {
         CHECK_EQ_INT(tern_program_instr_count(tern_kernel_program(k)), 0); /* declined: nothing emitted */
     }
@@ -112,14 +120,6 @@ static void pre_out_case(const char *machine, uint64_t M, uint64_t K, uint64_t N
     tern_core_config cfg;
     tern_core *core = ktu_core(machine, &cfg);
     tern_error err;
-    float *x = malloc(sizeof(float) * (M * K + K * N + 3 * N + M * N));
-    float *xa = x, *xw = xa + M * K, *xb = xw + K * N, *xg = xb + N, *xe = xg + N, *xr = xe + N;
-    ktu_fill(xa, (size_t)(M * K), TERN_DTYPE_FP32, 31);
-    ktu_fill(xw, (size_t)(K * N), TERN_DTYPE_BF16, 32);
-    ktu_fill(xb, N, TERN_DTYPE_FP32, 33);
-    ktu_fill(xg, N, TERN_DTYPE_FP32, 34);
-    ktu_fill(xe, N, TERN_DTYPE_FP32, 35);
-    ktu_fill(xr, (size_t)(M * N), TERN_DTYPE_FP32, 36);
     float *o[2][2];
     int64_t t[2] = {0, 0};
     for (int v = 0; v < 2; v++) {
@@ -141,12 +141,7 @@ static void pre_out_case(const char *machine, uint64_t M, uint64_t K, uint64_t N
             tern_lib_layernorm(k, y, p, g, be, 1e-5f);
         }
         CHECK_MSG(tern_kernel_status(k, &err) == TERN_OK, "build failed: %s", err.msg);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "a", xa, M * K, &err), TERN_OK);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "w", xw, K * N, &err), TERN_OK);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "b", xb, N, &err), TERN_OK);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "r", xr, M * N, &err), TERN_OK);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "g", xg, N, &err), TERN_OK);
-        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "be", xe, N, &err), TERN_OK);
+        write_inputs(k, core, M, K, N, 31, 1, 1, 1);
         tern_run_stats st;
         CHECK_EQ_INT(tern_kernel_run(k, core, &st, &err), TERN_OK);
         t[v] = st.time_ps;
@@ -161,7 +156,6 @@ static void pre_out_case(const char *machine, uint64_t M, uint64_t K, uint64_t N
     CHECK_MSG(t[0] < t[1], "fused %lld ps, not faster than separate %lld ps", (long long)t[0], (long long)t[1]);
     for (int v = 0; v < 2; v++)
         free(o[v][0]), free(o[v][1]);
-    free(x);
     tern_core_free(core);
 }
 
