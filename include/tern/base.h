@@ -5,6 +5,7 @@
 #ifndef TERN_BASE_H
 #define TERN_BASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,20 @@ const char *tern_version(void);
 
 /* CRC-32 (IEEE 802.3, as zlib's crc32()) of n bytes: the checksum of tern's binary files. */
 uint32_t tern_crc32(const void *data, size_t n);
+
+/* Checked size arithmetic: every size computed from an untrusted shape (executables, programs, ONNX, .npy,
+ * machine files) goes through these, so a product that does not fit in 64 bits is an error, never a wrap.
+ * tern_mul_u64 and tern_add_u64 store a*b (a+b) in *out and return true, or store UINT64_MAX and return false
+ * when the exact result does not fit in 64 bits. */
+bool tern_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+bool tern_add_u64(uint64_t a, uint64_t b, uint64_t *out);
+
+/* The product dims[0] * ... * dims[rank-1] * elem_bytes (elem_bytes 1 counts elements), checked. A negative
+ * dimension, a product that overflows 64 bits, or (limit != 0) one above limit fails with TERN_ERR_RANGE and a
+ * message "<what>: dimension product 2048*9*...*43691 overflows 64 bits" (or "... is N bytes, above the limit
+ * of L"); *out is then UINT64_MAX. rank 0 gives elem_bytes (a scalar). what names the object (may be ""). */
+tern_status tern_dims_product(const int64_t *dims, int rank, uint64_t elem_bytes, uint64_t limit, uint64_t *out,
+                              const char *what, tern_error *err);
 
 /* Invariants: a failure here is a bug in tern, never a user error. */
 void tern_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
