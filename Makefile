@@ -1,10 +1,11 @@
 # Thin wrapper over CMake: `make` builds build/tern, `make check` runs every test, `make demo` shows tern's
 # main job, `make bench` prints benchmark figures. `make sanitize` runs the suite under ASan+UBSan.
 BUILD ?= build
+PREFIX ?= /usr/local
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure check demo bench sanitize clean conformance
+.PHONY: all configure check demo bench sanitize clean conformance install
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -32,6 +33,13 @@ bench: all
 # table and `onnx_node_tests: P passed, F failed, U unsupported` (docs/conformance.md). Not part of `check`.
 conformance: all
 	BUILD=$(BUILD) JOBS=$(JOBS) scripts/conformance.sh
+
+# Installs the CLI, libtern.a, the headers, the machine files and tern.pc under $(DESTDIR)$(PREFIX). The prefix is
+# configured into the build (an installed tern finds its machine files there), so it is set on every install.
+install: configure
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
 
 sanitize:
 	cmake -S . -B build-san -DTERN_SANITIZE=ON -DTERN_WERROR=ON -DCMAKE_BUILD_TYPE=Debug

@@ -126,7 +126,7 @@ typedef struct tern_machine tern_machine;
 /* Load a machine by catalogue name ("trn2.48xlarge"), by short name ("trn1" = trn1.2xlarge, "trn2" =
  * trn2.48xlarge, "trn3" = trainium3, unless a file of that name exists) or by path (anything containing '/' or
  * ending in ".json"). Names are looked up as NAME.json in each directory of $TERN_MACHINE_PATH (colon-separated) and
- * then in the built-in TERN_DATA_DIR "/machines"; a reference inside a file is looked up first in that file's
+ * then in the built-in machine directory (tern_machine_builtin_dir); a reference inside a file is looked up first in that file's
  * own directory. On failure *out is NULL and err names the file, the field path, the problem and the value. */
 tern_status tern_machine_load(const char *name_or_path, tern_machine **out, tern_error *err);
 void tern_machine_free(tern_machine *m);
@@ -216,7 +216,16 @@ typedef struct {
 tern_status tern_machine_list(tern_machine_entry **out, size_t *count, tern_error *err);
 void tern_machine_list_free(tern_machine_entry *entries);
 
-/* The built-in machine directory (TERN_DATA_DIR "/machines"). */
+/* The figures of a machine that compiled code depends on, as canonical text: one "key=value\n" line per figure
+ * in a fixed order (NeuronCore version, PE array, TensorE dtypes, engine lanes, SBUF and PSUM geometry, DMA
+ * engines and queues, the chip's cores and HBM bytes) and never a timing figure (clock, bandwidth, latency,
+ * throughput). Writes at most cap bytes with a NUL, like snprintf, and returns the full length (under 2048). */
+size_t tern_machine_code_figures(const tern_machine *m, char *buf, size_t cap);
+/* CRC-32 of that text (never 0): equal for two machines that can run the same code, e.g. a what-if file that
+ * changes only timing figures; different for trn1 and trn2. */
+uint32_t tern_machine_code_fingerprint(const tern_machine *m);
+
+/* The built-in machine directory: the source tree's data/machines while it exists, else PREFIX/share/tern/machines. */
 const char *tern_machine_builtin_dir(void);
 
 #ifdef __cplusplus

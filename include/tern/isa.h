@@ -1,4 +1,4 @@
-/* tern ISA layer: the NeuronCore instruction set as data. One table (src/isa/isa_table.def) defines every
+/* tern ISA layer: the NeuronCore instruction set as data. One table (include/tern/isa_table.def) defines every
  * instruction; this header exposes the decoded form (tern_instr), the program container (five in-order
  * engine streams), validation against a machine's limits, the binary encoding and the text assembly.
  * The ISA knows nothing of how instructions execute (that is sim) — only what a well-formed one is.
@@ -30,7 +30,7 @@ const char *tern_engine_name(tern_engine e); /* "tensor", "vector", "scalar", "g
 /* ---- opcodes, generated from the table ---- */
 typedef enum {
 #define OP(id, name, engines, operands, cost, sem) TERN_OP_##id,
-#include "../../src/isa/isa_table.def"
+#include "tern/isa_table.def"
 #undef OP
     TERN_OP_COUNT
 } tern_opcode;

@@ -549,7 +549,18 @@ static bool looks_like_path(const char *s)
     return strchr(s, '/') != NULL || (n > 5 && strcmp(s + n - 5, ".json") == 0);
 }
 
-const char *tern_machine_builtin_dir(void) { return TERN_DATA_DIR "/machines"; }
+/* The source tree's data/ while it exists (a build tree's tern uses the files being edited), else the installed
+ * copy under PREFIX/share/tern (make install), so an installed tern works once the source is gone. */
+#ifndef TERN_INSTALL_DATA_DIR
+#define TERN_INSTALL_DATA_DIR TERN_DATA_DIR
+#endif
+const char *tern_machine_builtin_dir(void)
+{
+    struct stat st;
+    if (stat(TERN_DATA_DIR "/machines", &st) == 0 && S_ISDIR(st.st_mode))
+        return TERN_DATA_DIR "/machines";
+    return TERN_INSTALL_DATA_DIR "/machines";
+}
 
 /* Search directories in order: first_dir (may be NULL), $TERN_MACHINE_PATH entries, the built-in dir.
  * Calls fn(dir, arg) for each until it returns true. */

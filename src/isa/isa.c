@@ -25,7 +25,7 @@
 
 static const tern_opcode_info opcode_table[TERN_OP_COUNT] = {
 #define OP(id, name, engines, operands, cost, sem) [TERN_OP_##id] = {name, engines, operands, #cost, sem},
-#include "isa_table.def"
+#include "tern/isa_table.def"
 #undef OP
 };
 

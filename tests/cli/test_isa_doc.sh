@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # docs/isa.md embeds the instruction reference generated from the table (`tern disasm --reference`) between the
 # GENERATED REFERENCE markers; this test fails when the two differ, so the page cannot drift from
-# src/isa/isa_table.def. Fix a failure with scripts/gen_isa_doc.sh.
+# include/tern/isa_table.def. Fix a failure with scripts/gen_isa_doc.sh.
 set -u
 TERN=${1:?usage: test_isa_doc.sh path/to/tern}
 pass=0
@@ -25,7 +25,7 @@ else
 fi
 # One row per opcode: the table is the source of every row.
 rows=$(grep -c '^| `' "$tmp/ref")
-names=$(grep -c '^OP(' src/isa/isa_table.def)
+names=$(grep -c '^OP(' include/tern/isa_table.def)
 [ "$rows" = "$names" ] && ok || bad "reference has $rows rows, the table $names opcodes"
 
 echo "$pass passed, $fail failed"
