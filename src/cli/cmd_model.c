@@ -33,11 +33,15 @@ static int ends_with(const char *s, const char *suf)
     return n >= m && !strcmp(s + n - m, suf);
 }
 
+/* The progress counter rewrites one stderr line in place; *open records that the line is unfinished, so an error
+ * raised mid-compile ends it first instead of being glued onto "compiling: 425/505 nodes". */
 static void progress(void *ctx, int done, int total)
 {
-    (void)ctx;
-    if (total >= 50 && (done % 25 == 0 || done == total))
+    int *open = ctx;
+    if (total >= 50 && (done % 25 == 0 || done == total)) {
         fprintf(stderr, "\rcompiling: %d/%d nodes%s", done, total, done == total ? "\n" : "");
+        *open = done != total;
+    }
 }
 
 typedef struct {
@@ -73,9 +77,14 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
     o.no_attention_layouts = a->no_attention_layouts;
     o.no_residual_fusion = a->no_residual_fusion;
     o.no_layernorm_fusion = a->no_layernorm_fusion;
+    int line_open = 0;
     o.progress = progress;
+    o.progress_ctx = &line_open;
     tern_error err;
-    if (tern_compile_onnx(a->model, &o, x, rep, &err)) {
+    tern_status st = tern_compile_onnx(a->model, &o, x, rep, &err);
+    if (line_open)
+        fputc('\n', stderr);
+    if (st) {
         /* the message names the file when the file itself is the problem; name it otherwise */
         if (!strncmp(err.msg, a->model, strlen(a->model)))
             fprintf(stderr, "tern compile: %s\n", err.msg);
