@@ -9,12 +9,20 @@
  * not only the one that happened to run during it.
  * BERT-large (sequence 128, batch 1) is predicted in timing-only mode: bert_large_latency_ms.
  * Models are generated into build/bench-models on first use (about 1.5 GB of ONNX files).
- * Usage: bench_models [MODEL ...]   (default: gpt2_124m bert_base bert_large) */
+ * ResNet-50 (torchvision's layer configuration, seeded random weights, batch 1, 3 x 224 x 224) runs functionally.
+ * PyTorch runs at its best configuration on this host, found by scripts/torch_time.py in the first round (the
+ * OpenBLAS kernel matching the CPU, torch and OpenBLAS threads at 1 or all): <name>_torch_openblas_core,
+ * <name>_torch_threads and <name>_torch_blas_threads say what it chose. <name>_rss_mb: the model's peak host
+ * memory (each model runs in its own process).
+ * Usage: bench_models [MODEL ...]   (default: gpt2_124m bert_base resnet50 bert_large) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tern/arch.h"
 #include "tern/compiler.h"
@@ -34,19 +42,42 @@ static int exists(const char *p)
     return stat(p, &s) == 0;
 }
 
-static double torch_seconds(const char *src, const char *name, int runs)
+/* PyTorch's configuration on this host (scripts/torch_time.py): chosen by measurement in the first round, then
+ * reused so every round times the same thing. */
+typedef struct {
+    char core[64];
+    int threads, blas_threads;
+} torch_cfg;
+
+static double torch_seconds(const char *src, const char *name, int runs, torch_cfg *c)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/torch_time.py %s %d 2>/dev/null", src, name, runs);
+    if (c->threads == 0)
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/torch_time.py %s %d 2>/dev/null", src, name, runs);
+    else /* the environment for the PyTorch command alone */
+        snprintf(cmd, sizeof cmd,
+                 "OPENBLAS_CORETYPE='%s' OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d /usr/bin/python3 "
+                 "%s/scripts/torch_time.py %s %d --core '%s' --threads %d 2>/dev/null",
+                 c->core, c->blas_threads, c->threads, src, name, runs, c->core, c->threads);
     FILE *p = popen(cmd, "r");
     if (!p)
         return 0;
     double s = 0;
     char line[256];
-    while (fgets(line, sizeof line, p))
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
         if (!strncmp(line, "seconds:", 8))
             s = strtod(line + 8, NULL);
+        else if (!strncmp(line, "torch_openblas_core: ", 21))
+            snprintf(c->core, sizeof c->core, "%s", line + 21);
+        else if (!strncmp(line, "torch_threads:", 14))
+            c->threads = atoi(line + 14);
+        else if (!strncmp(line, "torch_blas_threads:", 19))
+            c->blas_threads = atoi(line + 19);
+    }
     pclose(p);
+    if (!strcmp(c->core, "?")) /* OpenBLAS did not say: let it choose again */
+        c->core[0] = '\0';
     return s;
 }
 
@@ -88,16 +119,24 @@ static int bench(const char *src, const char *dir, const char *name, int functio
         fprintf(stderr, "bench_models: %s: %s\n", name, err.msg);
         return 1;
     }
-    /* the input ids as int32 */
+    /* the input as the executable takes it: fp32 (an image) or int32 (token ids) */
     uint64_t n = tern_npy_count(&ids);
+    const int is_f32 = x.inputs[0].dtype == TERN_DTYPE_FP32;
     int32_t *v = malloc(sizeof(int32_t) * (n ? n : 1));
-    for (uint64_t i = 0; i < n; i++)
-        v[i] = (int32_t)tern_npy_get(&ids, i);
+    for (uint64_t i = 0; i < n; i++) {
+        if (is_f32) {
+            float f = (float)tern_npy_get(&ids, i);
+            memcpy(&v[i], &f, sizeof f);
+        } else {
+            v[i] = (int32_t)tern_npy_get(&ids, i);
+        }
+    }
     /* The first execute is reported on its own (it also pays the first touch of the simulated HBM pages). Then
      * interleaved rounds: 3 tern executes, 3 PyTorch inferences; best of all rounds on each side. Every execute
      * starts from the same state (the runtime resets the core's control state): same outputs and times. */
     tern_run_stats st;
     double first = 0, t2 = 0, t3 = 1e30, torch = 1e30, worst = 0;
+    torch_cfg tc = {{0}, 0, 0};
     const char *re = getenv("TERN_BENCH_ROUNDS");
     int rounds = re && atoi(re) > 0 ? atoi(re) : 3;
     for (int round = 0; round < (functional ? rounds : 0) + 1; round++) {
@@ -119,7 +158,7 @@ static int bench(const char *src, const char *dir, const char *name, int functio
             continue;
         if (best < t3 - t2)
             t2 = 0, t3 = best;
-        double ts = torch_seconds(src, name, 3);
+        double ts = torch_seconds(src, name, 3, &tc);
         if (ts <= 0) {
             torch = 0;
             continue;
@@ -150,6 +189,9 @@ static int bench(const char *src, const char *dir, const char *name, int functio
         printf("%s_first_run_s: %.3f\n", name, first);
         printf("%s_run_s: %.3f\n", name, t3 - t2);
         printf("%s_torch_s: %.3f\n", name, torch);
+        printf("%s_torch_openblas_core: %s\n", name, tc.core[0] ? tc.core : "default");
+        printf("%s_torch_threads: %d\n", name, tc.threads);
+        printf("%s_torch_blas_threads: %d\n", name, tc.blas_threads);
         if (torch > 0) {
             printf("%s_sim_over_torch: %.2f\n", name, (t3 - t2) / torch);
             printf("%s_sim_over_torch_worst: %.2f\n", name, worst);
@@ -164,20 +206,45 @@ static int bench(const char *src, const char *dir, const char *name, int functio
     return 0;
 }
 
+/* Each model runs in a child process, so its peak resident memory (<name>_rss_mb, the child's ru_maxrss) is its
+ * own and not the high-water mark of the models before it. */
+static int bench_child(const char *src, const char *dir, const char *name, int functional)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return bench(src, dir, name, functional);
+    if (pid == 0) {
+        int rc = bench(src, dir, name, functional);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        if (rc == 0)
+            printf("%s_rss_mb: %.0f\n", name, (double)ru.ru_maxrss / 1024.0);
+        fflush(stdout);
+        _exit(rc);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) {
+        fprintf(stderr, "bench_models: %s: the benchmark process died\n", name);
+        return 1;
+    }
+    return WEXITSTATUS(status);
+}
+
 int main(int argc, char **argv)
 {
     const char *src = TERN_SOURCE_DIR;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/bench-models", TERN_BINARY_DIR);
     mkdir(dir, 0755);
-    const char *dflt[] = {"gpt2_124m", "bert_base", "bert_large"};
+    const char *dflt[] = {"gpt2_124m", "bert_base", "resnet50", "bert_large"};
     int rc = 0;
     if (argc > 1) {
         for (int i = 1; i < argc; i++)
-            rc |= bench(src, dir, argv[i], strcmp(argv[i], "bert_large") != 0);
+            rc |= bench_child(src, dir, argv[i], strcmp(argv[i], "bert_large") != 0);
     } else {
-        for (int i = 0; i < 3; i++)
-            rc |= bench(src, dir, dflt[i], i < 2);
+        for (int i = 0; i < 4; i++)
+            rc |= bench_child(src, dir, dflt[i], i < 3);
     }
     return rc;
 }

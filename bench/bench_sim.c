@@ -1,15 +1,20 @@
 /* Simulator speed: the functional simulation of a 2048x2048x2048 BF16 GEMM written with the kernel API (the
- * kernel library's tutorial-blocked GEMM), against one host fp32 sgemm of the same size (OpenBLAS, all host
- * threads), measured side by side in one run. Prints `name: value` lines:
- *   sim_gemm_build_s, sim_gemm_run_s, host_sgemm_s, sim_over_host_gemm (run / host; target <= 1.0),
- *   sim_gemm_gflops (2*M*N*K / run time). Best of several repetitions of each.
+ * kernel library's tutorial-blocked GEMM), against the host's own GEMMs of the same size, measured side by side in
+ * one run, each at its best configuration (bench/host_gemm.c, in processes of their own). Prints `name: value`:
+ *   sim_gemm_build_s, sim_gemm_run_s, sim_gemm_gflops (2*M*N*K / run time);
+ *   host_sgemm_s, host_openblas_core, host_openblas_threads (OpenBLAS sgemm, the kernel matching this CPU, the
+ *   faster of 1 and all threads), host_onednn_f32_s, host_onednn_isa;
+ *   host_bf16_gemm_s (oneDNN BF16 matmul) and sim_over_host_gemm = run / that, like with like; where oneDNN has no
+ *   BF16 matmul for this CPU (it needs AVX-512) `host_bf16_gemm: unavailable (...)` instead;
+ *   sim_over_host_gemm_fp32 = run / the faster fp32 GEMM (OpenBLAS or oneDNN).
  * Then the NKI tutorial's full problem, [4096,8192] @ [8192,8192] BF16 on one trn1 NeuronCore, simulated once:
  *   sim_tutorial_gemm_s and sim_tutorial_gemm_max_err (largest error of 256 sampled outputs against a float64
  *   reference, relative to the sum of |products|: the check that the full-size run is right, not just done). */
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tern/kernel.h"
 #include "tern/kernel_lib.h"
@@ -93,6 +98,54 @@ static void tutorial_gemm(const tern_core_config *cfg)
     tern_kernel_free(k);
 }
 
+typedef struct {
+    double sgemm, onednn_f32, bf16;
+    char core[64], isa[64], bf16_why[160];
+    int threads;
+} host_result;
+
+/* One run of build/bench/host_gemm with the OpenBLAS kernel and thread counts in its environment alone; keeps the
+ * best figures in *h. */
+static void host_gemm(unsigned n, int reps, const char *core, int threads, host_result *h)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s%s%s OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s/bench/host_gemm %u %d 2>/dev/null",
+             core ? "OPENBLAS_CORETYPE='" : "", core ? core : "", core ? "'" : "", threads, threads, TERN_BINARY_DIR, n,
+             reps);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return;
+    char line[256], c[64] = "";
+    double sg = 0;
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *v = strchr(line, ':');
+        if (!v)
+            continue;
+        *v = '\0';
+        v += 2;
+        double x = strtod(v, NULL);
+        if (!strcmp(line, "host_sgemm_s"))
+            sg = x;
+        else if (!strcmp(line, "host_openblas_core"))
+            snprintf(c, sizeof c, "%s", v);
+        else if (!strcmp(line, "host_onednn_f32_s") && (h->onednn_f32 <= 0 || x < h->onednn_f32))
+            h->onednn_f32 = x;
+        else if (!strcmp(line, "host_bf16_gemm_s") && (h->bf16 <= 0 || x < h->bf16))
+            h->bf16 = x;
+        else if (!strcmp(line, "host_bf16_gemm"))
+            snprintf(h->bf16_why, sizeof h->bf16_why, "%s", v);
+        else if (!strcmp(line, "host_onednn_isa"))
+            snprintf(h->isa, sizeof h->isa, "%s", v);
+    }
+    pclose(p);
+    if (sg > 0 && (h->sgemm <= 0 || sg < h->sgemm)) {
+        h->sgemm = sg;
+        h->threads = threads;
+        snprintf(h->core, sizeof h->core, "%s", c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const unsigned n = argc > 1 ? (unsigned)atoi(argv[1]) : 2048;
@@ -101,7 +154,7 @@ int main(int argc, char **argv)
     tern_core_config cfg;
     if (tern_core_config_load("trn1.2xlarge", &cfg, &err))
         die("machine", &err);
-    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
+    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n);
     uint64_t s = 42;
     for (size_t i = 0; i < (size_t)n * n; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -110,7 +163,7 @@ int main(int argc, char **argv)
         b[i] = (float)((s >> 40) & 0xFFFF) / 65536.0f - 0.5f;
     }
 
-    double build = 1e30, run = 1e30, host = 1e30;
+    double build = 1e30, run = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = now();
         tern_kernel *k = NULL;
@@ -140,25 +193,44 @@ int main(int argc, char **argv)
         tern_core_free(core);
         tern_kernel_free(k);
     }
-    /* The host reference runs after the simulations: OpenBLAS's idle threads spin for a while after a call and
-     * would steal the cores from the simulator if the two alternated. */
-    for (int r = 0; r < reps; r++) {
-        double h0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c,
-                    (int)n);
-        double h1 = now();
-        if (h1 - h0 < host)
-            host = h1 - h0;
+    /* The host baselines run after the simulations, each configuration in its own process (bench/host_gemm.c):
+     * OpenBLAS with the kernel matching this CPU (scripts/torch_time.py --cpu-core; OPENBLAS_CORETYPE set for that
+     * command alone) at 1 and at all threads, and oneDNN's fp32 and BF16 matmuls; the best of each is kept. */
+    host_result h = {0};
+    const int nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    char core[64] = "default";
+    FILE *cp = popen("/usr/bin/python3 " TERN_SOURCE_DIR "/scripts/torch_time.py --cpu-core 2>/dev/null", "r");
+    if (cp) {
+        if (fgets(core, sizeof core, cp))
+            core[strcspn(core, "\n")] = '\0';
+        pclose(cp);
     }
+    for (int t = 1; t <= nthreads; t = t == 1 && nthreads > 1 ? nthreads : nthreads + 1)
+        host_gemm(n, reps, strcmp(core, "default") ? core : NULL, t, &h);
     printf("sim_gemm_size: %u\n", n);
     printf("sim_gemm_build_s: %.4f\n", build);
     printf("sim_gemm_run_s: %.4f\n", run);
-    printf("host_sgemm_s: %.4f\n", host);
-    printf("sim_over_host_gemm: %.3f\n", run / host);
+    if (h.sgemm > 0) {
+        printf("host_sgemm_s: %.4f\n", h.sgemm);
+        printf("host_openblas_core: %s\n", h.core);
+        printf("host_openblas_threads: %d\n", h.threads);
+    }
+    if (h.onednn_f32 > 0)
+        printf("host_onednn_f32_s: %.4f\n", h.onednn_f32);
+    printf("host_onednn_isa: %s\n", h.isa[0] ? h.isa : "?");
+    /* the best fp32 GEMM the host has */
+    double f32 = h.sgemm > 0 && (h.onednn_f32 <= 0 || h.sgemm < h.onednn_f32) ? h.sgemm : h.onednn_f32;
+    if (h.bf16 > 0) {
+        printf("host_bf16_gemm_s: %.4f\n", h.bf16);
+        printf("sim_over_host_gemm: %.3f\n", run / h.bf16); /* like with like: BF16 */
+    } else {
+        printf("host_bf16_gemm: unavailable (%s)\n", h.bf16_why[0] ? h.bf16_why : "host_gemm not built");
+    }
+    if (f32 > 0)
+        printf("sim_over_host_gemm_fp32: %.3f\n", run / f32);
     printf("sim_gemm_gflops: %.1f\n", 2.0 * n * n * (double)n / run / 1e9);
     free(a);
     free(b);
-    free(c);
     if (argc <= 3 || atoi(argv[3]) != 0)
         tutorial_gemm(&cfg);
     return 0;

@@ -6,7 +6,8 @@ NAME.out.npy next to it.
     /usr/bin/python3 scripts/gen_models.py OUTDIR [NAME ...]
 
 NAMEs: mlp, mlp_batch (the MLP with a symbolic batch), gpt2_tiny (the demo transformer), gpt2_small, gpt2_124m,
-bert_tiny, bert_tiny_b4 (batch 4), bert_base, bert_large, attn_add, attn_where, linear_bigk, resnet_tiny, resnet18.
+bert_tiny, bert_tiny_b4 (batch 4), bert_base, bert_large, attn_add, attn_where, linear_bigk, resnet_tiny, resnet18,
+resnet50 (torchvision).
 Without NAMEs: the quick ones the tests use (see main).
 """
 import math
@@ -190,7 +191,16 @@ def models():
         "resnet_tiny": (lambda: ResNet([8, 16], [1, 1], 10), lambda: torch.randn(1, 3, 32, 32), "image"),
         "resnet18": (lambda: ResNet([64, 128, 256, 512], [2, 2, 2, 2], 1000), lambda: torch.randn(1, 3, 224, 224),
                      "image"),
+        # torchvision's ResNet-50 (bottleneck blocks 3-4-6-3), its layer configuration with seeded random weights
+        # (no download: weights=None); needs Debian's python3-torchvision, imported only when this model is made
+        "resnet50": (lambda: _torchvision_resnet50(), lambda: torch.randn(1, 3, 224, 224), "image"),
     }
+
+
+def _torchvision_resnet50():
+    import torchvision
+    torch.manual_seed(0)
+    return torchvision.models.resnet50(weights=None)
 
 
 def export(name, outdir):
