@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "tern/isa.h"
 
@@ -95,11 +96,10 @@ static int parse_args(int argc, char **argv, const char **in, const char **outp,
             usage(stdout);
             return -1;
         } else if (!strcmp(a, "-o")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tern %s: -o needs a file name\n", argv[0]);
+            char cmd[32];
+            snprintf(cmd, sizeof cmd, "tern %s", argv[0]);
+            if (!(*outp = tern_arg_value(cmd, argc, argv, &i, "a file name")))
                 return 2;
-            }
-            *outp = argv[++i];
         } else if (reference && !strcmp(a, "--reference")) {
             *reference = 1;
         } else if (a[0] == '-' && a[1] != '\0') {

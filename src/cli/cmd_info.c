@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "tern/arch.h"
 
@@ -454,9 +455,10 @@ int tern_cmd_info(int argc, char **argv)
         } else if (!strcmp(a, "--sources")) {
             sources = true;
         } else if (!strcmp(a, "--machine") || !strncmp(a, "--machine=", 10)) {
-            const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+            const char *v = a[9] == '=' ? a + 10 : tern_arg_value("tern info", argc, argv, &i, "a file path");
             if (!v || !*v) {
-                fprintf(stderr, "tern info: --machine needs a file path\n");
+                if (v)
+                    fprintf(stderr, "tern info: --machine= needs a value (a file path)\n");
                 info_usage(stderr);
                 return 2;
             }

@@ -3,12 +3,13 @@
  * `tern kernel gemm` is the NKI tutorial's blocked GEMM (lhsT[K,M], rhs[K,N] -> out[M,N]), `softmax` and
  * `layernorm` the row-wise kernels. Usage errors (unknown kernel or option, bad number or dtype, unknown
  * machine) exit 2; a kernel that cannot be built for the machine or a file that cannot be written exit 1. */
-#include <errno.h>
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "tern/arch.h"
 #include "tern/kernel.h"
@@ -39,15 +40,7 @@ static void kernel_usage(FILE *out)
 
 static int parse_u64(const char *opt, const char *s, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || v == 0 || v > (1ull << 24) || s[0] == '-') {
-        fprintf(stderr, "tern kernel: %s expects a positive integer up to %llu, got '%s'\n", opt, 1ull << 24, s);
-        return 2;
-    }
-    *out = v;
-    return 0;
+    return tern_arg_uint("tern kernel", opt, s, 1, 1ull << 24, out);
 }
 
 static int parse_dtype(const char *opt, const char *s, tern_dtype *out)
@@ -100,11 +93,14 @@ int tern_cmd_kernel(int argc, char **argv)
             fprintf(stderr, "tern kernel: unexpected argument '%s'\n", a);
             return 2;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "tern kernel: %s needs a value\n", a);
+        const char *what = !strcmp(a, "-o")                                     ? "a file name"
+                           : !strcmp(a, "--machine")                            ? "a machine name or JSON path"
+                           : !strcmp(a, "--dtype") || !strcmp(a, "--out-dtype") ? "a dtype"
+                           : !strcmp(a, "--eps")                                ? "a number"
+                                                                                : "an integer";
+        const char *v = tern_arg_value("tern kernel", argc, argv, &i, what);
+        if (!v)
             return 2;
-        }
-        const char *v = argv[++i];
         int rc = 0;
         if (kind == GEMM && !strcmp(a, "--m"))
             rc = parse_u64(a, v, &m);
@@ -117,12 +113,9 @@ int tern_cmd_kernel(int argc, char **argv)
         else if (kind != GEMM && !strcmp(a, "--cols"))
             rc = parse_u64(a, v, &cols);
         else if (kind == LAYERNORM && !strcmp(a, "--eps")) {
-            char *end;
-            eps = strtof(v, &end);
-            if (!*v || *end || !(eps >= 0)) {
-                fprintf(stderr, "tern kernel: --eps expects a number >= 0, got '%s'\n", v);
-                return 2;
-            }
+            double e;
+            if ((rc = tern_arg_float("tern kernel", a, v, 0, FLT_MAX, &e)) == 0)
+                eps = (float)e;
         } else if (!strcmp(a, "--dtype"))
             rc = parse_dtype(a, v, &dt);
         else if (!strcmp(a, "--out-dtype")) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "tern/arch.h"
 #include "tern/compiler.h"
@@ -31,6 +32,18 @@ static int ends_with(const char *s, const char *suf)
 {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && !strcmp(s + n - m, suf);
+}
+
+/* A directory opens like a file on Linux and then reads as garbage sizes; refuse it by name first. A path that
+ * does not exist is left to the loader, whose message says so. */
+static int is_directory(const char *cmd, const char *what, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "%s: %s '%s' is a directory, not a file\n", cmd, what, path);
+        return 1;
+    }
+    return 0;
 }
 
 /* The progress counter rewrites one stderr line in place; *open records that the line is unfinished, so an error
@@ -110,47 +123,45 @@ static void compile_usage(FILE *f)
                "  --no-fuse-layernorm  keep a LayerNormalization after a linear layer as its own node (for comparisons)\n");
 }
 
-/* Shared option parsing of compile and run; returns -1 for a usage error, else the next index. */
-static int parse_common(int argc, char **argv, int i, compile_args *a, int *used)
+/* Shared option parsing of compile and run (cmd is "tern compile" or "tern run" for messages). Returns -1 for a
+ * usage error (printed), else the number of words the option used at argv[i] (0: not a shared option). */
+static int parse_common(const char *cmd, int argc, char **argv, int i, compile_args *a)
 {
-    *used = 1;
-    if (!strcmp(argv[i], "--machine") && i + 1 < argc) {
-        a->machine = machine_alias(argv[i + 1]);
-        *used = 2;
-    } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
-        if (!parse_dtype(argv[i + 1], &a->dtype)) {
-            fprintf(stderr, "tern: --dtype '%s' unknown (bf16, fp32, fp8)\n", argv[i + 1]);
-            return -1;
-        }
-        *used = 2;
-    } else if (!strcmp(argv[i], "--cores") && i + 1 < argc) {
-        long v = strtol(argv[i + 1], NULL, 10);
-        if (v < 1 || v > 128) {
-            fprintf(stderr, "tern: --cores %s outside 1..128\n", argv[i + 1]);
-            return -1;
-        }
-        a->cores = (unsigned)v;
-        *used = 2;
-    } else if (!strcmp(argv[i], "--no-fuse-attention")) {
+    const char *o = argv[i], *v = NULL;
+    int j = i;
+    if (!strcmp(o, "--no-fuse-attention"))
         a->no_attention_fusion = 1;
-    } else if (!strcmp(argv[i], "--no-attention-layouts")) {
+    else if (!strcmp(o, "--no-attention-layouts"))
         a->no_attention_layouts = 1;
-    } else if (!strcmp(argv[i], "--no-fuse-residual")) {
+    else if (!strcmp(o, "--no-fuse-residual"))
         a->no_residual_fusion = 1;
-    } else if (!strcmp(argv[i], "--no-fuse-layernorm")) {
+    else if (!strcmp(o, "--no-fuse-layernorm"))
         a->no_layernorm_fusion = 1;
-    } else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
-        long long v = strtoll(argv[i + 1], NULL, 10);
-        if (v < 1) {
-            fprintf(stderr, "tern: --dim %s must be >= 1\n", argv[i + 1]);
+    else if (strcmp(o, "--machine") && strcmp(o, "--dtype") && strcmp(o, "--cores") && strcmp(o, "--dim"))
+        return 0;
+    else if (!(v = tern_arg_value(cmd, argc, argv, &j, !strcmp(o, "--machine") ? "a machine name or JSON path"
+                                                       : !strcmp(o, "--dtype") ? "bf16, fp32 or fp8"
+                                                       : !strcmp(o, "--cores") ? "a core count"
+                                                                               : "a dimension value")))
+        return -1;
+    if (!v)
+        return 1;
+    if (!strcmp(o, "--machine")) {
+        a->machine = machine_alias(v);
+    } else if (!strcmp(o, "--dtype")) {
+        if (!parse_dtype(v, &a->dtype)) {
+            fprintf(stderr, "%s: --dtype '%s' unknown (bf16, fp32, fp8)\n", cmd, v);
             return -1;
         }
-        a->dim = v;
-        *used = 2;
-    } else {
-        *used = 0;
+    } else if (!strcmp(o, "--cores")) {
+        int64_t n;
+        if (tern_arg_int(cmd, o, v, 1, 128, &n))
+            return -1;
+        a->cores = (unsigned)n;
+    } else if (tern_arg_int(cmd, o, v, 1, INT32_MAX, &a->dim)) {
+        return -1;
     }
-    return i + *used;
+    return 2;
 }
 
 int tern_cmd_compile(int argc, char **argv)
@@ -162,16 +173,17 @@ int tern_cmd_compile(int argc, char **argv)
             compile_usage(stdout);
             return 0;
         }
-        if (parse_common(argc, argv, i, &a, &used) < 0)
+        if ((used = parse_common("tern compile", argc, argv, i, &a)) < 0)
             return 2;
         if (used) {
             i += used;
             continue;
         }
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-            a.out = argv[i + 1];
-            i += 2;
-        } else if (argv[i][0] == '-') {
+        if (!strcmp(argv[i], "-o")) {
+            if (!(a.out = tern_arg_value("tern compile", argc, argv, &i, "the output .tern file")))
+                return 2;
+            i++;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tern compile: unknown option '%s'\n", argv[i]);
             compile_usage(stderr);
             return 2;
@@ -188,6 +200,8 @@ int tern_cmd_compile(int argc, char **argv)
         compile_usage(stderr);
         return 2;
     }
+    if (is_directory("tern compile", "model", a.model))
+        return 1;
     tern_exe x;
     tern_compile_report rep;
     if (compile_model(&a, &x, &rep))
@@ -290,23 +304,35 @@ static int text_output(const tern_exe_io *io, const uint8_t *cells, const char *
     return 0;
 }
 
+/* "[2, 64]" into buf (cut with "..." if it does not fit). */
+static void shape_text(char *buf, size_t len, int rank, const int64_t *dims)
+{
+    size_t at = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < rank && at < len; d++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%lld", d ? ", " : "", (long long)dims[d]);
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
+    else if (len > 4)
+        memcpy(buf + len - 4, "...", 4);
+}
+
 /* Convert an npy array (or random data when a is NULL) to the input's device dtype. */
 static int make_input(const tern_exe_io *io, const tern_npy *a, uint64_t seed, void **out, size_t *bytes,
                       const char *file)
 {
     uint64_t n = tern_exe_io_elems(io);
     if (a) {
-        if (tern_npy_count(a) != n || a->rank != (int)io->rank) {
-            fprintf(stderr, "tern run: %s: shape does not match input '%s' (rank %u, %llu elements)\n", file, io->name,
-                    io->rank, (unsigned long long)n);
+        int same = a->rank == (int)io->rank;
+        for (unsigned d = 0; same && d < io->rank; d++)
+            same = a->dims[d] == io->shape[d];
+        if (!same) {
+            char have[256], need[256];
+            shape_text(have, sizeof have, a->rank, a->dims);
+            shape_text(need, sizeof need, (int)io->rank, io->shape);
+            fprintf(stderr, "tern run: %s: shape %s does not match input '%s' of shape %s (shapes must be equal)\n",
+                    file, have, io->name, need);
             return 1;
         }
-        for (unsigned d = 0; d < io->rank; d++)
-            if (a->dims[d] != io->shape[d]) {
-                fprintf(stderr, "tern run: %s: dimension %u is %lld, input '%s' needs %lld\n", file, d,
-                        (long long)a->dims[d], io->name, (long long)io->shape[d]);
-                return 1;
-            }
     }
     if (io->text_bytes) /* a text input: .npy text into cells, or random numbers written as text */
         return make_text_input(io, a, seed, out, bytes, file);
@@ -360,6 +386,7 @@ static double model_flops_of(const tern_exe *x)
 
 int tern_cmd_run(int argc, char **argv)
 {
+    const char *R = "tern run";
     compile_args a = {NULL, NULL, NULL, TERN_DTYPE_BF16, 1, 1, 0, 0, 0, 0};
     const char *outdir = NULL, *trace = NULL, *svg = NULL;
     const char *in_names[64], *in_files[64];
@@ -371,47 +398,54 @@ int tern_cmd_run(int argc, char **argv)
             run_usage(stdout);
             return 0;
         }
-        if (parse_common(argc, argv, i, &a, &used) < 0)
+        if ((used = parse_common(R, argc, argv, i, &a)) < 0)
             return 2;
         if (used) {
             i += used;
             continue;
         }
-        if (!strcmp(argv[i], "--input") && i + 1 < argc) {
-            char *eq = strchr(argv[i + 1], '=');
+        const char *o = argv[i], *v = NULL;
+        if (!strcmp(o, "--input") || !strcmp(o, "--output-dir") || !strcmp(o, "--trace") || !strcmp(o, "--svg") ||
+            !strcmp(o, "--seed")) {
+            v = tern_arg_value(R, argc, argv, &i, !strcmp(o, "--input")        ? "NAME=FILE.npy"
+                                                  : !strcmp(o, "--output-dir") ? "a directory"
+                                                  : !strcmp(o, "--seed")       ? "an integer"
+                                                                               : "a file name");
+            if (!v)
+                return 2;
+            i++;
+        }
+        if (!strcmp(o, "--input")) {
+            char *w = argv[i - 1], *eq = strchr(w, '='); /* v, writable: the name is cut at '=' */
             if (nin == 64) {
                 fprintf(stderr, "tern run: more than 64 --input options\n");
                 return 2;
             }
-            if (!eq) {
-                fprintf(stderr, "tern run: --input takes NAME=FILE.npy, got '%s'\n", argv[i + 1]);
+            if (!eq || eq == v || !eq[1]) {
+                fprintf(stderr, "tern run: --input takes NAME=FILE.npy, got '%s'\n", v);
                 return 2;
             }
             *eq = '\0';
-            in_names[nin] = argv[i + 1];
+            in_names[nin] = w;
             in_files[nin++] = eq + 1;
-            i += 2;
-        } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
-            outdir = argv[i + 1];
-            i += 2;
-        } else if (!strcmp(argv[i], "--trace") && i + 1 < argc) {
-            trace = argv[i + 1];
+        } else if (!strcmp(o, "--output-dir")) {
+            outdir = v;
+        } else if (!strcmp(o, "--trace")) {
+            trace = v;
             profile = 1;
-            i += 2;
-        } else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
-            svg = argv[i + 1];
+        } else if (!strcmp(o, "--svg")) {
+            svg = v;
             profile = 1;
-            i += 2;
-        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            seed = strtoull(argv[i + 1], NULL, 10);
-            i += 2;
-        } else if (!strcmp(argv[i], "--profile")) {
+        } else if (!strcmp(o, "--seed")) {
+            if (tern_arg_uint(R, o, v, 0, UINT64_MAX, &seed))
+                return 2;
+        } else if (!strcmp(o, "--profile")) {
             profile = 1;
             i++;
-        } else if (!strcmp(argv[i], "--timing-only")) {
+        } else if (!strcmp(o, "--timing-only")) {
             timing_only = 1;
             i++;
-        } else if (argv[i][0] == '-') {
+        } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tern run: unknown option '%s'\n", argv[i]);
             run_usage(stderr);
             return 2;
@@ -428,6 +462,11 @@ int tern_cmd_run(int argc, char **argv)
         run_usage(stderr);
         return 2;
     }
+    if (is_directory(R, "model", a.model))
+        return 1;
+    for (int k = 0; k < nin; k++)
+        if (is_directory(R, "input file", in_files[k]))
+            return 1;
     tern_error err;
     tern_exe x;
     if (ends_with(a.model, ".onnx")) {

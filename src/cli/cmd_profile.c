@@ -5,12 +5,13 @@
  * so the run does real arithmetic; --timing-only skips arithmetic and data. The machine comes from --machine,
  * else from the program's .machine line. Exit codes: 0 ok, 1 bad program file, failed run or unwritable
  * output, 2 usage (unknown option or machine, missing argument). */
-#include <errno.h>
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "tern/arch.h"
 #include "tern/kernel.h"
@@ -81,24 +82,12 @@ static int fill_inputs(const tern_kernel *k, tern_core *core, uint64_t seed)
     return 0;
 }
 
-static int parse_num(const char *opt, const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !(v >= 0)) {
-        fprintf(stderr, "tern profile: %s expects a number >= 0, got '%s'\n", opt, s);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
-
 int tern_cmd_profile(int argc, char **argv)
 {
     const char *in = NULL, *machine = NULL, *trace = NULL, *svg = NULL;
     int timing_only = 0;
-    double seed = 1, max_events = 0, model_flops = 0;
+    uint64_t seed = 1, max_events = 0;
+    double model_flops = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -114,22 +103,21 @@ int tern_cmd_profile(int argc, char **argv)
                               : !strcmp(a, "--trace") ? &trace
                               : !strcmp(a, "--svg")   ? &svg
                                                       : NULL;
-            double *np = !strcmp(a, "--seed")               ? &seed
-                         : !strcmp(a, "--max-trace-events") ? &max_events
-                         : !strcmp(a, "--model-flops")      ? &model_flops
-                                                            : NULL;
-            if (!sp && !np) {
+            uint64_t *up = !strcmp(a, "--seed") ? &seed : !strcmp(a, "--max-trace-events") ? &max_events : NULL;
+            int flops = !strcmp(a, "--model-flops");
+            if (!sp && !up && !flops) {
                 fprintf(stderr, "tern profile: unknown option '%s'\n", a);
                 profile_usage(stderr);
                 return 2;
             }
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tern profile: %s needs a value\n", a);
+            const char *v = tern_arg_value("tern profile", argc, argv, &i,
+                                           sp ? "a name or file" : flops ? "a FLOP count" : "an integer");
+            if (!v)
                 return 2;
-            }
             if (sp)
-                *sp = argv[++i];
-            else if (parse_num(a, argv[++i], np))
+                *sp = v;
+            else if (up ? tern_arg_uint("tern profile", a, v, 0, UINT64_MAX, up)
+                        : tern_arg_float("tern profile", a, v, 0, DBL_MAX, &model_flops))
                 return 2;
             continue;
         }
@@ -185,7 +173,7 @@ int tern_cmd_profile(int argc, char **argv)
     tern_prof_opts_from_machine(m, &po);
     po.trace_path = trace;
     po.svg_path = svg;
-    po.max_trace_events = (uint64_t)max_events;
+    po.max_trace_events = max_events;
     po.model_flops = model_flops;
     if (tern_prof_create(&po, &p, &err) != TERN_OK) {
         fprintf(stderr, "tern profile: %s\n", err.msg);
@@ -194,14 +182,14 @@ int tern_cmd_profile(int argc, char **argv)
     tern_core_options co;
     memset(&co, 0, sizeof co);
     co.mode = timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;
-    co.seed = (uint64_t)seed;
+    co.seed = seed;
     co.on_event = tern_prof_event;
     co.event_ctx = p;
     if (tern_core_create(&cfg, &co, &core, &err) != TERN_OK) {
         fprintf(stderr, "tern profile: %s\n", err.msg);
         goto done;
     }
-    if (!timing_only && fill_inputs(k, core, (uint64_t)seed))
+    if (!timing_only && fill_inputs(k, core, seed))
         goto done;
     tern_run_stats stats;
     memset(&stats, 0, sizeof stats);

@@ -7,8 +7,10 @@
 #include "onnx.pb-c.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_NESTING 48
 #define MAX_OPSET 17
@@ -525,6 +527,12 @@ tern_status tern_graph_load_onnx(const char *path, tern_graph **out, tern_error 
     FILE *f = fopen(path, "rb");
     if (!f)
         return tern_error_set(err, TERN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb; /* a directory opens, then "sizes" to LONG_MAX: refuse anything but a regular file */
+    if (fstat(fileno(f), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return tern_error_set(err, TERN_ERR_IO, "%s: %s, not an ONNX model file", path,
+                              S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return tern_error_set(err, TERN_ERR_IO, "%s: cannot seek", path);

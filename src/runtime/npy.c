@@ -128,9 +128,14 @@ tern_status tern_npy_read(const char *path, tern_npy *out, tern_error *err)
                 found = 1;
             }
         }
-        if (!found)
-            st = tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s: dtype %.8s not supported (float32/16/64, int8-64, "
-                                "uint8-64, bool, text <U1..65536 / |S1..65536, little-endian)", path, d);
+        if (!found) { /* name the descr as numpy wrote it: the quoted word, not the bytes after the key */
+            int len = 0;
+            const char *q = d[0] == '\'' || d[0] == '"' ? d + 1 : d;
+            while (q[len] && q[len] != d[0] && q[len] != ',' && q[len] != '}' && len < 32)
+                len++;
+            st = tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s: dtype '%.*s' not supported (float32/16/64, int8-64, "
+                                "uint8-64, bool, text <U1..65536 / |S1..65536, little-endian)", path, len, q);
+        }
     }
     if (!st) {
         if (*sh != '(')
