@@ -150,7 +150,12 @@ typedef struct {
     const char *path;   /* "core.sbuf.partitions" */
     const char *text;   /* string value, or NULL for a number */
     double value;       /* as written in the file */
-    double si_value;    /* converted to SI (Hz, bytes, bytes/s, seconds, FLOPS, USD/h) */
+    union {             /* converted to SI (Hz, bytes, bytes/s, seconds, FLOPS, USD/h) */
+        double value_si;
+#ifndef si_value /* the old name, kept as an alias; POSIX <signal.h> makes si_value a macro, so not beside it */
+        double si_value;
+#endif
+    };
     const char *unit;   /* as written ("" if dimensionless) */
     const char *source;
     const char *note;   /* NULL if none */
@@ -168,10 +173,16 @@ size_t tern_machine_conflict_count(const tern_machine *m);
 const tern_conflict *tern_machine_conflict(const tern_machine *m, size_t i);
 
 /* Published headline figures ("published" block) kept only to check derived peaks against; never used to
- * derive anything. key is a peaks key (see tern_peaks_get), si_value in FLOPS, bytes or bytes/s. */
+ * derive anything. key is a peaks key (see tern_peaks_get), value_si in FLOPS, bytes or bytes/s. */
 typedef struct {
     const char *file, *key, *unit, *source;
-    double value, si_value;
+    double value;
+    union {
+        double value_si;
+#ifndef si_value /* the old name, an alias (see tern_fact) */
+        double si_value;
+#endif
+    };
 } tern_published;
 size_t tern_machine_published_count(const tern_machine *m);
 const tern_published *tern_machine_published(const tern_machine *m, size_t i);

@@ -212,7 +212,7 @@ static bool add_fact(ctx *c, const char *path, const char *text, double value, d
     f->path = dupstr(path);
     f->text = text ? dupstr(text) : NULL;
     f->value = value;
-    f->si_value = si;
+    f->value_si = si;
     f->unit = dupstr(unit ? unit : "");
     f->source = dupstr(source);
     f->note = note ? dupstr(note) : NULL;
@@ -1098,7 +1098,7 @@ static bool parse_published(ctx *c, const cJSON *root)
         p->unit = dupstr(f->unit);
         p->source = dupstr(f->source);
         p->value = f->value;
-        p->si_value = si;
+        p->value_si = si;
         if (!p->file || !p->key || !p->unit || !p->source)
             return nomem(c);
     }

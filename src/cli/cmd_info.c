@@ -214,9 +214,9 @@ static void print_table(const tern_machine *m, bool sources)
             const tern_published *pub = tern_machine_published(m, i);
             double der = 0;
             tern_peaks_get(&p, pub->key, &der);
-            double scale = pub->si_value / pub->value;
+            double scale = pub->value_si / pub->value;
             printf("  %-22s published %10g %-7s derived %10.4g %-7s %+6.1f%%   [%s]\n", pub->key, pub->value, pub->unit,
-                   der / scale, pub->unit, (der / pub->si_value - 1) * 100, pub->source);
+                   der / scale, pub->unit, (der / pub->value_si - 1) * 100, pub->source);
         }
     }
     size_t nc = tern_machine_conflict_count(m);
@@ -391,9 +391,9 @@ static cJSON *build_json(const tern_machine *m, bool sources)
         tern_peaks_get(&p, pub->key, &der);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "key", pub->key);
-        cJSON_AddNumberToObject(o, "published", pub->si_value);
+        cJSON_AddNumberToObject(o, "published", pub->value_si);
         cJSON_AddNumberToObject(o, "derived", der);
-        cJSON_AddNumberToObject(o, "derived_over_published", der / pub->si_value);
+        cJSON_AddNumberToObject(o, "derived_over_published", der / pub->value_si);
         cJSON_AddStringToObject(o, "as_published", "");
         char txt[64];
         snprintf(txt, sizeof txt, "%g %s", pub->value, pub->unit);
@@ -426,7 +426,7 @@ static cJSON *build_json(const tern_machine *m, bool sources)
             } else {
                 cJSON_AddNumberToObject(o, "value", f->value);
                 cJSON_AddStringToObject(o, "unit", f->unit);
-                cJSON_AddNumberToObject(o, "si_value", f->si_value);
+                cJSON_AddNumberToObject(o, "value_si", f->value_si);
             }
             cJSON_AddStringToObject(o, "source", f->source);
             if (f->note)

@@ -81,9 +81,9 @@ static void test_every_machine(void)
             const tern_published *pub = tern_machine_published(m, k);
             double der = -1;
             CHECK_EQ_INT(tern_peaks_get(&p, pub->key, &der), TERN_OK);
-            double rel = der / pub->si_value - 1;
+            double rel = der / pub->value_si - 1;
             CHECK_MSG(fabs(rel) <= TOL, "%s %s: derived %.6g vs published %.6g (%g %s, %s): %+.1f%% beyond 7%%",
-                      CATALOGUE[i], pub->key, der, pub->si_value, pub->value, pub->unit, pub->source, rel * 100);
+                      CATALOGUE[i], pub->key, der, pub->value_si, pub->value, pub->unit, pub->source, rel * 100);
         }
         for (size_t h = 0; h < TERN_ARRAY_LEN(HEADLINES); h++) {
             if (strcmp(HEADLINES[h].machine, CATALOGUE[i]))
