@@ -728,8 +728,51 @@ static int direct_ok(const tern_core *core, tern_engine e, const tern_ap *dst, c
 
 /* Large row-to-row copies are split over the core's host threads. The rows of the two sides are collected
  * first; HBM pages they touch are made to exist (and the ranges checked) on the calling thread, so the parallel
- * part only moves bytes between disjoint rows: the result cannot depend on the split. */
+ * part only moves bytes between disjoint rows: the result cannot depend on the split. Rows are disjoint only
+ * when the destination pattern never names one element twice (dst_injective); otherwise the copy runs on the
+ * calling thread in access-pattern order, which is tern's rule for overlapping destinations (the last write
+ * in that order wins, docs/isa-semantics.md). */
 #define PARALLEL_COPY_BYTES (256u * 1024u)
+
+/* Does the destination pattern name every element at most once? A sufficient test, cheap on the AP: the
+ * dimensions of count > 1 sorted by |step| must each step over everything the smaller ones span. On-chip
+ * partitions are separate memories, so partitions never collide there; in HBM the partition index is one more
+ * dimension (partition_step). A pattern that fails the test (step 0, interleaved strides) may still be
+ * injective; it then merely runs serially, which is always correct. */
+static int dst_injective(const tern_ap *ap)
+{
+    int64_t step[TERN_AP_MAX_DIMS + 1];
+    int64_t num[TERN_AP_MAX_DIMS + 1];
+    unsigned n = 0;
+    for (unsigned k = 0; k < ap->ndims; k++)
+        if (ap->dims[k].num > 1) {
+            step[n] = ap->dims[k].step < 0 ? -(int64_t)ap->dims[k].step : ap->dims[k].step;
+            num[n++] = ap->dims[k].num;
+        }
+    if (ap->mem == TERN_MEM_HBM && ap->num_partitions > 1) {
+        if (ap->partition_step == INT64_MIN)
+            return 0;
+        step[n] = ap->partition_step < 0 ? -ap->partition_step : ap->partition_step;
+        num[n++] = ap->num_partitions;
+    }
+    for (unsigned i = 1; i < n; i++) /* insertion sort by step: at most five entries */
+        for (unsigned k = i; k > 0 && step[k] < step[k - 1]; k--) {
+            int64_t t = step[k];
+            step[k] = step[k - 1];
+            step[k - 1] = t;
+            t = num[k];
+            num[k] = num[k - 1];
+            num[k - 1] = t;
+        }
+    int64_t span = 1; /* elements from the first to one past the last reached by the smaller dimensions */
+    for (unsigned i = 0; i < n; i++) {
+        int64_t reach;
+        if (step[i] < span || __builtin_mul_overflow(step[i], num[i] - 1, &reach) ||
+            __builtin_add_overflow(span, reach, &span))
+            return 0;
+    }
+    return 1;
+}
 
 typedef struct {
     tern_core *core;
@@ -810,7 +853,7 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
             psum_mark(core, dst, 0);
             sbuf_written(core, e, dst);
             size_t es = tern_dtype_size((tern_dtype)src->dtype);
-            if (rows >= 4 && rows * inner_num(dst) * es >= PARALLEL_COPY_BYTES) {
+            if (rows >= 4 && rows * inner_num(dst) * es >= PARALLEL_COPY_BYTES && dst_injective(dst)) {
                 st = parallel_rows(core, e, src, rc.rows, rows, inner_num(dst) * es, err);
                 if (st != TERN_ERR_NOMEM)
                     return st;

@@ -11,7 +11,9 @@ typedef void (*pool_fn)(void *ctx, unsigned part, unsigned nparts);
 tern_pool *pool_create(unsigned threads);
 void pool_free(tern_pool *p);
 unsigned pool_threads(const tern_pool *p);
-/* Run fn(ctx, i, nparts) for i in [0, nparts), spread over the pool; returns when all are done. */
+/* Run fn(ctx, i, nparts) for i in [0, nparts), spread over the pool; returns when all are done. Parts run in
+ * any order and at the same time, so the caller must give them disjoint outputs: a part that writes what
+ * another part writes (an overlapping destination pattern) would make the winner depend on scheduling. */
 void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts);
 /* Host threads to use: $TERN_THREADS if set (1..64), else the online CPUs (at most 64). */
 unsigned pool_default_threads(void);
