@@ -44,17 +44,21 @@ void tern_exe_free(tern_exe *x)
     memset(x, 0, sizeof *x);
 }
 
+/* Both saturate at UINT64_MAX when the product does not fit (io_check refuses such a shape, so a decoded
+ * executable never gets there; a caller sizing a buffer from one built in memory sees an impossible size). */
 uint64_t tern_exe_io_elems(const tern_exe_io *io)
 {
-    uint64_t n = 1;
-    for (unsigned d = 0; d < io->rank && d < TERN_EXE_MAX_RANK; d++)
-        n *= (uint64_t)io->shape[d];
+    uint64_t n;
+    unsigned rank = io->rank < TERN_EXE_MAX_RANK ? io->rank : TERN_EXE_MAX_RANK;
+    tern_dims_product(io->shape, (int)rank, 1, 0, &n, "", NULL);
     return n;
 }
 
 uint64_t tern_exe_io_bytes(const tern_exe_io *io)
 {
-    return tern_exe_io_elems(io) * (io->text_bytes ? io->text_bytes : tern_dtype_size(io->dtype));
+    uint64_t n;
+    tern_mul_u64(tern_exe_io_elems(io), io->text_bytes ? io->text_bytes : tern_dtype_size(io->dtype), &n);
+    return n;
 }
 
 /* ---- little-endian buffer ---- */
@@ -131,6 +135,19 @@ static int io_check(const tern_exe_io *io, char *why, size_t n)
                      UINT32_MAX);
             return -1;
         }
+    /* Each dimension in range is not enough: their product times the element size must fit too (INT64_MAX, so
+     * offsets derived from it stay signed-safe), or a wrapped small size would pass every later check. */
+    uint64_t bytes;
+    tern_error e;
+    char what[TERN_TENSOR_NAME_MAX + 2];
+    snprintf(what, sizeof what, "'%s'", io->name);
+    if (tern_dims_product(io->shape, (int)io->rank, io->text_bytes ? io->text_bytes : tern_dtype_size(io->dtype),
+                          INT64_MAX, &bytes, what, &e)) {
+        size_t l = strnlen(e.msg, n - 1); /* cut to the caller's buffer */
+        memcpy(why, e.msg, l);
+        why[l] = '\0';
+        return -1;
+    }
     return 0;
 }
 
