@@ -32,4 +32,13 @@ typedef struct {
 
 void timing_dma_plan(const tern_timing_config *t, const tern_instr *ins, timing_dma *out);
 
+/* In-order completion on one DMA queue: a transfer whose data is done at data_end completes at the later of that
+ * and the previous completion on its queue (*queue_done, updated). */
+static inline int64_t timing_queue_complete(int64_t *queue_done, int64_t data_end)
+{
+    if (data_end > *queue_done)
+        *queue_done = data_end;
+    return *queue_done;
+}
+
 #endif
