@@ -19,11 +19,26 @@
 extern "C" {
 #endif
 
+/* A value for one named symbolic input dimension ("batch" = 2; `tern compile --dim batch=2`). */
+typedef struct {
+    const char *name;
+    int64_t value;          /* >= 0 */
+} tern_dim_binding;
+
+/* The shape of the data the caller will feed one input (a .npy file's, for `tern run model.onnx --input`): it
+ * binds that input's symbolic dims, and its fixed dims must equal the model's. */
+typedef struct {
+    const char *input;      /* the ONNX input name (or its program tensor name, tern_compile_io_name) */
+    const char *source;     /* where the shape came from, for messages ("x.npy"); may be NULL */
+    int rank;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+} tern_input_shape;
+
 typedef struct {
     const char *machine;    /* target machine name or path (its NeuronCore geometry and timing) */
     tern_dtype matmul_dtype;/* TERN_DTYPE_BF16 (default), TERN_DTYPE_FP32 or TERN_DTYPE_FP8_E4M3 */
     unsigned cores;         /* split the batch (axis 0 of every input and output) over this many cores; 0 = 1 */
-    int64_t default_dim;    /* value for symbolic input dims left unbound (batch, sequence); 0 = 1 */
+    int64_t default_dim;    /* value for symbolic input dims left unbound (batch, sequence); 0 = 1; see dims */
     int no_attention_fusion;/* keep attention as separate MatMul/Softmax/... nodes (tern.Attention otherwise) */
     int no_attention_layouts;/* fused attention reads materialised [B, H, S, D] operands (the heads are otherwise
                                 read from the tensor they were cut from and written in the merged layout) */
@@ -32,6 +47,13 @@ typedef struct {
                                epilogue normalises each output row on chip) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
+    /* Symbolic input dims are bound by name (dims) and from the shapes of the data given for inputs
+     * (input_shapes); those left unbound take default_dim. One name given two values by any two sources is an
+     * error naming the dim, both values and both sources; so is a name no input declares. */
+    const tern_dim_binding *dims;
+    size_t num_dims;
+    const tern_input_shape *input_shapes;
+    size_t num_input_shapes;
 } tern_compile_opts;
 
 void tern_compile_opts_default(tern_compile_opts *o);

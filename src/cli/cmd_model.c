@@ -63,6 +63,10 @@ typedef struct {
     unsigned cores;
     int64_t dim;
     int no_attention_fusion, no_attention_layouts, no_residual_fusion, no_layernorm_fusion;
+    tern_dim_binding named[32]; /* --dim NAME=VALUE */
+    size_t num_named;
+    const tern_input_shape *shapes; /* run MODEL.onnx --input: the .npy files' shapes bind symbolic dims */
+    size_t num_shapes;
 } compile_args;
 
 static int parse_dtype(const char *s, tern_dtype *dt)
@@ -93,6 +97,10 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
     int line_open = 0;
     o.progress = progress;
     o.progress_ctx = &line_open;
+    o.dims = a->named;
+    o.num_dims = a->num_named;
+    o.input_shapes = a->shapes;
+    o.num_input_shapes = a->num_shapes;
     tern_error err;
     tern_status st = tern_compile_onnx(a->model, &o, x, rep, &err);
     if (line_open)
@@ -111,12 +119,13 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
 static void compile_usage(FILE *f)
 {
     fprintf(f, "usage: tern compile MODEL.onnx -o MODEL.tern [--machine NAME] [--dtype bf16|fp32|fp8] [--cores N]\n"
-               "                    [--dim N] [--no-fuse-attention] [--no-attention-layouts] [--no-fuse-residual]\n"
-               "                    [--no-fuse-layernorm]\n"
+               "                    [--dim N] [--dim NAME=VALUE ...] [--no-fuse-attention] [--no-attention-layouts]\n"
+               "                    [--no-fuse-residual] [--no-fuse-layernorm]\n"
                "  --machine  target (trn1, trn2, trn3 or any catalogue name or JSON path; default trn1)\n"
                "  --dtype    matmul precision: bf16 with fp32 accumulation (default), fp32, fp8 (e4m3)\n"
                "  --cores    split the batch over N NeuronCores of the chip (default 1)\n"
-               "  --dim      value for symbolic input dimensions (batch, sequence; default 1)\n"
+               "  --dim      N: value for symbolic input dimensions not bound by name (default 1); NAME=VALUE: one named\n"
+               "             dimension (--dim batch=2 --dim seq=64), repeatable\n"
                "  --no-fuse-attention  keep attention as separate nodes (for comparisons)\n"
                "  --no-attention-layouts  fused attention on materialised [B, H, S, D] operands (for comparisons)\n"
                "  --no-fuse-residual  keep the Add after a linear layer as its own node (for comparisons)\n"
@@ -158,15 +167,41 @@ static int parse_common(const char *cmd, int argc, char **argv, int i, compile_a
         if (tern_arg_int(cmd, o, v, 1, 128, &n))
             return -1;
         a->cores = (unsigned)n;
-    } else if (tern_arg_int(cmd, o, v, 1, INT32_MAX, &a->dim)) {
-        return -1;
+    } else if (!strchr(v, '=')) { /* --dim N: every symbolic dim not bound otherwise */
+        if (tern_arg_int(cmd, o, v, 1, INT32_MAX, &a->dim))
+            return -1;
+    } else { /* --dim NAME=VALUE, repeatable */
+        const char *eq = strchr(v, '=');
+        char opt[96];
+        snprintf(opt, sizeof opt, "--dim %.*s=", (int)(eq - v < 64 ? eq - v : 64), v);
+        if (eq == v) {
+            fprintf(stderr, "%s: --dim takes N or NAME=VALUE, got '%s' (no name before '=')\n", cmd, v);
+            return -1;
+        }
+        if (a->num_named == sizeof a->named / sizeof a->named[0]) {
+            fprintf(stderr, "%s: more than %zu --dim NAME=VALUE options\n", cmd, sizeof a->named / sizeof a->named[0]);
+            return -1;
+        }
+        tern_dim_binding *b = &a->named[a->num_named];
+        if (tern_arg_int(cmd, opt, eq + 1, 1, INT32_MAX, &b->value))
+            return -1;
+        char *w = argv[j]; /* v, writable: the name is cut at '=' */
+        w[eq - v] = '\0';
+        for (size_t k = 0; k < a->num_named; k++)
+            if (!strcmp(a->named[k].name, w) && a->named[k].value != b->value) {
+                fprintf(stderr, "%s: --dim %s given twice (%lld and %lld)\n", cmd, w, (long long)a->named[k].value,
+                        (long long)b->value);
+                return -1;
+            }
+        b->name = w;
+        a->num_named++;
     }
     return 2;
 }
 
 int tern_cmd_compile(int argc, char **argv)
 {
-    compile_args a = {NULL, NULL, "trn1.2xlarge", TERN_DTYPE_BF16, 1, 1, 0, 0, 0, 0};
+    compile_args a = {.machine = "trn1.2xlarge", .dtype = TERN_DTYPE_BF16, .cores = 1, .dim = 1};
     for (int i = 1; i < argc;) {
         int used;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -231,8 +266,9 @@ static void run_usage(FILE *f)
 {
     fprintf(f, "usage: tern run MODEL.tern|MODEL.onnx [--machine NAME] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
                "                [--profile] [--trace FILE.json] [--svg FILE.svg] [--timing-only] [--seed N]\n"
-               "                [--dtype ...] [--cores N] [--dim N] [--no-fuse-attention] [--no-attention-layouts]\n"
+               "                [--dtype ...] [--cores N] [--dim N|NAME=VALUE] [--no-fuse-attention] [--no-attention-layouts]\n"
                "                [--no-fuse-residual] [--no-fuse-layernorm]   (the last seven when compiling an ONNX model)\n"
+               "An ONNX model's symbolic dimensions are bound from the given inputs' shapes (and --dim).\n"
                "Inputs not given are filled with seeded random values. Prints each output's summary, the predicted\n"
                "device time and MFU; --profile adds the profiler summary.\n");
 }
@@ -376,6 +412,12 @@ static int make_input(const tern_exe_io *io, const tern_npy *a, uint64_t seed, v
     return 0;
 }
 
+static void free_arrays(tern_npy *arrs, int n)
+{
+    for (int k = 0; k < n; k++)
+        tern_npy_free(&arrs[k]);
+}
+
 static double model_flops_of(const tern_exe *x)
 {
     if (!x->metadata_json)
@@ -387,7 +429,7 @@ static double model_flops_of(const tern_exe *x)
 int tern_cmd_run(int argc, char **argv)
 {
     const char *R = "tern run";
-    compile_args a = {NULL, NULL, NULL, TERN_DTYPE_BF16, 1, 1, 0, 0, 0, 0};
+    compile_args a = {.dtype = TERN_DTYPE_BF16, .cores = 1, .dim = 1};
     const char *outdir = NULL, *trace = NULL, *svg = NULL;
     const char *in_names[64], *in_files[64];
     int nin = 0, profile = 0, timing_only = 0;
@@ -445,6 +487,7 @@ int tern_cmd_run(int argc, char **argv)
         } else if (!strcmp(o, "--timing-only")) {
             timing_only = 1;
             i++;
+            i++;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tern run: unknown option '%s'\n", argv[i]);
             run_usage(stderr);
@@ -468,15 +511,37 @@ int tern_cmd_run(int argc, char **argv)
         if (is_directory(R, "input file", in_files[k]))
             return 1;
     tern_error err;
+    /* the .npy files are read first: a bad file is reported before a long compile, and an ONNX model's symbolic
+     * dims are bound from their shapes */
+    tern_npy arrs[64];
+    tern_input_shape shapes[64];
+    memset(arrs, 0, sizeof arrs);
+    for (int k = 0; k < nin; k++) {
+        if (tern_npy_read(in_files[k], &arrs[k], &err)) {
+            fprintf(stderr, "tern run: %s\n", err.msg);
+            free_arrays(arrs, k);
+            return 1;
+        }
+        shapes[k].input = in_names[k];
+        shapes[k].source = in_files[k];
+        shapes[k].rank = arrs[k].rank;
+        for (int d = 0; d < arrs[k].rank && d < TERN_GRAPH_MAX_RANK; d++)
+            shapes[k].dims[d] = arrs[k].dims[d];
+    }
+    a.shapes = shapes;
+    a.num_shapes = (size_t)nin;
     tern_exe x;
     if (ends_with(a.model, ".onnx")) {
         if (!a.machine)
             a.machine = "trn1.2xlarge";
         tern_compile_report rep;
-        if (compile_model(&a, &x, &rep))
+        if (compile_model(&a, &x, &rep)) {
+            free_arrays(arrs, nin);
             return 1;
+        }
     } else if (tern_exe_load(a.model, &x, &err)) {
         fprintf(stderr, "tern run: %s\n", err.msg);
+        free_arrays(arrs, nin);
         return 1;
     }
     const char *machine = a.machine ? a.machine : x.machine;
@@ -528,24 +593,19 @@ int tern_cmd_run(int argc, char **argv)
     }
     for (size_t i = 0; i < x.num_inputs; i++) {
         const tern_exe_io *io = &x.inputs[i];
-        tern_npy arr;
         const char *file = NULL;
+        const tern_npy *arr = NULL;
         for (int k = 0; k < nin; k++) {
             char iname[TERN_TENSOR_NAME_MAX];
             tern_compile_io_name(in_names[k], iname, sizeof iname);
-            if (!strcmp(iname, io->name))
+            if (!strcmp(iname, io->name)) {
                 file = in_files[k];
-        }
-        if (file && tern_npy_read(file, &arr, &err)) {
-            fprintf(stderr, "tern run: %s\n", err.msg);
-            rc = 1;
-            goto done;
+                arr = &arrs[k];
+            }
         }
         void *data = NULL;
         size_t bytes = 0;
-        int bad = make_input(io, file ? &arr : NULL, seed + i, &data, &bytes, file ? file : "");
-        if (file)
-            tern_npy_free(&arr);
+        int bad = make_input(io, arr, seed + i, &data, &bytes, file ? file : "");
         if (bad || tern_rt_set_input(rt, io->name, data, bytes, &err)) {
             if (!bad)
                 fprintf(stderr, "tern run: %s\n", err.msg);
@@ -658,6 +718,7 @@ int tern_cmd_run(int argc, char **argv)
         }
     }
 done:
+    free_arrays(arrs, nin);
     tern_rt_free(rt);
     tern_prof_free(prof);
     tern_exe_free(&x);

@@ -626,6 +626,150 @@ static tern_status build_core(cc *c, const tern_graph *gview)
     return cc_ok(c) ? TERN_OK : c->err->code;
 }
 
+/* One symbolic dim's value and where it came from ("batch=2", "input 'x' (x.npy)"), for conflict messages. */
+typedef struct {
+    const char *name;
+    int64_t value;
+    char from[160];
+} dim_bind;
+
+static int input_matches(const tern_graph_value *gv, const char *name)
+{
+    char a[TERN_TENSOR_NAME_MAX], b[TERN_TENSOR_NAME_MAX];
+    if (!strcmp(gv->name, name))
+        return 1;
+    tern_compile_io_name(gv->name, a, sizeof a);
+    tern_compile_io_name(name, b, sizeof b);
+    return !strcmp(a, b);
+}
+
+/* "[2, 64]", or with gv the model's declared form "[batch, 64]" ('?' for an unnamed unknown dim). */
+static void shape_str(char *buf, size_t len, const tern_graph_value *gv, int rank, const int64_t *dims)
+{
+    size_t at = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < rank && at < len; d++) {
+        const char *sep = d ? ", " : "";
+        if (gv && gv->dims[d] < 0)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", sep, gv->dim_names[d] ? gv->dim_names[d] : "?");
+        else
+            at += (size_t)snprintf(buf + at, len - at, "%s%lld", sep, (long long)dims[d]);
+    }
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
+}
+
+/* Record name = value from `from`; a different earlier value is an error naming both. */
+static tern_status bind_dim(dim_bind *t, int *n, const char *name, int64_t value, const char *from, tern_error *err)
+{
+    for (int k = 0; k < *n; k++)
+        if (!strcmp(t[k].name, name)) {
+            if (t[k].value != value)
+                return tern_error_set(err, TERN_ERR_INVALID,
+                                      "compile: symbolic dimension '%s' is %lld from %s but %lld from %s", name,
+                                      (long long)t[k].value, t[k].from, (long long)value, from);
+            return TERN_OK;
+        }
+    t[*n].name = name;
+    t[*n].value = value;
+    snprintf(t[*n].from, sizeof t[*n].from, "%s", from);
+    (*n)++;
+    return TERN_OK;
+}
+
+/* The dims of every graph input (out[i][d], whole batch) from the options' named bindings, the shapes given for
+ * inputs and default_dim (compiler.h). */
+static tern_status resolve_input_dims(const tern_graph *g, const tern_compile_opts *o,
+                                      int64_t (*out)[TERN_GRAPH_MAX_RANK], tern_error *err)
+{
+    int nin = tern_graph_input_count(g), cap = (int)o->num_dims + nin * TERN_GRAPH_MAX_RANK, n = 0;
+    dim_bind *t = calloc((size_t)cap + 1, sizeof *t);
+    const tern_input_shape **given = calloc((size_t)nin + 1, sizeof *given);
+    tern_status st = t && given ? TERN_OK : tern_error_set(err, TERN_ERR_NOMEM, "compile: out of memory");
+    for (size_t k = 0; k < o->num_dims && !st; k++) {
+        const tern_dim_binding *b = &o->dims[k];
+        int declared = 0;
+        for (int i = 0; i < nin && !declared; i++) {
+            const tern_graph_value *gv = tern_graph_value_at(g, tern_graph_input_id(g, i));
+            for (int d = 0; d < gv->rank && !declared; d++)
+                declared = gv->dims[d] < 0 && gv->dim_names[d] && !strcmp(gv->dim_names[d], b->name);
+        }
+        if (!b->name || !b->name[0]) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "compile: a dimension binding has no name");
+        } else if (b->value < 0) {
+            st = tern_error_set(err, TERN_ERR_RANGE, "compile: symbolic dimension '%s' = %lld is negative", b->name,
+                                (long long)b->value);
+        } else if (!declared) {
+            char names[256] = "";
+            size_t at = 0;
+            for (int i = 0; i < nin; i++) {
+                const tern_graph_value *gv = tern_graph_value_at(g, tern_graph_input_id(g, i));
+                for (int d = 0; d < gv->rank; d++)
+                    if (gv->dims[d] < 0 && gv->dim_names[d] && at < sizeof names &&
+                        !strstr(names, gv->dim_names[d])) /* a listing for the message: a repeat is harmless */
+                        at += (size_t)snprintf(names + at, sizeof names - at, "%s'%s'", at ? ", " : "",
+                                               gv->dim_names[d]);
+            }
+            st = tern_error_set(err, TERN_ERR_NOT_FOUND,
+                                "compile: symbolic dimension '%s' = %lld: no input declares a dimension of that name "
+                                "(the inputs' symbolic dimensions: %s)", b->name, (long long)b->value,
+                                names[0] ? names : "none");
+        } else {
+            char from[96];
+            snprintf(from, sizeof from, "the binding %.40s=%lld", b->name, (long long)b->value);
+            st = bind_dim(t, &n, b->name, b->value, from, err);
+        }
+    }
+    for (size_t k = 0; k < o->num_input_shapes && !st; k++) {
+        const tern_input_shape *s = &o->input_shapes[k];
+        int i = 0;
+        while (i < nin && !input_matches(tern_graph_value_at(g, tern_graph_input_id(g, i)), s->input))
+            i++;
+        char src[128];
+        snprintf(src, sizeof src, "%s%s%s", s->source ? " (" : "", s->source ? s->source : "", s->source ? ")" : "");
+        if (i == nin) {
+            st = tern_error_set(err, TERN_ERR_NOT_FOUND, "compile: a shape is given for input '%s'%s, but the model "
+                                "has no input of that name", s->input, src);
+            break;
+        }
+        const tern_graph_value *gv = tern_graph_value_at(g, tern_graph_input_id(g, i));
+        char have[192], want[192];
+        shape_str(have, sizeof have, NULL, s->rank, s->dims);
+        shape_str(want, sizeof want, gv, gv->rank, gv->dims);
+        if (given[i]) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "compile: input '%s' is given twice", gv->name);
+        } else if (s->rank != gv->rank) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "compile: input '%s'%s: shape %s has rank %d; the model's "
+                                "input is %s (rank %d)", gv->name, src, have, s->rank, want, gv->rank);
+        }
+        given[i] = s;
+        for (int d = 0; d < gv->rank && !st; d++) {
+            char from[192];
+            snprintf(from, sizeof from, "input '%.60s'%.100s", gv->name, src);
+            if (s->dims[d] < 0)
+                st = tern_error_set(err, TERN_ERR_RANGE, "compile: input '%s'%s: dimension %d is negative (%lld)",
+                                    gv->name, src, d, (long long)s->dims[d]);
+            else if (gv->dims[d] >= 0 && gv->dims[d] != s->dims[d])
+                st = tern_error_set(err, TERN_ERR_INVALID, "compile: input '%s'%s: shape %s does not match the "
+                                    "model's %s (dimension %d is fixed at %lld)", gv->name, src, have, want, d,
+                                    (long long)gv->dims[d]);
+            else if (gv->dims[d] < 0 && gv->dim_names[d])
+                st = bind_dim(t, &n, gv->dim_names[d], s->dims[d], from, err);
+        }
+    }
+    for (int i = 0; i < nin && !st; i++) {
+        const tern_graph_value *gv = tern_graph_value_at(g, tern_graph_input_id(g, i));
+        for (int d = 0; d < gv->rank; d++) {
+            out[i][d] = gv->dims[d] >= 0 ? gv->dims[d] : given[i] ? given[i]->dims[d] : o->default_dim;
+            for (int k = 0; k < n && gv->dims[d] < 0 && gv->dim_names[d]; k++)
+                if (!strcmp(t[k].name, gv->dim_names[d]))
+                    out[i][d] = t[k].value;
+        }
+    }
+    free(t);
+    free(given);
+    return st;
+}
+
 tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe *out, tern_compile_report *rep,
                          tern_error *err)
 {
@@ -648,31 +792,45 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
     memset(&r, 0, sizeof r);
     r.nodes_in = tern_graph_node_count(g);
     /* Bind symbolic input dims; with a batch split, each core sees its share of axis 0. */
+    int64_t(*bound)[TERN_GRAPH_MAX_RANK] = calloc((size_t)tern_graph_input_count(g) + 1, sizeof *bound);
+    if (!bound)
+        return tern_error_set(err, TERN_ERR_NOMEM, "compile: out of memory");
     for (int i = 0; i < tern_graph_input_count(g); i++) {
         const tern_graph_value *gv = tern_graph_value_at(g, tern_graph_input_id(g, i));
-        if (gv->rank < 0)
+        if (gv->rank < 0) {
+            free(bound);
             return tern_error_set(err, TERN_ERR_INVALID, "compile: input '%s' has an unknown rank", gv->name);
+        }
+    }
+    tern_status bst = resolve_input_dims(g, &o, bound, err);
+    for (int i = 0; i < tern_graph_input_count(g) && !bst; i++) {
+        const tern_graph_value *gv = tern_graph_value_at(g, tern_graph_input_id(g, i));
         int64_t dims[TERN_GRAPH_MAX_RANK];
         for (int d = 0; d < gv->rank; d++)
-            dims[d] = gv->dims[d] >= 0 ? gv->dims[d] : o.default_dim;
+            dims[d] = bound[i][d];
         if (o.cores > 1) {
-            if (gv->rank == 0 || dims[0] % o.cores)
-                return tern_error_set(err, TERN_ERR_INVALID,
-                                      "compile: input '%s': batch %lld does not split evenly over %u cores", gv->name,
-                                      gv->rank ? (long long)dims[0] : 0LL, o.cores);
+            if (gv->rank == 0 || dims[0] % o.cores) {
+                bst = tern_error_set(err, TERN_ERR_INVALID,
+                                     "compile: input '%s': batch %lld does not split evenly over %u cores", gv->name,
+                                     gv->rank ? (long long)dims[0] : 0LL, o.cores);
+                break;
+            }
             /* the model's shapes are only re-derived for a symbolic batch: a fixed one is baked into its
              * Reshape constants, so splitting it would silently compute something else */
-            if (gv->dims[0] >= 0)
-                return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                      "compile: input '%s' has a fixed batch of %lld; --cores %u splits only a symbolic "
-                                      "batch dimension (export with dynamic_axes and give the batch with --dim)",
-                                      gv->name, (long long)gv->dims[0], o.cores);
+            if (gv->dims[0] >= 0) {
+                bst = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                     "compile: input '%s' has a fixed batch of %lld; --cores %u splits only a symbolic "
+                                     "batch dimension (export with dynamic_axes and give the batch with --dim)",
+                                     gv->name, (long long)gv->dims[0], o.cores);
+                break;
+            }
             dims[0] /= o.cores;
         }
-        tern_status st = tern_graph_set_input_shape(g, gv->name, gv->rank, dims, err);
-        if (st)
-            return st;
+        bst = tern_graph_set_input_shape(g, gv->name, gv->rank, dims, err);
     }
+    free(bound);
+    if (bst)
+        return bst;
     tern_status st = tern_graph_optimize_flags(g,
                                               (o.no_attention_fusion ? TERN_GRAPH_NO_ATTENTION_FUSION : 0u) |
                                                   (o.no_attention_layouts ? TERN_GRAPH_NO_ATTENTION_LAYOUTS : 0u) |

@@ -118,11 +118,13 @@ typedef struct {
     /* NeuronCore-v2 shared ports: VectorE/GpSimdE on SBUF, VectorE/ScalarE on PSUM. */
     int64_t sbuf_vg_free, psum_vs_free;
     int64_t dma_free[256];
+    int64_t queue_done[256]; /* completion of the last transfer on each DMA queue: queues complete in order */
     unsigned dma_next;
     int64_t hbm_free;
     int64_t dma_union_end;
     int64_t tensor_busy_until; /* LoadStationary overlaps MultiplyMoving: busy time is their union */
     int64_t wake_ps;           /* semaphore wake latency (machine file) */
+    uint64_t elements;         /* work so far, for the max_elements guard */
 } runner;
 
 static tern_status sem_add(runner *r, unsigned s, uint32_t amount, int64_t t, tern_error *err)
@@ -344,7 +346,9 @@ static int64_t dma_transfer(runner *r, unsigned e, size_t pc, const tern_instr *
     if (end > r->dma_union_end)
         r->dma_union_end = end;
     emit(r, TERN_EVENT_DMA, e, pc, ins, first, end, 0, plan.hbm_bytes, plan.bytes);
-    return end;
+    /* A queue completes its transfers in issue order, as the hardware's do: a later, smaller transfer whose data
+     * lands first still signals after the earlier ones (the kernel builder reads a queue's count that way). */
+    return timing_queue_complete(&r->queue_done[ins->queue], end);
 }
 
 /* Commit engine e's next instruction at time t: execute it (functional mode) and time it. */
