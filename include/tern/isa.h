@@ -74,8 +74,20 @@ typedef struct {
     } dims[TERN_AP_MAX_DIMS];
 } tern_ap;
 
-/* Elements per partition the pattern covers (product of dims' num). */
+/* Elements per partition the pattern covers (product of dims' num); UINT64_MAX when that product does not fit in
+ * 64 bits (tern_ap_size_check refuses such a pattern before anything runs it). */
 uint64_t tern_ap_free_elems(const tern_ap *ap);
+
+/* tern's per-instruction limit on one operand: partitions x free elements. The hardware's own limit is not
+ * published as one figure (per-dimension counts are 16-bit on NeuronCore-v2), so this is tern's definition: the
+ * largest count that fits the 32-bit counters the engines and the cost model use. docs/isa-semantics.md. */
+#define TERN_AP_MAX_ELEMS 0xFFFFFFFFull
+
+/* The size rule of one used operand (ndims > 0), machine-independent: its element count, partitions x product of
+ * nums computed with checked math, must fit in 64 bits and be at most TERN_AP_MAX_ELEMS. Returns 0, or -1 with a
+ * reason ("4 free dimensions [65536 x 65536 x 65536 x 65536] x 1 partitions: element count overflows 64 bits").
+ * An unused operand passes. A step-0 (broadcast) dimension counts like any other. */
+int tern_ap_size_check(const tern_ap *ap, char *why, size_t why_len);
 
 /* ---- ALU operators, activation functions, comparisons ---- */
 #define TERN_ALU_OPS(X)                                                                                 \

@@ -4,6 +4,7 @@
 #include "tern/isa.h"
 #include "tern/num.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,12 +80,52 @@ tern_act_func tern_act_from_name(const char *name) { return (tern_act_func)looku
 const char *tern_cmp_name(tern_cmp_op c) { return (unsigned)c < TERN_CMP_COUNT ? cmp_names[c] : "?"; }
 tern_cmp_op tern_cmp_from_name(const char *name) { return (tern_cmp_op)lookup(cmp_names, TERN_CMP_COUNT, name); }
 
+/* Saturating: a pattern whose count wraps must never look small (a wrapped 0 once sized a buffer the executor
+ * then walked past). */
 uint64_t tern_ap_free_elems(const tern_ap *ap)
 {
     uint64_t n = 1;
     for (unsigned k = 0; k < ap->ndims && k < TERN_AP_MAX_DIMS; k++)
-        n *= ap->dims[k].num;
+        if (!tern_mul_u64(n, ap->dims[k].num, &n)) {
+            for (unsigned z = 0; z < ap->ndims && z < TERN_AP_MAX_DIMS; z++)
+                if (ap->dims[z].num == 0)
+                    return 0;
+            return UINT64_MAX;
+        }
     return ap->ndims ? n : 0;
+}
+
+int tern_ap_size_check(const tern_ap *ap, char *why, size_t why_len)
+{
+    if (ap->ndims == 0)
+        return 0;
+    unsigned nd = ap->ndims < TERN_AP_MAX_DIMS ? ap->ndims : TERN_AP_MAX_DIMS;
+    uint64_t n = ap->num_partitions;
+    int ok = 1;
+    for (unsigned k = 0; k < nd && ok; k++)
+        ok = tern_mul_u64(n, ap->dims[k].num, &n);
+    if (ok && n <= TERN_AP_MAX_ELEMS)
+        return 0;
+    /* A zero count after an overflowing prefix makes the exact product 0: fine (the zero-size rules judge it). */
+    if (!ok) {
+        if (ap->num_partitions == 0)
+            return 0;
+        for (unsigned k = 0; k < nd; k++)
+            if (ap->dims[k].num == 0)
+                return 0;
+    }
+    char dims[96];
+    size_t l = 0;
+    dims[0] = '\0';
+    for (unsigned k = 0; k < nd; k++)
+        l += (size_t)snprintf(dims + l, sizeof dims - l, "%s%" PRIu32, k ? " x " : "", ap->dims[k].num);
+    if (!ok)
+        snprintf(why, why_len, "%u free dimensions [%s] x %u partitions: element count overflows 64 bits", nd, dims,
+                 ap->num_partitions);
+    else
+        snprintf(why, why_len, "%u free dimensions [%s] x %u partitions: %" PRIu64 " elements, above tern's "
+                 "per-instruction limit of %llu", nd, dims, ap->num_partitions, n, TERN_AP_MAX_ELEMS);
+    return -1;
 }
 
 void tern_program_init(tern_program *p)
@@ -173,6 +214,17 @@ int tern_program_tensor_check(const tern_program_tensor *t, char *why, size_t wh
             return -1;
         }
     }
+    /* Each dimension fits 32 bits, but four of them times the element size can wrap 64 bits to a small size. */
+    if (tern_program_tensor_bytes(t) > INT64_MAX) {
+        snprintf(why, why_len, "tensor '%s': shape [%llu", t->name, (unsigned long long)t->shape[0]);
+        for (unsigned d = 1; d < t->ndims; d++) {
+            size_t l = strlen(why);
+            snprintf(why + l, why_len - l, ", %llu", (unsigned long long)t->shape[d]);
+        }
+        size_t l = strlen(why);
+        snprintf(why + l, why_len - l, "] x %zu bytes: the size does not fit a signed 64-bit count", tern_dtype_size((tern_dtype)t->dtype));
+        return -1;
+    }
     return 0;
 }
 
@@ -210,10 +262,12 @@ const tern_program_tensor *tern_program_find_tensor(const tern_program *p, const
     return NULL;
 }
 
+/* Saturates at UINT64_MAX; tern_program_tensor_check refuses a shape whose bytes overflow. */
 uint64_t tern_program_tensor_bytes(const tern_program_tensor *t)
 {
-    uint64_t n = 1;
+    uint64_t n = tern_dtype_size((tern_dtype)t->dtype);
     for (unsigned d = 0; d < t->ndims && d < TERN_AP_MAX_DIMS; d++)
-        n *= t->shape[d];
-    return n * tern_dtype_size((tern_dtype)t->dtype);
+        if (!tern_mul_u64(n, t->shape[d], &n))
+            return UINT64_MAX;
+    return n;
 }

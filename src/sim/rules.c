@@ -47,6 +47,58 @@ static const char *reach_text(unsigned reach)
     }
 }
 
+/* Signed checked helpers for the span: steps are signed, so the extent is too. */
+static int mul_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+static int add_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+
+tern_status rules_check_ap_size(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, int slot,
+                                tern_error *err)
+{
+    const tern_ap *ap = &ins->ap[slot];
+    char why[256];
+    if (tern_ap_size_check(ap, why, sizeof why))
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot, "%s", why);
+    if (ap->ndims == 0)
+        return TERN_OK;
+    int onchip = ap->mem == TERN_MEM_SBUF || ap->mem == TERN_MEM_PSUM;
+    if (!onchip && ap->mem != TERN_MEM_HBM)
+        return TERN_OK; /* the reach rule names it */
+    uint64_t mem_bytes = ap->mem == TERN_MEM_SBUF ? core->cfg.sbuf_partition_bytes
+                       : ap->mem == TERN_MEM_PSUM ? (uint64_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes
+                                                  : core->cfg.hbm_bytes;
+    const char *mem_text = ap->mem == TERN_MEM_SBUF ? "SBUF's bytes per partition"
+                         : ap->mem == TERN_MEM_PSUM ? "PSUM's bytes per partition" : "HBM";
+    /* The elements the pattern reaches run from lo to hi (relative to its base); a step-0 dimension adds
+     * nothing, so a broadcast that rereads the same bytes stays legal however many times it does. */
+    int64_t lo = 0, hi = 0, span;
+    int ok = 1;
+    for (unsigned k = 0; k < ap->ndims && ok; k++) {
+        int64_t reach;
+        ok = mul_i64(ap->dims[k].step, (int64_t)ap->dims[k].num - (ap->dims[k].num ? 1 : 0), &reach) &&
+             (reach >= 0 ? add_i64(hi, reach, &hi) : add_i64(lo, reach, &lo));
+    }
+    if (ok && !onchip && ap->num_partitions > 1) { /* HBM rows are an outer dimension of the pattern */
+        int64_t reach;
+        ok = mul_i64(ap->partition_step, (int64_t)ap->num_partitions - 1, &reach) &&
+             (reach >= 0 ? add_i64(hi, reach, &hi) : add_i64(lo, reach, &lo));
+    }
+    int64_t es = (int64_t)tern_dtype_size((tern_dtype)ap->dtype);
+    ok = ok && add_i64(hi - lo, 1, &span) && mul_i64(span, es, &span); /* hi >= 0 >= lo: hi - lo cannot wrap */
+    if (!ok)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot,
+                          "byte span of the pattern (steps x counts%s) overflows 64 bits",
+                          onchip ? "" : " and the partition step");
+    if ((uint64_t)span > mem_bytes)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot,
+                          "byte span of %lld bytes (elements %lld..%lld x %lld bytes) is larger than %s (%llu)",
+                          (long long)span, (long long)lo, (long long)hi, (long long)es, mem_text,
+                          (unsigned long long)mem_bytes);
+    if (ap->offset > mem_bytes)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot, "offset %llu beyond %s (%llu)",
+                          (unsigned long long)ap->offset, mem_text, (unsigned long long)mem_bytes);
+    return TERN_OK;
+}
+
 tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, int slot, unsigned reach,
                            tern_error *err)
 {
@@ -77,6 +129,9 @@ tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern
                           "start at 0, >%u at a multiple of %u, else a multiple of %u)",
                           ap->start_partition, ap->num_partitions, core->cfg.partitions / 2, core->cfg.partitions / 4,
                           core->cfg.partitions / 2, core->cfg.partitions / 4);
+    tern_status st = rules_check_ap_size(core, cx, ins, slot, err);
+    if (st)
+        return st;
     /* Bounds: checked without a message first (the common, passing case costs no formatting). */
     if (ap->offset_reg == TERN_REG_NONE && ap_check_bounds(core, cx->engine, ap, "", NULL) != TERN_OK) {
         char what[128], label[96];

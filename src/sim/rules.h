@@ -19,6 +19,14 @@ enum { REACH_SBUF = 1, REACH_PSUM = 2, REACH_HBM = 4 };
 tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, int slot, unsigned reach,
                            tern_error *err);
 
+/* The size rule of one operand slot (docs/isa-semantics.md, "Access-pattern size"): element count within
+ * TERN_AP_MAX_ELEMS (checked math, so a count that wraps 64 bits is refused, not taken as small), the byte span
+ * the steps and counts reach (checked math) no larger than the memory it addresses (bytes per partition on chip,
+ * HBM for HBM), and a static offset inside that memory. Holds for a register-offset operand too: the register
+ * moves the span, it cannot shrink it. Called by rules_check_ap. */
+tern_status rules_check_ap_size(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, int slot,
+                                tern_error *err);
+
 /* The start-partition rule for compute-engine access (ARCH-V2): 64 < n <= 128 starts at 0; 32 < n <= 64 at 0
  * or 64; n <= 32 at a multiple of 32 (quadrants scale with the partition count). */
 int rules_start_partition_ok(const tern_core *core, uint32_t start, uint32_t n);
