@@ -47,11 +47,12 @@ void tern_npy_free(tern_npy *a)
     memset(a, 0, sizeof *a);
 }
 
+/* Saturates at UINT64_MAX when the product does not fit (tern_npy_read refuses such a shape; an array built in
+ * memory then never compares equal to a real element count). */
 uint64_t tern_npy_count(const tern_npy *a)
 {
-    uint64_t n = 1;
-    for (int d = 0; d < a->rank; d++)
-        n *= (uint64_t)a->dims[d];
+    uint64_t n;
+    tern_dims_product(a->dims, a->rank < TERN_NPY_MAX_RANK ? a->rank : TERN_NPY_MAX_RANK, 1, 0, &n, "", NULL);
     return n;
 }
 
@@ -158,11 +159,11 @@ tern_status tern_npy_read(const char *path, tern_npy *out, tern_error *err)
     }
     free(h);
     if (!st) {
-        uint64_t n = tern_npy_count(out);
-        if (n > (1ull << 34) / (es ? es : 1))
-            st = tern_error_set(err, TERN_ERR_RANGE, "%s: %llu elements is too many", path, (unsigned long long)n);
-        else {
-            out->data = malloc(n * es > 0 ? n * es : 1);
+        /* Checked: a shape whose product wraps must not read as a small array. 16 GiB is the reader's cap. */
+        uint64_t bytes, n = tern_npy_count(out);
+        st = tern_dims_product(out->dims, out->rank, es ? es : 1, 1ull << 34, &bytes, path, err);
+        if (!st) {
+            out->data = malloc(bytes ? bytes : 1);
             if (!out->data)
                 st = tern_error_set(err, TERN_ERR_NOMEM, "%s: out of memory", path);
             else if (fread(out->data, es, n, f) != n)

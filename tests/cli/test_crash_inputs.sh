@@ -58,6 +58,16 @@ PY
         "$tern" run "$tmp/crash$which.tern"
 done
 
+# A .npy whose shape's element count wraps the same way (its fp32 bytes to 8192) is refused by the reader.
+$py - "$tmp/wrap.npy" <<'PY' || bad "cannot write wrap.npy"
+import sys
+h = "{'descr': '<f4', 'fortran_order': False, 'shape': (2048, 9, 307, 2857, 6529, 43691), }"
+h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode() + bytes(8192))
+PY
+expect 1 "wrap.npy: dimension product 2048*9*307*2857*6529*43691 x 4 bytes overflows 64 bits" \
+    "$tern" run "$tmp/relu6.tern" --input "x=$tmp/wrap.npy"
+
 # ---- 2. the memset ----
 cat >"$tmp/memset.s" <<'ASM'
 .machine trn1
