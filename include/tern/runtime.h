@@ -86,6 +86,8 @@ typedef struct {
     uint64_t seed;
     tern_event_fn on_event; /* profiler callback, called for every core's events (core in ev->... see below) */
     void *event_ctx;
+    uint64_t max_instructions; /* per core and execution: tern_core_options.max_instructions (0 = its default) */
+    uint64_t max_elements;     /* per core and execution: tern_core_options.max_elements (0 = unlimited) */
 } tern_rt_options;
 
 /* Load an executable onto a machine (core, chip or instance: its core geometry and timing are used; the

@@ -109,6 +109,10 @@ typedef struct {
     tern_sim_mode mode;       /* functional (default) or timing-only */
     tern_event_fn on_event;   /* called for every event when set (the profiler) */
     void *event_ctx;
+    uint64_t max_elements;    /* work guard (fuzzing, untrusted programs): a run whose instructions together touch
+                                 more elements than this (each instruction counts the partitions x free elements of
+                                 every access pattern it has) stops with TERN_ERR_RANGE before the instruction that
+                                 would pass it, in both modes; 0 = unlimited */
 } tern_core_options;
 
 /* Matmul implementations; all give bit-identical results (docs/isa.md), they differ only in speed. AUTO: the

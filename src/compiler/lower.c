@@ -275,7 +275,9 @@ static int lower_alias(cc *c)
     return 1;
 }
 
-/* Dropout is the identity at inference; training mode (a random mask) and the mask output are not built. */
+/* Dropout is the identity at inference; training mode (a random mask) is not built. Its mask output is all true
+ * at inference: exporters emit it on every block (Swin-T) though nothing reads it, so an unread mask is left
+ * unplaced, and a read one (or a graph output) is filled with ones (bool is stored as uint8). */
 static int lower_dropout(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
@@ -286,9 +288,29 @@ static int lower_dropout(cc *c)
         cc_fail(c, TERN_ERR_UNSUPPORTED, "Dropout in training mode (ratio %g): a random mask is not built", r);
         return 1;
     }
-    if (cc_out_id(c, 1) >= 0) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "Dropout's mask output");
+    if (mode && !mode->host) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Dropout's training_mode is computed at run time; only a constant "
+                "(false: inference) is supported");
         return 1;
+    }
+    int mid = cc_out_id(c, 1);
+    if (mid >= 0 && c->v[mid].last_use >= 0) {
+        cc_value *m = cc_out(c, 1, cc_out_dtype(c, 1));
+        const uint64_t W = 2048, P = 128; /* one SBUF tile of ones, stored over the mask row block by row block */
+        uint64_t total = m ? m->numel : 0, cols = total < W ? total : W, rows = cols ? total / cols : 0;
+        if (m && total) {
+            tern_view t = tern_kernel_sbuf(c->k, m->dt, (uint32_t)(rows < P ? rows : P), (uint32_t)cols, "ones");
+            tern_kernel_memset(c->k, TERN_ENGINE_VECTOR, t, 1.0f);
+            for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
+                uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
+                tern_kernel_store(c->k, cc_view2d(c, m, r0 * cols, p, cols, cols),
+                                  tern_view_block(c->k, t, 0, p, 0, (uint32_t)cols));
+            }
+            if (total % cols)
+                tern_kernel_store(c->k, cc_view2d(c, m, rows * cols, 1, total % cols, total % cols),
+                                  tern_view_block(c->k, t, 0, 1, 0, (uint32_t)(total % cols)));
+            tern_kernel_release(c->k, t);
+        }
     }
     return lower_alias(c);
 }

@@ -161,6 +161,8 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     co.seed = rt->opts.seed;
     co.on_event = rt->opts.on_event;
     co.event_ctx = rt->opts.event_ctx;
+    co.max_instructions = rt->opts.max_instructions;
+    co.max_elements = rt->opts.max_elements;
     for (unsigned c = 0; c < rt->exe.cores; c++) {
         if ((st = tern_core_create(&rt->cfg, &co, &rt->cores[c], err))) {
             tern_rt_free(rt);
