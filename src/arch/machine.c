@@ -875,15 +875,15 @@ static bool parse_topology(ctx *c, const char *path, tern_instance_spec *k)
             return fail(c, TERN_ERR_INVALID, path, "topology \"%s\" needs %u dimension%s written like %s", t, want,
                         want == 1 ? "" : "s", want == 1 ? "\"ring 4\"" : want == 2 ? "\"4x4\"" : "\"4x4x4\"");
     }
-    unsigned long long prod = 1;
+    uint64_t prod = 1; /* checked, though each dimension is at most 100000: a wrapped product could match */
     for (unsigned i = 0; i < k->topology_ndims; i++)
-        prod *= k->topology_dims[i];
+        tern_mul_u64(prod, k->topology_dims[i], &prod);
     if (k->topology == TERN_TOPOLOGY_NONE && k->chips != 1)
         return fail(c, TERN_ERR_INVALID, path, "topology \"none\" needs exactly 1 chip, the machine has %u",
                     k->chips);
     if (k->topology_ndims && prod != k->chips)
-        return fail(c, TERN_ERR_INVALID, path, "topology \"%s\" has %llu chips, but the machine has %u", t, prod,
-                    k->chips);
+        return fail(c, TERN_ERR_INVALID, path, "topology \"%s\" has %llu chips, but the machine has %u", t,
+                    (unsigned long long)prod, k->chips);
     return true;
 }
 

@@ -77,20 +77,13 @@ tern_status tern_elem_to_dtype(tern_elem_type t, tern_dtype *out, tern_error *er
     }
 }
 
+/* -1 for a negative dimension or a count above GRAPH_MAX_ELEMS (checked: a product that wraps is above it). */
 int64_t graph_numel(int rank, const int64_t *dims)
 {
-    int64_t n = 1;
-    for (int d = 0; d < rank; d++) {
-        if (dims[d] < 0)
-            return -1;
-        if (dims[d] == 0)
-            n = 0;
-        else if (n > GRAPH_MAX_ELEMS / dims[d])
-            return -1;
-        else
-            n *= dims[d];
-    }
-    return n > GRAPH_MAX_ELEMS ? -1 : n;
+    uint64_t n;
+    if (tern_dims_product(dims, rank, 1, (uint64_t)GRAPH_MAX_ELEMS, &n, "", NULL))
+        return -1;
+    return (int64_t)n;
 }
 
 tern_status tern_host_tensor_new(tern_elem_type type, int rank, const int64_t *dims, tern_host_tensor **out,

@@ -214,17 +214,6 @@ int tern_program_tensor_check(const tern_program_tensor *t, char *why, size_t wh
             return -1;
         }
     }
-    /* Each dimension fits 32 bits, but four of them times the element size can wrap 64 bits to a small size. */
-    if (tern_program_tensor_bytes(t) > INT64_MAX) {
-        snprintf(why, why_len, "tensor '%s': shape [%llu", t->name, (unsigned long long)t->shape[0]);
-        for (unsigned d = 1; d < t->ndims; d++) {
-            size_t l = strlen(why);
-            snprintf(why + l, why_len - l, ", %llu", (unsigned long long)t->shape[d]);
-        }
-        size_t l = strlen(why);
-        snprintf(why + l, why_len - l, "] x %zu bytes: the size does not fit a signed 64-bit count", tern_dtype_size((tern_dtype)t->dtype));
-        return -1;
-    }
     return 0;
 }
 
@@ -262,7 +251,8 @@ const tern_program_tensor *tern_program_find_tensor(const tern_program *p, const
     return NULL;
 }
 
-/* Saturates at UINT64_MAX; tern_program_tensor_check refuses a shape whose bytes overflow. */
+/* Saturates at UINT64_MAX: the formats carry any 32-bit dimensions (the codec round-trips them), so a shape
+ * whose bytes overflow is representable; saturating keeps it from ever matching a real size or fitting HBM. */
 uint64_t tern_program_tensor_bytes(const tern_program_tensor *t)
 {
     uint64_t n = tern_dtype_size((tern_dtype)t->dtype);
