@@ -100,6 +100,11 @@ typedef struct {
     double neuronlink_bandwidth; /* bytes/s per chip, as published for the chip */
     unsigned cc_cores;
     double dma_bandwidth; /* bytes/s per chip, as published (informational; peaks derive their own) */
+    /* Collective runtime ("collectives" block, optional; 0 if absent; docs/multichip.md): the interval between
+     * back-to-back collective launches, the device-side fixed cost of one collective, and the DMA engines one
+     * rank's collective transfers use at a time. */
+    double cc_launch_cost_s, cc_setup_cost_s;
+    unsigned cc_dma_engines;
 } tern_chip_spec;
 
 typedef struct {
@@ -111,6 +116,8 @@ typedef struct {
     double link_bandwidth_per_chip;     /* bytes/s, chip-to-chip fabric inside the instance or system */
     double scaleup_bandwidth_per_chip;  /* bytes/s, between the servers of a system; 0 if none */
     double efa_bandwidth;               /* bytes/s for the whole instance or system */
+    double link_latency_s;              /* one chip-to-chip NeuronLink hop; 0 if not given */
+    double efa_latency_s;               /* one EFA hop between instances; 0 if not given */
     unsigned vcpus;                     /* 0 if not given */
     uint64_t host_memory_bytes;         /* 0 if not given */
     bool has_price;

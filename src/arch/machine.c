@@ -793,7 +793,7 @@ static bool parse_chip(ctx *c, const cJSON *root)
     const char *core_name;
     if (!get_object(c, root, "", "chip", true, &chip))
         return false;
-    CHECK_KEYS(c, chip, "chip", "core", "cores", "hbm", "neuronlink", "cc_cores", "dma_bandwidth");
+    CHECK_KEYS(c, chip, "chip", "core", "cores", "hbm", "neuronlink", "cc_cores", "dma_bandwidth", "collectives");
     if (!get_plain_string(c, chip, "chip", "core", true, 63, &core_name))
         return false;
     if (!load_reference(c, "chip.core", core_name, 1u << TERN_MACHINE_CORE, c->m))
@@ -815,8 +815,24 @@ static bool parse_chip(ctx *c, const cJSON *root)
         !get_uint(c, o, "chip.neuronlink", "links", ARCH_UNIT_NONE, 0, 64, &k->neuronlink_links) ||
         !get_dbl(c, o, "chip.neuronlink", "bandwidth", ARCH_UNIT_BANDWIDTH, 0, 1e15, &k->neuronlink_bandwidth))
         return false;
-    return get_uint(c, chip, "chip", "cc_cores", ARCH_UNIT_NONE, 0, 1024, &k->cc_cores) &&
-           get_dbl(c, chip, "chip", "dma_bandwidth", ARCH_UNIT_BANDWIDTH, 1e9, 1e15, &k->dma_bandwidth);
+    if (!get_uint(c, chip, "chip", "cc_cores", ARCH_UNIT_NONE, 0, 1024, &k->cc_cores) ||
+        !get_dbl(c, chip, "chip", "dma_bandwidth", ARCH_UNIT_BANDWIDTH, 1e9, 1e15, &k->dma_bandwidth))
+        return false;
+    /* Optional collective-runtime figures (the fabric model, docs/multichip.md); absent = 0. */
+    if (!get_object(c, chip, "chip", "collectives", false, &o))
+        return false;
+    if (o) {
+        CHECK_KEYS(c, o, "chip.collectives", "launch_cost", "setup_cost", "dma_engines");
+        numrule t = {ARCH_UNIT_TIME, 0, 1, false};
+        numrule e = {ARCH_UNIT_NONE, 1, 1024, true};
+        double v;
+        if (!get_num(c, o, "chip.collectives", "launch_cost", true, t, &k->cc_launch_cost_s, NULL) ||
+            !get_num(c, o, "chip.collectives", "setup_cost", true, t, &k->cc_setup_cost_s, NULL) ||
+            !get_num(c, o, "chip.collectives", "dma_engines", true, e, &v, NULL))
+            return false;
+        k->cc_dma_engines = (unsigned)v;
+    }
+    return true;
 }
 
 static bool parse_topology(ctx *c, const char *path, tern_instance_spec *k)
@@ -935,11 +951,11 @@ static bool parse_instance(ctx *c, const cJSON *root, bool system)
     if (!get_object(c, root, "", sec_name, true, &sec))
         return false;
     if (system)
-        CHECK_KEYS(c, sec, sec_name, "chip", "chips", "interconnect", "efa_bandwidth", "vcpus", "host_memory",
-                   "price", "built_from");
+        CHECK_KEYS(c, sec, sec_name, "chip", "chips", "interconnect", "efa_bandwidth", "efa_latency", "vcpus",
+                   "host_memory", "price", "built_from");
     else
-        CHECK_KEYS(c, sec, sec_name, "chip", "chips", "interconnect", "efa_bandwidth", "vcpus", "host_memory",
-                   "price");
+        CHECK_KEYS(c, sec, sec_name, "chip", "chips", "interconnect", "efa_bandwidth", "efa_latency", "vcpus",
+                   "host_memory", "price");
     char field[64];
     bprintf(field, sizeof field, "%s.chip", sec_name);
     if (!get_plain_string(c, sec, sec_name, "chip", true, 63, &chip_name))
@@ -953,7 +969,7 @@ static bool parse_instance(ctx *c, const cJSON *root, bool system)
     bprintf(ipath, sizeof ipath, "%s.interconnect", sec_name);
     if (!get_object(c, sec, sec_name, "interconnect", true, &o))
         return false;
-    CHECK_KEYS(c, o, ipath, "topology", "link_bandwidth_per_chip", "scaleup_bandwidth_per_chip");
+    CHECK_KEYS(c, o, ipath, "topology", "link_bandwidth_per_chip", "scaleup_bandwidth_per_chip", "link_latency");
     numrule bw0 = {ARCH_UNIT_BANDWIDTH, 0, 1e15, false};
     char tpath[96];
     bprintf(tpath, sizeof tpath, "%s.topology", ipath);
@@ -962,7 +978,11 @@ static bool parse_instance(ctx *c, const cJSON *root, bool system)
         !get_dbl(c, o, ipath, "link_bandwidth_per_chip", ARCH_UNIT_BANDWIDTH, 0, 1e15, &k->link_bandwidth_per_chip) ||
         !get_num(c, o, ipath, "scaleup_bandwidth_per_chip", false, bw0, &k->scaleup_bandwidth_per_chip, NULL))
         return false;
-    if (!get_dbl(c, sec, sec_name, "efa_bandwidth", ARCH_UNIT_BANDWIDTH, 0, 1e16, &k->efa_bandwidth))
+    numrule lat0 = {ARCH_UNIT_TIME, 0, 1, false};
+    if (!get_num(c, o, ipath, "link_latency", false, lat0, &k->link_latency_s, NULL))
+        return false;
+    if (!get_dbl(c, sec, sec_name, "efa_bandwidth", ARCH_UNIT_BANDWIDTH, 0, 1e16, &k->efa_bandwidth) ||
+        !get_num(c, sec, sec_name, "efa_latency", false, lat0, &k->efa_latency_s, NULL))
         return false;
     numrule cpus = {ARCH_UNIT_NONE, 1, 1e7, true};
     numrule host = {ARCH_UNIT_BYTES, 1 << 20, 1e18, true};
