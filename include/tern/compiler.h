@@ -75,7 +75,9 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o, tern_exe *ou
 /* Load an ONNX file and compile it. */
 tern_status tern_compile_onnx(const char *path, const tern_compile_opts *o, tern_exe *out, tern_compile_report *rep,
                               tern_error *err);
-/* The interface name tern uses for an ONNX value name: [A-Za-z0-9_.-], at most 47 characters. */
+/* The program tensor name tern uses for an ONNX input or output name: the name itself when it is 1..47
+ * characters of [A-Za-z0-9_.-], else a prefix with '_' for other characters, '.' and a 16-hex-digit hash of the
+ * whole name (distinct names give distinct tensors). The executable records the ONNX name too (model_name). */
 void tern_compile_io_name(const char *onnx_name, char *out, size_t len);
 
 #ifdef __cplusplus

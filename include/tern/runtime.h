@@ -19,23 +19,43 @@ extern "C" {
 #endif
 
 #define TERN_EXE_MAGIC "TERNEXE1"
-#define TERN_EXE_VERSION 1
+/* 2: names (model I/O names, the machine reference) in a string table, any length; the machine's code
+ * fingerprint. Version-1 files still load (names as their fixed fields held them, no fingerprint). */
+#define TERN_EXE_VERSION 2
+#define TERN_EXE_VERSION_MIN 1
 #define TERN_EXE_MAX_RANK 8
 /* Text (ONNX string) tensors cross the interface as fixed cells of this many bytes per element: the UTF-8 text,
  * NUL-padded (a text of exactly the cell's length has no NUL). The device holds them as uint8 in the same layout. */
 #define TERN_EXE_TEXT_CELL 64
 
 /* A model input or output. Its data on core c is rows [c*shape[0]/cores ...) of axis 0 when split, else all of
- * it; on every core it is the program tensor of the same name. */
+ * it; on every core it is the program tensor called `name`. The model's own name (an ONNX value name: any
+ * length, any character but NUL) is model_name; NULL means the model calls it `name` too. Once the record is
+ * part of a tern_exe, model_name is malloc'd and owned by it (tern_exe_free frees it); records handed to
+ * tern_exe_from_kernels are copied, so there the caller keeps its own strings. */
 typedef struct {
-    char name[TERN_TENSOR_NAME_MAX];
+    char name[TERN_TENSOR_NAME_MAX]; /* the program tensor: [A-Za-z0-9_.-], 1..47 characters */
     tern_dtype dtype;
     unsigned rank;
     int64_t shape[TERN_EXE_MAX_RANK];
     int split_batch; /* 1: axis 0 is divided evenly over the cores */
     unsigned text_bytes; /* 0: numbers of dtype; else a text tensor (dtype uint8): one cell of text_bytes bytes
                             per element of shape (TERN_EXE_TEXT_CELL from the compiler; 1..255) */
+    char *model_name;    /* the model's name for it (NULL: same as name); see above */
 } tern_exe_io;
+
+/* The name the model gives an input or output: model_name, or name when there is none. */
+const char *tern_exe_io_name(const tern_exe_io *io);
+
+/* A file name for a tensor name (documented in docs/runtime.md): bytes in [A-Za-z0-9_-] and '.' (except as the
+ * first character) are kept, every other byte becomes %XX (two upper-case hex digits), so distinct names give
+ * distinct file names and '/' never makes a directory. An escaped name longer than TERN_NAME_FILENAME_MAX - 8
+ * bytes keeps its first 200 bytes (whole escapes only) followed by '~' and 16 hex digits of a 64-bit FNV-1a hash
+ * of the whole name ('~' never occurs in an unshortened one). Writes at most cap bytes with a NUL (like
+ * snprintf) and returns the length of the full result; TERN_NAME_FILENAME_MAX bytes always suffice, leaving room
+ * for a ".npy" suffix within a file system's 255-byte name limit. */
+#define TERN_NAME_FILENAME_MAX 240
+size_t tern_name_to_filename(const char *name, char *out, size_t cap);
 
 /* Constant bytes written into one core's HBM when the executable is loaded (weights); kept across executions. */
 typedef struct {
@@ -46,7 +66,8 @@ typedef struct {
 } tern_exe_const;
 
 typedef struct tern_exe {
-    char machine[64];       /* the machine it was compiled for */
+    char machine[64];       /* the machine it was compiled for, cut to 63 bytes: kept for source compatibility;
+                               tern_exe_machine gives the whole reference */
     unsigned cores;         /* programs, one per NeuronCore */
     tern_program *programs; /* [cores] */
     tern_exe_io *inputs, *outputs;
@@ -54,7 +75,19 @@ typedef struct tern_exe {
     tern_exe_const *consts;
     size_t num_consts;
     char *metadata_json;    /* free-form: source model, compile options, model FLOPs ... (may be NULL) */
+    /* The machine, in full (owned, malloc'd; NULL in an executable built by hand or read from a version-1 file):
+     * machine_ref as given to the compiler (catalogue name or path, any length), machine_name its catalogue
+     * name, machine_figures the canonical text of the figures the code depends on (tern_machine_code_figures)
+     * and machine_fingerprint their fingerprint (tern_machine_code_fingerprint; 0 = not recorded). */
+    char *machine_ref, *machine_name, *machine_figures;
+    uint32_t machine_fingerprint;
 } tern_exe;
+
+/* The machine reference the executable was compiled for: machine_ref, else machine. */
+const char *tern_exe_machine(const tern_exe *x);
+/* Record the machine on x: loads it (arch layer), fills machine, machine_ref, machine_name, machine_figures and
+ * machine_fingerprint. tern_exe_from_kernels calls it. */
+tern_status tern_exe_set_machine(tern_exe *x, const char *machine, tern_error *err);
 
 void tern_exe_init(tern_exe *x);
 void tern_exe_free(tern_exe *x);
@@ -88,18 +121,24 @@ typedef struct {
     void *event_ctx;
     uint64_t max_instructions; /* per core and execution: tern_core_options.max_instructions (0 = its default) */
     uint64_t max_elements;     /* per core and execution: tern_core_options.max_elements (0 = unlimited) */
+    int force_machine;         /* run even if the machine's code fingerprint differs from the executable's */
 } tern_rt_options;
 
 /* Load an executable onto a machine (core, chip or instance: its core geometry and timing are used; the
- * executable's core count must fit the chip). The executable is copied, except its constants' bytes, which are
- * written into the cores' HBM here: the caller may free x once this returns. */
+ * executable's core count must fit the chip). A machine whose code fingerprint (tern_machine_code_fingerprint:
+ * geometry, PE array, dtype support, engines; never timing) differs from the one the executable records is
+ * refused, naming both machines and the figures that differ, unless o->force_machine is set. A version-1
+ * executable records no fingerprint: the machine it names is loaded as it is now and its fingerprint used.
+ * The executable is copied, except its constants' bytes, which are written into the cores' HBM here: the caller
+ * may free x once this returns. */
 tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt_options *o, tern_rt **out,
                            tern_error *err);
 void tern_rt_free(tern_rt *rt);
 /* The loaded executable (its constants carry no data: see tern_rt_create). */
 const tern_exe *tern_rt_exe(const tern_rt *rt);
 
-/* Inputs and outputs as whole-model arrays in their own dtype (row-major); text tensors as their cells. */
+/* Inputs and outputs as whole-model arrays in their own dtype (row-major); text tensors as their cells. name is
+ * the model's name for it (tern_exe_io_name), or else its program tensor's name (tern_exe_io.name). */
 tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, size_t bytes, tern_error *err);
 tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err);
 /* Run every core; the predicted time is the slowest core's. stats (optional) gets the sum over cores, with

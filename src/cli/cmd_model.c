@@ -268,6 +268,7 @@ static void run_usage(FILE *f)
                "                [--profile] [--trace FILE.json] [--svg FILE.svg] [--timing-only] [--seed N]\n"
                "                [--dtype ...] [--cores N] [--dim N|NAME=VALUE] [--no-fuse-attention] [--no-attention-layouts]\n"
                "                [--no-fuse-residual] [--no-fuse-layernorm]   (the last seven when compiling an ONNX model)\n"
+               "                [--force-machine]  (run on a machine whose code fingerprint differs from the executable's)\n"
                "An ONNX model's symbolic dimensions are bound from the given inputs' shapes (and --dim).\n"
                "Inputs not given are filled with seeded random values. Prints each output's summary, the predicted\n"
                "device time and MFU; --profile adds the profiler summary.\n");
@@ -317,7 +318,7 @@ static int make_text_input(const tern_exe_io *io, const tern_npy *a, uint64_t se
 static int text_output(const tern_exe_io *io, const uint8_t *cells, const char *path)
 {
     uint64_t n = tern_exe_io_elems(io);
-    printf("output %s: text [", io->name);
+    printf("output %s: text [", tern_exe_io_name(io));
     for (unsigned d = 0; d < io->rank; d++)
         printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
     printf("]%s", n ? " first [" : " (empty)\n");
@@ -332,7 +333,7 @@ static int text_output(const tern_exe_io *io, const uint8_t *cells, const char *
     tern_error err;
     if (tern_npy_text_from_cells(&arr, (int)io->rank, io->shape, cells, io->text_bytes, &err) ||
         tern_npy_write(path, &arr, &err)) {
-        fprintf(stderr, "tern run: output '%s': %s\n", io->name, err.msg);
+        fprintf(stderr, "tern run: output '%s': %s\n", tern_exe_io_name(io), err.msg);
         tern_npy_free(&arr);
         return 1;
     }
@@ -432,7 +433,7 @@ int tern_cmd_run(int argc, char **argv)
     compile_args a = {.dtype = TERN_DTYPE_BF16, .cores = 1, .dim = 1};
     const char *outdir = NULL, *trace = NULL, *svg = NULL;
     const char *in_names[64], *in_files[64];
-    int nin = 0, profile = 0, timing_only = 0;
+    int nin = 0, profile = 0, timing_only = 0, force_machine = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc;) {
         int used;
@@ -487,6 +488,8 @@ int tern_cmd_run(int argc, char **argv)
         } else if (!strcmp(o, "--timing-only")) {
             timing_only = 1;
             i++;
+        } else if (!strcmp(o, "--force-machine")) {
+            force_machine = 1;
             i++;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tern run: unknown option '%s'\n", argv[i]);
@@ -544,7 +547,7 @@ int tern_cmd_run(int argc, char **argv)
         free_arrays(arrs, nin);
         return 1;
     }
-    const char *machine = a.machine ? a.machine : x.machine;
+    const char *machine = a.machine ? a.machine : tern_exe_machine(&x);
     tern_prof *prof = NULL;
     tern_prof_opts po;
     int rc = 0;
@@ -574,6 +577,7 @@ int tern_cmd_run(int argc, char **argv)
     ro.mode = timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;
     ro.on_event = prof ? tern_prof_event : NULL;
     ro.event_ctx = prof;
+    ro.force_machine = force_machine;
     if (tern_rt_create(&x, machine, &ro, &rt, &err)) {
         fprintf(stderr, "tern run: %s\n", err.msg);
         rc = 1;
@@ -633,13 +637,15 @@ int tern_cmd_run(int argc, char **argv)
     for (size_t i = 0; i < x.num_outputs && !timing_only; i++) {
         const tern_exe_io *io = &x.outputs[i];
         uint64_t n = tern_exe_io_elems(io);
+        char fname[TERN_NAME_FILENAME_MAX]; /* the output's file name: docs/runtime.md */
+        tern_name_to_filename(tern_exe_io_name(io), fname, sizeof fname);
         if (io->text_bytes) {
             size_t tb = (size_t)tern_exe_io_bytes(io);
             uint8_t *cells = malloc(tb ? tb : 1);
             char path[1024];
             if (outdir)
-                snprintf(path, sizeof path, "%s/%s.npy", outdir, io->name);
-            if (!cells || tern_rt_get_output(rt, io->name, cells, tb, &err)) {
+                snprintf(path, sizeof path, "%s/%s.npy", outdir, fname);
+            if (!cells || tern_rt_get_output(rt, tern_exe_io_name(io), cells, tb, &err)) {
                 fprintf(stderr, "tern run: %s\n", cells ? err.msg : "out of memory");
                 free(cells);
                 rc = 1;
@@ -653,7 +659,7 @@ int tern_cmd_run(int argc, char **argv)
         size_t es = tern_dtype_size(io->dtype);
         uint8_t *raw = malloc(n * es > 0 ? n * es : 1);
         float *f = malloc(sizeof(float) * (n ? n : 1));
-        if (!raw || !f || tern_rt_get_output(rt, io->name, raw, n * es, &err)) {
+        if (!raw || !f || tern_rt_get_output(rt, tern_exe_io_name(io), raw, n * es, &err)) {
             fprintf(stderr, "tern run: %s\n", raw && f ? err.msg : "out of memory");
             free(raw);
             free(f);
@@ -669,7 +675,7 @@ int tern_cmd_run(int argc, char **argv)
             mx = f[k] > mx ? f[k] : mx;
         }
         double mean = n ? sum / n : 0, sd = n ? sqrt(fmax(0, sq / n - mean * mean)) : 0;
-        printf("output %s: %s [", io->name, tern_dtype_name(io->dtype));
+        printf("output %s: %s [", tern_exe_io_name(io), tern_dtype_name(io->dtype));
         for (unsigned d = 0; d < io->rank; d++)
             printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
         if (n == 0) { /* a zero-size output: no statistics to show */
@@ -682,7 +688,7 @@ int tern_cmd_run(int argc, char **argv)
         }
         if (outdir) {
             char path[1024];
-            snprintf(path, sizeof path, "%s/%s.npy", outdir, io->name);
+            snprintf(path, sizeof path, "%s/%s.npy", outdir, fname);
             tern_npy out;
             memset(&out, 0, sizeof out);
             out.type = TERN_NPY_F32;

@@ -18,18 +18,34 @@ void tern_compile_opts_default(tern_compile_opts *o)
     o->default_dim = 1;
 }
 
+/* A name that is already a valid program tensor name is kept; any other (too long, or with characters outside
+ * [A-Za-z0-9_.-]) becomes its first characters with the others replaced by '_', then '.' and 16 hex digits of a
+ * 64-bit FNV-1a hash of the whole name, so two model names never meet in one program tensor (the executable keeps
+ * the model's own name in its string table). */
 void tern_compile_io_name(const char *onnx_name, char *out, size_t len)
 {
-    size_t n = 0;
-    for (const char *p = onnx_name; *p && n + 1 < len && n < TERN_TENSOR_NAME_MAX - 1; p++) {
+    if (len == 0)
+        return;
+    size_t room = (len < TERN_TENSOR_NAME_MAX ? len : TERN_TENSOR_NAME_MAX) - 1, n = strlen(onnx_name);
+    int plain = n > 0 && n <= room;
+    for (const char *p = onnx_name; *p && plain; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+                *p == '.' || *p == '-';
+    if (plain || room < 17) {
+        snprintf(out, len, "%s", onnx_name);
+        return;
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = onnx_name; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    size_t keep = room - 17, k = 0;
+    for (const char *p = onnx_name; *p && k < keep; p++, k++) {
         char ch = *p;
         int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
                  ch == '.' || ch == '-';
-        out[n++] = ok ? ch : '_';
+        out[k] = ok ? ch : '_';
     }
-    if (n == 0 && len > 1)
-        out[n++] = '_';
-    out[n] = '\0';
+    snprintf(out + k, len - k, ".%016llx", (unsigned long long)h);
 }
 
 tern_status cc_fail(cc *c, tern_status code, const char *fmt, ...)
@@ -868,6 +884,7 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
                 const tern_graph_value *gv = tern_graph_value_at(g, id);
                 tern_exe_io *io = pass ? &outs[i] : &ins[i];
                 tern_compile_io_name(gv->name, io->name, sizeof io->name);
+                io->model_name = gv->name; /* borrowed: tern_exe_from_kernels copies it */
                 io->dtype = c.v[id].dt;
                 io->rank = (unsigned)gv->rank;
                 for (int d = 0; d < gv->rank; d++)

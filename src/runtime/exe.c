@@ -1,8 +1,10 @@
-/* The tern executable format (.tern): a fixed header, the model's inputs and outputs, one embedded program per
- * NeuronCore (the .tprog format of the isa layer), the constants each core needs in HBM, and free-form JSON
- * metadata — little-endian, written field by field, with a CRC-32 over everything after the checksum field.
- * The decoder trusts nothing: every count is checked against the bytes present before anything is allocated,
- * every field against its range, and each error names the byte offset. Layout: docs/runtime.md. */
+/* The tern executable format (.tern): a fixed header, the model's inputs and outputs, a string table (the
+ * model's names for them and the machine, any length), one embedded program per NeuronCore (the .tprog format of
+ * the isa layer), the constants each core needs in HBM, and free-form JSON metadata — little-endian, written
+ * field by field, with a CRC-32 over everything after the checksum field. The decoder trusts nothing: every
+ * count is checked against the bytes present before anything is allocated, every field against its range, and
+ * each error names the byte offset. It also reads version 1 (fixed 48-byte names, no string table, no machine
+ * fingerprint). Layout: docs/runtime.md. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,13 +21,75 @@ enum {
     X_OUTPUTS = 24,
     X_CONSTS = 28,
     X_META = 32,
-    X_RESERVED = 36,
-    X_MACHINE = 40,
+    X_RESERVED = 36, /* version 1: reserved (0); version 2: string table bytes */
+    X_STRTAB = 36,
+    X_MACHINE = 40,  /* version 1: machine name[56]; version 2: four u32 below, then 40 reserved bytes */
+    X_MACHINE_REF = 40,
+    X_MACHINE_NAME = 44,
+    X_FINGERPRINT = 48,
+    X_FIGURES = 52,
+    X_V2_RESERVED = 56,
     X_HEADER = 96,
     X_MACHINE_LEN = X_HEADER - X_MACHINE,
-    X_IO_RECORD = 120, /* name[48] dtype rank split text_bytes shape[8] x i64, reserved 4 */
+    /* version 1: name[48] dtype rank split text_bytes shape[8] x i64, reserved 4;
+     * version 2: model-name string u32, name[48], dtype rank split text_bytes, shape[8] x i64 */
+    X_IO_RECORD = 120,
     X_MAX_CORES = 1024,
 };
+#define X_NO_STRING 0xFFFFFFFFu /* a string-table reference to no string */
+
+const char *tern_exe_io_name(const tern_exe_io *io) { return io->model_name ? io->model_name : io->name; }
+
+const char *tern_exe_machine(const tern_exe *x) { return x->machine_ref ? x->machine_ref : x->machine; }
+
+/* 64-bit FNV-1a: a stable, dependency-free hash for shortened file names. */
+static uint64_t fnv1a64(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Escape name into buf while whole escapes fit in limit bytes; returns the length of the whole escaped name and
+ * sets *kept_at_keep to the length written when the text first passed keep bytes (0 if it never did). */
+static size_t escape_name(const char *name, char *buf, size_t limit, size_t keep, size_t *kept_at_keep)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t full = 0;
+    *kept_at_keep = 0;
+    for (const uint8_t *p = (const uint8_t *)name; *p; p++) {
+        int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+                    *p == '-' || (*p == '.' && p != (const uint8_t *)name);
+        size_t w = plain ? 1 : 3;
+        if (full + w > keep && !*kept_at_keep)
+            *kept_at_keep = full;
+        if (full + w <= limit) {
+            if (plain) {
+                buf[full] = (char)*p;
+            } else {
+                buf[full] = '%';
+                buf[full + 1] = hex[*p >> 4];
+                buf[full + 2] = hex[*p & 15];
+            }
+        }
+        full += w;
+    }
+    return full;
+}
+
+size_t tern_name_to_filename(const char *name, char *out, size_t cap)
+{
+    char buf[TERN_NAME_FILENAME_MAX];
+    size_t keep_len, n = escape_name(name, buf, TERN_NAME_FILENAME_MAX - 8, 200, &keep_len);
+    if (n > TERN_NAME_FILENAME_MAX - 8) /* too long: the first 200 bytes, '~', the hash of the whole name */
+        n = keep_len + (size_t)snprintf(buf + keep_len, sizeof buf - keep_len, "~%016llx",
+                                        (unsigned long long)fnv1a64(name));
+    buf[n] = '\0';
+    if (cap)
+        snprintf(out, cap, "%s", buf);
+    return n;
+}
 
 void tern_exe_init(tern_exe *x) { memset(x, 0, sizeof *x); }
 
@@ -35,8 +99,15 @@ void tern_exe_free(tern_exe *x)
         for (unsigned c = 0; c < x->cores; c++)
             tern_program_free(&x->programs[c]);
     free(x->programs);
+    for (size_t i = 0; x->inputs && i < x->num_inputs; i++)
+        free(x->inputs[i].model_name);
+    for (size_t i = 0; x->outputs && i < x->num_outputs; i++)
+        free(x->outputs[i].model_name);
     free(x->inputs);
     free(x->outputs);
+    free(x->machine_ref);
+    free(x->machine_name);
+    free(x->machine_figures);
     for (size_t i = 0; i < x->num_consts; i++)
         free(x->consts[i].data);
     free(x->consts);
@@ -151,21 +222,56 @@ static int io_check(const tern_exe_io *io, char *why, size_t n)
     return 0;
 }
 
-static void put_io(wbuf *b, const tern_exe_io *io)
+/* The string table: NUL-terminated strings in a fixed order (machine reference, machine name, machine figures
+ * when present, then each input's and each output's model name), so a decoded file re-encodes to the same bytes. */
+static uint32_t strtab_add(wbuf *t, const char *s)
+{
+    if (!s || !*s)
+        return X_NO_STRING;
+    uint32_t off = (uint32_t)t->len;
+    wb_put(t, s, strlen(s) + 1);
+    return off;
+}
+
+static void put_io(wbuf *b, const tern_exe_io *io, uint32_t name_off)
 {
     uint8_t r[X_IO_RECORD];
     memset(r, 0, sizeof r);
-    memcpy(r, io->name, strnlen(io->name, TERN_TENSOR_NAME_MAX - 1));
-    r[48] = (uint8_t)io->dtype;
-    r[49] = (uint8_t)io->rank;
-    r[50] = (uint8_t)(io->split_batch != 0);
-    r[51] = (uint8_t)io->text_bytes;
+    put32(r, name_off);
+    memcpy(r + 4, io->name, strnlen(io->name, TERN_TENSOR_NAME_MAX - 1));
+    r[52] = (uint8_t)io->dtype;
+    r[53] = (uint8_t)io->rank;
+    r[54] = (uint8_t)(io->split_batch != 0);
+    r[55] = (uint8_t)io->text_bytes;
     for (unsigned d = 0; d < TERN_EXE_MAX_RANK; d++) {
         uint64_t v = d < io->rank ? (uint64_t)io->shape[d] : 0;
         for (int k = 0; k < 8; k++)
-            r[52 + 8 * d + k] = (uint8_t)(v >> (8 * k));
+            r[56 + 8 * d + k] = (uint8_t)(v >> (8 * k));
     }
     wb_put(b, r, sizeof r);
+}
+
+/* Two inputs (or two outputs) may share neither the model's name nor the program tensor. */
+static int names_check(const tern_exe_io *v, size_t n, const char *kind, char *why, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].model_name && !v[i].model_name[0]) {
+            snprintf(why, len, "%s %zu ('%s'): empty model name", kind, i, v[i].name);
+            return -1;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (!strcmp(tern_exe_io_name(&v[i]), tern_exe_io_name(&v[j]))) {
+                snprintf(why, len, "%ss %zu and %zu are both called '%s'", kind, j, i, tern_exe_io_name(&v[i]));
+                return -1;
+            }
+            if (!strcmp(v[i].name, v[j].name)) {
+                snprintf(why, len, "%ss '%s' and '%s' are both program tensor '%s'", kind, tern_exe_io_name(&v[j]),
+                         tern_exe_io_name(&v[i]), v[i].name);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 tern_status tern_exe_encode(const tern_exe *x, uint8_t **out, size_t *len, tern_error *err)
@@ -175,13 +281,29 @@ tern_status tern_exe_encode(const tern_exe *x, uint8_t **out, size_t *len, tern_
     char why[200];
     if (x->cores == 0 || x->cores > X_MAX_CORES)
         return tern_error_set(err, TERN_ERR_INVALID, "executable encode: %u cores (must be 1..%d)", x->cores, X_MAX_CORES);
-    if (strnlen(x->machine, sizeof x->machine) >= X_MACHINE_LEN)
-        return tern_error_set(err, TERN_ERR_INVALID, "executable encode: machine name longer than %d characters",
-                              X_MACHINE_LEN - 1);
     for (size_t i = 0; i < x->num_inputs + x->num_outputs; i++) {
         const tern_exe_io *io = i < x->num_inputs ? &x->inputs[i] : &x->outputs[i - x->num_inputs];
         if (io_check(io, why, sizeof why))
             return tern_error_set(err, TERN_ERR_INVALID, "executable encode: %s %s", i < x->num_inputs ? "input" : "output", why);
+    }
+    if (names_check(x->inputs, x->num_inputs, "input", why, sizeof why) ||
+        names_check(x->outputs, x->num_outputs, "output", why, sizeof why))
+        return tern_error_set(err, TERN_ERR_INVALID, "executable encode: %s", why);
+    wbuf t = {0}; /* the string table */
+    uint32_t mref = strtab_add(&t, tern_exe_machine(x)), mname = strtab_add(&t, x->machine_name);
+    uint32_t mfig = strtab_add(&t, x->machine_figures);
+    uint32_t *name_off = malloc((x->num_inputs + x->num_outputs + 1) * sizeof *name_off);
+    if (!name_off) {
+        free(t.p);
+        return tern_error_set(err, TERN_ERR_NOMEM, "executable encode: out of memory");
+    }
+    for (size_t i = 0; i < x->num_inputs + x->num_outputs; i++)
+        name_off[i] = strtab_add(&t, tern_exe_io_name(i < x->num_inputs ? &x->inputs[i] : &x->outputs[i - x->num_inputs]));
+    if (t.len > UINT32_MAX - 8 || t.oom) {
+        free(t.p);
+        free(name_off);
+        return tern_error_set(err, t.oom ? TERN_ERR_NOMEM : TERN_ERR_INVALID, "executable encode: string table of %zu bytes",
+                              t.len);
     }
     wbuf b = {0};
     wb_put(&b, TERN_EXE_MAGIC, 8);
@@ -193,15 +315,20 @@ tern_status tern_exe_encode(const tern_exe *x, uint8_t **out, size_t *len, tern_
     wb_u32(&b, (uint32_t)x->num_consts);
     size_t meta_len = x->metadata_json ? strlen(x->metadata_json) : 0;
     wb_u32(&b, (uint32_t)meta_len);
-    wb_u32(&b, 0);
-    uint8_t m[X_MACHINE_LEN];
-    memset(m, 0, sizeof m);
-    memcpy(m, x->machine, strnlen(x->machine, X_MACHINE_LEN - 1));
-    wb_put(&b, m, sizeof m);
+    wb_u32(&b, (uint32_t)t.len);
+    wb_u32(&b, mref);
+    wb_u32(&b, mname);
+    wb_u32(&b, x->machine_fingerprint);
+    wb_u32(&b, mfig);
+    wb_put(&b, NULL, X_HEADER - X_V2_RESERVED);
     for (size_t i = 0; i < x->num_inputs; i++)
-        put_io(&b, &x->inputs[i]);
+        put_io(&b, &x->inputs[i], name_off[i]);
     for (size_t i = 0; i < x->num_outputs; i++)
-        put_io(&b, &x->outputs[i]);
+        put_io(&b, &x->outputs[i], name_off[x->num_inputs + i]);
+    free(name_off);
+    wb_put(&b, t.p, t.len);
+    wb_pad8(&b);
+    free(t.p);
     for (unsigned c = 0; c < x->cores; c++) {
         uint8_t *prog = NULL;
         size_t plen = 0;
@@ -254,31 +381,64 @@ static tern_status fail(tern_exe *out, tern_error *err, tern_status code, size_t
     return tern_error_set(err, code, "executable decode: offset %zu: %s", off, msg);
 }
 
-static tern_status read_io(const uint8_t *r, size_t off, tern_exe_io *io, tern_exe *out, tern_error *err)
+/* One I/O record. Version 1: name[48] at 0, the fields at 48, 4 reserved bytes at 116; version 2: a
+ * string-table reference at 0 (read by the caller), name[48] at 4, the fields at 52. */
+static tern_status read_io(const uint8_t *r, size_t off, unsigned version, tern_exe_io *io, tern_exe *out,
+                           tern_error *err)
 {
     memset(io, 0, sizeof *io);
-    size_t nlen = strnlen((const char *)r, TERN_TENSOR_NAME_MAX);
+    size_t at = version >= 2 ? 4 : 0, f = at + TERN_TENSOR_NAME_MAX;
+    size_t nlen = strnlen((const char *)r + at, TERN_TENSOR_NAME_MAX);
     if (nlen == 0 || nlen >= TERN_TENSOR_NAME_MAX)
-        return fail(out, err, TERN_ERR_PARSE, off, "input/output name empty or not NUL-terminated");
+        return fail(out, err, TERN_ERR_PARSE, off + at, "input/output name empty or not NUL-terminated");
     for (size_t i = nlen; i < TERN_TENSOR_NAME_MAX; i++)
-        if (r[i])
-            return fail(out, err, TERN_ERR_PARSE, off + i, "non-zero byte after an input/output name");
-    memcpy(io->name, r, nlen);
-    io->dtype = (tern_dtype)r[48];
-    io->rank = r[49];
-    if (r[50] > 1)
-        return fail(out, err, TERN_ERR_PARSE, off + 50, "'%s': split flag %u invalid (0 or 1)", io->name, r[50]);
-    io->split_batch = r[50];
-    io->text_bytes = r[51];
+        if (r[at + i])
+            return fail(out, err, TERN_ERR_PARSE, off + at + i, "non-zero byte after an input/output name");
+    memcpy(io->name, r + at, nlen);
+    io->dtype = (tern_dtype)r[f];
+    io->rank = r[f + 1];
+    if (r[f + 2] > 1)
+        return fail(out, err, TERN_ERR_PARSE, off + f + 2, "'%s': split flag %u invalid (0 or 1)", io->name, r[f + 2]);
+    io->split_batch = r[f + 2];
+    io->text_bytes = r[f + 3];
     for (unsigned d = 0; d < TERN_EXE_MAX_RANK; d++)
-        io->shape[d] = (int64_t)rd64(r + 52 + 8 * d);
+        io->shape[d] = (int64_t)rd64(r + f + 4 + 8 * d);
     char why[200];
     if (io_check(io, why, sizeof why))
-        return fail(out, err, TERN_ERR_PARSE, off + 48, "%s", why);
+        return fail(out, err, TERN_ERR_PARSE, off + f, "%s", why);
     for (unsigned d = io->rank; d < TERN_EXE_MAX_RANK; d++)
         if (io->shape[d])
-            return fail(out, err, TERN_ERR_PARSE, off + 52 + 8 * d, "'%s': dimension %u set beyond rank %u", io->name,
-                        d, io->rank);
+            return fail(out, err, TERN_ERR_PARSE, off + f + 4 + 8 * d, "'%s': dimension %u set beyond rank %u",
+                        io->name, d, io->rank);
+    return TERN_OK;
+}
+
+/* The string table is read in the order the encoder writes it: each reference must be the next string (or
+ * X_NO_STRING where a string may be absent), so an accepted file re-encodes to the same bytes. */
+typedef struct {
+    const uint8_t *p;
+    size_t base, len, next; /* file offset of the table, its length, offset of the next string in it */
+} strtab;
+
+static tern_status strtab_take(strtab *t, uint32_t ref, size_t ref_off, int optional, const char *what, char **dst,
+                               tern_exe *out, tern_error *err)
+{
+    *dst = NULL;
+    if (ref == X_NO_STRING && optional)
+        return TERN_OK;
+    if (ref != t->next)
+        return fail(out, err, TERN_ERR_PARSE, ref_off, "%s: string-table offset %u, expected %zu", what, ref, t->next);
+    const uint8_t *s = t->p + t->next;
+    const uint8_t *nul = t->next < t->len ? memchr(s, 0, t->len - t->next) : NULL;
+    if (!nul)
+        return fail(out, err, TERN_ERR_PARSE, t->base + t->next, "%s: string not NUL-terminated in the table", what);
+    size_t n = (size_t)(nul - s);
+    if (n == 0)
+        return fail(out, err, TERN_ERR_PARSE, t->base + t->next, "%s: empty string", what);
+    if (!(*dst = malloc(n + 1)))
+        return fail(out, err, TERN_ERR_NOMEM, t->base + t->next, "out of memory");
+    memcpy(*dst, s, n + 1);
+    t->next += n + 1;
     return TERN_OK;
 }
 
@@ -290,9 +450,9 @@ tern_status tern_exe_decode(const uint8_t *buf, size_t len, tern_exe *out, tern_
     if (len < X_HEADER)
         return fail(out, err, TERN_ERR_PARSE, len, "truncated: %zu bytes, the header needs %d", len, X_HEADER);
     uint32_t version = rd32(buf + X_VERSION);
-    if (version != TERN_EXE_VERSION)
-        return fail(out, err, TERN_ERR_UNSUPPORTED, X_VERSION, "version %u unsupported (this build reads %d)", version,
-                    TERN_EXE_VERSION);
+    if (version < TERN_EXE_VERSION_MIN || version > TERN_EXE_VERSION)
+        return fail(out, err, TERN_ERR_UNSUPPORTED, X_VERSION, "version %u unsupported (this build reads versions %d..%d)",
+                    version, TERN_EXE_VERSION_MIN, TERN_EXE_VERSION);
     uint32_t crc = tern_crc32(buf + X_CORES, len - X_CORES);
     if (crc != rd32(buf + X_CHECKSUM))
         return fail(out, err, TERN_ERR_PARSE, X_CHECKSUM, "checksum mismatch (file says 0x%08x, contents 0x%08x)",
@@ -301,32 +461,68 @@ tern_status tern_exe_decode(const uint8_t *buf, size_t len, tern_exe *out, tern_
     uint32_t nconst = rd32(buf + X_CONSTS), meta = rd32(buf + X_META);
     if (cores == 0 || cores > X_MAX_CORES)
         return fail(out, err, TERN_ERR_PARSE, X_CORES, "%u cores (must be 1..%d)", cores, X_MAX_CORES);
-    if (rd32(buf + X_RESERVED))
-        return fail(out, err, TERN_ERR_PARSE, X_RESERVED, "reserved field not zero");
-    size_t mlen = strnlen((const char *)buf + X_MACHINE, X_MACHINE_LEN);
-    if (mlen >= X_MACHINE_LEN)
-        return fail(out, err, TERN_ERR_PARSE, X_MACHINE, "machine name not NUL-terminated");
-    memcpy(out->machine, buf + X_MACHINE, mlen);
+    uint32_t strtab_len = 0;
+    if (version < 2) {
+        if (rd32(buf + X_RESERVED))
+            return fail(out, err, TERN_ERR_PARSE, X_RESERVED, "reserved field not zero");
+        size_t mlen = strnlen((const char *)buf + X_MACHINE, X_MACHINE_LEN);
+        if (mlen >= X_MACHINE_LEN)
+            return fail(out, err, TERN_ERR_PARSE, X_MACHINE, "machine name not NUL-terminated");
+        memcpy(out->machine, buf + X_MACHINE, mlen);
+    } else {
+        strtab_len = rd32(buf + X_STRTAB);
+        for (size_t i = X_V2_RESERVED; i < X_HEADER; i++)
+            if (buf[i])
+                return fail(out, err, TERN_ERR_PARSE, i, "reserved header byte not zero");
+        out->machine_fingerprint = rd32(buf + X_FINGERPRINT);
+    }
     size_t off = X_HEADER;
     if ((uint64_t)nin + nout > (len - off) / X_IO_RECORD)
         return fail(out, err, TERN_ERR_PARSE, X_INPUTS, "%u inputs and %u outputs do not fit in %zu bytes", nin, nout,
                     len - off);
+    size_t strtab_at = off + ((size_t)nin + nout) * X_IO_RECORD;
+    if (strtab_len > len - strtab_at)
+        return fail(out, err, TERN_ERR_PARSE, X_STRTAB, "string table of %u bytes overruns the file", strtab_len);
+    strtab tab = {buf + strtab_at, strtab_at, strtab_len, 0};
     out->inputs = calloc(nin ? nin : 1, sizeof *out->inputs);
     out->outputs = calloc(nout ? nout : 1, sizeof *out->outputs);
     out->programs = calloc(cores, sizeof *out->programs);
     if (!out->inputs || !out->outputs || !out->programs)
         return fail(out, err, TERN_ERR_NOMEM, off, "out of memory");
     tern_status st;
-    for (uint32_t i = 0; i < nin; i++, off += X_IO_RECORD) {
-        if ((st = read_io(buf + off, off, &out->inputs[i], out, err)))
+    if (version >= 2) {
+        if ((st = strtab_take(&tab, rd32(buf + X_MACHINE_REF), X_MACHINE_REF, 1, "machine reference", &out->machine_ref,
+                              out, err)) ||
+            (st = strtab_take(&tab, rd32(buf + X_MACHINE_NAME), X_MACHINE_NAME, 1, "machine name", &out->machine_name,
+                              out, err)) ||
+            (st = strtab_take(&tab, rd32(buf + X_FIGURES), X_FIGURES, 1, "machine figures", &out->machine_figures, out,
+                              err)))
             return st;
-        out->num_inputs = i + 1;
+        if (out->machine_ref)
+            snprintf(out->machine, sizeof out->machine, "%s", out->machine_ref);
     }
-    for (uint32_t i = 0; i < nout; i++, off += X_IO_RECORD) {
-        if ((st = read_io(buf + off, off, &out->outputs[i], out, err)))
+    for (uint32_t i = 0; i < nin + nout; i++, off += X_IO_RECORD) {
+        tern_exe_io *io = i < nin ? &out->inputs[i] : &out->outputs[i - nin];
+        if ((st = read_io(buf + off, off, version, io, out, err)))
             return st;
-        out->num_outputs = i + 1;
+        if (i < nin)
+            out->num_inputs = i + 1;
+        else
+            out->num_outputs = i - nin + 1;
+        if (version >= 2 && (st = strtab_take(&tab, rd32(buf + off), off, 0, io->name, &io->model_name, out, err)))
+            return st;
     }
+    if (tab.next != tab.len)
+        return fail(out, err, TERN_ERR_PARSE, strtab_at + tab.next, "%zu unreferenced bytes in the string table",
+                    tab.len - tab.next);
+    char why[200];
+    if (names_check(out->inputs, out->num_inputs, "input", why, sizeof why) ||
+        names_check(out->outputs, out->num_outputs, "output", why, sizeof why))
+        return fail(out, err, TERN_ERR_PARSE, X_HEADER, "%s", why);
+    off += strtab_len;
+    off += (8 - off % 8) % 8;
+    if (off > len)
+        return fail(out, err, TERN_ERR_PARSE, len, "truncated in the string table's padding");
     out->cores = cores;
     for (unsigned c = 0; c < cores; c++)
         tern_program_init(&out->programs[c]);

@@ -1,20 +1,48 @@
 /* Building an executable from kernels built with the kernel API: one kernel per core, their programs (with
- * interface tensors), and every constant tensor's data placed in that core's HBM. */
+ * interface tensors), every constant tensor's data placed in that core's HBM, and the machine it is built for
+ * (its reference, catalogue name and code fingerprint, so the runtime can refuse a machine the code does not fit). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tern/arch.h"
 #include "tern/kernel.h"
 #include "tern/runtime.h"
 
+/* Appends a copy of io; the copy owns its own model name (the caller keeps io's). */
 static tern_status add_io(tern_exe_io **v, size_t *n, const tern_exe_io *io, tern_error *err)
 {
     tern_exe_io *p = realloc(*v, (*n + 1) * sizeof *p);
     if (!p)
         return tern_error_set(err, TERN_ERR_NOMEM, "executable: out of memory");
-    p[*n] = *io;
     *v = p;
+    p[*n] = *io;
+    p[*n].model_name = NULL;
+    if (io->model_name && !(p[*n].model_name = strdup(io->model_name)))
+        return tern_error_set(err, TERN_ERR_NOMEM, "executable: out of memory");
     (*n)++;
+    return TERN_OK;
+}
+
+tern_status tern_exe_set_machine(tern_exe *x, const char *machine, tern_error *err)
+{
+    tern_machine *m = NULL;
+    tern_status st = tern_machine_load(machine, &m, err);
+    if (st)
+        return tern_error_prefix(err, "executable: machine: ");
+    char figures[2048];
+    tern_machine_code_figures(m, figures, sizeof figures);
+    free(x->machine_ref);
+    free(x->machine_name);
+    free(x->machine_figures);
+    x->machine_ref = strdup(machine);
+    x->machine_name = strdup(tern_machine_name(m));
+    x->machine_figures = strdup(figures);
+    x->machine_fingerprint = tern_machine_code_fingerprint(m);
+    tern_machine_free(m);
+    snprintf(x->machine, sizeof x->machine, "%s", machine);
+    if (!x->machine_ref || !x->machine_name || !x->machine_figures)
+        return tern_error_set(err, TERN_ERR_NOMEM, "executable: out of memory");
     return TERN_OK;
 }
 
@@ -24,7 +52,8 @@ tern_status tern_exe_from_kernels(tern_exe *x, const char *machine, tern_kernel 
 {
     tern_exe_init(x);
     tern_status st;
-    snprintf(x->machine, sizeof x->machine, "%s", machine);
+    if ((st = tern_exe_set_machine(x, machine, err)))
+        goto fail;
     x->programs = calloc(cores ? cores : 1, sizeof *x->programs);
     if (!x->programs)
         return tern_error_set(err, TERN_ERR_NOMEM, "executable: out of memory");

@@ -3,9 +3,11 @@
  * gathered back. The cores' programs are independent (the compiler splits a batch), so they are simulated one
  * after the other; each core gets its share of the chip's HBM bandwidth, and the predicted time of an execution
  * is the slowest core's. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tern/arch.h"
 #include "tern/runtime.h"
 
 struct tern_rt {
@@ -20,10 +22,23 @@ struct tern_rt {
 
 /* A copy of everything but the constants' bytes (the caller's executable was validated when it was built or
  * decoded). */
+static char *dup_or_null(const char *s, int *oom)
+{
+    char *d = s ? strdup(s) : NULL;
+    if (s && !d)
+        *oom = 1;
+    return d;
+}
+
 static tern_status copy_exe(const tern_exe *src, tern_exe *dst, tern_error *err)
 {
     tern_exe_init(dst);
     memcpy(dst->machine, src->machine, sizeof dst->machine);
+    int oom = 0;
+    dst->machine_ref = dup_or_null(src->machine_ref, &oom);
+    dst->machine_name = dup_or_null(src->machine_name, &oom);
+    dst->machine_figures = dup_or_null(src->machine_figures, &oom);
+    dst->machine_fingerprint = src->machine_fingerprint;
     dst->programs = calloc(src->cores ? src->cores : 1, sizeof *dst->programs);
     dst->inputs = calloc(src->num_inputs + 1, sizeof *dst->inputs);
     dst->outputs = calloc(src->num_outputs + 1, sizeof *dst->outputs);
@@ -41,9 +56,17 @@ static tern_status copy_exe(const tern_exe *src, tern_exe *dst, tern_error *err)
             return err ? err->code : TERN_ERR_NOMEM;
         }
     memcpy(dst->inputs, src->inputs, src->num_inputs * sizeof *dst->inputs);
-    dst->num_inputs = src->num_inputs;
     memcpy(dst->outputs, src->outputs, src->num_outputs * sizeof *dst->outputs);
+    for (size_t i = 0; i < src->num_inputs; i++)
+        dst->inputs[i].model_name = dup_or_null(src->inputs[i].model_name, &oom);
+    for (size_t i = 0; i < src->num_outputs; i++)
+        dst->outputs[i].model_name = dup_or_null(src->outputs[i].model_name, &oom);
+    dst->num_inputs = src->num_inputs;
     dst->num_outputs = src->num_outputs;
+    if (oom) {
+        tern_exe_free(dst);
+        return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
+    }
     /* Constant records without their bytes: those go straight from the caller's executable into HBM at create
      * time and are never read again (for GPT-2 124M this saves a 400 MB copy). */
     for (size_t i = 0; i < src->num_consts; i++) {
@@ -58,15 +81,84 @@ static tern_status copy_exe(const tern_exe *src, tern_exe *dst, tern_error *err)
     return TERN_OK;
 }
 
+/* By the model's name first; else by program tensor name (what callers used before names had a string table). */
 static const tern_exe_io *find_io(const tern_exe_io *v, size_t n, const char *name, size_t *index)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(v[i].name, name)) {
-            if (index)
-                *index = i;
-            return &v[i];
-        }
+    for (int by_tensor = 0; by_tensor < 2; by_tensor++)
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(by_tensor ? v[i].name : tern_exe_io_name(&v[i]), name)) {
+                if (index)
+                    *index = i;
+                return &v[i];
+            }
     return NULL;
+}
+
+/* "key a vs b" for each line of two figure texts (tern_machine_code_figures) that differs, comma-separated. */
+static void figures_diff(const char *a, const char *b, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (const char *p = a; *p;) {
+        const char *eol = strchr(p, '\n'), *eq = strchr(p, '=');
+        if (!eol)
+            eol = p + strlen(p);
+        if (eq && eq < eol) {
+            size_t klen = (size_t)(eq - p);
+            const char *q = b, *other = NULL, *oeol = NULL;
+            while (*q) { /* the same key in b */
+                const char *qe = strchr(q, '\n');
+                if (!qe)
+                    qe = q + strlen(q);
+                if ((size_t)(qe - q) > klen && !strncmp(q, p, klen) && q[klen] == '=') {
+                    other = q + klen + 1;
+                    oeol = qe;
+                    break;
+                }
+                q = *qe ? qe + 1 : qe;
+            }
+            size_t vlen = (size_t)(eol - eq - 1);
+            if ((!other || (size_t)(oeol - other) != vlen || strncmp(other, eq + 1, vlen)) && n + 1 < cap) {
+                int w = snprintf(out + n, cap - n, "%s%.*s %.*s vs %.*s", n ? ", " : "", (int)klen, p, (int)vlen,
+                                 eq + 1, other ? (int)(oeol - other) : 6, other ? other : "absent");
+                n = w > 0 && (size_t)w < cap - n ? n + (size_t)w : cap - 1;
+            }
+        }
+        p = *eol ? eol + 1 : eol;
+    }
+}
+
+/* Refuse a machine the executable's code does not fit (see tern_rt_create). */
+static tern_status check_machine(const tern_exe *x, const char *machine, const tern_machine *m, tern_error *err)
+{
+    uint32_t want = x->machine_fingerprint, have = tern_machine_code_fingerprint(m);
+    char mine[2048], theirs[2048] = "", old_name[256];
+    tern_machine_code_figures(m, mine, sizeof mine);
+    const char *compiled_for = x->machine_name ? x->machine_name : tern_exe_machine(x);
+    if (!want) { /* a version-1 executable: the machine it names, as that machine is now */
+        tern_machine *old = NULL;
+        tern_error e;
+        if (!tern_exe_machine(x)[0] || tern_machine_load(tern_exe_machine(x), &old, &e))
+            return TERN_OK; /* names no loadable machine: nothing to compare with */
+        want = tern_machine_code_fingerprint(old);
+        tern_machine_code_figures(old, theirs, sizeof theirs);
+        snprintf(old_name, sizeof old_name, "%s", tern_machine_name(old));
+        compiled_for = old_name;
+        tern_machine_free(old);
+    } else if (x->machine_figures) {
+        snprintf(theirs, sizeof theirs, "%s", x->machine_figures);
+    }
+    if (want == have)
+        return TERN_OK;
+    char diff[600] = "";
+    int same = !strcmp(machine, tern_machine_name(m));
+    if (theirs[0])
+        figures_diff(theirs, mine, diff, sizeof diff);
+    return tern_error_set(err, TERN_ERR_INVALID,
+                          "runtime: the executable was compiled for %s (code fingerprint %08x); machine %s%s%s%s has "
+                          "fingerprint %08x%s%s%s: recompile for it, or force it (tern run --force-machine)",
+                          compiled_for, want, machine, same ? "" : " (", same ? "" : tern_machine_name(m),
+                          same ? "" : ")", have, diff[0] ? " (" : "", diff, diff[0] ? ")" : "");
 }
 
 /* Bytes of core c's share of io, and its offset in the whole-model array. */
@@ -93,26 +185,38 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
         return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
     if (o)
         rt->opts = *o;
+    tern_machine *m = NULL;
     tern_status st = copy_exe(x, &rt->exe, err);
     if (!st)
-        st = tern_core_config_load(machine, &rt->cfg, err);
+        st = tern_machine_load(machine, &m, err);
+    if (!st)
+        st = tern_core_config_from_machine(m, &rt->cfg, err);
     if (st) {
+        tern_machine_free(m);
         tern_rt_free(rt);
         return st;
     }
     unsigned chip_cores = rt->cfg.timing.cores_per_chip ? rt->cfg.timing.cores_per_chip : 1;
     if (rt->exe.cores > chip_cores) {
+        tern_machine_free(m);
         tern_rt_free(rt);
         return tern_error_set(err, TERN_ERR_INVALID,
                               "runtime: the executable needs %u NeuronCores; machine %s has %u per chip (compile for "
                               "this machine, or use --cores)",
                               x->cores, machine, chip_cores);
     }
+    st = rt->opts.force_machine ? TERN_OK : check_machine(x, machine, m, err);
+    tern_machine_free(m);
+    if (st) {
+        tern_rt_free(rt);
+        return st;
+    }
     for (size_t i = 0; i < rt->exe.num_inputs + rt->exe.num_outputs; i++) {
         const tern_exe_io *io =
             i < rt->exe.num_inputs ? &rt->exe.inputs[i] : &rt->exe.outputs[i - rt->exe.num_inputs];
         if (io->split_batch && (io->rank == 0 || io->shape[0] % rt->exe.cores)) {
-            tern_error_set(err, TERN_ERR_INVALID, "runtime: '%s' splits a batch of %lld over %u cores unevenly", io->name,
+            tern_error_set(err, TERN_ERR_INVALID, "runtime: '%s' splits a batch of %lld over %u cores unevenly",
+                           tern_exe_io_name(io),
                            io->rank ? (long long)io->shape[0] : 0LL, rt->exe.cores);
             tern_rt_free(rt); /* after the message: rt owns io */
             return TERN_ERR_INVALID;
@@ -228,7 +332,8 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
     const tern_exe *x = &rt->exe;
     for (size_t i = 0; i < x->num_inputs; i++)
         if (!rt->input_set[i])
-            return tern_error_set(err, TERN_ERR_INVALID, "runtime: input '%s' was not set", x->inputs[i].name);
+            return tern_error_set(err, TERN_ERR_INVALID, "runtime: input '%s' was not set",
+                                  tern_exe_io_name(&x->inputs[i]));
     tern_run_stats total;
     memset(&total, 0, sizeof total);
     for (unsigned c = 0; c < x->cores; c++) {
@@ -286,7 +391,7 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
     if (want == 0)
         return TERN_OK; /* a zero-size output: nothing to read (data may be NULL) */
     for (unsigned c = 0; c < x->cores; c++) {
-        const tern_program_tensor *t = tern_program_find_tensor(&x->programs[c], name);
+        const tern_program_tensor *t = tern_program_find_tensor(&x->programs[c], io->name);
         uint64_t off, n;
         slice_of(x, io, c, &off, &n);
         tern_status st = tern_core_hbm_read(rt->cores[c], t->hbm_addr, (uint8_t *)data + off, n, err);

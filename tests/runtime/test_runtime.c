@@ -121,7 +121,7 @@ int main(void)
     TEST_BEGIN("a batch split over two cores gives the same outputs, in less time");
     {
         /* Each core takes its rows of x [B, K] (the batch axis is axis 0) and transposes them on-chip. */
-        tern_exe_io out = {"y", TERN_DTYPE_FP32, 2, {Bt, N}, 1, 0};
+        tern_exe_io out = {"y", TERN_DTYPE_FP32, 2, {Bt, N}, 1, 0, NULL};
         tern_exe x2;
         tern_kernel *kk[2];
         for (int c = 0; c < 2; c++) {
@@ -137,7 +137,7 @@ int main(void)
             tern_lib_gemm(kk[c], mm, xT2, W, NULL);
             tern_lib_bias_act(kk[c], yy, mm, B, TERN_ACT_COPY);
         }
-        tern_exe_io ins = {"x", TERN_DTYPE_FP32, 2, {Bt, K}, 1, 0};
+        tern_exe_io ins = {"x", TERN_DTYPE_FP32, 2, {Bt, K}, 1, 0, NULL};
         st = tern_exe_from_kernels(&x2, "trn1.2xlarge", kk, 2, &ins, 1, &out, 1, "{\"model\":\"linear\"}", &err);
         CHECK_MSG(st == TERN_OK, "%s", err.msg);
         st = tern_rt_create(&x2, "trn1.2xlarge", NULL, &rt, &err);
@@ -175,9 +175,9 @@ int main(void)
     {
         /* The linear kernel's interface plus an empty input [0, 5] and an empty output [3, 0, 2]: they have no
          * bytes to place, so no program tensor, and keep their true shapes through the file. */
-        tern_exe_io ins[2] = {{"xT", TERN_DTYPE_FP32, 2, {K, Bt}, 0, 0}, {"nothing_in", TERN_DTYPE_FP32, 2, {0, 5}, 0, 0}};
-        tern_exe_io outs[2] = {{"y", TERN_DTYPE_FP32, 2, {Bt, N}, 0, 0},
-                               {"nothing_out", TERN_DTYPE_INT32, 3, {3, 0, 2}, 0, 0}};
+        tern_exe_io ins[2] = {{"xT", TERN_DTYPE_FP32, 2, {K, Bt}, 0, 0, NULL}, {"nothing_in", TERN_DTYPE_FP32, 2, {0, 5}, 0, 0, NULL}};
+        tern_exe_io outs[2] = {{"y", TERN_DTYPE_FP32, 2, {Bt, N}, 0, 0, NULL},
+                               {"nothing_out", TERN_DTYPE_INT32, 3, {3, 0, 2}, 0, 0, NULL}};
         tern_exe xz, dz;
         st = tern_exe_from_kernels(&xz, "trn1.2xlarge", &k1, 1, ins, 2, outs, 2, NULL, &err);
         CHECK_MSG(st == TERN_OK, "%s", err.msg);
@@ -236,7 +236,7 @@ int main(void)
         tern_kernel_load(kt, ts, s_in);
         tern_kernel_text_parse(kt, tn, ts, W);
         tern_kernel_store(kt, y_out, tn);
-        tern_exe_io tin = {"s", TERN_DTYPE_UINT8, 1, {3}, 0, W}, tout = {"y", TERN_DTYPE_FP32, 1, {3}, 0, 0};
+        tern_exe_io tin = {"s", TERN_DTYPE_UINT8, 1, {3}, 0, W, NULL}, tout = {"y", TERN_DTYPE_FP32, 1, {3}, 0, 0, NULL};
         tern_exe xt, dt;
         st = tern_exe_from_kernels(&xt, "trn1.2xlarge", &kt, 1, &tin, 1, &tout, 1, NULL, &err);
         CHECK_MSG(st == TERN_OK, "%s", err.msg);
