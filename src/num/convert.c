@@ -6,8 +6,23 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 /* ---- dispatch ---- */
+
+/* F16C from CPUID leaf 1 (ECX bit 29): gcc's __builtin_cpu_supports knows "f16c" but clang 14's does not, and
+ * <cpuid.h> works in both. The AVX2 check before it already confirms the OS saves the YMM state F16C uses. */
+static int cpu_has_f16c(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+#else
+    return 0;
+#endif
+}
 
 int tern_num_simd_supported(tern_simd s)
 {
@@ -15,7 +30,7 @@ int tern_num_simd_supported(tern_simd s)
     case TERN_SIMD_AUTO:
     case TERN_SIMD_PORTABLE: return 1;
     case TERN_SIMD_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case TERN_SIMD_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");

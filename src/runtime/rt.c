@@ -55,8 +55,11 @@ static tern_status copy_exe(const tern_exe *src, tern_exe *dst, tern_error *err)
             tern_exe_free(dst);
             return err ? err->code : TERN_ERR_NOMEM;
         }
-    memcpy(dst->inputs, src->inputs, src->num_inputs * sizeof *dst->inputs);
-    memcpy(dst->outputs, src->outputs, src->num_outputs * sizeof *dst->outputs);
+    /* a model may have no inputs (all constant) or no outputs: memcpy from NULL is undefined even for 0 bytes */
+    if (src->num_inputs)
+        memcpy(dst->inputs, src->inputs, src->num_inputs * sizeof *dst->inputs);
+    if (src->num_outputs)
+        memcpy(dst->outputs, src->outputs, src->num_outputs * sizeof *dst->outputs);
     for (size_t i = 0; i < src->num_inputs; i++)
         dst->inputs[i].model_name = dup_or_null(src->inputs[i].model_name, &oom);
     for (size_t i = 0; i < src->num_outputs; i++)

@@ -289,6 +289,26 @@ static uint64_t elem_ops(const tern_instr *ins)
     return d->ndims ? (uint64_t)d->num_partitions * tern_ap_free_elems(d) : 0;
 }
 
+/* Work an instruction does, for the max_elements guard: partitions x free elements of every access pattern in use,
+ * from the dims themselves and saturating, so an enormous pattern counts as too much work rather than wrapping to
+ * little. */
+static uint64_t work_elements(const tern_instr *ins)
+{
+    uint64_t total = 0;
+    for (unsigned k = 0; k < TERN_INSTR_OPERANDS; k++) {
+        const tern_ap *a = &ins->ap[k];
+        uint64_t n = a->num_partitions ? a->num_partitions : 1;
+        if (!a->ndims)
+            continue;
+        for (unsigned d = 0; d < a->ndims && d < TERN_AP_MAX_DIMS; d++)
+            if (__builtin_mul_overflow(n, (uint64_t)a->dims[d].num, &n))
+                return UINT64_MAX;
+        if (__builtin_add_overflow(total, n, &total))
+            return UINT64_MAX;
+    }
+    return total;
+}
+
 /* Control instructions' effects on registers; returns the next pc. */
 static size_t exec_control(tern_core *c, unsigned e, const tern_instr *ins, size_t pc)
 {
@@ -373,6 +393,15 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     if (t > idle_from && (ins->wait_sem != TERN_SEM_NONE || (op == TERN_OP_BARRIER && q->in_barrier)))
         emit(r, TERN_EVENT_WAIT, e, pc, ins, idle_from, t, 0, 0, 0);
 
+    if (c->opts.max_elements) {
+        uint64_t w = work_elements(ins);
+        if (w > c->opts.max_elements - r->elements)
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "run: %s #%zu would pass the work limit of %llu elements (%llu done, it touches %llu)",
+                                  tern_engine_name((tern_engine)e), pc, (unsigned long long)c->opts.max_elements,
+                                  (unsigned long long)r->elements, (unsigned long long)w);
+        r->elements += w;
+    }
     exec_fn fn = executor_of(op);
     if (fn) {
         exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
