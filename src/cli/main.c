@@ -19,6 +19,7 @@ static const command commands[] = {
     {"asm", tern_cmd_asm, "assemble program text into a binary program (IN.s -o OUT.tprog)"},
     {"disasm", tern_cmd_disasm, "print a binary program as assembly text (IN.tprog [-o OUT.s])"},
     {"kernel", tern_cmd_kernel, "build a library kernel and save its program (gemm|softmax|layernorm ... -o FILE)"},
+    {"inspect", tern_cmd_inspect, "describe a compiled executable: machine, I/O, instructions (MODEL.tern [--disasm])"},
     {"profile", tern_cmd_profile, "run a program with the profiler: summary, trace, SVG (PROGRAM [--trace F])"},
 };
 
