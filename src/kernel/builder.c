@@ -3,10 +3,11 @@
  *
  * Synchronisation model. Every engine and every DMA queue owns one semaphore that counts its completed
  * instructions (engine e: semaphore e; queue q: semaphore ENGINES + q). Each region (tile or HBM tensor)
- * remembers, per counter, the count of its last writer and of its readers since. An instruction that reads a
- * region waits for the last writers; one that writes waits for the last writers and readers; accesses from
- * the same engine or queue need no wait (in-order). After a write only the writer is remembered: it waited
- * for everything before it, so waiting for it is enough (transitivity). Waits an issuing engine has already
+ * remembers, per counter, the count of its last writer and of its readers since, by byte range (hazard.c). An
+ * instruction that reads bytes waits for the last writers of those bytes; one that writes waits for their last
+ * writers and readers; accesses from the same engine or queue need no wait (in-order). After a write of the
+ * whole region only the writer is remembered: it waited for everything before it, so waiting for it is enough
+ * (transitivity). Waits an issuing engine has already
  * performed are elided. When a tile is released its pending accesses stay with the freed space and pass to
  * the next tile placed there, so reuse can never race. */
 #include <stdarg.h>
@@ -105,6 +106,8 @@ void tern_kernel_free(tern_kernel *k)
     if (!k)
         return;
     tern_program_free(&k->prog);
+    for (size_t i = 0; i < k->nregions; i++)
+        kregion_clear(&k->regions[i]);
     free(k->regions);
     for (size_t i = 0; i < k->nio; i++)
         free(k->io_data ? k->io_data[i] : NULL);
@@ -243,6 +246,7 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
     r->offset = io->hbm_addr;
     r->bytes = bytes;
     r->kio = (int)k->nio;
+    r->partitions = 1;
     r->hz = hz;
     snprintf(r->name, sizeof r->name, "%s", name);
     k->nio++;
@@ -370,6 +374,7 @@ tern_view tern_kernel_tile(tern_kernel *k, tern_mem mem, tern_dtype dt, uint32_t
     r->offset = offset;
     r->bytes = bytes;
     r->kio = -1;
+    r->partitions = partitions;
     r->hz = hz;
     snprintf(r->name, sizeof r->name, "%s", name);
 
@@ -413,11 +418,17 @@ void tern_kernel_release(tern_kernel *k, tern_view tile)
                   "scratch tensors and tiles can be released", r->name);
             return;
         }
-        kalloc_give(&k->pools[2], r->offset, r->bytes, &r->hz);
+        khazard all;
+        kregion_summary(r, &all);
+        kalloc_give(&k->pools[2], r->offset, r->bytes, &all);
+        kregion_clear(r);
         r->live = 0;
         return;
     }
-    kalloc_give(&k->pools[r->mem == TERN_MEM_PSUM], r->offset, r->bytes, &r->hz);
+    khazard all;
+    kregion_summary(r, &all);
+    kalloc_give(&k->pools[r->mem == TERN_MEM_PSUM], r->offset, r->bytes, &all);
+    kregion_clear(r);
     r->live = 0;
 }
 
@@ -508,12 +519,6 @@ tern_view tern_view_bitcast(tern_kernel *k, tern_view v, tern_dtype dt)
 
 /* ---- emission ---- */
 
-static void add_wait(uint32_t *need, unsigned j, uint32_t count)
-{
-    if (count > need[j])
-        need[j] = count;
-}
-
 void tern_kernel_emit(tern_kernel *k, const tern_instr *ins_in, const tern_view *reads, unsigned nreads,
                       const tern_view *writes, unsigned nwrites)
 {
@@ -556,21 +561,12 @@ void tern_kernel_emit(tern_kernel *k, const tern_instr *ins_in, const tern_view 
         return;
     }
 
+    /* Hazards by byte range (hazard.c): only accesses that touch the same bytes wait for each other. */
     uint32_t need[KMAX_COUNTERS] = {0};
-    for (unsigned i = 0; i < nreads; i++) {
-        const khazard *h = &k->regions[reads[i].region].hz;
-        for (unsigned j = 0; j < k->ncounters; j++)
-            if (j != src)
-                add_wait(need, j, h->w[j]);
-    }
-    for (unsigned i = 0; i < nwrites; i++) {
-        const khazard *h = &k->regions[writes[i].region].hz;
-        for (unsigned j = 0; j < k->ncounters; j++)
-            if (j != src) {
-                add_wait(need, j, h->w[j]);
-                add_wait(need, j, h->r[j]);
-            }
-    }
+    for (unsigned i = 0; i < nreads; i++)
+        kregion_waits(&k->regions[reads[i].region], &reads[i].ap, 0, src, k->ncounters, need);
+    for (unsigned i = 0; i < nwrites; i++)
+        kregion_waits(&k->regions[writes[i].region], &writes[i].ap, 1, src, k->ncounters, need);
     /* All but the last needed wait become sem_wait instructions before it on the issuing engine. */
     int pending = -1;
     for (unsigned j = 0; j < k->ncounters; j++) {
@@ -604,14 +600,12 @@ void tern_kernel_emit(tern_kernel *k, const tern_instr *ins_in, const tern_view 
         k->failed = 1;
         return;
     }
-    for (unsigned i = 0; i < nreads; i++) {
-        khazard *h = &k->regions[reads[i].region].hz;
-        h->r[src] = mine;
-    }
-    for (unsigned i = 0; i < nwrites; i++) {
-        khazard *h = &k->regions[writes[i].region].hz;
-        memset(h, 0, sizeof *h);
-        h->w[src] = mine;
+    for (unsigned i = 0; i < nreads + nwrites; i++) {
+        const tern_view *v = i < nreads ? &reads[i] : &writes[i - nreads];
+        if (kregion_record(&k->regions[v->region], &v->ap, i >= nreads, src, mine)) {
+            kfail(k, TERN_ERR_NOMEM, "out of memory for the hazards of '%s'", k->regions[v->region].name);
+            return;
+        }
     }
 }
 

@@ -41,15 +41,49 @@ void kalloc_give(kalloc *a, uint64_t offset, uint64_t bytes, const khazard *hz);
 void kalloc_stats(const kalloc *a, uint64_t *free_total, uint64_t *largest);
 uint64_t kalloc_free_bytes(const kalloc *a);
 
+/* The bytes an access pattern touches, for hazards by byte range (hazard.c): partitions [p0, p1) (HBM: the
+ * partition rows are a dimension and p0 = 0, p1 = 1), and in each of them the bytes base + sum i_k * step_k +
+ * [0, run) over 0 <= i_k < num_k, steps in bytes, descending and each larger than the run. */
+#define KFOOT_DIMS (TERN_AP_MAX_DIMS + 1)
+typedef struct {
+    uint16_t p0, p1;
+    uint8_t ndims;
+    uint64_t base, run;
+    uint64_t step[KFOOT_DIMS];
+    uint32_t num[KFOOT_DIMS];
+} kfoot;
+
+/* One pending access of part of a region: the counter (engine or queue) and its count. */
+typedef struct {
+    kfoot f;
+    uint32_t count;
+    uint8_t counter;
+    uint8_t write;
+} kaccess;
+
+#define KMAX_ACCESSES 16 /* ranged accesses kept per region; older ones fold into the whole-region summary */
+
 typedef struct {
     int live;
     tern_mem mem;
     tern_dtype dtype;
     uint64_t offset, bytes;
+    uint32_t partitions; /* SBUF/PSUM tiles: partitions [0, partitions); HBM: 1 */
     int kio;
     char name[48];
-    khazard hz;
+    khazard hz;      /* pending accesses of the whole region (from the space's previous tiles, or whole-region) */
+    kaccess *acc;    /* pending accesses of parts of it (NULL until the first) */
+    unsigned nacc;
 } kregion;
+
+/* Hazards by byte range (hazard.c). kregion_waits adds to need[] the counts an access of view v must wait for
+ * (reads wait for overlapping writes; writes for overlapping writes and reads), skipping counter `self`;
+ * kregion_record notes the access once issued as count `count` of counter `self`; kregion_summary folds every
+ * pending access into one whole-region khazard (for the allocator when the region is released). */
+void kregion_waits(const kregion *r, const tern_ap *v, int write, unsigned self, unsigned ncounters, uint32_t *need);
+int kregion_record(kregion *r, const tern_ap *v, int write, unsigned self, uint32_t count);
+void kregion_summary(const kregion *r, khazard *out);
+void kregion_clear(kregion *r);
 
 struct tern_kernel {
     tern_core_config cfg;
