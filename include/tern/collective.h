@@ -1,0 +1,102 @@
+/* tern collectives over a fabric (include/tern/fabric.h; docs/multichip.md): all-reduce (sum, max, min),
+ * all-gather, reduce-scatter, all-to-all and permute (send/receive is a permute of one pair), over replica
+ * groups, by the ring, mesh, recursive halving-doubling (rdh), pairwise-shift and hierarchical algorithms.
+ * Each algorithm is a schedule of steps; in a step a rank pulls chunks from peers through the fabric, copying or
+ * reducing them into its buffer. The same schedule gives the time (timing-only) and, in functional mode, moves
+ * and reduces the bytes with tern's number formats; the time never depends on the data, so both modes give the
+ * same picoseconds. The reduction order is part of each algorithm's definition (docs/multichip.md), and
+ * tern_collective_reference computes the expected output from that definition directly, without the schedule. */
+#ifndef TERN_COLLECTIVE_H
+#define TERN_COLLECTIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/base.h"
+#include "tern/fabric.h"
+#include "tern/num.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    TERN_COLL_ALL_REDUCE = 0,
+    TERN_COLL_ALL_GATHER,
+    TERN_COLL_REDUCE_SCATTER,
+    TERN_COLL_ALL_TO_ALL,
+    TERN_COLL_PERMUTE,
+    TERN_COLL_OP_COUNT
+} tern_coll_op;
+
+typedef enum { TERN_REDUCE_SUM = 0, TERN_REDUCE_MAX, TERN_REDUCE_MIN } tern_reduce_op;
+
+typedef enum {
+    TERN_ALGO_AUTO = 0,
+    TERN_ALGO_RING,
+    TERN_ALGO_MESH,
+    TERN_ALGO_RDH,
+    TERN_ALGO_HIER,   /* intra-instance reduce-scatter, inter-instance all-reduce, intra-instance all-gather */
+    TERN_ALGO_DIRECT, /* permute: one transfer per pair */
+    TERN_ALGO_COUNT
+} tern_coll_algo;
+
+const char *tern_coll_op_name(tern_coll_op op);       /* "all-reduce", "all-gather", ... */
+const char *tern_coll_algo_name(tern_coll_algo a);    /* "auto", "ring", "mesh", "rdh", "hier", "direct" */
+const char *tern_reduce_op_name(tern_reduce_op r);    /* "sum", "max", "min" */
+tern_status tern_coll_op_from_name(const char *s, tern_coll_op *out, tern_error *err);
+tern_status tern_coll_algo_from_name(const char *s, tern_coll_algo *out, tern_error *err);
+tern_status tern_reduce_op_from_name(const char *s, tern_reduce_op *out, tern_error *err);
+
+/* One collective. count is the elements of each rank's full buffer (nccom-test's size / element size):
+ * all-reduce: in and out count elements; all-gather: out count elements, member m contributing block m;
+ * reduce-scatter: in count elements, member m receiving block m; all-to-all: block j of member m's in goes to
+ * block m of member j's out; permute: all of in goes to the target's out. Blocks split count as
+ * [m*count/N, (m+1)*count/N). */
+typedef struct {
+    tern_coll_op op;
+    tern_reduce_op reduce;
+    tern_dtype dtype;            /* fp32, bf16, fp16, fp8 (any), int32 */
+    uint64_t count;
+    tern_coll_algo algo;         /* AUTO: by message size (docs/multichip.md) */
+    const unsigned *groups;      /* ngroups x group_size ranks (member order = block order); NULL = all ranks */
+    unsigned ngroups, group_size;
+    const unsigned *pairs;       /* permute: npairs (source, target) rank pairs; NULL = each group's ring shift */
+    unsigned npairs;
+} tern_coll_desc;
+
+typedef struct {
+    tern_coll_algo algo;  /* the algorithm that ran (AUTO resolved) */
+    uint64_t time_ps;     /* predicted time: max(launch interval, setup + the schedule's span) */
+    uint64_t span_ps;     /* the schedule alone, first pull to last completion */
+    unsigned steps;
+    uint64_t transfers;
+    uint64_t host_bytes;  /* functional mode: bytes the host read and wrote moving data */
+} tern_coll_result;
+
+/* Validate the description against the fabric (groups partition the ranks, pairs are ranks used at most once
+ * as source and once as target, the algorithm supports the operation and group size) and resolve AUTO. */
+tern_status tern_collective_resolve(const tern_fabric *f, const tern_coll_desc *d, tern_coll_algo *algo,
+                                    tern_error *err);
+/* Timing-only: the schedule's time, no data. */
+tern_status tern_collective_time(tern_fabric *f, const tern_coll_desc *d, tern_coll_result *res, tern_error *err);
+/* Functional: in[r] and out[r] for every fabric rank, count elements of dtype each (in may equal out only for
+ * all-reduce, all-gather and reduce-scatter). Same time as tern_collective_time. */
+tern_status tern_collective_run(tern_fabric *f, const tern_coll_desc *d, const void *const *in, void *const *out,
+                                tern_coll_result *res, tern_error *err);
+/* The expected out of `rank` from the algorithm's definition (no schedule). Only the defined part is written
+ * (block m for reduce-scatter; nothing for a rank that is no permute target). algo must be resolved. */
+tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc *d, tern_coll_algo algo,
+                                      const void *const *in, unsigned rank, void *expect, tern_error *err);
+/* [lo, hi) of the elements of `rank`'s out that the collective defines (for comparisons). */
+void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsigned rank, uint64_t *lo,
+                             uint64_t *hi);
+
+/* nccom-test / NCCL bus-bandwidth factor for the operation over n ranks: all-reduce 2(n-1)/n, all-gather,
+ * reduce-scatter and all-to-all (n-1)/n, permute 1. */
+double tern_coll_busbw_factor(tern_coll_op op, unsigned n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,93 @@
+/* tern fabric: the multi-rank machine of docs/multichip.md. A fabric is built from a machine file (an instance
+ * or a system such as the Trn2 UltraServer), optionally repeated N times as a cluster over EFA
+ * ("2xtrn1.32xlarge"). Its ranks are NeuronCores in a documented order (rank = ((node * chips per node) + chip)
+ * * ranks per chip + core, chips numbered row-major in their torus), and its links are resources with a busy-until
+ * time: each chip's HBM, each rank's collective DMA channel, each directed NeuronLink link, each chip's EFA share.
+ * A transfer between ranks is routed (dimension-order on a torus, one up- and one down-link through a switch, EFA
+ * between instances that share no NeuronLink) and timed from its route: the DMA, HBM and link occupancies at
+ * their bandwidths, first come first served, plus the fixed DMA cost and the per-hop latencies.
+ *
+ * Ranks talk to the fabric only through timestamped transfers (tern_fabric_xfer: source, destination, bytes, the
+ * time it may start, a sequence number), so a later MPI transport can carry the same messages between processes
+ * (conservative parallel simulation, lookahead = tern_fabric_min_latency_ps); this slice runs every rank in one
+ * process. Times are integer picoseconds; every result depends only on the machine and the transfers' order,
+ * which callers make deterministic (ties broken by rank and sequence number). */
+#ifndef TERN_FABRIC_H
+#define TERN_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/arch.h"
+#include "tern/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tern_fabric tern_fabric;
+
+typedef struct {
+    unsigned nodes; /* use the first N instances (nccom-test -N); 0 = all of them */
+    unsigned ranks; /* use the first R ranks of each used instance, R = ranks / nodes; 0 = all of them */
+    unsigned lnc;   /* logical NeuronCore size: physical cores per rank; 0 = the default (1 on v2, 2 on v3/v4) */
+} tern_fabric_opts;
+
+/* Split "NxNAME" (N a decimal count >= 1, 'x' lower-case) into N and NAME; a spec without a leading count is
+ * count 1. Errors name the spec and the rule ("2x" has no machine, "0xtrn1.32xlarge" a zero count). */
+tern_status tern_cluster_spec_parse(const char *spec, unsigned *count, char *name, size_t cap, tern_error *err);
+
+/* Build a fabric from a cluster spec or machine name/path (tern_machine_load's rules). The machine must be an
+ * instance or a system; --nodes larger than the cluster, ranks not divisible by nodes or above what a node has,
+ * and an lnc that does not divide the chip's cores are errors naming the value and the limit. */
+tern_status tern_fabric_load(const char *spec, const tern_fabric_opts *o, tern_fabric **out, tern_error *err);
+/* The same from a loaded machine (the fabric copies what it needs; m may be freed afterwards). */
+tern_status tern_fabric_create(const tern_machine *m, unsigned cluster_count, const tern_fabric_opts *o,
+                               tern_fabric **out, tern_error *err);
+void tern_fabric_free(tern_fabric *f);
+
+typedef struct {
+    unsigned node;     /* instance index in the fabric (the cluster's instances, then a system's instances) */
+    unsigned unit;     /* which copy of the machine file (cluster member) */
+    unsigned chip;     /* chip index inside the node, row-major in the node's torus */
+    unsigned core;     /* first physical core of the rank in its chip */
+    unsigned chip_global;
+} tern_rank_place;
+
+const char *tern_fabric_machine_name(const tern_fabric *f);
+unsigned tern_fabric_ranks(const tern_fabric *f);
+unsigned tern_fabric_nodes(const tern_fabric *f);     /* nodes in use */
+unsigned tern_fabric_lnc(const tern_fabric *f);
+void tern_fabric_place(const tern_fabric *f, unsigned rank, tern_rank_place *out);
+/* Ring order: a Hamiltonian path through the used ranks where consecutive ranks are on the same chip or on
+ * chips joined by one link (snake through each torus plane, alternating direction from instance to instance).
+ * order[i] = the rank at ring position i; n = tern_fabric_ranks entries. */
+void tern_fabric_ring_order(const tern_fabric *f, unsigned *order);
+
+/* The fixed costs the collective layer adds around a schedule (machine file chip.collectives). */
+uint64_t tern_fabric_launch_ps(const tern_fabric *f);
+uint64_t tern_fabric_setup_ps(const tern_fabric *f);
+/* The smallest latency of any transfer between distinct ranks: the conservative lookahead for MPI. */
+uint64_t tern_fabric_min_latency_ps(const tern_fabric *f);
+
+/* One timestamped transfer. The destination rank's collective DMA pulls `bytes` from the source rank's HBM; a
+ * reducing transfer also reads the destination's own copy (2 reads, 1 write per element, as DMA compute does). */
+typedef struct {
+    unsigned src, dst;
+    uint64_t bytes;
+    int reduce;
+    uint64_t ready_ps; /* earliest start */
+    uint64_t seq;      /* caller's sequence number, for the record */
+} tern_fabric_xfer;
+
+/* Reserve the route's resources first come first served and return the completion time (ps). */
+uint64_t tern_fabric_transfer(tern_fabric *f, const tern_fabric_xfer *x);
+/* Link hops (NeuronLink) and EFA hops of the route between two ranks. */
+void tern_fabric_route_hops(const tern_fabric *f, unsigned src, unsigned dst, unsigned *links, unsigned *efa);
+/* Forget every reservation (start a new collective on an idle fabric). */
+void tern_fabric_reset(tern_fabric *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
