@@ -11,6 +11,7 @@ int tern_cmd_kernel(int argc, char **argv);  /* cmd_kernel.c */
 int tern_cmd_profile(int argc, char **argv); /* cmd_profile.c */
 int tern_cmd_compile(int argc, char **argv); /* cmd_model.c */
 int tern_cmd_run(int argc, char **argv);     /* cmd_model.c */
+int tern_cmd_collective(int argc, char **argv); /* cmd_collective.c */
 int tern_cmd_inspect(int argc, char **argv); /* cmd_inspect.c */
 
 #endif

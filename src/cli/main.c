@@ -20,6 +20,7 @@ static const command commands[] = {
     {"disasm", tern_cmd_disasm, "print a binary program as assembly text (IN.tprog [-o OUT.s])"},
     {"kernel", tern_cmd_kernel, "build a library kernel and save its program (gemm|softmax|layernorm ... -o FILE)"},
     {"inspect", tern_cmd_inspect, "describe a compiled executable: machine, I/O, instructions (MODEL.tern [--disasm])"},
+    {"collective", tern_cmd_collective, "time collectives over chips, instances and clusters (all-reduce --machine trn1.32xlarge)"},
     {"profile", tern_cmd_profile, "run a program with the profiler: summary, trace, SVG (PROGRAM [--trace F])"},
 };
 
