@@ -94,10 +94,15 @@ void tern_lib_unary(tern_kernel *k, tern_view out, tern_view in, tern_act_func f
  * activation copy (src * 1) on v2, whose ScalarE has no tensor_copy (there a -0 becomes +0). For moving work off
  * VectorE, e.g. PSUM-to-SBUF copies. */
 void tern_lib_copy_scalar(tern_kernel *k, tern_view dst, tern_view src);
-/* out = a op b elementwise on VectorE (tensor_tensor); a, b and out have the same shape. */
+/* out = a op b elementwise on VectorE (tensor_tensor); a, b and out have the same shape. For float max and min a
+ * NaN operand gives NaN (numpy's and ONNX's Max/Min), two more instructions per operand, where the ALU alone
+ * would return the other operand. */
 void tern_lib_binary(tern_kernel *k, tern_view out, tern_view a, tern_view b, tern_alu_op op);
-/* out = in op s on VectorE (tensor_scalar with an immediate). */
+/* out = in op s on VectorE (tensor_scalar with an immediate); float max and min propagate NaN as above. */
 void tern_lib_scalar(tern_kernel *k, tern_view out, tern_view in, tern_alu_op op, float s);
+/* out = 1 / in on VectorE (IEEE, correctly rounded: 1/-0 = -inf), unlike ScalarE's reciprocal activation, whose
+ * affine step turns -0 into +0 before the function. */
+void tern_lib_reciprocal(tern_kernel *k, tern_view out, tern_view in);
 /* out[r, c] = f(in[r, c] + bias[c]): the bias row broadcast to the partitions once per column chunk, added on
  * VectorE (tensor_tensor), f applied on ScalarE (skipped for TERN_ACT_COPY). */
 void tern_lib_bias_act(tern_kernel *k, tern_view out, tern_view in, tern_view bias, tern_act_func f);

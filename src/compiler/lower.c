@@ -217,7 +217,14 @@ static int lower_unary(cc *c)
         cc_fail(c, TERN_ERR_UNSUPPORTED, "%s on a non-float tensor (%s)", cc_node(c)->op, tern_dtype_name(x->dt));
         return 1;
     }
-    tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), f, scale);
+    /* ScalarE's affine step adds a +0 bias, so -0 comes out +0: Neg(+0) must be -0 and 1/-0 = -inf, so these two
+     * run on VectorE, exactly */
+    if (!strcmp(cc_node(c)->op, "Neg"))
+        tern_lib_scalar(c->k, flat2d(c, y), flat2d(c, x), TERN_ALU_MULT, -1.0f);
+    else if (!strcmp(cc_node(c)->op, "Reciprocal"))
+        tern_lib_reciprocal(c->k, flat2d(c, y), flat2d(c, x));
+    else
+        tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), f, scale);
     return 1;
 }
 

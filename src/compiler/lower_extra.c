@@ -312,13 +312,33 @@ static void binary_op(cc *c, ew_fn fn, const ew_ctx *ctx, int int_tiles)
 
 static float attr_f(cc *c, const char *name, float dflt) { return tern_graph_attr_float(cc_node(c), name, dflt); }
 
-/* -- the elementwise lx_tile programs -- */
+/* -- the elementwise lx_tile programs --
+ * IEEE special values: VectorE's max and min are maxNum/minNum (a NaN operand loses, docs/isa-semantics.md) and a
+ * mask product x * (x > t) turns inf into NaN (inf * 0), so the programs below compute ONNX's piecewise
+ * definitions with compares and select (which copies the chosen bits: NaN, inf and the sign of zero survive),
+ * and where a max/min clamp must stay, put the NaN back afterwards (nan_keep). */
+
+/* o = isnan(x) ? x : o; t is scratch. */
+static void nan_keep(cc *c, tern_view o, tern_view x, tern_view t)
+{
+    lx_tt(c, t, x, x, TERN_ALU_NOT_EQ);
+    tern_kernel_select(c->k, o, t, x, o);
+}
+
+/* o = (o == 0) ? x * 0 : o, so a zero result takes x's sign, as floor, ceil and round of a negative x do (for
+ * the finite x that reach it: a big or non-finite x is selected whole before). t is scratch. */
+static void zero_sign_of(cc *c, tern_view o, tern_view x, tern_view t, tern_view u)
+{
+    lx_ts(c, t, o, TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, u, x, TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, t, u, o);
+}
 
 static void f_leaky(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
-{ /* max(x, 0) + alpha * min(x, 0) */
-    lx_ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_MULT, x->a);
-    lx_ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+{ /* x < 0 ? alpha * x : x (NaN and -0 take the second branch, as the definition's "x >= 0" branch is x) */
+    lx_ts(c, s[0], in[0], TERN_ALU_MULT, x->a, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[1], s[0], in[0]);
 }
 
 static void f_elu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
@@ -330,6 +350,7 @@ static void f_elu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, cons
     lx_tt(c, o, o, s[0], TERN_ALU_ADD);
     if (x->g != 1.0f)
         lx_ts(c, o, o, TERN_ALU_MULT, x->g, TERN_ALU_BYPASS, 0.0f);
+    nan_keep(c, o, in[0], s[0]); /* the min/max split drops a NaN */
 }
 
 static void f_hardsigmoid(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
@@ -337,6 +358,8 @@ static void f_hardsigmoid(cc *c, const ew_ctx *x, const tern_view *in, tern_view
     tern_view t = x->flag ? s[0] : o;
     lx_ts(c, t, in[0], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
     lx_ts(c, t, t, TERN_ALU_MIN, 1.0f, TERN_ALU_MAX, 0.0f);
+    if (!x->flag) /* HardSwish needs none: x * t is NaN for a NaN x whatever t is */
+        nan_keep(c, t, in[0], s[1]);
     if (x->flag)
         lx_tt(c, o, in[0], t, TERN_ALU_MULT);
 }
@@ -350,35 +373,35 @@ static void f_softsign(cc *c, const ew_ctx *x, const tern_view *in, tern_view o,
 }
 
 static void f_thresholded(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
-{ /* x > alpha ? x : 0 */
+{ /* x > alpha ? x : 0 (a select: x * mask would give NaN for -inf and -0 for negative x) */
     lx_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, o, in[0], s[0], TERN_ALU_MULT);
+    lx_ts(c, s[1], s[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* +0: the mask is 0 or 1 */
+    tern_kernel_select(c->k, o, s[0], in[0], s[1]);
 }
 
 static void f_shrink(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
-{ /* x < -lambd ? x + bias : x > lambd ? x - bias : 0 */
+{ /* x < -lambd ? x + bias : x > lambd ? x - bias : 0, as two selects (masks times +-inf would be NaN) */
     lx_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
     lx_ts(c, s[1], in[0], TERN_ALU_SUBTRACT, x->b, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, o, s[0], s[1], TERN_ALU_MULT);
+    lx_ts(c, s[2], s[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* +0 */
+    tern_kernel_select(c->k, o, s[0], s[1], s[2]);
     lx_ts(c, s[0], in[0], TERN_ALU_IS_LT, -x->a, TERN_ALU_BYPASS, 0.0f);
     lx_ts(c, s[1], in[0], TERN_ALU_ADD, x->b, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, s[0], s[0], s[1], TERN_ALU_MULT);
-    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+    tern_kernel_select(c->k, o, s[0], s[1], o);
 }
 
 static void f_clip(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
-    (void)s;
     lx_ts(c, o, in[0], TERN_ALU_MAX, x->a, TERN_ALU_MIN, x->b);
+    nan_keep(c, o, in[0], s[0]);
 }
 
 static void f_prelu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
-{ /* max(x, 0) + slope * min(x, 0) */
+{ /* x < 0 ? slope * x : x (a select: slope * min(x, 0) is NaN for x >= 0 and an infinite slope) */
     (void)x;
-    lx_ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, s[0], s[0], in[1], TERN_ALU_MULT);
-    lx_ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+    lx_tt(c, s[0], in[0], in[1], TERN_ALU_MULT);
+    lx_ts(c, s[1], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[1], s[0], in[0]);
 }
 
 static void f_not(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
@@ -403,11 +426,16 @@ static void f_isinf(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, co
 }
 
 static void f_floor_ceil(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
-{ /* t = x - fmod(x, 1) (truncation); floor = t - (x < t), ceil = t + (x > t) */
+{ /* t = x - fmod(x, 1) (truncation); floor = t - (x < t), ceil = t + (x > t). |x| >= 2^23 (inf included, where
+   * fmod gives NaN) is an integer already and is taken whole; a zero result takes x's sign (ceil(-0.5) = -0). */
     lx_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
     lx_tt(c, s[0], in[0], s[0], TERN_ALU_SUBTRACT);
     lx_tt(c, s[1], in[0], s[0], x->flag ? TERN_ALU_IS_GT : TERN_ALU_IS_LT);
     lx_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
+    zero_sign_of(c, o, in[0], s[0], s[1]);
+    act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[0], in[0], o);
 }
 
 static void f_round(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
@@ -420,6 +448,7 @@ static void f_round(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, co
     tern_kernel_select(c->k, s[1], s[2], s[0], s[1]);
     act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
     lx_tt(c, o, s[1], s[2], TERN_ALU_MULT);
+    zero_sign_of(c, o, in[0], s[0], s[1]); /* round(-0.3) = -0; ScalarE's sign turns -0 into +0 */
 }
 
 /* sin(u) for any u: ScalarE's sin is valid on [-pi, pi], so u is reduced first: ((u + pi) mod 2pi) - pi. */
@@ -435,9 +464,11 @@ static void sin_any(cc *c, tern_view o, tern_view u, float shift, const tern_vie
 }
 
 static void f_cos(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
-{
+{ /* the reduction's clamps to [-pi, pi] drop NaN (and fmod(inf) = NaN is clamped): put it back */
     (void)x;
     sin_any(c, o, in[0], 1.57079632679490f, s);
+    lx_ts(c, s[0], in[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* 0 for finite x, NaN for inf, NaN */
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
 static void f_tan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
@@ -446,6 +477,8 @@ static void f_tan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, cons
     sin_any(c, o, in[0], 1.57079632679490f, s); /* cos */
     sin_any(c, s[0], in[0], 0.0f, s);          /* sin */
     lx_tt(c, o, s[0], o, TERN_ALU_DIVIDE);
+    lx_ts(c, s[0], in[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* NaN for inf and NaN (clamped above) */
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
 static void f_sinh_cosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
@@ -467,6 +500,14 @@ static void f_asinh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, co
     act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
     act(c, s[1], in[0], TERN_ACT_SIGN, 1.0f);
     lx_tt(c, o, s[0], s[1], TERN_ALU_MULT);
+    /* x^2 overflows from |x| ~ 2^64 on: for |x| >= 2^12, asinh(x) = sign(x) (ln|x| + ln 2) within 2^-26 */
+    act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    act(c, s[1], s[0], TERN_ACT_LOG, 1.0f);
+    lx_ts(c, s[1], s[1], TERN_ALU_ADD, 0.693147182f, TERN_ALU_BYPASS, 0.0f);
+    act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
+    lx_tt(c, s[1], s[1], s[2], TERN_ALU_MULT);
+    lx_ts(c, s[2], s[0], TERN_ALU_IS_GE, 4096.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[2], s[1], o);
 }
 
 static void f_acosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
@@ -477,6 +518,12 @@ static void f_acosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, co
     act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
     lx_tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
     act(c, o, s[0], TERN_ACT_LOG, 1.0f);
+    /* x^2 overflows from |x| ~ 2^64 on: for |x| >= 2^12, acosh(x) = ln x + ln 2 within 2^-26 (NaN for x < 0) */
+    act(c, s[0], in[0], TERN_ACT_LOG, 1.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 0.693147182f, TERN_ALU_BYPASS, 0.0f);
+    act(c, s[1], in[0], TERN_ACT_ABS, 1.0f);
+    lx_ts(c, s[1], s[1], TERN_ALU_IS_GE, 4096.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[1], s[0], o);
 }
 
 static void f_atanh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)

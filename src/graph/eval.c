@@ -380,10 +380,13 @@ static tern_status ev_where(const ectx *c)
 }
 
 /* ---- unary ---- */
-static float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+/* In double and without the cancellation of 1 + erf / 1 + tanh for x << 0 (erfc, and 1 + tanh(u) =
+ * 2 / (1 + exp(-2u))), rounded once: the fp32 forms lost up to 2^-13 relative for x near -3. */
+static float gelu_erf(float x) { return (float)(0.5 * x * erfc(-(double)x * 0.70710678118654752440)); }
 static float gelu_tanh(float x)
 {
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    double u = 0.79788456080286535588 * ((double)x + 0.044715 * (double)x * x * x);
+    return (float)(x / (1.0 + exp(-2.0 * u)));
 }
 
 static tern_status ev_unary(const ectx *c)
@@ -478,7 +481,7 @@ static tern_status ev_unary(const ectx *c)
     else if (!strcmp(op, "Atanh")) MAP(atanhf(v));
     else if (!strcmp(op, "Softplus")) MAP(v > 20 ? v : log1pf(expf(v)));
     else if (!strcmp(op, "Softsign")) MAP(v / (1.0f + fabsf(v)));
-    else if (!strcmp(op, "Sign")) MAP((float)((v > 0) - (v < 0)));
+    else if (!strcmp(op, "Sign")) MAP(v != v ? v : (float)((v > 0) - (v < 0))); /* np.sign(NaN) = NaN */
     else if (!strcmp(op, "IsNaN")) {
         for (size_t k = 0; k < n; k++)
             o->i[k] = isnan(a[k]) != 0;
@@ -494,7 +497,7 @@ static tern_status ev_unary(const ectx *c)
         MAP(v < 0 ? al * (expf(v) - 1.0f) : v);
     } else if (!strcmp(op, "Celu")) {
         float al = isnan(alpha) ? 1.0f : alpha;
-        MAP(fmaxf(0.0f, v) + fminf(0.0f, al * (expf(v / al) - 1.0f)));
+        MAP(v != v ? v : fmaxf(0.0f, v) + fminf(0.0f, al * (expf(v / al) - 1.0f))); /* fmaxf would drop a NaN */
     } else if (!strcmp(op, "Selu")) {
         float al = isnan(alpha) ? 1.67326319217681884765625f : alpha;
         float ga = tern_graph_attr_float(c->n, "gamma", 1.05070102214813232421875f);
@@ -504,8 +507,9 @@ static tern_status ev_unary(const ectx *c)
         MAP(v > al ? v : 0.0f);
     } else if (!strcmp(op, "HardSigmoid")) {
         float al = isnan(alpha) ? 0.2f : alpha, be = isnan(beta) ? 0.5f : beta;
-        MAP(fmaxf(0.0f, fminf(1.0f, al * v + be)));
-    } else if (!strcmp(op, "HardSwish")) MAP(v * fmaxf(0.0f, fminf(1.0f, v / 6.0f + 0.5f)));
+        MAP(v != v ? v : fmaxf(0.0f, fminf(1.0f, al * v + be)));
+    } else if (!strcmp(op, "HardSwish")) /* the definition's alpha = 1/6 in fp32, times x (not x / 6) */
+        MAP(v * fmaxf(0.0f, fminf(1.0f, v * (1.0f / 6.0f) + 0.5f)));
     else if (!strcmp(op, "Mish")) MAP(v * tanhf(v > 20 ? v : log1pf(expf(v))));
     else if (!strcmp(op, "Gelu")) {
         const char *ap = tern_graph_attr_string(c->n, "approximate", "none");

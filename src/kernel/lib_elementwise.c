@@ -6,6 +6,7 @@
  * operand can express: tern_lib_broadcast_row replicates the row onto every partition (fp32: one small DMA and
  * TensorE multiplying a ones column; other dtypes: one DMA whose HBM side has partition step 0), once per column
  * chunk, and VectorE adds it as a tensor. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -115,8 +116,8 @@ void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row)
     tern_kernel_load(k, dst, src);
 }
 
-/* The three single-instruction kernels share one tile walk. */
-typedef enum { EW_UNARY, EW_BINARY, EW_SCALAR } ew_kind;
+/* The single-instruction kernels share one tile walk. */
+typedef enum { EW_UNARY, EW_BINARY, EW_SCALAR, EW_RECIPROCAL } ew_kind;
 
 typedef struct {
     ew_kind kind;
@@ -167,14 +168,29 @@ static void ew_run(tern_kernel *k, const ew_job *j)
             ew_load(k, j, &nxt);
         }
         tern_view y = tern_kernel_sbuf(k, (tern_dtype)j->out.ap.dtype, (uint32_t)cur.rp, (uint32_t)cur.cw, "ew_out");
+        int nan_fix = (j->op == TERN_ALU_MAX || j->op == TERN_ALU_MIN) && (j->kind == EW_BINARY || j->kind == EW_SCALAR) &&
+                      tern_dtype_is_float((tern_dtype)j->out.ap.dtype);
         switch (j->kind) {
         case EW_UNARY:
             tern_kernel_activation(k, y, cur.ta, j->f, j->scale, kview_invalid(), kview_invalid(), kview_invalid());
             break;
         case EW_BINARY: tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, y, cur.ta, cur.tb, j->op); break;
         case EW_SCALAR:
-            tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, y, cur.ta, j->op, j->scale, TERN_ALU_BYPASS, 0.0f);
+            /* max/min with a NaN immediate is NaN (numpy); x + NaN gives it */
+            tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, y, cur.ta, nan_fix && isnan(j->scale) ? TERN_ALU_ADD : j->op,
+                                      j->scale, TERN_ALU_BYPASS, 0.0f);
             break;
+        case EW_RECIPROCAL: tern_kernel_reciprocal(k, y, cur.ta); break;
+        }
+        if (nan_fix) { /* VectorE's max/min are maxNum/minNum (a NaN loses); ONNX's, like numpy's, propagate it */
+            tern_view t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)cur.rp, (uint32_t)cur.cw, "ew_isnan");
+            tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, t, cur.ta, cur.ta, TERN_ALU_NOT_EQ);
+            tern_kernel_select(k, y, t, cur.ta, y);
+            if (j->kind == EW_BINARY) {
+                tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, t, cur.tb, cur.tb, TERN_ALU_NOT_EQ);
+                tern_kernel_select(k, y, t, cur.tb, y);
+            }
+            tern_kernel_release(k, t);
         }
         tern_kernel_store(k, tern_view_block(k, j->out, cur.r0, cur.r0 + cur.rp, cur.c0, cur.c0 + cur.cw), y);
         tern_kernel_release(k, cur.ta);
@@ -215,6 +231,15 @@ void tern_lib_scalar(tern_kernel *k, tern_view out, tern_view in, tern_alu_op op
         !need_same(k, "scalar", "out", &out, "in", &in))
         return;
     ew_job j = {EW_SCALAR, out, in, kview_invalid(), TERN_ACT_COPY, s, op};
+    ew_run(k, &j);
+}
+
+void tern_lib_reciprocal(tern_kernel *k, tern_view out, tern_view in)
+{
+    if (!need_2d(k, "reciprocal", "out", &out) || !need_2d(k, "reciprocal", "in", &in) ||
+        !need_same(k, "reciprocal", "out", &out, "in", &in))
+        return;
+    ew_job j = {EW_RECIPROCAL, out, in, kview_invalid(), TERN_ACT_COPY, 0.0f, TERN_ALU_BYPASS};
     ew_run(k, &j);
 }
 
