@@ -50,8 +50,8 @@ tern_status tern_reduce_op_from_name(const char *s, tern_reduce_op *out, tern_er
 
 /* One collective. count is the elements of each rank's full buffer (nccom-test's size / element size):
  * all-reduce: in and out count elements; all-gather: out count elements, member m contributing block m;
- * reduce-scatter: in count elements, member m receiving block m; all-to-all: block j of member m's in goes to
- * block m of member j's out; permute: all of in goes to the target's out. Blocks split count as
+ * reduce-scatter: in count elements, member m receiving block m; all-to-all: equal blocks of count/N elements
+ * (a remainder is not moved), block j of member m's in going to block m of member j's out; permute: all of in goes to the target's out. Blocks split count as
  * [m*count/N, (m+1)*count/N). */
 typedef struct {
     tern_coll_op op;

@@ -375,14 +375,14 @@ static int build_group(const tern_fabric *f, const tern_coll_desc *d, tern_coll_
         return 1;
     }
     if (d->op == TERN_COLL_ALL_TO_ALL) {
+        /* equal blocks of count/n elements (nccom-test's per-peer count); a remainder stays unmoved */
+        uint64_t b = count / n;
         for (unsigned m = 0; m < n; m++)
-            emit(s, 0, g->rank[m], g->rank[m], blk(count, n, m), blk(count, n, m),
-                 blk(count, n, m + 1) - blk(count, n, m), 0, 1);
+            emit(s, 0, g->rank[m], g->rank[m], b * m, b * m, b, 0, 1);
         for (unsigned t = 1; t < n; t++)
             for (unsigned m = 0; m < n; m++) {
                 unsigned p = a == TERN_ALGO_MESH ? (m + t) % n : (m + n - t) % n;
-                emit(s, a == TERN_ALGO_MESH ? 0 : t - 1, g->rank[m], g->rank[p], blk(count, n, m), blk(count, n, p),
-                     blk(count, n, m + 1) - blk(count, n, m), 0, 1);
+                emit(s, a == TERN_ALGO_MESH ? 0 : t - 1, g->rank[m], g->rank[p], b * m, b * p, b, 0, 1);
             }
         return 1;
     }
@@ -869,10 +869,10 @@ tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc
         goto out;
     }
     if (d->op == TERN_COLL_ALL_TO_ALL) {
+        uint64_t b = count / n;
         for (unsigned p = 0; p < n; p++)
-            memcpy((unsigned char *)expect + blk(count, n, p) * c.es,
-                   (const unsigned char *)in[g->rank[p]] + blk(count, n, me) * c.es,
-                   (blk(count, n, me + 1) - blk(count, n, me)) * c.es);
+            memcpy((unsigned char *)expect + b * p * c.es, (const unsigned char *)in[g->rank[p]] + b * me * c.es,
+                   b * c.es);
         goto out;
     }
     if (d->op == TERN_COLL_ALL_GATHER) {
@@ -937,7 +937,7 @@ void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsi
 {
     *lo = 0;
     *hi = d->count;
-    if (d->op == TERN_COLL_REDUCE_SCATTER || d->op == TERN_COLL_PERMUTE) {
+    if (d->op == TERN_COLL_REDUCE_SCATTER || d->op == TERN_COLL_PERMUTE || d->op == TERN_COLL_ALL_TO_ALL) {
         groups gs;
         tern_error e;
         if (groups_make(f, d, &gs, &e) != TERN_OK) {
@@ -948,7 +948,9 @@ void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsi
             for (unsigned j = 0; j < gs.g[i].n; j++)
                 if (gs.g[i].rank[j] == rank) {
                     unsigned n = gs.g[i].n;
-                    if (d->op == TERN_COLL_REDUCE_SCATTER) {
+                    if (d->op == TERN_COLL_ALL_TO_ALL) {
+                        *hi = d->count / n * n;
+                    } else if (d->op == TERN_COLL_REDUCE_SCATTER) {
                         *lo = blk(d->count, n, j);
                         *hi = blk(d->count, n, j + 1);
                     } else if (d->pairs) {

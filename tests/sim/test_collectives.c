@@ -1,0 +1,376 @@
+/* Collectives over the fabric (include/tern/collective.h): every operation x algorithm on small rank counts of
+ * trn1.32xlarge, trn2.48xlarge, the Trn2 UltraServer and a 2-instance trn1 cluster. Each functional result is
+ * compared bit for bit with the host reference of the algorithm's reduction order, and, with integer-valued
+ * inputs where every order gives the same exact answer, with an expectation computed here in int64 from the
+ * operation's definition alone. Times must be identical between functional and timing-only runs and between
+ * repeated runs; the fabric's routes, ring order and link contention are checked on their own; the 2-rank trn1
+ * curve of nccom-test must be met within 15 %. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../check.h"
+#include "tern/collective.h"
+#include "tern/fabric.h"
+#include "tern/num.h"
+
+static tern_fabric *fabric(const char *spec, unsigned nodes, unsigned ranks)
+{
+    tern_fabric_opts o = {nodes, ranks, 0};
+    tern_fabric *f = NULL;
+    tern_error err = {0};
+    tern_status st = tern_fabric_load(spec, &o, &f, &err);
+    CHECK_MSG(st == TERN_OK, "fabric %s: %s", spec, err.msg);
+    return f;
+}
+
+/* Inputs: random floats in [-4, 4) rounded to the dtype, or (exact) small integers so every order agrees. */
+static void fill(tern_dtype t, void *buf, uint64_t n, unsigned rank, int exact)
+{
+    size_t es = tern_dtype_size(t);
+    tern_convert_opts o = TERN_CONVERT_OPTS_DEFAULT;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t h = tern_num_sr_draw(99 + rank, i), bits;
+        if (t == TERN_DTYPE_INT32)
+            bits = (uint32_t)((int32_t)(h % 201) - 100);
+        else if (exact)
+            bits = tern_num_encode(t, (float)((int)(h % 7) - 3), &o, 0);
+        else
+            bits = tern_num_encode(t, (float)(h >> 8) * (8.0f / 16777216.0f) - 4.0f, &o, 0);
+        memcpy((unsigned char *)buf + i * es, &bits, es);
+    }
+}
+
+static double value(tern_dtype t, const void *buf, uint64_t i)
+{
+    size_t es = tern_dtype_size(t);
+    uint32_t bits = 0;
+    memcpy(&bits, (const unsigned char *)buf + i * es, es);
+    return t == TERN_DTYPE_INT32 ? (double)(int32_t)bits : (double)tern_num_decode(t, bits);
+}
+
+static uint64_t blk(uint64_t count, unsigned n, unsigned i) { return count * i / n; }
+
+/* The operation's definition, in exact arithmetic, for the default group (all ranks, member m = rank m). */
+static double expected(const tern_coll_desc *d, unsigned R, void **in, unsigned r, uint64_t e)
+{
+    if (d->op == TERN_COLL_ALL_GATHER) {
+        unsigned owner = 0;
+        while (blk(d->count, R, owner + 1) <= e)
+            owner++;
+        return value(d->dtype, in[owner], e);
+    }
+    if (d->op == TERN_COLL_ALL_TO_ALL) {
+        uint64_t b = d->count / R;
+        unsigned p = (unsigned)(e / b);
+        return value(d->dtype, in[p], b * r + e % b);
+    }
+    double acc = value(d->dtype, in[0], e);
+    for (unsigned p = 1; p < R; p++) {
+        double v = value(d->dtype, in[p], e);
+        acc = d->reduce == TERN_REDUCE_SUM ? acc + v : d->reduce == TERN_REDUCE_MAX ? (v > acc ? v : acc)
+                                                                                    : (v < acc ? v : acc);
+    }
+    return acc;
+}
+
+static int run_case(const char *spec, unsigned nodes, unsigned ranks, tern_coll_op op, tern_coll_algo algo,
+                    tern_dtype dt, tern_reduce_op red, uint64_t count, int exact)
+{
+    tern_fabric *f = fabric(spec, nodes, ranks);
+    if (!f)
+        return 0;
+    unsigned R = tern_fabric_ranks(f);
+    size_t es = tern_dtype_size(dt);
+    tern_coll_desc d = {op, red, dt, count, algo, NULL, 0, 0, NULL, 0};
+    void **in = calloc(R, sizeof *in), **out = calloc(R, sizeof *out), **out2 = calloc(R, sizeof *out2);
+    void *ref = malloc(count * es);
+    for (unsigned r = 0; r < R; r++) {
+        in[r] = malloc(count * es);
+        out[r] = calloc(count, es);
+        out2[r] = calloc(count, es);
+        fill(dt, in[r], count, r, exact);
+    }
+    tern_coll_result fr, tr, fr2;
+    tern_error err = {0};
+    tern_status st = tern_collective_run(f, &d, (const void *const *)in, out, &fr, &err);
+    CHECK_MSG(st == TERN_OK, "%s %s %s: %s", spec, tern_coll_op_name(op), tern_coll_algo_name(algo), err.msg);
+    int ok = st == TERN_OK;
+    if (ok) {
+        st = tern_collective_time(f, &d, &tr, &err);
+        CHECK_MSG(st == TERN_OK && tr.time_ps == fr.time_ps && tr.algo == fr.algo,
+                  "%s %s %s: timing-only %llu ps, functional %llu ps", spec, tern_coll_op_name(op),
+                  tern_coll_algo_name(algo), (unsigned long long)tr.time_ps, (unsigned long long)fr.time_ps);
+        st = tern_collective_run(f, &d, (const void *const *)in, out2, &fr2, &err);
+        CHECK_MSG(st == TERN_OK && fr2.time_ps == fr.time_ps, "%s %s: rerun time differs", spec,
+                  tern_coll_op_name(op));
+        unsigned bad = 0, badx = 0;
+        for (unsigned r = 0; r < R; r++) {
+            uint64_t lo, hi;
+            tern_collective_defined(f, &d, r, &lo, &hi);
+            tern_collective_reference(f, &d, fr.algo, (const void *const *)in, r, ref, &err);
+            if (memcmp((char *)out[r] + lo * es, (char *)ref + lo * es, (hi - lo) * es) ||
+                memcmp((char *)out2[r] + lo * es, (char *)out[r] + lo * es, (hi - lo) * es))
+                bad++;
+            if (exact && op != TERN_COLL_PERMUTE)
+                for (uint64_t e = lo; e < hi; e++)
+                    if (value(dt, out[r], e) != expected(&d, R, in, r, e)) {
+                        badx++;
+                        break;
+                    }
+        }
+        CHECK_MSG(bad == 0, "%s %s %s %s: %u ranks differ from the host reference", spec, tern_coll_op_name(op),
+                  tern_coll_algo_name(fr.algo), tern_dtype_name(dt), bad);
+        CHECK_MSG(badx == 0, "%s %s %s %s: %u ranks differ from the exact definition", spec, tern_coll_op_name(op),
+                  tern_coll_algo_name(fr.algo), tern_dtype_name(dt), badx);
+        if (algo != TERN_ALGO_AUTO)
+            CHECK_EQ_INT(fr.algo, algo);
+        ok = bad == 0 && badx == 0;
+    }
+    for (unsigned r = 0; r < R; r++) {
+        free(in[r]);
+        free(out[r]);
+        free(out2[r]);
+    }
+    free(in);
+    free(out);
+    free(out2);
+    free(ref);
+    tern_fabric_free(f);
+    return ok;
+}
+
+static void test_matrix(void)
+{
+    TEST_BEGIN("every op x algorithm");
+    struct {
+        const char *spec;
+        unsigned nodes, ranks;
+    } fabs_[] = {{"trn1.32xlarge", 0, 2}, {"trn1.32xlarge", 0, 8}, {"trn2.48xlarge", 0, 4},
+                 {"trn2.48xlarge", 0, 16}, {"2xtrn1.32xlarge", 0, 4}, {"trn2-ultraserver", 4, 8},
+                 {"trn1.32xlarge", 0, 6}};
+    const tern_coll_algo algos[] = {TERN_ALGO_RING, TERN_ALGO_MESH, TERN_ALGO_RDH, TERN_ALGO_HIER, TERN_ALGO_DIRECT,
+                                    TERN_ALGO_AUTO};
+    for (size_t fi = 0; fi < TERN_ARRAY_LEN(fabs_); fi++)
+        for (unsigned op = 0; op < TERN_COLL_OP_COUNT; op++)
+            for (size_t ai = 0; ai < TERN_ARRAY_LEN(algos); ai++) {
+                tern_coll_algo a = algos[ai];
+                int reduces = op == TERN_COLL_ALL_REDUCE || op == TERN_COLL_REDUCE_SCATTER;
+                int supported = a == TERN_ALGO_AUTO ||
+                                (op == TERN_COLL_PERMUTE ? a == TERN_ALGO_DIRECT
+                                 : op == TERN_COLL_ALL_TO_ALL ? (a == TERN_ALGO_RING || a == TERN_ALGO_MESH)
+                                                              : (a != TERN_ALGO_DIRECT &&
+                                                                 (a != TERN_ALGO_HIER || op == TERN_COLL_ALL_REDUCE) &&
+                                                                 (a != TERN_ALGO_RDH || fabs_[fi].ranks != 6)));
+                if (!supported)
+                    continue;
+                for (int exact = 0; exact < 2; exact++) {
+                    run_case(fabs_[fi].spec, fabs_[fi].nodes, fabs_[fi].ranks, (tern_coll_op)op, a, TERN_DTYPE_FP32,
+                             TERN_REDUCE_SUM, 1000 + 37 * fi, exact);
+                    if (reduces && exact) {
+                        run_case(fabs_[fi].spec, fabs_[fi].nodes, fabs_[fi].ranks, (tern_coll_op)op, a,
+                                 TERN_DTYPE_FP32, TERN_REDUCE_MAX, 333, 0);
+                        run_case(fabs_[fi].spec, fabs_[fi].nodes, fabs_[fi].ranks, (tern_coll_op)op, a,
+                                 TERN_DTYPE_INT32, TERN_REDUCE_MIN, 333, 1);
+                    }
+                }
+            }
+}
+
+static void test_dtypes(void)
+{
+    TEST_BEGIN("dtypes");
+    const tern_dtype dts[] = {TERN_DTYPE_BF16, TERN_DTYPE_FP16, TERN_DTYPE_FP8_E4M3, TERN_DTYPE_FP8_E5M2,
+                              TERN_DTYPE_FP8_E4M3_NEURON, TERN_DTYPE_INT32};
+    const tern_coll_algo algos[] = {TERN_ALGO_RING, TERN_ALGO_MESH, TERN_ALGO_RDH};
+    for (size_t i = 0; i < TERN_ARRAY_LEN(dts); i++)
+        for (size_t a = 0; a < TERN_ARRAY_LEN(algos); a++)
+            for (unsigned r = 0; r < 3; r++)
+                run_case("trn2.48xlarge", 0, 8, TERN_COLL_ALL_REDUCE, algos[a], dts[i], (tern_reduce_op)r, 515, 0);
+}
+
+/* The reduction order is the algorithm's: values where fp32 rounding depends on the association give different
+ * bits for ring and mesh, and each functional run matches its own reference. */
+static void test_order_matters(void)
+{
+    TEST_BEGIN("reduction order");
+    tern_fabric *f = fabric("trn1.32xlarge", 0, 4);
+    float v[4][4] = {{1e8f, 1, 1, 1}, {1, 1e8f, 1, 1}, {-1e8f, 1, 1e8f, 1}, {1, -1e8f, -1e8f, 1e8f}};
+    const void *in[4] = {v[0], v[1], v[2], v[3]};
+    float ring[4], mesh[4];
+    tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 4, TERN_ALGO_RING, NULL, 0, 0, NULL, 0};
+    tern_error err;
+    CHECK(tern_collective_reference(f, &d, TERN_ALGO_RING, in, 0, ring, &err) == TERN_OK);
+    CHECK(tern_collective_reference(f, &d, TERN_ALGO_MESH, in, 0, mesh, &err) == TERN_OK);
+    CHECK_MSG(memcmp(ring, mesh, sizeof ring) != 0, "ring and mesh orders should round differently here");
+    float out[4][4];
+    void *o[4] = {out[0], out[1], out[2], out[3]};
+    tern_coll_result res;
+    for (int a = 0; a < 2; a++) {
+        d.algo = a ? TERN_ALGO_MESH : TERN_ALGO_RING;
+        CHECK(tern_collective_run(f, &d, in, o, &res, &err) == TERN_OK);
+        for (unsigned r = 0; r < 4; r++)
+            CHECK_MSG(memcmp(out[r], a ? mesh : ring, sizeof ring) == 0, "rank %u %s", r,
+                      tern_coll_algo_name(d.algo));
+    }
+    tern_fabric_free(f);
+}
+
+static void test_groups(void)
+{
+    TEST_BEGIN("replica groups");
+    tern_fabric *f = fabric("trn1.32xlarge", 0, 8);
+    unsigned groups[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    float data[8][64], out[8][64];
+    const void *in[8];
+    void *o[8];
+    for (unsigned r = 0; r < 8; r++) {
+        for (unsigned i = 0; i < 64; i++)
+            data[r][i] = (float)(r * 100 + i);
+        in[r] = data[r];
+        o[r] = out[r];
+    }
+    tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_RING, groups, 2, 4,
+                        NULL, 0};
+    tern_coll_result res;
+    tern_error err = {0};
+    CHECK(tern_collective_run(f, &d, in, o, &res, &err) == TERN_OK);
+    for (unsigned i = 0; i < 64; i++) {
+        CHECK_EQ_INT(out[4][i], (0 + 200 + 400 + 600) + 4 * i);
+        CHECK_EQ_INT(out[3][i], (100 + 300 + 500 + 700) + 4 * i);
+    }
+    /* all-gather inside a group: member order is the block order */
+    d.op = TERN_COLL_ALL_GATHER;
+    CHECK(tern_collective_run(f, &d, in, o, &res, &err) == TERN_OK);
+    CHECK_EQ_INT(out[7][0], 100);  /* block 0 of group 1 comes from rank 1 */
+    CHECK_EQ_INT(out[7][48], 748); /* block 3 from rank 7 */
+    /* not a partition */
+    unsigned dup[8] = {0, 1, 2, 3, 3, 4, 5, 6};
+    d.groups = dup;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "rank 3 is in group 0 and in group 1");
+    unsigned oor[8] = {0, 1, 2, 3, 4, 5, 6, 9};
+    d.groups = oor;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "rank 9 out of range");
+    d.groups = groups;
+    d.ngroups = 1;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "partition");
+    /* permute pairs */
+    unsigned pairs[4] = {0, 5, 5, 0};
+    tern_coll_desc p = {TERN_COLL_PERMUTE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_AUTO, NULL, 0, 0, pairs, 2};
+    CHECK(tern_collective_run(f, &p, in, o, &res, &err) == TERN_OK);
+    CHECK_EQ_INT(out[5][3], 3);
+    CHECK_EQ_INT(out[0][3], 503);
+    unsigned bad_pairs[4] = {0, 5, 1, 5};
+    p.pairs = bad_pairs;
+    CHECK(tern_collective_time(f, &p, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "target already used");
+    tern_fabric_free(f);
+}
+
+static void test_fabric(void)
+{
+    TEST_BEGIN("fabric");
+    tern_fabric *f = fabric("trn1.32xlarge", 0, 0);
+    CHECK_EQ_INT(tern_fabric_ranks(f), 32);
+    tern_rank_place p;
+    tern_fabric_place(f, 1, &p);
+    CHECK(p.chip == 0 && p.core == 1);
+    tern_fabric_place(f, 2, &p);
+    CHECK(p.chip == 1 && p.core == 0);
+    unsigned links, efa;
+    tern_fabric_route_hops(f, 0, 1, &links, &efa);
+    CHECK(links == 0 && efa == 0);
+    tern_fabric_route_hops(f, 0, 2, &links, &efa); /* chip 0 -> chip 1: one link */
+    CHECK_EQ_INT(links, 1);
+    tern_fabric_route_hops(f, 0, 20, &links, &efa); /* chip 10 = (2,2): two hops in each dimension */
+    CHECK_EQ_INT(links, 4);
+    tern_fabric_route_hops(f, 0, 6, &links, &efa); /* chip 3 = (0,3): one hop over the wrap link */
+    CHECK_EQ_INT(links, 1);
+    /* contention: two transfers over the same link take longer than one */
+    tern_fabric_xfer x = {0, 2, 1 << 20, 0, 0, 0};
+    uint64_t one = tern_fabric_transfer(f, &x);
+    tern_fabric_xfer y = {1, 3, 1 << 20, 0, 0, 1};
+    uint64_t two = tern_fabric_transfer(f, &y);
+    CHECK_MSG(two > one, "second transfer on a shared link: %llu ps, first %llu ps", (unsigned long long)two,
+              (unsigned long long)one);
+    tern_fabric_reset(f);
+    CHECK_EQ_INT(tern_fabric_transfer(f, &x), one);
+    tern_fabric_free(f);
+
+    /* ring order: consecutive ranks on one chip or one link apart, including the wrap */
+    const char *specs[] = {"trn1.32xlarge", "trn2.48xlarge", "trn2-ultraserver"};
+    for (size_t s = 0; s < 3; s++) {
+        f = fabric(specs[s], 0, 0);
+        unsigned R = tern_fabric_ranks(f), *order = malloc(R * sizeof *order), worst = 0;
+        tern_fabric_ring_order(f, order);
+        for (unsigned k = 0; k < R; k++) {
+            tern_fabric_route_hops(f, order[k], order[(k + 1) % R], &links, &efa);
+            if (links > worst)
+                worst = links;
+        }
+        CHECK_MSG(worst <= 1, "%s: ring order has a step of %u links", specs[s], worst);
+        free(order);
+        tern_fabric_free(f);
+    }
+    f = fabric("trn2-ultraserver", 0, 0);
+    CHECK_EQ_INT(tern_fabric_ranks(f), 256);
+    CHECK_EQ_INT(tern_fabric_nodes(f), 4);
+    tern_fabric_free(f);
+    f = fabric("2xtrn1.32xlarge", 0, 0);
+    CHECK_EQ_INT(tern_fabric_ranks(f), 64);
+    tern_fabric_route_hops(f, 0, 32, &links, &efa);
+    CHECK(efa == 1 && links == 0);
+    tern_fabric_free(f);
+
+    /* bad specs */
+    tern_fabric_opts o = {0, 0, 0};
+    tern_error err;
+    CHECK(tern_fabric_load("2xnosuch", &o, &f, &err) == TERN_ERR_NOT_FOUND);
+    CHECK_STR_CONTAINS(err.msg, "unknown instance 'nosuch'");
+    CHECK(tern_fabric_load("2y", &o, &f, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "COUNTxINSTANCE");
+    o.nodes = 3;
+    CHECK(tern_fabric_load("2xtrn1.32xlarge", &o, &f, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "--nodes 3");
+    o.nodes = 2;
+    o.ranks = 5;
+    CHECK(tern_fabric_load("2xtrn1.32xlarge", &o, &f, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "not divisible");
+}
+
+/* C7: 2 ranks (the two cores of one trn1 chip), fp32 all-reduce, nccom-test; within 15 % at every size. */
+static void test_calibration(void)
+{
+    TEST_BEGIN("2-rank trn1 curve");
+    tern_fabric *f = fabric("trn1.32xlarge", 0, 2);
+    const struct {
+        uint64_t bytes;
+        double us;
+    } pts[] = {{1 << 20, 68}, {4 << 20, 107}, {16 << 20, 332}, {64 << 20, 1214}, {256ull << 20, 4750},
+               {1ull << 30, 18930}, {8, 58}, {1 << 10, 58}, {32 << 10, 58}};
+    for (size_t i = 0; i < TERN_ARRAY_LEN(pts); i++) {
+        tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, pts[i].bytes / 4, TERN_ALGO_AUTO,
+                            NULL, 0, 0, NULL, 0};
+        tern_coll_result res;
+        tern_error err;
+        CHECK(tern_collective_time(f, &d, &res, &err) == TERN_OK);
+        double us = (double)res.time_ps * 1e-6, e = us / pts[i].us - 1;
+        CHECK_MSG(fabs(e) <= 0.15, "%llu B: predicted %.1f us, published %.0f us (%+.1f %%)",
+                  (unsigned long long)pts[i].bytes, us, pts[i].us, 100 * e);
+    }
+    tern_fabric_free(f);
+}
+
+int main(void)
+{
+    test_fabric();
+    test_matrix();
+    test_dtypes();
+    test_order_matters();
+    test_groups();
+    test_calibration();
+    return check_report();
+}
