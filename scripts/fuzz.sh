@@ -45,7 +45,7 @@ opts=(-max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/cra
       -rss_limit_mb=3072)
 case "$target" in
 asm | asm_run) [ -f fuzz/asm.dict ] && opts+=(-dict=fuzz/asm.dict) ;;
-onnx | onnx_run) opts+=(-max_len=65536) ;;
+onnx) opts+=(-max_len=65536) ;;
 esac
 [ "$target" = asm_run ] && opts+=(-max_len=16384)
 "$out/$bin" "${opts[@]}" "$@" "${dirs[@]}"
