@@ -754,8 +754,9 @@ static tern_status resolve_input_dims(const tern_graph *g, const tern_compile_op
         if (given[i]) {
             st = tern_error_set(err, TERN_ERR_INVALID, "compile: input '%s' is given twice", gv->name);
         } else if (s->rank != gv->rank) {
-            st = tern_error_set(err, TERN_ERR_INVALID, "compile: input '%s'%s: shape %s has rank %d; the model's "
-                                "input is %s (rank %d)", gv->name, src, have, s->rank, want, gv->rank);
+            st = tern_error_set(err, TERN_ERR_INVALID, "compile: %s%sshape %s does not match input '%s' of shape %s "
+                                "(rank %d, the input's is %d)", s->source ? s->source : "", s->source ? ": " : "",
+                                have, gv->name, want, s->rank, gv->rank);
         }
         given[i] = s;
         for (int d = 0; d < gv->rank && !st; d++) {
@@ -765,9 +766,9 @@ static tern_status resolve_input_dims(const tern_graph *g, const tern_compile_op
                 st = tern_error_set(err, TERN_ERR_RANGE, "compile: input '%s'%s: dimension %d is negative (%lld)",
                                     gv->name, src, d, (long long)s->dims[d]);
             else if (gv->dims[d] >= 0 && gv->dims[d] != s->dims[d])
-                st = tern_error_set(err, TERN_ERR_INVALID, "compile: input '%s'%s: shape %s does not match the "
-                                    "model's %s (dimension %d is fixed at %lld)", gv->name, src, have, want, d,
-                                    (long long)gv->dims[d]);
+                st = tern_error_set(err, TERN_ERR_INVALID, "compile: %s%sshape %s does not match input '%s' of shape "
+                                    "%s (dimension %d is fixed at %lld)", s->source ? s->source : "",
+                                    s->source ? ": " : "", have, gv->name, want, d, (long long)gv->dims[d]);
             else if (gv->dims[d] < 0 && gv->dim_names[d])
                 st = bind_dim(t, &n, gv->dim_names[d], s->dims[d], from, err);
         }

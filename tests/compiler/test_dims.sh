@@ -115,7 +115,9 @@ contains "$tmp/err" "--dim seq given twice (32 and 64)"
 expect 1 "$TERN" compile "$tmp/dims.onnx" -o "$tmp/e.tern" --dim sequence=64
 contains "$tmp/err" "symbolic dimension 'sequence' = 64: no input declares a dimension of that name (the inputs' symbolic dimensions: 'batch', 'seq')"
 expect 1 "$TERN" run "$tmp/dims.onnx" --input "x=$tmp/x_bad.npy"
-contains "$tmp/err" "input 'x' ($tmp/x_bad.npy): shape [2, 64, 4] does not match the model's [batch, seq, 8] (dimension 2 is fixed at 8)"
+contains "$tmp/err" "$tmp/x_bad.npy: shape [2, 64, 4] does not match input 'x' of shape [batch, seq, 8] (dimension 2 is fixed at 8)"
+expect 1 "$TERN" run "$tmp/dims.onnx" --input "x=$tmp/m.npy"
+contains "$tmp/err" "$tmp/m.npy: shape [2, 64] does not match input 'x' of shape [batch, seq, 8] (rank 2, the input's is 3)"
 expect 2 "$TERN" run "$tmp/dims.onnx" --dim seq=6x4
 contains "$tmp/err" "--dim seq= expects an integer in [1, 2147483647], got '6x4'"
 expect 2 "$TERN" run "$tmp/dims.onnx" --dim =64
