@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# CLI test for `tern collective`: the table, the --json shape (parsed by python3), --check on trn1.32xlarge,
+# trn2.48xlarge, the Trn2 UltraServer and a 2-instance trn1 cluster for every operation, functional and
+# timing-only giving the same times, the error cases (exit 1, message naming the thing, rule and value), and the
+# published 2-rank trn1 all-reduce curve (nccom-test) within 15 % at every size.
+set -u
+TERN=${1:?usage: test_collective.sh path/to/tern}
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+expect() {
+    local want=$1
+    shift
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "$* exited $got, expected $want; stderr: $(head -c 300 "$tmp/err")"; fi
+}
+contains() { if grep -qF -- "$2" "$1"; then ok; else bad "$(basename "$1") lacks '$2': $(head -c 300 "$1")"; fi; }
+
+# the table
+expect 0 "$TERN" collective all-reduce --machine trn1.32xlarge --sizes 8B:64KiB
+contains "$tmp/out" "32 ranks on 1 instance"
+contains "$tmp/out" "busbw(GB/s)"
+contains "$tmp/out" "functional"
+rows=$(grep -cE '^ +[0-9]+ ' "$tmp/out")
+[ "$rows" -eq 14 ] && ok || bad "8B:64KiB with step 2 should print 14 rows, got $rows"
+expect 0 "$TERN" collective all-reduce --machine trn1.32xlarge --sizes 1MiB:1GiB --step 4
+contains "$tmp/out" "timing-only"
+rows=$(grep -cE '^ +[0-9]+ ' "$tmp/out")
+[ "$rows" -eq 6 ] && ok || bad "1MiB:1GiB step 4 should print 6 rows, got $rows"
+
+# --json shape, busbw = algbw x 2(r-1)/r, algorithm by size
+expect 0 "$TERN" collective all-reduce --machine trn1.32xlarge --ranks 8 --sizes 8B:128MiB --json
+if python3 - "$tmp/out" <<'EOF'; then ok; else bad "json shape"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["rows"]
+assert len(rows) == 25, len(rows)
+for r in rows:
+    assert set(["bytes", "time_us", "algbw_gbps", "busbw_gbps", "algorithm"]) <= set(r), r
+    assert abs(r["algbw_gbps"] - r["bytes"] / (r["time_us"] * 1e3)) <= 1e-3 * max(1, r["algbw_gbps"]), r
+    assert abs(r["busbw_gbps"] - r["algbw_gbps"] * 2 * 7 / 8) <= 1e-3 * max(1, r["busbw_gbps"]), r
+    want = "mesh" if r["bytes"] < 1e6 else "rdh" if r["bytes"] <= 56e6 else "ring"
+    assert r["algorithm"] == want, (r, want)
+times = [r["time_us"] for r in rows]
+assert all(t >= 58.0 for t in times) and times[-1] > times[0], times
+EOF
+
+# --check everywhere, every operation
+for m in "trn1.32xlarge" "trn2.48xlarge" "trn2-ultraserver --ranks 64 --nodes 4" "2xtrn1.32xlarge"; do
+    for op in all-reduce all-gather reduce-scatter all-to-all permute; do
+        # shellcheck disable=SC2086
+        expect 0 "$TERN" collective $op --machine $m --sizes 4KiB:8KiB --check
+        contains "$tmp/out" " ok"
+        if grep -q 'mismatch\|failed' "$tmp/err"; then bad "$m $op: $(cat "$tmp/err")"; else ok; fi
+    done
+    for a in ring mesh rdh; do
+        # shellcheck disable=SC2086
+        expect 0 "$TERN" collective all-reduce --machine $m --sizes 2KiB --algorithm $a --check --dtype bf16
+        contains "$tmp/out" " ok"
+    done
+done
+expect 0 "$TERN" collective all-reduce --machine 2xtrn1.32xlarge --sizes 16KiB --check --json
+contains "$tmp/out" '"algorithm":"hier"'
+contains "$tmp/out" '"check":"ok"'
+expect 0 "$TERN" collective all-reduce --machine trn1.32xlarge --ranks 8 --groups '0,1,2,3;4,5,6,7' --sizes 1KiB --check --reduce max
+contains "$tmp/out" " ok"
+
+# functional and timing-only give the same time
+"$TERN" collective all-reduce --machine trn2.48xlarge --sizes 64KiB:256KiB --json >"$tmp/f.json"
+"$TERN" collective all-reduce --machine trn2.48xlarge --sizes 64KiB:256KiB --json --timing-only >"$tmp/t.json"
+if python3 - "$tmp/f.json" "$tmp/t.json" <<'EOF'; then ok; else bad "functional and timing-only times differ"; fi
+import json, sys
+f, t = (json.load(open(p))["rows"] for p in sys.argv[1:])
+assert [r["mode"] for r in f] == ["functional"] * 3 and [r["mode"] for r in t] == ["timing-only"] * 3
+assert [r["time_us"] for r in f] == [r["time_us"] for r in t]
+EOF
+
+# the 2-rank trn1 curve (nccom-test), within 15 %
+expect 0 "$TERN" collective all-reduce --machine trn1.32xlarge --ranks 2 --sizes 8B:1GiB --json
+if python3 - "$tmp/out" <<'EOF'; then ok; else bad "2-rank curve outside 15 %"; fi
+import json, sys
+rows = {r["bytes"]: r["time_us"] for r in json.load(open(sys.argv[1]))["rows"]}
+pub = {1 << 20: 68, 4 << 20: 107, 16 << 20: 332, 64 << 20: 1214, 256 << 20: 4750, 1 << 30: 18930}
+pub.update({b: 58 for b in rows if b < 64 * 1024})
+bad = [(b, rows[b], t) for b, t in pub.items() if abs(rows[b] / t - 1) > 0.15]
+assert not bad, bad
+EOF
+
+# errors: exit 1 and a message naming the thing, the rule and the value
+expect 1 "$TERN" collective all-reduce --machine 2xnosuch --sizes 1KiB
+contains "$tmp/err" "unknown instance 'nosuch'"
+expect 1 "$TERN" collective all-reduce --machine 2x --sizes 1KiB
+contains "$tmp/err" "cluster spec '2x'"
+expect 1 "$TERN" collective all-reduce --machine 0xtrn1.32xlarge --sizes 1KiB
+contains "$tmp/err" "at least 1"
+expect 1 "$TERN" collective all-reduce --machine trn1.32xlarge --nodes 2 --sizes 1KiB
+contains "$tmp/err" "--nodes 2: 'trn1.32xlarge' has only 1 instance"
+expect 1 "$TERN" collective all-reduce --machine 2xtrn1.32xlarge --nodes 3 --sizes 1KiB
+contains "$tmp/err" "--nodes 3"
+expect 1 "$TERN" collective all-reduce --machine trn1.32xlarge --ranks 4 --groups '0,1;1,2' --sizes 1KiB
+contains "$tmp/err" "rank 1 is in group 0 and in group 1"
+expect 1 "$TERN" collective all-reduce --machine trn1.32xlarge --ranks 4 --groups '0,1,2' --sizes 1KiB
+contains "$tmp/err" "partition"
+expect 1 "$TERN" collective all-reduce --machine trn1.32xlarge --sizes 4QB
+contains "$tmp/err" "--sizes '4QB'"
+expect 1 "$TERN" collective all-reduce --machine trn1.32xlarge --sizes 1MiB:1KiB
+contains "$tmp/err" "MIN <= MAX"
+expect 1 "$TERN" collective all-reduce --machine trn1.32xlarge --sizes 6B
+contains "$tmp/err" "not a whole number of fp32 elements"
+expect 1 "$TERN" collective all-reduce --machine trainium1 --sizes 1KiB
+contains "$tmp/err" "needs an instance or a system"
+expect 1 "$TERN" collective all-reduce --machine trn1.32xlarge --ranks 6 --algorithm rdh --sizes 1KiB
+contains "$tmp/err" "power-of-two group size, got 6"
+expect 1 "$TERN" collective broadcast --machine trn1.32xlarge --sizes 1KiB
+contains "$tmp/err" "operation 'broadcast'"
+expect 1 "$TERN" collective all-to-all --machine trn1.32xlarge --algorithm rdh --sizes 1KiB
+contains "$tmp/err" "all-to-all: algorithm 'rdh' not supported"
+expect 2 "$TERN" collective all-reduce --machine trn1.32xlarge --step 1
+expect 2 "$TERN" collective all-reduce --machine trn1.32xlarge --bogus
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
