@@ -86,6 +86,9 @@ typedef struct {
     struct {
         unsigned min_ii, vector_static_overhead, gpsimd_start, dynamic_copy_min_ii, act_read_accumulator;
         double semaphore_wake_s; /* from a semaphore reaching a waited value to the waiter issuing (0 if absent) */
+        double raw_latency[4];   /* Tensor, Vector, Scalar, GpSimd: cycles before an instruction may read what the
+                                  * previous one on the same engine wrote (0 if absent) */
+        double launch_s;         /* launch and completion of one kernel run, seconds (0 if absent) */
     } costs; /* in the issuing engine's cycles, except semaphore_wake_s */
 } tern_core_spec;
 

@@ -34,13 +34,16 @@ typedef struct {
     unsigned dynamic_copy_min_ii; /* register-addressed copies, cycles */
     unsigned act_read_accumulator; /* ScalarE accumulator read-out, cycles */
     double semaphore_wake_s;       /* a semaphore reaching a waited value -> the waiting engine issues, seconds */
+    double raw_latency[TERN_ENGINE_COUNT]; /* cycles between a write and a read of it on the same engine */
+    double launch_s;               /* launch and completion of a run (runtime, first instruction fetch), seconds */
     unsigned lanes;             /* VectorE lanes (128) */
     double vector_epc_16, vector_epc_32; /* VectorE elements per cycle for 16-bit and 32-bit data */
     unsigned dma_engines;
     double dma_bandwidth;       /* bytes/s per DMA engine */
     double dma_fixed_s;         /* per transfer, before data moves */
     double dma_descriptor_s;    /* per contiguous buffer on one DMA engine */
-    double hbm_bandwidth;       /* bytes/s, the chip's HBM (shared by its cores) */
+    double hbm_bandwidth;       /* bytes/s, one HBM stack's: what one core reaches (shared by the cores on it) */
+    unsigned hbm_stacks;        /* HBM stacks of the chip (1 for a bare core) */
     unsigned cores_per_chip;
     int sbuf_port_conflicts;    /* v2: VectorE and GpSimdE share SBUF access; VectorE and ScalarE share PSUM */
 } tern_timing_config;

@@ -773,9 +773,17 @@ static bool parse_core(ctx *c, const cJSON *root)
     if (!get_object(c, core, "core", "costs", true, &o))
         return false;
     CHECK_KEYS(c, o, "core.costs", "min_ii", "vector_static_overhead", "gpsimd_start", "dynamic_copy_min_ii",
-               "act_read_accumulator", "semaphore_wake");
-    numrule wake = {ARCH_UNIT_TIME, 0, 1e-5, false};
-    return get_num(c, o, "core.costs", "semaphore_wake", false, wake, &k->costs.semaphore_wake_s, NULL) &&
+               "act_read_accumulator", "semaphore_wake", "tensor_raw_latency", "vector_raw_latency",
+               "scalar_raw_latency", "gpsimd_raw_latency", "launch");
+    numrule wake = {ARCH_UNIT_TIME, 0, 1e-5, false}, raw = {ARCH_UNIT_CYCLES, 0, 1e6, false};
+    numrule launch = {ARCH_UNIT_TIME, 0, 1e-2, false};
+    /* optional: read-after-write latency on one engine (cycles) and the per-run launch cost (issue 11) */
+    return get_num(c, o, "core.costs", "tensor_raw_latency", false, raw, &k->costs.raw_latency[0], NULL) &&
+           get_num(c, o, "core.costs", "vector_raw_latency", false, raw, &k->costs.raw_latency[1], NULL) &&
+           get_num(c, o, "core.costs", "scalar_raw_latency", false, raw, &k->costs.raw_latency[2], NULL) &&
+           get_num(c, o, "core.costs", "gpsimd_raw_latency", false, raw, &k->costs.raw_latency[3], NULL) &&
+           get_num(c, o, "core.costs", "launch", false, launch, &k->costs.launch_s, NULL) &&
+           get_num(c, o, "core.costs", "semaphore_wake", false, wake, &k->costs.semaphore_wake_s, NULL) &&
            get_uint(c, o, "core.costs", "min_ii", ARCH_UNIT_CYCLES, 1, 1e6, &k->costs.min_ii) &&
            get_uint(c, o, "core.costs", "vector_static_overhead", ARCH_UNIT_CYCLES, 0, 1e6,
                     &k->costs.vector_static_overhead) &&

@@ -84,7 +84,10 @@ void tern_prof_opts_from_machine(const tern_machine *m, tern_prof_opts *o)
     o->clock_hz[TERN_ENGINE_SCALAR] = c->scalar.clock_hz;
     o->clock_hz[TERN_ENGINE_GPSIMD] = c->gpsimd.clock_hz;
     o->clock_hz[TERN_ENGINE_SYNC] = c->scalar.clock_hz; /* not published; the simulator's choice too */
-    o->hbm_bandwidth = chip && chip->cores ? chip->hbm_bandwidth / chip->cores : 0;
+    /* MBU's denominator is one HBM stack's bandwidth, as Neuron Explorer defines it (aws-neuron-sdk
+     * tools/neuron-explorer/profile-schema-reference.rst: "hbm_max_bandwidth is the maximum HBM bandwidth of a HBM
+     * stack"), which is also what the simulator gives a core (sim/config.c). */
+    o->hbm_bandwidth = chip && chip->hbm_stacks ? chip->hbm_bandwidth / chip->hbm_stacks : 0;
 }
 
 /* ---- trace writing ---- */

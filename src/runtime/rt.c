@@ -251,9 +251,10 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
             }
         }
     }
-    /* The chip's HBM bandwidth is shared by the cores that run at once. */
-    if (rt->exe.cores > 1)
-        rt->cfg.timing.hbm_bandwidth /= rt->exe.cores;
+    /* Each core reaches one HBM stack (sim/config.c); cores that run at once share the stacks evenly. */
+    unsigned stacks = rt->cfg.timing.hbm_stacks ? rt->cfg.timing.hbm_stacks : 1;
+    if (rt->exe.cores > stacks)
+        rt->cfg.timing.hbm_bandwidth /= (double)((rt->exe.cores + stacks - 1) / stacks);
     rt->cores = calloc(rt->exe.cores, sizeof *rt->cores);
     rt->stats = calloc(rt->exe.cores, sizeof *rt->stats);
     rt->inputs = calloc(rt->exe.num_inputs ? rt->exe.num_inputs : 1, sizeof *rt->inputs);

@@ -61,6 +61,11 @@ tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_cor
     t->dynamic_copy_min_ii = core->costs.dynamic_copy_min_ii;
     t->act_read_accumulator = core->costs.act_read_accumulator;
     t->semaphore_wake_s = core->costs.semaphore_wake_s;
+    t->raw_latency[TERN_ENGINE_TENSOR] = core->costs.raw_latency[0];
+    t->raw_latency[TERN_ENGINE_VECTOR] = core->costs.raw_latency[1];
+    t->raw_latency[TERN_ENGINE_SCALAR] = core->costs.raw_latency[2];
+    t->raw_latency[TERN_ENGINE_GPSIMD] = core->costs.raw_latency[3];
+    t->launch_s = core->costs.launch_s;
     t->lanes = core->vector.lanes;
     t->vector_epc_16 = core->vector.elems_per_cycle[TERN_ARCH_BF16] > 0 ? core->vector.elems_per_cycle[TERN_ARCH_BF16]
                                                                         : core->vector.lanes;
@@ -70,8 +75,14 @@ tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_cor
     t->dma_bandwidth = core->dma.bandwidth_per_engine;
     t->dma_fixed_s = core->dma.fixed_cost_s;
     t->dma_descriptor_s = core->dma.descriptor_cost_s;
-    /* A bare core file has no HBM figure: its DMA engines are then the only limit. */
-    t->hbm_bandwidth = chip ? chip->hbm_bandwidth : 0;
+    /* A core reaches HBM through its stack: Trainium2's four banks are each shared by two NeuronCores
+     * (aws-neuron-sdk about-neuron/arch/neuron-features/logical-neuroncore-config.rst), Trainium1 has two stacks
+     * for its two cores (nki/guides/architecture/trainium_inferentia2_arch.rst), and Neuron Explorer measures MBU
+     * against one stack (tools/neuron-explorer/profile-schema-reference.rst). So one core's HBM bandwidth is one
+     * stack's: the chip's over its stacks. A bare core file has no HBM figure: its DMA engines are then the only
+     * limit. */
+    t->hbm_bandwidth = chip ? chip->hbm_bandwidth / (chip->hbm_stacks ? chip->hbm_stacks : 1) : 0;
+    t->hbm_stacks = chip && chip->hbm_stacks ? chip->hbm_stacks : 1;
     t->cores_per_chip = chip ? chip->cores : 1;
     /* NeuronCore-v2 serialises VectorE/GpSimdE SBUF access and VectorE/ScalarE PSUM access; v3 lifts both
      * (trainium-arch.md §2.4, ARCH-V2/ARCH-V3). */

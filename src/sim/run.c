@@ -124,6 +124,7 @@ typedef struct {
     int64_t dma_union_end;
     int64_t tensor_busy_until; /* LoadStationary overlaps MultiplyMoving: busy time is their union */
     int64_t wake_ps;           /* semaphore wake latency (machine file) */
+    timing_raw raw[TERN_ENGINE_COUNT]; /* recent writes per engine, for read-after-write latency */
     uint64_t elements;         /* work so far, for the max_elements guard */
 } runner;
 
@@ -219,6 +220,9 @@ static int64_t candidate(const runner *r, unsigned e)
             return NEVER;
         t = max64(t, w);
     }
+    /* read-after-write on the same engine: a read of what the previous instructions wrote waits for the latency */
+    if (timing_is_compute_op(op) && r->core->cfg.timing.raw_latency[e] > 0)
+        t = max64(t, timing_raw_ready(&r->raw[e], ins));
     switch (op) {
     case TERN_OP_LOAD_STATIONARY: t = max64(t, max64(r->ls_free, r->last_mm_start)); break;
     case TERN_OP_MULTIPLY_MOVING: t = max64(t, max64(r->mm_free, r->last_ls_end)); break;
@@ -454,6 +458,8 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
         r->stats->busy_ps[e] += occ;
     }
     emit(r, TERN_EVENT_INSTR, e, pc, ins, t, t + occ, flops, 0, 0);
+    if (timing_is_compute_op(op) && tc->raw_latency[e] > 0)
+        timing_raw_note(&r->raw[e], ins, t + occ + timing_ps(tc->raw_latency[e], tc->clock_hz[e]));
     if (is_dma_op(op))
         done = dma_transfer(r, e, pc, ins, t + occ);
 
@@ -602,6 +608,9 @@ static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_
         if ((st = commit(&r, pick, best, err)))
             break;
     }
+    /* launch and completion of the run (runtime, first instruction fetch): once per run (machine file) */
+    if (!st)
+        stats->time_ps += (int64_t)llround(core->cfg.timing.launch_s * 1e12);
     for (unsigned s = 0; s < core->cfg.num_semaphores; s++)
         free(r.sems[s].pts);
     free(r.sems);

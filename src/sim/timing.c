@@ -185,6 +185,71 @@ int64_t timing_ps(double cycles, double hz)
     return (int64_t)llround(cycles * 1e12 / hz);
 }
 
+/* ---- read-after-write on one engine ---- */
+
+/* Byte span [lo, hi) of an on-chip pattern within each of its partitions; a register-addressed pattern spans the
+ * whole partition (its offset is known only at run time), so it counts as overlapping. */
+static void span_of(const tern_ap *ap, uint64_t *lo, uint64_t *hi)
+{
+    if (ap->offset_reg != TERN_REG_NONE) {
+        *lo = 0;
+        *hi = UINT64_MAX;
+        return;
+    }
+    int64_t es = (int64_t)tern_dtype_size((tern_dtype)ap->dtype), a = 0, b = 0;
+    for (unsigned k = 0; k < ap->ndims && k < TERN_AP_MAX_DIMS; k++) {
+        int64_t d = (int64_t)ap->dims[k].step * (int64_t)(ap->dims[k].num ? ap->dims[k].num - 1 : 0) * es;
+        if (d < 0)
+            a += d;
+        else
+            b += d;
+    }
+    int64_t l = (int64_t)ap->offset + a;
+    *lo = l > 0 ? (uint64_t)l : 0;
+    *hi = ap->offset + (uint64_t)b + (uint64_t)es;
+}
+
+static int on_chip_overlap(const tern_ap *x, const tern_ap *y)
+{
+    if (!x->ndims || !y->ndims || x->mem != y->mem || x->mem == TERN_MEM_HBM)
+        return 0;
+    if (x->start_partition + x->num_partitions <= y->start_partition ||
+        y->start_partition + y->num_partitions <= x->start_partition)
+        return 0;
+    uint64_t xl, xh, yl, yh;
+    span_of(x, &xl, &xh);
+    span_of(y, &yl, &yh);
+    return xl < yh && yl < xh;
+}
+
+int64_t timing_raw_ready(const timing_raw *h, const tern_instr *ins)
+{
+    int64_t t = 0;
+    for (unsigned i = 0; i < TIMING_RAW_WRITES; i++) {
+        if (h->ready_ps[i] <= t)
+            continue;
+        for (int s = TERN_AP_IN0; s <= TERN_AP_IN2; s++)
+            if (on_chip_overlap(&ins->ap[s], &h->ap[i])) {
+                t = h->ready_ps[i];
+                break;
+            }
+    }
+    return t;
+}
+
+void timing_raw_note(timing_raw *h, const tern_instr *ins, int64_t ready_ps)
+{
+    const int slots[2] = {TERN_AP_DST, TERN_AP_EXTRA};
+    for (int k = 0; k < 2; k++) {
+        const tern_ap *w = &ins->ap[slots[k]];
+        if (!w->ndims || w->mem == TERN_MEM_HBM)
+            continue;
+        h->ap[h->next] = *w;
+        h->ready_ps[h->next] = ready_ps;
+        h->next = (h->next + 1) % TIMING_RAW_WRITES;
+    }
+}
+
 /* ---- DMA ---- */
 
 /* Contiguous runs (descriptors) of one side of a transfer: one per partition row and outer index, or one per

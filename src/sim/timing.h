@@ -32,6 +32,21 @@ typedef struct {
 
 void timing_dma_plan(const tern_timing_config *t, const tern_instr *ins, timing_dma *out);
 
+/* Read-after-write on one engine: the engine's recent writes (SBUF/PSUM) and when each becomes readable by its
+ * next instructions (machine file: core.costs.<engine>_raw_latency). */
+#define TIMING_RAW_WRITES 8
+typedef struct {
+    tern_ap ap[TIMING_RAW_WRITES];
+    int64_t ready_ps[TIMING_RAW_WRITES];
+    unsigned next;
+} timing_raw;
+
+/* The latest time a recent write that ins reads (IN0/IN1/IN2 overlapping a recorded DST/EXTRA: same memory,
+ * common partitions, overlapping byte span) becomes readable; 0 if it reads none. */
+int64_t timing_raw_ready(const timing_raw *h, const tern_instr *ins);
+/* Record ins's writes as readable from ready_ps. */
+void timing_raw_note(timing_raw *h, const tern_instr *ins, int64_t ready_ps);
+
 /* In-order completion on one DMA queue: a transfer whose data is done at data_end completes at the later of that
  * and the previous completion on its queue (*queue_done, updated). */
 static inline int64_t timing_queue_complete(int64_t *queue_done, int64_t data_end)
