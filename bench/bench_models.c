@@ -69,7 +69,7 @@ static double torch_seconds(const char *src, const char *name, int runs, torch_c
         if (!strncmp(line, "seconds:", 8))
             s = strtod(line + 8, NULL);
         else if (!strncmp(line, "torch_openblas_core: ", 21))
-            snprintf(c->core, sizeof c->core, "%s", line + 21);
+            snprintf(c->core, sizeof c->core, "%.63s", line + 21);
         else if (!strncmp(line, "torch_threads:", 14))
             c->threads = atoi(line + 14);
         else if (!strncmp(line, "torch_blas_threads:", 19))

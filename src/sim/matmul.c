@@ -12,13 +12,14 @@
  *     every nonzero input has magnitude in [2^-50, 2^51): then every product and every partial sum is a
  *     multiple of 2^-114 (never subnormal) and below 2^110 (never overflows). bf16 and fp8 inputs qualify
  *     (their values are exactly bf16 values); otherwise the fp32 path runs.
- *   - fp32 FMA (AVX-512): a register-blocked kernel that keeps one accumulator per output and applies the fma
+ *   - fp32 FMA (AVX-512, or AVX2 + FMA on hosts without it): a register-blocked kernel that keeps one accumulator per output and applies the fma
  *     chain over k ascending, vectorised across outputs, so it is the reference loop by construction. (An
  *     earlier version called OpenBLAS sgemm for K <= 128; its accumulation order depends on the microkernel
  *     the library picks for the host CPU, and on an AMD Zen 4 host it differed from the chain, so the
- *     simulator no longer uses a BLAS; hosts without AVX-512 run the reference loop.)
+ *     simulator no longer uses a BLAS.) Hosts with neither run the reference loop.
  * Work is split over the core's thread pool by rows of the output, so results never depend on thread count. */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/matmul.h"
@@ -29,6 +30,16 @@
 #else
 #define HAVE_X86 0
 #endif
+
+/* TERN_SIMD caps the vector level as it does for the number conversions (docs/numerics.md): "portable" runs the
+ * reference loop, "avx2" the AVX2 kernels; so a test can reach every path on any host. */
+static int simd_cap(void)
+{
+    const char *e = getenv("TERN_SIMD");
+    if (!e)
+        return 2;
+    return !strcmp(e, "portable") ? 0 : !strcmp(e, "avx2") ? 1 : 2;
+}
 
 void matmul_reference(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
 {
@@ -72,7 +83,7 @@ int bf16_fast_ok(uint16_t b)
 int matmul_bf16_supported(void)
 {
 #if HAVE_X86
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    return simd_cap() >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512bf16");
 #else
     return 0;
@@ -320,10 +331,100 @@ static void f32_part(void *ctx, unsigned part, unsigned nparts)
 }
 #endif
 
+#if HAVE_X86
+/* The same chain on AVX2 + FMA hosts (no AVX-512): vfmadd on 8 lanes is fmaf on each, one rounding per step, so
+ * the result is the reference loop's bit for bit. 6 rows x 2 vectors of 8 accumulators, 2 moving vectors and one
+ * broadcast stationary value fill 15 of the 16 ymm registers. */
+#define MB2 6
+#define NB2 2
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+f32_micro_avx2(const f32_job *j, uint32_t m0, uint32_t n0, const __m256i *mask, const int full, const int ROWS)
+{
+    __m256 acc[MB2][NB2];
+    for (int i = 0; i < ROWS; i++)
+        for (int v = 0; v < NB2; v++)
+            acc[i][v] = _mm256_setzero_ps();
+    for (uint32_t k = 0; k < j->K; k++) {
+        const float *xr = j->x + (size_t)k * j->N + n0;
+        __m256 b[NB2];
+        for (int v = 0; v < NB2; v++)
+            b[v] = full ? _mm256_loadu_ps(xr + 8 * v) : _mm256_maskload_ps(xr + 8 * v, mask[v]);
+        const float *sr = j->s + (size_t)k * j->M + m0;
+        for (int i = 0; i < ROWS; i++) {
+            __m256 a = _mm256_broadcast_ss(sr + i);
+            for (int v = 0; v < NB2; v++)
+                acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
+        }
+    }
+    for (int i = 0; i < ROWS; i++)
+        for (int v = 0; v < NB2; v++) {
+            float *o = j->out + (size_t)(m0 + (uint32_t)i) * j->N + n0 + 8 * v;
+            if (full)
+                _mm256_storeu_ps(o, acc[i][v]);
+            else
+                _mm256_maskstore_ps(o, mask[v], acc[i][v]);
+        }
+}
+
+__attribute__((target("avx2,fma"))) static void f32_rows_avx2(const f32_job *j, uint32_t n0, const __m256i *mask,
+                                                               const int full)
+{
+    uint32_t m0 = 0;
+    for (; m0 + MB2 <= j->M; m0 += MB2)
+        f32_micro_avx2(j, m0, n0, mask, full, MB2);
+    switch (j->M - m0) {
+    case 5: f32_micro_avx2(j, m0, n0, mask, full, 5); break;
+    case 4: f32_micro_avx2(j, m0, n0, mask, full, 4); break;
+    case 3: f32_micro_avx2(j, m0, n0, mask, full, 3); break;
+    case 2: f32_micro_avx2(j, m0, n0, mask, full, 2); break;
+    case 1: f32_micro_avx2(j, m0, n0, mask, full, 1); break;
+    default: break;
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void f32_block_avx2(const f32_job *j, uint32_t c0, uint32_t c1)
+{
+    for (uint32_t n0 = c0; n0 < c1; n0 += 8 * NB2) {
+        __m256i mask[NB2];
+        int full = n0 + 8 * NB2 <= c1;
+        for (int v = 0; v < NB2; v++) {
+            int32_t m[8];
+            for (int l = 0; l < 8; l++)
+                m[l] = n0 + 8u * (unsigned)v + (unsigned)l < c1 ? -1 : 0;
+            mask[v] = _mm256_loadu_si256((const __m256i *)(const void *)m);
+        }
+        /* the full-width case is its own instantiation: plain loads and stores, no mask in the k loop */
+        if (full)
+            f32_rows_avx2(j, n0, mask, 1);
+        else
+            f32_rows_avx2(j, n0, mask, 0);
+    }
+}
+
+static void f32_part_avx2(void *ctx, unsigned part, unsigned nparts)
+{
+    const f32_job *j = ctx;
+    uint32_t blocks = (j->N + 8 * NB2 - 1) / (8 * NB2);
+    uint32_t b0 = (uint32_t)((uint64_t)blocks * part / nparts), b1 = (uint32_t)((uint64_t)blocks * (part + 1) / nparts);
+    uint32_t c0 = b0 * 8 * NB2, c1 = b1 * 8 * NB2 < j->N ? b1 * 8 * NB2 : j->N;
+    if (c0 < c1)
+        f32_block_avx2(j, c0, c1);
+}
+
+#endif
+
+#if HAVE_X86
+static int have_avx512f(void) { return simd_cap() >= 2 && __builtin_cpu_supports("avx512f"); }
+static int have_avx2_fma(void)
+{
+    return simd_cap() >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
 int matmul_f32_supported(void)
 {
 #if HAVE_X86
-    return __builtin_cpu_supports("avx512f");
+    return have_avx512f() || have_avx2_fma();
 #else
     return 0;
 #endif
@@ -333,13 +434,20 @@ void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out,
 {
 #if HAVE_X86
     f32_job j = {s, x, out, K, M, N};
-    unsigned blocks = (N + 16 * NB - 1) / (16 * NB);
+    const int wide = have_avx512f();
+    if (!wide && !have_avx2_fma()) {
+        matmul_reference(s, x, out, K, M, N);
+        return;
+    }
+    /* Parts split the columns; each output's chain is computed whole by one part, so any split gives the
+     * same bits. */
+    unsigned blocks = wide ? (N + 16 * NB - 1) / (16 * NB) : (N + 8 * NB2 - 1) / (8 * NB2);
     unsigned parts = pool_threads(pool);
     if (parts > blocks)
         parts = blocks;
     if ((uint64_t)M * N * K < 65536)
         parts = 1;
-    pool_run(pool, f32_part, &j, parts ? parts : 1);
+    pool_run(pool, wide ? f32_part : f32_part_avx2, &j, parts ? parts : 1);
 #else
     (void)pool;
     matmul_reference(s, x, out, K, M, N);

@@ -1,5 +1,5 @@
 /* Private to sim: the TensorE multiply (matmul.c) — the reference loop that defines the result, and the two
- * fast paths that reproduce it bit for bit (AVX512-BF16 dot products; OpenBLAS sgemm). */
+ * fast paths that reproduce it bit for bit (AVX512-BF16 dot products; the fp32 FMA chain vectorised). */
 #ifndef TERN_SIM_MATMUL_H
 #define TERN_SIM_MATMUL_H
 
@@ -15,7 +15,7 @@ void matmul_reference(const float *s, const float *x, float *out, uint32_t K, ui
 /* The same when the moving operand is the identity (a transpose): 1 if it applied, 0 (nothing written) if not. */
 int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 
-/* The fp32 fma chain vectorised across outputs (AVX-512), bit-identical to matmul_reference. */
+/* The fp32 fma chain vectorised across outputs (AVX-512 or AVX2+FMA), bit-identical to matmul_reference. */
 int matmul_f32_supported(void);
 void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 
