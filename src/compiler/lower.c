@@ -434,6 +434,14 @@ static int lower_concat(cc *c)
     return 1;
 }
 
+/* A Slice input element as an integer, clamped to +-2^62 so huge values (and the double's rounding of INT64_MAX)
+ * convert without overflow and keep their meaning (clamped to the dimension below). */
+static int64_t slice_i64(double v)
+{
+    const double lim = 4611686018427387904.0;
+    return v != v ? 0 : v < -lim ? -(int64_t)lim : v > lim ? (int64_t)lim : (int64_t)v;
+}
+
 static int lower_slice(cc *c)
 {
     cc_value *x = cc_in(c, 0);
@@ -445,25 +453,54 @@ static int lower_slice(cc *c)
         cc_fail(c, TERN_ERR_UNSUPPORTED, "Slice with non-constant starts/ends/axes/steps");
         return 1;
     }
-    int64_t start[CC_MAX_RANK] = {0}, step[CC_MAX_RANK];
-    for (int d = 0; d < x->rank; d++)
+    /* The inputs are checked here against the shape inference gave y, not trusted: below opset 10 inference
+     * reads the starts/ends/axes attributes while this reads inputs, so a model mixing the two would otherwise
+     * index dims with a wild axis or read outside x (found by fuzz/fuzz_onnx_run.c). */
+    size_t n = s->host->count;
+    if (y->rank != x->rank || n > (size_t)x->rank || e->host->count != n || (ax && ax->host->count != n) || (stp && stp->host->count != n)) {
+        cc_fail(c, TERN_ERR_INVALID, "Slice: %zu starts, %zu ends, %zu axes, %zu steps for rank %d", n,
+                e->host->count, ax ? ax->host->count : n, stp ? stp->host->count : n, x->rank);
+        return 1;
+    }
+    int64_t start[CC_MAX_RANK] = {0}, step[CC_MAX_RANK], len[CC_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) {
         step[d] = 1;
-    for (size_t i = 0; i < s->host->count; i++) {
-        int64_t a = ax ? (int64_t)tern_host_tensor_get(ax->host, i) : (int64_t)i;
+        len[d] = x->dims[d];
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t a = ax ? slice_i64(tern_host_tensor_get(ax->host, i)) : (int64_t)i;
         a = cc_norm_axis(a, x->rank);
+        int64_t st = stp ? slice_i64(tern_host_tensor_get(stp->host, i)) : 1;
+        if (a < 0 || a >= x->rank || st == 0) {
+            cc_fail(c, TERN_ERR_INVALID, "Slice: axis %lld (rank %d), step %lld", (long long)a, x->rank,
+                    (long long)st);
+            return 1;
+        }
         int64_t dim = x->dims[a];
-        int64_t st = stp ? (int64_t)tern_host_tensor_get(stp->host, i) : 1;
-        double sv = tern_host_tensor_get(s->host, i);
-        int64_t b = sv < -9e18 ? 0 : sv > 9e18 ? dim : (int64_t)sv;
+        int64_t b = slice_i64(tern_host_tensor_get(s->host, i)), en = slice_i64(tern_host_tensor_get(e->host, i));
+        /* ONNX's clamping, as shape inference does it (graph_slice_len) */
         if (b < 0)
-            b += dim;
-        if (st > 0)
+            b = b < -dim ? -1 : b + dim;
+        if (en < 0)
+            en = en < -dim ? -1 : en + dim;
+        if (st > 0) {
             b = b < 0 ? 0 : b > dim ? dim : b;
-        else
-            b = b < 0 ? -1 : b > dim - 1 ? dim - 1 : b;
+            en = en < 0 ? 0 : en > dim ? dim : en;
+            len[a] = en > b ? (en - b - 1) / st + 1 : 0;
+        } else {
+            b = b < 0 ? 0 : b > dim - 1 ? dim - 1 : b;
+            en = en < -1 ? -1 : en > dim - 1 ? dim - 1 : en;
+            len[a] = b > en ? (b - en - 1) / -st + 1 : 0;
+        }
         start[a] = b;
         step[a] = st;
     }
+    for (int d = 0; d < x->rank; d++)
+        if (len[d] != y->dims[d]) {
+            cc_fail(c, TERN_ERR_INVALID, "Slice: the inputs give axis %d %lld elements, the inferred shape %lld", d,
+                    (long long)len[d], (long long)y->dims[d]);
+            return 1;
+        }
     int64_t xs[CC_MAX_RANK], st2[CC_MAX_RANK];
     cc_strides(x, xs);
     int64_t off = 0;
