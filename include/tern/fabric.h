@@ -8,10 +8,11 @@
  * their bandwidths, first come first served, plus the fixed DMA cost and the per-hop latencies.
  *
  * Ranks talk to the fabric only through timestamped transfers (tern_fabric_xfer: source, destination, bytes, the
- * time it may start, a sequence number), so a later MPI transport can carry the same messages between processes
- * (conservative parallel simulation, lookahead = tern_fabric_min_latency_ps); this slice runs every rank in one
- * process. Times are integer picoseconds; every result depends only on the machine and the transfers' order,
- * which callers make deterministic (ties broken by rank and sequence number). */
+ * time it may start, a sequence number). One process can own every rank, or a transport (tern/transport.h, MPI)
+ * spreads the chips over processes: each process owns a contiguous set of chips with their ranks and resources,
+ * and the collective layer's conservative parallel simulation (lookahead = tern_fabric_min_latency_ps) sends each
+ * resource's reservations to its owner. Times are integer picoseconds; every result depends only on the machine
+ * and the transfers' order, which callers make deterministic (ties broken by time, rank and sequence number). */
 #ifndef TERN_FABRIC_H
 #define TERN_FABRIC_H
 
@@ -86,6 +87,30 @@ uint64_t tern_fabric_transfer(tern_fabric *f, const tern_fabric_xfer *x);
 void tern_fabric_route_hops(const tern_fabric *f, unsigned src, unsigned dst, unsigned *links, unsigned *efa);
 /* Forget every reservation (start a new collective on an idle fabric). */
 void tern_fabric_reset(tern_fabric *f);
+
+/* ---- distribution over processes (docs/multichip.md, "MPI") ---- */
+typedef struct tern_transport tern_transport; /* tern/transport.h */
+
+/* Spread the fabric over t's processes (NULL: this process owns everything). The chips that hold ranks are split
+ * into t->nprocs contiguous runs (run p = used chips [p*U/K, (p+1)*U/K)); a chip without ranks (a route passes
+ * through it) goes with the used chip before it. More processes than used chips is an error naming both counts.
+ * The fabric keeps the pointer: t must outlive it. */
+tern_status tern_fabric_set_transport(tern_fabric *f, const tern_transport *t, tern_error *err);
+const tern_transport *tern_fabric_transport(const tern_fabric *f);
+unsigned tern_fabric_procs(const tern_fabric *f);                     /* 1 without a transport */
+unsigned tern_fabric_proc(const tern_fabric *f);                      /* this process, 0 without one */
+unsigned tern_fabric_rank_owner(const tern_fabric *f, unsigned rank); /* the process that owns a rank */
+int tern_fabric_rank_is_local(const tern_fabric *f, unsigned rank);
+
+/* A transfer split into the resources it occupies, for an engine whose resources live in several processes:
+ * tern_fabric_transfer(x) == max(ready, tern_fabric_reserve(res[i], ready, occ[i]) for each i) + *latency_ps.
+ * Returns the number of resources (at most TERN_FABRIC_ROUTE_MAX); a resource appears once. */
+#define TERN_FABRIC_ROUTE_MAX 64
+unsigned tern_fabric_route_resources(const tern_fabric *f, const tern_fabric_xfer *x, uint64_t *res, uint64_t *occ,
+                                     uint64_t *latency_ps);
+unsigned tern_fabric_resource_owner(const tern_fabric *f, uint64_t res);
+/* First come first served on one resource: start = max(busy, ready), busy = start + occ; returns busy. */
+uint64_t tern_fabric_reserve(tern_fabric *f, uint64_t res, uint64_t ready_ps, uint64_t occ_ps);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
  * order and moves the bytes. The algorithms are arranged so that no step writes a block another rank reads in
  * the same step, which makes the functional result independent of the order of ranks inside a step. */
 #include "tern/collective.h"
+#include "sim/coll_sched.h"
+#include "tern/transport.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -240,11 +242,7 @@ static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const 
 
 /* ---- schedules ---- */
 
-typedef struct {
-    uint32_t step, dst, src;
-    uint8_t reduce, src_in;
-    uint64_t src_off, dst_off, n;
-} pull;
+typedef coll_pull pull;
 
 typedef struct {
     pull *p;
@@ -560,7 +558,7 @@ static uint32_t red1(tern_dtype t, tern_reduce_op op, uint32_t a, uint32_t b)
     return tern_num_encode(t, r, &o, 0);
 }
 
-static void reduce_into(tern_dtype t, tern_reduce_op op, void *restrict dst, const void *restrict src, uint64_t n)
+void coll_reduce_into(tern_dtype t, tern_reduce_op op, void *restrict dst, const void *restrict src, uint64_t n)
 {
     if (t == TERN_DTYPE_FP32 && op == TERN_REDUCE_SUM) {
         float *restrict a = dst;
@@ -576,10 +574,7 @@ static void reduce_into(tern_dtype t, tern_reduce_op op, void *restrict dst, con
 
 /* ---- the engine ---- */
 
-typedef struct {
-    uint64_t t;
-    uint32_t rank, step;
-} event;
+typedef coll_event event;
 
 static int ev_less(const event *a, const event *b)
 {
@@ -590,7 +585,7 @@ static int ev_less(const event *a, const event *b)
     return a->step < b->step;
 }
 
-static void heap_push(event *h, size_t *n, event e)
+void coll_heap_push(event *h, size_t *n, event e)
 {
     size_t i = (*n)++;
     while (i > 0) {
@@ -603,7 +598,7 @@ static void heap_push(event *h, size_t *n, event e)
     h[i] = e;
 }
 
-static event heap_pop(event *h, size_t *n)
+event coll_heap_pop(event *h, size_t *n)
 {
     event top = h[0], last = h[--(*n)];
     size_t i = 0;
@@ -696,14 +691,30 @@ static tern_status execute(tern_fabric *f, const tern_coll_desc *d, sched *s, co
         for (unsigned r = 0; r < R; r++)
             deps[(size_t)st_i * R + r]++;
 
+    if (tern_fabric_transport(f)) {
+        /* distributed (or the one-process transport): the conservative engine of pdes.c */
+        coll_plan plan = {R, S, keys, s->np, sorted, begin, deps, rbegin, readers};
+        uint64_t span = 0;
+        if ((st = coll_pdes_time(f, &plan, d, &span, err)))
+            goto done;
+        res->span_ps = span;
+        uint64_t dev = tern_fabric_setup_ps(f) + span, launch = tern_fabric_launch_ps(f);
+        res->time_ps = dev > launch ? dev : launch;
+        res->steps = S;
+        res->transfers = s->np;
+        res->host_bytes = 0;
+        if (out)
+            st = coll_pdes_move(f, &plan, d, in, out, &res->host_bytes, err);
+        goto done;
+    }
     /* timing: time-ordered service of ready (rank, step) */
     tern_fabric_reset(f);
     size_t nh = 0;
     uint64_t span = 0;
     for (unsigned r = 0; S && r < R; r++)
-        heap_push(heap, &nh, (event){0, r, 0});
+        coll_heap_push(heap, &nh, (event){0, r, 0});
     while (nh) {
-        event e = heap_pop(heap, &nh);
+        event e = coll_heap_pop(heap, &nh);
         size_t key = (size_t)e.step * R + e.rank;
         uint64_t end = e.t;
         for (size_t i = begin[key]; i < begin[key + 1]; i++) {
@@ -720,13 +731,13 @@ static tern_status execute(tern_fabric *f, const tern_coll_desc *d, sched *s, co
             if (ready[nk] < end)
                 ready[nk] = end;
             if (--deps[nk] == 0)
-                heap_push(heap, &nh, (event){ready[nk], e.rank, e.step + 1});
+                coll_heap_push(heap, &nh, (event){ready[nk], e.rank, e.step + 1});
             for (size_t i = rbegin[key]; i < rbegin[key + 1]; i++) {
                 size_t rk = (size_t)(e.step + 1) * R + readers[i];
                 if (ready[rk] < end)
                     ready[rk] = end;
                 if (--deps[rk] == 0)
-                    heap_push(heap, &nh, (event){ready[rk], readers[i], e.step + 1});
+                    coll_heap_push(heap, &nh, (event){ready[rk], readers[i], e.step + 1});
             }
         }
     }
@@ -751,7 +762,7 @@ static tern_status execute(tern_fabric *f, const tern_coll_desc *d, sched *s, co
             const unsigned char *src = (const unsigned char *)(p->src_in ? in[p->src] : out[p->src]) + p->src_off * es;
             unsigned char *dst = (unsigned char *)out[p->dst] + p->dst_off * es;
             if (p->reduce) {
-                reduce_into(d->dtype, d->reduce, dst, src, p->n);
+                coll_reduce_into(d->dtype, d->reduce, dst, src, p->n);
                 hb += 3 * p->n * es;
             } else {
                 memmove(dst, src, p->n * es);

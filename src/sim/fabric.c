@@ -6,6 +6,7 @@
  * transfer ends when its slowest resource is done, and the fixed DMA cost plus the per-hop latencies come on
  * top. Every figure comes from the machine file. */
 #include "tern/fabric.h"
+#include "tern/transport.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -27,6 +28,8 @@ struct tern_fabric {
     unsigned total_chips;
     size_t nres;
     uint64_t *busy;
+    const tern_transport *tr; /* NULL: one process owns everything */
+    unsigned *chip_owner;     /* total_chips entries, with tr */
 };
 
 static uint64_t ps_of(double seconds)
@@ -216,6 +219,7 @@ void tern_fabric_free(tern_fabric *f)
     if (!f)
         return;
     free(f->busy);
+    free(f->chip_owner);
     free(f);
 }
 
@@ -369,6 +373,19 @@ void tern_fabric_route_hops(const tern_fabric *f, unsigned src, unsigned dst, un
     *efa = r.efa;
 }
 
+static uint64_t route_latency(const tern_fabric *f, const route *r)
+{
+    return f->dma_fixed_ps + r->links * f->link_lat_ps + r->efa * f->efa_lat_ps;
+}
+
+uint64_t tern_fabric_reserve(tern_fabric *f, uint64_t res, uint64_t ready_ps, uint64_t occ_ps)
+{
+    TERN_ASSERT(res < f->nres);
+    uint64_t s = f->busy[res] > ready_ps ? f->busy[res] : ready_ps;
+    f->busy[res] = s + occ_ps;
+    return f->busy[res];
+}
+
 uint64_t tern_fabric_transfer(tern_fabric *f, const tern_fabric_xfer *x)
 {
     TERN_ASSERT(x->src < f->nranks && x->dst < f->nranks);
@@ -376,21 +393,122 @@ uint64_t tern_fabric_transfer(tern_fabric *f, const tern_fabric_xfer *x)
     route_of(f, x, &r);
     uint64_t end = x->ready_ps;
     for (unsigned i = 0; i < r.n; i++) {
-        uint64_t s = f->busy[r.res[i]] > x->ready_ps ? f->busy[r.res[i]] : x->ready_ps;
-        uint64_t e = s + r.occ[i];
-        f->busy[r.res[i]] = e;
+        uint64_t e = tern_fabric_reserve(f, r.res[i], x->ready_ps, r.occ[i]);
         if (e > end)
             end = e;
     }
-    return end + f->dma_fixed_ps + r.links * f->link_lat_ps + r.efa * f->efa_lat_ps;
+    return end + route_latency(f, &r);
 }
 
+unsigned tern_fabric_route_resources(const tern_fabric *f, const tern_fabric_xfer *x, uint64_t *res, uint64_t *occ,
+                                     uint64_t *latency_ps)
+{
+    TERN_ASSERT(x->src < f->nranks && x->dst < f->nranks);
+    route r;
+    route_of(f, x, &r);
+    for (unsigned i = 0; i < r.n; i++) {
+        res[i] = r.res[i];
+        occ[i] = r.occ[i];
+    }
+    *latency_ps = route_latency(f, &r);
+    return r.n;
+}
+
+/* A lower bound on (completion - ready) of any transfer between two distinct used ranks: every transfer pays the
+ * DMA fixed cost; one that leaves its chip pays at least one NeuronLink hop (two through a switch), one that
+ * leaves its instance an EFA hop. The conservative engine's window is this wide, so it must never exceed the
+ * true minimum (that would let an event see a reservation out of order), while a smaller value only costs
+ * windows. */
 uint64_t tern_fabric_min_latency_ps(const tern_fabric *f)
 {
-    uint64_t lat = f->dma_fixed_ps;
-    if (f->total_chips > 1 || f->ranks_per_chip == 1)
-        lat += (f->chips_per_unit > 1 ? f->link_lat_ps : f->efa_lat_ps) * (f->ranks_per_chip == 1);
-    return lat;
+    unsigned used_per_chip = f->ranks_per_node < f->ranks_per_chip ? f->ranks_per_node : f->ranks_per_chip;
+    if (used_per_chip > 1)
+        return f->dma_fixed_ps; /* two ranks share a chip: no hop */
+    int sw = f->topo == TERN_TOPOLOGY_SWITCH || f->topo == TERN_TOPOLOGY_SWITCH_2LEVEL;
+    int torus = f->topo == TERN_TOPOLOGY_RING || f->topo == TERN_TOPOLOGY_TORUS_2D || f->topo == TERN_TOPOLOGY_TORUS_3D;
+    uint64_t in_unit = (sw ? 2u : torus ? 1u : 0u) * f->link_lat_ps; /* route_links' fewest hops */
+    uint64_t best = UINT64_MAX;
+    if (f->ranks_per_node > 1) /* two chips of one node */
+        best = in_unit;
+    if (f->used_nodes > 1) { /* nodes of one system (the UltraServer's Z links), or cluster members over EFA */
+        uint64_t across = f->nodes_per_unit > 1 ? in_unit : f->efa_lat_ps;
+        if (f->units > 1 && f->efa_lat_ps < across)
+            across = f->efa_lat_ps;
+        if (across < best)
+            best = across;
+    }
+    return f->dma_fixed_ps + (best == UINT64_MAX ? 0 : best);
+}
+
+tern_status tern_fabric_set_transport(tern_fabric *f, const tern_transport *t, tern_error *err)
+{
+    free(f->chip_owner);
+    f->chip_owner = NULL;
+    f->tr = NULL;
+    if (!t)
+        return TERN_OK;
+    unsigned K = t->nprocs ? t->nprocs : 1;
+    unsigned *owner = malloc(sizeof *owner * f->total_chips);
+    unsigned char *used = calloc(f->total_chips, 1);
+    if (!owner || !used) {
+        free(owner);
+        free(used);
+        return tern_error_set(err, TERN_ERR_NOMEM, "fabric: out of memory for %u chip owners", f->total_chips);
+    }
+    for (unsigned r = 0; r < f->nranks; r++) {
+        tern_rank_place p;
+        tern_fabric_place(f, r, &p);
+        used[p.chip_global] = 1;
+    }
+    unsigned U = 0;
+    for (unsigned c = 0; c < f->total_chips; c++)
+        U += used[c];
+    if (K > U) {
+        free(owner);
+        free(used);
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "%u processes for the %u chip%s that hold the %u ranks of '%s': a process owns whole "
+                              "chips, so run at most %u (mpirun -np %u)", K, U, U == 1 ? "" : "s", f->nranks,
+                              f->name, U, U);
+    }
+    unsigned u = 0, cur = 0;
+    for (unsigned c = 0; c < f->total_chips; c++) {
+        if (used[c])
+            cur = (unsigned)((uint64_t)u++ * K / U);
+        owner[c] = cur;
+    }
+    free(used);
+    f->chip_owner = owner;
+    f->tr = t;
+    return TERN_OK;
+}
+
+const tern_transport *tern_fabric_transport(const tern_fabric *f) { return f->tr; }
+unsigned tern_fabric_procs(const tern_fabric *f) { return f->tr ? f->tr->nprocs : 1; }
+unsigned tern_fabric_proc(const tern_fabric *f) { return f->tr ? f->tr->me : 0; }
+
+unsigned tern_fabric_rank_owner(const tern_fabric *f, unsigned rank)
+{
+    if (!f->tr)
+        return 0;
+    tern_rank_place p;
+    tern_fabric_place(f, rank, &p);
+    return f->chip_owner[p.chip_global];
+}
+
+int tern_fabric_rank_is_local(const tern_fabric *f, unsigned rank)
+{
+    return tern_fabric_rank_owner(f, rank) == tern_fabric_proc(f);
+}
+
+unsigned tern_fabric_resource_owner(const tern_fabric *f, uint64_t res)
+{
+    TERN_ASSERT(res < f->nres);
+    if (!f->tr)
+        return 0;
+    if (res < f->nranks)
+        return tern_fabric_rank_owner(f, (unsigned)res);
+    return f->chip_owner[(res - f->nranks) / RES_PER_CHIP];
 }
 
 void tern_fabric_reset(tern_fabric *f)

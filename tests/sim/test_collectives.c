@@ -13,6 +13,7 @@
 #include "tern/collective.h"
 #include "tern/fabric.h"
 #include "tern/num.h"
+#include "tern/transport.h"
 
 static tern_fabric *fabric(const char *spec, unsigned nodes, unsigned ranks)
 {
@@ -126,6 +127,30 @@ static int run_case(const char *spec, unsigned nodes, unsigned ranks, tern_coll_
         if (algo != TERN_ALGO_AUTO)
             CHECK_EQ_INT(fr.algo, algo);
         ok = bad == 0 && badx == 0;
+        /* the conservative parallel engine (pdes.c) on the one-process transport: same picoseconds, same bits */
+        CHECK(tern_fabric_set_transport(f, tern_transport_single(), &err) == TERN_OK);
+        for (unsigned r = 0; r < R; r++)
+            memset(out2[r], 0, count * es);
+        tern_coll_result pr, pt;
+        st = tern_collective_run(f, &d, (const void *const *)in, out2, &pr, &err);
+        CHECK_MSG(st == TERN_OK && pr.time_ps == fr.time_ps && pr.span_ps == fr.span_ps &&
+                      pr.host_bytes == fr.host_bytes,
+                  "%s %s %s: pdes %llu ps (%s), one-process loop %llu ps", spec, tern_coll_op_name(op),
+                  tern_coll_algo_name(fr.algo), (unsigned long long)pr.time_ps, st ? err.msg : "ok",
+                  (unsigned long long)fr.time_ps);
+        st = tern_collective_time(f, &d, &pt, &err);
+        CHECK_MSG(st == TERN_OK && pt.time_ps == fr.time_ps, "%s %s: pdes timing-only differs",
+                  spec, tern_coll_op_name(op));
+        unsigned pbad = 0;
+        for (unsigned r = 0; r < R; r++) {
+            uint64_t lo, hi;
+            tern_collective_defined(f, &d, r, &lo, &hi);
+            if (memcmp((char *)out2[r] + lo * es, (char *)out[r] + lo * es, (hi - lo) * es))
+                pbad++;
+        }
+        CHECK_MSG(pbad == 0, "%s %s %s: %u ranks' pdes bits differ", spec, tern_coll_op_name(op),
+                  tern_coll_algo_name(fr.algo), pbad);
+        CHECK(tern_fabric_set_transport(f, NULL, &err) == TERN_OK);
     }
     for (unsigned r = 0; r < R; r++) {
         free(in[r]);
@@ -341,6 +366,34 @@ static void test_fabric(void)
     CHECK_STR_CONTAINS(err.msg, "not divisible");
 }
 
+/* The conservative engine on whole machines, timing-only: the UltraServer's 256 ranks and a 2-instance cluster,
+ * every algorithm the size picks, against the one-process loop. */
+static void test_pdes_large(void)
+{
+    TEST_BEGIN("pdes on whole machines");
+    const struct {
+        const char *spec;
+        tern_coll_op op;
+        uint64_t bytes;
+    } cases[] = {{"trn2-ultraserver", TERN_COLL_ALL_REDUCE, 1ull << 30}, {"trn2-ultraserver", TERN_COLL_ALL_GATHER, 4 << 20},
+                 {"2xtrn1.32xlarge", TERN_COLL_ALL_REDUCE, 64 << 20}, {"2xtrn1.32xlarge", TERN_COLL_ALL_TO_ALL, 1 << 20},
+                 {"trn1.32xlarge", TERN_COLL_REDUCE_SCATTER, 8 << 20}, {"trn1.32xlarge", TERN_COLL_ALL_REDUCE, 100}};
+    for (size_t i = 0; i < TERN_ARRAY_LEN(cases); i++) {
+        tern_fabric *f = fabric(cases[i].spec, 0, 0);
+        tern_coll_desc d = {cases[i].op, TERN_REDUCE_SUM, TERN_DTYPE_FP32, cases[i].bytes / 4, TERN_ALGO_AUTO, NULL,
+                            0, 0, NULL, 0};
+        tern_coll_result a, b;
+        tern_error err;
+        CHECK(tern_collective_time(f, &d, &a, &err) == TERN_OK);
+        CHECK(tern_fabric_set_transport(f, tern_transport_single(), &err) == TERN_OK);
+        CHECK_MSG(tern_collective_time(f, &d, &b, &err) == TERN_OK, "%s", err.msg);
+        CHECK_MSG(a.time_ps == b.time_ps && a.algo == b.algo, "%s %s %llu B: pdes %llu ps, loop %llu ps",
+                  cases[i].spec, tern_coll_op_name(d.op), (unsigned long long)cases[i].bytes,
+                  (unsigned long long)b.time_ps, (unsigned long long)a.time_ps);
+        tern_fabric_free(f);
+    }
+}
+
 /* C7: 2 ranks (the two cores of one trn1 chip), fp32 all-reduce, nccom-test; within 15 % at every size. */
 static void test_calibration(void)
 {
@@ -372,5 +425,6 @@ int main(void)
     test_order_matters();
     test_groups();
     test_calibration();
+    test_pdes_large();
     return check_report();
 }

@@ -1,0 +1,50 @@
+/* Private to the collective engine: a collective's schedule as collective.c builds it, shared with the
+ * conservative parallel engine of pdes.c. A pull moves n elements from rank src (its in or out buffer) into rank
+ * dst's out buffer, copying or reducing; pulls are sorted by (step, dst) and keep their emission order inside,
+ * and the event (step, rank) depends on (step-1, rank) and on (step-1, p) for every peer p it pulls from. */
+#ifndef TERN_SIM_COLL_SCHED_H
+#define TERN_SIM_COLL_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/collective.h"
+#include "tern/fabric.h"
+
+typedef struct {
+    uint32_t step, dst, src;
+    uint8_t reduce, src_in;
+    uint64_t src_off, dst_off, n;
+} coll_pull;
+
+typedef struct {
+    unsigned R, S;           /* ranks, steps */
+    size_t keys;             /* S x R events, key = step * R + rank */
+    size_t np;
+    const coll_pull *pull;   /* np pulls sorted by (step, dst) */
+    const size_t *begin;     /* keys + 1: the pulls of event key are [begin[key], begin[key + 1]) */
+    const uint32_t *deps;    /* keys: events each one waits for */
+    const size_t *rbegin;    /* keys + 1: readers[rbegin[key] ..] are the ranks whose next step pulls from key's */
+    const uint32_t *readers;
+} coll_plan;
+
+/* Events in time order, ties by rank then step: the one order in which the fabric's resources are reserved. */
+typedef struct {
+    uint64_t t;
+    uint32_t rank, step;
+} coll_event;
+void coll_heap_push(coll_event *h, size_t *n, coll_event e);
+coll_event coll_heap_pop(coll_event *h, size_t *n);
+
+void coll_reduce_into(tern_dtype t, tern_reduce_op op, void *restrict dst, const void *restrict src, uint64_t n);
+
+/* The schedule's span over a fabric with a transport (pdes.c): each process serves its own ranks' events and
+ * its own resources, windows of the fabric's lookahead at a time. Same result as the one-process loop. */
+tern_status coll_pdes_time(tern_fabric *f, const coll_plan *p, const tern_coll_desc *d, uint64_t *span,
+                           tern_error *err);
+/* The functional pass over a fabric with a transport: in/out hold this process's ranks (others may be NULL);
+ * each step's pulls from another process's rank arrive by one exchange. host_bytes is summed over processes. */
+tern_status coll_pdes_move(tern_fabric *f, const coll_plan *p, const tern_coll_desc *d, const void *const *in,
+                           void *const *out, uint64_t *host_bytes, tern_error *err);
+
+#endif
