@@ -26,6 +26,7 @@ typedef enum {
     TERN_COLL_REDUCE_SCATTER,
     TERN_COLL_ALL_TO_ALL,
     TERN_COLL_PERMUTE,
+    TERN_COLL_ALL_TO_ALLV,
     TERN_COLL_OP_COUNT
 } tern_coll_op;
 
@@ -41,7 +42,7 @@ typedef enum {
     TERN_ALGO_COUNT
 } tern_coll_algo;
 
-const char *tern_coll_op_name(tern_coll_op op);       /* "all-reduce", "all-gather", ... */
+const char *tern_coll_op_name(tern_coll_op op);       /* "all-reduce", "all-gather", ..., "all-to-allv" */
 const char *tern_coll_algo_name(tern_coll_algo a);    /* "auto", "ring", "mesh", "rdh", "hier", "direct" */
 const char *tern_reduce_op_name(tern_reduce_op r);    /* "sum", "max", "min" */
 tern_status tern_coll_op_from_name(const char *s, tern_coll_op *out, tern_error *err);
@@ -51,8 +52,10 @@ tern_status tern_reduce_op_from_name(const char *s, tern_reduce_op *out, tern_er
 /* One collective. count is the elements of each rank's full buffer (nccom-test's size / element size):
  * all-reduce: in and out count elements; all-gather: out count elements, member m contributing block m;
  * reduce-scatter: in count elements, member m receiving block m; all-to-all: equal blocks of count/N elements
- * (a remainder is not moved), block j of member m's in going to block m of member j's out; permute: all of in goes to the target's out. Blocks split count as
- * [m*count/N, (m+1)*count/N). */
+ * (a remainder is not moved), block j of member m's in going to block m of member j's out; permute: all of in
+ * goes to the target's out; all-to-allv: member i sends vcounts[i*N + j] elements to member j, its in holding the
+ * blocks for j = 0..N-1 back to back and member j's out receiving those from i = 0..N-1 back to back (every row
+ * and column of vcounts sums to at most count). Blocks split count as [m*count/N, (m+1)*count/N). */
 typedef struct {
     tern_coll_op op;
     tern_reduce_op reduce;
@@ -63,6 +66,7 @@ typedef struct {
     unsigned ngroups, group_size;
     const unsigned *pairs;       /* permute: npairs (source, target) rank pairs; NULL = each group's ring shift */
     unsigned npairs;
+    const uint64_t *vcounts;     /* all-to-allv: group_size x group_size counts, the same for every group */
 } tern_coll_desc;
 
 typedef struct {
@@ -93,7 +97,7 @@ void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsi
                              uint64_t *hi);
 
 /* nccom-test / NCCL bus-bandwidth factor for the operation over n ranks: all-reduce 2(n-1)/n, all-gather,
- * reduce-scatter and all-to-all (n-1)/n, permute 1. */
+ * reduce-scatter, all-to-all and all-to-allv (n-1)/n, permute 1. */
 double tern_coll_busbw_factor(tern_coll_op op, unsigned n);
 
 #ifdef __cplusplus

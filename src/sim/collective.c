@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const OP_NAMES[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "permute"};
+static const char *const OP_NAMES[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "permute",
+                                       "all-to-allv"};
 static const char *const ALGO_NAMES[] = {"auto", "ring", "mesh", "rdh", "hier", "direct"};
 static const char *const RED_NAMES[] = {"sum", "max", "min"};
 
@@ -31,7 +32,7 @@ tern_status tern_coll_op_from_name(const char *s, tern_coll_op *out, tern_error 
         }
     return tern_error_set(err, TERN_ERR_NOT_FOUND,
                           "operation '%s': unknown (expected all-reduce, all-gather, reduce-scatter, all-to-all, "
-                          "permute)", s);
+                          "all-to-allv, permute)", s);
 }
 
 tern_status tern_coll_algo_from_name(const char *s, tern_coll_algo *out, tern_error *err)
@@ -63,7 +64,8 @@ double tern_coll_busbw_factor(tern_coll_op op, unsigned n)
     case TERN_COLL_ALL_REDUCE: return 2.0 * (n - 1) / n;
     case TERN_COLL_ALL_GATHER:
     case TERN_COLL_REDUCE_SCATTER:
-    case TERN_COLL_ALL_TO_ALL: return (double)(n - 1) / n;
+    case TERN_COLL_ALL_TO_ALL:
+    case TERN_COLL_ALL_TO_ALLV: return (double)(n - 1) / n;
     default: return 1.0;
     }
 }
@@ -200,7 +202,7 @@ static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const 
     if (a == TERN_ALGO_AUTO) {
         if (d->op == TERN_COLL_PERMUTE)
             a = TERN_ALGO_DIRECT;
-        else if (d->op == TERN_COLL_ALL_TO_ALL)
+        else if (d->op == TERN_COLL_ALL_TO_ALL || d->op == TERN_COLL_ALL_TO_ALLV)
             a = TERN_ALGO_MESH;
         else if (nodes > 1)
             a = d->op == TERN_COLL_ALL_REDUCE && eq ? TERN_ALGO_HIER : TERN_ALGO_RING;
@@ -219,9 +221,28 @@ static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const 
                                   tern_coll_algo_name(a));
         break;
     case TERN_COLL_ALL_TO_ALL:
+    case TERN_COLL_ALL_TO_ALLV:
         if (a != TERN_ALGO_MESH && a != TERN_ALGO_RING)
-            return tern_error_set(err, TERN_ERR_INVALID, "all-to-all: algorithm '%s' not supported (mesh or ring)",
+            return tern_error_set(err, TERN_ERR_INVALID, "%s: algorithm '%s' not supported (mesh or ring)", op,
                                   tern_coll_algo_name(a));
+        if (d->op == TERN_COLL_ALL_TO_ALLV) {
+            if (!d->vcounts)
+                return tern_error_set(err, TERN_ERR_INVALID, "all-to-allv: no counts (vcounts, %u x %u elements)", n,
+                                      n);
+            for (unsigned i = 0; i < n; i++) {
+                uint64_t row = 0, col = 0;
+                for (unsigned j = 0; j < n; j++) {
+                    row += d->vcounts[(size_t)i * n + j];
+                    col += d->vcounts[(size_t)j * n + i];
+                }
+                if (row > d->count || col > d->count)
+                    return tern_error_set(err, TERN_ERR_INVALID,
+                                          "all-to-allv: member %u %s %llu elements, more than the buffer's %llu "
+                                          "(count)", i, row > d->count ? "sends" : "receives",
+                                          (unsigned long long)(row > d->count ? row : col),
+                                          (unsigned long long)d->count);
+            }
+        }
         break;
     default:
         if (a == TERN_ALGO_DIRECT || (a == TERN_ALGO_HIER && d->op != TERN_COLL_ALL_REDUCE))
@@ -370,6 +391,33 @@ static int build_group(const tern_fabric *f, const tern_coll_desc *d, tern_coll_
             for (unsigned k = 0; k < n; k++)
                 emit(s, 0, g->rank[g->ring[(k + 1) % n]], g->rank[g->ring[k]], 0, 0, count, 0, 1);
         }
+        return 1;
+    }
+    if (d->op == TERN_COLL_ALL_TO_ALLV) {
+        /* member p's block for m starts at the sum of p's row before m (its in) and lands at the sum of m's column
+         * before p (m's out); the same two shapes as all-to-all (mesh: one step; ring: pairwise shifts) */
+        const uint64_t *c = d->vcounts;
+        uint64_t *sd = malloc(sizeof *sd * (size_t)n * n), *rd = malloc(sizeof *rd * (size_t)n * n);
+        if (!sd || !rd) {
+            free(sd);
+            free(rd);
+            return 0;
+        }
+        for (unsigned i = 0; i < n; i++)
+            for (unsigned j = 0; j < n; j++) {
+                sd[(size_t)i * n + j] = j ? sd[(size_t)i * n + j - 1] + c[(size_t)i * n + j - 1] : 0;
+                rd[(size_t)i * n + j] = i ? rd[(size_t)(i - 1) * n + j] + c[(size_t)(i - 1) * n + j] : 0;
+            }
+        for (unsigned t = 0; t < n; t++)
+            for (unsigned m = 0; m < n; m++) {
+                unsigned p = a == TERN_ALGO_MESH ? (m + t) % n : (m + n - t) % n;
+                size_t k = (size_t)p * n + m;
+                if (c[k])
+                    emit(s, a == TERN_ALGO_MESH || t == 0 ? 0 : t - 1, g->rank[m], g->rank[p], sd[k], rd[k], c[k], 0,
+                         1);
+            }
+        free(sd);
+        free(rd);
         return 1;
     }
     if (d->op == TERN_COLL_ALL_TO_ALL) {
@@ -879,6 +927,18 @@ tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc
         }
         goto out;
     }
+    if (d->op == TERN_COLL_ALL_TO_ALLV) {
+        uint64_t at = 0;
+        for (unsigned p = 0; p < n; p++) {
+            uint64_t from = 0, k = d->vcounts[(size_t)p * n + me];
+            for (unsigned j = 0; j < me; j++)
+                from += d->vcounts[(size_t)p * n + j];
+            memcpy((unsigned char *)expect + at * c.es, (const unsigned char *)in[g->rank[p]] + from * c.es,
+                   k * c.es);
+            at += k;
+        }
+        goto out;
+    }
     if (d->op == TERN_COLL_ALL_TO_ALL) {
         uint64_t b = count / n;
         for (unsigned p = 0; p < n; p++)
@@ -948,7 +1008,8 @@ void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsi
 {
     *lo = 0;
     *hi = d->count;
-    if (d->op == TERN_COLL_REDUCE_SCATTER || d->op == TERN_COLL_PERMUTE || d->op == TERN_COLL_ALL_TO_ALL) {
+    if (d->op == TERN_COLL_REDUCE_SCATTER || d->op == TERN_COLL_PERMUTE || d->op == TERN_COLL_ALL_TO_ALL ||
+        d->op == TERN_COLL_ALL_TO_ALLV) {
         groups gs;
         tern_error e;
         if (groups_make(f, d, &gs, &e) != TERN_OK) {
@@ -959,7 +1020,11 @@ void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsi
             for (unsigned j = 0; j < gs.g[i].n; j++)
                 if (gs.g[i].rank[j] == rank) {
                     unsigned n = gs.g[i].n;
-                    if (d->op == TERN_COLL_ALL_TO_ALL) {
+                    if (d->op == TERN_COLL_ALL_TO_ALLV) {
+                        *hi = 0;
+                        for (unsigned p = 0; d->vcounts && p < n; p++)
+                            *hi += d->vcounts[(size_t)p * n + j];
+                    } else if (d->op == TERN_COLL_ALL_TO_ALL) {
                         *hi = d->count / n * n;
                     } else if (d->op == TERN_COLL_REDUCE_SCATTER) {
                         *lo = blk(d->count, n, j);

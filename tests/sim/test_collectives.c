@@ -61,6 +61,17 @@ static double expected(const tern_coll_desc *d, unsigned R, void **in, unsigned 
             owner++;
         return value(d->dtype, in[owner], e);
     }
+    if (d->op == TERN_COLL_ALL_TO_ALLV) {
+        const uint64_t *c = d->vcounts;
+        unsigned p = 0;
+        uint64_t at = e;
+        while (at >= c[(size_t)p * R + r]) /* the block of r's out that e falls in comes from p */
+            at -= c[(size_t)p++ * R + r];
+        uint64_t from = 0;
+        for (unsigned j = 0; j < r; j++)
+            from += c[(size_t)p * R + j];
+        return value(d->dtype, in[p], from + at);
+    }
     if (d->op == TERN_COLL_ALL_TO_ALL) {
         uint64_t b = d->count / R;
         unsigned p = (unsigned)(e / b);
@@ -83,7 +94,12 @@ static int run_case(const char *spec, unsigned nodes, unsigned ranks, tern_coll_
         return 0;
     unsigned R = tern_fabric_ranks(f);
     size_t es = tern_dtype_size(dt);
-    tern_coll_desc d = {op, red, dt, count, algo, NULL, 0, 0, NULL, 0};
+    /* all-to-allv: a skewed pattern with zeros, member i sending ((7i + 3j) mod 5) x count/(5R) to member j */
+    uint64_t *vc = malloc(sizeof *vc * R * R);
+    for (unsigned i = 0; i < R; i++)
+        for (unsigned j = 0; j < R; j++)
+            vc[i * R + j] = (uint64_t)((7 * i + 3 * j) % 5) * (count / (5 * R));
+    tern_coll_desc d = {op, red, dt, count, algo, NULL, 0, 0, NULL, 0, op == TERN_COLL_ALL_TO_ALLV ? vc : NULL};
     void **in = calloc(R, sizeof *in), **out = calloc(R, sizeof *out), **out2 = calloc(R, sizeof *out2);
     void *ref = malloc(count * es);
     for (unsigned r = 0; r < R; r++) {
@@ -161,6 +177,7 @@ static int run_case(const char *spec, unsigned nodes, unsigned ranks, tern_coll_
     free(out);
     free(out2);
     free(ref);
+    free(vc);
     tern_fabric_free(f);
     return ok;
 }
@@ -183,7 +200,8 @@ static void test_matrix(void)
                 int reduces = op == TERN_COLL_ALL_REDUCE || op == TERN_COLL_REDUCE_SCATTER;
                 int supported = a == TERN_ALGO_AUTO ||
                                 (op == TERN_COLL_PERMUTE ? a == TERN_ALGO_DIRECT
-                                 : op == TERN_COLL_ALL_TO_ALL ? (a == TERN_ALGO_RING || a == TERN_ALGO_MESH)
+                                 : op == TERN_COLL_ALL_TO_ALL || op == TERN_COLL_ALL_TO_ALLV
+                                     ? (a == TERN_ALGO_RING || a == TERN_ALGO_MESH)
                                                               : (a != TERN_ALGO_DIRECT &&
                                                                  (a != TERN_ALGO_HIER || op == TERN_COLL_ALL_REDUCE) &&
                                                                  (a != TERN_ALGO_RDH || fabs_[fi].ranks != 6)));
@@ -223,7 +241,8 @@ static void test_order_matters(void)
     float v[4][4] = {{1e8f, 1, 1, 1}, {1, 1e8f, 1, 1}, {-1e8f, 1, 1e8f, 1}, {1, -1e8f, -1e8f, 1e8f}};
     const void *in[4] = {v[0], v[1], v[2], v[3]};
     float ring[4], mesh[4];
-    tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 4, TERN_ALGO_RING, NULL, 0, 0, NULL, 0};
+    tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 4, TERN_ALGO_RING, NULL, 0, 0,
+                        NULL, 0, NULL};
     tern_error err;
     CHECK(tern_collective_reference(f, &d, TERN_ALGO_RING, in, 0, ring, &err) == TERN_OK);
     CHECK(tern_collective_reference(f, &d, TERN_ALGO_MESH, in, 0, mesh, &err) == TERN_OK);
@@ -256,7 +275,7 @@ static void test_groups(void)
         o[r] = out[r];
     }
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_RING, groups, 2, 4,
-                        NULL, 0};
+                        NULL, 0, NULL};
     tern_coll_result res;
     tern_error err = {0};
     CHECK(tern_collective_run(f, &d, in, o, &res, &err) == TERN_OK);
@@ -284,7 +303,8 @@ static void test_groups(void)
     CHECK_STR_CONTAINS(err.msg, "partition");
     /* permute pairs */
     unsigned pairs[4] = {0, 5, 5, 0};
-    tern_coll_desc p = {TERN_COLL_PERMUTE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_AUTO, NULL, 0, 0, pairs, 2};
+    tern_coll_desc p = {TERN_COLL_PERMUTE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_AUTO, NULL, 0, 0,
+                        pairs, 2, NULL};
     CHECK(tern_collective_run(f, &p, in, o, &res, &err) == TERN_OK);
     CHECK_EQ_INT(out[5][3], 3);
     CHECK_EQ_INT(out[0][3], 503);
@@ -381,7 +401,7 @@ static void test_pdes_large(void)
     for (size_t i = 0; i < TERN_ARRAY_LEN(cases); i++) {
         tern_fabric *f = fabric(cases[i].spec, 0, 0);
         tern_coll_desc d = {cases[i].op, TERN_REDUCE_SUM, TERN_DTYPE_FP32, cases[i].bytes / 4, TERN_ALGO_AUTO, NULL,
-                            0, 0, NULL, 0};
+                            0, 0, NULL, 0, NULL};
         tern_coll_result a, b;
         tern_error err;
         CHECK(tern_collective_time(f, &d, &a, &err) == TERN_OK);
@@ -406,7 +426,7 @@ static void test_calibration(void)
                {1ull << 30, 18930}, {8, 58}, {1 << 10, 58}, {32 << 10, 58}};
     for (size_t i = 0; i < TERN_ARRAY_LEN(pts); i++) {
         tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, pts[i].bytes / 4, TERN_ALGO_AUTO,
-                            NULL, 0, 0, NULL, 0};
+                            NULL, 0, 0, NULL, 0, NULL};
         tern_coll_result res;
         tern_error err;
         CHECK(tern_collective_time(f, &d, &res, &err) == TERN_OK);
