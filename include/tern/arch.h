@@ -81,6 +81,8 @@ typedef struct {
         double bandwidth_per_engine; /* bytes/s */
         double fixed_cost_s;         /* per transfer (latency before data moves) */
         double descriptor_cost_s;    /* per contiguous buffer handled by one DMA engine */
+        double transfer_cost_s;      /* per transfer on one queue of one engine (0 if absent: no such limit) */
+        double descriptor_max_bytes; /* largest contiguous run one descriptor moves (0 if absent: no limit) */
         double hwdge_cost_s;         /* per hardware-DGE instruction; 0 = no hardware DGE */
     } dma;
     struct {

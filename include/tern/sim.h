@@ -42,6 +42,9 @@ typedef struct {
     double dma_bandwidth;       /* bytes/s per DMA engine */
     double dma_fixed_s;         /* per transfer, before data moves */
     double dma_descriptor_s;    /* per contiguous buffer on one DMA engine */
+    double dma_transfer_s;      /* a queue's ring on one engine takes one transfer per this (pipelined with data) */
+    unsigned dma_partitions;    /* SBUF partitions, grouped over the engines (128 / 16 = 8 per engine) */
+    double dma_descriptor_max;  /* bytes: longer contiguous runs are split into several descriptors (0: no limit) */
     double hbm_bandwidth;       /* bytes/s, one HBM stack's: what one core reaches (shared by the cores on it) */
     unsigned hbm_stacks;        /* HBM stacks of the chip (1 for a bare core) */
     unsigned cores_per_chip;

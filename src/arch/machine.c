@@ -759,15 +759,19 @@ static bool parse_core(ctx *c, const cJSON *root)
     if (!get_object(c, core, "core", "dma", true, &o))
         return false;
     CHECK_KEYS(c, o, "core.dma", "engines", "queues_per_engine", "bandwidth_per_engine", "fixed_cost", "hwdge_cost",
-               "descriptor_cost");
+               "descriptor_cost", "transfer_cost", "descriptor_max");
     numrule hw = {ARCH_UNIT_TIME, 0, 1e-3, false};
+    /* optional (issue 11): a queue ring's per-transfer occupancy on one engine, and the largest descriptor */
+    numrule ring = {ARCH_UNIT_TIME, 0, 1e-3, false}, dmax = {ARCH_UNIT_BYTES, 1, 1ull << 40, false};
     if (!get_uint(c, o, "core.dma", "engines", ARCH_UNIT_NONE, 1, 256, &k->dma.engines) ||
         !get_uint(c, o, "core.dma", "queues_per_engine", ARCH_UNIT_NONE, 1, 256, &k->dma.queues_per_engine) ||
         !get_dbl(c, o, "core.dma", "bandwidth_per_engine", ARCH_UNIT_BANDWIDTH, 1e6, 1e13,
                  &k->dma.bandwidth_per_engine) ||
         !get_dbl(c, o, "core.dma", "fixed_cost", ARCH_UNIT_TIME, 0, 1e-3, &k->dma.fixed_cost_s) ||
         !get_dbl(c, o, "core.dma", "descriptor_cost", ARCH_UNIT_TIME, 0, 1e-5, &k->dma.descriptor_cost_s) ||
-        !get_num(c, o, "core.dma", "hwdge_cost", false, hw, &k->dma.hwdge_cost_s, NULL))
+        !get_num(c, o, "core.dma", "hwdge_cost", false, hw, &k->dma.hwdge_cost_s, NULL) ||
+        !get_num(c, o, "core.dma", "transfer_cost", false, ring, &k->dma.transfer_cost_s, NULL) ||
+        !get_num(c, o, "core.dma", "descriptor_max", false, dmax, &k->dma.descriptor_max_bytes, NULL))
         return false;
 
     if (!get_object(c, core, "core", "costs", true, &o))

@@ -75,6 +75,9 @@ tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_cor
     t->dma_bandwidth = core->dma.bandwidth_per_engine;
     t->dma_fixed_s = core->dma.fixed_cost_s;
     t->dma_descriptor_s = core->dma.descriptor_cost_s;
+    t->dma_transfer_s = core->dma.transfer_cost_s;
+    t->dma_descriptor_max = core->dma.descriptor_max_bytes;
+    t->dma_partitions = core->sbuf.partitions;
     /* A core reaches HBM through its stack: Trainium2's four banks are each shared by two NeuronCores
      * (aws-neuron-sdk about-neuron/arch/neuron-features/logical-neuroncore-config.rst), Trainium1 has two stacks
      * for its two cores (nki/guides/architecture/trainium_inferentia2_arch.rst), and Neuron Explorer measures MBU

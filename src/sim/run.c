@@ -117,9 +117,11 @@ typedef struct {
     uint8_t stat_dtype;
     /* NeuronCore-v2 shared ports: VectorE/GpSimdE on SBUF, VectorE/ScalarE on PSUM. */
     int64_t sbuf_vg_free, psum_vs_free;
-    int64_t dma_free[256];
+    /* DMA: per engine, the time its data path is next free; per engine and queue, the time the queue's ring
+     * takes its next transfer and the end of the queue's data on the engine (for round-robin service). */
+    unsigned dma_E, dma_Q;
+    int64_t *dma_free, *ring_free, *qdata_end;
     int64_t queue_done[256]; /* completion of the last transfer on each DMA queue: queues complete in order */
-    unsigned dma_next;
     int64_t hbm_free;
     int64_t dma_union_end;
     int64_t tensor_busy_until; /* LoadStationary overlaps MultiplyMoving: busy time is their union */
@@ -341,20 +343,34 @@ static int64_t dma_transfer(runner *r, unsigned e, size_t pc, const tern_instr *
     const tern_timing_config *tc = &r->core->cfg.timing;
     timing_dma plan;
     timing_dma_plan(tc, ins, &plan);
-    int64_t ready = triggered + plan.fixed_ps, first = NEVER, end = ready;
-    unsigned E = tc->dma_engines ? tc->dma_engines : 1;
-    if (E > 256)
-        E = 256;
-    /* Split over `engines` DMA engines, rotating the first so small transfers spread over all of them. */
+    int64_t first = NEVER, end = triggered + plan.fixed_ps;
+    unsigned E = r->dma_E, Q = r->dma_Q, q = ins->queue % Q;
+    /* On each of its engines the transfer passes its queue's ring (one transfer per ring_ps, in issue order,
+     * overlapping the previous transfer's data), then, after the fixed latency, the engine's data path. The data
+     * path serves its queues round-robin at packet boundaries: a piece finishes after its own work plus, from
+     * each other queue with data pending, at most as much again (never later than behind all of it, FIFO). The
+     * pieces already committed keep their times (an approximation: a later arrival does not delay them). */
     for (unsigned k = 0; k < plan.engines; k++) {
-        unsigned j = (r->dma_next + k) % E;
-        int64_t s = max64(r->dma_free[j], ready);
-        r->dma_free[j] = s + plan.engine_ps;
+        unsigned j = (plan.first_engine + k) % E;
+        int64_t *ring = &r->ring_free[(size_t)j * Q + q];
+        int64_t rs = max64(triggered, *ring);
+        *ring = rs + plan.ring_ps;
+        int64_t s = rs + plan.fixed_ps, w = plan.engine_ps;
+        int64_t *qe = &r->qdata_end[(size_t)j * Q + q];
+        int64_t sq = max64(s, *qe); /* in order behind its own queue's data on this engine */
+        int64_t fifo = max64(r->dma_free[j], s) + w, rr = sq + w;
+        for (unsigned o = 0; o < Q; o++) {
+            int64_t left = o == q ? 0 : r->qdata_end[(size_t)j * Q + o] - sq;
+            if (left > 0)
+                rr += left < w ? left : w;
+        }
+        int64_t e_end = rr < fifo ? rr : fifo;
+        r->dma_free[j] = fifo;
+        *qe = e_end;
         if (s < first)
             first = s;
-        end = max64(end, r->dma_free[j]);
+        end = max64(end, *qe);
     }
-    r->dma_next = (r->dma_next + plan.engines) % E;
     if (plan.hbm_ps) { /* the chip's HBM bandwidth, shared by every transfer */
         int64_t hs = max64(r->hbm_free, first);
         r->hbm_free = hs + plan.hbm_ps;
@@ -569,8 +585,18 @@ static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_
     r.timing_only = core->opts.mode == TERN_MODE_TIMING_ONLY;
     r.wake_ps = (int64_t)llround(core->cfg.timing.semaphore_wake_s * 1e12);
     r.sems = calloc(core->cfg.num_semaphores, sizeof *r.sems);
-    if (!r.sems)
+    r.dma_E = core->cfg.timing.dma_engines ? core->cfg.timing.dma_engines : 1;
+    r.dma_Q = core->cfg.dma_queues ? core->cfg.dma_queues : 1;
+    r.dma_free = calloc(r.dma_E, sizeof *r.dma_free);
+    r.ring_free = calloc((size_t)r.dma_E * r.dma_Q, sizeof *r.ring_free);
+    r.qdata_end = calloc((size_t)r.dma_E * r.dma_Q, sizeof *r.qdata_end);
+    if (!r.sems || !r.dma_free || !r.ring_free || !r.qdata_end) {
+        free(r.sems);
+        free(r.dma_free);
+        free(r.ring_free);
+        free(r.qdata_end);
         return tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory");
+    }
     for (unsigned s = 0; s < core->cfg.num_semaphores; s++)
         r.sems[s].base = core->semaphores[s];
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
@@ -614,5 +640,8 @@ static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_
     for (unsigned s = 0; s < core->cfg.num_semaphores; s++)
         free(r.sems[s].pts);
     free(r.sems);
+    free(r.dma_free);
+    free(r.ring_free);
+    free(r.qdata_end);
     return st;
 }

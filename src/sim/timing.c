@@ -252,17 +252,47 @@ void timing_raw_note(timing_raw *h, const tern_instr *ins, int64_t ready_ps)
 
 /* ---- DMA ---- */
 
-/* Contiguous runs (descriptors) of one side of a transfer: one per partition row and outer index, or one per
- * element when the innermost step is not 1. */
-static uint64_t runs_of(const tern_ap *ap)
+/* Contiguous runs of one side of a transfer per partition row: the innermost dimensions that are laid out
+ * back to back merge into one run; with a non-unit innermost step every element is a run of its own. Sets
+ * *run_bytes to one run's length. */
+static uint64_t runs_per_row(const tern_ap *ap, uint64_t *run_bytes)
 {
-    uint64_t outer = ap->num_partitions;
-    for (unsigned k = 0; k + 1 < ap->ndims; k++)
-        outer *= ap->dims[k].num;
-    uint64_t inner = ap->ndims ? ap->dims[ap->ndims - 1].num : 1;
-    if (ap->ndims && ap->dims[ap->ndims - 1].step != 1)
-        return outer * inner;
+    uint64_t es = tern_dtype_size((tern_dtype)ap->dtype);
+    if (!ap->ndims) {
+        *run_bytes = es;
+        return 1;
+    }
+    int k = (int)ap->ndims - 1;
+    if (ap->dims[k].step != 1) {
+        *run_bytes = es;
+        return tern_ap_free_elems(ap);
+    }
+    uint64_t len = ap->dims[k].num; /* elements in the current run */
+    while (k > 0 && (uint64_t)ap->dims[k - 1].step == len) {
+        len *= ap->dims[k - 1].num;
+        k--;
+    }
+    uint64_t outer = 1;
+    for (int j = 0; j < k; j++)
+        outer *= ap->dims[j].num;
+    *run_bytes = len * es;
     return outer;
+}
+
+/* Descriptors one side needs: its runs, each split at the descriptor size limit. An HBM side whose partition
+ * rows follow each other back to back is one run (the rows merge). */
+static uint64_t descriptors_of(const tern_timing_config *t, const tern_ap *ap)
+{
+    uint64_t rb, per_row = runs_per_row(ap, &rb), rows = ap->num_partitions ? ap->num_partitions : 1;
+    uint64_t es = tern_dtype_size((tern_dtype)ap->dtype);
+    if (ap->mem == TERN_MEM_HBM && per_row == 1 && rows > 1 && (uint64_t)ap->partition_step * es == rb) {
+        rb *= rows;
+        rows = 1;
+    }
+    uint64_t split = 1;
+    if (t->dma_descriptor_max >= 1 && (double)rb > t->dma_descriptor_max)
+        split = (uint64_t)ceil((double)rb / t->dma_descriptor_max);
+    return rows * per_row * split;
 }
 
 void timing_dma_plan(const tern_timing_config *t, const tern_instr *ins, timing_dma *out)
@@ -276,19 +306,40 @@ void timing_dma_plan(const tern_timing_config *t, const tern_instr *ins, timing_
         /* one descriptor per gathered row */
         out->descriptors = d->num_partitions;
     } else {
-        uint64_t rs = runs_of(a), rd = runs_of(d);
+        uint64_t rs = descriptors_of(t, a), rd = descriptors_of(t, d);
         out->descriptors = rs > rd ? rs : rd;
     }
+    if (!out->descriptors)
+        out->descriptors = 1;
     out->hbm_bytes = (d->mem == TERN_MEM_HBM ? out->bytes : 0) + (a->mem == TERN_MEM_HBM ? src_bytes : 0);
-    /* The transfer is split over the DMA engines by descriptors (each engine usually owns 128/16 = 8
-     * partitions of a 128-partition transfer). */
     unsigned E = t->dma_engines ? t->dma_engines : 1;
-    out->engines = out->descriptors < E ? (unsigned)(out->descriptors ? out->descriptors : 1) : E;
     uint64_t max_bytes = out->bytes > src_bytes ? out->bytes : src_bytes;
-    uint64_t desc_e = (out->descriptors + out->engines - 1) / out->engines;
-    double bytes_e = (double)max_bytes / out->engines;
+    /* The engines: an SBUF side's partitions in groups of partitions / engines (each engine usually owns 8 of
+     * the 128 partitions, nki-dma-overview.rst), so a [4, F] tile uses one engine and a [128, F] tile all 16. */
+    const tern_ap *sb = d->mem == TERN_MEM_SBUF ? d : a->mem == TERN_MEM_SBUF ? a : NULL;
+    unsigned group = t->dma_partitions && t->dma_partitions >= E ? t->dma_partitions / E : 1;
+    uint64_t share_num = 1, share_den = 1; /* the busiest engine's share of the transfer */
+    if (sb && sb->num_partitions) {
+        unsigned p0 = sb->start_partition, p1 = p0 + sb->num_partitions - 1;
+        unsigned g0 = p0 / group, g1 = p1 / group;
+        out->first_engine = g0 % E;
+        out->engines = g1 - g0 + 1 < E ? g1 - g0 + 1 : E;
+        /* partitions on the busiest engine: a whole group, or all of them when they sit in one */
+        uint64_t most = sb->num_partitions < group ? sb->num_partitions : group;
+        if (g1 - g0 + 1 > E) /* more groups than engines (a what-if core): engines take several */
+            most *= (g1 - g0 + E) / E;
+        share_num = most;
+        share_den = sb->num_partitions;
+    } else {
+        out->engines = out->descriptors < E ? (unsigned)out->descriptors : E;
+        share_num = 1;
+        share_den = out->engines;
+    }
+    uint64_t desc_e = (out->descriptors * share_num + share_den - 1) / share_den;
+    double bytes_e = (double)max_bytes * (double)share_num / (double)share_den;
     double secs = (double)desc_e * t->dma_descriptor_s + bytes_e / t->dma_bandwidth;
     out->engine_ps = (int64_t)llround(secs * 1e12);
     out->fixed_ps = (int64_t)llround(t->dma_fixed_s * 1e12);
+    out->ring_ps = (int64_t)llround(t->dma_transfer_s * 1e12);
     out->hbm_ps = t->hbm_bandwidth > 0 ? (int64_t)llround((double)out->hbm_bytes / t->hbm_bandwidth * 1e12) : 0;
 }

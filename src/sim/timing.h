@@ -19,15 +19,19 @@ uint64_t timing_latency_cycles(const tern_timing_config *t, tern_engine e, const
 /* cycles at hz to picoseconds (rounded to nearest) */
 int64_t timing_ps(double cycles, double hz);
 
-/* A DMA transfer's shape for the queue model. */
+/* A DMA transfer's shape for the queue model. An SBUF side maps partitions to engines in groups of
+ * partitions / engines (8 of 128 on 16 engines): the transfer uses the engines of the groups it touches, from
+ * first_engine on; a transfer with no SBUF side is spread over the engines by descriptors. */
 typedef struct {
     uint64_t bytes;       /* destination bytes */
     uint64_t hbm_bytes;   /* bytes read from or written to HBM */
-    uint64_t descriptors; /* contiguous buffers */
+    uint64_t descriptors; /* contiguous runs, each split into descriptors of at most descriptor_max bytes */
+    unsigned first_engine;
     unsigned engines;     /* DMA engines it is split over */
-    int64_t engine_ps;    /* time on each of those engines (descriptors + bytes / bandwidth) */
-    int64_t fixed_ps;     /* per-transfer latency before data moves */
-    int64_t hbm_ps;       /* time its HBM bytes take at the chip's HBM bandwidth */
+    int64_t engine_ps;    /* data time on the busiest of those engines (descriptors + bytes / bandwidth) */
+    int64_t fixed_ps;     /* per-transfer latency before data moves (overlaps other transfers) */
+    int64_t ring_ps;      /* occupancy of its queue's ring on each engine (pipelined with the data) */
+    int64_t hbm_ps;       /* time its HBM bytes take at the core's HBM bandwidth */
 } timing_dma;
 
 void timing_dma_plan(const tern_timing_config *t, const tern_instr *ins, timing_dma *out);
