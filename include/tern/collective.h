@@ -96,6 +96,26 @@ tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc
 void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsigned rank, uint64_t *lo,
                              uint64_t *hi);
 
+/* ---- collectives as programs call them: every rank joins with its own call ----
+ * A communicator over a fabric collects, for the next collective, each rank's description and buffers (SPMD: the
+ * ranks of a data-parallel job each all-reduce their own gradients). tern_coll_comm_run then checks that every
+ * rank joined and that all agree on the operation, dtype, reduction, count, algorithm, groups, pairs and counts,
+ * and runs it: functionally when the ranks gave buffers, timing-only when none did. A rank that never joined, or
+ * ranks that disagree, fail with a message naming the collective (its operation and sequence number), the ranks
+ * and their values. Under MPI (a fabric with a transport) each process joins its own ranks; the descriptions
+ * travel between processes, and a process that does not reach the collective within the timeout ends the run on
+ * every process with the ranks it owns named (the alternative is a hang). */
+typedef struct tern_coll_comm tern_coll_comm;
+tern_status tern_coll_comm_create(tern_fabric *f, tern_coll_comm **out, tern_error *err);
+void tern_coll_comm_free(tern_coll_comm *c);
+void tern_coll_comm_set_timeout(tern_coll_comm *c, uint64_t ms); /* wait for other processes; default 60000 */
+/* Rank `rank` (one this process owns) joins the next collective. d (and its groups, pairs, vcounts), in and out
+ * must stay valid until tern_coll_comm_run returns; in and out NULL: timing-only. */
+tern_status tern_coll_comm_join(tern_coll_comm *c, unsigned rank, const tern_coll_desc *d, const void *in,
+                                void *out, tern_error *err);
+tern_status tern_coll_comm_run(tern_coll_comm *c, tern_coll_result *res, tern_error *err);
+uint64_t tern_coll_comm_seq(const tern_coll_comm *c); /* collectives run so far */
+
 /* nccom-test / NCCL bus-bandwidth factor for the operation over n ranks: all-reduce 2(n-1)/n, all-gather,
  * reduce-scatter, all-to-all and all-to-allv (n-1)/n, permute 1. */
 double tern_coll_busbw_factor(tern_coll_op op, unsigned n);

@@ -14,6 +14,7 @@
 #include "tern/collective.h"
 #include "tern/fabric.h"
 #include "tern/num.h"
+#include "tern/transport.h"
 
 #define CMD "tern collective"
 
@@ -27,12 +28,16 @@ static void usage(FILE *out)
             "usage: tern collective OP --machine SPEC [--ranks N] [--nodes M] [--lnc K] [--dtype T]\n"
             "                      [--sizes A:B | --size A] [--step F] [--algorithm auto|ring|mesh|rdh|hier|direct]\n"
             "                      [--reduce sum|max|min] [--groups 0,1;2,3] [--check] [--timing-only] [--json]\n"
+            "                      [--join-timeout S]\n"
             "\n"
-            "OP: all-reduce, all-gather, reduce-scatter, all-to-all, permute.\n"
+            "OP: all-reduce, all-gather, reduce-scatter, all-to-all, all-to-allv, permute.\n"
             "SPEC: an instance or system (trn1.32xlarge, trn2.48xlarge, trn2-ultraserver) or NxINSTANCE, a cluster\n"
             "over EFA (2xtrn1.32xlarge). Sizes take B, KiB, MiB, GiB; each row is the last times F (default 2).\n"
             "--ranks takes the first N ranks (spread equally over --nodes instances); --check runs functionally and\n"
-            "verifies every rank's output bit for bit against the host reference. See docs/multichip.md.\n");
+            "verifies every rank's output bit for bit against the host reference. Under `mpirun -np K` the chips are\n"
+            "spread over K processes (same bits and times; only process 0 prints); --join-timeout S (default 60)\n"
+            "bounds the wait for a process that never joins a collective. See docs/multichip.md.\n"
+            "MPI: %s.\n", tern_mpi_available() ? "built with Open MPI" : "not built (one process only)");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -123,24 +128,79 @@ static void fill_input(tern_dtype t, void *buf, uint64_t count, unsigned rank)
     }
 }
 
+/* A 64-bit FNV-1a over bytes: each rank's defined output, then the ranks' hashes in rank order. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* all-to-allv's counts for the CLI: member i sends floor(2 (count/n) ((i + j) mod n) / n) elements to member j, a
+ * skewed pattern (zero to almost twice the even share) whose rows and columns each sum to at most count. */
+static uint64_t *make_vcounts(uint64_t count, unsigned n)
+{
+    uint64_t *v = malloc(sizeof *v * (size_t)n * n);
+    if (v)
+        for (unsigned i = 0; i < n; i++)
+            for (unsigned j = 0; j < n; j++)
+                v[(size_t)i * n + j] = 2 * (count / n) * ((i + j) % n) / n;
+    return v;
+}
+
+/* Output: only process 0 prints (the others compute the same rows). Errors every process reaches alike are
+ * printed by process 0 too; an error of one process alone ends the run on every process with its message. */
 typedef struct {
-    int json;
-    int first_row;
-} printer;
+    const tern_transport *tr;
+    int quiet;
+} ctx;
+
+#define OUT(...) (c.quiet ? (void)0 : (void)printf(__VA_ARGS__))
+#define ERR(...) (c.quiet ? (void)0 : (void)fprintf(stderr, CMD ": " __VA_ARGS__))
+
+static void local_failure(const ctx *c, const char *msg)
+{
+    if (c->tr && c->tr->nprocs > 1) {
+        char full[1200];
+        snprintf(full, sizeof full, CMD ": %.1100s", msg);
+        c->tr->abort(c->tr->ctx, full);
+    }
+    fprintf(stderr, CMD ": %s\n", msg);
+}
+
+static int run_collective(int argc, char **argv, const tern_transport *tr);
 
 int tern_cmd_collective(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    tern_transport *tr = NULL;
+    tern_error err = {0};
+    if (tern_mpi_init(&argc, &argv, &tr, &err)) {
+        if (tern_mpi_launched_rank() == 0)
+            fprintf(stderr, CMD ": %s\n", err.msg);
+        return 1;
+    }
+    int rc = run_collective(argc, argv, tr);
+    tern_mpi_finalize(tr);
+    return rc;
+}
+
+static int run_collective(int argc, char **argv, const tern_transport *tr)
+{
+    ctx c = {tr, tr && tr->me != 0};
     const char *op_name = NULL, *machine = NULL, *dtype_name = "fp32", *algo_name = "auto", *reduce_name = "sum";
     const char *sizes = "8B:1GiB", *groups_text = NULL;
-    uint64_t ranks = 0, nodes = 0, lnc = 0, step = 2;
+    uint64_t ranks = 0, nodes = 0, lnc = 0, step = 2, join_timeout = 60;
     int check = 0, json = 0, timing_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--machine")) {
+        if (!strcmp(a, "--machine")) {
             if (!(machine = tern_arg_value(CMD, argc, argv, &i, "an instance, system or NxINSTANCE")))
                 return 2;
         } else if (!strcmp(a, "--dtype")) {
@@ -158,11 +218,12 @@ int tern_cmd_collective(int argc, char **argv)
         } else if (!strcmp(a, "--groups")) {
             if (!(groups_text = tern_arg_value(CMD, argc, argv, &i, "replica groups such as 0,1;2,3")))
                 return 2;
-        } else if (!strcmp(a, "--ranks") || !strcmp(a, "--nodes") || !strcmp(a, "--lnc") || !strcmp(a, "--step")) {
+        } else if (!strcmp(a, "--ranks") || !strcmp(a, "--nodes") || !strcmp(a, "--lnc") || !strcmp(a, "--step") ||
+                   !strcmp(a, "--join-timeout")) {
             if (!(v = tern_arg_value(CMD, argc, argv, &i, "a whole number")))
                 return 2;
             uint64_t *dst = !strcmp(a, "--ranks") ? &ranks : !strcmp(a, "--nodes") ? &nodes
-                            : !strcmp(a, "--lnc") ? &lnc : &step;
+                            : !strcmp(a, "--lnc") ? &lnc : !strcmp(a, "--step") ? &step : &join_timeout;
             if (tern_arg_uint(CMD, a, v, !strcmp(a, "--step") ? 2 : 1, 1000000, dst))
                 return 2;
         } else if (!strcmp(a, "--check")) {
@@ -172,21 +233,22 @@ int tern_cmd_collective(int argc, char **argv)
         } else if (!strcmp(a, "--timing-only")) {
             timing_only = 1;
         } else if (a[0] == '-') {
-            fprintf(stderr, CMD ": unknown option '%s'\n", a);
+            ERR("unknown option '%s'\n", a);
             return 2;
         } else if (!op_name) {
             op_name = a;
         } else {
-            fprintf(stderr, CMD ": unexpected argument '%s'\n", a);
+            ERR("unexpected argument '%s'\n", a);
             return 2;
         }
     }
     if (!op_name || !machine) {
-        usage(stderr);
+        if (!c.quiet)
+            usage(stderr);
         return 2;
     }
     if (check && timing_only) {
-        fprintf(stderr, CMD ": --check needs a functional run; it cannot be combined with --timing-only\n");
+        ERR("--check needs a functional run; it cannot be combined with --timing-only\n");
         return 2;
     }
     tern_error err = {0};
@@ -195,7 +257,7 @@ int tern_cmd_collective(int argc, char **argv)
     tern_dtype dt;
     if (tern_coll_op_from_name(op_name, &d.op, &err) || tern_coll_algo_from_name(algo_name, &algo, &err) ||
         tern_reduce_op_from_name(reduce_name, &d.reduce, &err) || tern_dtype_from_name(dtype_name, &dt, &err)) {
-        fprintf(stderr, CMD ": %s\n", err.msg);
+        ERR("%s\n", err.msg);
         return 1;
     }
     d.algo = algo;
@@ -208,23 +270,27 @@ int tern_cmd_collective(int argc, char **argv)
         size_t n = colon ? (size_t)(colon - sizes) : strlen(sizes);
         if (n >= sizeof first || (memcpy(first, sizes, n), first[n] = 0, !parse_size(first, &lo)) ||
             (colon ? !parse_size(colon + 1, &hi) : (hi = lo, 0)) || hi < lo) {
-            fprintf(stderr, CMD ": --sizes '%s': expected SIZE or MIN:MAX with MIN <= MAX, each a whole number "
-                            "above 0 with B, KiB, MiB or GiB (at most 1 TiB)\n", sizes);
+            ERR("--sizes '%s': expected SIZE or MIN:MAX with MIN <= MAX, each a whole number above 0 with B, KiB, "
+                "MiB or GiB (at most 1 TiB)\n", sizes);
             return 1;
         }
     }
     tern_fabric_opts fo = {(unsigned)nodes, (unsigned)ranks, (unsigned)lnc};
     tern_fabric *f;
     if (tern_fabric_load(machine, &fo, &f, &err)) {
-        fprintf(stderr, CMD ": %s\n", err.msg);
+        ERR("%s\n", err.msg);
+        return 1;
+    }
+    if (tr && tern_fabric_set_transport(f, tr, &err)) {
+        ERR("%s\n", err.msg);
+        tern_fabric_free(f);
         return 1;
     }
     unsigned R = tern_fabric_ranks(f);
     unsigned *groups = NULL, ng = 0, gsz = 0;
     if (groups_text) {
         if (!parse_groups(groups_text, &groups, &ng, &gsz)) {
-            fprintf(stderr, CMD ": --groups '%s': expected rank lists of equal length separated by ';' "
-                            "(0,1;2,3)\n", groups_text);
+            ERR("--groups '%s': expected rank lists of equal length separated by ';' (0,1;2,3)\n", groups_text);
             tern_fabric_free(f);
             return 1;
         }
@@ -234,124 +300,201 @@ int tern_cmd_collective(int argc, char **argv)
     }
     unsigned group_n = groups ? gsz : R;
     int rc = 0;
-    void **in = calloc(R, sizeof *in), **out = calloc(R, sizeof *out);
+    int distributed = tr && tr->nprocs > 1;
+    void **in = calloc(R, sizeof *in), **out = calloc(R, sizeof *out), **all_in = NULL;
+    uint64_t *hashes = calloc(R, sizeof *hashes), *vcounts = NULL;
     void *expect = NULL;
-    if (!in || !out) {
-        fprintf(stderr, CMD ": out of memory\n");
+    tern_coll_comm *comm = NULL;
+    char msg[1024];
+    if (!in || !out || !hashes || tern_coll_comm_create(f, &comm, &err)) {
+        ERR("out of memory\n");
         rc = 1;
         goto done;
     }
+    tern_coll_comm_set_timeout(comm, join_timeout * 1000);
     {
         /* validate once before printing anything: groups, pairs, the algorithm for this operation */
         tern_coll_desc probe = d;
         tern_coll_algo a;
         probe.count = lo / es;
+        if (d.op == TERN_COLL_ALL_TO_ALLV && !(vcounts = make_vcounts(probe.count, group_n))) {
+            ERR("out of memory\n");
+            rc = 1;
+            goto done;
+        }
+        probe.vcounts = vcounts;
         if (tern_collective_resolve(f, &probe, &a, &err)) {
-            fprintf(stderr, CMD ": %s\n", err.msg);
+            ERR("%s\n", err.msg);
             rc = 1;
             goto done;
         }
     }
     if (json)
-        printf("{\"machine\":\"%s\",\"operation\":\"%s\",\"ranks\":%u,\"nodes\":%u,\"lnc\":%u,\"dtype\":\"%s\","
-               "\"reduce\":\"%s\",\"rows\":[",
-               tern_fabric_machine_name(f), tern_coll_op_name(d.op), R, tern_fabric_nodes(f), tern_fabric_lnc(f),
-               tern_dtype_name(dt), tern_reduce_op_name(d.reduce));
+        OUT("{\"machine\":\"%s\",\"operation\":\"%s\",\"ranks\":%u,\"nodes\":%u,\"lnc\":%u,\"dtype\":\"%s\","
+            "\"reduce\":\"%s\",\"processes\":%u,\"rows\":[",
+            tern_fabric_machine_name(f), tern_coll_op_name(d.op), R, tern_fabric_nodes(f), tern_fabric_lnc(f),
+            tern_dtype_name(dt), tern_reduce_op_name(d.reduce), tern_fabric_procs(f));
     else
-        printf("tern collective %s: %s, %u ranks on %u instance%s (lnc %u), %s%s%s\n"
-               "%14s %14s %12s %12s %12s %10s %11s%s\n",
-               tern_coll_op_name(d.op), tern_fabric_machine_name(f), R, tern_fabric_nodes(f),
-               tern_fabric_nodes(f) == 1 ? "" : "s", tern_fabric_lnc(f), tern_dtype_name(dt),
-               d.op == TERN_COLL_ALL_REDUCE || d.op == TERN_COLL_REDUCE_SCATTER ? " " : "",
-               d.op == TERN_COLL_ALL_REDUCE || d.op == TERN_COLL_REDUCE_SCATTER ? tern_reduce_op_name(d.reduce) : "",
-               "size(B)", "count(elems)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "algorithm", "mode",
-               check ? "       check" : "");
+        OUT("tern collective %s: %s, %u ranks on %u instance%s (lnc %u), %s%s%s%s\n"
+            "%14s %14s %12s %12s %12s %10s %11s%s\n",
+            tern_coll_op_name(d.op), tern_fabric_machine_name(f), R, tern_fabric_nodes(f),
+            tern_fabric_nodes(f) == 1 ? "" : "s", tern_fabric_lnc(f), tern_dtype_name(dt),
+            d.op == TERN_COLL_ALL_REDUCE || d.op == TERN_COLL_REDUCE_SCATTER ? " " : "",
+            d.op == TERN_COLL_ALL_REDUCE || d.op == TERN_COLL_REDUCE_SCATTER ? tern_reduce_op_name(d.reduce) : "",
+            distributed ? ", spread over MPI processes" : "",
+            "size(B)", "count(elems)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "algorithm", "mode",
+            check ? "       check" : "");
     int first_row = 1;
     for (uint64_t bytes = lo; bytes <= hi; bytes = bytes > hi / step ? hi + 1 : bytes * step) {
         if (bytes % es) {
-            fprintf(stderr, CMD ": size %" PRIu64 " B is not a whole number of %s elements (%zu B each)\n", bytes,
-                    tern_dtype_name(dt), es);
+            ERR("size %" PRIu64 " B is not a whole number of %s elements (%zu B each)\n", bytes, tern_dtype_name(dt),
+                es);
             rc = 1;
             break;
         }
         d.count = bytes / es;
+        if (d.op == TERN_COLL_ALL_TO_ALLV) {
+            free(vcounts);
+            if (!(vcounts = make_vcounts(d.count, group_n))) {
+                local_failure(&c, "out of memory for all-to-allv counts");
+                rc = 1;
+                break;
+            }
+            d.vcounts = vcounts;
+        }
         uint64_t total = 2 * (uint64_t)R * bytes;
         int functional = check || (!timing_only && total <= FUNCTIONAL_DEFAULT_BYTES);
         if (functional && total > FUNCTIONAL_MAX_BYTES) {
-            fprintf(stderr, CMD ": --check at %" PRIu64 " B over %u ranks needs %" PRIu64 " MiB of host buffers, "
-                            "above the limit of %llu MiB (use smaller --sizes)\n", bytes, R, total >> 20,
-                    FUNCTIONAL_MAX_BYTES >> 20);
+            ERR("--check at %" PRIu64 " B over %u ranks needs %" PRIu64 " MiB of host buffers, above the limit of "
+                "%llu MiB (use smaller --sizes)\n", bytes, R, total >> 20, FUNCTIONAL_MAX_BYTES >> 20);
             rc = 1;
             break;
         }
         tern_coll_result res;
         const char *verdict = "";
-        if (functional) {
-            for (unsigned r = 0; r < R; r++) {
+        uint64_t hash = 0xcbf29ce484222325ull;
+        for (unsigned r = 0; r < R; r++) {
+            if (!tern_fabric_rank_is_local(f, r))
+                continue;
+            if (functional) {
                 free(in[r]);
                 free(out[r]);
                 in[r] = malloc(bytes);
                 out[r] = calloc(1, bytes);
                 if (!in[r] || !out[r]) {
-                    fprintf(stderr, CMD ": out of memory for %u buffers of %" PRIu64 " B\n", R, bytes);
+                    snprintf(msg, sizeof msg, "out of memory for %u buffers of %" PRIu64 " B", R, bytes);
+                    local_failure(&c, msg);
                     rc = 1;
                     goto done;
                 }
                 fill_input(dt, in[r], d.count, r);
             }
-            if (tern_collective_run(f, &d, (const void *const *)in, out, &res, &err)) {
-                fprintf(stderr, CMD ": %s\n", err.msg);
+            if (tern_coll_comm_join(comm, r, &d, functional ? in[r] : NULL, functional ? out[r] : NULL, &err)) {
+                local_failure(&c, err.msg);
+                rc = 1;
+                goto done;
+            }
+        }
+        if (tern_coll_comm_run(comm, &res, &err)) {
+            ERR("%s\n", err.msg);
+            rc = 1;
+            break;
+        }
+        if (functional) {
+            /* each process hashes its own ranks' defined outputs; process 0 combines them in rank order */
+            for (unsigned r = 0; r < R; r++) {
+                hashes[r] = 0;
+                if (tern_fabric_rank_is_local(f, r)) {
+                    uint64_t a, b;
+                    tern_collective_defined(f, &d, r, &a, &b);
+                    hashes[r] = fnv(0xcbf29ce484222325ull, (unsigned char *)out[r] + a * es, (b - a) * es);
+                }
+            }
+            if (distributed && tr->allreduce(tr->ctx, hashes, R, TERN_XOP_SUM, &err)) {
+                local_failure(&c, err.msg);
+                rc = 1;
+                goto done;
+            }
+            for (unsigned r = 0; r < R; r++)
+                hash = fnv(hash, &hashes[r], sizeof hashes[r]);
+        }
+        if (check) {
+            /* the reference needs every rank's input; under MPI this process makes the others' too */
+            const void *const *ref_in = (const void *const *)in;
+            if (distributed) {
+                if (!all_in && !(all_in = calloc(R, sizeof *all_in))) {
+                    local_failure(&c, "out of memory");
+                    rc = 1;
+                    goto done;
+                }
+                for (unsigned r = 0; r < R; r++) {
+                    free(all_in[r]);
+                    if (!(all_in[r] = malloc(bytes))) {
+                        local_failure(&c, "out of memory for the reference's inputs");
+                        rc = 1;
+                        goto done;
+                    }
+                    fill_input(dt, all_in[r], d.count, r);
+                }
+                ref_in = (const void *const *)all_in;
+            }
+            free(expect);
+            if (!(expect = malloc(bytes))) {
+                local_failure(&c, "out of memory");
                 rc = 1;
                 break;
             }
-            if (check) {
-                free(expect);
-                expect = malloc(bytes);
-                if (!expect) {
+            verdict = "ok";
+            uint64_t failed = 0;
+            for (unsigned r = 0; r < R && !failed; r++) {
+                if (!tern_fabric_rank_is_local(f, r))
+                    continue;
+                uint64_t a, b;
+                tern_collective_defined(f, &d, r, &a, &b);
+                if (tern_collective_reference(f, &d, res.algo, ref_in, r, expect, &err)) {
+                    local_failure(&c, err.msg);
                     rc = 1;
-                    break;
+                    goto done;
                 }
-                verdict = "ok";
-                for (unsigned r = 0; r < R && rc == 0; r++) {
-                    uint64_t a, b;
-                    tern_collective_defined(f, &d, r, &a, &b);
-                    if (tern_collective_reference(f, &d, res.algo, (const void *const *)in, r, expect, &err)) {
-                        fprintf(stderr, CMD ": %s\n", err.msg);
-                        rc = 1;
+                for (uint64_t e = a; e < b; e++)
+                    if (memcmp((unsigned char *)out[r] + e * es, (unsigned char *)expect + e * es, es)) {
+                        uint32_t got = 0, want = 0;
+                        memcpy(&got, (unsigned char *)out[r] + e * es, es);
+                        memcpy(&want, (unsigned char *)expect + e * es, es);
+                        fprintf(stderr, CMD ": --check failed: %s %s of %" PRIu64 " B, rank %u element %" PRIu64
+                                        ": got bits 0x%x, the host reference has 0x%x\n",
+                                tern_coll_algo_name(res.algo), tern_coll_op_name(d.op), bytes, r, e, got, want);
+                        failed = 1;
                         break;
                     }
-                    for (uint64_t e = a; e < b; e++)
-                        if (memcmp((unsigned char *)out[r] + e * es, (unsigned char *)expect + e * es, es)) {
-                            uint32_t got = 0, want = 0;
-                            memcpy(&got, (unsigned char *)out[r] + e * es, es);
-                            memcpy(&want, (unsigned char *)expect + e * es, es);
-                            fprintf(stderr, CMD ": --check failed: %s %s of %" PRIu64 " B, rank %u element %" PRIu64
-                                            ": got bits 0x%x, the host reference has 0x%x\n",
-                                    tern_coll_algo_name(res.algo), tern_coll_op_name(d.op), bytes, r, e, got, want);
-                            rc = 1;
-                            break;
-                        }
-                }
-                if (rc)
-                    break;
             }
-        } else if (tern_collective_time(f, &d, &res, &err)) {
-            fprintf(stderr, CMD ": %s\n", err.msg);
-            rc = 1;
-            break;
+            /* every process learns whether any rank failed, so all stop at the same row */
+            if (distributed && tr->allreduce(tr->ctx, &failed, 1, TERN_XOP_MAX, &err)) {
+                local_failure(&c, err.msg);
+                rc = 1;
+                goto done;
+            }
+            if (failed) {
+                rc = 1;
+                break;
+            }
         }
         double us = (double)res.time_ps * 1e-6;
         double algbw = (double)bytes / ((double)res.time_ps * 1e-12) / 1e9;
         double busbw = algbw * tern_coll_busbw_factor(d.op, group_n);
         const char *mode = functional ? "functional" : "timing-only";
-        if (json)
-            printf("%s{\"bytes\":%" PRIu64 ",\"count\":%" PRIu64 ",\"time_us\":%.3f,\"algbw_gbps\":%.4f,"
-                   "\"busbw_gbps\":%.4f,\"algorithm\":\"%s\",\"mode\":\"%s\"%s%s%s}",
-                   first_row ? "" : ",", bytes, d.count, us, algbw, busbw, tern_coll_algo_name(res.algo), mode,
-                   check ? ",\"check\":\"" : "", verdict, check ? "\"" : "");
-        else
-            printf("%14" PRIu64 " %14" PRIu64 " %12.2f %12.3f %12.3f %10s %11s%s%s\n", bytes, d.count, us, algbw,
-                   busbw, tern_coll_algo_name(res.algo), mode, check ? "          " : "", verdict);
+        if (json) {
+            char hs[40] = "";
+            if (functional)
+                snprintf(hs, sizeof hs, ",\"hash\":\"%016" PRIx64 "\"", hash);
+            OUT("%s{\"bytes\":%" PRIu64 ",\"count\":%" PRIu64 ",\"time_us\":%.3f,\"time_ps\":%" PRIu64
+                ",\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"algorithm\":\"%s\",\"mode\":\"%s\"%s%s%s%s}",
+                first_row ? "" : ",", bytes, d.count, us, res.time_ps, algbw, busbw, tern_coll_algo_name(res.algo),
+                mode, hs, check ? ",\"check\":\"" : "", verdict, check ? "\"" : "");
+        } else {
+            OUT("%14" PRIu64 " %14" PRIu64 " %12.2f %12.3f %12.3f %10s %11s%s%s\n", bytes, d.count, us, algbw, busbw,
+                tern_coll_algo_name(res.algo), mode, check ? "          " : "", verdict);
+        }
         first_row = 0;
         if (functional)
             for (unsigned r = 0; r < R; r++) {
@@ -361,17 +504,23 @@ int tern_cmd_collective(int argc, char **argv)
             }
     }
     if (json)
-        printf("]}\n");
+        OUT("]}\n");
 done:
     if (in && out)
         for (unsigned r = 0; r < R; r++) {
             free(in[r]);
             free(out[r]);
+            if (all_in)
+                free(all_in[r]);
         }
     free(in);
     free(out);
+    free(all_in);
+    free(hashes);
+    free(vcounts);
     free(expect);
     free(groups);
+    tern_coll_comm_free(comm);
     tern_fabric_free(f);
     return rc;
 }
