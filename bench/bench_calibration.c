@@ -123,7 +123,7 @@ static void tut_row(const char *id, const char *what, double pred_us, double pub
     snprintf(q, sizeof q, in_ms ? "%.2f %s" : "%.0f %s", pub_us * f, u);
     snprintf(n, sizeof n, "%+.1f%%", (pred_us / pub_us - 1) * 100);
     if (markdown)
-        printf("| %s | %s | %s | %s | %s |\n", id, what, q, p, n);
+        printf("| C6_%s | %s | %s | %s | %s |\n", id, what, q, p, n);
     else
         printf("calibration_%s: %s, %s, %s\n", id, p, q, n);
 }
