@@ -202,6 +202,20 @@ static const uint16_t *bf16_rows(tern_core *core, const exec_ctx *cx, const tern
     return u;
 }
 
+/* Is the bf16 operand (K rows of W) the identity, zeros of either sign off the diagonal? */
+static int bf16_identity(const uint16_t *rows, size_t stride, uint32_t K, uint32_t W)
+{
+    if (K != W)
+        return 0;
+    for (uint32_t k = 0; k < K; k++)
+        for (uint32_t n = 0; n < W; n++) {
+            uint16_t v = rows[(size_t)k * stride + n];
+            if (n == k ? v != 0x3F80u : (v & 0x7FFFu) != 0)
+                return 0;
+        }
+    return 1;
+}
+
 static int fast_dtype(uint8_t dt)
 {
     return dt == TERN_DTYPE_BF16 || dt == TERN_DTYPE_FP8_E4M3 || dt == TERN_DTYPE_FP8_E5M2 ||
@@ -415,6 +429,20 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
                     slot->valid = 1;
                     core->mov_cache_live++;
                 }
+            }
+        }
+        if (!done && !core->stat_fast && dst_plain && a->dtype == TERN_DTYPE_BF16 &&
+            !(ins->flags & TERN_FLAG_DOUBLE_ROW) && core->opts.matmul_path == TERN_MATMUL_AUTO) {
+            /* Hosts without the bf16 dot product (AVX2): the fp32 chain reads the bf16 rows in place and writes
+             * the PSUM rows directly. A transpose (identity moving operand) keeps its shortcut below. */
+            size_t stride = 0;
+            const uint16_t *rows = bf16_rows(core, cx, a, K, N, NULL, &stride);
+            if (rows && !bf16_identity(rows, stride, K, N)) {
+                stationary_f32(core);
+                size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
+                int64_t reg = ap_reg_offset(core, cx->engine, d);
+                uint8_t *o = core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4);
+                done = matmul_f32_bf16x_run(core_pool(core), core->stationary, rows, stride, o, pb, K, M, N, acc);
             }
         }
         if (!done) {

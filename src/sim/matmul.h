@@ -19,6 +19,13 @@ int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint
 int matmul_f32_supported(void);
 void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 
+/* bf16 moving rows (row k at x_rows + k*x_stride) times the fp32 stationary s [K][M], the fp32 FMA chain (AVX2 +
+ * FMA), written straight to fp32 output rows (row m at out + m*out_stride bytes; accumulate: old + sum).
+ * Bit-identical to matmul_reference on the widened operand. Returns 0, having written nothing, on hosts without
+ * AVX2 + FMA (or when TERN_SIMD caps below avx2). */
+int matmul_f32_bf16x_run(tern_pool *pool, const float *s, const uint16_t *x_rows, size_t x_stride, uint8_t *out,
+                         size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate);
+
 /* Can this host run the bf16 dot-product path? */
 int matmul_bf16_supported(void);
 /* Is a bf16 value (bits) one the bf16 path reproduces exactly: zero, or magnitude in [2^-50, 2^51)? */

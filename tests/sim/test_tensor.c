@@ -51,7 +51,8 @@ static tern_status run_mm(tern_core *core, tern_dtype dt, unsigned K, unsigned M
 }
 
 /* Fill stationary and moving with values of a kind, rounded to dt. kind 0: uniform [-1,1); 1: with subnormal
- * and tiny values (leave the bf16 path); 2: wide exponents. */
+ * and tiny values (leave the bf16 path); 2: wide exponents; 3: adversarial -- signed zeros, infinities, NaN,
+ * values near the format's largest (overflowing partial sums) and pairs that cancel exactly. */
 static void fill(float *v, size_t n, tern_dtype dt, int kind)
 {
     for (size_t i = 0; i < n; i++) {
@@ -60,6 +61,11 @@ static void fill(float *v, size_t n, tern_dtype dt, int kind)
             x *= 0x1p-120;
         if (kind == 2)
             x = ldexp(x, (int)(urand() * 40) - 20);
+        if (kind == 3) {
+            static const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 3.0e38, -3.0e38, 1.0, -1.0};
+            unsigned r = (unsigned)(urand() * 64);
+            x = r < 9 ? special[r] : r < 20 ? ldexp(x, 100) : r < 28 ? ldexp(x, -126) : x;
+        }
         v[i] = tern_num_round_f32(dt, (float)x, NULL, 0);
     }
 }
@@ -504,6 +510,8 @@ int main(void)
     paths_agree(TERN_DTYPE_BF16, 127, 100, 300, 0);
     paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 1);
     paths_agree(TERN_DTYPE_BF16, 64, 128, 512, 2);
+    paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 3);
+    paths_agree(TERN_DTYPE_BF16, 96, 37, 203, 3);
     paths_agree(TERN_DTYPE_FP16, 128, 128, 512, 0);
     paths_agree(TERN_DTYPE_FP32, 128, 64, 256, 2);
     paths_agree(TERN_DTYPE_FP8_E4M3, 128, 128, 512, 0);
