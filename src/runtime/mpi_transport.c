@@ -5,6 +5,7 @@
  * everyone; without it, the same functions say why a run under mpirun is refused. The launcher is recognised by
  * its environment (Open MPI's OMPI_COMM_WORLD_SIZE, PMI's PMI_SIZE, PMIx's PMIX_SIZE), so a program started
  * without mpirun never initialises MPI. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,38 @@ static tern_status mpi_exchange(void *vctx, const void *send, const uint64_t *sc
             nreq += (rcount[q] + CHUNK - 1) / CHUNK + (scount[q] + CHUNK - 1) / CHUNK;
     }
     unsigned char *buf = total ? malloc(total) : NULL;
+    uint64_t stotal = 0;
+    for (int q = 0; q < K; q++)
+        stotal += scount[q];
+    if (total < INT_MAX && stotal < INT_MAX) {
+        /* small enough for MPI's int counts and displacements: one collective call */
+        int *cnt = malloc(sizeof *cnt * 4 * (size_t)K);
+        if ((total && !buf) || !cnt) {
+            free(buf);
+            free(cnt);
+            return tern_error_set(err, TERN_ERR_NOMEM, "MPI exchange: out of memory for %llu bytes",
+                                  (unsigned long long)total);
+        }
+        int *sc = cnt, *sd = cnt + K, *rc2 = cnt + 2 * K, *rd = cnt + 3 * K;
+        for (int q = 0, so = 0, ro = 0; q < K; q++) {
+            sc[q] = (int)scount[q];
+            rc2[q] = (int)rcount[q];
+            sd[q] = so;
+            rd[q] = ro;
+            so += sc[q];
+            ro += rc2[q];
+        }
+        static const unsigned char none;
+        rc = MPI_Alltoallv(send ? send : &none, sc, sd, MPI_BYTE, buf ? buf : (void *)&none, rc2, rd, MPI_BYTE,
+                           c->comm);
+        free(cnt);
+        if (rc != MPI_SUCCESS) {
+            free(buf);
+            return mpi_fail(err, rc, "Alltoallv");
+        }
+        *recv = buf;
+        return TERN_OK;
+    }
     MPI_Request *req = malloc(sizeof *req * (nreq ? nreq : 1));
     if ((total && !buf) || !req) {
         free(buf);

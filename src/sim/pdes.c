@@ -257,13 +257,16 @@ tern_status coll_pdes_time(tern_fabric *f, const coll_plan *p, const tern_coll_d
                 else
                     win[nwin++] = ev;
             }
-            if (e.oom || (st = send_notes(&e, scount, rcount, err)))
+            /* usually no process has such an event: one reduction says so, and the exchange is skipped */
+            uint64_t pending = 0;
+            for (unsigned q = 0; q < K; q++)
+                pending |= e.notes[q].n != 0;
+            if (e.oom || (st = t->allreduce(t->ctx, &pending, 1, TERN_XOP_MAX, err)))
                 goto fail;
-            uint64_t more = e.nh && e.heap[0].t < W;
-            if ((st = t->allreduce(t->ctx, &more, 1, TERN_XOP_MAX, err)))
-                goto done;
-            if (!more)
+            if (!pending)
                 break;
+            if ((st = send_notes(&e, scount, rcount, err)))
+                goto fail;
         }
         /* every pull of the window asks its resources' owners */
         size_t nslot = 0;
