@@ -414,6 +414,65 @@ static void test_pdes_large(void)
     }
 }
 
+/* The SPMD call path: each rank joins with its own call; missing ranks and disagreements are named. */
+static void test_comm(void)
+{
+    TEST_BEGIN("ranks join a collective");
+    tern_fabric *f = fabric("trn1.32xlarge", 0, 8);
+    tern_coll_comm *c = NULL;
+    tern_error err = {0};
+    CHECK(tern_coll_comm_create(f, &c, &err) == TERN_OK);
+    float in[8][64], out[8][64], direct[8][64];
+    const void *pin[8];
+    void *pout[8];
+    for (unsigned r = 0; r < 8; r++) {
+        fill(TERN_DTYPE_FP32, in[r], 64, r, 0);
+        pin[r] = in[r];
+        pout[r] = direct[r];
+    }
+    tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_RING, NULL, 0, 0, NULL,
+                        0, NULL};
+    tern_coll_result a, b;
+    CHECK(tern_collective_run(f, &d, pin, pout, &a, &err) == TERN_OK);
+    for (unsigned r = 0; r < 8; r++)
+        CHECK(tern_coll_comm_join(c, r, &d, in[r], out[r], &err) == TERN_OK);
+    CHECK_MSG(tern_coll_comm_run(c, &b, &err) == TERN_OK, "%s", err.msg);
+    CHECK(a.time_ps == b.time_ps && memcmp(out, direct, sizeof out) == 0);
+    CHECK(tern_coll_comm_join(c, 3, &d, in[3], out[3], &err) == TERN_OK);
+    CHECK(tern_coll_comm_join(c, 3, &d, in[3], out[3], &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "all-reduce #2: rank 3 joined twice");
+    CHECK(tern_coll_comm_join(c, 9, &d, NULL, NULL, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "rank 9 out of range");
+    for (unsigned r = 0; r < 8; r++)
+        if (r != 3 && r != 5 && r != 6)
+            CHECK(tern_coll_comm_join(c, r, &d, in[r], out[r], &err) == TERN_OK);
+    CHECK(tern_coll_comm_run(c, &b, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "all-reduce #2 (fp32, 64 elements): ranks 5..6 never joined (6 of 8 ranks did");
+    tern_coll_desc other = d;
+    other.count = 32;
+    for (unsigned r = 0; r < 8; r++)
+        CHECK(tern_coll_comm_join(c, r, r < 4 ? &d : &other, in[r], out[r], &err) == TERN_OK);
+    CHECK(tern_coll_comm_run(c, &b, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "all-reduce #3: ranks disagree on the count: ranks 0..3 pass 64 elements, ranks 4..7 "
+                                "pass 32 elements");
+    other = d;
+    other.reduce = TERN_REDUCE_MAX;
+    for (unsigned r = 0; r < 8; r++)
+        CHECK(tern_coll_comm_join(c, r, r == 6 ? &other : &d, in[r], out[r], &err) == TERN_OK);
+    CHECK(tern_coll_comm_run(c, &b, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "ranks 0..5 pass sum, rank 6 passes max, rank 7 passes sum");
+    for (unsigned r = 0; r < 8; r++) /* timing-only for all: no buffers */
+        CHECK(tern_coll_comm_join(c, r, &d, NULL, NULL, &err) == TERN_OK);
+    CHECK(tern_coll_comm_run(c, &b, &err) == TERN_OK && b.time_ps == a.time_ps);
+    for (unsigned r = 0; r < 8; r++)
+        CHECK(tern_coll_comm_join(c, r, &d, r ? in[r] : NULL, r ? out[r] : NULL, &err) == TERN_OK);
+    CHECK(tern_coll_comm_run(c, &b, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "ranks disagree on the buffers: rank 0 passes no buffers (timing-only)");
+    CHECK_EQ_INT(tern_coll_comm_seq(c), 6);
+    tern_coll_comm_free(c);
+    tern_fabric_free(f);
+}
+
 /* C7: 2 ranks (the two cores of one trn1 chip), fp32 all-reduce, nccom-test; within 15 % at every size. */
 static void test_calibration(void)
 {
@@ -446,5 +505,6 @@ int main(void)
     test_groups();
     test_calibration();
     test_pdes_large();
+    test_comm();
     return check_report();
 }
