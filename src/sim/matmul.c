@@ -423,11 +423,11 @@ static int have_avx2_fma(void)
 
 #if HAVE_X86
 /* ---- bf16 moving rows straight from SBUF, fp32 FMA chain (AVX2 + FMA) ----
- * The moving operand is read as bf16 rows and widened in registers (a bf16 value is the high half of the fp32 of
- * the same value, so widening is exact), the chain is the fp32 one above, and outputs go straight to their PSUM
- * rows: no gather of the operand into an fp32 buffer and no scatter of the result. */
+ * The moving operand is read as bf16 rows from SBUF and widened block by block (a bf16 value is the high half of
+ * the fp32 of the same value, so widening is exact), the chain is the fp32 one above, and outputs go straight to
+ * their PSUM rows: no gather of the whole operand into an fp32 buffer and no scatter of the result. */
 typedef struct {
-    const float *s;
+    const float *sp;  /* the stationary in panels of MB2 columns: panel p holds k-major rows of MB2 values */
     const uint16_t *x;
     size_t x_stride;
     uint8_t *out;
@@ -436,25 +436,24 @@ typedef struct {
     int accumulate;
 } bx_job;
 
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 bx_load(const uint16_t *p)
-{
-    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-
-__attribute__((target("avx2,fma"), always_inline)) static inline void bx_micro(const bx_job *j, uint32_t m0,
-                                                                                uint32_t n0, const int ROWS)
+/* Operands are packed before the k loop because SBUF rows lie a partition apart (a multiple of 4 KiB): read in
+ * place, the K rows of a column block all fall into one cache set and evict each other. The moving block
+ * (K x 16, widened to fp32: exact) and the stationary panels (K x 6) are contiguous instead. */
+#define BX_MAXK 128
+__attribute__((target("avx2,fma"), always_inline)) static inline void bx_micro(const bx_job *j, const float *xp,
+                                                                                uint32_t m0, uint32_t n0, const int ROWS)
 {
     __m256 acc[MB2][NB2];
     for (int i = 0; i < ROWS; i++)
         for (int v = 0; v < NB2; v++)
             acc[i][v] = _mm256_setzero_ps();
+    const float *sp = j->sp + (size_t)(m0 / MB2) * j->K * MB2;
     for (uint32_t k = 0; k < j->K; k++) {
-        const uint16_t *xr = j->x + (size_t)k * j->x_stride + n0;
+        const float *xr = xp + (size_t)k * 8 * NB2;
         __m256 b[NB2];
         for (int v = 0; v < NB2; v++)
-            b[v] = bx_load(xr + 8 * v);
-        const float *sr = j->s + (size_t)k * j->M + m0;
+            b[v] = _mm256_load_ps(xr + 8 * v);
+        const float *sr = sp + (size_t)k * MB2;
         for (int i = 0; i < ROWS; i++) {
             __m256 a = _mm256_broadcast_ss(sr + i);
             for (int v = 0; v < NB2; v++)
@@ -475,34 +474,44 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void bx_micro(c
 /* Columns left over after the 16-wide blocks: the same chain one output at a time (scalar fma). */
 __attribute__((target("avx2,fma"))) static void bx_tail(const bx_job *j, uint32_t c0, uint32_t c1)
 {
-    for (uint32_t m = 0; m < j->M; m++)
+    for (uint32_t m = 0; m < j->M; m++) {
+        const float *sp = j->sp + (size_t)(m / MB2) * j->K * MB2 + m % MB2;
         for (uint32_t n = c0; n < c1; n++) {
             __m128 acc = _mm_setzero_ps();
             for (uint32_t k = 0; k < j->K; k++) {
                 uint32_t bits = (uint32_t)j->x[(size_t)k * j->x_stride + n] << 16;
                 float xv;
                 memcpy(&xv, &bits, 4);
-                acc = _mm_fmadd_ss(_mm_set_ss(j->s[(size_t)k * j->M + m]), _mm_set_ss(xv), acc);
+                acc = _mm_fmadd_ss(_mm_set_ss(sp[(size_t)k * MB2]), _mm_set_ss(xv), acc);
             }
             float *o = (float *)(void *)(j->out + (size_t)m * j->out_stride) + n;
             float r = _mm_cvtss_f32(acc);
             *o = j->accumulate ? *o + r : r;
         }
+    }
 }
 
 __attribute__((target("avx2,fma"))) static void bx_block(const bx_job *j, uint32_t c0, uint32_t c1)
 {
+    _Alignas(32) float xp[BX_MAXK * 8 * NB2];
     uint32_t n0 = c0;
     for (; n0 + 8 * NB2 <= c1; n0 += 8 * NB2) {
+        for (uint32_t k = 0; k < j->K; k++) {
+            const uint16_t *xr = j->x + (size_t)k * j->x_stride + n0;
+            for (int v = 0; v < NB2; v++) {
+                __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(xr + 8 * v)));
+                _mm256_store_ps(xp + (size_t)k * 8 * NB2 + 8 * v, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+            }
+        }
         uint32_t m0 = 0;
         for (; m0 + MB2 <= j->M; m0 += MB2)
-            bx_micro(j, m0, n0, MB2);
+            bx_micro(j, xp, m0, n0, MB2);
         switch (j->M - m0) {
-        case 5: bx_micro(j, m0, n0, 5); break;
-        case 4: bx_micro(j, m0, n0, 4); break;
-        case 3: bx_micro(j, m0, n0, 3); break;
-        case 2: bx_micro(j, m0, n0, 2); break;
-        case 1: bx_micro(j, m0, n0, 1); break;
+        case 5: bx_micro(j, xp, m0, n0, 5); break;
+        case 4: bx_micro(j, xp, m0, n0, 4); break;
+        case 3: bx_micro(j, xp, m0, n0, 3); break;
+        case 2: bx_micro(j, xp, m0, n0, 2); break;
+        case 1: bx_micro(j, xp, m0, n0, 1); break;
         default: break;
         }
     }
@@ -525,9 +534,18 @@ int matmul_f32_bf16x_run(tern_pool *pool, const float *s, const uint16_t *x_rows
                          size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate)
 {
 #if HAVE_X86
-    if (!have_avx2_fma())
+    if (!have_avx2_fma() || K > BX_MAXK || K == 0 || M == 0)
         return 0;
-    bx_job j = {s, x_rows, x_stride, out, out_stride, K, M, N, accumulate};
+    /* stationary panels: panel p = columns [p*MB2, p*MB2+MB2) of s, k-major, zero-padded past M */
+    uint32_t panels = (M + MB2 - 1) / MB2;
+    float *sp = calloc((size_t)panels * K * MB2, sizeof *sp);
+    if (!sp)
+        return 0;
+    for (uint32_t p = 0; p < panels; p++)
+        for (uint32_t k = 0; k < K; k++)
+            for (uint32_t i = 0; i < MB2 && p * MB2 + i < M; i++)
+                sp[((size_t)p * K + k) * MB2 + i] = s[(size_t)k * M + p * MB2 + i];
+    bx_job j = {sp, x_rows, x_stride, out, out_stride, K, M, N, accumulate};
     unsigned blocks = (N + 8 * NB2 - 1) / (8 * NB2);
     unsigned parts = pool_threads(pool);
     if (parts > blocks)
@@ -535,6 +553,7 @@ int matmul_f32_bf16x_run(tern_pool *pool, const float *s, const uint16_t *x_rows
     if ((uint64_t)M * N * K < 65536)
         parts = 1;
     pool_run(pool, bx_part, &j, parts ? parts : 1);
+    free(sp);
     return 1;
 #else
     (void)pool, (void)s, (void)x_rows, (void)x_stride, (void)out, (void)out_stride, (void)K, (void)M, (void)N;
