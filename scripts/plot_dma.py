@@ -58,14 +58,16 @@ def main():
             out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="black"/>' % (X(b), Y(v)))
         legend.append(("black", "NKI DMA overview figure (shape, scaled to tern at 32 KiB)", "dot"))
     for i, (color, name, dash) in enumerate(legend):
-        y = T + 10 + i * 20
+        y = T + 10 + i * 32
         if dash == "dot":
             out.append('<circle cx="%d" cy="%d" r="3.5" fill="black"/>' % (W - R + 25, y))
         else:
             out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (W - R + 12, W - R + 38, y, y, color, dash))
-        out.append('<text x="%d" y="%d">%s</text>' % (W - R + 44, y + 4, name[:34]))
-        if len(name) > 34:
-            out.append('<text x="%d" y="%d">%s</text>' % (W - R + 44, y + 15, name[34:]))
+        # two lines at most, broken at a space so no word is cut
+        cut = name.rfind(" ", 0, 32) if len(name) > 32 else len(name)
+        out.append('<text x="%d" y="%d">%s</text>' % (W - R + 44, y + 4, name[:cut]))
+        if cut < len(name):
+            out.append('<text x="%d" y="%d">%s</text>' % (W - R + 44, y + 17, name[cut + 1:]))
     out.append("</svg>")
     print("\n".join(out))
 
