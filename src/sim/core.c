@@ -240,6 +240,19 @@ int64_t ap_reg_offset(const tern_core *core, tern_engine e, const tern_ap *ap)
     return core->registers[(size_t)e * core->cfg.num_registers + ap->offset_reg];
 }
 
+/* The byte range [first, end) of elements lo..hi (relative to the base, plus a register offset in elements) of
+ * es-byte elements at byte offset off, in checked arithmetic: false when it does not fit in 64 bits (a register
+ * may hold any value, so this is reachable from a program). */
+static bool span_bytes(int64_t off, int64_t reg, int64_t lo, int64_t hi, size_t es, int64_t *first, int64_t *end)
+{
+    int64_t a, b, fa, fb;
+    if (__builtin_add_overflow(reg, lo, &a) || __builtin_add_overflow(reg, hi, &b) || __builtin_add_overflow(b, 1, &b))
+        return false;
+    if (__builtin_mul_overflow(a, (int64_t)es, &fa) || __builtin_mul_overflow(b, (int64_t)es, &fb))
+        return false;
+    return !__builtin_add_overflow(off, fa, first) && !__builtin_add_overflow(off, fb, end);
+}
+
 /* Smallest and largest element offsets (relative to the base) the free pattern reaches. */
 static void ap_extent(const tern_ap *ap, int64_t *lo, int64_t *hi)
 {
@@ -275,9 +288,12 @@ tern_status ap_check_bounds(const tern_core *core, tern_engine e, const tern_ap 
                                   ap->start_partition, ap->start_partition + ap->num_partitions, core->cfg.partitions,
                                   tern_mem_name((tern_mem)ap->mem));
         int64_t pb = (int64_t)onchip_partition_bytes(core, (tern_mem)ap->mem);
-        int64_t first = (int64_t)ap->offset + (reg + lo) * (int64_t)es;
-        int64_t end = (int64_t)ap->offset + (reg + hi + 1) * (int64_t)es;
-        if (ap->offset > (uint64_t)pb || first < 0 || end > pb)
+        int64_t first, end;
+        if (ap->offset > (uint64_t)pb || !span_bytes((int64_t)ap->offset, reg, lo, hi, es, &first, &end))
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "%s: register offset %lld moves the pattern outside %s's %lld bytes per partition",
+                                  what, (long long)reg, tern_mem_name((tern_mem)ap->mem), (long long)pb);
+        if (first < 0 || end > pb)
             return tern_error_set(err, TERN_ERR_RANGE,
                                   "%s: bytes [%lld, %lld) of each partition outside %s's %lld bytes per partition",
                                   what, (long long)first, (long long)end, tern_mem_name((tern_mem)ap->mem),
@@ -293,8 +309,11 @@ tern_status ap_check_bounds(const tern_core *core, tern_engine e, const tern_ap 
         if (ap->offset > core->cfg.hbm_bytes)
             return tern_error_set(err, TERN_ERR_RANGE, "%s: HBM address 0x%llx outside HBM of %llu bytes", what,
                                   (unsigned long long)ap->offset, (unsigned long long)core->cfg.hbm_bytes);
-        int64_t first = (int64_t)ap->offset + (reg + lo + plo) * (int64_t)es;
-        int64_t end = (int64_t)ap->offset + (reg + hi + phi + 1) * (int64_t)es;
+        int64_t first, end;
+        if (!span_bytes((int64_t)ap->offset, reg, lo + plo, hi + phi, es, &first, &end))
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "%s: register offset %lld moves the pattern outside HBM of %llu bytes", what,
+                                  (long long)reg, (unsigned long long)core->cfg.hbm_bytes);
         if (first < 0 || (uint64_t)end > core->cfg.hbm_bytes)
             return tern_error_set(err, TERN_ERR_RANGE, "%s: HBM bytes [%lld, %lld) outside HBM of %llu bytes", what,
                                   (long long)first, (long long)end, (unsigned long long)core->cfg.hbm_bytes);
