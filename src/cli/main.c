@@ -1,6 +1,7 @@
 /* Entry point of the `tern` command: global options (--help, --version) and dispatch to subcommands.
  * Each subcommand lives in its own cmd_*.c file and documents its options in its own usage text. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
@@ -53,8 +54,22 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < TERN_ARRAY_LEN(commands); i++)
-        if (!strcmp(cmd, commands[i].name))
+        if (!strcmp(cmd, commands[i].name)) {
+            /* Only `tern collective` spreads over MPI processes; any other command started by mpirun with more
+             * than one process would run K identical copies and print K times, so it is refused. */
+            const char *np = getenv("OMPI_COMM_WORLD_SIZE");
+            if (!np)
+                np = getenv("PMI_SIZE");
+            if (np && atoi(np) > 1 && strcmp(cmd, "collective") != 0) {
+                if (!getenv("OMPI_COMM_WORLD_RANK") || atoi(getenv("OMPI_COMM_WORLD_RANK")) == 0)
+                    fprintf(stderr,
+                            "tern %s: started by mpirun with %s processes, but only `tern collective` runs over MPI "
+                            "processes; run tern %s without mpirun\n",
+                            cmd, np, cmd);
+                return 1;
+            }
             return commands[i].run(argc - 1, argv + 1);
+        }
     if (cmd[0] == '-')
         fprintf(stderr, "tern: unknown option '%s'\n", cmd);
     else
