@@ -98,6 +98,11 @@ void tern_lib_copy_scalar(tern_kernel *k, tern_view dst, tern_view src);
  * NaN operand gives NaN (numpy's and ONNX's Max/Min), two more instructions per operand, where the ALU alone
  * would return the other operand. */
 void tern_lib_binary(tern_kernel *k, tern_view out, tern_view a, tern_view b, tern_alu_op op);
+/* out[r, c] = a[r, c] op col[r] (reverse: col[r] op a[r, c]) on VectorE: a tensor_scalar whose scalar is the
+ * per-partition [P, 1] column, rows on partitions, so a broadcast along trailing size-1 axes is never
+ * materialised. col is [rows] or [rows, 1] in any dtype (widened to fp32 on chip, as tensor_tensor reads it);
+ * the same fp32 operator and rounding per element as tern_lib_binary. max/min are refused (no NaN fix-up). */
+void tern_lib_binary_col(tern_kernel *k, tern_view out, tern_view a, tern_view col, tern_alu_op op, int reverse);
 /* out = in op s on VectorE (tensor_scalar with an immediate); float max and min propagate NaN as above. */
 void tern_lib_scalar(tern_kernel *k, tern_view out, tern_view in, tern_alu_op op, float s);
 /* out = 1 / in on VectorE (IEEE, correctly rounded: 1/-0 = -inf), unlike ScalarE's reciprocal activation, whose

@@ -135,6 +135,37 @@ static int alu_of(const char *op, tern_alu_op *out)
     return 0;
 }
 
+/* Whether col broadcasts against full (shaped like y) along trailing axes only: right-aligned, col's dims equal
+ * y's up to some axis k and are 1 from k on ([.., S, 1] against [.., S, H]; [N, C, 1, 1] against [N, C, H, W]).
+ * Then y is [rows, inner] with inner = y's dims from k on, and col holds one value per row, contiguous. An
+ * all-ones col (k = 0: one value for everything) is left to the other rules. */
+static int trailing_col(const cc_value *full, const cc_value *col, const cc_value *y, uint64_t *rows, uint64_t *inner)
+{
+    if (!cc_same_shape(full, y) || y->rank < 1 || col->rank > y->rank || y->numel == 0 || col->numel >= y->numel)
+        return 0;
+    int k = y->rank;
+    while (k > 0) {
+        int xd = k - 1 - (y->rank - col->rank);
+        if (xd >= 0 && col->dims[xd] != 1)
+            break;
+        k--;
+    }
+    if (k == 0)
+        return 0;
+    uint64_t in = 1;
+    for (int d = 0; d < y->rank; d++) {
+        int xd = d - (y->rank - col->rank);
+        int64_t cd = xd < 0 ? 1 : col->dims[xd];
+        if (d < k && cd != y->dims[d])
+            return 0;
+        if (d >= k)
+            in *= (uint64_t)y->dims[d];
+    }
+    *inner = in;
+    *rows = y->numel / in;
+    return *rows == col->numel;
+}
+
 static int lower_binary(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
@@ -162,6 +193,19 @@ static int lower_binary(cc *c)
         rows_cols(y, &r, &cl);
         tern_lib_bias_act(c->k, flat2d(c, y), flat2d(c, a), cc_view2d(c, b, 0, 1, cl, cl), TERN_ACT_COPY);
         return 1;
+    }
+    /* x op s[row], s broadcast along trailing size-1 axes (RMSNorm's [.., S, 1], squeeze-excitation's
+     * [N, C, 1, 1]): rows on partitions and s as tensor_scalar's per-partition column, instead of a broadcast
+     * copy (one DMA element per output element). Max/min keep the tensor path (its NaN fix-up). */
+    uint64_t cr, ci;
+    if (op != TERN_ALU_MAX && op != TERN_ALU_MIN) {
+        int rev = !trailing_col(a, b, y, &cr, &ci);
+        if (!rev || trailing_col(b, a, y, &cr, &ci)) {
+            cc_value *full = rev ? b : a, *col = rev ? a : b;
+            tern_lib_binary_col(c->k, cc_view2d(c, y, 0, cr, ci, ci), cc_view2d(c, full, 0, cr, ci, ci),
+                                cc_view2d(c, col, 0, cr, 1, 1), op, rev && !commutative);
+            return 1;
+        }
     }
     cc_value *ba = broadcast_to(c, a, y, &ta);
     cc_value *bb = ba ? broadcast_to(c, b, y, &tb) : NULL;

@@ -117,7 +117,7 @@ void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row)
 }
 
 /* The single-instruction kernels share one tile walk. */
-typedef enum { EW_UNARY, EW_BINARY, EW_SCALAR, EW_RECIPROCAL } ew_kind;
+typedef enum { EW_UNARY, EW_BINARY, EW_SCALAR, EW_RECIPROCAL, EW_COL } ew_kind;
 
 typedef struct {
     ew_kind kind;
@@ -125,6 +125,7 @@ typedef struct {
     tern_act_func f;
     float scale;
     tern_alu_op op;
+    int rev; /* EW_COL: col op a instead of a op col */
 } ew_job;
 
 typedef struct {
@@ -140,6 +141,20 @@ static void ew_load(tern_kernel *k, const ew_job *j, ew_tile *t)
     if (j->kind == EW_BINARY) {
         t->tb = tern_kernel_sbuf(k, (tern_dtype)j->b.ap.dtype, (uint32_t)t->rp, (uint32_t)t->cw, "ew_b");
         tern_kernel_load(k, t->tb, tern_view_block(k, j->b, t->r0, t->r0 + t->rp, t->c0, t->c0 + t->cw));
+    }
+    if (j->kind == EW_COL) {
+        /* The tile's rows' scalars, one per partition; tensor_scalar takes an fp32 column, and widening on chip
+         * gives the values tensor_tensor would have read from a broadcast tile. */
+        tern_view src = tern_view_block(k, j->b, t->r0, t->r0 + t->rp, 0, 1);
+        t->tb = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)t->rp, 1, "ew_col");
+        if (j->b.ap.dtype == TERN_DTYPE_FP32) {
+            tern_kernel_load(k, t->tb, src);
+        } else {
+            tern_view raw = tern_kernel_sbuf(k, (tern_dtype)j->b.ap.dtype, (uint32_t)t->rp, 1, "ew_col_raw");
+            tern_kernel_load(k, raw, src);
+            tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, t->tb, raw);
+            tern_kernel_release(k, raw);
+        }
     }
 }
 
@@ -181,6 +196,10 @@ static void ew_run(tern_kernel *k, const ew_job *j)
                                       j->scale, TERN_ALU_BYPASS, 0.0f);
             break;
         case EW_RECIPROCAL: tern_kernel_reciprocal(k, y, cur.ta); break;
+        case EW_COL:
+            tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, y, cur.ta, j->op, cur.tb, 0.0f, TERN_ALU_BYPASS,
+                                         kview_invalid(), 0.0f, j->rev ? TERN_FLAG_REV0 : 0u);
+            break;
         }
         if (nan_fix) { /* VectorE's max/min are maxNum/minNum (a NaN loses); ONNX's, like numpy's, propagate it */
             tern_view t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)cur.rp, (uint32_t)cur.cw, "ew_isnan");
@@ -194,7 +213,7 @@ static void ew_run(tern_kernel *k, const ew_job *j)
         }
         tern_kernel_store(k, tern_view_block(k, j->out, cur.r0, cur.r0 + cur.rp, cur.c0, cur.c0 + cur.cw), y);
         tern_kernel_release(k, cur.ta);
-        if (j->kind == EW_BINARY)
+        if (j->kind == EW_BINARY || j->kind == EW_COL)
             tern_kernel_release(k, cur.tb);
         tern_kernel_release(k, y);
         if (!more)
@@ -212,7 +231,7 @@ void tern_lib_unary(tern_kernel *k, tern_view out, tern_view in, tern_act_func f
         kfail(k, TERN_ERR_INVALID, "unary: activation function %d unknown (0..%d)", (int)f, TERN_ACT_COUNT - 1);
         return;
     }
-    ew_job j = {EW_UNARY, out, in, kview_invalid(), f, scale, TERN_ALU_BYPASS};
+    ew_job j = {EW_UNARY, out, in, kview_invalid(), f, scale, TERN_ALU_BYPASS, 0};
     ew_run(k, &j);
 }
 
@@ -221,7 +240,34 @@ void tern_lib_binary(tern_kernel *k, tern_view out, tern_view a, tern_view b, te
     if (!need_2d(k, "binary", "out", &out) || !need_2d(k, "binary", "a", &a) || !need_2d(k, "binary", "b", &b) ||
         !need_same(k, "binary", "a", &a, "b", &b) || !need_same(k, "binary", "out", &out, "a", &a))
         return;
-    ew_job j = {EW_BINARY, out, a, b, TERN_ACT_COPY, 0.0f, op};
+    ew_job j = {EW_BINARY, out, a, b, TERN_ACT_COPY, 0.0f, op, 0};
+    ew_run(k, &j);
+}
+
+void tern_lib_binary_col(tern_kernel *k, tern_view out, tern_view a, tern_view col, tern_alu_op op, int reverse)
+{
+    if (!need_2d(k, "binary_col", "out", &out) || !need_2d(k, "binary_col", "a", &a) ||
+        !need_2d(k, "binary_col", "col", &col) || !need_same(k, "binary_col", "out", &out, "a", &a))
+        return;
+    if (tern_view_dim(&col, 0) != tern_view_dim(&a, 0) || tern_view_dim(&col, 1) != 1) {
+        kfail(k, TERN_ERR_INVALID, "binary_col: col is [%llu, %llu], must be [%llu, 1] (a is [%llu, %llu])",
+              (unsigned long long)tern_view_dim(&col, 0), (unsigned long long)tern_view_dim(&col, 1),
+              (unsigned long long)tern_view_dim(&a, 0), (unsigned long long)tern_view_dim(&a, 0),
+              (unsigned long long)tern_view_dim(&a, 1));
+        return;
+    }
+    switch (op) {
+    case TERN_ALU_ADD: case TERN_ALU_SUBTRACT: case TERN_ALU_MULT: case TERN_ALU_DIVIDE: case TERN_ALU_IS_EQ:
+    case TERN_ALU_NOT_EQ: case TERN_ALU_IS_GT: case TERN_ALU_IS_GE: case TERN_ALU_IS_LT: case TERN_ALU_IS_LE:
+    case TERN_ALU_LOGICAL_AND: case TERN_ALU_LOGICAL_OR: case TERN_ALU_LOGICAL_XOR: break;
+    default: /* max/min need tern_lib_binary's NaN fix-up; bitvec operators read integers */
+        kfail(k, TERN_ERR_UNSUPPORTED,
+              "binary_col: operator %d is not one of add, subtract, mult, divide, the comparisons or the logical "
+              "operators",
+              (int)op);
+        return;
+    }
+    ew_job j = {EW_COL, out, a, col, TERN_ACT_COPY, 0.0f, op, reverse != 0};
     ew_run(k, &j);
 }
 
@@ -230,7 +276,7 @@ void tern_lib_scalar(tern_kernel *k, tern_view out, tern_view in, tern_alu_op op
     if (!need_2d(k, "scalar", "out", &out) || !need_2d(k, "scalar", "in", &in) ||
         !need_same(k, "scalar", "out", &out, "in", &in))
         return;
-    ew_job j = {EW_SCALAR, out, in, kview_invalid(), TERN_ACT_COPY, s, op};
+    ew_job j = {EW_SCALAR, out, in, kview_invalid(), TERN_ACT_COPY, s, op, 0};
     ew_run(k, &j);
 }
 
@@ -239,7 +285,7 @@ void tern_lib_reciprocal(tern_kernel *k, tern_view out, tern_view in)
     if (!need_2d(k, "reciprocal", "out", &out) || !need_2d(k, "reciprocal", "in", &in) ||
         !need_same(k, "reciprocal", "out", &out, "in", &in))
         return;
-    ew_job j = {EW_RECIPROCAL, out, in, kview_invalid(), TERN_ACT_COPY, 0.0f, TERN_ALU_BYPASS};
+    ew_job j = {EW_RECIPROCAL, out, in, kview_invalid(), TERN_ACT_COPY, 0.0f, TERN_ALU_BYPASS, 0};
     ew_run(k, &j);
 }
 
