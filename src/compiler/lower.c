@@ -1009,7 +1009,8 @@ static int main_handles(cc *c)
         return 1; /* let the rule report it */
     if (!strcmp(op, "Softmax")) /* before opset 13 the default axis is 1 (and the input is flattened there) */
         return cc_norm_axis(tern_graph_attr_int(n, "axis", tern_graph_opset(c->g) >= 13 ? -1 : 1), x->rank) ==
-               x->rank - 1;
+                   x->rank - 1 && /* a row longer than tern_lib_softmax holds on one partition: chunked rule */
+               x->rank > 0 && (uint64_t)x->dims[x->rank - 1] * 4 + 32 <= c->cfg.sbuf_partition_bytes;
     if (!strcmp(op, "LayerNormalization"))
         return cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1 && cc_out_id(c, 1) < 0 &&
                cc_out_id(c, 2) < 0;

@@ -861,11 +861,11 @@ static int lower_reduce_any(cc *c)
 
 /* ---- ops along one axis: ArgMax/ArgMin, Hardmax, Softmax/LogSoftmax, CumSum ---- */
 
-/* idx[p, w] = column index (fp32); cand = eq ? idx : idx +- 2^24, reduced with min (first) or max (last). */
-static void arg_index(cc *c, tern_view out, tern_view t, tern_view scratch, tern_view idx, tern_alu_op best, int last)
+/* idx[p, w] = column index (fp32); cand = eq ? idx : idx +- 2^24, reduced with min (first) or max (last). The
+ * row's best value is left in m. */
+static void arg_index_m(cc *c, tern_view out, tern_view m, tern_view t, tern_view scratch, tern_view idx,
+                        tern_alu_op best, int last)
 {
-    uint32_t p = t.ap.num_partitions;
-    tern_view m = lx_tile(c, p, 1, "arg_best");
     tern_kernel_tensor_reduce(c->k, m, t, best, 1, 0);
     lx_ts_ap(c, scratch, t, TERN_ALU_IS_EQ, m, TERN_ALU_BYPASS, tern_view_none());
     if (last)
@@ -874,10 +874,96 @@ static void arg_index(cc *c, tern_view out, tern_view t, tern_view scratch, tern
         lx_ts(c, scratch, scratch, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
     lx_tt(c, scratch, scratch, idx, TERN_ALU_ADD);
     tern_kernel_tensor_reduce(c->k, out, scratch, last ? TERN_ALU_MAX : TERN_ALU_MIN, 1, 0);
+}
+
+static void arg_index(cc *c, tern_view out, tern_view t, tern_view scratch, tern_view idx, tern_alu_op best, int last)
+{
+    tern_view m = lx_tile(c, t.ap.num_partitions, 1, "arg_best");
+    arg_index_m(c, out, m, t, scratch, idx, best, last);
     tern_kernel_release(c->k, m);
 }
 
 typedef enum { AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_SOFTMAX, AX_LOGSOFTMAX, AX_CUMSUM } ax_kind;
+
+/* Rows longer than ROW_MAX columns (a vocabulary's logits) for ArgMax/ArgMin and Softmax/LogSoftmax: each row
+ * tile is taken in chunks of ROW_MAX columns, with per-row running statistics in a [p, 5] tile.
+ *   arg:     per chunk the best value cm and its first (last) index ci (iota based at the chunk's column); the
+ *            running pair (m, bi) takes the chunk's when cm beats m strictly (first index) or ties it too
+ *            (select_last_index), as bi += (cm op m) * (ci - bi), m = best(m, cm). Indices stay exact in fp32
+ *            (cols < 2^24 is checked).
+ *   softmax: one online pass for the row max and the sum of exp (the sum is rescaled by exp(old max - new max)
+ *            when a chunk raises the max), then a second pass loads each chunk again and writes
+ *            exp(x - max) / sum, or x - (max + log sum) for LogSoftmax. */
+static void axis_long(cc *c, ax_kind kind, cc_value *xt, cc_value *yt, uint64_t rows, uint64_t cols, int last)
+{
+    const int arg = kind == AX_ARGMAX || kind == AX_ARGMIN;
+    const tern_alu_op best = kind == AX_ARGMIN ? TERN_ALU_MIN : TERN_ALU_MAX;
+    const tern_alu_op beats = kind == AX_ARGMIN ? (last ? TERN_ALU_IS_LE : TERN_ALU_IS_LT)
+                                                : (last ? TERN_ALU_IS_GE : TERN_ALU_IS_GT);
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
+        uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS);
+        tern_view t = lx_tile(c, p, ROW_MAX, "axl_in"), s = lx_tile(c, p, ROW_MAX, "axl_tmp");
+        tern_view o = lx_tile(c, p, ROW_MAX, "axl_out"), st = lx_tile(c, p, 5, "axl_stats");
+        /* arg: m best value, bi its index; softmax: m = -max, bi = sum of exp(x - max) */
+        tern_view m = tern_view_block(c->k, st, 0, p, 0, 1), bi = tern_view_block(c->k, st, 0, p, 1, 2);
+        tern_view cm = tern_view_block(c->k, st, 0, p, 2, 3), ci = tern_view_block(c->k, st, 0, p, 3, 4);
+        tern_view f = tern_view_block(c->k, st, 0, p, 4, 5);
+        for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += ROW_MAX) {
+            uint64_t w = cols - c0 < ROW_MAX ? cols - c0 : ROW_MAX;
+            tern_view tw = tern_view_block(c->k, t, 0, p, 0, w), sw = tern_view_block(c->k, s, 0, p, 0, w);
+            tern_view ow = tern_view_block(c->k, o, 0, p, 0, w);
+            tern_kernel_load(c->k, tw, cc_view2d(c, xt, r0 * cols + c0, p, w, cols));
+            if (arg) {
+                tern_kernel_iota(c->k, ow, (int32_t)c0, 0);
+                arg_index_m(c, c0 ? ci : bi, c0 ? cm : m, tw, sw, ow, best, last);
+                if (c0) {
+                    lx_tt(c, f, cm, m, beats);
+                    lx_tt(c, ci, ci, bi, TERN_ALU_SUBTRACT);
+                    lx_tt(c, ci, ci, f, TERN_ALU_MULT);
+                    lx_tt(c, bi, bi, ci, TERN_ALU_ADD);
+                    lx_tt(c, m, m, cm, best);
+                }
+            } else if (!c0) {
+                tern_kernel_tensor_reduce(c->k, m, tw, TERN_ALU_MAX, 1, 1); /* -max */
+                tern_kernel_activation(c->k, sw, tw, TERN_ACT_EXP, 1.0f, m, tern_view_none(), bi);
+            } else {
+                tern_kernel_tensor_reduce(c->k, cm, tw, TERN_ALU_MAX, 1, 1);
+                lx_tt(c, cm, cm, m, TERN_ALU_MIN);      /* the new -max */
+                lx_tt(c, f, cm, m, TERN_ALU_SUBTRACT);  /* old max - new max <= 0 */
+                act(c, f, f, TERN_ACT_EXP, 1.0f);
+                lx_tt(c, bi, bi, f, TERN_ALU_MULT);
+                tern_kernel_tensor_copy(c->k, VE, m, cm);
+                tern_kernel_activation(c->k, sw, tw, TERN_ACT_EXP, 1.0f, m, tern_view_none(), ci);
+                lx_tt(c, bi, bi, ci, TERN_ALU_ADD);
+            }
+        }
+        if (arg) {
+            tern_kernel_store(c->k, cc_view2d(c, yt, r0, p, 1, 1), bi);
+        } else {
+            if (kind == AX_LOGSOFTMAX) {
+                act(c, ci, bi, TERN_ACT_LOG, 1.0f);
+                lx_tt(c, ci, ci, m, TERN_ALU_SUBTRACT); /* log(sum) + max */
+            }
+            for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += ROW_MAX) {
+                uint64_t w = cols - c0 < ROW_MAX ? cols - c0 : ROW_MAX;
+                tern_view tw = tern_view_block(c->k, t, 0, p, 0, w), sw = tern_view_block(c->k, s, 0, p, 0, w);
+                tern_view ow = tern_view_block(c->k, o, 0, p, 0, w);
+                tern_kernel_load(c->k, tw, cc_view2d(c, xt, r0 * cols + c0, p, w, cols));
+                if (kind == AX_SOFTMAX) {
+                    tern_kernel_activation(c->k, sw, tw, TERN_ACT_EXP, 1.0f, m, tern_view_none(), tern_view_none());
+                    lx_ts_ap(c, ow, sw, TERN_ALU_DIVIDE, bi, TERN_ALU_BYPASS, tern_view_none());
+                } else {
+                    lx_ts_ap(c, ow, tw, TERN_ALU_SUBTRACT, ci, TERN_ALU_BYPASS, tern_view_none());
+                }
+                tern_kernel_store(c->k, cc_view2d(c, yt, r0 * cols + c0, p, w, cols), ow);
+            }
+        }
+        tern_kernel_release(c->k, t);
+        tern_kernel_release(c->k, s);
+        tern_kernel_release(c->k, o);
+        tern_kernel_release(c->k, st);
+    }
+}
 
 static int lower_axis_op(cc *c)
 {
@@ -924,8 +1010,10 @@ static int lower_axis_op(cc *c)
     cc_value *xt = lx_axes_last(c, x, red, &tin, &rows, &cols);
     if (!xt)
         return 1;
-    if (cols > ROW_MAX) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements", n->op, (unsigned long long)cols);
+    const int long_ok = kind == AX_ARGMAX || kind == AX_ARGMIN || kind == AX_SOFTMAX || kind == AX_LOGSOFTMAX;
+    if (cols > ROW_MAX && (!long_ok || cols >= (uint64_t)IDX_BIG)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements (at most %u%s)", n->op, (unsigned long long)cols,
+                long_ok ? (unsigned)IDX_BIG - 1 : ROW_MAX, long_ok ? ", for exact fp32 indices" : "");
         lx_bcast_free(c, &tin, xt);
         return 1;
     }
@@ -941,7 +1029,9 @@ static int lower_axis_op(cc *c)
     }
     int last = (int)tern_graph_attr_int(n, "select_last_index", 0);
     int exclusive = (int)tern_graph_attr_int(n, "exclusive", 0), reverse = (int)tern_graph_attr_int(n, "reverse", 0);
-    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
+    if (cols > ROW_MAX)
+        axis_long(c, kind, xt, same ? yt : y, rows, cols, last);
+    for (uint64_t r0 = 0; r0 < rows && cols <= ROW_MAX && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
         tern_view t = lx_tile(c, p, w, "ax_in"), s = lx_tile(c, p, w, "ax_tmp"), o = lx_tile(c, p, w, "ax_out");
         tern_view r = lx_tile(c, p, 1, "ax_r"), q = lx_tile(c, p, 1, "ax_q");

@@ -566,6 +566,70 @@ int lx_lower_onehot(cc *c)
     return 1;
 }
 
+/* K rounds over vals [p, w] with column indices idx: the best value goes to ov's column j, its first index (the
+ * lowest among equal values, as ONNX breaks ties) to oi's, and that one position is knocked out (-3e38 added) so
+ * an equal value elsewhere is the next round's pick. */
+static void topk_pick(cc *c, tern_view vals, tern_view idx, tern_view s, int64_t K, tern_view ov, tern_view oi)
+{
+    uint32_t p = vals.ap.num_partitions;
+    for (int64_t j = 0; j < K; j++) {
+        tern_view mj = tern_view_block(c->k, ov, 0, p, (uint64_t)j, (uint64_t)j + 1);
+        tern_view ij = tern_view_block(c->k, oi, 0, p, (uint64_t)j, (uint64_t)j + 1);
+        tern_kernel_tensor_reduce(c->k, mj, vals, TERN_ALU_MAX, 1, 0);
+        lx_ts_ap(c, s, vals, TERN_ALU_IS_EQ, mj, TERN_ALU_BYPASS, tern_view_none());
+        lx_ts(c, s, s, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
+        lx_tt(c, s, s, idx, TERN_ALU_ADD);
+        tern_kernel_tensor_reduce(c->k, ij, s, TERN_ALU_MIN, 1, 0);
+        lx_ts_ap(c, s, idx, TERN_ALU_IS_EQ, ij, TERN_ALU_BYPASS, tern_view_none());
+        lx_ts(c, s, s, TERN_ALU_MULT, -3.0e38f, TERN_ALU_BYPASS, 0.0f);
+        lx_tt(c, vals, vals, s, TERN_ALU_ADD);
+    }
+}
+
+/* TopK over rows longer than max8's 16384 (a vocabulary's logits), k <= 8: per row tile, each chunk of ROW_MAX
+ * columns gives its best min(k, width) candidates (value, column) by topk_pick into [p, k * chunks] tiles
+ * (unused slots: the lowest float at column 2^24 - 1, which loses every tie), and topk_pick over the candidates
+ * gives the row's k, sorted, ties by the lower index. Values are the input's own (largest=0: of -x, negated
+ * back). */
+static void topk_long(cc *c, cc_value *xt, cc_value *vt, cc_value *it, uint64_t rows, uint64_t cols, int64_t K,
+                      int largest)
+{
+    uint64_t nch = (cols + ROW_MAX - 1) / ROW_MAX, nc = nch * (uint64_t)K;
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
+        uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS);
+        tern_view t = lx_tile(c, p, ROW_MAX, "tkl_in"), s = lx_tile(c, p, ROW_MAX, "tkl_tmp");
+        tern_view id = lx_tile(c, p, ROW_MAX, "tkl_iota");
+        tern_view cv = lx_tile(c, p, (uint32_t)nc, "tkl_cand"), ci = lx_tile(c, p, (uint32_t)nc, "tkl_cidx");
+        tern_view cs = lx_tile(c, p, (uint32_t)nc, "tkl_ctmp");
+        tern_view ov = lx_tile(c, p, 8, "tkl_val"), oi = lx_tile(c, p, 8, "tkl_idx");
+        tern_kernel_memset(c->k, VE, cv, -3.40282347e38f);
+        tern_kernel_memset(c->k, VE, ci, IDX_BIG - 1.0f);
+        for (uint64_t ch = 0; ch < nch && cc_ok(c); ch++) {
+            uint64_t c0 = ch * ROW_MAX, w = cols - c0 < ROW_MAX ? cols - c0 : ROW_MAX;
+            int64_t kc = (int64_t)w < K ? (int64_t)w : K;
+            tern_view tw = tern_view_block(c->k, t, 0, p, 0, w), sw = tern_view_block(c->k, s, 0, p, 0, w);
+            tern_view iw = tern_view_block(c->k, id, 0, p, 0, w);
+            tern_kernel_load(c->k, tw, cc_view2d(c, xt, r0 * cols + c0, p, w, cols));
+            if (!largest)
+                lx_ts(c, tw, tw, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+            tern_kernel_iota(c->k, iw, (int32_t)c0, 0);
+            uint64_t b = ch * (uint64_t)K;
+            topk_pick(c, tw, iw, sw, kc, tern_view_block(c->k, cv, 0, p, b, b + (uint64_t)kc),
+                      tern_view_block(c->k, ci, 0, p, b, b + (uint64_t)kc));
+        }
+        topk_pick(c, cv, ci, cs, K, ov, oi);
+        tern_view vk = tern_view_block(c->k, ov, 0, p, 0, (uint64_t)K);
+        if (!largest)
+            lx_ts(c, vk, vk, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+        tern_kernel_store(c->k, cc_view2d(c, vt, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K), vk);
+        tern_kernel_store(c->k, cc_view2d(c, it, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K),
+                          tern_view_block(c->k, oi, 0, p, 0, (uint64_t)K));
+        tern_view all[] = {t, s, id, cv, ci, cs, ov, oi};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            tern_kernel_release(c->k, all[i]);
+    }
+}
+
 int lx_lower_topk(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
@@ -578,8 +642,8 @@ int lx_lower_topk(cc *c)
     }
     int64_t K = (int64_t)kv->const_scalar, axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
     int largest = (int)tern_graph_attr_int(n, "largest", 1);
-    if (axis < 0 || axis >= x->rank || K < 1 || K > 8 || K > x->dims[axis] || x->dims[axis] > 16384) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "TopK of k=%lld over %lld elements (k <= 8 over at most 16384: max8)",
+    if (axis < 0 || axis >= x->rank || K < 1 || K > 8 || K > x->dims[axis] || x->dims[axis] >= (int64_t)IDX_BIG) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "TopK of k=%lld over %lld elements (k <= 8 over fewer than 2^24)",
                 (long long)K,
                 (long long)(axis >= 0 && axis < x->rank ? x->dims[axis] : 0));
         return 1;
@@ -606,7 +670,9 @@ int lx_lower_topk(cc *c)
     od[x->rank - 1] = K;
     cc_value *vt = direct ? yv : lx_tmp_value(c, &tv, yv->dt, x->rank, od);
     cc_value *it = direct ? yi : lx_tmp_value(c, &ti, TERN_DTYPE_INT32, x->rank, od);
-    for (uint64_t r0 = 0; r0 < rows && vt && it && cc_ok(c); r0 += PARTS) {
+    if (cols > 16384 && vt && it) /* longer than max8 takes: chunked */
+        topk_long(c, xt, vt, it, rows, cols, K, largest);
+    for (uint64_t r0 = 0; r0 < rows && cols <= 16384 && vt && it && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)(cols < 8 ? 8 : cols);
         tern_view t = lx_tile(c, p, w, "tk_in"), s = lx_tile(c, p, w, "tk_tmp"), id = lx_tile(c, p, w, "tk_iota");
         tern_view m8 = lx_tile(c, p, 8, "tk_max8"), ix = lx_tile(c, p, 8, "tk_idx");
