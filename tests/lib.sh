@@ -1,6 +1,6 @@
 # Shared helpers of the shell tests (sourced, after `set -u`): counters, a temporary directory removed on exit,
-# and the two checks most tests make. A test ends with `finish NAME`, which prints `NAME: P passed, F failed`
-# and exits non-zero when anything failed.
+# and the two checks most tests make. A test ends by printing "$pass passed, $fail failed" and exiting non-zero
+# when anything failed.
 pass=0
 fail=0
 ok() { pass=$((pass + 1)); }

@@ -691,11 +691,23 @@ int tern_cmd_run(int argc, char **argv)
             snprintf(path, sizeof path, "%s/%s.npy", outdir, fname);
             tern_npy out;
             memset(&out, 0, sizeof out);
+            /* integer outputs keep their integer type and exact values (ArgMax/TopK indices); the rest fp32 */
             out.type = TERN_NPY_F32;
+            out.data = f;
+            static const struct {
+                tern_dtype dt;
+                int npy;
+            } ints[] = {{TERN_DTYPE_INT8, TERN_NPY_I8},   {TERN_DTYPE_UINT8, TERN_NPY_U8},
+                        {TERN_DTYPE_INT16, TERN_NPY_I16}, {TERN_DTYPE_UINT16, TERN_NPY_U16},
+                        {TERN_DTYPE_INT32, TERN_NPY_I32}, {TERN_DTYPE_UINT32, TERN_NPY_U32}};
+            for (size_t t = 0; t < TERN_ARRAY_LEN(ints); t++)
+                if (io->dtype == ints[t].dt) {
+                    out.type = ints[t].npy;
+                    out.data = raw;
+                }
             out.rank = (int)io->rank;
             for (unsigned d = 0; d < io->rank; d++)
                 out.dims[d] = io->shape[d];
-            out.data = f;
             if (tern_npy_write(path, &out, &err)) {
                 fprintf(stderr, "tern run: %s\n", err.msg);
                 rc = 1;
