@@ -6,12 +6,7 @@
 # errors (unknown option, missing argument), 0 with usage on stdout for --help.
 set -u
 TERN=${1:?usage: test_asm.sh path/to/tern}
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 
 expect() { # expect CODE CMD...: stdout/stderr kept in $tmp/out, $tmp/err
     local want=$1

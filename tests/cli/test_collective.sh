@@ -5,12 +5,7 @@
 # published 2-rank trn1 all-reduce curve (nccom-test) within 15 % at every size.
 set -u
 TERN=${1:?usage: test_collective.sh path/to/tern}
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 
 expect() {
     local want=$1

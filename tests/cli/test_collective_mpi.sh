@@ -14,12 +14,7 @@ if [ -z "${TERN_MPIEXEC:-}" ]; then
     exit 77
 fi
 MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 
 rows_equal() { # file file: the same rows apart from the process count
     python3 - "$1" "$2" <<'EOF'

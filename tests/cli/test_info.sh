@@ -4,12 +4,7 @@
 # option, 1 for a machine file that fails to load (with the loader's message on stderr).
 set -u
 TERN=${1:?usage: test_info.sh path/to/tern}
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 
 # expect CODE CMD...: run, keep stdout/stderr in $tmp/out, $tmp/err, check the exit code.
 expect() {

@@ -8,12 +8,7 @@
 set -u
 TERN=${1:?usage: test_inspect.sh path/to/tern}
 py=/usr/bin/python3
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 expect() { # CODE CMD...: stdout in $tmp/out, stderr in $tmp/err
     local want=$1
     shift

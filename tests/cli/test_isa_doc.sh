@@ -4,12 +4,7 @@
 # include/tern/isa_table.def. Fix a failure with scripts/gen_isa_doc.sh.
 set -u
 TERN=${1:?usage: test_isa_doc.sh path/to/tern}
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 doc=docs/isa.md
 
 [ "$(grep -cxF '<!-- BEGIN GENERATED REFERENCE -->' "$doc")" = 1 ] && ok || bad "$doc: need exactly one BEGIN marker"

@@ -7,12 +7,7 @@
 set -u
 TERN=${1:?usage: test_profile.sh path/to/tern}
 PY=/usr/bin/python3
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 
 expect() { # expect CODE CMD...: stdout/stderr kept in $tmp/out, $tmp/err
     local want=$1

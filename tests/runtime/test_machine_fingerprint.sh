@@ -9,12 +9,7 @@ set -u
 TERN=${1:?usage: test_machine_fingerprint.sh path/to/tern}
 py=/usr/bin/python3
 data=$(cd "$(dirname "$0")/../../data/machines" && pwd)
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 expect() { # CODE CMD...: output in $tmp/log
     local want=$1
     shift

@@ -8,12 +8,7 @@
 set -u
 TERN=${1:?usage: test_names.sh path/to/tern}
 py=/usr/bin/python3
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "NOT OK: $*" >&2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 
 $py - "$tmp" <<'PY' || { echo "NOT OK: could not make the model"; exit 1; }
 import sys, numpy as np, onnx
