@@ -41,6 +41,16 @@ static int simd_cap(void)
     return !strcmp(e, "portable") ? 0 : !strcmp(e, "avx2") ? 1 : 2;
 }
 
+/* Part `part` of `nparts` of N columns, in whole blocks of `width`: [*c0, *c1). A fixed function of the shape, so
+ * the split (and so the result) never depends on the thread count. */
+static void col_range(uint32_t N, uint32_t width, unsigned part, unsigned nparts, uint32_t *c0, uint32_t *c1)
+{
+    uint32_t blocks = (N + width - 1) / width;
+    uint32_t b0 = (uint32_t)((uint64_t)blocks * part / nparts), b1 = (uint32_t)((uint64_t)blocks * (part + 1) / nparts);
+    *c0 = b0 * width;
+    *c1 = b1 * width < N ? b1 * width : N;
+}
+
 void matmul_reference(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
 {
     for (uint32_t m = 0; m < M; m++)
@@ -216,10 +226,7 @@ __attribute__((target("avx512f,avx512bf16"))) static void bf16_block(const bf16_
  * moving operand (phase 1), then, if every value qualified, computes them (phase 2). */
 static void part_range(const bf16_job *j, unsigned part, unsigned nparts, uint32_t *c0, uint32_t *c1)
 {
-    uint32_t blocks = (j->N + 16 * NB - 1) / (16 * NB);
-    uint32_t b0 = (uint32_t)((uint64_t)blocks * part / nparts), b1 = (uint32_t)((uint64_t)blocks * (part + 1) / nparts);
-    *c0 = b0 * 16 * NB;
-    *c1 = b1 * 16 * NB < j->N ? b1 * 16 * NB : j->N;
+    col_range(j->N, 16 * NB, part, nparts, c0, c1);
 }
 
 static void pack_part(void *ctx, unsigned part, unsigned nparts)
@@ -323,9 +330,8 @@ __attribute__((target("avx512f"))) static void f32_block(const f32_job *j, uint3
 static void f32_part(void *ctx, unsigned part, unsigned nparts)
 {
     const f32_job *j = ctx;
-    uint32_t blocks = (j->N + 16 * NB - 1) / (16 * NB);
-    uint32_t b0 = (uint32_t)((uint64_t)blocks * part / nparts), b1 = (uint32_t)((uint64_t)blocks * (part + 1) / nparts);
-    uint32_t c0 = b0 * 16 * NB, c1 = b1 * 16 * NB < j->N ? b1 * 16 * NB : j->N;
+    uint32_t c0, c1;
+    col_range(j->N, 16 * NB, part, nparts, &c0, &c1);
     if (c0 < c1)
         f32_block(j, c0, c1);
 }
@@ -404,9 +410,8 @@ __attribute__((target("avx2,fma"))) static void f32_block_avx2(const f32_job *j,
 static void f32_part_avx2(void *ctx, unsigned part, unsigned nparts)
 {
     const f32_job *j = ctx;
-    uint32_t blocks = (j->N + 8 * NB2 - 1) / (8 * NB2);
-    uint32_t b0 = (uint32_t)((uint64_t)blocks * part / nparts), b1 = (uint32_t)((uint64_t)blocks * (part + 1) / nparts);
-    uint32_t c0 = b0 * 8 * NB2, c1 = b1 * 8 * NB2 < j->N ? b1 * 8 * NB2 : j->N;
+    uint32_t c0, c1;
+    col_range(j->N, 8 * NB2, part, nparts, &c0, &c1);
     if (c0 < c1)
         f32_block_avx2(j, c0, c1);
 }
@@ -522,9 +527,8 @@ __attribute__((target("avx2,fma"))) static void bx_block(const bx_job *j, uint32
 static void bx_part(void *ctx, unsigned part, unsigned nparts)
 {
     const bx_job *j = ctx;
-    uint32_t blocks = (j->N + 8 * NB2 - 1) / (8 * NB2);
-    uint32_t b0 = (uint32_t)((uint64_t)blocks * part / nparts), b1 = (uint32_t)((uint64_t)blocks * (part + 1) / nparts);
-    uint32_t c0 = b0 * 8 * NB2, c1 = b1 * 8 * NB2 < j->N ? b1 * 8 * NB2 : j->N;
+    uint32_t c0, c1;
+    col_range(j->N, 8 * NB2, part, nparts, &c0, &c1);
     if (c0 < c1)
         bx_block(j, c0, c1);
 }
