@@ -135,10 +135,16 @@ typedef struct tern_graph tern_graph;
 /* ---- import ---- */
 /* Parses an ONNX ModelProto (opsets up to 17 of the default domain; "com.microsoft" etc. nodes are kept and
  * rejected by inference). Checks on the way: message nesting depth, tensor dims (negative, overflow, rank > 8),
- * raw_data / typed-data length against dims, duplicate value producers, dangling input names, cycles, external
- * data (unsupported). Values get the types and shapes the model declares (inputs, outputs, value_info). */
+ * raw_data / typed-data length against dims, duplicate value producers, dangling input names, cycles. External
+ * data (data_location = EXTERNAL) is read from files named relative to the model's directory: a location that is
+ * absolute or has a '..' component, an offset or length outside the file, or a length other than dims x element
+ * size is an error naming the tensor (docs/graph.md). Values get the types and shapes the model declares. */
 tern_status tern_graph_load_onnx(const char *path, tern_graph **out, tern_error *err);
+/* From memory: external data is an error naming the tensor (there is no directory); the _dir variant reads it
+ * relative to dir. */
 tern_status tern_graph_load_onnx_buffer(const void *buf, size_t len, tern_graph **out, tern_error *err);
+tern_status tern_graph_load_onnx_buffer_dir(const void *buf, size_t len, const char *dir, tern_graph **out,
+                                            tern_error *err);
 void tern_graph_free(tern_graph *g);
 
 /* ---- accessors (the compiler's view) ---- */

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_NESTING 48
 #define MAX_OPSET 17
@@ -82,8 +84,223 @@ static int nesting(const ProtobufCMessageDescriptor *desc, const uint8_t *p, con
 }
 
 /* ---- tensors ---- */
-static tern_status tensor_from_proto(const Onnx__TensorProto *tp, const char *what, tern_host_tensor **out,
-                                     tern_error *err)
+/* Decodes n little-endian elements of type from b into t, starting at element at: the one conversion for
+ * raw_data and for external data read in chunks. */
+static void decode_le(tern_elem_type type, const uint8_t *b, size_t n, tern_host_tensor *t, size_t at)
+{
+    size_t es = tern_elem_size(type);
+    for (size_t k = 0; k < n; k++) {
+        const uint8_t *e = b + k * es;
+        size_t o = at + k;
+        switch (type) {
+        case TERN_ELEM_FLOAT: {
+            float f;
+            memcpy(&f, e, 4);
+            t->f[o] = f;
+            break;
+        }
+        case TERN_ELEM_DOUBLE: {
+            double d;
+            memcpy(&d, e, 8);
+            t->f[o] = (float)d;
+            break;
+        }
+        case TERN_ELEM_FLOAT16: t->f[o] = tern_fp16_to_f32((uint16_t)(e[0] | e[1] << 8)); break;
+        case TERN_ELEM_BFLOAT16: t->f[o] = tern_bf16_to_f32((uint16_t)(e[0] | e[1] << 8)); break;
+        case TERN_ELEM_BOOL: t->i[o] = e[0] != 0; break;
+        case TERN_ELEM_INT8: t->i[o] = (int8_t)e[0]; break;
+        case TERN_ELEM_UINT8: t->i[o] = e[0]; break;
+        case TERN_ELEM_INT16: {
+            int16_t v;
+            memcpy(&v, e, 2);
+            t->i[o] = v;
+            break;
+        }
+        case TERN_ELEM_UINT16: {
+            uint16_t v;
+            memcpy(&v, e, 2);
+            t->i[o] = v;
+            break;
+        }
+        case TERN_ELEM_INT32: {
+            int32_t v;
+            memcpy(&v, e, 4);
+            t->i[o] = v;
+            break;
+        }
+        case TERN_ELEM_UINT32: {
+            uint32_t v;
+            memcpy(&v, e, 4);
+            t->i[o] = v;
+            break;
+        }
+        default: { /* int64, uint64 */
+            int64_t v;
+            memcpy(&v, e, 8);
+            t->i[o] = v;
+            break;
+        }
+        }
+    }
+}
+
+/* A decimal string of external_data (offset, length): digits only, no sign, at most 2^64 - 1. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!s || !s[0])
+        return -1;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9' || !tern_mul_u64(v, 10, &v) || !tern_add_u64(v, (uint64_t)(*p - '0'), &v))
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* pread until done: a regular file may return fewer bytes than asked (signals, > 2 GiB requests). */
+static int read_at(int fd, void *dst, uint64_t n, uint64_t off)
+{
+    uint8_t *p = dst;
+    while (n) {
+        size_t want = n > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)n;
+        ssize_t r = pread(fd, p, want, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r, n -= (uint64_t)r, off += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* data_location = EXTERNAL: the bytes live in a file named relative to the model's directory. The file is read
+ * straight into the host tensor (fp32 and int64 have the host layout) or through a small chunk converted in place,
+ * so the weights are never held twice; nothing is allocated before every bound is checked. */
+static tern_status external_tensor(const Onnx__TensorProto *tp, const char *what, const char *name, const char *dir,
+                                   tern_elem_type type, size_t n, tern_host_tensor **out, tern_error *err)
+{
+    const char *loc = NULL, *off_s = NULL, *len_s = NULL;
+    for (size_t k = 0; k < tp->n_external_data; k++) {
+        const Onnx__StringStringEntryProto *e = tp->external_data[k];
+        if (!e->key)
+            continue;
+        if (!strcmp(e->key, "location"))
+            loc = e->value;
+        else if (!strcmp(e->key, "offset"))
+            off_s = e->value;
+        else if (!strcmp(e->key, "length"))
+            len_s = e->value;
+        /* checksum (optional, SHA-1) and keys of other tools are not needed to read the bytes */
+    }
+    if (type == TERN_ELEM_STRING)
+        return tern_error_set(err, TERN_ERR_PARSE, "%s tensor \"%s\": external data cannot hold a string tensor", what,
+                              name);
+    if (tp->has_raw_data && tp->raw_data.len)
+        return tern_error_set(err, TERN_ERR_PARSE,
+                              "%s tensor \"%s\": external data and %zu bytes of raw_data both given", what, name,
+                              tp->raw_data.len);
+    if (!loc || !loc[0])
+        return tern_error_set(err, TERN_ERR_PARSE, "%s tensor \"%s\": external data has no location", what, name);
+    if (!dir)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "%s tensor \"%s\": external data \"%s\" needs the model's directory (load the model "
+                              "from its file, or give a base directory)", what, name, loc);
+    if (loc[0] == '/')
+        return tern_error_set(err, TERN_ERR_PARSE,
+                              "%s tensor \"%s\": external data location \"%s\" is an absolute path; it must be "
+                              "relative to the model's directory", what, name, loc);
+    for (const char *p = loc; *p;) { /* each path component; ".." would climb out of the directory */
+        const char *q = strchr(p, '/');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        if (len == 2 && p[0] == '.' && p[1] == '.')
+            return tern_error_set(err, TERN_ERR_PARSE,
+                                  "%s tensor \"%s\": external data location \"%s\" has a '..' component, which "
+                                  "leaves the model's directory", what, name, loc);
+        p += len + (q != NULL);
+    }
+    uint64_t off = 0, len = 0;
+    if (off_s && parse_u64(off_s, &off))
+        return tern_error_set(err, TERN_ERR_PARSE,
+                              "%s tensor \"%s\": external data offset \"%s\" is not a decimal integer in [0, 2^64)",
+                              what, name, off_s);
+    if (len_s && parse_u64(len_s, &len))
+        return tern_error_set(err, TERN_ERR_PARSE,
+                              "%s tensor \"%s\": external data length \"%s\" is not a decimal integer in [0, 2^64)",
+                              what, name, len_s);
+    size_t es = tern_elem_size(type);
+    uint64_t need;
+    if (!tern_mul_u64((uint64_t)n, (uint64_t)es, &need))
+        return tern_error_set(err, TERN_ERR_RANGE, "%s tensor \"%s\": %zu x %zu-byte elements overflow 64 bits",
+                              what, name, n, es);
+    size_t plen = strlen(dir) + 1 + strlen(loc) + 1;
+    char *path = malloc(plen);
+    if (!path)
+        return tern_error_set(err, TERN_ERR_NOMEM, "%s tensor \"%s\": out of memory", what, name);
+    snprintf(path, plen, "%s/%s", dir, loc);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0)
+        return tern_error_set(err, TERN_ERR_IO, "%s tensor \"%s\": external data file \"%s\" cannot be opened: %s",
+                              what, name, loc, strerror(errno));
+    struct stat sb;
+    tern_status st = TERN_OK;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        st = tern_error_set(err, TERN_ERR_IO, "%s tensor \"%s\": external data \"%s\" is not a regular file", what,
+                            name, loc);
+    uint64_t size = st ? 0 : (uint64_t)sb.st_size, end;
+    if (!st && off > size)
+        st = tern_error_set(err, TERN_ERR_PARSE,
+                            "%s tensor \"%s\": external data offset %llu is past the end of \"%s\" (%llu bytes)", what,
+                            name, (unsigned long long)off, loc, (unsigned long long)size);
+    if (!st && !len_s)
+        len = size - off; /* no length: the rest of the file */
+    if (!st && (!tern_add_u64(off, len, &end) || end > size))
+        st = tern_error_set(err, TERN_ERR_PARSE,
+                            "%s tensor \"%s\": external data offset %llu + length %llu overruns \"%s\" (%llu bytes)",
+                            what, name, (unsigned long long)off, (unsigned long long)len, loc,
+                            (unsigned long long)size);
+    if (!st && len != need)
+        st = tern_error_set(err, TERN_ERR_PARSE,
+                            "%s tensor \"%s\": external data length %llu bytes, dims need %llu (%zu x %zu-byte %s)",
+                            what, name, (unsigned long long)len, (unsigned long long)need, n, es,
+                            tern_elem_name(type));
+    tern_host_tensor *t = NULL;
+    if (!st && (st = tern_host_tensor_new(type, (int)tp->n_dims, tp->dims, &t, err)))
+        tern_error_prefix(err, "%s tensor \"%s\": ", what, name);
+    if (!st && (type == TERN_ELEM_FLOAT || type == TERN_ELEM_INT64 || type == TERN_ELEM_UINT64)) {
+        /* the host layout already: the file's bytes go straight into the tensor */
+        if (read_at(fd, type == TERN_ELEM_FLOAT ? (void *)t->f : (void *)t->i, need, off))
+            st = tern_error_set(err, TERN_ERR_IO, "%s tensor \"%s\": reading %llu bytes of \"%s\" at %llu failed",
+                                what, name, (unsigned long long)need, loc, (unsigned long long)off);
+    } else if (!st && n) {
+        enum { CHUNK = 1 << 20 };
+        uint8_t *chunk = malloc(CHUNK);
+        if (!chunk)
+            st = tern_error_set(err, TERN_ERR_NOMEM, "%s tensor \"%s\": out of memory", what, name);
+        size_t per = CHUNK / es;
+        for (size_t k = 0; k < n && !st; k += per) {
+            size_t m = n - k < per ? n - k : per;
+            if (read_at(fd, chunk, (uint64_t)m * es, off + (uint64_t)k * es))
+                st = tern_error_set(err, TERN_ERR_IO, "%s tensor \"%s\": reading \"%s\" at %llu failed", what, name,
+                                    loc, (unsigned long long)(off + (uint64_t)k * es));
+            else
+                decode_le(type, chunk, m, t, k);
+        }
+        free(chunk);
+    }
+    close(fd);
+    if (st) {
+        tern_host_tensor_free(t);
+        return st;
+    }
+    graph_tensor_normalize(t);
+    *out = t;
+    return TERN_OK;
+}
+
+static tern_status tensor_from_proto(const Onnx__TensorProto *tp, const char *what, const char *dir,
+                                     tern_host_tensor **out, tern_error *err)
 {
     *out = NULL;
     const char *name = tp->name && tp->name[0] ? tp->name : "(unnamed)";
@@ -100,14 +317,13 @@ static tern_status tensor_from_proto(const Onnx__TensorProto *tp, const char *wh
     if (graph_numel((int)tp->n_dims, tp->dims) < 0)
         return tern_error_set(err, TERN_ERR_RANGE, "%s tensor \"%s\": element count overflows the 2^31 limit", what,
                               name);
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s tensor \"%s\": external data is not supported", what,
-                              name);
     if (tp->segment)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s tensor \"%s\": segmented tensors are not supported",
                               what, name);
     tern_elem_type type = (tern_elem_type)tp->data_type;
     size_t n = (size_t)graph_numel((int)tp->n_dims, tp->dims), es = tern_elem_size(type);
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return external_tensor(tp, what, name, dir, type, n, out, err);
     if (type == TERN_ELEM_STRING) { /* string_data only: ONNX stores no raw form for strings */
         if ((tp->has_raw_data && tp->raw_data.len) || tp->n_string_data != n)
             return tern_error_set(err, TERN_ERR_PARSE,
@@ -149,59 +365,7 @@ static tern_status tensor_from_proto(const Onnx__TensorProto *tp, const char *wh
     if (st)
         return tern_error_prefix(err, "%s tensor \"%s\": ", what, name);
     if (raw) {
-        const uint8_t *b = tp->raw_data.data;
-        for (size_t k = 0; k < n; k++) {
-            const uint8_t *e = b + k * es;
-            switch (type) {
-            case TERN_ELEM_FLOAT: {
-                float f;
-                memcpy(&f, e, 4);
-                t->f[k] = f;
-                break;
-            }
-            case TERN_ELEM_DOUBLE: {
-                double d;
-                memcpy(&d, e, 8);
-                t->f[k] = (float)d;
-                break;
-            }
-            case TERN_ELEM_FLOAT16: t->f[k] = tern_fp16_to_f32((uint16_t)(e[0] | e[1] << 8)); break;
-            case TERN_ELEM_BFLOAT16: t->f[k] = tern_bf16_to_f32((uint16_t)(e[0] | e[1] << 8)); break;
-            case TERN_ELEM_BOOL: t->i[k] = e[0] != 0; break;
-            case TERN_ELEM_INT8: t->i[k] = (int8_t)e[0]; break;
-            case TERN_ELEM_UINT8: t->i[k] = e[0]; break;
-            case TERN_ELEM_INT16: {
-                int16_t v;
-                memcpy(&v, e, 2);
-                t->i[k] = v;
-                break;
-            }
-            case TERN_ELEM_UINT16: {
-                uint16_t v;
-                memcpy(&v, e, 2);
-                t->i[k] = v;
-                break;
-            }
-            case TERN_ELEM_INT32: {
-                int32_t v;
-                memcpy(&v, e, 4);
-                t->i[k] = v;
-                break;
-            }
-            case TERN_ELEM_UINT32: {
-                uint32_t v;
-                memcpy(&v, e, 4);
-                t->i[k] = v;
-                break;
-            }
-            default: { /* int64, uint64 */
-                int64_t v;
-                memcpy(&v, e, 8);
-                t->i[k] = v;
-                break;
-            }
-            }
-        }
+        decode_le(type, tp->raw_data.data, n, t, 0);
         *out = t;
         return TERN_OK;
     }
@@ -266,7 +430,7 @@ static tern_status apply_type(tern_graph_value *v, const Onnx__TypeProto *tp, co
 
 /* ---- attributes ---- */
 static tern_status convert_attr(const tern_graph *g, int node, const Onnx__AttributeProto *ap, tern_graph_attr *a,
-                                tern_error *err)
+                                const char *dir, tern_error *err)
 {
     a->name = graph_strdup(ap->name);
     if (!a->name)
@@ -316,7 +480,7 @@ static tern_status convert_attr(const tern_graph *g, int node, const Onnx__Attri
         if (!ap->t)
             return graph_node_error(g, node, err, TERN_ERR_PARSE, "attribute \"%s\": tensor attribute without a tensor",
                                     a->name);
-        tern_status st = tensor_from_proto(ap->t, "attribute", &a->t, err);
+        tern_status st = tensor_from_proto(ap->t, "attribute", dir, &a->t, err);
         if (st) {
             char label[400];
             return tern_error_prefix(err, "%s: attribute \"%s\": ", tern_graph_node_label(g, node, label, sizeof label),
@@ -367,7 +531,7 @@ static tern_status convert_attr(const tern_graph *g, int node, const Onnx__Attri
 }
 
 /* ---- model ---- */
-static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, tern_error *err)
+static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, const char *dir, tern_error *err)
 {
     tern_status st;
     g->ir_version = m->has_ir_version ? m->ir_version : 0;
@@ -398,7 +562,7 @@ static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, tern_e
         if (graph_lookup(g, tp->name) >= 0)
             return tern_error_set(err, TERN_ERR_PARSE, "initializer \"%s\": name used twice", tp->name);
         tern_host_tensor *t;
-        if ((st = tensor_from_proto(tp, "initializer", &t, err)))
+        if ((st = tensor_from_proto(tp, "initializer", dir, &t, err)))
             return st;
         int id = graph_add_value(g, tp->name);
         if (id < 0) {
@@ -460,7 +624,7 @@ static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, tern_e
         }
         for (size_t k = 0; k < np->n_attribute; k++) {
             tern_graph_attr *a = &g->nodes[idx].attrs[g->nodes[idx].n_attrs++];
-            if ((st = convert_attr(g, idx, np->attribute[k], a, err)))
+            if ((st = convert_attr(g, idx, np->attribute[k], a, dir, err)))
                 return st;
         }
     }
@@ -494,6 +658,12 @@ static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, tern_e
 
 tern_status tern_graph_load_onnx_buffer(const void *buf, size_t len, tern_graph **out, tern_error *err)
 {
+    return tern_graph_load_onnx_buffer_dir(buf, len, NULL, out, err);
+}
+
+tern_status tern_graph_load_onnx_buffer_dir(const void *buf, size_t len, const char *dir, tern_graph **out,
+                                            tern_error *err)
+{
     *out = NULL;
     if (!buf && len)
         return tern_error_set(err, TERN_ERR_INVALID, "onnx: NULL buffer");
@@ -511,7 +681,7 @@ tern_status tern_graph_load_onnx_buffer(const void *buf, size_t len, tern_graph 
         onnx__model_proto__free_unpacked(m, NULL);
         return tern_error_set(err, TERN_ERR_NOMEM, "onnx: out of memory");
     }
-    tern_status st = import_graph(g, m, err);
+    tern_status st = import_graph(g, m, dir, err);
     onnx__model_proto__free_unpacked(m, NULL);
     if (st) {
         tern_graph_free(g);
@@ -553,7 +723,23 @@ tern_status tern_graph_load_onnx(const char *path, tern_graph **out, tern_error 
         free(buf);
         return tern_error_set(err, TERN_ERR_IO, "%s: read %zu of %ld bytes", path, got, size);
     }
-    tern_status st = tern_graph_load_onnx_buffer(buf, (size_t)size, out, err);
+    /* external data is named relative to the model file's directory */
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) : 1;
+    char *dir = malloc(dl + 1);
+    if (!dir) {
+        free(buf);
+        return tern_error_set(err, TERN_ERR_NOMEM, "%s: out of memory", path);
+    }
+    if (!slash)
+        dir[0] = '.';
+    else if (dl == 0)
+        dir[0] = '/', dl = 1; /* a model in / itself */
+    else
+        memcpy(dir, path, dl);
+    dir[dl] = '\0';
+    tern_status st = tern_graph_load_onnx_buffer_dir(buf, (size_t)size, dir, out, err);
+    free(dir);
     free(buf);
     if (st)
         tern_error_prefix(err, "%s: ", path);
