@@ -4,6 +4,7 @@
  * small, are evaluated on the host, so the Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains exporters emit
  * resolve to constants once the inputs' symbolic dims are bound. */
 #include "graph_internal.h"
+#include "expand.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1291,9 +1292,13 @@ tern_status tern_graph_infer(tern_graph *g, tern_error *err)
         }
     }
     for (int i = 0; i < g->n_nodes; i++) {
-        tern_status st = graph_infer_node(g, i, GRAPH_INFER_EVAL_MAX_ELEMS, NULL, err);
+        int expanded; /* an op defined by primitives (expand.c) becomes them here, then they are inferred */
+        tern_status st = graph_expand_node(g, i, &expanded, err);
+        if (!st && !expanded)
+            st = graph_infer_node(g, i, GRAPH_INFER_EVAL_MAX_ELEMS, NULL, err);
         if (st)
             return st;
+        i -= expanded;
     }
     return TERN_OK;
 }
