@@ -62,5 +62,6 @@ int xb_clip(xb *b, int x, float lo, float hi);
 int xb_cast(xb *b, int x, tern_elem_type to);
 
 tern_status graph_expand_loss(xb *b, int *done);
+tern_status graph_expand_convt(xb *b, int *done);
 
 #endif
