@@ -15,7 +15,8 @@
 
 int graph_expand_has(const char *domain, const char *op)
 {
-    static const char *const ops[] = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "ConvTranspose", NULL};
+    static const char *const ops[] = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "ConvTranspose",
+                                      "Einsum", NULL};
     if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0)
         return 0;
     for (int k = 0; ops[k]; k++)
@@ -338,7 +339,9 @@ tern_status graph_expand_node(tern_graph *g, int i, int *done, tern_error *err)
     xb b = {g, i, g->n_nodes, -1, g->opset, err, TERN_OK, 0};
     const char *op = n->op;
     tern_status st;
-    if (!strcmp(op, "ConvTranspose"))
+    if (!strcmp(op, "Einsum"))
+        st = graph_expand_einsum(&b, done);
+    else if (!strcmp(op, "ConvTranspose"))
         st = graph_expand_convt(&b, done);
     else
         st = graph_expand_loss(&b, done);
