@@ -103,9 +103,85 @@ typedef struct tern_graph_attr {
     tern_host_tensor *t; /* TENSOR */
 } tern_graph_attr;
 
+/* ---- the op registry (include/tern/ops.def): one row per (domain, op) ---- */
+typedef enum {
+    TERN_GOP_UNKNOWN = 0, /* an op no row names (another domain, a newer op): imported, rejected by inference */
+#define GOP(id, domain, name, family, min_in, max_in, const_mask, flags, status, opsets) TERN_GOP_##id,
+#include "tern/ops.def"
+#undef GOP
+    TERN_GOP_COUNT
+} tern_op_id;
+
+typedef enum {
+    TERN_OP_FAMILY_NONE = 0, /* TERN_GOP_UNKNOWN */
+    TERN_OP_FAMILY_ELEMENTWISE_UNARY,
+    TERN_OP_FAMILY_ELEMENTWISE_BINARY,
+    TERN_OP_FAMILY_ELEMENTWISE_VARIADIC,
+    TERN_OP_FAMILY_ELEMENTWISE_SELECT, /* Where */
+    TERN_OP_FAMILY_AXIS,               /* along one axis: softmax family, arg max/min, top-k, cumulative sum */
+    TERN_OP_FAMILY_REDUCE,
+    TERN_OP_FAMILY_LAYOUT,    /* moves elements without computing: reshape, transpose, concat, slice, pad ... */
+    TERN_OP_FAMILY_INDEX,     /* data-dependent addressing: gather, scatter, one-hot, non-zero */
+    TERN_OP_FAMILY_GENERATOR, /* outputs from attributes or shapes alone: Constant, Range, Shape ... */
+    TERN_OP_FAMILY_CONV,
+    TERN_OP_FAMILY_POOL,
+    TERN_OP_FAMILY_NORM,
+    TERN_OP_FAMILY_LINEAR,
+    TERN_OP_FAMILY_ATTENTION,
+    TERN_OP_FAMILY_RECURRENT,
+    TERN_OP_FAMILY_LOSS,
+    TERN_OP_FAMILY_CONTROL,
+    TERN_OP_FAMILY_COUNT
+} tern_op_family;
+
+/* Row flags (FLAGS column). */
+enum {
+    TERN_OPF_FLOAT_IN = 1u << 0,     /* input 0 must be a float type */
+    TERN_OPF_COMPARE = 1u << 1,      /* elementwise comparison: bool output */
+    TERN_OPF_LOGICAL = 1u << 2,      /* bool inputs and output */
+    TERN_OPF_MATMUL = 1u << 3,       /* a matrix product with a constant weight operand (linear layer) */
+    TERN_OPF_NARROW_STORE = 1u << 4, /* its device rule can store its output in the narrow matmul dtype */
+    TERN_OPF_EMPTY_PIECES = 1u << 5, /* zero-size pieces are skipped (Split outputs, Concat inputs) */
+    TERN_OPF_HEAVY = 1u << 6,        /* a contraction: folding costs inputs x outputs, huge ones stay */
+    TERN_OPF_SHAPE_ONLY = 1u << 7,   /* reads only its input's shape (constant once the shape is known) */
+    TERN_OPF_STRING_IN = 1u << 8,    /* takes string tensors */
+    TERN_OPF_NO_EXPORT_FOLD = 1u << 9, /* always folded, outside the size budget (Constant) */
+    TERN_OPF_FUSED = 1u << 10,       /* made by tern_graph_fuse (domain "tern") */
+};
+
+typedef enum {
+    TERN_OP_STATUS_REQUIRED, /* every conformance case must pass */
+    TERN_OP_STATUS_OPTIONAL,
+    TERN_OP_STATUS_PLANNED, /* the id exists; no layer handles it yet */
+} tern_op_status;
+
+/* One row of the registry, as the table gives it. */
+typedef struct {
+    tern_op_id id;
+    const char *domain; /* "" or "tern" */
+    const char *name;   /* ONNX op type */
+    tern_op_family family;
+    int min_inputs, max_inputs; /* max -1: variadic */
+    unsigned const_inputs;      /* bit j: input j must be constant */
+    unsigned flags;             /* TERN_OPF_* */
+    tern_op_status status;
+    const char *opsets; /* since-versions, space separated */
+} tern_op_row;
+
+/* The row of (domain, name): domain NULL, "" and "ai.onnx" are the default domain; TERN_GOP_UNKNOWN if none. */
+tern_op_id tern_op_lookup(const char *domain, const char *name);
+const char *tern_op_name(tern_op_id id);             /* "MatMul"; "?" for UNKNOWN or out of range */
+const tern_op_row *tern_op_info(tern_op_id id); /* the row; the UNKNOWN row (family NONE, no flags) out of range */
+const char *tern_op_family_name(tern_op_family f);   /* "elementwise_unary", ...; "?" out of range */
+const char *tern_op_status_name(tern_op_status s);   /* "required", "optional", "planned" */
+/* Shorthands for tern_op_info(id)->flags and ->family. */
+unsigned tern_op_flags(tern_op_id id);
+tern_op_family tern_op_family_of(tern_op_id id);
+
 typedef struct tern_graph_node {
     char *op;     /* ONNX op type ("MatMul"); fused nodes use domain "tern" (see tern_graph_fuse) */
     char *domain; /* "" for the default ONNX domain */
+    int op_id;    /* tern_op_id of (domain, op), set when the node is made or its op changes; never recompute */
     char *name;   /* unique; "<op>_<index at import>" when the model gave none */
     int n_inputs, n_outputs, n_attrs;
     int *inputs;  /* value ids; -1 = omitted optional input */
@@ -161,6 +237,9 @@ int64_t tern_graph_opset(const tern_graph *g); /* default-domain opset version *
 /* Nodes are stored in topological order; this fills order[0..node_count) with it (an identity today, kept so
  * callers do not depend on the storage order), or fails naming a node on a cycle. */
 tern_status tern_graph_topo_order(const tern_graph *g, int *order, tern_error *err);
+/* Frees value id's constant data and makes it a plain value (constant NULL): the compiler calls it on a graph it
+ * owns once the last reader of a weight has its device copy. */
+void tern_graph_release_constant(tern_graph *g, int id);
 /* Number of nodes reading value id (graph outputs count once more). */
 int tern_graph_value_uses(const tern_graph *g, int id);
 /* 1 when the value has a known type and every dim is known. */

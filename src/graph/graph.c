@@ -139,6 +139,7 @@ int graph_add_node(tern_graph *g, const char *op, const char *domain, const char
     memset(n, 0, sizeof *n);
     n->op = graph_strdup(op);
     n->domain = graph_strdup(domain);
+    n->op_id = (int)tern_op_lookup(domain, op);
     char buf[96];
     if (!name || !*name) {
         snprintf(buf, sizeof buf, "%.60s_%d", op ? op : "node", g->n_nodes);

@@ -38,6 +38,9 @@ int graph_lookup(const tern_graph *g, const char *name);
 int graph_add_node(tern_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out,
                    int n_attrs);
 void graph_node_clear(tern_graph_node *n);
+/* Gives node n a new op (copies of domain and op) and its op_id: the one way a pass changes a node's op (ops.c).
+ * Returns 0, or -1 out of memory (the node keeps its old op). */
+int graph_node_set_op(tern_graph_node *n, const char *domain, const char *op);
 void graph_attr_clear(tern_graph_attr *a);
 void graph_value_clear(tern_graph_value *v);
 void graph_value_reset_shape(tern_graph_value *v);
@@ -56,8 +59,6 @@ tern_status graph_eval(const tern_graph_node *n, int64_t opset, const char *labe
 
 /* Float rounding of a tensor's values to its element type (float16/bfloat16); ints wrapped to their width. */
 void graph_tensor_normalize(tern_host_tensor *t);
-
-#endif
 
 /* ---- shape rules shared by the evaluator and inference (shape_rules.c). Unknown dims are -1. Each returns 0 or
  * -1 with a reason written into why (at least 160 bytes). ---- */
@@ -84,3 +85,5 @@ int graph_resize_dims(const tern_graph_node *n, int64_t opset, int rank, const i
 /* ConvTranspose geometry: output sizes from strides, dilations, pads, output_padding, output_shape, auto_pad. */
 int graph_convtranspose_setup(const tern_graph_node *n, int nsp, const int64_t *in_sp, const int64_t *kernel,
                               graph_window *w, char *why, size_t wl);
+
+#endif

@@ -136,8 +136,7 @@ static tern_status rewrite(fctx *f, int at, const char *domain, const char *op, 
     n->name = NULL;
     graph_node_clear(n);
     n->name = name;
-    n->op = graph_strdup(op);
-    n->domain = graph_strdup(domain);
+    graph_node_set_op(n, domain, op); /* on failure op and domain stay NULL: the check below */
     n->inputs = malloc((size_t)n_in * sizeof(int));
     n->outputs = malloc(sizeof(int));
     n->attrs = calloc((size_t)(n_attrs ? n_attrs : 1), sizeof(tern_graph_attr));
