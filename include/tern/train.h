@@ -1,0 +1,99 @@
+/* tern training layer: from an ONNX model to a trained one on the simulated NeuronCore. A trainer turns the
+ * model into one training-step graph - forward, loss, reverse-mode gradients (src/train/grad_*.c), global
+ * gradient norm and clipping, and the optimizer update - whose inputs are the batch, the targets, the weights,
+ * the optimizer state and the step's scalars, and whose outputs are the loss, the gradient norm and the updated
+ * weights and state. That graph is compiled once (compiler.h) and executed per step by the runtime (runtime.h),
+ * the updated weights fed back as the next step's inputs, so every forward, backward and optimizer operation is a
+ * device kernel with its predicted time. docs/training.md is the long form. */
+#ifndef TERN_TRAIN_H
+#define TERN_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/base.h"
+#include "tern/graph.h"
+#include "tern/num.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    TERN_LOSS_CROSS_ENTROPY, /* logits [N, C] (or [B, ..., C]) and int64 class labels; mean over counted rows */
+    TERN_LOSS_MSE,           /* mean of (output - target)^2, target the output's shape */
+    TERN_LOSS_OUTPUT         /* a scalar output the model computes itself */
+} tern_loss_kind;
+
+typedef enum { TERN_OPT_SGD, TERN_OPT_ADAM, TERN_OPT_ADAMW } tern_optimizer_kind;
+
+typedef struct {
+    tern_loss_kind loss;
+    const char *output;       /* the model output the loss reads (NULL: the first); for TERN_LOSS_OUTPUT the
+                                 scalar loss output itself (required) */
+    int64_t ignore_index;     /* cross-entropy: rows with this label count for nothing (default -100) */
+    double label_smoothing;   /* cross-entropy: in [0, 1) */
+    tern_optimizer_kind optimizer;
+    double lr;                /* default 1e-3 */
+    double momentum;          /* SGD; 0 = plain SGD */
+    int nesterov;             /* SGD with momentum */
+    double weight_decay;      /* SGD/Adam: added to the gradient (L2); AdamW: decoupled */
+    double beta1, beta2, eps; /* Adam/AdamW: 0.9, 0.999, 1e-8 */
+    double clip_norm;         /* > 0: gradients scaled by min(1, clip_norm / (global norm + 1e-6)) */
+    int64_t batch;            /* rows per step (axis 0 of the data input) */
+    /* the shape of one data row (the data input's dims after axis 0): binds its symbolic dims and is checked
+     * against its fixed ones. row_rank < 0: the model's declared dims. */
+    int row_rank;
+    int64_t row_dims[TERN_GRAPH_MAX_RANK];
+    const char *machine;      /* NULL: trn1.2xlarge */
+    tern_dtype matmul_dtype;  /* TERN_DTYPE_FP32 (default here: training matches PyTorch's fp32) or BF16 */
+    int timing_only;          /* predict the step time without computing values */
+    int grads_as_outputs;     /* also output every weight's gradient (tern_train_grad): tests and debugging */
+} tern_train_opts;
+
+void tern_train_opts_default(tern_train_opts *o);
+
+typedef struct tern_trainer tern_trainer;
+
+typedef struct {
+    uint64_t step;            /* 1-based */
+    double loss, grad_norm;   /* grad_norm before clipping; NaN in timing-only mode */
+    double step_seconds;      /* predicted device time of the step */
+    double samples_per_s;
+    double mfu;               /* training-graph matmul FLOPs / (peak x time), percent */
+} tern_train_step_info;
+
+/* Loads the model, builds and compiles the training step. A weight is every float initializer with at least
+ * two elements that the loss depends on; an op on a path from a weight to the loss with no gradient rule is an
+ * error naming the node and the op. */
+tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o, tern_trainer **out, tern_error *err);
+void tern_train_free(tern_trainer *t);
+
+/* The data input (NULL when the model has none) and its per-step shape; the class count for cross-entropy. */
+const char *tern_train_data_name(const tern_trainer *t);
+int tern_train_data_shape(const tern_trainer *t, int64_t *dims); /* returns the rank */
+int64_t tern_train_classes(const tern_trainer *t);
+size_t tern_train_weight_count(const tern_trainer *t);
+const char *tern_train_weight_name(const tern_trainer *t, size_t i);
+/* Current values of weight i (count floats). */
+const float *tern_train_weight(const tern_trainer *t, size_t i, size_t *count);
+/* Gradient of weight i from the last step (opts.grads_as_outputs only; NULL otherwise). */
+const float *tern_train_grad(const tern_trainer *t, size_t i, size_t *count);
+double tern_train_model_flops(const tern_trainer *t); /* per step */
+size_t tern_train_graph_nodes(const tern_trainer *t);  /* nodes of the training-step graph as built */
+
+/* One step on batch x (batch x row floats, row-major). labels: cross-entropy int64[batch x ...] class indices;
+ * MSE float[the output's elements]; none for TERN_LOSS_OUTPUT (NULL). Labels out of range, a data size
+ * mismatch, and a loss or gradient that is not finite are errors naming the step, the tensor and the value;
+ * after a non-finite step the weights are those before it. */
+tern_status tern_train_step(tern_trainer *t, const float *x, size_t x_count, const void *labels, size_t label_count,
+                            tern_train_step_info *info, tern_error *err);
+
+/* Writes the model with its trained weights: the input ONNX file with those initializers replaced (every other
+ * byte of the model - names, dynamic axes, nodes - as it was), via a temporary file and rename. */
+tern_status tern_train_save_onnx(const tern_trainer *t, const char *path, tern_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,411 @@
+/* `tern train`: trains an ONNX model on the simulated NeuronCore through the tern_train_* API (train.h). It
+ * reads the data and labels (.npy), takes batches of consecutive rows wrapping around at the end (or of a seeded
+ * permutation of the rows with --shuffle SEED), runs the compiled training step per batch and prints per step the
+ * loss, the gradient norm, the predicted step time, samples/s and MFU; it writes the trained model as ONNX. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "tern/npy.h"
+#include "tern/runtime.h"
+#include "tern/train.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tern train MODEL.onnx --data X.npy [--labels Y.npy] [options]\n"
+            "\n"
+            "Trains the model's float initializers (those of two or more elements) on the simulated NeuronCore: one\n"
+            "compiled graph per step (forward, loss, backward, gradient norm, optimizer update).\n"
+            "\n"
+            "  --data FILE           rows of the model's data input (axis 0 = samples; NAME=FILE accepted)\n"
+            "  --labels FILE         class indices (cross-entropy) or targets (mse), one row per sample\n"
+            "  --loss KIND           cross-entropy (default) | mse | output\n"
+            "  --loss-output NAME    train on a scalar output the model computes (implies --loss output)\n"
+            "  --output NAME         the model output the loss reads (default: the first)\n"
+            "  --ignore-index N      cross-entropy: label that counts for nothing (default -100)\n"
+            "  --label-smoothing E   cross-entropy: in [0, 1) (default 0)\n"
+            "  --optimizer NAME      sgd | adam | adamw (default adamw)\n"
+            "  --lr X                learning rate (default 1e-3)\n"
+            "  --momentum X          sgd momentum (default 0); --nesterov for Nesterov momentum\n"
+            "  --weight-decay X      default 0.01 for adamw (decoupled), 0 for sgd and adam (added to the gradient)\n"
+            "  --beta1 X --beta2 X --eps X   adam/adamw (0.9, 0.999, 1e-8)\n"
+            "  --clip-norm X         clip gradients by their global norm\n"
+            "  --steps N             steps (default 100); --batch B rows per step (default 32)\n"
+            "  --shuffle SEED        batches from a seeded permutation of the rows (docs/training.md)\n"
+            "  --precision P         fp32 (default) | bf16 (matmul operands)\n"
+            "  --machine M           target machine (default trn1.2xlarge)\n"
+            "  -o FILE               write the trained model (ONNX)\n"
+            "  --dump-grads DIR      write the last step's gradients as DIR/<weight>.npy\n"
+            "  --timing-only         predict the step time without values\n"
+            "  --json                one JSON object on stdout instead of per-step lines\n");
+}
+
+/* splitmix64: the permutation's generator (also written out in docs/training.md and the tests' Python) */
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int fail(const char *msg)
+{
+    fprintf(stderr, "tern train: %s\n", msg);
+    return 1;
+}
+
+int tern_cmd_train(int argc, char **argv)
+{
+    const char *model = NULL, *data = NULL, *labels = NULL, *outp = NULL, *dump = NULL, *loss = "cross-entropy";
+    const char *opt_name = "adamw", *prec = "fp32";
+    int64_t steps = 100, batch = 32, ignore = -100;
+    uint64_t seed = 0;
+    int shuffle = 0, json = 0, timing = 0, wd_given = 0;
+    tern_train_opts o;
+    tern_train_opts_default(&o);
+    int rc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VAL(what)                                                                                                      \
+    if (!(v = tern_arg_value("train", argc, argv, &i, what)))                                                         \
+        return 2;
+#define FLT(field, lo, hi)                                                                                             \
+    do {                                                                                                               \
+        VAL("a number");                                                                                               \
+        if ((rc = tern_arg_float("train", a, v, lo, hi, &field)))                                                      \
+            return rc;                                                                                                 \
+    } while (0)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--data")) {
+            VAL("a .npy file");
+            const char *eq = strchr(v, '=');
+            data = eq ? eq + 1 : v;
+        } else if (!strcmp(a, "--labels")) {
+            VAL("a .npy file");
+            labels = v;
+        } else if (!strcmp(a, "--loss")) {
+            VAL("cross-entropy, mse or output");
+            loss = v;
+        } else if (!strcmp(a, "--loss-output")) {
+            VAL("an output name");
+            o.output = v;
+            loss = "output";
+        } else if (!strcmp(a, "--output")) {
+            VAL("an output name");
+            o.output = v;
+        } else if (!strcmp(a, "--ignore-index")) {
+            VAL("an integer");
+            if ((rc = tern_arg_int("train", a, v, INT64_MIN, INT64_MAX, &ignore)))
+                return rc;
+        } else if (!strcmp(a, "--label-smoothing")) {
+            FLT(o.label_smoothing, 0, 0.999999);
+        } else if (!strcmp(a, "--optimizer")) {
+            VAL("sgd, adam or adamw");
+            opt_name = v;
+        } else if (!strcmp(a, "--lr")) {
+            FLT(o.lr, 0, 1e6);
+        } else if (!strcmp(a, "--momentum")) {
+            FLT(o.momentum, 0, 1);
+        } else if (!strcmp(a, "--nesterov")) {
+            o.nesterov = 1;
+        } else if (!strcmp(a, "--weight-decay")) {
+            FLT(o.weight_decay, 0, 1e6);
+            wd_given = 1;
+        } else if (!strcmp(a, "--beta1")) {
+            FLT(o.beta1, 0, 0.999999999);
+        } else if (!strcmp(a, "--beta2")) {
+            FLT(o.beta2, 0, 0.999999999);
+        } else if (!strcmp(a, "--eps")) {
+            FLT(o.eps, 1e-30, 1);
+        } else if (!strcmp(a, "--clip-norm")) {
+            FLT(o.clip_norm, 1e-12, 1e12);
+        } else if (!strcmp(a, "--steps")) {
+            VAL("a count");
+            if ((rc = tern_arg_int("train", a, v, 1, 100000000, &steps)))
+                return rc;
+        } else if (!strcmp(a, "--batch")) {
+            VAL("a count");
+            if ((rc = tern_arg_int("train", a, v, 1, 1 << 24, &batch)))
+                return rc;
+        } else if (!strcmp(a, "--shuffle")) {
+            VAL("a seed");
+            if ((rc = tern_arg_uint("train", a, v, 0, UINT64_MAX, &seed)))
+                return rc;
+            shuffle = 1;
+        } else if (!strcmp(a, "--precision")) {
+            VAL("fp32 or bf16");
+            prec = v;
+        } else if (!strcmp(a, "--machine")) {
+            VAL("a machine");
+            o.machine = v;
+        } else if (!strcmp(a, "-o")) {
+            VAL("an output file");
+            outp = v;
+        } else if (!strcmp(a, "--dump-grads")) {
+            VAL("a directory");
+            dump = v;
+        } else if (!strcmp(a, "--timing-only")) {
+            timing = 1;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "tern train: unknown option '%s'\n", a);
+            return 2;
+        } else if (!model) {
+            model = a;
+        } else {
+            fprintf(stderr, "tern train: one model expected, got '%s' too\n", a);
+            return 2;
+        }
+#undef VAL
+#undef FLT
+    }
+    if (!model) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(loss, "cross-entropy"))
+        o.loss = TERN_LOSS_CROSS_ENTROPY;
+    else if (!strcmp(loss, "mse"))
+        o.loss = TERN_LOSS_MSE;
+    else if (!strcmp(loss, "output"))
+        o.loss = TERN_LOSS_OUTPUT;
+    else {
+        fprintf(stderr, "tern train: --loss '%s': expected cross-entropy, mse or output\n", loss);
+        return 2;
+    }
+    if (!strcmp(opt_name, "sgd"))
+        o.optimizer = TERN_OPT_SGD;
+    else if (!strcmp(opt_name, "adam"))
+        o.optimizer = TERN_OPT_ADAM;
+    else if (!strcmp(opt_name, "adamw"))
+        o.optimizer = TERN_OPT_ADAMW;
+    else {
+        fprintf(stderr, "tern train: --optimizer '%s': expected sgd, adam or adamw\n", opt_name);
+        return 2;
+    }
+    if (!wd_given)
+        o.weight_decay = o.optimizer == TERN_OPT_ADAMW ? 0.01 : 0;
+    if (!strcmp(prec, "fp32"))
+        o.matmul_dtype = TERN_DTYPE_FP32;
+    else if (!strcmp(prec, "bf16"))
+        o.matmul_dtype = TERN_DTYPE_BF16;
+    else {
+        fprintf(stderr, "tern train: --precision '%s': expected fp32 or bf16\n", prec);
+        return 2;
+    }
+    o.ignore_index = ignore;
+    o.batch = batch;
+    o.timing_only = timing;
+    o.grads_as_outputs = dump != NULL;
+    if (o.loss != TERN_LOSS_OUTPUT && !labels) {
+        fprintf(stderr, "tern train: --loss %s needs --labels\n", loss);
+        return 2;
+    }
+
+    tern_error err;
+    tern_error_clear(&err);
+    tern_npy X, Y;
+    memset(&X, 0, sizeof X);
+    memset(&Y, 0, sizeof Y);
+    float *xf = NULL, *yf = NULL, *bx = NULL, *by = NULL;
+    int64_t *yi = NULL, *byi = NULL, *perm = NULL;
+    tern_trainer *t = NULL;
+    rc = 1;
+    int64_t rows = 0;
+    size_t row = 0, lrow = 0;
+    if (data) {
+        if (tern_npy_read(data, &X, &err)) {
+            fail(err.msg);
+            goto done;
+        }
+        if (X.type != TERN_NPY_F32 && X.type != TERN_NPY_F64) {
+            fprintf(stderr, "tern train: data '%s': dtype %s, expected float32 (or float64)\n", data,
+                    tern_npy_type_descr(X.type));
+            goto done;
+        }
+        if (X.rank < 1 || X.dims[0] < 1) {
+            fprintf(stderr, "tern train: data '%s': needs at least one row (axis 0 = samples)\n", data);
+            goto done;
+        }
+        rows = X.dims[0];
+        o.row_rank = X.rank - 1;
+        for (int d = 1; d < X.rank; d++)
+            o.row_dims[d - 1] = X.dims[d];
+        uint64_t n = tern_npy_count(&X);
+        row = (size_t)(n / (uint64_t)rows);
+        xf = malloc(sizeof(float) * (n + 1));
+        if (!xf)
+            goto done;
+        for (uint64_t k = 0; k < n; k++)
+            xf[k] = (float)tern_npy_get(&X, k);
+    }
+    if (labels) {
+        if (tern_npy_read(labels, &Y, &err)) {
+            fail(err.msg);
+            goto done;
+        }
+        if (Y.rank < 1 || (data && Y.dims[0] != rows)) {
+            fprintf(stderr, "tern train: labels '%s': %lld rows, the data has %lld\n", labels,
+                    Y.rank ? (long long)Y.dims[0] : 0LL, (long long)rows);
+            goto done;
+        }
+        if (!data)
+            rows = Y.dims[0];
+        uint64_t n = tern_npy_count(&Y);
+        lrow = (size_t)(n / (uint64_t)rows);
+        int is_int = Y.type == TERN_NPY_I64 || Y.type == TERN_NPY_I32 || Y.type == TERN_NPY_I16 ||
+                     Y.type == TERN_NPY_I8 || Y.type == TERN_NPY_U8 || Y.type == TERN_NPY_U16 ||
+                     Y.type == TERN_NPY_U32;
+        if (o.loss == TERN_LOSS_CROSS_ENTROPY && !is_int) {
+            fprintf(stderr, "tern train: labels '%s': dtype %s, cross-entropy expects integer class indices\n",
+                    labels, tern_npy_type_descr(Y.type));
+            goto done;
+        }
+        if (o.loss == TERN_LOSS_MSE && Y.type != TERN_NPY_F32 && Y.type != TERN_NPY_F64) {
+            fprintf(stderr, "tern train: labels '%s': dtype %s, mse expects float32 targets\n", labels,
+                    tern_npy_type_descr(Y.type));
+            goto done;
+        }
+        if (is_int) {
+            yi = malloc(sizeof(int64_t) * (n + 1));
+            if (!yi)
+                goto done;
+            for (uint64_t k = 0; k < n; k++)
+                yi[k] = (int64_t)tern_npy_get(&Y, k);
+        } else {
+            yf = malloc(sizeof(float) * (n + 1));
+            if (!yf)
+                goto done;
+            for (uint64_t k = 0; k < n; k++)
+                yf[k] = (float)tern_npy_get(&Y, k);
+        }
+    }
+    if (tern_train_create(model, &o, &t, &err)) {
+        fail(err.msg);
+        goto done;
+    }
+    if (tern_train_data_name(t) && !data) {
+        fprintf(stderr, "tern train: the model's input '%s' needs --data\n", tern_train_data_name(t));
+        goto done;
+    }
+    if (rows < 1)
+        rows = 1;
+    perm = malloc(sizeof(int64_t) * (size_t)rows);
+    bx = malloc(sizeof(float) * ((size_t)batch * row + 1));
+    by = malloc(sizeof(float) * ((size_t)batch * lrow + 1));
+    byi = malloc(sizeof(int64_t) * ((size_t)batch * lrow + 1));
+    if (!perm || !bx || !by || !byi)
+        goto done;
+    for (int64_t r = 0; r < rows; r++)
+        perm[r] = r;
+    if (shuffle) { /* Fisher-Yates from the last row down, j = splitmix64(seed) mod (i + 1) */
+        uint64_t s = seed;
+        for (int64_t r = rows - 1; r > 0; r--) {
+            int64_t j = (int64_t)(splitmix64(&s) % (uint64_t)(r + 1)), tmp = perm[r];
+            perm[r] = perm[j];
+            perm[j] = tmp;
+        }
+    }
+    if (json)
+        printf("{\"model\":\"%s\",\"batch\":%lld,\"weights\":%zu,\"graph_nodes\":%zu,\"step_flops\":%.17g,\"steps\":[",
+               model, (long long)batch, tern_train_weight_count(t), tern_train_graph_nodes(t),
+               tern_train_model_flops(t));
+    else
+        printf("training %s: %zu weight tensors, step graph of %zu nodes, %.4g FLOPs per step\n", model,
+               tern_train_weight_count(t), tern_train_graph_nodes(t), tern_train_model_flops(t));
+    int64_t pos = 0;
+    tern_train_step_info info;
+    double total = 0;
+    for (int64_t s = 0; s < steps; s++) {
+        for (int64_t b = 0; b < batch; b++) {
+            int64_t r = perm[(pos + b) % rows];
+            if (xf)
+                memcpy(bx + (size_t)b * row, xf + (size_t)r * row, sizeof(float) * row);
+            if (yi)
+                memcpy(byi + (size_t)b * lrow, yi + (size_t)r * lrow, sizeof(int64_t) * lrow);
+            if (yf)
+                memcpy(by + (size_t)b * lrow, yf + (size_t)r * lrow, sizeof(float) * lrow);
+        }
+        pos = (pos + batch) % rows;
+        const void *lab = yi ? (const void *)byi : yf ? (const void *)by : NULL;
+        if (tern_train_step(t, xf ? bx : NULL, xf ? (size_t)batch * row : 0, lab, lab ? (size_t)batch * lrow : 0,
+                            &info, &err)) {
+            if (json)
+                printf("]}\n");
+            fail(err.msg);
+            goto done;
+        }
+        total += info.step_seconds;
+        if (json)
+            printf("%s{\"step\":%llu,\"loss\":%.9g,\"grad_norm\":%.9g,\"step_ms\":%.6f,\"samples_per_s\":%.6g,"
+                   "\"mfu\":%.6g}",
+                   s ? "," : "", (unsigned long long)info.step, timing ? 0 : info.loss, timing ? 0 : info.grad_norm,
+                   info.step_seconds * 1e3, info.samples_per_s, info.mfu);
+        else if (timing)
+            printf("step %llu/%lld: predicted step %.4f ms, %.1f samples/s, MFU %.3g%%\n",
+                   (unsigned long long)info.step, (long long)steps, info.step_seconds * 1e3, info.samples_per_s,
+                   info.mfu);
+        else
+            printf("step %llu/%lld: loss %.7g, grad norm %.5g, predicted step %.4f ms, %.1f samples/s, MFU %.3g%%\n",
+                   (unsigned long long)info.step, (long long)steps, info.loss, info.grad_norm,
+                   info.step_seconds * 1e3, info.samples_per_s, info.mfu);
+        fflush(stdout);
+    }
+    if (json)
+        printf("],\"predicted_seconds\":%.9g}\n", total);
+    else
+        printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)steps, total * 1e3,
+               total > 0 ? (double)(steps * batch) / total : 0.0);
+    if (dump) {
+        for (size_t i = 0; i < tern_train_weight_count(t); i++) {
+            size_t n;
+            const float *g = tern_train_grad(t, i, &n);
+            if (!g)
+                continue;
+            char path[4096];
+            const char *nm = tern_train_weight_name(t, i);
+            char fn[TERN_NAME_FILENAME_MAX];
+            tern_name_to_filename(nm, fn, sizeof fn);
+            snprintf(path, sizeof path, "%s/%s.npy", dump, fn);
+            tern_npy a;
+            memset(&a, 0, sizeof a);
+            a.type = TERN_NPY_F32;
+            a.data = (void *)g;
+            a.rank = 1;
+            a.dims[0] = (int64_t)n;
+            if (tern_npy_write(path, &a, &err)) {
+                fail(err.msg);
+                goto done;
+            }
+        }
+    }
+    if (outp && !timing) {
+        if (tern_train_save_onnx(t, outp, &err)) {
+            fail(err.msg);
+            goto done;
+        }
+        if (!json)
+            printf("wrote %s\n", outp);
+    }
+    rc = 0;
+done:
+    tern_train_free(t);
+    tern_npy_free(&X);
+    tern_npy_free(&Y);
+    free(xf);
+    free(yf);
+    free(yi);
+    free(bx);
+    free(by);
+    free(byi);
+    free(perm);
+    return rc;
+}

@@ -1,0 +1,92 @@
+/* Private to the training layer: the reverse-mode differentiation context and the node-building helpers the
+ * gradient rules (grad_*.c), the losses and the optimizers share. Everything here appends ordinary graph nodes
+ * (ops the compiler already lowers) to the graph being differentiated, so the backward pass and the optimizer
+ * step compile and run on the simulated device like any forward model.
+ *
+ * A rule never holds a tern_graph_node or tern_graph_value pointer across a call that adds a node or a value
+ * (the arrays grow by realloc): it copies the ids and shapes it needs first (ad_shape_of, ad_fwd). */
+#ifndef TERN_TRAIN_AD_INTERNAL_H
+#define TERN_TRAIN_AD_INTERNAL_H
+
+#include "../graph/graph_internal.h"
+#include "tern/base.h"
+#include "tern/graph.h"
+
+#include <stdint.h>
+
+#define AD_MAX_IO 16
+
+typedef struct {
+    int rank;
+    int64_t d[TERN_GRAPH_MAX_RANK];
+} ad_shape;
+
+typedef struct ad_ctx {
+    tern_graph *g;
+    tern_error *err;
+    int64_t opset;
+    int *grad;            /* value id -> the id of its accumulated gradient, -1 none; sized cap_values */
+    unsigned char *needs; /* value id -> 1 when the loss depends on it through a trained weight */
+    int cap;              /* entries in grad/needs */
+    int failed;           /* a helper failed: err holds why; every later helper returns -1 */
+    int counter;          /* names of the nodes and values this layer adds: "<prefix><counter>" */
+    const char *prefix;
+} ad_ctx;
+
+/* A forward node's ids and a few attributes, copied so the rule may add nodes freely. */
+typedef struct {
+    int index;
+    int n_in, n_out;
+    int in[AD_MAX_IO];
+    int out[AD_MAX_IO];
+    int dy[AD_MAX_IO]; /* gradient of each output (-1: none reaches it) */
+} ad_fwd;
+
+typedef int (*ad_rule)(ad_ctx *a, const ad_fwd *f);
+
+/* ---- building blocks (autodiff.c) ---- */
+int ad_fail(ad_ctx *a, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int ad_fail_node(ad_ctx *a, int node, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int ad_grow(ad_ctx *a);
+ad_shape ad_shape_of(const ad_ctx *a, int v);
+int ad_shape_numel(const ad_shape *s, int64_t *n);
+/* A node op(inputs) with one output; returns the output's value id, or -1 (a->failed set). attrs are added by
+ * the calls below on the node ad_last_node returns. */
+int ad_op(ad_ctx *a, const char *op, int n_in, const int *in);
+int ad_op2(ad_ctx *a, const char *op, int x, int y);
+int ad_op1(ad_ctx *a, const char *op, int x);
+int ad_last_node(const ad_ctx *a);
+void ad_attr_int(ad_ctx *a, int node, const char *name, int64_t v);
+void ad_attr_float(ad_ctx *a, int node, const char *name, float v);
+void ad_attr_ints(ad_ctx *a, int node, const char *name, int n, const int64_t *v);
+/* Constants: an initializer value holding the data (float scalar of rank 0, int64 vector). */
+int ad_const_f(ad_ctx *a, float v);
+int ad_const_fv(ad_ctx *a, int rank, const int64_t *dims, const float *data);
+int ad_const_i64(ad_ctx *a, int n, const int64_t *v);
+/* Shape helpers that follow the graph's opset (axes as attribute or input). */
+int ad_reshape(ad_ctx *a, int x, const ad_shape *to);
+int ad_reduce(ad_ctx *a, const char *op, int x, int n_axes, const int64_t *axes, int keepdims);
+int ad_transpose(ad_ctx *a, int x, int rank, const int64_t *perm);
+int ad_expand(ad_ctx *a, int x, const ad_shape *to);
+/* Sums a gradient of shape `from` (a broadcast result) back to the operand shape `to`. */
+int ad_unbroadcast(ad_ctx *a, int gid, const ad_shape *from, const ad_shape *to);
+/* Adds gid into the gradient of value v (an Add when v already has one). */
+void ad_accum(ad_ctx *a, int v, int gid);
+int ad_needs(const ad_ctx *a, int v);
+
+/* ---- gradient rules, one file per op family ---- */
+int grad_elementwise_rule(const char *op, ad_rule *out); /* grad_elementwise.c */
+int grad_linear_rule(const char *op, ad_rule *out);      /* grad_linear.c */
+int grad_reduce_rule(const char *op, ad_rule *out);      /* grad_reduce.c */
+int grad_layout_rule(const char *op, ad_rule *out);      /* grad_layout.c */
+int grad_norm_rule(const char *op, ad_rule *out);        /* grad_norm.c */
+int grad_index_rule(const char *op, ad_rule *out);       /* grad_index.c */
+
+/* The rule for a forward node's op (NULL when it has none), and the reverse pass: seeds the gradient of `loss`
+ * (a scalar value) with 1 and walks the first n_fwd nodes backwards. */
+ad_rule ad_rule_for(const tern_graph_node *n);
+tern_status ad_backward(ad_ctx *a, int n_fwd, int loss);
+tern_status ad_init(ad_ctx *a, tern_graph *g, tern_error *err);
+void ad_free(ad_ctx *a);
+
+#endif

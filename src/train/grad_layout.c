@@ -1,0 +1,77 @@
+/* Gradients of the layout ops, which move elements without changing them: the views (Reshape, Flatten, Squeeze,
+ * Unsqueeze) reshape the gradient back to the operand's shape; Transpose applies the inverse permutation;
+ * Expand sums over the broadcast axes; Concat hands each operand its slice of the gradient. */
+#include "ad_internal.h"
+
+#include <string.h>
+
+static int g_view(ad_ctx *a, const ad_fwd *f)
+{
+    ad_shape sx = ad_shape_of(a, f->in[0]);
+    ad_accum(a, f->in[0], ad_reshape(a, f->dy[0], &sx));
+    return 0;
+}
+
+static int g_transpose(ad_ctx *a, const ad_fwd *f)
+{
+    const tern_graph_node *n = &a->g->nodes[f->index];
+    ad_shape sx = ad_shape_of(a, f->in[0]);
+    int64_t perm[TERN_GRAPH_MAX_RANK], inv[TERN_GRAPH_MAX_RANK];
+    const tern_graph_attr *at = tern_graph_node_attr(n, "perm");
+    for (int d = 0; d < sx.rank; d++)
+        perm[d] = at && (size_t)d < at->n ? at->ints[d] : sx.rank - 1 - d;
+    for (int d = 0; d < sx.rank; d++) {
+        if (perm[d] < 0 || perm[d] >= sx.rank)
+            return ad_fail_node(a, f->index, "perm[%d] = %lld outside rank %d", d, (long long)perm[d], sx.rank);
+        inv[perm[d]] = d;
+    }
+    ad_accum(a, f->in[0], ad_transpose(a, f->dy[0], sx.rank, inv));
+    return 0;
+}
+
+static int g_expand(ad_ctx *a, const ad_fwd *f)
+{
+    ad_shape sy = ad_shape_of(a, f->out[0]), sx = ad_shape_of(a, f->in[0]);
+    ad_accum(a, f->in[0], ad_unbroadcast(a, f->dy[0], &sy, &sx));
+    return 0;
+}
+
+/* Concat along axis: operand k gets Slice(dy, offset_k, offset_k + len_k) on that axis */
+static int g_concat(ad_ctx *a, const ad_fwd *f)
+{
+    ad_shape sy = ad_shape_of(a, f->out[0]);
+    int64_t axis = tern_graph_attr_int(&a->g->nodes[f->index], "axis", 0);
+    if (axis < 0)
+        axis += sy.rank;
+    if (axis < 0 || axis >= sy.rank)
+        return ad_fail_node(a, f->index, "axis outside rank %d", sy.rank);
+    if (a->opset < 10)
+        return ad_fail_node(a, f->index, "Concat's gradient needs opset 10 or later (Slice with inputs)");
+    int64_t off = 0;
+    for (int k = 0; k < f->n_in; k++) {
+        ad_shape sk = ad_shape_of(a, f->in[k]);
+        int64_t len = sk.d[axis];
+        if (ad_needs(a, f->in[k])) {
+            int64_t st = off, en = off + len;
+            int in[4] = {f->dy[0], ad_const_i64(a, 1, &st), ad_const_i64(a, 1, &en), ad_const_i64(a, 1, &axis)};
+            ad_accum(a, f->in[k], ad_op(a, "Slice", 4, in));
+        }
+        off += len;
+    }
+    return 0;
+}
+
+int grad_layout_rule(const char *op, ad_rule *out)
+{
+    if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))
+        *out = g_view;
+    else if (!strcmp(op, "Transpose"))
+        *out = g_transpose;
+    else if (!strcmp(op, "Expand"))
+        *out = g_expand;
+    else if (!strcmp(op, "Concat"))
+        *out = g_concat;
+    else
+        return 0;
+    return 1;
+}

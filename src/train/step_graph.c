@@ -1,0 +1,356 @@
+/* The training step as one graph. From the imported model: the weights (float initializers of two or more
+ * elements) become graph inputs; the loss is appended (cross-entropy as -sum(target * LogSoftmax(logits)) *
+ * inv_count, with the smoothed one-hot target rows and 1/count of counted rows fed per step; mean squared
+ * error; or a scalar output of the model); the reverse pass appends the gradients; then the global gradient norm,
+ * optional clipping by it, and the optimizer update of every weight and its state, written with the same
+ * operation order as PyTorch's single-tensor SGD/Adam/AdamW so fp32 runs agree to rounding. Hyper-parameters
+ * that never change are constants; those that change per step (the learning rate and Adam's bias corrections)
+ * are scalar inputs. Outputs: the loss read-out, loss, gradient norm, updated weights and state. */
+#include "train_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (d)
+        memcpy(d, s, n + 1);
+    return d;
+}
+
+static char *fmt_name(const char *prefix, const char *name)
+{
+    size_t n = strlen(prefix) + strlen(name) + 1;
+    char *d = malloc(n);
+    if (d)
+        snprintf(d, n, "%s%s", prefix, name);
+    return d;
+}
+
+static int add_input(ad_ctx *a, const char *name, int rank, const int64_t *dims)
+{
+    tern_graph *g = a->g;
+    if (graph_lookup(g, name) >= 0)
+        return ad_fail(a, TERN_ERR_INVALID, "train: the model already has a value named '%s'", name);
+    int id = graph_add_value(g, name);
+    int *in = id >= 0 ? realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1)) : NULL;
+    if (!in)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    g->inputs = in;
+    g->inputs[g->n_inputs++] = id;
+    tern_graph_value *v = &g->values[id];
+    v->flags = TERN_VALUE_INPUT;
+    v->type = TERN_ELEM_FLOAT;
+    v->rank = rank;
+    for (int d = 0; d < rank; d++)
+        v->dims[d] = dims[d];
+    if (ad_grow(a) < 0)
+        return -1;
+    return id;
+}
+
+static int add_scalar_input(ad_ctx *a, const char *name)
+{
+    int64_t one = 1;
+    return add_input(a, name, 1, &one);
+}
+
+/* Renames value v (an anonymous node output) so it can be a graph output the runtime finds by name. */
+static int name_value(ad_ctx *a, int v, const char *name)
+{
+    tern_graph *g = a->g;
+    if (v < 0)
+        return -1;
+    if (graph_lookup(g, name) >= 0)
+        return ad_fail(a, TERN_ERR_INVALID, "train: the model already has a value named '%s'", name);
+    /* an Identity keeps the value's own name (other nodes may read it) and gives the output a new one */
+    int y = ad_op1(a, "Identity", v);
+    if (y < 0)
+        return -1;
+    char *nm = dup_str(name);
+    if (!nm)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    free(g->values[y].name);
+    g->values[y].name = nm;
+    /* the name table is rebuilt by graph_compact at the end; graph_lookup is not used for it before then */
+    return y;
+}
+
+/* Cross-entropy and MSE read a model output; the loss-output mode uses one. */
+static int find_output(ad_ctx *a, const char *name, const char *what)
+{
+    tern_graph *g = a->g;
+    if (!name)
+        return g->n_outputs ? g->outputs[0] : ad_fail(a, TERN_ERR_INVALID, "train: the model has no outputs");
+    for (int k = 0; k < g->n_outputs; k++)
+        if (!strcmp(g->values[g->outputs[k]].name, name))
+            return g->outputs[k];
+    return ad_fail(a, TERN_ERR_NOT_FOUND, "train: %s '%s' is not an output of the model", what, name);
+}
+
+static int build_loss(tern_trainer *t, ad_ctx *a)
+{
+    const tern_train_opts *o = &t->o;
+    if (o->loss == TERN_LOSS_OUTPUT) {
+        if (!o->output)
+            return ad_fail(a, TERN_ERR_INVALID, "train: --loss-output needs the name of a scalar model output");
+        return find_output(a, o->output, "loss output");
+    }
+    int y = find_output(a, o->output, "loss input");
+    if (y < 0)
+        return -1;
+    ad_shape sy = ad_shape_of(a, y);
+    int64_t n;
+    if (ad_shape_numel(&sy, &n) || sy.rank < 1)
+        return ad_fail(a, TERN_ERR_INVALID, "train: output '%s' has no static shape", a->g->values[y].name);
+    if (!tern_elem_is_float(a->g->values[y].type))
+        return ad_fail(a, TERN_ERR_INVALID, "train: output '%s' is %s, the loss needs a float output",
+                       a->g->values[y].name, tern_elem_name(a->g->values[y].type));
+    t->read_count = (size_t)n;
+    int loss;
+    if (o->loss == TERN_LOSS_CROSS_ENTROPY) {
+        int64_t c = sy.d[sy.rank - 1];
+        if (c < 1)
+            return ad_fail(a, TERN_ERR_INVALID, "train: output '%s' has no classes", a->g->values[y].name);
+        t->classes = c;
+        ad_shape flat = {.rank = 2, .d = {n / c, c}};
+        int logits = sy.rank == 2 ? y : ad_reshape(a, y, &flat);
+        int logp = ad_op1(a, "LogSoftmax", logits);
+        ad_attr_int(a, ad_last_node(a), "axis", 1);
+        int tgt = add_input(a, TRAIN_TARGET, 2, flat.d);
+        int inv = add_scalar_input(a, TRAIN_INV_COUNT);
+        t->target_count = (size_t)n;
+        int s = ad_reduce(a, "ReduceSum", ad_op2(a, "Mul", tgt, logp), 0, NULL, 0);
+        loss = ad_op2(a, "Mul", ad_op1(a, "Neg", s), inv);
+    } else {
+        int tgt = add_input(a, TRAIN_TARGET, sy.rank, sy.d);
+        t->target_count = (size_t)n;
+        int d = ad_op2(a, "Sub", y, tgt);
+        loss = ad_reduce(a, "ReduceMean", ad_op2(a, "Mul", d, d), 0, NULL, 0);
+    }
+    ad_shape one = {.rank = 1, .d = {1}};
+    return ad_reshape(a, loss, &one);
+}
+
+static int scalar_c(ad_ctx *a, double v)
+{
+    return ad_const_f(a, (float)v);
+}
+
+/* The update of one weight p with gradient g; returns its new value (state outputs via st_out). */
+static int build_update(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int g, const int *sc, int *st_out)
+{
+    const tern_train_opts *o = &t->o;
+    int nst = w->n_state;
+    int st[2] = {-1, -1};
+    for (int k = 0; k < nst; k++)
+        st[k] = add_input(a, w->state_in[k], w->rank, w->dims);
+    if (o->optimizer == TERN_OPT_SGD) {
+        /* torch.optim.SGD: d = g + wd p; buf = mu buf + d; d = nesterov ? d + mu buf : buf; p -= lr d */
+        int d = g;
+        if (o->weight_decay != 0)
+            d = ad_op2(a, "Add", d, ad_op2(a, "Mul", p, scalar_c(a, o->weight_decay)));
+        if (o->momentum != 0) {
+            int buf = ad_op2(a, "Add", ad_op2(a, "Mul", st[0], scalar_c(a, o->momentum)), d);
+            st_out[0] = buf;
+            d = o->nesterov ? ad_op2(a, "Add", d, ad_op2(a, "Mul", buf, scalar_c(a, o->momentum))) : buf;
+        }
+        return ad_op2(a, "Sub", p, ad_op2(a, "Mul", d, sc[0]));
+    }
+    /* torch.optim.Adam / AdamW (single-tensor): [p *= 1 - lr wd]; [g += wd p]; m = b1 m + (1 - b1) g;
+     * v = b2 v + (1 - b2) g g; p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps) */
+    int pp = p;
+    if (o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
+        pp = ad_op2(a, "Mul", p, sc[2]);
+    if (o->optimizer == TERN_OPT_ADAM && o->weight_decay != 0)
+        g = ad_op2(a, "Add", g, ad_op2(a, "Mul", p, scalar_c(a, o->weight_decay)));
+    int m = ad_op2(a, "Add", ad_op2(a, "Mul", st[0], scalar_c(a, o->beta1)), ad_op2(a, "Mul", g, scalar_c(a, 1 - o->beta1)));
+    int v = ad_op2(a, "Add", ad_op2(a, "Mul", st[1], scalar_c(a, o->beta2)),
+                   ad_op2(a, "Mul", ad_op2(a, "Mul", g, g), scalar_c(a, 1 - o->beta2)));
+    st_out[0] = m;
+    st_out[1] = v;
+    int denom = ad_op2(a, "Add", ad_op2(a, "Div", ad_op1(a, "Sqrt", v), sc[1]), scalar_c(a, o->eps));
+    return ad_op2(a, "Sub", pp, ad_op2(a, "Mul", ad_op2(a, "Div", m, denom), sc[0]));
+}
+
+tern_status train_build_step_graph(tern_trainer *t, tern_error *err)
+{
+    tern_graph *g = t->g;
+    const tern_train_opts *o = &t->o;
+    ad_ctx a;
+    tern_status st = ad_init(&a, g, err);
+    if (st)
+        return st;
+    /* weights: float initializers of two or more elements become inputs (before inference, so no node reading
+     * only weights is evaluated into a constant) */
+    size_t nw = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        tern_graph_value *gv = &g->values[v];
+        if ((gv->flags & TERN_VALUE_INITIALIZER) && gv->constant && gv->constant->type == TERN_ELEM_FLOAT &&
+            gv->constant->count >= 2)
+            nw++;
+    }
+    t->w = calloc(nw + 1, sizeof *t->w);
+    int *wid = calloc(nw + 1, sizeof *wid);
+    int *in = realloc(g->inputs, sizeof(int) * ((size_t)g->n_inputs + nw + 1));
+    if (!t->w || !wid || !in) {
+        free(wid);
+        ad_free(&a);
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    }
+    g->inputs = in;
+    for (int v = 0; v < g->n_values; v++) {
+        tern_graph_value *gv = &g->values[v];
+        if (!((gv->flags & TERN_VALUE_INITIALIZER) && gv->constant && gv->constant->type == TERN_ELEM_FLOAT &&
+              gv->constant->count >= 2))
+            continue;
+        train_weight *w = &t->w[t->nw];
+        w->name = dup_str(gv->name);
+        w->rank = gv->constant->rank;
+        memcpy(w->dims, gv->constant->dims, sizeof w->dims);
+        w->count = gv->constant->count;
+        w->val = gv->constant->f;
+        gv->constant->f = NULL;
+        tern_host_tensor_free(gv->constant);
+        gv->constant = NULL;
+        gv->flags = TERN_VALUE_INPUT;
+        g->inputs[g->n_inputs++] = v;
+        wid[t->nw++] = v;
+        if (!w->name) {
+            free(wid);
+            ad_free(&a);
+            return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+        }
+    }
+    if (t->nw == 0) {
+        free(wid);
+        ad_free(&a);
+        return tern_error_set(err, TERN_ERR_INVALID, "train: model '%s' has no float initializer to train", t->path);
+    }
+    if ((st = tern_graph_infer(g, err))) {
+        free(wid);
+        ad_free(&a);
+        return tern_error_prefix(err, "train: ");
+    }
+    int loss = build_loss(t, &a);
+    if (loss >= 0) {
+        /* the new nodes' types and shapes, which the gradient rules read */
+        if ((st = tern_graph_infer(g, err))) {
+            free(wid);
+            ad_free(&a);
+            return tern_error_prefix(err, "train: loss: ");
+        }
+    }
+    if (!a.failed) {
+        for (size_t i = 0; i < t->nw; i++)
+            a.needs[wid[i]] = 1;
+        st = ad_backward(&a, g->n_nodes, loss);
+        if (st) {
+            free(wid);
+            ad_free(&a);
+            return st;
+        }
+    }
+    /* global norm over every trained weight's gradient, then clipping */
+    int sumsq = -1;
+    for (size_t i = 0; i < t->nw && !a.failed; i++) {
+        int gr = a.grad[wid[i]];
+        t->w[i].trained = gr >= 0;
+        if (gr < 0)
+            continue;
+        int s = ad_reduce(&a, "ReduceSum", ad_op2(&a, "Mul", gr, gr), 0, NULL, 0);
+        sumsq = sumsq < 0 ? s : ad_op2(&a, "Add", sumsq, s);
+    }
+    if (sumsq < 0 && !a.failed)
+        ad_fail(&a, TERN_ERR_INVALID, "train: no weight gets a gradient");
+    int gnorm = ad_op1(&a, "Sqrt", sumsq), coef = -1;
+    if (o->clip_norm > 0)
+        coef = ad_op2(&a, "Min", ad_op2(&a, "Div", scalar_c(&a, o->clip_norm), ad_op2(&a, "Add", gnorm, scalar_c(&a, 1e-6))),
+                      scalar_c(&a, 1.0));
+    int sc[3] = {-1, -1, -1};
+    if (o->optimizer == TERN_OPT_SGD) {
+        sc[0] = add_scalar_input(&a, TRAIN_LR);
+    } else {
+        sc[0] = add_scalar_input(&a, TRAIN_STEP_SIZE);
+        sc[1] = add_scalar_input(&a, TRAIN_BC2_SQRT);
+        if (o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
+            sc[2] = add_scalar_input(&a, TRAIN_DECAY);
+    }
+    /* outputs: read-out, loss, grad norm, then per weight its new value, state and gradient */
+    int cap = 3 + (int)t->nw * 4;
+    int *outs = malloc(sizeof(int) * (size_t)cap), nout = 0;
+    if (!outs) {
+        free(wid);
+        ad_free(&a);
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    }
+    ad_shape one = {.rank = 1, .d = {1}};
+    if (o->loss != TERN_LOSS_OUTPUT) {
+        int r = find_output(&a, o->output, "loss input");
+        if (r >= 0) {
+            t->read_out = dup_str(g->values[r].name);
+            outs[nout++] = r;
+        }
+    }
+    outs[nout++] = name_value(&a, loss, TRAIN_LOSS);
+    outs[nout++] = name_value(&a, ad_reshape(&a, gnorm, &one), TRAIN_GNORM);
+    for (size_t i = 0; i < t->nw && !a.failed; i++) {
+        train_weight *w = &t->w[i];
+        if (!w->trained)
+            continue;
+        int gr = a.grad[wid[i]];
+        if (o->grads_as_outputs) {
+            w->grad_out = fmt_name("train.grad.", w->name);
+            w->grad = calloc(w->count, sizeof(float));
+            if (!w->grad_out || !w->grad) {
+                ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+                break;
+            }
+            outs[nout++] = name_value(&a, gr, w->grad_out);
+        }
+        if (coef >= 0)
+            gr = ad_op2(&a, "Mul", gr, coef);
+        w->n_state = o->optimizer == TERN_OPT_SGD ? (o->momentum != 0) : 2;
+        for (int k = 0; k < w->n_state; k++) {
+            char pre[32];
+            snprintf(pre, sizeof pre, "train.state%d.", k);
+            w->state_in[k] = fmt_name(pre, w->name);
+            snprintf(pre, sizeof pre, "train.state%d.new.", k);
+            w->state_out[k] = fmt_name(pre, w->name);
+            w->state[k] = calloc(w->count, sizeof(float));
+            if (!w->state_in[k] || !w->state_out[k] || !w->state[k])
+                ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+        }
+        w->out_name = fmt_name("train.new.", w->name);
+        if (!w->out_name)
+            ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+        int so[2] = {-1, -1};
+        int np = build_update(t, &a, w, wid[i], gr, sc, so);
+        outs[nout++] = name_value(&a, np, w->out_name);
+        for (int k = 0; k < w->n_state; k++)
+            outs[nout++] = name_value(&a, so[k], w->state_out[k]);
+    }
+    free(wid);
+    if (a.failed) {
+        free(outs);
+        ad_free(&a);
+        return err->code;
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        g->values[g->outputs[k]].flags &= ~(unsigned)TERN_VALUE_OUTPUT;
+    free(g->outputs);
+    g->outputs = outs;
+    g->n_outputs = nout;
+    for (int k = 0; k < nout; k++)
+        g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
+    ad_free(&a);
+    /* renumbers nothing that is kept, drops nothing reachable, rebuilds the name table for the new names */
+    if ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err)))
+        return tern_error_prefix(err, "train: step graph: ");
+    t->nodes = (size_t)g->n_nodes;
+    return TERN_OK;
+}

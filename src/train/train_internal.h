@@ -1,0 +1,62 @@
+/* Private to the training layer: the trainer object shared by the step-graph builder (step_graph.c), the step
+ * loop (trainer.c) and the ONNX writer (onnx_write.c). */
+#ifndef TERN_TRAIN_INTERNAL_H
+#define TERN_TRAIN_INTERNAL_H
+
+#include "ad_internal.h"
+#include "tern/compiler.h"
+#include "tern/runtime.h"
+#include "tern/train.h"
+
+/* One weight: its values between steps, the graph names of its input and updated output, its optimizer state
+ * (momentum buffer, or Adam's first and second moments) and optionally its gradient output. */
+typedef struct {
+    char *name;                 /* the initializer's name in the model */
+    int rank;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    size_t count;
+    float *val;
+    int trained;                /* 0: no gradient reaches it (kept as it is, as PyTorch leaves a grad of None) */
+    char *out_name;             /* updated value */
+    int n_state;
+    float *state[2];
+    char *state_in[2], *state_out[2];
+    float *grad;                /* grads_as_outputs */
+    char *grad_out;
+} train_weight;
+
+struct tern_trainer {
+    tern_train_opts o;
+    char *path, *machine, *loss_out;
+    tern_graph *g;
+    tern_exe exe;
+    tern_rt *rt;
+    train_weight *w;
+    size_t nw;
+    char *data_name;            /* NULL: the model has no data input */
+    int data_rank;
+    int64_t data_dims[TERN_GRAPH_MAX_RANK];
+    size_t data_count;
+    char *read_out;             /* the model output the loss reads (cross-entropy, MSE), also a step output */
+    size_t read_count;
+    int64_t classes;            /* cross-entropy */
+    size_t target_count;        /* elements of train.target */
+    uint64_t step;
+    double flops, peak;
+    size_t nodes;
+    float *scratch;             /* target buffer, read-out buffer */
+};
+
+#define TRAIN_TARGET "train.target"
+#define TRAIN_INV_COUNT "train.inv_count"
+#define TRAIN_LOSS "train.loss"
+#define TRAIN_GNORM "train.grad_norm"
+#define TRAIN_LR "train.lr"
+#define TRAIN_STEP_SIZE "train.step_size"
+#define TRAIN_BC2_SQRT "train.bc2_sqrt"
+#define TRAIN_DECAY "train.decay"
+
+/* step_graph.c: turns t->g (the model, weights still initializers) into the training-step graph. */
+tern_status train_build_step_graph(tern_trainer *t, tern_error *err);
+
+#endif

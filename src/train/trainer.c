@@ -1,0 +1,445 @@
+/* The tern_train_* API: a trainer loads the model, binds the batch, builds the training-step graph
+ * (step_graph.c), compiles it once for the machine and loads it onto a simulated NeuronCore. Each step feeds the
+ * batch, the targets built from the labels (checked against the class count), the weights, the optimizer state
+ * and the step's scalars (learning rate, Adam's bias corrections, computed in double on the host as PyTorch does
+ * in Python), executes, checks the loss, the gradient norm and the updated weights for non-finite values, and
+ * only then takes the updated weights and state for the next step. */
+#include "train_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tern_train_opts_default(tern_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->loss = TERN_LOSS_CROSS_ENTROPY;
+    o->ignore_index = -100;
+    o->optimizer = TERN_OPT_ADAMW;
+    o->lr = 1e-3;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
+    o->weight_decay = 0.01;
+    o->batch = 1;
+    o->row_rank = -1;
+    o->matmul_dtype = TERN_DTYPE_FP32;
+}
+
+static char *dup_s(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (d)
+        memcpy(d, s, n + 1);
+    return d;
+}
+
+void tern_train_free(tern_trainer *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->nw; i++) {
+        train_weight *w = &t->w[i];
+        free(w->name);
+        free(w->val);
+        free(w->out_name);
+        for (int k = 0; k < 2; k++) {
+            free(w->state[k]);
+            free(w->state_in[k]);
+            free(w->state_out[k]);
+        }
+        free(w->grad);
+        free(w->grad_out);
+    }
+    free(t->w);
+    tern_rt_free(t->rt);
+    tern_exe_free(&t->exe);
+    tern_graph_free(t->g);
+    free(t->path);
+    free(t->machine);
+    free(t->data_name);
+    free(t->read_out);
+    free(t->scratch);
+    free(t);
+}
+
+static tern_status check_opts(const tern_train_opts *o, tern_error *err)
+{
+    if (o->batch < 1)
+        return tern_error_set(err, TERN_ERR_RANGE, "train: batch %lld must be at least 1", (long long)o->batch);
+    if (!(o->lr >= 0) || !isfinite(o->lr))
+        return tern_error_set(err, TERN_ERR_RANGE, "train: learning rate %g must be finite and >= 0", o->lr);
+    if (!(o->label_smoothing >= 0 && o->label_smoothing < 1))
+        return tern_error_set(err, TERN_ERR_RANGE, "train: label smoothing %g outside [0, 1)", o->label_smoothing);
+    if (o->optimizer != TERN_OPT_SGD &&
+        (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) || !(o->eps > 0)))
+        return tern_error_set(err, TERN_ERR_RANGE, "train: Adam betas (%g, %g) must lie in [0, 1) and eps %g > 0",
+                              o->beta1, o->beta2, o->eps);
+    if (o->nesterov && o->momentum == 0)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: Nesterov momentum needs a momentum > 0");
+    if (o->matmul_dtype != TERN_DTYPE_FP32 && o->matmul_dtype != TERN_DTYPE_BF16)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: precision %s (fp32 or bf16 matmuls)",
+                              tern_dtype_name(o->matmul_dtype));
+    return TERN_OK;
+}
+
+/* Binds the data input's shape: [batch, row...], checked against what the model declares. */
+static tern_status bind_data(tern_trainer *t, tern_error *err)
+{
+    tern_graph *g = t->g;
+    int nin = tern_graph_input_count(g);
+    if (nin > 1)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: model '%s' has %d inputs; one data input is supported",
+                              t->path, nin);
+    if (nin == 0)
+        return TERN_OK;
+    const tern_graph_value *v = tern_graph_value_at(g, tern_graph_input_id(g, 0));
+    if (!(v->type == TERN_ELEM_FLOAT))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: input '%s' is %s; float data inputs are supported",
+                              v->name, tern_elem_name(v->type));
+    if (v->rank < 1)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s' has rank %d; the batch is its axis 0",
+                              v->name, v->rank);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    dims[0] = t->o.batch;
+    if (v->dims[0] >= 0 && v->dims[0] != t->o.batch)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s': the model fixes the batch at %lld, --batch is %lld",
+                              v->name, (long long)v->dims[0], (long long)t->o.batch);
+    if (t->o.row_rank >= 0 && t->o.row_rank != v->rank - 1)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: input '%s': rows of the data have rank %d, the model expects rank %d", v->name,
+                              t->o.row_rank, v->rank - 1);
+    for (int d = 1; d < v->rank; d++) {
+        int64_t given = t->o.row_rank >= 0 ? t->o.row_dims[d - 1] : v->dims[d];
+        if (given < 0)
+            return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s': dim %d is symbolic and no data binds it",
+                                  v->name, d);
+        if (v->dims[d] >= 0 && v->dims[d] != given)
+            return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s': dim %d is %lld in the model, %lld in the data",
+                                  v->name, d, (long long)v->dims[d], (long long)given);
+        dims[d] = given;
+    }
+    t->data_name = dup_s(v->name);
+    t->data_rank = v->rank;
+    memcpy(t->data_dims, dims, sizeof dims);
+    t->data_count = 1;
+    for (int d = 0; d < v->rank; d++)
+        t->data_count *= (size_t)dims[d];
+    if (!t->data_name)
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    return tern_graph_set_input_shape(g, v->name, v->rank, dims, err);
+}
+
+tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in, tern_trainer **out, tern_error *err)
+{
+    *out = NULL;
+    tern_train_opts o;
+    if (o_in)
+        o = *o_in;
+    else
+        tern_train_opts_default(&o);
+    tern_status st = check_opts(&o, err);
+    if (st)
+        return st;
+    tern_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    tern_exe_init(&t->exe);
+    t->o = o;
+    t->path = dup_s(onnx_path);
+    t->machine = dup_s(o.machine ? o.machine : "trn1.2xlarge");
+    t->o.machine = t->machine;
+    t->o.output = NULL; /* kept in loss_out's copy below: the caller's string may not outlive create */
+    if (!t->path || !t->machine) {
+        tern_train_free(t);
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    }
+    if (o.output) {
+        t->loss_out = dup_s(o.output);
+        t->o.output = t->loss_out;
+    }
+    if ((st = tern_graph_load_onnx(onnx_path, &t->g, err)) || (st = bind_data(t, err)) ||
+        (st = train_build_step_graph(t, err))) {
+        tern_train_free(t);
+        return st;
+    }
+    tern_compile_opts co;
+    tern_compile_opts_default(&co);
+    co.machine = t->machine;
+    co.matmul_dtype = o.matmul_dtype;
+    tern_compile_report rep;
+    /* the compiler optimises the graph in place: compile a copy's worth by keeping t->g for names only */
+    if ((st = tern_compile(t->g, &co, &t->exe, &rep, err))) {
+        tern_error_prefix(err, "train: compiling the step: ");
+        tern_train_free(t);
+        return st;
+    }
+    t->flops = rep.model_flops;
+    tern_core_config cfg;
+    if (tern_core_config_load(t->machine, &cfg, err) == TERN_OK)
+        t->peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR];
+    tern_rt_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.mode = o.timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;
+    if ((st = tern_rt_create(&t->exe, t->machine, &ro, &t->rt, err))) {
+        tern_train_free(t);
+        return st;
+    }
+    size_t sc = t->target_count > t->read_count ? t->target_count : t->read_count;
+    t->scratch = calloc(sc + 1, sizeof(float));
+    if (!t->scratch) {
+        tern_train_free(t);
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    }
+    *out = t;
+    return TERN_OK;
+}
+
+const char *tern_train_data_name(const tern_trainer *t)
+{
+    return t->data_name;
+}
+
+int tern_train_data_shape(const tern_trainer *t, int64_t *dims)
+{
+    for (int d = 0; d < t->data_rank; d++)
+        dims[d] = t->data_dims[d];
+    return t->data_rank;
+}
+
+int64_t tern_train_classes(const tern_trainer *t)
+{
+    return t->classes;
+}
+
+size_t tern_train_weight_count(const tern_trainer *t)
+{
+    return t->nw;
+}
+
+const char *tern_train_weight_name(const tern_trainer *t, size_t i)
+{
+    return i < t->nw ? t->w[i].name : NULL;
+}
+
+const float *tern_train_weight(const tern_trainer *t, size_t i, size_t *count)
+{
+    if (i >= t->nw)
+        return NULL;
+    *count = t->w[i].count;
+    return t->w[i].val;
+}
+
+const float *tern_train_grad(const tern_trainer *t, size_t i, size_t *count)
+{
+    if (i >= t->nw || !t->w[i].grad)
+        return NULL;
+    *count = t->w[i].count;
+    return t->w[i].grad;
+}
+
+double tern_train_model_flops(const tern_trainer *t)
+{
+    return t->flops;
+}
+
+size_t tern_train_graph_nodes(const tern_trainer *t)
+{
+    return t->nodes;
+}
+
+static tern_status set_f(tern_trainer *t, const char *name, const float *v, size_t n, tern_error *err)
+{
+    return tern_rt_set_input(t->rt, name, v, n * sizeof(float), err);
+}
+
+static tern_status set_scalar(tern_trainer *t, const char *name, double v, tern_error *err)
+{
+    float f = (float)v;
+    return set_f(t, name, &f, 1, err);
+}
+
+/* The smoothed one-hot target rows and 1/(counted rows), from class labels; PyTorch's cross_entropy with
+ * ignore_index and label_smoothing: (1 - e) onehot + e / C on counted rows, zero rows on ignored ones. */
+static tern_status ce_targets(tern_trainer *t, const int64_t *lab, size_t n, float *inv, tern_error *err)
+{
+    size_t rows = t->target_count / (size_t)t->classes;
+    if (n != rows)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: labels: %zu given, the batch needs %zu",
+                              (unsigned long long)t->step + 1, n, rows);
+    int64_t c = t->classes;
+    float e = (float)t->o.label_smoothing, base = e / (float)c, hot = (1.0f - e) + base;
+    size_t counted = 0;
+    for (size_t r = 0; r < rows; r++) {
+        float *row = t->scratch + r * (size_t)c;
+        if (lab[r] == t->o.ignore_index) {
+            memset(row, 0, sizeof(float) * (size_t)c);
+            continue;
+        }
+        if (lab[r] < 0 || lab[r] >= c)
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "train: step %llu: labels row %zu: class %lld outside [0, %lld) (ignore_index %lld)",
+                                  (unsigned long long)t->step + 1, r, (long long)lab[r], (long long)c,
+                                  (long long)t->o.ignore_index);
+        for (int64_t k = 0; k < c; k++)
+            row[k] = base;
+        row[lab[r]] = hot;
+        counted++;
+    }
+    *inv = counted ? 1.0f / (float)counted : 0.0f;
+    return TERN_OK;
+}
+
+static int first_nonfinite(const float *v, size_t n, size_t *at)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            *at = i;
+            return 1;
+        }
+    return 0;
+}
+
+tern_status tern_train_step(tern_trainer *t, const float *x, size_t x_count, const void *labels, size_t label_count,
+                            tern_train_step_info *info, tern_error *err)
+{
+    tern_status st;
+    uint64_t step = t->step + 1;
+    if (t->data_name) {
+        if (x_count != t->data_count)
+            return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: input '%s': %zu values given, %zu expected",
+                                  (unsigned long long)step, t->data_name, x_count, t->data_count);
+        if ((st = set_f(t, t->data_name, x, x_count, err)))
+            return st;
+    }
+    if (t->o.loss == TERN_LOSS_CROSS_ENTROPY) {
+        float inv;
+        if (!labels)
+            return tern_error_set(err, TERN_ERR_INVALID, "train: cross-entropy needs labels");
+        if ((st = ce_targets(t, labels, label_count, &inv, err)) ||
+            (st = set_f(t, TRAIN_TARGET, t->scratch, t->target_count, err)) ||
+            (st = set_f(t, TRAIN_INV_COUNT, &inv, 1, err)))
+            return st;
+    } else if (t->o.loss == TERN_LOSS_MSE) {
+        if (!labels || label_count != t->target_count)
+            return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: targets: %zu values given, %zu expected",
+                                  (unsigned long long)step, labels ? label_count : 0, t->target_count);
+        if ((st = set_f(t, TRAIN_TARGET, labels, label_count, err)))
+            return st;
+    }
+    for (size_t i = 0; i < t->nw; i++) {
+        train_weight *w = &t->w[i];
+        if ((st = set_f(t, w->name, w->val, w->count, err)))
+            return st;
+        for (int k = 0; k < w->n_state; k++)
+            if ((st = set_f(t, w->state_in[k], w->state[k], w->count, err)))
+                return st;
+    }
+    const tern_train_opts *o = &t->o;
+    if (o->optimizer == TERN_OPT_SGD) {
+        st = set_scalar(t, TRAIN_LR, o->lr, err);
+    } else {
+        double bc1 = 1 - pow(o->beta1, (double)step), bc2 = 1 - pow(o->beta2, (double)step);
+        st = set_scalar(t, TRAIN_STEP_SIZE, o->lr / bc1, err);
+        if (!st)
+            st = set_scalar(t, TRAIN_BC2_SQRT, sqrt(bc2), err);
+        if (!st && o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
+            st = set_scalar(t, TRAIN_DECAY, 1 - o->lr * o->weight_decay, err);
+    }
+    if (st)
+        return st;
+    tern_run_stats rs;
+    if ((st = tern_rt_execute(t->rt, &rs, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
+    tern_train_step_info in;
+    memset(&in, 0, sizeof in);
+    in.step = step;
+    in.step_seconds = (double)rs.time_ps * 1e-12;
+    in.samples_per_s = in.step_seconds > 0 ? (double)o->batch / in.step_seconds : 0;
+    in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * in.step_seconds) * 100 : 0;
+    in.loss = in.grad_norm = NAN;
+    if (!o->timing_only) {
+        float l, gn;
+        size_t at;
+        if ((st = tern_rt_get_output(t->rt, TRAIN_LOSS, &l, sizeof l, err)) ||
+            (st = tern_rt_get_output(t->rt, TRAIN_GNORM, &gn, sizeof gn, err)))
+            return st;
+        in.loss = l;
+        in.grad_norm = gn;
+        /* the first tensor that went non-finite, in the order the step computes them */
+        if (t->read_out) {
+            if ((st = tern_rt_get_output(t->rt, t->read_out, t->scratch, t->read_count * sizeof(float), err)))
+                return st;
+            if (first_nonfinite(t->scratch, t->read_count, &at))
+                return tern_error_set(err, TERN_ERR_RANGE,
+                                      "train: step %llu: output '%s' is not finite (element %zu = %g); loss %g",
+                                      (unsigned long long)step, t->read_out, at, (double)t->scratch[at], in.loss);
+        }
+        if (!isfinite(l))
+            return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the loss is not finite (%g)",
+                                  (unsigned long long)step, (double)l);
+        if (!isfinite(gn))
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "train: step %llu: the gradient norm is not finite (%g); loss %g",
+                                  (unsigned long long)step, (double)gn, (double)l);
+        /* new values land in the gradient buffers' place only after every check passes */
+        for (size_t i = 0; i < t->nw; i++) {
+            train_weight *w = &t->w[i];
+            if (!w->trained)
+                continue;
+            if (w->grad && (st = tern_rt_get_output(t->rt, w->grad_out, w->grad, w->count * sizeof(float), err)))
+                return st;
+        }
+        float **nv = calloc(t->nw * 3 + 1, sizeof *nv);
+        if (!nv)
+            return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+        st = TERN_OK;
+        for (size_t i = 0; i < t->nw && !st; i++) {
+            train_weight *w = &t->w[i];
+            if (!w->trained)
+                continue;
+            for (int k = 0; k < 1 + w->n_state && !st; k++) {
+                float *b = malloc(w->count * sizeof(float) + 1);
+                nv[i * 3 + (size_t)k] = b;
+                if (!b) {
+                    st = tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+                    break;
+                }
+                const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
+                if ((st = tern_rt_get_output(t->rt, nm, b, w->count * sizeof(float), err)))
+                    break;
+                if (first_nonfinite(b, w->count, &at))
+                    st = tern_error_set(err, TERN_ERR_RANGE,
+                                        "train: step %llu: '%s' is not finite (element %zu = %g); loss %g, gradient "
+                                        "norm %g",
+                                        (unsigned long long)step, nm, at, (double)b[at], in.loss, in.grad_norm);
+            }
+        }
+        for (size_t i = 0; i < t->nw; i++) {
+            train_weight *w = &t->w[i];
+            for (int k = 0; k < 3; k++) {
+                float *b = nv[i * 3 + (size_t)k];
+                if (!b)
+                    continue;
+                if (!st) {
+                    float **dst = k == 0 ? &w->val : &w->state[k - 1];
+                    free(*dst);
+                    *dst = b;
+                } else {
+                    free(b);
+                }
+            }
+        }
+        free(nv);
+        if (st)
+            return st;
+    }
+    t->step = step;
+    if (info)
+        *info = in;
+    return TERN_OK;
+}
