@@ -16,7 +16,7 @@
 int graph_expand_has(const char *domain, const char *op)
 {
     static const char *const ops[] = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "ConvTranspose",
-                                      "Einsum", NULL};
+                                      "Einsum", "LSTM", "GRU", "RNN", NULL};
     if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0)
         return 0;
     for (int k = 0; ops[k]; k++)
@@ -339,7 +339,9 @@ tern_status graph_expand_node(tern_graph *g, int i, int *done, tern_error *err)
     xb b = {g, i, g->n_nodes, -1, g->opset, err, TERN_OK, 0};
     const char *op = n->op;
     tern_status st;
-    if (!strcmp(op, "Einsum"))
+    if (!strcmp(op, "LSTM") || !strcmp(op, "GRU") || !strcmp(op, "RNN"))
+        st = graph_expand_rnn(&b, done);
+    else if (!strcmp(op, "Einsum"))
         st = graph_expand_einsum(&b, done);
     else if (!strcmp(op, "ConvTranspose"))
         st = graph_expand_convt(&b, done);

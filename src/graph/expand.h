@@ -64,5 +64,6 @@ int xb_cast(xb *b, int x, tern_elem_type to);
 tern_status graph_expand_loss(xb *b, int *done);
 tern_status graph_expand_convt(xb *b, int *done);
 tern_status graph_expand_einsum(xb *b, int *done);
+tern_status graph_expand_rnn(xb *b, int *done);
 
 #endif
