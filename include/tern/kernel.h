@@ -66,8 +66,15 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
 /* A constant tensor (weights): data in dt, row-major, copied; placed in HBM by whoever loads the program. */
 tern_view tern_kernel_constant(tern_kernel *k, const char *name, tern_dtype dt, unsigned ndims, const uint64_t *shape,
                                const void *data);
+/* As tern_kernel_constant, but the kernel takes data (malloc'd, the tensor's bytes long) instead of copying it, so
+ * a large weight is never held twice; data is freed on failure too. */
+tern_view tern_kernel_constant_take(tern_kernel *k, const char *name, tern_dtype dt, unsigned ndims,
+                                    const uint64_t *shape, void *data);
 /* The data of a constant tensor (NULL for other tensors). */
 const void *tern_kernel_constant_data(const tern_kernel *k, const char *name);
+/* Hands the data of io tensor i (a constant) to the caller, who frees it; the kernel keeps the tensor without data
+ * (NULL for other tensors or when already handed over). */
+void *tern_kernel_constant_steal(tern_kernel *k, size_t i);
 /* Row-major 2-D helper: rows x cols. */
 tern_view tern_kernel_input2d(tern_kernel *k, const char *name, tern_dtype dt, uint64_t rows, uint64_t cols);
 tern_view tern_kernel_output2d(tern_kernel *k, const char *name, tern_dtype dt, uint64_t rows, uint64_t cols);

@@ -107,6 +107,12 @@ struct tern_kernel;
 tern_status tern_exe_from_kernels(tern_exe *x, const char *machine, struct tern_kernel *const *kernels, unsigned cores,
                                   const tern_exe_io *inputs, size_t nin, const tern_exe_io *outputs, size_t nout,
                                   const char *metadata_json, tern_error *err);
+/* The same, but the kernels' constant data moves into the executable instead of being copied (the kernels keep
+ * their tensors without data): a model's weights are held once. */
+tern_status tern_exe_from_kernels_move(tern_exe *x, const char *machine, struct tern_kernel *const *kernels,
+                                       unsigned cores, const tern_exe_io *inputs, size_t nin,
+                                       const tern_exe_io *outputs, size_t nout, const char *metadata_json,
+                                       tern_error *err);
 /* One core, inputs and outputs taken from the kernel's own input and output tensors. */
 tern_status tern_exe_from_kernel(tern_exe *x, const char *machine, struct tern_kernel *k, tern_error *err);
 

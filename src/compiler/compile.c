@@ -399,39 +399,49 @@ tern_view cc_const2d(cc *c, const tern_host_tensor *t, tern_dtype dt, uint64_t r
         return tern_view_none();
     }
     size_t n = t->count, es = tern_dtype_size(dt);
-    float *f = malloc(sizeof(float) * (n ? n : 1));
+    /* the device bytes are made in place, through a small fp32 chunk, and handed to the kernel: a weight is never
+     * held in a second full-size buffer on the way */
+    enum { CHUNK = 1 << 16 };
     uint8_t *b = malloc(es * (n ? n : 1));
+    float *f = malloc(sizeof(float) * CHUNK);
     if (!f || !b) {
         free(f);
         free(b);
         cc_fail(c, TERN_ERR_NOMEM, "out of memory for a constant of %zu elements", n);
         return tern_view_none();
     }
-    for (size_t i = 0; i < n; i++) {
-        size_t src = transpose ? (i % cols) * rows + i / cols : i; /* out[r][c] = in[c][r] */
-        f[i] = (float)tern_host_tensor_get(t, src);
-    }
     tern_error e;
-    tern_view v = tern_view_none();
-    if (tern_dtype_is_float(dt)) {
-        if (tern_convert_from_f32(dt, b, f, n, NULL, &e))
-            cc_fail(c, e.code, "%s", e.msg);
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            double d = tern_host_tensor_get(t, transpose ? (i % cols) * rows + i / cols : i);
-            int32_t iv = d > 2147483647.0 ? INT32_MAX : d < -2147483648.0 ? INT32_MIN : (int32_t)d;
-            memcpy(b + i * es, &iv, es); /* little-endian: the low bytes */
+    for (size_t at = 0; at < n && !c->failed; at += CHUNK) {
+        size_t m = n - at < CHUNK ? n - at : CHUNK;
+        if (tern_dtype_is_float(dt)) {
+            if (!transpose && t->f)
+                memcpy(f, t->f + at, m * sizeof(float));
+            else
+                for (size_t i = 0; i < m; i++) {
+                    size_t k = at + i, src = transpose ? (k % cols) * rows + k / cols : k; /* out[r][c] = in[c][r] */
+                    f[i] = (float)tern_host_tensor_get(t, src);
+                }
+            if (tern_convert_from_f32(dt, b + at * es, f, m, NULL, &e))
+                cc_fail(c, e.code, "%s", e.msg);
+        } else {
+            for (size_t i = 0; i < m; i++) {
+                size_t k = at + i;
+                double d = tern_host_tensor_get(t, transpose ? (k % cols) * rows + k / cols : k);
+                int32_t iv = d > 2147483647.0 ? INT32_MAX : d < -2147483648.0 ? INT32_MIN : (int32_t)d;
+                memcpy(b + k * es, &iv, es); /* little-endian: the low bytes */
+            }
         }
     }
-    if (!c->failed) {
-        char name[32];
-        snprintf(name, sizeof name, "w%u", c->names++);
-        uint64_t shape[2] = {rows, cols};
-        v = tern_kernel_constant(c->k, name, dt, 2, shape, b);
-    }
     free(f);
-    free(b);
-    return v;
+    tern_view v = tern_view_none();
+    if (c->failed) {
+        free(b);
+        return v;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "w%u", c->names++);
+    uint64_t shape[2] = {rows, cols};
+    return tern_kernel_constant_take(c->k, name, dt, 2, shape, b);
 }
 
 void cc_copy(cc *c, tern_view dst, tern_view src)
@@ -612,6 +622,13 @@ static tern_status build_core(cc *c, const tern_graph *gview)
                 tern_kernel_release(c->k, x->flat);
                 x->released = 1;
             }
+            /* a weight no later node reads: its device copy is made (or it was read as immediates), so the
+             * host data goes; aliases of it (last_use folded into the owner's above) are done with it too */
+            if (c->release_constants && x->host && x->owner == id && x->last_use >= 0 && x->last_use <= i &&
+                !(tern_graph_value_at(g, id)->flags & TERN_VALUE_OUTPUT)) {
+                tern_graph_release_constant(g, id);
+                x->host = NULL;
+            }
         }
         if (c->o->progress)
             c->o->progress(c->o->progress_ctx, i + 1, nn);
@@ -787,8 +804,9 @@ static tern_status resolve_input_dims(const tern_graph *g, const tern_compile_op
     return st;
 }
 
-tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe *out, tern_compile_report *rep,
-                         tern_error *err)
+/* own: the graph is the compiler's (tern_compile_onnx), so weights may leave it as they reach the device. */
+static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, int own, tern_exe *out,
+                                 tern_compile_report *rep, tern_error *err)
 {
     tern_compile_opts o;
     if (o_in)
@@ -857,11 +875,16 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
     if (st)
         return st;
     r.nodes_after_opt = tern_graph_node_count(g);
+    for (int i = 0; i < r.nodes_after_opt; i++) { /* what the attention fusion made (tern compile prints it) */
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        r.fused_attention += n->op_id == TERN_GOP_ATTENTION;
+    }
     cc c;
     memset(&c, 0, sizeof c);
     c.g = g;
     c.o = &o;
     c.err = err;
+    c.release_constants = own;
     if ((st = tern_core_config_load(o.machine, &c.cfg, err)))
         return st;
     if (o.cores > (c.cfg.timing.cores_per_chip ? c.cfg.timing.cores_per_chip : 1)) {
@@ -912,8 +935,9 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
                          "\"model_flops\":%.17g}",
                          tern_version(), o.machine, tern_dtype_name(o.matmul_dtype), o.cores,
                          c.model_flops * o.cores);
-                st = tern_exe_from_kernels(out, o.machine, ks, o.cores, ins, (size_t)nin, outs, (size_t)nout, meta,
-                                           err);
+                /* the kernel is freed below: its constants move into the executable, not copied */
+                st = tern_exe_from_kernels_move(out, o.machine, ks, o.cores, ins, (size_t)nin, outs, (size_t)nout,
+                                                meta, err);
                 free(ks);
             }
         }
@@ -938,6 +962,12 @@ tern_status tern_compile(tern_graph *g, const tern_compile_opts *o_in, tern_exe 
     return st;
 }
 
+tern_status tern_compile(tern_graph *g, const tern_compile_opts *o, tern_exe *out, tern_compile_report *rep,
+                         tern_error *err)
+{
+    return compile_graph(g, o, 0, out, rep, err);
+}
+
 tern_status tern_compile_onnx(const char *path, const tern_compile_opts *o, tern_exe *out, tern_compile_report *rep,
                               tern_error *err)
 {
@@ -945,7 +975,7 @@ tern_status tern_compile_onnx(const char *path, const tern_compile_opts *o, tern
     tern_status st = tern_graph_load_onnx(path, &g, err);
     if (st)
         return st;
-    st = tern_compile(g, o, out, rep, err);
+    st = compile_graph(g, o, 1, out, rep, err);
     tern_graph_free(g);
     return st;
 }

@@ -45,6 +45,8 @@ typedef struct {
     double model_flops;
     int lowered, aliased;
     int lowered_empty;    /* nodes whose outputs all have zero elements: lowered to nothing */
+    int release_constants; /* the graph is the compiler's own (loaded from a file): a constant's host data is freed
+                              after its last reader, once its device copy exists, so weights are not held twice */
 } cc;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */

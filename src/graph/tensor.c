@@ -228,3 +228,11 @@ void graph_tensor_normalize(tern_host_tensor *t)
     default: break; /* float, double (held as fp32), int64, uint64 (held as int64 bits) */
     }
 }
+
+void tern_graph_release_constant(tern_graph *g, int id)
+{
+    if (!g || id < 0 || id >= g->n_values)
+        return;
+    tern_host_tensor_free(g->values[id].constant);
+    g->values[id].constant = NULL;
+}

@@ -292,6 +292,27 @@ tern_view tern_kernel_constant(tern_kernel *k, const char *name, tern_dtype dt, 
     return v;
 }
 
+tern_view tern_kernel_constant_take(tern_kernel *k, const char *name, tern_dtype dt, unsigned ndims,
+                                    const uint64_t *shape, void *data)
+{
+    tern_view v = tern_kernel_hbm_tensor(k, name, TERN_KIO_CONSTANT, dt, ndims, shape);
+    if (v.region < 0) {
+        free(data);
+        return v;
+    }
+    k->io_data[k->nio - 1] = data;
+    return v;
+}
+
+void *tern_kernel_constant_steal(tern_kernel *k, size_t i)
+{
+    if (i >= k->nio || !k->io_data || k->io[i].kind != TERN_KIO_CONSTANT)
+        return NULL;
+    void *d = k->io_data[i];
+    k->io_data[i] = NULL;
+    return d;
+}
+
 const void *tern_kernel_constant_data(const tern_kernel *k, const char *name)
 {
     for (size_t i = 0; i < k->nio; i++)

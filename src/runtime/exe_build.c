@@ -46,9 +46,36 @@ tern_status tern_exe_set_machine(tern_exe *x, const char *machine, tern_error *e
     return TERN_OK;
 }
 
-tern_status tern_exe_from_kernels(tern_exe *x, const char *machine, tern_kernel *const *kernels, unsigned cores,
-                                  const tern_exe_io *inputs, size_t nin, const tern_exe_io *outputs, size_t nout,
-                                  const char *metadata_json, tern_error *err)
+/* The checks a loader makes, on the records alone: a probe that shares x's programs and I/O and carries each
+ * constant's placement without its bytes, so a model's weights are not encoded and decoded again (two more copies
+ * of them) just to be validated. */
+static tern_status validate(const tern_exe *x, tern_error *err)
+{
+    tern_exe probe = *x;
+    probe.consts = calloc(x->num_consts + 1, sizeof *probe.consts);
+    if (!probe.consts)
+        return tern_error_set(err, TERN_ERR_NOMEM, "executable: out of memory");
+    for (size_t i = 0; i < x->num_consts; i++) {
+        probe.consts[i] = x->consts[i];
+        probe.consts[i].bytes = 0;
+        probe.consts[i].data = NULL;
+    }
+    uint8_t *b = NULL;
+    size_t n = 0;
+    tern_exe check;
+    tern_status st = tern_exe_encode(&probe, &b, &n, err);
+    free(probe.consts);
+    if (!st && !(st = tern_exe_decode(b, n, &check, err)))
+        tern_exe_free(&check);
+    free(b);
+    return st;
+}
+
+/* move: each kernel's constant data is handed to the executable (from the last core that uses the kernel; earlier
+ * ones copy) instead of copied. */
+static tern_status from_kernels(tern_exe *x, const char *machine, tern_kernel *const *kernels, unsigned cores,
+                                const tern_exe_io *inputs, size_t nin, const tern_exe_io *outputs, size_t nout,
+                                const char *metadata_json, int move, tern_error *err)
 {
     tern_exe_init(x);
     tern_status st;
@@ -69,6 +96,9 @@ tern_status tern_exe_from_kernels(tern_exe *x, const char *machine, tern_kernel 
             const void *data = tern_kernel_constant_data(kernels[c], io->name);
             if (io->kind != TERN_KIO_CONSTANT || !data)
                 continue;
+            int last = move;
+            for (unsigned d = c + 1; d < cores && last; d++)
+                last = kernels[d] != kernels[c];
             tern_exe_const *nc = realloc(x->consts, (x->num_consts + 1) * sizeof *nc);
             if (!nc) {
                 st = tern_error_set(err, TERN_ERR_NOMEM, "executable: out of memory");
@@ -79,12 +109,13 @@ tern_status tern_exe_from_kernels(tern_exe *x, const char *machine, tern_kernel 
             k->core = c;
             k->hbm_addr = io->hbm_addr;
             k->bytes = io->bytes;
-            k->data = malloc(io->bytes ? io->bytes : 1);
+            k->data = last ? tern_kernel_constant_steal(kernels[c], i) : malloc(io->bytes ? io->bytes : 1);
             if (!k->data) {
                 st = tern_error_set(err, TERN_ERR_NOMEM, "executable: out of memory");
                 goto fail;
             }
-            memcpy(k->data, data, io->bytes);
+            if (!last)
+                memcpy(k->data, data, io->bytes);
             x->num_consts++;
         }
     }
@@ -98,20 +129,26 @@ tern_status tern_exe_from_kernels(tern_exe *x, const char *machine, tern_kernel 
         st = tern_error_set(err, TERN_ERR_NOMEM, "executable: out of memory");
         goto fail;
     }
-    /* Validate the whole thing the way a loader would. */
-    uint8_t *b = NULL;
-    size_t n = 0;
-    tern_exe check;
-    if ((st = tern_exe_encode(x, &b, &n, err)) || (st = tern_exe_decode(b, n, &check, err))) {
-        free(b);
+    if ((st = validate(x, err))) /* the whole thing, the way a loader would */
         goto fail;
-    }
-    free(b);
-    tern_exe_free(&check);
     return TERN_OK;
 fail:
     tern_exe_free(x);
     return st;
+}
+
+tern_status tern_exe_from_kernels(tern_exe *x, const char *machine, tern_kernel *const *kernels, unsigned cores,
+                                  const tern_exe_io *inputs, size_t nin, const tern_exe_io *outputs, size_t nout,
+                                  const char *metadata_json, tern_error *err)
+{
+    return from_kernels(x, machine, kernels, cores, inputs, nin, outputs, nout, metadata_json, 0, err);
+}
+
+tern_status tern_exe_from_kernels_move(tern_exe *x, const char *machine, tern_kernel *const *kernels, unsigned cores,
+                                       const tern_exe_io *inputs, size_t nin, const tern_exe_io *outputs, size_t nout,
+                                       const char *metadata_json, tern_error *err)
+{
+    return from_kernels(x, machine, kernels, cores, inputs, nin, outputs, nout, metadata_json, 1, err);
 }
 
 tern_status tern_exe_from_kernel(tern_exe *x, const char *machine, tern_kernel *k, tern_error *err)
