@@ -13,16 +13,20 @@
 
 #define XB_MAX_ATTRS 8
 
-int graph_expand_has(const char *domain, const char *op)
+int graph_expand_has(int op_id)
 {
-    static const char *const ops[] = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "ConvTranspose",
-                                      "Einsum", "LSTM", "GRU", "RNN", NULL};
-    if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0)
+    switch ((tern_op_id)op_id) {
+    case TERN_GOP_LSTM:
+    case TERN_GOP_GRU:
+    case TERN_GOP_RNN:
+    case TERN_GOP_SOFTMAX_CROSS_ENTROPY_LOSS:
+    case TERN_GOP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
+    case TERN_GOP_EINSUM:
+    case TERN_GOP_CONV_TRANSPOSE:
+        return 1;
+    default:
         return 0;
-    for (int k = 0; ops[k]; k++)
-        if (!strcmp(op, ops[k]))
-            return 1;
-    return 0;
+    }
 }
 
 int xb_fail(xb *b, tern_status code, const char *fmt, ...)
@@ -328,7 +332,7 @@ tern_status graph_expand_node(tern_graph *g, int i, int *done, tern_error *err)
 {
     *done = 0;
     const tern_graph_node *n = &g->nodes[i];
-    if (!graph_expand_has(n->domain, n->op))
+    if (!graph_expand_has(n->op_id))
         return TERN_OK;
     /* every present input needs its rank and dims before the expansion can size its pieces */
     for (int k = 0; k < n->n_inputs; k++) {
@@ -337,16 +341,23 @@ tern_status graph_expand_node(tern_graph *g, int i, int *done, tern_error *err)
             return TERN_OK;
     }
     xb b = {g, i, g->n_nodes, -1, g->opset, err, TERN_OK, 0};
-    const char *op = n->op;
     tern_status st;
-    if (!strcmp(op, "LSTM") || !strcmp(op, "GRU") || !strcmp(op, "RNN"))
+    switch ((tern_op_id)n->op_id) {
+    case TERN_GOP_LSTM:
+    case TERN_GOP_GRU:
+    case TERN_GOP_RNN:
         st = graph_expand_rnn(&b, done);
-    else if (!strcmp(op, "Einsum"))
+        break;
+    case TERN_GOP_EINSUM:
         st = graph_expand_einsum(&b, done);
-    else if (!strcmp(op, "ConvTranspose"))
+        break;
+    case TERN_GOP_CONV_TRANSPOSE:
         st = graph_expand_convt(&b, done);
-    else
+        break;
+    default:
         st = graph_expand_loss(&b, done);
+        break;
+    }
     if (!st && b.st)
         st = b.st;
     if (st || !*done) {

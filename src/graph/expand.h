@@ -12,8 +12,8 @@
  * sit at i.. in topological order). *done = 0 leaves the node to ordinary inference. An op that has an expansion
  * but uses a feature the expansion does not cover fails with TERN_ERR_UNSUPPORTED naming the node and feature. */
 tern_status graph_expand_node(tern_graph *g, int i, int *done, tern_error *err);
-/* 1 for the (domain, op) pairs graph_expand_node rewrites. */
-int graph_expand_has(const char *domain, const char *op);
+/* 1 for the ops (tern_op_id) graph_expand_node rewrites. */
+int graph_expand_has(int op_id);
 
 /* A builder: new nodes are appended to the graph and spliced in place of the expanded node when the expansion
  * succeeds. Every helper returns the id of the value it made, or -1 once any step failed (st holds why), so an

@@ -106,7 +106,7 @@ tern_status graph_expand_loss(xb *b, int *done)
 {
     const tern_graph_node *n = &b->g->nodes[b->node];
     int out = n->n_outputs > 0 ? n->outputs[0] : -1;
-    if (!strcmp(n->op, "NegativeLogLikelihoodLoss")) {
+    if (n->op_id == TERN_GOP_NEGATIVE_LOG_LIKELIHOOD_LOSS) {
         if (xb_in(b, 0) < 0 || xb_in(b, 1) < 0)
             return xb_fail(b, TERN_ERR_INVALID, "input and target are required"), b->st;
         if (nll(b, xb_in(b, 0), xb_in(b, 0), xb_in(b, 1), xb_in(b, 2), out))

@@ -91,7 +91,7 @@ static int clipped(xb *b, int x, float clip)
 tern_status graph_expand_rnn(xb *b, int *done)
 {
     const tern_graph_node *n = &b->g->nodes[b->node];
-    int kind = !strcmp(n->op, "LSTM") ? 0 : !strcmp(n->op, "GRU") ? 1 : 2;
+    int kind = n->op_id == TERN_GOP_LSTM ? 0 : n->op_id == TERN_GOP_GRU ? 1 : 2;
     int G = kind == 0 ? 4 : kind == 1 ? 3 : 1, nact = kind == 0 ? 3 : kind == 1 ? 2 : 1;
     int X = xb_in(b, 0), W = xb_in(b, 1), R = xb_in(b, 2), Bi = xb_in(b, 3), SL = xb_in(b, 4), H0 = xb_in(b, 5);
     int C0 = kind == 0 ? xb_in(b, 6) : -1, P = kind == 0 ? xb_in(b, 7) : -1;
