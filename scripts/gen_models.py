@@ -167,6 +167,144 @@ class BigK(nn.Module):
         return F.relu(self.l(x)) + x[:, :40]
 
 
+class RMSNorm(nn.Module):
+    """LLaMA's and T5's norm: x / sqrt(mean(x^2) + eps) * weight (no mean subtracted, no bias)."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.w, self.eps = nn.Parameter(1 + 0.1 * torch.randn(d)), eps
+
+    def forward(self, x):
+        return self.w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def repeat_kv(x, n):
+    """GQA: each of the KV heads serves n query heads (HF's repeat_kv: expand a new axis, then merge it)."""
+    b, kv, s, d = x.shape
+    return x if n == 1 else x[:, :, None, :, :].expand(b, kv, n, s, d).reshape(b, kv * n, s, d)
+
+
+class LlamaBlock(nn.Module):
+    """A LLaMA-style decoder block as HF's modeling_llama writes it: RMSNorm, q/k/v projections without bias,
+    rotary embeddings from cos/sin tables, grouped-query heads (repeat_kv), a causal mask (additive, the float32
+    minimum above the diagonal, or masked_fill with -inf: where=True), softmax in float32, o-projection, a SwiGLU
+    MLP. rope=False leaves the rotary embeddings out (Q and K straight from their projections)."""
+
+    def __init__(self, d, heads, kv_heads, ffn, seq, where=False, rope=True):
+        super().__init__()
+        self.h, self.kv, self.dh, self.where, self.rope = heads, kv_heads, d // heads, where, rope
+        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
+        self.q = nn.Linear(d, heads * self.dh, bias=False)
+        self.k = nn.Linear(d, kv_heads * self.dh, bias=False)
+        self.v = nn.Linear(d, kv_heads * self.dh, bias=False)
+        self.o = nn.Linear(heads * self.dh, d, bias=False)
+        self.gate, self.up, self.down = nn.Linear(d, ffn, bias=False), nn.Linear(d, ffn, bias=False), \
+            nn.Linear(ffn, d, bias=False)
+        inv = 1.0 / (10000 ** (torch.arange(0, self.dh, 2).float() / self.dh))
+        emb = torch.outer(torch.arange(seq).float(), inv)
+        emb = torch.cat((emb, emb), dim=-1)
+        self.register_buffer("cos", emb.cos())
+        self.register_buffer("sin", emb.sin())
+        self.register_buffer("mask", torch.full((seq, seq), torch.finfo(torch.float32).min).triu(1)[None, None])
+        self.register_buffer("keep", torch.tril(torch.ones(seq, seq)).bool())
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        h = self.n1(x)
+        q = self.q(h).view(b, s, self.h, self.dh).transpose(1, 2)
+        k = self.k(h).view(b, s, self.kv, self.dh).transpose(1, 2)
+        v = self.v(h).view(b, s, self.kv, self.dh).transpose(1, 2)
+        cos, sin = self.cos[:s][None, None], self.sin[:s][None, None]
+        if self.rope:
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, self.h // self.kv), repeat_kv(v, self.h // self.kv)
+        att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.dh)
+        if self.where:
+            att = att.masked_fill(~self.keep[:s, :s], float("-inf"))
+        else:
+            att = att + self.mask[:, :, :s, :s]
+        att = torch.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(b, s, -1)
+        x = x + self.o(y)
+        h = self.n2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab, d, heads, kv_heads, ffn, layers, seq, where=False, rope=True):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([LlamaBlock(d, heads, kv_heads, ffn, seq, where, rope) for _ in range(layers)])
+        self.norm, self.head = RMSNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.norm(x))
+
+
+class T5Block(nn.Module):
+    """A T5-style encoder block as HF's modeling_t5 writes it: RMS layer norm, q/k/v/o without bias and with an
+    inner size heads*d_kv of its own, scores without scaling plus the relative position bias, softmax in float32,
+    a ReLU feed-forward."""
+
+    def __init__(self, d, heads, dkv, ffn):
+        super().__init__()
+        self.h, self.dkv = heads, dkv
+        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
+        self.q, self.k, self.v = (nn.Linear(d, heads * dkv, bias=False) for _ in range(3))
+        self.o = nn.Linear(heads * dkv, d, bias=False)
+        self.wi, self.wo = nn.Linear(d, ffn, bias=False), nn.Linear(ffn, d, bias=False)
+
+    def forward(self, x, bias):
+        b = x.shape[0]
+        h = self.n1(x)
+        q, k, v = (p(h).view(b, -1, self.h, self.dkv).transpose(1, 2) for p in (self.q, self.k, self.v))
+        scores = torch.matmul(q, k.transpose(3, 2))
+        scores += bias
+        w = F.softmax(scores.float(), dim=-1).type_as(scores)
+        y = torch.matmul(w, v).transpose(1, 2).contiguous().view(b, -1, self.h * self.dkv)
+        x = x + self.o(y)
+        return x + self.wo(F.relu(self.wi(self.n2(x))))
+
+
+class T5Encoder(nn.Module):
+    """T5's encoder: the bias of bucketed relative positions (bidirectional, 32 buckets, max distance 128; one
+    learned value per bucket and head) computed once and added to every block's scores."""
+
+    def __init__(self, vocab, d, heads, dkv, ffn, layers, buckets=32, max_dist=128):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.rel = nn.Embedding(buckets, heads)
+        self.buckets, self.max_dist = buckets, max_dist
+        self.blocks = nn.ModuleList([T5Block(d, heads, dkv, ffn) for _ in range(layers)])
+        self.norm = RMSNorm(d)
+
+    def bucket(self, rel):
+        n = self.buckets // 2
+        ret = (rel > 0).to(torch.long) * n
+        rel = torch.abs(rel)
+        exact = n // 2
+        large = exact + (torch.log(rel.float() / exact) / math.log(self.max_dist / exact) * (n - exact)).to(torch.long)
+        large = torch.min(large, torch.full_like(large, n - 1))
+        return ret + torch.where(rel < exact, rel, large)
+
+    def forward(self, ids):
+        s = ids.shape[1]
+        pos = torch.arange(s)
+        bias = self.rel(self.bucket(pos[None, :] - pos[:, None])).permute(2, 0, 1).unsqueeze(0)
+        x = self.emb(ids)
+        for blk in self.blocks:
+            x = blk(x, bias)
+        return self.norm(x)
+
+
 def models():
     return {
         "mlp": (lambda: MLP(), lambda: torch.randn(8, 256), "x"),
@@ -187,6 +325,21 @@ def models():
         "attn_where": (lambda: AttnWhere(3, 48),
                        lambda: (torch.randn(2, 3, 48, 32), torch.randn(2, 3, 48, 32), torch.randn(2, 3, 48, 32)),
                        ("q", "k", "v")),
+        # LLaMA-style decoders (RMSNorm, rotary, 4 query heads sharing 2 KV heads, causal mask: additive, or
+        # masked_fill for _where, SwiGLU) and a T5-style encoder (relative position bias, no scaling)
+        "llama_tiny": (lambda: Llama(256, 128, 4, 2, 256, 2, 48), lambda: torch.randint(0, 256, (1, 48)),
+                       "input_ids"),
+        "llama_where": (lambda: Llama(256, 128, 4, 2, 256, 1, 40, where=True), lambda: torch.randint(0, 256, (2, 40)),
+                        "input_ids"),
+        # without rotary: Q and K come straight from the projections (the heads of a batch element load as a group)
+        "llama_norope": (lambda: Llama(256, 128, 4, 2, 256, 1, 40, where=True, rope=False),
+                         lambda: torch.randint(0, 256, (2, 40)), "input_ids"),
+        "t5_tiny": (lambda: T5Encoder(256, 96, 4, 32, 192, 2), lambda: torch.randint(0, 256, (1, 48)), "input_ids"),
+        # bench sizes: sequence 128, batch 1
+        "llama_small": (lambda: Llama(4096, 512, 8, 2, 1376, 4, 128), lambda: torch.randint(0, 4096, (1, 128)),
+                        "input_ids"),
+        "t5_small": (lambda: T5Encoder(4096, 512, 8, 64, 2048, 4), lambda: torch.randint(0, 4096, (1, 128)),
+                     "input_ids"),
         "linear_bigk": (lambda: BigK(), lambda: torch.randn(3, 12000), "x"),
         "resnet_tiny": (lambda: ResNet([8, 16], [1, 1], 10), lambda: torch.randn(1, 3, 32, 32), "image"),
         "resnet18": (lambda: ResNet([64, 128, 256, 512], [2, 2, 2, 2], 1000), lambda: torch.randn(1, 3, 224, 224),

@@ -67,6 +67,7 @@ typedef struct {
     uint64_t hbm_bytes;            /* per core: the peak HBM footprint */
     uint64_t weight_bytes;         /* per core: constants */
     double model_flops;            /* 2 x MACs of the model's matmuls (whole batch) */
+    int fused_attention;           /* tern.Attention nodes in the optimised graph (the attention fusion's) */
 } tern_compile_report;
 
 /* Compile an imported graph (it is optimised in place) into an executable. */

@@ -251,6 +251,9 @@ int tern_cmd_compile(int argc, char **argv)
                "%.1f MB of weights, %.1f MB of HBM per core",
                a.model, a.out, a.machine, rep.nodes_in, rep.nodes_after_opt, rep.instructions, x.cores,
                x.cores > 1 ? "s" : "", rep.weight_bytes / 1e6, rep.hbm_bytes / 1e6);
+        if (rep.fused_attention)
+            printf("; %d fused attention node%s (tern.Attention)", rep.fused_attention,
+                   rep.fused_attention > 1 ? "s" : "");
         if (rep.lowered_empty) /* their outputs have zero elements: no storage, no instructions */
             printf("; %d node%s with only zero-size outputs lowered to nothing", rep.lowered_empty,
                    rep.lowered_empty > 1 ? "s" : "");

@@ -35,6 +35,8 @@ typedef struct {
     tern_view v[16];  /* key blocks of V: [<=128, Dv] */
     unsigned nv, nk;
     int views;        /* krows and v are column blocks of a head group's tiles (not released with the head) */
+    int borrow;       /* GQA: K^T and V are the previous head's (the same K/V head), taken in its turn */
+    int keep;         /* GQA: a later head reads this head's K^T and V (released with the last of them) */
 } att_head;
 
 /* The heads of one batch element loaded together (grouped mode): Q, K rows, V [S, H x D] in one DMA each (the
@@ -46,10 +48,12 @@ typedef struct {
 } att_group;
 
 /* An operand: element offset and strides into its value's storage; the batch index (flattened over nb dims)
- * contributes sum_i idx_i * bstride[i]. */
+ * contributes sum_i idx_i * bstride[i]. With grouped-query heads (rep > 1, K and V) the last batch index (the
+ * head) is divided by rep first: rep query heads read one K/V head where it lies, nothing is repeated. */
 typedef struct {
     cc_value *v;
     int64_t off, bstride[CC_MAX_RANK], sS, sD;
+    uint64_t rep;
 } att_opnd;
 
 typedef struct {
@@ -77,7 +81,10 @@ static uint64_t opnd_base(const att *a, const att_opnd *x, uint64_t bh)
 {
     int64_t off = x->off;
     for (int d = a->nb - 1; d >= 0; d--) {
-        off += (int64_t)(bh % (uint64_t)a->bdims[d]) * x->bstride[d];
+        uint64_t i = bh % (uint64_t)a->bdims[d];
+        if (d == a->nb - 1 && x->rep > 1)
+            i /= x->rep;
+        off += (int64_t)i * x->bstride[d];
         bh /= (uint64_t)a->bdims[d];
     }
     return (uint64_t)off;
@@ -105,14 +112,14 @@ static void group_load(att *a, uint64_t g)
     if (gr->g == (int64_t)g)
         return;
     tern_kernel *k = a->k;
-    const uint64_t bh = g * a->G, H = a->G;
+    const uint64_t bh = g * a->G, H = a->G, Hkv = H / a->kk.rep; /* GQA: the group's K/V heads, once each */
     gr->g = (int64_t)g;
     gr->q = tern_kernel_sbuf(k, row_dtype(a, &a->q), (uint32_t)a->Sq, (uint32_t)(H * a->D), "att_gq");
     tern_kernel_load(k, gr->q, opnd_rows(a, &a->q, bh, 0, a->Sq, H * a->D));
-    gr->k = tern_kernel_sbuf(k, row_dtype(a, &a->kk), (uint32_t)a->Sk, (uint32_t)(H * a->D), "att_gk");
-    tern_kernel_load(k, gr->k, opnd_rows(a, &a->kk, bh, 0, a->Sk, H * a->D));
-    gr->v = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->Sk, (uint32_t)(H * a->Dv), "att_gv");
-    tern_kernel_load(k, gr->v, opnd_rows(a, &a->vv, bh, 0, a->Sk, H * a->Dv));
+    gr->k = tern_kernel_sbuf(k, row_dtype(a, &a->kk), (uint32_t)a->Sk, (uint32_t)(Hkv * a->D), "att_gk");
+    tern_kernel_load(k, gr->k, opnd_rows(a, &a->kk, bh, 0, a->Sk, Hkv * a->D));
+    gr->v = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->Sk, (uint32_t)(Hkv * a->Dv), "att_gv");
+    tern_kernel_load(k, gr->v, opnd_rows(a, &a->vv, bh, 0, a->Sk, Hkv * a->Dv));
     gr->o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)a->Sq, (uint32_t)(H * a->Dv), "att_go");
 }
 
@@ -130,21 +137,36 @@ static void group_finish(att *a, uint64_t g)
     gr->g = -1;
 }
 
+/* Grouped-query heads, per-head mode: query head bh's place among the rep heads sharing one K/V head. */
+static uint64_t kv_pos(const att *a, uint64_t bh)
+{
+    return a->kk.rep > 1 ? (bh % (uint64_t)a->bdims[a->nb - 1]) % a->kk.rep : 0;
+}
+
 static void load_head(att *a, uint64_t bh, att_head *h)
 {
     h->nk = 0;
     h->views = 0;
+    h->borrow = h->keep = 0;
     if (a->G) { /* grouped: the head's K rows and V are column blocks of its group's tiles */
         uint64_t g = bh / a->G, j = bh % a->G;
         group_load(a, g);
         if (j == 0 && (g + 1) * a->G < a->BH)
             group_load(a, g + 1); /* the next group loads while this one computes */
         att_group *gr = &a->grp[g % 3];
+        uint64_t jk = j / a->kk.rep; /* the K/V head this query head reads */
         h->views = 1;
         h->kT = tern_view_none();
-        h->krows[0] = tern_view_block(a->k, gr->k, 0, a->Sk, j * a->D, (j + 1) * a->D);
-        h->v[0] = tern_view_block(a->k, gr->v, 0, a->Sk, j * a->Dv, (j + 1) * a->Dv);
+        h->krows[0] = tern_view_block(a->k, gr->k, 0, a->Sk, jk * a->D, (jk + 1) * a->D);
+        h->v[0] = tern_view_block(a->k, gr->v, 0, a->Sk, jk * a->Dv, (jk + 1) * a->Dv);
         h->nk = h->nv = 1;
+        return;
+    }
+    h->keep = a->kk.rep > 1 && kv_pos(a, bh) != a->kk.rep - 1;
+    if (kv_pos(a, bh) != 0) { /* the K/V head the previous query head loaded: nothing to load */
+        h->borrow = 1;
+        h->kT = tern_view_none();
+        h->nv = 0;
         return;
     }
     if (a->kk.sD != 1 && a->kk.sS == 1) { /* K^T rows contiguous: [D, Sk] straight in */
@@ -173,6 +195,8 @@ static void load_head(att *a, uint64_t bh, att_head *h)
 
 static void release_head(att *a, att_head *h)
 {
+    if (h->keep)
+        return;
     if (h->kT.region >= 0)
         tern_kernel_release(a->k, h->kT);
     if (h->views)
@@ -199,8 +223,15 @@ static uint64_t mask_offset(const att *a, uint64_t bh, uint64_t q0)
 
 /* K^T [D, Sk] of a head whose K came as rows: each key block cast to the matmul dtype and transposed through
  * the PE array (TensorE, in the head's turn so the prefetch never holds TensorE back). */
-static void head_kT(att *a, att_head *h)
+static void head_kT(att *a, att_head *h, const att_head *prev)
 {
+    if (h->borrow) { /* prev (the previous query head, same K/V head) has built K^T by now */
+        int keep = h->keep;
+        *h = *prev;
+        h->borrow = 0;
+        h->keep = keep;
+        return;
+    }
     if (h->kT.region >= 0)
         return;
     tern_kernel *k = a->k;
@@ -409,9 +440,17 @@ int cc_lower_attention(cc *c)
                 cc_fail(c, TERN_ERR_INVALID, "Attention dims[%d] = %lld", d, (long long)dm[d]);
                 return 1;
             }
+        /* grouped-query heads: K and V hold dims[1] / kv_rep heads, each read by kv_rep query heads */
+        int64_t rep = tern_graph_attr_int(n, "kv_rep", 1);
+        if (rep < 1 || dm[1] % rep != 0) {
+            cc_fail(c, TERN_ERR_INVALID, "Attention kv_rep %lld does not divide its %lld heads", (long long)rep,
+                    (long long)dm[1]);
+            return 1;
+        }
+        a.kk.rep = a.vv.rep = (uint64_t)rep;
         a.Sq = (uint64_t)dm[2], a.Sk = (uint64_t)dm[3], a.D = (uint64_t)dm[4], a.Dv = (uint64_t)dm[5];
-        int64_t ld[4][4] = {{dm[0], dm[1], dm[2], dm[4]}, {dm[0], dm[1], dm[3], dm[4]},
-                            {dm[0], dm[1], dm[3], dm[5]}, {dm[0], dm[1], dm[2], dm[5]}};
+        int64_t ld[4][4] = {{dm[0], dm[1], dm[2], dm[4]}, {dm[0], dm[1] / rep, dm[3], dm[4]},
+                            {dm[0], dm[1] / rep, dm[3], dm[5]}, {dm[0], dm[1], dm[2], dm[5]}};
         for (int i = 0; i < 4; i++) {
             const tern_graph_attr *va = tern_graph_node_attr(n, names[i]);
             if (!va || va->type != TERN_ATTR_INTS || va->n != 5) {
@@ -453,6 +492,7 @@ int cc_lower_attention(cc *c)
         a.Sk = (uint64_t)K->dims[r - 1], a.Dv = (uint64_t)V->dims[r - 1];
         /* one flattened batch dim; K is KT [.., D, Sk] seen as [.., Sk, D] */
         a.nb = 1;
+        a.kk.rep = a.vv.rep = 1;
         a.bdims[0] = (a.Sq && a.D) ? (int64_t)(Q->numel / (a.Sq * a.D)) : 0;
         a.q.bstride[0] = (int64_t)(a.Sq * a.D), a.q.sS = (int64_t)a.D, a.q.sD = 1;
         a.kk.bstride[0] = (int64_t)(a.D * a.Sk), a.kk.sS = 1, a.kk.sD = (int64_t)a.Sk;
@@ -545,7 +585,7 @@ int cc_lower_attention(cc *c)
             if (t->q0 == 0) { /* a new head: prefetch the next one, build this one's K^T */
                 if (t->bh + 1 < a.BH)
                     load_head(&a, t->bh + 1, &heads[(t->bh + 1) % 4]);
-                head_kT(&a, &heads[t->bh % 4]);
+                head_kT(&a, &heads[t->bh % 4], &heads[(t->bh + 3) % 4]);
             }
             tile_scores(&a, &heads[t->bh % 4], t);
         }

@@ -561,11 +561,16 @@ static int att_mask_ok(const tern_graph *g, int m, int r, const int64_t *sdims)
  * through Transpose (permutes the axes), Reshape (same storage) and one output of a Split along the last axis (a
  * window of columns of a wider row) finds the tensor the heads were cut from, so the lowering loads each head
  * straight from it; the output is walked forward through Transpose and Reshape likewise (the merge of the
- * heads). Every intermediate must have a single use; the nodes walked through are dropped. */
+ * heads). Every intermediate must have a single use; the nodes walked through are dropped.
+ * Grouped-query attention (LLaMA's repeat_kv: Unsqueeze, Expand of the new axis, Reshape merging it into the
+ * heads) is walked through as well: the operand's head h reads the source's head h / rep (rep query heads share
+ * one K/V head), so the repeated K and V are never materialised; an Unsqueeze is a renumbering of the axes. */
+#define ATT_MAX_DROP 32
 typedef struct {
     int src[3];         /* Q, K, V sources */
     int64_t view[4][5]; /* Q, K (as [B, H, Sk, D]), V, O: {off, sB, sH, sS, sD} */
-    int drop[16], ndrop;
+    int rep[3];         /* Q, K, V: query heads per source head (1, or the GQA group size) */
+    int drop[ATT_MAX_DROP], ndrop;
     int split, split_outs; /* the Split walked through (-1: none) and how many of its outputs */
     int at;             /* the node whose output becomes the attention's */
     int64_t out_dims[TERN_GRAPH_MAX_RANK];
@@ -582,20 +587,102 @@ static void rowmajor(const tern_graph_value *v, int64_t *st)
     }
 }
 
-/* Operand value v whose logical dim d is v's axis ax[d]: fills the source and the view. */
-static void att_walk_back(const fctx *f, int v, const int *ax0, const int64_t *ld, int *src, int64_t *view,
-                          att_layout *L)
+/* repeat_kv: v [B, Hkv*n, S, D] = Reshape(Expand(u [B, Hkv, 1, S, D]) -> [B, Hkv, n, S, D]), the expanded
+ * value read only by the reshape. Returns n (> 1) and u's id in *u, or 0. */
+static int att_repeat_kv(const fctx *f, int v, int *u)
+{
+    const tern_graph *g = f->g;
+    int p = prod(f, v);
+    if (!is_op(f, p, "Reshape"))
+        return 0;
+    int x = g->nodes[p].inputs[0], e = prod(f, x);
+    if (!single(f, x) || !is_op(f, e, "Expand"))
+        return 0;
+    int s = g->nodes[e].inputs[0];
+    const tern_graph_value *V = &g->values[v], *X = &g->values[x], *S = &g->values[s];
+    if (V->rank != 4 || X->rank != 5 || S->rank != 5 || X->type != V->type || S->type != V->type || X->dims[2] < 2)
+        return 0;
+    if (X->dims[0] != V->dims[0] || X->dims[1] * X->dims[2] != V->dims[1] || X->dims[3] != V->dims[2] ||
+        X->dims[4] != V->dims[3])
+        return 0;
+    for (int d = 0; d < 5; d++)
+        if (S->dims[d] != (d == 2 ? 1 : X->dims[d]) || X->dims[d] <= 0)
+            return 0;
+    *u = s;
+    return (int)X->dims[2];
+}
+
+/* The axes an Unsqueeze of an output of rank r inserts (ins[a] = 1), from its constant axes input (opset 13+)
+ * or attribute; 0 when they are not known. */
+static int att_unsqueeze_axes(const fctx *f, const tern_graph_node *n, int r, unsigned char *ins)
+{
+    int64_t a[TERN_GRAPH_MAX_RANK];
+    int na = 0;
+    if (n->n_inputs > 1 && n->inputs[1] >= 0) {
+        const tern_host_tensor *c = f->g->values[n->inputs[1]].constant;
+        if (!c || c->count < 1 || c->count > TERN_GRAPH_MAX_RANK)
+            return 0;
+        na = (int)c->count;
+        for (int k = 0; k < na; k++)
+            a[k] = (int64_t)tern_host_tensor_get(c, (size_t)k);
+    } else {
+        const tern_graph_attr *at = tern_graph_node_attr(n, "axes");
+        if (!at || at->type != TERN_ATTR_INTS || at->n < 1 || at->n > TERN_GRAPH_MAX_RANK)
+            return 0;
+        na = (int)at->n;
+        memcpy(a, at->ints, sizeof(int64_t) * (size_t)na);
+    }
+    memset(ins, 0, TERN_GRAPH_MAX_RANK);
+    for (int k = 0; k < na; k++) {
+        int64_t x = a[k] < 0 ? a[k] + r : a[k];
+        if (x < 0 || x >= r || ins[x])
+            return 0;
+        ins[x] = 1;
+    }
+    return 1;
+}
+
+/* Operand value v whose logical dim d is v's axis ax[d]: fills the source, the view and the operand's heads per
+ * source head (*rep). */
+static void att_walk_back(const fctx *f, int v, const int *ax0, const int64_t *ld0, int *src, int64_t *view,
+                          int *rep, att_layout *L)
 {
     const tern_graph *g = f->g;
     int ax[4] = {ax0[0], ax0[1], ax0[2], ax0[3]}, flat = 0;
-    int64_t st[4], off = 0, rm[TERN_GRAPH_MAX_RANK];
-    for (int guard = 0; guard < 4 && L->ndrop < 14; guard++) {
+    int64_t st[4], off = 0, rm[TERN_GRAPH_MAX_RANK], ld[4] = {ld0[0], ld0[1], ld0[2], ld0[3]};
+    *rep = 1;
+    for (int guard = 0; guard < 8 && L->ndrop < ATT_MAX_DROP - 4; guard++) {
         int p = prod(f, v);
         if (!single(f, v) || p < 0)
             break;
         const tern_graph_node *n = node(f, p);
         const tern_graph_value *x = &g->values[n->inputs[0]];
-        if (!flat && is_op(f, p, "Transpose") && x->rank == 4) {
+        int u = -1, nr;
+        unsigned char ins[TERN_GRAPH_MAX_RANK];
+        if (!flat && *rep == 1 && ax[1] == 1 && ld[1] == g->values[v].dims[1] && (nr = att_repeat_kv(f, v, &u))) {
+            /* v's axes 0, 2, 3 are u's 0, 3, 4; the head axis 1 is u's KV head axis 1, each serving nr heads */
+            static const int map[4] = {0, 1, 3, 4};
+            for (int d = 0; d < 4; d++)
+                ax[d] = map[ax[d]];
+            *rep = nr;
+            ld[1] /= nr;
+            L->drop[L->ndrop++] = p;
+            L->drop[L->ndrop++] = prod(f, n->inputs[0]);
+            L->absorbed += 2;
+            v = u;
+            continue;
+        }
+        if (!flat && is_op(f, p, "Unsqueeze") && att_unsqueeze_axes(f, n, g->values[v].rank, ins)) {
+            int nax[4];
+            for (int d = 0; d < 4; d++) { /* a logical dim on an inserted axis (size 1) ends the walk */
+                if (ins[ax[d]])
+                    goto done;
+                nax[d] = ax[d];
+                for (int e = 0; e < ax[d]; e++)
+                    nax[d] -= ins[e];
+            }
+            memcpy(ax, nax, sizeof ax);
+        } else if (!flat && is_op(f, p, "Transpose") && x->rank == 4) {
             const tern_graph_attr *pa = tern_graph_node_attr(n, "perm");
             int nax[4];
             for (int d = 0; d < 4; d++) {
@@ -678,12 +765,14 @@ static int att_layouts(const fctx *f, int q, int kt, int v, int pv, att_layout *
     int64_t lq[4] = {Q->dims[0], Q->dims[1], Q->dims[2], Q->dims[3]};
     int64_t lk[4] = {KT->dims[0], KT->dims[1], KT->dims[3], KT->dims[2]};
     int64_t lv[4] = {V->dims[0], V->dims[1], V->dims[2], V->dims[3]};
-    att_walk_back(f, q, id, lq, &L->src[0], L->view[0], L);
-    att_walk_back(f, kt, kax, lk, &L->src[1], L->view[1], L);
-    att_walk_back(f, v, id, lv, &L->src[2], L->view[2], L);
+    att_walk_back(f, q, id, lq, &L->src[0], L->view[0], &L->rep[0], L);
+    att_walk_back(f, kt, kax, lk, &L->src[1], L->view[1], &L->rep[1], L);
+    att_walk_back(f, v, id, lv, &L->src[2], L->view[2], &L->rep[2], L);
+    if (L->rep[0] != 1 || L->rep[1] != L->rep[2]) /* the lowering shares one K/V head among rep query heads */
+        return 0;
     if (L->split >= 0) {
         const tern_graph_node *sp = node(f, L->split);
-        if (L->split_outs == sp->n_outputs && L->ndrop < 16)
+        if (L->split_outs == sp->n_outputs && L->ndrop < ATT_MAX_DROP)
             L->drop[L->ndrop++] = L->split;
     }
     /* the output: Transpose then Reshape, each the single user */
@@ -695,7 +784,7 @@ static int att_layouts(const fctx *f, int q, int kt, int v, int pv, att_layout *
     L->view[3][0] = 0;
     for (int d = 0; d < 4; d++)
         L->view[3][1 + d] = rm[d];
-    if (is_op(f, t, "Transpose") && L->ndrop < 15) {
+    if (is_op(f, t, "Transpose") && L->ndrop < ATT_MAX_DROP - 1) {
         const tern_graph_value *y = &g->values[g->nodes[t].outputs[0]];
         const tern_graph_attr *pa = tern_graph_node_attr(node(f, t), "perm");
         int r2 = only_user(f, g->nodes[t].outputs[0]);
@@ -745,17 +834,38 @@ static int att_scores(const fctx *f, int v)
     return is_op(f, p, "MatMul");
 }
 
+/* Is node c a Cast of an fp32 value to fp32 (what softmax(x.float()) and softmax(x, dtype=torch.float32)
+ * export: a no-op the attention can take in)? */
+static int att_noop_cast(const fctx *f, int c)
+{
+    if (!is_op(f, c, "Cast"))
+        return 0;
+    const tern_graph_node *n = node(f, c);
+    return tern_graph_attr_int(n, "to", 0) == 1 && f->g->values[n->inputs[0]].type == TERN_ELEM_FLOAT &&
+           f->g->values[n->outputs[0]].type == TERN_ELEM_FLOAT;
+}
+
 static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
 {
     tern_graph *g = f->g;
     const tern_graph_node *sm = &g->nodes[i];
-    int x = sm->inputs[0], nodes[5], nn = 0;
+    int x = sm->inputs[0], nodes[12], nn = 0;
+    /* fp32-to-fp32 Casts before and after the softmax (HF's LLaMA and T5 write both) */
+    while (nn < 4 && single(f, x) && att_noop_cast(f, prod(f, x))) {
+        nodes[nn++] = prod(f, x);
+        x = g->nodes[prod(f, x)].inputs[0];
+    }
     const tern_graph_value *xv = &g->values[x];
     int64_t axis = tern_graph_attr_int(sm, "axis", tern_graph_opset(g) >= 13 ? -1 : 1);
     if (xv->rank < 2 || xv->type != TERN_ELEM_FLOAT || (axis != -1 && axis != xv->rank - 1))
         return TERN_OK;
-    int pv = only_user(f, sm->outputs[0]);
-    if (!is_op(f, pv, "MatMul") || g->nodes[pv].inputs[0] != sm->outputs[0] || !single(f, x))
+    int y = sm->outputs[0], pv = only_user(f, y);
+    while (nn < 8 && att_noop_cast(f, pv)) {
+        nodes[nn++] = pv;
+        y = g->nodes[pv].outputs[0];
+        pv = only_user(f, y);
+    }
+    if (!is_op(f, pv, "MatMul") || g->nodes[pv].inputs[0] != y || !single(f, x))
         return TERN_OK;
     int mask_mode = 0, mask = -1, scale_op = 0;
     float fill = 0, scale = 1;
@@ -833,13 +943,15 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         drop(f, L.drop, L.ndrop);
         int ins[4] = {L.src[0], L.src[1], L.src[2], mask};
         int64_t dims[6] = {Q->dims[0], Q->dims[1], Q->dims[2], Sk, D, Dv};
-        tern_graph_attr at[10] = {attr_int("scale_op", scale_op), attr_float("scale", scale),
+        tern_graph_attr at[11] = {attr_int("scale_op", scale_op), attr_float("scale", scale),
                                   attr_int("mask", mask_mode), attr_float("fill", fill), attr_ints("dims", 6, dims),
                                   attr_ints("q", 5, L.view[0]), attr_ints("k", 5, L.view[1]),
                                   attr_ints("v", 5, L.view[2]), attr_ints("o", 5, L.view[3]),
                                   attr_ints("out_shape", L.out_rank, L.out_dims)};
+        if (L.rep[1] > 1) /* grouped-query heads only: other models' nodes stay as they were */
+            at[10] = attr_int("kv_rep", L.rep[1]);
         (*hits)++;
-        return rewrite(f, L.at, "tern", "Attention", mask >= 0 ? 4 : 3, ins, 10, at, err);
+        return rewrite(f, L.at, "tern", "Attention", mask >= 0 ? 4 : 3, ins, L.rep[1] > 1 ? 11 : 10, at, err);
     }
     drop(f, nodes, nn);
     int ins[4] = {q, kt, v, mask};
