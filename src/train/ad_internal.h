@@ -74,13 +74,13 @@ int ad_unbroadcast(ad_ctx *a, int gid, const ad_shape *from, const ad_shape *to)
 void ad_accum(ad_ctx *a, int v, int gid);
 int ad_needs(const ad_ctx *a, int v);
 
-/* ---- gradient rules, one file per op family ---- */
-int grad_elementwise_rule(const char *op, ad_rule *out); /* grad_elementwise.c */
-int grad_linear_rule(const char *op, ad_rule *out);      /* grad_linear.c */
-int grad_reduce_rule(const char *op, ad_rule *out);      /* grad_reduce.c */
-int grad_layout_rule(const char *op, ad_rule *out);      /* grad_layout.c */
-int grad_norm_rule(const char *op, ad_rule *out);        /* grad_norm.c */
-int grad_index_rule(const char *op, ad_rule *out);       /* grad_index.c */
+/* ---- gradient rules, one file per op family; each maps a node's op_id (tern_op_id) to its rule ---- */
+int grad_elementwise_rule(int op_id, ad_rule *out); /* grad_elementwise.c */
+int grad_linear_rule(int op_id, ad_rule *out);      /* grad_linear.c */
+int grad_reduce_rule(int op_id, ad_rule *out);      /* grad_reduce.c */
+int grad_layout_rule(int op_id, ad_rule *out);      /* grad_layout.c */
+int grad_norm_rule(int op_id, ad_rule *out);        /* grad_norm.c */
+int grad_index_rule(int op_id, ad_rule *out);       /* grad_index.c */
 
 /* The rule for a forward node's op (NULL when it has none), and the reverse pass: seeds the gradient of `loss`
  * (a scalar value) with 1 and walks the first n_fwd nodes backwards. */

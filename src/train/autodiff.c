@@ -344,11 +344,10 @@ void ad_accum(ad_ctx *a, int v, int gid)
 
 ad_rule ad_rule_for(const tern_graph_node *n)
 {
-    if (n->domain[0] && strcmp(n->domain, "ai.onnx"))
-        return NULL;
     ad_rule r = NULL;
-    if (grad_elementwise_rule(n->op, &r) || grad_linear_rule(n->op, &r) || grad_reduce_rule(n->op, &r) ||
-        grad_layout_rule(n->op, &r) || grad_norm_rule(n->op, &r) || grad_index_rule(n->op, &r))
+    int id = n->op_id; /* the op registry's id: fused "tern" ops have their own, which no rule takes */
+    if (grad_elementwise_rule(id, &r) || grad_linear_rule(id, &r) || grad_reduce_rule(id, &r) ||
+        grad_layout_rule(id, &r) || grad_norm_rule(id, &r) || grad_index_rule(id, &r))
         return r;
     return NULL;
 }

@@ -252,19 +252,25 @@ static int g_cast(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
-int grad_elementwise_rule(const char *op, ad_rule *out)
+int grad_elementwise_rule(int op_id, ad_rule *out)
 {
     static const struct {
-        const char *op;
+        int id;
         ad_rule fn;
-    } tab[] = {{"Add", g_add},         {"Sub", g_sub},         {"Mul", g_mul},         {"Div", g_div},
-               {"Sum", g_sum},         {"Neg", g_neg},         {"Identity", g_identity}, {"Dropout", g_dropout},
-               {"Relu", g_relu},       {"LeakyRelu", g_leaky}, {"Sigmoid", g_sigmoid}, {"Tanh", g_tanh},
-               {"Exp", g_exp},         {"Log", g_log},         {"Sqrt", g_sqrt},       {"Reciprocal", g_reciprocal},
-               {"Abs", g_abs},         {"Softplus", g_softplus}, {"Erf", g_erf},       {"Gelu", g_gelu},
-               {"Pow", g_pow},         {"Where", g_where},     {"Cast", g_cast}};
+    } tab[] = {{TERN_GOP_ADD, g_add},         {TERN_GOP_SUB, g_sub},
+               {TERN_GOP_MUL, g_mul},         {TERN_GOP_DIV, g_div},
+               {TERN_GOP_SUM, g_sum},         {TERN_GOP_NEG, g_neg},
+               {TERN_GOP_IDENTITY, g_identity}, {TERN_GOP_DROPOUT, g_dropout},
+               {TERN_GOP_RELU, g_relu},       {TERN_GOP_LEAKY_RELU, g_leaky},
+               {TERN_GOP_SIGMOID, g_sigmoid}, {TERN_GOP_TANH, g_tanh},
+               {TERN_GOP_EXP, g_exp},         {TERN_GOP_LOG, g_log},
+               {TERN_GOP_SQRT, g_sqrt},       {TERN_GOP_RECIPROCAL, g_reciprocal},
+               {TERN_GOP_ABS, g_abs},         {TERN_GOP_SOFTPLUS, g_softplus},
+               {TERN_GOP_ERF, g_erf},         {TERN_GOP_GELU, g_gelu},
+               {TERN_GOP_POW, g_pow},         {TERN_GOP_WHERE, g_where},
+               {TERN_GOP_CAST, g_cast}};
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (!strcmp(op, tab[i].op)) {
+        if (op_id == tab[i].id) {
             *out = tab[i].fn;
             return 1;
         }

@@ -35,10 +35,13 @@ static int g_gather(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
-int grad_index_rule(const char *op, ad_rule *out)
+int grad_index_rule(int op_id, ad_rule *out)
 {
-    if (strcmp(op, "Gather"))
+    switch (op_id) {
+    case TERN_GOP_GATHER:
+        *out = g_gather;
+        return 1;
+    default:
         return 0;
-    *out = g_gather;
-    return 1;
+    }
 }

@@ -61,17 +61,25 @@ static int g_concat(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
-int grad_layout_rule(const char *op, ad_rule *out)
+int grad_layout_rule(int op_id, ad_rule *out)
 {
-    if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))
+    switch (op_id) {
+    case TERN_GOP_RESHAPE:
+    case TERN_GOP_FLATTEN:
+    case TERN_GOP_SQUEEZE:
+    case TERN_GOP_UNSQUEEZE:
         *out = g_view;
-    else if (!strcmp(op, "Transpose"))
+        return 1;
+    case TERN_GOP_TRANSPOSE:
         *out = g_transpose;
-    else if (!strcmp(op, "Expand"))
+        return 1;
+    case TERN_GOP_EXPAND:
         *out = g_expand;
-    else if (!strcmp(op, "Concat"))
+        return 1;
+    case TERN_GOP_CONCAT:
         *out = g_concat;
-    else
+        return 1;
+    default:
         return 0;
-    return 1;
+    }
 }

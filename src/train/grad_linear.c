@@ -101,13 +101,16 @@ static int g_gemm(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
-int grad_linear_rule(const char *op, ad_rule *out)
+int grad_linear_rule(int op_id, ad_rule *out)
 {
-    if (!strcmp(op, "MatMul"))
+    switch (op_id) {
+    case TERN_GOP_MATMUL:
         *out = g_matmul;
-    else if (!strcmp(op, "Gemm"))
+        return 1;
+    case TERN_GOP_GEMM:
         *out = g_gemm;
-    else
+        return 1;
+    default:
         return 0;
-    return 1;
+    }
 }

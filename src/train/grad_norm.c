@@ -86,15 +86,19 @@ static int g_layernorm(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
-int grad_norm_rule(const char *op, ad_rule *out)
+int grad_norm_rule(int op_id, ad_rule *out)
 {
-    if (!strcmp(op, "Softmax"))
+    switch (op_id) {
+    case TERN_GOP_SOFTMAX:
         *out = g_softmax;
-    else if (!strcmp(op, "LogSoftmax"))
+        return 1;
+    case TERN_GOP_LOG_SOFTMAX:
         *out = g_logsoftmax;
-    else if (!strcmp(op, "LayerNormalization"))
+        return 1;
+    case TERN_GOP_LAYER_NORMALIZATION:
         *out = g_layernorm;
-    else
+        return 1;
+    default:
         return 0;
-    return 1;
+    }
 }

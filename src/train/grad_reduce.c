@@ -46,7 +46,7 @@ static int reduced_axes(ad_ctx *a, const ad_fwd *f, int rank, unsigned char *red
 static int g_reduce(ad_ctx *a, const ad_fwd *f)
 {
     const tern_graph_node *n = &a->g->nodes[f->index];
-    int mean = !strcmp(n->op, "ReduceMean");
+    int mean = n->op_id == TERN_GOP_REDUCE_MEAN;
     int keep = (int)tern_graph_attr_int(n, "keepdims", 1);
     ad_shape sx = ad_shape_of(a, f->in[0]);
     unsigned char red[TERN_GRAPH_MAX_RANK];
@@ -68,10 +68,14 @@ static int g_reduce(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
-int grad_reduce_rule(const char *op, ad_rule *out)
+int grad_reduce_rule(int op_id, ad_rule *out)
 {
-    if (strcmp(op, "ReduceSum") && strcmp(op, "ReduceMean"))
+    switch (op_id) {
+    case TERN_GOP_REDUCE_SUM:
+    case TERN_GOP_REDUCE_MEAN:
+        *out = g_reduce;
+        return 1;
+    default:
         return 0;
-    *out = g_reduce;
-    return 1;
+    }
 }
