@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure check demo bench sanitize clean conformance install
+.PHONY: all configure check demo bench bench-big sanitize clean conformance install
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -28,6 +28,11 @@ demo: all
 
 bench: all
 	@for b in $(BUILD)/bench/bench_*; do $$b || exit 1; done
+
+# Opt-in, not part of `bench` or `check`: a ~4.3 GB ONNX model with external data generated under $(BUILD)/bench-big,
+# run timing-only; prints its peak RSS against its weight bytes (docs/performance.md).
+bench-big: all
+	bench/bench_big.sh $(BUILD)
 
 # ONNX's backend node tests (generated once into $(BUILD)/onnx-node-tests), run on the simulated device: a per-op
 # table and `onnx_node_tests: P passed, F failed, U unsupported` (docs/conformance.md). Not part of `check`.
