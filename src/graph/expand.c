@@ -23,6 +23,9 @@ int graph_expand_has(int op_id)
     case TERN_GOP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
     case TERN_GOP_EINSUM:
     case TERN_GOP_CONV_TRANSPOSE:
+    case TERN_GOP_SCATTER_ND:
+    case TERN_GOP_SCATTER_ELEMENTS:
+    case TERN_GOP_SCATTER:
         return 1;
     default:
         return 0;
@@ -261,18 +264,24 @@ int xb_concat(xb *b, int n, const int *ins, int axis)
     return y;
 }
 
-int xb_reduce_sum(xb *b, int x, int n_axes, const int64_t *axes, int keepdims)
+int xb_reduce(xb *b, const char *op, int x, int n_axes, const int64_t *axes, int keepdims)
 {
+    /* axes became an input at opset 13 for ReduceSum, at 18 for the others */
     int y;
-    if (b->opset < 13) {
-        y = xb_op(b, "ReduceSum", 1, &x);
+    if (b->opset < (strcmp(op, "ReduceSum") ? 18 : 13)) {
+        y = xb_op(b, op, 1, &x);
         xb_attr_ints(b, "axes", n_axes, axes);
     } else {
         int ins[2] = {x, ints1(b, n_axes, axes)};
-        y = xb_op(b, "ReduceSum", 2, ins);
+        y = xb_op(b, op, 2, ins);
     }
     xb_attr_int(b, "keepdims", keepdims);
     return y;
+}
+
+int xb_reduce_sum(xb *b, int x, int n_axes, const int64_t *axes, int keepdims)
+{
+    return xb_reduce(b, "ReduceSum", x, n_axes, axes, keepdims);
 }
 
 int xb_pad(xb *b, int x, int rank, const int64_t *pads)
@@ -353,6 +362,11 @@ tern_status graph_expand_node(tern_graph *g, int i, int *done, tern_error *err)
         break;
     case TERN_GOP_CONV_TRANSPOSE:
         st = graph_expand_convt(&b, done);
+        break;
+    case TERN_GOP_SCATTER_ND:
+    case TERN_GOP_SCATTER_ELEMENTS:
+    case TERN_GOP_SCATTER:
+        st = graph_expand_scatter(&b, done);
         break;
     default:
         st = graph_expand_loss(&b, done);

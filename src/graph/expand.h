@@ -57,6 +57,7 @@ int xb_slice(xb *b, int x, int axis, int64_t start, int64_t end);
 int xb_gather_index(xb *b, int x, int axis, int64_t index); /* Gather of one index: the axis goes */
 int xb_concat(xb *b, int n, const int *ins, int axis);
 int xb_reduce_sum(xb *b, int x, int n_axes, const int64_t *axes, int keepdims);
+int xb_reduce(xb *b, const char *op, int x, int n_axes, const int64_t *axes, int keepdims); /* ReduceProd ... */
 int xb_pad(xb *b, int x, int rank, const int64_t *pads); /* zeros; pads as ONNX orders them (begins, ends) */
 int xb_clip(xb *b, int x, float lo, float hi);
 int xb_cast(xb *b, int x, tern_elem_type to);
@@ -65,5 +66,6 @@ tern_status graph_expand_loss(xb *b, int *done);
 tern_status graph_expand_convt(xb *b, int *done);
 tern_status graph_expand_einsum(xb *b, int *done);
 tern_status graph_expand_rnn(xb *b, int *done);
+tern_status graph_expand_scatter(xb *b, int *done);
 
 #endif
