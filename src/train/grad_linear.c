@@ -17,6 +17,45 @@ static int swap_last(ad_ctx *a, int x, int rank)
     return ad_transpose(a, x, rank, perm);
 }
 
+/* The compiler's batched MatMul of two activations walks the output's batches reading the first operand at the
+ * same batch index and the second at (index mod its batch count): right when the first has the output's batch
+ * dims and the second a trailing part of them. An operand broadcast otherwise (a size-1 batch axis) is
+ * expanded to the output's batch dims first. `rows` x `cols` is the operand's matrix shape, nb the batch rank of
+ * the output dims `by`; `second` says which side it is on. */
+static int batch_fit(ad_ctx *a, int x, const ad_shape *sx, const ad_shape *by, int nb, int second)
+{
+    int xb = sx->rank - 2;
+    int fits = xb == nb;
+    for (int d = 0; d < xb && fits; d++)
+        fits = sx->d[d] == by->d[d];
+    if (!fits && second) {
+        int64_t cnt = 1;
+        int suffix = 1;
+        for (int d = 0; d < xb; d++) {
+            cnt *= sx->d[d];
+            suffix &= sx->d[d] == by->d[nb - xb + d];
+        }
+        fits = cnt == 1 || suffix;
+    }
+    if (fits)
+        return x;
+    ad_shape to;
+    to.rank = nb + 2;
+    for (int d = 0; d < nb; d++)
+        to.d[d] = by->d[d];
+    to.d[nb] = sx->d[sx->rank - 2];
+    to.d[nb + 1] = sx->d[sx->rank - 1];
+    return ad_expand(a, x, &to);
+}
+
+static ad_shape swapped(const ad_shape *s)
+{
+    ad_shape t = *s;
+    t.d[s->rank - 2] = s->d[s->rank - 1];
+    t.d[s->rank - 1] = s->d[s->rank - 2];
+    return t;
+}
+
 static int g_matmul(ad_ctx *a, const ad_fwd *f)
 {
     int A = f->in[0], B = f->in[1];
@@ -49,7 +88,8 @@ static int g_matmul(ad_ctx *a, const ad_fwd *f)
     if (py.rank != sy.rank)
         dy = ad_reshape(a, dy, &py);
     if (ad_needs(a, f->in[0])) {
-        int g = ad_op2(a, "MatMul", dy, swap_last(a, B, pb.rank)); /* batch + [M, K] */
+        ad_shape tb = swapped(&pb);
+        int g = ad_op2(a, "MatMul", dy, batch_fit(a, swap_last(a, B, pb.rank), &tb, &py, nb, 1)); /* batch + [M, K] */
         ad_shape gs = py;
         gs.d[nb + 1] = pa.d[pa.rank - 1];
         g = ad_unbroadcast(a, g, &gs, &pa);
@@ -58,7 +98,8 @@ static int g_matmul(ad_ctx *a, const ad_fwd *f)
         ad_accum(a, f->in[0], g);
     }
     if (ad_needs(a, f->in[1])) {
-        int g = ad_op2(a, "MatMul", swap_last(a, A, pa.rank), dy); /* batch + [K, N] */
+        ad_shape ta = swapped(&pa);
+        int g = ad_op2(a, "MatMul", batch_fit(a, swap_last(a, A, pa.rank), &ta, &py, nb, 0), dy); /* batch + [K, N] */
         ad_shape gs = py;
         gs.d[nb] = pb.d[pb.rank - 2];
         g = ad_unbroadcast(a, g, &gs, &pb);

@@ -1,0 +1,59 @@
+"""Reference run for tests/train/test_train_digits.sh: the scikit-learn digits data set (8x8 images, 10 classes,
+shipped by Debian's python3-sklearn), a small MLP in PyTorch exported to ONNX with its initial weights, and the
+same training run in PyTorch fp32 (same initialisation, data order, optimizer and hyper-parameters as the tern
+run): the per-step losses and the final test accuracy, written next to the model for the shell test to compare.
+
+usage: digits_ref.py OUTDIR STEPS BATCH OPTIMIZER LR [extra]"""
+import json
+import sys
+
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+
+out, steps, batch, opt_name, lr = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+extra = sys.argv[6] if len(sys.argv) > 6 else ""
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+d = load_digits()
+x = (d.data / 16.0).astype(np.float32)
+y = d.target.astype(np.int64)
+# a fixed split: every fifth sample is a test sample
+test = np.arange(len(x)) % 5 == 0
+xtr, ytr, xte, yte = x[~test], y[~test], x[test], y[test]
+np.save(f"{out}/x.npy", xtr)
+np.save(f"{out}/y.npy", ytr)
+np.save(f"{out}/x_test.npy", xte)
+np.save(f"{out}/y_test.npy", yte)
+
+if extra == "gelu-ln":
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.GELU(), torch.nn.Linear(64, 10))
+else:
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32), torch.nn.Tanh(),
+                                torch.nn.Linear(32, 10))
+torch.onnx.export(model, torch.zeros(batch, 64), f"{out}/mlp.onnx", input_names=["pixels"], output_names=["logits"],
+                  dynamic_axes={"pixels": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17)
+
+if opt_name == "adamw":
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, foreach=False)
+elif opt_name == "adam":
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=False)
+else:
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=1e-4, foreach=False)
+losses, norms = [], []
+n, pos = len(xtr), 0
+for s in range(steps):
+    idx = [(pos + b) % n for b in range(batch)]  # consecutive rows, wrapping at the end (tern train's order)
+    pos = (pos + batch) % n
+    xb, yb = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.1 if extra == "gelu-ln" else 0.0)
+    loss.backward()
+    norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))
+    opt.step()
+    losses.append(float(loss))
+with torch.no_grad():
+    acc = float((model(torch.from_numpy(xte)).argmax(1).numpy() == yte).mean())
+json.dump({"losses": losses, "grad_norms": norms, "test_accuracy": acc}, open(f"{out}/ref.json", "w"))
+print(f"pytorch: loss {losses[0]:.6f} -> {losses[-1]:.6f}, test accuracy {acc * 100:.2f}%")

@@ -1,0 +1,206 @@
+"""Gradient conformance cases for tests/train/test_grad_conformance.sh.
+
+gen OUTDIR: for every case, a small ONNX model (opset 17) whose float initializers are the op's operands, with a
+scalar output loss = ReduceSum(op(...) * R) (R a random constant, itself trained: its gradient is op(...)), and
+PyTorch autograd's gradient of that loss for every float initializer (OUTDIR/<case>/ref/<name>.npy).
+check OUTDIR: compares tern's gradients (OUTDIR/<case>/tern/<name>.npy, from `tern train --dump-grads`) with the
+references and prints one row per case and `grad_tests: P passed, F failed`.
+
+The rule: max |tern - torch| <= 1e-4 * max(max |torch|, 1e-3) per tensor (fp32; differences come only from
+summation order in matmuls and reductions)."""
+import os
+import sys
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(1234)
+F = torch.nn.functional
+
+
+def rnd(*shape, pos=False):
+    a = rng.standard_normal(shape).astype(np.float32)
+    return np.abs(a) + 0.5 if pos else a
+
+
+# name: (op nodes builder, params {name: array}, torch fn(params) -> y, int constants {name: array})
+def node(op, ins, out="y", **attrs):
+    return helper.make_node(op, ins, [out], **attrs)
+
+
+CASES = []
+
+
+def case(name, nodes, params, fn, consts=None):
+    CASES.append((name, nodes, params, fn, consts or {}))
+
+
+def ew(op, torch_fn, shape_a, shape_b=None, pos_b=False, pos_a=False):
+    ps = {"a": rnd(*shape_a, pos=pos_a)}
+    ins = ["a"]
+    if shape_b is not None:
+        ps["b"] = rnd(*shape_b, pos=pos_b)
+        ins.append("b")
+    return [node(op, ins)], ps, torch_fn
+
+
+for op, fn in [("Add", lambda p: p["a"] + p["b"]), ("Sub", lambda p: p["a"] - p["b"]),
+               ("Mul", lambda p: p["a"] * p["b"])]:
+    case(f"{op}_same", *ew(op, fn, (4, 5), (4, 5)))
+    case(f"{op}_broadcast", *ew(op, fn, (3, 1, 5), (4, 5)))
+case("Div_broadcast", *ew("Div", lambda p: p["a"] / p["b"], (3, 4), (1, 4), pos_b=True))
+case("Div_same", *ew("Div", lambda p: p["a"] / p["b"], (2, 3, 4), (2, 3, 4), pos_b=True))
+case("Sum_3", [node("Sum", ["a", "b", "c"])], {"a": rnd(4, 3), "b": rnd(3), "c": rnd(1, 3)},
+     lambda p: p["a"] + p["b"] + p["c"])
+for op, fn, pos in [("Relu", torch.relu, False), ("Sigmoid", torch.sigmoid, False), ("Tanh", torch.tanh, False),
+                    ("Exp", torch.exp, False), ("Log", torch.log, True), ("Sqrt", torch.sqrt, True),
+                    ("Reciprocal", torch.reciprocal, True), ("Neg", torch.neg, False), ("Abs", torch.abs, False),
+                    ("Erf", torch.erf, False), ("Softplus", F.softplus, False)]:
+    case(op, [node(op, ["a"])], {"a": rnd(6, 7, pos=pos)}, (lambda f: lambda p: f(p["a"]))(fn))
+case("LeakyRelu", [node("LeakyRelu", ["a"], alpha=0.2)], {"a": rnd(5, 6)}, lambda p: F.leaky_relu(p["a"], 0.2))
+case("Pow_2", [node("Pow", ["a", "e"])], {"a": rnd(4, 6)}, lambda p: p["a"] ** 2,
+     {"e": np.array(2.0, dtype=np.float32)})
+case("Pow_3", [node("Pow", ["a", "e"])], {"a": rnd(4, 6)}, lambda p: p["a"] ** 3,
+     {"e": np.array(3.0, dtype=np.float32)})
+case("Pow_1.5", [node("Pow", ["a", "e"])], {"a": rnd(4, 6, pos=True)}, lambda p: p["a"] ** 1.5,
+     {"e": np.array(1.5, dtype=np.float32)})
+# GELU as PyTorch exports it at opset 17: x * 0.5 * (1 + erf(x / sqrt(2)))
+case("Gelu_erf_decomposed",
+     [node("Div", ["a", "s2"], "t0"), node("Erf", ["t0"], "t1"), node("Add", ["t1", "one"], "t2"),
+      node("Mul", ["a", "t2"], "t3"), node("Mul", ["t3", "half"], "y")],
+     {"a": rnd(8, 16)}, lambda p: F.gelu(p["a"]),
+     {"s2": np.array(np.sqrt(2.0), dtype=np.float32), "one": np.array(1.0, dtype=np.float32),
+      "half": np.array(0.5, dtype=np.float32)})
+cond = rng.random((4, 5)) > 0.5
+case("Where", [node("Where", ["c", "a", "b"])], {"a": rnd(4, 5), "b": rnd(1, 5)},
+     lambda p: torch.where(torch.from_numpy(cond), p["a"], p["b"]), {"c": cond})
+case("MatMul_2d", [node("MatMul", ["a", "b"])], {"a": rnd(5, 7), "b": rnd(7, 3)}, lambda p: p["a"] @ p["b"])
+case("MatMul_batched", [node("MatMul", ["a", "b"])], {"a": rnd(2, 4, 6), "b": rnd(2, 6, 5)},
+     lambda p: p["a"] @ p["b"])
+# b's batch dims broadcast (a trailing part of the output's); the backward's A^T dY then reads an operand with a
+# size-1 batch axis, which the gradient rule expands. (A forward MatMul whose first operand is broadcast, such as
+# [2, 1, 4, 6] x [3, 6, 5], is computed wrongly by the compiler today: not a training case.)
+case("MatMul_broadcast", [node("MatMul", ["a", "b"])], {"a": rnd(2, 3, 4, 6), "b": rnd(3, 6, 5)},
+     lambda p: p["a"] @ p["b"])
+case("MatMul_broadcast_1", [node("MatMul", ["a", "b"])], {"a": rnd(2, 3, 4, 6), "b": rnd(1, 6, 5)},
+     lambda p: p["a"] @ p["b"])
+case("MatMul_weight_shared", [node("MatMul", ["a", "b"])], {"a": rnd(3, 4, 6), "b": rnd(6, 5)},
+     lambda p: p["a"] @ p["b"])
+case("Gemm_linear", [node("Gemm", ["a", "b", "c"], transB=1)], {"a": rnd(4, 6), "b": rnd(5, 6), "c": rnd(5)},
+     lambda p: p["a"] @ p["b"].T + p["c"])
+case("Gemm_transA_alpha_beta", [node("Gemm", ["a", "b", "c"], transA=1, alpha=0.5, beta=2.0)],
+     {"a": rnd(6, 4), "b": rnd(6, 5), "c": rnd(4, 5)}, lambda p: 0.5 * (p["a"].T @ p["b"]) + 2.0 * p["c"])
+case("Gemm_transA_transB", [node("Gemm", ["a", "b", "c"], transA=1, transB=1)],
+     {"a": rnd(6, 4), "b": rnd(5, 6), "c": rnd(1, 5)}, lambda p: p["a"].T @ p["b"].T + p["c"])
+case("Gemm_plain", [node("Gemm", ["a", "b"])], {"a": rnd(3, 7), "b": rnd(7, 2)}, lambda p: p["a"] @ p["b"])
+case("Softmax_last", [node("Softmax", ["a"], axis=-1)], {"a": rnd(3, 4, 9)}, lambda p: torch.softmax(p["a"], -1))
+case("Softmax_axis1", [node("Softmax", ["a"], axis=1)], {"a": rnd(3, 6, 5)}, lambda p: torch.softmax(p["a"], 1))
+case("LogSoftmax_last", [node("LogSoftmax", ["a"], axis=-1)], {"a": rnd(4, 10)},
+     lambda p: torch.log_softmax(p["a"], -1))
+case("Reshape", [node("Reshape", ["a", "s"])], {"a": rnd(2, 3, 4)}, lambda p: p["a"].reshape(6, 4),
+     {"s": np.array([6, 4], dtype=np.int64)})
+case("Flatten", [node("Flatten", ["a"], axis=1)], {"a": rnd(2, 3, 4)}, lambda p: p["a"].reshape(2, 12))
+case("Transpose", [node("Transpose", ["a"], perm=[1, 2, 0])], {"a": rnd(2, 3, 4)},
+     lambda p: p["a"].permute(1, 2, 0))
+case("Unsqueeze", [node("Unsqueeze", ["a", "ax"])], {"a": rnd(3, 4)}, lambda p: p["a"].unsqueeze(1),
+     {"ax": np.array([1], dtype=np.int64)})
+case("Squeeze", [node("Squeeze", ["a", "ax"])], {"a": rnd(3, 1, 4)}, lambda p: p["a"].squeeze(1),
+     {"ax": np.array([1], dtype=np.int64)})
+case("Expand", [node("Expand", ["a", "s"])], {"a": rnd(3, 1)}, lambda p: p["a"].expand(2, 3, 4),
+     {"s": np.array([2, 3, 4], dtype=np.int64)})
+case("Concat_axis1", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(3, 2), "b": rnd(3, 5)},
+     lambda p: torch.cat([p["a"], p["b"]], 1))
+case("ReduceSum_axis1", [node("ReduceSum", ["a", "ax"], keepdims=0)], {"a": rnd(3, 4, 5)},
+     lambda p: p["a"].sum(1), {"ax": np.array([1], dtype=np.int64)})
+case("ReduceSum_all", [node("ReduceSum", ["a"], keepdims=1)], {"a": rnd(3, 4)},
+     lambda p: p["a"].sum().reshape(1, 1))
+case("ReduceMean_axes02", [node("ReduceMean", ["a"], axes=[0, 2], keepdims=1)], {"a": rnd(3, 4, 5)},
+     lambda p: p["a"].mean((0, 2), keepdim=True))
+case("ReduceMean_last", [node("ReduceMean", ["a"], axes=[-1], keepdims=0)], {"a": rnd(6, 8)},
+     lambda p: p["a"].mean(-1))
+case("LayerNorm_last", [node("LayerNormalization", ["a", "g", "b"], axis=-1, epsilon=1e-5)],
+     {"a": rnd(4, 16), "g": rnd(16), "b": rnd(16)}, lambda p: F.layer_norm(p["a"], (16,), p["g"], p["b"], 1e-5))
+case("LayerNorm_axis1", [node("LayerNormalization", ["a", "g", "b"], axis=1, epsilon=1e-5)],
+     {"a": rnd(2, 3, 4), "g": rnd(3, 4), "b": rnd(3, 4)},
+     lambda p: F.layer_norm(p["a"], (3, 4), p["g"], p["b"], 1e-5))
+gidx = np.array([[1, 3, 3], [0, 9, 1]], dtype=np.int64)
+case("Gather_embedding", [node("Gather", ["a", "i"], axis=0)], {"a": rnd(10, 4)},
+     lambda p: p["a"][torch.from_numpy(gidx)], {"i": gidx})
+
+
+def gen(out):
+    names = []
+    for name, nodes, params, fn, consts in CASES:
+        d = os.path.join(out, name)
+        os.makedirs(os.path.join(d, "ref"), exist_ok=True)
+        tp = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+        y = fn(tp)
+        r = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+        if r.size < 2:  # a one-element R would not be trained (weights have two or more elements)
+            r = np.full(tuple(y.shape), 1.5, dtype=np.float32)
+        tr = torch.tensor(r, requires_grad=r.size >= 2)
+        loss = (y * tr).sum()
+        loss.backward()
+        inits = [numpy_helper.from_array(v, k) for k, v in params.items()]
+        inits.append(numpy_helper.from_array(r, "R"))
+        for k, v in consts.items():
+            inits.append(numpy_helper.from_array(v, k))
+        all_nodes = list(nodes) + [helper.make_node("Mul", ["y", "R"], ["yr"]),
+                                   helper.make_node("ReduceSum", ["yr"], ["loss"], keepdims=0)]
+        g = helper.make_graph(all_nodes, name, [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                              inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(d, "model.onnx"))
+        for k, v in tp.items():
+            np.save(os.path.join(d, "ref", k + ".npy"), v.grad.numpy().reshape(-1))
+        if tr.requires_grad:
+            np.save(os.path.join(d, "ref", "R.npy"), tr.grad.numpy().reshape(-1))
+        names.append(name)
+    with open(os.path.join(out, "cases.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+
+
+def check(out):
+    ok = bad = 0
+    print(f"{'case':<26} {'tensor':<6} {'elems':>6} {'max err/max|ref|':>17}  result")
+    for name in open(os.path.join(out, "cases.txt")).read().split():
+        d = os.path.join(out, name)
+        worst, detail, fail = 0.0, "", False
+        if not os.path.isdir(os.path.join(d, "tern")):
+            err = open(os.path.join(d, "err.txt")).read().strip().splitlines()
+            print(f"{name:<26} {'-':<6} {'-':>6} {'-':>17}  FAIL ({err[-1][:100] if err else 'no output'})")
+            bad += 1
+            continue
+        for f in sorted(os.listdir(os.path.join(d, "ref"))):
+            ref = np.load(os.path.join(d, "ref", f))
+            tp = os.path.join(d, "tern", f)
+            if not os.path.exists(tp):
+                fail, detail = True, f"no gradient for {f[:-4]}"
+                break
+            got = np.load(tp)
+            if got.shape != ref.shape:
+                fail, detail = True, f"{f[:-4]}: {got.shape} elements, expected {ref.shape}"
+                break
+            rel = float(np.abs(got - ref).max() / max(float(np.abs(ref).max()), 1e-3))
+            if not rel <= 1e-4:
+                fail = True
+            if rel >= worst:
+                worst, detail = rel, f"{f[:-4]:<6} {ref.size:>6}"
+        print(f"{name:<26} {detail if not fail or 'elements' not in detail else '':<13} {worst:>17.3e}  "
+              f"{'FAIL ' + detail if fail else 'ok'}")
+        if fail:
+            bad += 1
+        else:
+            ok += 1
+    print(f"grad_tests: {ok} passed, {bad} failed")
+    return bad
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "gen":
+        gen(sys.argv[2])
+    else:
+        sys.exit(1 if check(sys.argv[2]) else 0)
