@@ -347,7 +347,7 @@ static int lower_dropout(cc *c)
     int mid = cc_out_id(c, 1);
     if (mid >= 0 && c->v[mid].last_use >= 0) {
         cc_value *m = cc_out(c, 1, cc_out_dtype(c, 1));
-        const uint64_t W = 2048, P = 128; /* one SBUF tile of ones, stored over the mask row block by row block */
+        const uint64_t W = 2048, P = c->cfg.partitions; /* one SBUF tile of ones, stored over the mask row block by row block */
         uint64_t total = m ? m->numel : 0, cols = total < W ? total : W, rows = cols ? total / cols : 0;
         if (m && total) {
             tern_view t = tern_kernel_sbuf(c->k, m->dt, (uint32_t)(rows < P ? rows : P), (uint32_t)cols, "ones");
@@ -879,8 +879,9 @@ static int lower_reduce(cc *c)
     uint64_t rows, cols;
     rows_cols(x, &rows, &cols);
     float scale = !strcmp(n->op, "ReduceMean") ? 1.0f / (float)cols : 1.0f;
-    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += 128) {
-        uint32_t p = (uint32_t)(rows - r0 < 128 ? rows - r0 : 128);
+    const uint64_t P = c->cfg.partitions; /* rows per tile: the machine's */
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
+        uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
         if (cols > 40000) {
             cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements per row", n->op, (unsigned long long)cols);
             return 1;
@@ -913,9 +914,9 @@ static int lower_where(cc *c)
     if (bc && ba && bb) {
         uint64_t rows, cols;
         rows_cols(y, &rows, &cols);
-        uint64_t chunk = cols > 4096 ? 4096 : cols;
-        for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += 128) {
-            uint32_t p = (uint32_t)(rows - r0 < 128 ? rows - r0 : 128);
+        uint64_t chunk = cols > 4096 ? 4096 : cols, P = c->cfg.partitions;
+        for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
+            uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
             for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += chunk) {
                 uint32_t w = (uint32_t)(cols - c0 < chunk ? cols - c0 : chunk);
                 tern_view tcnd = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w, "where_c");

@@ -29,10 +29,17 @@
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
+/* The machine's PE array edge T (the smaller of rows, columns and partitions: 128 on every catalogue core) sets
+ * the tiles: query tiles and key blocks of T rows, and the head size in chunks of T rows of K^T and Q^T whose
+ * products accumulate in PSUM (one chunk when D <= T). A what-if core with a smaller array takes more chunks and
+ * blocks, up to these counts. */
+#define ATT_DC 8  /* head-size chunks */
+#define ATT_KB 64 /* key blocks */
 typedef struct {
-    tern_view kT;     /* [D, Sk] in the matmul dtype (built from krows when K's rows are what is contiguous) */
-    tern_view krows[16]; /* key blocks of K as rows [<=128, D] in fp32 (layout form), or none */
-    tern_view v[16];  /* key blocks of V: [<=128, Dv] */
+    tern_view kT[ATT_DC]; /* [D, Sk] in the matmul dtype as chunks of T rows (built from krows when K's rows are
+                           * what is contiguous) */
+    tern_view krows[ATT_KB]; /* key blocks of K as rows [<=T, D] in fp32 (layout form), or none */
+    tern_view v[ATT_KB];  /* key blocks of V: [<=T, Dv] */
     unsigned nv, nk;
     int views;        /* krows and v are column blocks of a head group's tiles (not released with the head) */
     int borrow;       /* GQA: K^T and V are the previous head's (the same K/V head), taken in its turn */
@@ -71,6 +78,7 @@ typedef struct {
     tern_dtype mdt, pdt; /* matmul dtype; PSUM dtype of a transpose */
     int pe_mode;
     uint64_t T;          /* PE block edge (128) */
+    uint64_t ND;         /* head-size chunks of T rows */
     tern_view ident, fill_tile;
     int64_t mstride[CC_MAX_RANK]; /* mask element strides over the scores' dims (0 where it broadcasts) */
     uint64_t G;          /* heads per group (grouped mode, see att_group); 0: per-head loads */
@@ -137,6 +145,19 @@ static void group_finish(att *a, uint64_t g)
     gr->g = -1;
 }
 
+/* Head-size chunk c: rows [d0, d0 + dc) of K^T and Q^T. */
+static uint64_t dchunk(const att *a, uint64_t c, uint64_t *dc)
+{
+    *dc = min_u64(a->T, a->D - c * a->T);
+    return c * a->T;
+}
+
+static void kT_none(att_head *h)
+{
+    for (unsigned c = 0; c < ATT_DC; c++)
+        h->kT[c] = tern_view_none();
+}
+
 /* Grouped-query heads, per-head mode: query head bh's place among the rep heads sharing one K/V head. */
 static uint64_t kv_pos(const att *a, uint64_t bh)
 {
@@ -156,7 +177,7 @@ static void load_head(att *a, uint64_t bh, att_head *h)
         att_group *gr = &a->grp[g % 3];
         uint64_t jk = j / a->kk.rep; /* the K/V head this query head reads */
         h->views = 1;
-        h->kT = tern_view_none();
+        kT_none(h);
         h->krows[0] = tern_view_block(a->k, gr->k, 0, a->Sk, jk * a->D, (jk + 1) * a->D);
         h->v[0] = tern_view_block(a->k, gr->v, 0, a->Sk, jk * a->Dv, (jk + 1) * a->Dv);
         h->nk = h->nv = 1;
@@ -165,18 +186,21 @@ static void load_head(att *a, uint64_t bh, att_head *h)
     h->keep = a->kk.rep > 1 && kv_pos(a, bh) != a->kk.rep - 1;
     if (kv_pos(a, bh) != 0) { /* the K/V head the previous query head loaded: nothing to load */
         h->borrow = 1;
-        h->kT = tern_view_none();
+        kT_none(h);
         h->nv = 0;
         return;
     }
+    kT_none(h);
     if (a->kk.sD != 1 && a->kk.sS == 1) { /* K^T rows contiguous: [D, Sk] straight in */
-        h->kT = tern_kernel_sbuf(a->k, a->mdt, (uint32_t)a->D, (uint32_t)a->Sk, "att_kT");
         uint32_t nums[1] = {(uint32_t)a->Sk};
         int32_t steps[1] = {1};
-        tern_kernel_load(a->k, h->kT,
-                         cc_view(a->c, a->kk.v, opnd_base(a, &a->kk, bh), (uint32_t)a->D, a->kk.sD, 1, nums, steps));
+        for (uint64_t c = 0; c < a->ND; c++) {
+            uint64_t dc, d0 = dchunk(a, c, &dc);
+            h->kT[c] = tern_kernel_sbuf(a->k, a->mdt, (uint32_t)dc, (uint32_t)a->Sk, "att_kT");
+            tern_kernel_load(a->k, h->kT[c], cc_view(a->c, a->kk.v, opnd_base(a, &a->kk, bh) + d0 * (uint64_t)a->kk.sD,
+                                                     (uint32_t)dc, a->kk.sD, 1, nums, steps));
+        }
     } else { /* K's rows: loaded here, transposed when the head's turn comes */
-        h->kT = tern_view_none();
         for (uint64_t s0 = 0; s0 < a->Sk; s0 += a->T) {
             uint64_t kc = min_u64(a->T, a->Sk - s0);
             tern_view t = tern_kernel_sbuf(a->k, row_dtype(a, &a->kk), (uint32_t)kc, (uint32_t)a->D, "att_krows");
@@ -197,8 +221,9 @@ static void release_head(att *a, att_head *h)
 {
     if (h->keep)
         return;
-    if (h->kT.region >= 0)
-        tern_kernel_release(a->k, h->kT);
+    for (uint64_t c = 0; c < a->ND; c++)
+        if (h->kT[c].region >= 0)
+            tern_kernel_release(a->k, h->kT[c]);
     if (h->views)
         return;
     for (unsigned j = 0; j < h->nk; j++)
@@ -232,10 +257,14 @@ static void head_kT(att *a, att_head *h, const att_head *prev)
         h->keep = keep;
         return;
     }
-    if (h->kT.region >= 0)
+    if (h->kT[0].region >= 0)
         return;
     tern_kernel *k = a->k;
-    h->kT = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->D, (uint32_t)a->Sk, "att_kT");
+    for (uint64_t c = 0; c < a->ND; c++) {
+        uint64_t dc;
+        dchunk(a, c, &dc);
+        h->kT[c] = tern_kernel_sbuf(k, a->mdt, (uint32_t)dc, (uint32_t)a->Sk, "att_kT");
+    }
     for (unsigned j = 0; j < h->nk; j++) {
         uint64_t s0 = (uint64_t)j * a->T, kc = min_u64(a->T, a->Sk - s0);
         tern_view kb = h->krows[j];
@@ -243,10 +272,13 @@ static void head_kT(att *a, att_head *h, const att_head *prev)
             kb = tern_kernel_sbuf(k, a->mdt, (uint32_t)kc, (uint32_t)a->D, "att_kb");
             tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, kb, h->krows[j]);
         }
-        tern_view ps = tern_kernel_psum(k, a->pdt, (uint32_t)a->D, (uint32_t)kc, "att_kT_psum");
-        tern_lib_transpose_block(a->k, ps, kb, a->ident);
-        tern_lib_copy_scalar(a->k, tern_view_block(k, h->kT, 0, a->D, s0, s0 + kc), ps);
-        tern_kernel_release(k, ps);
+        for (uint64_t c = 0; c < a->ND; c++) {
+            uint64_t dc, d0 = dchunk(a, c, &dc);
+            tern_view ps = tern_kernel_psum(k, a->pdt, (uint32_t)dc, (uint32_t)kc, "att_kT_psum");
+            tern_lib_transpose_block(a->k, ps, a->ND > 1 ? tern_view_block(k, kb, 0, kc, d0, d0 + dc) : kb, a->ident);
+            tern_lib_copy_scalar(a->k, tern_view_block(k, h->kT[c], 0, dc, s0, s0 + kc), ps);
+            tern_kernel_release(k, ps);
+        }
         if (kb.region != h->krows[j].region)
             tern_kernel_release(k, kb);
         if (!h->views)
@@ -298,22 +330,31 @@ static void tile_scores(att *a, const att_head *h, att_tile *t)
         qb = tern_kernel_sbuf(k, a->mdt, rp, (uint32_t)a->D, "att_qb");
         tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, qb, q);
     }
-    tern_view qps = tern_kernel_psum(k, a->pdt, (uint32_t)a->D, rp, "att_qT_psum");
-    tern_lib_transpose_block(a->k, qps, qb, a->ident);
-    tern_view qT = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->D, rp, "att_qT");
-    tern_lib_copy_scalar(a->k, qT, qps);
-    tern_kernel_release(k, qps);
+    tern_view qT[ATT_DC];
+    for (uint64_t c = 0; c < a->ND; c++) {
+        uint64_t dc, d0 = dchunk(a, c, &dc);
+        tern_view qps = tern_kernel_psum(k, a->pdt, (uint32_t)dc, rp, "att_qT_psum");
+        tern_lib_transpose_block(a->k, qps, a->ND > 1 ? tern_view_block(k, qb, 0, rp, d0, d0 + dc) : qb, a->ident);
+        qT[c] = tern_kernel_sbuf(k, a->mdt, (uint32_t)dc, rp, "att_qT");
+        tern_lib_copy_scalar(a->k, qT[c], qps);
+        tern_kernel_release(k, qps);
+    }
     if (qb.region != q.region)
         tern_kernel_release(k, qb);
     if (!a->G)
         tern_kernel_release(k, q);
-    /* raw scores in PSUM */
+    /* raw scores in PSUM, the head-size chunks accumulated */
     for (uint64_t s0 = 0; s0 < a->Sk; s0 += 512) {
         uint64_t sw = min_u64(512, a->Sk - s0);
         t->ps[s0 / 512] = tern_kernel_psum(k, TERN_DTYPE_FP32, rp, (uint32_t)sw, "att_scores_psum");
-        tern_kernel_matmul(k, t->ps[s0 / 512], qT, tern_view_block(k, h->kT, 0, a->D, s0, s0 + sw), 0);
+        for (uint64_t c = 0; c < a->ND; c++) {
+            uint64_t dc;
+            dchunk(a, c, &dc);
+            tern_kernel_matmul(k, t->ps[s0 / 512], qT[c], tern_view_block(k, h->kT[c], 0, dc, s0, s0 + sw), c > 0);
+        }
     }
-    tern_kernel_release(k, qT);
+    for (uint64_t c = 0; c < a->ND; c++)
+        tern_kernel_release(k, qT[c]);
 }
 
 /* The second half of the scores stage: scaled out of PSUM into the fp32 row tile x, then the mask. */
@@ -513,13 +554,16 @@ int cc_lower_attention(cc *c)
                 a.M ? "a" : "no");
         return 1;
     }
-    if (a.D > a.T || a.Dv > 512 || a.Sk > 16 * a.T || a.BH == 0) {
+    if (a.D > ATT_DC * a.T || a.Dv > 512 || a.Sk > ATT_KB * a.T || a.BH == 0) {
         cc_fail(c, TERN_ERR_UNSUPPORTED,
-                "Attention with head size %llu (at most %llu), value size %llu (at most 512), %llu keys (at most %llu)",
-                (unsigned long long)a.D, (unsigned long long)a.T, (unsigned long long)a.Dv,
-                (unsigned long long)a.Sk, (unsigned long long)(16 * a.T));
+                "Attention with head size %llu (at most %llu), value size %llu (at most 512), %llu keys (at most %llu) "
+                "on a %llu x %llu PE array",
+                (unsigned long long)a.D, (unsigned long long)(ATT_DC * a.T), (unsigned long long)a.Dv,
+                (unsigned long long)a.Sk, (unsigned long long)(ATT_KB * a.T), (unsigned long long)c->cfg.pe_rows,
+                (unsigned long long)c->cfg.pe_cols);
         return 1;
     }
+    a.ND = (a.D + a.T - 1) / a.T;
     if (a.M) {
         int mr = a.M->rank, r = a.nsd + 2;
         int64_t ms[CC_MAX_RANK];

@@ -126,9 +126,9 @@ static tern_view hview(tern_view base, uint64_t off, uint32_t parts, int64_t pst
 static void row_affine(cc *c, tern_view out, tern_view in, tern_view scale, tern_view shift, uint64_t rows,
                        uint64_t cols)
 {
-    const uint64_t chunk = 4096;
-    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += 128) {
-        uint32_t p = (uint32_t)(rows - r0 < 128 ? rows - r0 : 128);
+    const uint64_t chunk = 4096, P = c->cfg.partitions;
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
+        uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
         tern_view st = tern_view_none(), bt = tern_view_none();
         if (scale.region >= 0) {
             st = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "bn_scale");
@@ -306,8 +306,9 @@ static void window_walk(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, cons
             bconst = per_row_const(c, wo->dw_bias, g->N, g->C);
     }
     tern_view xv = cc_view2d(c, x, 0, 1, x->numel, x->numel), yv = cc_view2d(c, y, 0, 1, y->numel, y->numel);
-    for (int64_t r0 = 0; r0 < R && cc_ok(c); r0 += 128) {
-        uint32_t p = (uint32_t)(R - r0 < 128 ? R - r0 : 128);
+    const int64_t P = (int64_t)c->cfg.partitions;
+    for (int64_t r0 = 0; r0 < R && cc_ok(c); r0 += P) {
+        uint32_t p = (uint32_t)(R - r0 < P ? R - r0 : P);
         tern_view wt = tern_view_none(), bt = tern_view_none();
         if (wo->mode == WALK_DW) {
             wt = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, (uint32_t)KK, "dw_w");
@@ -431,8 +432,8 @@ static void conv_gemm_group(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, 
     tern_view xv = cc_view2d(c, x, 0, 1, x->numel, x->numel);
     unsigned flip = 0;
     for (int64_t n = 0; n < g->N && cc_ok(c); n++)
-        for (int64_t cb = 0; cb < Cg && cc_ok(c); cb += 128) {
-            uint32_t p = (uint32_t)(Cg - cb < 128 ? Cg - cb : 128);
+        for (int64_t cb = 0; cb < Cg && cc_ok(c); cb += (int64_t)c->cfg.partitions) {
+            uint32_t p = (uint32_t)(Cg - cb < (int64_t)c->cfg.partitions ? Cg - cb : (int64_t)c->cfg.partitions);
             for (int64_t oc0 = 0; oc0 < g->Ho && cc_ok(c); oc0 += ohc) {
                 int64_t on = g->Ho - oc0 < ohc ? g->Ho - oc0 : ohc;
                 tern_view in = load_padded(c, xv, (uint64_t)((n * g->C + grp * Cg + cb) * HW), HW, p, g, oc0, on, 0.0f);
@@ -573,8 +574,9 @@ static int lower_global_pool(cc *c)
     uint64_t rows = (uint64_t)(x->dims[0] * x->dims[1]), cols = rows ? x->numel / rows : 0;
     const uint64_t chunk = 8192;
     tern_alu_op op = is_max ? TERN_ALU_MAX : TERN_ALU_ADD;
-    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += 128) {
-        uint32_t p = (uint32_t)(rows - r0 < 128 ? rows - r0 : 128);
+    const uint64_t P = c->cfg.partitions;
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
+        uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
         tern_view acc = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "gpool_acc");
         tern_view part = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "gpool_part");
         for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += chunk) {

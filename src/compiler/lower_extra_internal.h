@@ -6,7 +6,7 @@
 
 #include "compiler/compile_internal.h"
 
-#define PARTS 128u
+#define PARTS ((uint32_t)c->cfg.partitions) /* rows per tile: the machine's partitions (every user has its cc *c) */
 #define CHUNK 2048u       /* columns per elementwise tile */
 #define ROW_MAX 8192u     /* columns an axis op holds per partition (fp32: 32 KiB of SBUF per tile) */
 #define IDX_BIG 16777216.0f /* 2^24: index arithmetic in fp32 stays exact below it */

@@ -563,8 +563,11 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
     }
     const tern_core_config *c = &k->cfg;
     L.pe_mode = c->generation >= 3;
-    L.TK = c->pe_rows;
-    L.R = min_u64(c->pe_cols, c->partitions);
+    /* a's [R, TK] blocks go through the array twice: transposed (R rows contracted, TK stationary columns) and
+     * as the stationary aT [TK, R] of the product, so both edges fit the smaller side of the array (the
+     * machine's, whatever its shape) */
+    L.TK = min_u64(min_u64(c->pe_rows, c->pe_cols), c->partitions);
+    L.R = L.TK;
     L.TN = min_u64(c->moving_free_max, c->psum_bank_bytes / 4);
     L.KT = ceil_div(L.K, L.TK);
     L.KTF = L.K / L.TK;

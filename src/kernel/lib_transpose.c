@@ -135,7 +135,11 @@ void tern_lib_transpose_exact(tern_kernel *k, tern_view out, tern_view in)
         return;
     const uint64_t R = tern_view_dim(&in, 0), C = tern_view_dim(&in, 1);
     const tern_dtype odt = (tern_dtype)out.ap.dtype;
-    const uint64_t T = k->cfg.partitions < 128 ? k->cfg.partitions : 128, V = 32, CW = 512;
+    /* V x V blocks (VectorE's transpose limit, 32). A block of V partitions must start at a multiple of a quarter
+     * of the partitions (the start-partition rule): where that quarter is above V (over 128 partitions), each
+     * strip and output tile holds one block row, so every block starts at partition 0. */
+    const uint64_t V = k->cfg.vector_transpose_max ? k->cfg.vector_transpose_max : 32, CW = 512;
+    const uint64_t T = k->cfg.partitions / 4 > V ? V : k->cfg.partitions < 128 ? k->cfg.partitions : 128;
     for (uint64_t r0 = 0; r0 < R && !k->failed; r0 += T) {
         uint64_t rb = min_u64(T, R - r0);
         for (uint64_t c0 = 0; c0 < C && !k->failed; c0 += CW) {
