@@ -188,7 +188,8 @@ static int lower_binary(cc *c)
         return 1;
     }
     /* x + bias over the last axis: the bias row broadcast on chip. */
-    if (op == TERN_ALU_ADD && cc_same_shape(a, y) && y->rank > 0 && b->numel == (uint64_t)y->dims[y->rank - 1]) {
+    if (op == TERN_ALU_ADD && cc_same_shape(a, y) && y->rank > 0 && b->numel == (uint64_t)y->dims[y->rank - 1] &&
+        b->rank > 0 && b->dims[b->rank - 1] == y->dims[y->rank - 1]) { /* not [1, C, 1, 1] with C == W */
         uint64_t r, cl;
         rows_cols(y, &r, &cl);
         tern_lib_bias_act(c->k, flat2d(c, y), flat2d(c, a), cc_view2d(c, b, 0, 1, cl, cl), TERN_ACT_COPY);

@@ -4,9 +4,50 @@
  * amount crops with Slice), with the weight's in/out channels swapped within each group and its spatial axes
  * reversed (Reshape/Transpose/Reshape and Gathers of reversed indices: folded to a constant when the weight is one,
  * computed on the device when it is a run-time input). The geometry, output_shape and auto_pad included, comes from
- * graph_convtranspose_setup, the rule inference and the host reference use. */
+ * graph_convtranspose_setup, the rule inference and the host reference use. 3-D becomes a sum of 2-D convolutions
+ * over the kernel's depth (conv3d_as_2d). */
 #include "graph_internal.h"
 #include "expand.h"
+
+/* A 3-D stride-1 convolution as kd 2-D ones (the Conv lowering takes 1-D and 2-D): depth moves into the batch,
+ * each kernel depth slice j convolves every input depth, and output depth o sums slice j's result at input depth
+ * o + j * dilation. y: [N, C, len...] already padded on H and W by cpads' Conv attributes, not yet on depth. */
+static void conv3d_as_2d(xb *b, int y, int wt, int bias, int64_t N, int64_t C, const int64_t *len,
+                         const int64_t *cpads, const graph_window *gw, int64_t group, int64_t cout, int out)
+{
+    if (cpads[0] || cpads[3]) {
+        int64_t pads[10] = {0, 0, cpads[0], 0, 0, 0, 0, cpads[3], 0, 0};
+        y = xb_pad(b, y, 5, pads);
+    }
+    int64_t D = len[0] + cpads[0] + cpads[3], span = gw->dil[0] * (gw->k[0] - 1), Do = D - span;
+    int64_t Ho = len[1] + cpads[1] + cpads[4] - gw->dil[1] * (gw->k[1] - 1);
+    int64_t Wo = len[2] + cpads[2] + cpads[5] - gw->dil[2] * (gw->k[2] - 1);
+    if (Do < 1 || Ho < 1 || Wo < 1) {
+        xb_fail(b, TERN_ERR_INVALID, "3-D output %lld x %lld x %lld is empty", (long long)Do, (long long)Ho,
+                (long long)Wo);
+        return;
+    }
+    int64_t p5[5] = {0, 2, 1, 3, 4}, flat[4] = {N * D, C, len[1], len[2]}, o5[5] = {N, D, cout, Ho, Wo};
+    int y2 = xb_reshape(b, xb_transpose(b, y, 5, p5), 4, flat), sum = -1;
+    int64_t k2[2] = {gw->k[1], gw->k[2]}, d2[2] = {gw->dil[1], gw->dil[2]};
+    int64_t pads2[4] = {cpads[1], cpads[2], cpads[4], cpads[5]};
+    for (int64_t j = 0; j < gw->k[0]; j++) {
+        int ci[2] = {y2, xb_gather_index(b, wt, 2, j)};
+        int c = xb_op(b, "Conv", 2, ci);
+        xb_attr_ints(b, "kernel_shape", 2, k2);
+        xb_attr_ints(b, "dilations", 2, d2);
+        xb_attr_ints(b, "pads", 4, pads2);
+        xb_attr_int(b, "group", group);
+        c = xb_slice(b, xb_reshape(b, c, 5, o5), 1, j * gw->dil[0], j * gw->dil[0] + Do);
+        sum = sum < 0 ? c : xb_binary(b, "Add", sum, c);
+    }
+    int r = xb_transpose(b, sum, 5, p5); /* [N, Cout, Do, Ho, Wo] */
+    if (bias >= 0) {
+        int64_t bd[5] = {1, cout, 1, 1, 1};
+        r = xb_binary(b, "Add", r, xb_reshape(b, bias, 5, bd));
+    }
+    xb_output_to(b, out);
+}
 
 tern_status graph_expand_convt(xb *b, int *done)
 {
@@ -66,7 +107,9 @@ tern_status graph_expand_convt(xb *b, int *done)
         int64_t span = gw.dil[d] * (gw.k[d] - 1), op = opad ? opad[d] : 0;
         int64_t pb = span - gw.pad_b[d], pe = span - gw.pad_e[d] + op - (gw.stride[d] - 1);
         if (pb < 0 || pe < 0) { /* crop what the output does not reach */
-            y = xb_slice(b, y, 2 + d, pb < 0 ? -pb : 0, pe < 0 ? len[d] + pe : len[d]);
+            int64_t from = pb < 0 ? -pb : 0, to = pe < 0 ? len[d] + pe : len[d];
+            y = xb_slice(b, y, 2 + d, from, to);
+            len[d] = to - from;
             pb = pb < 0 ? 0 : pb;
             pe = pe < 0 ? 0 : pe;
         }
@@ -103,13 +146,18 @@ tern_status graph_expand_convt(xb *b, int *done)
         wt = xb_op(b, "Gather", 2, gi);
         xb_attr_int(b, "axis", 2 + d);
     }
-    /* 4. the convolution, writing the node's output */
-    int ci[3] = {y, wt, bias};
-    xb_op_to(b, "Conv", bias >= 0 ? 3 : 2, ci, n->n_outputs > 0 ? n->outputs[0] : -1);
-    xb_attr_ints(b, "kernel_shape", nsp, gw.k);
-    xb_attr_ints(b, "dilations", nsp, gw.dil);
-    xb_attr_ints(b, "pads", 2 * nsp, cpads);
-    xb_attr_int(b, "group", group);
+    int out = n->n_outputs > 0 ? n->outputs[0] : -1;
+    if (nsp == 3) {
+        conv3d_as_2d(b, y, wt, bias, N, cin, len, cpads, &gw, group, cout, out);
+    } else {
+        /* 4. the convolution, writing the node's output */
+        int ci[3] = {y, wt, bias};
+        xb_op_to(b, "Conv", bias >= 0 ? 3 : 2, ci, out);
+        xb_attr_ints(b, "kernel_shape", nsp, gw.k);
+        xb_attr_ints(b, "dilations", nsp, gw.dil);
+        xb_attr_ints(b, "pads", 2 * nsp, cpads);
+        xb_attr_int(b, "group", group);
+    }
     if (b->st)
         return b->st;
     *done = 1;

@@ -4,9 +4,11 @@
 # similarity with the reference must be at least 0.9999 (max |diff| is printed):
 #  - from PyTorch: einsum attention ('bhqd,bhkd->bhqk', softmax, 'bhqk,bhkd->bhqd'), a bilinear form with three
 #    operands ('bn,anm,bm->ba'); ConvTranspose2d with stride 2, padding 1, output_padding 1; with groups 2 and
-#    dilation 2; ConvTranspose1d with stride 3; a small decoder (Conv, ReLU, two strided ConvTranspose2d);
+#    dilation 2; ConvTranspose1d with stride 3; ConvTranspose3d with groups, per-axis strides, output_padding and
+#    dilation (a sum of 2-D convolutions over the kernel depth); a small decoder (Conv, ReLU, two strided ConvTranspose2d);
 #  - single Einsum nodes (onnx.helper) against numpy.einsum: batched and broadcast (ellipsis) matmuls, outer product,
 #    transpose, full sum, trace and diagonal (repeated labels), implicit output, a size-1 broadcast axis;
+#  - an Add of a per-channel bias [1, C, 1, 1] with C equal to the last dim;
 #  - a malformed equation is refused, naming the node and the equation. Gets build/tern as $1.
 set -u
 TERN=${1:?usage: test_einsum_convt.sh path/to/tern}
@@ -14,7 +16,7 @@ PY=/usr/bin/python3
 . "$(dirname "$0")/../lib.sh"
 
 $PY - "$tmp" <<'PY' >"$tmp/gen.log" 2>&1 || { echo "NOT OK: cannot make the models"; cat "$tmp/gen.log"; exit 1; }
-import sys, math, warnings, numpy as np, torch, torch.nn as nn, onnx
+import sys, math, warnings, numpy as np, torch, torch.nn as nn, onnx, onnx.numpy_helper
 from onnx import helper, TensorProto as TP
 warnings.filterwarnings("ignore")
 d = sys.argv[1]
@@ -50,6 +52,8 @@ export("convt_s2", nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_paddi
 export("convt_groups", nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2, dilation=2, bias=False),
        (torch.randn(1, 4, 5, 6),), ["x"], ["y"])
 export("convt_1d", nn.ConvTranspose1d(3, 5, 4, stride=3, padding=2), (torch.randn(2, 3, 11),), ["x"], ["y"])
+export("convt_3d", nn.ConvTranspose3d(4, 6, 3, stride=(2, 1, 2), padding=1, output_padding=(1, 0, 1), groups=2,
+                                      dilation=(1, 2, 1)), (torch.randn(2, 4, 4, 5, 3),), ["x"], ["y"])
 decoder = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
                         nn.ConvTranspose2d(8, 8, 4, stride=2, padding=1), nn.ReLU(),
                         nn.ConvTranspose2d(8, 3, 4, stride=2, padding=1))
@@ -72,6 +76,17 @@ for k, (eq, shapes) in enumerate(cases):
         np.save(f"{d}/einsum{k}.{n}.npy", x)
     np.save(f"{d}/einsum{k}.ref.y.npy", np.einsum(eq, *[x.astype(np.float64) for x in xs]))
     print(f"einsum{k}|{' '.join(names)}|y")
+# a per-channel bias [1, C, 1, 1] whose C equals the last dim (ConvTranspose's bias add): once taken for a
+# last-axis bias by lower.c's bias rule (a silent wrong answer)
+x = rng.standard_normal((2, 6, 7, 6)).astype(np.float32)
+bias = rng.standard_normal((1, 6, 1, 1)).astype(np.float32)
+g = helper.make_graph([helper.make_node("Add", ["x0", "b"], ["y"])], "cb",
+                      [helper.make_tensor_value_info("x0", TP.FLOAT, x.shape)],
+                      [helper.make_tensor_value_info("y", TP.FLOAT, None)], [onnx.numpy_helper.from_array(bias, "b")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{d}/chan_bias.onnx")
+np.save(f"{d}/chan_bias.x0.npy", x)
+np.save(f"{d}/chan_bias.ref.y.npy", x + bias)
+print("chan_bias|x0|y")
 node = helper.make_node("Einsum", ["x0", "x1"], ["y"], equation="ij,jk,kl->il")
 g = helper.make_graph([node], "bad", [helper.make_tensor_value_info(n, TP.FLOAT, [2, 2]) for n in ["x0", "x1"]],
                       [helper.make_tensor_value_info("y", TP.FLOAT, None)])
