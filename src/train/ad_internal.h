@@ -81,6 +81,7 @@ int grad_reduce_rule(int op_id, ad_rule *out);      /* grad_reduce.c */
 int grad_layout_rule(int op_id, ad_rule *out);      /* grad_layout.c */
 int grad_norm_rule(int op_id, ad_rule *out);        /* grad_norm.c */
 int grad_index_rule(int op_id, ad_rule *out);       /* grad_index.c */
+int grad_conv_rule(int op_id, ad_rule *out);        /* grad_conv.c */
 
 /* The rule for a forward node's op (NULL when it has none), and the reverse pass: seeds the gradient of `loss`
  * (a scalar value) with 1 and walks the first n_fwd nodes backwards. */

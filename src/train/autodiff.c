@@ -347,7 +347,7 @@ ad_rule ad_rule_for(const tern_graph_node *n)
     ad_rule r = NULL;
     int id = n->op_id; /* the op registry's id: fused "tern" ops have their own, which no rule takes */
     if (grad_elementwise_rule(id, &r) || grad_linear_rule(id, &r) || grad_reduce_rule(id, &r) ||
-        grad_layout_rule(id, &r) || grad_norm_rule(id, &r) || grad_index_rule(id, &r))
+        grad_layout_rule(id, &r) || grad_norm_rule(id, &r) || grad_index_rule(id, &r) || grad_conv_rule(id, &r))
         return r;
     return NULL;
 }

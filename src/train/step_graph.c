@@ -231,10 +231,37 @@ tern_status train_build_step_graph(tern_trainer *t, tern_error *err)
         ad_free(&a);
         return tern_error_set(err, TERN_ERR_INVALID, "train: model '%s' has no float initializer to train", t->path);
     }
-    if ((st = tern_graph_infer(g, err))) {
+    /* the compiler's Conv takes only a constant bias: a trained one becomes an Add after the convolution */
+    int nconv = g->n_nodes;
+    for (int i = 0; i < nconv && !a.failed; i++) {
+        tern_graph_node *n = &g->nodes[i];
+        if (n->op_id != TERN_GOP_CONV || n->n_inputs < 3 || n->inputs[2] < 0 ||
+            !(g->values[n->inputs[2]].flags & TERN_VALUE_INPUT) || n->inputs[1] < 0)
+            continue;
+        int bias = n->inputs[2], y = n->outputs[0];
+        const tern_graph_value *wv = &g->values[n->inputs[1]];
+        ad_shape bs = {.rank = wv->rank};
+        for (int d = 0; d < bs.rank; d++)
+            bs.d[d] = d == 1 ? wv->dims[0] : 1;
+        n->n_inputs = 2;
+        int conv = graph_add_value(g, NULL);
+        if (conv < 0 || ad_grow(&a) < 0) {
+            ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+            break;
+        }
+        g->nodes[i].outputs[0] = conv;
+        int sum = ad_op2(&a, "Add", conv, ad_reshape(&a, bias, &bs));
+        if (sum < 0)
+            break;
+        /* the Add produces the original output value, so every reader keeps its input */
+        int last = ad_last_node(&a);
+        g->values[sum].producer = -1;
+        g->nodes[last].outputs[0] = y;
+    }
+    if (a.failed || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))) {
         free(wid);
         ad_free(&a);
-        return tern_error_prefix(err, "train: ");
+        return a.failed ? err->code : tern_error_prefix(err, "train: ");
     }
     int loss = build_loss(t, &a);
     if (loss >= 0) {

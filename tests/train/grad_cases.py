@@ -125,6 +125,18 @@ case("LayerNorm_last", [node("LayerNormalization", ["a", "g", "b"], axis=-1, eps
 case("LayerNorm_axis1", [node("LayerNormalization", ["a", "g", "b"], axis=1, epsilon=1e-5)],
      {"a": rnd(2, 3, 4), "g": rnd(3, 4), "b": rnd(3, 4)},
      lambda p: F.layer_norm(p["a"], (3, 4), p["g"], p["b"], 1e-5))
+case("Conv2d_pad1_bias", [node("Conv", ["a", "w", "c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3])],
+     {"a": rnd(2, 3, 6, 6), "w": rnd(4, 3, 3, 3), "c": rnd(4)}, lambda p: F.conv2d(p["a"], p["w"], p["c"], padding=1))
+case("Conv2d_nopad_asym", [node("Conv", ["a", "w"], pads=[0, 1, 0, 0])], {"a": rnd(2, 2, 5, 7), "w": rnd(3, 2, 3, 2)},
+     lambda p: F.conv2d(F.pad(p["a"], (1, 0, 0, 0)), p["w"]))
+case("Conv1d", [node("Conv", ["a", "w"], pads=[2, 2])], {"a": rnd(2, 3, 9), "w": rnd(5, 3, 5)},
+     lambda p: F.conv1d(p["a"], p["w"], padding=2))
+case("MaxPool2d_k2", [node("MaxPool", ["a"], kernel_shape=[2, 2], strides=[2, 2])], {"a": rnd(2, 3, 6, 4)},
+     lambda p: F.max_pool2d(p["a"], 2))
+case("AveragePool2d_k2", [node("AveragePool", ["a"], kernel_shape=[2, 2], strides=[2, 2])], {"a": rnd(2, 3, 4, 6)},
+     lambda p: F.avg_pool2d(p["a"], 2))
+case("GlobalAveragePool", [node("GlobalAveragePool", ["a"])], {"a": rnd(2, 3, 4, 5)},
+     lambda p: p["a"].mean((2, 3), keepdim=True))
 gidx = np.array([[1, 3, 3], [0, 9, 1]], dtype=np.int64)
 case("Gather_embedding", [node("Gather", ["a", "i"], axis=0)], {"a": rnd(10, 4)},
      lambda p: p["a"][torch.from_numpy(gidx)], {"i": gidx})
