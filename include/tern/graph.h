@@ -285,7 +285,10 @@ int tern_graph_prune(tern_graph *g);
  *    Where(cond, x, fill) with a constant scalar fill | Add(x, mask)] Softmax(last axis) MatMul(., V), all fp32
  *    with the same known batch dims, head size D <= 128, value size Dv <= 512, keys Sk <= 2048 ->
  *    tern.Attention(Q, KT, V [, cond | mask]) with attributes scale_op (0 none, 1 divide, 2 multiply), scale,
- *    mask (0 none, 1 where fill-on-true, 2 where fill-on-false, 3 additive) and fill;
+ *    mask (0 none, 1 where fill-on-true, 2 where fill-on-false, 3 additive) and fill; fp32-to-fp32 Casts before
+ *    and after the Softmax are taken in (LLaMA's softmax(x, dtype=float32), T5's x.float()), and at rank 4 the
+ *    head split and merge, including LLaMA's repeat_kv (Unsqueeze, Expand, Reshape: grouped-query heads, read
+ *    in place through the attribute kv_rep = query heads per K/V head);
  *  - tern.MatMulBias(A, W, bias) (W constant) followed by Add(y, r) with r of y's shape ->
  *    tern.MatMulBias(A, W, bias, r): the residual added after the activation;
  *  - tern.MatMulBias(A, W, bias[, r]) then LayerNormalization over the last axis (its only reader) ->

@@ -537,7 +537,9 @@ static tern_status fuse_matmul_bias(fctx *f, int i, int *hits, tern_error *err)
  * with Q [..., Sq, D], KT [..., D, Sk], V [..., Sk, Dv], the same known batch dims, fp32. Attributes: scale_op
  * (0 none, 1 divide, 2 multiply), scale, mask (0 none, 1 where with the fill on true, 2 where with the fill on
  * false, 3 additive), fill. Fused only for shapes the on-chip lowering takes: D <= 128, Dv <= 512, Sk <= 2048;
- * a mask broadcasts to the scores with its last dim Sk. */
+ * a mask broadcasts to the scores with its last dim Sk. Casts of fp32 to fp32 around the Softmax (what
+ * softmax(x, dtype=torch.float32) and softmax(x.float()) export in LLaMA and T5 code) are taken in; a T5 relative
+ * position bias is an additive mask (a constant [1, H, Sq, Sk] once folded). */
 #define ATT_MAX_D 128
 #define ATT_MAX_DV 512
 #define ATT_MAX_SK 2048
