@@ -141,12 +141,13 @@ enum {
     TERN_OPF_LOGICAL = 1u << 2,      /* bool inputs and output */
     TERN_OPF_MATMUL = 1u << 3,       /* a matrix product with a constant weight operand (linear layer) */
     TERN_OPF_NARROW_STORE = 1u << 4, /* its device rule can store its output in the narrow matmul dtype */
-    TERN_OPF_EMPTY_PIECES = 1u << 5, /* zero-size pieces are skipped (Split outputs, Concat inputs) */
+    TERN_OPF_EMPTY_OUTPUTS = 1u << 5, /* zero-size outputs next to full ones are skipped (Split) */
     TERN_OPF_HEAVY = 1u << 6,        /* a contraction: folding costs inputs x outputs, huge ones stay */
     TERN_OPF_SHAPE_ONLY = 1u << 7,   /* reads only its input's shape (constant once the shape is known) */
     TERN_OPF_STRING_IN = 1u << 8,    /* takes string tensors */
     TERN_OPF_NO_EXPORT_FOLD = 1u << 9, /* always folded, outside the size budget (Constant) */
     TERN_OPF_FUSED = 1u << 10,       /* made by tern_graph_fuse (domain "tern") */
+    TERN_OPF_EMPTY_INPUTS = 1u << 11, /* zero-size inputs are skipped (Concat) */
 };
 
 typedef enum {

@@ -227,12 +227,12 @@ static void plan_narrow(cc *c)
         ok[id] = 0;
     for (int i = 0; i < nn; i++) {
         const tern_graph_node *n = tern_graph_node_at(g, i);
-        int att = !strcmp(n->domain, "tern") && !strcmp(n->op, "Attention");
-        int ln = !n->domain[0] && !strcmp(n->op, "LayerNormalization"); /* its store casts (tern_lib_layernorm) */
+        /* Attention's and LayerNormalization's rules store through a cast (tern_lib_layernorm) */
+        int narrow = (tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_NARROW_STORE) != 0;
         int lin = cc_node_is_linear(g, i);
         /* outputs: the first; a linear layer's second too (its fused norm's, pre-LN fusion) */
         int nout = lin ? n->n_outputs : 1;
-        for (int k = 0; (att || ln || lin) && k < nout && k < n->n_outputs; k++) {
+        for (int k = 0; (narrow || lin) && k < nout && k < n->n_outputs; k++) {
             if (n->outputs[k] < 0)
                 continue;
             const tern_graph_value *gv = tern_graph_value_at(g, n->outputs[k]);
@@ -242,7 +242,7 @@ static void plan_narrow(cc *c)
     }
     for (int i = 0; i < nn; i++) {
         const tern_graph_node *n = tern_graph_node_at(g, i);
-        int att = !strcmp(n->domain, "tern") && !strcmp(n->op, "Attention"), lin = cc_node_is_linear(g, i);
+        int att = n->op_id == TERN_GOP_ATTENTION, lin = cc_node_is_linear(g, i);
         for (int j = 0; j < n->n_inputs; j++) {
             int id = n->inputs[j];
             if (id < 0 || !ok[id])
@@ -552,11 +552,11 @@ static tern_status build_core(cc *c, const tern_graph *gview)
                 first_full = first_full < 0 ? k : first_full;
             }
         }
-        cc_lower_fn fn = cc_lowering(n->domain, n->op);
+        tern_op_id opid = (tern_op_id)n->op_id;
+        cc_lower_fn fn = cc_lowering(opid);
         if (!fn)
             return cc_fail(c, TERN_ERR_UNSUPPORTED, "op %s%s%s is not supported on the device yet", n->domain,
                            n->domain[0] ? "." : "", n->op);
-        int onnx_domain = !n->domain[0] || !strcmp(n->domain, "ai.onnx");
         if (outs > 0 && empty_outs == outs) {
             /* Every output has zero elements: nothing to compute, no storage, no instructions. The node counts as
              * lowered (to an empty piece of program); its rule never sees it. */
@@ -573,7 +573,7 @@ static tern_status build_core(cc *c, const tern_graph *gview)
             c->lowered_empty++;
         } else {
             char s1[96], s2[96];
-            if (empty_outs > 0 && !(onnx_domain && !strcmp(n->op, "Split"))) { /* Split skips empty pieces */
+            if (empty_outs > 0 && !(tern_op_flags(opid) & TERN_OPF_EMPTY_OUTPUTS)) { /* Split skips empty pieces */
                 const tern_graph_value *e = tern_graph_value_at(g, n->outputs[first_empty]);
                 const tern_graph_value *f = tern_graph_value_at(g, n->outputs[first_full]);
                 return cc_fail(c, TERN_ERR_UNSUPPORTED,
@@ -584,7 +584,7 @@ static tern_status build_core(cc *c, const tern_graph *gview)
             }
             for (int k = 0; k < n->n_inputs; k++) {
                 int id = n->inputs[k];
-                if (id < 0 || !is_empty_device_value(&c->v[id]) || (onnx_domain && !strcmp(n->op, "Concat")))
+                if (id < 0 || !is_empty_device_value(&c->v[id]) || (tern_op_flags(opid) & TERN_OPF_EMPTY_INPUTS))
                     continue; /* Concat skips empty pieces; empty constants are attributes (Resize's roi ...) */
                 const tern_graph_value *e = tern_graph_value_at(g, id);
                 const tern_graph_value *f = tern_graph_value_at(g, n->outputs[first_full]);

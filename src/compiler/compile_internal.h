@@ -94,10 +94,10 @@ tern_dtype cc_out_dtype(cc *c, int k);
 
 /* The lowering of one op; returns nonzero when the op was handled (success or recorded failure). */
 typedef int (*cc_lower_fn)(cc *c);
-cc_lower_fn cc_lowering(const char *domain, const char *op);
+cc_lower_fn cc_lowering(tern_op_id id);
 /* Lowerings of convolutional-network ops (lower_cnn.c) and of further ONNX ops (lower_extra.c). */
-cc_lower_fn cc_lowering_cnn(const char *op);
-cc_lower_fn cc_lowering_extra(const char *op);
+cc_lower_fn cc_lowering_cnn(tern_op_id id);
+cc_lower_fn cc_lowering_extra(tern_op_id id);
 /* tern.Attention, the fused attention (lower_attention.c). */
 int cc_lower_attention(cc *c);
 

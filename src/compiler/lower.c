@@ -117,22 +117,25 @@ static void release_tmp(cc *c, cc_value *tmp, cc_value *used)
 
 /* ---- elementwise ---- */
 
-static int alu_of(const char *op, tern_alu_op *out)
+static int alu_of(tern_op_id id, tern_alu_op *out)
 {
-    static const struct {
-        const char *op;
-        tern_alu_op alu;
-    } map[] = {{"Add", TERN_ALU_ADD},        {"Sub", TERN_ALU_SUBTRACT}, {"Mul", TERN_ALU_MULT},
-               {"Div", TERN_ALU_DIVIDE},     {"Max", TERN_ALU_MAX},      {"Min", TERN_ALU_MIN},
-               {"Equal", TERN_ALU_IS_EQ},    {"Less", TERN_ALU_IS_LT},   {"Greater", TERN_ALU_IS_GT},
-               {"LessOrEqual", TERN_ALU_IS_LE}, {"GreaterOrEqual", TERN_ALU_IS_GE}, {"And", TERN_ALU_LOGICAL_AND},
-               {"Or", TERN_ALU_LOGICAL_OR},  {"Xor", TERN_ALU_LOGICAL_XOR}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(map[i].op, op)) {
-            *out = map[i].alu;
-            return 1;
-        }
-    return 0;
+    switch (id) {
+    case TERN_GOP_ADD: *out = TERN_ALU_ADD; return 1;
+    case TERN_GOP_SUB: *out = TERN_ALU_SUBTRACT; return 1;
+    case TERN_GOP_MUL: *out = TERN_ALU_MULT; return 1;
+    case TERN_GOP_DIV: *out = TERN_ALU_DIVIDE; return 1;
+    case TERN_GOP_MAX: *out = TERN_ALU_MAX; return 1;
+    case TERN_GOP_MIN: *out = TERN_ALU_MIN; return 1;
+    case TERN_GOP_EQUAL: *out = TERN_ALU_IS_EQ; return 1;
+    case TERN_GOP_LESS: *out = TERN_ALU_IS_LT; return 1;
+    case TERN_GOP_GREATER: *out = TERN_ALU_IS_GT; return 1;
+    case TERN_GOP_LESS_OR_EQUAL: *out = TERN_ALU_IS_LE; return 1;
+    case TERN_GOP_GREATER_OR_EQUAL: *out = TERN_ALU_IS_GE; return 1;
+    case TERN_GOP_AND: *out = TERN_ALU_LOGICAL_AND; return 1;
+    case TERN_GOP_OR: *out = TERN_ALU_LOGICAL_OR; return 1;
+    case TERN_GOP_XOR: *out = TERN_ALU_LOGICAL_XOR; return 1;
+    default: return 0;
+    }
 }
 
 /* Whether col broadcasts against full (shaped like y) along trailing axes only: right-aligned, col's dims equal
@@ -170,7 +173,7 @@ static int lower_binary(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
     tern_alu_op op = TERN_ALU_ADD;
-    alu_of(n->op, &op);
+    alu_of((tern_op_id)n->op_id, &op);
     cc_value *a = cc_in(c, 0), *b = cc_in(c, 1);
     cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!a || !b || !y)
@@ -223,30 +226,32 @@ static int act_of(const tern_graph_node *n, const tern_graph *g, tern_act_func *
 {
     (void)g;
     *scale = 1.0f;
-    static const struct {
-        const char *op;
-        tern_act_func f;
-    } map[] = {{"Relu", TERN_ACT_RELU},   {"Tanh", TERN_ACT_TANH}, {"Sigmoid", TERN_ACT_SIGMOID},
-               {"Exp", TERN_ACT_EXP},     {"Log", TERN_ACT_LOG},   {"Sqrt", TERN_ACT_SQRT},
-               {"Erf", TERN_ACT_ERF},     {"Abs", TERN_ACT_ABS},   {"Reciprocal", TERN_ACT_RECIPROCAL},
-               {"Softplus", TERN_ACT_SOFTPLUS}, {"Sin", TERN_ACT_SIN}, {"Sign", TERN_ACT_SIGN},
-               {"Identity", TERN_ACT_COPY}, {"Dropout", TERN_ACT_COPY}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(map[i].op, n->op)) {
-            *f = map[i].f;
-            return 1;
-        }
-    if (!strcmp(n->op, "Neg")) {
+    switch ((tern_op_id)n->op_id) {
+    case TERN_GOP_RELU: *f = TERN_ACT_RELU; return 1;
+    case TERN_GOP_TANH: *f = TERN_ACT_TANH; return 1;
+    case TERN_GOP_SIGMOID: *f = TERN_ACT_SIGMOID; return 1;
+    case TERN_GOP_EXP: *f = TERN_ACT_EXP; return 1;
+    case TERN_GOP_LOG: *f = TERN_ACT_LOG; return 1;
+    case TERN_GOP_SQRT: *f = TERN_ACT_SQRT; return 1;
+    case TERN_GOP_ERF: *f = TERN_ACT_ERF; return 1;
+    case TERN_GOP_ABS: *f = TERN_ACT_ABS; return 1;
+    case TERN_GOP_RECIPROCAL: *f = TERN_ACT_RECIPROCAL; return 1;
+    case TERN_GOP_SOFTPLUS: *f = TERN_ACT_SOFTPLUS; return 1;
+    case TERN_GOP_SIN: *f = TERN_ACT_SIN; return 1;
+    case TERN_GOP_SIGN: *f = TERN_ACT_SIGN; return 1;
+    case TERN_GOP_IDENTITY:
+    case TERN_GOP_DROPOUT: *f = TERN_ACT_COPY; return 1;
+    case TERN_GOP_NEG:
         *f = TERN_ACT_COPY;
         *scale = -1.0f;
         return 1;
-    }
-    if (!strcmp(n->op, "Gelu")) {
+    case TERN_GOP_GELU: {
         const char *ap = tern_graph_attr_string(n, "approximate", "none");
         *f = !strcmp(ap, "tanh") ? TERN_ACT_GELU_TANH : TERN_ACT_GELU;
         return 1;
     }
-    return 0;
+    default: return 0;
+    }
 }
 
 static int lower_unary(cc *c)
@@ -264,9 +269,9 @@ static int lower_unary(cc *c)
     }
     /* ScalarE's affine step adds a +0 bias, so -0 comes out +0: Neg(+0) must be -0 and 1/-0 = -inf, so these two
      * run on VectorE, exactly */
-    if (!strcmp(cc_node(c)->op, "Neg"))
+    if (cc_node(c)->op_id == TERN_GOP_NEG)
         tern_lib_scalar(c->k, flat2d(c, y), flat2d(c, x), TERN_ALU_MULT, -1.0f);
-    else if (!strcmp(cc_node(c)->op, "Reciprocal"))
+    else if (cc_node(c)->op_id == TERN_GOP_RECIPROCAL)
         tern_lib_reciprocal(c->k, flat2d(c, y), flat2d(c, x));
     else
         tern_lib_unary(c->k, flat2d(c, y), flat2d(c, x), f, scale);
@@ -611,8 +616,8 @@ int cc_node_is_linear(const tern_graph *g, int i)
 {
     const tern_graph_node *n = tern_graph_node_at(g, i);
     int tern = !strcmp(n->domain, "tern"), onnx = !n->domain[0] || !strcmp(n->domain, "ai.onnx");
-    int gemm = onnx && !strcmp(n->op, "Gemm");
-    if (!((onnx && !strcmp(n->op, "MatMul")) || gemm || (tern && !strcmp(n->op, "MatMulBias"))))
+    int gemm = onnx && n->op_id == TERN_GOP_GEMM;
+    if (!((onnx && n->op_id == TERN_GOP_MATMUL) || gemm || (tern && n->op_id == TERN_GOP_MATMUL_BIAS)))
         return 0;
     if (gemm && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
                  tern_graph_attr_float(n, "beta", 1) != 1.0f))
@@ -644,7 +649,7 @@ static tern_act_func act_named(const char *a)
 static int lower_matmul(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
-    int is_gemm = !strcmp(n->op, "Gemm"), fused = !strcmp(n->op, "MatMulBias");
+    int is_gemm = n->op_id == TERN_GOP_GEMM, fused = n->op_id == TERN_GOP_MATMUL_BIAS;
     cc_value *a = cc_in(c, 0), *b = cc_in(c, 1), *bias = (is_gemm || fused) ? cc_in(c, 2) : NULL;
     cc_value *y = cc_out(c, 0, cc_float_out_dtype(c, 0));
     if (!a || !b || !y)
@@ -876,10 +881,10 @@ static int lower_reduce(cc *c)
         cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over axes other than the last one alone", n->op);
         return 1;
     }
-    tern_alu_op op = !strcmp(n->op, "ReduceMax") ? TERN_ALU_MAX : TERN_ALU_ADD;
+    tern_alu_op op = n->op_id == TERN_GOP_REDUCE_MAX ? TERN_ALU_MAX : TERN_ALU_ADD;
     uint64_t rows, cols;
     rows_cols(x, &rows, &cols);
-    float scale = !strcmp(n->op, "ReduceMean") ? 1.0f / (float)cols : 1.0f;
+    float scale = n->op_id == TERN_GOP_REDUCE_MEAN ? 1.0f / (float)cols : 1.0f;
     const uint64_t P = c->cfg.partitions; /* rows per tile: the machine's */
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
         uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
@@ -943,48 +948,40 @@ static int lower_where(cc *c)
     return 1;
 }
 
-static cc_lower_fn lowering_main(const char *op)
+/* This file's rule for an op (lowering_cnn's for convolutions and pools), NULL when it has none. */
+static cc_lower_fn lowering_main(tern_op_id id)
 {
     tern_alu_op alu;
-    if (alu_of(op, &alu))
+    if (alu_of(id, &alu))
         return lower_binary;
-    static const char *const unary[] = {"Relu", "Tanh",    "Sigmoid", "Exp",  "Log",      "Sqrt",
-                                        "Erf",  "Abs",     "Reciprocal", "Softplus", "Sin", "Sign",
-                                        "Neg",  "Gelu",    "Identity", "Dropout"};
-    for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
-        if (!strcmp(op, unary[i]))
-            return !strcmp(op, "Identity") ? lower_alias : !strcmp(op, "Dropout") ? lower_dropout : lower_unary;
-    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
-    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
-        if (!strcmp(op, views[i]))
-            return lower_alias;
-    if (!strcmp(op, "MatMul") || !strcmp(op, "Gemm") || !strcmp(op, "MatMulBias"))
+    switch (id) {
+    case TERN_GOP_RELU: case TERN_GOP_TANH: case TERN_GOP_SIGMOID: case TERN_GOP_EXP: case TERN_GOP_LOG:
+    case TERN_GOP_SQRT: case TERN_GOP_ERF: case TERN_GOP_ABS: case TERN_GOP_RECIPROCAL: case TERN_GOP_SOFTPLUS:
+    case TERN_GOP_SIN: case TERN_GOP_SIGN: case TERN_GOP_NEG: case TERN_GOP_GELU:
+        return lower_unary;
+    case TERN_GOP_IDENTITY:
+        return lower_alias;
+    case TERN_GOP_DROPOUT:
+        return lower_dropout;
+    case TERN_GOP_RESHAPE: case TERN_GOP_FLATTEN: case TERN_GOP_SQUEEZE: case TERN_GOP_UNSQUEEZE:
+        return lower_alias;
+    case TERN_GOP_MATMUL: case TERN_GOP_GEMM: case TERN_GOP_MATMUL_BIAS:
         return lower_matmul;
-    if (!strcmp(op, "Softmax"))
-        return lower_softmax;
-    if (!strcmp(op, "LayerNormalization"))
-        return lower_layernorm;
-    if (!strcmp(op, "Pow"))
-        return lower_pow;
-    if (!strcmp(op, "Cast"))
-        return lower_cast;
-    if (!strcmp(op, "Transpose"))
-        return lower_transpose;
-    if (!strcmp(op, "Concat"))
-        return lower_concat;
-    if (!strcmp(op, "Slice"))
-        return lower_slice;
-    if (!strcmp(op, "Split"))
-        return lower_split;
-    if (!strcmp(op, "Expand"))
-        return lower_expand;
-    if (!strcmp(op, "Gather"))
-        return lower_gather;
-    if (!strcmp(op, "ReduceMean") || !strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMax"))
+    case TERN_GOP_SOFTMAX: return lower_softmax;
+    case TERN_GOP_LAYER_NORMALIZATION: return lower_layernorm;
+    case TERN_GOP_POW: return lower_pow;
+    case TERN_GOP_CAST: return lower_cast;
+    case TERN_GOP_TRANSPOSE: return lower_transpose;
+    case TERN_GOP_CONCAT: return lower_concat;
+    case TERN_GOP_SLICE: return lower_slice;
+    case TERN_GOP_SPLIT: return lower_split;
+    case TERN_GOP_EXPAND: return lower_expand;
+    case TERN_GOP_GATHER: return lower_gather;
+    case TERN_GOP_REDUCE_MEAN: case TERN_GOP_REDUCE_SUM: case TERN_GOP_REDUCE_MAX:
         return lower_reduce;
-    if (!strcmp(op, "Where"))
-        return lower_where;
-    return cc_lowering_cnn(op);
+    case TERN_GOP_WHERE: return lower_where;
+    default: return cc_lowering_cnn(id);
+    }
 }
 
 static int is_last_axis_only(cc *c, const cc_value *x, const char *attr, int input)
@@ -1005,53 +1002,53 @@ static int is_last_axis_only(cc *c, const cc_value *x, const char *attr, int inp
 static int main_handles(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
-    const char *op = n->op;
+    const tern_op_id id = (tern_op_id)n->op_id;
     cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
     if (!x)
         return 1; /* let the rule report it */
-    if (!strcmp(op, "Softmax")) /* before opset 13 the default axis is 1 (and the input is flattened there) */
+    if (id == TERN_GOP_SOFTMAX) /* before opset 13 the default axis is 1 (and the input is flattened there) */
         return cc_norm_axis(tern_graph_attr_int(n, "axis", tern_graph_opset(c->g) >= 13 ? -1 : 1), x->rank) ==
                    x->rank - 1 && /* a row longer than tern_lib_softmax holds on one partition: chunked rule */
                x->rank > 0 && (uint64_t)x->dims[x->rank - 1] * 4 + 32 <= c->cfg.sbuf_partition_bytes;
-    if (!strcmp(op, "LayerNormalization"))
+    if (id == TERN_GOP_LAYER_NORMALIZATION)
         return cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1 && cc_out_id(c, 1) < 0 &&
                cc_out_id(c, 2) < 0;
-    if (!strcmp(op, "Gemm"))
+    if (id == TERN_GOP_GEMM)
         return !tern_graph_attr_int(n, "transA", 0) && tern_graph_attr_float(n, "alpha", 1) == 1.0f &&
                tern_graph_attr_float(n, "beta", 1) == 1.0f && b && b->host && b->rank == 2;
-    if (!strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMean") || !strcmp(op, "ReduceMax"))
+    if (id == TERN_GOP_REDUCE_SUM || id == TERN_GOP_REDUCE_MEAN || id == TERN_GOP_REDUCE_MAX)
         return is_last_axis_only(c, x, "axes", 1) && x->rank > 0 && x->dims[x->rank - 1] <= 40000;
-    if (!strcmp(op, "Gather"))
+    if (id == TERN_GOP_GATHER)
         return b && (b->host || (x->host && cc_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank) == 0));
-    if (!strcmp(op, "Pow"))
+    if (id == TERN_GOP_POW)
         return b && b->is_const_scalar &&
                (b->const_scalar == 2.0 || b->const_scalar == 0.5 || b->const_scalar == 1.0 ||
                 b->const_scalar == -1.0 || b->const_scalar == 3.0);
-    if (!strcmp(op, "Max") || !strcmp(op, "Min"))
+    if (id == TERN_GOP_MAX || id == TERN_GOP_MIN)
         return n->n_inputs == 2;
-    if (!strcmp(op, "Cast")) /* text casts and float -> integer go to lower_cast_any */
+    if (id == TERN_GOP_CAST) /* text casts and float -> integer go to lower_cast_any */
         return !(tern_dtype_is_float(x->dt) && !tern_dtype_is_float(cc_out_dtype(c, 0))) &&
                tern_graph_value_at(c->g, cc_in_id(c, 0))->type != TERN_ELEM_STRING &&
                tern_graph_value_at(c->g, cc_out_id(c, 0))->type != TERN_ELEM_STRING;
-    if (!strcmp(op, "Div"))
+    if (id == TERN_GOP_DIV)
         return tern_dtype_is_float(cc_out_dtype(c, 0));
     return 1;
 }
 
 static int lower_dispatch(cc *c)
 {
-    const char *op = cc_node(c)->op;
-    cc_lower_fn fn = main_handles(c) ? lowering_main(op) : cc_lowering_extra(op);
+    tern_op_id id = (tern_op_id)cc_node(c)->op_id;
+    cc_lower_fn fn = main_handles(c) ? lowering_main(id) : cc_lowering_extra(id);
     return fn(c);
 }
 
-cc_lower_fn cc_lowering(const char *domain, const char *op)
+/* The rule for a node's op: domain "" / "ai.onnx" ops and tern's fused ones (other domains have no id). ONNX's
+ * own Attention (opset 23) is another op than tern.Attention, and has no row yet. */
+cc_lower_fn cc_lowering(tern_op_id id)
 {
-    if (domain && domain[0] && strcmp(domain, "tern") && strcmp(domain, "ai.onnx"))
-        return NULL;
-    if (!strcmp(op, "Attention")) /* ONNX's own Attention (opset 23) is another op */
-        return domain && !strcmp(domain, "tern") ? cc_lower_attention : NULL;
-    cc_lower_fn main = lowering_main(op), extra = cc_lowering_extra(op);
+    if (id == TERN_GOP_ATTENTION)
+        return cc_lower_attention;
+    cc_lower_fn main = lowering_main(id), extra = cc_lowering_extra(id);
     if (main && extra)
         return lower_dispatch;
     return main ? main : extra;

@@ -557,7 +557,7 @@ static int lower_pool(cc *c)
     cnn_geom g;
     if (!geom_of(c, &g, x, y, kern))
         return 1;
-    walk_opts wo = {!strcmp(n->op, "MaxPool") ? WALK_MAX : WALK_AVG,
+    walk_opts wo = {n->op_id == TERN_GOP_MAX_POOL ? WALK_MAX : WALK_AVG,
                     (int)tern_graph_attr_int(n, "count_include_pad", 0), NULL, NULL};
     window_walk(c, y, x, &g, &wo);
     return 1;
@@ -570,7 +570,7 @@ static int lower_global_pool(cc *c)
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
     if (!x || !y)
         return 1;
-    int is_max = !strcmp(n->op, "GlobalMaxPool");
+    int is_max = n->op_id == TERN_GOP_GLOBAL_MAX_POOL;
     uint64_t rows = (uint64_t)(x->dims[0] * x->dims[1]), cols = rows ? x->numel / rows : 0;
     const uint64_t chunk = 8192;
     tern_alu_op op = is_max ? TERN_ALU_MAX : TERN_ALU_ADD;
@@ -643,15 +643,13 @@ static int lower_batchnorm(cc *c)
     return 1;
 }
 
-cc_lower_fn cc_lowering_cnn(const char *op)
+cc_lower_fn cc_lowering_cnn(tern_op_id id)
 {
-    if (!strcmp(op, "Conv"))
-        return lower_conv;
-    if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool"))
-        return lower_pool;
-    if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool"))
-        return lower_global_pool;
-    if (!strcmp(op, "BatchNormalization"))
-        return lower_batchnorm;
-    return NULL;
+    switch (id) {
+    case TERN_GOP_CONV: return lower_conv;
+    case TERN_GOP_MAX_POOL: case TERN_GOP_AVERAGE_POOL: return lower_pool;
+    case TERN_GOP_GLOBAL_AVERAGE_POOL: case TERN_GOP_GLOBAL_MAX_POOL: return lower_global_pool;
+    case TERN_GOP_BATCH_NORMALIZATION: return lower_batchnorm;
+    default: return NULL;
+    }
 }

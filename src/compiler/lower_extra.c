@@ -566,62 +566,62 @@ static int need_float(cc *c, cc_value *x)
 
 static int lower_activation(cc *c)
 {
-    const char *op = cc_node(c)->op;
+    const tern_op_id id = (tern_op_id)cc_node(c)->op_id;
     ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
     ew_fn fn = NULL;
     if (!need_float(c, cc_in(c, 0)))
         return 1;
-    if (!strcmp(op, "LeakyRelu")) {
+    if (id == TERN_GOP_LEAKY_RELU) {
         x.a = attr_f(c, "alpha", 0.01f);
         fn = f_leaky;
-    } else if (!strcmp(op, "Elu")) {
+    } else if (id == TERN_GOP_ELU) {
         x.a = attr_f(c, "alpha", 1.0f);
         x.b = 1.0f;
         fn = f_elu;
-    } else if (!strcmp(op, "Celu")) {
+    } else if (id == TERN_GOP_CELU) {
         x.a = attr_f(c, "alpha", 1.0f);
         x.b = 1.0f / x.a;
         fn = f_elu;
-    } else if (!strcmp(op, "Selu")) {
+    } else if (id == TERN_GOP_SELU) {
         x.a = attr_f(c, "alpha", 1.67326319217681884765625f);
         x.g = attr_f(c, "gamma", 1.05070102214813232421875f);
         x.b = 1.0f;
         fn = f_elu;
-    } else if (!strcmp(op, "HardSigmoid") || !strcmp(op, "HardSwish")) {
-        x.flag = !strcmp(op, "HardSwish");
+    } else if (id == TERN_GOP_HARD_SIGMOID || id == TERN_GOP_HARD_SWISH) {
+        x.flag = id == TERN_GOP_HARD_SWISH;
         x.a = x.flag ? 1.0f / 6.0f : attr_f(c, "alpha", 0.2f);
         x.b = x.flag ? 0.5f : attr_f(c, "beta", 0.5f);
         fn = f_hardsigmoid;
-    } else if (!strcmp(op, "Softsign")) {
+    } else if (id == TERN_GOP_SOFTSIGN) {
         fn = f_softsign;
-    } else if (!strcmp(op, "ThresholdedRelu")) {
+    } else if (id == TERN_GOP_THRESHOLDED_RELU) {
         x.a = attr_f(c, "alpha", 1.0f);
         fn = f_thresholded;
-    } else if (!strcmp(op, "Shrink")) {
+    } else if (id == TERN_GOP_SHRINK) {
         x.a = attr_f(c, "lambd", 0.5f);
         x.b = attr_f(c, "bias", 0.0f);
         fn = f_shrink;
-    } else if (!strcmp(op, "Floor") || !strcmp(op, "Ceil")) {
-        x.flag = !strcmp(op, "Ceil");
+    } else if (id == TERN_GOP_FLOOR || id == TERN_GOP_CEIL) {
+        x.flag = id == TERN_GOP_CEIL;
         fn = f_floor_ceil;
-    } else if (!strcmp(op, "Round")) {
+    } else if (id == TERN_GOP_ROUND) {
         fn = f_round;
-    } else if (!strcmp(op, "Cos")) {
+    } else if (id == TERN_GOP_COS) {
         fn = f_cos;
-    } else if (!strcmp(op, "Tan")) {
+    } else if (id == TERN_GOP_TAN) {
         fn = f_tan;
-    } else if (!strcmp(op, "Sinh") || !strcmp(op, "Cosh")) {
-        x.flag = !strcmp(op, "Cosh");
+    } else if (id == TERN_GOP_SINH || id == TERN_GOP_COSH) {
+        x.flag = id == TERN_GOP_COSH;
         fn = f_sinh_cosh;
-    } else if (!strcmp(op, "Asinh")) {
+    } else if (id == TERN_GOP_ASINH) {
         fn = f_asinh;
-    } else if (!strcmp(op, "Acosh")) {
+    } else if (id == TERN_GOP_ACOSH) {
         fn = f_acosh;
-    } else if (!strcmp(op, "Atanh")) {
+    } else if (id == TERN_GOP_ATANH) {
         fn = f_atanh;
-    } else if (!strcmp(op, "IsNaN")) {
+    } else if (id == TERN_GOP_IS_NAN) {
         fn = f_isnan;
-    } else if (!strcmp(op, "IsInf")) {
+    } else if (id == TERN_GOP_IS_INF) {
         x.a = (float)tern_graph_attr_int(cc_node(c), "detect_positive", 1);
         x.b = (float)tern_graph_attr_int(cc_node(c), "detect_negative", 1);
         fn = f_isinf;
@@ -713,7 +713,7 @@ static int lower_pow_tensor(cc *c)
 static int lower_nary(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
-    tern_alu_op op = !strcmp(n->op, "Max") ? TERN_ALU_MAX : !strcmp(n->op, "Min") ? TERN_ALU_MIN : TERN_ALU_ADD;
+    tern_alu_op op = n->op_id == TERN_GOP_MAX ? TERN_ALU_MAX : n->op_id == TERN_GOP_MIN ? TERN_ALU_MIN : TERN_ALU_ADD;
     cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!y)
         return 1;
@@ -734,7 +734,7 @@ static int lower_nary(cc *c)
         lx_bcast_free(c, &t, b);
         m++;
     }
-    if (!strcmp(n->op, "Mean") && m > 1)
+    if (n->op_id == TERN_GOP_MEAN && m > 1)
         tern_lib_scalar(c->k, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, y, 0, 1, y->numel, y->numel),
                         TERN_ALU_MULT, 1.0f / (float)m);
     return 1;
@@ -744,17 +744,21 @@ static int lower_nary(cc *c)
 
 typedef enum { RD_SUM, RD_MEAN, RD_MAX, RD_MIN, RD_PROD, RD_L1, RD_L2, RD_LOGSUM, RD_LOGSUMEXP, RD_SUMSQ } rd_kind;
 
-static int rd_of(const char *op, rd_kind *k)
+static int rd_of(tern_op_id id, rd_kind *k)
 {
-    static const char *const names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                                        "ReduceL1",  "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp",
-                                        "ReduceSumSquare"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(op, names[i])) {
-            *k = (rd_kind)i;
-            return 1;
-        }
-    return 0;
+    switch (id) {
+    case TERN_GOP_REDUCE_SUM: *k = RD_SUM; return 1;
+    case TERN_GOP_REDUCE_MEAN: *k = RD_MEAN; return 1;
+    case TERN_GOP_REDUCE_MAX: *k = RD_MAX; return 1;
+    case TERN_GOP_REDUCE_MIN: *k = RD_MIN; return 1;
+    case TERN_GOP_REDUCE_PROD: *k = RD_PROD; return 1;
+    case TERN_GOP_REDUCE_L1: *k = RD_L1; return 1;
+    case TERN_GOP_REDUCE_L2: *k = RD_L2; return 1;
+    case TERN_GOP_REDUCE_LOG_SUM: *k = RD_LOGSUM; return 1;
+    case TERN_GOP_REDUCE_LOG_SUM_EXP: *k = RD_LOGSUMEXP; return 1;
+    case TERN_GOP_REDUCE_SUM_SQUARE: *k = RD_SUMSQ; return 1;
+    default: return 0;
+    }
 }
 
 /* Which axes a reduction-like node reduces: attribute "axes" or (opset 13/18) input 1, which must be constant;
@@ -800,7 +804,7 @@ static int lower_reduce_any(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
     rd_kind kind = RD_SUM;
-    rd_of(n->op, &kind);
+    rd_of((tern_op_id)n->op_id, &kind);
     cc_value *x = cc_in(c, 0);
     tern_dtype odt = cc_out_dtype(c, 0);
     cc_value *y = cc_out(c, 0, odt);
@@ -968,11 +972,11 @@ static void axis_long(cc *c, ax_kind kind, cc_value *xt, cc_value *yt, uint64_t 
 static int lower_axis_op(cc *c)
 {
     const tern_graph_node *n = cc_node(c);
-    ax_kind kind = !strcmp(n->op, "ArgMax")       ? AX_ARGMAX
-                   : !strcmp(n->op, "ArgMin")     ? AX_ARGMIN
-                   : !strcmp(n->op, "Hardmax")    ? AX_HARDMAX
-                   : !strcmp(n->op, "Softmax")    ? AX_SOFTMAX
-                   : !strcmp(n->op, "LogSoftmax") ? AX_LOGSOFTMAX
+    ax_kind kind = n->op_id == TERN_GOP_ARG_MAX       ? AX_ARGMAX
+                   : n->op_id == TERN_GOP_ARG_MIN     ? AX_ARGMIN
+                   : n->op_id == TERN_GOP_HARDMAX    ? AX_HARDMAX
+                   : n->op_id == TERN_GOP_SOFTMAX    ? AX_SOFTMAX
+                   : n->op_id == TERN_GOP_LOG_SOFTMAX ? AX_LOGSOFTMAX
                                                   : AX_CUMSUM;
     cc_value *x = cc_in(c, 0);
     if (!x)
@@ -1550,11 +1554,11 @@ static void f_asin_acos(cc *c, const ew_ctx *x, const tern_view *in, tern_view o
 
 static int lower_atrig(cc *c)
 {
-    const char *op = cc_node(c)->op;
-    ew_ctx x = {cc_node(c), 0, 0, 1, !strcmp(op, "Acos"), TERN_ALU_BYPASS};
+    const tern_op_id id = (tern_op_id)cc_node(c)->op_id;
+    ew_ctx x = {cc_node(c), 0, 0, 1, id == TERN_GOP_ACOS, TERN_ALU_BYPASS};
     if (!need_float(c, cc_in(c, 0)))
         return 1;
-    unary_op(c, !strcmp(op, "Atan") ? f_atan : f_asin_acos, &x);
+    unary_op(c, id == TERN_GOP_ATAN ? f_atan : f_asin_acos, &x);
     return 1;
 }
 
@@ -1806,63 +1810,38 @@ static int lower_div(cc *c)
 
 /* ---- the table ---- */
 
-cc_lower_fn cc_lowering_extra(const char *op)
+/* Rules by op id; the Reduce family goes to lower_reduce_any. */
+static const cc_lower_fn extra_rules[TERN_GOP_COUNT] = {
+    [TERN_GOP_LEAKY_RELU] = lower_activation, [TERN_GOP_ELU] = lower_activation, [TERN_GOP_CELU] = lower_activation,
+    [TERN_GOP_SELU] = lower_activation, [TERN_GOP_HARD_SIGMOID] = lower_activation,
+    [TERN_GOP_HARD_SWISH] = lower_activation, [TERN_GOP_SOFTSIGN] = lower_activation,
+    [TERN_GOP_THRESHOLDED_RELU] = lower_activation, [TERN_GOP_SHRINK] = lower_activation,
+    [TERN_GOP_FLOOR] = lower_activation, [TERN_GOP_CEIL] = lower_activation, [TERN_GOP_ROUND] = lower_activation,
+    [TERN_GOP_COS] = lower_activation, [TERN_GOP_TAN] = lower_activation, [TERN_GOP_SINH] = lower_activation,
+    [TERN_GOP_COSH] = lower_activation, [TERN_GOP_ASINH] = lower_activation, [TERN_GOP_ACOSH] = lower_activation,
+    [TERN_GOP_ATANH] = lower_activation, [TERN_GOP_IS_NAN] = lower_activation, [TERN_GOP_IS_INF] = lower_activation,
+    [TERN_GOP_CLIP] = lower_clip, [TERN_GOP_P_RELU] = lower_prelu, [TERN_GOP_NOT] = lower_not,
+    [TERN_GOP_MOD] = lower_mod, [TERN_GOP_DIV] = lower_div, [TERN_GOP_BIT_SHIFT] = lower_bitshift,
+    [TERN_GOP_POW] = lower_pow_tensor, [TERN_GOP_SUM] = lower_nary, [TERN_GOP_MEAN] = lower_nary,
+    [TERN_GOP_MAX] = lower_nary, [TERN_GOP_MIN] = lower_nary, [TERN_GOP_ARG_MAX] = lower_axis_op,
+    [TERN_GOP_ARG_MIN] = lower_axis_op, [TERN_GOP_HARDMAX] = lower_axis_op, [TERN_GOP_SOFTMAX] = lower_axis_op,
+    [TERN_GOP_LOG_SOFTMAX] = lower_axis_op, [TERN_GOP_CUM_SUM] = lower_axis_op, [TERN_GOP_TRILU] = lx_lower_trilu,
+    [TERN_GOP_TILE] = lx_lower_tile, [TERN_GOP_PAD] = lx_lower_pad, [TERN_GOP_DEPTH_TO_SPACE] = lx_lower_depth_space,
+    [TERN_GOP_SPACE_TO_DEPTH] = lx_lower_depth_space, [TERN_GOP_GEMM] = lower_gemm,
+    [TERN_GOP_GATHER] = lower_gather_rt, [TERN_GOP_GATHER_ELEMENTS] = lower_gather_elements,
+    [TERN_GOP_CAST] = lower_cast_any, [TERN_GOP_CAST_LIKE] = lower_cast_any, [TERN_GOP_ATAN] = lower_atrig,
+    [TERN_GOP_RESIZE] = lx_lower_resize, [TERN_GOP_GATHER_ND] = lower_gather_nd,
+    [TERN_GOP_MEAN_VARIANCE_NORMALIZATION] = lower_mvn, [TERN_GOP_LRN] = lower_lrn,
+    [TERN_GOP_UPSAMPLE] = lx_lower_resize, [TERN_GOP_EYE_LIKE] = lx_lower_eyelike,
+    [TERN_GOP_ONE_HOT] = lx_lower_onehot, [TERN_GOP_TOP_K] = lx_lower_topk, [TERN_GOP_ASIN] = lower_atrig,
+    [TERN_GOP_ACOS] = lower_atrig, [TERN_GOP_LAYER_NORMALIZATION] = lower_layernorm_any,
+    [TERN_GOP_INSTANCE_NORMALIZATION] = lower_instancenorm,
+};
+
+cc_lower_fn cc_lowering_extra(tern_op_id id)
 {
-    static const char *const acts[] = {"LeakyRelu", "Elu",   "Celu", "Selu",  "HardSigmoid", "HardSwish",
-                                       "Softsign",  "ThresholdedRelu", "Shrink", "Floor", "Ceil", "Round",
-                                       "Cos",       "Tan",   "Sinh", "Cosh",  "Asinh", "Acosh", "Atanh",
-                                       "IsNaN",     "IsInf"};
-    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        if (!strcmp(op, acts[i]))
-            return lower_activation;
     rd_kind rk;
-    if (rd_of(op, &rk))
+    if (rd_of(id, &rk))
         return lower_reduce_any;
-    static const struct {
-        const char *op;
-        cc_lower_fn fn;
-    } tab[] = {{"Clip", lower_clip},
-               {"PRelu", lower_prelu},
-               {"Not", lower_not},
-               {"Mod", lower_mod},
-               {"Div", lower_div},
-               {"BitShift", lower_bitshift},
-               {"Pow", lower_pow_tensor},
-               {"Sum", lower_nary},
-               {"Mean", lower_nary},
-               {"Max", lower_nary},
-               {"Min", lower_nary},
-               {"ArgMax", lower_axis_op},
-               {"ArgMin", lower_axis_op},
-               {"Hardmax", lower_axis_op},
-               {"Softmax", lower_axis_op},
-               {"LogSoftmax", lower_axis_op},
-               {"CumSum", lower_axis_op},
-               {"Trilu", lx_lower_trilu},
-               {"Tile", lx_lower_tile},
-               {"Pad", lx_lower_pad},
-               {"DepthToSpace", lx_lower_depth_space},
-               {"SpaceToDepth", lx_lower_depth_space},
-               {"Gemm", lower_gemm},
-               {"Gather", lower_gather_rt},
-               {"GatherElements", lower_gather_elements},
-               {"Cast", lower_cast_any},
-               {"CastLike", lower_cast_any},
-               {"Atan", lower_atrig},
-               {"Resize", lx_lower_resize},
-               {"GatherND", lower_gather_nd},
-               {"MeanVarianceNormalization", lower_mvn},
-               {"LRN", lower_lrn},
-               {"Upsample", lx_lower_resize},
-               {"EyeLike", lx_lower_eyelike},
-               {"OneHot", lx_lower_onehot},
-               {"TopK", lx_lower_topk},
-               {"Asin", lower_atrig},
-               {"Acos", lower_atrig},
-               {"LayerNormalization", lower_layernorm_any},
-               {"InstanceNormalization", lower_instancenorm}};
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (!strcmp(op, tab[i].op))
-            return tab[i].fn;
-    return NULL;
+    return (int)id > TERN_GOP_UNKNOWN && (int)id < TERN_GOP_COUNT ? extra_rules[id] : NULL;
 }

@@ -200,7 +200,7 @@ int lx_lower_depth_space(cc *c)
     int64_t b = tern_graph_attr_int(n, "blocksize", 1);
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t dims[6], st[6];
-    if (!strcmp(n->op, "DepthToSpace")) {
+    if (n->op_id == TERN_GOP_DEPTH_TO_SPACE) {
         int64_t Cp = C / (b * b);
         int crd = !strcmp(tern_graph_attr_string(n, "mode", "DCR"), "CRD");
         /* y[n, c', h, b1, w, b2] */
@@ -342,7 +342,7 @@ int lx_lower_resize(cc *c)
     cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
     if (!x || !y)
         return 1;
-    int upsample = !strcmp(n->op, "Upsample"), old = upsample || tern_graph_opset(c->g) < 11;
+    int upsample = n->op_id == TERN_GOP_UPSAMPLE, old = upsample || tern_graph_opset(c->g) < 11;
     const char *mode = tern_graph_attr_string(n, "mode", "nearest");
     rs_opts op = {!strcmp(mode, "cubic") ? 2 : !strcmp(mode, "nearest") ? 0 : 1,
                   old ? "asymmetric" : tern_graph_attr_string(n, "coordinate_transformation_mode", "half_pixel"),

@@ -286,18 +286,22 @@ static tern_status binary(const ectx *c, int op, const tern_host_tensor *a, cons
 }
 
 static const struct {
-    const char *name;
+    tern_op_id id;
     int op;
-} binops[] = {{"Add", B_ADD},  {"Sub", B_SUB},           {"Mul", B_MUL},          {"Div", B_DIV},
-              {"Pow", B_POW},  {"Mod", B_MOD},           {"And", B_AND},          {"Or", B_OR},
-              {"Xor", B_XOR},  {"Equal", B_EQ},          {"Less", B_LT},          {"Greater", B_GT},
-              {"LessOrEqual", B_LE}, {"GreaterOrEqual", B_GE}, {"BitShift", B_SHL}, {"PRelu", B_PRELU}};
+} binops[] = {{TERN_GOP_ADD, B_ADD},           {TERN_GOP_SUB, B_SUB},
+              {TERN_GOP_MUL, B_MUL},           {TERN_GOP_DIV, B_DIV},
+              {TERN_GOP_POW, B_POW},           {TERN_GOP_MOD, B_MOD},
+              {TERN_GOP_AND, B_AND},           {TERN_GOP_OR, B_OR},
+              {TERN_GOP_XOR, B_XOR},           {TERN_GOP_EQUAL, B_EQ},
+              {TERN_GOP_LESS, B_LT},           {TERN_GOP_GREATER, B_GT},
+              {TERN_GOP_LESS_OR_EQUAL, B_LE},  {TERN_GOP_GREATER_OR_EQUAL, B_GE},
+              {TERN_GOP_BIT_SHIFT, B_SHL},     {TERN_GOP_P_RELU, B_PRELU}};
 
 static tern_status ev_binary(const ectx *c)
 {
     int op = -1;
     for (size_t k = 0; k < TERN_ARRAY_LEN(binops); k++)
-        if (strcmp(c->n->op, binops[k].name) == 0)
+        if (c->n->op_id == (int)binops[k].id)
             op = binops[k].op;
     if (op == B_MOD && tern_graph_attr_int(c->n, "fmod", 0))
         op = B_FMOD;
@@ -318,8 +322,8 @@ static tern_status ev_binary(const ectx *c)
 /* Max, Min, Sum, Mean: variadic with broadcasting */
 static tern_status ev_variadic(const ectx *c)
 {
-    const char *op = c->n->op;
-    int bop = strcmp(op, "Max") == 0 ? B_MAX : strcmp(op, "Min") == 0 ? B_MIN : B_ADD;
+    const tern_op_id id = (tern_op_id)c->n->op_id;
+    int bop = id == TERN_GOP_MAX ? B_MAX : id == TERN_GOP_MIN ? B_MIN : B_ADD;
     if (c->n_in < 1 || !IN(0))
         return efail(c, TERN_ERR_INVALID, "needs at least one input");
     tern_host_tensor *acc;
@@ -336,7 +340,7 @@ static tern_status ev_variadic(const ectx *c)
             return st;
         acc = next;
     }
-    if (strcmp(op, "Mean") == 0) {
+    if (id == TERN_GOP_MEAN) {
         if (!acc->f) {
             tern_host_tensor_free(acc);
             return efail(c, TERN_ERR_INVALID, "Mean needs float inputs");
@@ -395,24 +399,24 @@ static tern_status ev_unary(const ectx *c)
     if ((st = ereq(c, 0, 0)))
         return st;
     const tern_host_tensor *x = IN(0);
-    const char *op = c->n->op;
+    const tern_op_id id = (tern_op_id)c->n->op_id;
     tern_elem_type ot = x->type;
-    if (strcmp(op, "IsNaN") == 0 || strcmp(op, "IsInf") == 0)
+    if (id == TERN_GOP_IS_NAN || id == TERN_GOP_IS_INF)
         ot = TERN_ELEM_BOOL;
-    if (strcmp(op, "Not") == 0 && x->type != TERN_ELEM_BOOL)
+    if (id == TERN_GOP_NOT && x->type != TERN_ELEM_BOOL)
         return efail(c, TERN_ERR_INVALID, "input must be bool, got %s", tern_elem_name(x->type));
-    int int_ok = strcmp(op, "Neg") == 0 || strcmp(op, "Abs") == 0 || strcmp(op, "Sign") == 0 ||
-                 strcmp(op, "Relu") == 0 || strcmp(op, "Identity") == 0 || strcmp(op, "Not") == 0 ||
-                 strcmp(op, "Dropout") == 0 || strcmp(op, "Clip") == 0;
+    int int_ok = id == TERN_GOP_NEG || id == TERN_GOP_ABS || id == TERN_GOP_SIGN ||
+                 id == TERN_GOP_RELU || id == TERN_GOP_IDENTITY || id == TERN_GOP_NOT ||
+                 id == TERN_GOP_DROPOUT || id == TERN_GOP_CLIP;
     if (!x->f && !int_ok)
         return efail(c, TERN_ERR_INVALID, "input must be a float tensor, got %s", tern_elem_name(x->type));
     tern_host_tensor *o;
     if ((st = eout(c, 0, ot, x->rank, x->dims, &o)))
         return st;
-    if (strcmp(op, "Dropout") == 0 && IN(2) && IN(2)->count && IN(2)->i && IN(2)->i[0] &&
+    if (id == TERN_GOP_DROPOUT && IN(2) && IN(2)->count && IN(2)->i && IN(2)->i[0] &&
         !(IN(1) && IN(1)->count && IN(1)->f && IN(1)->f[0] == 0.0f))
         return efail(c, TERN_ERR_UNSUPPORTED, "training_mode=true (random masks) is not supported");
-    if (strcmp(op, "Dropout") == 0 && WANT_OUT(1)) { /* inference: identity, mask all true */
+    if (id == TERN_GOP_DROPOUT && WANT_OUT(1)) { /* inference: identity, mask all true */
         tern_host_tensor *m;
         if ((st = eout(c, 1, TERN_ELEM_BOOL, x->rank, x->dims, &m)))
             return st;
@@ -424,7 +428,7 @@ static tern_status ev_unary(const ectx *c)
     size_t n = x->count;
     if (!x->f) {
         double lo = -INFINITY, hi = INFINITY;
-        if (strcmp(op, "Clip") == 0) {
+        if (id == TERN_GOP_CLIP) {
             if (IN(1))
                 lo = rd(IN(1), 0);
             if (IN(2))
@@ -432,13 +436,14 @@ static tern_status ev_unary(const ectx *c)
         }
         for (size_t k = 0; k < n; k++) {
             int64_t v = x->i[k];
-            switch (op[0]) {
-            case 'N': v = op[1] == 'e' ? (int64_t)(0 - (uint64_t)v) : !v; break; /* Neg, Not */
-            case 'A': v = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
-            case 'S': v = (v > 0) - (v < 0); break;
-            case 'R': v = v < 0 ? 0 : v; break;
-            case 'C': v = (double)v < lo ? d2i(lo) : (double)v > hi ? d2i(hi) : v; break;
-            default: break;
+            switch (id) {
+            case TERN_GOP_NEG: v = (int64_t)(0 - (uint64_t)v); break;
+            case TERN_GOP_NOT: v = !v; break;
+            case TERN_GOP_ABS: v = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
+            case TERN_GOP_SIGN: v = (v > 0) - (v < 0); break;
+            case TERN_GOP_RELU: v = v < 0 ? 0 : v; break;
+            case TERN_GOP_CLIP: v = (double)v < lo ? d2i(lo) : (double)v > hi ? d2i(hi) : v; break;
+            default: break; /* Identity, Dropout */
             }
             o->i[k] = v;
         }
@@ -455,63 +460,63 @@ static tern_status ev_unary(const ectx *c)
             r[k] = (expr);                                                                                          \
         }                                                                                                           \
     } while (0)
-    if (!strcmp(op, "Neg")) MAP(-v);
-    else if (!strcmp(op, "Abs")) MAP(fabsf(v));
-    else if (!strcmp(op, "Relu")) MAP(v < 0 ? 0.0f : v);
-    else if (!strcmp(op, "Sqrt")) MAP(sqrtf(v));
-    else if (!strcmp(op, "Exp")) MAP(expf(v));
-    else if (!strcmp(op, "Log")) MAP(logf(v));
-    else if (!strcmp(op, "Tanh")) MAP(tanhf(v));
-    else if (!strcmp(op, "Sigmoid")) MAP(v >= 0 ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v)));
-    else if (!strcmp(op, "Erf")) MAP(erff(v));
-    else if (!strcmp(op, "Reciprocal")) MAP(1.0f / v);
-    else if (!strcmp(op, "Floor")) MAP(floorf(v));
-    else if (!strcmp(op, "Ceil")) MAP(ceilf(v));
-    else if (!strcmp(op, "Round")) MAP(nearbyintf(v));
-    else if (!strcmp(op, "Sin")) MAP(sinf(v));
-    else if (!strcmp(op, "Cos")) MAP(cosf(v));
-    else if (!strcmp(op, "Tan")) MAP(tanf(v));
-    else if (!strcmp(op, "Asin")) MAP(asinf(v));
-    else if (!strcmp(op, "Acos")) MAP(acosf(v));
-    else if (!strcmp(op, "Atan")) MAP(atanf(v));
-    else if (!strcmp(op, "Sinh")) MAP(sinhf(v));
-    else if (!strcmp(op, "Cosh")) MAP(coshf(v));
-    else if (!strcmp(op, "Asinh")) MAP(asinhf(v));
-    else if (!strcmp(op, "Acosh")) MAP(acoshf(v));
-    else if (!strcmp(op, "Atanh")) MAP(atanhf(v));
-    else if (!strcmp(op, "Softplus")) MAP(v > 20 ? v : log1pf(expf(v)));
-    else if (!strcmp(op, "Softsign")) MAP(v / (1.0f + fabsf(v)));
-    else if (!strcmp(op, "Sign")) MAP(v != v ? v : (float)((v > 0) - (v < 0))); /* np.sign(NaN) = NaN */
-    else if (!strcmp(op, "IsNaN")) {
+    if (id == TERN_GOP_NEG) MAP(-v);
+    else if (id == TERN_GOP_ABS) MAP(fabsf(v));
+    else if (id == TERN_GOP_RELU) MAP(v < 0 ? 0.0f : v);
+    else if (id == TERN_GOP_SQRT) MAP(sqrtf(v));
+    else if (id == TERN_GOP_EXP) MAP(expf(v));
+    else if (id == TERN_GOP_LOG) MAP(logf(v));
+    else if (id == TERN_GOP_TANH) MAP(tanhf(v));
+    else if (id == TERN_GOP_SIGMOID) MAP(v >= 0 ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v)));
+    else if (id == TERN_GOP_ERF) MAP(erff(v));
+    else if (id == TERN_GOP_RECIPROCAL) MAP(1.0f / v);
+    else if (id == TERN_GOP_FLOOR) MAP(floorf(v));
+    else if (id == TERN_GOP_CEIL) MAP(ceilf(v));
+    else if (id == TERN_GOP_ROUND) MAP(nearbyintf(v));
+    else if (id == TERN_GOP_SIN) MAP(sinf(v));
+    else if (id == TERN_GOP_COS) MAP(cosf(v));
+    else if (id == TERN_GOP_TAN) MAP(tanf(v));
+    else if (id == TERN_GOP_ASIN) MAP(asinf(v));
+    else if (id == TERN_GOP_ACOS) MAP(acosf(v));
+    else if (id == TERN_GOP_ATAN) MAP(atanf(v));
+    else if (id == TERN_GOP_SINH) MAP(sinhf(v));
+    else if (id == TERN_GOP_COSH) MAP(coshf(v));
+    else if (id == TERN_GOP_ASINH) MAP(asinhf(v));
+    else if (id == TERN_GOP_ACOSH) MAP(acoshf(v));
+    else if (id == TERN_GOP_ATANH) MAP(atanhf(v));
+    else if (id == TERN_GOP_SOFTPLUS) MAP(v > 20 ? v : log1pf(expf(v)));
+    else if (id == TERN_GOP_SOFTSIGN) MAP(v / (1.0f + fabsf(v)));
+    else if (id == TERN_GOP_SIGN) MAP(v != v ? v : (float)((v > 0) - (v < 0))); /* np.sign(NaN) = NaN */
+    else if (id == TERN_GOP_IS_NAN) {
         for (size_t k = 0; k < n; k++)
             o->i[k] = isnan(a[k]) != 0;
-    } else if (!strcmp(op, "IsInf")) {
+    } else if (id == TERN_GOP_IS_INF) {
         int neg = (int)tern_graph_attr_int(c->n, "detect_negative", 1), pos = (int)tern_graph_attr_int(c->n, "detect_positive", 1);
         for (size_t k = 0; k < n; k++)
             o->i[k] = isinf(a[k]) && ((a[k] > 0 && pos) || (a[k] < 0 && neg));
-    } else if (!strcmp(op, "LeakyRelu")) {
+    } else if (id == TERN_GOP_LEAKY_RELU) {
         float al = isnan(alpha) ? 0.01f : alpha;
         MAP(v < 0 ? al * v : v);
-    } else if (!strcmp(op, "Elu")) {
+    } else if (id == TERN_GOP_ELU) {
         float al = isnan(alpha) ? 1.0f : alpha;
         MAP(v < 0 ? al * (expf(v) - 1.0f) : v);
-    } else if (!strcmp(op, "Celu")) {
+    } else if (id == TERN_GOP_CELU) {
         float al = isnan(alpha) ? 1.0f : alpha;
         MAP(v != v ? v : fmaxf(0.0f, v) + fminf(0.0f, al * (expf(v / al) - 1.0f))); /* fmaxf would drop a NaN */
-    } else if (!strcmp(op, "Selu")) {
+    } else if (id == TERN_GOP_SELU) {
         float al = isnan(alpha) ? 1.67326319217681884765625f : alpha;
         float ga = tern_graph_attr_float(c->n, "gamma", 1.05070102214813232421875f);
         MAP(v <= 0 ? ga * (al * expf(v) - al) : ga * v);
-    } else if (!strcmp(op, "ThresholdedRelu")) {
+    } else if (id == TERN_GOP_THRESHOLDED_RELU) {
         float al = isnan(alpha) ? 1.0f : alpha;
         MAP(v > al ? v : 0.0f);
-    } else if (!strcmp(op, "HardSigmoid")) {
+    } else if (id == TERN_GOP_HARD_SIGMOID) {
         float al = isnan(alpha) ? 0.2f : alpha, be = isnan(beta) ? 0.5f : beta;
         MAP(v != v ? v : fmaxf(0.0f, fminf(1.0f, al * v + be)));
-    } else if (!strcmp(op, "HardSwish")) /* the definition's alpha = 1/6 in fp32, times x (not x / 6) */
+    } else if (id == TERN_GOP_HARD_SWISH) /* the definition's alpha = 1/6 in fp32, times x (not x / 6) */
         MAP(v * fmaxf(0.0f, fminf(1.0f, v * (1.0f / 6.0f) + 0.5f)));
-    else if (!strcmp(op, "Mish")) MAP(v * tanhf(v > 20 ? v : log1pf(expf(v))));
-    else if (!strcmp(op, "Gelu")) {
+    else if (id == TERN_GOP_MISH) MAP(v * tanhf(v > 20 ? v : log1pf(expf(v))));
+    else if (id == TERN_GOP_GELU) {
         const char *ap = tern_graph_attr_string(c->n, "approximate", "none");
         if (strcmp(ap, "tanh") == 0)
             MAP(gelu_tanh(v));
@@ -519,10 +524,10 @@ static tern_status ev_unary(const ectx *c)
             MAP(gelu_erf(v));
         else
             return efail(c, TERN_ERR_INVALID, "approximate \"%.40s\" is not \"none\" or \"tanh\"", ap);
-    } else if (!strcmp(op, "Shrink")) {
+    } else if (id == TERN_GOP_SHRINK) {
         float bias = tern_graph_attr_float(c->n, "bias", 0.0f), lambd = tern_graph_attr_float(c->n, "lambd", 0.5f);
         MAP(v < -lambd ? v + bias : v > lambd ? v - bias : 0.0f);
-    } else if (!strcmp(op, "Clip")) {
+    } else if (id == TERN_GOP_CLIP) {
         float lo = -INFINITY, hi = INFINITY;
         if (c->opset < 11) {
             lo = tern_graph_attr_float(c->n, "min", -INFINITY);
@@ -606,7 +611,7 @@ static tern_status ev_cast(const ectx *c)
     tern_status st;
     if ((st = ereq(c, 0, 0)))
         return st;
-    if (strcmp(c->n->op, "CastLike") == 0) {
+    if (c->n->op_id == TERN_GOP_CAST_LIKE) {
         if ((st = ereq(c, 1, 0)))
             return st;
         return cast_to(c, IN(0), IN(1)->type, 0);
@@ -1456,51 +1461,49 @@ static tern_status ev_cumsum(const ectx *c)
 }
 
 /* ---- dispatch ---- */
-static const struct {
-    const char *op;
-    eval_fn fn;
-} table[] = {
-    {"Add", ev_binary}, {"Sub", ev_binary}, {"Mul", ev_binary}, {"Div", ev_binary}, {"Pow", ev_binary},
-    {"Mod", ev_binary}, {"And", ev_binary}, {"Or", ev_binary}, {"Xor", ev_binary}, {"Equal", ev_binary},
-    {"Less", ev_binary}, {"Greater", ev_binary}, {"LessOrEqual", ev_binary}, {"GreaterOrEqual", ev_binary},
-    {"BitShift", ev_binary}, {"PRelu", ev_binary},
-    {"Max", ev_variadic}, {"Min", ev_variadic}, {"Sum", ev_variadic}, {"Mean", ev_variadic},
-    {"Where", ev_where},
-    {"Neg", ev_unary}, {"Abs", ev_unary}, {"Relu", ev_unary}, {"Sqrt", ev_unary}, {"Exp", ev_unary},
-    {"Log", ev_unary}, {"Tanh", ev_unary}, {"Sigmoid", ev_unary}, {"Erf", ev_unary}, {"Reciprocal", ev_unary},
-    {"Floor", ev_unary}, {"Ceil", ev_unary}, {"Round", ev_unary}, {"Sin", ev_unary}, {"Cos", ev_unary},
-    {"Tan", ev_unary}, {"Asin", ev_unary}, {"Acos", ev_unary}, {"Atan", ev_unary}, {"Sinh", ev_unary},
-    {"Cosh", ev_unary}, {"Asinh", ev_unary}, {"Acosh", ev_unary}, {"Atanh", ev_unary}, {"Softplus", ev_unary},
-    {"Softsign", ev_unary}, {"Sign", ev_unary}, {"Not", ev_unary}, {"IsNaN", ev_unary}, {"IsInf", ev_unary},
-    {"LeakyRelu", ev_unary}, {"Elu", ev_unary}, {"Celu", ev_unary}, {"Selu", ev_unary},
-    {"ThresholdedRelu", ev_unary}, {"HardSigmoid", ev_unary}, {"HardSwish", ev_unary}, {"Mish", ev_unary},
-    {"Gelu", ev_unary}, {"Shrink", ev_unary}, {"Clip", ev_unary}, {"Identity", ev_unary}, {"Dropout", ev_unary},
-    {"Cast", ev_cast}, {"CastLike", ev_cast},
-    {"Reshape", ev_reshape}, {"Flatten", ev_flatten}, {"Unsqueeze", ev_unsqueeze}, {"Squeeze", ev_squeeze},
-    {"Transpose", ev_transpose}, {"Concat", ev_concat}, {"Split", ev_split}, {"Slice", ev_slice},
-    {"Gather", ev_gather}, {"GatherElements", ev_gather_elements}, {"Expand", ev_expand}, {"Tile", ev_tile},
-    {"Pad", ev_pad}, {"Shape", ev_shape}, {"Size", ev_size}, {"ConstantOfShape", ev_constant_of_shape},
-    {"Range", ev_range}, {"Constant", ev_constant}, {"Trilu", ev_trilu}, {"CumSum", ev_cumsum},
+static const eval_fn table[TERN_GOP_COUNT] = {
+    [TERN_GOP_ADD] = ev_binary, [TERN_GOP_SUB] = ev_binary, [TERN_GOP_MUL] = ev_binary, [TERN_GOP_DIV] = ev_binary,
+    [TERN_GOP_POW] = ev_binary, [TERN_GOP_MOD] = ev_binary, [TERN_GOP_AND] = ev_binary, [TERN_GOP_OR] = ev_binary,
+    [TERN_GOP_XOR] = ev_binary, [TERN_GOP_EQUAL] = ev_binary, [TERN_GOP_LESS] = ev_binary,
+    [TERN_GOP_GREATER] = ev_binary, [TERN_GOP_LESS_OR_EQUAL] = ev_binary, [TERN_GOP_GREATER_OR_EQUAL] = ev_binary,
+    [TERN_GOP_BIT_SHIFT] = ev_binary, [TERN_GOP_P_RELU] = ev_binary, [TERN_GOP_MAX] = ev_variadic,
+    [TERN_GOP_MIN] = ev_variadic, [TERN_GOP_SUM] = ev_variadic, [TERN_GOP_MEAN] = ev_variadic,
+    [TERN_GOP_WHERE] = ev_where, [TERN_GOP_NEG] = ev_unary, [TERN_GOP_ABS] = ev_unary, [TERN_GOP_RELU] = ev_unary,
+    [TERN_GOP_SQRT] = ev_unary, [TERN_GOP_EXP] = ev_unary, [TERN_GOP_LOG] = ev_unary, [TERN_GOP_TANH] = ev_unary,
+    [TERN_GOP_SIGMOID] = ev_unary, [TERN_GOP_ERF] = ev_unary, [TERN_GOP_RECIPROCAL] = ev_unary,
+    [TERN_GOP_FLOOR] = ev_unary, [TERN_GOP_CEIL] = ev_unary, [TERN_GOP_ROUND] = ev_unary, [TERN_GOP_SIN] = ev_unary,
+    [TERN_GOP_COS] = ev_unary, [TERN_GOP_TAN] = ev_unary, [TERN_GOP_ASIN] = ev_unary, [TERN_GOP_ACOS] = ev_unary,
+    [TERN_GOP_ATAN] = ev_unary, [TERN_GOP_SINH] = ev_unary, [TERN_GOP_COSH] = ev_unary, [TERN_GOP_ASINH] = ev_unary,
+    [TERN_GOP_ACOSH] = ev_unary, [TERN_GOP_ATANH] = ev_unary, [TERN_GOP_SOFTPLUS] = ev_unary,
+    [TERN_GOP_SOFTSIGN] = ev_unary, [TERN_GOP_SIGN] = ev_unary, [TERN_GOP_NOT] = ev_unary,
+    [TERN_GOP_IS_NAN] = ev_unary, [TERN_GOP_IS_INF] = ev_unary, [TERN_GOP_LEAKY_RELU] = ev_unary,
+    [TERN_GOP_ELU] = ev_unary, [TERN_GOP_CELU] = ev_unary, [TERN_GOP_SELU] = ev_unary,
+    [TERN_GOP_THRESHOLDED_RELU] = ev_unary, [TERN_GOP_HARD_SIGMOID] = ev_unary, [TERN_GOP_HARD_SWISH] = ev_unary,
+    [TERN_GOP_MISH] = ev_unary, [TERN_GOP_GELU] = ev_unary, [TERN_GOP_SHRINK] = ev_unary, [TERN_GOP_CLIP] = ev_unary,
+    [TERN_GOP_IDENTITY] = ev_unary, [TERN_GOP_DROPOUT] = ev_unary, [TERN_GOP_CAST] = ev_cast,
+    [TERN_GOP_CAST_LIKE] = ev_cast, [TERN_GOP_RESHAPE] = ev_reshape, [TERN_GOP_FLATTEN] = ev_flatten,
+    [TERN_GOP_UNSQUEEZE] = ev_unsqueeze, [TERN_GOP_SQUEEZE] = ev_squeeze, [TERN_GOP_TRANSPOSE] = ev_transpose,
+    [TERN_GOP_CONCAT] = ev_concat, [TERN_GOP_SPLIT] = ev_split, [TERN_GOP_SLICE] = ev_slice,
+    [TERN_GOP_GATHER] = ev_gather, [TERN_GOP_GATHER_ELEMENTS] = ev_gather_elements, [TERN_GOP_EXPAND] = ev_expand,
+    [TERN_GOP_TILE] = ev_tile, [TERN_GOP_PAD] = ev_pad, [TERN_GOP_SHAPE] = ev_shape, [TERN_GOP_SIZE] = ev_size,
+    [TERN_GOP_CONSTANT_OF_SHAPE] = ev_constant_of_shape, [TERN_GOP_RANGE] = ev_range,
+    [TERN_GOP_CONSTANT] = ev_constant, [TERN_GOP_TRILU] = ev_trilu, [TERN_GOP_CUM_SUM] = ev_cumsum,
 };
 
-static eval_fn lookup(const char *domain, const char *op)
+/* The evaluator of an op: this file's table, then eval_nn.c's and eval_extra.c's (NULL: not evaluated here). */
+static eval_fn lookup(tern_op_id id)
 {
-    if (strcmp(domain, "tern") == 0)
-        return strcmp(op, "MatMulBias") == 0 || strcmp(op, "Attention") == 0 ? graph_eval_nn_lookup(op) : NULL;
-    if (strcmp(op, "MatMulBias") == 0 || strcmp(op, "Attention") == 0)
+    if ((int)id <= TERN_GOP_UNKNOWN || (int)id >= TERN_GOP_COUNT)
         return NULL;
-    if (domain[0] && strcmp(domain, "ai.onnx") != 0)
-        return NULL;
-    for (size_t k = 0; k < TERN_ARRAY_LEN(table); k++)
-        if (strcmp(table[k].op, op) == 0)
-            return table[k].fn;
-    eval_fn fn = graph_eval_nn_lookup(op);
-    return fn ? fn : graph_eval_extra_lookup(op);
+    if (table[id])
+        return table[id];
+    eval_fn fn = graph_eval_nn_lookup(id);
+    return fn ? fn : graph_eval_extra_lookup(id);
 }
 
 int tern_graph_eval_supported(const char *domain, const char *op)
 {
-    return lookup(domain ? domain : "", op) != NULL;
+    return lookup(tern_op_lookup(domain ? domain : "", op)) != NULL;
 }
 
 tern_status graph_eval(const tern_graph_node *n, int64_t opset, const char *label, const tern_host_tensor *const *in,
@@ -1509,7 +1512,7 @@ tern_status graph_eval(const tern_graph_node *n, int64_t opset, const char *labe
     ectx c = {n, opset, label, in, n->n_inputs, out, n->n_outputs, err};
     for (int k = 0; k < n->n_outputs; k++)
         out[k] = NULL;
-    eval_fn fn = lookup(n->domain, n->op);
+    eval_fn fn = lookup((tern_op_id)n->op_id);
     if (!fn)
         return efail(&c, TERN_ERR_UNSUPPORTED, "op is not supported by the host evaluator");
     for (int k = 0; k < n->n_inputs; k++)

@@ -368,7 +368,7 @@ static tern_status ev_depth_space(const ectx *c)
         return st;
     const tern_host_tensor *x = IN(0);
     int64_t bs = tern_graph_attr_int(c->n, "blocksize", 0);
-    int to_space = strcmp(c->n->op, "DepthToSpace") == 0, crd = !strcmp(tern_graph_attr_string(c->n, "mode", "DCR"), "CRD");
+    int to_space = c->n->op_id == TERN_GOP_DEPTH_TO_SPACE, crd = !strcmp(tern_graph_attr_string(c->n, "mode", "DCR"), "CRD");
     if (x->rank != 4 || bs < 1 || bs > 4096)
         return efail(c, TERN_ERR_INVALID, "needs a 4-D input and blocksize >= 1");
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
@@ -654,7 +654,7 @@ static tern_status ev_resize(const ectx *c)
     if ((st = ereq(c, 0, 0)))
         return st;
     const tern_host_tensor *x = IN(0), *roi = NULL, *scales, *sizes;
-    int upsample = strcmp(c->n->op, "Upsample") == 0;
+    int upsample = c->n->op_id == TERN_GOP_UPSAMPLE;
     tern_host_tensor *attr_scales = NULL;
     if (upsample || c->opset < 11) {
         scales = IN(1);
@@ -832,21 +832,16 @@ static tern_status ev_resize(const ectx *c)
     return TERN_OK;
 }
 
-static const struct {
-    const char *op;
-    eval_fn fn;
-} extra_table[] = {
-    {"Resize", ev_resize}, {"Upsample", ev_resize},
-    {"ConvTranspose", ev_convtranspose}, {"TopK", ev_topk}, {"GatherND", ev_gather_nd},
-    {"ScatterND", ev_scatter_nd}, {"ScatterElements", ev_scatter_elements}, {"OneHot", ev_onehot},
-    {"DepthToSpace", ev_depth_space}, {"SpaceToDepth", ev_depth_space}, {"EyeLike", ev_eyelike}, {"LRN", ev_lrn},
-    {"MeanVarianceNormalization", ev_mvn}, {"NonZero", ev_nonzero}, {"Compress", ev_compress},
+static const eval_fn extra_table[TERN_GOP_COUNT] = {
+    [TERN_GOP_RESIZE] = ev_resize, [TERN_GOP_UPSAMPLE] = ev_resize, [TERN_GOP_CONV_TRANSPOSE] = ev_convtranspose,
+    [TERN_GOP_TOP_K] = ev_topk, [TERN_GOP_GATHER_ND] = ev_gather_nd, [TERN_GOP_SCATTER_ND] = ev_scatter_nd,
+    [TERN_GOP_SCATTER_ELEMENTS] = ev_scatter_elements, [TERN_GOP_ONE_HOT] = ev_onehot,
+    [TERN_GOP_DEPTH_TO_SPACE] = ev_depth_space, [TERN_GOP_SPACE_TO_DEPTH] = ev_depth_space,
+    [TERN_GOP_EYE_LIKE] = ev_eyelike, [TERN_GOP_LRN] = ev_lrn, [TERN_GOP_MEAN_VARIANCE_NORMALIZATION] = ev_mvn,
+    [TERN_GOP_NON_ZERO] = ev_nonzero, [TERN_GOP_COMPRESS] = ev_compress,
 };
 
-eval_fn graph_eval_extra_lookup(const char *op)
+eval_fn graph_eval_extra_lookup(tern_op_id id)
 {
-    for (size_t k = 0; k < TERN_ARRAY_LEN(extra_table); k++)
-        if (strcmp(extra_table[k].op, op) == 0)
-            return extra_table[k].fn;
-    return NULL;
+    return (int)id > TERN_GOP_UNKNOWN && (int)id < TERN_GOP_COUNT ? extra_table[id] : NULL;
 }

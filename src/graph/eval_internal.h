@@ -29,8 +29,9 @@ tern_status ereq(const ectx *c, int k, int want_float);
 tern_status eints(const ectx *c, int k, int64_t *buf, int max, int *n);
 
 typedef tern_status (*eval_fn)(const ectx *c);
-eval_fn graph_eval_nn_lookup(const char *op);
-eval_fn graph_eval_extra_lookup(const char *op);
+/* Tables indexed by tern_op_id (eval_nn.c, eval_extra.c); NULL for an op the file does not evaluate. */
+eval_fn graph_eval_nn_lookup(tern_op_id id);
+eval_fn graph_eval_extra_lookup(tern_op_id id);
 
 /* Advance a row-major multi-index over dims (rank r): the last axis fastest, wrapping to all zeros. */
 static inline void ev_next_index(int64_t *idx, const int64_t *dims, int r)

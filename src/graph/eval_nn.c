@@ -539,7 +539,7 @@ static tern_status ev_conv(const ectx *c)
 static tern_status ev_pool(const ectx *c)
 {
     tern_status st;
-    int is_max = strcmp(c->n->op, "MaxPool") == 0;
+    int is_max = c->n->op_id == TERN_GOP_MAX_POOL;
     if ((st = ereq(c, 0, !is_max)))
         return st;
     const tern_host_tensor *x = IN(0);
@@ -625,7 +625,7 @@ static tern_status ev_global_pool(const ectx *c)
     const tern_host_tensor *x = IN(0);
     if (x->rank < 3)
         return efail(c, TERN_ERR_INVALID, "input rank %d below 3", x->rank);
-    int is_max = strcmp(c->n->op, "GlobalMaxPool") == 0;
+    int is_max = c->n->op_id == TERN_GOP_GLOBAL_MAX_POOL;
     int64_t dims[TERN_GRAPH_MAX_RANK];
     for (int d = 0; d < x->rank; d++)
         dims[d] = d < 2 ? x->dims[d] : 1;
@@ -766,7 +766,7 @@ static tern_status ev_softmax(const ectx *c)
     tern_host_tensor *o;
     if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
         return st;
-    int mode = strcmp(c->n->op, "LogSoftmax") == 0 ? 1 : strcmp(c->n->op, "Hardmax") == 0 ? 2 : 0;
+    int mode = c->n->op_id == TERN_GOP_LOG_SOFTMAX ? 1 : c->n->op_id == TERN_GOP_HARDMAX ? 2 : 0;
     for (size_t a = 0; a < outer; a++)
         for (size_t b = 0; b < inner; b++) {
             const float *p = x->f + a * n * inner + b;
@@ -798,17 +798,19 @@ enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_SUMSQ, R_LOGSUM, R_LOG
 
 static tern_status ev_reduce(const ectx *c)
 {
-    static const struct {
-        const char *name;
-        int kind;
-    } kinds[] = {{"ReduceSum", R_SUM},      {"ReduceMean", R_MEAN}, {"ReduceMax", R_MAX},
-                 {"ReduceMin", R_MIN},      {"ReduceProd", R_PROD}, {"ReduceL1", R_L1},
-                 {"ReduceL2", R_L2},        {"ReduceSumSquare", R_SUMSQ}, {"ReduceLogSum", R_LOGSUM},
-                 {"ReduceLogSumExp", R_LOGSUMEXP}};
     int kind = R_SUM;
-    for (size_t k = 0; k < TERN_ARRAY_LEN(kinds); k++)
-        if (strcmp(c->n->op, kinds[k].name) == 0)
-            kind = kinds[k].kind;
+    switch ((tern_op_id)c->n->op_id) {
+    case TERN_GOP_REDUCE_MEAN: kind = R_MEAN; break;
+    case TERN_GOP_REDUCE_MAX: kind = R_MAX; break;
+    case TERN_GOP_REDUCE_MIN: kind = R_MIN; break;
+    case TERN_GOP_REDUCE_PROD: kind = R_PROD; break;
+    case TERN_GOP_REDUCE_L1: kind = R_L1; break;
+    case TERN_GOP_REDUCE_L2: kind = R_L2; break;
+    case TERN_GOP_REDUCE_SUM_SQUARE: kind = R_SUMSQ; break;
+    case TERN_GOP_REDUCE_LOG_SUM: kind = R_LOGSUM; break;
+    case TERN_GOP_REDUCE_LOG_SUM_EXP: kind = R_LOGSUMEXP; break;
+    default: break; /* ReduceSum */
+    }
     tern_status st;
     if ((st = ereq(c, 0, 0)))
         return st;
@@ -972,7 +974,7 @@ static tern_status ev_argminmax(const ectx *c)
     if ((st = ereq(c, 0, 0)))
         return st;
     const tern_host_tensor *x = IN(0);
-    int ax, is_max = strcmp(c->n->op, "ArgMax") == 0;
+    int ax, is_max = c->n->op_id == TERN_GOP_ARG_MAX;
     char why[200];
     if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", 0), x->rank, &ax, why, sizeof why, "axis"))
         return efail(c, TERN_ERR_INVALID, "%s", why);
@@ -1010,24 +1012,20 @@ static tern_status ev_argminmax(const ectx *c)
     return TERN_OK;
 }
 
-static const struct {
-    const char *op;
-    eval_fn fn;
-} nn_table[] = {
-    {"MatMul", ev_matmul}, {"Gemm", ev_gemm}, {"Conv", ev_conv}, {"MaxPool", ev_pool}, {"AveragePool", ev_pool},
-    {"GlobalAveragePool", ev_global_pool}, {"GlobalMaxPool", ev_global_pool}, {"BatchNormalization", ev_batchnorm},
-    {"InstanceNormalization", ev_instancenorm}, {"LayerNormalization", ev_layernorm}, {"Softmax", ev_softmax},
-    {"LogSoftmax", ev_softmax}, {"Hardmax", ev_softmax}, {"ReduceSum", ev_reduce}, {"ReduceMean", ev_reduce},
-    {"ReduceMax", ev_reduce}, {"ReduceMin", ev_reduce}, {"ReduceProd", ev_reduce}, {"ReduceL1", ev_reduce},
-    {"ReduceL2", ev_reduce}, {"ReduceSumSquare", ev_reduce}, {"ReduceLogSum", ev_reduce},
-    {"ReduceLogSumExp", ev_reduce}, {"ArgMax", ev_argminmax}, {"ArgMin", ev_argminmax},
-    {"MatMulBias", ev_matmul_bias}, {"Attention", ev_attention},
+static const eval_fn nn_table[TERN_GOP_COUNT] = {
+    [TERN_GOP_MATMUL] = ev_matmul, [TERN_GOP_GEMM] = ev_gemm, [TERN_GOP_CONV] = ev_conv,
+    [TERN_GOP_MAX_POOL] = ev_pool, [TERN_GOP_AVERAGE_POOL] = ev_pool, [TERN_GOP_GLOBAL_AVERAGE_POOL] = ev_global_pool,
+    [TERN_GOP_GLOBAL_MAX_POOL] = ev_global_pool, [TERN_GOP_BATCH_NORMALIZATION] = ev_batchnorm,
+    [TERN_GOP_INSTANCE_NORMALIZATION] = ev_instancenorm, [TERN_GOP_LAYER_NORMALIZATION] = ev_layernorm,
+    [TERN_GOP_SOFTMAX] = ev_softmax, [TERN_GOP_LOG_SOFTMAX] = ev_softmax, [TERN_GOP_HARDMAX] = ev_softmax,
+    [TERN_GOP_REDUCE_SUM] = ev_reduce, [TERN_GOP_REDUCE_MEAN] = ev_reduce, [TERN_GOP_REDUCE_MAX] = ev_reduce,
+    [TERN_GOP_REDUCE_MIN] = ev_reduce, [TERN_GOP_REDUCE_PROD] = ev_reduce, [TERN_GOP_REDUCE_L1] = ev_reduce,
+    [TERN_GOP_REDUCE_L2] = ev_reduce, [TERN_GOP_REDUCE_SUM_SQUARE] = ev_reduce, [TERN_GOP_REDUCE_LOG_SUM] = ev_reduce,
+    [TERN_GOP_REDUCE_LOG_SUM_EXP] = ev_reduce, [TERN_GOP_ARG_MAX] = ev_argminmax, [TERN_GOP_ARG_MIN] = ev_argminmax,
+    [TERN_GOP_MATMUL_BIAS] = ev_matmul_bias, [TERN_GOP_ATTENTION] = ev_attention,
 };
 
-eval_fn graph_eval_nn_lookup(const char *op)
+eval_fn graph_eval_nn_lookup(tern_op_id id)
 {
-    for (size_t k = 0; k < TERN_ARRAY_LEN(nn_table); k++)
-        if (strcmp(nn_table[k].op, op) == 0)
-            return nn_table[k].fn;
-    return NULL;
+    return (int)id > TERN_GOP_UNKNOWN && (int)id < TERN_GOP_COUNT ? nn_table[id] : NULL;
 }

@@ -134,30 +134,6 @@ static tern_status int_list(const ictx *c, int input, const char *attr, int64_t 
     return TERN_OK;
 }
 
-static int op_is(const ictx *c, const char *const *names)
-{
-    for (; *names; names++)
-        if (strcmp(c->n->op, *names) == 0)
-            return 1;
-    return 0;
-}
-
-static const char *const unary_float[] = {
-    "Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Erf", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos", "Tan",
-    "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "LeakyRelu", "Elu",
-    "Celu", "Selu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Mish", "Gelu", "Shrink", "Softmax", "LogSoftmax",
-    "Hardmax", NULL};
-static const char *const unary_any[] = {"Neg", "Abs", "Sign", "Relu", "Identity", "Not", "Clip", "Dropout", "Trilu",
-                                        "CumSum", NULL};
-static const char *const binary_ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal",
-                                         "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "BitShift", "PRelu",
-                                         NULL};
-static const char *const cmp_ops[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", NULL};
-static const char *const variadic_ops[] = {"Max", "Min", "Sum", "Mean", NULL};
-static const char *const reduce_ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                                         "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-                                         "ReduceLogSumExp", NULL};
-
 static tern_status bcast_inputs(ictx *c, int first, int count, int *rank, int64_t *dims)
 {
     *rank = 0;
@@ -205,7 +181,7 @@ static tern_status infer_matmul(ictx *c)
         dims[r++] = N;
     if (r > TERN_GRAPH_MAX_RANK)
         return ifail(c, TERN_ERR_RANGE, "result rank above the limit");
-    if (strcmp(c->n->op, "MatMulBias") == 0) {
+    if (c->n->op_id == TERN_GOP_MATMUL_BIAS) {
         const tern_graph_value *bias = V(c, 2), *res = V(c, 3);
         if (!bias || !tern_elem_is_float(a->type))
             return ifail(c, TERN_ERR_INVALID, "needs float A, W and a bias");
@@ -278,38 +254,89 @@ static tern_status infer_window(ictx *c, const int64_t *kernel, int ceil_mode, i
 static tern_status infer_node(ictx *c)
 {
     const tern_graph_node *n = c->n;
-    const char *op = n->op;
+    const tern_op_id id = (tern_op_id)n->op_id;
     tern_status st;
     int64_t buf[2 * TERN_GRAPH_MAX_RANK + 2], dims[TERN_GRAPH_MAX_RANK];
     int nb, known, given, r;
-    if (strcmp(n->domain, "tern") == 0 && strcmp(op, "MatMulBias") == 0)
-        return infer_matmul(c);
-    if (strcmp(n->domain, "tern") == 0 && strcmp(op, "Attention") == 0)
-        return infer_attention(c);
-    if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+    /* fused ops are the only ones outside the default domain tern infers */
+    if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0 && !(tern_op_flags(id) & TERN_OPF_FUSED))
         return ifail(c, TERN_ERR_UNSUPPORTED, "domain \"%s\" is not supported", n->domain);
 
-    if (op_is(c, unary_float) || op_is(c, unary_any)) {
-        if ((st = op_is(c, unary_float) ? need_float(c, 0) : need(c, 0)))
+    /* every id has a case (no default): -Wswitch names an op added to ops.def and missing here; each case returns
+     * (-Wimplicit-fallthrough) */
+    switch (id) {
+    case TERN_GOP_MATMUL_BIAS:
+        return infer_matmul(c);
+    case TERN_GOP_ATTENTION:
+        return infer_attention(c);
+    case TERN_GOP_SQRT:
+    case TERN_GOP_EXP:
+    case TERN_GOP_LOG:
+    case TERN_GOP_TANH:
+    case TERN_GOP_SIGMOID:
+    case TERN_GOP_ERF:
+    case TERN_GOP_RECIPROCAL:
+    case TERN_GOP_FLOOR:
+    case TERN_GOP_CEIL:
+    case TERN_GOP_ROUND:
+    case TERN_GOP_SIN:
+    case TERN_GOP_COS:
+    case TERN_GOP_TAN:
+    case TERN_GOP_ASIN:
+    case TERN_GOP_ACOS:
+    case TERN_GOP_ATAN:
+    case TERN_GOP_SINH:
+    case TERN_GOP_COSH:
+    case TERN_GOP_ASINH:
+    case TERN_GOP_ACOSH:
+    case TERN_GOP_ATANH:
+    case TERN_GOP_SOFTPLUS:
+    case TERN_GOP_SOFTSIGN:
+    case TERN_GOP_LEAKY_RELU:
+    case TERN_GOP_ELU:
+    case TERN_GOP_CELU:
+    case TERN_GOP_SELU:
+    case TERN_GOP_THRESHOLDED_RELU:
+    case TERN_GOP_HARD_SIGMOID:
+    case TERN_GOP_HARD_SWISH:
+    case TERN_GOP_MISH:
+    case TERN_GOP_GELU:
+    case TERN_GOP_SHRINK:
+    case TERN_GOP_SOFTMAX:
+    case TERN_GOP_LOG_SOFTMAX:
+    case TERN_GOP_HARDMAX:
+    case TERN_GOP_NEG:
+    case TERN_GOP_ABS:
+    case TERN_GOP_SIGN:
+    case TERN_GOP_RELU:
+    case TERN_GOP_IDENTITY:
+    case TERN_GOP_NOT:
+    case TERN_GOP_CLIP:
+    case TERN_GOP_DROPOUT:
+    case TERN_GOP_TRILU:
+    case TERN_GOP_CUM_SUM: {
+        if ((st = tern_op_flags(id) & TERN_OPF_FLOAT_IN ? need_float(c, 0) : need(c, 0)))
             return st;
         same_as(c, 0, V(c, 0), V(c, 0)->type);
-        if (strcmp(op, "Dropout") == 0)
+        if (id == TERN_GOP_DROPOUT)
             same_as(c, 1, V(c, 0), TERN_ELEM_BOOL);
-        if (strcmp(op, "Not") == 0 && V(c, 0)->type != TERN_ELEM_BOOL)
+        if (id == TERN_GOP_NOT && V(c, 0)->type != TERN_ELEM_BOOL)
             return ifail(c, TERN_ERR_INVALID, "input must be bool, got %s", tern_elem_name(V(c, 0)->type));
         return TERN_OK;
     }
-    if (!strcmp(op, "IsNaN") || !strcmp(op, "IsInf")) {
+    case TERN_GOP_IS_NAN:
+    case TERN_GOP_IS_INF: {
         if ((st = need_float(c, 0)))
             return st;
         same_as(c, 0, V(c, 0), TERN_ELEM_BOOL);
         return TERN_OK;
     }
-    if (!strcmp(op, "Cast") || !strcmp(op, "CastLike")) {
+    case TERN_GOP_CAST:
+    case TERN_GOP_CAST_LIKE: {
         if ((st = need(c, 0)))
             return st;
         int64_t to;
-        if (!strcmp(op, "CastLike")) {
+        if (id == TERN_GOP_CAST_LIKE) {
             if ((st = need(c, 1)))
                 return st;
             to = V(c, 1)->type;
@@ -329,8 +356,29 @@ static tern_status infer_node(ictx *c)
         same_as(c, 0, V(c, 0), (tern_elem_type)to);
         return TERN_OK;
     }
-    if (op_is(c, binary_ops) || op_is(c, variadic_ops) || !strcmp(op, "Where")) {
-        int where = !strcmp(op, "Where"), nin = op_is(c, binary_ops) ? 2 : where ? 3 : n->n_inputs;
+    case TERN_GOP_ADD:
+    case TERN_GOP_SUB:
+    case TERN_GOP_MUL:
+    case TERN_GOP_DIV:
+    case TERN_GOP_POW:
+    case TERN_GOP_MOD:
+    case TERN_GOP_AND:
+    case TERN_GOP_OR:
+    case TERN_GOP_XOR:
+    case TERN_GOP_EQUAL:
+    case TERN_GOP_LESS:
+    case TERN_GOP_GREATER:
+    case TERN_GOP_LESS_OR_EQUAL:
+    case TERN_GOP_GREATER_OR_EQUAL:
+    case TERN_GOP_BIT_SHIFT:
+    case TERN_GOP_P_RELU:
+    case TERN_GOP_MAX:
+    case TERN_GOP_MIN:
+    case TERN_GOP_SUM:
+    case TERN_GOP_MEAN:
+    case TERN_GOP_WHERE: {
+        int where = id == TERN_GOP_WHERE, binary = tern_op_family_of(id) == TERN_OP_FAMILY_ELEMENTWISE_BINARY;
+        int nin = binary ? 2 : where ? 3 : n->n_inputs;
         if (nin < 1)
             return ifail(c, TERN_ERR_INVALID, "needs at least one input");
         for (int k = 0; k < nin; k++)
@@ -339,21 +387,21 @@ static tern_status infer_node(ictx *c)
         int first = where ? 1 : 0;
         tern_elem_type t = V(c, first)->type;
         for (int k = first; k < nin; k++)
-            if (V(c, k)->type != t && strcmp(op, "Pow") != 0)
+            if (V(c, k)->type != t && id != TERN_GOP_POW)
                 return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" is %s, input %d \"%s\" is %s", first,
                              V(c, first)->name, tern_elem_name(t), k, V(c, k)->name, tern_elem_name(V(c, k)->type));
         if (where && V(c, 0)->type != TERN_ELEM_BOOL)
             return ifail(c, TERN_ERR_INVALID, "condition must be bool, got %s", tern_elem_name(V(c, 0)->type));
-        if ((!strcmp(op, "And") || !strcmp(op, "Or") || !strcmp(op, "Xor")) && t != TERN_ELEM_BOOL)
+        if ((tern_op_flags(id) & TERN_OPF_LOGICAL) && t != TERN_ELEM_BOOL)
             return ifail(c, TERN_ERR_INVALID, "operands must be bool, got %s", tern_elem_name(t));
         if ((st = bcast_inputs(c, 0, nin, &r, dims)))
             return st;
-        set_out(c, 0, op_is(c, cmp_ops) ? TERN_ELEM_BOOL : t, r, dims);
+        set_out(c, 0, tern_op_flags(id) & TERN_OPF_COMPARE ? TERN_ELEM_BOOL : t, r, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "MatMul"))
+    case TERN_GOP_MATMUL:
         return infer_matmul(c);
-    if (!strcmp(op, "Gemm")) {
+    case TERN_GOP_GEMM: {
         if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)) || (st = need_float(c, 0)))
             return st;
         const tern_graph_value *a = V(c, 0), *b = V(c, 1);
@@ -372,7 +420,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, a->type, 2, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Conv")) {
+    case TERN_GOP_CONV: {
         if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)) || (st = need_float(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0), *w = V(c, 1);
@@ -395,8 +443,9 @@ static tern_status infer_node(ictx *c)
         }
         return infer_window(c, kern, 0, w->dims[0], x->type);
     }
-    if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) {
-        if ((st = need_rank(c, 0)) || (op[0] == 'A' && (st = need_float(c, 0))))
+    case TERN_GOP_MAX_POOL:
+    case TERN_GOP_AVERAGE_POOL: {
+        if ((st = need_rank(c, 0)) || (id == TERN_GOP_AVERAGE_POOL && (st = need_float(c, 0))))
             return st;
         if (V(c, 0)->type == TERN_ELEM_BOOL)
             return ifail(c, TERN_ERR_INVALID, "input must be numeric, got bool");
@@ -413,7 +462,8 @@ static tern_status infer_node(ictx *c)
         }
         return TERN_OK;
     }
-    if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool")) {
+    case TERN_GOP_GLOBAL_AVERAGE_POOL:
+    case TERN_GOP_GLOBAL_MAX_POOL: {
         if ((st = need_rank(c, 0)) || (st = need_float(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -424,14 +474,15 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, x->rank, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "BatchNormalization") || !strcmp(op, "InstanceNormalization")) {
-        int nin = op[0] == 'B' ? 5 : 3;
+    case TERN_GOP_BATCH_NORMALIZATION:
+    case TERN_GOP_INSTANCE_NORMALIZATION: {
+        int nin = id == TERN_GOP_BATCH_NORMALIZATION ? 5 : 3;
         for (int k = 0; k < nin; k++)
             if ((st = need_float(c, k)))
                 return st;
         if ((st = need_rank(c, 0)))
             return st;
-        if (op[0] == 'B' && tern_graph_attr_int(n, "training_mode", 0))
+        if (id == TERN_GOP_BATCH_NORMALIZATION && tern_graph_attr_int(n, "training_mode", 0))
             return ifail(c, TERN_ERR_UNSUPPORTED, "training_mode=1 is not supported (inference only)");
         const tern_graph_value *x = V(c, 0);
         if (x->rank < 2)
@@ -448,7 +499,7 @@ static tern_status infer_node(ictx *c)
                 return ifail(c, TERN_ERR_UNSUPPORTED, "training outputs (mean/var) are not supported");
         return TERN_OK;
     }
-    if (!strcmp(op, "LayerNormalization")) {
+    case TERN_GOP_LAYER_NORMALIZATION: {
         if ((st = need_rank(c, 0)) || (st = need_float(c, 0)) || (st = need_float(c, 1)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -462,7 +513,16 @@ static tern_status infer_node(ictx *c)
         set_out(c, 2, TERN_ELEM_FLOAT, x->rank, dims);
         return TERN_OK;
     }
-    if (op_is(c, reduce_ops)) {
+    case TERN_GOP_REDUCE_SUM:
+    case TERN_GOP_REDUCE_MEAN:
+    case TERN_GOP_REDUCE_MAX:
+    case TERN_GOP_REDUCE_MIN:
+    case TERN_GOP_REDUCE_PROD:
+    case TERN_GOP_REDUCE_L1:
+    case TERN_GOP_REDUCE_L2:
+    case TERN_GOP_REDUCE_SUM_SQUARE:
+    case TERN_GOP_REDUCE_LOG_SUM:
+    case TERN_GOP_REDUCE_LOG_SUM_EXP: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -498,7 +558,8 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, r, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "ArgMax") || !strcmp(op, "ArgMin")) {
+    case TERN_GOP_ARG_MAX:
+    case TERN_GOP_ARG_MIN: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -512,7 +573,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, TERN_ELEM_INT64, r, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Reshape")) {
+    case TERN_GOP_RESHAPE: {
         if ((st = need(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -557,7 +618,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, nb, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Flatten")) {
+    case TERN_GOP_FLATTEN: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -572,7 +633,8 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, 2, d2);
         return TERN_OK;
     }
-    if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
+    case TERN_GOP_UNSQUEEZE:
+    case TERN_GOP_SQUEEZE: {
         if ((st = need(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -582,7 +644,7 @@ static tern_status infer_node(ictx *c)
             set_out(c, 0, x->type, -1, NULL);
             return TERN_OK;
         }
-        if (op[0] == 'U') {
+        if (id == TERN_GOP_UNSQUEEZE) {
             r = x->rank + nb;
             if (!given || r > TERN_GRAPH_MAX_RANK)
                 return ifail(c, TERN_ERR_INVALID, given ? "result rank %d above the limit" : "axes are required (%d)",
@@ -625,7 +687,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, r, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Transpose")) {
+    case TERN_GOP_TRANSPOSE: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -644,7 +706,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, x->rank, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Concat")) {
+    case TERN_GOP_CONCAT: {
         if (n->n_inputs < 1)
             return ifail(c, TERN_ERR_INVALID, "needs at least one input");
         int rank = -1;
@@ -687,7 +749,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, V(c, 0)->type, rank, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Split")) {
+    case TERN_GOP_SPLIT: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -728,7 +790,7 @@ static tern_status infer_node(ictx *c)
         }
         return TERN_OK;
     }
-    if (!strcmp(op, "Slice")) {
+    case TERN_GOP_SLICE: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -783,7 +845,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, x->rank, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Gather")) {
+    case TERN_GOP_GATHER: {
         if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)))
             return st;
         const tern_graph_value *x = V(c, 0), *ind = V(c, 1);
@@ -805,14 +867,16 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, r, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "GatherElements")) {
+    case TERN_GOP_GATHER_ELEMENTS: {
         if ((st = need(c, 0)) || (st = need(c, 1)))
             return st;
         same_as(c, 0, V(c, 1), V(c, 0)->type);
         return TERN_OK;
     }
-    if (!strcmp(op, "Expand") || !strcmp(op, "Tile") || !strcmp(op, "ConstantOfShape")) {
-        int data = strcmp(op, "ConstantOfShape") != 0, si = data ? 1 : 0;
+    case TERN_GOP_EXPAND:
+    case TERN_GOP_TILE:
+    case TERN_GOP_CONSTANT_OF_SHAPE: {
+        int data = id != TERN_GOP_CONSTANT_OF_SHAPE, si = data ? 1 : 0;
         if ((data && (st = need(c, 0))) || (st = need(c, si)))
             return st;
         const tern_graph_value *x = data ? V(c, 0) : NULL;
@@ -831,9 +895,9 @@ static tern_status infer_node(ictx *c)
             int len = s->rank == 1 ? (int)s->dims[0] : -1;
             if (len > TERN_GRAPH_MAX_RANK)
                 return ifail(c, TERN_ERR_RANGE, "shape length %d above the limit", len);
-            if (!strcmp(op, "Expand") && len >= 0 && x->rank >= 0)
+            if (id == TERN_GOP_EXPAND && len >= 0 && x->rank >= 0)
                 len = len > x->rank ? len : x->rank;
-            if (!strcmp(op, "Tile"))
+            if (id == TERN_GOP_TILE)
                 len = x->rank;
             set_out(c, 0, t, len, NULL);
             return TERN_OK;
@@ -843,7 +907,7 @@ static tern_status infer_node(ictx *c)
         for (int k = 0; k < nb; k++)
             if (buf[k] < 0)
                 return ifail(c, TERN_ERR_INVALID, "shape[%d] = %lld is negative", k, (long long)buf[k]);
-        if (!strcmp(op, "Expand")) {
+        if (id == TERN_GOP_EXPAND) {
             if (x->rank < 0) {
                 set_out(c, 0, t, -1, NULL);
                 return TERN_OK;
@@ -851,7 +915,7 @@ static tern_status infer_node(ictx *c)
             if (graph_broadcast(x->rank, x->dims, nb, buf, &r, dims, c->why, sizeof c->why))
                 return ifail(c, TERN_ERR_INVALID, "\"%s\" to the target shape: %s", x->name, c->why);
             set_out(c, 0, t, r, dims);
-        } else if (!strcmp(op, "Tile")) {
+        } else if (id == TERN_GOP_TILE) {
             if (x->rank >= 0 && nb != x->rank)
                 return ifail(c, TERN_ERR_INVALID, "repeats has %d entries for rank %d", nb, x->rank);
             for (int d = 0; d < nb; d++) {
@@ -865,7 +929,7 @@ static tern_status infer_node(ictx *c)
             set_out(c, 0, t, nb, buf);
         return TERN_OK;
     }
-    if (!strcmp(op, "Pad")) {
+    case TERN_GOP_PAD: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -894,11 +958,12 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, x->rank, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Shape") || !strcmp(op, "Size")) {
+    case TERN_GOP_SHAPE:
+    case TERN_GOP_SIZE: {
         if ((st = need(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
-        if (op[1] == 'i') {
+        if (id == TERN_GOP_SIZE) {
             set_out(c, 0, TERN_ELEM_INT64, 0, NULL);
             return TERN_OK;
         }
@@ -917,7 +982,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, TERN_ELEM_INT64, 1, &len);
         return TERN_OK;
     }
-    if (!strcmp(op, "Range")) {
+    case TERN_GOP_RANGE: {
         for (int k = 0; k < 3; k++)
             if ((st = need(c, k)))
                 return st;
@@ -933,7 +998,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, V(c, 0)->type, 1, &len);
         return TERN_OK;
     }
-    if (!strcmp(op, "Constant")) {
+    case TERN_GOP_CONSTANT: {
         const tern_graph_attr *a = n->n_attrs == 1 ? &n->attrs[0] : NULL;
         if (!a)
             return ifail(c, TERN_ERR_INVALID, "needs exactly one value attribute, has %d", n->n_attrs);
@@ -948,7 +1013,7 @@ static tern_status infer_node(ictx *c)
             return ifail(c, TERN_ERR_UNSUPPORTED, "value attribute \"%s\" is not supported", a->name);
         return TERN_OK;
     }
-    if (!strcmp(op, "ConvTranspose")) {
+    case TERN_GOP_CONV_TRANSPOSE: {
         if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)) || (st = need_float(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0), *w = V(c, 1);
@@ -971,7 +1036,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, x->rank, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "TopK")) {
+    case TERN_GOP_TOP_K: {
         if ((st = need_rank(c, 0)) || (st = need(c, 1)))
             return st;
         const tern_graph_value *x = V(c, 0);
@@ -988,7 +1053,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 1, TERN_ELEM_INT64, x->rank, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "GatherND")) {
+    case TERN_GOP_GATHER_ND: {
         if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)))
             return st;
         const tern_graph_value *x = V(c, 0), *ind = V(c, 1);
@@ -1013,11 +1078,13 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, r, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "ScatterND") || !strcmp(op, "ScatterElements") || !strcmp(op, "LRN") ||
-        !strcmp(op, "MeanVarianceNormalization")) {
+    case TERN_GOP_SCATTER_ND:
+    case TERN_GOP_SCATTER_ELEMENTS:
+    case TERN_GOP_LRN:
+    case TERN_GOP_MEAN_VARIANCE_NORMALIZATION: {
         if ((st = need(c, 0)))
             return st;
-        int nin = op[0] == 'S' ? 3 : 1;
+        int nin = id == TERN_GOP_SCATTER_ND || id == TERN_GOP_SCATTER_ELEMENTS ? 3 : 1;
         for (int k = 1; k < nin; k++)
             if ((st = need(c, k)))
                 return st;
@@ -1029,7 +1096,7 @@ static tern_status infer_node(ictx *c)
         same_as(c, 0, V(c, 0), V(c, 0)->type);
         return TERN_OK;
     }
-    if (!strcmp(op, "OneHot")) {
+    case TERN_GOP_ONE_HOT: {
         for (int k = 0; k < 3; k++)
             if ((st = need(c, k)))
                 return st;
@@ -1051,14 +1118,15 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, V(c, 2)->type, r, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "DepthToSpace") || !strcmp(op, "SpaceToDepth")) {
+    case TERN_GOP_DEPTH_TO_SPACE:
+    case TERN_GOP_SPACE_TO_DEPTH: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
         int64_t bs = tern_graph_attr_int(n, "blocksize", 0);
         if (x->rank != 4 || bs < 1 || bs > 4096)
             return ifail(c, TERN_ERR_INVALID, "needs a 4-D input and blocksize in [1, 4096]");
-        int ds = op[0] == 'D';
+        int ds = id == TERN_GOP_DEPTH_TO_SPACE;
         dims[0] = x->dims[0];
         dims[1] = x->dims[1] < 0 ? -1 : ds ? x->dims[1] / (bs * bs) : x->dims[1] * bs * bs;
         dims[2] = x->dims[2] < 0 ? -1 : ds ? x->dims[2] * bs : x->dims[2] / bs;
@@ -1068,7 +1136,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, 4, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "EyeLike")) {
+    case TERN_GOP_EYE_LIKE: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_attr *dt = tern_graph_node_attr(n, "dtype");
@@ -1080,11 +1148,12 @@ static tern_status infer_node(ictx *c)
         same_as(c, 0, V(c, 0), (tern_elem_type)t);
         return TERN_OK;
     }
-    if (!strcmp(op, "Resize") || !strcmp(op, "Upsample")) {
+    case TERN_GOP_RESIZE:
+    case TERN_GOP_UPSAMPLE: {
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
-        int legacy = !strcmp(op, "Upsample") || c->g->opset < 11;
+        int legacy = id == TERN_GOP_UPSAMPLE || c->g->opset < 11;
         const tern_graph_value *sv = legacy ? V(c, 1) : V(c, 2), *zv = legacy ? NULL : V(c, 3);
         const tern_host_tensor *sc = sv ? sv->constant : NULL, *sz = zv ? zv->constant : NULL;
         if ((sv && !sc) || (zv && !sz) || x->rank < 0 || !tern_graph_value_is_static(x)) {
@@ -1110,7 +1179,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, x->type, x->rank, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "NonZero")) {
+    case TERN_GOP_NON_ZERO: {
         if ((st = need_rank(c, 0)))
             return st;
         dims[0] = V(c, 0)->rank ? V(c, 0)->rank : 1;
@@ -1118,7 +1187,7 @@ static tern_status infer_node(ictx *c)
         set_out(c, 0, TERN_ELEM_INT64, 2, dims);
         return TERN_OK;
     }
-    if (!strcmp(op, "Compress")) {
+    case TERN_GOP_COMPRESS: {
         if ((st = need_rank(c, 0)) || (st = need(c, 1)))
             return st;
         const tern_graph_attr *axa = tern_graph_node_attr(n, "axis");
@@ -1133,6 +1202,18 @@ static tern_status infer_node(ictx *c)
         dims[ax] = -1;
         set_out(c, 0, V(c, 0)->type, V(c, 0)->rank, dims);
         return TERN_OK;
+    }
+    case TERN_GOP_UNKNOWN:
+    case TERN_GOP_EINSUM:
+    case TERN_GOP_LSTM:
+    case TERN_GOP_GRU:
+    case TERN_GOP_RNN:
+    case TERN_GOP_SOFTMAX_CROSS_ENTROPY_LOSS:
+    case TERN_GOP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
+    case TERN_GOP_IF:
+    case TERN_GOP_SCATTER:
+    case TERN_GOP_COUNT:
+        break;
     }
     return ifail(c, TERN_ERR_UNSUPPORTED, "op is not supported");
 }
@@ -1187,7 +1268,7 @@ tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *b
             return ifail(&c, TERN_ERR_INVALID, "input %d \"%s\" has no known type%s", k, v->name,
                          v->flags & TERN_VALUE_INPUT ? " (graph input without a declared type)" : "");
     }
-    if (strcmp(n->op, "Cast") != 0 && strcmp(n->op, "CastLike") != 0)
+    if (!(tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_STRING_IN))
         for (int k = 0; k < n->n_inputs; k++) {
             const tern_graph_value *v = V(&c, k);
             if (v && v->type == TERN_ELEM_STRING)
@@ -1217,14 +1298,14 @@ tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *b
                          o->name);
     }
     /* Shape and Size of a known shape are constants. */
-    if ((!strcmp(n->op, "Shape") || !strcmp(n->op, "Size")) && !n->domain[0] && V(&c, 0) &&
+    if ((tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_SHAPE_ONLY) && !n->domain[0] && V(&c, 0) &&
         tern_graph_value_is_static(V(&c, 0)) && OUT(&c, 0)) {
         const tern_graph_value *x = V(&c, 0);
         int64_t len = OUT(&c, 0)->rank == 1 ? OUT(&c, 0)->dims[0] : 0;
         tern_host_tensor *t;
         if ((st = tern_host_tensor_new(TERN_ELEM_INT64, OUT(&c, 0)->rank, &len, &t, err)))
             return st;
-        if (n->op[1] == 'i')
+        if (n->op_id == TERN_GOP_SIZE)
             t->i[0] = graph_numel(x->rank, x->dims);
         else {
             int64_t rk = x->rank, s = tern_graph_attr_int(n, "start", 0);
@@ -1258,17 +1339,15 @@ tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *b
         }
         total += e;
     }
-    if (strcmp(n->op, "Constant") != 0) {
+    if (!(tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_NO_EXPORT_FOLD)) {
         if (total > max_elems || (budget && total > *budget))
             return TERN_OK;
         /* contractions cost up to (input elements) x (output elements): leave huge ones to the device */
-        static const char *const heavy[] = {"MatMul", "Gemm", "MatMulBias", "Conv", "ConvTranspose", "TopK",
-                                            "Resize", "Upsample", "LRN", NULL};
         double in_elems = 0;
         for (int q = 0; q < n->n_inputs; q++)
             if (V(&c, q))
                 in_elems += (double)V(&c, q)->constant->count;
-        if (op_is(&c, heavy) && in_elems * (double)total > 2147483648.0)
+        if ((tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_HEAVY) && in_elems * (double)total > 2147483648.0)
             return TERN_OK;
         if (budget)
             *budget -= total;

@@ -64,12 +64,13 @@ static void columns(void)
             CHECK_EQ_HEX(tern_op_info((tern_op_id)k)->const_inputs, 0x2);
     CHECK_EQ_INT(tern_op_info(TERN_GOP_CONCAT)->max_inputs, -1);
     CHECK_EQ_INT(tern_op_info(TERN_GOP_ADD)->max_inputs, 2);
-    CHECK(tern_op_flags(TERN_GOP_SPLIT) & TERN_OPF_EMPTY_PIECES);
+    CHECK(tern_op_flags(TERN_GOP_SPLIT) & TERN_OPF_EMPTY_OUTPUTS);
+    CHECK(tern_op_flags(TERN_GOP_CONCAT) & TERN_OPF_EMPTY_INPUTS);
     CHECK(tern_op_flags(TERN_GOP_LESS) & TERN_OPF_COMPARE);
     CHECK(tern_op_flags(TERN_GOP_EXP) & TERN_OPF_FLOAT_IN);
     CHECK(!(tern_op_flags(TERN_GOP_ABS) & TERN_OPF_FLOAT_IN));
     CHECK_EQ_INT(tern_op_info(TERN_GOP_MATMUL)->status, TERN_OP_STATUS_REQUIRED);
-    CHECK_EQ_INT(tern_op_info(TERN_GOP_LSTM)->status, TERN_OP_STATUS_PLANNED);
+    CHECK_EQ_INT(tern_op_family_of(TERN_GOP_LSTM), TERN_OP_FAMILY_RECURRENT);
     CHECK_EQ_INT(tern_op_family_of(TERN_GOP_ATTENTION), TERN_OP_FAMILY_ATTENTION);
 }
 
