@@ -4,8 +4,8 @@
  * of reversed indices per spatial axis) under pads k-1-p; dW is the convolution of X with dY taken as the kernel,
  * batch and channel axes swapped on both (the batch becomes the contraction). Pooling with windows that tile the
  * input (kernel = strides, no pads): the output gradient is repeated over each window (Reshape, Expand,
- * Reshape); MaxPool keeps it where the input equals the window's maximum (ties share it, where PyTorch picks
- * one element), AveragePool divides it by the window size. GlobalAveragePool spreads it evenly. Anything else
+ * Reshape), AveragePool divides it by the window size; MaxPool gives it to the first maximum of each window,
+ * as PyTorch does. GlobalAveragePool spreads it evenly. Anything else
  * stops the pass naming the node and the attribute. */
 #include "ad_internal.h"
 
@@ -103,6 +103,52 @@ static int upsample(ad_ctx *a, int v, const ad_shape *so, const int64_t *k, int 
     return ad_reshape(a, ad_expand(a, ad_reshape(a, v, &s6), &e6), &back);
 }
 
+static int as_float(ad_ctx *a, int v)
+{
+    int y = ad_op1(a, "Cast", v);
+    ad_attr_int(a, ad_last_node(a), "to", TERN_ELEM_FLOAT);
+    return y;
+}
+
+/* MaxPool: the gradient goes to the first maximum of each window in row-major order, as PyTorch's kernel picks
+ * it (ties are common: a convolution over a blank image region gives equal values). The windows are laid out
+ * along a last axis [N, C, O..., k0*k1]; first = (x == max) and no earlier element equal: an exclusive CumSum of
+ * the equality mask is 0. */
+static int max_pool_grad(ad_ctx *a, const ad_fwd *f, const ad_shape *sx, const ad_shape *sy, const int64_t *ks,
+                         int nsp)
+{
+    int64_t kk = 1;
+    for (int d = 0; d < nsp; d++)
+        kk *= ks[d];
+    ad_shape split = {.rank = 2 + 2 * nsp}, win = {.rank = 3 + nsp}, one = {.rank = 3 + nsp}, wsplit;
+    for (int d = 0; d < 2; d++)
+        split.d[d] = win.d[d] = one.d[d] = sx->d[d];
+    for (int d = 0; d < nsp; d++) {
+        split.d[2 + 2 * d] = sy->d[2 + d];
+        split.d[3 + 2 * d] = ks[d];
+        win.d[2 + d] = one.d[2 + d] = sy->d[2 + d];
+    }
+    win.d[2 + nsp] = kk;
+    one.d[2 + nsp] = 1;
+    const int64_t perm2[6] = {0, 1, 2, 4, 3, 5}; /* its own inverse */
+    int xw = ad_reshape(a, f->in[0], &split);
+    if (nsp == 2)
+        xw = ad_transpose(a, xw, 6, perm2);
+    xw = ad_reshape(a, xw, &win);
+    int mask = as_float(a, ad_op2(a, "Equal", xw, ad_reshape(a, f->out[0], &one)));
+    int before = ad_op2(a, "CumSum", mask, ad_const_i64(a, 1, (const int64_t[]){-1}));
+    ad_attr_int(a, ad_last_node(a), "exclusive", 1);
+    int first = ad_op2(a, "Mul", mask, as_float(a, ad_op2(a, "Equal", before, ad_const_f(a, 0.0f))));
+    int g = ad_op2(a, "Mul", first, ad_reshape(a, f->dy[0], &one));
+    if (nsp == 2) {
+        wsplit = split;
+        wsplit.d[3] = sy->d[3];
+        wsplit.d[4] = ks[0];
+        g = ad_transpose(a, ad_reshape(a, g, &wsplit), 6, perm2);
+    }
+    return ad_reshape(a, g, sx);
+}
+
 static int g_pool(ad_ctx *a, const ad_fwd *f)
 {
     const tern_graph_node *n = &a->g->nodes[f->index];
@@ -127,12 +173,10 @@ static int g_pool(ad_ctx *a, const ad_fwd *f)
                             "%s whose windows do not tile the input (kernel = strides, no pads, sizes a multiple) "
                             "has no gradient rule yet",
                             n->op);
-    int up = upsample(a, f->dy[0], &sy, ks, nsp);
     if (is_max) {
-        int mask = ad_op2(a, "Equal", f->in[0], upsample(a, f->out[0], &sy, ks, nsp));
-        int in[3] = {mask, up, ad_const_f(a, 0.0f)};
-        ad_accum(a, f->in[0], ad_op(a, "Where", 3, in));
+        ad_accum(a, f->in[0], max_pool_grad(a, f, &sx, &sy, ks, nsp));
     } else {
+        int up = upsample(a, f->dy[0], &sy, ks, nsp);
         int64_t win = 1;
         for (int d = 0; d < nsp; d++)
             win *= ks[d];

@@ -1,6 +1,7 @@
 /* Gradients of the layout ops, which move elements without changing them: the views (Reshape, Flatten, Squeeze,
  * Unsqueeze) reshape the gradient back to the operand's shape; Transpose applies the inverse permutation;
- * Expand sums over the broadcast axes; Concat hands each operand its slice of the gradient. */
+ * Expand sums over the broadcast axes; Concat hands each operand its slice of the gradient, and constant-mode
+ * Pad the slice its operand was. */
 #include "ad_internal.h"
 
 #include <string.h>
@@ -61,6 +62,45 @@ static int g_concat(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
+/* Pad (constant mode, pads >= 0): the operand's part of the gradient, a Slice of every axis */
+static int g_pad(ad_ctx *a, const ad_fwd *f)
+{
+    const tern_graph_node *n = &a->g->nodes[f->index];
+    const char *mode = tern_graph_attr_string(n, "mode", "constant");
+    if (strcmp(mode, "constant"))
+        return ad_fail_node(a, f->index, "Pad mode \"%s\" has no gradient rule (constant only)", mode);
+    ad_shape sx = ad_shape_of(a, f->in[0]);
+    int64_t pads[2 * TERN_GRAPH_MAX_RANK];
+    size_t np = 0;
+    if (a->opset >= 11) {
+        const tern_graph_value *pv = f->n_in > 1 && f->in[1] >= 0 ? tern_graph_value_at(a->g, f->in[1]) : NULL;
+        if (!pv || !pv->constant)
+            return ad_fail_node(a, f->index, "Pad's pads are not constant (no gradient rule)");
+        np = pv->constant->count;
+        for (size_t k = 0; k < np && k < 2 * TERN_GRAPH_MAX_RANK; k++)
+            pads[k] = (int64_t)tern_host_tensor_get(pv->constant, k);
+        if (f->n_in > 3 && f->in[3] >= 0)
+            return ad_fail_node(a, f->index, "Pad with an axes input has no gradient rule");
+    } else {
+        const int64_t *pa = graph_attr_ints(n, "pads", &np);
+        for (size_t k = 0; pa && k < np && k < 2 * TERN_GRAPH_MAX_RANK; k++)
+            pads[k] = pa[k];
+    }
+    if ((int)np != 2 * sx.rank)
+        return ad_fail_node(a, f->index, "%zu pads for rank %d", np, sx.rank);
+    int64_t st[TERN_GRAPH_MAX_RANK], en[TERN_GRAPH_MAX_RANK], ax[TERN_GRAPH_MAX_RANK];
+    for (int d = 0; d < sx.rank; d++) {
+        if (pads[d] < 0 || pads[sx.rank + d] < 0)
+            return ad_fail_node(a, f->index, "negative pads (cropping) have no gradient rule");
+        st[d] = pads[d];
+        en[d] = pads[d] + sx.d[d];
+        ax[d] = d;
+    }
+    int in[4] = {f->dy[0], ad_const_i64(a, sx.rank, st), ad_const_i64(a, sx.rank, en), ad_const_i64(a, sx.rank, ax)};
+    ad_accum(a, f->in[0], ad_op(a, "Slice", 4, in));
+    return 0;
+}
+
 int grad_layout_rule(int op_id, ad_rule *out)
 {
     switch (op_id) {
@@ -78,6 +118,9 @@ int grad_layout_rule(int op_id, ad_rule *out)
         return 1;
     case TERN_GOP_CONCAT:
         *out = g_concat;
+        return 1;
+    case TERN_GOP_PAD:
+        *out = g_pad;
         return 1;
     default:
         return 0;

@@ -3,13 +3,17 @@ shipped by Debian's python3-sklearn), a small MLP in PyTorch exported to ONNX wi
 same training run in PyTorch fp32 (same initialisation, data order, optimizer and hyper-parameters as the tern
 run): the per-step losses and the final test accuracy, written next to the model for the shell test to compare.
 
-usage: digits_ref.py OUTDIR STEPS BATCH OPTIMIZER LR [extra]"""
+usage: digits_ref.py OUTDIR STEPS BATCH OPTIMIZER LR [extra]   (extra: "", gelu-ln or cnn)"""
 import json
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from digits_models import build  # noqa: E402 (next to this file)
 from sklearn.datasets import load_digits
+
 
 out, steps, batch, opt_name, lr = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 extra = sys.argv[6] if len(sys.argv) > 6 else ""
@@ -27,11 +31,7 @@ np.save(f"{out}/y.npy", ytr)
 np.save(f"{out}/x_test.npy", xte)
 np.save(f"{out}/y_test.npy", yte)
 
-if extra == "gelu-ln":
-    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.GELU(), torch.nn.Linear(64, 10))
-else:
-    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32), torch.nn.Tanh(),
-                                torch.nn.Linear(32, 10))
+model = build(extra)
 torch.onnx.export(model, torch.zeros(batch, 64), f"{out}/mlp.onnx", input_names=["pixels"], output_names=["logits"],
                   dynamic_axes={"pixels": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17)
 

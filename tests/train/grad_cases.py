@@ -110,6 +110,8 @@ case("Squeeze", [node("Squeeze", ["a", "ax"])], {"a": rnd(3, 1, 4)}, lambda p: p
      {"ax": np.array([1], dtype=np.int64)})
 case("Expand", [node("Expand", ["a", "s"])], {"a": rnd(3, 1)}, lambda p: p["a"].expand(2, 3, 4),
      {"s": np.array([2, 3, 4], dtype=np.int64)})
+case("Pad_constant", [node("Pad", ["a", "pd"])], {"a": rnd(2, 3, 4)},
+     lambda p: F.pad(p["a"], (1, 2, 0, 1)), {"pd": np.array([0, 0, 1, 0, 1, 2], dtype=np.int64)})
 case("Concat_axis1", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(3, 2), "b": rnd(3, 5)},
      lambda p: torch.cat([p["a"], p["b"]], 1))
 case("ReduceSum_axis1", [node("ReduceSum", ["a", "ax"], keepdims=0)], {"a": rnd(3, 4, 5)},
@@ -133,6 +135,11 @@ case("Conv1d", [node("Conv", ["a", "w"], pads=[2, 2])], {"a": rnd(2, 3, 9), "w":
      lambda p: F.conv1d(p["a"], p["w"], padding=2))
 case("MaxPool2d_k2", [node("MaxPool", ["a"], kernel_shape=[2, 2], strides=[2, 2])], {"a": rnd(2, 3, 6, 4)},
      lambda p: F.max_pool2d(p["a"], 2))
+ties = np.round(rnd(2, 2, 4, 6)).astype(np.float32)  # many equal values per window: the first maximum wins
+case("MaxPool2d_ties", [node("MaxPool", ["a"], kernel_shape=[2, 2], strides=[2, 2])], {"a": ties},
+     lambda p: F.max_pool2d(p["a"], 2))
+case("MaxPool1d_k3", [node("MaxPool", ["a"], kernel_shape=[3], strides=[3])], {"a": np.round(rnd(2, 3, 9))},
+     lambda p: F.max_pool1d(p["a"], 3))
 case("AveragePool2d_k2", [node("AveragePool", ["a"], kernel_shape=[2, 2], strides=[2, 2])], {"a": rnd(2, 3, 4, 6)},
      lambda p: F.avg_pool2d(p["a"], 2))
 case("GlobalAveragePool", [node("GlobalAveragePool", ["a"])], {"a": rnd(2, 3, 4, 5)},

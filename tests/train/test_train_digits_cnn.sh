@@ -1,0 +1,15 @@
+#!/bin/bash
+# The digits check of test_train_digits.sh for a small CNN (Conv 3x3 + ReLU + MaxPool 2, Conv 3x3 + ReLU +
+# AveragePool 2, Linear; the model reshapes the 64 pixels to 1x8x8 itself): 200 AdamW steps against PyTorch fp32,
+# loss per step within 1e-4 relative, test accuracy within 1 point, the trained ONNX run by `tern run` and loaded
+# back into PyTorch.
+set -u
+TERN=${1:?usage: test_train_digits_cnn.sh TERN_BIN}
+PY=/usr/bin/python3
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../lib.sh"
+source "$here/digits_lib.sh"
+
+run_case adamw_cnn adamw 3e-3 cnn
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
