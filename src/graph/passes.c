@@ -99,9 +99,9 @@ typedef struct {
 
 static int prod(const fctx *f, int v) { return v >= 0 ? f->g->values[v].producer : -1; }
 static const tern_graph_node *node(const fctx *f, int i) { return i >= 0 ? &f->g->nodes[i] : NULL; }
-static int is_op(const fctx *f, int i, const char *op)
+static int is_op(const fctx *f, int i, tern_op_id op)
 {
-    return i >= 0 && !f->touched[i] && strcmp(f->g->nodes[i].op, op) == 0 && f->g->nodes[i].domain[0] == '\0';
+    return i >= 0 && !f->touched[i] && f->g->nodes[i].op_id == (int)op && f->g->nodes[i].domain[0] == '\0';
 }
 static int single(const fctx *f, int v) { return v >= 0 && f->uses[v] == 1; }
 /* the unique reader of v, when v has exactly one use */
@@ -206,14 +206,14 @@ static tern_graph_attr attr_ints(const char *name, int n, const int64_t *v)
 static int match_half_x_times(const fctx *f, int h, int x, int *final, int *dropped, int *nd)
 {
     int m1 = only_user(f, h);
-    if (!is_op(f, m1, "Mul"))
+    if (!is_op(f, m1, TERN_GOP_MUL))
         return 0;
     int o = other_input(node(f, m1), h);
     if (o < 0)
         return 0;
     if (o == x) { /* (x * h) * 0.5 */
         int m2 = only_user(f, f->g->nodes[m1].outputs[0]);
-        if (is_op(f, m2, "Mul") && const_near(f, other_input(node(f, m2), f->g->nodes[m1].outputs[0]), 0.5, 1e-6)) {
+        if (is_op(f, m2, TERN_GOP_MUL) && const_near(f, other_input(node(f, m2), f->g->nodes[m1].outputs[0]), 0.5, 1e-6)) {
             *final = m2;
             dropped[(*nd)++] = m1;
             return 1;
@@ -221,7 +221,7 @@ static int match_half_x_times(const fctx *f, int h, int x, int *final, int *drop
         return 0;
     }
     int po = prod(f, o);
-    if (is_op(f, po, "Mul") && single(f, o)) { /* (0.5 * x) * h */
+    if (is_op(f, po, TERN_GOP_MUL) && single(f, o)) { /* (0.5 * x) * h */
         int q = other_input(node(f, po), x);
         if (q >= 0 && const_near(f, q, 0.5, 1e-6)) {
             *final = m1;
@@ -232,7 +232,7 @@ static int match_half_x_times(const fctx *f, int h, int x, int *final, int *drop
     }
     if (const_near(f, o, 0.5, 1e-6)) { /* (0.5 * h) * x */
         int m2 = only_user(f, f->g->nodes[m1].outputs[0]);
-        if (is_op(f, m2, "Mul") && other_input(node(f, m2), f->g->nodes[m1].outputs[0]) == x) {
+        if (is_op(f, m2, TERN_GOP_MUL) && other_input(node(f, m2), f->g->nodes[m1].outputs[0]) == x) {
             *final = m2;
             dropped[(*nd)++] = m1;
             return 1;
@@ -249,9 +249,9 @@ static tern_status fuse_gelu_erf(fctx *f, int i, int *hits, tern_error *err)
         return TERN_OK;
     int d = prod(f, e->inputs[0]);
     int x = -1;
-    if (is_op(f, d, "Div") && f->g->nodes[d].n_inputs == 2 && const_near(f, f->g->nodes[d].inputs[1], M_SQRT2, 1e-4))
+    if (is_op(f, d, TERN_GOP_DIV) && f->g->nodes[d].n_inputs == 2 && const_near(f, f->g->nodes[d].inputs[1], M_SQRT2, 1e-4))
         x = f->g->nodes[d].inputs[0];
-    else if (is_op(f, d, "Mul")) {
+    else if (is_op(f, d, TERN_GOP_MUL)) {
         const tern_graph_node *m = node(f, d);
         if (m->n_inputs == 2 && const_near(f, m->inputs[1], M_SQRT1_2, 1e-4))
             x = m->inputs[0];
@@ -261,7 +261,7 @@ static tern_status fuse_gelu_erf(fctx *f, int i, int *hits, tern_error *err)
     if (x < 0)
         return TERN_OK;
     int a = only_user(f, e->outputs[0]);
-    if (!is_op(f, a, "Add") || !const_near(f, other_input(node(f, a), e->outputs[0]), 1.0, 1e-6))
+    if (!is_op(f, a, TERN_GOP_ADD) || !const_near(f, other_input(node(f, a), e->outputs[0]), 1.0, 1e-6))
         return TERN_OK;
     int final, dropped[8], nd = 0;
     if (!match_half_x_times(f, f->g->nodes[a].outputs[0], x, &final, dropped, &nd))
@@ -285,14 +285,14 @@ static int is_cube_of(const fctx *f, int cube, int x, int *pw, int *sq)
     *sq = -1;
     if (!single(f, cube))
         return 0;
-    if (is_op(f, p, "Pow"))
+    if (is_op(f, p, TERN_GOP_POW))
         return f->g->nodes[p].inputs[0] == x && const_near(f, f->g->nodes[p].inputs[1], 3.0, 1e-6);
-    if (!is_op(f, p, "Mul"))
+    if (!is_op(f, p, TERN_GOP_MUL))
         return 0;
     const tern_graph_node *m = &f->g->nodes[p];
     for (int k = 0; k < 2; k++) {
         int sqv = m->inputs[1 - k], q = prod(f, sqv);
-        if (m->inputs[k] == x && single(f, sqv) && is_op(f, q, "Mul") && f->g->nodes[q].inputs[0] == x &&
+        if (m->inputs[k] == x && single(f, sqv) && is_op(f, q, TERN_GOP_MUL) && f->g->nodes[q].inputs[0] == x &&
             f->g->nodes[q].inputs[1] == x) {
             *sq = q;
             return 1;
@@ -307,19 +307,19 @@ static tern_status fuse_gelu_tanh(fctx *f, int i, int *hits, tern_error *err)
     if (t->n_inputs != 1 || !single(f, t->inputs[0]))
         return TERN_OK;
     int ms = prod(f, t->inputs[0]);
-    if (!is_op(f, ms, "Mul"))
+    if (!is_op(f, ms, TERN_GOP_MUL))
         return TERN_OK;
     int inner = -1;
     for (int k = 0; k < 2 && inner < 0; k++)
         if (const_near(f, f->g->nodes[ms].inputs[k], 0.7978845608028654, 1e-4))
             inner = f->g->nodes[ms].inputs[1 - k];
     int ad = prod(f, inner);
-    if (!single(f, inner) || !is_op(f, ad, "Add"))
+    if (!single(f, inner) || !is_op(f, ad, TERN_GOP_ADD))
         return TERN_OK;
     int x = -1, mc = -1, pw = -1, sq = -1;
     for (int k = 0; k < 2 && x < 0; k++) {
         int cand = f->g->nodes[ad].inputs[1 - k], m = prod(f, f->g->nodes[ad].inputs[k]);
-        if (!is_op(f, m, "Mul") || !single(f, f->g->nodes[ad].inputs[k]))
+        if (!is_op(f, m, TERN_GOP_MUL) || !single(f, f->g->nodes[ad].inputs[k]))
             continue;
         for (int q = 0; q < 2; q++) {
             int cube = f->g->nodes[m].inputs[1 - q], p, s2;
@@ -335,7 +335,7 @@ static tern_status fuse_gelu_tanh(fctx *f, int i, int *hits, tern_error *err)
     if (x < 0)
         return TERN_OK;
     int a = only_user(f, t->outputs[0]);
-    if (!is_op(f, a, "Add") || !const_near(f, other_input(node(f, a), t->outputs[0]), 1.0, 1e-6))
+    if (!is_op(f, a, TERN_GOP_ADD) || !const_near(f, other_input(node(f, a), t->outputs[0]), 1.0, 1e-6))
         return TERN_OK;
     int final, dropped[12], nd = 0;
     if (!match_half_x_times(f, f->g->nodes[a].outputs[0], x, &final, dropped, &nd))
@@ -354,7 +354,7 @@ static tern_status fuse_gelu_tanh(fctx *f, int i, int *hits, tern_error *err)
 /* ReduceMean over the last axis only, keepdims=1 */
 static int last_axis_mean(const fctx *f, int i)
 {
-    if (!is_op(f, i, "ReduceMean"))
+    if (!is_op(f, i, TERN_GOP_REDUCE_MEAN))
         return 0;
     const tern_graph_node *n = node(f, i);
     const tern_graph_value *x = &f->g->values[n->inputs[0]];
@@ -383,7 +383,7 @@ static tern_status fuse_layernorm(fctx *f, int i, int *hits, tern_error *err)
     tern_graph *g = f->g;
     int x = g->nodes[i].inputs[0], m = g->nodes[i].outputs[0];
     int sub = only_user(f, m);
-    if (!is_op(f, sub, "Sub") || g->nodes[sub].inputs[0] != x || g->nodes[sub].inputs[1] != m)
+    if (!is_op(f, sub, TERN_GOP_SUB) || g->nodes[sub].inputs[0] != x || g->nodes[sub].inputs[1] != m)
         return TERN_OK;
     int d = g->nodes[sub].outputs[0];
     if (f->uses[d] != 2)
@@ -392,9 +392,9 @@ static tern_status fuse_layernorm(fctx *f, int i, int *hits, tern_error *err)
     for (int j = sub + 1; j < g->n_nodes; j++)
         for (int k = 0; k < g->nodes[j].n_inputs; k++)
             if (g->nodes[j].inputs[k] == d) {
-                if (is_op(f, j, "Pow") && k == 0)
+                if (is_op(f, j, TERN_GOP_POW) && k == 0)
                     pw = j;
-                else if (is_op(f, j, "Div") && k == 0)
+                else if (is_op(f, j, TERN_GOP_DIV) && k == 0)
                     dv = j;
             }
     if (pw < 0 || dv < 0 || !const_near(f, g->nodes[pw].inputs[1], 2.0, 1e-6))
@@ -403,20 +403,20 @@ static tern_status fuse_layernorm(fctx *f, int i, int *hits, tern_error *err)
     if (!last_axis_mean(f, rm))
         return TERN_OK;
     int ad = only_user(f, g->nodes[rm].outputs[0]);
-    if (!is_op(f, ad, "Add"))
+    if (!is_op(f, ad, TERN_GOP_ADD))
         return TERN_OK;
     int epsv = other_input(node(f, ad), g->nodes[rm].outputs[0]);
     if (epsv < 0 || !g->values[epsv].constant || g->values[epsv].constant->count != 1)
         return TERN_OK;
     float eps = (float)tern_host_tensor_get(g->values[epsv].constant, 0);
     int sq = only_user(f, g->nodes[ad].outputs[0]);
-    if (!is_op(f, sq, "Sqrt") || only_user(f, g->nodes[sq].outputs[0]) != dv || g->nodes[dv].inputs[1] != g->nodes[sq].outputs[0])
+    if (!is_op(f, sq, TERN_GOP_SQRT) || only_user(f, g->nodes[sq].outputs[0]) != dv || g->nodes[dv].inputs[1] != g->nodes[sq].outputs[0])
         return TERN_OK;
     int nodes[12] = {i, sub, pw, rm, ad, sq}, nn = 6;
     int final = dv, gamma = -1, beta = -1;
     int64_t C = g->values[x].rank >= 1 ? g->values[x].dims[g->values[x].rank - 1] : -1;
     int mul = only_user(f, g->nodes[dv].outputs[0]);
-    if (is_op(f, mul, "Mul")) {
+    if (is_op(f, mul, TERN_GOP_MUL)) {
         int gv = other_input(node(f, mul), g->nodes[dv].outputs[0]);
         if (gv >= 0 && g->values[gv].constant && g->values[gv].rank == 1 && g->values[gv].dims[0] == C &&
             g->values[gv].type == g->values[x].type) {
@@ -424,7 +424,7 @@ static tern_status fuse_layernorm(fctx *f, int i, int *hits, tern_error *err)
             nodes[nn++] = dv;
             final = mul;
             int add = only_user(f, g->nodes[mul].outputs[0]);
-            if (is_op(f, add, "Add")) {
+            if (is_op(f, add, TERN_GOP_ADD)) {
                 int bv = other_input(node(f, add), g->nodes[mul].outputs[0]);
                 if (bv >= 0 && g->values[bv].constant && g->values[bv].rank == 1 && g->values[bv].dims[0] == C &&
                     g->values[bv].type == g->values[x].type) {
@@ -471,7 +471,7 @@ static tern_status fuse_matmul_bias(fctx *f, int i, int *hits, tern_error *err)
         return TERN_OK;
     int64_t N = g->values[w].dims[1];
     int transpose_w = 0;
-    if (strcmp(n->op, "Gemm") == 0) {
+    if (n->op_id == TERN_GOP_GEMM) {
         if (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1.0f) != 1.0f ||
             tern_graph_attr_float(n, "beta", 1.0f) != 1.0f || n->n_inputs < 3 || n->inputs[2] < 0)
             return TERN_OK;
@@ -484,7 +484,7 @@ static tern_status fuse_matmul_bias(fctx *f, int i, int *hits, tern_error *err)
         bias = n->inputs[2];
     } else {
         int add = only_user(f, n->outputs[0]);
-        if (!is_op(f, add, "Add"))
+        if (!is_op(f, add, TERN_GOP_ADD))
             return TERN_OK;
         bias = other_input(node(f, add), n->outputs[0]);
         nodes[nn++] = i;
@@ -495,9 +495,9 @@ static tern_status fuse_matmul_bias(fctx *f, int i, int *hits, tern_error *err)
         return TERN_OK;
     const char *act = "none";
     int nx = only_user(f, g->nodes[last].outputs[0]);
-    if (is_op(f, nx, "Relu"))
+    if (is_op(f, nx, TERN_GOP_RELU))
         act = "relu";
-    else if (is_op(f, nx, "Gelu"))
+    else if (is_op(f, nx, TERN_GOP_GELU))
         act = strcmp(tern_graph_attr_string(node(f, nx), "approximate", "none"), "tanh") == 0 ? "gelu_tanh" : "gelu";
     if (strcmp(act, "none") != 0) {
         nodes[nn++] = last;
@@ -595,10 +595,10 @@ static int att_repeat_kv(const fctx *f, int v, int *u)
 {
     const tern_graph *g = f->g;
     int p = prod(f, v);
-    if (!is_op(f, p, "Reshape"))
+    if (!is_op(f, p, TERN_GOP_RESHAPE))
         return 0;
     int x = g->nodes[p].inputs[0], e = prod(f, x);
-    if (!single(f, x) || !is_op(f, e, "Expand"))
+    if (!single(f, x) || !is_op(f, e, TERN_GOP_EXPAND))
         return 0;
     int s = g->nodes[e].inputs[0];
     const tern_graph_value *V = &g->values[v], *X = &g->values[x], *S = &g->values[s];
@@ -674,7 +674,7 @@ static void att_walk_back(const fctx *f, int v, const int *ax0, const int64_t *l
             v = u;
             continue;
         }
-        if (!flat && is_op(f, p, "Unsqueeze") && att_unsqueeze_axes(f, n, g->values[v].rank, ins)) {
+        if (!flat && is_op(f, p, TERN_GOP_UNSQUEEZE) && att_unsqueeze_axes(f, n, g->values[v].rank, ins)) {
             int nax[4];
             for (int d = 0; d < 4; d++) { /* a logical dim on an inserted axis (size 1) ends the walk */
                 if (ins[ax[d]])
@@ -684,7 +684,7 @@ static void att_walk_back(const fctx *f, int v, const int *ax0, const int64_t *l
                     nax[d] -= ins[e];
             }
             memcpy(ax, nax, sizeof ax);
-        } else if (!flat && is_op(f, p, "Transpose") && x->rank == 4) {
+        } else if (!flat && is_op(f, p, TERN_GOP_TRANSPOSE) && x->rank == 4) {
             const tern_graph_attr *pa = tern_graph_node_attr(n, "perm");
             int nax[4];
             for (int d = 0; d < 4; d++) {
@@ -694,14 +694,14 @@ static void att_walk_back(const fctx *f, int v, const int *ax0, const int64_t *l
                 nax[d] = (int)pe;
             }
             memcpy(ax, nax, sizeof ax);
-        } else if (is_op(f, p, "Reshape") && x->type == g->values[v].type && x->rank >= 1) {
+        } else if (is_op(f, p, TERN_GOP_RESHAPE) && x->type == g->values[v].type && x->rank >= 1) {
             if (!flat) { /* from here on the storage is addressed flat: the same offsets through a reshape */
                 rowmajor(&g->values[v], rm);
                 for (int d = 0; d < 4; d++)
                     st[d] = rm[ax[d]];
                 flat = 1;
             }
-        } else if (flat && off == 0 && (L->split < 0 || L->split == p) && is_op(f, p, "Split") && x->rank >= 1) {
+        } else if (flat && off == 0 && (L->split < 0 || L->split == p) && is_op(f, p, TERN_GOP_SPLIT) && x->rank >= 1) {
             int64_t axis = tern_graph_attr_int(n, "axis", 0);
             if (axis < 0)
                 axis += x->rank;
@@ -786,11 +786,11 @@ static int att_layouts(const fctx *f, int q, int kt, int v, int pv, att_layout *
     L->view[3][0] = 0;
     for (int d = 0; d < 4; d++)
         L->view[3][1 + d] = rm[d];
-    if (is_op(f, t, "Transpose") && L->ndrop < ATT_MAX_DROP - 1) {
+    if (is_op(f, t, TERN_GOP_TRANSPOSE) && L->ndrop < ATT_MAX_DROP - 1) {
         const tern_graph_value *y = &g->values[g->nodes[t].outputs[0]];
         const tern_graph_attr *pa = tern_graph_node_attr(node(f, t), "perm");
         int r2 = only_user(f, g->nodes[t].outputs[0]);
-        if (y->rank == 4 && is_op(f, r2, "Reshape") && g->values[g->nodes[r2].outputs[0]].type == O->type) {
+        if (y->rank == 4 && is_op(f, r2, TERN_GOP_RESHAPE) && g->values[g->nodes[r2].outputs[0]].type == O->type) {
             int64_t ry[4];
             rowmajor(y, ry);
             int ok = 1;
@@ -822,25 +822,25 @@ static int att_layouts(const fctx *f, int q, int kt, int v, int pv, att_layout *
 static int att_scores(const fctx *f, int v)
 {
     int p = prod(f, v);
-    if (is_op(f, p, "Div") || is_op(f, p, "Mul")) {
+    if (is_op(f, p, TERN_GOP_DIV) || is_op(f, p, TERN_GOP_MUL)) {
         const tern_graph_node *d = node(f, p);
         int k0 = d->inputs[0], k1 = d->inputs[1];
         const tern_host_tensor *c0 = f->g->values[k0].constant, *c1 = f->g->values[k1].constant;
         if (c1 && c1->count == 1)
             p = prod(f, k0);
-        else if (c0 && c0->count == 1 && !strcmp(d->op, "Mul"))
+        else if (c0 && c0->count == 1 && d->op_id == TERN_GOP_MUL)
             p = prod(f, k1);
         else
             return 0;
     }
-    return is_op(f, p, "MatMul");
+    return is_op(f, p, TERN_GOP_MATMUL);
 }
 
 /* Is node c a Cast of an fp32 value to fp32 (what softmax(x.float()) and softmax(x, dtype=torch.float32)
  * export: a no-op the attention can take in)? */
 static int att_noop_cast(const fctx *f, int c)
 {
-    if (!is_op(f, c, "Cast"))
+    if (!is_op(f, c, TERN_GOP_CAST))
         return 0;
     const tern_graph_node *n = node(f, c);
     return tern_graph_attr_int(n, "to", 0) == 1 && f->g->values[n->inputs[0]].type == TERN_ELEM_FLOAT &&
@@ -867,12 +867,12 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         y = g->nodes[pv].outputs[0];
         pv = only_user(f, y);
     }
-    if (!is_op(f, pv, "MatMul") || g->nodes[pv].inputs[0] != y || !single(f, x))
+    if (!is_op(f, pv, TERN_GOP_MATMUL) || g->nodes[pv].inputs[0] != y || !single(f, x))
         return TERN_OK;
     int mask_mode = 0, mask = -1, scale_op = 0;
     float fill = 0, scale = 1;
     int p = prod(f, x);
-    if (is_op(f, p, "Where")) {
+    if (is_op(f, p, TERN_GOP_WHERE)) {
         const tern_graph_node *w = node(f, p);
         int cnd = w->inputs[0], t = w->inputs[1], e = w->inputs[2];
         const tern_graph_value *tv = &g->values[t], *ev = &g->values[e];
@@ -888,7 +888,7 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         mask = cnd;
         nodes[nn++] = p;
         p = prod(f, x);
-    } else if (is_op(f, p, "Add")) {
+    } else if (is_op(f, p, TERN_GOP_ADD)) {
         const tern_graph_node *a = node(f, p);
         /* the scores are the operand a matmul (possibly scaled) produced */
         int s0 = a->inputs[0], s1 = a->inputs[1];
@@ -903,9 +903,9 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         nodes[nn++] = p;
         p = prod(f, x);
     }
-    if (is_op(f, p, "Div") || is_op(f, p, "Mul")) {
+    if (is_op(f, p, TERN_GOP_DIV) || is_op(f, p, TERN_GOP_MUL)) {
         const tern_graph_node *d = node(f, p);
-        int divide = !strcmp(d->op, "Div");
+        int divide = d->op_id == TERN_GOP_DIV;
         int sv = d->inputs[1], other = d->inputs[0];
         if (!divide && g->values[other].constant && g->values[other].constant->count == 1)
             sv = d->inputs[0], other = d->inputs[1];
@@ -918,7 +918,7 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         nodes[nn++] = p;
         p = prod(f, x);
     }
-    if (!is_op(f, p, "MatMul"))
+    if (!is_op(f, p, TERN_GOP_MATMUL))
         return TERN_OK;
     int q = g->nodes[p].inputs[0], kt = g->nodes[p].inputs[1], v = g->nodes[pv].inputs[1];
     const tern_graph_value *Q = &g->values[q], *K = &g->values[kt], *V = &g->values[v], *S = &g->values[x];
@@ -969,11 +969,11 @@ static tern_status fuse_residual(fctx *f, int i, int *hits, tern_error *err)
 {
     tern_graph *g = f->g;
     const tern_graph_node *n = &g->nodes[i];
-    if (f->touched[i] || strcmp(n->domain, "tern") || strcmp(n->op, "MatMulBias") || n->n_inputs != 3 ||
+    if (f->touched[i] || n->op_id != TERN_GOP_MATMUL_BIAS || n->n_inputs != 3 ||
         !g->values[n->inputs[1]].constant)
         return TERN_OK;
     int y = n->outputs[0], add = only_user(f, y);
-    if (!is_op(f, add, "Add"))
+    if (!is_op(f, add, TERN_GOP_ADD))
         return TERN_OK;
     int r = other_input(node(f, add), y);
     const tern_graph_value *yv = &g->values[y], *rv = r >= 0 ? &g->values[r] : NULL;
@@ -1003,7 +1003,7 @@ static int fusable_layernorm(fctx *f, int y, int two)
     if (yv->rank < 1 || yv->type != TERN_ELEM_FLOAT)
         return -1;
     for (int ln = 0; ln < g->n_nodes; ln++) {
-        if (!is_op(f, ln, "LayerNormalization"))
+        if (!is_op(f, ln, TERN_GOP_LAYER_NORMALIZATION))
             continue;
         const tern_graph_node *l = node(f, ln);
         if (l->inputs[0] != y || l->n_inputs < 2 || l->inputs[1] < 0)
@@ -1035,7 +1035,7 @@ static tern_status fuse_linear_layernorm(fctx *f, int i, int *hits, tern_error *
 {
     tern_graph *g = f->g;
     const tern_graph_node *n = &g->nodes[i];
-    if (f->touched[i] || strcmp(n->domain, "tern") || strcmp(n->op, "MatMulBias") || n->n_inputs < 3 ||
+    if (f->touched[i] || n->op_id != TERN_GOP_MATMUL_BIAS || n->n_inputs < 3 ||
         n->n_inputs > 4 || !g->values[n->inputs[1]].constant || tern_graph_node_attr(n, "layernorm"))
         return TERN_OK;
     int y = n->outputs[0], two = f->uses[y] == 2;
@@ -1100,19 +1100,19 @@ static tern_status fuse_round(tern_graph *g, unsigned flags, int *hits, tern_err
     for (int i = 0; i < g->n_nodes && !st; i++) {
         if (f.touched[i] || g->nodes[i].domain[0])
             continue;
-        if (!strcmp(g->nodes[i].op, "Erf"))
+        if (g->nodes[i].op_id == TERN_GOP_ERF)
             st = fuse_gelu_erf(&f, i, hits, err);
-        else if (!strcmp(g->nodes[i].op, "Tanh"))
+        else if (g->nodes[i].op_id == TERN_GOP_TANH)
             st = fuse_gelu_tanh(&f, i, hits, err);
-        else if (!strcmp(g->nodes[i].op, "ReduceMean"))
+        else if (g->nodes[i].op_id == TERN_GOP_REDUCE_MEAN)
             st = fuse_layernorm(&f, i, hits, err);
-        else if (!strcmp(g->nodes[i].op, "Softmax") && !(flags & TERN_GRAPH_NO_ATTENTION_FUSION))
+        else if (g->nodes[i].op_id == TERN_GOP_SOFTMAX && !(flags & TERN_GRAPH_NO_ATTENTION_FUSION))
             st = fuse_attention(&f, i, hits, err);
     }
     if (!st && *hits == before)
         for (int i = 0; i < g->n_nodes && !st; i++)
             if (!f.touched[i] && !g->nodes[i].domain[0] &&
-                (!strcmp(g->nodes[i].op, "MatMul") || !strcmp(g->nodes[i].op, "Gemm")))
+                (g->nodes[i].op_id == TERN_GOP_MATMUL || g->nodes[i].op_id == TERN_GOP_GEMM))
                 st = fuse_matmul_bias(&f, i, hits, err);
     if (!st && !(flags & TERN_GRAPH_NO_RESIDUAL_FUSION))
         for (int i = 0; i < g->n_nodes && !st; i++)
