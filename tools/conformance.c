@@ -423,23 +423,9 @@ static int compare(const arr *e, const double *got, tern_dtype got_dt, char *msg
  * initializers; data operands (Gather indices, Pow exponents, Where conditions...) always stay run-time inputs. */
 static int param_slot(const char *op, int j)
 {
-    static const struct {
-        const char *op;
-        unsigned slots; /* bit j: input j */
-    } tab[] = {{"Reshape", 1u << 1},       {"Expand", 1u << 1},      {"Tile", 1u << 1},
-               {"Pad", 0xEu},              {"Slice", 0x1Eu},         {"Squeeze", 1u << 1},
-               {"Unsqueeze", 1u << 1},     {"Split", 1u << 1},       {"ConstantOfShape", 1u << 0},
-               {"Range", 0x7u},            {"TopK", 1u << 1},        {"OneHot", 1u << 1},
-               {"Resize", 0xEu},           {"Upsample", 1u << 1},    {"CumSum", 1u << 1},
-               {"Trilu", 1u << 1},         {"Clip", 0x6u},           {"Dropout", 0x6u}};
     if (j < 0 || j > 30)
         return 0;
-    if (!strncmp(op, "Reduce", 6))
-        return j == 1;
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (!strcmp(tab[i].op, op))
-            return (tab[i].slots >> j) & 1u;
-    return 0;
+    return (tern_op_info(tern_op_lookup("", op))->const_inputs >> j) & 1u; /* the registry's CONST_MASK */
 }
 
 /* The model's fed inputs (graph inputs that are not initializers), in order, and which are attribute-like
@@ -853,25 +839,10 @@ static void op_from_model(const char *dir, test_case *t)
     tern_graph_free(g);
 }
 
-/* The ops whose every case the compiler issue requires to pass (its list, spelled as ONNX ops). */
+/* The ops whose every case the compiler issue requires to pass: STATUS REQUIRED in include/tern/ops.def. */
 static int required_op(const char *op)
 {
-    static const char *const req[] = {
-        "MatMul", "Gemm", "Conv", "Softmax", "LayerNormalization", "Reshape", "Transpose", "Concat", "Split",
-        "Slice", "Gather", "Expand", "Where", "Cast", "Erf", "Pow", "Sqrt",
-        /* elementwise */
-        "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Exp", "Log", "Reciprocal", "Max", "Min", "Sum", "Mean",
-        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",
-        /* activations */
-        "Relu", "Tanh", "Sigmoid", "Softplus", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish", "Softsign",
-        "PRelu", "ThresholdedRelu", "Clip", "Gelu",
-        /* reductions */
-        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
-        "ReduceLogSumExp", "ReduceSumSquare"};
-    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
-        if (!strcmp(req[i], op))
-            return 1;
-    return 0;
+    return tern_op_info(tern_op_lookup("", op))->status == TERN_OP_STATUS_REQUIRED;
 }
 
 /* ---- driver ---- */
