@@ -444,6 +444,15 @@ def torch_models():
             m.bias.data.uniform_(-0.2, 0.2)
     export(cnn, "cnn", (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}, "out": {0: "batch"}}, 13)
 
+    # LLaMA-style decoder (gen_models.py's: RMSNorm, rotary, 4 query heads on 2 K/V heads, causal mask, SwiGLU),
+    # last so the models above keep their weights: the fused attention's kv_rep in the host evaluator
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gen_models
+    torch.manual_seed(1)
+    idx = torch.randint(0, 50, (2, 12))
+    export(gen_models.Llama(50, 32, 4, 2, 48, 2, 16), "llama", (idx,), ["idx"],
+           {"idx": {0: "batch", 1: "seq"}, "out": {0: "batch", 1: "seq"}}, 14)
+
 
 def fold_model():
     """y = x * (c1 + Reshape(c2)) + Shape-derived constant; the constant part folds to one initializer."""

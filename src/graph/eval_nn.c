@@ -308,8 +308,10 @@ static tern_status att_view(const ectx *c, const char *name, size_t count, const
 }
 
 /* Between a dense logical [B, H, S, D] tensor (or [B, H, D, S] when kt) and its strided layout view
- * {off, sB, sH, sS, sD} with logical dims ld: gather into dense, or scatter from it. */
-static void att_move(float *dense, float *strided, const int64_t *v, const int64_t *ld, int kt, int gather)
+ * {off, sB, sH, sS, sD} with logical dims ld: gather into dense, or scatter from it. Head h is the view's head
+ * h / rep (grouped-query K and V: rep query heads share one). */
+static void att_move(float *dense, float *strided, const int64_t *v, const int64_t *ld, int kt, int gather,
+                     int64_t rep)
 {
     size_t n = 0;
     int64_t outer = kt ? ld[3] : ld[2], inner = kt ? ld[2] : ld[3];
@@ -318,7 +320,7 @@ static void att_move(float *dense, float *strided, const int64_t *v, const int64
         for (int64_t h = 0; h < ld[1]; h++)
             for (int64_t i = 0; i < outer; i++)
                 for (int64_t j = 0; j < inner; j++, n++) {
-                    float *x = &strided[v[0] + b * v[1] + h * v[2] + i * so + j * si];
+                    float *x = &strided[v[0] + b * v[1] + h / rep * v[2] + i * so + j * si];
                     if (gather)
                         dense[n] = *x;
                     else
@@ -344,8 +346,12 @@ static tern_status ev_attention(const ectx *c)
         for (int d = 0; d < 6; d++)
             if (dm[d] < 1 || dm[d] > (int64_t)1 << 20)
                 return efail(c, TERN_ERR_INVALID, "dims[%d] = %lld", d, (long long)dm[d]);
-        int64_t lq[4] = {dm[0], dm[1], dm[2], dm[4]}, lk[4] = {dm[0], dm[1], dm[3], dm[4]},
-                lv[4] = {dm[0], dm[1], dm[3], dm[5]}, lo[4] = {dm[0], dm[1], dm[2], dm[5]};
+        int64_t rep = tern_graph_attr_int(c->n, "kv_rep", 1); /* query heads per K/V head */
+        if (rep < 1 || dm[1] % rep)
+            return efail(c, TERN_ERR_INVALID, "kv_rep %lld does not divide the %lld heads", (long long)rep,
+                         (long long)dm[1]);
+        int64_t lq[4] = {dm[0], dm[1], dm[2], dm[4]}, lk[4] = {dm[0], dm[1] / rep, dm[3], dm[4]},
+                lv[4] = {dm[0], dm[1] / rep, dm[3], dm[5]}, lo[4] = {dm[0], dm[1], dm[2], dm[5]};
         int64_t vq[5], vk[5], vv[5], vo[5], on = 1;
         for (size_t d = 0; d < oa->n; d++)
             on *= oa->ints[d] >= 0 ? oa->ints[d] : 0;
@@ -366,9 +372,10 @@ static tern_status ev_attention(const ectx *c)
                 tern_host_tensor_free(t[k]);
             return efail(c, e.code, "%s", e.msg);
         }
-        att_move(t[0]->f, IN(0)->f, vq, lq, 0, 1);
-        att_move(t[1]->f, IN(1)->f, vk, lk, 1, 1);
-        att_move(t[2]->f, IN(2)->f, vv, lv, 0, 1);
+        int64_t lkf[4] = {dm[0], dm[1], dm[3], dm[4]}, lvf[4] = {dm[0], dm[1], dm[3], dm[5]}; /* every query head */
+        att_move(t[0]->f, IN(0)->f, vq, lq, 0, 1, 1);
+        att_move(t[1]->f, IN(1)->f, vk, lkf, 1, 1, rep);
+        att_move(t[2]->f, IN(2)->f, vv, lvf, 0, 1, rep);
         tern_host_tensor *lo_t = NULL;
         st = attention_core(c, t[0], t[1], t[2], &lo_t);
         for (int k = 0; k < 3; k++)
@@ -379,7 +386,7 @@ static tern_status ev_attention(const ectx *c)
             tern_host_tensor_free(lo_t);
             return efail(c, e.code, "%s", e.msg);
         }
-        att_move(lo_t->f, o->f, vo, lo, 0, 0);
+        att_move(lo_t->f, o->f, vo, lo, 0, 0, 1);
         tern_host_tensor_free(lo_t);
     }
     graph_tensor_normalize(o);

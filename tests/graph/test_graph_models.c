@@ -1,5 +1,6 @@
 /* Models exported by torch.onnx.export (scripts/gen_onnx_models.py: an MLP, a 2-block GPT-2-style decoder at opset
- * 14, a 2-layer BERT-style encoder at opset 12, a ResNet-18-style CNN at opset 13; random weights), against
+ * 14, a 2-layer BERT-style encoder at opset 12, a ResNet-18-style CNN at opset 13, a 2-block LLaMA-style
+ * decoder with grouped-query heads at opset 14; random weights), against
  * PyTorch's outputs: import; inference with symbolic batch/sequence (ranks known, dims symbolic); binding the
  * shapes (every output dim then known and equal to PyTorch's); a host run; constant folding, pruning and fusion
  * (exact fused-node counts), and the optimised graph's run must still match. TERN_GRAPH_DUMP=1 prints the graphs. */
@@ -136,6 +137,9 @@ int main(void)
         {"gpt2", 3, 1, 2, 8, 1, 2, 4, 2e-4},
         {"bert", 3, 1, 2, 12, 0, 2, 4, 2e-4},
         {"cnn", 2, 0, 0, 1, 0, 0, 0, 1e-4},
+        /* LLaMA-style (no biases, RMSNorm unfused): both attentions fuse, reading the 2 K/V heads of the 4 query
+         * heads in place (kv_rep 2); the 7 bias-less linear layers per block and the head stay MatMuls */
+        {"llama", 3, 0, 0, 0, 15, 2, 0, 2e-4},
     };
     for (size_t k = 0; k < TERN_ARRAY_LEN(cases); k++)
         check_model(&cases[k]);
