@@ -14,7 +14,8 @@
  * OpenBLAS kernel matching the CPU, torch and OpenBLAS threads at 1 or all): <name>_torch_openblas_core,
  * <name>_torch_threads and <name>_torch_blas_threads say what it chose. <name>_rss_mb: the model's peak host
  * memory (each model runs in its own process).
- * Usage: bench_models [MODEL ...]   (default: gpt2_124m bert_base resnet50 bert_large) */
+ * Usage: bench_models [MODEL ...]   (default: gpt2_124m bert_base resnet50 bert_large; any gen_models.py name,
+ * e.g. `bench_models llama_small t5_small`: the LLaMA-style and T5-style models whose attention fuses) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
