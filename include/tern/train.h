@@ -25,7 +25,12 @@ typedef enum {
     TERN_LOSS_OUTPUT         /* a scalar output the model computes itself */
 } tern_loss_kind;
 
-typedef enum { TERN_OPT_SGD, TERN_OPT_ADAM, TERN_OPT_ADAMW } tern_optimizer_kind;
+typedef enum { TERN_OPT_SGD, TERN_OPT_ADAM, TERN_OPT_ADAMW, TERN_OPT_LAMB } tern_optimizer_kind;
+
+/* Learning-rate schedules: the rate of step t (1-based) is lr x f(t), f = t / warmup during the warm-up steps,
+ * then 1 (constant), (T - t) / (T - warmup) (linear) or (1 + cos(pi (t - warmup) / (T - warmup))) / 2 (cosine)
+ * for T = total_steps; the same as PyTorch's LambdaLR with that lambda stepped after every optimizer step. */
+typedef enum { TERN_LR_CONSTANT, TERN_LR_LINEAR, TERN_LR_COSINE } tern_lr_schedule;
 
 typedef struct {
     tern_loss_kind loss;
@@ -40,6 +45,9 @@ typedef struct {
     double weight_decay;      /* SGD/Adam: added to the gradient (L2); AdamW: decoupled */
     double beta1, beta2, eps; /* Adam/AdamW: 0.9, 0.999, 1e-8 */
     double clip_norm;         /* > 0: gradients scaled by min(1, clip_norm / (global norm + 1e-6)) */
+    tern_lr_schedule schedule;
+    int64_t warmup_steps;     /* linear warm-up from lr / warmup (0: none) */
+    int64_t total_steps;      /* T of the linear and cosine decays */
     int64_t batch;            /* rows per step (axis 0 of the data input) */
     /* the shape of one data row (the data input's dims after axis 0): binds its symbolic dims and is checked
      * against its fixed ones. row_rank < 0: the model's declared dims. */
@@ -52,6 +60,8 @@ typedef struct {
 } tern_train_opts;
 
 void tern_train_opts_default(tern_train_opts *o);
+/* The learning rate of step t (1-based) under o's schedule. */
+double tern_train_lr(const tern_train_opts *o, uint64_t step);
 
 typedef struct tern_trainer tern_trainer;
 
@@ -60,6 +70,7 @@ typedef struct {
     double loss, grad_norm;   /* grad_norm before clipping; NaN in timing-only mode */
     double step_seconds;      /* predicted device time of the step */
     double samples_per_s;
+    double lr;                /* the step's learning rate (the schedule's) */
     double mfu;               /* training-graph matmul FLOPs / (peak x time), percent */
 } tern_train_step_info;
 

@@ -28,10 +28,13 @@ static void usage(FILE *f)
             "  --output NAME         the model output the loss reads (default: the first)\n"
             "  --ignore-index N      cross-entropy: label that counts for nothing (default -100)\n"
             "  --label-smoothing E   cross-entropy: in [0, 1) (default 0)\n"
-            "  --optimizer NAME      sgd | adam | adamw (default adamw)\n"
+            "  --optimizer NAME      sgd | adam | adamw | lamb (default adamw)\n"
             "  --lr X                learning rate (default 1e-3)\n"
+            "  --lr-schedule S       constant (default) | linear | cosine decay to 0 at --steps\n"
+            "  --warmup N            linear warm-up over the first N steps\n"
             "  --momentum X          sgd momentum (default 0); --nesterov for Nesterov momentum\n"
-            "  --weight-decay X      default 0.01 for adamw (decoupled), 0 for sgd and adam (added to the gradient)\n"
+            "  --weight-decay X      default 0.01 for adamw and lamb (decoupled), 0 for sgd and adam (added to the\n"
+            "                        gradient)\n"
             "  --beta1 X --beta2 X --eps X   adam/adamw (0.9, 0.999, 1e-8)\n"
             "  --clip-norm X         clip gradients by their global norm\n"
             "  --steps N             steps (default 100); --batch B rows per step (default 32)\n"
@@ -62,8 +65,8 @@ static int fail(const char *msg)
 int tern_cmd_train(int argc, char **argv)
 {
     const char *model = NULL, *data = NULL, *labels = NULL, *outp = NULL, *dump = NULL, *loss = "cross-entropy";
-    const char *opt_name = "adamw", *prec = "fp32";
-    int64_t steps = 100, batch = 32, ignore = -100;
+    const char *opt_name = "adamw", *prec = "fp32", *sched = "constant";
+    int64_t steps = 100, batch = 32, ignore = -100, warmup = 0;
     uint64_t seed = 0;
     int shuffle = 0, json = 0, timing = 0, wd_given = 0;
     tern_train_opts o;
@@ -111,6 +114,13 @@ int tern_cmd_train(int argc, char **argv)
             opt_name = v;
         } else if (!strcmp(a, "--lr")) {
             FLT(o.lr, 0, 1e6);
+        } else if (!strcmp(a, "--lr-schedule")) {
+            VAL("constant, linear or cosine");
+            sched = v;
+        } else if (!strcmp(a, "--warmup")) {
+            VAL("a step count");
+            if ((rc = tern_arg_int("train", a, v, 0, 100000000, &warmup)))
+                return rc;
         } else if (!strcmp(a, "--momentum")) {
             FLT(o.momentum, 0, 1);
         } else if (!strcmp(a, "--nesterov")) {
@@ -187,12 +197,26 @@ int tern_cmd_train(int argc, char **argv)
         o.optimizer = TERN_OPT_ADAM;
     else if (!strcmp(opt_name, "adamw"))
         o.optimizer = TERN_OPT_ADAMW;
+    else if (!strcmp(opt_name, "lamb"))
+        o.optimizer = TERN_OPT_LAMB;
     else {
-        fprintf(stderr, "tern train: --optimizer '%s': expected sgd, adam or adamw\n", opt_name);
+        fprintf(stderr, "tern train: --optimizer '%s': expected sgd, adam, adamw or lamb\n", opt_name);
         return 2;
     }
     if (!wd_given)
-        o.weight_decay = o.optimizer == TERN_OPT_ADAMW ? 0.01 : 0;
+        o.weight_decay = o.optimizer == TERN_OPT_ADAMW || o.optimizer == TERN_OPT_LAMB ? 0.01 : 0;
+    if (!strcmp(sched, "constant"))
+        o.schedule = TERN_LR_CONSTANT;
+    else if (!strcmp(sched, "linear"))
+        o.schedule = TERN_LR_LINEAR;
+    else if (!strcmp(sched, "cosine"))
+        o.schedule = TERN_LR_COSINE;
+    else {
+        fprintf(stderr, "tern train: --lr-schedule '%s': expected constant, linear or cosine\n", sched);
+        return 2;
+    }
+    o.warmup_steps = warmup;
+    o.total_steps = steps;
     if (!strcmp(prec, "fp32"))
         o.matmul_dtype = TERN_DTYPE_FP32;
     else if (!strcmp(prec, "bf16"))
@@ -346,9 +370,9 @@ int tern_cmd_train(int argc, char **argv)
         total += info.step_seconds;
         if (json)
             printf("%s{\"step\":%llu,\"loss\":%.9g,\"grad_norm\":%.9g,\"step_ms\":%.6f,\"samples_per_s\":%.6g,"
-                   "\"mfu\":%.6g}",
+                   "\"mfu\":%.6g,\"lr\":%.9g}",
                    s ? "," : "", (unsigned long long)info.step, timing ? 0 : info.loss, timing ? 0 : info.grad_norm,
-                   info.step_seconds * 1e3, info.samples_per_s, info.mfu);
+                   info.step_seconds * 1e3, info.samples_per_s, info.mfu, info.lr);
         else if (timing)
             printf("step %llu/%lld: predicted step %.4f ms, %.1f samples/s, MFU %.3g%%\n",
                    (unsigned long long)info.step, (long long)steps, info.step_seconds * 1e3, info.samples_per_s,

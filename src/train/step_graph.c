@@ -3,7 +3,7 @@
  * inv_count, with the smoothed one-hot target rows and 1/count of counted rows fed per step; mean squared
  * error; or a scalar output of the model); the reverse pass appends the gradients; then the global gradient norm,
  * optional clipping by it, and the optimizer update of every weight and its state, written with the same
- * operation order as PyTorch's single-tensor SGD/Adam/AdamW so fp32 runs agree to rounding. Hyper-parameters
+ * operation order as PyTorch's single-tensor SGD/Adam/AdamW so fp32 runs agree to rounding, and LAMB. Hyper-parameters
  * that never change are constants; those that change per step (the learning rate and Adam's bias corrections)
  * are scalar inputs. Outputs: the loss read-out, loss, gradient norm, updated weights and state. */
 #include "train_internal.h"
@@ -161,6 +161,27 @@ static int build_update(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int 
         }
         return ad_op2(a, "Sub", p, ad_op2(a, "Mul", d, sc[0]));
     }
+    if (o->optimizer == TERN_OPT_LAMB) {
+        /* LAMB (You et al. 2019, as NVIDIA's BERT runs use it): Adam's bias-corrected direction plus decoupled
+         * decay, r = m/bc1 / (sqrt(v)/sqrt(bc2) + eps) + wd p, scaled per tensor by the trust ratio
+         * ||p|| / ||r|| (1 when either norm is 0): p -= lr trust r */
+        int m = ad_op2(a, "Add", ad_op2(a, "Mul", st[0], scalar_c(a, o->beta1)),
+                       ad_op2(a, "Mul", g, scalar_c(a, 1 - o->beta1)));
+        int v = ad_op2(a, "Add", ad_op2(a, "Mul", st[1], scalar_c(a, o->beta2)),
+                       ad_op2(a, "Mul", ad_op2(a, "Mul", g, g), scalar_c(a, 1 - o->beta2)));
+        st_out[0] = m;
+        st_out[1] = v;
+        int denom = ad_op2(a, "Add", ad_op2(a, "Div", ad_op1(a, "Sqrt", v), sc[1]), scalar_c(a, o->eps));
+        int r = ad_op2(a, "Div", ad_op2(a, "Div", m, sc[3]), denom);
+        if (o->weight_decay != 0)
+            r = ad_op2(a, "Add", r, ad_op2(a, "Mul", p, scalar_c(a, o->weight_decay)));
+        int wn = ad_op1(a, "Sqrt", ad_reduce(a, "ReduceSum", ad_op2(a, "Mul", p, p), 0, NULL, 0));
+        int rn = ad_op1(a, "Sqrt", ad_reduce(a, "ReduceSum", ad_op2(a, "Mul", r, r), 0, NULL, 0));
+        int in[3] = {ad_op2(a, "Greater", ad_op2(a, "Mul", wn, rn), scalar_c(a, 0.0)), ad_op2(a, "Div", wn, rn),
+                     scalar_c(a, 1.0)};
+        int trust = ad_op(a, "Where", 3, in);
+        return ad_op2(a, "Sub", p, ad_op2(a, "Mul", r, ad_op2(a, "Mul", trust, sc[0])));
+    }
     /* torch.optim.Adam / AdamW (single-tensor): [p *= 1 - lr wd]; [g += wd p]; m = b1 m + (1 - b1) g;
      * v = b2 v + (1 - b2) g g; p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps) */
     int pp = p;
@@ -298,7 +319,7 @@ tern_status train_build_step_graph(tern_trainer *t, tern_error *err)
     if (o->clip_norm > 0)
         coef = ad_op2(&a, "Min", ad_op2(&a, "Div", scalar_c(&a, o->clip_norm), ad_op2(&a, "Add", gnorm, scalar_c(&a, 1e-6))),
                       scalar_c(&a, 1.0));
-    int sc[3] = {-1, -1, -1};
+    int sc[4] = {-1, -1, -1, -1};
     if (o->optimizer == TERN_OPT_SGD) {
         sc[0] = add_scalar_input(&a, TRAIN_LR);
     } else {
@@ -306,6 +327,8 @@ tern_status train_build_step_graph(tern_trainer *t, tern_error *err)
         sc[1] = add_scalar_input(&a, TRAIN_BC2_SQRT);
         if (o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
             sc[2] = add_scalar_input(&a, TRAIN_DECAY);
+        if (o->optimizer == TERN_OPT_LAMB)
+            sc[3] = add_scalar_input(&a, TRAIN_BC1);
     }
     /* outputs: read-out, loss, grad norm, then per weight its new value, state and gradient */
     int cap = 3 + (int)t->nw * 4;

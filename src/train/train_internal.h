@@ -55,6 +55,7 @@ struct tern_trainer {
 #define TRAIN_STEP_SIZE "train.step_size"
 #define TRAIN_BC2_SQRT "train.bc2_sqrt"
 #define TRAIN_DECAY "train.decay"
+#define TRAIN_BC1 "train.bc1"
 
 /* step_graph.c: turns t->g (the model, weights still initializers) into the training-step graph. */
 tern_status train_build_step_graph(tern_trainer *t, tern_error *err);

@@ -27,6 +27,21 @@ void tern_train_opts_default(tern_train_opts *o)
     o->matmul_dtype = TERN_DTYPE_FP32;
 }
 
+double tern_train_lr(const tern_train_opts *o, uint64_t step)
+{
+    double t = (double)step, w = (double)o->warmup_steps, total = (double)o->total_steps;
+    if (o->warmup_steps > 0 && t < w)
+        return o->lr * t / w;
+    if (o->schedule == TERN_LR_CONSTANT || total <= w)
+        return o->lr;
+    double frac = (t - w) / (total - w);
+    if (frac > 1)
+        frac = 1;
+    if (o->schedule == TERN_LR_LINEAR)
+        return o->lr * (1 - frac);
+    return o->lr * 0.5 * (1 + cos(M_PI * frac));
+}
+
 static char *dup_s(const char *s)
 {
     if (!s)
@@ -340,15 +355,18 @@ tern_status tern_train_step(tern_trainer *t, const float *x, size_t x_count, con
                 return st;
     }
     const tern_train_opts *o = &t->o;
+    double lr = tern_train_lr(o, step);
     if (o->optimizer == TERN_OPT_SGD) {
-        st = set_scalar(t, TRAIN_LR, o->lr, err);
+        st = set_scalar(t, TRAIN_LR, lr, err);
     } else {
         double bc1 = 1 - pow(o->beta1, (double)step), bc2 = 1 - pow(o->beta2, (double)step);
-        st = set_scalar(t, TRAIN_STEP_SIZE, o->lr / bc1, err);
+        st = set_scalar(t, TRAIN_STEP_SIZE, o->optimizer == TERN_OPT_LAMB ? lr : lr / bc1, err);
         if (!st)
             st = set_scalar(t, TRAIN_BC2_SQRT, sqrt(bc2), err);
+        if (!st && o->optimizer == TERN_OPT_LAMB)
+            st = set_scalar(t, TRAIN_BC1, bc1, err);
         if (!st && o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
-            st = set_scalar(t, TRAIN_DECAY, 1 - o->lr * o->weight_decay, err);
+            st = set_scalar(t, TRAIN_DECAY, 1 - lr * o->weight_decay, err);
     }
     if (st)
         return st;
@@ -358,6 +376,7 @@ tern_status tern_train_step(tern_trainer *t, const float *x, size_t x_count, con
     tern_train_step_info in;
     memset(&in, 0, sizeof in);
     in.step = step;
+    in.lr = lr;
     in.step_seconds = (double)rs.time_ps * 1e-12;
     in.samples_per_s = in.step_seconds > 0 ? (double)o->batch / in.step_seconds : 0;
     in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * in.step_seconds) * 100 : 0;

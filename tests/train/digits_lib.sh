@@ -44,7 +44,7 @@ if m.graph.input[0].type.tensor_type.shape.dim[0].dim_param != "batch":
     fail.append("trained model lost its dynamic batch axis")
 # the trained initializers in the same PyTorch module give tern's logits
 state = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in m.graph.initializer}
-mod = build(extra)
+mod = build(next((e for e in extra.split(",") if e in ("gelu-ln", "cnn")), ""))
 mod.load_state_dict(state)
 with torch.no_grad():
     tl = mod(torch.from_numpy(np.load(f"{d}/x_test.npy"))).numpy()

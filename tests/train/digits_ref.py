@@ -3,7 +3,10 @@ shipped by Debian's python3-sklearn), a small MLP in PyTorch exported to ONNX wi
 same training run in PyTorch fp32 (same initialisation, data order, optimizer and hyper-parameters as the tern
 run): the per-step losses and the final test accuracy, written next to the model for the shell test to compare.
 
-usage: digits_ref.py OUTDIR STEPS BATCH OPTIMIZER LR [extra]   (extra: "", gelu-ln or cnn)"""
+usage: digits_ref.py OUTDIR STEPS BATCH OPTIMIZER LR [extra]
+extra: comma-separated: gelu-ln or cnn (the model; else the ReLU/Tanh MLP), linear:W or cosine:W (the learning-rate
+schedule with W warm-up steps, docs/training.md). OPTIMIZER lamb is written out here (torch.optim has none)."""
+import math
 import json
 import sys
 
@@ -16,7 +19,23 @@ from sklearn.datasets import load_digits
 
 
 out, steps, batch, opt_name, lr = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
-extra = sys.argv[6] if len(sys.argv) > 6 else ""
+extras = (sys.argv[6] if len(sys.argv) > 6 else "").split(",")
+extra = next((e for e in extras if e in ("gelu-ln", "cnn")), "")
+sched, warm = "constant", 0
+for e in extras:
+    if ":" in e:
+        sched, warm = e.split(":")[0], int(e.split(":")[1])
+
+
+def lr_at(t):  # t is 1-based, as tern_train_lr
+    if warm > 0 and t < warm:
+        return lr * t / warm
+    if sched == "constant" or steps <= warm:
+        return lr
+    frac = min(1.0, (t - warm) / (steps - warm))
+    return lr * (1 - frac) if sched == "linear" else lr * 0.5 * (1 + math.cos(math.pi * frac))
+
+
 torch.manual_seed(0)
 torch.set_num_threads(1)
 
@@ -39,6 +58,9 @@ if opt_name == "adamw":
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, foreach=False)
 elif opt_name == "adam":
     opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=False)
+elif opt_name == "lamb":
+    opt = None
+    lamb_state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in model.parameters()]
 else:
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=1e-4, foreach=False)
 losses, norms = [], []
@@ -47,11 +69,27 @@ for s in range(steps):
     idx = [(pos + b) % n for b in range(batch)]  # consecutive rows, wrapping at the end (tern train's order)
     pos = (pos + batch) % n
     xb, yb = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
-    opt.zero_grad()
+    model.zero_grad()
     loss = torch.nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.1 if extra == "gelu-ln" else 0.0)
     loss.backward()
     norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))
-    opt.step()
+    step_lr = lr_at(s + 1)
+    if opt is not None:
+        for group in opt.param_groups:
+            group["lr"] = step_lr
+        opt.step()
+    else:  # LAMB, the operation order of tern's update
+        t = s + 1
+        bc1, bc2 = 1 - 0.9 ** t, 1 - 0.999 ** t
+        with torch.no_grad():
+            for p, (m, v) in zip(model.parameters(), lamb_state):
+                g = p.grad
+                m.mul_(0.9).add_(g * (1 - 0.9))
+                v.mul_(0.999).add_((g * g) * (1 - 0.999))
+                r = (m / bc1) / (v.sqrt() / math.sqrt(bc2) + 1e-8) + p * 0.01
+                wn, rn = p.pow(2).sum().sqrt(), r.pow(2).sum().sqrt()
+                trust = wn / rn if float(wn * rn) > 0 else torch.tensor(1.0)
+                p.sub_(r * (trust * step_lr))
     losses.append(float(loss))
 with torch.no_grad():
     acc = float((model(torch.from_numpy(xte)).argmax(1).numpy() == yte).mean())

@@ -70,7 +70,7 @@ expect 1 $TERN train "$tmp/lin.onnx" --data "$tmp/x.npy" --labels "$tmp/yf.npy" 
 contains "$tmp/err" "is not finite"
 contains "$tmp/err" "tern train: train: step "
 expect 2 $T --optimizer lion
-contains "$tmp/err" "--optimizer 'lion': expected sgd, adam or adamw"
+contains "$tmp/err" "--optimizer 'lion': expected sgd, adam, adamw or lamb"
 expect 2 $T --label-smoothing 1.5
 # every row ignored: loss 0, nothing learnt (inv_count 0), still a clean run
 expect 0 $TERN train "$tmp/lin.onnx" --data "$tmp/x.npy" --labels "$tmp/yign.npy" --steps 2 --batch 4
