@@ -81,6 +81,11 @@ tern_status tern_compile_onnx(const char *path, const tern_compile_opts *o, tern
  * whole name (distinct names give distinct tensors). The executable records the ONNX name too (model_name). */
 void tern_compile_io_name(const char *onnx_name, char *out, size_t len);
 
+/* How the compiler runs an op of the registry (tern_op_id) on the device: by one of its lowering rules, by
+ * rewriting the node into primitive ops at shape inference (an expansion), or not at all. docs/ops.md. */
+typedef enum { TERN_OP_DEVICE_NONE, TERN_OP_DEVICE_RULE, TERN_OP_DEVICE_EXPANSION } tern_op_device;
+tern_op_device tern_op_device_support(tern_op_id id);
+
 #ifdef __cplusplus
 }
 #endif

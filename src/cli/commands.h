@@ -15,4 +15,5 @@ int tern_cmd_collective(int argc, char **argv); /* cmd_collective.c */
 int tern_cmd_inspect(int argc, char **argv); /* cmd_inspect.c */
 int tern_cmd_train(int argc, char **argv);   /* cmd_train.c */
 
+int tern_cmd_ops(int argc, char **argv);     /* cmd_ops.c */
 #endif

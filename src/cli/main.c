@@ -24,6 +24,7 @@ static const command commands[] = {
     {"collective", tern_cmd_collective, "time collectives over chips, instances and clusters (all-reduce --machine trn1.32xlarge)"},
     {"train", tern_cmd_train, "train an ONNX model on the simulated device (MODEL.onnx --data X.npy --labels Y.npy)"},
     {"profile", tern_cmd_profile, "run a program with the profiler: summary, trace, SVG (PROGRAM [--trace F])"},
+    {"ops", tern_cmd_ops, "list the ops tern knows: family, status, host and device support ([--markdown])"},
 };
 
 static void usage(FILE *out)
