@@ -70,7 +70,7 @@ typedef struct tern_host_tensor {
 } tern_host_tensor;
 
 /* Allocates a zero-filled tensor (empty strings for a string tensor); TERN_ERR_RANGE for a negative dim, rank
- * outside [0, 8] or an element count above 2^31; TERN_ERR_INVALID for an undefined type. */
+ * outside [0, 8] or an element count above 2^32; TERN_ERR_INVALID for an undefined type. */
 tern_status tern_host_tensor_new(tern_elem_type type, int rank, const int64_t *dims, tern_host_tensor **out,
                                  tern_error *err);
 tern_status tern_host_tensor_clone(const tern_host_tensor *t, tern_host_tensor **out, tern_error *err);

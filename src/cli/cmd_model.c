@@ -610,6 +610,14 @@ int tern_cmd_run(int argc, char **argv)
                 arr = &arrs[k];
             }
         }
+        if (timing_only && !file) {
+            /* a timing-only run reads no values: nothing is generated, so a 2^31-element input costs no memory */
+            printf("input %s: %s [", io->name, io->text_bytes ? "text" : tern_dtype_name(io->dtype));
+            for (unsigned d = 0; d < io->rank; d++)
+                printf("%s%lld", d ? ", " : "", (long long)io->shape[d]);
+            printf("] not generated (timing-only)\n");
+            continue;
+        }
         void *data = NULL;
         size_t bytes = 0;
         int bad = make_input(io, arr, seed + i, &data, &bytes, file ? file : "");

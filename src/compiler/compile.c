@@ -373,6 +373,8 @@ tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part
 
 tern_view cc_view2d(cc *c, cc_value *x, uint64_t off, uint64_t rows, uint64_t cols, uint64_t row_stride)
 {
+    if (rows == 1)
+        row_stride = cols <= INT32_MAX ? cols : 0; /* one row never steps: a flat view of 2^31+ elements fits */
     if (rows > UINT32_MAX || cols > UINT32_MAX || row_stride > INT32_MAX) {
         cc_fail(c, TERN_ERR_RANGE, "a view of %llu x %llu (row stride %llu) exceeds the 32-bit access pattern",
                 (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)row_stride);

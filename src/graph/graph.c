@@ -520,7 +520,7 @@ tern_status tern_graph_set_input_shape(tern_graph *g, const char *name, int rank
                                   d, (long long)v->dims[d], (long long)dims[d]);
     }
     if (graph_numel(rank, dims) < 0)
-        return tern_error_set(err, TERN_ERR_RANGE, "graph input \"%s\": element count overflows 2^31", name);
+        return tern_error_set(err, TERN_ERR_RANGE, "graph input \"%s\": element count overflows 2^32", name);
     v->rank = rank;
     for (int d = 0; d < TERN_GRAPH_MAX_RANK; d++) {
         v->dims[d] = d < rank ? dims[d] : -1;

@@ -23,8 +23,11 @@ struct tern_graph {
     size_t hash_cap;
 };
 
-/* Largest element count a host tensor may hold, and the one constant folding evaluates. */
+/* Largest dim (and the bound of dim-like attributes: split sizes, pads, depths). */
 #define GRAPH_MAX_ELEMS ((int64_t)1 << 31)
+/* Largest element count of a value or host tensor: past 2^31 (a 1-byte tensor of 2^31+ elements is 2 GiB), and
+ * small enough that a count times a dim (<= 2^31) stays below 2^63, so dim arithmetic cannot overflow. */
+#define GRAPH_MAX_NUMEL (((int64_t)1 << 32) - 1)
 #define GRAPH_FOLD_MAX_ELEMS ((int64_t)1 << 26)
 /* All nodes folded in one fold_constants call together: past this, nodes stay (a budget, not an error). */
 #define GRAPH_FOLD_BUDGET_ELEMS ((int64_t)1 << 27)
@@ -51,7 +54,7 @@ tern_status graph_sort(tern_graph *g, tern_error *err);
 tern_status graph_compact(tern_graph *g, const unsigned char *keep, tern_error *err);
 tern_status graph_node_error(const tern_graph *g, int node, tern_error *err, tern_status code, const char *fmt,
                              ...) __attribute__((format(printf, 5, 6)));
-int64_t graph_numel(int rank, const int64_t *dims); /* -1 when unknown or overflowing GRAPH_MAX_ELEMS */
+int64_t graph_numel(int rank, const int64_t *dims); /* -1 when unknown or overflowing GRAPH_MAX_NUMEL */
 
 /* evaluator: the op's semantics for given attributes and opset; node label used in messages. */
 tern_status graph_eval(const tern_graph_node *n, int64_t opset, const char *label, const tern_host_tensor *const *in,

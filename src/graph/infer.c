@@ -4,6 +4,7 @@
  * small, are evaluated on the host, so the Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains exporters emit
  * resolve to constants once the inputs' symbolic dims are bound. */
 #include "graph_internal.h"
+#include "op_params.h"
 #include "expand.h"
 
 #include <math.h>
@@ -933,25 +934,25 @@ static tern_status infer_node(ictx *c)
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
-        if (c->g->opset < 11)
-            st = int_list(c, 99, "pads", buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given);
-        else
-            st = need(c, 1) ? need(c, 1) : int_list(c, 1, NULL, buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given);
-        if (st)
+        if (c->g->opset >= 11 && (st = need(c, 1)))
             return st;
+        graph_pad_args pa;
+        if ((st = graph_pad_decode(n, c->g->opset, V(c, 1) != NULL, K(c, 1), 0, NULL, &pa, c->why, sizeof c->why)))
+            return ifail(c, st, "%s", c->why);
         if (V(c, 3))
             return ifail(c, TERN_ERR_UNSUPPORTED, "the axes input (opset 18) is not supported");
-        if (!known) {
+        if (!pa.known) {
             set_out(c, 0, x->type, x->rank, NULL);
             return TERN_OK;
         }
-        if (nb != 2 * x->rank)
-            return ifail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", nb, x->rank);
+        if (pa.n != 2 * x->rank)
+            return ifail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", pa.n, x->rank);
+        const int64_t *pb = pa.pads;
         for (int d = 0; d < x->rank; d++) {
-            if (buf[d] < -GRAPH_MAX_ELEMS || buf[d] > GRAPH_MAX_ELEMS || buf[x->rank + d] < -GRAPH_MAX_ELEMS ||
-                buf[x->rank + d] > GRAPH_MAX_ELEMS)
+            if (pb[d] < -GRAPH_MAX_ELEMS || pb[d] > GRAPH_MAX_ELEMS || pb[x->rank + d] < -GRAPH_MAX_ELEMS ||
+                pb[x->rank + d] > GRAPH_MAX_ELEMS)
                 return ifail(c, TERN_ERR_RANGE, "pads on axis %d are out of range", d);
-            dims[d] = x->dims[d] < 0 ? -1 : x->dims[d] + buf[d] + buf[x->rank + d];
+            dims[d] = x->dims[d] < 0 ? -1 : x->dims[d] + pb[d] + pb[x->rank + d];
             if (x->dims[d] >= 0 && dims[d] < 0)
                 return ifail(c, TERN_ERR_INVALID, "pads on axis %d make it negative", d);
         }
@@ -1278,7 +1279,8 @@ tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *b
     tern_status st = infer_node(&c);
     if (st)
         return st;
-    /* every dim stays below 2^31 and every known element count too, so later dim arithmetic cannot overflow */
+    /* every dim stays below 2^31 and every known element count below 2^32, so later dim arithmetic (a count
+     * times a dim) cannot overflow */
     for (int k = 0; k < n->n_outputs; k++) {
         const tern_graph_value *o = OUT(&c, k);
         if (!o || o->rank < 0)
@@ -1289,12 +1291,12 @@ tern_status graph_infer_node(tern_graph *g, int i, int64_t max_elems, int64_t *b
                 return ifail(&c, TERN_ERR_RANGE, "output %d \"%s\": dim %d is %lld, above the 2^31 limit", k,
                              o->name, d, (long long)o->dims[d]);
             if (o->dims[d] > 0 && prod > 0)
-                prod = prod > GRAPH_MAX_ELEMS / o->dims[d] ? GRAPH_MAX_ELEMS + 1 : prod * o->dims[d];
+                prod = prod > GRAPH_MAX_NUMEL / o->dims[d] ? GRAPH_MAX_NUMEL + 1 : prod * o->dims[d];
             if (o->dims[d] == 0)
                 prod = 0;
         }
-        if (prod > GRAPH_MAX_ELEMS)
-            return ifail(&c, TERN_ERR_RANGE, "output %d \"%s\": element count overflows the 2^31 limit", k,
+        if (prod > GRAPH_MAX_NUMEL)
+            return ifail(&c, TERN_ERR_RANGE, "output %d \"%s\": element count overflows the 2^32 limit", k,
                          o->name);
     }
     /* Shape and Size of a known shape are constants. */

@@ -315,7 +315,7 @@ static tern_status tensor_from_proto(const Onnx__TensorProto *tp, const char *wh
             return tern_error_set(err, TERN_ERR_PARSE, "%s tensor \"%s\": dim %zu is negative (%lld)", what, name, d,
                                   (long long)tp->dims[d]);
     if (graph_numel((int)tp->n_dims, tp->dims) < 0)
-        return tern_error_set(err, TERN_ERR_RANGE, "%s tensor \"%s\": element count overflows the 2^31 limit", what,
+        return tern_error_set(err, TERN_ERR_RANGE, "%s tensor \"%s\": element count overflows the 2^32 limit", what,
                               name);
     if (tp->segment)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "%s tensor \"%s\": segmented tensors are not supported",
@@ -423,7 +423,7 @@ static tern_status apply_type(tern_graph_value *v, const Onnx__TypeProto *tp, co
         }
     }
     if (tern_graph_value_is_static(v) && graph_numel(v->rank, v->dims) < 0)
-        return tern_error_set(err, TERN_ERR_RANGE, "%s \"%s\": element count overflows the 2^31 limit", what,
+        return tern_error_set(err, TERN_ERR_RANGE, "%s \"%s\": element count overflows the 2^32 limit", what,
                               v->name);
     return TERN_OK;
 }

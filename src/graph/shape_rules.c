@@ -88,8 +88,8 @@ int graph_reshape_dims(int in_rank, const int64_t *in_dims, const int64_t *shape
         out[k] = s;
         if (s < 0)
             unknown = 1;
-        else if (s > 0 && known > GRAPH_MAX_ELEMS / s) {
-            snprintf(why, wl, "target shape overflows the 2^31 element limit");
+        else if (s > 0 && known > GRAPH_MAX_NUMEL / s) {
+            snprintf(why, wl, "target shape overflows the 2^32 element limit");
             return -1;
         } else
             known *= s;

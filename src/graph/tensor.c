@@ -77,11 +77,11 @@ tern_status tern_elem_to_dtype(tern_elem_type t, tern_dtype *out, tern_error *er
     }
 }
 
-/* -1 for a negative dimension or a count above GRAPH_MAX_ELEMS (checked: a product that wraps is above it). */
+/* -1 for a negative dimension or a count above GRAPH_MAX_NUMEL (checked: a product that wraps is above it). */
 int64_t graph_numel(int rank, const int64_t *dims)
 {
     uint64_t n;
-    if (tern_dims_product(dims, rank, 1, (uint64_t)GRAPH_MAX_ELEMS, &n, "", NULL))
+    if (tern_dims_product(dims, rank, 1, (uint64_t)GRAPH_MAX_NUMEL, &n, "", NULL))
         return -1;
     return (int64_t)n;
 }
@@ -100,7 +100,7 @@ tern_status tern_host_tensor_new(tern_elem_type type, int rank, const int64_t *d
             return tern_error_set(err, TERN_ERR_RANGE, "tensor: dim %d is negative (%lld)", d, (long long)dims[d]);
     int64_t n = graph_numel(rank, dims);
     if (n < 0)
-        return tern_error_set(err, TERN_ERR_RANGE, "tensor: element count overflows the 2^31 limit");
+        return tern_error_set(err, TERN_ERR_RANGE, "tensor: element count overflows the 2^32 limit");
     tern_host_tensor *t = calloc(1, sizeof *t);
     if (!t)
         return tern_error_set(err, TERN_ERR_NOMEM, "tensor: out of memory");
