@@ -104,6 +104,15 @@ tern_status tern_train_step(tern_trainer *t, const float *x, size_t x_count, con
  * byte of the model - names, dynamic axes, nodes - as it was), via a temporary file and rename. */
 tern_status tern_train_save_onnx(const tern_trainer *t, const char *path, tern_error *err);
 
+/* Checkpoints (docs/training.md): the step count, the caller's data position and order tag (the CLI's shuffle
+ * seed), every weight and its optimizer state, closed by a CRC-32; written to PATH.tmp and renamed. Loading
+ * refuses a corrupt, truncated or mismatched file naming the byte offset, and changes nothing then. */
+tern_status tern_train_save_checkpoint(const tern_trainer *t, const char *path, uint64_t data_pos, uint64_t order,
+                                       tern_error *err);
+tern_status tern_train_load_checkpoint(tern_trainer *t, const char *path, uint64_t *data_pos, uint64_t *order,
+                                       tern_error *err);
+uint64_t tern_train_step_count(const tern_trainer *t); /* steps done (a resumed run counts the checkpoint's) */
+
 #ifdef __cplusplus
 }
 #endif

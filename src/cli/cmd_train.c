@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -43,6 +44,9 @@ static void usage(FILE *f)
             "  --machine M           target machine (default trn1.2xlarge)\n"
             "  -o FILE               write the trained model (ONNX)\n"
             "  --dump-grads DIR      write the last step's gradients as DIR/<weight>.npy\n"
+            "  --checkpoint DIR      write DIR/checkpoint.tck (weights, optimizer state, step, data position) at the\n"
+            "                        end and with --every K every K steps; atomic (written, then renamed)\n"
+            "  --resume DIR          continue from DIR/checkpoint.tck up to --steps in all (bit-exact)\n"
             "  --timing-only         predict the step time without values\n"
             "  --json                one JSON object on stdout instead of per-step lines\n");
 }
@@ -65,6 +69,8 @@ static int fail(const char *msg)
 int tern_cmd_train(int argc, char **argv)
 {
     const char *model = NULL, *data = NULL, *labels = NULL, *outp = NULL, *dump = NULL, *loss = "cross-entropy";
+    const char *ckpt = NULL, *resume = NULL;
+    int64_t every = 0;
     const char *opt_name = "adamw", *prec = "fp32", *sched = "constant";
     int64_t steps = 100, batch = 32, ignore = -100, warmup = 0;
     uint64_t seed = 0;
@@ -146,7 +152,7 @@ int tern_cmd_train(int argc, char **argv)
                 return rc;
         } else if (!strcmp(a, "--shuffle")) {
             VAL("a seed");
-            if ((rc = tern_arg_uint("train", a, v, 0, UINT64_MAX, &seed)))
+            if ((rc = tern_arg_uint("train", a, v, 0, INT64_MAX, &seed)))
                 return rc;
             shuffle = 1;
         } else if (!strcmp(a, "--precision")) {
@@ -161,6 +167,16 @@ int tern_cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--dump-grads")) {
             VAL("a directory");
             dump = v;
+        } else if (!strcmp(a, "--checkpoint")) {
+            VAL("a directory");
+            ckpt = v;
+        } else if (!strcmp(a, "--every")) {
+            VAL("a step count");
+            if ((rc = tern_arg_int("train", a, v, 1, 100000000, &every)))
+                return rc;
+        } else if (!strcmp(a, "--resume")) {
+            VAL("a directory");
+            resume = v;
         } else if (!strcmp(a, "--timing-only")) {
             timing = 1;
         } else if (!strcmp(a, "--json")) {
@@ -345,10 +361,38 @@ int tern_cmd_train(int argc, char **argv)
     else
         printf("training %s: %zu weight tensors, step graph of %zu nodes, %.4g FLOPs per step\n", model,
                tern_train_weight_count(t), tern_train_graph_nodes(t), tern_train_model_flops(t));
-    int64_t pos = 0;
+    int64_t pos = 0, first = 0;
+    uint64_t order = shuffle ? seed + 1 : 0; /* recorded in checkpoints: a resumed run must read the same order */
+    char ckpath[4096], rspath[4096];
+    if (ckpt) {
+        mkdir(ckpt, 0777); /* an existing directory is fine; a failure shows when the file is written */
+        snprintf(ckpath, sizeof ckpath, "%s/checkpoint.tck", ckpt);
+    }
+    if (resume) {
+        uint64_t p = 0, ord = 0;
+        snprintf(rspath, sizeof rspath, "%s/checkpoint.tck", resume);
+        if (tern_train_load_checkpoint(t, rspath, &p, &ord, &err)) {
+            if (json)
+                printf("]}\n");
+            fail(err.msg);
+            goto done;
+        }
+        if (ord != order || p >= (uint64_t)rows) {
+            if (json)
+                printf("]}\n");
+            fprintf(stderr,
+                    "tern train: checkpoint '%s' was written reading the data in order %llu at row %llu; this run "
+                    "reads order %llu (0: no --shuffle, else the seed + 1) over %lld rows\n",
+                    rspath, (unsigned long long)ord, (unsigned long long)p, (unsigned long long)order,
+                    (long long)rows);
+            goto done;
+        }
+        pos = (int64_t)p;
+        first = (int64_t)tern_train_step_count(t);
+    }
     tern_train_step_info info;
     double total = 0;
-    for (int64_t s = 0; s < steps; s++) {
+    for (int64_t s = first; s < steps; s++) {
         for (int64_t b = 0; b < batch; b++) {
             int64_t r = perm[(pos + b) % rows];
             if (xf)
@@ -371,7 +415,7 @@ int tern_cmd_train(int argc, char **argv)
         if (json)
             printf("%s{\"step\":%llu,\"loss\":%.9g,\"grad_norm\":%.9g,\"step_ms\":%.6f,\"samples_per_s\":%.6g,"
                    "\"mfu\":%.6g,\"lr\":%.9g}",
-                   s ? "," : "", (unsigned long long)info.step, timing ? 0 : info.loss, timing ? 0 : info.grad_norm,
+                   s > first ? "," : "", (unsigned long long)info.step, timing ? 0 : info.loss, timing ? 0 : info.grad_norm,
                    info.step_seconds * 1e3, info.samples_per_s, info.mfu, info.lr);
         else if (timing)
             printf("step %llu/%lld: predicted step %.4f ms, %.1f samples/s, MFU %.3g%%\n",
@@ -382,12 +426,20 @@ int tern_cmd_train(int argc, char **argv)
                    (unsigned long long)info.step, (long long)steps, info.loss, info.grad_norm,
                    info.step_seconds * 1e3, info.samples_per_s, info.mfu);
         fflush(stdout);
+        if (ckpt && ((every && info.step % (uint64_t)every == 0) || s == steps - 1) &&
+            tern_train_save_checkpoint(t, ckpath, (uint64_t)pos, order, &err)) {
+            if (json)
+                printf("]}\n");
+            fail(err.msg);
+            goto done;
+        }
     }
     if (json)
         printf("],\"predicted_seconds\":%.9g}\n", total);
     else
-        printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)steps, total * 1e3,
-               total > 0 ? (double)(steps * batch) / total : 0.0);
+        printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)(steps - first),
+               total * 1e3,
+               total > 0 ? (double)((steps - first) * batch) / total : 0.0);
     if (dump) {
         for (size_t i = 0; i < tern_train_weight_count(t); i++) {
             size_t n;
