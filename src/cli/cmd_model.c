@@ -273,8 +273,9 @@ static void run_usage(FILE *f)
                "                [--no-fuse-residual] [--no-fuse-layernorm]   (the last seven when compiling an ONNX model)\n"
                "                [--force-machine]  (run on a machine whose code fingerprint differs from the executable's)\n"
                "An ONNX model's symbolic dimensions are bound from the given inputs' shapes (and --dim).\n"
-               "Inputs not given are filled with seeded random values. Prints each output's summary, the predicted\n"
-               "device time and MFU; --profile adds the profiler summary.\n");
+               "Inputs not given are filled with seeded random values (none with --timing-only, which reads no\n"
+               "values). Prints each output's summary, the predicted device time and MFU; --profile adds the\n"
+               "profiler summary. An ONNX model's external data is read relative to the model file's directory.\n");
 }
 
 static uint64_t splitmix(uint64_t *s)

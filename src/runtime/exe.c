@@ -12,6 +12,8 @@
 
 #include "tern/runtime.h"
 
+#include <zlib.h>
+
 enum {
     X_MAGIC = 0,
     X_VERSION = 8,
@@ -595,22 +597,69 @@ tern_status tern_exe_decode(const uint8_t *buf, size_t len, tern_exe *out, tern_
     return TERN_OK;
 }
 
+/* fwrite that also extends the running CRC-32 (zlib's, the same value tern_crc32 gives in one piece). */
+static int put_crc(FILE *f, const void *p, size_t n, uLong *crc)
+{
+    const Bytef *b = p;
+    for (size_t left = n; left > 0;) {
+        uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
+        *crc = crc32(*crc, b, chunk);
+        b += chunk;
+        left -= chunk;
+    }
+    return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+/* Streams the executable: everything before the constants is encoded in memory (small), each constant's bytes are
+ * written from the executable itself, so saving a model's weights needs no second copy of them. The bytes are
+ * those tern_exe_encode makes. */
 tern_status tern_exe_save(const tern_exe *x, const char *path, tern_error *err)
 {
+    tern_exe head = *x; /* shares x's records: no constants and no metadata, put back in the header below */
+    head.num_consts = 0;
+    head.metadata_json = NULL;
+    for (size_t i = 0; i < x->num_consts; i++)
+        if (x->consts[i].core >= x->cores)
+            return tern_error_set(err, TERN_ERR_INVALID, "executable encode: constant %zu on core %u of %u", i,
+                                  x->consts[i].core, x->cores);
     uint8_t *b = NULL;
     size_t n = 0;
-    tern_status st = tern_exe_encode(x, &b, &n, err);
+    tern_status st = tern_exe_encode(&head, &b, &n, err);
     if (st)
         return st;
+    size_t meta_len = x->metadata_json ? strlen(x->metadata_json) : 0;
+    put32(b + X_CONSTS, (uint32_t)x->num_consts);
+    put32(b + X_META, (uint32_t)meta_len);
     FILE *f = fopen(path, "wb");
     if (!f) {
         free(b);
         return tern_error_set(err, TERN_ERR_IO, "saving %s: cannot open for writing", path);
     }
-    size_t w = fwrite(b, 1, n, f);
-    int c = fclose(f);
+    static const uint8_t zeros[8];
+    uLong crc = crc32(0L, Z_NULL, 0);
+    /* the header up to the checksum is outside the CRC; the checksum is written last, in place */
+    int bad = fwrite(b, 1, X_CORES, f) != X_CORES || put_crc(f, b + X_CORES, n - X_CORES, &crc);
     free(b);
-    if (w != n || c)
+    for (size_t i = 0; i < x->num_consts && !bad; i++) {
+        const tern_exe_const *k = &x->consts[i];
+        uint8_t rec[24];
+        put32(rec, k->core);
+        put32(rec + 4, 0);
+        put32(rec + 8, (uint32_t)k->hbm_addr);
+        put32(rec + 12, (uint32_t)(k->hbm_addr >> 32));
+        put32(rec + 16, (uint32_t)k->bytes);
+        put32(rec + 20, (uint32_t)(k->bytes >> 32));
+        bad = put_crc(f, rec, sizeof rec, &crc) || put_crc(f, k->data, (size_t)k->bytes, &crc) ||
+              put_crc(f, zeros, (8 - k->bytes % 8) % 8, &crc);
+    }
+    if (!bad)
+        bad = put_crc(f, x->metadata_json ? x->metadata_json : "", meta_len, &crc) ||
+              put_crc(f, zeros, (8 - meta_len % 8) % 8, &crc);
+    uint8_t sum[4];
+    put32(sum, (uint32_t)crc);
+    if (!bad)
+        bad = fseek(f, X_CHECKSUM, SEEK_SET) != 0 || fwrite(sum, 1, 4, f) != 4;
+    if (fclose(f) || bad)
         return tern_error_set(err, TERN_ERR_IO, "saving %s: write failed", path);
     return TERN_OK;
 }
