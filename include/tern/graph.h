@@ -264,6 +264,8 @@ tern_status tern_graph_set_input_shape(tern_graph *g, const char *name, int rank
  * matmul inner dims, attribute ranges) against each op's rules. Nodes whose inputs are all constant and whose
  * outputs are small (<= 65536 elements: the Shape/Gather/Concat chains exporters emit) are evaluated, so their
  * outputs carry constant data and later Reshape/Expand/Slice shapes resolve. Dims that cannot be known stay -1.
+ * Ops defined by primitives (LSTM/GRU/RNN, Einsum, ConvTranspose, the two losses, the scatters) are replaced by
+ * those primitive nodes here once their inputs' shapes are known, so node indices held across a call may change.
  * Fails with the first node that breaks a rule or whose op is unsupported. */
 tern_status tern_graph_infer(tern_graph *g, tern_error *err);
 /* Runs infer, then evaluates every node whose inputs are all constant (outputs up to 2^26 elements per node and
