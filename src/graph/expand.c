@@ -26,6 +26,7 @@ int graph_expand_has(int op_id)
     case TERN_GOP_SCATTER_ND:
     case TERN_GOP_SCATTER_ELEMENTS:
     case TERN_GOP_SCATTER:
+    case TERN_GOP_REVERSE_SEQUENCE:
         return 1;
     default:
         return 0;
@@ -367,6 +368,9 @@ tern_status graph_expand_node(tern_graph *g, int i, int *done, tern_error *err)
     case TERN_GOP_SCATTER_ELEMENTS:
     case TERN_GOP_SCATTER:
         st = graph_expand_scatter(&b, done);
+        break;
+    case TERN_GOP_REVERSE_SEQUENCE:
+        st = graph_expand_reverse_sequence(&b, done);
         break;
     default:
         st = graph_expand_loss(&b, done);

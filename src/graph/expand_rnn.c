@@ -335,3 +335,59 @@ tern_status graph_expand_rnn(xb *b, int *done)
     *done = 1;
     return TERN_OK;
 }
+
+/* ReverseSequence: output[.., t, .., b, ..] = input[.., len_b - 1 - t, .., b, ..] for t < len_b, else input's own
+ * element: the source index along the time axis, Where(t < len, len - 1 - t, t) over [time, batch], broadcast to
+ * the input's shape and gathered (GatherElements) along the time axis. */
+tern_status graph_expand_reverse_sequence(xb *b, int *done)
+{
+    const tern_graph_node *n = &b->g->nodes[b->node];
+    int x = xb_in(b, 0), sl = xb_in(b, 1);
+    const tern_graph_value *xv = xb_val(b, x), *lv = xb_val(b, sl);
+    if (!xv || !lv)
+        return xb_fail(b, TERN_ERR_INVALID, "input and sequence_lens are required"), b->st;
+    int r = xv->rank, ta, ba;
+    char why[256];
+    if (r < 2 || graph_norm_axis(tern_graph_attr_int(n, "time_axis", 0), r, &ta, why, sizeof why, "time_axis") ||
+        graph_norm_axis(tern_graph_attr_int(n, "batch_axis", 1), r, &ba, why, sizeof why, "batch_axis") || ta == ba ||
+        (ta > 1 || ba > 1))
+        return xb_fail(b, TERN_ERR_INVALID, "input rank %d with time_axis %lld and batch_axis %lld: expected 0 and 1 in "
+                       "either order", r, (long long)tern_graph_attr_int(n, "time_axis", 0),
+                       (long long)tern_graph_attr_int(n, "batch_axis", 1)),
+               b->st;
+    int64_t T = xv->dims[ta], B = xv->dims[ba];
+    if (lv->rank != 1 || lv->dims[0] != B || (lv->type != TERN_ELEM_INT64 && lv->type != TERN_ELEM_INT32))
+        return xb_fail(b, TERN_ERR_INVALID, "sequence_lens must be int64 [%lld]", (long long)B), b->st;
+    if (T > (1 << 20))
+        return xb_fail(b, TERN_ERR_UNSUPPORTED, "time axis of %lld", (long long)T), b->st;
+    int64_t td[TERN_GRAPH_MAX_RANK], ld[TERN_GRAPH_MAX_RANK], ts[1 << 10], *tv = ts;
+    for (int d = 0; d < r; d++) {
+        td[d] = d == ta ? T : 1;
+        ld[d] = d == ba ? B : 1;
+    }
+    int t;
+    if (T <= (int64_t)(sizeof ts / sizeof ts[0])) {
+        for (int64_t k = 0; k < T; k++)
+            tv[k] = k;
+        t = xb_const_i64(b, lv->type, r, td, tv);
+    } else { /* long axes: fill in place */
+        t = xb_const_i64(b, lv->type, r, td, NULL);
+        if (t >= 0)
+            for (int64_t k = 0; k < T; k++)
+                b->g->values[t].constant->i[k] = k;
+    }
+    int lens = xb_reshape(b, sl, r, ld);
+    int rev = xb_binary(b, "Sub", xb_binary(b, "Sub", lens, xb_scalar_i(b, lv->type, 1)), t);
+    int wi[3] = {xb_binary(b, "Less", t, lens), rev, t};
+    int idx = xb_op(b, "Where", 3, wi);
+    int64_t rr = r;
+    int ei[2] = {idx, xb_const_i64(b, TERN_ELEM_INT64, 1, &rr, xv->dims)};
+    idx = xb_op(b, "Expand", 2, ei);
+    int gi[2] = {x, idx};
+    xb_op_to(b, "GatherElements", 2, gi, n->n_outputs > 0 ? n->outputs[0] : -1);
+    xb_attr_int(b, "axis", ta);
+    if (b->st)
+        return b->st;
+    *done = 1;
+    return TERN_OK;
+}

@@ -1212,6 +1212,7 @@ static tern_status infer_node(ictx *c)
     case TERN_GOP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
     case TERN_GOP_IF:
     case TERN_GOP_SCATTER:
+    case TERN_GOP_REVERSE_SEQUENCE:
     case TERN_GOP_COUNT:
         break;
     }

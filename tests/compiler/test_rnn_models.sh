@@ -8,7 +8,8 @@
 #  - sequence lengths: torch does not export packed sequences, so an ONNX LSTM and GRU node with sequence_lens
 #    (forward and bidirectional) is built with torch's weights in ONNX's gate order and compared with torch's
 #    pack_padded_sequence run: outputs past a row's length are zero, h_n/c_n are each row's last valid state, and
-#    the reverse direction starts at each row's own last element.
+#    the reverse direction starts at each row's own last element;
+#  - ReverseSequence (an ONNX node) time- and batch-major with run-time lengths 6, 3, 1, 0, against numpy.
 # A node with an unknown activation is refused, naming the node and the activation. Gets build/tern as $1.
 set -u
 TERN=${1:?usage: test_rnn_models.sh path/to/tern}
@@ -113,6 +114,25 @@ for kind in ["LSTM", "GRU"]:
         np.save(f"{d}/{name}.ref.y.npy", y.numpy().reshape(T, B, nd, H).transpose(0, 2, 1, 3))
         np.save(f"{d}/{name}.ref.hn.npy", hn.numpy())
         print(f"{name}|x lens|y hn")
+# ReverseSequence (ONNX nodes; torch has no such op) against numpy: time-major and batch-major, run-time lengths
+rng = np.random.default_rng(3)
+for name, ta, ba, shape in [("revseq_time", 0, 1, (6, 4, 5)), ("revseq_batch", 1, 0, (4, 6, 3, 2))]:
+    x = rng.standard_normal(shape).astype(np.float32)
+    lens = np.array([6, 3, 1, 0], np.int64)
+    ref = x.copy()
+    for bi, L in enumerate(lens):
+        src = x[:, bi] if ta == 0 else x[bi]
+        dst = ref[:, bi] if ta == 0 else ref[bi]
+        dst[:L] = src[:L][::-1]
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=ta, batch_axis=ba)
+    g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TP.FLOAT, shape),
+                                         helper.make_tensor_value_info("lens", TP.INT64, [4])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), f"{d}/{name}.onnx")
+    np.save(f"{d}/{name}.x.npy", x)
+    np.save(f"{d}/{name}.lens.npy", lens)
+    np.save(f"{d}/{name}.ref.y.npy", ref)
+    print(f"{name}|x lens|y")
 # an activation tern does not know
 node = helper.make_node("RNN", ["x", "W", "R"], ["y"], hidden_size=4, activations=["Swish"])
 g = helper.make_graph([node], "bad", [helper.make_tensor_value_info("x", TP.FLOAT, [3, 1, 2])],
