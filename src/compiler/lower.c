@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "compiler/compile_internal.h"
+#include "graph/graph_internal.h"
+#include "graph/op_params.h"
 
 /* ---- shape helpers ---- */
 
@@ -984,16 +986,17 @@ static cc_lower_fn lowering_main(tern_op_id id)
     }
 }
 
-static int is_last_axis_only(cc *c, const cc_value *x, const char *attr, int input)
+/* A Reduce node over the last axis alone (its axes decoded as inference reads them, graph_reduce_axes_decode). */
+static int reduces_last_axis_only(cc *c, const cc_value *x)
 {
-    const tern_graph_node *n = cc_node(c);
-    const tern_graph_attr *aa = tern_graph_node_attr(n, attr);
-    cc_value *ai = input >= 0 ? cc_in(c, input) : NULL;
-    if (aa)
-        return aa->n == 1 && cc_norm_axis(aa->ints[0], x->rank) == x->rank - 1;
-    if (ai && ai->host)
-        return ai->host->count == 1 && cc_norm_axis((int64_t)tern_host_tensor_get(ai->host, 0), x->rank) == x->rank - 1;
-    return 0; /* no axes: all of them */
+    int given = cc_in_id(c, 1) >= 0;
+    cc_value *ai = given ? cc_in(c, 1) : NULL;
+    graph_axes_args ax;
+    char why[160];
+    if (graph_reduce_axes_decode(cc_node(c), tern_graph_opset(c->g), given, ai ? ai->host : NULL, &ax, why,
+                                 sizeof why) || !ax.known)
+        return 0; /* the general rule reports it */
+    return ax.n == 1 && cc_norm_axis(ax.axes[0], x->rank) == x->rank - 1; /* no axes: all of them */
 }
 
 /* Does this file's rule handle the node, or should the general one in lower_extra.c? Only the cases where the
@@ -1017,7 +1020,7 @@ static int main_handles(cc *c)
         return !tern_graph_attr_int(n, "transA", 0) && tern_graph_attr_float(n, "alpha", 1) == 1.0f &&
                tern_graph_attr_float(n, "beta", 1) == 1.0f && b && b->host && b->rank == 2;
     if (id == TERN_GOP_REDUCE_SUM || id == TERN_GOP_REDUCE_MEAN || id == TERN_GOP_REDUCE_MAX)
-        return is_last_axis_only(c, x, "axes", 1) && x->rank > 0 && x->dims[x->rank - 1] <= 40000;
+        return reduces_last_axis_only(c, x) && x->rank > 0 && x->dims[x->rank - 1] <= 40000;
     if (id == TERN_GOP_GATHER)
         return b && (b->host || (x->host && cc_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank) == 0));
     if (id == TERN_GOP_POW)

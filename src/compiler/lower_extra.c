@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "compiler/lower_extra_internal.h"
+#include "graph/graph_internal.h"
+#include "graph/op_params.h"
 
 
 /* ---- shapes ---- */
@@ -768,27 +770,22 @@ static int reduce_axes(cc *c, int rank, int *red, int *noop)
     const tern_graph_node *n = cc_node(c);
     *noop = 0;
     memset(red, 0, sizeof(int) * CC_MAX_RANK);
-    const tern_graph_attr *aa = tern_graph_node_attr(n, "axes");
+    cc_value *ai = cc_in_id(c, 1) >= 0 ? cc_in(c, 1) : NULL;
+    graph_axes_args ax;
+    char why[160];
+    tern_status st = graph_reduce_axes_decode(n, tern_graph_opset(c->g), cc_in_id(c, 1) >= 0, ai ? ai->host : NULL,
+                                              &ax, why, sizeof why);
+    if (st)
+        return cc_fail(c, st, "%s: %s", n->op, why), 0;
+    if (!ax.known)
+        return cc_fail(c, TERN_ERR_UNSUPPORTED, "%s with run-time axes", n->op), 0;
     size_t na = 0;
-    if (aa) {
-        for (size_t i = 0; i < aa->n; i++) {
-            int64_t a = cc_norm_axis(aa->ints[i], rank);
-            if (a < 0 || a >= rank)
-                return cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)aa->ints[i], rank), 0;
-            red[a] = 1;
-            na++;
-        }
-    } else if (cc_in_id(c, 1) >= 0) {
-        cc_value *ai = cc_in(c, 1);
-        if (!ai || !ai->host)
-            return cc_fail(c, TERN_ERR_UNSUPPORTED, "%s with run-time axes", n->op), 0;
-        for (size_t i = 0; i < ai->host->count; i++) {
-            int64_t a = cc_norm_axis((int64_t)tern_host_tensor_get(ai->host, i), rank);
-            if (a < 0 || a >= rank)
-                return cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)a, rank), 0;
-            red[a] = 1;
-            na++;
-        }
+    for (int i = 0; i < ax.n; i++) {
+        int64_t a = cc_norm_axis(ax.axes[i], rank);
+        if (a < 0 || a >= rank)
+            return cc_fail(c, TERN_ERR_INVALID, "axis %lld outside rank %d", (long long)ax.axes[i], rank), 0;
+        red[a] = 1;
+        na++;
     }
     if (na == 0) {
         if (tern_graph_attr_int(n, "noop_with_empty_axes", 0))

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "compiler/lower_extra_internal.h"
+#include "graph/graph_internal.h"
+#include "graph/op_params.h"
 
 /* ---- Trilu ---- */
 
@@ -114,27 +116,29 @@ int lx_lower_pad(cc *c)
     if (!x || !y)
         return 1;
     const char *mode = tern_graph_attr_string(n, "mode", "constant");
-    int64_t pads[2 * CC_MAX_RANK] = {0};
-    const tern_graph_attr *pa = tern_graph_node_attr(n, "pads");
-    cc_value *pv = cc_in(c, 1);
-    if (pa) {
-        for (size_t i = 0; i < pa->n && i < 2 * CC_MAX_RANK; i++)
-            pads[i] = pa->ints[i];
-    } else if (pv && pv->host) {
-        for (size_t i = 0; i < pv->host->count && i < 2 * CC_MAX_RANK; i++)
-            pads[i] = (int64_t)tern_host_tensor_get(pv->host, i);
-    } else {
+    /* pads and value by opset, as inference and the evaluator read them (graph_pad_decode) */
+    int64_t opset = tern_graph_opset(c->g);
+    cc_value *pv = opset >= 11 ? cc_in(c, 1) : NULL;
+    graph_pad_args pa;
+    char why[160];
+    tern_status st = graph_pad_decode(n, opset, pv != NULL, pv ? pv->host : NULL, 0, NULL, &pa, why, sizeof why);
+    if (st) {
+        cc_fail(c, st, "Pad: %s", why);
+        return 1;
+    }
+    if (!pa.known) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad with run-time pads");
         return 1;
     }
+    const int64_t *pads = pa.pads;
     if (cc_in_id(c, 3) >= 0) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "Pad with an axes input");
         return 1;
     }
-    float value = tern_graph_attr_float(n, "value", 0.0f);
+    float value = (float)pa.value;
     int h = 0;
     float v;
-    if (!lx_const_scalar_in(c, 2, NULL, &v, &h))
+    if (opset >= 11 && !lx_const_scalar_in(c, 2, NULL, &v, &h)) /* a run-time fill value is refused there */
         return 1;
     if (h)
         value = v;

@@ -4,6 +4,7 @@
  * and bool types compute in int64 with wrap-around (unsigned arithmetic, so overflow is defined) and are wrapped
  * to their width. The numerics ops (MatMul, Conv, pools, norms, reductions) are in eval_nn.c. */
 #include "eval_internal.h"
+#include "op_params.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1183,25 +1184,17 @@ static tern_status ev_pad(const ectx *c)
     if ((st = ereq(c, 0, 0)))
         return st;
     const tern_host_tensor *x = IN(0);
-    int r = x->rank, np;
-    int64_t pads[2 * TERN_GRAPH_MAX_RANK];
-    double cval = 0;
-    if (c->opset < 11) {
-        size_t n;
-        const int64_t *p = graph_attr_ints(c->n, "pads", &n);
-        if (!p || n != 2 * (size_t)r)
-            return efail(c, TERN_ERR_INVALID, "pads must have %d entries", 2 * r);
-        memcpy(pads, p, n * sizeof *p);
-        np = (int)n;
-        cval = tern_graph_attr_float(c->n, "value", 0.0f);
-    } else {
-        if ((st = eints(c, 1, pads, 2 * TERN_GRAPH_MAX_RANK, &np)))
-            return st;
-        if (IN(2) && IN(2)->count)
-            cval = rd(IN(2), 0);
-    }
-    if (np != 2 * r)
-        return efail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", np, r);
+    int r = x->rank;
+    graph_pad_args pa;
+    char why[160];
+    if (c->opset >= 11 && !IN(1))
+        return efail(c, TERN_ERR_INVALID, "input 1 must be a 1-D integer tensor (missing)");
+    if ((st = graph_pad_decode(c->n, c->opset, IN(1) != NULL, IN(1), 0, IN(2), &pa, why, sizeof why)))
+        return efail(c, st, "%s", why);
+    if (pa.n != 2 * r)
+        return efail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", pa.n, r);
+    const int64_t *pads = pa.pads;
+    double cval = pa.value;
     if (IN(3))
         return efail(c, TERN_ERR_UNSUPPORTED, "the axes input (opset 18) is not supported");
     const char *mode = tern_graph_attr_string(c->n, "mode", "constant");

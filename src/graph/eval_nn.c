@@ -4,6 +4,7 @@
  * in fp32 in a fixed order (k ascending), reductions and normalisation statistics in double: this is a reference,
  * not a fast path. */
 #include "eval_internal.h"
+#include "op_params.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -822,20 +823,12 @@ static tern_status ev_reduce(const ectx *c)
     if ((st = ereq(c, 0, 0)))
         return st;
     const tern_host_tensor *x = IN(0);
-    int64_t axes[2 * TERN_GRAPH_MAX_RANK];
-    int na = 0;
-    if (IN(1)) {
-        if ((st = eints(c, 1, axes, 2 * TERN_GRAPH_MAX_RANK, &na)))
-            return st;
-    } else {
-        size_t n;
-        const int64_t *a = graph_attr_ints(c->n, "axes", &n);
-        if (n > 2 * TERN_GRAPH_MAX_RANK)
-            return efail(c, TERN_ERR_RANGE, "%zu axes", n);
-        for (size_t k = 0; k < n; k++)
-            axes[k] = a[k];
-        na = (int)n;
-    }
+    graph_axes_args ax;
+    char why0[160];
+    if ((st = graph_reduce_axes_decode(c->n, c->opset, IN(1) != NULL, IN(1), &ax, why0, sizeof why0)))
+        return efail(c, st, "%s", why0);
+    const int64_t *axes = ax.axes;
+    int na = ax.n;
     int keep = (int)tern_graph_attr_int(c->n, "keepdims", 1);
     int red[TERN_GRAPH_MAX_RANK] = {0};
     char why[200];

@@ -4,6 +4,7 @@
  * small, are evaluated on the host, so the Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains exporters emit
  * resolve to constants once the inputs' symbolic dims are bound. */
 #include "graph_internal.h"
+#include "op_params.h"
 #include "expand.h"
 
 #include <math.h>
@@ -526,8 +527,12 @@ static tern_status infer_node(ictx *c)
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
-        if ((st = int_list(c, 1, "axes", buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given)))
-            return st;
+        graph_axes_args ax;
+        if ((st = graph_reduce_axes_decode(n, c->g->opset, V(c, 1) != NULL, K(c, 1), &ax, c->why, sizeof c->why)))
+            return ifail(c, st, "%s", c->why);
+        nb = ax.n;
+        known = ax.known;
+        memcpy(buf, ax.axes, sizeof ax.axes);
         int keep = (int)tern_graph_attr_int(n, "keepdims", 1);
         if (!known) {
             if (keep)
@@ -933,25 +938,25 @@ static tern_status infer_node(ictx *c)
         if ((st = need_rank(c, 0)))
             return st;
         const tern_graph_value *x = V(c, 0);
-        if (c->g->opset < 11)
-            st = int_list(c, 99, "pads", buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given);
-        else
-            st = need(c, 1) ? need(c, 1) : int_list(c, 1, NULL, buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given);
-        if (st)
+        if (c->g->opset >= 11 && (st = need(c, 1)))
             return st;
+        graph_pad_args pa;
+        if ((st = graph_pad_decode(n, c->g->opset, V(c, 1) != NULL, K(c, 1), 0, NULL, &pa, c->why, sizeof c->why)))
+            return ifail(c, st, "%s", c->why);
         if (V(c, 3))
             return ifail(c, TERN_ERR_UNSUPPORTED, "the axes input (opset 18) is not supported");
-        if (!known) {
+        if (!pa.known) {
             set_out(c, 0, x->type, x->rank, NULL);
             return TERN_OK;
         }
-        if (nb != 2 * x->rank)
-            return ifail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", nb, x->rank);
+        if (pa.n != 2 * x->rank)
+            return ifail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", pa.n, x->rank);
+        const int64_t *pb = pa.pads;
         for (int d = 0; d < x->rank; d++) {
-            if (buf[d] < -GRAPH_MAX_ELEMS || buf[d] > GRAPH_MAX_ELEMS || buf[x->rank + d] < -GRAPH_MAX_ELEMS ||
-                buf[x->rank + d] > GRAPH_MAX_ELEMS)
+            if (pb[d] < -GRAPH_MAX_ELEMS || pb[d] > GRAPH_MAX_ELEMS || pb[x->rank + d] < -GRAPH_MAX_ELEMS ||
+                pb[x->rank + d] > GRAPH_MAX_ELEMS)
                 return ifail(c, TERN_ERR_RANGE, "pads on axis %d are out of range", d);
-            dims[d] = x->dims[d] < 0 ? -1 : x->dims[d] + buf[d] + buf[x->rank + d];
+            dims[d] = x->dims[d] < 0 ? -1 : x->dims[d] + pb[d] + pb[x->rank + d];
             if (x->dims[d] >= 0 && dims[d] < 0)
                 return ifail(c, TERN_ERR_INVALID, "pads on axis %d make it negative", d);
         }
