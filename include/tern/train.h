@@ -84,6 +84,7 @@ void tern_train_free(tern_trainer *t);
 const char *tern_train_data_name(const tern_trainer *t);
 int tern_train_data_shape(const tern_trainer *t, int64_t *dims); /* returns the rank */
 int64_t tern_train_classes(const tern_trainer *t);
+int tern_train_data_is_int(const tern_trainer *t); /* 1: the data input takes int64 indices (token ids), not floats */
 size_t tern_train_weight_count(const tern_trainer *t);
 const char *tern_train_weight_name(const tern_trainer *t, size_t i);
 /* Current values of weight i (count floats). */
@@ -93,11 +94,11 @@ const float *tern_train_grad(const tern_trainer *t, size_t i, size_t *count);
 double tern_train_model_flops(const tern_trainer *t); /* per step */
 size_t tern_train_graph_nodes(const tern_trainer *t);  /* nodes of the training-step graph as built */
 
-/* One step on batch x (batch x row floats, row-major). labels: cross-entropy int64[batch x ...] class indices;
+/* One step on batch x (batch x row values, row-major: floats, or int64 when tern_train_data_is_int). labels: cross-entropy int64[batch x ...] class indices;
  * MSE float[the output's elements]; none for TERN_LOSS_OUTPUT (NULL). Labels out of range, a data size
  * mismatch, and a loss or gradient that is not finite are errors naming the step, the tensor and the value;
  * after a non-finite step the weights are those before it. */
-tern_status tern_train_step(tern_trainer *t, const float *x, size_t x_count, const void *labels, size_t label_count,
+tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                             tern_train_step_info *info, tern_error *err);
 
 /* Writes the model with its trained weights: the input ONNX file with those initializers replaced (every other

@@ -255,7 +255,10 @@ int tern_cmd_train(int argc, char **argv)
     tern_npy X, Y;
     memset(&X, 0, sizeof X);
     memset(&Y, 0, sizeof Y);
-    float *xf = NULL, *yf = NULL, *bx = NULL, *by = NULL;
+    void *xf = NULL, *bx = NULL;
+    float *yf = NULL, *by = NULL;
+    int x_int = 0;
+    size_t xsz = sizeof(float);
     int64_t *yi = NULL, *byi = NULL, *perm = NULL;
     tern_trainer *t = NULL;
     rc = 1;
@@ -266,9 +269,10 @@ int tern_cmd_train(int argc, char **argv)
             fail(err.msg);
             goto done;
         }
-        if (X.type != TERN_NPY_F32 && X.type != TERN_NPY_F64) {
-            fprintf(stderr, "tern train: data '%s': dtype %s, expected float32 (or float64)\n", data,
-                    tern_npy_type_descr(X.type));
+        x_int = X.type == TERN_NPY_I64 || X.type == TERN_NPY_I32;
+        if (X.type != TERN_NPY_F32 && X.type != TERN_NPY_F64 && !x_int) {
+            fprintf(stderr, "tern train: data '%s': dtype %s, expected float32 (or float64), or int64 token ids\n",
+                    data, tern_npy_type_descr(X.type));
             goto done;
         }
         if (X.rank < 1 || X.dims[0] < 1) {
@@ -281,11 +285,17 @@ int tern_cmd_train(int argc, char **argv)
             o.row_dims[d - 1] = X.dims[d];
         uint64_t n = tern_npy_count(&X);
         row = (size_t)(n / (uint64_t)rows);
-        xf = malloc(sizeof(float) * (n + 1));
+        xsz = x_int ? sizeof(int64_t) : sizeof(float);
+        xf = malloc(xsz * (n + 1));
         if (!xf)
             goto done;
-        for (uint64_t k = 0; k < n; k++)
-            xf[k] = (float)tern_npy_get(&X, k);
+        for (uint64_t k = 0; k < n; k++) {
+            double v = tern_npy_get(&X, k);
+            if (x_int)
+                ((int64_t *)xf)[k] = (int64_t)v;
+            else
+                ((float *)xf)[k] = (float)v;
+        }
     }
     if (labels) {
         if (tern_npy_read(labels, &Y, &err)) {
@@ -336,10 +346,16 @@ int tern_cmd_train(int argc, char **argv)
         fprintf(stderr, "tern train: the model's input '%s' needs --data\n", tern_train_data_name(t));
         goto done;
     }
+    if (data && tern_train_data_is_int(t) != x_int) {
+        fprintf(stderr, "tern train: data '%s': dtype %s, the model's input '%s' takes %s\n", data,
+                tern_npy_type_descr(X.type), tern_train_data_name(t),
+                tern_train_data_is_int(t) ? "int64 indices" : "float32 values");
+        goto done;
+    }
     if (rows < 1)
         rows = 1;
     perm = malloc(sizeof(int64_t) * (size_t)rows);
-    bx = malloc(sizeof(float) * ((size_t)batch * row + 1));
+    bx = malloc(xsz * ((size_t)batch * row + 1));
     by = malloc(sizeof(float) * ((size_t)batch * lrow + 1));
     byi = malloc(sizeof(int64_t) * ((size_t)batch * lrow + 1));
     if (!perm || !bx || !by || !byi)
@@ -396,7 +412,7 @@ int tern_cmd_train(int argc, char **argv)
         for (int64_t b = 0; b < batch; b++) {
             int64_t r = perm[(pos + b) % rows];
             if (xf)
-                memcpy(bx + (size_t)b * row, xf + (size_t)r * row, sizeof(float) * row);
+                memcpy((char *)bx + (size_t)b * row * xsz, (char *)xf + (size_t)r * row * xsz, xsz * row);
             if (yi)
                 memcpy(byi + (size_t)b * lrow, yi + (size_t)r * lrow, sizeof(int64_t) * lrow);
             if (yf)

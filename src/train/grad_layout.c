@@ -1,7 +1,7 @@
 /* Gradients of the layout ops, which move elements without changing them: the views (Reshape, Flatten, Squeeze,
  * Unsqueeze) reshape the gradient back to the operand's shape; Transpose applies the inverse permutation;
- * Expand sums over the broadcast axes; Concat hands each operand its slice of the gradient, and constant-mode
- * Pad the slice its operand was. */
+ * Expand sums over the broadcast axes; Concat hands each operand its slice of the gradient, Split concatenates
+ * its outputs' gradients, and constant-mode Pad hands back the slice its operand was. */
 #include "ad_internal.h"
 
 #include <string.h>
@@ -62,6 +62,33 @@ static int g_concat(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
+/* Split along axis: the operand's gradient is the outputs' gradients concatenated back (zeros for an output no
+ * gradient reaches) */
+static int g_split(ad_ctx *a, const ad_fwd *f)
+{
+    int64_t axis = tern_graph_attr_int(&a->g->nodes[f->index], "axis", 0);
+    ad_shape sx = ad_shape_of(a, f->in[0]);
+    if (axis < 0)
+        axis += sx.rank;
+    if (axis < 0 || axis >= sx.rank)
+        return ad_fail_node(a, f->index, "axis outside rank %d", sx.rank);
+    int parts[AD_MAX_IO];
+    for (int k = 0; k < f->n_out; k++) {
+        if (f->out[k] < 0)
+            return ad_fail_node(a, f->index, "an omitted Split output has no gradient rule");
+        if (f->dy[k] >= 0) {
+            parts[k] = f->dy[k];
+            continue;
+        }
+        ad_shape so = ad_shape_of(a, f->out[k]);
+        parts[k] = ad_expand(a, ad_const_f(a, 0.0f), &so);
+    }
+    int y = ad_op(a, "Concat", f->n_out, parts);
+    ad_attr_int(a, ad_last_node(a), "axis", axis);
+    ad_accum(a, f->in[0], y);
+    return 0;
+}
+
 /* Pad (constant mode, pads >= 0): the operand's part of the gradient, a Slice of every axis */
 static int g_pad(ad_ctx *a, const ad_fwd *f)
 {
@@ -118,6 +145,9 @@ int grad_layout_rule(int op_id, ad_rule *out)
         return 1;
     case TERN_GOP_CONCAT:
         *out = g_concat;
+        return 1;
+    case TERN_GOP_SPLIT:
+        *out = g_split;
         return 1;
     case TERN_GOP_PAD:
         *out = g_pad;

@@ -37,6 +37,7 @@ struct tern_trainer {
     int data_rank;
     int64_t data_dims[TERN_GRAPH_MAX_RANK];
     size_t data_count;
+    int data_int;               /* the data are integer indices (token ids), given as int64 */
     char *read_out;             /* the model output the loss reads (cross-entropy, MSE), also a step output */
     size_t read_count;
     int64_t classes;            /* cross-entropy */

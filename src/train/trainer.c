@@ -113,9 +113,11 @@ static tern_status bind_data(tern_trainer *t, tern_error *err)
     if (nin == 0)
         return TERN_OK;
     const tern_graph_value *v = tern_graph_value_at(g, tern_graph_input_id(g, 0));
-    if (!(v->type == TERN_ELEM_FLOAT))
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: input '%s' is %s; float data inputs are supported",
+    if (v->type != TERN_ELEM_FLOAT && v->type != TERN_ELEM_INT64 && v->type != TERN_ELEM_INT32)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: input '%s' is %s; float data or int64/int32 indices (token ids) are supported",
                               v->name, tern_elem_name(v->type));
+    t->data_int = v->type != TERN_ELEM_FLOAT;
     if (v->rank < 1)
         return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s' has rank %d; the batch is its axis 0",
                               v->name, v->rank);
@@ -226,6 +228,11 @@ int tern_train_data_shape(const tern_trainer *t, int64_t *dims)
     return t->data_rank;
 }
 
+int tern_train_data_is_int(const tern_trainer *t)
+{
+    return t->data_int;
+}
+
 int64_t tern_train_classes(const tern_trainer *t)
 {
     return t->classes;
@@ -278,6 +285,34 @@ static tern_status set_scalar(tern_trainer *t, const char *name, double v, tern_
     return set_f(t, name, &f, 1, err);
 }
 
+/* Integer data (token ids, int64 from the caller) in the device type the executable gives the input. */
+static tern_status set_indices(tern_trainer *t, const int64_t *x, size_t n, uint64_t step, tern_error *err)
+{
+    const tern_exe_io *io = NULL;
+    for (size_t i = 0; i < t->exe.num_inputs && !io; i++)
+        if (!strcmp(tern_exe_io_name(&t->exe.inputs[i]), t->data_name))
+            io = &t->exe.inputs[i];
+    if (!io)
+        return tern_error_set(err, TERN_ERR_NOT_FOUND, "train: input '%s' is not in the executable", t->data_name);
+    if (io->dtype != TERN_DTYPE_INT32)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: input '%s' is %s on the device (int32 expected)",
+                              t->data_name, tern_dtype_name(io->dtype));
+    int32_t *b = malloc(n * sizeof(int32_t) + 1);
+    if (!b)
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] < INT32_MIN || x[i] > INT32_MAX) {
+            free(b);
+            return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: input '%s' element %zu: %lld outside int32",
+                                  (unsigned long long)step, t->data_name, i, (long long)x[i]);
+        }
+        b[i] = (int32_t)x[i];
+    }
+    tern_status st = tern_rt_set_input(t->rt, t->data_name, b, n * sizeof(int32_t), err);
+    free(b);
+    return st;
+}
+
 /* The smoothed one-hot target rows and 1/(counted rows), from class labels; PyTorch's cross_entropy with
  * ignore_index and label_smoothing: (1 - e) onehot + e / C on counted rows, zero rows on ignored ones. */
 static tern_status ce_targets(tern_trainer *t, const int64_t *lab, size_t n, float *inv, tern_error *err)
@@ -319,7 +354,7 @@ static int first_nonfinite(const float *v, size_t n, size_t *at)
     return 0;
 }
 
-tern_status tern_train_step(tern_trainer *t, const float *x, size_t x_count, const void *labels, size_t label_count,
+tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                             tern_train_step_info *info, tern_error *err)
 {
     tern_status st;
@@ -328,7 +363,8 @@ tern_status tern_train_step(tern_trainer *t, const float *x, size_t x_count, con
         if (x_count != t->data_count)
             return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: input '%s': %zu values given, %zu expected",
                                   (unsigned long long)step, t->data_name, x_count, t->data_count);
-        if ((st = set_f(t, t->data_name, x, x_count, err)))
+        st = t->data_int ? set_indices(t, x, x_count, step, err) : set_f(t, t->data_name, x, x_count, err);
+        if (st)
             return st;
     }
     if (t->o.loss == TERN_LOSS_CROSS_ENTROPY) {

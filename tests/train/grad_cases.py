@@ -110,6 +110,10 @@ case("Squeeze", [node("Squeeze", ["a", "ax"])], {"a": rnd(3, 1, 4)}, lambda p: p
      {"ax": np.array([1], dtype=np.int64)})
 case("Expand", [node("Expand", ["a", "s"])], {"a": rnd(3, 1)}, lambda p: p["a"].expand(2, 3, 4),
      {"s": np.array([2, 3, 4], dtype=np.int64)})
+case("Split_one_output_used", [helper.make_node("Split", ["a", "sp"], ["s0", "s1"], axis=1), node("Identity", ["s1"])],
+     {"a": rnd(3, 5)}, lambda p: p["a"][:, 2:], {"sp": np.array([2, 3], dtype=np.int64)})
+case("Split_both", [helper.make_node("Split", ["a", "sp"], ["s0", "s1"], axis=0), node("Mul", ["s0", "s1"])],
+     {"a": rnd(4, 3)}, lambda p: p["a"][:2] * p["a"][2:], {"sp": np.array([2, 2], dtype=np.int64)})
 case("Pad_constant", [node("Pad", ["a", "pd"])], {"a": rnd(2, 3, 4)},
      lambda p: F.pad(p["a"], (1, 2, 0, 1)), {"pd": np.array([0, 0, 1, 0, 1, 2], dtype=np.int64)})
 case("Concat_axis1", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(3, 2), "b": rnd(3, 5)},

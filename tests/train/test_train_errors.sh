@@ -46,7 +46,7 @@ EOF
 T="$TERN train $tmp/lin.onnx --data $tmp/x.npy --labels $tmp/y.npy --steps 3 --batch 4"
 
 expect 1 $TERN train "$tmp/lin.onnx" --data "$tmp/xi.npy" --labels "$tmp/y.npy" --steps 1 --batch 4
-contains "$tmp/err" "data '$tmp/xi.npy': dtype <i8, expected float32"
+contains "$tmp/err" "data '$tmp/xi.npy': dtype <i8, the model's input 'x' takes float32 values"
 expect 1 $TERN train "$tmp/lin.onnx" --data "$tmp/x63.npy" --labels "$tmp/y.npy" --steps 1 --batch 4
 contains "$tmp/err" "input 'x': dim 1 is 8 in the model, 7 in the data"
 expect 1 $TERN train "$tmp/lin.onnx" --data "$tmp/x.npy" --labels "$tmp/ybad.npy" --steps 3 --batch 4
