@@ -664,6 +664,107 @@ tern_status tern_exe_save(const tern_exe *x, const char *path, tern_error *err)
     return TERN_OK;
 }
 
+/* fread of n bytes that extends the running CRC-32. */
+static int get_crc(FILE *f, void *dst, size_t n, uLong *crc)
+{
+    if (fread(dst, 1, n, f) != n)
+        return -1;
+    const Bytef *b = dst;
+    for (size_t left = n; left > 0;) {
+        uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
+        *crc = crc32(*crc, b, chunk);
+        b += chunk;
+        left -= chunk;
+    }
+    return 0;
+}
+
+/* n bytes of the file appended to b (and to the CRC). */
+static int copy_crc(FILE *f, wbuf *b, uint64_t n, uLong *crc)
+{
+    wb_put(b, NULL, (size_t)n);
+    return b->oom || get_crc(f, b->p + b->len - n, (size_t)n, crc);
+}
+
+/* A version-2 file read piece by piece: each constant's bytes go straight from the file into their own buffer and
+ * the rest (a few MB) is decoded by tern_exe_decode as a file whose constants are empty, so a loaded executable's
+ * weights are held once. Returns -1 on anything unexpected: the caller then decodes the whole file, whose message
+ * names the problem and its offset. */
+static int load_streamed(FILE *f, uint64_t size, tern_exe *out, tern_error *err)
+{
+    uint8_t hdr[X_HEADER];
+    uLong crc = crc32(0L, Z_NULL, 0);
+    wbuf syn = {0};
+    void **data = NULL;
+    uint64_t *bytes = NULL;
+    uint32_t nconst = 0, got = 0;
+    int rc = -1;
+    if (size < X_HEADER || fread(hdr, 1, X_HEADER, f) != X_HEADER || memcmp(hdr, TERN_EXE_MAGIC, 8) ||
+        rd32(hdr + X_VERSION) < 2 || rd32(hdr + X_VERSION) > TERN_EXE_VERSION)
+        return -1;
+    crc = crc32(crc, hdr + X_CORES, X_HEADER - X_CORES);
+    wb_put(&syn, hdr, X_HEADER);
+    uint32_t cores = rd32(hdr + X_CORES), nin = rd32(hdr + X_INPUTS), nout = rd32(hdr + X_OUTPUTS);
+    uint32_t meta = rd32(hdr + X_META), strtab_len = rd32(hdr + X_STRTAB);
+    nconst = rd32(hdr + X_CONSTS);
+    uint64_t pos = X_HEADER, n = ((uint64_t)nin + nout) * X_IO_RECORD + strtab_len;
+    if (cores == 0 || cores > X_MAX_CORES || n > size - pos)
+        goto done;
+    n += (8 - (pos + n) % 8) % 8;
+    if (n > size - pos || copy_crc(f, &syn, n, &crc))
+        goto done;
+    pos += n;
+    for (unsigned c = 0; c < cores; c++) {
+        if (size - pos < 8 || copy_crc(f, &syn, 8, &crc))
+            goto done;
+        uint64_t plen = rd64(syn.p + syn.len - 8);
+        pos += 8;
+        if (plen > size - pos)
+            goto done;
+        plen += (8 - (pos + plen) % 8) % 8;
+        if (plen > size - pos || copy_crc(f, &syn, plen, &crc))
+            goto done;
+        pos += plen;
+    }
+    if (nconst > (size - pos) / 24 || !(data = calloc(nconst + 1, sizeof *data)) ||
+        !(bytes = calloc(nconst + 1, sizeof *bytes)))
+        goto done;
+    for (; got < nconst; got++) {
+        uint8_t rec[24], pad[8];
+        if (size - pos < 24 || get_crc(f, rec, 24, &crc))
+            goto done;
+        pos += 24;
+        uint64_t b = rd64(rec + 16), p = (8 - b % 8) % 8;
+        if (b > size - pos || p > size - pos - b || !(data[got] = malloc(b ? (size_t)b : 1)) ||
+            get_crc(f, data[got], (size_t)b, &crc) || get_crc(f, pad, (size_t)p, &crc))
+            goto done;
+        pos += b + p;
+        bytes[got] = b;
+        memset(rec + 16, 0, 8); /* the decoded stand-in holds no bytes */
+        wb_put(&syn, rec, 24);
+    }
+    n = meta + (8 - meta % 8) % 8;
+    if (n != size - pos || copy_crc(f, &syn, n, &crc) || syn.oom || (uint32_t)crc != rd32(hdr + X_CHECKSUM))
+        goto done;
+    put32(syn.p + X_CHECKSUM, tern_crc32(syn.p + X_CORES, syn.len - X_CORES));
+    if (tern_exe_decode(syn.p, syn.len, out, err) != TERN_OK)
+        goto done;
+    for (uint32_t i = 0; i < nconst; i++) {
+        free(out->consts[i].data);
+        out->consts[i].data = data[i];
+        out->consts[i].bytes = bytes[i];
+        data[i] = NULL;
+    }
+    rc = 0;
+done:
+    for (uint32_t i = 0; data && i < got + (got < nconst); i++)
+        free(data[i]);
+    free(data);
+    free(bytes);
+    free(syn.p);
+    return rc;
+}
+
 tern_status tern_exe_load(const char *path, tern_exe *out, tern_error *err)
 {
     tern_exe_init(out);
@@ -680,6 +781,12 @@ tern_status tern_exe_load(const char *path, tern_exe *out, tern_error *err)
         fclose(f);
         return tern_error_set(err, TERN_ERR_IO, "loading %s: cannot size", path);
     }
+    if (load_streamed(f, (uint64_t)size, out, err) == 0) {
+        fclose(f);
+        return TERN_OK;
+    }
+    tern_exe_init(out); /* the whole file, for the message that names what is wrong (or a version-1 file) */
+    rewind(f);
     uint8_t *b = malloc((size_t)size + 1);
     size_t got = b ? fread(b, 1, (size_t)size, f) : 0;
     fclose(f);
