@@ -1,0 +1,746 @@
+/* tern_plan_run: the layout search and each layout's prediction (docs/planner.md). Layouts TP x PP x DP that fill
+ * the cluster's ranks (TP inside an instance, dividing the query heads and the MLP width; PP dividing the
+ * layers), with micro-batch size, ZeRO-1 and full activation recomputation, are checked against a rank's HBM
+ * part by part. For the fitting ones the step is composed from simulations:
+ *  - one layer's forward and backward graphs per distinct (TP, micro-batch) shape, compiled and run timing-only
+ *    (layer_sim.c; cached, so pipeline depth, ZeRO and data-parallel degree cost no new simulation), and the
+ *    embedding + LM head + loss graphs likewise;
+ *  - the collectives timed by tern_collective_time over the fabric with every group of the layout running at
+ *    once (TP all-gathers and reduce-scatters of sequence parallelism, the PP send/receive as a permute, the DP
+ *    gradient all-reduce, or ZeRO-1's reduce-scatter and all-gather), cached by operation, size and groups;
+ *  - the 1F1B schedule over the micro-batches (pipeline.c).
+ * Stage time per micro-batch = layers per stage x (layer time + its TP collectives), plus the head on the last
+ * stage and the embedding on the first. Step = schedule makespan + the DP collective's exposed part (the part
+ * the last micro-batch's backward cannot hide) + the optimizer update. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "plan/plan_internal.h"
+#include "tern/arch.h"
+#include "tern/collective.h"
+#include "tern/fabric.h"
+
+#define MAX_SHAPES 64
+#define MAX_COLLS 512
+#define MAX_PIECES 256
+
+typedef struct {
+    int tp;
+    int64_t mb;
+    int done;
+    tern_status st;
+    tern_error err;
+    double lf, lb, hf, hb; /* layer fwd/bwd, head fwd/bwd */
+    uint64_t ws;           /* the largest compiled graph's HBM footprint: a rank's transient workspace */
+    plan_compose comp;
+    int piece[6];
+} shape_entry;
+
+typedef struct {
+    plan_graph_kind kind;
+    int tp;
+    int64_t mb, seq;
+    int done;
+    tern_status st;
+    tern_error err;
+    double sec;
+    uint64_t ws;
+} piece;
+
+typedef struct {
+    tern_coll_op op;
+    int tp, pp, dp, kind; /* which groups: 0 TP, 1 DP, 2 PP pairs */
+    uint64_t bytes;
+    double t;
+} coll_entry;
+
+typedef struct {
+    const tern_model_cfg *c;
+    const tern_plan_opts *o;
+    tern_fabric *fab;
+    char machine[64];
+    unsigned R, nodes, rpn, lnc;
+    double cap, peak, hbm_bw;
+    shape_entry shapes[MAX_SHAPES];
+    int nshapes;
+    piece pieces[MAX_PIECES];
+    int npieces;
+    coll_entry colls[MAX_COLLS];
+    int ncolls;
+    pthread_mutex_t mu;
+    int next_job;
+} planner;
+
+void tern_plan_opts_default(tern_plan_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->seq = 2048;
+    o->global_batch = 256;
+    o->fixed.tp = o->fixed.pp = o->fixed.dp = o->fixed.microbatch = o->fixed.zero = o->fixed.recompute = -1;
+}
+
+/* ---- simulation of the per-shape graphs (two host threads: the host has 2 cores) ---- */
+static int shape_index(planner *p, int tp, int64_t mb)
+{
+    for (int i = 0; i < p->nshapes; i++)
+        if (p->shapes[i].tp == tp && p->shapes[i].mb == mb)
+            return i;
+    if (p->nshapes == MAX_SHAPES)
+        return -1;
+    shape_entry *e = &p->shapes[p->nshapes];
+    memset(e, 0, sizeof *e);
+    e->tp = tp;
+    e->mb = mb;
+    return p->nshapes++;
+}
+
+/* The graph shape a rank simulates: at LNC=2 a rank is two physical cores, which split its heads and MLP columns
+ * as a tensor-parallel pair would (tp x lnc), when the heads allow; otherwise the rank's whole work on one core. */
+static int sim_tp(const planner *p, int tp)
+{
+    int t = tp * (int)p->lnc;
+    if (p->lnc > 1 && p->c->heads % t == 0 && p->c->ffn % t == 0)
+        return t;
+    return tp;
+}
+
+/* The distinct graphs (pieces) the fitting shapes need: a shape's row chunk and head graphs do not depend on its
+ * micro-batch (the chunk is the same 4,096 rows), only its attention block (B = micro-batch x heads) does. */
+static int piece_index(planner *p, plan_graph_kind kind, int tp, int64_t mb, int64_t seq)
+{
+    for (int i = 0; i < p->npieces; i++) {
+        piece *q = &p->pieces[i];
+        if (q->kind == kind && q->tp == tp && q->mb == mb && q->seq == seq)
+            return i;
+    }
+    if (p->npieces == MAX_PIECES)
+        return -1;
+    piece *q = &p->pieces[p->npieces];
+    memset(q, 0, sizeof *q);
+    q->kind = kind;
+    q->tp = tp;
+    q->mb = mb;
+    q->seq = seq;
+    return p->npieces++;
+}
+
+static tern_status shape_pieces(planner *p, shape_entry *e, tern_error *err)
+{
+    int t = sim_tp(p, e->tp);
+    plan_composition(p->c, t, e->mb, p->o->seq, &e->comp);
+    plan_graph_kind k[6] = {PLAN_G_ROWS_FWD, PLAN_G_ROWS_BWD, PLAN_G_ATTN_FWD,
+                            PLAN_G_ATTN_BWD, PLAN_G_HEAD_FWD, PLAN_G_HEAD_BWD};
+    for (int i = 0; i < 6; i++) {
+        int attn = k[i] == PLAN_G_ATTN_FWD || k[i] == PLAN_G_ATTN_BWD;
+        e->piece[i] = piece_index(p, k[i], t, attn ? e->comp.B : 1, attn ? e->comp.blk : e->comp.rows);
+        if (e->piece[i] < 0)
+            return tern_error_set(err, TERN_ERR_RANGE, "plan: more than %d distinct graphs", MAX_PIECES);
+    }
+    return TERN_OK;
+}
+
+static void *worker(void *arg)
+{
+    planner *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = p->next_job++;
+        if (i < p->npieces && p->o->progress) {
+            static const char *names[] = {"layer rows forward", "layer rows backward", "attention block forward",
+                                          "attention block backward", "head forward", "head backward", "model"};
+            char what[128];
+            snprintf(what, sizeof what, "simulating %s (tp=%d, %lld x %lld)", names[p->pieces[i].kind],
+                     p->pieces[i].tp, (long long)p->pieces[i].mb, (long long)p->pieces[i].seq);
+            p->o->progress(p->o->progress_ctx, what);
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (i >= p->npieces)
+            return NULL;
+        piece *q = &p->pieces[i];
+        plan_shape s = {.kind = q->kind, .tp = q->tp, .mb = q->mb, .seq = q->seq, .fp32 = p->o->precision_fp32};
+        q->st = plan_simulate(p->c, &s, p->machine, &q->sec, &q->ws, &q->err);
+        q->done = q->st == TERN_OK;
+    }
+}
+
+static tern_status run_shapes(planner *p, tern_error *err)
+{
+    pthread_t th[2];
+    int n = 0;
+    p->next_job = 0;
+    for (int t = 0; t < 2; t++)
+        if (pthread_create(&th[t], NULL, worker, p) == 0)
+            n++;
+    if (n == 0)
+        worker(p);
+    for (int t = 0; t < n; t++)
+        pthread_join(th[t], NULL);
+    for (int i = 0; i < p->npieces; i++)
+        if (!p->pieces[i].done) {
+            *err = p->pieces[i].err;
+            return p->pieces[i].st ? p->pieces[i].st : TERN_ERR_INVALID;
+        }
+    /* compose each shape (plan_layer_times' rule) */
+    for (int i = 0; i < p->nshapes; i++) {
+        shape_entry *e = &p->shapes[i];
+        double v[6];
+        uint64_t ws = 0;
+        for (int k = 0; k < 6; k++) {
+            v[k] = p->pieces[e->piece[k]].sec;
+            if (p->pieces[e->piece[k]].ws > ws)
+                ws = p->pieces[e->piece[k]].ws;
+        }
+        double ch = (double)e->comp.chunks, pr = (double)e->comp.pairs;
+        e->lf = ch * v[0] + pr * v[2];
+        e->lb = ch * v[1] + pr * v[3];
+        e->hf = ch * v[4];
+        e->hb = ch * v[5];
+        e->ws = ws;
+        e->done = 1;
+    }
+    return TERN_OK;
+}
+
+/* ---- collectives ---- */
+/* Rank of (tensor index t, data index d, stage s): TP innermost (a TP group is consecutive ranks, inside one
+ * instance), then DP, then PP. */
+static unsigned rank_of(int tp, int dp, int t, int d, int s) { return (unsigned)((s * dp + d) * tp + t); }
+
+static tern_status coll_time(planner *p, tern_coll_op op, int kind, int tp, int pp, int dp, uint64_t bytes,
+                             tern_dtype dt, double *out, tern_error *err)
+{
+    int gsz = kind == 0 ? tp : dp;
+    if ((kind != 2 && gsz <= 1) || (kind == 2 && pp <= 1) || bytes == 0) {
+        *out = 0;
+        return TERN_OK;
+    }
+    for (int i = 0; i < p->ncolls; i++) {
+        coll_entry *e = &p->colls[i];
+        if (e->op == op && e->kind == kind && e->tp == tp && e->pp == pp && e->dp == dp && e->bytes == bytes) {
+            *out = e->t;
+            return TERN_OK;
+        }
+    }
+    unsigned R = p->R;
+    unsigned *g = malloc(sizeof(unsigned) * R * 2);
+    if (!g)
+        return tern_error_set(err, TERN_ERR_NOMEM, "plan: out of memory for replica groups");
+    tern_coll_desc d = {.op = op, .dtype = dt, .count = bytes / tern_dtype_size(dt)};
+    unsigned k = 0;
+    if (kind == 0) { /* TP groups: every (stage, data index) */
+        for (int s = 0; s < pp; s++)
+            for (int di = 0; di < dp; di++)
+                for (int t = 0; t < tp; t++)
+                    g[k++] = rank_of(tp, dp, t, di, s);
+        d.groups = g;
+        d.ngroups = (unsigned)(pp * dp);
+        d.group_size = (unsigned)tp;
+    } else if (kind == 1) { /* DP groups: every (stage, tensor index) */
+        for (int s = 0; s < pp; s++)
+            for (int t = 0; t < tp; t++)
+                for (int di = 0; di < dp; di++)
+                    g[k++] = rank_of(tp, dp, t, di, s);
+        d.groups = g;
+        d.ngroups = (unsigned)(pp * tp);
+        d.group_size = (unsigned)dp;
+    } else { /* PP: every rank of stage s sends to the same position in stage s+1, all stages at once */
+        unsigned np = 0;
+        for (int s = 0; s + 1 < pp; s += 1)
+            for (int di = 0; di < dp; di++)
+                for (int t = 0; t < tp; t++) {
+                    g[2 * np] = rank_of(tp, dp, t, di, s);
+                    g[2 * np + 1] = rank_of(tp, dp, t, di, s + 1);
+                    np++;
+                }
+        d.pairs = g;
+        d.npairs = np;
+        d.algo = TERN_ALGO_DIRECT;
+    }
+    tern_fabric_reset(p->fab);
+    tern_coll_result r;
+    tern_status st = tern_collective_time(p->fab, &d, &r, err);
+    free(g);
+    if (st)
+        return tern_error_prefix(err, "plan: timing %s over %s groups (tp=%d pp=%d dp=%d, %llu bytes): ",
+                                 tern_coll_op_name(op), kind == 0 ? "TP" : kind == 1 ? "DP" : "PP", tp, pp, dp,
+                                 (unsigned long long)bytes);
+    *out = (double)r.time_ps * 1e-12;
+    if (p->ncolls < MAX_COLLS) {
+        coll_entry *e = &p->colls[p->ncolls++];
+        *e = (coll_entry){.op = op, .tp = tp, .pp = pp, .dp = dp, .kind = kind, .bytes = bytes, .t = *out};
+    }
+    return TERN_OK;
+}
+
+/* ---- memory ---- */
+static double layer_params_rank(const tern_model_cfg *c, int tp)
+{
+    double h = (double)c->hidden, hd = (double)c->head_dim;
+    double attn = h * hd * (double)plan_heads_per_rank(c, tp) * 2 + h * hd * (double)plan_kv_heads_per_rank(c, tp) * 2;
+    double mlp = (c->gated_mlp ? 3.0 : 2.0) * h * (double)(c->ffn / tp) * (double)c->experts;
+    double extra = c->experts > 1 ? h * (double)c->experts : 0;
+    extra += c->rms_norm ? 2 * h : 4 * h + (4 * h + (double)(c->ffn / tp) + h) / 1.0;
+    return attn + mlp + extra;
+}
+
+static void memory_of(const planner *p, const tern_plan_layout *L, int64_t micro, uint64_t ws, tern_plan_memory *m,
+                      double *params_rank)
+{
+    const tern_model_cfg *c = p->c;
+    int fp32 = p->o->precision_fp32;
+    double lps = (double)(c->layers / L->pp);
+    double emb = (double)((c->vocab + L->tp - 1) / L->tp) * (double)c->hidden;
+    double head = c->tied_embeddings && L->pp > 1 ? emb : (c->tied_embeddings ? 0 : emb);
+    /* the busiest stage: the first (embedding, most micro-batches in flight) or, with pp = 1, the only one */
+    double prm = lps * layer_params_rank(c, L->tp) + emb + (L->pp == 1 ? head : 0);
+    double prm_last = lps * layer_params_rank(c, L->tp) + (L->pp > 1 ? head : 0);
+    if (prm_last > prm)
+        prm = prm_last;
+    *params_rank = prm;
+    m->weights = prm * (fp32 ? 4 : 2);
+    m->grads = prm * 4; /* gradients accumulated in fp32 over the micro-batches */
+    double opt = prm * (fp32 ? 8 : 12); /* Adam m and v (fp32), plus an fp32 master copy under bf16 */
+    m->optimizer = L->zero ? opt / L->dp : opt;
+    double inflight = (double)(micro < L->pp ? micro : L->pp);
+    double act = plan_layer_activation_bytes(c, L->tp, L->microbatch, p->o->seq, fp32, L->recompute);
+    double logits = (double)(L->microbatch * p->o->seq) * (double)((c->vocab + L->tp - 1) / L->tp) * 4;
+    m->activations = act * lps * inflight + (L->pp == 1 ? logits : 0);
+    m->workspace = (double)ws;
+    m->total = m->weights + m->grads + m->optimizer + m->activations + m->workspace;
+    m->capacity = p->cap;
+}
+
+/* ---- one layout ---- */
+static tern_status evaluate(planner *p, const tern_plan_layout *L, tern_plan_result *r, tern_error *err)
+{
+    const tern_model_cfg *c = p->c;
+    const tern_plan_opts *o = p->o;
+    int fp32 = o->precision_fp32;
+    tern_dtype adt = fp32 ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16;
+    double e = fp32 ? 4 : 2;
+    int64_t M = o->global_batch / ((int64_t)L->dp * L->microbatch);
+    int si = shape_index(p, L->tp, L->microbatch);
+    shape_entry *sh = &p->shapes[si];
+    double T = (double)(L->microbatch * o->seq);
+    uint64_t act_bytes = (uint64_t)(T * (double)c->hidden * e);
+    double ag, rs, ar_ = 0;
+    tern_status st;
+    if ((st = coll_time(p, TERN_COLL_ALL_GATHER, 0, L->tp, L->pp, L->dp, act_bytes, adt, &ag, err)) ||
+        (st = coll_time(p, TERN_COLL_REDUCE_SCATTER, 0, L->tp, L->pp, L->dp, act_bytes, adt, &rs, err)))
+        return st;
+    (void)ar_;
+    /* sequence parallelism: forward 2 all-gathers + 2 reduce-scatters per layer, the backward the same */
+    double tp_layer_f = 2 * (ag + rs), tp_layer_b = 2 * (ag + rs);
+    double lps = (double)(c->layers / L->pp);
+    double lf = sh->lf, lb = sh->lb + (L->recompute ? sh->lf + tp_layer_f : 0);
+    double xsend = 0;
+    uint64_t send_bytes = (uint64_t)(T * (double)c->hidden * e / ((int64_t)(T) % L->tp ? 1 : L->tp));
+    if ((st = coll_time(p, TERN_COLL_PERMUTE, 2, L->tp, L->pp, L->dp, send_bytes, adt, &xsend, err)))
+        return st;
+    double *fs = malloc(sizeof(double) * (size_t)L->pp), *bs = malloc(sizeof(double) * (size_t)L->pp);
+    if (!fs || !bs) {
+        free(fs), free(bs);
+        return tern_error_set(err, TERN_ERR_NOMEM, "plan: out of memory");
+    }
+    for (int s = 0; s < L->pp; s++) {
+        fs[s] = lps * (lf + tp_layer_f);
+        bs[s] = lps * (lb + tp_layer_b);
+    }
+    /* the embedding and LM head graph runs on the last stage (pp = 1: the only one); its TP collectives are the
+     * all-gather before the head and the vocabulary-parallel loss's small all-reduces (row max and sum) */
+    double head_ar;
+    if ((st = coll_time(p, TERN_COLL_ALL_REDUCE, 0, L->tp, L->pp, L->dp, (uint64_t)(T * 4), TERN_DTYPE_FP32,
+                        &head_ar, err))) {
+        free(fs), free(bs);
+        return st;
+    }
+    fs[L->pp - 1] += sh->hf + ag + 2 * head_ar;
+    bs[L->pp - 1] += sh->hb + rs;
+    double makespan, idle;
+    if (plan_pipeline_sim((unsigned)L->pp, (unsigned)M, fs, bs, L->pp > 1 ? xsend : 0, &makespan, &idle)) {
+        free(fs), free(bs);
+        return tern_error_set(err, TERN_ERR_NOMEM, "plan: pipeline schedule failed (out of memory)");
+    }
+    double compute = 0;
+    for (int s = 0; s < L->pp; s++) {
+        double cs = (double)M * (fs[s] + bs[s]);
+        if (cs > compute)
+            compute = cs;
+    }
+    double bs_last = bs[L->pp - 1];
+    free(fs), free(bs);
+    /* data-parallel gradient synchronisation of the rank's parameters */
+    double params_rank;
+    memory_of(p, L, M, sh->ws, &r->mem, &params_rank);
+    uint64_t gbytes = (uint64_t)(params_rank * 4);
+    double dp_t = 0, t1 = 0, t2 = 0;
+    if (L->zero) {
+        if ((st = coll_time(p, TERN_COLL_REDUCE_SCATTER, 1, L->tp, L->pp, L->dp, gbytes, TERN_DTYPE_FP32, &t1,
+                            err)) ||
+            (st = coll_time(p, TERN_COLL_ALL_GATHER, 1, L->tp, L->pp, L->dp, (uint64_t)(params_rank * e), adt, &t2,
+                            err)))
+            return st;
+        dp_t = t1 + t2;
+    } else {
+        if ((st = coll_time(p, TERN_COLL_ALL_REDUCE, 1, L->tp, L->pp, L->dp, gbytes, TERN_DTYPE_FP32, &t1, err)))
+            return st;
+        dp_t = t1;
+    }
+    /* overlap: the gradient reduction (t1) of layer l can start once the last micro-batch's backward of l is done,
+     * so all but the first layer's share hides behind that backward; ZeRO-1's all-gather of the updated weights
+     * (t2) follows the optimizer and is exposed */
+    double hide = lps > 1 ? bs_last * (lps - 1) / lps : 0;
+    double ov = t1 < hide ? t1 : hide;
+    double dp_exposed = dp_t - ov;
+    /* optimizer: Adam over the rank's (ZeRO: shard of the) parameters, HBM-bound: read grad, m, v, master
+     * (16 B), write m, v, master, and the bf16 weight (14 B) per parameter, at the rank's HBM bandwidth */
+    double nopt = L->zero ? params_rank / L->dp : params_rank;
+    double opt_t = nopt * (fp32 ? 24 : 30) / p->hbm_bw;
+    r->layout = *L;
+    r->micro_batches = (int)M;
+    r->step_s = makespan + dp_exposed + opt_t;
+    r->compute_s = compute;
+    r->bubble_s = idle;
+    r->tp_comm_s = (double)M * lps * (tp_layer_f + tp_layer_b);
+    r->pp_comm_s = L->pp > 1 ? 2.0 * (double)M * xsend : 0;
+    r->dp_comm_s = dp_t;
+    r->comm_overlapped_s = ov;
+    r->comm_exposed_s = r->tp_comm_s + r->pp_comm_s + dp_exposed;
+    r->layer_fwd_s = sh->lf;
+    r->layer_bwd_s = sh->lb;
+    r->head_fwd_s = sh->hf;
+    r->head_bwd_s = sh->hb;
+    r->seq_per_s = (double)o->global_batch / r->step_s;
+    r->tokens_per_s = r->seq_per_s * (double)o->seq;
+    r->mfu = r->tokens_per_s * tern_model_train_flops_per_token(c, o->seq) / ((double)p->R * p->peak);
+    r->fits = r->mem.total <= r->mem.capacity;
+    return TERN_OK;
+}
+
+/* ---- prices ---- */
+static void load_price(const char *file, const char *instance, double *usd_h, char *src, size_t srcn)
+{
+    *usd_h = -1;
+    snprintf(src, srcn, "no price file");
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return;
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (!buf)
+        return;
+    cJSON *root = cJSON_ParseWithLength(buf, n);
+    free(buf);
+    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(root, "instances");
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(ins, instance);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, "usd_per_hour");
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(it, "source");
+    if (cJSON_IsNumber(v) && v->valuedouble > 0)
+        *usd_h = v->valuedouble;
+    snprintf(src, srcn, "%s", cJSON_IsString(s) ? s->valuestring : it ? "no source given" : "not in the price file");
+    cJSON_Delete(root);
+}
+
+static tern_status check_price_file(const char *file, tern_error *err)
+{
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return tern_error_set(err, TERN_ERR_IO, "price file '%s': cannot open", file);
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    cJSON *root = buf ? cJSON_ParseWithLength(buf, n) : NULL;
+    free(buf);
+    int ok = root && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "instances"));
+    cJSON_Delete(root);
+    if (!ok)
+        return tern_error_set(err, TERN_ERR_PARSE, "price file '%s': must be a JSON object with an \"instances\" object",
+                              file);
+    return TERN_OK;
+}
+
+/* ---- GPU comparison (docs/planner.md, "Against GPUs") ---- */
+static void gpu_model(const tern_model_cfg *c, const tern_plan_opts *o, const char *price_file, unsigned instances,
+                      int which, tern_plan_gpu *g)
+{
+    memset(g, 0, sizeof *g);
+    if (which == 0) {
+        snprintf(g->instance, sizeof g->instance, "p4d.24xlarge");
+        snprintf(g->gpu, sizeof g->gpu, "A100-SXM4-40GB");
+        g->peak_flops = 312e12;
+        g->nvlink_bytes_s = 300e9;
+        g->efa_bytes_s = 400e9 / 8;
+        g->hbm_bytes = 40.0 * (1u << 30);
+    } else {
+        snprintf(g->instance, sizeof g->instance, "p5.48xlarge");
+        snprintf(g->gpu, sizeof g->gpu, "H100-SXM5-80GB");
+        g->peak_flops = 989e12;
+        g->nvlink_bytes_s = 450e9;
+        g->efa_bytes_s = 3200e9 / 8;
+        g->hbm_bytes = 80.0 * (1u << 30);
+    }
+    g->gpus_per_instance = 8;
+    g->instances = instances;
+    g->mfu = o->gpu_mfu > 0 ? o->gpu_mfu : 0.40;
+    double n = (double)instances * 8;
+    double P = tern_model_params(c);
+    /* layout: TP = 8 over NVLink when the model's state (18 B/param with ZeRO-1 over DP) would not fit one GPU,
+     * else TP = 1; DP over the rest */
+    int tp = 1;
+    if (P * (2 + 4 + 12 / (n)) > 0.8 * g->hbm_bytes)
+        tp = 8;
+    int dp = (int)(n / tp);
+    double state = P / tp * (2 + 4) + P / tp * 12 / dp;
+    g->fits = state <= 0.8 * g->hbm_bytes;
+    snprintf(g->layout, sizeof g->layout, "tp=%d dp=%d zero-1", tp, dp);
+    double tokens = (double)o->global_batch * (double)o->seq;
+    double compute = tokens * tern_model_train_flops_per_token(c, o->seq) / (n * g->peak_flops * g->mfu);
+    /* DP: ring all-reduce of fp32 gradients, 2(d-1)/d x bytes per GPU, over the instance's EFA shared by its GPUs;
+     * overlapped with the backward (2/3 of compute), the rest exposed. TP cost is inside the assumed MFU. */
+    double gbytes = P / tp * 4;
+    double dp_t = dp > 1 ? 2.0 * (dp - 1) / dp * gbytes / (g->efa_bytes_s / (8.0 / tp)) : 0;
+    double exposed = dp_t > compute * 2 / 3 ? dp_t - compute * 2 / 3 : 0;
+    g->step_s = compute + exposed;
+    g->tokens_per_s = tokens / g->step_s;
+    load_price(price_file, g->instance, &g->price_usd_h, g->price_source, sizeof g->price_source);
+    g->has_price = g->price_usd_h > 0;
+    if (g->has_price) {
+        g->cost_per_step_usd = g->step_s / 3600 * g->price_usd_h * instances;
+        double steps = o->tokens > 0 ? o->tokens / tokens : o->steps;
+        g->job_cost_usd = steps * g->cost_per_step_usd;
+    }
+}
+
+/* ---- search ---- */
+static int cmp_plans(const void *a, const void *b)
+{
+    const tern_plan_result *x = a, *y = b;
+    if (x->fits != y->fits)
+        return y->fits - x->fits;
+    if (x->fits) {
+        if (x->step_s != y->step_s)
+            return x->step_s < y->step_s ? -1 : 1;
+    } else if (x->mem.total != y->mem.total) {
+        return x->mem.total < y->mem.total ? -1 : 1;
+    }
+    const int *u = &x->layout.tp, *v = &y->layout.tp;
+    for (int i = 0; i < 6; i++)
+        if (u[i] != v[i])
+            return u[i] - v[i];
+    return 0;
+}
+
+static tern_status check_fixed(const tern_model_cfg *c, const tern_plan_opts *o, unsigned R, unsigned rpn,
+                               tern_error *err)
+{
+    const tern_plan_layout *f = &o->fixed;
+    if (f->tp == 0 || f->pp == 0 || f->dp == 0 || f->microbatch == 0)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: tp, pp, dp and microbatch must be at least 1");
+    if (f->tp > 0 && c->heads % f->tp)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "layout: tp=%d must divide the query heads (num_attention_heads %lld)", f->tp,
+                              (long long)c->heads);
+    if (f->tp > 0 && c->ffn % f->tp)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: tp=%d must divide the MLP width (intermediate %lld)",
+                              f->tp, (long long)c->ffn);
+    if (f->tp > 0 && (unsigned)f->tp > rpn)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "layout: tp=%d exceeds the %u ranks of one instance (TP stays on NeuronLink)", f->tp,
+                              rpn);
+    if (f->pp > 0 && c->layers % f->pp)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: pp=%d must divide the layers (num_hidden_layers %lld)",
+                              f->pp, (long long)c->layers);
+    int64_t prod = (int64_t)(f->tp > 0 ? f->tp : 1) * (f->pp > 0 ? f->pp : 1) * (f->dp > 0 ? f->dp : 1);
+    if (R % prod)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: tp x pp x dp = %lld does not divide the cluster's %u ranks",
+                              (long long)prod, R);
+    if (f->tp > 0 && f->pp > 0 && f->dp > 0 && prod != R)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: tp x pp x dp = %lld, the cluster has %u ranks",
+                              (long long)prod, R);
+    if (f->dp > 0 && o->global_batch % (f->dp * (f->microbatch > 0 ? f->microbatch : 1)))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "layout: global batch %lld is not divisible by dp x microbatch = %d x %d",
+                              (long long)o->global_batch, f->dp, f->microbatch > 0 ? f->microbatch : 1);
+    return TERN_OK;
+}
+
+tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern_plan_out *out, tern_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (o->seq < 1 || o->global_batch < 1)
+        return tern_error_set(err, TERN_ERR_INVALID, "plan: --seq (%lld) and --global-batch (%lld) must be >= 1",
+                              (long long)o->seq, (long long)o->global_batch);
+    if (o->seq > c->max_positions)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "plan: sequence length %lld exceeds the model's max_position_embeddings (%lld)",
+                              (long long)o->seq, (long long)c->max_positions);
+    if (!o->cluster)
+        return tern_error_set(err, TERN_ERR_INVALID, "plan: no cluster given");
+    planner *p = calloc(1, sizeof *p);
+    if (!p)
+        return tern_error_set(err, TERN_ERR_NOMEM, "plan: out of memory");
+    p->c = c;
+    p->o = o;
+    pthread_mutex_init(&p->mu, NULL);
+    tern_status st = tern_fabric_load(o->cluster, NULL, &p->fab, err);
+    tern_machine *m = NULL;
+    tern_plan_result *res = NULL;
+    size_t nres = 0, capres = 0;
+    if (st)
+        goto done;
+    {
+        unsigned cnt;
+        if ((st = tern_cluster_spec_parse(o->cluster, &cnt, p->machine, sizeof p->machine, err)))
+            goto done;
+    }
+    p->R = tern_fabric_ranks(p->fab);
+    p->nodes = tern_fabric_nodes(p->fab);
+    p->lnc = tern_fabric_lnc(p->fab);
+    if ((st = tern_machine_load(p->machine, &m, err)))
+        goto done;
+    {
+        tern_peaks pk;
+        tern_machine_peaks(m, &pk);
+        const tern_chip_spec *chip = tern_machine_chip(m);
+        p->cap = (double)chip->hbm_bytes / chip->cores * p->lnc;
+        p->peak = pk.core_flops[o->precision_fp32 ? TERN_ARCH_FP32 : TERN_ARCH_BF16] * p->lnc;
+        p->hbm_bw = chip->hbm_bandwidth / chip->cores * p->lnc;
+        p->rpn = p->R / (p->nodes ? p->nodes : 1);
+        /* a system (the UltraServer) is one node to the fabric but several instances: TP stays in one */
+        const tern_instance_spec *is = tern_machine_instance(m);
+        if (is && tern_machine_kind_of(m) == TERN_MACHINE_SYSTEM && is->built_from_count > 1)
+            p->rpn /= is->built_from_count;
+    }
+    if ((st = check_fixed(c, o, p->R, p->rpn, err)))
+        goto done;
+    const char *pf = o->price_file;
+    char pfbuf[1024];
+    if (pf) {
+        if ((st = check_price_file(pf, err)))
+            goto done;
+    } else {
+        snprintf(pfbuf, sizeof pfbuf, "%s/../prices.json", tern_machine_builtin_dir());
+        pf = pfbuf;
+    }
+    snprintf(out->machine, sizeof out->machine, "%s", p->machine);
+    out->instances = p->nodes;
+    out->ranks = p->R;
+    load_price(pf, p->machine, &out->price_usd_h, out->price_source, sizeof out->price_source);
+    out->flops_per_token = tern_model_train_flops_per_token(c, o->seq);
+    out->core_peak_flops = p->peak;
+    /* enumerate */
+    for (int tp = 1; tp <= (int)p->rpn; tp *= 2) {
+        if (o->fixed.tp > 0 && tp != o->fixed.tp)
+            continue;
+        if (c->heads % tp || c->ffn % tp || p->R % (unsigned)tp)
+            continue;
+        for (int pp = 1; pp <= c->layers; pp++) {
+            if ((o->fixed.pp > 0 && pp != o->fixed.pp) || c->layers % pp || p->R % (unsigned)(tp * pp))
+                continue;
+            int dp = (int)(p->R / (unsigned)(tp * pp));
+            if (o->fixed.dp > 0 && dp != o->fixed.dp)
+                continue;
+            if (o->global_batch % dp)
+                continue;
+            for (int mb = 1; mb <= 4; mb *= 2) {
+                if (o->fixed.microbatch > 0 ? mb != o->fixed.microbatch : (mb > 2))
+                    continue;
+                if ((o->global_batch / dp) % mb)
+                    continue;
+                for (int z = 0; z <= 1; z++) {
+                    if (o->fixed.zero >= 0 && z != o->fixed.zero)
+                        continue;
+                    if (dp == 1 && z)
+                        continue;
+                    for (int rc = 0; rc <= 1; rc++) {
+                        if (o->fixed.recompute >= 0 && rc != o->fixed.recompute)
+                            continue;
+                        if (nres == capres) {
+                            capres = capres ? 2 * capres : 64;
+                            tern_plan_result *nr = realloc(res, capres * sizeof *nr);
+                            if (!nr) {
+                                st = tern_error_set(err, TERN_ERR_NOMEM, "plan: out of memory");
+                                goto done;
+                            }
+                            res = nr;
+                        }
+                        tern_plan_result *r = &res[nres++];
+                        memset(r, 0, sizeof *r);
+                        r->layout = (tern_plan_layout){tp, pp, dp, mb, z, rc};
+                        int64_t M = o->global_batch / ((int64_t)dp * mb);
+                        double prm;
+                        memory_of(p, &r->layout, M, 0, &r->mem, &prm);
+                        r->micro_batches = (int)M;
+                        r->fits = r->mem.total <= r->mem.capacity;
+                        if (r->fits && shape_index(p, tp, mb) < 0) {
+                            st = tern_error_set(err, TERN_ERR_RANGE, "plan: more than %d layer shapes", MAX_SHAPES);
+                            goto done;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out->searched = nres;
+    if (nres == 0) {
+        st = tern_error_set(err, TERN_ERR_INVALID,
+                            "plan: no layout of %u ranks satisfies the rules (tp dividing %lld heads, pp dividing "
+                            "%lld layers, dp dividing the global batch %lld) with the fixed knobs",
+                            p->R, (long long)c->heads, (long long)c->layers, (long long)o->global_batch);
+        goto done;
+    }
+    for (int i = 0; i < p->nshapes; i++)
+        if ((st = shape_pieces(p, &p->shapes[i], err)))
+            goto done;
+    if ((st = run_shapes(p, err)))
+        goto done;
+    out->simulated = (size_t)p->npieces;
+    for (size_t i = 0; i < nres; i++) {
+        if (!res[i].fits)
+            continue;
+        tern_plan_layout L = res[i].layout;
+        if ((st = evaluate(p, &L, &res[i], err)))
+            goto done;
+    }
+    out->collectives = (size_t)p->ncolls;
+    qsort(res, nres, sizeof *res, cmp_plans);
+    for (size_t i = 0; i < nres; i++) {
+        tern_plan_result *r = &res[i];
+        double tokens = (double)o->global_batch * (double)o->seq;
+        if (out->price_usd_h > 0 && r->fits) {
+            r->cost_per_step_usd = r->step_s / 3600 * out->price_usd_h * p->nodes;
+            r->cost_per_mtok_usd = r->cost_per_step_usd / tokens * 1e6;
+            double steps = o->tokens > 0 ? o->tokens / tokens : o->steps;
+            r->job_cost_usd = steps * r->cost_per_step_usd;
+            r->job_hours = steps * r->step_s / 3600;
+        } else if (r->fits) {
+            double steps = o->tokens > 0 ? o->tokens / tokens : o->steps;
+            r->job_hours = steps * r->step_s / 3600;
+        }
+    }
+    out->plans = res;
+    out->count = nres;
+    res = NULL;
+    out->ngpus = 2;
+    for (int g = 0; g < 2; g++)
+        gpu_model(c, o, pf, p->nodes, g, &out->gpus[g]);
+done:
+    free(res);
+    tern_machine_free(m);
+    tern_fabric_free(p->fab);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return st;
+}
+
+void tern_plan_out_free(tern_plan_out *out)
+{
+    free(out->plans);
+    memset(out, 0, sizeof *out);
+}

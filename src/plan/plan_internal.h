@@ -1,0 +1,104 @@
+/* Private to the plan layer: the in-memory ONNX writer the layer graphs are built with (onnx_writer.c), the
+ * per-rank graph shapes (layer_graph.c), and the simulation cache (layer_sim.c). */
+#ifndef TERN_PLAN_INTERNAL_H
+#define TERN_PLAN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/base.h"
+#include "tern/plan.h"
+
+/* ---- a minimal ONNX ModelProto writer: values are numbered, named "v<id>" ---- */
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    int oom;
+} plan_pb;
+
+typedef struct {
+    plan_pb nodes, inputs, outputs, inits;
+    int next;     /* next value id */
+    int nnodes;
+    int elem;     /* element type of activations and weights (ONNX code: 1 float, 16 bfloat16) */
+} plan_onnx;
+
+typedef struct {
+    const char *name;
+    int kind; /* 1 int, 2 float, 3 ints */
+    int64_t i;
+    float f;
+    const int64_t *ints;
+    int nints;
+} plan_attr;
+
+void plan_onnx_init(plan_onnx *g, int elem);
+void plan_onnx_free(plan_onnx *g);
+int plan_onnx_input(plan_onnx *g, int elem, int rank, const int64_t *dims);
+int plan_onnx_const_i64(plan_onnx *g, int n, const int64_t *vals);
+int plan_onnx_const_f32(plan_onnx *g, float v); /* a scalar */
+int plan_onnx_op(plan_onnx *g, const char *op, int nin, const int *in, int nattr, const plan_attr *attrs);
+void plan_onnx_output(plan_onnx *g, int id, int elem, int rank, const int64_t *dims);
+/* The ModelProto bytes (caller frees); TERN_ERR_NOMEM when any write failed. */
+tern_status plan_onnx_finish(plan_onnx *g, uint8_t **buf, size_t *len, tern_error *err);
+
+/* ---- the per-rank graphs ---- */
+/* The graphs a layer is composed of (docs/planner.md, "What is composed"): the row-wise parts of the layer
+ * (everything but attention's block pairs) for `seq` rows (mb = 1), one attention block pair for mb = B heads x
+ * batch and seq = the block size, the embedding + LM head + loss for `seq` rows, and the whole model's forward
+ * (mb x seq tokens, the composition check). */
+typedef enum {
+    PLAN_G_ROWS_FWD = 0,
+    PLAN_G_ROWS_BWD,
+    PLAN_G_ATTN_FWD,
+    PLAN_G_ATTN_BWD,
+    PLAN_G_HEAD_FWD,
+    PLAN_G_HEAD_BWD,
+    PLAN_G_MODEL_FWD
+} plan_graph_kind;
+
+typedef struct {
+    plan_graph_kind kind;
+    int tp;
+    int64_t mb, seq;
+    int fp32;
+    int layers; /* PLAN_G_MODEL_FWD only */
+} plan_shape;
+
+/* How a layer of mb x seq tokens is composed: chunks of `rows` rows, `pairs` attention block pairs of `blk`. */
+typedef struct {
+    int64_t rows, chunks, blk, pairs, B;
+} plan_compose;
+void plan_composition(const tern_model_cfg *c, int tp, int64_t mb, int64_t seq, plan_compose *out);
+
+/* Build the ONNX bytes of one per-rank graph (docs/planner.md, "What each graph holds"). */
+tern_status plan_build_graph(const tern_model_cfg *c, const plan_shape *s, uint8_t **buf, size_t *len,
+                             tern_error *err);
+/* Compile the graph for machine and run it timing-only on its simulated core: the predicted seconds. */
+tern_status plan_simulate(const tern_model_cfg *c, const plan_shape *s, const char *machine, double *seconds,
+                          uint64_t *hbm_bytes, tern_error *err);
+
+/* A layer's simulated pieces and their composition (layer_sim.c): seconds per piece, the composed layer and head
+ * (forward, backward) for one micro-batch, and the largest compiled graph's HBM footprint. */
+typedef struct {
+    plan_compose comp;
+    double rows_f, rows_b, attn_f, attn_b, head_f, head_b;
+    double layer_f, layer_b, head_fwd, head_bwd;
+    uint64_t workspace;
+} plan_times;
+tern_status plan_layer_times(const tern_model_cfg *c, int tp, int64_t mb, int64_t seq, int fp32, const char *machine,
+                            plan_times *t, tern_error *err);
+
+/* Query heads and key/value heads one rank of tp holds (key/value heads replicated when tp exceeds them). */
+int64_t plan_heads_per_rank(const tern_model_cfg *c, int tp);
+int64_t plan_kv_heads_per_rank(const tern_model_cfg *c, int tp);
+/* The bytes one layer keeps for its backward per micro-batch (docs/planner.md, "Memory"). */
+double plan_layer_activation_bytes(const tern_model_cfg *c, int tp, int64_t mb, int64_t seq, int fp32,
+                                   int recompute);
+
+/* 1F1B over P stages and M micro-batches with per-stage forward f[s] and backward b[s] and send/receive time x
+ * (pipeline.c). Returns 0, or -1 when out of memory. */
+int plan_pipeline_sim(unsigned P, unsigned M, const double *f, const double *b, double x, double *makespan,
+                      double *idle_max);
+
+#endif
