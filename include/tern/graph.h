@@ -87,7 +87,7 @@ typedef enum {
     TERN_ATTR_FLOATS,
     TERN_ATTR_INTS,
     TERN_ATTR_STRINGS,
-    TERN_ATTR_GRAPH /* a subgraph (If/Loop/Scan bodies): kept as a marker only; such ops are unsupported */
+    TERN_ATTR_GRAPH /* a subgraph: If branches are imported (graph), Loop/Scan bodies kept as a marker only */
 } tern_attr_type;
 
 typedef struct tern_graph_attr {
@@ -101,6 +101,7 @@ typedef struct tern_graph_attr {
     float *floats;
     char **strings;
     tern_host_tensor *t; /* TENSOR */
+    struct tern_graph *graph; /* GRAPH: an If branch, imported (NULL for other bodies, which stay markers) */
 } tern_graph_attr;
 
 /* ---- the op registry (include/tern/ops.def): one row per (domain, op) ---- */

@@ -27,6 +27,7 @@ int graph_expand_has(int op_id)
     case TERN_GOP_SCATTER_ELEMENTS:
     case TERN_GOP_SCATTER:
     case TERN_GOP_REVERSE_SEQUENCE:
+    case TERN_GOP_IF:
         return 1;
     default:
         return 0;
@@ -371,6 +372,9 @@ tern_status graph_expand_node(tern_graph *g, int i, int *done, tern_error *err)
         break;
     case TERN_GOP_REVERSE_SEQUENCE:
         st = graph_expand_reverse_sequence(&b, done);
+        break;
+    case TERN_GOP_IF:
+        st = graph_expand_if(&b, done);
         break;
     default:
         st = graph_expand_loss(&b, done);

@@ -68,5 +68,6 @@ tern_status graph_expand_einsum(xb *b, int *done);
 tern_status graph_expand_rnn(xb *b, int *done);
 tern_status graph_expand_scatter(xb *b, int *done);
 tern_status graph_expand_reverse_sequence(xb *b, int *done); /* in expand_rnn.c */
+tern_status graph_expand_if(xb *b, int *done);
 
 #endif

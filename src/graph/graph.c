@@ -174,6 +174,7 @@ void graph_attr_clear(tern_graph_attr *a)
             free(a->strings[k]);
     free(a->strings);
     tern_host_tensor_free(a->t);
+    tern_graph_free(a->graph);
     memset(a, 0, sizeof *a);
 }
 

@@ -429,6 +429,25 @@ static tern_status apply_type(tern_graph_value *v, const Onnx__TypeProto *tp, co
 }
 
 /* ---- attributes ---- */
+static tern_status import_body(tern_graph *g, const Onnx__GraphProto *gp, const char *dir, int open, tern_error *err);
+
+/* An If branch as its own graph (names it reads from the enclosing graph become unfed inputs), or NULL when it
+ * does not import: the If is then refused as an unsupported op, as before branches were read. */
+static tern_graph *import_branch(const tern_graph *parent, const Onnx__GraphProto *gp, const char *dir)
+{
+    tern_graph *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->opset = parent->opset;
+    s->ir_version = parent->ir_version;
+    tern_error e;
+    if (import_body(s, gp, dir, 1, &e)) {
+        tern_graph_free(s);
+        return NULL;
+    }
+    return s;
+}
+
 static tern_status convert_attr(const tern_graph *g, int node, const Onnx__AttributeProto *ap, tern_graph_attr *a,
                                 const char *dir, tern_error *err)
 {
@@ -525,7 +544,12 @@ static tern_status convert_attr(const tern_graph *g, int node, const Onnx__Attri
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS:
         return graph_node_error(g, node, err, TERN_ERR_UNSUPPORTED, "attribute \"%s\": sparse tensors are not supported",
                                 a->name);
-    default: a->type = TERN_ATTR_GRAPH; break; /* graphs, tensors lists, type protos: kept as a marker */
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+        a->type = TERN_ATTR_GRAPH;
+        if (ap->g && !strcmp(g->nodes[node].op, "If")) /* other bodies (Loop, Scan) stay markers */
+            a->graph = import_branch(g, ap->g, dir);
+        break;
+    default: a->type = TERN_ATTR_GRAPH; break; /* graph lists, tensor lists, type protos: kept as a marker */
     }
     return TERN_OK;
 }
@@ -533,7 +557,6 @@ static tern_status convert_attr(const tern_graph *g, int node, const Onnx__Attri
 /* ---- model ---- */
 static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, const char *dir, tern_error *err)
 {
-    tern_status st;
     g->ir_version = m->has_ir_version ? m->ir_version : 0;
     g->opset = 0;
     for (size_t k = 0; k < m->n_opset_import; k++) {
@@ -549,6 +572,14 @@ static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, const 
     const Onnx__GraphProto *gp = m->graph;
     if (!gp)
         return tern_error_set(err, TERN_ERR_PARSE, "model: no graph");
+    return import_body(g, gp, dir, 0, err);
+}
+
+/* The graph's initializers, inputs, nodes and outputs. open: a subgraph, whose names not defined inside are the
+ * enclosing graph's (kept as unfed inputs of that name) */
+static tern_status import_body(tern_graph *g, const Onnx__GraphProto *gp, const char *dir, int open, tern_error *err)
+{
+    tern_status st;
     if (gp->n_sparse_initializer)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "model: sparse initializers are not supported");
     if (gp->n_node > 1000000 || gp->n_initializer > 1000000)
@@ -635,6 +666,8 @@ static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, const 
             if (!name || !name[0])
                 continue;
             int id = graph_lookup(g, name);
+            if (id < 0 && open && (id = graph_add_value(g, name)) >= 0)
+                g->values[id].flags = TERN_VALUE_INPUT;
             if (id < 0)
                 return graph_node_error(g, (int)i, err, TERN_ERR_PARSE,
                                         "input %zu \"%s\" is not a graph input, initializer or node output", k, name);
@@ -644,6 +677,8 @@ static tern_status import_graph(tern_graph *g, const Onnx__ModelProto *m, const 
     for (size_t k = 0; k < gp->n_output; k++) {
         const Onnx__ValueInfoProto *vi = gp->output[k];
         int id = vi->name ? graph_lookup(g, vi->name) : -1;
+        if (id < 0 && open && vi->name && (id = graph_add_value(g, vi->name)) >= 0)
+            g->values[id].flags = TERN_VALUE_INPUT; /* a branch passing an outer value through */
         if (id < 0)
             return tern_error_set(err, TERN_ERR_PARSE, "graph output \"%s\": no node, input or initializer has that name",
                                   vi->name ? vi->name : "");
