@@ -54,8 +54,9 @@ tern_status tern_model_cfg_parse(const char *json, size_t len, const char *sourc
 tern_status tern_model_cfg_load(const char *path, tern_model_cfg *out, tern_error *err);
 /* Parameter count (embeddings, every layer, final norm, the LM head when untied). */
 double tern_model_params(const tern_model_cfg *c);
-/* Training FLOPs per token: 6 x the matmul parameters a token uses (active experts only) plus the attention
- * scores 6 x 2 x layers x seq x heads x head_dim (halved for causal), the usual model-FLOPs definition. */
+/* Training FLOPs per token: 6 x the matmul parameters a token uses (active experts only, the LM head included)
+ * plus the attention scores 6 x 2 x layers x seq x heads x head_dim (not halved for causal masking: the PaLM /
+ * Megatron model-FLOPs definition). */
 double tern_model_train_flops_per_token(const tern_model_cfg *c, int64_t seq);
 
 /* One layout. A knob < 0 in tern_plan_opts.fixed is searched. */

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `tern plan` end to end on small jobs: the JSON shape the issue asks for (plans best first, every knob named,
+# fits, step and throughput, HBM per core, cost), a search of at least 20 layouts, a fixed layout giving exactly
+# its plan, a layout that fits nowhere exiting 1 with the bytes of each part, and the bad-input errors (TP not
+# dividing the heads, PP not dividing the layers, an unknown cluster, an unknown architecture, a missing field,
+# a malformed price file), each naming the value and the rule. Gets build/tern as $1.
+set -u
+TERN=${1:?usage: test_plan_cli.sh path/to/tern}
+PY=/usr/bin/python3
+. "$(dirname "$0")/../lib.sh"
+M=data/models
+
+expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --top 100 --json --quiet
+cp "$tmp/out" "$tmp/search.json"
+if $PY - "$tmp/search.json" <<'PY'; then ok; else bad "search JSON: $(head -c 300 "$tmp/search.json")"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))
+plans = d["plans"]
+assert d["searched"] >= 20, d["searched"]
+assert d["ranks"] == 32 and d["instances"] == 1
+keys = {"layout", "fits", "step_s", "seq_per_s", "tokens_per_s", "mfu", "hbm_gib_per_core", "cost_per_step_usd",
+        "comm_exposed_s", "comm_overlapped_s"}
+fit = [p for p in plans if p["fits"]]
+assert fit, "no fitting plan"
+for p in plans:
+    assert {"tp", "pp", "dp", "microbatch", "zero", "recompute"} <= set(p["layout"]), p
+    assert p["layout"]["tp"] * p["layout"]["pp"] * p["layout"]["dp"] == 32, p
+    assert 12 % p["layout"]["tp"] == 0 and 12 % p["layout"]["pp"] == 0, p
+for p in fit:
+    assert keys <= set(p), set(p) ^ keys
+    assert p["step_s"] > 0 and 0 < p["mfu"] < 1, p
+    assert abs(p["seq_per_s"] * p["step_s"] - 64) < 1e-3 * 64, p
+    assert abs(p["tokens_per_s"] - 1024 * p["seq_per_s"]) < 1e-3 * p["tokens_per_s"], p
+    assert p["cost_per_step_usd"] > 0 and abs(p["cost_per_step_usd"] - p["step_s"] / 3600 * d["price_usd_per_hour"]) < 1e-4 * p["cost_per_step_usd"], p
+    assert p["hbm_gib_per_core"] <= p["memory_gib"]["capacity"] + 1e-9, p
+steps = [p["step_s"] for p in fit]
+assert steps == sorted(steps), "fitting plans not best first"
+assert plans[:len(fit)] == fit, "a non-fitting plan before a fitting one"
+assert len(d["gpus"]) == 2 and d["gpus"][0]["instance"] == "p4d.24xlarge" and d["gpus"][1]["instance"] == "p5.48xlarge"
+PY
+
+# a fixed layout gives its own plan, and the same figures as in the search
+best=$($PY -c "import json,sys; p=json.load(open('$tmp/search.json'))['plans'][0]['layout']; print('tp=%d,pp=%d,dp=%d,mb=%d,zero=%d,recompute=%d' % (p['tp'],p['pp'],p['dp'],p['microbatch'],p['zero'],int(p['recompute'])))")
+expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --layout "$best" --json --quiet
+if $PY - "$tmp/out" "$tmp/search.json" <<'PY'; then ok; else bad "fixed layout $best: $(head -c 300 "$tmp/out")"; fi
+import json, sys
+a = json.load(open(sys.argv[1]))
+b = json.load(open(sys.argv[2]))
+assert a["searched"] == 1 and len(a["plans"]) == 1, a["searched"]
+assert a["plans"][0] == b["plans"][0], (a["plans"][0], b["plans"][0])
+PY
+expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --layout tp=4,pp=1 --tokens 1e9 --quiet
+contains "$tmp/out" "tp=4 pp=1 dp=8"
+contains "$tmp/out" "job:"
+contains "$tmp/out" "assumed MFU 40%"
+contains "$tmp/out" "assumptions:"
+
+# a layout that fits nowhere: exit 1, the bytes of each part
+expect 1 "$TERN" plan --model $M/llama-3.1-70b.json --cluster trn1.32xlarge --seq 8192 --global-batch 32 --layout tp=32,pp=1 --quiet
+contains "$tmp/err" "no layout with the fixed knobs fits"
+contains "$tmp/err" "optimizer"
+contains "$tmp/out" "needs"
+
+# bad input
+expect 1 "$TERN" plan --model $M/llama-3.1-8b.json --cluster trn1.32xlarge --seq 2048 --global-batch 32 --layout tp=3 --quiet
+contains "$tmp/err" "tp=3 must divide the query heads (num_attention_heads 32)"
+expect 1 "$TERN" plan --model $M/llama-3.1-8b.json --cluster trn1.32xlarge --seq 2048 --global-batch 32 --layout pp=5 --quiet
+contains "$tmp/err" "pp=5 must divide the layers (num_hidden_layers 32)"
+expect 1 "$TERN" plan --model $M/llama-3.1-8b.json --cluster 2xtrn9.nothing --seq 2048 --global-batch 32 --quiet
+contains "$tmp/err" "trn9.nothing"
+expect 1 "$TERN" plan --model $M/llama-3.1-8b.json --cluster trn1.32xlarge --seq 2048 --global-batch 32 --layout tp=8,pp=2,dp=4 --quiet
+contains "$tmp/err" "tp x pp x dp = 64"
+echo '{"model_type":"t5","d_model":512}' > "$tmp/t5.json"
+expect 1 "$TERN" plan --model "$tmp/t5.json" --cluster trn1.32xlarge --seq 512 --global-batch 32
+contains "$tmp/err" "model_type 't5' is not a known architecture"
+echo '{"model_type":"llama","hidden_size":4096,"num_attention_heads":32,"num_hidden_layers":32}' > "$tmp/noffn.json"
+expect 1 "$TERN" plan --model "$tmp/noffn.json" --cluster trn1.32xlarge --seq 512 --global-batch 32
+contains "$tmp/err" "'intermediate_size' is missing and has no default"
+echo '[]' > "$tmp/prices.json"
+expect 1 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 512 --global-batch 32 --price-file "$tmp/prices.json" --quiet
+contains "$tmp/err" "price file"
+expect 1 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 4096 --global-batch 32 --quiet
+contains "$tmp/err" "exceeds the model's max_position_embeddings (1024)"
+expect 2 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 512
+expect 2 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 512 --global-batch 32 --layout tp=x
+
+# a user's price file overrides; an instance without a price says so
+echo '{"instances":{"trn1.32xlarge":{"usd_per_hour":10,"source":"test"}}}' > "$tmp/p10.json"
+expect 0 "$TERN" plan --model $M/bert-base.json --cluster trn1.32xlarge --seq 512 --global-batch 64 --layout tp=1,pp=1,mb=2,zero=1,recompute=0 --price-file "$tmp/p10.json" --json --quiet
+if $PY -c "import json,sys; d=json.load(open('$tmp/out')); p=d['plans'][0]; assert d['price_usd_per_hour']==10; assert abs(p['cost_per_step_usd']-p['step_s']/360)<1e-4*p['cost_per_step_usd']"; then ok; else bad "price override: $(head -c 300 "$tmp/out")"; fi
+echo '{"instances":{}}' > "$tmp/none.json"
+expect 0 "$TERN" plan --model $M/bert-base.json --cluster trn1.32xlarge --seq 512 --global-batch 64 --layout tp=1,pp=1,mb=2,zero=1,recompute=0 --price-file "$tmp/none.json" --quiet
+contains "$tmp/out" "no published on-demand price"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
