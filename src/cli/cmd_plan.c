@@ -126,9 +126,9 @@ static void print_json(FILE *f, const tern_plan_out *o, size_t top, const tern_p
 
 static void print_table(FILE *f, const tern_plan_out *o, size_t top, const tern_plan_opts *op, double host_s)
 {
-    fprintf(f, "%u x %s: %u ranks; seq %lld, global batch %lld; %zu layouts searched, %zu graphs simulated, "
-               "%zu collectives timed, %.1f s\n",
-            o->instances, o->machine, o->ranks, (long long)op->seq, (long long)op->global_batch, o->searched,
+    fprintf(f, "%s, %u instance%s, %u ranks; seq %lld, global batch %lld; %zu layouts searched, %zu graphs "
+               "simulated, %zu collectives timed, %.1f s\n",
+            op->cluster, o->instances, o->instances == 1 ? "" : "s", o->ranks, (long long)op->seq, (long long)op->global_batch, o->searched,
             o->simulated, o->collectives, host_s);
     fprintf(f, "%-34s %4s %9s %8s %10s %6s %8s %9s %9s %8s %10s\n", "layout", "fits", "step s", "seq/s", "tokens/s",
             "MFU", "HBM GiB", "bubble s", "comm exp", "comm ov", "$/step");
