@@ -617,9 +617,8 @@ static void matmul2d(cc *c, tern_view out, tern_view a, tern_view w, uint64_t M,
 int cc_node_is_linear(const tern_graph *g, int i)
 {
     const tern_graph_node *n = tern_graph_node_at(g, i);
-    int tern = !strcmp(n->domain, "tern"), onnx = !n->domain[0] || !strcmp(n->domain, "ai.onnx");
-    int gemm = onnx && n->op_id == TERN_GOP_GEMM;
-    if (!((onnx && n->op_id == TERN_GOP_MATMUL) || gemm || (tern && n->op_id == TERN_GOP_MATMUL_BIAS)))
+    int gemm = n->op_id == TERN_GOP_GEMM; /* MatMul, Gemm, tern.MatMulBias: the registry's MATMUL flag */
+    if (!(tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_MATMUL))
         return 0;
     if (gemm && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
                  tern_graph_attr_float(n, "beta", 1) != 1.0f))
