@@ -57,6 +57,7 @@ typedef struct {
     tern_dtype matmul_dtype;  /* TERN_DTYPE_FP32 (default here: training matches PyTorch's fp32) or BF16 */
     int timing_only;          /* predict the step time without computing values */
     int grads_as_outputs;     /* also output every weight's gradient (tern_train_grad): tests and debugging */
+    uint64_t seed;            /* Dropout in training mode: the masks' seed (masks depend on seed, step, node) */
 } tern_train_opts;
 
 void tern_train_opts_default(tern_train_opts *o);

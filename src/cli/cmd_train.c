@@ -41,6 +41,7 @@ static void usage(FILE *f)
             "  --steps N             steps (default 100); --batch B rows per step (default 32)\n"
             "  --shuffle SEED        batches from a seeded permutation of the rows (docs/training.md)\n"
             "  --precision P         fp32 (default) | bf16 (matmul operands)\n"
+            "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
             "  --machine M           target machine (default trn1.2xlarge)\n"
             "  -o FILE               write the trained model (ONNX)\n"
             "  --dump-grads DIR      write the last step's gradients as DIR/<weight>.npy\n"
@@ -155,6 +156,10 @@ int tern_cmd_train(int argc, char **argv)
             if ((rc = tern_arg_uint("train", a, v, 0, INT64_MAX, &seed)))
                 return rc;
             shuffle = 1;
+        } else if (!strcmp(a, "--seed")) {
+            VAL("a seed");
+            if ((rc = tern_arg_uint("train", a, v, 0, UINT64_MAX, &o.seed)))
+                return rc;
         } else if (!strcmp(a, "--precision")) {
             VAL("fp32 or bf16");
             prec = v;

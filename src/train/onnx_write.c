@@ -2,7 +2,8 @@
  * the training step), the input file is decoded again with the protobuf-c bindings the importer uses, the
  * trained weights replace their initializers' data (as little-endian raw_data, fp32), and the message is encoded
  * back: names, dynamic axes, opset, nodes and every other field stay as the user's exporter wrote them, so the
- * result runs anywhere the input did (`tern run`, onnxruntime, onnx.numpy_helper). The file is written to a
+ * result runs anywhere the input did (`tern run`, onnxruntime, onnx.numpy_helper); only a Dropout exported in
+ * training mode is switched to inference mode. The file is written to a
  * temporary name and renamed, so a failed write never leaves half a model at the destination. */
 #include "train_internal.h"
 
@@ -97,6 +98,16 @@ tern_status tern_train_save_onnx(const tern_trainer *t, const char *path, tern_e
                                 t->path);
         else
             st = replace_data(gp->initializer[k], w, err);
+    }
+    /* Dropout exported in training mode (training_mode = true) becomes the inference-mode identity in the trained
+     * model, as model.eval() would export it: its training_mode input is dropped (the default is false). */
+    for (size_t i = 0; i < gp->n_node && !st; i++) {
+        Onnx__NodeProto *np = gp->node[i];
+        if (np->op_type && !strcmp(np->op_type, "Dropout") && (!np->domain || !np->domain[0]) && np->n_input >= 3) {
+            for (size_t k = 2; k < np->n_input; k++)
+                free(np->input[k]);
+            np->n_input = 2;
+        }
     }
     size_t n = st ? 0 : onnx__model_proto__get_packed_size(m);
     uint8_t *out = st ? NULL : malloc(n + 1);

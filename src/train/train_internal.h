@@ -25,6 +25,14 @@ typedef struct {
     char *grad_out;
 } train_weight;
 
+/* A Dropout in training mode: replaced by Mul(x, mask) with the mask fed per step (train_dropout_mask). */
+typedef struct {
+    char *input;                /* the mask's graph input, "train.mask.<node>" */
+    size_t count;
+    double ratio;
+    float *mask;
+} train_dropout;
+
 struct tern_trainer {
     tern_train_opts o;
     char *path, *machine, *loss_out;
@@ -46,6 +54,8 @@ struct tern_trainer {
     double flops, peak;
     size_t nodes;
     float *scratch;             /* target buffer, read-out buffer */
+    train_dropout *drop;
+    size_t ndrop;
 };
 
 #define TRAIN_TARGET "train.target"
@@ -60,5 +70,9 @@ struct tern_trainer {
 
 /* step_graph.c: turns t->g (the model, weights still initializers) into the training-step graph. */
 tern_status train_build_step_graph(tern_trainer *t, tern_error *err);
+/* The mask of dropout k at step `step` (1-based): element e kept (scaled by 1 / (1 - ratio)) when the e-th draw of
+ * splitmix64 seeded with seed ^ step * 0xD1B54A32D192ED03 ^ (k + 1) * 0x8CB92BA72F3D8DD7, as u = (z >> 11) 2^-53,
+ * is at least ratio; 0 otherwise. */
+void train_dropout_mask(uint64_t seed, uint64_t step, size_t k, double ratio, float *mask, size_t count);
 
 #endif

@@ -71,6 +71,11 @@ void tern_train_free(tern_trainer *t)
         free(w->grad_out);
     }
     free(t->w);
+    for (size_t k = 0; k < t->ndrop; k++) {
+        free(t->drop[k].input);
+        free(t->drop[k].mask);
+    }
+    free(t->drop);
     tern_rt_free(t->rt);
     tern_exe_free(&t->exe);
     tern_graph_free(t->g);
@@ -274,6 +279,24 @@ size_t tern_train_graph_nodes(const tern_trainer *t)
     return t->nodes;
 }
 
+static uint64_t mix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void train_dropout_mask(uint64_t seed, uint64_t step, size_t k, double ratio, float *mask, size_t count)
+{
+    uint64_t s = seed ^ (step * 0xD1B54A32D192ED03ull) ^ ((uint64_t)(k + 1) * 0x8CB92BA72F3D8DD7ull);
+    float keep = (float)(1.0 / (1.0 - ratio));
+    for (size_t e = 0; e < count; e++) {
+        double u = (double)(mix64(&s) >> 11) * 0x1.0p-53;
+        mask[e] = u >= ratio ? keep : 0.0f;
+    }
+}
+
 static tern_status set_f(tern_trainer *t, const char *name, const float *v, size_t n, tern_error *err)
 {
     return tern_rt_set_input(t->rt, name, v, n * sizeof(float), err);
@@ -389,6 +412,12 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
         for (int k = 0; k < w->n_state; k++)
             if ((st = set_f(t, w->state_in[k], w->state[k], w->count, err)))
                 return st;
+    }
+    for (size_t k = 0; k < t->ndrop; k++) {
+        train_dropout *dd = &t->drop[k];
+        train_dropout_mask(t->o.seed, step, k, dd->ratio, dd->mask, dd->count);
+        if ((st = set_f(t, dd->input, dd->mask, dd->count, err)))
+            return st;
     }
     const tern_train_opts *o = &t->o;
     double lr = tern_train_lr(o, step);

@@ -46,8 +46,9 @@ if m.graph.input[0].type.tensor_type.shape.dim[0].dim_param != "batch":
     fail.append("trained model lost its dynamic batch axis")
 # the trained initializers in the same PyTorch module give tern's logits
 state = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in m.graph.initializer}
-mod = build(next((e for e in extra.split(",") if e in ("gelu-ln", "cnn")), ""))
+mod = build(next((e for e in extra.split(",") if e in ("gelu-ln", "cnn", "dropout")), ""))
 mod.load_state_dict(state)
+mod.eval()
 with torch.no_grad():
     tl = mod(torch.from_numpy(np.load(f"{d}/x_test.npy"))).numpy()
 if not np.abs(tl - logits).max() <= 1e-4 * max(1.0, float(np.abs(tl).max())):

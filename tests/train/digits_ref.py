@@ -14,13 +14,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from digits_models import build  # noqa: E402 (next to this file)
+from digits_models import MaskDropout, build, tern_dropout_mask  # noqa: E402 (next to this file)
 from sklearn.datasets import load_digits
 
 
 out, steps, batch, opt_name, lr = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 extras = (sys.argv[6] if len(sys.argv) > 6 else "").split(",")
-extra = next((e for e in extras if e in ("gelu-ln", "cnn")), "")
+extra = next((e for e in extras if e in ("gelu-ln", "cnn", "dropout")), "")
 sched, warm = "constant", 0
 for e in extras:
     if ":" in e:
@@ -52,7 +52,10 @@ np.save(f"{out}/y_test.npy", yte)
 
 model = build(extra)
 torch.onnx.export(model, torch.zeros(batch, 64), f"{out}/mlp.onnx", input_names=["pixels"], output_names=["logits"],
-                  dynamic_axes={"pixels": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17)
+                  dynamic_axes={"pixels": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17,
+                  training=torch.onnx.TrainingMode.TRAINING if extra == "dropout" else torch.onnx.TrainingMode.EVAL)
+if extra == "dropout":  # the same run with tern's masks (seed 0, the one Dropout: k = 0)
+    model[2] = MaskDropout()
 
 if opt_name == "adamw":
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, foreach=False)
@@ -69,6 +72,8 @@ for s in range(steps):
     idx = [(pos + b) % n for b in range(batch)]  # consecutive rows, wrapping at the end (tern train's order)
     pos = (pos + batch) % n
     xb, yb = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
+    if extra == "dropout":
+        model[2].mask = torch.from_numpy(tern_dropout_mask(0, s + 1, 0, 0.2, batch * 64).reshape(batch, 64))
     model.zero_grad()
     loss = torch.nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.1 if extra == "gelu-ln" else 0.0)
     loss.backward()
@@ -91,6 +96,8 @@ for s in range(steps):
                 trust = wn / rn if float(wn * rn) > 0 else torch.tensor(1.0)
                 p.sub_(r * (trust * step_lr))
     losses.append(float(loss))
+if extra == "dropout":
+    model[2] = torch.nn.Identity()  # inference
 with torch.no_grad():
     acc = float((model(torch.from_numpy(xte)).argmax(1).numpy() == yte).mean())
 json.dump({"losses": losses, "grad_norms": norms, "test_accuracy": acc}, open(f"{out}/ref.json", "w"))
