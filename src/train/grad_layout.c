@@ -1,7 +1,7 @@
 /* Gradients of the layout ops, which move elements without changing them: the views (Reshape, Flatten, Squeeze,
  * Unsqueeze) reshape the gradient back to the operand's shape; Transpose applies the inverse permutation;
  * Expand sums over the broadcast axes; Concat hands each operand its slice of the gradient, Split concatenates
- * its outputs' gradients, and constant-mode Pad hands back the slice its operand was. */
+ * its outputs' gradients, Slice pads its gradient with zeros, and constant-mode Pad hands back the slice its operand was. */
 #include "ad_internal.h"
 
 #include <string.h>
@@ -89,6 +89,44 @@ static int g_split(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
+/* Slice with steps 1: the gradient padded with zeros back to the operand's shape (a Pad) */
+static int g_slice(ad_ctx *a, const ad_fwd *f)
+{
+    if (a->opset < 10)
+        return ad_fail_node(a, f->index, "Slice before opset 10 (attributes) has no gradient rule");
+    ad_shape sx = ad_shape_of(a, f->in[0]);
+    const tern_host_tensor *c[4] = {NULL, NULL, NULL, NULL}; /* starts, ends, axes, steps */
+    for (int k = 0; k < 4; k++) {
+        int v = f->n_in > k + 1 ? f->in[k + 1] : -1;
+        if (v < 0)
+            continue;
+        c[k] = tern_graph_value_at(a->g, v)->constant;
+        if (!c[k])
+            return ad_fail_node(a, f->index, "Slice input %d is not constant (no gradient rule)", k + 1);
+    }
+    if (!c[0] || !c[1] || c[0]->count != c[1]->count || (c[2] && c[2]->count != c[0]->count) ||
+        (c[3] && c[3]->count != c[0]->count))
+        return ad_fail_node(a, f->index, "Slice starts/ends/axes/steps of different lengths");
+    int64_t pads[2 * TERN_GRAPH_MAX_RANK] = {0};
+    for (size_t k = 0; k < c[0]->count; k++) {
+        int64_t ax = c[2] ? (int64_t)tern_host_tensor_get(c[2], k) : (int64_t)k;
+        int64_t step = c[3] ? (int64_t)tern_host_tensor_get(c[3], k) : 1;
+        if (ax < 0)
+            ax += sx.rank;
+        if (ax < 0 || ax >= sx.rank)
+            return ad_fail_node(a, f->index, "Slice axis outside rank %d", sx.rank);
+        if (step != 1)
+            return ad_fail_node(a, f->index, "Slice with step %lld has no gradient rule (step 1 only)", (long long)step);
+        int64_t st = (int64_t)tern_host_tensor_get(c[0], k), en = (int64_t)tern_host_tensor_get(c[1], k);
+        int64_t len = graph_slice_len(sx.d[ax], &st, &en, 1);
+        pads[ax] = st;
+        pads[sx.rank + ax] = sx.d[ax] - st - len;
+    }
+    int y = ad_op2(a, "Pad", f->dy[0], ad_const_i64(a, 2 * sx.rank, pads));
+    ad_accum(a, f->in[0], y);
+    return 0;
+}
+
 /* Pad (constant mode, pads >= 0): the operand's part of the gradient, a Slice of every axis */
 static int g_pad(ad_ctx *a, const ad_fwd *f)
 {
@@ -148,6 +186,9 @@ int grad_layout_rule(int op_id, ad_rule *out)
         return 1;
     case TERN_GOP_SPLIT:
         *out = g_split;
+        return 1;
+    case TERN_GOP_SLICE:
+        *out = g_slice;
         return 1;
     case TERN_GOP_PAD:
         *out = g_pad;

@@ -114,6 +114,11 @@ case("Split_one_output_used", [helper.make_node("Split", ["a", "sp"], ["s0", "s1
      {"a": rnd(3, 5)}, lambda p: p["a"][:, 2:], {"sp": np.array([2, 3], dtype=np.int64)})
 case("Split_both", [helper.make_node("Split", ["a", "sp"], ["s0", "s1"], axis=0), node("Mul", ["s0", "s1"])],
      {"a": rnd(4, 3)}, lambda p: p["a"][:2] * p["a"][2:], {"sp": np.array([2, 2], dtype=np.int64)})
+case("Slice_two_axes", [node("Slice", ["a", "st", "en", "ax"])], {"a": rnd(4, 6, 5)},
+     lambda p: p["a"][1:3, :, 2:], {"st": np.array([1, 2], dtype=np.int64), "en": np.array([3, 99], dtype=np.int64),
+                                    "ax": np.array([0, 2], dtype=np.int64)})
+case("Slice_negative", [node("Slice", ["a", "st", "en"])], {"a": rnd(7, 3)}, lambda p: p["a"][-4:-1],
+     {"st": np.array([-4], dtype=np.int64), "en": np.array([-1], dtype=np.int64)})
 case("Pad_constant", [node("Pad", ["a", "pd"])], {"a": rnd(2, 3, 4)},
      lambda p: F.pad(p["a"], (1, 2, 0, 1)), {"pd": np.array([0, 0, 1, 0, 1, 2], dtype=np.int64)})
 case("Concat_axis1", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(3, 2), "b": rnd(3, 5)},
