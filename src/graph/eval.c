@@ -4,7 +4,6 @@
  * and bool types compute in int64 with wrap-around (unsigned arithmetic, so overflow is defined) and are wrapped
  * to their width. The numerics ops (MatMul, Conv, pools, norms, reductions) are in eval_nn.c. */
 #include "eval_internal.h"
-#include "op_params.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -66,14 +65,6 @@ tern_status eints(const ectx *c, int k, int64_t *buf, int max, int *n)
     return TERN_OK;
 }
 
-static void strides_of(int rank, const int64_t *dims, int64_t *st)
-{
-    int64_t s = 1;
-    for (int d = rank - 1; d >= 0; d--) {
-        st[d] = s;
-        s *= dims[d];
-    }
-}
 
 /* ---- broadcasting iterator over up to 3 inputs ---- */
 typedef struct {
@@ -91,7 +82,7 @@ static void bcit_init(bcit *b, int rank, const int64_t *dims, int nin, const ter
         b->dims[d] = dims[d];
     for (int k = 0; k < nin; k++) {
         int64_t st[TERN_GRAPH_MAX_RANK];
-        strides_of(ts[k]->rank, ts[k]->dims, st);
+        ev_strides(ts[k]->rank, ts[k]->dims, st);
         for (int d = 0; d < rank; d++) {
             int id = d - (rank - ts[k]->rank);
             b->str[k][d] = id >= 0 && ts[k]->dims[id] != 1 ? st[id] : 0;
@@ -133,16 +124,6 @@ static tern_status bshape(const ectx *c, int nin, const tern_host_tensor *const 
 static inline double rd(const tern_host_tensor *t, size_t off) { return t->f ? (double)t->f[off] : (double)t->i[off]; }
 
 /* double -> int64 without undefined behaviour: NaN -> 0, saturating */
-static int64_t d2i(double v)
-{
-    if (isnan(v))
-        return 0;
-    if (v >= 9223372036854775807.0)
-        return INT64_MAX;
-    if (v <= -9223372036854775808.0)
-        return INT64_MIN;
-    return (int64_t)v;
-}
 
 /* an integer scalar input as int64, exactly for integer tensors */
 static int64_t ri(const tern_host_tensor *t, size_t off) { return t->i ? t->i[off] : d2i((double)t->f[off]); }
@@ -788,7 +769,7 @@ static tern_status ev_transpose(const ectx *c)
     tern_host_tensor *o;
     if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
         return st;
-    strides_of(r, x->dims, xs);
+    ev_strides(r, x->dims, xs);
     for (int d = 0; d < r; d++)
         ps[d] = xs[perm[d]];
     int64_t idx[TERN_GRAPH_MAX_RANK] = {0};
@@ -1004,7 +985,7 @@ static tern_status ev_slice(const ectx *c)
     if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
         return st;
     int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
-    strides_of(r, x->dims, xs);
+    ev_strides(r, x->dims, xs);
     for (size_t k = 0; k < o->count; k++) {
         int64_t off = 0;
         for (int d = 0; d < r; d++)
@@ -1084,7 +1065,7 @@ static tern_status ev_gather_elements(const ectx *c)
     if ((st = eout(c, 0, x->type, ind->rank, ind->dims, &o)) || !o)
         return st;
     int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
-    strides_of(x->rank, x->dims, xs);
+    ev_strides(x->rank, x->dims, xs);
     for (size_t k = 0; k < o->count; k++) {
         int64_t off = 0, v = ind->i[k];
         if (v < -x->dims[ax] || v >= x->dims[ax])
@@ -1164,7 +1145,7 @@ static tern_status ev_tile(const ectx *c)
     if ((st = eout(c, 0, x->type, n, dims, &o)) || !o)
         return st;
     int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
-    strides_of(n, x->dims, xs);
+    ev_strides(n, x->dims, xs);
     for (size_t k = 0; k < o->count; k++) {
         int64_t off = 0;
         for (int d = 0; d < n; d++)
@@ -1178,76 +1159,6 @@ static tern_status ev_tile(const ectx *c)
     return TERN_OK;
 }
 
-static tern_status ev_pad(const ectx *c)
-{
-    tern_status st;
-    if ((st = ereq(c, 0, 0)))
-        return st;
-    const tern_host_tensor *x = IN(0);
-    int r = x->rank;
-    graph_pad_args pa;
-    char why[160];
-    if (c->opset >= 11 && !IN(1))
-        return efail(c, TERN_ERR_INVALID, "input 1 must be a 1-D integer tensor (missing)");
-    if ((st = graph_pad_decode(c->n, c->opset, IN(1) != NULL, IN(1), 0, IN(2), &pa, why, sizeof why)))
-        return efail(c, st, "%s", why);
-    if (pa.n != 2 * r)
-        return efail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", pa.n, r);
-    const int64_t *pads = pa.pads;
-    double cval = pa.value;
-    if (IN(3))
-        return efail(c, TERN_ERR_UNSUPPORTED, "the axes input (opset 18) is not supported");
-    const char *mode = tern_graph_attr_string(c->n, "mode", "constant");
-    int m = strcmp(mode, "constant") == 0 ? 0 : strcmp(mode, "reflect") == 0 ? 1 : strcmp(mode, "edge") == 0 ? 2 : -1;
-    if (m < 0)
-        return efail(c, TERN_ERR_INVALID, "mode \"%.40s\" is not constant, reflect or edge", mode);
-    int64_t dims[TERN_GRAPH_MAX_RANK];
-    for (int d = 0; d < r; d++) {
-        dims[d] = x->dims[d] + pads[d] + pads[r + d];
-        if (pads[d] < -x->dims[d] || pads[r + d] < -x->dims[d] || dims[d] < 0 || pads[d] > GRAPH_MAX_ELEMS ||
-            pads[r + d] > GRAPH_MAX_ELEMS)
-            return efail(c, TERN_ERR_INVALID, "pads on axis %d (%lld, %lld) are invalid for size %lld", d,
-                         (long long)pads[d], (long long)pads[r + d], (long long)x->dims[d]);
-        if (m && (x->dims[d] == 0 || (m == 1 && (pads[d] >= x->dims[d] || pads[r + d] >= x->dims[d]))) &&
-            (pads[d] > 0 || pads[r + d] > 0))
-            return efail(c, TERN_ERR_INVALID, "%s padding of %lld/%lld on axis %d of size %lld", mode,
-                         (long long)pads[d], (long long)pads[r + d], d, (long long)x->dims[d]);
-    }
-    tern_host_tensor *o;
-    if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
-        return st;
-    int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
-    strides_of(r, x->dims, xs);
-    for (size_t k = 0; k < o->count; k++) {
-        int64_t off = 0;
-        int outside = 0;
-        for (int d = 0; d < r; d++) {
-            int64_t p = idx[d] - pads[d], n = x->dims[d];
-            if (p < 0 || p >= n) {
-                if (m == 0)
-                    outside = 1;
-                else if (m == 2)
-                    p = p < 0 ? 0 : n - 1;
-                else if (n == 1)
-                    p = 0;
-                else {
-                    int64_t period = 2 * (n - 1);
-                    p = ((p % period) + period) % period;
-                    if (p >= n)
-                        p = period - p;
-                }
-            }
-            off += p * xs[d];
-        }
-        if (o->f)
-            o->f[k] = outside ? (float)cval : x->f[off];
-        else
-            o->i[k] = outside ? d2i(cval) : x->i[off];
-        ev_next_index(idx, dims, r);
-    }
-    graph_tensor_normalize(o);
-    return TERN_OK;
-}
 
 static tern_status ev_shape(const ectx *c)
 {
@@ -1478,7 +1389,7 @@ static const eval_fn table[TERN_GOP_COUNT] = {
     [TERN_GOP_UNSQUEEZE] = ev_unsqueeze, [TERN_GOP_SQUEEZE] = ev_squeeze, [TERN_GOP_TRANSPOSE] = ev_transpose,
     [TERN_GOP_CONCAT] = ev_concat, [TERN_GOP_SPLIT] = ev_split, [TERN_GOP_SLICE] = ev_slice,
     [TERN_GOP_GATHER] = ev_gather, [TERN_GOP_GATHER_ELEMENTS] = ev_gather_elements, [TERN_GOP_EXPAND] = ev_expand,
-    [TERN_GOP_TILE] = ev_tile, [TERN_GOP_PAD] = ev_pad, [TERN_GOP_SHAPE] = ev_shape, [TERN_GOP_SIZE] = ev_size,
+    [TERN_GOP_TILE] = ev_tile, [TERN_GOP_PAD] = graph_ev_pad, [TERN_GOP_SHAPE] = ev_shape, [TERN_GOP_SIZE] = ev_size,
     [TERN_GOP_CONSTANT_OF_SHAPE] = ev_constant_of_shape, [TERN_GOP_RANGE] = ev_range,
     [TERN_GOP_CONSTANT] = ev_constant, [TERN_GOP_TRILU] = ev_trilu, [TERN_GOP_CUM_SUM] = ev_cumsum,
 };

@@ -4,6 +4,9 @@
 
 #include "graph_internal.h"
 
+#include <math.h>
+#include <stdint.h>
+
 typedef struct {
     const tern_graph_node *n;
     int64_t opset;
@@ -32,6 +35,31 @@ typedef tern_status (*eval_fn)(const ectx *c);
 /* Tables indexed by tern_op_id (eval_nn.c, eval_extra.c); NULL for an op the file does not evaluate. */
 eval_fn graph_eval_nn_lookup(tern_op_id id);
 eval_fn graph_eval_extra_lookup(tern_op_id id);
+
+/* A double to int64: NaN 0, out-of-range values saturate (numpy on x86 differs; tern is deterministic). */
+static inline int64_t d2i(double v)
+{
+    if (isnan(v))
+        return 0;
+    if (v >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+/* Row-major element strides of dims. */
+static inline void ev_strides(int rank, const int64_t *dims, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= dims[d];
+    }
+}
+
+/* Per-family evaluators outside eval*.c (ops_<family>.c). */
+tern_status graph_ev_pad(const ectx *c); /* ops_layout.c */
 
 /* Advance a row-major multi-index over dims (rank r): the last axis fastest, wrapping to all zeros. */
 static inline void ev_next_index(int64_t *idx, const int64_t *dims, int r)
