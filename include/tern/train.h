@@ -94,6 +94,9 @@ const float *tern_train_weight(const tern_trainer *t, size_t i, size_t *count);
 const float *tern_train_grad(const tern_trainer *t, size_t i, size_t *count);
 double tern_train_model_flops(const tern_trainer *t); /* per step */
 size_t tern_train_graph_nodes(const tern_trainer *t);  /* nodes of the training-step graph as built */
+/* The step's HBM footprint per core as compiled (weights, state, gradients, activations); a step that does not
+ * fit the machine's HBM is refused by tern_train_create with both figures. */
+uint64_t tern_train_hbm_bytes(const tern_trainer *t, uint64_t *weights_and_state);
 
 /* One step on batch x (batch x row values, row-major: floats, or int64 when tern_train_data_is_int). labels: cross-entropy int64[batch x ...] class indices;
  * MSE float[the output's elements]; none for TERN_LOSS_OUTPUT (NULL). Labels out of range, a data size

@@ -379,9 +379,14 @@ int tern_cmd_train(int argc, char **argv)
         printf("{\"model\":\"%s\",\"batch\":%lld,\"weights\":%zu,\"graph_nodes\":%zu,\"step_flops\":%.17g,\"steps\":[",
                model, (long long)batch, tern_train_weight_count(t), tern_train_graph_nodes(t),
                tern_train_model_flops(t));
-    else
-        printf("training %s: %zu weight tensors, step graph of %zu nodes, %.4g FLOPs per step\n", model,
-               tern_train_weight_count(t), tern_train_graph_nodes(t), tern_train_model_flops(t));
+    {
+        uint64_t ws = 0, hb = tern_train_hbm_bytes(t, &ws);
+        if (!json)
+            printf("training %s: %zu weight tensors, step graph of %zu nodes, %.4g FLOPs per step, HBM %.3f MiB "
+                   "per core (weights and optimizer state %.3f MiB)\n",
+                   model, tern_train_weight_count(t), tern_train_graph_nodes(t), tern_train_model_flops(t),
+                   (double)hb / 1048576.0, (double)ws / 1048576.0);
+    }
     int64_t pos = 0, first = 0;
     uint64_t order = shuffle ? seed + 1 : 0; /* recorded in checkpoints: a resumed run must read the same order */
     char ckpath[4096], rspath[4096];

@@ -52,6 +52,7 @@ struct tern_trainer {
     size_t target_count;        /* elements of train.target */
     uint64_t step;
     double flops, peak;
+    uint64_t hbm, state_bytes;  /* the step's HBM footprint per core; weights + optimizer state (host copies) */
     size_t nodes;
     float *scratch;             /* target buffer, read-out buffer */
     train_dropout *drop;

@@ -201,9 +201,26 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
         return st;
     }
     t->flops = rep.model_flops;
+    t->hbm = rep.hbm_bytes;
+    for (size_t i = 0; i < t->nw; i++)
+        t->state_bytes += (uint64_t)t->w[i].count * 4 * (uint64_t)(1 + t->w[i].n_state);
     tern_core_config cfg;
-    if (tern_core_config_load(t->machine, &cfg, err) == TERN_OK)
-        t->peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR];
+    if ((st = tern_core_config_load(t->machine, &cfg, err))) {
+        tern_train_free(t);
+        return st;
+    }
+    t->peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR];
+    /* the step's HBM: weights, optimizer state, their updated copies, gradients and activations as the
+     * compiler placed them */
+    if (cfg.hbm_bytes && rep.hbm_bytes > cfg.hbm_bytes) {
+        tern_error_set(err, TERN_ERR_RANGE,
+                       "train: the training step needs %llu bytes of HBM per core (weights and optimizer state %llu); "
+                       "%s gives a core %llu",
+                       (unsigned long long)rep.hbm_bytes, (unsigned long long)t->state_bytes, t->machine,
+                       (unsigned long long)cfg.hbm_bytes);
+        tern_train_free(t);
+        return TERN_ERR_RANGE;
+    }
     tern_rt_options ro;
     memset(&ro, 0, sizeof ro);
     ro.mode = o.timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;
@@ -272,6 +289,13 @@ const float *tern_train_grad(const tern_trainer *t, size_t i, size_t *count)
 double tern_train_model_flops(const tern_trainer *t)
 {
     return t->flops;
+}
+
+uint64_t tern_train_hbm_bytes(const tern_trainer *t, uint64_t *weights_and_state)
+{
+    if (weights_and_state)
+        *weights_and_state = t->state_bytes;
+    return t->hbm;
 }
 
 size_t tern_train_graph_nodes(const tern_trainer *t)

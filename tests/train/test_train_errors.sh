@@ -85,6 +85,17 @@ expect 0 $T --shuffle 5 --json
 if cmp -s "$tmp/out" "$tmp/s5a"; then ok; else bad "--shuffle 5 twice gave different runs"; fi
 expect 0 $T --shuffle 6 --json
 if ! cmp -s "$tmp/out" "$tmp/s5a"; then ok; else bad "--shuffle 6 gave the run of --shuffle 5"; fi
+# a step too large for the machine's HBM (a what-if trainium1 with 1 MiB): refused with the bytes
+"$PY" -c "
+import json, sys
+m = json.load(open(sys.argv[1])); m['name'] = 'tiny-hbm'
+m['chip']['hbm']['capacity'] = {'value': 1, 'unit': 'MiB', 'source': 'what-if'}
+json.dump(m, open(sys.argv[2], 'w'))" "$here/../../data/machines/trainium1.json" "$tmp/tiny.json"
+"$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.zeros((16384, 8), np.float32)); np.save(sys.argv[2], np.zeros(16384, np.int64))" \
+    "$tmp/xbig.npy" "$tmp/ybig.npy"
+expect 1 $TERN train "$tmp/lin.onnx" --data "$tmp/xbig.npy" --labels "$tmp/ybig.npy" --steps 1 --batch 16384 \
+    --machine "$tmp/tiny.json"
+contains "$tmp/err" "do not fit in HBM"
 # mse on float targets
 expect 0 $TERN train "$tmp/lin.onnx" --data "$tmp/x.npy" --labels "$tmp/yf.npy" --loss mse --steps 2 --batch 4
 contains "$tmp/out" "step 2/2: loss"
