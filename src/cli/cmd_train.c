@@ -70,7 +70,8 @@ static int fail(const char *msg)
 int tern_cmd_train(int argc, char **argv)
 {
     const char *model = NULL, *data = NULL, *labels = NULL, *outp = NULL, *dump = NULL, *loss = "cross-entropy";
-    const char *ckpt = NULL, *resume = NULL;
+    const char *ckpt = NULL, *resume = NULL, *data_arg = NULL;
+    size_t data_name_len = 0;
     int64_t every = 0;
     const char *opt_name = "adamw", *prec = "fp32", *sched = "constant";
     int64_t steps = 100, batch = 32, ignore = -100, warmup = 0;
@@ -97,6 +98,8 @@ int tern_cmd_train(int argc, char **argv)
             VAL("a .npy file");
             const char *eq = strchr(v, '=');
             data = eq ? eq + 1 : v;
+            data_name_len = eq ? (size_t)(eq - v) : 0;
+            data_arg = v;
         } else if (!strcmp(a, "--labels")) {
             VAL("a .npy file");
             labels = v;
@@ -349,6 +352,12 @@ int tern_cmd_train(int argc, char **argv)
     }
     if (tern_train_data_name(t) && !data) {
         fprintf(stderr, "tern train: the model's input '%s' needs --data\n", tern_train_data_name(t));
+        goto done;
+    }
+    if (data_name_len && (!tern_train_data_name(t) || strlen(tern_train_data_name(t)) != data_name_len ||
+                          strncmp(tern_train_data_name(t), data_arg, data_name_len))) {
+        fprintf(stderr, "tern train: --data %.*s=...: the model's data input is '%s'\n", (int)data_name_len, data_arg,
+                tern_train_data_name(t) ? tern_train_data_name(t) : "(none)");
         goto done;
     }
     if (data && tern_train_data_is_int(t) != x_int) {
