@@ -58,6 +58,8 @@ typedef struct {
     int timing_only;          /* predict the step time without computing values */
     int grads_as_outputs;     /* also output every weight's gradient (tern_train_grad): tests and debugging */
     uint64_t seed;            /* Dropout in training mode: the masks' seed (masks depend on seed, step, node) */
+    int64_t accumulate;       /* > 1: each step sums the gradients of this many micro-batches of `batch` rows
+                                 (a step's data and labels are accumulate x batch rows) before one update */
 } tern_train_opts;
 
 void tern_train_opts_default(tern_train_opts *o);

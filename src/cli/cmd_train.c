@@ -39,6 +39,7 @@ static void usage(FILE *f)
             "  --beta1 X --beta2 X --eps X   adam/adamw (0.9, 0.999, 1e-8)\n"
             "  --clip-norm X         clip gradients by their global norm\n"
             "  --steps N             steps (default 100); --batch B rows per step (default 32)\n"
+            "  --accumulate K        sum the gradients of K micro-batches of B rows before each update\n"
             "  --shuffle SEED        batches from a seeded permutation of the rows (docs/training.md)\n"
             "  --precision P         fp32 (default) | bf16 (matmul operands)\n"
             "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
@@ -153,6 +154,10 @@ int tern_cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--batch")) {
             VAL("a count");
             if ((rc = tern_arg_int("train", a, v, 1, 1 << 24, &batch)))
+                return rc;
+        } else if (!strcmp(a, "--accumulate")) {
+            VAL("a micro-batch count");
+            if ((rc = tern_arg_int("train", a, v, 1, 1 << 16, &o.accumulate)))
                 return rc;
         } else if (!strcmp(a, "--shuffle")) {
             VAL("a seed");
@@ -369,9 +374,10 @@ int tern_cmd_train(int argc, char **argv)
     if (rows < 1)
         rows = 1;
     perm = malloc(sizeof(int64_t) * (size_t)rows);
-    bx = malloc(xsz * ((size_t)batch * row + 1));
-    by = malloc(sizeof(float) * ((size_t)batch * lrow + 1));
-    byi = malloc(sizeof(int64_t) * ((size_t)batch * lrow + 1));
+    int64_t step_rows = batch * (o.accumulate > 1 ? o.accumulate : 1); /* rows one step reads */
+    bx = malloc(xsz * ((size_t)step_rows * row + 1));
+    by = malloc(sizeof(float) * ((size_t)step_rows * lrow + 1));
+    byi = malloc(sizeof(int64_t) * ((size_t)step_rows * lrow + 1));
     if (!perm || !bx || !by || !byi)
         goto done;
     for (int64_t r = 0; r < rows; r++)
@@ -428,7 +434,7 @@ int tern_cmd_train(int argc, char **argv)
     tern_train_step_info info;
     double total = 0;
     for (int64_t s = first; s < steps; s++) {
-        for (int64_t b = 0; b < batch; b++) {
+        for (int64_t b = 0; b < step_rows; b++) {
             int64_t r = perm[(pos + b) % rows];
             if (xf)
                 memcpy((char *)bx + (size_t)b * row * xsz, (char *)xf + (size_t)r * row * xsz, xsz * row);
@@ -437,9 +443,9 @@ int tern_cmd_train(int argc, char **argv)
             if (yf)
                 memcpy(by + (size_t)b * lrow, yf + (size_t)r * lrow, sizeof(float) * lrow);
         }
-        pos = (pos + batch) % rows;
+        pos = (pos + step_rows) % rows;
         const void *lab = yi ? (const void *)byi : yf ? (const void *)by : NULL;
-        if (tern_train_step(t, xf ? bx : NULL, xf ? (size_t)batch * row : 0, lab, lab ? (size_t)batch * lrow : 0,
+        if (tern_train_step(t, xf ? bx : NULL, xf ? (size_t)step_rows * row : 0, lab, lab ? (size_t)step_rows * lrow : 0,
                             &info, &err)) {
             if (json)
                 printf("]}\n");
@@ -474,7 +480,7 @@ int tern_cmd_train(int argc, char **argv)
     else
         printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)(steps - first),
                total * 1e3,
-               total > 0 ? (double)((steps - first) * batch) / total : 0.0);
+               total > 0 ? (double)((steps - first) * step_rows) / total : 0.0);
     if (dump) {
         for (size_t i = 0; i < tern_train_weight_count(t); i++) {
             size_t n;

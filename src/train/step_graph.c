@@ -198,7 +198,7 @@ static int build_update(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int 
     return ad_op2(a, "Sub", pp, ad_op2(a, "Mul", ad_op2(a, "Div", m, denom), sc[0]));
 }
 
-tern_status train_build_step_graph(tern_trainer *t, tern_error *err)
+tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *err)
 {
     tern_graph *g = t->g;
     const tern_train_opts *o = &t->o;
@@ -364,6 +364,55 @@ tern_status train_build_step_graph(tern_trainer *t, tern_error *err)
             ad_free(&a);
             return st;
         }
+    }
+    /* accumulation over micro-batches: the micro-step graph outputs gacc + g per weight; the step graph uses
+     * (gacc + g) * gscale, gscale = 1 / micro-batches, as PyTorch's loss / K per micro-batch */
+    int gscale = t->o.accumulate > 1 && !grads_only ? add_scalar_input(&a, TRAIN_GSCALE) : -1;
+    int *gouts = grads_only ? calloc(t->nw + 2, sizeof(int)) : NULL;
+    int ngout = 0;
+    if (grads_only && !gouts)
+        ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+    for (size_t i = 0; i < t->nw && !a.failed && t->o.accumulate > 1; i++) {
+        int gr = a.grad[wid[i]];
+        train_weight *w = &t->w[i];
+        if (gr < 0)
+            continue;
+        if (!w->acc_in)
+            w->acc_in = fmt_name("train.gacc.", w->name);
+        if (!w->acc_out)
+            w->acc_out = fmt_name("train.gacc.new.", w->name);
+        if (!w->acc_in || !w->acc_out) {
+            ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+            break;
+        }
+        int acc = add_input(&a, w->acc_in, w->rank, w->dims);
+        int sum = ad_op2(&a, "Add", acc, gr);
+        if (grads_only)
+            gouts[ngout++] = name_value(&a, sum, w->acc_out);
+        else
+            a.grad[wid[i]] = ad_op2(&a, "Mul", sum, gscale);
+    }
+    if (grads_only) {
+        for (size_t i = 0; i < t->nw; i++)
+            t->w[i].trained = a.grad[wid[i]] >= 0;
+        gouts[ngout++] = name_value(&a, loss, TRAIN_LOSS);
+        free(wid);
+        if (a.failed) {
+            free(gouts);
+            ad_free(&a);
+            return err->code;
+        }
+        for (int k = 0; k < g->n_outputs; k++)
+            g->values[g->outputs[k]].flags &= ~(unsigned)TERN_VALUE_OUTPUT;
+        free(g->outputs);
+        g->outputs = gouts;
+        g->n_outputs = ngout;
+        for (int k = 0; k < ngout; k++)
+            g->values[gouts[k]].flags |= TERN_VALUE_OUTPUT;
+        ad_free(&a);
+        if ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err)))
+            return tern_error_prefix(err, "train: micro-step graph: ");
+        return TERN_OK;
     }
     /* global norm over every trained weight's gradient, then clipping */
     int sumsq = -1;

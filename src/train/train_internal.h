@@ -23,6 +23,8 @@ typedef struct {
     char *state_in[2], *state_out[2];
     float *grad;                /* grads_as_outputs */
     char *grad_out;
+    char *acc_in, *acc_out;     /* accumulation: the summed gradient's input and the micro-step's output */
+    float *acc;
 } train_weight;
 
 /* A Dropout in training mode: replaced by Mul(x, mask) with the mask fed per step (train_dropout_mask). */
@@ -39,6 +41,8 @@ struct tern_trainer {
     tern_graph *g;
     tern_exe exe;
     tern_rt *rt;
+    tern_exe exe_micro;         /* accumulation: the micro-step executable and its runtime */
+    tern_rt *rt_micro;
     train_weight *w;
     size_t nw;
     char *data_name;            /* NULL: the model has no data input */
@@ -51,7 +55,7 @@ struct tern_trainer {
     int64_t classes;            /* cross-entropy */
     size_t target_count;        /* elements of train.target */
     uint64_t step;
-    double flops, peak;
+    double flops, peak, flops_micro;
     uint64_t hbm, state_bytes;  /* the step's HBM footprint per core; weights + optimizer state (host copies) */
     size_t nodes;
     float *scratch;             /* target buffer, read-out buffer */
@@ -68,9 +72,11 @@ struct tern_trainer {
 #define TRAIN_BC2_SQRT "train.bc2_sqrt"
 #define TRAIN_DECAY "train.decay"
 #define TRAIN_BC1 "train.bc1"
+#define TRAIN_GSCALE "train.gscale"
 
 /* step_graph.c: turns t->g (the model, weights still initializers) into the training-step graph. */
-tern_status train_build_step_graph(tern_trainer *t, tern_error *err);
+/* grads_only: the micro-step graph of accumulation (loss and gacc + g per weight, no update). */
+tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *err);
 /* The mask of dropout k at step `step` (1-based): element e kept (scaled by 1 / (1 - ratio)) when the e-th draw of
  * splitmix64 seeded with seed ^ step * 0xD1B54A32D192ED03 ^ (k + 1) * 0x8CB92BA72F3D8DD7, as u = (z >> 11) 2^-53,
  * is at least ratio; 0 otherwise. */

@@ -69,6 +69,9 @@ void tern_train_free(tern_trainer *t)
         }
         free(w->grad);
         free(w->grad_out);
+        free(w->acc_in);
+        free(w->acc_out);
+        free(w->acc);
     }
     free(t->w);
     for (size_t k = 0; k < t->ndrop; k++) {
@@ -78,6 +81,8 @@ void tern_train_free(tern_trainer *t)
     free(t->drop);
     tern_rt_free(t->rt);
     tern_exe_free(&t->exe);
+    tern_rt_free(t->rt_micro);
+    tern_exe_free(&t->exe_micro);
     tern_graph_free(t->g);
     free(t->path);
     free(t->machine);
@@ -156,6 +161,66 @@ static tern_status bind_data(tern_trainer *t, tern_error *err)
     return tern_graph_set_input_shape(g, v->name, v->rank, dims, err);
 }
 
+/* Gradient accumulation: the micro-step graph, built from the model again (loss and gacc + g, no update) into a
+ * scratch trainer whose weight records are dropped after (the step graph's t->w keep the values), compiled and
+ * loaded beside the step. */
+static tern_status build_micro(tern_trainer *t, tern_error *err)
+{
+    if (t->o.accumulate <= 1)
+        return TERN_OK;
+    if (t->ndrop)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: Dropout in training mode with gradient accumulation is not supported yet");
+    tern_trainer m;
+    memset(&m, 0, sizeof m);
+    m.o = t->o;
+    m.o.grads_as_outputs = 0;
+    m.path = t->path;
+    tern_status st = tern_graph_load_onnx(t->path, &m.g, err);
+    if (!st)
+        st = bind_data(&m, err);
+    if (!st)
+        st = train_build_step_graph(&m, 1, err);
+    for (size_t i = 0; !st && i < t->nw; i++)
+        if (i >= m.nw || strcmp(m.w[i].name, t->w[i].name) || m.w[i].trained != t->w[i].trained)
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the micro-step graph's weights differ");
+    if (!st) {
+        tern_compile_opts co;
+        tern_compile_opts_default(&co);
+        co.machine = t->machine;
+        co.matmul_dtype = t->o.matmul_dtype;
+        tern_compile_report rep;
+        if ((st = tern_compile(m.g, &co, &t->exe_micro, &rep, err)))
+            tern_error_prefix(err, "train: compiling the micro-step: ");
+        t->flops_micro = rep.model_flops;
+    }
+    if (!st) {
+        tern_rt_options ro;
+        memset(&ro, 0, sizeof ro);
+        ro.mode = t->o.timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;
+        st = tern_rt_create(&t->exe_micro, t->machine, &ro, &t->rt_micro, err);
+    }
+    for (size_t i = 0; i < t->nw && !st; i++)
+        if (t->w[i].trained && !(t->w[i].acc = calloc(t->w[i].count + 1, sizeof(float))))
+            st = tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    for (size_t i = 0; i < m.nw; i++) {
+        free(m.w[i].name);
+        free(m.w[i].val);
+        free(m.w[i].acc_in);
+        free(m.w[i].acc_out);
+    }
+    free(m.w);
+    for (size_t k = 0; k < m.ndrop; k++) {
+        free(m.drop[k].input);
+        free(m.drop[k].mask);
+    }
+    free(m.drop);
+    free(m.data_name);
+    free(m.read_out);
+    tern_graph_free(m.g);
+    return st;
+}
+
 tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in, tern_trainer **out, tern_error *err)
 {
     *out = NULL;
@@ -184,8 +249,9 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
         t->loss_out = dup_s(o.output);
         t->o.output = t->loss_out;
     }
+    tern_exe_init(&t->exe_micro);
     if ((st = tern_graph_load_onnx(onnx_path, &t->g, err)) || (st = bind_data(t, err)) ||
-        (st = train_build_step_graph(t, err))) {
+        (st = train_build_step_graph(t, 0, err)) || (st = build_micro(t, err))) {
         tern_train_free(t);
         return st;
     }
@@ -401,11 +467,11 @@ static int first_nonfinite(const float *v, size_t n, size_t *at)
     return 0;
 }
 
-tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
-                            tern_train_step_info *info, tern_error *err)
+/* The batch's data and targets into the runtime t->rt points at. */
+static tern_status feed_batch(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                              uint64_t step, tern_error *err)
 {
     tern_status st;
-    uint64_t step = t->step + 1;
     if (t->data_name) {
         if (x_count != t->data_count)
             return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: input '%s': %zu values given, %zu expected",
@@ -429,6 +495,84 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
         if ((st = set_f(t, TRAIN_TARGET, labels, label_count, err)))
             return st;
     }
+    return TERN_OK;
+}
+
+/* Micro-batches 1 .. K-1 of an accumulated step on the micro-step graph: each adds its gradient into w->acc.
+ * Returns the sum of their losses and device time. */
+static tern_status micro_steps(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                               uint64_t step, double *loss_sum, int64_t *time_ps, tern_error *err)
+{
+    int64_t k = t->o.accumulate;
+    size_t xs = x_count / (size_t)k, ls = label_count / (size_t)k;
+    size_t esz = t->data_int ? sizeof(int64_t) : sizeof(float);
+    size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
+    tern_rt *main_rt = t->rt;
+    tern_status st = TERN_OK;
+    t->rt = t->rt_micro;
+    for (int64_t i = 0; i + 1 < k && !st; i++) {
+        if ((st = feed_batch(t, x ? (const char *)x + (size_t)i * xs * esz : NULL, xs,
+                             labels ? (const char *)labels + (size_t)i * ls * lsz : NULL, ls, step, err)))
+            break;
+        for (size_t w = 0; w < t->nw && !st; w++) {
+            train_weight *wt = &t->w[w];
+            st = set_f(t, wt->name, wt->val, wt->count, err);
+            if (!st && wt->trained)
+                st = set_f(t, wt->acc_in, wt->acc, wt->count, err);
+        }
+        tern_run_stats rs;
+        float l = 0;
+        if (st || (st = tern_rt_execute(t->rt, &rs, err)))
+            break;
+        *time_ps += rs.time_ps;
+        if (t->o.timing_only)
+            continue;
+        if ((st = tern_rt_get_output(t->rt, TRAIN_LOSS, &l, sizeof l, err)))
+            break;
+        *loss_sum += l;
+        for (size_t w = 0; w < t->nw && !st; w++)
+            if (t->w[w].trained)
+                st = tern_rt_get_output(t->rt, t->w[w].acc_out, t->w[w].acc, t->w[w].count * sizeof(float), err);
+    }
+    t->rt = main_rt;
+    return st;
+}
+
+tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                            tern_train_step_info *info, tern_error *err)
+{
+    tern_status st;
+    uint64_t step = t->step + 1;
+    int64_t nmb = t->o.accumulate > 1 ? t->o.accumulate : 1; /* micro-batches */
+    double micro_loss = 0;
+    int64_t micro_ps = 0;
+    if (nmb > 1) {
+        if ((t->data_name && x_count != t->data_count * (size_t)nmb) || label_count % (size_t)nmb)
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "train: step %llu: %zu data values and %zu labels for %lld micro-batches of %zu values",
+                                  (unsigned long long)step, x_count, label_count, (long long)nmb, t->data_count);
+        for (size_t w = 0; w < t->nw; w++)
+            if (t->w[w].acc)
+                memset(t->w[w].acc, 0, t->w[w].count * sizeof(float));
+        if ((st = micro_steps(t, x, x_count, labels, label_count, step, &micro_loss, &micro_ps, err)))
+            return st;
+        size_t xs = x_count / (size_t)nmb, ls = label_count / (size_t)nmb;
+        size_t esz = t->data_int ? sizeof(int64_t) : sizeof(float);
+        size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
+        if (x)
+            x = (const char *)x + (size_t)(nmb - 1) * xs * esz;
+        if (labels)
+            labels = (const char *)labels + (size_t)(nmb - 1) * ls * lsz;
+        x_count = xs;
+        label_count = ls;
+        for (size_t w = 0; w < t->nw; w++)
+            if (t->w[w].trained && (st = set_f(t, t->w[w].acc_in, t->w[w].acc, t->w[w].count, err)))
+                return st;
+        if ((st = set_scalar(t, TRAIN_GSCALE, 1.0 / (double)nmb, err)))
+            return st;
+    }
+    if ((st = feed_batch(t, x, x_count, labels, label_count, step, err)))
+        return st;
     for (size_t i = 0; i < t->nw; i++) {
         train_weight *w = &t->w[i];
         if ((st = set_f(t, w->name, w->val, w->count, err)))
@@ -466,9 +610,11 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
     memset(&in, 0, sizeof in);
     in.step = step;
     in.lr = lr;
-    in.step_seconds = (double)rs.time_ps * 1e-12;
-    in.samples_per_s = in.step_seconds > 0 ? (double)o->batch / in.step_seconds : 0;
-    in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * in.step_seconds) * 100 : 0;
+    in.step_seconds = (double)(rs.time_ps + micro_ps) * 1e-12;
+    in.samples_per_s = in.step_seconds > 0 ? (double)(o->batch * nmb) / in.step_seconds : 0;
+    in.mfu = t->peak > 0 && in.step_seconds > 0 ? (t->flops + t->flops_micro * (double)(nmb - 1)) /
+                                                      (t->peak * in.step_seconds) * 100
+                                                : 0;
     in.loss = in.grad_norm = NAN;
     if (!o->timing_only) {
         float l, gn;
@@ -476,7 +622,7 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
         if ((st = tern_rt_get_output(t->rt, TRAIN_LOSS, &l, sizeof l, err)) ||
             (st = tern_rt_get_output(t->rt, TRAIN_GNORM, &gn, sizeof gn, err)))
             return st;
-        in.loss = l;
+        in.loss = nmb > 1 ? (micro_loss + l) / (double)nmb : l; /* the step's loss: the mean over its micro-batches */
         in.grad_norm = gn;
         /* the first tensor that went non-finite, in the order the step computes them */
         if (t->read_out) {

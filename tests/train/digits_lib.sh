@@ -6,12 +6,12 @@ run_case() { # name optimizer lr extra tern-flags...
     shift 4
     local d="$tmp/$name"
     mkdir -p "$d"
-    if ! "$PY" "$here/digits_ref.py" "$d" 200 32 "$opt" "$lr" "$extra" >"$d/ref.txt" 2>&1; then
+    if ! "$PY" "$here/digits_ref.py" "$d" 200 "${BATCH:-32}" "$opt" "$lr" "$extra" >"$d/ref.txt" 2>&1; then
         bad "$name: the PyTorch reference failed: $(tail -3 "$d/ref.txt")"
         return
     fi
     expect 0 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --optimizer "$opt" --lr "$lr" \
-        --steps 200 --batch 32 --clip-norm 1 --precision fp32 --json -o "$d/trained.onnx" "$@"
+        --steps 200 --batch "${BATCH:-32}" --clip-norm 1 --precision fp32 --json -o "$d/trained.onnx" "$@"
     cp "$tmp/out" "$d/tern.json"
     expect 0 "$TERN" run "$d/trained.onnx" --dtype fp32 --input pixels="$d/x_test.npy" --output-dir "$d/out"
     if LOSS_TOL=${LOSS_TOL:-1e-4} GN_TOL=${GN_TOL:-1e-3} "$PY" - "$d" "$name" "$extra" "$here" <<'EOF'; then ok; else bad "$name: tern's run differs from PyTorch's (above)"; fi

@@ -21,9 +21,11 @@ from sklearn.datasets import load_digits
 out, steps, batch, opt_name, lr = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 extras = (sys.argv[6] if len(sys.argv) > 6 else "").split(",")
 extra = next((e for e in extras if e in ("gelu-ln", "cnn", "dropout")), "")
-sched, warm = "constant", 0
+sched, warm, accum = "constant", 0, 1
 for e in extras:
-    if ":" in e:
+    if e.startswith("accum:"):
+        accum = int(e.split(":")[1])
+    elif ":" in e:
         sched, warm = e.split(":")[0], int(e.split(":")[1])
 
 
@@ -69,14 +71,17 @@ else:
 losses, norms = [], []
 n, pos = len(xtr), 0
 for s in range(steps):
-    idx = [(pos + b) % n for b in range(batch)]  # consecutive rows, wrapping at the end (tern train's order)
-    pos = (pos + batch) % n
-    xb, yb = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
-    if extra == "dropout":
-        model[2].mask = torch.from_numpy(tern_dropout_mask(0, s + 1, 0, 0.2, batch * 64).reshape(batch, 64))
     model.zero_grad()
-    loss = torch.nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.1 if extra == "gelu-ln" else 0.0)
-    loss.backward()
+    loss = 0.0
+    for mb in range(accum):  # micro-batches of `batch` consecutive rows; loss / accum each, gradients summed
+        idx = [(pos + b) % n for b in range(batch)]  # consecutive rows, wrapping at the end (tern train's order)
+        pos = (pos + batch) % n
+        xb, yb = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
+        if extra == "dropout":
+            model[2].mask = torch.from_numpy(tern_dropout_mask(0, s + 1, 0, 0.2, batch * 64).reshape(batch, 64))
+        lmb = torch.nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.1 if extra == "gelu-ln" else 0.0)
+        (lmb / accum).backward()
+        loss += float(lmb) / accum
     norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))
     step_lr = lr_at(s + 1)
     if opt is not None:
