@@ -15,6 +15,9 @@ if [ -z "${TERN_MPIEXEC:-}" ]; then
 fi
 MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
 . "$(dirname "$0")/../lib.sh"
+# Open MPI makes its session directories under TMPDIR; a private one keeps a stale or concurrent session's
+# directory from failing a launch ("File exists", seen once under load).
+mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi"
 
 rows_equal() { # file file: the same rows apart from the process count
     python3 - "$1" "$2" <<'EOF'
