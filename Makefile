@@ -49,7 +49,7 @@ install: configure
 sanitize:
 	cmake -S . -B build-san -DTERN_SANITIZE=ON -DTERN_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build build-san -j $(JOBS)
-	cd build-san && ctest --output-on-failure -j $(JOBS)
+	cd build-san && ctest --output-on-failure -j $(JOBS) -LE long
 
 clean:
 	rm -rf $(BUILD) build-san
