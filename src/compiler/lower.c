@@ -767,12 +767,29 @@ static int lower_matmul(cc *c)
         return 1;
     }
     uint64_t Ma = (uint64_t)a->dims[a->rank - 2], N = (uint64_t)b->dims[b->rank - 1];
-    uint64_t batches = y->numel / (Ma * N), bbatches = b->numel / (K * N);
+    uint64_t batches = y->numel / (Ma * N);
+    int yb = y->rank - 2; /* output batch dims; each operand's batch dims align to their right (numpy) */
     for (uint64_t i = 0; i < batches && cc_ok(c); i++) {
-        uint64_t bi = bbatches == batches ? i : (bbatches == 1 ? 0 : i % bbatches);
+        /* the operands' batch indices for output batch i: a size-1 batch dim of an operand broadcasts */
+        uint64_t ai = 0, bi = 0, rest = i, astride = 1, bstride = 1;
+        for (int d = yb - 1; d >= 0; d--) {
+            uint64_t yd = (uint64_t)y->dims[d], id = rest % yd;
+            rest /= yd;
+            int da = d - (yb - (a->rank - 2)), db = d - (yb - (b->rank - 2));
+            if (da >= 0) {
+                uint64_t ad = (uint64_t)a->dims[da];
+                ai += (ad == 1 ? 0 : id) * astride;
+                astride *= ad;
+            }
+            if (db >= 0) {
+                uint64_t bd = (uint64_t)b->dims[db];
+                bi += (bd == 1 ? 0 : id) * bstride;
+                bstride *= bd;
+            }
+        }
         tern_view w = cc_temp(c, c->o->matmul_dtype, K, N);
         cc_copy(c, w, cc_view2d(c, b, bi * K * N, K, N, N)); /* cast the moving operand on the way */
-        matmul2d(c, cc_view2d(c, y, i * Ma * N, Ma, N, N), cc_view2d(c, a, i * Ma * K, Ma, K, K), w, Ma, K, N);
+        matmul2d(c, cc_view2d(c, y, i * Ma * N, Ma, N, N), cc_view2d(c, a, ai * Ma * K, Ma, K, K), w, Ma, K, N);
         tern_kernel_release(c->k, w);
     }
     return 1;
