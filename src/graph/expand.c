@@ -5,6 +5,7 @@
  * node array, so the graph stays topologically sorted without a re-sort that could move already inferred nodes. */
 #include "graph_internal.h"
 #include "expand.h"
+#include "op_params.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -270,7 +271,7 @@ int xb_reduce(xb *b, const char *op, int x, int n_axes, const int64_t *axes, int
 {
     /* axes became an input at opset 13 for ReduceSum, at 18 for the others */
     int y;
-    if (b->opset < (strcmp(op, "ReduceSum") ? 18 : 13)) {
+    if (!graph_reduce_axes_from_input(tern_op_lookup("", op), b->opset)) {
         y = xb_op(b, op, 1, &x);
         xb_attr_ints(b, "axes", n_axes, axes);
     } else {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "plan/plan_internal.h"
+#include "graph/op_params.h"
 
 #define ONNX_FLOAT 1
 #define ONNX_INT64 7
@@ -100,7 +101,7 @@ static int reduce(ctx *x, const char *op, int v)
 {
     int64_t ax = -1;
     plan_attr keep = {.name = "keepdims", .kind = 1, .i = 1};
-    if (!strcmp(op, "ReduceSum")) {
+    if (graph_reduce_axes_from_input(tern_op_lookup("", op), 17)) {
         int in[2] = {v, plan_onnx_const_i64(x->g, 1, &ax)};
         return plan_onnx_op(x->g, op, 2, in, 1, &keep);
     }

@@ -6,6 +6,7 @@
  * Also here: the small node builders every rule uses (constants, reshape, reduce, transpose, un-broadcasting),
  * which follow the graph's opset where ONNX moved an attribute to an input. */
 #include "ad_internal.h"
+#include "graph/op_params.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -273,7 +274,7 @@ int ad_reshape(ad_ctx *a, int x, const ad_shape *to)
 /* ReduceSum takes its axes as an input from opset 13, the other reductions from opset 18. */
 int ad_reduce(ad_ctx *a, const char *op, int x, int n_axes, const int64_t *axes, int keepdims)
 {
-    int as_input = !strcmp(op, "ReduceSum") ? a->opset >= 13 : a->opset >= 18;
+    int as_input = graph_reduce_axes_from_input(tern_op_lookup("", op), a->opset);
     int y;
     if (as_input && n_axes > 0) {
         int ax = ad_const_i64(a, n_axes, axes);
