@@ -26,7 +26,8 @@ static void pb_put(plan_pb *b, const void *d, size_t n)
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->n, d, n);
+    if (n)
+        memcpy(b->p + b->n, d, n);
     b->n += n;
 }
 

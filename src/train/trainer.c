@@ -86,6 +86,7 @@ void tern_train_free(tern_trainer *t)
     tern_graph_free(t->g);
     free(t->path);
     free(t->machine);
+    free(t->loss_out);
     free(t->data_name);
     free(t->read_out);
     free(t->scratch);
@@ -248,6 +249,10 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
     if (o.output) {
         t->loss_out = dup_s(o.output);
         t->o.output = t->loss_out;
+        if (!t->loss_out) {
+            tern_train_free(t);
+            return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+        }
     }
     tern_exe_init(&t->exe_micro);
     if ((st = tern_graph_load_onnx(onnx_path, &t->g, err)) || (st = bind_data(t, err)) ||
