@@ -105,7 +105,9 @@ tern_status tern_train_save_checkpoint(const tern_trainer *t, const char *path, 
         st = tern_error_set(err, TERN_ERR_IO, "checkpoint: cannot write '%s': %s", tmp, strerror(errno));
     } else {
         size_t wr = fwrite(w.b, 1, w.n, f);
-        if ((fflush(f) != 0) | (fclose(f) != 0) || wr != w.n)
+        int failed = fflush(f) != 0;
+        failed |= fclose(f) != 0; /* closed whether or not the flush failed */
+        if (failed || wr != w.n)
             st = tern_error_set(err, TERN_ERR_IO, "checkpoint: writing '%s' failed after %zu of %zu bytes", tmp, wr,
                                 w.n);
         else if (rename(tmp, path) != 0)
