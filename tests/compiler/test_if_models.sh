@@ -77,19 +77,7 @@ $PY "$tmp/gen.py" "$tmp" >"$tmp/gen.log" 2>&1 || { echo "NOT OK: cannot make the
 
 while read -r name; do
     expect 0 "$TERN" run "$tmp/$name.onnx" --dtype fp32 --input "x=$tmp/$name.x.npy" --output-dir "$tmp/o_$name"
-    if $PY - "$tmp" "$name" <<'PY'; then ok; else bad "$name differs from the reference"; fi
-import sys, numpy as np
-d, name = sys.argv[1], sys.argv[2]
-ref = np.load(f"{d}/{name}.ref.npy").astype(np.float64)
-got = np.load(f"{d}/o_{name}/y.npy").astype(np.float64)
-if got.shape != ref.shape:
-    print(f"NOT OK: {name}: shape {got.shape}, reference {ref.shape}"); sys.exit(1)
-cos = float((got * ref).sum() / (np.linalg.norm(got) * np.linalg.norm(ref)))
-err = float(np.abs(got - ref).max())
-ok = cos >= 0.9999 and err <= 1e-5
-print(f"{'ok' if ok else 'NOT OK'}: {name} {list(ref.shape)}: cosine {cos:.7f}, max |diff| {err:.3g}")
-sys.exit(0 if ok else 1)
-PY
+    if close_to_ref "$name" "$tmp/$name.ref.npy" "$tmp/o_$name/y.npy" 1e-5; then ok; else bad "$name differs from the reference"; fi
 done < <(grep -E '^[a-z_]+[0-9]$' "$tmp/gen.log")
 
 expect 1 "$TERN" run "$tmp/bad_if.onnx"

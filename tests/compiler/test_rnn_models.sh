@@ -144,22 +144,11 @@ PY
 
 # compares every listed output of model NAME (run outputs in $tmp/o_NAME) with torch's
 compare() {
-    if $PY - "$tmp" "$1" "$2" <<'PY'; then ok; else bad "$1 differs from PyTorch"; fi
-import sys, numpy as np
-d, name, outs = sys.argv[1], sys.argv[2], sys.argv[3].split()
-good = True
-for o in outs:
-    ref = np.load(f"{d}/{name}.ref.{o}.npy").astype(np.float64)
-    got = np.load(f"{d}/o_{name}/{o}.npy").astype(np.float64)
-    if got.shape != ref.shape:
-        print(f"NOT OK: {name}.{o}: shape {got.shape}, PyTorch {ref.shape}"); good = False; continue
-    cos = float((got * ref).sum() / (np.linalg.norm(got) * np.linalg.norm(ref)))
-    err = float(np.abs(got - ref).max())
-    ok = cos >= 0.9999
-    good &= ok
-    print(f"{'ok' if ok else 'NOT OK'}: {name}.{o} {list(ref.shape)}: cosine {cos:.7f}, max |diff| {err:.3g}")
-sys.exit(0 if good else 1)
-PY
+    local o good=1
+    for o in $2; do
+        close_to_ref "$1.$o" "$tmp/$1.ref.$o.npy" "$tmp/o_$1/$o.npy" || good=0
+    done
+    if [ "$good" -eq 1 ]; then ok; else bad "$1 differs from PyTorch"; fi
 }
 
 while IFS='|' read -r name ins outs; do

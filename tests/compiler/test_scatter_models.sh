@@ -52,19 +52,7 @@ while IFS='|' read -r name ins; do
     args=()
     for i in $ins; do args+=(--input "$i=$tmp/$name.$i.npy"); done
     expect 0 "$TERN" run "$tmp/$name.onnx" --dtype fp32 "${args[@]}" --output-dir "$tmp/o_$name"
-    if $PY - "$tmp" "$name" <<'PY'; then ok; else bad "$name differs from PyTorch"; fi
-import sys, numpy as np
-d, name = sys.argv[1], sys.argv[2]
-ref = np.load(f"{d}/{name}.ref.y.npy").astype(np.float64)
-got = np.load(f"{d}/o_{name}/y.npy").astype(np.float64)
-if got.shape != ref.shape:
-    print(f"NOT OK: {name}: shape {got.shape}, PyTorch {ref.shape}"); sys.exit(1)
-cos = float((got * ref).sum() / (np.linalg.norm(got) * np.linalg.norm(ref)))
-err = float(np.abs(got - ref).max())
-ok = cos >= 0.9999 and err <= 1e-5
-print(f"{'ok' if ok else 'NOT OK'}: {name} {list(ref.shape)}: cosine {cos:.7f}, max |diff| {err:.3g}")
-sys.exit(0 if ok else 1)
-PY
+    if close_to_ref "$name" "$tmp/$name.ref.y.npy" "$tmp/o_$name/y.npy" 1e-5; then ok; else bad "$name differs from PyTorch"; fi
 done < <(grep '^[a-z0-9_]*|' "$tmp/gen.log")
 
 echo "$pass passed, $fail failed"
