@@ -316,7 +316,7 @@ int main(int argc, char **argv)
         tern_core_free(t3);
     }
     row("C4_hbm", "HBM per chip", "820 GiB/s / 2.9 TB/s / 4.9 TB/s", "from the machine files", "shared by the chip's cores");
-    row("C5", "collectives (ring hop 1-2 us, EFA 15 us, algorithm by size)", "see calibration.md", "not modelled yet",
-        "needs the multi-chip simulator");
+    row("C5", "collectives (ring hop 1-2 us, EFA 15 us, algorithm by size)", "see calibration.md",
+        "hop latencies as published", "bench_collective; the 2-rank curve is fitted (multichip.md)");
     return 0;
 }
