@@ -54,6 +54,7 @@ typedef struct {
     size_t num_dims;
     const tern_input_shape *input_shapes;
     size_t num_input_shapes;
+    int explain;            /* record, per node, the lowering rule that fired (tern_compile_report.rules) */
 } tern_compile_opts;
 
 void tern_compile_opts_default(tern_compile_opts *o);
@@ -68,7 +69,28 @@ typedef struct {
     uint64_t weight_bytes;         /* per core: constants */
     double model_flops;            /* 2 x MACs of the model's matmuls (whole batch) */
     int fused_attention;           /* tern.Attention nodes in the optimised graph (the attention fusion's) */
+    /* With tern_compile_opts.explain: one row per node of the optimised graph the compiler reached, in order,
+     * filled even when the compile fails (the failing node's row says why); NULL otherwise. Free with
+     * tern_compile_report_free. */
+    struct tern_compile_node_rule *rules;
+    int num_rules;
 } tern_compile_report;
+
+/* What lowered one node (`tern compile --explain`): the rule of the compiler's family files that fired, or why
+ * none did. */
+typedef struct tern_compile_node_rule {
+    int node;                      /* index in the optimised graph */
+    char name[96];                 /* the node's name ("" when it has none) */
+    char op[64];                   /* domain.op */
+    const char *rule;              /* the rule's name; NULL when none fired; "empty" for a node whose outputs all
+                                      have zero elements (lowered to nothing) */
+    const char *file;              /* the compiler file holding the rule; NULL with rule */
+    char declined[256];            /* rules of the op passed over before `rule`, each with its reason */
+    char why[256];                 /* when no rule fired: why (the compile error) */
+} tern_compile_node_rule;
+void tern_compile_report_free(tern_compile_report *rep);
+/* The names of the lowering rules for op id, in selection order (at most max written; returns how many). */
+int tern_op_rule_names(tern_op_id id, const char **names, int max);
 
 /* Compile an imported graph (it is optimised in place) into an executable. */
 tern_status tern_compile(tern_graph *g, const tern_compile_opts *o, tern_exe *out, tern_compile_report *rep,

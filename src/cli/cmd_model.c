@@ -63,6 +63,7 @@ typedef struct {
     unsigned cores;
     int64_t dim;
     int no_attention_fusion, no_attention_layouts, no_residual_fusion, no_layernorm_fusion;
+    int explain;                /* tern compile --explain */
     tern_dim_binding named[32]; /* --dim NAME=VALUE */
     size_t num_named;
     const tern_input_shape *shapes; /* run MODEL.onnx --input: the .npy files' shapes bind symbolic dims */
@@ -80,6 +81,29 @@ static int parse_dtype(const char *s, tern_dtype *dt)
     else
         return 0;
     return 1;
+}
+
+/* --explain: per node of the optimised graph, the lowering rule that fired (and the rules passed over with their
+ * reasons), or why none did. */
+static void print_explain(const tern_compile_report *rep)
+{
+    printf("%-5s %-32s %-24s %s\n", "node", "name", "op", "rule");
+    for (int i = 0; i < rep->num_rules; i++) {
+        const tern_compile_node_rule *r = &rep->rules[i];
+        printf("%-5d %-32s %-24s ", r->node, r->name, r->op);
+        if (r->rule) {
+            printf("%s", r->rule);
+            if (r->file && r->file[0])
+                printf(" (%s)", r->file);
+            if (r->why[0])
+                printf(" failed: %s", r->why);
+        } else {
+            printf("none: %s", r->why[0] ? r->why : "no rule");
+        }
+        if (r->declined[0])
+            printf("  [passed over: %s]", r->declined);
+        printf("\n");
+    }
 }
 
 static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report *rep)
@@ -101,10 +125,16 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
     o.num_dims = a->num_named;
     o.input_shapes = a->shapes;
     o.num_input_shapes = a->num_shapes;
+    o.explain = a->explain;
+    memset(rep, 0, sizeof *rep); /* a model that fails to load leaves the report untouched: no explain rows */
     tern_error err;
     tern_status st = tern_compile_onnx(a->model, &o, x, rep, &err);
     if (line_open)
         fputc('\n', stderr);
+    if (a->explain) {
+        print_explain(rep);
+        tern_compile_report_free(rep);
+    }
     if (st) {
         /* the message names the file when the file itself is the problem; name it otherwise */
         if (!strncmp(err.msg, a->model, strlen(a->model)))
@@ -120,7 +150,7 @@ static void compile_usage(FILE *f)
 {
     fprintf(f, "usage: tern compile MODEL.onnx -o MODEL.tern [--machine NAME] [--dtype bf16|fp32|fp8] [--cores N]\n"
                "                    [--dim N] [--dim NAME=VALUE ...] [--no-fuse-attention] [--no-attention-layouts]\n"
-               "                    [--no-fuse-residual] [--no-fuse-layernorm]\n"
+               "                    [--no-fuse-residual] [--no-fuse-layernorm] [--explain]\n"
                "  --machine  target (trn1, trn2, trn3 or any catalogue name or JSON path; default trn1)\n"
                "  --dtype    matmul precision: bf16 with fp32 accumulation (default), fp32, fp8 (e4m3)\n"
                "  --cores    split the batch over N NeuronCores of the chip (default 1)\n"
@@ -129,7 +159,9 @@ static void compile_usage(FILE *f)
                "  --no-fuse-attention  keep attention as separate nodes (for comparisons)\n"
                "  --no-attention-layouts  fused attention on materialised [B, H, S, D] operands (for comparisons)\n"
                "  --no-fuse-residual  keep the Add after a linear layer as its own node (for comparisons)\n"
-               "  --no-fuse-layernorm  keep a LayerNormalization after a linear layer as its own node (for comparisons)\n");
+               "  --no-fuse-layernorm  keep a LayerNormalization after a linear layer as its own node (for comparisons)\n"
+               "  --explain  print, per node of the optimised graph, the lowering rule that fired (and the rules\n"
+               "             passed over, with why), or why none applied\n");
 }
 
 /* Shared option parsing of compile and run (cmd is "tern compile" or "tern run" for messages). Returns -1 for a
@@ -214,7 +246,10 @@ int tern_cmd_compile(int argc, char **argv)
             i += used;
             continue;
         }
-        if (!strcmp(argv[i], "-o")) {
+        if (!strcmp(argv[i], "--explain")) {
+            a.explain = 1;
+            i++;
+        } else if (!strcmp(argv[i], "-o")) {
             if (!(a.out = tern_arg_value("tern compile", argc, argv, &i, "the output .tern file")))
                 return 2;
             i++;

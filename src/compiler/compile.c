@@ -476,6 +476,34 @@ static void place_constant(cc *c, int id)
     x->placed = 1;
 }
 
+/* A new --explain row for node i (NULL when out of memory). */
+static tern_compile_node_rule *explain_row(cc *c, int i, const tern_graph_node *n)
+{
+    if (c->nrules == c->caprules) {
+        int cap = c->caprules ? 2 * c->caprules : 64;
+        tern_compile_node_rule *r = realloc(c->rules, (size_t)cap * sizeof *r);
+        if (!r)
+            return NULL;
+        c->rules = r;
+        c->caprules = cap;
+    }
+    tern_compile_node_rule *row = &c->rules[c->nrules++];
+    memset(row, 0, sizeof *row);
+    row->node = i;
+    snprintf(row->name, sizeof row->name, "%s", n->name ? n->name : "");
+    snprintf(row->op, sizeof row->op, "%s%s%s", n->domain, n->domain[0] ? "." : "", n->op);
+    return row;
+}
+
+void tern_compile_report_free(tern_compile_report *rep)
+{
+    if (!rep)
+        return;
+    free(rep->rules);
+    rep->rules = NULL;
+    rep->num_rules = 0;
+}
+
 static tern_status build_core(cc *c, const tern_graph *gview)
 {
     (void)gview;
@@ -533,6 +561,9 @@ static tern_status build_core(cc *c, const tern_graph *gview)
     for (int i = 0; i < nn; i++) {
         c->node = i;
         const tern_graph_node *n = tern_graph_node_at(g, i);
+        tern_compile_node_rule *row = NULL;
+        if (c->o->explain && !(row = explain_row(c, i, n)))
+            return cc_fail(c, TERN_ERR_NOMEM, "out of memory for the --explain rows");
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k] >= 0 && !c->v[n->inputs[k]].placed)
                 return cc_fail(c, TERN_ERR_INVALID, "input %d ('%s') has no device placement", k,
@@ -555,10 +586,18 @@ static tern_status build_core(cc *c, const tern_graph *gview)
             }
         }
         tern_op_id opid = (tern_op_id)n->op_id;
-        cc_lower_fn fn = cc_lowering(opid);
-        if (!fn)
-            return cc_fail(c, TERN_ERR_UNSUPPORTED, "op %s%s%s is not supported on the device yet", n->domain,
-                           n->domain[0] ? "." : "", n->op);
+        char declined[256];
+        const cc_rule *rule = cc_rule_select(c, declined, sizeof declined);
+        if (row) {
+            snprintf(row->declined, sizeof row->declined, "%s", declined);
+            if (rule && !(outs > 0 && empty_outs == outs)) {
+                row->rule = rule->name;
+                row->file = cc_rule_file(rule);
+            }
+        }
+        if (!rule)
+            return cc_fail(c, TERN_ERR_UNSUPPORTED, "op %s%s%s is not supported on the device yet%s%s", n->domain,
+                           n->domain[0] ? "." : "", n->op, declined[0] ? " (" : "", declined[0] ? declined : "");
         if (outs > 0 && empty_outs == outs) {
             /* Every output has zero elements: nothing to compute, no storage, no instructions. The node counts as
              * lowered (to an empty piece of program); its rule never sees it. */
@@ -573,6 +612,8 @@ static tern_status build_core(cc *c, const tern_graph *gview)
                 place_empty(&c->v[id], dt, id);
             }
             c->lowered_empty++;
+            if (row)
+                row->rule = "empty";
         } else {
             char s1[96], s2[96];
             if (empty_outs > 0 && !(tern_op_flags(opid) & TERN_OPF_EMPTY_OUTPUTS)) { /* Split skips empty pieces */
@@ -596,7 +637,7 @@ static tern_status build_core(cc *c, const tern_graph *gview)
                                k, e->name, shape_text(e->dims, e->rank, s1, sizeof s1), f->name,
                                shape_text(f->dims, f->rank, s2, sizeof s2));
             }
-            fn(c);
+            rule->lower(c);
         }
         if (!cc_ok(c))
             return c->err->code;
@@ -942,6 +983,18 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
                                                 meta, err);
                 free(ks);
             }
+        }
+    }
+    if (o.explain) { /* the rows go to the report even on failure: the failing node's says why */
+        if (st && c.nrules > 0 && c.rules[c.nrules - 1].node == c.node)
+            snprintf(c.rules[c.nrules - 1].why, sizeof c.rules[c.nrules - 1].why, "%.255s", err->msg);
+        if (rep) {
+            if (st)
+                memset(rep, 0, sizeof *rep);
+            r.rules = rep->rules = c.rules;
+            r.num_rules = rep->num_rules = c.nrules;
+        } else {
+            free(c.rules);
         }
     }
     if (!st) {

@@ -47,6 +47,8 @@ typedef struct {
     int lowered_empty;    /* nodes whose outputs all have zero elements: lowered to nothing */
     int release_constants; /* the graph is the compiler's own (loaded from a file): a constant's host data is freed
                               after its last reader, once its device copy exists, so weights are not held twice */
+    tern_compile_node_rule *rules; /* --explain rows (tern_compile_opts.explain) */
+    int nrules, caprules;
 } cc;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
@@ -94,10 +96,33 @@ tern_dtype cc_out_dtype(cc *c, int k);
 
 /* The lowering of one op; returns nonzero when the op was handled (success or recorded failure). */
 typedef int (*cc_lower_fn)(cc *c);
-cc_lower_fn cc_lowering(tern_op_id id);
-/* Lowerings of convolutional-network ops (lower_cnn.c) and of further ONNX ops (lower_extra.c). */
-cc_lower_fn cc_lowering_cnn(tern_op_id id);
-cc_lower_fn cc_lowering_extra(tern_op_id id);
+
+/* One lowering rule: for nodes of op `op`, `applies` (NULL: every node) decides from the node alone, before
+ * anything is emitted or allocated, whether `lower` takes it, and when not writes why into why[len] (shown by
+ * `tern compile --explain`). Each compiler family file holds an ordered array of rules (cc_rule_set); a node's
+ * op is lowered by the first rule, in the order of rules.c's list of sets and then of each array, that applies.
+ * The fast special cases come first and a general rule (applies NULL) last; test_op_rules checks that no rule
+ * sits after an unconditional one of the same op, where it could never fire. */
+typedef struct {
+    tern_op_id op;
+    const char *name;
+    int (*applies)(cc *c, char *why, size_t len);
+    cc_lower_fn lower;
+} cc_rule;
+typedef struct {
+    const char *file; /* the compiler file holding the rules (docs, --explain) */
+    const cc_rule *rules;
+    size_t n;
+} cc_rule_set;
+#define CC_RULE_SET(file, arr) {(file), (arr), sizeof(arr) / sizeof((arr)[0])}
+/* The family files' rule sets (rules.c lists them in selection order). */
+extern const cc_rule_set cc_rules_core, cc_rules_cnn, cc_rules_attention, cc_rules_extra;
+/* The rules of op id in selection order (at most max written; returns how many there are). */
+int cc_rules_for(tern_op_id id, const cc_rule **out, int max);
+/* The rule that lowers the current node: the first of its op's rules that applies; NULL when the op has none.
+ * The rules passed over on the way are named with their reasons in declined[len] ("" when none). */
+const cc_rule *cc_rule_select(cc *c, char *declined, size_t len);
+const char *cc_rule_file(const cc_rule *r); /* the file of the set holding r */
 /* tern.Attention, the fused attention (lower_attention.c). */
 int cc_lower_attention(cc *c);
 

@@ -966,41 +966,7 @@ static int lower_where(cc *c)
     return 1;
 }
 
-/* This file's rule for an op (lowering_cnn's for convolutions and pools), NULL when it has none. */
-static cc_lower_fn lowering_main(tern_op_id id)
-{
-    tern_alu_op alu;
-    if (alu_of(id, &alu))
-        return lower_binary;
-    switch (id) {
-    case TERN_GOP_RELU: case TERN_GOP_TANH: case TERN_GOP_SIGMOID: case TERN_GOP_EXP: case TERN_GOP_LOG:
-    case TERN_GOP_SQRT: case TERN_GOP_ERF: case TERN_GOP_ABS: case TERN_GOP_RECIPROCAL: case TERN_GOP_SOFTPLUS:
-    case TERN_GOP_SIN: case TERN_GOP_SIGN: case TERN_GOP_NEG: case TERN_GOP_GELU:
-        return lower_unary;
-    case TERN_GOP_IDENTITY:
-        return lower_alias;
-    case TERN_GOP_DROPOUT:
-        return lower_dropout;
-    case TERN_GOP_RESHAPE: case TERN_GOP_FLATTEN: case TERN_GOP_SQUEEZE: case TERN_GOP_UNSQUEEZE:
-        return lower_alias;
-    case TERN_GOP_MATMUL: case TERN_GOP_GEMM: case TERN_GOP_MATMUL_BIAS:
-        return lower_matmul;
-    case TERN_GOP_SOFTMAX: return lower_softmax;
-    case TERN_GOP_LAYER_NORMALIZATION: return lower_layernorm;
-    case TERN_GOP_POW: return lower_pow;
-    case TERN_GOP_CAST: return lower_cast;
-    case TERN_GOP_TRANSPOSE: return lower_transpose;
-    case TERN_GOP_CONCAT: return lower_concat;
-    case TERN_GOP_SLICE: return lower_slice;
-    case TERN_GOP_SPLIT: return lower_split;
-    case TERN_GOP_EXPAND: return lower_expand;
-    case TERN_GOP_GATHER: return lower_gather;
-    case TERN_GOP_REDUCE_MEAN: case TERN_GOP_REDUCE_SUM: case TERN_GOP_REDUCE_MAX:
-        return lower_reduce;
-    case TERN_GOP_WHERE: return lower_where;
-    default: return cc_lowering_cnn(id);
-    }
-}
+/* ---- the rules ---- */
 
 /* A Reduce node over the last axis alone (its axes decoded as inference reads them, graph_reduce_axes_decode). */
 static int reduces_last_axis_only(cc *c, const cc_value *x)
@@ -1015,60 +981,181 @@ static int reduces_last_axis_only(cc *c, const cc_value *x)
     return ax.n == 1 && cc_norm_axis(ax.axes[0], x->rank) == x->rank - 1; /* no axes: all of them */
 }
 
-/* Does this file's rule handle the node, or should the general one in lower_extra.c? Only the cases where the
- * rules here are faster (last-axis reductions and norms, constant weights and indices) stay here. Decided
- * before anything is emitted or allocated. */
-static int main_handles(cc *c)
+/* The conditions under which this file's rules are faster than the general ones in lower_extra.c (last-axis
+ * reductions and norms, constant weights and indices). Each says why when it declines; a node without input 0
+ * is taken so that the rule reports it. */
+static int softmax_row_applies(cc *c, char *why, size_t len)
 {
     const tern_graph_node *n = cc_node(c);
-    const tern_op_id id = (tern_op_id)n->op_id;
-    cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
+    cc_value *x = cc_in(c, 0);
     if (!x)
-        return 1; /* let the rule report it */
-    if (id == TERN_GOP_SOFTMAX) /* before opset 13 the default axis is 1 (and the input is flattened there) */
-        return cc_norm_axis(tern_graph_attr_int(n, "axis", tern_graph_opset(c->g) >= 13 ? -1 : 1), x->rank) ==
-                   x->rank - 1 && /* a row longer than tern_lib_softmax holds on one partition: chunked rule */
-               x->rank > 0 && (uint64_t)x->dims[x->rank - 1] * 4 + 32 <= c->cfg.sbuf_partition_bytes;
-    if (id == TERN_GOP_LAYER_NORMALIZATION)
-        return cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank) == x->rank - 1 && cc_out_id(c, 1) < 0 &&
-               cc_out_id(c, 2) < 0;
-    if (id == TERN_GOP_GEMM)
-        return !tern_graph_attr_int(n, "transA", 0) && tern_graph_attr_float(n, "alpha", 1) == 1.0f &&
-               tern_graph_attr_float(n, "beta", 1) == 1.0f && b && b->host && b->rank == 2;
-    if (id == TERN_GOP_REDUCE_SUM || id == TERN_GOP_REDUCE_MEAN || id == TERN_GOP_REDUCE_MAX)
-        return reduces_last_axis_only(c, x) && x->rank > 0 && x->dims[x->rank - 1] <= 40000;
-    if (id == TERN_GOP_GATHER)
-        return b && (b->host || (x->host && cc_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank) == 0));
-    if (id == TERN_GOP_POW)
-        return b && b->is_const_scalar &&
-               (b->const_scalar == 2.0 || b->const_scalar == 0.5 || b->const_scalar == 1.0 ||
-                b->const_scalar == -1.0 || b->const_scalar == 3.0);
-    if (id == TERN_GOP_MAX || id == TERN_GOP_MIN)
-        return n->n_inputs == 2;
-    if (id == TERN_GOP_CAST) /* text casts and float -> integer go to lower_cast_any */
-        return !(tern_dtype_is_float(x->dt) && !tern_dtype_is_float(cc_out_dtype(c, 0))) &&
-               tern_graph_value_at(c->g, cc_in_id(c, 0))->type != TERN_ELEM_STRING &&
-               tern_graph_value_at(c->g, cc_out_id(c, 0))->type != TERN_ELEM_STRING;
-    if (id == TERN_GOP_DIV)
-        return tern_dtype_is_float(cc_out_dtype(c, 0));
+        return 1;
+    /* before opset 13 the default axis is 1 (and the input is flattened there) */
+    if (cc_norm_axis(tern_graph_attr_int(n, "axis", tern_graph_opset(c->g) >= 13 ? -1 : 1), x->rank) != x->rank - 1) {
+        snprintf(why, len, "the axis is not the last one");
+        return 0;
+    }
+    /* a row longer than tern_lib_softmax holds on one partition: chunked rule */
+    if (!(x->rank > 0 && (uint64_t)x->dims[x->rank - 1] * 4 + 32 <= c->cfg.sbuf_partition_bytes)) {
+        snprintf(why, len, "a row of %lld elements does not fit one SBUF partition",
+                 x->rank > 0 ? (long long)x->dims[x->rank - 1] : 0LL);
+        return 0;
+    }
     return 1;
 }
 
-static int lower_dispatch(cc *c)
+static int layernorm_row_applies(cc *c, char *why, size_t len)
 {
-    tern_op_id id = (tern_op_id)cc_node(c)->op_id;
-    cc_lower_fn fn = main_handles(c) ? lowering_main(id) : cc_lowering_extra(id);
-    return fn(c);
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    if (cc_norm_axis(tern_graph_attr_int(cc_node(c), "axis", -1), x->rank) != x->rank - 1) {
+        snprintf(why, len, "the axis is not the last one");
+        return 0;
+    }
+    if (cc_out_id(c, 1) >= 0 || cc_out_id(c, 2) >= 0) {
+        snprintf(why, len, "the mean or inverse standard deviation output is used");
+        return 0;
+    }
+    return 1;
 }
 
-/* The rule for a node's op: domain "" / "ai.onnx" ops and tern's fused ones (other domains have no id). ONNX's
- * own Attention (opset 23) is another op than tern.Attention, and has no row yet. */
-cc_lower_fn cc_lowering(tern_op_id id)
+static int gemm_plain_applies(cc *c, char *why, size_t len)
 {
-    if (id == TERN_GOP_ATTENTION)
-        return cc_lower_attention;
-    cc_lower_fn main = lowering_main(id), extra = cc_lowering_extra(id);
-    if (main && extra)
-        return lower_dispatch;
-    return main ? main : extra;
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
+    if (!x)
+        return 1;
+    if (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
+        tern_graph_attr_float(n, "beta", 1) != 1.0f) {
+        snprintf(why, len, "transA, alpha or beta is not the default");
+        return 0;
+    }
+    if (!(b && b->host && b->rank == 2)) {
+        snprintf(why, len, "B is not a constant 2-D weight");
+        return 0;
+    }
+    return 1;
 }
+
+static int reduce_last_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    if (!reduces_last_axis_only(c, x)) {
+        snprintf(why, len, "it does not reduce the last axis alone");
+        return 0;
+    }
+    if (!(x->rank > 0 && x->dims[x->rank - 1] <= 40000)) {
+        snprintf(why, len, "the last axis is longer than 40000");
+        return 0;
+    }
+    return 1;
+}
+
+static int gather_const_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
+    if (!x)
+        return 1;
+    if (!(b && (b->host || (x->host && cc_norm_axis(tern_graph_attr_int(cc_node(c), "axis", 0), x->rank) == 0)))) {
+        snprintf(why, len, "the indices are computed and the data is not a constant gathered on axis 0");
+        return 0;
+    }
+    return 1;
+}
+
+static int pow_const_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
+    if (!x)
+        return 1;
+    if (!(b && b->is_const_scalar &&
+          (b->const_scalar == 2.0 || b->const_scalar == 0.5 || b->const_scalar == 1.0 || b->const_scalar == -1.0 ||
+           b->const_scalar == 3.0))) {
+        snprintf(why, len, "the exponent is not a constant 2, 0.5, 1, -1 or 3");
+        return 0;
+    }
+    return 1;
+}
+
+static int two_inputs_applies(cc *c, char *why, size_t len)
+{
+    if (!cc_in(c, 0))
+        return 1;
+    if (cc_node(c)->n_inputs != 2) {
+        snprintf(why, len, "%d inputs, not 2", cc_node(c)->n_inputs);
+        return 0;
+    }
+    return 1;
+}
+
+static int cast_plain_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(cc_out_dtype(c, 0))) {
+        snprintf(why, len, "a float to integer cast");
+        return 0;
+    }
+    if (tern_graph_value_at(c->g, cc_in_id(c, 0))->type == TERN_ELEM_STRING ||
+        tern_graph_value_at(c->g, cc_out_id(c, 0))->type == TERN_ELEM_STRING) {
+        snprintf(why, len, "a cast from or to text");
+        return 0;
+    }
+    return 1;
+}
+
+static int float_div_applies(cc *c, char *why, size_t len)
+{
+    if (!cc_in(c, 0))
+        return 1;
+    if (!tern_dtype_is_float(cc_out_dtype(c, 0))) {
+        snprintf(why, len, "an integer division");
+        return 0;
+    }
+    return 1;
+}
+
+#define R(OP, NAME, APPLIES, FN) {TERN_GOP_##OP, NAME, APPLIES, FN}
+static const cc_rule core_rules[] = {
+    /* binary ALU ops on VectorE, broadcasting materialised by DMA */
+    R(ADD, "binary.alu", NULL, lower_binary), R(SUB, "binary.alu", NULL, lower_binary),
+    R(MUL, "binary.alu", NULL, lower_binary), R(DIV, "binary.alu", float_div_applies, lower_binary),
+    R(MAX, "binary.alu", two_inputs_applies, lower_binary), R(MIN, "binary.alu", two_inputs_applies, lower_binary),
+    R(EQUAL, "binary.alu", NULL, lower_binary), R(LESS, "binary.alu", NULL, lower_binary),
+    R(GREATER, "binary.alu", NULL, lower_binary), R(LESS_OR_EQUAL, "binary.alu", NULL, lower_binary),
+    R(GREATER_OR_EQUAL, "binary.alu", NULL, lower_binary), R(AND, "binary.alu", NULL, lower_binary),
+    R(OR, "binary.alu", NULL, lower_binary), R(XOR, "binary.alu", NULL, lower_binary),
+    /* unary ops as one ScalarE activation */
+    R(RELU, "unary.act", NULL, lower_unary), R(TANH, "unary.act", NULL, lower_unary),
+    R(SIGMOID, "unary.act", NULL, lower_unary), R(EXP, "unary.act", NULL, lower_unary),
+    R(LOG, "unary.act", NULL, lower_unary), R(SQRT, "unary.act", NULL, lower_unary),
+    R(ERF, "unary.act", NULL, lower_unary), R(ABS, "unary.act", NULL, lower_unary),
+    R(RECIPROCAL, "unary.act", NULL, lower_unary), R(SOFTPLUS, "unary.act", NULL, lower_unary),
+    R(SIN, "unary.act", NULL, lower_unary), R(SIGN, "unary.act", NULL, lower_unary),
+    R(NEG, "unary.act", NULL, lower_unary), R(GELU, "unary.act", NULL, lower_unary),
+    R(POW, "pow.const", pow_const_applies, lower_pow), R(CAST, "cast.convert", cast_plain_applies, lower_cast),
+    R(DROPOUT, "dropout", NULL, lower_dropout), R(WHERE, "where", NULL, lower_where),
+    /* views: the output aliases the input's storage */
+    R(IDENTITY, "view.alias", NULL, lower_alias), R(RESHAPE, "view.alias", NULL, lower_alias),
+    R(FLATTEN, "view.alias", NULL, lower_alias), R(SQUEEZE, "view.alias", NULL, lower_alias),
+    R(UNSQUEEZE, "view.alias", NULL, lower_alias),
+    /* data movement by DMA */
+    R(TRANSPOSE, "transpose.copy", NULL, lower_transpose), R(CONCAT, "concat.copy", NULL, lower_concat),
+    R(SLICE, "slice.copy", NULL, lower_slice), R(SPLIT, "split.copy", NULL, lower_split),
+    R(EXPAND, "expand.copy", NULL, lower_expand),
+    R(GATHER, "gather.const", gather_const_applies, lower_gather),
+    /* linear layers and last-axis row ops */
+    R(MATMUL, "matmul.linear", NULL, lower_matmul), R(MATMUL_BIAS, "matmul.linear", NULL, lower_matmul),
+    R(GEMM, "matmul.linear", gemm_plain_applies, lower_matmul),
+    R(SOFTMAX, "softmax.row", softmax_row_applies, lower_softmax),
+    R(LAYER_NORMALIZATION, "layernorm.row", layernorm_row_applies, lower_layernorm),
+    R(REDUCE_MEAN, "reduce.last", reduce_last_applies, lower_reduce),
+    R(REDUCE_SUM, "reduce.last", reduce_last_applies, lower_reduce),
+    R(REDUCE_MAX, "reduce.last", reduce_last_applies, lower_reduce),
+};
+#undef R
+const cc_rule_set cc_rules_core = CC_RULE_SET("lower.c", core_rules);

@@ -652,3 +652,8 @@ int cc_lower_attention(cc *c)
     c->model_flops += 2.0 * (double)a.BH * (double)a.Sq * (double)a.Sk * (double)(a.D + a.Dv);
     return 1;
 }
+
+static const cc_rule attention_rules[] = {
+    {TERN_GOP_ATTENTION, "attention.fused", NULL, cc_lower_attention},
+};
+const cc_rule_set cc_rules_attention = CC_RULE_SET("lower_attention.c", attention_rules);

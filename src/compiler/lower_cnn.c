@@ -643,13 +643,12 @@ static int lower_batchnorm(cc *c)
     return 1;
 }
 
-cc_lower_fn cc_lowering_cnn(tern_op_id id)
-{
-    switch (id) {
-    case TERN_GOP_CONV: return lower_conv;
-    case TERN_GOP_MAX_POOL: case TERN_GOP_AVERAGE_POOL: return lower_pool;
-    case TERN_GOP_GLOBAL_AVERAGE_POOL: case TERN_GOP_GLOBAL_MAX_POOL: return lower_global_pool;
-    case TERN_GOP_BATCH_NORMALIZATION: return lower_batchnorm;
-    default: return NULL;
-    }
-}
+static const cc_rule cnn_rules[] = {
+    {TERN_GOP_CONV, "conv", NULL, lower_conv},
+    {TERN_GOP_MAX_POOL, "pool.window", NULL, lower_pool},
+    {TERN_GOP_AVERAGE_POOL, "pool.window", NULL, lower_pool},
+    {TERN_GOP_GLOBAL_AVERAGE_POOL, "pool.global", NULL, lower_global_pool},
+    {TERN_GOP_GLOBAL_MAX_POOL, "pool.global", NULL, lower_global_pool},
+    {TERN_GOP_BATCH_NORMALIZATION, "batchnorm.fold", NULL, lower_batchnorm},
+};
+const cc_rule_set cc_rules_cnn = CC_RULE_SET("lower_cnn.c", cnn_rules);
