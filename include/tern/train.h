@@ -60,6 +60,15 @@ typedef struct {
     uint64_t seed;            /* Dropout in training mode: the masks' seed (masks depend on seed, step, node) */
     int64_t accumulate;       /* > 1: each step sums the gradients of this many micro-batches of `batch` rows
                                  (a step's data and labels are accumulate x batch rows) before one update */
+    /* Data parallelism (docs/training.md): `ranks` NeuronCores of `machine` (the fabric's rank order,
+     * fabric.h), each running the same compiled gradient graph on batch / ranks rows; the gradients are
+     * all-reduced (collective.h) and every rank runs the same optimizer update. ranks <= 1: one core. */
+    int64_t ranks;
+    int zero;                 /* 1: ZeRO stage 1, the optimizer state sharded over the ranks (reduce-scatter,
+                                 shard update, all-gather); 0: none */
+    int dp_exact;             /* fixed reduction tree: the gradient is the sum over dp_chunks row chunks in one
+                                 tree whatever the rank count, so 1, 2, 4 ... ranks agree bit for bit */
+    int64_t dp_chunks;        /* dp_exact: the tree's leaves (a power of two that ranks divides; 0: ranks) */
 } tern_train_opts;
 
 void tern_train_opts_default(tern_train_opts *o);
@@ -119,6 +128,23 @@ tern_status tern_train_save_checkpoint(const tern_trainer *t, const char *path, 
 tern_status tern_train_load_checkpoint(tern_trainer *t, const char *path, uint64_t *data_pos, uint64_t *order,
                                        tern_error *err);
 uint64_t tern_train_step_count(const tern_trainer *t); /* steps done (a resumed run counts the checkpoint's) */
+
+/* Data parallelism: what the last step did. ranks 1 (and zeros) for a one-core trainer. */
+typedef struct {
+    int64_t ranks, chunks;           /* data-parallel ranks; row chunks of the gradient (chunks / ranks per rank) */
+    int zero;                        /* ZeRO stage */
+    const char *algorithm;           /* the gradient collective's algorithm ("ring", "rdh", ...; "none": 1 rank) */
+    uint64_t grad_bytes;             /* bytes each rank all-reduces (or reduce-scatters) per step */
+    uint64_t state_bytes_per_rank;   /* optimizer state one rank holds (ZeRO-1: about 1/ranks of the total) */
+    uint64_t state_bytes_total;      /* the optimizer state of the whole model */
+    double compute_seconds;          /* last step: the slowest rank's forward + backward (all its chunks) */
+    double comm_seconds;             /* last step: the gradient collectives (exposed: no overlap with compute) */
+    double update_seconds;           /* last step: the optimizer update (ZeRO-1: of a shard) */
+} tern_train_dp_info;
+void tern_train_dp_stats(const tern_trainer *t, tern_train_dp_info *out);
+/* Rank `rank`'s copy of weight i after the last step (every rank updates its own; they are equal bit for bit,
+ * which each step checks). NULL for a rank that does not exist or in timing-only mode (ranks past 0). */
+const float *tern_train_rank_weight(const tern_trainer *t, unsigned rank, size_t i, size_t *count);
 
 #ifdef __cplusplus
 }

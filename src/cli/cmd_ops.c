@@ -1,5 +1,5 @@
 /* `tern ops`: the op registry (include/tern/ops.def) on the command line. Without options it prints one line per
- * op (domain.name, family, status, how the device runs it); --markdown prints the reference docs/ops.md embeds
+ * op (domain.name, family, status, how the device runs it and the compiler rules that may, in selection order); --markdown prints the reference docs/ops.md embeds
  * between its GENERATED markers (scripts/gen_ops_doc.sh regenerates it, tests/cli/test_ops_doc.sh checks it). */
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +41,20 @@ static const char *const_list(unsigned mask, char *buf, size_t len)
     return at ? buf : "-";
 }
 
+/* The compiler's lowering rules of op id in selection order ("softmax.row, axis.general"), "-" for none;
+ * markdown puts each name in backquotes. */
+static const char *rule_list(tern_op_id id, int markdown, char *buf, size_t len)
+{
+    const char *names[16];
+    int n = tern_op_rule_names(id, names, 16);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && i < 16 && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s%s%s", i ? ", " : "", markdown ? "`" : "", names[i],
+                               markdown ? "`" : "");
+    return at ? buf : "-";
+}
+
 static const char *arity(const tern_op_row *r, char *buf, size_t len)
 {
     if (r->max_inputs < 0)
@@ -63,16 +77,17 @@ static void print_markdown(FILE *f)
                 continue;
             if (!any) {
                 fprintf(f, "### %s\n\n", tern_op_family_name((tern_op_family)fam));
-                fprintf(f, "| op | opsets | inputs | constant inputs | status | host | device |\n");
-                fprintf(f, "|----|--------|--------|-----------------|--------|------|--------|\n");
+                fprintf(f, "| op | opsets | inputs | constant inputs | status | host | device | rules |\n");
+                fprintf(f, "|----|--------|--------|-----------------|--------|------|--------|-------|\n");
                 any = 1;
             }
-            char ab[16], cb[64];
+            char ab[16], cb[64], rb[256];
             int ev = tern_graph_eval_supported(r->domain, r->name);
             tern_op_device d = tern_op_device_support(r->id);
-            fprintf(f, "| `%s%s%s` | %s | %s | %s | %s | %s | %s |\n", r->domain, r->domain[0] ? "." : "", r->name,
-                    r->opsets, arity(r, ab, sizeof ab), const_list(r->const_inputs, cb, sizeof cb),
-                    tern_op_status_name(r->status), ev ? "yes" : "-", device_name(d));
+            fprintf(f, "| `%s%s%s` | %s | %s | %s | %s | %s | %s | %s |\n", r->domain, r->domain[0] ? "." : "",
+                    r->name, r->opsets, arity(r, ab, sizeof ab), const_list(r->const_inputs, cb, sizeof cb),
+                    tern_op_status_name(r->status), ev ? "yes" : "-", device_name(d),
+                    rule_list(r->id, 1, rb, sizeof rb));
             total++;
             by_status[r->status]++;
             device += d != TERN_OP_DEVICE_NONE;
@@ -107,11 +122,15 @@ int tern_cmd_ops(int argc, char **argv)
     }
     for (int k = 1; k < TERN_GOP_COUNT; k++) {
         const tern_op_row *r = tern_op_info((tern_op_id)k);
-        char name[96];
+        char name[96], rb[256];
         snprintf(name, sizeof name, "%s%s%s", r->domain, r->domain[0] ? "." : "", r->name);
-        printf("%-28s %-21s %-9s host %-3s device %s\n", name, tern_op_family_name(r->family),
+        tern_op_device d = tern_op_device_support(r->id);
+        printf("%-28s %-21s %-9s host %-3s device %s", name, tern_op_family_name(r->family),
                tern_op_status_name(r->status), tern_graph_eval_supported(r->domain, r->name) ? "yes" : "-",
-               device_name(tern_op_device_support(r->id)));
+               device_name(d));
+        if (d == TERN_OP_DEVICE_RULE)
+            printf(" (%s)", rule_list(r->id, 0, rb, sizeof rb));
+        printf("\n");
     }
     return 0;
 }

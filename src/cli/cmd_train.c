@@ -44,6 +44,12 @@ static void usage(FILE *f)
             "  --precision P         fp32 (default) | bf16 (matmul operands)\n"
             "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
             "  --machine M           target machine (default trn1.2xlarge)\n"
+            "  --cores N             data parallelism over N NeuronCores of the machine (its rank order): each runs\n"
+            "                        batch / N rows, gradients all-reduced before every rank's update\n"
+            "  --zero 1              ZeRO stage 1: optimizer state sharded over the ranks (reduce-scatter, shard\n"
+            "                        update, all-gather)\n"
+            "  --dp-exact            fixed reduction tree: gradients summed over --dp-chunks K row chunks (default\n"
+            "                        N; powers of two) in one tree for any N, so 1, 2, 4, ... cores agree bit for bit\n"
             "  -o FILE               write the trained model (ONNX)\n"
             "  --dump-grads DIR      write the last step's gradients as DIR/<weight>.npy\n"
             "  --checkpoint DIR      write DIR/checkpoint.tck (weights, optimizer state, step, data position) at the\n"
@@ -174,6 +180,22 @@ int tern_cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--machine")) {
             VAL("a machine");
             o.machine = v;
+        } else if (!strcmp(a, "--cores")) {
+            VAL("a core count");
+            if ((rc = tern_arg_int("train", a, v, 1, 1 << 20, &o.ranks)))
+                return rc;
+        } else if (!strcmp(a, "--zero")) {
+            VAL("a ZeRO stage");
+            int64_t z;
+            if ((rc = tern_arg_int("train", a, v, 0, 1, &z)))
+                return rc;
+            o.zero = (int)z;
+        } else if (!strcmp(a, "--dp-exact")) {
+            o.dp_exact = 1;
+        } else if (!strcmp(a, "--dp-chunks")) {
+            VAL("a chunk count");
+            if ((rc = tern_arg_int("train", a, v, 1, 1 << 20, &o.dp_chunks)))
+                return rc;
         } else if (!strcmp(a, "-o")) {
             VAL("an output file");
             outp = v;
@@ -401,6 +423,19 @@ int tern_cmd_train(int argc, char **argv)
                    "per core (weights and optimizer state %.3f MiB)\n",
                    model, tern_train_weight_count(t), tern_train_graph_nodes(t), tern_train_model_flops(t),
                    (double)hb / 1048576.0, (double)ws / 1048576.0);
+        tern_train_dp_info dpi;
+        tern_train_dp_stats(t, &dpi);
+        if (!json && (dpi.ranks > 1 || dpi.chunks > 1))
+            printf("data parallel: %lld ranks on %s, %lld rows each (%lld gradient chunks%s), %.3f MiB of gradients "
+                   "%s per step; optimizer state per rank %.3f MiB%s\n",
+                   (long long)dpi.ranks, o.machine ? o.machine : "trn1.2xlarge", (long long)(batch / dpi.ranks),
+                   (long long)dpi.chunks, o.dp_exact ? ", fixed reduction tree" : "",
+                   (double)dpi.grad_bytes / 1048576.0, dpi.zero ? "reduce-scattered" : "all-reduced",
+                   (double)dpi.state_bytes_per_rank / 1048576.0,
+                   dpi.zero ? " (ZeRO-1: about 1/ranks of the whole)" : "");
+        if (!json && dpi.zero)
+            printf("optimizer state: %.3f MiB in all, %.3f MiB per rank\n", (double)dpi.state_bytes_total / 1048576.0,
+                   (double)dpi.state_bytes_per_rank / 1048576.0);
     }
     int64_t pos = 0, first = 0;
     uint64_t order = shuffle ? seed + 1 : 0; /* recorded in checkpoints: a resumed run must read the same order */
@@ -475,8 +510,19 @@ int tern_cmd_train(int argc, char **argv)
             goto done;
         }
     }
+    tern_train_dp_info dpi;
+    tern_train_dp_stats(t, &dpi);
+    if (!json && (dpi.ranks > 1 || dpi.chunks > 1))
+        printf("data parallel, last step: slowest rank's forward + backward %.4f ms, gradient collectives %.4f ms "
+               "(%s, exposed), update %.4f ms\n",
+               dpi.compute_seconds * 1e3, dpi.comm_seconds * 1e3, dpi.algorithm, dpi.update_seconds * 1e3);
     if (json)
-        printf("],\"predicted_seconds\":%.9g}\n", total);
+        printf("],\"predicted_seconds\":%.9g,\"ranks\":%lld,\"dp_chunks\":%lld,\"zero\":%d,\"dp_algorithm\":\"%s\","
+               "\"dp_compute_ms\":%.6f,\"dp_comm_ms\":%.6f,\"dp_update_ms\":%.6f,\"state_bytes_per_rank\":%llu,"
+               "\"state_bytes_total\":%llu}\n",
+               total, (long long)dpi.ranks, (long long)dpi.chunks, dpi.zero, dpi.algorithm, dpi.compute_seconds * 1e3,
+               dpi.comm_seconds * 1e3, dpi.update_seconds * 1e3, (unsigned long long)dpi.state_bytes_per_rank,
+               (unsigned long long)dpi.state_bytes_total);
     else
         printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)(steps - first),
                total * 1e3,

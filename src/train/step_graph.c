@@ -367,16 +367,35 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
     }
     /* accumulation over micro-batches: the micro-step graph outputs gacc + g per weight; the step graph uses
      * (gacc + g) * gscale, gscale = 1 / micro-batches, as PyTorch's loss / K per micro-batch */
-    int gscale = t->o.accumulate > 1 && !grads_only ? add_scalar_input(&a, TRAIN_GSCALE) : -1;
-    int *gouts = grads_only ? calloc(t->nw + 2, sizeof(int)) : NULL;
+    /* data parallelism (data_parallel.c): TRAIN_GRAPH_GRADS outputs each g as it is; TRAIN_GRAPH_UPDATE takes the
+     * all-reduced g as an input (train.dp.grad.<w>) times gscale, and the forward and backward go dead */
+    int gscale = (t->o.accumulate > 1 && !grads_only) || grads_only == TRAIN_GRAPH_UPDATE
+                     ? add_scalar_input(&a, TRAIN_GSCALE)
+                     : -1;
+    int gmode = grads_only == TRAIN_GRAPH_GRADS || grads_only == TRAIN_GRAPH_MICRO;
+    int *gouts = gmode ? calloc(t->nw + 2, sizeof(int)) : NULL;
     int ngout = 0;
-    if (grads_only && !gouts)
+    if (gmode && !gouts)
         ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
-    for (size_t i = 0; i < t->nw && !a.failed && t->o.accumulate > 1; i++) {
+    for (size_t i = 0; i < t->nw && !a.failed && (t->o.accumulate > 1 || grads_only >= TRAIN_GRAPH_GRADS); i++) {
         int gr = a.grad[wid[i]];
         train_weight *w = &t->w[i];
         if (gr < 0)
             continue;
+        if (grads_only >= TRAIN_GRAPH_GRADS) {
+            char *nm = fmt_name("train.dp.grad.", w->name);
+            if (!nm) {
+                ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+                break;
+            }
+            free(grads_only == TRAIN_GRAPH_GRADS ? w->acc_out : w->acc_in);
+            *(grads_only == TRAIN_GRAPH_GRADS ? &w->acc_out : &w->acc_in) = nm;
+            if (grads_only == TRAIN_GRAPH_GRADS)
+                gouts[ngout++] = name_value(&a, gr, nm);
+            else
+                a.grad[wid[i]] = ad_op2(&a, "Mul", add_input(&a, nm, w->rank, w->dims), gscale);
+            continue;
+        }
         if (!w->acc_in)
             w->acc_in = fmt_name("train.gacc.", w->name);
         if (!w->acc_out)
@@ -392,7 +411,7 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         else
             a.grad[wid[i]] = ad_op2(&a, "Mul", sum, gscale);
     }
-    if (grads_only) {
+    if (gmode) {
         for (size_t i = 0; i < t->nw; i++)
             t->w[i].trained = a.grad[wid[i]] >= 0;
         gouts[ngout++] = name_value(&a, loss, TRAIN_LOSS);
@@ -450,14 +469,15 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
     }
     ad_shape one = {.rank = 1, .d = {1}};
-    if (o->loss != TERN_LOSS_OUTPUT) {
+    if (o->loss != TERN_LOSS_OUTPUT && grads_only != TRAIN_GRAPH_UPDATE) {
         int r = find_output(&a, o->output, "loss input");
         if (r >= 0) {
             t->read_out = dup_str(g->values[r].name);
             outs[nout++] = r;
         }
     }
-    outs[nout++] = name_value(&a, loss, TRAIN_LOSS);
+    if (grads_only != TRAIN_GRAPH_UPDATE)
+        outs[nout++] = name_value(&a, loss, TRAIN_LOSS);
     outs[nout++] = name_value(&a, ad_reshape(&a, gnorm, &one), TRAIN_GNORM);
     for (size_t i = 0; i < t->nw && !a.failed; i++) {
         train_weight *w = &t->w[i];
@@ -514,4 +534,11 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         return tern_error_prefix(err, "train: step graph: ");
     t->nodes = (size_t)g->n_nodes;
     return TERN_OK;
+}
+
+/* The optimizer update of one weight, for the ZeRO-1 shard update graph (data_parallel.c): the same nodes as the
+ * step graph's, so a shard's elements get the bits the whole tensor's update gives them. */
+int train_update_nodes(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int g, const int *sc, int *st_out)
+{
+    return build_update(t, a, w, p, g, sc, st_out);
 }

@@ -61,6 +61,7 @@ struct tern_trainer {
     float *scratch;             /* target buffer, read-out buffer */
     train_dropout *drop;
     size_t ndrop;
+    struct train_dp *dp;        /* data parallelism (data_parallel.c); NULL: one core */
 };
 
 #define TRAIN_TARGET "train.target"
@@ -75,8 +76,32 @@ struct tern_trainer {
 #define TRAIN_GSCALE "train.gscale"
 
 /* step_graph.c: turns t->g (the model, weights still initializers) into the training-step graph. */
-/* grads_only: the micro-step graph of accumulation (loss and gacc + g per weight, no update). */
+/* grads_only: TRAIN_GRAPH_STEP the whole step; TRAIN_GRAPH_MICRO the micro-step graph of accumulation (loss and
+ * gacc + g per weight, no update); TRAIN_GRAPH_GRADS (data parallelism) the loss and each weight's g as output
+ * train.dp.grad.<w> (acc_out); TRAIN_GRAPH_UPDATE the norm, clipping and update of gradients given as inputs
+ * train.dp.grad.<w> (acc_in) times train.gscale, no loss (the forward and backward are dead code). */
+#define TRAIN_GRAPH_STEP 0
+#define TRAIN_GRAPH_MICRO 1
+#define TRAIN_GRAPH_GRADS 2
+#define TRAIN_GRAPH_UPDATE 3
 tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *err);
+/* The optimizer update nodes of weight w (value p, gradient g, the step's scalar inputs sc as the step graph
+ * makes them); returns the new value, the new state in st_out. */
+int train_update_nodes(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int g, const int *sc, int *st_out);
+
+/* data_parallel.c: tern_train_create and tern_train_step of a data-parallel trainer (t->o.ranks > 1, ZeRO or the
+ * fixed reduction tree), after t->path, t->machine and t->loss_out are set. */
+tern_status train_dp_create(tern_trainer *t, tern_error *err);
+tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                          tern_train_step_info *info, tern_error *err);
+void train_dp_free(tern_trainer *t); /* t->dp and the per-rank copies; t->rt back to the update graph's */
+/* trainer.c's helpers the data-parallel trainer shares */
+tern_status train_bind_data(tern_trainer *t, tern_error *err);
+tern_status train_ce_targets(tern_trainer *t, const int64_t *lab, size_t n, float *inv, tern_error *err);
+tern_status train_feed_batch(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                             uint64_t step, const float *inv_count, tern_error *err);
+tern_status train_set_step_scalars(tern_trainer *t, uint64_t step, double *lr, tern_error *err);
+void train_free_weights(train_weight *w, size_t nw);
 /* The mask of dropout k at step `step` (1-based): element e kept (scaled by 1 / (1 - ratio)) when the e-th draw of
  * splitmix64 seeded with seed ^ step * 0xD1B54A32D192ED03 ^ (k + 1) * 0x8CB92BA72F3D8DD7, as u = (z >> 11) 2^-53,
  * is at least ratio; 0 otherwise. */

@@ -53,12 +53,10 @@ static char *dup_s(const char *s)
     return d;
 }
 
-void tern_train_free(tern_trainer *t)
+void train_free_weights(train_weight *ws, size_t nw)
 {
-    if (!t)
-        return;
-    for (size_t i = 0; i < t->nw; i++) {
-        train_weight *w = &t->w[i];
+    for (size_t i = 0; ws && i < nw; i++) {
+        train_weight *w = &ws[i];
         free(w->name);
         free(w->val);
         free(w->out_name);
@@ -73,7 +71,15 @@ void tern_train_free(tern_trainer *t)
         free(w->acc_out);
         free(w->acc);
     }
-    free(t->w);
+    free(ws);
+}
+
+void tern_train_free(tern_trainer *t)
+{
+    if (!t)
+        return;
+    train_dp_free(t);
+    train_free_weights(t->w, t->nw);
     for (size_t k = 0; k < t->ndrop; k++) {
         free(t->drop[k].input);
         free(t->drop[k].mask);
@@ -114,7 +120,7 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
 }
 
 /* Binds the data input's shape: [batch, row...], checked against what the model declares. */
-static tern_status bind_data(tern_trainer *t, tern_error *err)
+tern_status train_bind_data(tern_trainer *t, tern_error *err)
 {
     tern_graph *g = t->g;
     int nin = tern_graph_input_count(g);
@@ -179,7 +185,7 @@ static tern_status build_micro(tern_trainer *t, tern_error *err)
     m.path = t->path;
     tern_status st = tern_graph_load_onnx(t->path, &m.g, err);
     if (!st)
-        st = bind_data(&m, err);
+        st = train_bind_data(&m, err);
     if (!st)
         st = train_build_step_graph(&m, 1, err);
     for (size_t i = 0; !st && i < t->nw; i++)
@@ -255,7 +261,15 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
         }
     }
     tern_exe_init(&t->exe_micro);
-    if ((st = tern_graph_load_onnx(onnx_path, &t->g, err)) || (st = bind_data(t, err)) ||
+    if (o.ranks > 1 || o.zero || o.dp_exact) { /* data parallelism: data_parallel.c builds and compiles */
+        if ((st = train_dp_create(t, err))) {
+            tern_train_free(t);
+            return st;
+        }
+        *out = t;
+        return TERN_OK;
+    }
+    if ((st = tern_graph_load_onnx(onnx_path, &t->g, err)) || (st = train_bind_data(t, err)) ||
         (st = train_build_step_graph(t, 0, err)) || (st = build_micro(t, err))) {
         tern_train_free(t);
         return st;
@@ -407,9 +421,10 @@ static tern_status set_scalar(tern_trainer *t, const char *name, double v, tern_
 static tern_status set_indices(tern_trainer *t, const int64_t *x, size_t n, uint64_t step, tern_error *err)
 {
     const tern_exe_io *io = NULL;
-    for (size_t i = 0; i < t->exe.num_inputs && !io; i++)
-        if (!strcmp(tern_exe_io_name(&t->exe.inputs[i]), t->data_name))
-            io = &t->exe.inputs[i];
+    const tern_exe *xe = tern_rt_exe(t->rt); /* the runtime's own (the micro-step's, a data-parallel grad graph's) */
+    for (size_t i = 0; i < xe->num_inputs && !io; i++)
+        if (!strcmp(tern_exe_io_name(&xe->inputs[i]), t->data_name))
+            io = &xe->inputs[i];
     if (!io)
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "train: input '%s' is not in the executable", t->data_name);
     if (io->dtype != TERN_DTYPE_INT32)
@@ -433,7 +448,7 @@ static tern_status set_indices(tern_trainer *t, const int64_t *x, size_t n, uint
 
 /* The smoothed one-hot target rows and 1/(counted rows), from class labels; PyTorch's cross_entropy with
  * ignore_index and label_smoothing: (1 - e) onehot + e / C on counted rows, zero rows on ignored ones. */
-static tern_status ce_targets(tern_trainer *t, const int64_t *lab, size_t n, float *inv, tern_error *err)
+tern_status train_ce_targets(tern_trainer *t, const int64_t *lab, size_t n, float *inv, tern_error *err)
 {
     size_t rows = t->target_count / (size_t)t->classes;
     if (n != rows)
@@ -473,8 +488,8 @@ static int first_nonfinite(const float *v, size_t n, size_t *at)
 }
 
 /* The batch's data and targets into the runtime t->rt points at. */
-static tern_status feed_batch(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
-                              uint64_t step, tern_error *err)
+tern_status train_feed_batch(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                             uint64_t step, const float *inv_count, tern_error *err)
 {
     tern_status st;
     if (t->data_name) {
@@ -489,8 +504,11 @@ static tern_status feed_batch(tern_trainer *t, const void *x, size_t x_count, co
         float inv;
         if (!labels)
             return tern_error_set(err, TERN_ERR_INVALID, "train: cross-entropy needs labels");
-        if ((st = ce_targets(t, labels, label_count, &inv, err)) ||
-            (st = set_f(t, TRAIN_TARGET, t->scratch, t->target_count, err)) ||
+        if ((st = train_ce_targets(t, labels, label_count, &inv, err)))
+            return st;
+        if (inv_count) /* data parallelism: 1 / the counted rows of the whole batch, over every rank */
+            inv = *inv_count;
+        if ((st = set_f(t, TRAIN_TARGET, t->scratch, t->target_count, err)) ||
             (st = set_f(t, TRAIN_INV_COUNT, &inv, 1, err)))
             return st;
     } else if (t->o.loss == TERN_LOSS_MSE) {
@@ -516,8 +534,8 @@ static tern_status micro_steps(tern_trainer *t, const void *x, size_t x_count, c
     tern_status st = TERN_OK;
     t->rt = t->rt_micro;
     for (int64_t i = 0; i + 1 < k && !st; i++) {
-        if ((st = feed_batch(t, x ? (const char *)x + (size_t)i * xs * esz : NULL, xs,
-                             labels ? (const char *)labels + (size_t)i * ls * lsz : NULL, ls, step, err)))
+        if ((st = train_feed_batch(t, x ? (const char *)x + (size_t)i * xs * esz : NULL, xs,
+                                   labels ? (const char *)labels + (size_t)i * ls * lsz : NULL, ls, step, NULL, err)))
             break;
         for (size_t w = 0; w < t->nw && !st; w++) {
             train_weight *wt = &t->w[w];
@@ -543,9 +561,34 @@ static tern_status micro_steps(tern_trainer *t, const void *x, size_t x_count, c
     return st;
 }
 
+/* The step's learning rate and Adam's bias corrections (double on the host, as PyTorch computes them) into the
+ * runtime t->rt points at. */
+tern_status train_set_step_scalars(tern_trainer *t, uint64_t step, double *lr_out, tern_error *err)
+{
+    const tern_train_opts *o = &t->o;
+    double lr = tern_train_lr(o, step);
+    tern_status st;
+    *lr_out = lr;
+    if (o->optimizer == TERN_OPT_SGD) {
+        st = set_scalar(t, TRAIN_LR, lr, err);
+    } else {
+        double bc1 = 1 - pow(o->beta1, (double)step), bc2 = 1 - pow(o->beta2, (double)step);
+        st = set_scalar(t, TRAIN_STEP_SIZE, o->optimizer == TERN_OPT_LAMB ? lr : lr / bc1, err);
+        if (!st)
+            st = set_scalar(t, TRAIN_BC2_SQRT, sqrt(bc2), err);
+        if (!st && o->optimizer == TERN_OPT_LAMB)
+            st = set_scalar(t, TRAIN_BC1, bc1, err);
+        if (!st && o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
+            st = set_scalar(t, TRAIN_DECAY, 1 - lr * o->weight_decay, err);
+    }
+    return st;
+}
+
 tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                             tern_train_step_info *info, tern_error *err)
 {
+    if (t->dp)
+        return train_dp_step(t, x, x_count, labels, label_count, info, err);
     tern_status st;
     uint64_t step = t->step + 1;
     int64_t nmb = t->o.accumulate > 1 ? t->o.accumulate : 1; /* micro-batches */
@@ -576,7 +619,7 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
         if ((st = set_scalar(t, TRAIN_GSCALE, 1.0 / (double)nmb, err)))
             return st;
     }
-    if ((st = feed_batch(t, x, x_count, labels, label_count, step, err)))
+    if ((st = train_feed_batch(t, x, x_count, labels, label_count, step, NULL, err)))
         return st;
     for (size_t i = 0; i < t->nw; i++) {
         train_weight *w = &t->w[i];
@@ -593,20 +636,8 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
             return st;
     }
     const tern_train_opts *o = &t->o;
-    double lr = tern_train_lr(o, step);
-    if (o->optimizer == TERN_OPT_SGD) {
-        st = set_scalar(t, TRAIN_LR, lr, err);
-    } else {
-        double bc1 = 1 - pow(o->beta1, (double)step), bc2 = 1 - pow(o->beta2, (double)step);
-        st = set_scalar(t, TRAIN_STEP_SIZE, o->optimizer == TERN_OPT_LAMB ? lr : lr / bc1, err);
-        if (!st)
-            st = set_scalar(t, TRAIN_BC2_SQRT, sqrt(bc2), err);
-        if (!st && o->optimizer == TERN_OPT_LAMB)
-            st = set_scalar(t, TRAIN_BC1, bc1, err);
-        if (!st && o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
-            st = set_scalar(t, TRAIN_DECAY, 1 - lr * o->weight_decay, err);
-    }
-    if (st)
+    double lr;
+    if ((st = train_set_step_scalars(t, step, &lr, err)))
         return st;
     tern_run_stats rs;
     if ((st = tern_rt_execute(t->rt, &rs, err)))

@@ -1,0 +1,1028 @@
+/* Data-parallel training over the NeuronCores of a machine (docs/training.md, "Data parallelism"). The step is
+ * split where the gradient all-reduce goes: a gradient graph (forward, loss, backward: the loss partial and every
+ * weight's gradient, step_graph.c's TRAIN_GRAPH_GRADS) that every rank runs on its rows of the batch, and an
+ * update graph (TRAIN_GRAPH_UPDATE: the reduced gradients in, times a scale, then the norm, clipping and the
+ * optimizer) that every rank runs on its own copy of the weights and state. Between them the ranks' gradients,
+ * flattened into one buffer with the loss partial last, are all-reduced by tern's collectives (collective.h,
+ * through the SPMD communicator), moving the real bytes in the algorithm's documented reduction order and timing
+ * the schedule on the machine's fabric. Cross-entropy uses 1 / (the whole batch's counted rows) on every rank, so
+ * the sum of the ranks' gradients is the whole batch's; MSE and a model's own loss are means per rank, scaled by
+ * 1 / ranks after the sum.
+ *
+ * The fixed reduction tree (dp_exact) splits the batch into K row chunks (K a power of two) whatever the rank
+ * count: rank r holds chunks r, r + N, r + 2N, ..., sums them by recursive halving (distance K/2N first), and the
+ * all-reduce is recursive halving-doubling (distance N/2 first), so each element is the same K-leaf tree (pairs
+ * at distance K/2, K/4, ..., 1) on 1, 2, 4, ... K ranks: bit for bit the same step.
+ *
+ * ZeRO stage 1 shards the optimizer state: the flat gradient is reduce-scattered (rank r gets block r), a shard
+ * update graph (the step graph's update nodes on a flat shard) updates block r of the weights and its state, and
+ * an all-gather of the updated blocks, each carrying its shard's sum of squared gradients, gives every rank the
+ * whole weights and the global norm (summed in rank order). Every rank's weights are checked equal bit for bit. */
+#include "train_internal.h"
+
+#include "tern/collective.h"
+#include "tern/fabric.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    float **val;    /* [nw] this rank's weights (rank 0: t->w[i].val instead) */
+    float **st[2];  /* [nw] its optimizer state (rank 0: t->w[i].state[k]); ZeRO: st[k][0] is the shard */
+} dp_rank;
+
+struct train_dp {
+    int64_t ranks, chunks, per_rank; /* N, K, K / N */
+    int64_t batch;                   /* the whole step's rows (t->o.batch holds the rows of one chunk) */
+    int exact, zero;
+    double gscale;                   /* applied to the summed gradient and loss */
+    tern_exe exe_grad, exe_zero;
+    tern_rt *rt_grad, *rt_zero, *rt_upd;
+    double flops_grad;
+    tern_fabric *fab;
+    tern_coll_comm *comm;
+    tern_coll_algo algo, algo_ran;
+    size_t total;                    /* trained elements */
+    size_t flat;                     /* total + 1: the loss partial rides last */
+    size_t count;                    /* the gradient collective's elements: flat, or ranks x shard (ZeRO) */
+    size_t shard;                    /* ZeRO: elements per rank */
+    size_t *off;                     /* [nw] offset of a trained weight in the flat buffer */
+    float **leaf;                    /* [per_rank] chunk gradients of the rank being computed */
+    float **gbuf;                    /* [ranks] the gradient buffer each rank reduces */
+    float **wbuf;                    /* ZeRO: [ranks] the all-gather buffer, ranks x (shard + 1) */
+    float *tmp, *tmp2;
+    dp_rank *rk;
+    uint64_t state_total, state_rank, grad_bytes;
+    double t_compute, t_comm, t_update;
+    uint64_t synced_step;
+    float **synced_ptr;              /* [nw] t->w[i].val when the ranks were last made equal to it */
+};
+
+#define DP_P "train.dp.p"
+#define DP_G "train.dp.g"
+#define DP_SHARD "train.dp.shard"
+#define DP_SUMSQ "train.dp.sumsq"
+
+static tern_status oom(tern_error *err)
+{
+    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+}
+
+static char *dupstr(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static int is_pow2(int64_t v)
+{
+    return v > 0 && (v & (v - 1)) == 0;
+}
+
+static void free_ranks(tern_trainer *t);
+
+void train_dp_free(tern_trainer *t)
+{
+    struct train_dp *dp = t->dp;
+    if (!dp)
+        return;
+    free_ranks(t);
+    t->rt = dp->rt_upd; /* the steps point t->rt at each graph's runtime in turn; tern_train_free frees this one */
+    tern_rt_free(dp->rt_grad);
+    tern_rt_free(dp->rt_zero);
+    tern_exe_free(&dp->exe_grad);
+    tern_exe_free(&dp->exe_zero);
+    tern_coll_comm_free(dp->comm);
+    tern_fabric_free(dp->fab);
+    for (int64_t i = 0; dp->leaf && i < dp->per_rank; i++)
+        free(dp->leaf[i]);
+    free(dp->leaf);
+    for (int64_t r = 0; r < dp->ranks; r++) {
+        if (dp->gbuf)
+            free(dp->gbuf[r]);
+        if (dp->wbuf)
+            free(dp->wbuf[r]);
+    }
+    free(dp->gbuf);
+    free(dp->wbuf);
+    free(dp->tmp);
+    free(dp->tmp2);
+    free(dp->off);
+    free(dp->synced_ptr);
+    free(dp);
+    t->dp = NULL;
+}
+
+/* Frees the per-rank copies (ranks 1..N-1 own theirs; ZeRO: every rank owns its state shard). */
+static void free_ranks(tern_trainer *t)
+{
+    struct train_dp *dp = t->dp;
+    if (!dp || !dp->rk)
+        return;
+    for (int64_t r = 0; r < dp->ranks; r++) {
+        dp_rank *k = &dp->rk[r];
+        for (size_t i = 0; i < t->nw; i++) {
+            if (r > 0 && k->val)
+                free(k->val[i]);
+            for (int s = 0; s < 2; s++)
+                if (k->st[s] && (r > 0 || dp->zero) && (i == 0 || !dp->zero))
+                    free(k->st[s][i]);
+        }
+        free(k->val);
+        free(k->st[0]);
+        free(k->st[1]);
+    }
+    free(dp->rk);
+    dp->rk = NULL;
+}
+
+static float *rank_val(tern_trainer *t, int64_t r, size_t i)
+{
+    return r == 0 ? t->w[i].val : t->dp->rk[r].val[i];
+}
+
+static float *rank_state(tern_trainer *t, int64_t r, size_t i, int k)
+{
+    return r == 0 ? t->w[i].state[k] : t->dp->rk[r].st[k][i];
+}
+
+/* Live-code pruning: a node is kept when an output of the graph depends on it, an input when a kept node reads
+ * it (the update graph's forward and backward, the data and targets, go). */
+static tern_status prune_dead(tern_graph *g, tern_error *err)
+{
+    unsigned char *live = calloc((size_t)g->n_values + 1, 1), *keep = calloc((size_t)g->n_nodes + 1, 1);
+    if (!live || !keep) {
+        free(live), free(keep);
+        return oom(err);
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        live[g->outputs[k]] = 1;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const tern_graph_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_outputs && !keep[i]; k++)
+            keep[i] = n->outputs[k] >= 0 && live[n->outputs[k]];
+        for (int k = 0; keep[i] && k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0)
+                live[n->inputs[k]] = 1;
+    }
+    int ni = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+        int v = g->inputs[k];
+        if (live[v])
+            g->inputs[ni++] = v;
+        else
+            g->values[v].flags &= ~(unsigned)TERN_VALUE_INPUT;
+    }
+    g->n_inputs = ni;
+    tern_status st = graph_compact(g, keep, err);
+    free(live), free(keep);
+    if (!st)
+        st = graph_sort(g, err);
+    if (!st)
+        st = tern_graph_infer(g, err);
+    return st;
+}
+
+static int exe_has_input(const tern_exe *x, const char *name)
+{
+    for (size_t i = 0; i < x->num_inputs; i++)
+        if (!strcmp(tern_exe_io_name(&x->inputs[i]), name))
+            return 1;
+    return 0;
+}
+
+static tern_status compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
+                                uint64_t *hbm, const char *what, tern_error *err)
+{
+    tern_compile_opts co;
+    tern_compile_opts_default(&co);
+    co.machine = t->machine;
+    co.matmul_dtype = t->o.matmul_dtype;
+    tern_compile_report rep;
+    tern_status st = tern_compile(g, &co, exe, &rep, err);
+    if (st)
+        return tern_error_prefix(err, "train: compiling the %s: ", what);
+    if (flops)
+        *flops = rep.model_flops;
+    if (hbm)
+        *hbm += rep.hbm_bytes;
+    tern_rt_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.mode = t->o.timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;
+    return tern_rt_create(exe, t->machine, &ro, rt, err);
+}
+
+/* The gradient graph, built from the model again into a scratch trainer (as the micro-step of accumulation):
+ * its weight records must match the update graph's. */
+static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    tern_trainer m;
+    memset(&m, 0, sizeof m);
+    m.o = t->o;
+    m.o.grads_as_outputs = 0;
+    m.path = t->path;
+    tern_status st = tern_graph_load_onnx(t->path, &m.g, err);
+    if (!st)
+        st = train_bind_data(&m, err);
+    if (!st)
+        st = train_build_step_graph(&m, TRAIN_GRAPH_GRADS, err);
+    for (size_t i = 0; !st && i < t->nw; i++)
+        if (i >= m.nw || strcmp(m.w[i].name, t->w[i].name) || m.w[i].trained != t->w[i].trained)
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the gradient graph's weights differ");
+    if (!st && m.ndrop)
+        st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                            "train: Dropout in training mode with data parallelism is not supported yet");
+    if (!st)
+        st = prune_dead(m.g, err);
+    if (!st)
+        st = compile_load(t, m.g, &dp->exe_grad, &dp->rt_grad, &dp->flops_grad, hbm, "gradient graph", err);
+    train_free_weights(m.w, m.nw);
+    for (size_t k = 0; k < m.ndrop; k++) {
+        free(m.drop[k].input);
+        free(m.drop[k].mask);
+    }
+    free(m.drop);
+    free(m.data_name);
+    free(m.read_out);
+    tern_graph_free(m.g);
+    return st;
+}
+
+static int zadd_input(ad_ctx *a, const char *name, int64_t n)
+{
+    tern_graph *g = a->g;
+    int id = graph_add_value(g, name);
+    int *in = id >= 0 ? realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1)) : NULL;
+    if (!in)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    g->inputs = in;
+    g->inputs[g->n_inputs++] = id;
+    tern_graph_value *v = &g->values[id];
+    v->flags = TERN_VALUE_INPUT;
+    v->type = TERN_ELEM_FLOAT;
+    v->rank = 1;
+    v->dims[0] = n;
+    if (ad_grow(a) < 0)
+        return -1;
+    return id;
+}
+
+static int zname(ad_ctx *a, int v, const char *name)
+{
+    int y = ad_op1(a, "Identity", v);
+    if (y < 0)
+        return -1;
+    char *nm = dupstr(name);
+    if (!nm)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    free(a->g->values[y].name);
+    a->g->values[y].name = nm;
+    return y;
+}
+
+/* ZeRO-1's shard update graph: a flat shard of p and g (shard elements), the state shards, the step's scalars;
+ * g x gscale through the step graph's own update nodes; outputs the new p, the new state and sum(g^2). */
+static tern_status build_zero(tern_trainer *t, uint64_t *hbm, tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    tern_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return oom(err);
+    g->opset = 17;
+    g->ir_version = 8;
+    ad_ctx a;
+    tern_status st = ad_init(&a, g, err);
+    train_weight zw;
+    memset(&zw, 0, sizeof zw);
+    zw.name = DP_SHARD;
+    zw.rank = 1;
+    zw.dims[0] = (int64_t)dp->shard;
+    zw.count = dp->shard;
+    zw.n_state = t->w[0].n_state;
+    for (size_t i = 0; i < t->nw; i++)
+        if (t->w[i].trained)
+            zw.n_state = t->w[i].n_state;
+    char nin[2][64], nout[2][64];
+    for (int k = 0; k < zw.n_state; k++) {
+        snprintf(nin[k], sizeof nin[k], "train.state%d.%s", k, DP_SHARD);
+        snprintf(nout[k], sizeof nout[k], "train.state%d.new.%s", k, DP_SHARD);
+        zw.state_in[k] = nin[k];
+        zw.state_out[k] = nout[k];
+    }
+    if (!st) {
+        const tern_train_opts *o = &t->o;
+        int p = zadd_input(&a, DP_P, (int64_t)dp->shard), gin = zadd_input(&a, DP_G, (int64_t)dp->shard);
+        int gs = zadd_input(&a, TRAIN_GSCALE, 1);
+        int gr = ad_op2(&a, "Mul", gin, gs);
+        int sc[4] = {-1, -1, -1, -1};
+        if (o->optimizer == TERN_OPT_SGD) {
+            sc[0] = zadd_input(&a, TRAIN_LR, 1);
+        } else {
+            sc[0] = zadd_input(&a, TRAIN_STEP_SIZE, 1);
+            sc[1] = zadd_input(&a, TRAIN_BC2_SQRT, 1);
+            if (o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
+                sc[2] = zadd_input(&a, TRAIN_DECAY, 1);
+        }
+        int so[2] = {-1, -1};
+        int sumsq = ad_reduce(&a, "ReduceSum", ad_op2(&a, "Mul", gr, gr), 0, NULL, 0);
+        ad_shape one = {.rank = 1, .d = {1}};
+        int np = train_update_nodes(t, &a, &zw, p, gr, sc, so);
+        int outs[4], no = 0;
+        outs[no++] = zname(&a, np, DP_P ".new");
+        for (int k = 0; k < zw.n_state; k++)
+            outs[no++] = zname(&a, so[k], nout[k]);
+        outs[no++] = zname(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
+        if (a.failed) {
+            st = err->code;
+        } else {
+            g->outputs = malloc(sizeof(int) * (size_t)no);
+            if (!g->outputs)
+                st = oom(err);
+            for (int k = 0; !st && k < no; k++) {
+                g->outputs[g->n_outputs++] = outs[k];
+                g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
+            }
+        }
+    }
+    ad_free(&a);
+    if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
+        tern_error_prefix(err, "train: ZeRO shard update graph: ");
+    if (!st)
+        st = compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO shard update", err);
+    tern_graph_free(g);
+    return st;
+}
+
+/* Every rank's copy made equal to t->w (the start, or after a checkpoint was loaded into t->w). */
+static tern_status sync_ranks(tern_trainer *t, tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    if (t->o.timing_only)
+        return TERN_OK;
+    int same = dp->rk && dp->synced_step == t->step;
+    for (size_t i = 0; same && i < t->nw; i++)
+        same = dp->synced_ptr[i] == t->w[i].val;
+    if (same)
+        return TERN_OK;
+    if (!dp->rk) {
+        dp->rk = calloc((size_t)dp->ranks, sizeof *dp->rk);
+        if (!dp->rk)
+            return oom(err);
+        for (int64_t r = 0; r < dp->ranks; r++) {
+            dp_rank *k = &dp->rk[r];
+            k->val = calloc(t->nw + 1, sizeof *k->val);
+            k->st[0] = calloc(t->nw + 1, sizeof *k->st[0]);
+            k->st[1] = calloc(t->nw + 1, sizeof *k->st[1]);
+            if (!k->val || !k->st[0] || !k->st[1])
+                return oom(err);
+            for (size_t i = 0; i < t->nw; i++) {
+                const train_weight *w = &t->w[i];
+                if (r > 0 && !(k->val[i] = malloc(w->count * sizeof(float) + 1)))
+                    return oom(err);
+                for (int s = 0; s < w->n_state && r > 0 && !dp->zero; s++)
+                    if (!(k->st[s][i] = malloc(w->count * sizeof(float) + 1)))
+                        return oom(err);
+            }
+            for (int s = 0; s < 2 && dp->zero; s++)
+                if (!(k->st[s][0] = calloc(dp->shard + 1, sizeof(float))))
+                    return oom(err);
+        }
+    }
+    for (int64_t r = 0; r < dp->ranks; r++)
+        for (size_t i = 0; i < t->nw; i++) {
+            const train_weight *w = &t->w[i];
+            if (r > 0)
+                memcpy(dp->rk[r].val[i], w->val, w->count * sizeof(float));
+            for (int s = 0; s < w->n_state && r > 0 && !dp->zero; s++)
+                memcpy(dp->rk[r].st[s][i], w->state[s], w->count * sizeof(float));
+            /* ZeRO: rank r keeps elements [r*shard, (r+1)*shard) of the flat state */
+            for (int s = 0; s < w->n_state && dp->zero && w->trained; s++)
+                for (size_t e = 0; e < w->count; e++) {
+                    size_t f = dp->off[i] + e;
+                    if (f / dp->shard == (size_t)r)
+                        dp->rk[r].st[s][0][f % dp->shard] = w->state[s][e];
+                }
+        }
+    dp->synced_step = t->step;
+    for (size_t i = 0; i < t->nw; i++)
+        dp->synced_ptr[i] = t->w[i].val;
+    return TERN_OK;
+}
+
+tern_status train_dp_create(tern_trainer *t, tern_error *err)
+{
+    tern_train_opts *o = &t->o;
+    int64_t n = o->ranks < 1 ? 1 : o->ranks;
+    int64_t k = o->dp_exact ? (o->dp_chunks > 0 ? o->dp_chunks : n) : n;
+    if (o->accumulate > 1)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: gradient accumulation (%lld micro-batches) with data parallelism (%lld ranks) is "
+                              "not supported yet",
+                              (long long)o->accumulate, (long long)n);
+    if (o->dp_chunks > 0 && !o->dp_exact)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: %lld gradient chunks need the fixed reduction tree (--dp-exact)",
+                              (long long)o->dp_chunks);
+    if (o->dp_exact && (!is_pow2(n) || !is_pow2(k) || k % n))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: the fixed reduction tree needs a power-of-two rank count and chunk count that the "
+                              "ranks divide: %lld ranks, %lld chunks",
+                              (long long)n, (long long)k);
+    if (o->zero != 0 && o->zero != 1)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: ZeRO stage %d (stage 1 is built)", o->zero);
+    if (o->zero && n < 2)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: ZeRO-1 shards the optimizer state over ranks: %lld rank",
+                              (long long)n);
+    if (o->zero && o->optimizer == TERN_OPT_LAMB)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: ZeRO-1 with LAMB: the trust ratio needs each tensor's norms across the shards; "
+                              "use sgd, adam or adamw, or no ZeRO");
+    if (o->zero && o->clip_norm > 0)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: ZeRO-1 with clipping (%g): the clip needs the global norm before the shard update "
+                              "(a second all-reduce); not supported yet",
+                              o->clip_norm);
+    struct train_dp *dp = calloc(1, sizeof *dp);
+    if (!dp)
+        return oom(err);
+    t->dp = dp;
+    tern_exe_init(&dp->exe_grad);
+    tern_exe_init(&dp->exe_zero);
+    dp->ranks = n;
+    dp->chunks = k;
+    dp->per_rank = k / n;
+    dp->batch = o->batch;
+    dp->exact = o->dp_exact;
+    dp->zero = o->zero;
+    dp->gscale = o->loss == TERN_LOSS_CROSS_ENTROPY ? 1.0 : 1.0 / (double)k;
+    dp->algo = o->dp_exact ? TERN_ALGO_RDH : TERN_ALGO_AUTO;
+    dp->algo_ran = dp->algo;
+    tern_status st;
+    if (n > 1) {
+        tern_fabric_opts fo;
+        memset(&fo, 0, sizeof fo);
+        tern_fabric *all = NULL;
+        if ((st = tern_fabric_load(t->machine, &fo, &all, err)))
+            return tern_error_prefix(err, "train: %lld data-parallel ranks on '%s': ", (long long)n, t->machine);
+        unsigned have = tern_fabric_ranks(all);
+        tern_fabric_free(all);
+        if ((uint64_t)n > have)
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "train: %lld data-parallel ranks (--cores): '%s' has %u NeuronCores; give at most "
+                                  "that many, or a larger machine (--machine)",
+                                  (long long)n, t->machine, have);
+        fo.ranks = (unsigned)n;
+        if ((st = tern_fabric_load(t->machine, &fo, &dp->fab, err)))
+            return tern_error_prefix(err, "train: %lld data-parallel ranks on '%s': ", (long long)n, t->machine);
+        if ((st = tern_coll_comm_create(dp->fab, &dp->comm, err)))
+            return st;
+    }
+    if (o->batch % k)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: batch %lld does not split over %lld %s (%lld rows and %lld over)", (long long)o->batch,
+                              (long long)k, o->dp_exact ? "gradient chunks" : "data-parallel ranks",
+                              (long long)(o->batch / k), (long long)(o->batch % k));
+    o->batch /= k; /* the compiled graphs see one chunk */
+    uint64_t hbm = 0;
+    if ((st = tern_graph_load_onnx(t->path, &t->g, err)) || (st = train_bind_data(t, err)) ||
+        (st = train_build_step_graph(t, TRAIN_GRAPH_UPDATE, err)))
+        return st;
+    if (t->ndrop)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: Dropout in training mode with data parallelism is not supported yet");
+    t->nodes = (size_t)t->g->n_nodes;
+    if ((st = prune_dead(t->g, err)) || (st = build_grad(t, &hbm, err)))
+        return st;
+    if (!dp->zero && (st = compile_load(t, t->g, &t->exe, &dp->rt_upd, NULL, &hbm, "update graph", err)))
+        return st;
+    t->rt = dp->rt_upd;
+    dp->off = calloc(t->nw + 1, sizeof *dp->off);
+    dp->synced_ptr = calloc(t->nw + 1, sizeof *dp->synced_ptr);
+    if (!dp->off || !dp->synced_ptr)
+        return oom(err);
+    int nst = 0;
+    for (size_t i = 0; i < t->nw; i++) {
+        train_weight *w = &t->w[i];
+        t->state_bytes += (uint64_t)w->count * 4 * (uint64_t)(1 + w->n_state);
+        dp->state_total += (uint64_t)w->count * 4 * (uint64_t)w->n_state;
+        if (w->trained) {
+            dp->off[i] = dp->total;
+            dp->total += w->count;
+            nst = w->n_state;
+        }
+    }
+    dp->flat = dp->total + 1;
+    if (dp->zero) {
+        dp->shard = (dp->flat + (size_t)n - 1) / (size_t)n;
+        dp->count = dp->shard * (size_t)n;
+        dp->state_rank = (uint64_t)dp->shard * 4 * (uint64_t)nst;
+        if ((st = build_zero(t, &hbm, err)))
+            return st;
+        t->rt = dp->rt_zero;
+    } else {
+        dp->count = dp->flat;
+        dp->state_rank = dp->state_total;
+    }
+    dp->grad_bytes = (uint64_t)dp->count * 4;
+    t->flops = dp->flops_grad * (double)k;
+    t->hbm = hbm;
+    tern_core_config cfg;
+    if ((st = tern_core_config_load(t->machine, &cfg, err)))
+        return st;
+    t->peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR];
+    if (cfg.hbm_bytes && hbm > cfg.hbm_bytes)
+        return tern_error_set(err, TERN_ERR_RANGE,
+                              "train: a data-parallel rank needs %llu bytes of HBM (its gradient and update programs); "
+                              "%s gives a core %llu",
+                              (unsigned long long)hbm, t->machine, (unsigned long long)cfg.hbm_bytes);
+    size_t sc = t->target_count > t->read_count ? t->target_count : t->read_count;
+    t->scratch = calloc(sc + 1, sizeof(float));
+    if (!t->scratch)
+        return oom(err);
+    if (!o->timing_only) {
+        dp->leaf = calloc((size_t)dp->per_rank, sizeof *dp->leaf);
+        dp->gbuf = calloc((size_t)n, sizeof *dp->gbuf);
+        dp->wbuf = dp->zero ? calloc((size_t)n, sizeof *dp->wbuf) : NULL;
+        dp->tmp = calloc(dp->count + dp->flat + 1, sizeof(float));
+        dp->tmp2 = calloc(dp->count + 1, sizeof(float));
+        if (!dp->leaf || !dp->gbuf || (dp->zero && !dp->wbuf) || !dp->tmp || !dp->tmp2)
+            return oom(err);
+        for (int64_t i = 0; i < dp->per_rank; i++)
+            if (!(dp->leaf[i] = calloc(dp->flat + 1, sizeof(float))))
+                return oom(err);
+        for (int64_t r = 0; r < n; r++) {
+            if (!(dp->gbuf[r] = calloc(dp->count + 1, sizeof(float))))
+                return oom(err);
+            if (dp->zero && !(dp->wbuf[r] = calloc((size_t)n * (dp->shard + 1) + 1, sizeof(float))))
+                return oom(err);
+        }
+        if ((st = sync_ranks(t, err)))
+            return st;
+    }
+    return TERN_OK;
+}
+
+static tern_status set_in(tern_rt *rt, const char *name, const float *v, size_t n, tern_error *err)
+{
+    return tern_rt_set_input(rt, name, v, n * sizeof(float), err);
+}
+
+static tern_status run_collective(tern_trainer *t, tern_coll_op op, uint64_t count, float **bufs, double *secs,
+                                  tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    if (dp->ranks < 2)
+        return TERN_OK;
+    tern_coll_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = op;
+    d.reduce = TERN_REDUCE_SUM;
+    d.dtype = TERN_DTYPE_FP32;
+    d.count = count;
+    d.algo = dp->algo;
+    tern_status st = TERN_OK;
+    for (int64_t r = 0; r < dp->ranks && !st; r++)
+        st = tern_coll_comm_join(dp->comm, (unsigned)r, &d, bufs ? bufs[r] : NULL, bufs ? bufs[r] : NULL, err);
+    tern_coll_result res;
+    if (!st)
+        st = tern_coll_comm_run(dp->comm, &res, err);
+    if (st)
+        return tern_error_prefix(err, "train: step %llu: gradient %s: ", (unsigned long long)t->step + 1,
+                                 tern_coll_op_name(op));
+    if (op != TERN_COLL_ALL_GATHER)
+        dp->algo_ran = res.algo;
+    *secs += (double)res.time_ps * 1e-12;
+    return TERN_OK;
+}
+
+static int first_bad(const float *v, size_t n, size_t *at)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            *at = i;
+            return 1;
+        }
+    return 0;
+}
+
+/* Rank r's chunks through the gradient graph, summed by recursive halving into dp->gbuf[r] (loss last). */
+static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t xs, const void *labels, size_t ls,
+                              const float *inv, double *secs, tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    size_t esz = t->data_int ? sizeof(int64_t) : sizeof(float);
+    size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
+    uint64_t step = t->step + 1;
+    tern_status st = TERN_OK;
+    int timing = t->o.timing_only;
+    t->rt = dp->rt_grad;
+    const tern_exe *xe = tern_rt_exe(dp->rt_grad);
+    for (int64_t i = 0; i < dp->per_rank && !st; i++) {
+        int64_t j = r + i * dp->ranks; /* chunk j: rows [j*b, (j+1)*b) of the step's batch */
+        if (!timing) {
+            st = train_feed_batch(t, x ? (const char *)x + (size_t)j * xs * esz : NULL, xs,
+                                  labels ? (const char *)labels + (size_t)j * ls * lsz : NULL, ls, step, inv, err);
+            for (size_t w = 0; w < t->nw && !st; w++)
+                if (exe_has_input(xe, t->w[w].name))
+                    st = set_in(dp->rt_grad, t->w[w].name, rank_val(t, r, w), t->w[w].count, err);
+        }
+        tern_run_stats rs;
+        if (st || (st = tern_rt_execute(dp->rt_grad, &rs, err)))
+            break;
+        *secs += (double)rs.time_ps * 1e-12;
+        if (timing)
+            continue;
+        float *leaf = dp->leaf[i];
+        st = tern_rt_get_output(dp->rt_grad, TRAIN_LOSS, &leaf[dp->total], sizeof(float), err);
+        for (size_t w = 0; w < t->nw && !st; w++)
+            if (t->w[w].trained)
+                st = tern_rt_get_output(dp->rt_grad, t->w[w].acc_in, leaf + dp->off[w], t->w[w].count * sizeof(float),
+                                        err);
+    }
+    if (st)
+        return tern_error_prefix(err, "train: step %llu: rank %lld: ", (unsigned long long)step, (long long)r);
+    if (timing)
+        return TERN_OK;
+    /* the fixed tree's local levels: leaves i and i + d for d = per_rank / 2, ..., 1 (chunks K/2, ..., N apart) */
+    for (int64_t d = dp->per_rank / 2; d >= 1; d /= 2)
+        for (int64_t i = 0; i < d; i++) {
+            float *a = dp->leaf[i];
+            const float *b = dp->leaf[i + d];
+            for (size_t e = 0; e < dp->flat; e++)
+                a[e] = a[e] + b[e];
+        }
+    memcpy(dp->gbuf[r], dp->leaf[0], dp->flat * sizeof(float));
+    memset(dp->gbuf[r] + dp->flat, 0, (dp->count - dp->flat) * sizeof(float));
+    return TERN_OK;
+}
+
+static tern_status rank_differs(tern_trainer *t, int64_t r, const char *what, const float *a, const float *b, size_t n,
+                                tern_error *err)
+{
+    for (size_t e = 0; e < n; e++)
+        if (memcmp(&a[e], &b[e], sizeof(float)))
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "train: step %llu: rank %lld's %s differs from rank 0's at element %zu (%.9g vs %.9g)",
+                                  (unsigned long long)t->step + 1, (long long)r, what, e, (double)a[e], (double)b[e]);
+    return TERN_OK;
+}
+
+/* Non-ZeRO: every rank runs the update graph on its own weights, state and reduced gradient. nv[(r*nw + i)*3 + k]
+ * receives rank r's new weight (k 0) and state (k 1, 2). */
+static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *secs, tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    uint64_t step = t->step + 1;
+    tern_status st = TERN_OK;
+    tern_rt *rt = dp->rt_upd;
+    t->rt = rt;
+    int64_t nr = t->o.timing_only ? 1 : dp->ranks; /* timing-only: the ranks run one program on no data */
+    for (int64_t r = 0; r < nr && !st; r++) {
+        double lr;
+        if (!t->o.timing_only) {
+            st = train_set_step_scalars(t, step, &lr, err);
+            if (!st)
+                st = set_in(rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
+            for (size_t i = 0; i < t->nw && !st; i++) {
+                train_weight *w = &t->w[i];
+                if (!w->trained)
+                    continue;
+                st = set_in(rt, w->name, rank_val(t, r, i), w->count, err);
+                for (int k = 0; k < w->n_state && !st; k++)
+                    st = set_in(rt, w->state_in[k], rank_state(t, r, i, k), w->count, err);
+                if (!st)
+                    st = set_in(rt, w->acc_in, dp->gbuf[r] + dp->off[i], w->count, err);
+            }
+        }
+        tern_run_stats rs;
+        if (st || (st = tern_rt_execute(rt, &rs, err)))
+            break;
+        double s = (double)rs.time_ps * 1e-12;
+        if (s > *secs)
+            *secs = s;
+        if (t->o.timing_only)
+            break;
+        float g;
+        if ((st = tern_rt_get_output(rt, TRAIN_GNORM, &g, sizeof g, err)))
+            break;
+        if (r == 0)
+            *gn = g;
+        else if (memcmp(&g, &(float){(float)*gn}, sizeof g))
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: rank %lld's gradient norm %.9g differs from "
+                                "rank 0's %.9g", (unsigned long long)step, (long long)r, (double)g, *gn);
+        if (!st && !isfinite(g))
+            return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the gradient norm is not finite (%g)",
+                                  (unsigned long long)step, (double)g);
+        if (!st && r == 0)
+            for (size_t i = 0; i < t->nw && !st; i++)
+                if (t->w[i].grad)
+                    st = tern_rt_get_output(rt, t->w[i].grad_out, t->w[i].grad, t->w[i].count * sizeof(float), err);
+        for (size_t i = 0; i < t->nw && !st; i++) {
+            train_weight *w = &t->w[i];
+            if (!w->trained)
+                continue;
+            for (int k = 0; k <= w->n_state && !st; k++) {
+                float *b = malloc(w->count * sizeof(float) + 1);
+                nv[((size_t)r * t->nw + i) * 3 + (size_t)k] = b;
+                if (!b)
+                    return oom(err);
+                const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
+                size_t at;
+                if ((st = tern_rt_get_output(rt, nm, b, w->count * sizeof(float), err)))
+                    break;
+                if (first_bad(b, w->count, &at))
+                    st = tern_error_set(err, TERN_ERR_RANGE,
+                                        "train: step %llu: '%s' is not finite (element %zu = %g); gradient norm %g",
+                                        (unsigned long long)step, nm, at, (double)b[at], *gn);
+                if (!st && r > 0)
+                    st = rank_differs(t, r, nm, b, nv[i * 3 + (size_t)k], w->count, err);
+            }
+        }
+    }
+    return st;
+}
+
+/* ZeRO-1: rank r updates block r of the flat weights with its state shard; the all-gather spreads the blocks,
+ * each followed by its shard's sum of squared gradients. nv as update_full (states stay in dp: nzs). */
+static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double *gn, float *loss, double *upd,
+                               double *comm, tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    uint64_t step = t->step + 1;
+    tern_status st = TERN_OK;
+    tern_rt *rt = dp->rt_zero;
+    t->rt = rt;
+    size_t S = dp->shard, B = S + 1;
+    int nst = 0;
+    for (size_t i = 0; i < t->nw; i++)
+        if (t->w[i].trained)
+            nst = t->w[i].n_state;
+    int timing = t->o.timing_only;
+    for (int64_t r = 0; r < (timing ? 1 : dp->ranks) && !st; r++) {
+        size_t lo = (size_t)r * S;
+        double lr;
+        if (!timing) {
+            float *g = dp->tmp, *p = dp->tmp2;
+            memcpy(g, dp->gbuf[r] + lo, S * sizeof(float));
+            memset(p, 0, S * sizeof(float));
+            if (dp->total >= lo && dp->total < lo + S)
+                g[dp->total - lo] = 0; /* the loss partial's place: no gradient */
+            for (size_t i = 0; i < t->nw; i++) {
+                const train_weight *w = &t->w[i];
+                if (!w->trained || dp->off[i] + w->count <= lo || dp->off[i] >= lo + S)
+                    continue;
+                size_t a = dp->off[i] > lo ? dp->off[i] : lo, b = dp->off[i] + w->count < lo + S ? dp->off[i] + w->count
+                                                                                                    : lo + S;
+                memcpy(p + (a - lo), rank_val(t, r, i) + (a - dp->off[i]), (b - a) * sizeof(float));
+            }
+            st = train_set_step_scalars(t, step, &lr, err);
+            if (!st)
+                st = set_in(rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
+            if (!st)
+                st = set_in(rt, DP_P, p, S, err);
+            if (!st)
+                st = set_in(rt, DP_G, g, S, err);
+            for (int k = 0; k < nst && !st; k++) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "train.state%d.%s", k, DP_SHARD);
+                st = set_in(rt, nm, dp->rk[r].st[k][0], S, err);
+            }
+        }
+        tern_run_stats rs;
+        if (st || (st = tern_rt_execute(rt, &rs, err)))
+            break;
+        double s = (double)rs.time_ps * 1e-12;
+        if (s > *upd)
+            *upd = s;
+        if (timing)
+            break;
+        float *blk = dp->wbuf[r] + (size_t)r * B;
+        if ((st = tern_rt_get_output(rt, DP_P ".new", blk, S * sizeof(float), err)) ||
+            (st = tern_rt_get_output(rt, DP_SUMSQ, blk + S, sizeof(float), err)))
+            break;
+        for (int k = 0; k < nst && !st; k++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "train.state%d.new.%s", k, DP_SHARD);
+            float *b = malloc(S * sizeof(float) + 1);
+            nzs[(size_t)r * 2 + (size_t)k] = b;
+            if (!b)
+                return oom(err);
+            if ((st = tern_rt_get_output(rt, nm, b, S * sizeof(float), err)))
+                break;
+        }
+        if (!st && dp->total >= lo && dp->total < lo + S)
+            blk[dp->total - lo] = dp->gbuf[r][dp->total]; /* the reduced loss rides the all-gather to every rank */
+    }
+    if (st)
+        return st;
+    if ((st = run_collective(t, TERN_COLL_ALL_GATHER, (uint64_t)dp->ranks * B, timing ? NULL : dp->wbuf, comm, err)))
+        return st;
+    if (timing)
+        return TERN_OK;
+    for (int64_t r = 0; r < dp->ranks && !st; r++) {
+        const float *wb = dp->wbuf[r];
+        float sq = 0;
+        for (int64_t b = 0; b < dp->ranks; b++) /* the global norm: the shards' sums in rank order */
+            sq += wb[(size_t)b * B + S];
+        float g = sqrtf(sq), l = wb[(dp->total / S) * B + dp->total % S];
+        if (r == 0) {
+            *gn = g;
+            *loss = l;
+            if (!isfinite(l))
+                return TERN_OK; /* the caller reports the loss first */
+            if (!isfinite(g))
+                return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the gradient norm is not finite (%g)",
+                                      (unsigned long long)step, (double)g);
+        }
+        for (size_t i = 0; i < t->nw && !st; i++) {
+            const train_weight *w = &t->w[i];
+            if (!w->trained)
+                continue;
+            float *b = malloc(w->count * sizeof(float) + 1);
+            nv[((size_t)r * t->nw + i) * 3] = b;
+            if (!b)
+                return oom(err);
+            for (size_t e = 0; e < w->count; e++) {
+                size_t f = dp->off[i] + e;
+                b[e] = wb[(f / S) * B + f % S];
+            }
+            size_t at;
+            if (first_bad(b, w->count, &at))
+                st = tern_error_set(err, TERN_ERR_RANGE,
+                                    "train: step %llu: '%s' is not finite (element %zu = %g); gradient norm %g",
+                                    (unsigned long long)step, w->out_name, at, (double)b[at], *gn);
+            if (!st && r > 0)
+                st = rank_differs(t, r, w->out_name, b, nv[i * 3], w->count, err);
+        }
+    }
+    for (int64_t r = 0; r < dp->ranks && !st; r++)
+        for (int k = 0; k < nst && !st; k++) {
+            size_t at;
+            const float *b = nzs[(size_t)r * 2 + (size_t)k];
+            if (first_bad(b, S, &at))
+                st = tern_error_set(err, TERN_ERR_RANGE,
+                                    "train: step %llu: rank %lld's optimizer state %d shard is not finite (flat element "
+                                    "%zu = %g)",
+                                    (unsigned long long)step, (long long)r, k, (size_t)r * S + at, (double)b[at]);
+        }
+    return st;
+}
+
+tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                          tern_train_step_info *info, tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    uint64_t step = t->step + 1;
+    int64_t k = dp->chunks;
+    int timing = t->o.timing_only;
+    tern_status st;
+    if ((st = sync_ranks(t, err)))
+        return st;
+    size_t xs = t->data_count, ls = 0;
+    if (!timing) {
+        if (t->data_name && x_count != t->data_count * (size_t)k)
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "train: step %llu: input '%s': %zu values given, %zu expected (batch %lld)",
+                                  (unsigned long long)step, t->data_name, x_count, t->data_count * (size_t)k,
+                                  (long long)dp->batch);
+        if (t->o.loss != TERN_LOSS_OUTPUT && (!labels || label_count % (size_t)k))
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "train: step %llu: %zu labels do not split over %lld chunks of the batch",
+                                  (unsigned long long)step, labels ? label_count : 0, (long long)k);
+        ls = label_count / (size_t)k;
+    }
+    float inv = 0, *invp = NULL;
+    if (!timing && t->o.loss == TERN_LOSS_CROSS_ENTROPY) { /* 1 / counted rows of the whole batch */
+        size_t counted = 0;
+        for (size_t i = 0; i < label_count; i++)
+            counted += ((const int64_t *)labels)[i] != t->o.ignore_index;
+        inv = counted ? 1.0f / (float)counted : 0.0f;
+        invp = &inv;
+    }
+    double compute = 0, comm = 0, upd = 0;
+    int64_t nr = timing ? 1 : dp->ranks; /* timing-only: one rank's program stands for all (the same, no data) */
+    for (int64_t r = 0; r < nr; r++) {
+        double s = 0;
+        if ((st = rank_grads(t, r, x, xs, labels, ls, invp, &s, err)))
+            return st;
+        if (s > compute)
+            compute = s;
+    }
+    if ((st = run_collective(t, dp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, dp->count,
+                             timing ? NULL : dp->gbuf, &comm, err)))
+        return st;
+    size_t nslot = (size_t)dp->ranks * t->nw * 3;
+    float **nv = calloc(nslot + 1, sizeof *nv), **nzs = calloc((size_t)dp->ranks * 2 + 1, sizeof *nzs);
+    if (!nv || !nzs) {
+        free(nv), free(nzs);
+        return oom(err);
+    }
+    double gn = NAN;
+    float loss = timing ? NAN : dp->gbuf[0][dp->total]; /* non-ZeRO: every rank holds the reduced loss */
+    if (!timing && !isfinite(loss) && !dp->zero)
+        st = tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the loss is not finite (%g)",
+                            (unsigned long long)step, (double)loss);
+    if (!st)
+        st = dp->zero ? update_zero(t, nv, nzs, &gn, &loss, &upd, &comm, err) : update_full(t, nv, &gn, &upd, err);
+    if (!st && !timing && !isfinite(loss))
+        st = tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the loss is not finite (%g)",
+                            (unsigned long long)step, (double)loss);
+    if (!st && !timing) { /* commit: every rank takes its own new weights and state */
+        for (int64_t r = 0; r < dp->ranks; r++)
+            for (size_t i = 0; i < t->nw; i++)
+                for (int q = 0; q < 3; q++) {
+                    float **src = &nv[((size_t)r * t->nw + i) * 3 + (size_t)q];
+                    if (!*src)
+                        continue;
+                    float **dst = q == 0 ? (r == 0 ? &t->w[i].val : &dp->rk[r].val[i])
+                                         : (r == 0 ? &t->w[i].state[q - 1] : &dp->rk[r].st[q - 1][i]);
+                    free(*dst);
+                    *dst = *src;
+                    *src = NULL;
+                }
+        for (int64_t r = 0; dp->zero && r < dp->ranks; r++)
+            for (int q = 0; q < 2; q++)
+                if (nzs[r * 2 + q]) {
+                    free(dp->rk[r].st[q][0]);
+                    dp->rk[r].st[q][0] = nzs[r * 2 + q];
+                    nzs[r * 2 + q] = NULL;
+                }
+        /* ZeRO: the whole state, gathered on the host for checkpoints (no device traffic is modelled for it) */
+        for (size_t i = 0; dp->zero && i < t->nw; i++) {
+            train_weight *w = &t->w[i];
+            for (int q = 0; q < w->n_state && w->trained; q++)
+                for (size_t e = 0; e < w->count; e++) {
+                    size_t f = dp->off[i] + e;
+                    w->state[q][e] = dp->rk[f / dp->shard].st[q][0][f % dp->shard];
+                }
+        }
+        dp->synced_step = step;
+        for (size_t i = 0; i < t->nw; i++)
+            dp->synced_ptr[i] = t->w[i].val;
+    }
+    for (size_t i = 0; i < nslot; i++)
+        free(nv[i]);
+    for (int64_t i = 0; i < dp->ranks * 2; i++)
+        free(nzs[i]);
+    free(nv);
+    free(nzs);
+    if (st)
+        return st;
+    dp->t_compute = compute;
+    dp->t_comm = comm;
+    dp->t_update = upd;
+    tern_train_step_info in;
+    memset(&in, 0, sizeof in);
+    in.step = step;
+    in.lr = tern_train_lr(&t->o, step);
+    in.step_seconds = compute + comm + upd;
+    in.samples_per_s = in.step_seconds > 0 ? (double)dp->batch / in.step_seconds : 0;
+    in.mfu = t->peak > 0 && in.step_seconds > 0
+                 ? t->flops / (t->peak * (double)dp->ranks * in.step_seconds) * 100
+                 : 0;
+    in.loss = timing ? NAN : (double)(loss * (float)dp->gscale);
+    in.grad_norm = gn;
+    t->step = step;
+    if (info)
+        *info = in;
+    return TERN_OK;
+}
+
+void tern_train_dp_stats(const tern_trainer *t, tern_train_dp_info *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct train_dp *dp = t->dp;
+    if (!dp) {
+        out->ranks = out->chunks = 1;
+        out->algorithm = "none";
+        out->state_bytes_per_rank = out->state_bytes_total = t->state_bytes;
+        return;
+    }
+    out->ranks = dp->ranks;
+    out->chunks = dp->chunks;
+    out->zero = dp->zero;
+    out->algorithm = dp->ranks > 1 ? tern_coll_algo_name(dp->algo_ran) : "none";
+    out->grad_bytes = dp->grad_bytes;
+    out->state_bytes_per_rank = dp->state_rank;
+    out->state_bytes_total = dp->state_total;
+    out->compute_seconds = dp->t_compute;
+    out->comm_seconds = dp->t_comm;
+    out->update_seconds = dp->t_update;
+}
+
+const float *tern_train_rank_weight(const tern_trainer *t, unsigned rank, size_t i, size_t *count)
+{
+    if (i >= t->nw)
+        return NULL;
+    if (rank == 0)
+        return tern_train_weight(t, i, count);
+    if (!t->dp || rank >= t->dp->ranks || !t->dp->rk)
+        return NULL;
+    *count = t->w[i].count;
+    return t->dp->rk[rank].val[i];
+}
