@@ -151,6 +151,9 @@ void tern_kernel_dma_copy(tern_kernel *k, tern_view dst, tern_view src, int queu
  * engine; the automatic choice (queue -1) keeps the last quarter of the queues for engines other than Sync. */
 void tern_kernel_dma_copy_on(tern_kernel *k, tern_engine e, tern_view dst, tern_view src, int queue);
 void tern_kernel_dma_gather(tern_kernel *k, tern_view dst, tern_view table, tern_view indices, int queue);
+/* table[indices[p], :] = src[p, :]: the write side of dma_gather (rows in partition order; of duplicate indices the
+ * last partition's row stays). A 2-D HBM table [rows, cols] is indexed by row; indices int32 [P, 1] in SBUF. */
+void tern_kernel_dma_scatter(tern_kernel *k, tern_view table, tern_view src, tern_view indices, int queue);
 /* A raw instruction (advanced): the builder adds its dependency waits and completion signal. `reads` and
  * `writes` are the views it touches. */
 void tern_kernel_emit(tern_kernel *k, const tern_instr *ins, const tern_view *reads, unsigned nreads,

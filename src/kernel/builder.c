@@ -553,7 +553,7 @@ void tern_kernel_emit(tern_kernel *k, const tern_instr *ins_in, const tern_view 
             return;
     tern_instr ins = *ins_in;
     tern_engine e = (tern_engine)ins.engine;
-    int is_dma = ins.opcode == TERN_OP_DMA_COPY || ins.opcode == TERN_OP_DMA_GATHER;
+    int is_dma = ins.opcode == TERN_OP_DMA_COPY || ins.opcode == TERN_OP_DMA_GATHER || ins.opcode == TERN_OP_DMA_SCATTER;
     unsigned src = is_dma ? (unsigned)TERN_ENGINE_COUNT + ins.queue : (unsigned)e;
     ins.wait_sem = TERN_SEM_NONE;
     ins.signal_sem = (uint8_t)src;

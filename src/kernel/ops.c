@@ -358,5 +358,30 @@ void tern_kernel_dma_gather(tern_kernel *k, tern_view dst, tern_view table, tern
     tern_kernel_emit(k, &ins, (tern_view[]){table, indices}, 2, &dst, 1);
 }
 
+void tern_kernel_dma_scatter(tern_kernel *k, tern_view table, tern_view src, tern_view indices, int queue)
+{
+    tern_instr ins = blank(TERN_OP_DMA_SCATTER, TERN_ENGINE_SYNC);
+    ins.ap[TERN_AP_DST] = table.ap;
+    ins.ap[TERN_AP_IN0] = src.ap;
+    /* A 2-D HBM table [rows, cols] becomes rows as (strided) partitions so an index picks a row, as for gather. */
+    if (table.ap.mem == TERN_MEM_HBM && table.ap.ndims == 2 && table.ap.num_partitions == 1) {
+        if (table.ap.dims[0].num > UINT16_MAX) {
+            kfail(k, TERN_ERR_RANGE, "dma_scatter: table of %u rows exceeds %u rows", table.ap.dims[0].num,
+                  UINT16_MAX);
+            return;
+        }
+        tern_ap *t = &ins.ap[TERN_AP_DST];
+        t->num_partitions = (uint16_t)table.ap.dims[0].num;
+        t->partition_step = table.ap.dims[0].step;
+        t->dims[0] = table.ap.dims[1];
+        memset(&t->dims[1], 0, sizeof t->dims[1]);
+        t->ndims = 1;
+    }
+    ins.ap[TERN_AP_IN1] = indices.ap;
+    ins.queue = kpick_queue(k, TERN_ENGINE_SYNC, queue);
+    /* the whole table is the write for hazards: which rows an index picks is known only at run time */
+    tern_kernel_emit(k, &ins, (tern_view[]){src, indices}, 2, &table, 1);
+}
+
 void tern_kernel_load(tern_kernel *k, tern_view dst_sbuf, tern_view src_hbm) { tern_kernel_dma_copy(k, dst_sbuf, src_hbm, -1); }
 void tern_kernel_store(tern_kernel *k, tern_view dst_hbm, tern_view src_sbuf) { tern_kernel_dma_copy(k, dst_hbm, src_sbuf, -1); }

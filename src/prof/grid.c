@@ -25,7 +25,8 @@ prof_family prof_family_of(unsigned opcode, tern_engine e)
     case TERN_OP_MULTIPLY_MOVING:
     case TERN_OP_TRANSPOSE_PE: return PROF_FAM_MATMUL;
     case TERN_OP_DMA_COPY:
-    case TERN_OP_DMA_GATHER: return PROF_FAM_DMA;
+    case TERN_OP_DMA_GATHER:
+    case TERN_OP_DMA_SCATTER: return PROF_FAM_DMA;
     case TERN_OP_NOP:
     case TERN_OP_SEM_WAIT:
     case TERN_OP_SEM_SIGNAL:

@@ -1,6 +1,8 @@
 /* DMA: copies between any of HBM and SBUF with up-to-4-D access patterns on both sides (the partition index
  * strides too on HBM), casting through fp32 when the dtypes differ (RNE); same-dtype copies move the exact
- * bits. Gather (embedding lookup) picks rows of a table by an int32 index tensor, bounds-checked. In the
+ * bits. Gather (embedding lookup) picks rows of a table by an int32 index tensor, bounds-checked; scatter (its
+ * write side, the embedding gradient's) writes source partition p to the table row its index names, partitions in
+ * ascending order, so of duplicate indices the last partition's row stays. In the
  * functional model a transfer completes when issued; its timing (queues, engines, bandwidth) is the timing
  * model's. Facts: trainium-arch.md §5 (DMA reach, casts, queues). */
 #include <stdio.h>
@@ -28,20 +30,25 @@ tern_status check_dma(const tern_core *core, const exec_ctx *cx, const tern_inst
                               (unsigned long long)ap_elems(d), (unsigned long long)ap_elems(a));
         return TERN_OK;
     }
-    /* gather */
+    /* gather and scatter: one index per row of the side that is not the table */
     if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN1, REACH_SBUF, err)))
         return st;
     const tern_ap *b = &ins->ap[TERN_AP_IN1];
+    int scatter = ins->opcode == TERN_OP_DMA_SCATTER;
+    const tern_ap *rows = scatter ? a : d;
     if (!dtype_is_int((tern_dtype)b->dtype))
         return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1, "index dtype %s must be an integer type",
                           tern_dtype_name((tern_dtype)b->dtype));
-    if (tern_ap_free_elems(b) != 1 || b->num_partitions != d->num_partitions)
+    if (tern_ap_free_elems(b) != 1 || b->num_partitions != rows->num_partitions)
         return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1,
-                          "index shape [%u, %llu] must be [%u, 1] (one row index per destination partition)",
-                          b->num_partitions, (unsigned long long)tern_ap_free_elems(b), d->num_partitions);
+                          "index shape [%u, %llu] must be [%u, 1] (one row index per %s partition)",
+                          b->num_partitions, (unsigned long long)tern_ap_free_elems(b), rows->num_partitions,
+                          scatter ? "source" : "destination");
     if (tern_ap_free_elems(d) != tern_ap_free_elems(a))
-        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "row of %llu elements, table rows have %llu",
-                          (unsigned long long)tern_ap_free_elems(d), (unsigned long long)tern_ap_free_elems(a));
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, scatter ? TERN_AP_IN0 : TERN_AP_DST,
+                          "row of %llu elements, table rows have %llu",
+                          (unsigned long long)tern_ap_free_elems(scatter ? a : d),
+                          (unsigned long long)tern_ap_free_elems(scatter ? d : a));
     return TERN_OK;
 }
 
@@ -77,10 +84,42 @@ static tern_status copy_ap(tern_core *core, const exec_ctx *cx, const tern_ap *d
     return ap_scatter_f32(core, cx->engine, dst, buf, sr_stream_of(cx), err);
 }
 
+/* dma_scatter: source partition p (SBUF row or HBM row) to table row idx[p] of D, p ascending. Every index is
+ * checked before anything is written, so a bad one leaves the table as it was. */
+static tern_status exec_scatter(tern_core *core, const exec_ctx *cx, const tern_instr *ins, const int32_t *idx,
+                                tern_error *err)
+{
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    for (uint32_t p = 0; p < a->num_partitions; p++)
+        if (idx[p] < 0 || (uint32_t)idx[p] >= d->num_partitions)
+            return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN1,
+                              "index %d at partition %u outside the table's %u rows", idx[p], p, d->num_partitions);
+    tern_status st;
+    for (uint32_t p = 0; p < a->num_partitions; p++) {
+        tern_ap row = *a, out = *d;
+        row.num_partitions = 1;
+        if (a->mem == TERN_MEM_HBM)
+            row.offset = a->offset + (uint64_t)((int64_t)p * a->partition_step *
+                                                (int64_t)tern_dtype_size((tern_dtype)a->dtype));
+        else
+            row.start_partition = (uint16_t)(a->start_partition + p);
+        out.num_partitions = 1;
+        out.start_partition = 0;
+        if (d->mem == TERN_MEM_HBM)
+            out.offset = d->offset + (uint64_t)((int64_t)idx[p] * d->partition_step *
+                                                (int64_t)tern_dtype_size((tern_dtype)d->dtype));
+        else
+            out.start_partition = (uint16_t)(d->start_partition + idx[p]);
+        if ((st = copy_ap(core, cx, &out, &row, err)))
+            return st;
+    }
+    return TERN_OK;
+}
+
 tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     tern_status st;
-    for (int s = 0; s < (ins->opcode == TERN_OP_DMA_GATHER ? 3 : 2); s++)
+    for (int s = 0; s < (ins->opcode == TERN_OP_DMA_COPY ? 2 : 3); s++)
         if ((st = dyn_bounds(core, cx, ins, s, err)))
             return st;
     const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
@@ -92,6 +131,8 @@ tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins,
     TERN_ASSERT(b->num_partitions <= 1024);
     if ((st = ap_gather_i32(core, cx->engine, b, idx, err)))
         return st;
+    if (ins->opcode == TERN_OP_DMA_SCATTER)
+        return exec_scatter(core, cx, ins, idx, err);
     for (uint32_t p = 0; p < d->num_partitions; p++) {
         if (idx[p] < 0 || (uint32_t)idx[p] >= a->num_partitions)
             return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN1,

@@ -116,7 +116,7 @@ tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern
     if (ap->offset_reg != TERN_REG_NONE && ap->offset_reg >= core->cfg.num_registers)
         return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot, "offset register r%u outside r0..r%u", ap->offset_reg,
                           core->cfg.num_registers - 1);
-    int dma = ins->opcode == TERN_OP_DMA_COPY || ins->opcode == TERN_OP_DMA_GATHER;
+    int dma = ins->opcode == TERN_OP_DMA_COPY || ins->opcode == TERN_OP_DMA_GATHER || ins->opcode == TERN_OP_DMA_SCATTER;
     /* HBM has no partitions: for a DMA the partition index of an HBM pattern is just an outer dimension (a gather
      * table's rows, a store's rows), limited only by the 16-bit field. */
     uint32_t max_parts = ap->mem == TERN_MEM_HBM && dma ? UINT16_MAX : core->cfg.partitions;
@@ -227,7 +227,8 @@ tern_status rules_check_instr(const tern_core *core, const exec_ctx *cx, const t
     case TERN_OP_TEXT_PARSE:
     case TERN_OP_TEXT_FORMAT: return check_gpsimd(core, cx, ins, err);
     case TERN_OP_DMA_COPY:
-    case TERN_OP_DMA_GATHER: return check_dma(core, cx, ins, err);
+    case TERN_OP_DMA_GATHER:
+    case TERN_OP_DMA_SCATTER: return check_dma(core, cx, ins, err);
     default: return check_vector(core, cx, ins, err);
     }
 }

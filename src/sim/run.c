@@ -49,7 +49,8 @@ static exec_fn executor_of(tern_opcode op)
     case TERN_OP_TEXT_PARSE:
     case TERN_OP_TEXT_FORMAT: return exec_gpsimd;
     case TERN_OP_DMA_COPY:
-    case TERN_OP_DMA_GATHER: return exec_dma;
+    case TERN_OP_DMA_GATHER:
+    case TERN_OP_DMA_SCATTER: return exec_dma;
     case TERN_OP_TENSOR_TENSOR:
     case TERN_OP_TENSOR_SCALAR:
     case TERN_OP_SCALAR_TENSOR_TENSOR:
@@ -187,7 +188,10 @@ static int is_tensor_op(tern_opcode op)
     return op == TERN_OP_LOAD_STATIONARY || op == TERN_OP_MULTIPLY_MOVING || op == TERN_OP_TRANSPOSE_PE;
 }
 
-static int is_dma_op(tern_opcode op) { return op == TERN_OP_DMA_COPY || op == TERN_OP_DMA_GATHER; }
+static int is_dma_op(tern_opcode op)
+{
+    return op == TERN_OP_DMA_COPY || op == TERN_OP_DMA_GATHER || op == TERN_OP_DMA_SCATTER;
+}
 
 /* Does this instruction use v2's shared SBUF (VectorE/GpSimdE) or PSUM (VectorE/ScalarE) port? */
 static int uses_sbuf_port(unsigned e, const tern_instr *ins)

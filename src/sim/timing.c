@@ -99,7 +99,8 @@ uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const te
         return t->gpsimd_start + tern_ap_free_elems(num) * (uint64_t)(ins->imm_i0 > 0 ? ins->imm_i0 : 1);
     }
     case TERN_OP_DMA_COPY:
-    case TERN_OP_DMA_GATHER: return II; /* the trigger on the sequencer (descriptors precomputed) */
+    case TERN_OP_DMA_GATHER:
+    case TERN_OP_DMA_SCATTER: return II; /* the trigger on the sequencer (descriptors precomputed) */
     case TERN_OP_NOP:
     case TERN_OP_SEM_WAIT:
     case TERN_OP_SEM_SIGNAL:
@@ -299,12 +300,17 @@ void timing_dma_plan(const tern_timing_config *t, const tern_instr *ins, timing_
 {
     memset(out, 0, sizeof *out);
     const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
-    uint64_t elems = (uint64_t)d->num_partitions * tern_ap_free_elems(d);
+    /* a scatter moves its source's rows (its destination pattern is the whole table) */
+    const tern_ap *moved = ins->opcode == TERN_OP_DMA_SCATTER ? a : d;
+    uint64_t elems = (uint64_t)moved->num_partitions * tern_ap_free_elems(moved);
     out->bytes = elems * tern_dtype_size((tern_dtype)d->dtype);
     uint64_t src_bytes = elems * tern_dtype_size((tern_dtype)a->dtype);
     if (ins->opcode == TERN_OP_DMA_GATHER) {
         /* one descriptor per gathered row */
         out->descriptors = d->num_partitions;
+    } else if (ins->opcode == TERN_OP_DMA_SCATTER) {
+        /* one descriptor per scattered row */
+        out->descriptors = a->num_partitions;
     } else {
         uint64_t rs = descriptors_of(t, a), rd = descriptors_of(t, d);
         out->descriptors = rs > rd ? rs : rd;

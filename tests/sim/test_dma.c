@@ -205,6 +205,49 @@ int main(void)
         EXPECT_FAIL("gather row length", core, &ins, "row of 5 elements, table rows have 4");
     }
 
+    TEST_BEGIN("scatter rows by index (the last of duplicate indices stays)");
+    {
+        float table[10 * 4], rows[4 * 4];
+        for (int i = 0; i < 40; i++)
+            table[i] = -1.0f;
+        CHECK_EQ_INT(tern_core_hbm_write(core, 310000, table, sizeof table, &err), TERN_OK);
+        int32_t idx[4] = {7, 0, 9, 7};
+        for (int p = 0; p < 4; p++) {
+            tern_core_onchip_write(core, TERN_MEM_SBUF, p, 8192, &idx[p], 4, &err);
+            for (int i = 0; i < 4; i++)
+                rows[p * 4 + i] = (float)(p * 10 + i);
+            tern_core_onchip_write(core, TERN_MEM_SBUF, p, 9000, &rows[p * 4], 16, &err);
+        }
+        tern_instr ins = st_instr(TERN_OP_DMA_SCATTER, TERN_ENGINE_SYNC);
+        ins.ap[TERN_AP_DST] = hbm2d(TERN_DTYPE_FP32, 310000, 10, 4, 4);
+        ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 9000, 4);
+        ins.ap[TERN_AP_IN1] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_INT32, 0, 4, 8192, 1);
+        CHECK_EQ_INT(st_run(core, &ins, &err), TERN_OK);
+        float got[40];
+        CHECK_EQ_INT(tern_core_hbm_read(core, 310000, got, sizeof got, &err), TERN_OK);
+        for (int r = 0; r < 10; r++)
+            for (int i = 0; i < 4; i++) {
+                float want = r == 7 ? (float)(30 + i) : r == 0 ? (float)(10 + i) : r == 9 ? (float)(20 + i) : -1.0f;
+                CHECK_NEAR(got[r * 4 + i], want, 0);
+            }
+        TEST_BEGIN("scatter index out of range writes nothing");
+        idx[2] = 10;
+        tern_core_onchip_write(core, TERN_MEM_SBUF, 2, 8192, &idx[2], 4, &err);
+        for (int p = 0; p < 4; p++)
+            rows[p * 4] = 99.0f;
+        tern_core_onchip_write(core, TERN_MEM_SBUF, 0, 9000, &rows[0], 16, &err);
+        tern_status st = st_run(core, &ins, &err);
+        CHECK(st != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "index 10 at partition 2 outside the table's 10 rows");
+        CHECK_EQ_INT(tern_core_hbm_read(core, 310000, got, sizeof got, &err), TERN_OK);
+        CHECK_NEAR(got[7 * 4], 30.0f, 0);
+        ins.ap[TERN_AP_IN1] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_INT32, 0, 3, 8192, 1);
+        EXPECT_FAIL("scatter index count", core, &ins, "index shape [3, 1] must be [4, 1] (one row index per source");
+        ins.ap[TERN_AP_IN1] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_INT32, 0, 4, 8192, 1);
+        ins.ap[TERN_AP_IN0].dims[0].num = 5;
+        EXPECT_FAIL("scatter row length", core, &ins, "row of 5 elements, table rows have 4");
+    }
+
     tern_instr ins = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 4, 0, 8), hbm2d(TERN_DTYPE_FP32, 4096, 4, 8, 7));
     EXPECT_FAIL("element counts differ", core, &ins, "32 elements, source has 28");
     ins = dma(st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 4, 0, 8), hbm2d(TERN_DTYPE_FP32, 4096, 4, 8, 8));
