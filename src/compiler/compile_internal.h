@@ -125,5 +125,7 @@ const cc_rule *cc_rule_select(cc *c, char *declined, size_t len);
 const char *cc_rule_file(const cc_rule *r); /* the file of the set holding r */
 /* tern.Attention, the fused attention (lower_attention.c). */
 int cc_lower_attention(cc *c);
+/* tern.AttentionGrad, the fused flash-attention backward (lower_attention_bwd.c). */
+int cc_lower_attention_grad(cc *c);
 
 #endif

@@ -655,5 +655,6 @@ int cc_lower_attention(cc *c)
 
 static const cc_rule attention_rules[] = {
     {TERN_GOP_ATTENTION, "attention.fused", NULL, cc_lower_attention},
+    {TERN_GOP_ATTENTION_GRAD, "attention.grad_fused", NULL, cc_lower_attention_grad}, /* lower_attention_bwd.c */
 };
 const cc_rule_set cc_rules_attention = CC_RULE_SET("lower_attention.c", attention_rules);

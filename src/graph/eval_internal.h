@@ -60,6 +60,7 @@ static inline void ev_strides(int rank, const int64_t *dims, int64_t *st)
 
 /* Per-family evaluators outside eval*.c (ops_<family>.c). */
 tern_status graph_ev_pad(const ectx *c); /* ops_layout.c */
+tern_status graph_ev_attention_grad(const ectx *c); /* ops_attention.c */
 
 /* Advance a row-major multi-index over dims (rank r): the last axis fastest, wrapping to all zeros. */
 static inline void ev_next_index(int64_t *idx, const int64_t *dims, int r)

@@ -1023,6 +1023,7 @@ static const eval_fn nn_table[TERN_GOP_COUNT] = {
     [TERN_GOP_REDUCE_L2] = ev_reduce, [TERN_GOP_REDUCE_SUM_SQUARE] = ev_reduce, [TERN_GOP_REDUCE_LOG_SUM] = ev_reduce,
     [TERN_GOP_REDUCE_LOG_SUM_EXP] = ev_reduce, [TERN_GOP_ARG_MAX] = ev_argminmax, [TERN_GOP_ARG_MIN] = ev_argminmax,
     [TERN_GOP_MATMUL_BIAS] = ev_matmul_bias, [TERN_GOP_ATTENTION] = ev_attention,
+    [TERN_GOP_ATTENTION_GRAD] = graph_ev_attention_grad,
 };
 
 eval_fn graph_eval_nn_lookup(tern_op_id id)

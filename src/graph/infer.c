@@ -237,6 +237,56 @@ static tern_status infer_attention(ictx *c)
     return TERN_OK;
 }
 
+/* tern.AttentionGrad(Q [..., Sq, D], K [..., Sk, D], V [..., Sk, Dv], O [..., Sq, Dv], dO [..., Sq, Dv],
+ * LSE [..., Sq, 1]) -> dQ (Q's shape), dK (K's), dV (V's). K and V hold kv_rep times fewer heads in their last batch
+ * dim (grouped-query attention: query head h reads K/V head h / kv_rep). */
+static tern_status infer_attention_grad(ictx *c)
+{
+    const tern_graph_value *in[6];
+    static const char *const nm[6] = {"Q", "K", "V", "O", "dO", "LSE"};
+    for (int i = 0; i < 6; i++) {
+        in[i] = V(c, i);
+        if (!in[i] || !tern_elem_is_float(in[i]->type))
+            return ifail(c, TERN_ERR_INVALID, "input %d (%s) must be a float tensor", i, nm[i]);
+    }
+    const int r = in[0]->rank;
+    const int64_t rep = tern_graph_attr_int(c->n, "kv_rep", 1);
+    for (int i = 1; i < 6; i++)
+        if (in[i]->rank != r)
+            return ifail(c, TERN_ERR_INVALID, "%s has rank %d, Q has rank %d (all six must have one rank)", nm[i],
+                         in[i]->rank, r);
+    if (r < 2 || (rep != 1 && r < 3))
+        return ifail(c, TERN_ERR_INVALID, "rank %d: needs >= 2 (>= 3 with kv_rep %lld)", r, (long long)rep);
+    if (rep < 1 || in[0]->dims[r > 2 ? r - 3 : 0] % rep != 0)
+        return ifail(c, TERN_ERR_INVALID, "kv_rep %lld does not divide Q's %lld heads (dim %d)", (long long)rep,
+                     (long long)in[0]->dims[r > 2 ? r - 3 : 0], r - 3);
+    const int64_t *q = in[0]->dims, Sq = q[r - 2], D = q[r - 1], Sk = in[1]->dims[r - 2], Dv = in[2]->dims[r - 1];
+    for (int d = 0; d < r - 2; d++) {
+        int64_t kvd = d == r - 3 ? q[d] / rep : q[d];
+        if (in[1]->dims[d] != kvd || in[2]->dims[d] != kvd || in[3]->dims[d] != q[d] || in[4]->dims[d] != q[d] ||
+            in[5]->dims[d] != q[d])
+            return ifail(c, TERN_ERR_INVALID,
+                         "batch dim %d: Q has %lld, K %lld, V %lld, O %lld, dO %lld, LSE %lld (K and V: Q's / kv_rep "
+                         "%lld on the head dim)",
+                         d, (long long)q[d], (long long)in[1]->dims[d], (long long)in[2]->dims[d],
+                         (long long)in[3]->dims[d], (long long)in[4]->dims[d], (long long)in[5]->dims[d],
+                         (long long)rep);
+    }
+    if (in[1]->dims[r - 1] != D || in[2]->dims[r - 2] != Sk || in[3]->dims[r - 2] != Sq || in[3]->dims[r - 1] != Dv ||
+        in[4]->dims[r - 2] != Sq || in[4]->dims[r - 1] != Dv || in[5]->dims[r - 2] != Sq || in[5]->dims[r - 1] != 1)
+        return ifail(c, TERN_ERR_INVALID,
+                     "Q [..., %lld, %lld], K [..., %lld, %lld], V [..., %lld, %lld], O [..., %lld, %lld], dO [..., %lld, "
+                     "%lld] and LSE [..., %lld, %lld] do not match (K [..., Sk, D], V [..., Sk, Dv], O and dO [..., Sq, "
+                     "Dv], LSE [..., Sq, 1])",
+                     (long long)Sq, (long long)D, (long long)in[1]->dims[r - 2], (long long)in[1]->dims[r - 1],
+                     (long long)in[2]->dims[r - 2], (long long)in[2]->dims[r - 1], (long long)in[3]->dims[r - 2],
+                     (long long)in[3]->dims[r - 1], (long long)in[4]->dims[r - 2], (long long)in[4]->dims[r - 1],
+                     (long long)in[5]->dims[r - 2], (long long)in[5]->dims[r - 1]);
+    for (int i = 0; i < 3; i++)
+        set_out(c, i, in[0]->type, r, in[i]->dims);
+    return TERN_OK;
+}
+
 static tern_status infer_window(ictx *c, const int64_t *kernel, int ceil_mode, int64_t C_out, tern_elem_type t)
 {
     const tern_graph_value *x = V(c, 0);
@@ -270,6 +320,8 @@ static tern_status infer_node(ictx *c)
         return infer_matmul(c);
     case TERN_GOP_ATTENTION:
         return infer_attention(c);
+    case TERN_GOP_ATTENTION_GRAD:
+        return infer_attention_grad(c);
     case TERN_GOP_SQRT:
     case TERN_GOP_EXP:
     case TERN_GOP_LOG:

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Reference data for tests/compiler/test_attention_grad.c: tern.AttentionGrad models and PyTorch autograd.
+
+For each case it writes DIR/<case>.onnx (one tern.AttentionGrad node: inputs Q, K, V, O, dO, LSE; outputs dQ, dK,
+dV), the inputs DIR/<case>.<name>.npy (float32) and PyTorch's gradients DIR/<case>.ref_<name>.npy (float64): the
+forward O = softmax(scale * Q K^T [+ causal mask]) V computed in float64 with autograd, K and V repeated over the
+kv_rep query heads that share them (repeat_interleave: query head h reads K/V head h // kv_rep), LSE its
+logsumexp. Also DIR/unfused_<case>.onnx: the same backward as plain ONNX ops (the planner's former graph), for
+the time comparison, and DIR/too_wide.onnx (head size 160: refused). DIR/cases.txt lists the cases as
+"name kv_rep causal" lines. Tests only: tern itself never runs Python."""
+import sys
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper
+
+D_ = sys.argv[1]
+
+# name, batch, query heads, kv heads, Sq, Sk, D, Dv, causal
+CASES = [
+    ("basic", 1, 2, 2, 128, 128, 64, 64, 0),
+    ("causal", 1, 2, 2, 256, 256, 64, 64, 1),
+    ("gqa_causal", 2, 4, 2, 128, 128, 32, 32, 1),
+    ("ragged", 1, 1, 1, 200, 328, 48, 40, 0),
+    ("ragged_causal", 1, 2, 1, 200, 200, 64, 64, 1),
+    ("causal_wide", 1, 1, 1, 128, 300, 64, 64, 1),  # keys 128..299 follow every query: zero dK, dV
+]
+
+
+def vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+def model(name, b, hq, hkv, sq, sk, d, dv, causal, scale):
+    shapes = {"Q": (b, hq, sq, d), "K": (b, hkv, sk, d), "V": (b, hkv, sk, dv), "O": (b, hq, sq, dv),
+              "dO": (b, hq, sq, dv), "LSE": (b, hq, sq, 1)}
+    node = helper.make_node("AttentionGrad", list(shapes), ["dQ", "dK", "dV"], domain="tern", scale=scale,
+                            causal=causal, kv_rep=hq // hkv)
+    g = helper.make_graph([node], name, [vi(n, s) for n, s in shapes.items()],
+                          [vi("dQ", shapes["Q"]), vi("dK", shapes["K"]), vi("dV", shapes["V"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("tern", 1)])
+    onnx.save(m, f"{D_}/{name}.onnx")
+
+
+def unfused(name, bh, s, d, scale):
+    """The backward of one attention block as separate ops (softmax recomputed from Q K^T, delta given)."""
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["Q", "KT"], ["s"]), n("Mul", ["s", "scale"], ["ss"]), n("Softmax", ["ss"], ["p"], axis=-1),
+        n("Transpose", ["p"], ["pT"], perm=[0, 2, 1]), n("MatMul", ["pT", "dO"], ["dV"]),
+        n("MatMul", ["dO", "VT"], ["dp"]), n("Sub", ["dp", "delta"], ["dpd"]), n("Mul", ["p", "dpd"], ["ds0"]),
+        n("Mul", ["ds0", "scale"], ["ds"]), n("MatMul", ["ds", "K"], ["dQ"]),
+        n("Transpose", ["ds"], ["dsT"], perm=[0, 2, 1]), n("MatMul", ["dsT", "Q"], ["dK"]),
+    ]
+    ins = [vi("Q", (bh, s, d)), vi("KT", (bh, d, s)), vi("VT", (bh, d, s)), vi("K", (bh, s, d)),
+           vi("dO", (bh, s, d)), vi("delta", (bh, s, 1))]
+    init = [helper.make_tensor("scale", TensorProto.FLOAT, [], [scale])]
+    g = helper.make_graph(nodes, name, ins, [vi("dQ", (bh, s, d)), vi("dK", (bh, s, d)), vi("dV", (bh, s, d))],
+                          initializer=init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), f"{D_}/unfused_{name}.onnx")
+
+
+rng = np.random.default_rng(15)
+with open(f"{D_}/cases.txt", "w") as cases:
+    for name, b, hq, hkv, sq, sk, d, dv, causal in CASES:
+        scale = float(np.float32(1.0 / np.sqrt(d)))
+        model(name, b, hq, hkv, sq, sk, d, dv, causal, scale)
+        rep = hq // hkv
+        q = torch.tensor(rng.standard_normal((b, hq, sq, d)), dtype=torch.float64, requires_grad=True)
+        k = torch.tensor(rng.standard_normal((b, hkv, sk, d)), dtype=torch.float64, requires_grad=True)
+        v = torch.tensor(rng.standard_normal((b, hkv, sk, dv)), dtype=torch.float64, requires_grad=True)
+        # the float32 values the device and the host reference read, so the reference sees the same operands
+        for t in (q, k, v):
+            t.data = t.data.float().double()
+        go = torch.tensor(rng.standard_normal((b, hq, sq, dv)).astype(np.float32), dtype=torch.float64)
+        s = (q @ k.repeat_interleave(rep, dim=1).transpose(-1, -2)) * scale
+        if causal:
+            s = s.masked_fill(torch.ones(sq, sk, dtype=torch.bool).triu(1), float("-inf"))
+        lse = torch.logsumexp(s, dim=-1, keepdim=True)
+        o = torch.softmax(s, dim=-1) @ v.repeat_interleave(rep, dim=1)
+        o.backward(go)
+        vals = {"Q": q, "K": k, "V": v, "O": o, "dO": go, "LSE": lse}
+        for nm, t in vals.items():
+            np.save(f"{D_}/{name}.{nm}.npy", t.detach().numpy().astype(np.float32))
+        for nm, t in (("dQ", q.grad), ("dK", k.grad), ("dV", v.grad)):
+            np.save(f"{D_}/{name}.ref_{nm}.npy", t.numpy())
+        cases.write(f"{name} {rep} {causal}\n")
+
+# the time comparison: 4 heads of one 512 x 512 block, head size 128 (the planner's block pair at a smaller size)
+model("timing", 1, 4, 4, 512, 512, 128, 128, 0, float(np.float32(1 / np.sqrt(128))))
+unfused("timing", 4, 512, 128, float(np.float32(1 / np.sqrt(128))))
+model("too_wide", 1, 1, 1, 128, 128, 160, 160, 0, 0.08)
