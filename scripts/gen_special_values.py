@@ -110,7 +110,7 @@ def hardsigmoid(x, a, b):
 # References follow the ONNX operator definitions; where a definition is piecewise, the last branch
 # ("otherwise" / "for x >= 0") is np.where's else branch, so NaN takes it, as in ONNX's own function bodies.
 # Sin, Cos and Tan on the device: ScalarE's sin is specified on [-pi, pi] only, so Cos and Tan reduce the argument
-# with an fp32 2 pi first (src/compiler/lower_extra.c sin_any); the reduced argument's error grows as |x| 2^-24,
+# with an fp32 2 pi first (src/compiler/lower_elementwise.c sin_any); the reduced argument's error grows as |x| 2^-24,
 # so finite inputs beyond |x| = 10 are compared on the host only (inf and NaN are still checked on the device).
 LARGE = lambda x: np.isfinite(x) & (np.abs(x) > 10.0)  # noqa: E731
 UNARY = [

@@ -981,7 +981,7 @@ static int reduces_last_axis_only(cc *c, const cc_value *x)
     return ax.n == 1 && cc_norm_axis(ax.axes[0], x->rank) == x->rank - 1; /* no axes: all of them */
 }
 
-/* The conditions under which this file's rules are faster than the general ones in lower_extra.c (last-axis
+/* The conditions under which this file's rules are faster than the general ones of the family files (last-axis
  * reductions and norms, constant weights and indices). Each says why when it declines; a node without input 0
  * is taken so that the rule reports it. */
 static int softmax_row_applies(cc *c, char *why, size_t len)

@@ -1,11 +1,11 @@
-/* Layout lowerings of further ONNX ops (the table is lower_extra.c's): Trilu, Tile, Pad, DepthToSpace and
- * SpaceToDepth as strided DMAs; Resize/Upsample as one constant interpolation matrix per resized axis, computed on
+/* Layout lowerings of further ONNX ops (their rules: the array at the end, cc_rules_layout): Trilu, Tile, Pad,
+ * DepthToSpace and SpaceToDepth as strided DMAs; Resize/Upsample as one constant interpolation matrix per resized axis, computed on
  * the host as ONNX's reference does (every mode and coordinate transformation); EyeLike, OneHot and TopK. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/lower_extra_internal.h"
+#include "compiler/lower_tiles.h"
 #include "graph/graph_internal.h"
 #include "graph/op_params.h"
 
@@ -722,3 +722,16 @@ int lx_lower_topk(cc *c)
     return 1;
 }
 
+static const cc_rule layout_rules[] = {
+    {TERN_GOP_TRILU, "trilu", NULL, lx_lower_trilu},
+    {TERN_GOP_TILE, "tile.copy", NULL, lx_lower_tile},
+    {TERN_GOP_PAD, "pad.copy", NULL, lx_lower_pad},
+    {TERN_GOP_DEPTH_TO_SPACE, "depth_space.copy", NULL, lx_lower_depth_space},
+    {TERN_GOP_SPACE_TO_DEPTH, "depth_space.copy", NULL, lx_lower_depth_space},
+    {TERN_GOP_RESIZE, "resize", NULL, lx_lower_resize},
+    {TERN_GOP_UPSAMPLE, "resize", NULL, lx_lower_resize},
+    {TERN_GOP_EYE_LIKE, "eyelike", NULL, lx_lower_eyelike},
+    {TERN_GOP_ONE_HOT, "onehot", NULL, lx_lower_onehot},
+    {TERN_GOP_TOP_K, "topk", NULL, lx_lower_topk},
+};
+const cc_rule_set cc_rules_layout = CC_RULE_SET("lower_layout.c", layout_rules);

@@ -46,11 +46,11 @@ PY
 
 expect 0 "$tern" compile "$tmp/mix.onnx" -o "$tmp/mix.tern" --explain
 row() { grep -E "^[0-9]+ +$1 " "$tmp/out" || echo "(no row for $1)"; }
-for want in "pad0 +Pad +pad.copy \(lower_extra.c\)" "conv0 +Conv +conv \(lower_cnn.c\)" \
+for want in "pad0 +Pad +pad.copy \(lower_layout.c\)" "conv0 +Conv +conv \(lower_cnn.c\)" \
             "reshape0 +Reshape +view.alias \(lower.c\)" "matmul0 +MatMul +matmul.linear \(lower.c\)" \
             "softmax_last +Softmax +softmax.row \(lower.c\)$" \
-            "softmax_first +Softmax +axis.general \(lower_extra.c\) +\[passed over: softmax.row: the axis is not the last one\]" \
-            "gemm_alpha +Gemm +gemm.general \(lower_extra.c\) +\[passed over: matmul.linear: transA, alpha or beta is not the default\]"; do
+            "softmax_first +Softmax +axis.general \(lower_axis.c\) +\[passed over: softmax.row: the axis is not the last one\]" \
+            "gemm_alpha +Gemm +gemm.general \(lower_linear.c\) +\[passed over: matmul.linear: transA, alpha or beta is not the default\]"; do
     name=${want%% *}
     if row "$name" | grep -qE -- "$want"; then ok; else bad "explain row for $name: $(row "$name"), expected /$want/"; fi
 done

@@ -1,0 +1,647 @@
+/* Elementwise lowerings beyond lower.c's one-instruction cases: activations composed from ScalarE functions and
+ * VectorE ALU ops (Clip, LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softsign, PRelu, ThresholdedRelu,
+ * Shrink), more math (Mod, Floor, Ceil, Round, Cos, Tan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan, Asin, Acos, IsNaN,
+ * IsInf, Not, BitShift, Pow with a tensor exponent, n-ary Sum/Mean/Max/Min, integer Div) and Cast/CastLike in
+ * general (float to integer truncates, text casts), each as a tile program run by lx_ew_apply over fp32 (or
+ * int32) tiles of the flattened, broadcast operands. The rules here take what lower.c's special cases decline. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/lower_tiles.h"
+#include "graph/graph_internal.h"
+#include "graph/op_params.h"
+
+/* A unary elementwise op on input 0 into output 0. */
+static void unary_op(cc *c, ew_fn fn, const ew_ctx *ctx)
+{
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!x || !y)
+        return;
+    lx_ew_apply(c, &x, 1, y, fn, ctx, 0);
+}
+
+/* A binary (numpy-broadcast) elementwise op of inputs 0 and 1 into output 0. */
+static void binary_op(cc *c, ew_fn fn, const ew_ctx *ctx, int int_tiles)
+{
+    cc_value *a = cc_in(c, 0), *b = cc_in(c, 1);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!a || !b || !y)
+        return;
+    cc_value ta, tb;
+    cc_value *ba = lx_bcast(c, a, y, &ta);
+    cc_value *bb = ba ? lx_bcast(c, b, y, &tb) : NULL;
+    if (ba && bb) {
+        cc_value *xs[2] = {ba, bb};
+        lx_ew_apply(c, xs, 2, y, fn, ctx, int_tiles);
+    }
+    if (bb)
+        lx_bcast_free(c, &tb, bb);
+    if (ba)
+        lx_bcast_free(c, &ta, ba);
+}
+
+static float attr_f(cc *c, const char *name, float dflt) { return tern_graph_attr_float(cc_node(c), name, dflt); }
+
+/* -- the elementwise lx_tile programs --
+ * IEEE special values: VectorE's max and min are maxNum/minNum (a NaN operand loses, docs/isa-semantics.md) and a
+ * mask product x * (x > t) turns inf into NaN (inf * 0), so the programs below compute ONNX's piecewise
+ * definitions with compares and select (which copies the chosen bits: NaN, inf and the sign of zero survive),
+ * and where a max/min clamp must stay, put the NaN back afterwards (nan_keep). */
+
+/* o = isnan(x) ? x : o; t is scratch. */
+static void nan_keep(cc *c, tern_view o, tern_view x, tern_view t)
+{
+    lx_tt(c, t, x, x, TERN_ALU_NOT_EQ);
+    tern_kernel_select(c->k, o, t, x, o);
+}
+
+/* o = (o == 0) ? x * 0 : o, so a zero result takes x's sign, as floor, ceil and round of a negative x do (for
+ * the finite x that reach it: a big or non-finite x is selected whole before). t is scratch. */
+static void zero_sign_of(cc *c, tern_view o, tern_view x, tern_view t, tern_view u)
+{
+    lx_ts(c, t, o, TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, u, x, TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, t, u, o);
+}
+
+static void f_leaky(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* x < 0 ? alpha * x : x (NaN and -0 take the second branch, as the definition's "x >= 0" branch is x) */
+    lx_ts(c, s[0], in[0], TERN_ALU_MULT, x->a, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[1], s[0], in[0]);
+}
+
+static void f_elu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* gamma * (max(x, 0) + alpha * (exp(min(x, 0) / theta) - 1)); Elu: theta 1, gamma 1; Celu: theta alpha */
+    lx_ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_act(c, s[0], s[0], TERN_ACT_EXP, x->b);
+    lx_ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_MULT, x->a);
+    lx_ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+    if (x->g != 1.0f)
+        lx_ts(c, o, o, TERN_ALU_MULT, x->g, TERN_ALU_BYPASS, 0.0f);
+    nan_keep(c, o, in[0], s[0]); /* the min/max split drops a NaN */
+}
+
+static void f_hardsigmoid(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* max(0, min(1, alpha * x + beta)), times x for HardSwish */
+    tern_view t = x->flag ? s[0] : o;
+    lx_ts(c, t, in[0], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
+    lx_ts(c, t, t, TERN_ALU_MIN, 1.0f, TERN_ALU_MAX, 0.0f);
+    if (!x->flag) /* HardSwish needs none: x * t is NaN for a NaN x whatever t is */
+        nan_keep(c, t, in[0], s[1]);
+    if (x->flag)
+        lx_tt(c, o, in[0], t, TERN_ALU_MULT);
+}
+
+static void f_softsign(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* x / (1 + |x|) */
+    (void)x;
+    lx_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
+}
+
+static void f_thresholded(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* x > alpha ? x : 0 (a select: x * mask would give NaN for -inf and -0 for negative x) */
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], s[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* +0: the mask is 0 or 1 */
+    tern_kernel_select(c->k, o, s[0], in[0], s[1]);
+}
+
+static void f_shrink(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* x < -lambd ? x + bias : x > lambd ? x - bias : 0, as two selects (masks times +-inf would be NaN) */
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], in[0], TERN_ALU_SUBTRACT, x->b, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[2], s[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* +0 */
+    tern_kernel_select(c->k, o, s[0], s[1], s[2]);
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_LT, -x->a, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], in[0], TERN_ALU_ADD, x->b, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[0], s[1], o);
+}
+
+static void f_clip(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{
+    lx_ts(c, o, in[0], TERN_ALU_MAX, x->a, TERN_ALU_MIN, x->b);
+    nan_keep(c, o, in[0], s[0]);
+}
+
+static void f_prelu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* x < 0 ? slope * x : x (a select: slope * min(x, 0) is NaN for x >= 0 and an infinite slope) */
+    (void)x;
+    lx_tt(c, s[0], in[0], in[1], TERN_ALU_MULT);
+    lx_ts(c, s[1], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[1], s[0], in[0]);
+}
+
+static void f_not(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{
+    (void)x;
+    (void)s;
+    lx_ts(c, o, in[0], TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
+}
+
+static void f_isnan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{
+    (void)x;
+    (void)s;
+    lx_tt(c, o, in[0], in[0], TERN_ALU_NOT_EQ);
+}
+
+static void f_isinf(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* (detect_positive && x == inf) || (detect_negative && x == -inf) */
+    lx_ts(c, o, in[0], TERN_ALU_IS_EQ, INFINITY, TERN_ALU_MULT, x->a);
+    lx_ts(c, s[0], in[0], TERN_ALU_IS_EQ, -INFINITY, TERN_ALU_MULT, x->b);
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+}
+
+static void f_floor_ceil(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* t = x - fmod(x, 1) (truncation); floor = t - (x < t), ceil = t + (x > t). |x| >= 2^23 (inf included, where
+   * fmod gives NaN) is an integer already and is taken whole; a zero result takes x's sign (ceil(-0.5) = -0). */
+    lx_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, s[0], in[0], s[0], TERN_ALU_SUBTRACT);
+    lx_tt(c, s[1], in[0], s[0], x->flag ? TERN_ALU_IS_GT : TERN_ALU_IS_LT);
+    lx_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
+    zero_sign_of(c, o, in[0], s[0], s[1]);
+    lx_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[0], in[0], o);
+}
+
+static void f_round(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* half to even: (|x| + 2^23) - 2^23 rounds in fp32 (RNE) for |x| < 2^23; larger values are integers already */
+    (void)x;
+    lx_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    lx_ts(c, s[1], s[0], TERN_ALU_ADD, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], s[1], TERN_ALU_SUBTRACT, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[2], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, s[1], s[2], s[0], s[1]);
+    lx_act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
+    lx_tt(c, o, s[1], s[2], TERN_ALU_MULT);
+    zero_sign_of(c, o, in[0], s[0], s[1]); /* round(-0.3) = -0; ScalarE's sign turns -0 into +0 */
+}
+
+/* sin(u) for any u: ScalarE's sin is valid on [-pi, pi], so u is reduced first: ((u + pi) mod 2pi) - pi. */
+static void sin_any(cc *c, tern_view o, tern_view u, float shift, const tern_view *s)
+{
+    const float pi = 3.14159265358979f, two_pi = 6.28318530717959f;
+    lx_ts(c, s[1], u, TERN_ALU_ADD, shift + pi, TERN_ALU_MOD, two_pi);
+    lx_ts(c, s[2], s[1], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, two_pi); /* fmod keeps the sign of u */
+          lx_tt(c, s[1], s[1], s[2], TERN_ALU_ADD);
+    lx_ts(c, s[1], s[1], TERN_ALU_SUBTRACT, pi, TERN_ALU_MAX, -pi);
+    lx_ts(c, s[1], s[1], TERN_ALU_MIN, pi, TERN_ALU_BYPASS, 0.0f);
+    lx_act(c, o, s[1], TERN_ACT_SIN, 1.0f);
+}
+
+static void f_cos(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* the reduction's clamps to [-pi, pi] drop NaN (and fmod(inf) = NaN is clamped): put it back */
+    (void)x;
+    sin_any(c, o, in[0], 1.57079632679490f, s);
+    lx_ts(c, s[0], in[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* 0 for finite x, NaN for inf, NaN */
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+}
+
+static void f_tan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{
+    (void)x;
+    sin_any(c, o, in[0], 1.57079632679490f, s); /* cos */
+    sin_any(c, s[0], in[0], 0.0f, s);          /* sin */
+    lx_tt(c, o, s[0], o, TERN_ALU_DIVIDE);
+    lx_ts(c, s[0], in[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* NaN for inf and NaN (clamped above) */
+    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+}
+
+static void f_sinh_cosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* (e^x -+ e^-x) / 2 */
+    lx_act(c, s[0], in[0], TERN_ACT_EXP, 1.0f);
+    lx_act(c, s[1], in[0], TERN_ACT_EXP, -1.0f);
+    lx_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
+    lx_ts(c, o, o, TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
+}
+
+static void f_asinh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* sign(x) * ln(|x| + sqrt(x^2 + 1)) */
+    (void)x;
+    lx_act(c, s[0], in[0], TERN_ACT_SQUARE, 1.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
+    lx_act(c, s[1], in[0], TERN_ACT_ABS, 1.0f);
+    lx_tt(c, s[0], s[0], s[1], TERN_ALU_ADD);
+    lx_act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
+    lx_act(c, s[1], in[0], TERN_ACT_SIGN, 1.0f);
+    lx_tt(c, o, s[0], s[1], TERN_ALU_MULT);
+    /* x^2 overflows from |x| ~ 2^64 on: for |x| >= 2^12, asinh(x) = sign(x) (ln|x| + ln 2) within 2^-26 */
+    lx_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    lx_act(c, s[1], s[0], TERN_ACT_LOG, 1.0f);
+    lx_ts(c, s[1], s[1], TERN_ALU_ADD, 0.693147182f, TERN_ALU_BYPASS, 0.0f);
+    lx_act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
+    lx_tt(c, s[1], s[1], s[2], TERN_ALU_MULT);
+    lx_ts(c, s[2], s[0], TERN_ALU_IS_GE, 4096.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[2], s[1], o);
+}
+
+static void f_acosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* ln(x + sqrt(x^2 - 1)) */
+    (void)x;
+    lx_act(c, s[0], in[0], TERN_ACT_SQUARE, 1.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
+    lx_tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
+    lx_act(c, o, s[0], TERN_ACT_LOG, 1.0f);
+    /* x^2 overflows from |x| ~ 2^64 on: for |x| >= 2^12, acosh(x) = ln x + ln 2 within 2^-26 (NaN for x < 0) */
+    lx_act(c, s[0], in[0], TERN_ACT_LOG, 1.0f);
+    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 0.693147182f, TERN_ALU_BYPASS, 0.0f);
+    lx_act(c, s[1], in[0], TERN_ACT_ABS, 1.0f);
+    lx_ts(c, s[1], s[1], TERN_ALU_IS_GE, 4096.0f, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_select(c->k, o, s[1], s[0], o);
+}
+
+static void f_atanh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* 0.5 * ln((1 + x) / (1 - x)) */
+    (void)x;
+    lx_ts(c, s[0], in[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_ts(c, s[1], in[0], TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
+    lx_tt(c, s[0], s[0], s[1], TERN_ALU_DIVIDE);
+    lx_act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
+    lx_ts(c, o, s[0], TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
+}
+
+static void f_mod(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* fmod; for fmod = 0 (integers) the result takes the divisor's sign: r + b where r * b < 0 */
+    lx_tt(c, o, in[0], in[1], TERN_ALU_MOD);
+    if (!x->flag) {
+        lx_tt(c, s[0], o, in[1], TERN_ALU_MULT);
+        lx_ts(c, s[0], s[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+        lx_tt(c, s[0], s[0], in[1], TERN_ALU_MULT);
+        lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+    }
+}
+
+static void f_binop(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{
+    (void)s;
+    tern_kernel_tensor_tensor(c->k, x->op == TERN_ALU_POW ? TERN_ENGINE_GPSIMD : VE, o, in[0], in[1], x->op);
+}
+
+/* ---- elementwise lowerings ---- */
+
+int lx_need_float(cc *c, cc_value *x)
+{
+    if (x && !tern_dtype_is_float(x->dt)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s on a non-float tensor (%s)", cc_node(c)->op, tern_dtype_name(x->dt));
+        return 0;
+    }
+    return 1;
+}
+
+static int lower_activation(cc *c)
+{
+    const tern_op_id id = (tern_op_id)cc_node(c)->op_id;
+    ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
+    ew_fn fn = NULL;
+    if (!lx_need_float(c, cc_in(c, 0)))
+        return 1;
+    if (id == TERN_GOP_LEAKY_RELU) {
+        x.a = attr_f(c, "alpha", 0.01f);
+        fn = f_leaky;
+    } else if (id == TERN_GOP_ELU) {
+        x.a = attr_f(c, "alpha", 1.0f);
+        x.b = 1.0f;
+        fn = f_elu;
+    } else if (id == TERN_GOP_CELU) {
+        x.a = attr_f(c, "alpha", 1.0f);
+        x.b = 1.0f / x.a;
+        fn = f_elu;
+    } else if (id == TERN_GOP_SELU) {
+        x.a = attr_f(c, "alpha", 1.67326319217681884765625f);
+        x.g = attr_f(c, "gamma", 1.05070102214813232421875f);
+        x.b = 1.0f;
+        fn = f_elu;
+    } else if (id == TERN_GOP_HARD_SIGMOID || id == TERN_GOP_HARD_SWISH) {
+        x.flag = id == TERN_GOP_HARD_SWISH;
+        x.a = x.flag ? 1.0f / 6.0f : attr_f(c, "alpha", 0.2f);
+        x.b = x.flag ? 0.5f : attr_f(c, "beta", 0.5f);
+        fn = f_hardsigmoid;
+    } else if (id == TERN_GOP_SOFTSIGN) {
+        fn = f_softsign;
+    } else if (id == TERN_GOP_THRESHOLDED_RELU) {
+        x.a = attr_f(c, "alpha", 1.0f);
+        fn = f_thresholded;
+    } else if (id == TERN_GOP_SHRINK) {
+        x.a = attr_f(c, "lambd", 0.5f);
+        x.b = attr_f(c, "bias", 0.0f);
+        fn = f_shrink;
+    } else if (id == TERN_GOP_FLOOR || id == TERN_GOP_CEIL) {
+        x.flag = id == TERN_GOP_CEIL;
+        fn = f_floor_ceil;
+    } else if (id == TERN_GOP_ROUND) {
+        fn = f_round;
+    } else if (id == TERN_GOP_COS) {
+        fn = f_cos;
+    } else if (id == TERN_GOP_TAN) {
+        fn = f_tan;
+    } else if (id == TERN_GOP_SINH || id == TERN_GOP_COSH) {
+        x.flag = id == TERN_GOP_COSH;
+        fn = f_sinh_cosh;
+    } else if (id == TERN_GOP_ASINH) {
+        fn = f_asinh;
+    } else if (id == TERN_GOP_ACOSH) {
+        fn = f_acosh;
+    } else if (id == TERN_GOP_ATANH) {
+        fn = f_atanh;
+    } else if (id == TERN_GOP_IS_NAN) {
+        fn = f_isnan;
+    } else if (id == TERN_GOP_IS_INF) {
+        x.a = (float)tern_graph_attr_int(cc_node(c), "detect_positive", 1);
+        x.b = (float)tern_graph_attr_int(cc_node(c), "detect_negative", 1);
+        fn = f_isinf;
+    }
+    if (fn)
+        unary_op(c, fn, &x);
+    return 1;
+}
+
+static int lower_not(cc *c)
+{
+    ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
+    unary_op(c, f_not, &x);
+    return 1;
+}
+
+/* A compile-time scalar from input k (or the attribute of older opsets); *have = 0 when absent. */
+int lx_const_scalar_in(cc *c, int k, const char *attr, float *v, int *have)
+{
+    *have = 0;
+    cc_value *x = cc_in(c, k);
+    if (cc_in_id(c, k) >= 0) {
+        if (!x || !x->is_const_scalar) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "input %d of %s must be a compile-time scalar", k, cc_node(c)->op);
+            return 0;
+        }
+        *v = (float)x->const_scalar;
+        *have = 1;
+    } else if (attr && tern_graph_node_attr(cc_node(c), attr)) {
+        *v = tern_graph_attr_float(cc_node(c), attr, 0.0f);
+        *have = 1;
+    }
+    return 1;
+}
+
+static int lower_clip(cc *c)
+{
+    ew_ctx x = {cc_node(c), -INFINITY, INFINITY, 1, 0, TERN_ALU_BYPASS};
+    int h;
+    float v;
+    if (!lx_const_scalar_in(c, 1, "min", &v, &h))
+        return 1;
+    if (h)
+        x.a = v;
+    if (!lx_const_scalar_in(c, 2, "max", &v, &h))
+        return 1;
+    if (h)
+        x.b = v;
+    unary_op(c, f_clip, &x);
+    return 1;
+}
+
+static int lower_prelu(cc *c)
+{
+    ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
+    if (!lx_need_float(c, cc_in(c, 0)))
+        return 1;
+    binary_op(c, f_prelu, &x, 0);
+    return 1;
+}
+
+static int lower_mod(cc *c)
+{
+    ew_ctx x = {cc_node(c), 0, 0, 1, (int)tern_graph_attr_int(cc_node(c), "fmod", 0), TERN_ALU_BYPASS};
+    binary_op(c, f_mod, &x, 0);
+    return 1;
+}
+
+static int lower_bitshift(cc *c)
+{
+    const char *dir = tern_graph_attr_string(cc_node(c), "direction", "");
+    ew_ctx x = {cc_node(c), 0, 0, 1, 0, !strcmp(dir, "LEFT") ? TERN_ALU_SHIFT_LEFT : TERN_ALU_SHIFT_RIGHT};
+    if (strcmp(dir, "LEFT") && strcmp(dir, "RIGHT")) {
+        cc_fail(c, TERN_ERR_INVALID, "BitShift direction '%s' (LEFT or RIGHT)", dir);
+        return 1;
+    }
+    binary_op(c, f_binop, &x, 1);
+    return 1;
+}
+
+static int lower_pow_tensor(cc *c)
+{
+    ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_POW};
+    binary_op(c, f_binop, &x, 0);
+    return 1;
+}
+
+/* Sum, Mean, Max, Min over any number of broadcast inputs. */
+static int lower_nary(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    tern_alu_op op = n->op_id == TERN_GOP_MAX ? TERN_ALU_MAX : n->op_id == TERN_GOP_MIN ? TERN_ALU_MIN : TERN_ALU_ADD;
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!y)
+        return 1;
+    int m = 0;
+    for (int k = 0; k < n->n_inputs && cc_ok(c); k++) {
+        cc_value *x = cc_in(c, k), t;
+        if (!x)
+            continue;
+        cc_value *b = lx_bcast(c, x, y, &t);
+        if (!b)
+            return 1;
+        uint64_t N = y->numel;
+        if (m == 0)
+            cc_copy(c, cc_view2d(c, y, 0, 1, N, N), cc_view2d(c, b, 0, 1, N, N));
+        else
+            tern_lib_binary(c->k, cc_view2d(c, y, 0, 1, N, N), cc_view2d(c, y, 0, 1, N, N),
+                            cc_view2d(c, b, 0, 1, N, N), op);
+        lx_bcast_free(c, &t, b);
+        m++;
+    }
+    if (n->op_id == TERN_GOP_MEAN && m > 1)
+        tern_lib_scalar(c->k, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, y, 0, 1, y->numel, y->numel),
+                        TERN_ALU_MULT, 1.0f / (float)m);
+    return 1;
+}
+
+/* ---- casts ---- */
+
+static void f_trunc(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* toward zero: x - fmod(x, 1) */
+    (void)x;
+    lx_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    lx_tt(c, o, in[0], s[0], TERN_ALU_SUBTRACT);
+}
+
+/* Cast between text (ONNX string) and float32: GpSimd's text_parse / text_format on SBUF tiles of up to 128 x
+ * TEXT_TILE elements, each element a TERN_EXE_TEXT_CELL-byte cell on the text side. */
+enum { TEXT_TILE = 32 };
+static void lower_cast_text(cc *c, cc_value *x, cc_value *y, int parse)
+{
+    const uint64_t W = TERN_EXE_TEXT_CELL, n = parse ? y->numel : x->numel;
+    uint64_t w = n < TEXT_TILE ? n : TEXT_TILE, R = w ? n / w : 0, rem = w ? n % w : 0;
+    uint64_t nblocks = (R + PARTS - 1) / PARTS + (rem ? 1 : 0);
+    for (uint64_t blk = 0; blk < nblocks && cc_ok(c); blk++) {
+        uint64_t r0 = blk * PARTS < R ? blk * PARTS : R, off;
+        uint32_t p, e;
+        if (r0 >= R) { /* the ragged tail: one row */
+            p = 1, e = (uint32_t)rem, off = R * w;
+        } else {
+            p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS), e = (uint32_t)w, off = r0 * w;
+        }
+        tern_view txt = tern_kernel_sbuf(c->k, TERN_DTYPE_UINT8, p, (uint32_t)(e * W), "text");
+        tern_view num = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, e, "text_num");
+        if (parse) {
+            tern_kernel_load(c->k, txt, cc_view2d(c, x, off * W, p, e * W, e * W));
+            tern_kernel_text_parse(c->k, num, txt, (unsigned)W);
+            tern_kernel_store(c->k, cc_view2d(c, y, off, p, e, e), num);
+        } else {
+            tern_kernel_load(c->k, num, cc_view2d(c, x, off, p, e, e));
+            tern_kernel_text_format(c->k, txt, num, (unsigned)W);
+            tern_kernel_store(c->k, cc_view2d(c, y, off * W, p, e * W, e * W), txt);
+        }
+        tern_kernel_release(c->k, txt);
+        tern_kernel_release(c->k, num);
+    }
+}
+
+/* Cast and CastLike: a DMA converts between device formats (floats round to nearest even); float to integer
+ * truncates toward zero first, as ONNX (C casts) does. Text: lower_cast_text. */
+static int lower_cast_any(cc *c)
+{
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!x || !y)
+        return 1;
+    int text_in = tern_graph_value_at(c->g, cc_in_id(c, 0))->type == TERN_ELEM_STRING;
+    int text_out = tern_graph_value_at(c->g, cc_out_id(c, 0))->type == TERN_ELEM_STRING;
+    if (text_in != text_out) {
+        lower_cast_text(c, x, y, text_in);
+        return 1;
+    }
+    if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(y->dt)) {
+        ew_ctx e = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
+        lx_ew_apply(c, &x, 1, y, f_trunc, &e, 0);
+        return 1;
+    }
+    cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, x, 0, 1, x->numel, x->numel));
+    return 1;
+}
+
+/* ---- inverse trigonometry ---- */
+
+/* atan(u) for any u: z = min(|u|, 1/|u|) in [0, 1], atan(z) = z * P(z^2) (Abramowitz & Stegun 4.4.49, absolute
+ * error below 2e-8), pi/2 - atan(z) when |u| > 1, and u's sign. s[0..2] are used; o may not alias u. */
+static void atan_any(cc *c, tern_view o, tern_view u, const tern_view *s)
+{
+    static const float a[8] = {-0.3333314528f, 0.1999355085f, -0.1420889944f, 0.1065626393f,
+                               -0.0752896400f, 0.0429096138f, -0.0161657367f, 0.0028662257f};
+    lx_act(c, s[0], u, TERN_ACT_ABS, 1.0f);
+    lx_ts(c, s[1], s[0], TERN_ALU_IS_GT, 1.0f, TERN_ALU_BYPASS, 0.0f); /* big */
+          tern_kernel_reciprocal(c->k, s[2], s[0]);
+    tern_kernel_select(c->k, s[0], s[1], s[2], s[0]);                 /* z */
+    lx_act(c, s[2], s[0], TERN_ACT_SQUARE, 1.0f);                        /* t = z^2 */
+    lx_ts(c, o, s[2], TERN_ALU_MULT, a[7], TERN_ALU_BYPASS, 0.0f);
+    for (int i = 6; i >= 0; i--)
+        tern_kernel_scalar_tensor_tensor(c->k, o, o, TERN_ALU_ADD, a[i], TERN_ALU_MULT, s[2]);
+    tern_kernel_scalar_tensor_tensor(c->k, o, o, TERN_ALU_ADD, 1.0f, TERN_ALU_MULT, s[0]); /* atan(z) */
+    lx_ts(c, s[2], o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
+    tern_kernel_select(c->k, o, s[1], s[2], o);
+    lx_act(c, s[2], u, TERN_ACT_SIGN, 1.0f);
+    lx_tt(c, o, o, s[2], TERN_ALU_MULT);
+}
+
+static void f_atan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{
+    (void)x;
+    atan_any(c, o, in[0], s);
+}
+
+static void f_asin_acos(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* asin(v) = atan(v / sqrt(1 - v^2)); acos = pi/2 - asin */
+    lx_act(c, o, in[0], TERN_ACT_SQUARE, 1.0f);
+    lx_ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
+    lx_act(c, o, o, TERN_ACT_SQRT, 1.0f);
+    lx_tt(c, o, in[0], o, TERN_ALU_DIVIDE);
+    tern_kernel_tensor_copy(c->k, VE, in[0], o); /* the input lx_tile is free now: atan reads from it */
+    atan_any(c, o, in[0], s);
+    if (x->flag)
+        lx_ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
+}
+
+static int lower_atrig(cc *c)
+{
+    const tern_op_id id = (tern_op_id)cc_node(c)->op_id;
+    ew_ctx x = {cc_node(c), 0, 0, 1, id == TERN_GOP_ACOS, TERN_ALU_BYPASS};
+    if (!lx_need_float(c, cc_in(c, 0)))
+        return 1;
+    unary_op(c, id == TERN_GOP_ATAN ? f_atan : f_asin_acos, &x);
+    return 1;
+}
+
+/* ---- integer division ---- */
+
+static void f_div(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+{ /* a / b in fp32; integer results truncate toward zero (C, numpy's int division for ONNX) */
+    lx_tt(c, x->flag ? s[1] : o, in[0], in[1], TERN_ALU_DIVIDE);
+    if (x->flag) {
+        lx_ts(c, s[0], s[1], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+        lx_tt(c, o, s[1], s[0], TERN_ALU_SUBTRACT);
+    }
+}
+
+static int lower_div(cc *c)
+{
+    ew_ctx x = {cc_node(c), 0, 0, 1, !tern_dtype_is_float(cc_out_dtype(c, 0)), TERN_ALU_BYPASS};
+    binary_op(c, f_div, &x, 0);
+    return 1;
+}
+
+static const cc_rule elementwise_rules[] = {
+    {TERN_GOP_LEAKY_RELU, "activation", NULL, lower_activation},
+    {TERN_GOP_ELU, "activation", NULL, lower_activation},
+    {TERN_GOP_CELU, "activation", NULL, lower_activation},
+    {TERN_GOP_SELU, "activation", NULL, lower_activation},
+    {TERN_GOP_HARD_SIGMOID, "activation", NULL, lower_activation},
+    {TERN_GOP_HARD_SWISH, "activation", NULL, lower_activation},
+    {TERN_GOP_SOFTSIGN, "activation", NULL, lower_activation},
+    {TERN_GOP_THRESHOLDED_RELU, "activation", NULL, lower_activation},
+    {TERN_GOP_SHRINK, "activation", NULL, lower_activation},
+    {TERN_GOP_FLOOR, "activation", NULL, lower_activation},
+    {TERN_GOP_CEIL, "activation", NULL, lower_activation},
+    {TERN_GOP_ROUND, "activation", NULL, lower_activation},
+    {TERN_GOP_COS, "activation", NULL, lower_activation},
+    {TERN_GOP_TAN, "activation", NULL, lower_activation},
+    {TERN_GOP_SINH, "activation", NULL, lower_activation},
+    {TERN_GOP_COSH, "activation", NULL, lower_activation},
+    {TERN_GOP_ASINH, "activation", NULL, lower_activation},
+    {TERN_GOP_ACOSH, "activation", NULL, lower_activation},
+    {TERN_GOP_ATANH, "activation", NULL, lower_activation},
+    {TERN_GOP_IS_NAN, "activation", NULL, lower_activation},
+    {TERN_GOP_IS_INF, "activation", NULL, lower_activation},
+    {TERN_GOP_ATAN, "atrig.series", NULL, lower_atrig},
+    {TERN_GOP_ASIN, "atrig.series", NULL, lower_atrig},
+    {TERN_GOP_ACOS, "atrig.series", NULL, lower_atrig},
+    {TERN_GOP_CLIP, "clip", NULL, lower_clip},
+    {TERN_GOP_P_RELU, "prelu", NULL, lower_prelu},
+    {TERN_GOP_NOT, "not", NULL, lower_not},
+    {TERN_GOP_MOD, "mod", NULL, lower_mod},
+    {TERN_GOP_DIV, "div.any", NULL, lower_div},
+    {TERN_GOP_BIT_SHIFT, "bitshift", NULL, lower_bitshift},
+    {TERN_GOP_POW, "pow.tensor", NULL, lower_pow_tensor},
+    {TERN_GOP_SUM, "nary", NULL, lower_nary},
+    {TERN_GOP_MEAN, "nary", NULL, lower_nary},
+    {TERN_GOP_MAX, "nary", NULL, lower_nary},
+    {TERN_GOP_MIN, "nary", NULL, lower_nary},
+    {TERN_GOP_CAST, "cast.any", NULL, lower_cast_any},
+    {TERN_GOP_CAST_LIKE, "cast.any", NULL, lower_cast_any},
+};
+const cc_rule_set cc_rules_elementwise = CC_RULE_SET("lower_elementwise.c", elementwise_rules);

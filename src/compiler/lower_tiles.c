@@ -1,0 +1,265 @@
+/* Tile helpers shared by the family lowering files (lower_elementwise.c, lower_reduce.c, lower_axis.c,
+ * lower_linear.c, lower_norm.c, lower_index.c, lower_layout.c): scratch values shaped like a tensor, strided
+ * copies of up to CC_MAX_RANK dims in one or a few DMAs, numpy broadcasting materialised by zero-stride copies,
+ * moving axes innermost and back, [p, w] SBUF tiles and their VectorE / ScalarE one-liners, and the elementwise
+ * driver (lx_ew_apply) that runs a tile program over the flattened tensors in blocks of 128 x CHUNK.
+ *
+ * How the general lowerings work: an op over an axis (reductions, arg-reductions, softmaxes, scans) first moves
+ * that axis (or those axes) innermost with one strided DMA into a scratch tensor, works on [rows, cols] tiles of
+ * 128 partitions, and moves the result back; elementwise ops materialise broadcasts with zero-stride DMAs and work
+ * on fp32 tiles of the flattened tensor. Scalar operands that ONNX passes as inputs (Clip's min and max, Pad's
+ * pads, CumSum's axis, TopK's k...) must be compile-time constants, as every shape-like input must. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/lower_tiles.h"
+#include "graph/graph_internal.h"
+#include "graph/op_params.h"
+
+/* ---- shapes ---- */
+
+/* A scratch tensor shaped like (rank, dims), not bound to a graph value; release with lx_tmp_free. */
+cc_value *lx_tmp_value(cc *c, cc_value *t, tern_dtype dt, int rank, const int64_t *dims)
+{
+    memset(t, 0, sizeof *t);
+    t->dt = dt;
+    t->rank = rank;
+    t->numel = 1;
+    for (int d = 0; d < rank; d++) {
+        t->dims[d] = dims[d];
+        t->numel *= (uint64_t)dims[d];
+    }
+    t->owner = -1;
+    t->flat = cc_temp(c, dt, 1, t->numel ? t->numel : 1);
+    t->placed = t->flat.region >= 0;
+    return t->placed ? t : NULL;
+}
+
+void lx_tmp_free(cc *c, cc_value *t)
+{
+    if (t && t->placed && t->flat.region >= 0)
+        tern_kernel_release(c->k, t->flat);
+    if (t)
+        t->placed = 0;
+}
+
+/* ---- strided copies ---- */
+
+/* dst[i] = src[i] over an n-d index space: dst at element dst_off with strides dst_st, src at src_off with src_st
+ * (zero strides broadcast, negative strides reverse). Dims that are contiguous with each other in both are
+ * merged; what still exceeds the DMA pattern (a partition dim and four free dims) is split into several DMAs
+ * along the outermost dims. */
+void lx_copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc_value *src, int64_t src_off,
+                const int64_t *src_st, int rank, const int64_t *dims)
+{
+    int64_t od[CC_MAX_RANK + 2], ds[CC_MAX_RANK + 2], ss[CC_MAX_RANK + 2];
+    int n = 0;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 0)
+            return;
+        if (dims[d] == 1)
+            continue;
+        if (n > 0 && ds[n - 1] == dst_st[d] * dims[d] && ss[n - 1] == src_st[d] * dims[d]) {
+            od[n - 1] *= dims[d];
+            ds[n - 1] = dst_st[d];
+            ss[n - 1] = src_st[d];
+        } else {
+            od[n] = dims[d];
+            ds[n] = dst_st[d];
+            ss[n] = src_st[d];
+            n++;
+        }
+    }
+    if (n == 0) {
+        od[0] = 1;
+        ds[0] = ss[0] = 1;
+        n = 1;
+    }
+    if (n > 5 || (n == 5 && od[0] > 65535)) { /* split the outermost dim */
+        for (int64_t i = 0; i < od[0] && cc_ok(c); i++)
+            lx_copy_nd(c, dst, dst_off + i * ds[0], ds + 1, src, src_off + i * ss[0], ss + 1, n - 1, od + 1);
+        return;
+    }
+    uint32_t parts = 1;
+    int64_t dps = 0, sps = 0;
+    int first = 0;
+    if (n == 5 || (n > 1 && od[0] <= 65535)) {
+        parts = (uint32_t)od[0];
+        dps = ds[0];
+        sps = ss[0];
+        first = 1;
+    }
+    uint32_t nums[4];
+    int32_t dsteps[4], ssteps[4];
+    for (int d = first; d < n; d++) {
+        if (od[d] > UINT32_MAX || llabs(ds[d]) > INT32_MAX || llabs(ss[d]) > INT32_MAX) {
+            cc_fail(c, TERN_ERR_RANGE, "a copy dimension of %lld exceeds the access pattern", (long long)od[d]);
+            return;
+        }
+        nums[d - first] = (uint32_t)od[d];
+        dsteps[d - first] = (int32_t)ds[d];
+        ssteps[d - first] = (int32_t)ss[d];
+    }
+    if (dst_off < 0 || src_off < 0) {
+        cc_fail(c, TERN_ERR_RANGE, "a copy starts before its tensor");
+        return;
+    }
+    tern_view dv = cc_view(c, dst, (uint64_t)dst_off, parts, dps, (unsigned)(n - first), nums, dsteps);
+    tern_view sv = cc_view(c, src, (uint64_t)src_off, parts, sps, (unsigned)(n - first), nums, ssteps);
+    cc_copy(c, dv, sv);
+}
+
+/* Contiguous dst (shape dims) from src read at src_off with strides st. */
+void lx_gather_copy(cc *c, cc_value *dst, cc_value *src, int64_t src_off, int rank, const int64_t *dims,
+                    const int64_t *st)
+{
+    int64_t dst_st[CC_MAX_RANK + 2], s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        dst_st[d] = s;
+        s *= dims[d];
+    }
+    lx_copy_nd(c, dst, 0, dst_st, src, src_off, st, rank, dims);
+}
+
+/* x broadcast (numpy rules) to y's shape: x itself when the shapes match, else a scratch copy in tmp. */
+cc_value *lx_bcast(cc *c, cc_value *x, const cc_value *y, cc_value *tmp)
+{
+    if (cc_same_shape(x, y))
+        return x;
+    int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
+    cc_strides(x, xs);
+    for (int d = 0; d < y->rank; d++) {
+        int xd = d - (y->rank - x->rank);
+        st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
+    }
+    if (!lx_tmp_value(c, tmp, x->dt, y->rank, y->dims))
+        return NULL;
+    lx_gather_copy(c, tmp, x, 0, y->rank, y->dims, st);
+    return tmp;
+}
+
+void lx_bcast_free(cc *c, cc_value *tmp, cc_value *used)
+{
+    if (used == tmp)
+        lx_tmp_free(c, tmp);
+}
+
+/* Moves the axes marked in red[] innermost (kept axes first, each group in order): x itself when that is already
+ * the layout, else a scratch copy in tmp. rows = product of kept dims, cols = product of moved dims. */
+cc_value *lx_axes_last(cc *c, cc_value *x, const int *red, cc_value *tmp, uint64_t *rows, uint64_t *cols)
+{
+    int perm[CC_MAX_RANK], np = 0, ident = 1;
+    *rows = *cols = 1;
+    for (int d = 0; d < x->rank; d++)
+        if (!red[d]) {
+            perm[np++] = d;
+            *rows *= (uint64_t)x->dims[d];
+        }
+    for (int d = 0; d < x->rank; d++)
+        if (red[d]) {
+            perm[np++] = d;
+            *cols *= (uint64_t)x->dims[d];
+        }
+    for (int d = 0; d < x->rank; d++)
+        if (perm[d] != d && x->dims[perm[d]] != 1)
+            ident = 0;
+    if (ident)
+        return x;
+    int64_t xs[CC_MAX_RANK], dims[CC_MAX_RANK], st[CC_MAX_RANK];
+    cc_strides(x, xs);
+    for (int d = 0; d < x->rank; d++) {
+        dims[d] = x->dims[perm[d]];
+        st[d] = xs[perm[d]];
+    }
+    if (!lx_tmp_value(c, tmp, x->dt, x->rank, dims))
+        return NULL;
+    lx_gather_copy(c, tmp, x, 0, x->rank, dims, st);
+    return tmp;
+}
+
+/* The inverse of lx_axes_last for a single axis: y (x's shape) from t laid out as [other dims..., axis]. */
+void lx_axis_back(cc *c, cc_value *y, cc_value *t, int axis)
+{
+    int64_t st[CC_MAX_RANK], s = 1;
+    st[axis] = 1;
+    s = y->dims[axis];
+    for (int d = y->rank - 1; d >= 0; d--) {
+        if (d == axis)
+            continue;
+        st[d] = s;
+        s *= y->dims[d];
+    }
+    lx_gather_copy(c, y, t, 0, y->rank, y->dims, st);
+}
+
+/* ---- tiles ---- */
+
+tern_view lx_tile(cc *c, uint32_t p, uint32_t w, const char *name)
+{
+    return tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w ? w : 1, name);
+}
+
+void lx_ts(cc *c, tern_view d, tern_view a, tern_alu_op op0, float s0, tern_alu_op op1, float s1)
+{
+    tern_kernel_tensor_scalar(c->k, VE, d, a, op0, s0, op1, s1);
+}
+
+void lx_ts_ap(cc *c, tern_view d, tern_view a, tern_alu_op op0, tern_view s0, tern_alu_op op1, tern_view s1)
+{
+    tern_kernel_tensor_scalar_ap(c->k, VE, d, a, op0, s0, 0.0f, op1, s1, 0.0f, 0);
+}
+
+void lx_tt(cc *c, tern_view d, tern_view a, tern_view b, tern_alu_op op)
+{
+    tern_kernel_tensor_tensor(c->k, VE, d, a, b, op);
+}
+
+void lx_act(cc *c, tern_view d, tern_view a, tern_act_func f, float scale)
+{
+    tern_kernel_activation(c->k, d, a, f, scale, tern_view_none(), tern_view_none(), tern_view_none());
+}
+
+/* ---- elementwise: fp32 tiles of the flattened tensors ---- */
+
+/* y = f(xs...) elementwise; every xs[i] has y's element count (broadcast beforehand). int_tiles: integer tiles
+ * (int32) instead of fp32, for the bitwise ops. */
+void lx_ew_apply(cc *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, const ew_ctx *ctx, int int_tiles)
+{
+    uint64_t n = y->numel;
+    if (n == 0)
+        return;
+    uint64_t W = n < CHUNK ? n : CHUNK, R = n / W, rem = n % W;
+    tern_dtype tdt = int_tiles ? TERN_DTYPE_INT32 : TERN_DTYPE_FP32;
+    /* row blocks of 128 x W, then the ragged tail as one row (r0 == R) */
+    uint64_t nblocks = (R + PARTS - 1) / PARTS + (rem ? 1 : 0);
+    for (uint64_t blk = 0; blk < nblocks && cc_ok(c); blk++) {
+        uint64_t r0 = blk * PARTS < R ? blk * PARTS : R;
+        uint32_t p, w;
+        uint64_t off;
+        if (r0 >= R) { /* the ragged tail: one row */
+            p = 1;
+            w = (uint32_t)rem;
+            off = R * W;
+        } else {
+            p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS);
+            w = (uint32_t)W;
+            off = r0 * W;
+        }
+        tern_view in[4], s[3];
+        for (int i = 0; i < nx; i++) {
+            in[i] = tern_kernel_sbuf(c->k, tdt, p, w, "ew_in");
+            tern_kernel_load(c->k, in[i], cc_view2d(c, xs[i], off, p, w, w));
+        }
+        for (int i = 0; i < 3; i++)
+            s[i] = tern_kernel_sbuf(c->k, tdt, p, w, "ew_tmp");
+        tern_view o = tern_kernel_sbuf(c->k, tdt, p, w, "ew_out");
+        fn(c, ctx, in, o, s);
+        tern_kernel_store(c->k, cc_view2d(c, y, off, p, w, w), o);
+        for (int i = 0; i < nx; i++)
+            tern_kernel_release(c->k, in[i]);
+        for (int i = 0; i < 3; i++)
+            tern_kernel_release(c->k, s[i]);
+        tern_kernel_release(c->k, o);
+    }
+}
