@@ -64,6 +64,7 @@ struct train_dp {
 #define DP_G "train.dp.g"
 #define DP_SHARD "train.dp.shard"
 #define DP_SUMSQ "train.dp.sumsq"
+#define DP_ROW 8192 /* a long ZeRO shard is padded to whole rows of this many elements (its norm's reduction) */
 
 static tern_status oom(tern_error *err)
 {
@@ -330,7 +331,16 @@ static tern_status build_zero(tern_trainer *t, uint64_t *hbm, tern_error *err)
                 sc[2] = zadd_input(&a, TRAIN_DECAY, 1);
         }
         int so[2] = {-1, -1};
-        int sumsq = ad_reduce(&a, "ReduceSum", ad_op2(&a, "Mul", gr, gr), 0, NULL, 0);
+        /* the compiler reduces at most 4 x 16384 elements per output: a long shard sums rows of DP_ROW first */
+        int sq = ad_op2(&a, "Mul", gr, gr), sumsq;
+        if (dp->shard > DP_ROW) {
+            ad_shape rc = {.rank = 2, .d = {(int64_t)(dp->shard / DP_ROW), DP_ROW}};
+            int64_t ax = 1;
+            sumsq = ad_reduce(&a, "ReduceSum", ad_reduce(&a, "ReduceSum", ad_reshape(&a, sq, &rc), 1, &ax, 0), 0,
+                              NULL, 0);
+        } else {
+            sumsq = ad_reduce(&a, "ReduceSum", sq, 0, NULL, 0);
+        }
         ad_shape one = {.rank = 1, .d = {1}};
         int np = train_update_nodes(t, &a, &zw, p, gr, sc, so);
         int outs[4], no = 0;
@@ -519,6 +529,8 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     dp->flat = dp->total + 1;
     if (dp->zero) {
         dp->shard = (dp->flat + (size_t)n - 1) / (size_t)n;
+        if (dp->shard > DP_ROW) /* whole rows of the shard graph's two-level norm reduction */
+            dp->shard = (dp->shard + DP_ROW - 1) / DP_ROW * DP_ROW;
         dp->count = dp->shard * (size_t)n;
         dp->state_rank = (uint64_t)dp->shard * 4 * (uint64_t)nst;
         if ((st = build_zero(t, &hbm, err)))

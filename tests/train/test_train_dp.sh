@@ -1,0 +1,165 @@
+#!/bin/bash
+# Data-parallel training (docs/training.md, "Data parallelism") on the scikit-learn digits MLP, trn1.32xlarge:
+# - 2 and 4 ranks (16 and 8 rows each) follow PyTorch's one-process run (digits_ref.py, batch 32, AdamW, clip 1)
+#   within 1e-4 per step and the 1-rank tern run within 1e-5 (fp32 summation order only);
+# - the fixed reduction tree (--dp-exact --dp-chunks 4) gives the same trained model, byte for byte, on 1, 2 and
+#   4 ranks; TERN_THREADS 1 and 2 give the same bytes too;
+# - ZeRO-1 gives byte-identical models to the unsharded update (AdamW, SGD with momentum, Adam with L2 decay) and a
+#   per-rank optimizer state of 1/N;
+# - cross-entropy with ignore_index rows spread unevenly over the ranks and MSE (the 1/N scale) match 1 rank;
+# - a timing-only 32-core step prints the exposed all-reduce; bad --cores values fail with clear messages.
+set -u
+TERN=${1:?usage: test_train_dp.sh TERN_BIN}
+PY=/usr/bin/python3
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../lib.sh"
+
+d="$tmp/mlp"
+mkdir -p "$d"
+if ! "$PY" "$here/digits_ref.py" "$d" 200 32 adamw 3e-3 "" >"$d/ref.txt" 2>&1; then
+    bad "the PyTorch reference failed: $(tail -3 "$d/ref.txt")"
+    echo "$pass passed, $fail failed"
+    exit 1
+fi
+M=trn1.32xlarge
+train() { # train OUT.json [flags]: 200 steps of the digits MLP, JSON and the trained model OUT.onnx
+    local out=$1
+    shift
+    expect 0 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --optimizer adamw --lr 3e-3 \
+        --steps "${STEPS:-200}" --batch 32 --precision fp32 --machine $M --json -o "${out%.json}.onnx" "$@"
+    cp "$tmp/out" "$out"
+}
+train "$d/r1.json" --clip-norm 1
+train "$d/r2.json" --clip-norm 1 --cores 2
+train "$d/r4.json" --clip-norm 1 --cores 4
+if "$PY" - "$d" <<'EOF'; then ok; else bad "data-parallel runs differ from PyTorch or from one rank (above)"; fi
+import json, sys
+import numpy as np
+from onnx import load, numpy_helper
+d = sys.argv[1]
+ref = np.array(json.load(open(f"{d}/ref.json"))["losses"])
+L = lambda n: np.array([s["loss"] for s in json.load(open(f"{d}/{n}.json"))["steps"]])
+W = lambda n: {i.name: numpy_helper.to_array(i) for i in load(f"{d}/{n}.onnx").graph.initializer}
+one, w1, bad = L("r1"), W("r1"), []
+for n in ("r2", "r4"):
+    got = L(n)
+    rp, r1 = np.abs(got - ref) / np.abs(ref), np.abs(got - one) / np.abs(one)
+    w = W(n)
+    wd = max(float(np.abs(w[k] - w1[k]).max() / max(1e-30, np.abs(w1[k]).max())) for k in w1)
+    print(f"{n}: loss vs PyTorch max rel {rp.max():.2e}, vs 1 rank {r1.max():.2e}; weights after 200 steps vs 1 rank "
+          f"max rel {wd:.2e}; ranks {json.load(open(f'{d}/{n}.json'))['ranks']}, "
+          f"all-reduce {json.load(open(f'{d}/{n}.json'))['dp_algorithm']}")
+    if not (rp.max() <= 1e-4 and r1.max() <= 1e-5 and wd <= 1e-4 and len(got) == 200):
+        bad.append(n)
+sys.exit(1 if bad else 0)
+EOF
+contains "$d/r4.json" '"ranks":4'
+# the step is the slowest rank's gradient program + the exposed all-reduce + the update
+if "$PY" - "$d/r4.json" <<'EOF'; then ok; else bad "step time is not compute + all-reduce + update"; fi
+import json, sys
+j = json.load(open(sys.argv[1]))
+s = j["steps"][-1]["step_ms"]
+parts = j["dp_compute_ms"] + j["dp_comm_ms"] + j["dp_update_ms"]
+print(f"4 ranks: step {s:.4f} ms = {j['dp_compute_ms']:.4f} + {j['dp_comm_ms']:.4f} + {j['dp_update_ms']:.4f}")
+sys.exit(0 if abs(s - parts) <= 1e-9 * max(1, s) and j["dp_comm_ms"] > 0.05 else 1)
+EOF
+
+# the fixed reduction tree: 1, 2 and 4 ranks, the same bytes; and whatever the host thread count
+STEPS=50 train "$d/e1.json" --clip-norm 1 --dp-exact --dp-chunks 4
+STEPS=50 train "$d/e2.json" --clip-norm 1 --dp-exact --dp-chunks 4 --cores 2
+STEPS=50 train "$d/e4.json" --clip-norm 1 --dp-exact --cores 4
+for n in e2 e4; do
+    if cmp -s "$d/e1.onnx" "$d/$n.onnx"; then ok; else bad "--dp-exact: $n's trained model differs from 1 rank's"; fi
+done
+if "$PY" -c "import json,sys; L=lambda f:[(s['loss'],s['grad_norm']) for s in json.load(open(f))['steps']]; sys.exit(L(sys.argv[1])!=L(sys.argv[2]))" \
+    "$d/e1.json" "$d/e4.json"; then ok; else bad "--dp-exact: losses or norms of 1 and 4 ranks differ"; fi
+contains "$d/e4.json" '"dp_algorithm":"rdh"'
+STEPS=50 TERN_THREADS=1 train "$d/t1.json" --clip-norm 1 --cores 4
+STEPS=50 TERN_THREADS=2 train "$d/t2.json" --clip-norm 1 --cores 4
+if cmp -s "$d/t1.onnx" "$d/t2.onnx" && cmp -s "$d/t1.json" "$d/t2.json"; then ok; else
+    bad "4 ranks: TERN_THREADS=1 and 2 give different results"
+fi
+
+# ZeRO-1: the same bytes as the unsharded update; the optimizer state per rank 1/N
+for cfg in "adamw" "sgd --momentum 0.9 --nesterov" "adam --weight-decay 0.01"; do
+    set -- $cfg
+    STEPS=50 train "$d/z0.json" --cores 4 --optimizer "$@"
+    STEPS=50 train "$d/z1.json" --cores 4 --zero 1 --optimizer "$@"
+    if cmp -s "$d/z0.onnx" "$d/z1.onnx"; then ok; else bad "ZeRO-1 ($cfg): trained model differs from no ZeRO"; fi
+    if "$PY" - "$d" <<'EOF'; then ok; else bad "ZeRO-1 ($cfg): losses, norms or state bytes (above)"; fi
+import json, sys
+d = sys.argv[1]
+a, b = json.load(open(f"{d}/z0.json")), json.load(open(f"{d}/z1.json"))
+la, lb = [s["loss"] for s in a["steps"]], [s["loss"] for s in b["steps"]]
+gn = max(abs(x["grad_norm"] - y["grad_norm"]) / x["grad_norm"] for x, y in zip(a["steps"], b["steps"]))
+per, tot = b["state_bytes_per_rank"], b["state_bytes_total"]
+print(f"ZeRO-1: losses equal {la == lb}, grad norm max rel {gn:.2e} (the norm's summation order), state per rank "
+      f"{per} of {tot} bytes (no ZeRO {a['state_bytes_per_rank']})")
+ok = la == lb and gn <= 1e-5 and a["state_bytes_per_rank"] == tot and tot // 4 <= per <= tot // 4 + 32
+sys.exit(0 if ok else 1)
+EOF
+done
+expect 0 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --steps 1 --batch 32 --machine $M \
+    --cores 4 --zero 1
+contains "$tmp/out" "optimizer state: 0.050 MiB in all, 0.013 MiB per rank"
+
+# cross-entropy with ignored rows (uneven over the ranks: the global 1/count) and MSE (a mean per rank, 1/N)
+"$PY" - "$d" <<'EOF'
+import sys
+import numpy as np
+d = sys.argv[1]
+y = np.load(f"{d}/y.npy")
+yi = y.copy()
+yi[(np.arange(len(y)) % 32) < 5] = -100  # rows 0..4 of every batch: all on rank 0 of 2 or 4
+np.save(f"{d}/y_ign.npy", yi)
+np.save(f"{d}/y_mse.npy", np.eye(10, dtype=np.float32)[y])
+EOF
+for loss in ce mse; do
+    if [ $loss = ce ]; then lf=(--labels "$d/y_ign.npy"); else lf=(--labels "$d/y_mse.npy" --loss mse); fi
+    for n in 1 2 4; do
+        expect 0 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" "${lf[@]}" --steps 30 --batch 32 --machine $M \
+            --clip-norm 1 --lr 3e-3 --cores $n --json
+        cp "$tmp/out" "$d/$loss$n.json"
+    done
+    if "$PY" - "$d" $loss <<'EOF'; then ok; else bad "$loss: 2 or 4 ranks differ from 1 (above)"; fi
+import json, sys
+import numpy as np
+d, loss = sys.argv[1:3]
+L = lambda n: np.array([s["loss"] for s in json.load(open(f"{d}/{loss}{n}.json"))["steps"]])
+worst = max(float((np.abs(L(n) - L(1)) / np.abs(L(1))).max()) for n in (2, 4))
+print(f"{loss}: 2 and 4 ranks vs 1 over 30 steps: max rel {worst:.2e}")
+sys.exit(0 if worst <= 1e-5 else 1)
+EOF
+done
+
+# timing-only on all 32 cores of the instance
+expect 0 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --steps 2 --batch 256 --machine $M \
+    --cores 32 --timing-only
+contains "$tmp/out" "data parallel: 32 ranks on trn1.32xlarge, 8 rows each"
+contains "$tmp/out" "gradient collectives"
+
+# bad --cores values and unsupported combinations
+base=("$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --steps 1 --batch 32 --machine $M)
+expect 2 "$TERN" train "${base[@]}" --cores 0
+contains "$tmp/err" "--cores expects an integer in [1,"
+expect 1 "$TERN" train "${base[@]}" --cores 64
+contains "$tmp/err" "64 data-parallel ranks (--cores): 'trn1.32xlarge' has 32 NeuronCores"
+expect 1 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --steps 1 --batch 32 --cores 4
+contains "$tmp/err" "'trn1.2xlarge' has 2 NeuronCores"
+expect 1 "$TERN" train "${base[@]}" --cores 3
+contains "$tmp/err" "batch 32 does not split over 3 data-parallel ranks (10 rows and 2 over)"
+expect 1 "$TERN" train "${base[@]}" --cores 2 --dp-exact --dp-chunks 6
+contains "$tmp/err" "power-of-two rank count and chunk count"
+expect 1 "$TERN" train "${base[@]}" --cores 2 --dp-chunks 4
+contains "$tmp/err" "need the fixed reduction tree (--dp-exact)"
+expect 1 "$TERN" train "${base[@]}" --zero 1
+contains "$tmp/err" "ZeRO-1 shards the optimizer state over ranks: 1 rank"
+expect 1 "$TERN" train "${base[@]}" --cores 2 --zero 1 --optimizer lamb
+contains "$tmp/err" "ZeRO-1 with LAMB"
+expect 1 "$TERN" train "${base[@]}" --cores 2 --zero 1 --clip-norm 1
+contains "$tmp/err" "ZeRO-1 with clipping"
+expect 1 "$TERN" train "${base[@]}" --cores 2 --accumulate 2
+contains "$tmp/err" "gradient accumulation (2 micro-batches) with data parallelism (2 ranks)"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
