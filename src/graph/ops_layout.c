@@ -4,6 +4,7 @@
  * family's file). */
 #include "eval_internal.h"
 #include "op_params.h"
+#include "infer_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -121,5 +122,482 @@ tern_status graph_ev_pad(const ectx *c)
         ev_next_index(idx, dims, r);
     }
     graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+/* ---- shape inference (moved out of infer.c's one switch; infer_node dispatches here by op id) ---- */
+
+/* RESHAPE */
+tern_status graph_infer_reshape(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    tern_status st;
+    int64_t buf[2 * TERN_GRAPH_MAX_RANK + 2];
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int nb, known, given;
+    if ((st = need(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    if (c->g->opset < 5 || n->n_inputs < 2) {
+        if ((st = int_list(c, 99, "shape", buf, TERN_GRAPH_MAX_RANK + 1, &nb, &known, &given)))
+            return st;
+        if (!given)
+            return ifail(c, TERN_ERR_INVALID, "shape is required");
+    } else {
+        if ((st = need(c, 1)) ||
+            (st = int_list(c, 1, NULL, buf, TERN_GRAPH_MAX_RANK + 1, &nb, &known, &given)))
+            return st;
+        if (!known) {
+            const tern_graph_value *s = V(c, 1);
+            if (s->rank == 1 && s->dims[0] >= 0) {
+                if (s->dims[0] > TERN_GRAPH_MAX_RANK)
+                    return ifail(c, TERN_ERR_RANGE, "target rank %lld above the limit", (long long)s->dims[0]);
+                set_out(c, 0, x->type, (int)s->dims[0], NULL);
+            } else
+                set_out(c, 0, x->type, -1, NULL);
+            return TERN_OK;
+        }
+    }
+    int64_t in_dims[TERN_GRAPH_MAX_RANK];
+    int in_rank = x->rank;
+    if (in_rank < 0) { /* unknown input rank: only 0-free targets without -1 resolve */
+        in_rank = 0;
+        for (int k = 0; k < nb; k++)
+            if (buf[k] <= 0) {
+                set_out(c, 0, x->type, nb, NULL);
+                return TERN_OK;
+            }
+    }
+    memcpy(in_dims, x->dims, sizeof in_dims);
+    if (x->rank < 0) {
+        in_dims[0] = -1;
+        in_rank = 1;
+    }
+    if (graph_reshape_dims(in_rank, in_dims, buf, nb, (int)tern_graph_attr_int(n, "allowzero", 0), dims, c->why,
+                           sizeof c->why))
+        return ifail(c, TERN_ERR_INVALID, "input \"%s\" to shape: %s", x->name, c->why);
+    set_out(c, 0, x->type, nb, dims);
+    return TERN_OK;
+}
+
+/* FLATTEN */
+tern_status graph_infer_flatten(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    tern_status st;
+    if ((st = need_rank(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    int64_t axis = tern_graph_attr_int(n, "axis", 1);
+    if (axis < -x->rank || axis > x->rank)
+        return ifail(c, TERN_ERR_INVALID, "axis %lld outside [%d, %d]", (long long)axis, -x->rank, x->rank);
+    if (axis < 0)
+        axis += x->rank;
+    int64_t d2[2];
+    d2[0] = graph_numel((int)axis, x->dims);
+    d2[1] = graph_numel(x->rank - (int)axis, x->dims + axis);
+    set_out(c, 0, x->type, 2, d2);
+    return TERN_OK;
+}
+
+/* UNSQUEEZE, SQUEEZE */
+tern_status graph_infer_squeeze(ictx *c)
+{
+    const tern_op_id id = (tern_op_id)c->n->op_id;
+    tern_status st;
+    int64_t buf[2 * TERN_GRAPH_MAX_RANK + 2];
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int nb, known, given, r;
+    if ((st = need(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    if ((st = int_list(c, 1, "axes", buf, 2 * TERN_GRAPH_MAX_RANK, &nb, &known, &given)))
+        return st;
+    if (!known || x->rank < 0) {
+        set_out(c, 0, x->type, -1, NULL);
+        return TERN_OK;
+    }
+    if (id == TERN_GOP_UNSQUEEZE) {
+        r = x->rank + nb;
+        if (!given || r > TERN_GRAPH_MAX_RANK)
+            return ifail(c, TERN_ERR_INVALID, given ? "result rank %d above the limit" : "axes are required (%d)",
+                         r);
+        int is_new[TERN_GRAPH_MAX_RANK] = {0};
+        for (int k = 0; k < nb; k++) {
+            int a;
+            if (graph_norm_axis(buf[k], r, &a, c->why, sizeof c->why, "axis"))
+                return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+            if (is_new[a])
+                return ifail(c, TERN_ERR_INVALID, "axis %d given twice", a);
+            is_new[a] = 1;
+        }
+        for (int d = 0, s = 0; d < r; d++)
+            dims[d] = is_new[d] ? 1 : x->dims[s++];
+    } else {
+        int drop[TERN_GRAPH_MAX_RANK] = {0};
+        if (!given)
+            for (int d = 0; d < x->rank; d++) {
+                if (x->dims[d] < 0) {
+                    set_out(c, 0, x->type, -1, NULL);
+                    return TERN_OK;
+                }
+                drop[d] = x->dims[d] == 1;
+            }
+        for (int k = 0; k < nb; k++) {
+            int a;
+            if (graph_norm_axis(buf[k], x->rank, &a, c->why, sizeof c->why, "axis"))
+                return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+            if (x->dims[a] > 1 || x->dims[a] == 0)
+                return ifail(c, TERN_ERR_INVALID, "axis %d of \"%s\" has size %lld, not 1", a, x->name,
+                             (long long)x->dims[a]);
+            drop[a] = 1;
+        }
+        r = 0;
+        for (int d = 0; d < x->rank; d++)
+            if (!drop[d])
+                dims[r++] = x->dims[d];
+    }
+    set_out(c, 0, x->type, r, dims);
+    return TERN_OK;
+}
+
+/* TRANSPOSE */
+tern_status graph_infer_transpose(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    if ((st = need_rank(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    size_t np;
+    const int64_t *p = graph_attr_ints(n, "perm", &np);
+    if (p && np != (size_t)x->rank)
+        return ifail(c, TERN_ERR_INVALID, "perm has %zu entries for rank %d", np, x->rank);
+    int seen[TERN_GRAPH_MAX_RANK] = {0};
+    for (int d = 0; d < x->rank; d++) {
+        int64_t v = p ? p[d] : x->rank - 1 - d;
+        if (v < 0 || v >= x->rank || seen[v])
+            return ifail(c, TERN_ERR_INVALID, "perm is not a permutation of 0..%d", x->rank - 1);
+        seen[v] = 1;
+        dims[d] = x->dims[v];
+    }
+    set_out(c, 0, x->type, x->rank, dims);
+    return TERN_OK;
+}
+
+/* CONCAT */
+tern_status graph_infer_concat(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    if (n->n_inputs < 1)
+        return ifail(c, TERN_ERR_INVALID, "needs at least one input");
+    int rank = -1;
+    for (int k = 0; k < n->n_inputs; k++) {
+        if ((st = need(c, k)))
+            return st;
+        if (V(c, k)->type != V(c, 0)->type)
+            return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" is %s, input 0 is %s", k, V(c, k)->name,
+                         tern_elem_name(V(c, k)->type), tern_elem_name(V(c, 0)->type));
+        if (V(c, k)->rank >= 0) {
+            if (rank >= 0 && V(c, k)->rank != rank)
+                return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" has rank %d, others rank %d", k, V(c, k)->name,
+                             V(c, k)->rank, rank);
+            rank = V(c, k)->rank;
+        }
+    }
+    if (rank < 0) {
+        set_out(c, 0, V(c, 0)->type, -1, NULL);
+        return TERN_OK;
+    }
+    int ax;
+    if (graph_norm_axis(tern_graph_attr_int(n, "axis", 1), rank, &ax, c->why, sizeof c->why, "axis"))
+        return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+    for (int d = 0; d < rank; d++)
+        dims[d] = d == ax ? 0 : -1;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const tern_graph_value *v = V(c, k);
+        for (int d = 0; d < rank; d++) {
+            int64_t vd = v->rank >= 0 ? v->dims[d] : -1;
+            if (d == ax)
+                dims[d] = dims[d] < 0 || vd < 0 ? -1 : dims[d] + vd;
+            else if (vd >= 0) {
+                if (dims[d] >= 0 && dims[d] != vd)
+                    return ifail(c, TERN_ERR_INVALID, "input %d \"%s\" dim %d is %lld, expected %lld", k, v->name,
+                                 d, (long long)vd, (long long)dims[d]);
+                dims[d] = vd;
+            }
+        }
+    }
+    set_out(c, 0, V(c, 0)->type, rank, dims);
+    return TERN_OK;
+}
+
+/* SPLIT */
+tern_status graph_infer_split(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int nb, known, given;
+    if ((st = need_rank(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    int ax, nout = n->n_outputs;
+    if (graph_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank, &ax, c->why, sizeof c->why, "axis"))
+        return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+    int64_t sizes[64];
+    if (nout < 1 || nout > 64)
+        return ifail(c, TERN_ERR_RANGE, "%d outputs (1 to 64 supported)", nout);
+    if ((st = int_list(c, 1, "split", sizes, 64, &nb, &known, &given)))
+        return st;
+    int64_t dim = x->dims[ax];
+    if (given && known) {
+        int64_t total = 0;
+        if (nb != nout)
+            return ifail(c, TERN_ERR_INVALID, "split has %d sizes for %d outputs", nb, nout);
+        for (int k = 0; k < nb; k++) {
+            if (sizes[k] < 0 || sizes[k] > GRAPH_MAX_ELEMS)
+                return ifail(c, TERN_ERR_INVALID, "split size %lld outside [0, 2^31]", (long long)sizes[k]);
+            total += sizes[k];
+        }
+        if (dim >= 0 && total != dim)
+            return ifail(c, TERN_ERR_INVALID, "split sizes sum to %lld, axis %d of \"%s\" has %lld",
+                         (long long)total, ax, x->name, (long long)dim);
+    } else if (!given && dim >= 0) {
+        int64_t chunk = (dim + nout - 1) / nout, total = 0;
+        for (int k = 0; k < nout; k++) {
+            sizes[k] = dim - total < chunk ? dim - total : chunk;
+            total += sizes[k];
+        }
+    } else
+        for (int k = 0; k < nout; k++)
+            sizes[k] = -1;
+    for (int k = 0; k < nout; k++) {
+        memcpy(dims, x->dims, sizeof dims);
+        dims[ax] = sizes[k];
+        set_out(c, k, x->type, x->rank, dims);
+    }
+    return TERN_OK;
+}
+
+/* SLICE */
+tern_status graph_infer_slice(ictx *c)
+{
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    if ((st = need_rank(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    int64_t starts[16], ends[16], axes[16], steps[16];
+    int ns, ne, na, nst, k1, k2, k3 = 1, k4 = 1, g1, g2, g3, g4;
+    if (c->g->opset < 10) {
+        if ((st = int_list(c, 99, "starts", starts, 16, &ns, &k1, &g1)) ||
+            (st = int_list(c, 99, "ends", ends, 16, &ne, &k2, &g2)) ||
+            (st = int_list(c, 99, "axes", axes, 16, &na, &k3, &g3)))
+            return st;
+        g4 = 0;
+        nst = 0;
+    } else {
+        if ((st = need(c, 1)) || (st = need(c, 2)) || (st = int_list(c, 1, NULL, starts, 16, &ns, &k1, &g1)) ||
+            (st = int_list(c, 2, NULL, ends, 16, &ne, &k2, &g2)) ||
+            (st = int_list(c, 3, NULL, axes, 16, &na, &k3, &g3)) ||
+            (st = int_list(c, 4, NULL, steps, 16, &nst, &k4, &g4)))
+            return st;
+    }
+    memcpy(dims, x->dims, sizeof dims);
+    if (!k3) {
+        set_out(c, 0, x->type, x->rank, NULL);
+        return TERN_OK;
+    }
+    if (!k1 || !k2 || !k4) { /* positions unknown: the sliced axes' sizes are unknown */
+        int cnt = g3 ? na : x->rank;
+        for (int k = 0; k < cnt; k++) {
+            int a;
+            if (graph_norm_axis(g3 ? axes[k] : k, x->rank, &a, c->why, sizeof c->why, "axis"))
+                return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+            dims[a] = -1;
+        }
+        set_out(c, 0, x->type, x->rank, dims);
+        return TERN_OK;
+    }
+    if (ns != ne || (g3 && na != ns) || (g4 && nst != ns))
+        return ifail(c, TERN_ERR_INVALID, "starts (%d), ends (%d), axes (%d), steps (%d) lengths differ", ns, ne,
+                     g3 ? na : -1, g4 ? nst : -1);
+    int used[TERN_GRAPH_MAX_RANK] = {0};
+    for (int k = 0; k < ns; k++) {
+        int a;
+        if (graph_norm_axis(g3 ? axes[k] : k, x->rank, &a, c->why, sizeof c->why, "axis"))
+            return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+        if (used[a])
+            return ifail(c, TERN_ERR_INVALID, "axis %d sliced twice", a);
+        used[a] = 1;
+        int64_t step = g4 ? steps[k] : 1, s = starts[k], e = ends[k];
+        if (step == 0)
+            return ifail(c, TERN_ERR_INVALID, "step 0 on axis %d", a);
+        dims[a] = x->dims[a] < 0 ? -1 : graph_slice_len(x->dims[a], &s, &e, step);
+    }
+    set_out(c, 0, x->type, x->rank, dims);
+    return TERN_OK;
+}
+
+/* EXPAND, TILE, CONSTANT_OF_SHAPE */
+tern_status graph_infer_expand_tile(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    const tern_op_id id = (tern_op_id)c->n->op_id;
+    tern_status st;
+    int64_t buf[2 * TERN_GRAPH_MAX_RANK + 2];
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int nb, known, given, r;
+    int data = id != TERN_GOP_CONSTANT_OF_SHAPE, si = data ? 1 : 0;
+    if ((data && (st = need(c, 0))) || (st = need(c, si)))
+        return st;
+    const tern_graph_value *x = data ? V(c, 0) : NULL;
+    tern_elem_type t = x ? x->type : TERN_ELEM_FLOAT;
+    if (!data) {
+        const tern_graph_attr *v = tern_graph_node_attr(n, "value");
+        if (v && (v->type != TERN_ATTR_TENSOR || v->t->count != 1))
+            return ifail(c, TERN_ERR_INVALID, "value must be a one-element tensor");
+        if (v)
+            t = v->t->type;
+    }
+    if ((st = int_list(c, si, NULL, buf, TERN_GRAPH_MAX_RANK + 1, &nb, &known, &given)))
+        return st;
+    const tern_graph_value *s = V(c, si);
+    if (!known) {
+        int len = s->rank == 1 ? (int)s->dims[0] : -1;
+        if (len > TERN_GRAPH_MAX_RANK)
+            return ifail(c, TERN_ERR_RANGE, "shape length %d above the limit", len);
+        if (id == TERN_GOP_EXPAND && len >= 0 && x->rank >= 0)
+            len = len > x->rank ? len : x->rank;
+        if (id == TERN_GOP_TILE)
+            len = x->rank;
+        set_out(c, 0, t, len, NULL);
+        return TERN_OK;
+    }
+    if (nb > TERN_GRAPH_MAX_RANK)
+        return ifail(c, TERN_ERR_RANGE, "shape length %d above the limit", nb);
+    for (int k = 0; k < nb; k++)
+        if (buf[k] < 0)
+            return ifail(c, TERN_ERR_INVALID, "shape[%d] = %lld is negative", k, (long long)buf[k]);
+    if (id == TERN_GOP_EXPAND) {
+        if (x->rank < 0) {
+            set_out(c, 0, t, -1, NULL);
+            return TERN_OK;
+        }
+        if (graph_broadcast(x->rank, x->dims, nb, buf, &r, dims, c->why, sizeof c->why))
+            return ifail(c, TERN_ERR_INVALID, "\"%s\" to the target shape: %s", x->name, c->why);
+        set_out(c, 0, t, r, dims);
+    } else if (id == TERN_GOP_TILE) {
+        if (x->rank >= 0 && nb != x->rank)
+            return ifail(c, TERN_ERR_INVALID, "repeats has %d entries for rank %d", nb, x->rank);
+        for (int d = 0; d < nb; d++) {
+            if (x->rank >= 0 && x->dims[d] > 0 && buf[d] > GRAPH_MAX_ELEMS / x->dims[d])
+                return ifail(c, TERN_ERR_RANGE, "repeats[%d] = %lld overflows the 2^31 element limit", d,
+                             (long long)buf[d]);
+            dims[d] = x->rank < 0 || x->dims[d] < 0 ? -1 : x->dims[d] * buf[d];
+        }
+        set_out(c, 0, t, nb, dims);
+    } else
+        set_out(c, 0, t, nb, buf);
+    return TERN_OK;
+}
+
+/* PAD */
+tern_status graph_infer_pad(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    if ((st = need_rank(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    if (c->g->opset >= 11 && (st = need(c, 1)))
+        return st;
+    graph_pad_args pa;
+    if ((st = graph_pad_decode(n, c->g->opset, V(c, 1) != NULL, K(c, 1), 0, NULL, &pa, c->why, sizeof c->why)))
+        return ifail(c, st, "%s", c->why);
+    if (V(c, 3))
+        return ifail(c, TERN_ERR_UNSUPPORTED, "the axes input (opset 18) is not supported");
+    if (!pa.known) {
+        set_out(c, 0, x->type, x->rank, NULL);
+        return TERN_OK;
+    }
+    if (pa.n != 2 * x->rank)
+        return ifail(c, TERN_ERR_INVALID, "pads has %d entries for rank %d", pa.n, x->rank);
+    const int64_t *pb = pa.pads;
+    for (int d = 0; d < x->rank; d++) {
+        if (pb[d] < -GRAPH_MAX_ELEMS || pb[d] > GRAPH_MAX_ELEMS || pb[x->rank + d] < -GRAPH_MAX_ELEMS ||
+            pb[x->rank + d] > GRAPH_MAX_ELEMS)
+            return ifail(c, TERN_ERR_RANGE, "pads on axis %d are out of range", d);
+        dims[d] = x->dims[d] < 0 ? -1 : x->dims[d] + pb[d] + pb[x->rank + d];
+        if (x->dims[d] >= 0 && dims[d] < 0)
+            return ifail(c, TERN_ERR_INVALID, "pads on axis %d make it negative", d);
+    }
+    set_out(c, 0, x->type, x->rank, dims);
+    return TERN_OK;
+}
+
+/* DEPTH_TO_SPACE, SPACE_TO_DEPTH */
+tern_status graph_infer_depth_space(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    const tern_op_id id = (tern_op_id)c->n->op_id;
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    if ((st = need_rank(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    int64_t bs = tern_graph_attr_int(n, "blocksize", 0);
+    if (x->rank != 4 || bs < 1 || bs > 4096)
+        return ifail(c, TERN_ERR_INVALID, "needs a 4-D input and blocksize in [1, 4096]");
+    int ds = id == TERN_GOP_DEPTH_TO_SPACE;
+    dims[0] = x->dims[0];
+    dims[1] = x->dims[1] < 0 ? -1 : ds ? x->dims[1] / (bs * bs) : x->dims[1] * bs * bs;
+    dims[2] = x->dims[2] < 0 ? -1 : ds ? x->dims[2] * bs : x->dims[2] / bs;
+    dims[3] = x->dims[3] < 0 ? -1 : ds ? x->dims[3] * bs : x->dims[3] / bs;
+    if (ds && x->dims[1] >= 0 && x->dims[1] % (bs * bs))
+        return ifail(c, TERN_ERR_INVALID, "channels %lld do not divide by blocksize^2", (long long)x->dims[1]);
+    set_out(c, 0, x->type, 4, dims);
+    return TERN_OK;
+}
+
+/* RESIZE, UPSAMPLE */
+tern_status graph_infer_resize(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    const tern_op_id id = (tern_op_id)c->n->op_id;
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    if ((st = need_rank(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    int legacy = id == TERN_GOP_UPSAMPLE || c->g->opset < 11;
+    const tern_graph_value *sv = legacy ? V(c, 1) : V(c, 2), *zv = legacy ? NULL : V(c, 3);
+    const tern_host_tensor *sc = sv ? sv->constant : NULL, *sz = zv ? zv->constant : NULL;
+    if ((sv && !sc) || (zv && !sz) || x->rank < 0 || !tern_graph_value_is_static(x)) {
+        set_out(c, 0, x->type, x->rank, NULL);
+        return TERN_OK;
+    }
+    tern_host_tensor *attr_sc = NULL;
+    if (!sv && !zv) { /* Upsample-7: scales attribute */
+        const tern_graph_attr *a = tern_graph_node_attr(n, "scales");
+        if (a && a->type == TERN_ATTR_FLOATS) {
+            int64_t nn = (int64_t)a->n;
+            if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, 1, &nn, &attr_sc, c->err)))
+                return st;
+            memcpy(attr_sc->f, a->floats, a->n * sizeof(float));
+        }
+        sc = attr_sc;
+    }
+    double scale[TERN_GRAPH_MAX_RANK];
+    int bad = graph_resize_dims(n, c->g->opset, x->rank, x->dims, sc, sz, dims, scale, c->why, sizeof c->why);
+    tern_host_tensor_free(attr_sc);
+    if (bad)
+        return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+    set_out(c, 0, x->type, x->rank, dims);
     return TERN_OK;
 }

@@ -1,0 +1,120 @@
+/* The conv and pool families' shape inference: Conv, ConvTranspose, MaxPool/AveragePool and the global pools,
+ * with the window geometry (kernel, strides, dilations, pads, auto_pad, ceil_mode) they share. Moved out of
+ * infer.c's one switch; infer_node dispatches here by op id. */
+#include "infer_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tern_status infer_window(ictx *c, const int64_t *kernel, int ceil_mode, int64_t C_out, tern_elem_type t)
+{
+    const tern_graph_value *x = V(c, 0);
+    if (x->rank < 3 || x->rank > 5)
+        return ifail(c, TERN_ERR_INVALID, "input rank %d: expected N, C and 1 to 3 spatial dims", x->rank);
+    graph_window w;
+    if (graph_window_setup(c->n, x->rank - 2, x->dims + 2, kernel, ceil_mode, &w, c->why, sizeof c->why))
+        return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+    int64_t dims[TERN_GRAPH_MAX_RANK] = {x->dims[0], C_out};
+    for (int d = 0; d < w.nsp; d++)
+        dims[2 + d] = w.out[d];
+    set_out(c, 0, t, x->rank, dims);
+    return TERN_OK;
+}
+
+/* CONV */
+tern_status graph_infer_conv(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    tern_status st;
+    if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)) || (st = need_float(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0), *w = V(c, 1);
+    if (w->rank != x->rank)
+        return ifail(c, TERN_ERR_INVALID, "weight rank %d differs from input rank %d", w->rank, x->rank);
+    if (w->type != x->type || (V(c, 2) && V(c, 2)->type != x->type))
+        return ifail(c, TERN_ERR_INVALID, "X, W and B types differ: %s, %s, %s", tern_elem_name(x->type),
+                     tern_elem_name(w->type), V(c, 2) ? tern_elem_name(V(c, 2)->type) : "-");
+    int64_t group = tern_graph_attr_int(n, "group", 1);
+    if (group < 1 || (x->dims[1] >= 0 && w->dims[1] >= 0 && w->dims[1] * group != x->dims[1]))
+        return ifail(c, TERN_ERR_INVALID, "group %lld with %lld input channels and weight [%lld, %lld, ...]",
+                     (long long)group, (long long)x->dims[1], (long long)w->dims[0], (long long)w->dims[1]);
+    int64_t kern[3];
+    size_t nk;
+    const int64_t *ks = graph_attr_ints(n, "kernel_shape", &nk);
+    for (int d = 0; d < x->rank - 2 && d < 3; d++) {
+        kern[d] = w->dims[2 + d] >= 0 ? w->dims[2 + d] : (ks && nk == (size_t)x->rank - 2 ? ks[d] : 1);
+        if (kern[d] < 0)
+            return ifail(c, TERN_ERR_INVALID, "weight spatial dims are unknown");
+    }
+    return infer_window(c, kern, 0, w->dims[0], x->type);
+}
+
+/* MAX_POOL, AVERAGE_POOL */
+tern_status graph_infer_pool(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    const tern_op_id id = (tern_op_id)c->n->op_id;
+    tern_status st;
+    if ((st = need_rank(c, 0)) || (id == TERN_GOP_AVERAGE_POOL && (st = need_float(c, 0))))
+        return st;
+    if (V(c, 0)->type == TERN_ELEM_BOOL)
+        return ifail(c, TERN_ERR_INVALID, "input must be numeric, got bool");
+    size_t nk;
+    const int64_t *ks = graph_attr_ints(n, "kernel_shape", &nk);
+    if (!ks || nk != (size_t)V(c, 0)->rank - 2)
+        return ifail(c, TERN_ERR_INVALID, "kernel_shape must have %d entries", V(c, 0)->rank - 2);
+    if ((st = infer_window(c, ks, (int)tern_graph_attr_int(n, "ceil_mode", 0), V(c, 0)->dims[1], V(c, 0)->type)))
+        return st;
+    if (OUT(c, 0) && OUT(c, 1))
+        set_out(c, 1, TERN_ELEM_INT64, OUT(c, 0)->rank, OUT(c, 0)->dims);
+    else if (OUT(c, 1)) { /* indices only: recompute through a scratch of output 0's shape */
+        return ifail(c, TERN_ERR_UNSUPPORTED, "Indices output without the values output");
+    }
+    return TERN_OK;
+}
+
+/* GLOBAL_AVERAGE_POOL, GLOBAL_MAX_POOL */
+tern_status graph_infer_global_pool(ictx *c)
+{
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    if ((st = need_rank(c, 0)) || (st = need_float(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0);
+    if (x->rank < 3)
+        return ifail(c, TERN_ERR_INVALID, "input rank %d below 3", x->rank);
+    for (int d = 0; d < x->rank; d++)
+        dims[d] = d < 2 ? x->dims[d] : 1;
+    set_out(c, 0, x->type, x->rank, dims);
+    return TERN_OK;
+}
+
+/* CONV_TRANSPOSE */
+tern_status graph_infer_conv_transpose(ictx *c)
+{
+    const tern_graph_node *n = c->n;
+    tern_status st;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    if ((st = need_rank(c, 0)) || (st = need_rank(c, 1)) || (st = need_float(c, 0)))
+        return st;
+    const tern_graph_value *x = V(c, 0), *w = V(c, 1);
+    if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
+        return ifail(c, TERN_ERR_INVALID, "input rank %d / weight rank %d: expected N, C and 1 to 3 spatial dims",
+                     x->rank, w->rank);
+    int64_t group = tern_graph_attr_int(n, "group", 1);
+    if (group < 1 || group > GRAPH_MAX_ELEMS)
+        return ifail(c, TERN_ERR_INVALID, "group %lld is invalid", (long long)group);
+    for (int d = 2; d < w->rank; d++)
+        if (w->dims[d] < 0)
+            return ifail(c, TERN_ERR_INVALID, "weight spatial dims are unknown");
+    graph_window w2;
+    if (graph_convtranspose_setup(n, x->rank - 2, x->dims + 2, w->dims + 2, &w2, c->why, sizeof c->why))
+        return ifail(c, TERN_ERR_INVALID, "%s", c->why);
+    dims[0] = x->dims[0];
+    dims[1] = w->dims[1] < 0 ? -1 : w->dims[1] * group;
+    for (int d = 0; d < w2.nsp; d++)
+        dims[2 + d] = w2.out[d];
+    set_out(c, 0, x->type, x->rank, dims);
+    return TERN_OK;
+}
