@@ -235,24 +235,29 @@ static void attn_block_fwd(ctx *x, int64_t B, int64_t blk)
     out3(x, op2(x, "Add", acc, mm(x, p, vs)), ONNX_FLOAT, B, blk, x->D);
 }
 
-/* One block pair of the backward (probabilities recomputed from Q and K, as flash attention does): dV += P^T dO,
- * dP = dO V^T, dS = P (dP - delta) scale, dQ += dS K, dK += dS^T Q. */
+/* One block pair of the backward: the fused flash-attention backward tern.AttentionGrad (the compiler's
+ * lower_attention_bwd.c) of B query heads, blk queries against blk keys, from the forward's Q, K, V, output and
+ * per-row logsumexp and the output gradient; it recomputes the probabilities per 128 x 128 tile, forms delta =
+ * rowsum(dO * O) itself, and sums the grouped-query heads' dK and dV onto their shared K/V head on chip. The
+ * composed kernel is one pass over all block pairs, whose dK / dV stay in PSUM over the query tiles and dQ in
+ * SBUF over the key tiles, so the block pair's gradients are not summed through HBM here (as the unfused graph
+ * did). Diagonal pairs are timed as full blocks, an overestimate (docs/planner.md). */
 static void attn_block_bwd(ctx *x, int64_t B, int64_t blk)
 {
-    int qs = in3(x, ONNX_FLOAT, B, blk, x->D), kts = in3(x, ONNX_FLOAT, B, x->D, blk);
-    int vts = in3(x, ONNX_FLOAT, B, x->D, blk), ks = in3(x, ONNX_FLOAT, B, blk, x->D);
-    int dos = in3(x, ONNX_FLOAT, B, blk, x->D), delta = in3(x, ONNX_FLOAT, B, blk, 1);
-    int dqa = in3(x, ONNX_FLOAT, B, blk, x->D), dka = in3(x, ONNX_FLOAT, B, blk, x->D);
-    int dva = in3(x, ONNX_FLOAT, B, blk, x->D);
-    int scale = plan_onnx_const_f32(x->g, (float)(1.0 / sqrt((double)x->D)));
-    int64_t pt[3] = {0, 2, 1};
-    int p = softmax(x, op2(x, "Mul", mm(x, qs, kts), scale));
-    int dvp = mm(x, transpose(x, p, 3, pt), dos);
-    int dp = mm(x, dos, vts);
-    int ds = op2(x, "Mul", op2(x, "Mul", p, op2(x, "Sub", dp, delta)), scale);
-    out3(x, op2(x, "Add", dqa, mm(x, ds, ks)), ONNX_FLOAT, B, blk, x->D);
-    out3(x, op2(x, "Add", dka, mm(x, transpose(x, ds, 3, pt), qs)), ONNX_FLOAT, B, blk, x->D);
-    out3(x, op2(x, "Add", dva, dvp), ONNX_FLOAT, B, blk, x->D);
+    int64_t rep = x->hkv < x->hq ? x->hq / x->hkv : 1, mb = B / x->hq;
+    if (B % x->hq)
+        mb = B, rep = 1;
+    int64_t hq = B / mb, hkv = hq / rep;
+    int64_t qd[4] = {mb, hq, blk, x->D}, kd[4] = {mb, hkv, blk, x->D}, ld[4] = {mb, hq, blk, 1};
+    int in[6] = {in_n(x, ONNX_FLOAT, 4, qd), in_n(x, ONNX_FLOAT, 4, kd), in_n(x, ONNX_FLOAT, 4, kd),
+                 in_n(x, ONNX_FLOAT, 4, qd), in_n(x, ONNX_FLOAT, 4, qd), in_n(x, ONNX_FLOAT, 4, ld)};
+    plan_attr at[3] = {{.name = "scale", .kind = 2, .f = (float)(1.0 / sqrt((double)x->D))},
+                       {.name = "causal", .kind = 1, .i = 0},
+                       {.name = "kv_rep", .kind = 1, .i = rep}};
+    int g = plan_onnx_node(x->g, "tern", "AttentionGrad", 6, in, 3, 3, at);
+    const int64_t *shape[3] = {qd, kd, kd};
+    for (int k = 0; k < 3; k++)
+        plan_onnx_output(x->g, g + k, ONNX_FLOAT, 4, shape[k]);
 }
 
 /* One layer forward. x_sp: the layer input on the sequence-parallel shard [Tsp, H]. connected: chain the pieces
@@ -394,25 +399,12 @@ static void layer_bwd(ctx *x)
     int dctx = linear_bwd(x, in2(x, x->T, x->H), x->T, x->hq * x->D, x->H);
     int64_t Bh = x->mb * x->hq;
     int dO = cast(x, split_heads(x, dctx, x->hq), ONNX_FLOAT);
-    /* the blocks are their own graph (PLAN_G_ATTN_BWD); here dO, delta = rowsum(dO * O) and the block sums */
+    /* the blocks are their own graph (PLAN_G_ATTN_BWD, tern.AttentionGrad, which forms delta = rowsum(dO * O)
+     * and sums the grouped-query heads' dK and dV onto their K/V head itself); here dO and the block sums */
     out3(x, dO, ONNX_FLOAT, Bh, x->seq, x->D);
-    int O = in3(x, ONNX_FLOAT, Bh, x->seq, x->D);
-    out3(x, reduce(x, "ReduceSum", op2(x, "Mul", dO, O)), ONNX_FLOAT, Bh, x->seq, 1);
     int dQ = cast(x, in3(x, ONNX_FLOAT, Bh, x->seq, x->D), x->E);
-    int dK = cast(x, in3(x, ONNX_FLOAT, Bh, x->seq, x->D), x->E);
-    int dV = cast(x, in3(x, ONNX_FLOAT, Bh, x->seq, x->D), x->E);
-    if (x->hkv < x->hq) { /* the query groups' K/V gradients summed onto their shared head (the forward's Tile
-                             * put group j's copies at heads [j*hkv, (j+1)*hkv)) */
-        int64_t g = x->hq / x->hkv, n = x->mb * x->hkv;
-        int sk = -1, sv = -1;
-        for (int64_t j = 0; j < g; j++) {
-            int pk = slice(x, dK, 0, j * n, (j + 1) * n), pv = slice(x, dV, 0, j * n, (j + 1) * n);
-            sk = sk < 0 ? pk : op2(x, "Add", sk, pk);
-            sv = sv < 0 ? pv : op2(x, "Add", sv, pv);
-        }
-        dK = sk;
-        dV = sv;
-    }
+    int dK = cast(x, in3(x, ONNX_FLOAT, x->mb * x->hkv, x->seq, x->D), x->E);
+    int dV = cast(x, in3(x, ONNX_FLOAT, x->mb * x->hkv, x->seq, x->D), x->E);
     int dq2 = merge_heads(x, dQ, x->hq), dk2 = merge_heads(x, dK, x->hkv), dv2 = merge_heads(x, dV, x->hkv);
     if (x->c->rms_norm) { /* rotary backward: the same two products and sum */
         dq2 = op2(x, "Add", op2(x, "Mul", dq2, in2(x, x->T, x->hq * x->D)),

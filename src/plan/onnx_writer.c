@@ -154,19 +154,30 @@ int plan_onnx_const_f32(plan_onnx *g, float v) { return add_init(g, 1, 0, NULL, 
 
 int plan_onnx_op(plan_onnx *g, const char *op, int nin, const int *in, int nattr, const plan_attr *attrs)
 {
-    int out = g->next++;
+    return plan_onnx_node(g, "", op, nin, in, 1, nattr, attrs);
+}
+
+int plan_onnx_node(plan_onnx *g, const char *domain, const char *op, int nin, const int *in, int nout, int nattr,
+                   const plan_attr *attrs)
+{
+    int out = g->next;
+    g->next += nout;
     char nm[24];
     plan_pb node = {0};
     for (int i = 0; i < nin; i++) {
         vname(nm, sizeof nm, in[i]);
         pb_str(&node, 1, nm);
     }
-    vname(nm, sizeof nm, out);
-    pb_str(&node, 2, nm);
+    for (int k = 0; k < nout; k++) {
+        vname(nm, sizeof nm, out + k);
+        pb_str(&node, 2, nm);
+    }
     char nodename[48];
     snprintf(nodename, sizeof nodename, "%s_%d", op, g->nnodes++);
     pb_str(&node, 3, nodename);
     pb_str(&node, 4, op);
+    if (domain[0]) /* NodeProto.domain: tern's fused ops (the importer takes them without an opset import) */
+        pb_str(&node, 7, domain);
     for (int a = 0; a < nattr; a++) {
         plan_pb at = {0};
         pb_str(&at, 1, attrs[a].name);

@@ -38,6 +38,9 @@ int plan_onnx_input(plan_onnx *g, int elem, int rank, const int64_t *dims);
 int plan_onnx_const_i64(plan_onnx *g, int n, const int64_t *vals);
 int plan_onnx_const_f32(plan_onnx *g, float v); /* a scalar */
 int plan_onnx_op(plan_onnx *g, const char *op, int nin, const int *in, int nattr, const plan_attr *attrs);
+/* A node of `domain` ("" the default one) with nout outputs, numbered consecutively from the returned id. */
+int plan_onnx_node(plan_onnx *g, const char *domain, const char *op, int nin, const int *in, int nout, int nattr,
+                   const plan_attr *attrs);
 void plan_onnx_output(plan_onnx *g, int id, int elem, int rank, const int64_t *dims);
 /* The ModelProto bytes (caller frees); TERN_ERR_NOMEM when any write failed. */
 tern_status plan_onnx_finish(plan_onnx *g, uint8_t **buf, size_t *len, tern_error *err);
