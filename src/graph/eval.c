@@ -1392,17 +1392,26 @@ static const eval_fn table[TERN_GOP_COUNT] = {
     [TERN_GOP_TILE] = ev_tile, [TERN_GOP_PAD] = graph_ev_pad, [TERN_GOP_SHAPE] = ev_shape, [TERN_GOP_SIZE] = ev_size,
     [TERN_GOP_CONSTANT_OF_SHAPE] = ev_constant_of_shape, [TERN_GOP_RANGE] = ev_range,
     [TERN_GOP_CONSTANT] = ev_constant, [TERN_GOP_TRILU] = ev_trilu, [TERN_GOP_CUM_SUM] = ev_cumsum,
+    /* the family files' evaluators (ops_<family>.c) */
+    [TERN_GOP_RESIZE] = graph_ev_resize, [TERN_GOP_UPSAMPLE] = graph_ev_resize,
+    [TERN_GOP_CONV_TRANSPOSE] = graph_ev_convtranspose, [TERN_GOP_TOP_K] = graph_ev_topk,
+    [TERN_GOP_GATHER_ND] = graph_ev_gather_nd, [TERN_GOP_SCATTER_ND] = graph_ev_scatter_nd,
+    [TERN_GOP_SCATTER_ELEMENTS] = graph_ev_scatter_elements, [TERN_GOP_ONE_HOT] = graph_ev_onehot,
+    [TERN_GOP_DEPTH_TO_SPACE] = graph_ev_depth_space, [TERN_GOP_SPACE_TO_DEPTH] = graph_ev_depth_space,
+    [TERN_GOP_EYE_LIKE] = graph_ev_eyelike, [TERN_GOP_LRN] = graph_ev_lrn,
+    [TERN_GOP_MEAN_VARIANCE_NORMALIZATION] = graph_ev_mvn, [TERN_GOP_NON_ZERO] = graph_ev_nonzero,
+    [TERN_GOP_COMPRESS] = graph_ev_compress,
 };
 
-/* The evaluator of an op: this file's table, then eval_nn.c's and eval_extra.c's (NULL: not evaluated here). */
+/* The evaluator of an op: this file's table (which names the family files' evaluators too), then eval_nn.c's
+ * (NULL: not evaluated here). */
 static eval_fn lookup(tern_op_id id)
 {
     if ((int)id <= TERN_GOP_UNKNOWN || (int)id >= TERN_GOP_COUNT)
         return NULL;
     if (table[id])
         return table[id];
-    eval_fn fn = graph_eval_nn_lookup(id);
-    return fn ? fn : graph_eval_extra_lookup(id);
+    return graph_eval_nn_lookup(id);
 }
 
 int tern_graph_eval_supported(const char *domain, const char *op)

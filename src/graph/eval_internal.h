@@ -32,9 +32,8 @@ tern_status ereq(const ectx *c, int k, int want_float);
 tern_status eints(const ectx *c, int k, int64_t *buf, int max, int *n);
 
 typedef tern_status (*eval_fn)(const ectx *c);
-/* Tables indexed by tern_op_id (eval_nn.c, eval_extra.c); NULL for an op the file does not evaluate. */
+/* eval_nn.c's table indexed by tern_op_id; NULL for an op it does not evaluate. */
 eval_fn graph_eval_nn_lookup(tern_op_id id);
-eval_fn graph_eval_extra_lookup(tern_op_id id);
 
 /* A double to int64: NaN 0, out-of-range values saturate (numpy on x86 differs; tern is deterministic). */
 static inline int64_t d2i(double v)
@@ -61,6 +60,19 @@ static inline void ev_strides(int rank, const int64_t *dims, int64_t *st)
 /* Per-family evaluators outside eval*.c (ops_<family>.c). */
 tern_status graph_ev_pad(const ectx *c); /* ops_layout.c */
 tern_status graph_ev_attention_grad(const ectx *c); /* ops_attention.c */
+tern_status graph_ev_convtranspose(const ectx *c); /* ops_conv.c */
+tern_status graph_ev_topk(const ectx *c); /* ops_index.c */
+tern_status graph_ev_gather_nd(const ectx *c); /* ops_index.c */
+tern_status graph_ev_scatter_nd(const ectx *c); /* ops_index.c */
+tern_status graph_ev_scatter_elements(const ectx *c); /* ops_index.c */
+tern_status graph_ev_onehot(const ectx *c); /* ops_index.c */
+tern_status graph_ev_nonzero(const ectx *c); /* ops_index.c */
+tern_status graph_ev_compress(const ectx *c); /* ops_index.c */
+tern_status graph_ev_depth_space(const ectx *c); /* ops_layout.c */
+tern_status graph_ev_eyelike(const ectx *c); /* ops_layout.c */
+tern_status graph_ev_resize(const ectx *c); /* ops_layout.c */
+tern_status graph_ev_lrn(const ectx *c); /* ops_norm.c */
+tern_status graph_ev_mvn(const ectx *c); /* ops_norm.c */
 
 /* Advance a row-major multi-index over dims (rank r): the last axis fastest, wrapping to all zeros. */
 static inline void ev_next_index(int64_t *idx, const int64_t *dims, int r)

@@ -2,6 +2,7 @@
  * with the window geometry (kernel, strides, dilations, pads, auto_pad, ceil_mode) they share. Moved out of
  * infer.c's one switch; infer_node dispatches here by op id. */
 #include "infer_internal.h"
+#include "eval_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -116,5 +117,82 @@ tern_status graph_infer_conv_transpose(ictx *c)
     for (int d = 0; d < w2.nsp; d++)
         dims[2 + d] = w2.out[d];
     set_out(c, 0, x->type, x->rank, dims);
+    return TERN_OK;
+}
+
+/* ---- reference evaluation (the host evaluator's rules for this family) ---- */
+
+tern_status graph_ev_convtranspose(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)) || (st = ereq(c, 1, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0), *w = IN(1), *b = IN(2);
+    if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
+        return efail(c, TERN_ERR_INVALID, "input rank %d / weight rank %d: expected N, C and 1 to 3 spatial dims",
+                     x->rank, w->rank);
+    int64_t group = tern_graph_attr_int(c->n, "group", 1), N = x->dims[0], C = x->dims[1];
+    if (group < 1 || C % group || w->dims[0] != C)
+        return efail(c, TERN_ERR_INVALID, "weight [%lld, ...] and group %lld do not fit %lld input channels",
+                     (long long)w->dims[0], (long long)group, (long long)C);
+    int64_t M = w->dims[1] * group;
+    if ((b && (!b->f || b->count != (size_t)M)) || w->type != x->type)
+        return efail(c, TERN_ERR_INVALID, "bias must be float [%lld] and W of X's type", (long long)M);
+    graph_window win;
+    char why[240];
+    if (graph_convtranspose_setup(c->n, x->rank - 2, x->dims + 2, w->dims + 2, &win, why, sizeof why))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    int64_t dims[TERN_GRAPH_MAX_RANK] = {N, M};
+    for (int d = 0; d < win.nsp; d++)
+        dims[2 + d] = win.out[d];
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, dims, &o)) || !o)
+        return st;
+    int64_t in[3], out[3], k[3], s[3], dl[3], pb[3];
+    int off = 3 - win.nsp;
+    for (int d = 0; d < 3; d++) {
+        int q = d - off;
+        in[d] = q >= 0 ? win.in[q] : 1;
+        out[d] = q >= 0 ? win.out[q] : 1;
+        k[d] = q >= 0 ? win.k[q] : 1;
+        s[d] = q >= 0 ? win.stride[q] : 1;
+        dl[d] = q >= 0 ? win.dil[q] : 1;
+        pb[d] = q >= 0 ? win.pad_b[q] : 0;
+    }
+    int64_t cg = C / group, mg = M / group, isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2],
+            ksz = k[0] * k[1] * k[2];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            float *op = o->f + (n * M + m) * osz;
+            for (int64_t e = 0; e < osz; e++)
+                op[e] = b ? b->f[m] : 0.0f;
+            int64_t g = m / mg, mm = m % mg;
+            for (int64_t ci = 0; ci < cg; ci++) {
+                int64_t cc = g * cg + ci;
+                const float *ip = x->f + (n * C + cc) * isz, *wp = w->f + (cc * mg + mm) * ksz;
+                for (int64_t id = 0; id < in[0]; id++)
+                    for (int64_t ih = 0; ih < in[1]; ih++)
+                        for (int64_t iw = 0; iw < in[2]; iw++) {
+                            float xv = ip[(id * in[1] + ih) * in[2] + iw];
+                            for (int64_t kd = 0; kd < k[0]; kd++) {
+                                int64_t od = id * s[0] + kd * dl[0] - pb[0];
+                                if (od < 0 || od >= out[0])
+                                    continue;
+                                for (int64_t kh = 0; kh < k[1]; kh++) {
+                                    int64_t oh = ih * s[1] + kh * dl[1] - pb[1];
+                                    if (oh < 0 || oh >= out[1])
+                                        continue;
+                                    for (int64_t kw = 0; kw < k[2]; kw++) {
+                                        int64_t ow = iw * s[2] + kw * dl[2] - pb[2];
+                                        if (ow >= 0 && ow < out[2])
+                                            op[(od * out[1] + oh) * out[2] + ow] +=
+                                                xv * wp[(kd * k[1] + kh) * k[2] + kw];
+                                    }
+                                }
+                            }
+                        }
+            }
+        }
+    graph_tensor_normalize(o);
     return TERN_OK;
 }

@@ -2,6 +2,7 @@
  * NonZero and Compress (data-dependent sizes stay unknown), and TopK. Moved out of infer.c's one switch;
  * infer_node dispatches here by op id. */
 #include "infer_internal.h"
+#include "eval_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -180,5 +181,354 @@ tern_status graph_infer_compress(ictx *c)
         dims[d] = V(c, 0)->dims[d];
     dims[ax] = -1;
     set_out(c, 0, V(c, 0)->type, V(c, 0)->rank, dims);
+    return TERN_OK;
+}
+
+/* ---- reference evaluation (the host evaluator's rules for this family) ---- */
+
+tern_status graph_ev_topk(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    if (!IN(1)->i || IN(1)->count != 1)
+        return efail(c, TERN_ERR_INVALID, "K must be a one-element int64 tensor");
+    int ax;
+    char why[200];
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", -1), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    int64_t K = IN(1)->i[0], n = x->dims[ax];
+    if (K < 0 || K > n)
+        return efail(c, TERN_ERR_INVALID, "K = %lld outside [0, %lld]", (long long)K, (long long)n);
+    int largest = (int)tern_graph_attr_int(c->n, "largest", 1);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims);
+    dims[ax] = K;
+    tern_host_tensor *ov, *oi;
+    if ((st = eout(c, 0, x->type, x->rank, dims, &ov)) || (st = eout(c, 1, TERN_ELEM_INT64, x->rank, dims, &oi)))
+        return st;
+    size_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; d++)
+        outer *= (size_t)x->dims[d];
+    for (int d = ax + 1; d < x->rank; d++)
+        inner *= (size_t)x->dims[d];
+    if (outer == 0 || inner == 0 || K == 0)
+        return TERN_OK;
+    int64_t *idx = malloc(((size_t)n + 1) * sizeof *idx);
+    if (!idx)
+        return efail(c, TERN_ERR_NOMEM, "out of memory");
+    for (size_t a = 0; a < outer; a++)
+        for (size_t b = 0; b < inner; b++) {
+            /* stable selection: ties keep the lower index first (ONNX) */
+            for (int64_t e = 0; e < n; e++)
+                idx[e] = e;
+            for (int64_t i = 0; i < K; i++) {
+                int64_t best = i;
+                for (int64_t j = i + 1; j < n; j++) {
+                    size_t pj = (a * (size_t)n + (size_t)idx[j]) * inner + b,
+                           pb = (a * (size_t)n + (size_t)idx[best]) * inner + b;
+                    double vj = x->f ? x->f[pj] : (double)x->i[pj], vb = x->f ? x->f[pb] : (double)x->i[pb];
+                    int better = largest ? vj > vb : vj < vb;
+                    if (better || (vj == vb && idx[j] < idx[best]))
+                        best = j;
+                }
+                int64_t t = idx[i];
+                idx[i] = idx[best];
+                idx[best] = t;
+                size_t src = (a * (size_t)n + (size_t)idx[i]) * inner + b, dst = (a * (size_t)K + (size_t)i) * inner + b;
+                if (ov) {
+                    if (ov->f)
+                        ov->f[dst] = x->f[src];
+                    else
+                        ov->i[dst] = x->i[src];
+                }
+                if (oi)
+                    oi->i[dst] = idx[i];
+            }
+        }
+    free(idx);
+    return TERN_OK;
+}
+
+tern_status graph_ev_gather_nd(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0), *ind = IN(1);
+    int64_t bd = tern_graph_attr_int(c->n, "batch_dims", 0);
+    if (!ind->i || ind->rank < 1 || bd < 0 || bd >= ind->rank || bd >= x->rank)
+        return efail(c, TERN_ERR_INVALID, "indices must be integer of rank >= 1 with batch_dims < both ranks");
+    int64_t q = ind->dims[ind->rank - 1];
+    if (q < 1 || bd + q > x->rank)
+        return efail(c, TERN_ERR_INVALID, "indices' last dim %lld does not fit data rank %d", (long long)q, x->rank);
+    for (int d = 0; d < bd; d++)
+        if (x->dims[d] != ind->dims[d])
+            return efail(c, TERN_ERR_INVALID, "batch dim %d differs", d);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < ind->rank - 1; d++)
+        dims[r++] = ind->dims[d];
+    for (int d = (int)(bd + q); d < x->rank; d++) {
+        if (r >= TERN_GRAPH_MAX_RANK)
+            return efail(c, TERN_ERR_RANGE, "result rank above the limit");
+        dims[r++] = x->dims[d];
+    }
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
+        return st;
+    int64_t xs[TERN_GRAPH_MAX_RANK];
+    ev_strides(x->rank, x->dims, xs);
+    size_t slice = 1, nb = 1, per_batch;
+    for (int d = (int)(bd + q); d < x->rank; d++)
+        slice *= (size_t)x->dims[d];
+    for (int d = 0; d < bd; d++)
+        nb *= (size_t)x->dims[d];
+    size_t ntup = ind->count / (size_t)q;
+    per_batch = nb ? ntup / nb : 0;
+    for (size_t t = 0; t < ntup; t++) {
+        size_t batch = per_batch ? t / per_batch : 0;
+        int64_t off = 0, rem = (int64_t)batch;
+        for (int d = (int)bd - 1; d >= 0; d--) {
+            off += (rem % x->dims[d]) * xs[d];
+            rem /= x->dims[d];
+        }
+        for (int64_t k = 0; k < q; k++) {
+            int64_t v = ind->i[t * (size_t)q + (size_t)k], dim = x->dims[bd + k];
+            if (v < -dim || v >= dim)
+                return efail(c, TERN_ERR_RANGE, "index %lld outside axis %lld of size %lld", (long long)v,
+                             (long long)(bd + k), (long long)dim);
+            off += (v < 0 ? v + dim : v) * xs[bd + k];
+        }
+        if (o->f)
+            memcpy(o->f + t * slice, x->f + off, slice * sizeof(float));
+        else
+            memcpy(o->i + t * slice, x->i + off, slice * sizeof(int64_t));
+    }
+    return TERN_OK;
+}
+
+static int reduction_kind(const ectx *c, int *kind)
+{
+    const char *r = tern_graph_attr_string(c->n, "reduction", "none");
+    *kind = !strcmp(r, "none") ? 0 : !strcmp(r, "add") ? 1 : !strcmp(r, "mul") ? 2 : -1;
+    return *kind < 0;
+}
+
+static void combine(tern_host_tensor *o, size_t dst, const tern_host_tensor *u, size_t src, int kind)
+{
+    if (o->f) {
+        float v = u->f[src];
+        o->f[dst] = kind == 1 ? o->f[dst] + v : kind == 2 ? o->f[dst] * v : v;
+    } else {
+        int64_t v = u->i[src];
+        o->i[dst] = kind == 1 ? (int64_t)((uint64_t)o->i[dst] + (uint64_t)v)
+                    : kind == 2 ? (int64_t)((uint64_t)o->i[dst] * (uint64_t)v)
+                                : v;
+    }
+}
+
+tern_status graph_ev_scatter_nd(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)) || (st = ereq(c, 2, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0), *ind = IN(1), *u = IN(2);
+    int kind;
+    if (reduction_kind(c, &kind))
+        return efail(c, TERN_ERR_INVALID, "reduction must be none, add or mul");
+    if (!ind->i || ind->rank < 1 || u->type != x->type)
+        return efail(c, TERN_ERR_INVALID, "indices must be integers, updates of the data's type");
+    int64_t q = ind->dims[ind->rank - 1];
+    if (q < 1 || q > x->rank)
+        return efail(c, TERN_ERR_INVALID, "indices' last dim %lld does not fit data rank %d", (long long)q, x->rank);
+    size_t slice = 1, ntup = ind->count / (size_t)q;
+    for (int d = (int)q; d < x->rank; d++)
+        slice *= (size_t)x->dims[d];
+    if (u->count != ntup * slice)
+        return efail(c, TERN_ERR_INVALID, "updates hold %zu elements, expected %zu", u->count, ntup * slice);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    if (o->f)
+        memcpy(o->f, x->f, x->count * sizeof(float));
+    else
+        memcpy(o->i, x->i, x->count * sizeof(int64_t));
+    int64_t xs[TERN_GRAPH_MAX_RANK];
+    ev_strides(x->rank, x->dims, xs);
+    for (size_t t = 0; t < ntup; t++) {
+        int64_t off = 0;
+        for (int64_t k = 0; k < q; k++) {
+            int64_t v = ind->i[t * (size_t)q + (size_t)k], dim = x->dims[k];
+            if (v < -dim || v >= dim)
+                return efail(c, TERN_ERR_RANGE, "index %lld outside axis %lld of size %lld", (long long)v,
+                             (long long)k, (long long)dim);
+            off += (v < 0 ? v + dim : v) * xs[k];
+        }
+        for (size_t e = 0; e < slice; e++)
+            combine(o, (size_t)off + e, u, t * slice + e, kind);
+    }
+    return TERN_OK;
+}
+
+tern_status graph_ev_scatter_elements(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)) || (st = ereq(c, 2, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0), *ind = IN(1), *u = IN(2);
+    int kind, ax;
+    char why[200];
+    if (reduction_kind(c, &kind))
+        return efail(c, TERN_ERR_INVALID, "reduction must be none, add or mul");
+    if (!ind->i || ind->rank != x->rank || u->rank != x->rank || u->type != x->type)
+        return efail(c, TERN_ERR_INVALID, "indices and updates must have the data's rank (and updates its type)");
+    for (int d = 0; d < ind->rank; d++)
+        if (ind->dims[d] != u->dims[d] || ind->dims[d] > x->dims[d])
+            return efail(c, TERN_ERR_INVALID, "indices/updates dim %d does not fit", d);
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", 0), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    if (o->f)
+        memcpy(o->f, x->f, x->count * sizeof(float));
+    else
+        memcpy(o->i, x->i, x->count * sizeof(int64_t));
+    int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
+    ev_strides(x->rank, x->dims, xs);
+    for (size_t e = 0; e < ind->count; e++) {
+        int64_t v = ind->i[e], dim = x->dims[ax], off = 0;
+        if (v < -dim || v >= dim)
+            return efail(c, TERN_ERR_RANGE, "index %lld outside axis %d of size %lld", (long long)v, ax,
+                         (long long)dim);
+        for (int d = 0; d < x->rank; d++)
+            off += (d == ax ? (v < 0 ? v + dim : v) : idx[d]) * xs[d];
+        combine(o, (size_t)off, u, e, kind);
+        ev_next_index(idx, ind->dims, x->rank);
+    }
+    return TERN_OK;
+}
+
+tern_status graph_ev_onehot(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)) || (st = ereq(c, 2, 0)))
+        return st;
+    const tern_host_tensor *ind = IN(0), *vals = IN(2);
+    if (IN(1)->count != 1 || vals->count != 2)
+        return efail(c, TERN_ERR_INVALID, "depth must have one element and values two");
+    double dd = tern_host_tensor_get(IN(1), 0);
+    if (!(dd >= 1 && dd <= (double)GRAPH_MAX_ELEMS))
+        return efail(c, TERN_ERR_INVALID, "depth %g outside [1, 2^31]", dd);
+    int64_t depth = (int64_t)dd;
+    int r = ind->rank + 1, ax;
+    char why[200];
+    if (r > TERN_GRAPH_MAX_RANK)
+        return efail(c, TERN_ERR_RANGE, "result rank above the limit");
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", -1), r, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    for (int d = 0, s = 0; d < r; d++)
+        dims[d] = d == ax ? depth : ind->dims[s++];
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, vals->type, r, dims, &o)) || !o)
+        return st;
+    size_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; d++)
+        outer *= (size_t)dims[d];
+    for (int d = ax + 1; d < r; d++)
+        inner *= (size_t)dims[d];
+    for (size_t a = 0; a < outer; a++)
+        for (int64_t k = 0; k < depth; k++)
+            for (size_t b = 0; b < inner; b++) {
+                double iv = tern_host_tensor_get(ind, a * inner + b);
+                /* in range first: the cast of a huge or NaN index would be undefined */
+                int hot = iv >= -(double)depth && iv < (double)depth &&
+                          (int64_t)(iv < 0 ? iv + (double)depth : iv) == k;
+                size_t dst = (a * (size_t)depth + (size_t)k) * inner + b;
+                if (o->f)
+                    o->f[dst] = vals->f[hot];
+                else
+                    o->i[dst] = vals->i[hot];
+            }
+    return TERN_OK;
+}
+
+tern_status graph_ev_nonzero(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int64_t nz = 0;
+    for (size_t e = 0; e < x->count; e++)
+        nz += tern_host_tensor_get(x, e) != 0;
+    int r = x->rank ? x->rank : 1;
+    int64_t dims[2] = {r, nz};
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, TERN_ELEM_INT64, 2, dims, &o)) || !o)
+        return st;
+    int64_t xs[TERN_GRAPH_MAX_RANK], k = 0;
+    ev_strides(x->rank, x->dims, xs);
+    for (size_t e = 0; e < x->count; e++)
+        if (tern_host_tensor_get(x, e) != 0) {
+            for (int d = 0; d < x->rank; d++)
+                o->i[d * nz + k] = (int64_t)(e / (size_t)xs[d]) % x->dims[d];
+            if (!x->rank)
+                o->i[k] = 0;
+            k++;
+        }
+    return TERN_OK;
+}
+
+tern_status graph_ev_compress(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0), *cond = IN(1);
+    if (cond->type != TERN_ELEM_BOOL || cond->rank != 1)
+        return efail(c, TERN_ERR_INVALID, "condition must be a 1-D bool tensor");
+    const tern_graph_attr *axa = tern_graph_node_attr(c->n, "axis");
+    size_t outer = 1, n = x->count, inner = 1;
+    int ax = -1;
+    char why[200];
+    if (axa) {
+        if (graph_norm_axis(axa->i, x->rank, &ax, why, sizeof why, "axis"))
+            return efail(c, TERN_ERR_INVALID, "%s", why);
+        n = (size_t)x->dims[ax];
+        for (int d = 0; d < ax; d++)
+            outer *= (size_t)x->dims[d];
+        for (int d = ax + 1; d < x->rank; d++)
+            inner *= (size_t)x->dims[d];
+    }
+    int64_t kept = 0;
+    for (size_t e = 0; e < cond->count && e < n; e++)
+        kept += cond->i[e] != 0;
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int r = 1;
+    if (ax >= 0) {
+        memcpy(dims, x->dims, sizeof dims);
+        dims[ax] = kept;
+        r = x->rank;
+    } else
+        dims[0] = kept;
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
+        return st;
+    size_t pos = 0;
+    for (size_t a = 0; a < outer; a++)
+        for (size_t e = 0; e < n && e < cond->count; e++) {
+            if (!cond->i[e])
+                continue;
+            size_t src = (a * n + e) * inner;
+            if (o->f)
+                memcpy(o->f + pos, x->f + src, inner * sizeof(float));
+            else
+                memcpy(o->i + pos, x->i + src, inner * sizeof(int64_t));
+            pos += inner;
+        }
     return TERN_OK;
 }

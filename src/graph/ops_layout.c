@@ -601,3 +601,306 @@ tern_status graph_infer_resize(ictx *c)
     set_out(c, 0, x->type, x->rank, dims);
     return TERN_OK;
 }
+
+/* ---- reference evaluation (the host evaluator's rules for this family) ---- */
+
+tern_status graph_ev_depth_space(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int64_t bs = tern_graph_attr_int(c->n, "blocksize", 0);
+    int to_space = c->n->op_id == TERN_GOP_DEPTH_TO_SPACE, crd = !strcmp(tern_graph_attr_string(c->n, "mode", "DCR"), "CRD");
+    if (x->rank != 4 || bs < 1 || bs > 4096)
+        return efail(c, TERN_ERR_INVALID, "needs a 4-D input and blocksize >= 1");
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    if (to_space ? C % (bs * bs) : (H % bs || W % bs))
+        return efail(c, TERN_ERR_INVALID, "dims do not divide by the block size %lld", (long long)bs);
+    int64_t dims[4] = {N, to_space ? C / (bs * bs) : C * bs * bs, to_space ? H * bs : H / bs, to_space ? W * bs : W / bs};
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, 4, dims, &o)) || !o)
+        return st;
+    int64_t oc = dims[1], oh = dims[2], ow = dims[3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t cc = 0; cc < oc; cc++)
+            for (int64_t h = 0; h < oh; h++)
+                for (int64_t w = 0; w < ow; w++) {
+                    int64_t src;
+                    if (to_space) {
+                        int64_t bh = h % bs, bw = w % bs;
+                        int64_t ic = crd ? cc * bs * bs + bh * bs + bw : (bh * bs + bw) * oc + cc;
+                        src = ((n * C + ic) * H + h / bs) * W + w / bs;
+                    } else {
+                        int64_t ic = cc % C, blk = cc / C;
+                        src = ((n * C + ic) * H + h * bs + blk / bs) * W + w * bs + blk % bs;
+                    }
+                    size_t dst = (size_t)(((n * oc + cc) * oh + h) * ow + w);
+                    if (o->f)
+                        o->f[dst] = x->f[src];
+                    else
+                        o->i[dst] = x->i[src];
+                }
+    return TERN_OK;
+}
+
+tern_status graph_ev_eyelike(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    if (x->rank != 2)
+        return efail(c, TERN_ERR_INVALID, "input must be 2-D");
+    const tern_graph_attr *dt = tern_graph_node_attr(c->n, "dtype");
+    tern_elem_type t = dt && dt->type == TERN_ATTR_INT ? (tern_elem_type)(dt->i < 0 || dt->i > 64 ? 0 : dt->i) : x->type;
+    if (!tern_elem_is_valid((int)t))
+        return efail(c, TERN_ERR_UNSUPPORTED, "dtype %d is not supported", (int)t);
+    int64_t k = tern_graph_attr_int(c->n, "k", 0);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, t, 2, x->dims, &o)) || !o)
+        return st;
+    for (int64_t r = 0; r < x->dims[0]; r++)
+        for (int64_t col = 0; col < x->dims[1]; col++)
+            if (col - r == k) {
+                if (o->f)
+                    o->f[r * x->dims[1] + col] = 1.0f;
+                else
+                    o->i[r * x->dims[1] + col] = 1;
+            }
+    return TERN_OK;
+}
+
+/* ---- Resize / Upsample ---- */
+/* Output sizes from sizes (exact) or scales (floor(in * scale)); fills scale per dim. Shared with inference through
+ * graph_resize_dims. */
+int graph_resize_dims(const tern_graph_node *n, int64_t opset, int rank, const int64_t *in,
+                      const tern_host_tensor *scales, const tern_host_tensor *sizes, int64_t *out, double *scale,
+                      char *why, size_t wl)
+{
+    (void)n;
+    (void)opset;
+    if (sizes && sizes->count) {
+        if (!sizes->i || sizes->count != (size_t)rank) {
+            snprintf(why, wl, "sizes must hold %d integers", rank);
+            return -1;
+        }
+        for (int d = 0; d < rank; d++) {
+            if (sizes->i[d] < 0 || sizes->i[d] > GRAPH_MAX_ELEMS) {
+                snprintf(why, wl, "sizes[%d] = %lld is invalid", d, (long long)sizes->i[d]);
+                return -1;
+            }
+            out[d] = sizes->i[d];
+            scale[d] = in[d] > 0 ? (double)out[d] / (double)in[d] : 1.0;
+        }
+        return 0;
+    }
+    if (!scales || !scales->f || scales->count != (size_t)rank) {
+        snprintf(why, wl, "needs scales (%d floats) or sizes", rank);
+        return -1;
+    }
+    for (int d = 0; d < rank; d++) {
+        double s = scales->f[d], o = floor((double)in[d] * s);
+        if (!(s > 0) || !(o <= (double)GRAPH_MAX_ELEMS)) {
+            snprintf(why, wl, "scales[%d] = %g is invalid", d, s);
+            return -1;
+        }
+        out[d] = (int64_t)o;
+        scale[d] = s;
+    }
+    return 0;
+}
+
+static double cubic_w(double a, double t)
+{
+    t = fabs(t);
+    if (t <= 1)
+        return ((a + 2) * t - (a + 3)) * t * t + 1;
+    if (t < 2)
+        return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a;
+    return 0;
+}
+
+tern_status graph_ev_resize(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0), *roi = NULL, *scales, *sizes;
+    int upsample = c->n->op_id == TERN_GOP_UPSAMPLE;
+    tern_host_tensor *attr_scales = NULL;
+    if (upsample || c->opset < 11) {
+        scales = IN(1);
+        sizes = NULL;
+        if (!scales) { /* Upsample-7: scales attribute */
+            const tern_graph_attr *a = tern_graph_node_attr(c->n, "scales");
+            if (!a || a->type != TERN_ATTR_FLOATS)
+                return efail(c, TERN_ERR_INVALID, "scales are required");
+            int64_t n = (int64_t)a->n;
+            tern_error e;
+            if (tern_host_tensor_new(TERN_ELEM_FLOAT, 1, &n, &attr_scales, &e))
+                return efail(c, e.code, "%s", e.msg);
+            memcpy(attr_scales->f, a->floats, a->n * sizeof(float));
+            scales = attr_scales;
+        }
+    } else {
+        roi = IN(1);
+        scales = IN(2);
+        sizes = IN(3);
+    }
+    int r = x->rank;
+    int64_t out[TERN_GRAPH_MAX_RANK];
+    double scale[TERN_GRAPH_MAX_RANK];
+    char why[200];
+    if (graph_resize_dims(c->n, c->opset, r, x->dims, scales, sizes, out, scale, why, sizeof why)) {
+        tern_host_tensor_free(attr_scales);
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    }
+    tern_host_tensor_free(attr_scales);
+    const char *mode = tern_graph_attr_string(c->n, "mode", "nearest");
+    const char *ctm = tern_graph_attr_string(c->n, "coordinate_transformation_mode",
+                                             upsample || c->opset < 11 ? "asymmetric" : "half_pixel");
+    const char *nm = tern_graph_attr_string(c->n, "nearest_mode", upsample || c->opset < 11 ? "floor"
+                                                                                             : "round_prefer_floor");
+    double a = tern_graph_attr_float(c->n, "cubic_coeff_a", -0.75f);
+    int excl = (int)tern_graph_attr_int(c->n, "exclude_outside", 0);
+    double extrap = tern_graph_attr_float(c->n, "extrapolation_value", 0.0f);
+    int m = !strcmp(mode, "nearest") ? 0 : !strcmp(mode, "linear") || !strcmp(mode, "bilinear") ? 1
+            : !strcmp(mode, "cubic")                                                              ? 2
+                                                                                                  : -1;
+    int t = !strcmp(ctm, "half_pixel") ? 0 : !strcmp(ctm, "pytorch_half_pixel") ? 1 : !strcmp(ctm, "align_corners") ? 2
+            : !strcmp(ctm, "asymmetric")                                                                           ? 3
+            : !strcmp(ctm, "tf_half_pixel_for_nn")                                                                 ? 4
+            : !strcmp(ctm, "tf_crop_and_resize")                                                                   ? 5
+                                                                                                                   : -1;
+    int nmode = !strcmp(nm, "round_prefer_floor") ? 0 : !strcmp(nm, "round_prefer_ceil") ? 1 : !strcmp(nm, "floor") ? 2
+                : !strcmp(nm, "ceil")                                                                              ? 3
+                                                                                                                   : -1;
+    if (m < 0 || t < 0 || nmode < 0)
+        return efail(c, TERN_ERR_UNSUPPORTED, "mode \"%.20s\", coordinate_transformation_mode \"%.30s\" or "
+                     "nearest_mode \"%.20s\" is not supported", mode, ctm, nm);
+    for (int d = 0; d < r; d++)
+        if (x->dims[d] == 0 && out[d] > 0)
+            return efail(c, TERN_ERR_INVALID, "dim %d is empty and cannot be resized to %lld", d, (long long)out[d]);
+    if (t == 5 && (!roi || !roi->f || roi->count != 2 * (size_t)r))
+        return efail(c, TERN_ERR_INVALID, "tf_crop_and_resize needs roi with %d floats", 2 * r);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, r, out, &o)) || !o || o->count == 0)
+        return st; /* (an empty output: the per-dim tables below could otherwise be sized by a huge other dim) */
+    /* per dim and output coordinate: up to 4 (index, weight) taps; index -1 = outside (extrapolation) */
+    int taps = m == 0 ? 1 : m == 1 ? 2 : 4;
+    size_t total = 0;
+    for (int d = 0; d < r; d++)
+        total += (size_t)out[d];
+    int64_t *ti = malloc((total * 4 + 1) * sizeof *ti);
+    double *tw = malloc((total * 4 + 1) * sizeof *tw);
+    unsigned char *outside = calloc(total + 1, 1);
+    if (!ti || !tw || !outside) {
+        free(ti), free(tw), free(outside);
+        return efail(c, TERN_ERR_NOMEM, "out of memory");
+    }
+    size_t base[TERN_GRAPH_MAX_RANK], pos = 0;
+    for (int d = 0; d < r; d++) {
+        base[d] = pos;
+        int64_t in = x->dims[d];
+        for (int64_t j = 0; j < out[d]; j++, pos++) {
+            double xo, s = scale[d];
+            switch (t) {
+            case 0: xo = (j + 0.5) / s - 0.5; break;
+            case 1: xo = out[d] > 1 ? (j + 0.5) / s - 0.5 : 0; break;
+            case 2: { /* ONNX's reference uses the unrounded resized length in * scale */
+                double len = (double)in * s;
+                xo = len <= 1 ? 0 : (double)j * (double)(in - 1) / (len - 1);
+                break;
+            }
+            case 3: xo = j / s; break;
+            case 4: xo = (j + 0.5) / s; break;
+            default: {
+                double s0 = roi->f[d], e0 = roi->f[r + d];
+                xo = out[d] > 1 ? s0 * (double)(in - 1) + (double)j * (e0 - s0) * (double)(in - 1) / (double)(out[d] - 1)
+                                : 0.5 * (s0 + e0) * (double)(in - 1);
+                if (xo < 0 || xo > (double)(in - 1))
+                    outside[pos] = 1;
+                break;
+            }
+            }
+            if (isnan(xo)) /* a NaN roi: outside, and keep the index arithmetic defined */
+                outside[pos] = 1, xo = 0;
+            xo = xo < -1e12 ? -1e12 : xo > 1e12 ? 1e12 : xo;
+            int64_t *ii = ti + pos * 4;
+            double *ww = tw + pos * 4;
+            if (m == 0) {
+                double f = floor(xo);
+                int64_t k;
+                if (nmode == 2)
+                    k = (int64_t)f;
+                else if (nmode == 3)
+                    k = (int64_t)ceil(xo);
+                else if (xo - f == 0.5)
+                    k = (int64_t)f + (nmode == 1);
+                else
+                    k = (int64_t)nearbyint(xo);
+                ii[0] = k < 0 ? 0 : k >= in ? in - 1 : k;
+                ww[0] = 1;
+            } else if (m == 1) {
+                double f = floor(xo), fr = xo - f;
+                int64_t k0 = (int64_t)f;
+                ii[0] = k0 < 0 ? 0 : k0 >= in ? in - 1 : k0;
+                ii[1] = k0 + 1 < 0 ? 0 : k0 + 1 >= in ? in - 1 : k0 + 1;
+                ww[0] = 1 - fr;
+                ww[1] = fr;
+            } else {
+                double f = floor(xo), fr = xo - f, sum = 0;
+                int64_t k0 = (int64_t)f;
+                for (int q = 0; q < 4; q++) {
+                    int64_t k = k0 - 1 + q;
+                    ww[q] = cubic_w(a, fr - (double)(q - 1));
+                    if (excl && (k < 0 || k >= in))
+                        ww[q] = 0;
+                    ii[q] = k < 0 ? 0 : k >= in ? in - 1 : k;
+                    sum += ww[q];
+                }
+                if (excl && sum != 0)
+                    for (int q = 0; q < 4; q++)
+                        ww[q] /= sum;
+            }
+        }
+    }
+    int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
+    ev_strides(r, x->dims, xs);
+    int64_t ncomb = 1;
+    for (int d = 0; d < r; d++)
+        ncomb *= taps;
+    for (size_t e = 0; e < o->count; e++) {
+        int out_of_roi = 0;
+        for (int d = 0; d < r; d++)
+            out_of_roi |= outside[base[d] + (size_t)idx[d]];
+        double acc = 0;
+        if (out_of_roi)
+            acc = extrap;
+        else
+            for (int64_t comb = 0; comb < ncomb; comb++) {
+                int64_t rem = comb, off = 0;
+                double wgt = 1;
+                for (int d = r - 1; d >= 0; d--) {
+                    int q = (int)(rem % taps);
+                    rem /= taps;
+                    size_t p = (base[d] + (size_t)idx[d]) * 4 + (size_t)q;
+                    wgt *= tw[p];
+                    off += ti[p] * xs[d];
+                }
+                if (wgt != 0)
+                    acc += wgt * (x->f ? (double)x->f[off] : (double)x->i[off]);
+            }
+        if (o->f)
+            o->f[e] = (float)acc;
+        else
+            o->i[e] = isnan(acc) ? 0 : acc >= 9223372036854775807.0 ? INT64_MAX
+                      : acc <= -9223372036854775808.0 ? INT64_MIN
+                                                     : (int64_t)nearbyint(acc);
+        ev_next_index(idx, out, r);
+    }
+    free(ti), free(tw), free(outside);
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}

@@ -2,6 +2,7 @@
  * LayerNormalization (with its Mean and InvStdDev outputs), LRN and MeanVarianceNormalization. Moved out of
  * infer.c's one switch; infer_node dispatches here by op id. */
 #include "infer_internal.h"
+#include "eval_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -66,5 +67,99 @@ tern_status graph_infer_lrn_mvn(ictx *c)
     if ((st = need_float(c, 0)))
         return st;
     same_as(c, 0, V(c, 0), V(c, 0)->type);
+    return TERN_OK;
+}
+
+/* ---- reference evaluation (the host evaluator's rules for this family) ---- */
+
+tern_status graph_ev_lrn(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int64_t size = tern_graph_attr_int(c->n, "size", 0);
+    if (x->rank < 3 || size < 1)
+        return efail(c, TERN_ERR_INVALID, "needs rank >= 3 and size >= 1");
+    double alpha = tern_graph_attr_float(c->n, "alpha", 1e-4f), beta = tern_graph_attr_float(c->n, "beta", 0.75f),
+           bias = tern_graph_attr_float(c->n, "bias", 1.0f);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    int64_t C = x->dims[1], sp = 1;
+    for (int d = 2; d < x->rank; d++)
+        sp *= x->dims[d];
+    int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    for (int64_t n = 0; n < x->dims[0]; n++)
+        for (int64_t ch = 0; ch < C; ch++)
+            for (int64_t e = 0; e < sp; e++) {
+                double sq = 0;
+                for (int64_t j = ch - lo; j <= ch + hi; j++)
+                    if (j >= 0 && j < C) {
+                        double v = x->f[(n * C + j) * sp + e];
+                        sq += v * v;
+                    }
+                size_t q = (size_t)((n * C + ch) * sp + e);
+                o->f[q] = (float)(x->f[q] / pow(bias + alpha / (double)size * sq, beta));
+            }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+tern_status graph_ev_mvn(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    size_t na;
+    const int64_t *axes = graph_attr_ints(c->n, "axes", &na);
+    static const int64_t dflt[] = {0, 2, 3};
+    if (!axes) {
+        axes = dflt;
+        na = 3;
+    }
+    int red[TERN_GRAPH_MAX_RANK] = {0};
+    char why[200];
+    for (size_t k = 0; k < na; k++) {
+        int a;
+        if (graph_norm_axis(axes[k], x->rank, &a, why, sizeof why, "axis"))
+            return efail(c, TERN_ERR_INVALID, "%s", why);
+        red[a] = 1;
+    }
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    /* group index of each element: its coordinates on the kept axes */
+    int64_t gd[TERN_GRAPH_MAX_RANK], gs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
+    for (int d = 0; d < x->rank; d++)
+        gd[d] = red[d] ? 1 : x->dims[d];
+    ev_strides(x->rank, gd, gs);
+    size_t ng = (size_t)graph_numel(x->rank, gd);
+    double *sum = calloc(ng + 1, sizeof *sum), *sq = calloc(ng + 1, sizeof *sq);
+    size_t *cnt = calloc(ng + 1, sizeof *cnt), *gi = malloc((x->count + 1) * sizeof *gi);
+    if (!sum || !sq || !cnt || !gi) {
+        free(sum), free(sq), free(cnt), free(gi);
+        return efail(c, TERN_ERR_NOMEM, "out of memory");
+    }
+    for (size_t e = 0; e < x->count; e++) {
+        size_t g = 0;
+        for (int d = 0; d < x->rank; d++)
+            g += red[d] ? 0 : (size_t)(idx[d] * gs[d]);
+        gi[e] = g;
+        sum[g] += x->f[e];
+        cnt[g]++;
+        ev_next_index(idx, x->dims, x->rank);
+    }
+    for (size_t e = 0; e < x->count; e++) {
+        double m = sum[gi[e]] / (double)cnt[gi[e]], v = x->f[e] - m;
+        sq[gi[e]] += v * v;
+    }
+    for (size_t e = 0; e < x->count; e++) {
+        double m = sum[gi[e]] / (double)cnt[gi[e]], var = sq[gi[e]] / (double)cnt[gi[e]];
+        o->f[e] = (float)((x->f[e] - m) / (sqrt(var) + 1e-9));
+    }
+    free(sum), free(sq), free(cnt), free(gi);
+    graph_tensor_normalize(o);
     return TERN_OK;
 }
