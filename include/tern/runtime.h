@@ -142,6 +142,8 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
 void tern_rt_free(tern_rt *rt);
 /* The loaded executable (its constants carry no data: see tern_rt_create). */
 const tern_exe *tern_rt_exe(const tern_rt *rt);
+/* Every core's rounding mode and seed for the executions that follow (tern_core_set_rounding). */
+void tern_rt_set_rounding(tern_rt *rt, tern_round rounding, uint64_t seed);
 
 /* Inputs and outputs as whole-model arrays in their own dtype (row-major); text tensors as their cells. name is
  * the model's name for it (tern_exe_io_name), or else its program tensor's name (tern_exe_io.name). */

@@ -133,6 +133,9 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
                              tern_error *err);
 void tern_core_free(tern_core *core);
 const tern_core_config *tern_core_get_config(const tern_core *core);
+/* The rounding mode and stochastic-rounding seed of the executions that follow (a training step draws a fresh
+ * seed per step: the SR stream otherwise repeats, since it restarts with every execution). */
+void tern_core_set_rounding(tern_core *core, tern_round rounding, uint64_t seed);
 
 /* Host access to device memory (for binding inputs and reading outputs). */
 tern_status tern_core_hbm_write(tern_core *core, uint64_t addr, const void *src, size_t bytes, tern_error *err);

@@ -55,6 +55,12 @@ typedef struct {
     int64_t row_dims[TERN_GRAPH_MAX_RANK];
     const char *machine;      /* NULL: trn1.2xlarge */
     tern_dtype matmul_dtype;  /* TERN_DTYPE_FP32 (default here: training matches PyTorch's fp32) or BF16 */
+    /* pure BF16 (--precision bf16-sr): every weight and its optimizer state is stored in BF16 (graph inputs and
+     * outputs of that type, half the HBM); the step computes in fp32 from them and casts each new value back to
+     * BF16 on the device with the core's rounding mode `rounding`: TERN_ROUND_STOCHASTIC for bf16-sr (seeded per
+     * step, docs/training.md), TERN_ROUND_RNE to show why (an update under half an ulp vanishes) */
+    int bf16_weights;
+    tern_round rounding;      /* the core's rounding of every write to a narrower type (default RNE) */
     int timing_only;          /* predict the step time without computing values */
     int grads_as_outputs;     /* also output every weight's gradient (tern_train_grad): tests and debugging */
     uint64_t seed;            /* Dropout in training mode: the masks' seed (masks depend on seed, step, node) */

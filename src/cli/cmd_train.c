@@ -41,7 +41,8 @@ static void usage(FILE *f)
             "  --steps N             steps (default 100); --batch B rows per step (default 32)\n"
             "  --accumulate K        sum the gradients of K micro-batches of B rows before each update\n"
             "  --shuffle SEED        batches from a seeded permutation of the rows (docs/training.md)\n"
-            "  --precision P         fp32 (default) | bf16 (matmul operands)\n"
+            "  --precision P         fp32 (default) | bf16 (matmul operands) | bf16-sr (BF16 weights and state,\n"
+            "                        updates stochastically rounded) | bf16-rne (the same, round to nearest even)\n"
             "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
             "  --machine M           target machine (default trn1.2xlarge)\n"
             "  --cores N             data parallelism over N NeuronCores of the machine (its rank order): each runs\n"
@@ -175,7 +176,7 @@ int tern_cmd_train(int argc, char **argv)
             if ((rc = tern_arg_uint("train", a, v, 0, UINT64_MAX, &o.seed)))
                 return rc;
         } else if (!strcmp(a, "--precision")) {
-            VAL("fp32 or bf16");
+            VAL("fp32, bf16, bf16-sr or bf16-rne");
             prec = v;
         } else if (!strcmp(a, "--machine")) {
             VAL("a machine");
@@ -272,8 +273,12 @@ int tern_cmd_train(int argc, char **argv)
         o.matmul_dtype = TERN_DTYPE_FP32;
     else if (!strcmp(prec, "bf16"))
         o.matmul_dtype = TERN_DTYPE_BF16;
-    else {
-        fprintf(stderr, "tern train: --precision '%s': expected fp32 or bf16\n", prec);
+    else if (!strcmp(prec, "bf16-sr") || !strcmp(prec, "bf16-rne")) { /* pure BF16; -rne shows what SR fixes */
+        o.matmul_dtype = TERN_DTYPE_BF16;
+        o.bf16_weights = 1;
+        o.rounding = prec[5] == 's' ? TERN_ROUND_STOCHASTIC : TERN_ROUND_RNE;
+    } else {
+        fprintf(stderr, "tern train: --precision '%s': expected fp32, bf16, bf16-sr or bf16-rne\n", prec);
         return 2;
     }
     o.ignore_index = ignore;

@@ -309,6 +309,14 @@ void tern_rt_free(tern_rt *rt)
 
 const tern_exe *tern_rt_exe(const tern_rt *rt) { return &rt->exe; }
 
+void tern_rt_set_rounding(tern_rt *rt, tern_round rounding, uint64_t seed)
+{
+    rt->opts.rounding = rounding;
+    rt->opts.seed = seed;
+    for (unsigned c = 0; c < rt->exe.cores; c++)
+        tern_core_set_rounding(rt->cores[c], rounding, seed);
+}
+
 tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, size_t bytes, tern_error *err)
 {
     size_t i;

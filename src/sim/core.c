@@ -101,6 +101,12 @@ void tern_core_free(tern_core *core)
 
 const tern_core_config *tern_core_get_config(const tern_core *core) { return &core->cfg; }
 
+void tern_core_set_rounding(tern_core *core, tern_round rounding, uint64_t seed)
+{
+    core->opts.rounding = rounding;
+    core->opts.seed = seed;
+}
+
 void tern_core_reset_control(tern_core *core)
 {
     memset(core->semaphores, 0, core->cfg.num_semaphores * sizeof *core->semaphores);

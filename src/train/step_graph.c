@@ -53,6 +53,26 @@ static int add_input(ad_ctx *a, const char *name, int rank, const int64_t *dims)
     return id;
 }
 
+/* Cast(v) to ONNX element type `elem` (1 FLOAT, 16 BFLOAT16). Pure BF16 reads each BF16 weight and state
+ * through a cast to fp32 and writes each new value through a cast back, which the compiler lowers to a converting
+ * copy on the device: the write rounds with the core's mode, so under stochastic rounding it is the update's SR. */
+static int cast_to(ad_ctx *a, int v, int elem)
+{
+    int y = ad_op1(a, "Cast", v);
+    ad_attr_int(a, ad_last_node(a), "to", elem);
+    return y;
+}
+
+/* An optimizer-state input: fp32, or BF16 read through a cast under pure BF16. */
+static int add_state_input(ad_ctx *a, const char *name, int rank, const int64_t *dims, int bf16)
+{
+    int id = add_input(a, name, rank, dims);
+    if (id < 0 || !bf16)
+        return id;
+    a->g->values[id].type = TERN_ELEM_BFLOAT16;
+    return cast_to(a, id, TERN_ELEM_FLOAT);
+}
+
 static int add_scalar_input(ad_ctx *a, const char *name)
 {
     int64_t one = 1;
@@ -148,7 +168,7 @@ static int build_update(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int 
     int nst = w->n_state;
     int st[2] = {-1, -1};
     for (int k = 0; k < nst; k++)
-        st[k] = add_input(a, w->state_in[k], w->rank, w->dims);
+        st[k] = add_state_input(a, w->state_in[k], w->rank, w->dims, o->bf16_weights);
     if (o->optimizer == TERN_OPT_SGD) {
         /* torch.optim.SGD: d = g + wd p; buf = mu buf + d; d = nesterov ? d + mu buf : buf; p -= lr d */
         int d = g;
@@ -278,6 +298,26 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         int last = ad_last_node(&a);
         g->values[sum].producer = -1;
         g->nodes[last].outputs[0] = y;
+    }
+    /* pure BF16: each weight input holds BF16 (rounded to nearest even from the model's fp32 values once, as
+     * PyTorch's module.to(torch.bfloat16)); every reader takes Cast(w, fp32), and the gradient and update are those
+     * of that fp32 view */
+    for (size_t i = 0; i < t->nw && o->bf16_weights && !a.failed; i++) {
+        int v = wid[i], n0 = g->n_nodes;
+        tern_convert_opts rne = TERN_CONVERT_OPTS_DEFAULT;
+        tern_convert_round_f32(TERN_DTYPE_BF16, t->w[i].val, t->w[i].val, t->w[i].count, &rne, NULL);
+        int vf = cast_to(&a, v, TERN_ELEM_FLOAT);
+        if (vf < 0)
+            break;
+        g->values[v].type = TERN_ELEM_BFLOAT16;
+        for (int j = 0; j < n0; j++)
+            for (int k = 0; k < g->nodes[j].n_inputs; k++)
+                if (g->nodes[j].inputs[k] == v)
+                    g->nodes[j].inputs[k] = vf;
+        for (int k = 0; k < g->n_outputs; k++)
+            if (g->outputs[k] == v)
+                g->outputs[k] = vf;
+        wid[i] = vf;
     }
     if (a.failed || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))) {
         free(wid);
@@ -511,6 +551,11 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
             ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
         int so[2] = {-1, -1};
         int np = build_update(t, &a, w, wid[i], gr, sc, so);
+        if (o->bf16_weights) { /* the device's rounding of the fp32 update to BF16: stochastic under bf16-sr */
+            np = cast_to(&a, np, TERN_ELEM_BFLOAT16);
+            for (int k = 0; k < w->n_state; k++)
+                so[k] = cast_to(&a, so[k], TERN_ELEM_BFLOAT16);
+        }
         outs[nout++] = name_value(&a, np, w->out_name);
         for (int k = 0; k < w->n_state; k++)
             outs[nout++] = name_value(&a, so[k], w->state_out[k]);

@@ -113,6 +113,11 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
                               o->beta1, o->beta2, o->eps);
     if (o->nesterov && o->momentum == 0)
         return tern_error_set(err, TERN_ERR_INVALID, "train: Nesterov momentum needs a momentum > 0");
+    if ((unsigned)o->rounding > TERN_ROUND_STOCHASTIC)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: rounding mode %d (RNE 0 or stochastic 1)", (int)o->rounding);
+    if (o->bf16_weights && (o->ranks > 1 || o->zero || o->dp_exact))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: pure BF16 weights (bf16-sr) with data parallelism are not supported yet");
     if (o->matmul_dtype != TERN_DTYPE_FP32 && o->matmul_dtype != TERN_DTYPE_BF16)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: precision %s (fp32 or bf16 matmuls)",
                               tern_dtype_name(o->matmul_dtype));
@@ -288,7 +293,7 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
     t->flops = rep.model_flops;
     t->hbm = rep.hbm_bytes;
     for (size_t i = 0; i < t->nw; i++)
-        t->state_bytes += (uint64_t)t->w[i].count * 4 * (uint64_t)(1 + t->w[i].n_state);
+        t->state_bytes += (uint64_t)t->w[i].count * (o.bf16_weights ? 2 : 4) * (uint64_t)(1 + t->w[i].n_state);
     tern_core_config cfg;
     if ((st = tern_core_config_load(t->machine, &cfg, err))) {
         tern_train_free(t);
@@ -406,9 +411,57 @@ void train_dropout_mask(uint64_t seed, uint64_t step, size_t k, double ratio, fl
     }
 }
 
+/* The device dtype of the loaded executable's input (out = 0) or output (out = 1) `name`: fp32, except the BF16
+ * weights and state of pure BF16. */
+static tern_dtype io_dtype(const tern_rt *rt, const char *name, int out)
+{
+    const tern_exe *x = tern_rt_exe(rt);
+    size_t n = out ? x->num_outputs : x->num_inputs;
+    const tern_exe_io *io = out ? x->outputs : x->inputs;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(tern_exe_io_name(&io[i]), name))
+            return (tern_dtype)io[i].dtype;
+    return TERN_DTYPE_FP32;
+}
+
 static tern_status set_f(tern_trainer *t, const char *name, const float *v, size_t n, tern_error *err)
 {
-    return tern_rt_set_input(t->rt, name, v, n * sizeof(float), err);
+    if (!t->o.bf16_weights || io_dtype(t->rt, name, 0) != TERN_DTYPE_BF16)
+        return tern_rt_set_input(t->rt, name, v, n * sizeof(float), err);
+    /* the host copy holds BF16 values exactly (the device wrote them), so this conversion is exact */
+    uint16_t *b = malloc(n * sizeof(uint16_t) + 1);
+    if (!b)
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    tern_status st = tern_convert_from_f32(TERN_DTYPE_BF16, b, v, n, NULL, err);
+    if (!st)
+        st = tern_rt_set_input(t->rt, name, b, n * sizeof(uint16_t), err);
+    free(b);
+    return st;
+}
+
+/* An output as n floats (BF16 ones widened exactly). */
+static tern_status get_f(tern_trainer *t, const char *name, float *v, size_t n, tern_error *err)
+{
+    if (!t->o.bf16_weights || io_dtype(t->rt, name, 1) != TERN_DTYPE_BF16)
+        return tern_rt_get_output(t->rt, name, v, n * sizeof(float), err);
+    uint16_t *b = malloc(n * sizeof(uint16_t) + 1);
+    if (!b)
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    tern_status st = tern_rt_get_output(t->rt, name, b, n * sizeof(uint16_t), err);
+    if (!st)
+        st = tern_convert_to_f32(v, TERN_DTYPE_BF16, b, n, err);
+    free(b);
+    return st;
+}
+
+/* The rounding seed of execution `micro` (0-based; the update is the last) of step `step`: the core's SR stream
+ * restarts with every execution, so each gets its own key, a function of (seed, step, micro) only, which a
+ * resumed run therefore draws again. */
+static void set_rounding(tern_trainer *t, uint64_t step, int64_t micro)
+{
+    uint64_t s = t->o.seed ^ (step * 0x9E6C63D0676A9A99ull) ^ ((uint64_t)(micro + 1) * 0xC2B2AE3D27D4EB4Full);
+    s = (s ^ (s >> 31)) * 0xBF58476D1CE4E5B9ull;
+    tern_rt_set_rounding(t->rt, t->o.rounding, s ^ (s >> 29));
 }
 
 static tern_status set_scalar(tern_trainer *t, const char *name, double v, tern_error *err)
@@ -545,6 +598,8 @@ static tern_status micro_steps(tern_trainer *t, const void *x, size_t x_count, c
         }
         tern_run_stats rs;
         float l = 0;
+        if (!st)
+            set_rounding(t, step, i);
         if (st || (st = tern_rt_execute(t->rt, &rs, err)))
             break;
         *time_ps += rs.time_ps;
@@ -640,6 +695,7 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
     if ((st = train_set_step_scalars(t, step, &lr, err)))
         return st;
     tern_run_stats rs;
+    set_rounding(t, step, nmb - 1);
     if ((st = tern_rt_execute(t->rt, &rs, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
     tern_train_step_info in;
@@ -700,7 +756,7 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
                     break;
                 }
                 const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
-                if ((st = tern_rt_get_output(t->rt, nm, b, w->count * sizeof(float), err)))
+                if ((st = get_f(t, nm, b, w->count, err)))
                     break;
                 if (first_nonfinite(b, w->count, &at))
                     st = tern_error_set(err, TERN_ERR_RANGE,

@@ -37,7 +37,7 @@ if not grel.max() <= gtol:
 logits = np.load(f"{d}/out/logits.npy")
 y = np.load(f"{d}/y_test.npy")
 acc = float((logits.argmax(1) == y).mean())
-if abs(acc - ref["test_accuracy"]) > 0.01:
+if abs(acc - ref["test_accuracy"]) > float(os.environ.get("ACC_TOL", "0.01")):
     fail.append(f"test accuracy tern {acc:.4f}, PyTorch {ref['test_accuracy']:.4f}")
 m = onnx.load(f"{d}/trained.onnx")
 if [i.name for i in m.graph.input] != ["pixels"] or [o.name for o in m.graph.output] != ["logits"]:
