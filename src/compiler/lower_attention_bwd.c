@@ -14,15 +14,17 @@
  *                                     after each query set to 0 (GpSimd affine_select)
  *   dV_j += P^T dO_i                  matmul accumulating over i in one PSUM bank
  *   dP   = dO_i V_j^T                 matmul into PSUM
- *   dS   = (dP - delta_i) * P         one VectorE scalar_tensor_tensor, PSUM -> SBUF
+ *   dS   = (dP - delta_i) * P         dP - delta_i by ScalarE on the way out of PSUM (a bias column), the
+ *                                     product on VectorE, both in the matmul dtype
  *   dK_j += dS^T Q_i                  matmul accumulating over i in a second PSUM bank
  *   dQ_i += dS K_j                    dS transposed through the PE array, matmul, added to the fp32 accumulator
  *
- * The two matmuls of block i+1 that need only loaded operands (S and dP) are emitted before block i's chain, so
- * TensorE computes them while ScalarE and VectorE work on block i. The scale is applied once, to dQ and dK on
- * their way out of PSUM / SBUF; grouped-query heads sum dK and dV over their kv_rep query heads in SBUF (fp32).
- * Stores go on ScalarE's DMA queue so the loads on SyncE's never wait behind compute. Sequences need not be
- * multiples of 128 (the last tiles are partial); the head sizes D and Dv are at most the PE edge. */
+ * The blocks run as a software pipeline (lower_query_head): TensorE computes the products of later blocks while
+ * ScalarE and VectorE work on earlier ones. The scale is applied once, to dQ and dK on their way out of PSUM /
+ * SBUF; grouped-query heads sum dK and dV over their kv_rep query heads in SBUF (fp32). dQ is stored from
+ * ScalarE's DMA queue, dK and dV from SyncE's. Sequences need not be multiples of 128 (the last tiles are
+ * partial); the head sizes D and Dv are at most the PE edge, and one head's query side must fit in SBUF (8,192
+ * queries at D = 128 in bf16 do); larger shapes are refused with the bytes needed. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,13 +220,40 @@ static void stage_dk(agr *a, ktile *ks, blk *b)
     tern_kernel_release(k, b->ds);
 }
 
+/* Where key tile j's dK and dV are formed: column blocks of the K/V head's accumulators when kv_rep > 1 (the
+ * query heads' shares summed there), else two staging tiles released after their stores (*own = 1). */
+static void kv_grad_tiles(agr *a, uint64_t j, uint32_t kc, tern_view *dk, tern_view *dv, int *own)
+{
+    *own = a->rep == 1;
+    if (*own) {
+        *dk = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, kc, (uint32_t)a->D, "agr_dk");
+        *dv = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, kc, (uint32_t)a->Dv, "agr_dv");
+        return;
+    }
+    *dk = tern_view_block(a->k, a->dka, 0, kc, j * a->D, (j + 1) * a->D);
+    *dv = tern_view_block(a->k, a->dva, 0, kc, j * a->Dv, (j + 1) * a->Dv);
+}
+
+static void kv_grad_store(agr *a, uint64_t kvh, uint64_t j, uint32_t kc, tern_view dk, tern_view dv, int own)
+{
+    /* Stored from SyncE's queue: its next load (the key tile after next) comes a whole key tile later, while a
+     * store on ScalarE's would hold up the next blocks' P behind this tile's last products. */
+    tern_kernel_store(a->k, rows_of(a, a->dK, kvh, a->Sk, a->D, j * a->T, kc), dk);
+    tern_kernel_store(a->k, rows_of(a, a->dV, kvh, a->Sk, a->Dv, j * a->T, kc), dv);
+    if (own) {
+        tern_kernel_release(a->k, dv);
+        tern_kernel_release(a->k, dk);
+    }
+}
+
 /* Key tile j's gradients out of PSUM after its last block (scaled dK; summed over the query heads of a K/V group
  * in SBUF), stored after the K/V head's last query head. */
 static void finish_key_tile(agr *a, ktile *ks, uint64_t kvh, uint64_t j, uint32_t kc, uint64_t r)
 {
     tern_kernel *k = a->k;
-    tern_view dk = tern_view_block(k, a->dka, 0, kc, j * a->D, (j + 1) * a->D);
-    tern_view dv = tern_view_block(k, a->dva, 0, kc, j * a->Dv, (j + 1) * a->Dv);
+    tern_view dk, dv;
+    int own;
+    kv_grad_tiles(a, j, kc, &dk, &dv, &own);
     tern_view dk_ps = tern_view_block(k, ks->dk_bank, 0, kc, 0, a->D), dv_ps = tern_view_block(k, ks->dv_bank, 0, kc, 0, a->Dv);
     if (r == 0) {
         tern_kernel_activation(k, dk, dk_ps, TERN_ACT_COPY, a->scale, tern_view_none(), tern_view_none(),
@@ -236,12 +265,8 @@ static void finish_key_tile(agr *a, ktile *ks, uint64_t kvh, uint64_t j, uint32_
     }
     tern_kernel_release(k, ks->dv_bank);
     tern_kernel_release(k, ks->dk_bank);
-    if (r + 1 == a->rep) { /* the K/V head's last query head: its gradients are final. Stored from SyncE's queue:
-                              * its next load (the key tile after next) comes a whole key tile later, while a store
-                              * on ScalarE's would hold up the next blocks' P behind this tile's last products */
-        tern_kernel_store(k, rows_of(a, a->dK, kvh, a->Sk, a->D, j * a->T, kc), dk);
-        tern_kernel_store(k, rows_of(a, a->dV, kvh, a->Sk, a->Dv, j * a->T, kc), dv);
-    }
+    if (r + 1 == a->rep) /* the K/V head's last query head: its gradients are final */
+        kv_grad_store(a, kvh, j, kc, dk, dv, own);
 }
 
 /* Stage C2 (TensorE): dS_i K_j into PSUM. */
@@ -278,9 +303,9 @@ static int block_live(const agr *a, uint64_t i, uint64_t j)
  * steps earlier, except ScalarE's dS^T copy (TensorE's transpose, earlier in the same step) and VectorE's dS
  * (ScalarE's P, the same step). The loop that feeds back into TensorE (P, dS, then dK and the transpose, whose
  * copy precedes the next P on ScalarE) spans LAG steps, so the cross-engine semaphore latencies overlap instead
- * of adding up block after block (LAG 1: 318 us for one 2048 x 2048 x 128 head on trn1; 2: 191 us; 3: see
- * docs/compiler.md). A key tile's K and V load when the block before its first
- * one enters the pipeline. */
+ * of adding up block after block: one 2048 x 2048 x 128 head on trn1 took 318 us with one block in flight, 191 us
+ * with LAG 2, 170 us with 3 (no gain beyond), and 131 us once dS was split between ScalarE and VectorE. A key
+ * tile's K and V load when the block before its first one enters the pipeline. */
 #define LAG 3 /* the step of stages C1 and B2 behind stage A */
 static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *b, ktile *tiles)
 {
@@ -305,17 +330,15 @@ static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *
             b[nb - 1].last_j = 1;
         } else { /* no query sees these keys: their gradients are zero */
             uint32_t kc = (uint32_t)min_u64(a->T, a->Sk - j * a->T);
-            tern_view dk = tern_view_block(k, a->dka, 0, kc, j * a->D, (j + 1) * a->D);
-            tern_view dv = tern_view_block(k, a->dva, 0, kc, j * a->Dv, (j + 1) * a->Dv);
+            tern_view dk, dv;
+            int own;
+            kv_grad_tiles(a, j, kc, &dk, &dv, &own);
             if (r == 0) {
                 tern_kernel_memset(k, TERN_ENGINE_GPSIMD, dk, 0.0f);
                 tern_kernel_memset(k, TERN_ENGINE_GPSIMD, dv, 0.0f);
             }
-            if (r + 1 == a->rep) {
-                tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, rows_of(a, a->dK, kvh, a->Sk, a->D, j * a->T, kc), dk, -1);
-                tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, rows_of(a, a->dV, kvh, a->Sk, a->Dv, j * a->T, kc), dv,
-                                        -1);
-            }
+            if (r + 1 == a->rep)
+                kv_grad_store(a, kvh, j, kc, dk, dv, own);
         }
     }
     if (nb)
@@ -395,7 +418,7 @@ int cc_lower_attention_grad(cc *c)
     a.nq = (a.Sq + a.T - 1) / a.T, a.nk = (a.Sk + a.T - 1) / a.T;
     /* SBUF per partition: the query side of one head, the dK/dV accumulators of one K/V head, the tiles of two
      * key tiles and of the blocks in flight */
-    const uint64_t need = a.nq * (a.D + a.Dv) * mb + 2 * a.Sq * mb + a.nq * (a.D * 4 + 8) + a.nk * (a.D + a.Dv) * 4 +
+    const uint64_t need = a.nq * (a.D + a.Dv) * mb + 2 * a.Sq * mb + a.nq * (a.D * 4 + 8) + (a.rep > 1 ? a.nk : 2) * (a.D + a.Dv) * 4 +
                           4 * a.T * mb * 4 + 6 * a.T * mb + 2 * a.Dv * 4;
     if (a.D > a.T || a.Dv > a.T || need > c->cfg.sbuf_partition_bytes * 3 / 4) {
         cc_fail(c, TERN_ERR_UNSUPPORTED,
@@ -424,12 +447,16 @@ int cc_lower_attention_grad(cc *c)
     }
     const uint32_t Pk = (uint32_t)min_u64(a.T, a.Sk);
     for (uint64_t kvh = 0; kvh < a.BH / a.rep && cc_ok(c); kvh++) {
-        a.dka = tern_kernel_sbuf(k, TERN_DTYPE_FP32, Pk, (uint32_t)(a.nk * a.D), "agr_dka");
-        a.dva = tern_kernel_sbuf(k, TERN_DTYPE_FP32, Pk, (uint32_t)(a.nk * a.Dv), "agr_dva");
+        if (a.rep > 1) {
+            a.dka = tern_kernel_sbuf(k, TERN_DTYPE_FP32, Pk, (uint32_t)(a.nk * a.D), "agr_dka");
+            a.dva = tern_kernel_sbuf(k, TERN_DTYPE_FP32, Pk, (uint32_t)(a.nk * a.Dv), "agr_dva");
+        }
         for (uint64_t rr = 0; rr < a.rep && cc_ok(c); rr++)
             lower_query_head(&a, kvh * a.rep + rr, kvh, rr, blocks, tiles);
-        tern_kernel_release(k, a.dva);
-        tern_kernel_release(k, a.dka);
+        if (a.rep > 1) {
+            tern_kernel_release(k, a.dva);
+            tern_kernel_release(k, a.dka);
+        }
     }
     free(tiles);
     free(blocks);
