@@ -59,9 +59,17 @@ double tern_model_params(const tern_model_cfg *c);
  * Megatron model-FLOPs definition). */
 double tern_model_train_flops_per_token(const tern_model_cfg *c, int64_t seq);
 
-/* One layout. A knob < 0 in tern_plan_opts.fixed is searched. */
+/* Activation recomputation: none; full (each layer's forward again in its backward, only the layer input kept);
+ * selective (Megatron-LM's: the attention core, i.e. its block pairs' softmax region, recomputed from the kept
+ * Q, K, V, and the linear layers' inputs kept as their sequence-parallel shards, all-gathered again in the
+ * backward). docs/planner.md. */
+enum { TERN_RECOMPUTE_NONE = 0, TERN_RECOMPUTE_FULL = 1, TERN_RECOMPUTE_SELECTIVE = 2 };
+const char *tern_plan_recompute_name(int recompute); /* "none", "full", "selective" */
+
+/* One layout. A knob < 0 in tern_plan_opts.fixed is searched. vpp: virtual pipeline stages (model chunks) per
+ * pipeline rank, the interleaved 1F1B schedule when > 1. */
 typedef struct {
-    int tp, pp, dp, microbatch, zero, recompute;
+    int tp, pp, dp, microbatch, zero, recompute, vpp;
 } tern_plan_layout;
 
 /* Memory per core (bytes), by part. */
@@ -93,6 +101,7 @@ typedef struct {
     double tokens;            /* job size in tokens (0: none) */
     double steps;             /* job size in steps (0: none; tokens wins when both) */
     double gpu_mfu;           /* assumed MFU of the GPU comparison (0: the default, 0.40) */
+    int timeline;             /* fill tern_plan_out.timeline with the best plan's schedule (--svg) */
     /* Progress callback (simulations done so far), optional. */
     void (*progress)(void *ctx, const char *what);
     void *progress_ctx;
@@ -118,6 +127,15 @@ typedef struct {
     int fits;
 } tern_plan_gpu;
 
+/* One op of the best plan's pipeline schedule for one step (tern_plan_opts.timeline): stage (pipeline rank),
+ * its local chunk (virtual stage), micro-batch, forward or backward, and the seconds it starts and ends; tp_comm_s
+ * of it is TP collectives (exposed, inside the op). */
+typedef struct {
+    unsigned stage, chunk, mb;
+    int backward;
+    double start, end, tp_comm_s;
+} tern_plan_timeline_op;
+
 typedef struct {
     tern_plan_result *plans; /* best first: fitting plans by step time, then the non-fitting by memory */
     size_t count;
@@ -132,6 +150,11 @@ typedef struct {
     double core_peak_flops;
     tern_plan_gpu gpus[2];
     size_t ngpus;
+    /* with opts.timeline and a fitting best plan: its schedule, in the order simulated (2 x micro-batches x vpp
+     * ops per stage), the send/receive time at each chunk boundary, and the makespan; NULL otherwise */
+    tern_plan_timeline_op *timeline;
+    size_t ntimeline;
+    double timeline_send_s, timeline_makespan_s;
 } tern_plan_out;
 
 /* Plan the job. Errors: an unknown cluster, a fixed layout that breaks a rule (TP not dividing the query heads,
@@ -155,6 +178,10 @@ tern_status tern_plan_model_forward_time(const tern_model_cfg *c, int64_t microb
  * and a send/receive time x between adjacent stages; returns the makespan and the busiest stage's idle time. */
 void tern_plan_pipeline_1f1b(unsigned stages, unsigned micro, double f, double b, double x, double *makespan,
                              double *idle);
+/* The interleaved (virtual-stage) 1F1B schedule with vpp chunks per stage, each taking f / vpp and b / vpp
+ * (micro a multiple of stages when vpp > 1; -1 results otherwise). vpp = 1 is tern_plan_pipeline_1f1b. */
+void tern_plan_pipeline_interleaved(unsigned stages, unsigned vpp, unsigned micro, double f, double b, double x,
+                                    double *makespan, double *idle);
 
 #ifdef __cplusplus
 }

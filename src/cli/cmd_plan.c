@@ -1,6 +1,7 @@
 /* `tern plan`: which parallel layout to use for a training job, how long a step takes, what it costs, and how
  * that compares with GPU instances. The model is a Hugging Face config.json; the cluster an instance, a system
  * or NxINSTANCE. Prints every assumption with the table; --json writes the plans best first. docs/planner.md. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +16,20 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tern plan --model CONFIG.json --cluster SPEC --seq N --global-batch N [--precision bf16|fp32]\n"
-            "                 [--layout tp=A,pp=B,dp=C,mb=D,zero=0|1,recompute=0|1] [--top N] [--price-file F]\n"
+            "                 [--layout tp=A,pp=B,vpp=V,dp=C,mb=D,zero=0|1,recompute=none|full|selective] [--top N]\n"
+            "                 [--price-file F] [--svg FILE]\n"
             "                 [--tokens T | --steps N] [--gpu-mfu F] [--json] [--quiet]\n"
             "  --model     a Hugging Face config.json (llama, gpt2, bert, mixtral); data/models/ has examples\n"
             "  --cluster   an instance or system (trn1.32xlarge, trn2.48xlarge, trn2-ultraserver) or NxINSTANCE\n"
             "              (32xtrn1.32xlarge); --machine is the same\n"
-            "  --layout    fix some knobs; the others are searched (tp, pp, dp, mb = micro-batch, zero, recompute)\n"
+            "  --layout    fix some knobs; the others are searched (tp, pp, vpp = virtual stages per pipeline rank,\n"
+            "              dp, mb = micro-batch, zero, recompute = none|full|selective or 0|1|2)\n"
             "  --top       plans to print (default 5; the JSON holds them too)\n"
             "  --tokens    job size in tokens (1e12) for the job's cost and hours; --steps N likewise\n"
             "  --gpu-mfu   the MFU assumed for the GPU comparison (default 0.40)\n"
+            "  --svg       write the best plan's pipeline schedule for one step as an SVG timeline\n"
             "Step times come from simulating each distinct per-rank layer on the machine's core (timing-only), the\n"
-            "collectives on the cluster's fabric, and the 1F1B schedule; see docs/planner.md.\n");
+            "collectives on the cluster's fabric, and the (interleaved) 1F1B schedule; docs/planner.md.\n");
 }
 
 static int parse_layout(const char *s, tern_plan_layout *L)
@@ -37,6 +41,13 @@ static int parse_layout(const char *s, tern_plan_layout *L)
         if (!eq)
             return 0;
         *eq = 0;
+        if (!strcmp(tok, "recompute") && (!strcmp(eq + 1, "none") || !strcmp(eq + 1, "full") ||
+                                          !strcmp(eq + 1, "selective"))) {
+            L->recompute = !strcmp(eq + 1, "none") ? TERN_RECOMPUTE_NONE
+                           : !strcmp(eq + 1, "full") ? TERN_RECOMPUTE_FULL
+                                                     : TERN_RECOMPUTE_SELECTIVE;
+            continue;
+        }
         char *end;
         long v = strtol(eq + 1, &end, 10);
         if (*end || v < 0 || v > 1000000)
@@ -51,8 +62,10 @@ static int parse_layout(const char *s, tern_plan_layout *L)
             L->microbatch = (int)v;
         else if (!strcmp(tok, "zero") && v <= 1)
             L->zero = (int)v;
-        else if (!strcmp(tok, "recompute") && v <= 1)
+        else if (!strcmp(tok, "recompute") && v <= 2)
             L->recompute = (int)v;
+        else if (!strcmp(tok, "vpp") && v >= 1)
+            L->vpp = (int)v;
         else
             return 0;
     }
@@ -81,10 +94,10 @@ static void print_json(FILE *f, const tern_plan_out *o, size_t top, const tern_p
     for (size_t i = 0; i < top && i < o->count; i++) {
         const tern_plan_result *r = &o->plans[i];
         fprintf(f,
-                "%s{\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"microbatch\":%d,\"zero\":%d,\"recompute\":%s},"
-                "\"fits\":%s,",
+                "%s{\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"microbatch\":%d,\"zero\":%d,\"recompute\":\"%s\","
+                "\"vpp\":%d},\"fits\":%s,",
                 i ? "," : "", r->layout.tp, r->layout.pp, r->layout.dp, r->layout.microbatch, r->layout.zero,
-                r->layout.recompute ? "true" : "false", r->fits ? "true" : "false");
+                tern_plan_recompute_name(r->layout.recompute), r->layout.vpp, r->fits ? "true" : "false");
         if (r->fits)
             fprintf(f,
                     "\"step_s\":%.6g,\"seq_per_s\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.4f,\"micro_batches\":%d,"
@@ -130,22 +143,23 @@ static void print_table(FILE *f, const tern_plan_out *o, size_t top, const tern_
                "simulated, %zu collectives timed, %.1f s\n",
             op->cluster, o->instances, o->instances == 1 ? "" : "s", o->ranks, (long long)op->seq, (long long)op->global_batch, o->searched,
             o->simulated, o->collectives, host_s);
-    fprintf(f, "%-34s %4s %9s %8s %10s %6s %8s %9s %9s %8s %10s\n", "layout", "fits", "step s", "seq/s", "tokens/s",
+    fprintf(f, "%-46s %4s %9s %8s %10s %6s %8s %9s %9s %8s %10s\n", "layout", "fits", "step s", "seq/s", "tokens/s",
             "MFU", "HBM GiB", "bubble s", "comm exp", "comm ov", "$/step");
     for (size_t i = 0; i < top && i < o->count; i++) {
         const tern_plan_result *r = &o->plans[i];
-        char lay[64];
-        snprintf(lay, sizeof lay, "tp=%d pp=%d dp=%d mb=%d zero=%d rc=%d", r->layout.tp, r->layout.pp, r->layout.dp,
-                 r->layout.microbatch, r->layout.zero, r->layout.recompute);
+        char lay[80];
+        snprintf(lay, sizeof lay, "tp=%d pp=%d vpp=%d dp=%d mb=%d zero=%d rc=%s", r->layout.tp, r->layout.pp,
+                 r->layout.vpp, r->layout.dp, r->layout.microbatch, r->layout.zero,
+                 tern_plan_recompute_name(r->layout.recompute));
         if (r->fits) {
             char cost[32] = "n/a";
             if (o->price_usd_h > 0)
                 snprintf(cost, sizeof cost, "%.3f", r->cost_per_step_usd);
-            fprintf(f, "%-34s %4s %9.3f %8.2f %10.0f %5.1f%% %8.2f %9.3f %9.3f %8.3f %10s\n", lay, "yes", r->step_s,
+            fprintf(f, "%-46s %4s %9.3f %8.2f %10.0f %5.1f%% %8.2f %9.3f %9.3f %8.3f %10s\n", lay, "yes", r->step_s,
                     r->seq_per_s, r->tokens_per_s, 100 * r->mfu, gib(r->mem.total), r->bubble_s, r->comm_exposed_s,
                     r->comm_overlapped_s, cost);
         } else {
-            fprintf(f, "%-34s %4s  needs %.2f GiB of %.2f: weights %.2f, grads %.2f, optimizer %.2f, activations "
+            fprintf(f, "%-46s %4s  needs %.2f GiB of %.2f: weights %.2f, grads %.2f, optimizer %.2f, activations "
                        "%.2f, workspace %.2f\n",
                     lay, "no", gib(r->mem.total), gib(r->mem.capacity), gib(r->mem.weights), gib(r->mem.grads),
                     gib(r->mem.optimizer), gib(r->mem.activations), gib(r->mem.workspace));
@@ -192,13 +206,98 @@ static void print_table(FILE *f, const tern_plan_out *o, size_t top, const tern_
                "optimizer HBM-bound; MFU = 6 x params + attention FLOPs per token over the ranks' peak\n");
 }
 
+/* Each simulated graph passes through several buffers of hundreds of MB (the kernels' programs, the executable's
+ * copy, the loader check's encoded image and its decode, the runtime's copy). glibc serves them from fresh mmaps
+ * (or thread-arena heaps it trims) and gives them back on free, so every graph faulted its pages in anew: 3.9 M
+ * minor faults, 14-16 s of system time in a 280-layout search (perf: page-faults in tern_program_append,
+ * tern_program_encode/decode and memmove). One arena that keeps what is freed lets the next graph reuse the
+ * pages: 0.9 M faults, ~5 s. This is the tern process's own allocator policy, set by the command that owns it. */
+static void keep_freed_memory(void)
+{
+    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+/* The best plan's pipeline schedule for one step as an SVG timeline: one row per pipeline stage, time across; a
+ * bar per scheduled op (forward light, backward dark, shaded by virtual stage), the TP collectives inside each op
+ * as a band along its bottom, and each send/receive between stages as a bar on the receiving stage's lower lane. */
+static int write_svg(const char *path, const tern_plan_out *o)
+{
+    const tern_plan_result *b = &o->plans[0];
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    unsigned P = (unsigned)b->layout.pp, v = b->layout.vpp > 1 ? (unsigned)b->layout.vpp : 1;
+    unsigned M = (unsigned)b->micro_batches, G = P * v;
+    double W = 1200, left = 90, row = 34, top = 40, span = o->timeline_makespan_s > 0 ? o->timeline_makespan_s : 1;
+    double sx = W / span, H = top + row * P + 40;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+               "font-size=\"11\">\n",
+            left + W + 20, H);
+    fprintf(f, "<text x=\"%.0f\" y=\"16\">tern plan: tp=%d pp=%d vpp=%u dp=%d mb=%d zero=%d recompute=%s; %u "
+               "micro-batches; step schedule %.3f s (forward light, backward dark, TP collectives the bottom band, "
+               "sends the red lane)</text>\n",
+            left, b->layout.tp, b->layout.pp, v, b->layout.dp, b->layout.microbatch, b->layout.zero,
+            tern_plan_recompute_name(b->layout.recompute), M, o->timeline_makespan_s);
+    for (unsigned s = 0; s < P; s++)
+        fprintf(f, "<text x=\"4\" y=\"%.1f\">stage %u</text>\n", top + row * s + row / 2, s);
+    double *fe = calloc((size_t)G * M, sizeof *fe), *be = calloc((size_t)G * M, sizeof *be);
+    if (!fe || !be) {
+        free(fe), free(be);
+        fclose(f);
+        return -1;
+    }
+    for (size_t i = 0; i < o->ntimeline; i++) {
+        const tern_plan_timeline_op *t = &o->timeline[i];
+        size_t g = (size_t)t->chunk * P + t->stage;
+        (t->backward ? be : fe)[g * M + t->mb] = t->end;
+    }
+    for (size_t i = 0; i < o->ntimeline; i++) {
+        const tern_plan_timeline_op *t = &o->timeline[i];
+        size_t g = (size_t)t->chunk * P + t->stage;
+        double y = top + row * t->stage, x0 = left + t->start * sx, w = (t->end - t->start) * sx;
+        int shade = v > 1 ? (int)(t->chunk * 60 / (v - 1)) : 0;
+        const char *fill = t->backward ? "#1f5fa8" : "#8cc0ec";
+        fprintf(f, "<rect class=\"op %s\" x=\"%.3f\" y=\"%.1f\" width=\"%.3f\" height=\"%.1f\" fill=\"%s\" "
+                   "fill-opacity=\"%.2f\" stroke=\"#ffffff\" stroke-width=\"0.3\"><title>stage %u chunk %u "
+                   "micro-batch %u %s %.6f-%.6f s</title></rect>\n",
+                t->backward ? "bwd" : "fwd", x0, y + 2, w, row - 12, fill, 1.0 - shade / 200.0, t->stage, t->chunk,
+                t->mb, t->backward ? "backward" : "forward", t->start, t->end);
+        if (t->tp_comm_s > 0)
+            fprintf(f, "<rect class=\"comm tp\" x=\"%.3f\" y=\"%.1f\" width=\"%.3f\" height=\"3\" "
+                       "fill=\"#e69f00\"/>\n",
+                    x0 + w - t->tp_comm_s * sx, y + row - 13, t->tp_comm_s * sx);
+        /* the send this op waited for */
+        double from = -1;
+        if (!t->backward && g > 0)
+            from = fe[(g - 1) * M + t->mb];
+        else if (t->backward && g + 1 < G)
+            from = be[(g + 1) * M + t->mb];
+        if (from >= 0 && o->timeline_send_s > 0)
+            fprintf(f, "<rect class=\"comm send\" x=\"%.3f\" y=\"%.1f\" width=\"%.3f\" height=\"5\" "
+                       "fill=\"#c0392b\"/>\n",
+                    left + from * sx, y + row - 8, o->timeline_send_s * sx);
+    }
+    free(fe), free(be);
+    fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#000\"/>\n", left, top + row * P,
+            left + W, top + row * P);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.1f\">0 s</text><text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.3f "
+               "s</text>\n",
+            left, top + row * P + 16, left + W, top + row * P + 16, o->timeline_makespan_s);
+    fprintf(f, "</svg>\n");
+    return fclose(f) ? -1 : 0;
+}
+
 int tern_cmd_plan(int argc, char **argv)
 {
+    keep_freed_memory();
     tern_plan_opts o;
     tern_plan_opts_default(&o);
     o.seq = 0;
     o.global_batch = 0;
-    const char *model = NULL;
+    const char *model = NULL, *svg = NULL;
     int json = 0, quiet = 0;
     size_t top = 5;
     for (int i = 1; i < argc; i++) {
@@ -237,12 +336,15 @@ int tern_cmd_plan(int argc, char **argv)
                 }
             } else if (!strcmp(a, "--layout")) {
                 if (!parse_layout(v, &o.fixed)) {
-                    fprintf(stderr, "%s: --layout '%s': use tp=N,pp=N,dp=N,mb=N,zero=0|1,recompute=0|1\n", CMD, v);
+                    fprintf(stderr, "%s: --layout '%s': use tp=N,pp=N,vpp=N,dp=N,mb=N,zero=0|1,recompute=none|full|selective\n", CMD, v);
                     return 2;
                 }
             } else if (!strcmp(a, "--top")) {
                 long t = strtol(v, &end, 10);
                 top = t > 0 ? (size_t)t : 0;
+            } else if (!strcmp(a, "--svg")) {
+                svg = v;
+                o.timeline = 1;
             } else if (!strcmp(a, "--price-file")) {
                 o.price_file = v;
             } else if (!strcmp(a, "--tokens")) {
@@ -293,6 +395,10 @@ int tern_cmd_plan(int argc, char **argv)
     else
         print_table(stdout, &out, top, &o, host);
     int rc = 0;
+    if (svg && out.plans[0].fits && write_svg(svg, &out)) {
+        fprintf(stderr, "%s: --svg %s: cannot write the file\n", CMD, svg);
+        rc = 1;
+    }
     if (!out.plans[0].fits) {
         const tern_plan_memory *m = &out.plans[0].mem;
         fprintf(stderr,

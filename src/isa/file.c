@@ -95,14 +95,22 @@ tern_status tern_program_copy(tern_program *dst, const tern_program *src, tern_e
     tern_program_init(dst);
     memcpy(dst->machine, src->machine, sizeof dst->machine);
     dst->num_semaphores = src->num_semaphores;
-    for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
-        for (size_t i = 0; i < src->streams[e].count; i++) {
-            tern_status st = tern_program_append(dst, &src->streams[e].instrs[i], err);
-            if (st) {
-                tern_program_free(dst);
-                return st;
-            }
+    /* each stream in one allocation of its exact size: a program of millions of instructions grown by doubling
+     * would be copied (and its pages faulted in) about twice more */
+    for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
+        size_t n = src->streams[e].count;
+        if (!n)
+            continue;
+        tern_instr *v = malloc(n * sizeof *v);
+        if (!v) {
+            tern_program_free(dst);
+            return tern_error_set(err, TERN_ERR_NOMEM, "program copy: cannot allocate %zu %s instructions", n,
+                                  tern_engine_name((tern_engine)e));
         }
+        memcpy(v, src->streams[e].instrs, n * sizeof *v);
+        dst->streams[e].instrs = v;
+        dst->streams[e].count = dst->streams[e].capacity = n;
+    }
     for (size_t t = 0; t < src->num_tensors; t++) {
         tern_status st = tern_program_add_tensor(dst, &src->tensors[t], err);
         if (st) {

@@ -18,9 +18,16 @@ tern_status plan_simulate(const tern_model_cfg *c, const plan_shape *s, const ch
     tern_status st = plan_build_graph(c, s, &buf, &len, err);
     if (st)
         return st;
-    tern_graph *g = NULL;
-    st = tern_graph_load_onnx_buffer(buf, len, &g, err);
+    st = plan_simulate_onnx(buf, len, s, machine, seconds, hbm_bytes, err);
     free(buf);
+    return st;
+}
+
+tern_status plan_simulate_onnx(const uint8_t *buf, size_t len, const plan_shape *s, const char *machine,
+                               double *seconds, uint64_t *hbm_bytes, tern_error *err)
+{
+    tern_graph *g = NULL;
+    tern_status st = tern_graph_load_onnx_buffer(buf, len, &g, err);
     if (st)
         return tern_error_prefix(err, "plan: generated layer graph (tp=%d, %lld tokens): ", s->tp,
                                  (long long)(s->mb * s->seq));

@@ -36,6 +36,7 @@ typedef struct {
     tern_status st;
     tern_error err;
     double lf, lb, hf, hb; /* layer fwd/bwd, head fwd/bwd */
+    double af;             /* the attention core's forward in one layer (its block pairs): selective recompute */
     uint64_t ws;           /* the largest compiled graph's HBM footprint: a rank's transient workspace */
     plan_compose comp;
     int piece[6];
@@ -50,11 +51,15 @@ typedef struct {
     tern_error err;
     double sec;
     uint64_t ws;
+    uint8_t *onnx; /* the graph's bytes, kept until the simulations are done */
+    size_t len;
+    int alias;     /* index of an earlier piece with the same bytes (simulated once), or -1 */
+    double cost;   /* a rough work estimate: the order the host threads take the pieces in */
 } piece;
 
 typedef struct {
     tern_coll_op op;
-    int tp, pp, dp, kind; /* which groups: 0 TP, 1 DP, 2 PP pairs */
+    int tp, pp, dp, kind; /* which groups: 0 TP, 1 DP, 2 PP pairs, 3 PP pairs with the last stage to the first */
     uint64_t bytes;
     double t;
 } coll_entry;
@@ -74,6 +79,8 @@ typedef struct {
     int ncolls;
     pthread_mutex_t mu;
     int next_job;
+    int order[MAX_PIECES]; /* the pieces to simulate, largest estimate first */
+    int norder;
 } planner;
 
 void tern_plan_opts_default(tern_plan_opts *o)
@@ -82,6 +89,12 @@ void tern_plan_opts_default(tern_plan_opts *o)
     o->seq = 2048;
     o->global_batch = 256;
     o->fixed.tp = o->fixed.pp = o->fixed.dp = o->fixed.microbatch = o->fixed.zero = o->fixed.recompute = -1;
+    o->fixed.vpp = -1;
+}
+
+const char *tern_plan_recompute_name(int recompute)
+{
+    return recompute == TERN_RECOMPUTE_FULL ? "full" : recompute == TERN_RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
 /* ---- simulation of the per-shape graphs (two host threads: the host has 2 cores) ---- */
@@ -149,7 +162,7 @@ static void *worker(void *arg)
     planner *p = arg;
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        int i = p->next_job++;
+        int j = p->next_job++, i = j < p->norder ? p->order[j] : p->npieces;
         if (i < p->npieces && p->o->progress) {
             static const char *names[] = {"layer rows forward", "layer rows backward", "attention block forward",
                                           "attention block backward", "head forward", "head backward", "model"};
@@ -163,8 +176,81 @@ static void *worker(void *arg)
             return NULL;
         piece *q = &p->pieces[i];
         plan_shape s = {.kind = q->kind, .tp = q->tp, .mb = q->mb, .seq = q->seq, .fp32 = p->o->precision_fp32};
-        q->st = plan_simulate(p->c, &s, p->machine, &q->sec, &q->ws, &q->err);
+        q->st = plan_simulate_onnx(q->onnx, q->len, &s, p->machine, &q->sec, &q->ws, &q->err);
         q->done = q->st == TERN_OK;
+        free(q->onnx);
+        q->onnx = NULL;
+    }
+}
+
+static double layer_params_rank(const tern_model_cfg *c, int tp);
+
+/* A work estimate per piece, only to order the jobs (longest first, so that neither host thread is left with
+ * a long graph at the end). Matmul work for the row and head graphs; the attention blocks are fp32 elementwise-
+ * heavy ([B, blk, blk] softmax and its backward), weighted by their measured cost per multiply-add. */
+static double piece_cost(const planner *p, const piece *q)
+{
+    const tern_model_cfg *c = p->c;
+    int bwd = q->kind == PLAN_G_ROWS_BWD || q->kind == PLAN_G_ATTN_BWD || q->kind == PLAN_G_HEAD_BWD;
+    double w;
+    if (q->kind == PLAN_G_ATTN_FWD || q->kind == PLAN_G_ATTN_BWD)
+        w = 25.0 * (double)q->mb * (double)q->seq * (double)q->seq * (double)c->head_dim * (bwd ? 5 : 1);
+    else if (q->kind == PLAN_G_HEAD_FWD || q->kind == PLAN_G_HEAD_BWD)
+        w = (double)q->seq * (double)c->hidden * (double)(c->vocab / q->tp) * (bwd ? 2 : 1);
+    else
+        w = (double)q->seq * layer_params_rank(c, q->tp) * (bwd ? 2 : 1);
+    return w;
+}
+
+static int cmp_cost(const void *a, const void *b, void *ctx)
+{
+    const planner *p = ctx;
+    double x = p->pieces[*(const int *)a].cost, y = p->pieces[*(const int *)b].cost;
+    if (x != y)
+        return x > y ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+/* Build every piece's graph; a piece whose bytes equal an earlier one's (the attention block graphs depend only
+ * on B = micro-batch x heads per rank, so tp=1 mb=2 and tp=2 mb=4 ... coincide) is simulated once. */
+static tern_status prepare_pieces(planner *p, tern_error *err)
+{
+    p->norder = 0;
+    for (int i = 0; i < p->npieces; i++) {
+        piece *q = &p->pieces[i];
+        plan_shape s = {.kind = q->kind, .tp = q->tp, .mb = q->mb, .seq = q->seq, .fp32 = p->o->precision_fp32};
+        tern_status st = plan_build_graph(p->c, &s, &q->onnx, &q->len, err);
+        if (st)
+            return st;
+        q->alias = -1;
+        for (int j = 0; j < i && q->alias < 0; j++) {
+            const piece *r = &p->pieces[j];
+            if (r->alias < 0 && r->len == q->len && !memcmp(r->onnx, q->onnx, q->len))
+                q->alias = j;
+        }
+        if (q->alias >= 0) {
+            free(q->onnx);
+            q->onnx = NULL;
+            continue;
+        }
+        q->cost = piece_cost(p, q);
+        p->order[p->norder++] = i;
+    }
+    /* qsort_r is not C17; the order list is short, so an insertion sort */
+    for (int i = 1; i < p->norder; i++)
+        for (int j = i; j > 0 && cmp_cost(&p->order[j], &p->order[j - 1], p) < 0; j--) {
+            int t = p->order[j];
+            p->order[j] = p->order[j - 1];
+            p->order[j - 1] = t;
+        }
+    return TERN_OK;
+}
+
+static void free_pieces(planner *p)
+{
+    for (int i = 0; i < p->npieces; i++) {
+        free(p->pieces[i].onnx);
+        p->pieces[i].onnx = NULL;
     }
 }
 
@@ -172,6 +258,11 @@ static tern_status run_shapes(planner *p, tern_error *err)
 {
     pthread_t th[2];
     int n = 0;
+    tern_status pst = prepare_pieces(p, err);
+    if (pst) {
+        free_pieces(p);
+        return pst;
+    }
     p->next_job = 0;
     for (int t = 0; t < 2; t++)
         if (pthread_create(&th[t], NULL, worker, p) == 0)
@@ -180,6 +271,16 @@ static tern_status run_shapes(planner *p, tern_error *err)
         worker(p);
     for (int t = 0; t < n; t++)
         pthread_join(th[t], NULL);
+    free_pieces(p);
+    for (int i = 0; i < p->npieces; i++)
+        if (p->pieces[i].alias >= 0) {
+            const piece *r = &p->pieces[p->pieces[i].alias];
+            p->pieces[i].done = r->done;
+            p->pieces[i].st = r->st;
+            p->pieces[i].err = r->err;
+            p->pieces[i].sec = r->sec;
+            p->pieces[i].ws = r->ws;
+        }
     for (int i = 0; i < p->npieces; i++)
         if (!p->pieces[i].done) {
             *err = p->pieces[i].err;
@@ -197,6 +298,7 @@ static tern_status run_shapes(planner *p, tern_error *err)
         }
         double ch = (double)e->comp.chunks, pr = (double)e->comp.pairs;
         e->lf = ch * v[0] + pr * v[2];
+        e->af = pr * v[2];
         e->lb = ch * v[1] + pr * v[3];
         e->hf = ch * v[4];
         e->hb = ch * v[5];
@@ -215,7 +317,7 @@ static tern_status coll_time(planner *p, tern_coll_op op, int kind, int tp, int 
                              tern_dtype dt, double *out, tern_error *err)
 {
     int gsz = kind == 0 ? tp : dp;
-    if ((kind != 2 && gsz <= 1) || (kind == 2 && pp <= 1) || bytes == 0) {
+    if ((kind < 2 && gsz <= 1) || (kind >= 2 && pp <= 1) || bytes == 0) {
         *out = 0;
         return TERN_OK;
     }
@@ -250,13 +352,16 @@ static tern_status coll_time(planner *p, tern_coll_op op, int kind, int tp, int 
         d.group_size = (unsigned)dp;
     } else { /* PP: every rank of stage s sends to the same position in stage s+1, all stages at once */
         unsigned np = 0;
-        for (int s = 0; s + 1 < pp; s += 1)
+        for (int s = 0; s < pp; s += 1) {
+            if (s + 1 == pp && (kind == 2 || pp < 3)) /* pp = 2 wraps onto the same pairs, reversed */
+                break;
             for (int di = 0; di < dp; di++)
                 for (int t = 0; t < tp; t++) {
                     g[2 * np] = rank_of(tp, dp, t, di, s);
-                    g[2 * np + 1] = rank_of(tp, dp, t, di, s + 1);
+                    g[2 * np + 1] = rank_of(tp, dp, t, di, (s + 1) % pp);
                     np++;
                 }
+        }
         d.pairs = g;
         d.npairs = np;
         d.algo = TERN_ALGO_DIRECT;
@@ -288,6 +393,24 @@ static double layer_params_rank(const tern_model_cfg *c, int tp)
     return attn + mlp + extra;
 }
 
+/* A layer's kept activations per micro-batch. Selective recomputation keeps what no recomputation keeps (the list
+ * in plan_layer_activation_bytes) less the attention core's results, which are recomputed from the kept Q, K, V
+ * (the attention output in fp32 and bf16 and its softmax statistics), and with the linear layers' inputs kept as
+ * their sequence-parallel shards instead of all-gathered (both the QKV and the MLP input: re-gathered in the
+ * backward, as Megatron-LM's sequence-parallel linear does). */
+static double activation_bytes(const tern_model_cfg *c, int tp, int64_t mb, int64_t seq, int fp32, int recompute)
+{
+    if (recompute != TERN_RECOMPUTE_SELECTIVE)
+        return plan_layer_activation_bytes(c, tp, mb, seq, fp32, recompute == TERN_RECOMPUTE_FULL);
+    double b = plan_layer_activation_bytes(c, tp, mb, seq, fp32, 0);
+    double e = fp32 ? 4 : 2, T = (double)(mb * seq), H = (double)c->hidden;
+    double Tsp = (mb * seq) % tp ? T : T / tp;
+    double hq = (double)plan_heads_per_rank(c, tp), D = (double)c->head_dim;
+    b -= T * hq * D * (4 + e) + T * hq * 4;
+    b -= 2 * (T - Tsp) * H * e;
+    return b;
+}
+
 static void memory_of(const planner *p, const tern_plan_layout *L, int64_t micro, uint64_t ws, tern_plan_memory *m,
                       double *params_rank)
 {
@@ -306,8 +429,13 @@ static void memory_of(const planner *p, const tern_plan_layout *L, int64_t micro
     m->grads = prm * 4; /* gradients accumulated in fp32 over the micro-batches */
     double opt = prm * (fp32 ? 8 : 12); /* Adam m and v (fp32), plus an fp32 master copy under bf16 */
     m->optimizer = L->zero ? opt / L->dp : opt;
-    double inflight = (double)(micro < L->pp ? micro : L->pp);
-    double act = plan_layer_activation_bytes(c, L->tp, L->microbatch, p->o->seq, fp32, L->recompute);
+    /* micro-batches in flight on stage 0: 1F1B's warm-up + 1; interleaved, chunks of lps / v layers: its
+     * warm-up (P - 1) x 2 + (v - 1) x P forwards + 1 */
+    double v = L->vpp > 1 ? L->vpp : 1;
+    double inflight = v > 1 ? ((double)(L->pp - 1) * 2 + (v - 1) * L->pp + 1) / v : (double)L->pp;
+    if (inflight > (double)micro)
+        inflight = (double)micro;
+    double act = activation_bytes(c, L->tp, L->microbatch, p->o->seq, fp32, L->recompute);
     double logits = (double)(L->microbatch * p->o->seq) * (double)((c->vocab + L->tp - 1) / L->tp) * 4;
     m->activations = act * lps * inflight + (L->pp == 1 ? logits : 0);
     m->workspace = (double)ws;
@@ -316,6 +444,82 @@ static void memory_of(const planner *p, const tern_plan_layout *L, int64_t micro
 }
 
 /* ---- one layout ---- */
+/* What the pipeline schedule of a layout is made of: per chunk (pp x vpp of them, g = local chunk x pp + stage)
+ * the forward and backward time of one micro-batch, and the collectives' times. */
+typedef struct {
+    int64_t M;
+    unsigned G, v;
+    double *fv, *bv;
+    double xsend, ag, rs, head_ar, tp_layer_f, tp_layer_b, lps;
+    double lf, lb;       /* one layer, one micro-batch, with recomputation and TP collectives excluded */
+    double tp_fwd_chunk; /* TP collective time inside one chunk's forward (for the timeline) */
+} sched;
+
+static void sched_free(sched *S)
+{
+    free(S->fv);
+    free(S->bv);
+    S->fv = S->bv = NULL;
+}
+
+static tern_status sched_of(planner *p, const tern_plan_layout *L, sched *S, tern_error *err)
+{
+    const tern_model_cfg *c = p->c;
+    const tern_plan_opts *o = p->o;
+    int fp32 = o->precision_fp32;
+    tern_dtype adt = fp32 ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16;
+    double e = fp32 ? 4 : 2;
+    memset(S, 0, sizeof *S);
+    S->M = o->global_batch / ((int64_t)L->dp * L->microbatch);
+    S->v = L->vpp > 1 ? (unsigned)L->vpp : 1;
+    S->G = (unsigned)L->pp * S->v;
+    int si = shape_index(p, L->tp, L->microbatch);
+    shape_entry *sh = &p->shapes[si];
+    double T = (double)(L->microbatch * o->seq);
+    uint64_t act_bytes = (uint64_t)(T * (double)c->hidden * e);
+    tern_status st;
+    if ((st = coll_time(p, TERN_COLL_ALL_GATHER, 0, L->tp, L->pp, L->dp, act_bytes, adt, &S->ag, err)) ||
+        (st = coll_time(p, TERN_COLL_REDUCE_SCATTER, 0, L->tp, L->pp, L->dp, act_bytes, adt, &S->rs, err)))
+        return st;
+    /* sequence parallelism: forward 2 all-gathers + 2 reduce-scatters per layer, the backward the same */
+    S->tp_layer_f = 2 * (S->ag + S->rs);
+    S->tp_layer_b = 2 * (S->ag + S->rs);
+    S->lps = (double)(c->layers / L->pp);
+    S->lf = sh->lf;
+    S->lb = sh->lb;
+    if (L->recompute == TERN_RECOMPUTE_FULL) /* the whole forward again, its collectives included */
+        S->lb += sh->lf + S->tp_layer_f;
+    else if (L->recompute == TERN_RECOMPUTE_SELECTIVE) /* the attention core again (its block pairs' forward), and
+                                                          the two linear inputs all-gathered again from their
+                                                          sequence-parallel shards (Megatron's SP linear) */
+        S->lb += sh->af + (L->tp > 1 ? 2 * S->ag : 0);
+    uint64_t send_bytes = (uint64_t)(T * (double)c->hidden * e / ((int64_t)(T) % L->tp ? 1 : L->tp));
+    /* the interleaved schedule also sends from the last stage back to the first (chunk boundaries wrap) */
+    if ((st = coll_time(p, TERN_COLL_PERMUTE, S->v > 1 ? 3 : 2, L->tp, L->pp, L->dp, send_bytes, adt, &S->xsend,
+                        err)))
+        return st;
+    /* the embedding and LM head graph runs on the last chunk (pp = 1: the only one); its TP collectives are the
+     * all-gather before the head and the vocabulary-parallel loss's small all-reduces (row max and sum) */
+    if ((st = coll_time(p, TERN_COLL_ALL_REDUCE, 0, L->tp, L->pp, L->dp, (uint64_t)(T * 4), TERN_DTYPE_FP32,
+                        &S->head_ar, err)))
+        return st;
+    S->fv = malloc(sizeof(double) * S->G);
+    S->bv = malloc(sizeof(double) * S->G);
+    if (!S->fv || !S->bv) {
+        sched_free(S);
+        return tern_error_set(err, TERN_ERR_NOMEM, "plan: out of memory");
+    }
+    double lpc = S->lps / S->v; /* layers per chunk */
+    for (unsigned g = 0; g < S->G; g++) {
+        S->fv[g] = lpc * (S->lf + S->tp_layer_f);
+        S->bv[g] = lpc * (S->lb + S->tp_layer_b);
+    }
+    S->tp_fwd_chunk = lpc * S->tp_layer_f;
+    S->fv[S->G - 1] += sh->hf + S->ag + 2 * S->head_ar;
+    S->bv[S->G - 1] += sh->hb + S->rs;
+    return TERN_OK;
+}
+
 static tern_status evaluate(planner *p, const tern_plan_layout *L, tern_plan_result *r, tern_error *err)
 {
     const tern_model_cfg *c = p->c;
@@ -323,57 +527,34 @@ static tern_status evaluate(planner *p, const tern_plan_layout *L, tern_plan_res
     int fp32 = o->precision_fp32;
     tern_dtype adt = fp32 ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16;
     double e = fp32 ? 4 : 2;
-    int64_t M = o->global_batch / ((int64_t)L->dp * L->microbatch);
-    int si = shape_index(p, L->tp, L->microbatch);
-    shape_entry *sh = &p->shapes[si];
-    double T = (double)(L->microbatch * o->seq);
-    uint64_t act_bytes = (uint64_t)(T * (double)c->hidden * e);
-    double ag, rs, ar_ = 0;
-    tern_status st;
-    if ((st = coll_time(p, TERN_COLL_ALL_GATHER, 0, L->tp, L->pp, L->dp, act_bytes, adt, &ag, err)) ||
-        (st = coll_time(p, TERN_COLL_REDUCE_SCATTER, 0, L->tp, L->pp, L->dp, act_bytes, adt, &rs, err)))
+    sched S;
+    tern_status st = sched_of(p, L, &S, err);
+    if (st)
         return st;
-    (void)ar_;
-    /* sequence parallelism: forward 2 all-gathers + 2 reduce-scatters per layer, the backward the same */
-    double tp_layer_f = 2 * (ag + rs), tp_layer_b = 2 * (ag + rs);
-    double lps = (double)(c->layers / L->pp);
-    double lf = sh->lf, lb = sh->lb + (L->recompute ? sh->lf + tp_layer_f : 0);
-    double xsend = 0;
-    uint64_t send_bytes = (uint64_t)(T * (double)c->hidden * e / ((int64_t)(T) % L->tp ? 1 : L->tp));
-    if ((st = coll_time(p, TERN_COLL_PERMUTE, 2, L->tp, L->pp, L->dp, send_bytes, adt, &xsend, err)))
-        return st;
-    double *fs = malloc(sizeof(double) * (size_t)L->pp), *bs = malloc(sizeof(double) * (size_t)L->pp);
-    if (!fs || !bs) {
-        free(fs), free(bs);
-        return tern_error_set(err, TERN_ERR_NOMEM, "plan: out of memory");
-    }
-    for (int s = 0; s < L->pp; s++) {
-        fs[s] = lps * (lf + tp_layer_f);
-        bs[s] = lps * (lb + tp_layer_b);
-    }
-    /* the embedding and LM head graph runs on the last stage (pp = 1: the only one); its TP collectives are the
-     * all-gather before the head and the vocabulary-parallel loss's small all-reduces (row max and sum) */
-    double head_ar;
-    if ((st = coll_time(p, TERN_COLL_ALL_REDUCE, 0, L->tp, L->pp, L->dp, (uint64_t)(T * 4), TERN_DTYPE_FP32,
-                        &head_ar, err))) {
-        free(fs), free(bs);
-        return st;
-    }
-    fs[L->pp - 1] += sh->hf + ag + 2 * head_ar;
-    bs[L->pp - 1] += sh->hb + rs;
+    int64_t M = S.M;
+    shape_entry *sh = &p->shapes[shape_index(p, L->tp, L->microbatch)];
+    double lps = S.lps, xsend = S.xsend, tp_layer_f = S.tp_layer_f, tp_layer_b = S.tp_layer_b;
     double makespan, idle;
-    if (plan_pipeline_sim((unsigned)L->pp, (unsigned)M, fs, bs, L->pp > 1 ? xsend : 0, &makespan, &idle)) {
-        free(fs), free(bs);
+    if (plan_pipeline_schedule((unsigned)L->pp, S.v, (unsigned)M, S.fv, S.bv, L->pp > 1 ? xsend : 0, &makespan,
+                               &idle, NULL)) {
+        sched_free(&S);
         return tern_error_set(err, TERN_ERR_NOMEM, "plan: pipeline schedule failed (out of memory)");
     }
-    double compute = 0;
+    /* per stage: the sum of its chunks */
+    double compute = 0, bs_last = 0;
     for (int s = 0; s < L->pp; s++) {
-        double cs = (double)M * (fs[s] + bs[s]);
+        double fsum = 0, bsum = 0;
+        for (unsigned k = 0; k < S.v; k++) {
+            fsum += S.fv[k * (unsigned)L->pp + (unsigned)s];
+            bsum += S.bv[k * (unsigned)L->pp + (unsigned)s];
+        }
+        double cs = (double)M * (fsum + bsum);
         if (cs > compute)
             compute = cs;
+        if (s == L->pp - 1)
+            bs_last = bsum;
     }
-    double bs_last = bs[L->pp - 1];
-    free(fs), free(bs);
+    sched_free(&S);
     /* data-parallel gradient synchronisation of the rank's parameters */
     double params_rank;
     memory_of(p, L, M, sh->ws, &r->mem, &params_rank);
@@ -407,7 +588,7 @@ static tern_status evaluate(planner *p, const tern_plan_layout *L, tern_plan_res
     r->compute_s = compute;
     r->bubble_s = idle;
     r->tp_comm_s = (double)M * lps * (tp_layer_f + tp_layer_b);
-    r->pp_comm_s = L->pp > 1 ? 2.0 * (double)M * xsend : 0;
+    r->pp_comm_s = L->pp > 1 ? 2.0 * (double)M * (double)(L->vpp > 1 ? L->vpp : 1) * xsend : 0;
     r->dp_comm_s = dp_t;
     r->comm_overlapped_s = ov;
     r->comm_exposed_s = r->tp_comm_s + r->pp_comm_s + dp_exposed;
@@ -419,6 +600,46 @@ static tern_status evaluate(planner *p, const tern_plan_layout *L, tern_plan_res
     r->tokens_per_s = r->seq_per_s * (double)o->seq;
     r->mfu = r->tokens_per_s * tern_model_train_flops_per_token(c, o->seq) / ((double)p->R * p->peak);
     r->fits = r->mem.total <= r->mem.capacity;
+    return TERN_OK;
+}
+
+/* The best plan's schedule op by op, for the timeline. */
+static tern_status timeline_of(planner *p, const tern_plan_layout *L, tern_plan_out *out, tern_error *err)
+{
+    sched S;
+    tern_status st = sched_of(p, L, &S, err);
+    if (st)
+        return st;
+    size_t n = 2 * (size_t)S.M * S.G;
+    plan_pipe_op *t = malloc(sizeof *t * n);
+    out->timeline = malloc(sizeof *out->timeline * n);
+    double mk, idle, x = L->pp > 1 ? S.xsend : 0;
+    if (!t || !out->timeline ||
+        plan_pipeline_schedule((unsigned)L->pp, S.v, (unsigned)S.M, S.fv, S.bv, x, &mk, &idle, t)) {
+        free(t);
+        free(out->timeline);
+        out->timeline = NULL;
+        sched_free(&S);
+        return tern_error_set(err, TERN_ERR_NOMEM, "plan: timeline of %zu ops: out of memory", n);
+    }
+    double lpc = S.lps / S.v;
+    for (size_t i = 0; i < n; i++) {
+        int last = t[i].chunk * (unsigned)L->pp + t[i].rank == S.G - 1;
+        double tpc = t[i].backward ? lpc * S.tp_layer_b + (last ? S.rs : 0)
+                                   : lpc * S.tp_layer_f + (last ? S.ag + 2 * S.head_ar : 0);
+        if (t[i].backward && L->recompute == TERN_RECOMPUTE_FULL)
+            tpc += lpc * S.tp_layer_f;
+        if (t[i].backward && L->recompute == TERN_RECOMPUTE_SELECTIVE && L->tp > 1)
+            tpc += lpc * 2 * S.ag;
+        out->timeline[i] = (tern_plan_timeline_op){.stage = t[i].rank, .chunk = t[i].chunk, .mb = t[i].mb,
+                                                   .backward = t[i].backward, .start = t[i].start, .end = t[i].end,
+                                                   .tp_comm_s = tpc};
+    }
+    out->ntimeline = n;
+    out->timeline_send_s = x;
+    out->timeline_makespan_s = mk;
+    free(t);
+    sched_free(&S);
     return TERN_OK;
 }
 
@@ -530,7 +751,7 @@ static int cmp_plans(const void *a, const void *b)
         return x->mem.total < y->mem.total ? -1 : 1;
     }
     const int *u = &x->layout.tp, *v = &y->layout.tp;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (u[i] != v[i])
             return u[i] - v[i];
     return 0;
@@ -563,6 +784,18 @@ static tern_status check_fixed(const tern_model_cfg *c, const tern_plan_opts *o,
     if (f->tp > 0 && f->pp > 0 && f->dp > 0 && prod != R)
         return tern_error_set(err, TERN_ERR_INVALID, "layout: tp x pp x dp = %lld, the cluster has %u ranks",
                               (long long)prod, R);
+    if (f->vpp == 0 || f->vpp > 64)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: vpp=%d must be in 1..64", f->vpp);
+    if (f->vpp > 1 && f->pp == 1)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: vpp=%d needs pp > 1 (interleaving splits pipeline stages)",
+                              f->vpp);
+    if (f->vpp > 1 && f->pp > 0 && c->layers % ((int64_t)f->pp * f->vpp))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "layout: pp x vpp = %d x %d must divide the layers (num_hidden_layers %lld)", f->pp,
+                              f->vpp, (long long)c->layers);
+    if (f->recompute > 2)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: recompute=%d is not none (0), full (1) or selective (2)",
+                              f->recompute);
     if (f->dp > 0 && o->global_batch % (f->dp * (f->microbatch > 0 ? f->microbatch : 1)))
         return tern_error_set(err, TERN_ERR_INVALID,
                               "layout: global batch %lld is not divisible by dp x microbatch = %d x %d",
@@ -658,8 +891,15 @@ tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern
                         continue;
                     if (dp == 1 && z)
                         continue;
-                    for (int rc = 0; rc <= 1; rc++) {
+                    /* recompute none/full/selective x vpp 1, 2, 4 (or the fixed vpp) */
+                    int nv = o->fixed.vpp > 0 ? 1 : 3;
+                    for (int rcv = 0; rcv < 3 * nv; rcv++) {
+                        int rc = rcv % 3, vpp = o->fixed.vpp > 0 ? o->fixed.vpp : 1 << (rcv / 3);
                         if (o->fixed.recompute >= 0 && rc != o->fixed.recompute)
+                            continue;
+                        /* interleaving needs pp > 1, whole layers per chunk and micro-batches in groups of pp */
+                        if (vpp > 1 && (pp == 1 || c->layers % (pp * vpp) ||
+                                        (o->global_batch / ((int64_t)dp * mb)) % pp))
                             continue;
                         if (nres == capres) {
                             capres = capres ? 2 * capres : 64;
@@ -672,7 +912,7 @@ tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern
                         }
                         tern_plan_result *r = &res[nres++];
                         memset(r, 0, sizeof *r);
-                        r->layout = (tern_plan_layout){tp, pp, dp, mb, z, rc};
+                        r->layout = (tern_plan_layout){tp, pp, dp, mb, z, rc, vpp};
                         int64_t M = o->global_batch / ((int64_t)dp * mb);
                         double prm;
                         memory_of(p, &r->layout, M, 0, &r->mem, &prm);
@@ -700,7 +940,7 @@ tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern
             goto done;
     if ((st = run_shapes(p, err)))
         goto done;
-    out->simulated = (size_t)p->npieces;
+    out->simulated = (size_t)p->norder;
     for (size_t i = 0; i < nres; i++) {
         if (!res[i].fits)
             continue;
@@ -724,6 +964,8 @@ tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern
             r->job_hours = steps * r->step_s / 3600;
         }
     }
+    if (o->timeline && nres && res[0].fits && (st = timeline_of(p, &res[0].layout, out, err)))
+        goto done;
     out->plans = res;
     out->count = nres;
     res = NULL;
@@ -741,6 +983,7 @@ done:
 
 void tern_plan_out_free(tern_plan_out *out)
 {
+    free(out->timeline);
     free(out->plans);
     memset(out, 0, sizeof *out);
 }

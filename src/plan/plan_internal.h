@@ -80,6 +80,9 @@ tern_status plan_build_graph(const tern_model_cfg *c, const plan_shape *s, uint8
 /* Compile the graph for machine and run it timing-only on its simulated core: the predicted seconds. */
 tern_status plan_simulate(const tern_model_cfg *c, const plan_shape *s, const char *machine, double *seconds,
                           uint64_t *hbm_bytes, tern_error *err);
+/* The same for a graph already built (s names it in messages and gives its precision). */
+tern_status plan_simulate_onnx(const uint8_t *buf, size_t len, const plan_shape *s, const char *machine,
+                               double *seconds, uint64_t *hbm_bytes, tern_error *err);
 
 /* A layer's simulated pieces and their composition (layer_sim.c): seconds per piece, the composed layer and head
  * (forward, backward) for one micro-batch, and the largest compiled graph's HBM footprint. */
@@ -99,6 +102,18 @@ int64_t plan_kv_heads_per_rank(const tern_model_cfg *c, int tp);
 double plan_layer_activation_bytes(const tern_model_cfg *c, int tp, int64_t mb, int64_t seq, int fp32,
                                    int recompute);
 
+/* One scheduled op of a pipeline (for the timeline): rank, its local chunk, micro-batch, forward or backward. */
+typedef struct {
+    unsigned rank, chunk, mb;
+    int backward;
+    double start, end;
+} plan_pipe_op;
+/* The interleaved 1F1B schedule over P ranks with v chunks each (v = 1: plain 1F1B) and M micro-batches
+ * (a multiple of P when v > 1); f[g], b[g] per chunk g = local chunk x P + rank (P x v entries); x the
+ * send/receive time at every chunk boundary. trace (optional) receives the 2 x M x v x P ops in the order
+ * simulated. Returns 0, or -1 when out of memory or the arguments are invalid (pipeline.c). */
+int plan_pipeline_schedule(unsigned P, unsigned v, unsigned M, const double *f, const double *b, double x,
+                           double *makespan, double *idle_max, plan_pipe_op *trace);
 /* 1F1B over P stages and M micro-batches with per-stage forward f[s] and backward b[s] and send/receive time x
  * (pipeline.c). Returns 0, or -1 when out of memory. */
 int plan_pipeline_sim(unsigned P, unsigned M, const double *f, const double *b, double x, double *makespan,

@@ -23,7 +23,9 @@ keys = {"layout", "fits", "step_s", "seq_per_s", "tokens_per_s", "mfu", "hbm_gib
 fit = [p for p in plans if p["fits"]]
 assert fit, "no fitting plan"
 for p in plans:
-    assert {"tp", "pp", "dp", "microbatch", "zero", "recompute"} <= set(p["layout"]), p
+    assert {"tp", "pp", "dp", "microbatch", "zero", "recompute", "vpp"} <= set(p["layout"]), p
+    assert p["layout"]["recompute"] in ("none", "full", "selective"), p
+    assert p["layout"]["vpp"] == 1 or (p["layout"]["pp"] > 1 and 12 % (p["layout"]["pp"] * p["layout"]["vpp"]) == 0), p
     assert p["layout"]["tp"] * p["layout"]["pp"] * p["layout"]["dp"] == 32, p
     assert 12 % p["layout"]["tp"] == 0 and 12 % p["layout"]["pp"] == 0, p
 for p in fit:
@@ -40,7 +42,7 @@ assert len(d["gpus"]) == 2 and d["gpus"][0]["instance"] == "p4d.24xlarge" and d[
 PY
 
 # a fixed layout gives its own plan, and the same figures as in the search
-best=$($PY -c "import json,sys; p=json.load(open('$tmp/search.json'))['plans'][0]['layout']; print('tp=%d,pp=%d,dp=%d,mb=%d,zero=%d,recompute=%d' % (p['tp'],p['pp'],p['dp'],p['microbatch'],p['zero'],int(p['recompute'])))")
+best=$($PY -c "import json,sys; p=json.load(open('$tmp/search.json'))['plans'][0]['layout']; print('tp=%d,pp=%d,dp=%d,mb=%d,zero=%d,recompute=%s,vpp=%d' % (p['tp'],p['pp'],p['dp'],p['microbatch'],p['zero'],p['recompute'],p['vpp']))")
 expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --layout "$best" --json --quiet
 if $PY - "$tmp/out" "$tmp/search.json" <<'PY'; then ok; else bad "fixed layout $best: $(head -c 300 "$tmp/out")"; fi
 import json, sys
@@ -50,10 +52,76 @@ assert a["searched"] == 1 and len(a["plans"]) == 1, a["searched"]
 assert a["plans"][0] == b["plans"][0], (a["plans"][0], b["plans"][0])
 PY
 expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --layout tp=4,pp=1 --tokens 1e9 --quiet
-contains "$tmp/out" "tp=4 pp=1 dp=8"
+contains "$tmp/out" "tp=4 pp=1 vpp=1 dp=8"
 contains "$tmp/out" "job:"
 contains "$tmp/out" "assumed MFU 40%"
 contains "$tmp/out" "assumptions:"
+
+# the searched knobs include the interleaved schedule and selective recomputation
+if $PY - "$tmp/search.json" <<'PY'; then ok; else bad "vpp / selective not searched"; fi
+import json, sys
+plans = json.load(open(sys.argv[1]))["plans"]
+assert any(p["layout"]["vpp"] > 1 for p in plans), "no interleaved layout"
+assert any(p["layout"]["recompute"] == "selective" for p in plans), "no selective recomputation"
+PY
+
+# interleaving: same layout, vpp=2 vs vpp=1 -- a smaller bubble, twice the sends, more activations in flight
+expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --layout tp=4,pp=4,dp=2,mb=1,zero=0,recompute=none,vpp=1 --json --quiet
+cp "$tmp/out" "$tmp/v1.json"
+expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --layout tp=4,pp=4,dp=2,mb=1,zero=0,recompute=none,vpp=3 --json --quiet
+if $PY - "$tmp/v1.json" "$tmp/out" <<'PY'; then ok; else bad "vpp=3 vs vpp=1: $(head -c 400 "$tmp/out")"; fi
+import json, sys
+a = json.load(open(sys.argv[1]))["plans"][0]
+b = json.load(open(sys.argv[2]))["plans"][0]
+assert a["layout"]["vpp"] == 1 and b["layout"]["vpp"] == 3
+assert b["bubble_s"] < a["bubble_s"], (a["bubble_s"], b["bubble_s"])
+assert abs(b["pp_comm_s"] - 3 * a["pp_comm_s"]) < 1e-3 * b["pp_comm_s"] + 1e-12 or b["pp_comm_s"] > a["pp_comm_s"], (a["pp_comm_s"], b["pp_comm_s"])
+assert b["memory_gib"]["activations"] > a["memory_gib"]["activations"]
+assert abs(b["layer_fwd_s"] - a["layer_fwd_s"]) < 1e-12  # the same layer graph
+PY
+expect 1 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --layout tp=4,pp=4,vpp=5 --quiet
+contains "$tmp/err" "pp x vpp = 4 x 5 must divide the layers (num_hidden_layers 12)"
+expect 1 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 64 --layout tp=4,pp=1,vpp=2 --quiet
+contains "$tmp/err" "vpp=2 needs pp > 1"
+
+# selective recomputation: less memory than none, more than full; its backward pays the attention core again
+for rc in none selective full; do
+    expect 0 "$TERN" plan --model $M/llama-3.1-8b.json --cluster trn1.32xlarge --seq 8192 --global-batch 32 --layout tp=32,mb=1,zero=0,recompute=$rc --json --quiet
+    cp "$tmp/out" "$tmp/rc_$rc.json"
+done
+if $PY - "$tmp" <<'PY'; then ok; else bad "selective recompute: $(head -c 400 "$tmp/rc_selective.json")"; fi
+import json, sys
+r = {k: json.load(open("%s/rc_%s.json" % (sys.argv[1], k)))["plans"][0] for k in ("none", "selective", "full")}
+act = {k: v["memory_gib"]["activations"] for k, v in r.items()}
+assert act["full"] < act["selective"] < act["none"], act
+step = {k: v["step_s"] for k, v in r.items()}
+assert step["none"] < step["selective"] < step["full"], step
+assert r["selective"]["layout"]["recompute"] == "selective"
+PY
+# Llama-3.1-70B at TP=32 PP=8 fits with selective recomputation (it needed full before)
+expect 0 "$TERN" plan --model $M/llama-3.1-70b.json --cluster 32xtrn1.32xlarge --seq 8192 --global-batch 1024 --layout tp=32,pp=8,mb=1,zero=1,recompute=selective,vpp=1 --json --quiet
+if $PY -c "import json; p=json.load(open('$tmp/out'))['plans'][0]; assert p['fits'] and p['layout']['recompute']=='selective', p"; then ok; else bad "70B selective: $(head -c 400 "$tmp/out")"; fi
+
+# --svg: the best plan's schedule, well-formed, one bar per scheduled op (2 x micro-batches x vpp per stage)
+expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 16 --layout tp=4,pp=4,dp=2,mb=1,vpp=3,zero=0,recompute=none --svg "$tmp/t.svg" --json --quiet
+if $PY - "$tmp/t.svg" "$tmp/out" <<'PY'; then ok; else bad "svg: $(head -c 300 "$tmp/t.svg")"; fi
+import json, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+p = json.load(open(sys.argv[2]))["plans"][0]
+ns = "{http://www.w3.org/2000/svg}"
+assert root.tag == ns + "svg", root.tag
+rects = root.iter(ns + "rect")
+ops = [r for r in root.iter(ns + "rect") if r.get("class", "").split()[0] == "op"]
+M, v, P = p["micro_batches"], p["layout"]["vpp"], p["layout"]["pp"]
+assert M == 8 and v == 3 and P == 4, (M, v, P)
+assert len(ops) == 2 * M * v * P, len(ops)
+assert sum(1 for r in ops if "fwd" in r.get("class")) == M * v * P
+sends = [r for r in root.iter(ns + "rect") if r.get("class") == "comm send"]
+assert len(sends) == 2 * M * (v * P - 1), len(sends)
+assert any(r.get("class") == "comm tp" for r in root.iter(ns + "rect"))
+for r in ops:
+    assert float(r.get("width")) > 0 and float(r.get("x")) >= 0
+PY
 
 # a layout that fits nowhere: exit 1, the bytes of each part
 expect 1 "$TERN" plan --model $M/llama-3.1-70b.json --cluster trn1.32xlarge --seq 8192 --global-batch 32 --layout tp=32,pp=1 --quiet
