@@ -1400,18 +1400,28 @@ static const eval_fn table[TERN_GOP_COUNT] = {
     [TERN_GOP_DEPTH_TO_SPACE] = graph_ev_depth_space, [TERN_GOP_SPACE_TO_DEPTH] = graph_ev_depth_space,
     [TERN_GOP_EYE_LIKE] = graph_ev_eyelike, [TERN_GOP_LRN] = graph_ev_lrn,
     [TERN_GOP_MEAN_VARIANCE_NORMALIZATION] = graph_ev_mvn, [TERN_GOP_NON_ZERO] = graph_ev_nonzero,
-    [TERN_GOP_COMPRESS] = graph_ev_compress,
+    [TERN_GOP_COMPRESS] = graph_ev_compress, [TERN_GOP_MATMUL] = graph_ev_matmul, [TERN_GOP_GEMM] = graph_ev_gemm,
+    [TERN_GOP_MATMUL_BIAS] = graph_ev_matmul_bias, [TERN_GOP_CONV] = graph_ev_conv, [TERN_GOP_MAX_POOL] = graph_ev_pool,
+    [TERN_GOP_AVERAGE_POOL] = graph_ev_pool, [TERN_GOP_GLOBAL_AVERAGE_POOL] = graph_ev_global_pool,
+    [TERN_GOP_GLOBAL_MAX_POOL] = graph_ev_global_pool, [TERN_GOP_BATCH_NORMALIZATION] = graph_ev_batchnorm,
+    [TERN_GOP_INSTANCE_NORMALIZATION] = graph_ev_instancenorm, [TERN_GOP_LAYER_NORMALIZATION] = graph_ev_layernorm,
+    [TERN_GOP_SOFTMAX] = graph_ev_softmax, [TERN_GOP_LOG_SOFTMAX] = graph_ev_softmax,
+    [TERN_GOP_HARDMAX] = graph_ev_softmax, [TERN_GOP_REDUCE_SUM] = graph_ev_reduce,
+    [TERN_GOP_REDUCE_MEAN] = graph_ev_reduce, [TERN_GOP_REDUCE_MAX] = graph_ev_reduce,
+    [TERN_GOP_REDUCE_MIN] = graph_ev_reduce, [TERN_GOP_REDUCE_PROD] = graph_ev_reduce,
+    [TERN_GOP_REDUCE_L1] = graph_ev_reduce, [TERN_GOP_REDUCE_L2] = graph_ev_reduce,
+    [TERN_GOP_REDUCE_SUM_SQUARE] = graph_ev_reduce, [TERN_GOP_REDUCE_LOG_SUM] = graph_ev_reduce,
+    [TERN_GOP_REDUCE_LOG_SUM_EXP] = graph_ev_reduce, [TERN_GOP_ARG_MAX] = graph_ev_argminmax,
+    [TERN_GOP_ARG_MIN] = graph_ev_argminmax, [TERN_GOP_ATTENTION] = graph_ev_attention,
+    [TERN_GOP_ATTENTION_GRAD] = graph_ev_attention_grad,
 };
 
-/* The evaluator of an op: this file's table (which names the family files' evaluators too), then eval_nn.c's
- * (NULL: not evaluated here). */
+/* The evaluator of an op: the table above, this file's and the family files' (NULL: not evaluated). */
 static eval_fn lookup(tern_op_id id)
 {
     if ((int)id <= TERN_GOP_UNKNOWN || (int)id >= TERN_GOP_COUNT)
         return NULL;
-    if (table[id])
-        return table[id];
-    return graph_eval_nn_lookup(id);
+    return table[id];
 }
 
 int tern_graph_eval_supported(const char *domain, const char *op)

@@ -32,8 +32,6 @@ tern_status ereq(const ectx *c, int k, int want_float);
 tern_status eints(const ectx *c, int k, int64_t *buf, int max, int *n);
 
 typedef tern_status (*eval_fn)(const ectx *c);
-/* eval_nn.c's table indexed by tern_op_id; NULL for an op it does not evaluate. */
-eval_fn graph_eval_nn_lookup(tern_op_id id);
 
 /* A double to int64: NaN 0, out-of-range values saturate (numpy on x86 differs; tern is deterministic). */
 static inline int64_t d2i(double v)
@@ -57,9 +55,28 @@ static inline void ev_strides(int rank, const int64_t *dims, int64_t *st)
     }
 }
 
-/* Per-family evaluators outside eval*.c (ops_<family>.c). */
+/* Per-family evaluators outside eval.c (ops_<family>.c), named in eval.c's table, and the helpers two families
+ * share: the reference matmul (numpy batching, fp32 products in k order; linear layers and attention) and one
+ * layer-norm row in double statistics (LayerNormalization and tern.MatMulBias's fused norm). */
+tern_status graph_ev_matmul_tensors(const ectx *c, const tern_host_tensor *a, const tern_host_tensor *b,
+                                    tern_host_tensor **res); /* ops_linear.c */
+void graph_ev_layernorm_row(const float *p, float *o, size_t inner, const tern_host_tensor *sc,
+                            const tern_host_tensor *b, float eps, float *mean_out, float *inv_out); /* ops_norm.c */
 tern_status graph_ev_pad(const ectx *c); /* ops_layout.c */
 tern_status graph_ev_attention_grad(const ectx *c); /* ops_attention.c */
+tern_status graph_ev_matmul(const ectx *c); /* ops_linear.c */
+tern_status graph_ev_gemm(const ectx *c); /* ops_linear.c */
+tern_status graph_ev_matmul_bias(const ectx *c); /* ops_linear.c */
+tern_status graph_ev_attention(const ectx *c); /* ops_attention.c */
+tern_status graph_ev_conv(const ectx *c); /* ops_conv.c */
+tern_status graph_ev_pool(const ectx *c); /* ops_conv.c */
+tern_status graph_ev_global_pool(const ectx *c); /* ops_conv.c */
+tern_status graph_ev_batchnorm(const ectx *c); /* ops_norm.c */
+tern_status graph_ev_instancenorm(const ectx *c); /* ops_norm.c */
+tern_status graph_ev_layernorm(const ectx *c); /* ops_norm.c */
+tern_status graph_ev_softmax(const ectx *c); /* ops_reduce.c */
+tern_status graph_ev_reduce(const ectx *c); /* ops_reduce.c */
+tern_status graph_ev_argminmax(const ectx *c); /* ops_reduce.c */
 tern_status graph_ev_convtranspose(const ectx *c); /* ops_conv.c */
 tern_status graph_ev_topk(const ectx *c); /* ops_index.c */
 tern_status graph_ev_gather_nd(const ectx *c); /* ops_index.c */

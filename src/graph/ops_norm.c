@@ -163,3 +163,130 @@ tern_status graph_ev_mvn(const ectx *c)
     graph_tensor_normalize(o);
     return TERN_OK;
 }
+
+/* ---- reference evaluation (the host evaluator's rules for this family) ---- */
+
+/* Mean and 1/sqrt(population variance + eps) of n values, in double (the norms' statistics). */
+static double row_moments(const float *p, size_t n, float eps, double *inv)
+{
+    double mean = 0, var = 0;
+    for (size_t e = 0; e < n; e++)
+        mean += p[e];
+    mean /= (double)n;
+    for (size_t e = 0; e < n; e++)
+        var += (p[e] - mean) * (p[e] - mean);
+    var /= (double)n;
+    *inv = 1.0 / sqrt(var + eps);
+    return mean;
+}
+
+/* Layer norm of one row of `inner` values (double statistics, as ev_layernorm): o may equal p. */
+void graph_ev_layernorm_row(const float *p, float *o, size_t inner, const tern_host_tensor *sc,
+                            const tern_host_tensor *b, float eps, float *mean_out, float *inv_out)
+{
+    double inv, mean = row_moments(p, inner, eps, &inv);
+    if (mean_out)
+        *mean_out = (float)mean;
+    if (inv_out)
+        *inv_out = (float)inv;
+    if (o)
+        for (size_t e = 0; e < inner; e++)
+            o[e] = (float)((p[e] - mean) * inv * sc->f[sc->count == 1 ? 0 : e] + (b ? b->f[b->count == 1 ? 0 : e] : 0.0f));
+}
+
+/* ---- normalisation ---- */
+tern_status graph_ev_batchnorm(const ectx *c)
+{
+    tern_status st;
+    for (int k = 0; k < 5; k++)
+        if ((st = ereq(c, k, 1)))
+            return st;
+    if (tern_graph_attr_int(c->n, "training_mode", 0))
+        return efail(c, TERN_ERR_UNSUPPORTED, "training_mode=1 is not supported (inference only)");
+    const tern_host_tensor *x = IN(0);
+    if (x->rank < 2)
+        return efail(c, TERN_ERR_INVALID, "input rank %d below 2", x->rank);
+    int64_t C = x->dims[1];
+    for (int k = 1; k < 5; k++)
+        if (IN(k)->count != (size_t)C)
+            return efail(c, TERN_ERR_INVALID, "input %d has %zu elements, channels are %lld", k, IN(k)->count,
+                         (long long)C);
+    float eps = tern_graph_attr_float(c->n, "epsilon", 1e-5f);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    size_t sp = 1;
+    for (int d = 2; d < x->rank; d++)
+        sp *= (size_t)x->dims[d];
+    for (size_t q = 0; q < x->count; q++) {
+        size_t ch = (q / sp) % (size_t)C;
+        double inv = 1.0 / sqrt((double)IN(4)->f[ch] + eps);
+        o->f[q] = (float)(((double)x->f[q] - IN(3)->f[ch]) * inv * IN(1)->f[ch] + IN(2)->f[ch]);
+    }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+tern_status graph_ev_instancenorm(const ectx *c)
+{
+    tern_status st;
+    for (int k = 0; k < 3; k++)
+        if ((st = ereq(c, k, 1)))
+            return st;
+    const tern_host_tensor *x = IN(0);
+    if (x->rank < 3)
+        return efail(c, TERN_ERR_INVALID, "input rank %d below 3", x->rank);
+    int64_t C = x->dims[1];
+    if (IN(1)->count != (size_t)C || IN(2)->count != (size_t)C)
+        return efail(c, TERN_ERR_INVALID, "scale/B must have %lld elements", (long long)C);
+    float eps = tern_graph_attr_float(c->n, "epsilon", 1e-5f);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    size_t sp = x->count / (size_t)(x->dims[0] * C > 0 ? x->dims[0] * C : 1);
+    for (size_t q = 0; q < (size_t)(x->dims[0] * C); q++) {
+        const float *p = x->f + q * sp;
+        double inv, mean = row_moments(p, sp, eps, &inv);
+        size_t ch = q % (size_t)C;
+        for (size_t e = 0; e < sp; e++)
+            o->f[q * sp + e] = (float)((p[e] - mean) * inv * IN(1)->f[ch] + IN(2)->f[ch]);
+    }
+    graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+tern_status graph_ev_layernorm(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 1)) || (st = ereq(c, 1, 1)))
+        return st;
+    const tern_host_tensor *x = IN(0), *sc = IN(1), *b = IN(2);
+    if (b && !b->f)
+        return efail(c, TERN_ERR_INVALID, "B must be float");
+    int ax;
+    char why[200];
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", -1), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    float eps = tern_graph_attr_float(c->n, "epsilon", 1e-5f);
+    size_t inner = 1;
+    for (int d = ax; d < x->rank; d++)
+        inner *= (size_t)x->dims[d];
+    size_t outer = inner ? x->count / inner : 0;
+    /* Scale and B broadcast to the normalised shape */
+    if ((sc->count != inner && sc->count != 1) || (b && b->count != inner && b->count != 1))
+        return efail(c, TERN_ERR_INVALID, "Scale/B have %zu/%zu elements, the normalised shape has %zu", sc->count,
+                     b ? b->count : 0, inner);
+    int64_t sdims[TERN_GRAPH_MAX_RANK];
+    for (int d = 0; d < x->rank; d++)
+        sdims[d] = d < ax ? x->dims[d] : 1;
+    tern_host_tensor *o, *om, *oi;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || (st = eout(c, 1, TERN_ELEM_FLOAT, x->rank, sdims, &om)) ||
+        (st = eout(c, 2, TERN_ELEM_FLOAT, x->rank, sdims, &oi)))
+        return st;
+    for (size_t q = 0; q < outer; q++)
+        graph_ev_layernorm_row(x->f + q * inner, o ? o->f + q * inner : NULL, inner, sc, b, eps, om ? &om->f[q] : NULL,
+                      oi ? &oi->f[q] : NULL);
+    if (o)
+        graph_tensor_normalize(o);
+    return TERN_OK;
+}
