@@ -1,6 +1,6 @@
-/* The conv and pool families' shape inference: Conv, ConvTranspose, MaxPool/AveragePool and the global pools,
- * with the window geometry (kernel, strides, dilations, pads, auto_pad, ceil_mode) they share. Moved out of
- * infer.c's one switch; infer_node dispatches here by op id. */
+/* The conv and pool families: shape inference and the host reference evaluation of Conv, ConvTranspose,
+ * MaxPool/AveragePool and the global pools, with the window geometry (kernel, strides, dilations, pads, auto_pad,
+ * ceil_mode) they share. infer_node dispatches here by op id; eval.c's table names the evaluators. */
 #include "infer_internal.h"
 #include "eval_internal.h"
 

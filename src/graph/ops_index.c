@@ -1,6 +1,7 @@
-/* The index family's shape inference: Gather, GatherElements, GatherND, ScatterND/ScatterElements, OneHot,
- * NonZero and Compress (data-dependent sizes stay unknown), and TopK. Moved out of infer.c's one switch;
- * infer_node dispatches here by op id. */
+/* The index family: shape inference of Gather, GatherElements, GatherND, ScatterND/ScatterElements, OneHot,
+ * NonZero and Compress (data-dependent sizes stay unknown) and TopK, and the host reference evaluation of those
+ * eval.c does not hold (GatherND, the scatters, OneHot, NonZero, Compress, TopK). infer_node dispatches here by op
+ * id; eval.c's table names the evaluators. */
 #include "infer_internal.h"
 #include "eval_internal.h"
 

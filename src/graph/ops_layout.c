@@ -1,7 +1,8 @@
 /* The layout family's shared code: the parameter decoding (op_params.h) that infer.c, the evaluator and the
  * compiler's Pad rule (lower_layout.c) all read, decoded one way by opset so the three cannot disagree on where
  * an operand lives, and Pad's reference evaluation next to it (the first op moved out of eval.c into its
- * family's file). */
+ * family's file). Then the family's shape inference (Reshape ... Resize) and the reference evaluation of
+ * DepthToSpace/SpaceToDepth, EyeLike and Resize/Upsample; the other layout evaluators are still in eval.c. */
 #include "eval_internal.h"
 #include "op_params.h"
 #include "infer_internal.h"

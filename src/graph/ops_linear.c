@@ -1,6 +1,6 @@
-/* The linear family's shape inference: MatMul (numpy batch broadcasting of both operands), tern.MatMulBias (the
- * fusion's linear layer with bias, residual and layer norm) and Gemm. Moved out of infer.c's one switch;
- * infer_node dispatches here by op id. */
+/* The linear family: shape inference and the host reference evaluation of MatMul (numpy batch broadcasting of
+ * both operands), tern.MatMulBias (the fusion's linear layer with bias, residual, activation and layer norm) and
+ * Gemm. infer_node dispatches here by op id; eval.c's table names the evaluators. */
 #include "infer_internal.h"
 #include "eval_internal.h"
 

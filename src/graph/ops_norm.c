@@ -1,6 +1,7 @@
-/* The norm family's shape inference: BatchNormalization and InstanceNormalization (per-channel parameters),
- * LayerNormalization (with its Mean and InvStdDev outputs), LRN and MeanVarianceNormalization. Moved out of
- * infer.c's one switch; infer_node dispatches here by op id. */
+/* The norm family: shape inference and the host reference evaluation of BatchNormalization and
+ * InstanceNormalization (per-channel parameters), LayerNormalization (with its Mean and InvStdDev outputs), LRN and
+ * MeanVarianceNormalization (statistics in double). infer_node dispatches here by op id; eval.c's table names the
+ * evaluators. */
 #include "infer_internal.h"
 #include "eval_internal.h"
 

@@ -1,7 +1,8 @@
 /* The reduce family's shared parameter decoding (op_params.h): the axes every Reduce op reads, from the attribute
  * or (ReduceSum from opset 13, the others from 18) from input 1, decoded one way for inference, the host evaluator
  * and the compiler's reduction rules (lower.c, lower_reduce.c), which before read them in four places and did not
- * agree on which source wins. */
+ * agree on which source wins. Then the family's shape inference (Reduce*, ArgMax/ArgMin) and host reference
+ * evaluation (Reduce*, ArgMax/ArgMin and the Softmax family, whose statistics are reductions). */
 #include "graph_internal.h"
 #include "op_params.h"
 #include "infer_internal.h"
