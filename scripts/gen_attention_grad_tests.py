@@ -2,12 +2,12 @@
 """Reference data for tests/compiler/test_attention_grad.c: tern.AttentionGrad models and PyTorch autograd.
 
 For each case it writes DIR/<case>.onnx (one tern.AttentionGrad node: inputs Q, K, V, O, dO, LSE; outputs dQ, dK,
-dV), the inputs DIR/<case>.<name>.npy (float32) and PyTorch's gradients DIR/<case>.ref_<name>.npy (float64): the
+dV; LSE left out in the _nolse cases, which the kernel then recomputes), the inputs DIR/<case>.<name>.npy (float32) and PyTorch's gradients DIR/<case>.ref_<name>.npy (float64): the
 forward O = softmax(scale * Q K^T [+ causal mask]) V computed in float64 with autograd, K and V repeated over the
 kv_rep query heads that share them (repeat_interleave: query head h reads K/V head h // kv_rep), LSE its
 logsumexp. Also DIR/unfused_<case>.onnx: the same backward as plain ONNX ops (the planner's former graph), for
 the time comparison, and DIR/too_wide.onnx (head size 160: refused). DIR/cases.txt lists the cases as
-"name kv_rep causal" lines. Tests only: tern itself never runs Python."""
+"name kv_rep causal lse" lines. Tests only: tern itself never runs Python."""
 import sys
 
 import numpy as np
@@ -17,14 +17,16 @@ from onnx import TensorProto, helper
 
 D_ = sys.argv[1]
 
-# name, batch, query heads, kv heads, Sq, Sk, D, Dv, causal
+# name, batch, query heads, kv heads, Sq, Sk, D, Dv, causal, LSE given (0: the kernel recomputes it)
 CASES = [
-    ("basic", 1, 2, 2, 128, 128, 64, 64, 0),
-    ("causal", 1, 2, 2, 256, 256, 64, 64, 1),
-    ("gqa_causal", 2, 4, 2, 128, 128, 32, 32, 1),
-    ("ragged", 1, 1, 1, 200, 328, 48, 40, 0),
-    ("ragged_causal", 1, 2, 1, 200, 200, 64, 64, 1),
-    ("causal_wide", 1, 1, 1, 128, 300, 64, 64, 1),  # keys 128..299 follow every query: zero dK, dV
+    ("basic", 1, 2, 2, 128, 128, 64, 64, 0, 1),
+    ("causal", 1, 2, 2, 256, 256, 64, 64, 1, 1),
+    ("gqa_causal", 2, 4, 2, 128, 128, 32, 32, 1, 1),
+    ("ragged", 1, 1, 1, 200, 328, 48, 40, 0, 1),
+    ("ragged_causal", 1, 2, 1, 200, 200, 64, 64, 1, 1),
+    ("causal_wide", 1, 1, 1, 128, 300, 64, 64, 1, 1),  # keys 128..299 follow every query: zero dK, dV
+    ("causal_nolse", 1, 2, 2, 256, 256, 64, 64, 1, 0),
+    ("gqa_ragged_nolse", 2, 4, 2, 200, 328, 48, 48, 0, 0),
 ]
 
 
@@ -32,9 +34,11 @@ def vi(name, shape):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
 
 
-def model(name, b, hq, hkv, sq, sk, d, dv, causal, scale):
+def model(name, b, hq, hkv, sq, sk, d, dv, causal, scale, lse=1):
     shapes = {"Q": (b, hq, sq, d), "K": (b, hkv, sk, d), "V": (b, hkv, sk, dv), "O": (b, hq, sq, dv),
-              "dO": (b, hq, sq, dv), "LSE": (b, hq, sq, 1)}
+              "dO": (b, hq, sq, dv)}
+    if lse:
+        shapes["LSE"] = (b, hq, sq, 1)
     node = helper.make_node("AttentionGrad", list(shapes), ["dQ", "dK", "dV"], domain="tern", scale=scale,
                             causal=causal, kv_rep=hq // hkv)
     g = helper.make_graph([node], name, [vi(n, s) for n, s in shapes.items()],
@@ -63,9 +67,9 @@ def unfused(name, bh, s, d, scale):
 
 rng = np.random.default_rng(15)
 with open(f"{D_}/cases.txt", "w") as cases:
-    for name, b, hq, hkv, sq, sk, d, dv, causal in CASES:
+    for name, b, hq, hkv, sq, sk, d, dv, causal, has_lse in CASES:
         scale = float(np.float32(1.0 / np.sqrt(d)))
-        model(name, b, hq, hkv, sq, sk, d, dv, causal, scale)
+        model(name, b, hq, hkv, sq, sk, d, dv, causal, scale, has_lse)
         rep = hq // hkv
         q = torch.tensor(rng.standard_normal((b, hq, sq, d)), dtype=torch.float64, requires_grad=True)
         k = torch.tensor(rng.standard_normal((b, hkv, sk, d)), dtype=torch.float64, requires_grad=True)
@@ -85,7 +89,7 @@ with open(f"{D_}/cases.txt", "w") as cases:
             np.save(f"{D_}/{name}.{nm}.npy", t.detach().numpy().astype(np.float32))
         for nm, t in (("dQ", q.grad), ("dK", k.grad), ("dV", v.grad)):
             np.save(f"{D_}/{name}.ref_{nm}.npy", t.numpy())
-        cases.write(f"{name} {rep} {causal}\n")
+        cases.write(f"{name} {rep} {causal} {has_lse}\n")
 
 # the time comparison: 4 heads of one 512 x 512 block, head size 128 (the planner's block pair at a smaller size)
 model("timing", 1, 4, 4, 512, 512, 128, 128, 0, float(np.float32(1 / np.sqrt(128))))

@@ -108,10 +108,118 @@ static void load_query_head(agr *a, uint64_t h)
         transpose_into(a, tern_view_block(k, a->doT, 0, Dv, q0, q0 + rq), go, rq, Dv);
         tern_kernel_release(k, of);
         tern_kernel_release(k, gof);
+        if (!a->L)
+            continue; /* recomputed (recompute_lse) */
         tern_view nl = tern_view_block(k, a->nlse, 0, rq, i, i + 1);
         tern_kernel_load(k, nl, rows_of(a, a->L, h, a->Sq, 1, q0, rq));
         tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, nl, nl, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
     }
+}
+
+/* Without an LSE input: -LSE of every query tile of the current head from a pass of S = Q K^T over the key tiles
+ * (the forward's statistics recomputed, as its softmax made them), online: per block the row max of the scaled,
+ * masked scores m_new = max(m, scale max S), the running sum l = l exp(m - m_new) + rowsum(exp(scale S - m_new)),
+ * and at the end -LSE = -(m + log l). One more matmul per block (S) and one exponential pass over it; the scale
+ * must be positive (max(scale S) = scale max S). */
+#define LSE_GROUP 8 /* query tiles whose statistics one key tile updates as a batch */
+static void recompute_lse(agr *a, uint64_t kvh)
+{
+    tern_kernel *k = a->k;
+    const uint32_t P = (uint32_t)min_u64(a->T, a->Sq), nq = (uint32_t)a->nq;
+    tern_view m = tern_kernel_sbuf(k, TERN_DTYPE_FP32, P, nq, "agr_lse_max");
+    tern_view l = tern_kernel_sbuf(k, TERN_DTYPE_FP32, P, nq, "agr_lse_sum");
+    for (uint64_t j = 0; j < a->nk && cc_ok(a->c); j++) {
+        const uint64_t k0 = j * a->T;
+        const uint32_t kc = (uint32_t)min_u64(a->T, a->Sk - k0);
+        tern_view kr = tern_kernel_sbuf(k, a->mdt, kc, (uint32_t)a->D, "agr_lse_k");
+        tern_kernel_load(k, kr, rows_of(a, a->K, kvh, a->Sk, a->D, k0, kc));
+        tern_view kT = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->D, kc, "agr_lse_kT");
+        transpose_into(a, kT, kr, kc, (uint32_t)a->D);
+        tern_kernel_release(k, kr);
+        /* a group of query tiles at a time, each engine's share of the group issued back to back (TensorE: the
+         * products; VectorE: the maxima; ScalarE: the exponentials; VectorE: the sums), so that the engines
+         * overlap across the group's tiles instead of handing one tile back and forth */
+        for (uint64_t g0 = 0; g0 < a->nq; g0 += LSE_GROUP) {
+            uint64_t ti[LSE_GROUP];
+            tern_view s_ps[LSE_GROUP], src[LSE_GROUP], x[LSE_GROUP], st[LSE_GROUP];
+            int n = 0;
+            for (uint64_t i = g0; i < a->nq && i < g0 + LSE_GROUP; i++) {
+                const uint64_t q0 = i * a->T;
+                const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
+                if (a->causal && k0 > q0 + rq - 1)
+                    continue;
+                ti[n] = i;
+                s_ps[n] = tern_kernel_psum(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_psum");
+                tern_kernel_matmul(k, s_ps[n], tern_view_block(k, a->qT, 0, a->D, q0, q0 + rq), kT, 0);
+                n++;
+            }
+            for (int b = 0; b < n; b++) {
+                const uint64_t i = ti[b], q0 = i * a->T;
+                const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
+                src[b] = s_ps[b];
+                x[b] = tern_view_none();
+                if (a->causal && k0 + kc - 1 > q0) { /* the diagonal block: later keys out of the max and sum */
+                    int32_t steps[1] = {-1};
+                    x[b] = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_x");
+                    tern_lib_copy_scalar(k, x[b], s_ps[b]);
+                    tern_kernel_affine_select(k, x[b], x[b], TERN_ALU_IS_GE, (int32_t)((int64_t)q0 - (int64_t)k0), 1,
+                                              steps, -INFINITY);
+                    src[b] = x[b];
+                }
+                /* st: the block's max | m_new | -m_new | exp(m - m_new) | its row sum */
+                st[b] = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rq, 5, "agr_lse_st");
+                tern_view bm = tern_view_block(k, st[b], 0, rq, 0, 1), mn = tern_view_block(k, st[b], 0, rq, 1, 2);
+                tern_kernel_tensor_reduce(k, bm, src[b], TERN_ALU_MAX, 1, 0);
+                if (j == 0) /* every query's first key is in key tile 0 */
+                    tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, mn, bm, TERN_ALU_MULT, a->scale, TERN_ALU_BYPASS,
+                                              0.0f);
+                else
+                    tern_kernel_scalar_tensor_tensor(k, mn, bm, TERN_ALU_MULT, a->scale, TERN_ALU_MAX,
+                                                     tern_view_block(k, m, 0, rq, i, i + 1));
+                tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, tern_view_block(k, st[b], 0, rq, 2, 3), mn,
+                                          TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+            }
+            tern_view e = tern_kernel_sbuf(k, a->mdt, (uint32_t)min_u64(a->T, a->Sq), kc, "agr_lse_e");
+            for (int b = 0; b < n; b++) {
+                const uint64_t i = ti[b];
+                const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - i * a->T);
+                tern_view nm = tern_view_block(k, st[b], 0, rq, 2, 3);
+                tern_kernel_activation(k, tern_view_block(k, e, 0, rq, 0, kc), src[b], TERN_ACT_EXP, a->scale, nm,
+                                       tern_view_none(), tern_view_block(k, st[b], 0, rq, 4, 5));
+                if (j > 0)
+                    tern_kernel_activation(k, tern_view_block(k, st[b], 0, rq, 3, 4),
+                                           tern_view_block(k, m, 0, rq, i, i + 1), TERN_ACT_EXP, 1.0f, nm,
+                                           tern_view_none(), tern_view_none());
+            }
+            tern_kernel_release(k, e);
+            for (int b = 0; b < n; b++) {
+                const uint64_t i = ti[b];
+                const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - i * a->T);
+                tern_view li = tern_view_block(k, l, 0, rq, i, i + 1), rs = tern_view_block(k, st[b], 0, rq, 4, 5);
+                if (j == 0)
+                    tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, li, rs);
+                else
+                    tern_kernel_scalar_tensor_tensor_ap(k, li, li, TERN_ALU_MULT, tern_view_block(k, st[b], 0, rq, 3, 4),
+                                                        0.0f, TERN_ALU_ADD, rs);
+                tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, tern_view_block(k, m, 0, rq, i, i + 1),
+                                        tern_view_block(k, st[b], 0, rq, 1, 2));
+                tern_kernel_release(k, st[b]);
+                if (x[b].region >= 0)
+                    tern_kernel_release(k, x[b]);
+                tern_kernel_release(k, s_ps[b]);
+            }
+        }
+        tern_kernel_release(k, kT);
+    }
+    for (uint64_t i = 0; i < a->nq; i++) { /* -LSE = -log(l) - m */
+        const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - i * a->T);
+        tern_view li = tern_view_block(k, l, 0, rq, i, i + 1), nl = tern_view_block(k, a->nlse, 0, rq, i, i + 1);
+        tern_kernel_activation(k, li, li, TERN_ACT_LOG, 1.0f, tern_view_none(), tern_view_none(), tern_view_none());
+        tern_kernel_scalar_tensor_tensor(k, nl, li, TERN_ALU_MULT, -1.0f, TERN_ALU_SUBTRACT,
+                                         tern_view_block(k, m, 0, rq, i, i + 1));
+    }
+    tern_kernel_release(k, l);
+    tern_kernel_release(k, m);
 }
 
 /* dQ of query head h: scaled in place and stored, the head's tiles released. */
@@ -311,6 +419,8 @@ static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *
 {
     tern_kernel *k = a->k;
     load_query_head(a, h);
+    if (!a->L)
+        recompute_lse(a, kvh);
     uint64_t nb = 0;
     for (uint64_t j = 0; j < a->nk; j++) {
         uint64_t first = nb;
@@ -384,10 +494,13 @@ int cc_lower_attention_grad(cc *c)
     memset(&a, 0, sizeof a);
     a.c = c;
     a.k = c->k;
-    cc_value **in[6] = {&a.Q, &a.K, &a.V, &a.O, &a.dO, &a.L};
-    for (int i = 0; i < 6; i++)
-        if (!(*in[i] = cc_in(c, i)))
+    cc_value **in[5] = {&a.Q, &a.K, &a.V, &a.O, &a.dO};
+    for (int i = 0; i < 5; i++)
+        if (!(*in[i] = cc_in(c, i))) {
+            cc_fail(c, TERN_ERR_INVALID, "AttentionGrad needs Q, K, V, O and dO (input %d is missing)", i);
             return 1;
+        }
+    a.L = n->n_inputs > 5 ? cc_in(c, 5) : NULL; /* absent: recomputed (recompute_lse) */
     if (!(a.dQ = cc_out(c, 0, cc_out_dtype(c, 0))) || !(a.dK = cc_out(c, 1, cc_out_dtype(c, 1))) ||
         !(a.dV = cc_out(c, 2, cc_out_dtype(c, 2))))
         return 1;
@@ -401,6 +514,11 @@ int cc_lower_attention_grad(cc *c)
     a.Sk = (uint64_t)a.K->dims[r - 2], a.Dv = (uint64_t)a.V->dims[r - 1];
     a.causal = tern_graph_attr_int(n, "causal", 0) != 0;
     a.scale = tern_graph_attr_float(n, "scale", a.D ? 1.0f / sqrtf((float)a.D) : 1.0f);
+    if (!a.L && !(a.scale > 0)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "AttentionGrad without an LSE input needs a positive scale (got %g)",
+                (double)a.scale);
+        return 1;
+    }
     a.BH = a.Sq && a.D ? a.Q->numel / (a.Sq * a.D) : 0;
     if (rep < 1 || a.BH % (uint64_t)rep) {
         cc_fail(c, TERN_ERR_INVALID, "AttentionGrad kv_rep %lld does not divide its %llu heads", (long long)rep,
@@ -418,8 +536,9 @@ int cc_lower_attention_grad(cc *c)
     a.nq = (a.Sq + a.T - 1) / a.T, a.nk = (a.Sk + a.T - 1) / a.T;
     /* SBUF per partition: the query side of one head, the dK/dV accumulators of one K/V head, the tiles of two
      * key tiles and of the blocks in flight */
-    const uint64_t need = a.nq * (a.D + a.Dv) * mb + 2 * a.Sq * mb + a.nq * (a.D * 4 + 8) + (a.rep > 1 ? a.nk : 2) * (a.D + a.Dv) * 4 +
-                          4 * a.T * mb * 4 + 6 * a.T * mb + 2 * a.Dv * 4;
+    const uint64_t need = a.nq * (a.D + a.Dv) * mb + 2 * a.Sq * mb + a.nq * (a.D * 4 + 8) +
+                          (a.rep > 1 ? a.nk : 2) * (a.D + a.Dv) * 4 + 4 * a.T * mb * 4 + 6 * a.T * mb + 2 * a.Dv * 4 +
+                          (a.L ? 0 : a.nq * 8 + a.T * (4 + 3 * mb) + 24);
     if (a.D > a.T || a.Dv > a.T || need > c->cfg.sbuf_partition_bytes * 3 / 4) {
         cc_fail(c, TERN_ERR_UNSUPPORTED,
                 "AttentionGrad with head sizes %llu / %llu (at most the %llu-row PE edge), %llu queries and %llu keys: "

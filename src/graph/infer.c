@@ -55,17 +55,20 @@ static tern_status infer_attention_grad(ictx *c)
 {
     const tern_graph_value *in[6];
     static const char *const nm[6] = {"Q", "K", "V", "O", "dO", "LSE"};
-    for (int i = 0; i < 6; i++) {
+    const int nin = c->n->n_inputs > 5 && V(c, 5) ? 6 : 5; /* LSE optional: the kernel recomputes it */
+    for (int i = 0; i < nin; i++) {
         in[i] = V(c, i);
         if (!in[i] || !tern_elem_is_float(in[i]->type))
             return ifail(c, TERN_ERR_INVALID, "input %d (%s) must be a float tensor", i, nm[i]);
     }
     const int r = in[0]->rank;
     const int64_t rep = tern_graph_attr_int(c->n, "kv_rep", 1);
-    for (int i = 1; i < 6; i++)
+    for (int i = 1; i < nin; i++)
         if (in[i]->rank != r)
-            return ifail(c, TERN_ERR_INVALID, "%s has rank %d, Q has rank %d (all six must have one rank)", nm[i],
+            return ifail(c, TERN_ERR_INVALID, "%s has rank %d, Q has rank %d (all inputs must have one rank)", nm[i],
                          in[i]->rank, r);
+    if (nin == 5)
+        in[5] = in[4]; /* the LSE checks below then hold trivially on dO's batch dims; its own dims are skipped */
     if (r < 2 || (rep != 1 && r < 3))
         return ifail(c, TERN_ERR_INVALID, "rank %d: needs >= 2 (>= 3 with kv_rep %lld)", r, (long long)rep);
     if (rep < 1 || in[0]->dims[r > 2 ? r - 3 : 0] % rep != 0)
@@ -84,7 +87,8 @@ static tern_status infer_attention_grad(ictx *c)
                          (long long)rep);
     }
     if (in[1]->dims[r - 1] != D || in[2]->dims[r - 2] != Sk || in[3]->dims[r - 2] != Sq || in[3]->dims[r - 1] != Dv ||
-        in[4]->dims[r - 2] != Sq || in[4]->dims[r - 1] != Dv || in[5]->dims[r - 2] != Sq || in[5]->dims[r - 1] != 1)
+        in[4]->dims[r - 2] != Sq || in[4]->dims[r - 1] != Dv ||
+        (nin == 6 && (in[5]->dims[r - 2] != Sq || in[5]->dims[r - 1] != 1)))
         return ifail(c, TERN_ERR_INVALID,
                      "Q [..., %lld, %lld], K [..., %lld, %lld], V [..., %lld, %lld], O [..., %lld, %lld], dO [..., %lld, "
                      "%lld] and LSE [..., %lld, %lld] do not match (K [..., Sk, D], V [..., Sk, Dv], O and dO [..., Sq, "

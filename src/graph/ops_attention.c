@@ -2,7 +2,7 @@
  * src/compiler/lower_attention_bwd.c). For each query head h (K/V head h / kv_rep) of
  * O = softmax(scale * Q K^T [+ causal mask]) V it takes the forward's per-row statistic LSE (the logsumexp of the
  * scaled, masked scores: P = exp(scale * Q K^T - LSE) reproduces the probabilities without a max/sum pass) and
- * the output gradient dO, and gives
+ * the output gradient dO (LSE may be omitted: it is then recomputed from the scores), and gives
  *
  *   delta = rowsum(dO * O),  dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dQ = scale dS K,  dK = scale dS^T Q,
  *
@@ -18,9 +18,10 @@
 tern_status graph_ev_attention_grad(const ectx *c)
 {
     tern_status st;
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < 5; k++)
         if ((st = ereq(c, k, 1)))
             return st;
+    /* LSE absent: recomputed here from the scores, as the device kernel does */
     const tern_host_tensor *Q = IN(0), *K = IN(1), *V = IN(2), *O = IN(3), *dO = IN(4), *L = IN(5);
     const int r = Q->rank;
     const int64_t rep = tern_graph_attr_int(c->n, "kv_rep", 1), causal = tern_graph_attr_int(c->n, "causal", 0);
@@ -31,7 +32,7 @@ tern_status graph_ev_attention_grad(const ectx *c)
     const float scale = tern_graph_attr_float(c->n, "scale", D > 0 ? 1.0f / sqrtf((float)D) : 1.0f);
     const size_t BH = Sq && D ? Q->count / (size_t)(Sq * D) : 0, BHkv = BH / (size_t)rep;
     if (BHkv * (size_t)rep != BH || (size_t)(Sk * D) * BHkv != K->count || (size_t)(Sk * Dv) * BHkv != V->count ||
-        (size_t)(Sq * Dv) * BH != O->count || O->count != dO->count || (size_t)Sq * BH != L->count)
+        (size_t)(Sq * Dv) * BH != O->count || O->count != dO->count || (L && (size_t)Sq * BH != L->count))
         return efail(c, TERN_ERR_INVALID, "operand sizes do not match (infer checks the shapes)");
     tern_host_tensor *g[3] = {NULL, NULL, NULL};
     const tern_host_tensor *like[3] = {Q, K, V};
@@ -57,20 +58,28 @@ tern_status graph_ev_attention_grad(const ectx *c)
                         *go = dO->f + h * (size_t)(Sq * Dv);
             memset(dq, 0, sizeof(double) * (size_t)(Sq * D));
             for (int64_t i = 0; i < Sq; i++) {
-                double delta = 0, lse = L->f[h * (size_t)Sq + (size_t)i];
+                double delta = 0, mx = -INFINITY, sum = 0;
                 for (int64_t u = 0; u < Dv; u++)
                     delta += (double)go[i * Dv + u] * o[i * Dv + u];
+                for (int64_t j = 0; j < Sk; j++) { /* the scaled scores first (for the recomputed LSE) */
+                    double s = 0;
+                    for (int64_t u = 0; u < D; u++)
+                        s += (double)q[i * D + u] * k[j * D + u];
+                    p[j] = causal && j > i ? -INFINITY : scale * s;
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int64_t j = 0; !L && j < Sk; j++)
+                    sum += exp(p[j] - mx);
+                const double lse = L ? (double)L->f[h * (size_t)Sq + (size_t)i] : mx + log(sum);
                 for (int64_t j = 0; j < Sk; j++) {
                     if (causal && j > i) {
                         p[j] = ds[j] = 0;
                         continue;
                     }
-                    double s = 0, dp = 0;
-                    for (int64_t u = 0; u < D; u++)
-                        s += (double)q[i * D + u] * k[j * D + u];
+                    double dp = 0;
                     for (int64_t u = 0; u < Dv; u++)
                         dp += (double)go[i * Dv + u] * v[j * Dv + u];
-                    p[j] = exp(scale * s - lse);
+                    p[j] = exp(p[j] - lse);
                     ds[j] = p[j] * (dp - delta) * scale;
                 }
                 for (int64_t j = 0; j < Sk; j++) {

@@ -2,7 +2,8 @@
  * src/graph/ops_attention.c), against PyTorch's autograd of softmax(scale Q K^T [+ causal mask]) V in float64
  * (scripts/gen_attention_grad_tests.py): the host reference, the device in fp32 on trn1 (transposes through an
  * identity matmul) and trn2 (transpose_pe), and the device in bf16, for plain, causal, grouped-query and ragged
- * (not a multiple of 128) shapes; the device against the host reference; a head size beyond the PE edge refused;
+ * (not a multiple of 128) shapes, with the forward's logsumexp given or left out (recomputed by the kernel); the
+ * device against the host reference; a head size beyond the PE edge refused;
  * and the predicted time of the fused kernel against the same backward as separate ONNX ops, both printed. */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@ static const char *const in_names[6] = {"Q", "K", "V", "O", "dO", "LSE"};
 static const char *const out_names[3] = {"dQ", "dK", "dV"};
 
 typedef struct {
+    int n_in; /* 6, or 5 without LSE (the kernel recomputes it) */
     tern_npy in[6], ref[3];
     float *host[3], *dev[3];
     uint64_t n[3];
@@ -50,9 +52,9 @@ static int run_host(const char *name, case_data *cd)
         return 0;
     }
     tern_host_tensor *ins[6] = {0}, *outs[3] = {0};
-    int ok = tern_graph_input_count(g) == 6;
-    CHECK_MSG(ok, "%s: %d inputs", name, tern_graph_input_count(g));
-    for (int i = 0; ok && i < 6; i++) {
+    int ok = tern_graph_input_count(g) == cd->n_in;
+    CHECK_MSG(ok, "%s: %d inputs, expected %d", name, tern_graph_input_count(g), cd->n_in);
+    for (int i = 0; ok && i < cd->n_in; i++) {
         const tern_npy *a = &cd->in[i];
         if (tern_host_tensor_new(TERN_ELEM_FLOAT, a->rank, a->dims, &ins[i], &err)) {
             CHECK_MSG(0, "%s", err.msg);
@@ -106,7 +108,7 @@ static double run_device(const char *model, const char *machine, tern_dtype mdt,
         CHECK_MSG(0, "%s: %s", model, err.msg);
         goto done;
     }
-    for (int i = 0; cd && i < 6; i++)
+    for (int i = 0; cd && i < cd->n_in; i++)
         if (tern_rt_set_input(rt, in_names[i], cd->in[i].data, tern_npy_count(&cd->in[i]) * sizeof(float), &err)) {
             CHECK_MSG(0, "%s: input %s: %s", model, in_names[i], err.msg);
             goto done;
@@ -161,12 +163,13 @@ static void free_case(case_data *cd)
     }
 }
 
-static void run_case(const char *name)
+static void run_case(const char *name, int has_lse)
 {
     case_data cd;
     memset(&cd, 0, sizeof cd);
+    cd.n_in = has_lse ? 6 : 5;
     int ok = 1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < cd.n_in; i++)
         ok &= read_npy(name, in_names[i], &cd.in[i]);
     for (int k = 0; k < 3; k++) {
         char what[16];
@@ -229,18 +232,20 @@ int main(void)
         snprintf(path, sizeof path, "%s/cases.txt", dir);
         FILE *f = fopen(path, "r");
         CHECK_MSG(f != NULL, "cannot open %s", path);
-        int cases = 0;
+        int cases = 0, nolse = 0;
         while (f && fgets(line, sizeof line, f)) {
             char name[64];
-            if (sscanf(line, "%63s", name) != 1)
+            int rep, causal, lse;
+            if (sscanf(line, "%63s %d %d %d", name, &rep, &causal, &lse) != 4)
                 continue;
             TEST_BEGIN(name);
-            run_case(name);
+            run_case(name, lse);
             cases++;
+            nolse += !lse;
         }
         if (f)
             fclose(f);
-        CHECK_MSG(cases == 6, "%d cases in cases.txt (expected 6)", cases);
+        CHECK_MSG(cases == 8 && nolse == 2, "%d cases in cases.txt, %d without LSE (expected 8 and 2)", cases, nolse);
 
         TEST_BEGIN("fused vs unfused time");
         /* 4 heads, 512 x 512, head size 128, bf16 on trn1: the fused kernel keeps P, dP and dS on chip where the
