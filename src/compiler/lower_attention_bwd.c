@@ -136,25 +136,32 @@ static void recompute_lse(agr *a, uint64_t kvh)
         tern_view kT = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->D, kc, "agr_lse_kT");
         transpose_into(a, kT, kr, kc, (uint32_t)a->D);
         tern_kernel_release(k, kr);
-        /* a group of query tiles at a time, each engine's share of the group issued back to back (TensorE: the
-         * products; VectorE: the maxima; ScalarE: the exponentials; VectorE: the sums), so that the engines
-         * overlap across the group's tiles instead of handing one tile back and forth */
+        /* a group of query tiles at a time: the products (TensorE), the block maxima (VectorE) and exponentials
+         * (ScalarE) per tile, and the statistics' updates once for the group's contiguous run of columns of m and
+         * l (VectorE, ScalarE), so few small instructions and no tile-by-tile hand-offs between the engines.
+         * Rows past a partial last tile hold unused values in the batched columns. */
         for (uint64_t g0 = 0; g0 < a->nq; g0 += LSE_GROUP) {
-            uint64_t ti[LSE_GROUP];
-            tern_view s_ps[LSE_GROUP], src[LSE_GROUP], x[LSE_GROUP], st[LSE_GROUP];
-            int n = 0;
-            for (uint64_t i = g0; i < a->nq && i < g0 + LSE_GROUP; i++) {
+            uint64_t ilo = g0, ihi = min_u64(a->nq, g0 + LSE_GROUP);
+            while (ilo < ihi && a->causal && k0 > ilo * a->T + min_u64(a->T, a->Sq - ilo * a->T) - 1)
+                ilo++; /* the tiles whose every query precedes every key of this tile */
+            const uint32_t n = (uint32_t)(ihi - ilo);
+            if (!n)
+                continue;
+            tern_view s_ps[LSE_GROUP], src[LSE_GROUP], x[LSE_GROUP];
+            for (uint64_t i = ilo; i < ihi; i++) {
                 const uint64_t q0 = i * a->T;
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
-                if (a->causal && k0 > q0 + rq - 1)
-                    continue;
-                ti[n] = i;
-                s_ps[n] = tern_kernel_psum(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_psum");
-                tern_kernel_matmul(k, s_ps[n], tern_view_block(k, a->qT, 0, a->D, q0, q0 + rq), kT, 0);
-                n++;
+                s_ps[i - ilo] = tern_kernel_psum(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_psum");
+                tern_kernel_matmul(k, s_ps[i - ilo], tern_view_block(k, a->qT, 0, a->D, q0, q0 + rq), kT, 0);
             }
-            for (int b = 0; b < n; b++) {
-                const uint64_t i = ti[b], q0 = i * a->T;
+            /* st: per group column b, the block's max | m_new | -m_new | m - m_new, then exp | its row sum */
+            tern_view st = tern_kernel_sbuf(k, TERN_DTYPE_FP32, P, 5 * n, "agr_lse_st");
+            tern_view bm = tern_view_block(k, st, 0, P, 0, n), mn = tern_view_block(k, st, 0, P, n, 2 * n);
+            tern_view nm = tern_view_block(k, st, 0, P, 2 * n, 3 * n), dm = tern_view_block(k, st, 0, P, 3 * n, 4 * n);
+            tern_view rs = tern_view_block(k, st, 0, P, 4 * n, 5 * n);
+            tern_view mg = tern_view_block(k, m, 0, P, ilo, ihi), lg = tern_view_block(k, l, 0, P, ilo, ihi);
+            for (uint64_t i = ilo; i < ihi; i++) {
+                const uint64_t b = i - ilo, q0 = i * a->T;
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
                 src[b] = s_ps[b];
                 x[b] = tern_view_none();
@@ -166,44 +173,34 @@ static void recompute_lse(agr *a, uint64_t kvh)
                                               steps, -INFINITY);
                     src[b] = x[b];
                 }
-                /* st: the block's max | m_new | -m_new | exp(m - m_new) | its row sum */
-                st[b] = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rq, 5, "agr_lse_st");
-                tern_view bm = tern_view_block(k, st[b], 0, rq, 0, 1), mn = tern_view_block(k, st[b], 0, rq, 1, 2);
-                tern_kernel_tensor_reduce(k, bm, src[b], TERN_ALU_MAX, 1, 0);
-                if (j == 0) /* every query's first key is in key tile 0 */
-                    tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, mn, bm, TERN_ALU_MULT, a->scale, TERN_ALU_BYPASS,
-                                              0.0f);
-                else
-                    tern_kernel_scalar_tensor_tensor(k, mn, bm, TERN_ALU_MULT, a->scale, TERN_ALU_MAX,
-                                                     tern_view_block(k, m, 0, rq, i, i + 1));
-                tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, tern_view_block(k, st[b], 0, rq, 2, 3), mn,
-                                          TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+                tern_kernel_tensor_reduce(k, tern_view_block(k, bm, 0, rq, b, b + 1), src[b], TERN_ALU_MAX, 1, 0);
             }
-            tern_view e = tern_kernel_sbuf(k, a->mdt, (uint32_t)min_u64(a->T, a->Sq), kc, "agr_lse_e");
-            for (int b = 0; b < n; b++) {
-                const uint64_t i = ti[b];
+            if (j == 0) /* every query's first key is in key tile 0 */
+                tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, mn, bm, TERN_ALU_MULT, a->scale, TERN_ALU_BYPASS, 0.0f);
+            else
+                tern_kernel_scalar_tensor_tensor(k, mn, bm, TERN_ALU_MULT, a->scale, TERN_ALU_MAX, mg);
+            tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, nm, mn, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+            tern_view e = tern_kernel_sbuf(k, a->mdt, P, kc, "agr_lse_e");
+            for (uint64_t i = ilo; i < ihi; i++) {
+                const uint64_t b = i - ilo;
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - i * a->T);
-                tern_view nm = tern_view_block(k, st[b], 0, rq, 2, 3);
-                tern_kernel_activation(k, tern_view_block(k, e, 0, rq, 0, kc), src[b], TERN_ACT_EXP, a->scale, nm,
-                                       tern_view_none(), tern_view_block(k, st[b], 0, rq, 4, 5));
-                if (j > 0)
-                    tern_kernel_activation(k, tern_view_block(k, st[b], 0, rq, 3, 4),
-                                           tern_view_block(k, m, 0, rq, i, i + 1), TERN_ACT_EXP, 1.0f, nm,
-                                           tern_view_none(), tern_view_none());
+                tern_kernel_activation(k, tern_view_block(k, e, 0, rq, 0, kc), src[b], TERN_ACT_EXP, a->scale,
+                                       tern_view_block(k, nm, 0, rq, b, b + 1), tern_view_none(),
+                                       tern_view_block(k, rs, 0, rq, b, b + 1));
             }
             tern_kernel_release(k, e);
-            for (int b = 0; b < n; b++) {
-                const uint64_t i = ti[b];
-                const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - i * a->T);
-                tern_view li = tern_view_block(k, l, 0, rq, i, i + 1), rs = tern_view_block(k, st[b], 0, rq, 4, 5);
-                if (j == 0)
-                    tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, li, rs);
-                else
-                    tern_kernel_scalar_tensor_tensor_ap(k, li, li, TERN_ALU_MULT, tern_view_block(k, st[b], 0, rq, 3, 4),
-                                                        0.0f, TERN_ALU_ADD, rs);
-                tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, tern_view_block(k, m, 0, rq, i, i + 1),
-                                        tern_view_block(k, st[b], 0, rq, 1, 2));
-                tern_kernel_release(k, st[b]);
+            if (j == 0) {
+                tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, lg, rs);
+            } else { /* l = l exp(m - m_new) + rs */
+                tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, dm, mg, mn, TERN_ALU_SUBTRACT);
+                tern_kernel_activation(k, dm, dm, TERN_ACT_EXP, 1.0f, tern_view_none(), tern_view_none(),
+                                       tern_view_none());
+                tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, lg, lg, dm, TERN_ALU_MULT);
+                tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, lg, lg, rs, TERN_ALU_ADD);
+            }
+            tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, mg, mn);
+            tern_kernel_release(k, st);
+            for (uint64_t b = 0; b < n; b++) {
                 if (x[b].region >= 0)
                     tern_kernel_release(k, x[b]);
                 tern_kernel_release(k, s_ps[b]);
