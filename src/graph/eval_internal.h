@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     const tern_graph_node *n;
@@ -55,6 +56,50 @@ static inline void ev_strides(int rank, const int64_t *dims, int64_t *st)
     }
 }
 
+/* The elementwise broadcast iterator and element readers shared by the evaluators. */
+/* ---- broadcasting iterator over up to 3 inputs ---- */
+typedef struct {
+    int rank, nin;
+    int64_t dims[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK], str[3][TERN_GRAPH_MAX_RANK];
+    size_t off[3];
+} bcit;
+
+static inline void bcit_init(bcit *b, int rank, const int64_t *dims, int nin, const tern_host_tensor *const *ts)
+{
+    memset(b, 0, sizeof *b);
+    b->rank = rank;
+    b->nin = nin;
+    for (int d = 0; d < rank; d++)
+        b->dims[d] = dims[d];
+    for (int k = 0; k < nin; k++) {
+        int64_t st[TERN_GRAPH_MAX_RANK];
+        ev_strides(ts[k]->rank, ts[k]->dims, st);
+        for (int d = 0; d < rank; d++) {
+            int id = d - (rank - ts[k]->rank);
+            b->str[k][d] = id >= 0 && ts[k]->dims[id] != 1 ? st[id] : 0;
+        }
+    }
+}
+
+static inline void bcit_next(bcit *b)
+{
+    for (int d = b->rank - 1; d >= 0; d--) {
+        b->idx[d]++;
+        for (int k = 0; k < b->nin; k++)
+            b->off[k] += (size_t)b->str[k][d];
+        if (b->idx[d] < b->dims[d])
+            return;
+        for (int k = 0; k < b->nin; k++)
+            b->off[k] -= (size_t)(b->str[k][d] * b->dims[d]);
+        b->idx[d] = 0;
+    }
+}
+
+static inline double rd(const tern_host_tensor *t, size_t off) { return t->f ? (double)t->f[off] : (double)t->i[off]; }
+
+/* an integer scalar input as int64, exactly for integer tensors */
+static inline int64_t ri(const tern_host_tensor *t, size_t off) { return t->i ? t->i[off] : d2i((double)t->f[off]); }
+
 /* Per-family evaluators outside eval.c (ops_<family>.c), named in eval.c's table, and the helpers two families
  * share: the reference matmul (numpy batching, fp32 products in k order; linear layers and attention) and one
  * layer-norm row in double statistics (LayerNormalization and tern.MatMulBias's fused norm). */
@@ -64,6 +109,25 @@ void graph_ev_layernorm_row(const float *p, float *o, size_t inner, const tern_h
                             const tern_host_tensor *b, float eps, float *mean_out, float *inv_out); /* ops_norm.c */
 tern_status graph_ev_pad(const ectx *c); /* ops_layout.c */
 tern_status graph_ev_attention_grad(const ectx *c); /* ops_attention.c */
+tern_status graph_ev_binary(const ectx *c);
+tern_status graph_ev_variadic(const ectx *c);
+tern_status graph_ev_where(const ectx *c);
+tern_status graph_ev_unary(const ectx *c);
+tern_status graph_ev_cast(const ectx *c);
+tern_status graph_ev_reshape(const ectx *c);
+tern_status graph_ev_flatten(const ectx *c);
+tern_status graph_ev_unsqueeze(const ectx *c);
+tern_status graph_ev_squeeze(const ectx *c);
+tern_status graph_ev_transpose(const ectx *c);
+tern_status graph_ev_concat(const ectx *c);
+tern_status graph_ev_split(const ectx *c);
+tern_status graph_ev_slice(const ectx *c);
+tern_status graph_ev_gather(const ectx *c);
+tern_status graph_ev_gather_elements(const ectx *c);
+tern_status graph_ev_expand(const ectx *c);
+tern_status graph_ev_tile(const ectx *c);
+tern_status graph_ev_trilu(const ectx *c);
+tern_status graph_ev_cumsum(const ectx *c);
 tern_status graph_ev_matmul(const ectx *c); /* ops_linear.c */
 tern_status graph_ev_gemm(const ectx *c); /* ops_linear.c */
 tern_status graph_ev_matmul_bias(const ectx *c); /* ops_linear.c */

@@ -1,7 +1,7 @@
 /* The index family: shape inference of Gather, GatherElements, GatherND, ScatterND/ScatterElements, OneHot,
- * NonZero and Compress (data-dependent sizes stay unknown) and TopK, and the host reference evaluation of those
- * eval.c does not hold (GatherND, the scatters, OneHot, NonZero, Compress, TopK). infer_node dispatches here by op
- * id; eval.c's table names the evaluators. */
+ * NonZero and Compress (data-dependent sizes stay unknown) and TopK, and their host reference evaluation
+ * (Gather, GatherElements, GatherND, the scatters, OneHot, NonZero, Compress, TopK). infer_node dispatches here
+ * by op id; eval.c's table names the evaluators. */
 #include "infer_internal.h"
 #include "eval_internal.h"
 
@@ -531,5 +531,96 @@ tern_status graph_ev_compress(const ectx *c)
                 memcpy(o->i + pos, x->i + src, inner * sizeof(int64_t));
             pos += inner;
         }
+    return TERN_OK;
+}
+
+/* ---- reference evaluation (moved from eval.c) ---- */
+
+tern_status graph_ev_gather(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0), *ind = IN(1);
+    if (!ind->i || ind->type == TERN_ELEM_BOOL)
+        return efail(c, TERN_ERR_INVALID, "indices must be int32/int64, got %s", tern_elem_name(ind->type));
+    int ax;
+    char why[200];
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", 0), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    int r = x->rank - 1 + ind->rank;
+    if (r > TERN_GRAPH_MAX_RANK)
+        return efail(c, TERN_ERR_RANGE, "result rank %d above the limit", r);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int q = 0;
+    for (int d = 0; d < ax; d++)
+        dims[q++] = x->dims[d];
+    for (int d = 0; d < ind->rank; d++)
+        dims[q++] = ind->dims[d];
+    for (int d = ax + 1; d < x->rank; d++)
+        dims[q++] = x->dims[d];
+    int64_t n = x->dims[ax];
+    for (size_t k = 0; k < ind->count; k++)
+        if (ind->i[k] < -n || ind->i[k] >= n)
+            return efail(c, TERN_ERR_RANGE, "index %lld at position %zu outside [%lld, %lld) for axis %d",
+                         (long long)ind->i[k], k, (long long)-n, (long long)n, ax);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
+        return st;
+    size_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; d++)
+        outer *= (size_t)x->dims[d];
+    for (int d = ax + 1; d < x->rank; d++)
+        inner *= (size_t)x->dims[d];
+    size_t pos = 0;
+    for (size_t a = 0; a < outer; a++)
+        for (size_t k = 0; k < ind->count; k++) {
+            int64_t ix = ind->i[k] < 0 ? ind->i[k] + n : ind->i[k];
+            size_t src = (a * (size_t)n + (size_t)ix) * inner;
+            if (o->f)
+                memcpy(o->f + pos, x->f + src, inner * sizeof(float));
+            else
+                memcpy(o->i + pos, x->i + src, inner * sizeof(int64_t));
+            pos += inner;
+        }
+    return TERN_OK;
+}
+
+tern_status graph_ev_gather_elements(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0), *ind = IN(1);
+    int ax;
+    char why[200];
+    if (!ind->i || ind->rank != x->rank)
+        return efail(c, TERN_ERR_INVALID, "indices must be integers of the data's rank");
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", 0), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, ind->rank, ind->dims, &o)) || !o)
+        return st;
+    int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
+    ev_strides(x->rank, x->dims, xs);
+    for (size_t k = 0; k < o->count; k++) {
+        int64_t off = 0, v = ind->i[k];
+        if (v < -x->dims[ax] || v >= x->dims[ax])
+            return efail(c, TERN_ERR_RANGE, "index %lld outside axis %d of size %lld", (long long)v, ax,
+                         (long long)x->dims[ax]);
+        if (v < 0)
+            v += x->dims[ax];
+        for (int d = 0; d < x->rank; d++) {
+            int64_t p = d == ax ? v : idx[d];
+            if (p >= x->dims[d])
+                return efail(c, TERN_ERR_INVALID, "indices dim %d exceeds data dim", d);
+            off += p * xs[d];
+        }
+        if (o->f)
+            o->f[k] = x->f[off];
+        else
+            o->i[k] = x->i[off];
+        ev_next_index(idx, ind->dims, x->rank);
+    }
     return TERN_OK;
 }

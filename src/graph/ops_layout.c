@@ -2,7 +2,8 @@
  * compiler's Pad rule (lower_layout.c) all read, decoded one way by opset so the three cannot disagree on where
  * an operand lives, and Pad's reference evaluation next to it (the first op moved out of eval.c into its
  * family's file). Then the family's shape inference (Reshape ... Resize) and the reference evaluation of
- * DepthToSpace/SpaceToDepth, EyeLike and Resize/Upsample; the other layout evaluators are still in eval.c. */
+ * DepthToSpace/SpaceToDepth, EyeLike, Resize/Upsample, the data-movement ops (Reshape, Flatten, (Un)Squeeze,
+ * Transpose, Concat, Split, Slice, Expand, Tile) and Trilu. */
 #include "eval_internal.h"
 #include "op_params.h"
 #include "infer_internal.h"
@@ -903,5 +904,503 @@ tern_status graph_ev_resize(const ectx *c)
     }
     free(ti), free(tw), free(outside);
     graph_tensor_normalize(o);
+    return TERN_OK;
+}
+
+/* ---- reference evaluation (moved from eval.c) ---- */
+
+/* ---- data movement ---- */
+static tern_status copy_out(const ectx *c, int k, const tern_host_tensor *x, int rank, const int64_t *dims)
+{
+    tern_host_tensor *o;
+    tern_status st = eout(c, k, x->type, rank, dims, &o);
+    if (st || !o)
+        return st;
+    if (o->count != x->count)
+        return efail(c, TERN_ERR_INVALID, "internal: %zu elements into %zu", x->count, o->count);
+    if (o->f)
+        memcpy(o->f, x->f, x->count * sizeof(float));
+    else
+        memcpy(o->i, x->i, x->count * sizeof(int64_t));
+    return TERN_OK;
+}
+
+tern_status graph_ev_reshape(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    int64_t shape[TERN_GRAPH_MAX_RANK + 1], dims[TERN_GRAPH_MAX_RANK];
+    int n;
+    if (c->opset < 5 || c->n_in < 2) {
+        size_t na;
+        const int64_t *s = graph_attr_ints(c->n, "shape", &na);
+        if (na > TERN_GRAPH_MAX_RANK)
+            return efail(c, TERN_ERR_RANGE, "target rank %zu above the limit", na);
+        for (size_t k = 0; k < na; k++)
+            shape[k] = s[k];
+        n = (int)na;
+    } else if ((st = eints(c, 1, shape, TERN_GRAPH_MAX_RANK + 1, &n)))
+        return st;
+    char why[200];
+    if (graph_reshape_dims(IN(0)->rank, IN(0)->dims, shape, n, (int)tern_graph_attr_int(c->n, "allowzero", 0), dims,
+                           why, sizeof why))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    return copy_out(c, 0, IN(0), n, dims);
+}
+
+tern_status graph_ev_flatten(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int64_t axis = tern_graph_attr_int(c->n, "axis", 1);
+    if (axis < -x->rank || axis > x->rank)
+        return efail(c, TERN_ERR_INVALID, "axis %lld outside [%d, %d]", (long long)axis, -x->rank, x->rank);
+    if (axis < 0)
+        axis += x->rank;
+    int64_t dims[2] = {1, 1};
+    for (int d = 0; d < x->rank; d++)
+        dims[d < axis ? 0 : 1] *= x->dims[d];
+    return copy_out(c, 0, x, 2, dims);
+}
+
+static tern_status axes_of(const ectx *c, int input, const char *attr, int64_t *axes, int *n, int *given)
+{
+    *n = 0;
+    *given = 0;
+    if (IN(input)) {
+        *given = 1;
+        return eints(c, input, axes, TERN_GRAPH_MAX_RANK * 2, n);
+    }
+    size_t na;
+    const int64_t *a = graph_attr_ints(c->n, attr, &na);
+    if (a) {
+        if (na > TERN_GRAPH_MAX_RANK * 2)
+            return efail(c, TERN_ERR_RANGE, "%zu axes", na);
+        for (size_t k = 0; k < na; k++)
+            axes[k] = a[k];
+        *n = (int)na;
+        *given = 1;
+    }
+    return TERN_OK;
+}
+
+tern_status graph_ev_unsqueeze(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int64_t axes[TERN_GRAPH_MAX_RANK * 2];
+    int n, given;
+    if ((st = axes_of(c, 1, "axes", axes, &n, &given)))
+        return st;
+    int rank = x->rank + n;
+    if (!given || rank > TERN_GRAPH_MAX_RANK)
+        return efail(c, TERN_ERR_INVALID, given ? "result rank %d above the limit" : "axes are required (rank %d)",
+                     rank);
+    int is_new[TERN_GRAPH_MAX_RANK] = {0};
+    char why[200];
+    for (int k = 0; k < n; k++) {
+        int a;
+        if (graph_norm_axis(axes[k], rank, &a, why, sizeof why, "axis"))
+            return efail(c, TERN_ERR_INVALID, "%s", why);
+        if (is_new[a])
+            return efail(c, TERN_ERR_INVALID, "axis %d given twice", a);
+        is_new[a] = 1;
+    }
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    for (int d = 0, s = 0; d < rank; d++)
+        dims[d] = is_new[d] ? 1 : x->dims[s++];
+    return copy_out(c, 0, x, rank, dims);
+}
+
+tern_status graph_ev_squeeze(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int64_t axes[TERN_GRAPH_MAX_RANK * 2];
+    int n, given;
+    if ((st = axes_of(c, 1, "axes", axes, &n, &given)))
+        return st;
+    int drop[TERN_GRAPH_MAX_RANK] = {0};
+    char why[200];
+    if (!given)
+        for (int d = 0; d < x->rank; d++)
+            drop[d] = x->dims[d] == 1;
+    for (int k = 0; k < n; k++) {
+        int a;
+        if (graph_norm_axis(axes[k], x->rank, &a, why, sizeof why, "axis"))
+            return efail(c, TERN_ERR_INVALID, "%s", why);
+        if (x->dims[a] != 1)
+            return efail(c, TERN_ERR_INVALID, "axis %d has size %lld, not 1", a, (long long)x->dims[a]);
+        drop[a] = 1;
+    }
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < x->rank; d++)
+        if (!drop[d])
+            dims[r++] = x->dims[d];
+    return copy_out(c, 0, x, r, dims);
+}
+
+tern_status graph_ev_transpose(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int r = x->rank;
+    int perm[TERN_GRAPH_MAX_RANK];
+    size_t np;
+    const int64_t *p = graph_attr_ints(c->n, "perm", &np);
+    if (p && np != (size_t)r)
+        return efail(c, TERN_ERR_INVALID, "perm has %zu entries for rank %d", np, r);
+    int seen[TERN_GRAPH_MAX_RANK] = {0};
+    for (int d = 0; d < r; d++) {
+        int64_t v = p ? p[d] : r - 1 - d;
+        if (v < 0 || v >= r || seen[v])
+            return efail(c, TERN_ERR_INVALID, "perm is not a permutation of 0..%d", r - 1);
+        seen[v] = 1;
+        perm[d] = (int)v;
+    }
+    int64_t dims[TERN_GRAPH_MAX_RANK], xs[TERN_GRAPH_MAX_RANK], ps[TERN_GRAPH_MAX_RANK];
+    for (int d = 0; d < r; d++)
+        dims[d] = x->dims[perm[d]];
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
+        return st;
+    ev_strides(r, x->dims, xs);
+    for (int d = 0; d < r; d++)
+        ps[d] = xs[perm[d]];
+    int64_t idx[TERN_GRAPH_MAX_RANK] = {0};
+    size_t off = 0;
+    for (size_t k = 0; k < o->count; k++) {
+        if (o->f)
+            o->f[k] = x->f[off];
+        else
+            o->i[k] = x->i[off];
+        for (int d = r - 1; d >= 0; d--) {
+            idx[d]++;
+            off += (size_t)ps[d];
+            if (idx[d] < dims[d])
+                break;
+            off -= (size_t)(ps[d] * dims[d]);
+            idx[d] = 0;
+        }
+    }
+    return TERN_OK;
+}
+
+tern_status graph_ev_concat(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x0 = IN(0);
+    int ax;
+    char why[200];
+    if (!tern_graph_node_attr(c->n, "axis") && c->opset >= 4)
+        return efail(c, TERN_ERR_INVALID, "attribute \"axis\" is required");
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", 1), x0->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    int64_t dims[TERN_GRAPH_MAX_RANK];
+    memcpy(dims, x0->dims, sizeof dims);
+    dims[ax] = 0;
+    for (int k = 0; k < c->n_in; k++) {
+        const tern_host_tensor *t = IN(k);
+        if (!t)
+            return efail(c, TERN_ERR_INVALID, "input %d is missing", k);
+        if (t->type != x0->type || t->rank != x0->rank)
+            return efail(c, TERN_ERR_INVALID, "input %d is %s rank %d, input 0 is %s rank %d", k,
+                         tern_elem_name(t->type), t->rank, tern_elem_name(x0->type), x0->rank);
+        for (int d = 0; d < t->rank; d++)
+            if (d != ax && t->dims[d] != x0->dims[d])
+                return efail(c, TERN_ERR_INVALID, "input %d dim %d is %lld, input 0 has %lld", k, d,
+                             (long long)t->dims[d], (long long)x0->dims[d]);
+        dims[ax] += t->dims[ax];
+    }
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x0->type, x0->rank, dims, &o)) || !o)
+        return st;
+    size_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; d++)
+        outer *= (size_t)dims[d];
+    for (int d = ax + 1; d < x0->rank; d++)
+        inner *= (size_t)dims[d];
+    size_t orow = (size_t)dims[ax] * inner, pos = 0;
+    for (int k = 0; k < c->n_in; k++) {
+        const tern_host_tensor *t = IN(k);
+        size_t row = (size_t)t->dims[ax] * inner;
+        for (size_t q = 0; q < outer; q++) {
+            if (o->f)
+                memcpy(o->f + q * orow + pos, t->f + q * row, row * sizeof(float));
+            else
+                memcpy(o->i + q * orow + pos, t->i + q * row, row * sizeof(int64_t));
+        }
+        pos += row;
+    }
+    return TERN_OK;
+}
+
+tern_status graph_ev_split(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int ax;
+    char why[200];
+    if (graph_norm_axis(tern_graph_attr_int(c->n, "axis", 0), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    int nout = c->n_out;
+    if (nout < 1)
+        return efail(c, TERN_ERR_INVALID, "no outputs");
+    int64_t *sizes = calloc((size_t)nout, sizeof *sizes);
+    if (!sizes)
+        return efail(c, TERN_ERR_NOMEM, "out of memory");
+    size_t ns = 0;
+    const int64_t *sa = NULL;
+    if (IN(1)) {
+        if (!IN(1)->i || IN(1)->rank > 1) {
+            free(sizes);
+            return efail(c, TERN_ERR_INVALID, "split input must be a 1-D int64 tensor");
+        }
+        sa = IN(1)->i;
+        ns = IN(1)->count;
+    } else
+        sa = graph_attr_ints(c->n, "split", &ns);
+    int64_t total = 0, dim = x->dims[ax];
+    if (sa) {
+        if (ns != (size_t)nout) {
+            free(sizes);
+            return efail(c, TERN_ERR_INVALID, "split has %zu sizes for %d outputs", ns, nout);
+        }
+        for (int k = 0; k < nout; k++) {
+            if (sa[k] < 0 || sa[k] > dim) {
+                free(sizes);
+                return efail(c, TERN_ERR_INVALID, "split size %lld outside [0, %lld]", (long long)sa[k],
+                             (long long)dim);
+            }
+            sizes[k] = sa[k];
+            total += sa[k];
+        }
+    } else {
+        int64_t chunk = (dim + nout - 1) / nout;
+        for (int k = 0; k < nout; k++) {
+            sizes[k] = dim - total < chunk ? dim - total : chunk;
+            total += sizes[k];
+        }
+    }
+    if (total != dim) {
+        free(sizes);
+        return efail(c, TERN_ERR_INVALID, "split sizes sum to %lld, axis %d has %lld", (long long)total, ax,
+                     (long long)dim);
+    }
+    size_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; d++)
+        outer *= (size_t)x->dims[d];
+    for (int d = ax + 1; d < x->rank; d++)
+        inner *= (size_t)x->dims[d];
+    size_t pos = 0, row = (size_t)dim * inner;
+    for (int k = 0; k < nout; k++) {
+        int64_t dims[TERN_GRAPH_MAX_RANK];
+        memcpy(dims, x->dims, sizeof dims);
+        dims[ax] = sizes[k];
+        tern_host_tensor *o;
+        if ((st = eout(c, k, x->type, x->rank, dims, &o))) {
+            free(sizes);
+            return st;
+        }
+        size_t orow = (size_t)sizes[k] * inner;
+        if (o)
+            for (size_t q = 0; q < outer; q++) {
+                if (o->f)
+                    memcpy(o->f + q * orow, x->f + q * row + pos, orow * sizeof(float));
+                else
+                    memcpy(o->i + q * orow, x->i + q * row + pos, orow * sizeof(int64_t));
+            }
+        pos += orow;
+    }
+    free(sizes);
+    return TERN_OK;
+}
+
+tern_status graph_ev_slice(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int r = x->rank;
+    int64_t starts[16], ends[16], axes[16], steps[16];
+    int ns, ne, na = -1, nst = -1;
+    if (c->opset < 10) {
+        size_t a, b, d;
+        const int64_t *s = graph_attr_ints(c->n, "starts", &a), *e = graph_attr_ints(c->n, "ends", &b),
+                      *ax = graph_attr_ints(c->n, "axes", &d);
+        if (!s || !e || a != b || a > 16 || (ax && d != a))
+            return efail(c, TERN_ERR_INVALID, "starts/ends attributes missing or of different lengths");
+        ns = ne = (int)a;
+        memcpy(starts, s, a * sizeof *s);
+        memcpy(ends, e, a * sizeof *e);
+        if (ax) {
+            memcpy(axes, ax, a * sizeof *ax);
+            na = (int)a;
+        }
+    } else {
+        if ((st = eints(c, 1, starts, 16, &ns)) || (st = eints(c, 2, ends, 16, &ne)))
+            return st;
+        if (IN(3) && (st = eints(c, 3, axes, 16, &na)))
+            return st;
+        if (IN(4) && (st = eints(c, 4, steps, 16, &nst)))
+            return st;
+    }
+    if (ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
+        return efail(c, TERN_ERR_INVALID, "starts (%d), ends (%d), axes (%d), steps (%d) lengths differ", ns, ne, na,
+                     nst);
+    int64_t b[TERN_GRAPH_MAX_RANK], stp[TERN_GRAPH_MAX_RANK], dims[TERN_GRAPH_MAX_RANK];
+    int used[TERN_GRAPH_MAX_RANK] = {0};
+    for (int d = 0; d < r; d++) {
+        b[d] = 0;
+        stp[d] = 1;
+        dims[d] = x->dims[d];
+    }
+    char why[200];
+    for (int k = 0; k < ns; k++) {
+        int a;
+        if (graph_norm_axis(na >= 0 ? axes[k] : k, r, &a, why, sizeof why, "axis"))
+            return efail(c, TERN_ERR_INVALID, "%s", why);
+        if (used[a])
+            return efail(c, TERN_ERR_INVALID, "axis %d sliced twice", a);
+        used[a] = 1;
+        int64_t step = nst >= 0 ? steps[k] : 1;
+        if (step == 0)
+            return efail(c, TERN_ERR_INVALID, "step 0 on axis %d", a);
+        int64_t s = starts[k], e = ends[k];
+        dims[a] = graph_slice_len(x->dims[a], &s, &e, step);
+        b[a] = s;
+        stp[a] = step;
+    }
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, r, dims, &o)) || !o)
+        return st;
+    int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
+    ev_strides(r, x->dims, xs);
+    for (size_t k = 0; k < o->count; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < r; d++)
+            off += (b[d] + idx[d] * stp[d]) * xs[d];
+        if (o->f)
+            o->f[k] = x->f[off];
+        else
+            o->i[k] = x->i[off];
+        ev_next_index(idx, dims, r);
+    }
+    return TERN_OK;
+}
+
+
+static tern_status broadcast_to(const ectx *c, const tern_host_tensor *x, int rank, const int64_t *dims)
+{
+    tern_host_tensor *o;
+    tern_status st = eout(c, 0, x->type, rank, dims, &o);
+    if (st || !o)
+        return st;
+    bcit it;
+    const tern_host_tensor *ts[1] = {x};
+    bcit_init(&it, rank, dims, 1, ts);
+    for (size_t k = 0; k < o->count; k++, bcit_next(&it)) {
+        if (o->f)
+            o->f[k] = x->f[it.off[0]];
+        else
+            o->i[k] = x->i[it.off[0]];
+    }
+    return TERN_OK;
+}
+
+tern_status graph_ev_expand(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    int64_t shape[TERN_GRAPH_MAX_RANK + 1], dims[TERN_GRAPH_MAX_RANK];
+    int n, r;
+    if ((st = eints(c, 1, shape, TERN_GRAPH_MAX_RANK, &n)))
+        return st;
+    for (int k = 0; k < n; k++)
+        if (shape[k] < 0)
+            return efail(c, TERN_ERR_INVALID, "shape[%d] = %lld is negative", k, (long long)shape[k]);
+    char why[200];
+    if (graph_broadcast(IN(0)->rank, IN(0)->dims, n, shape, &r, dims, why, sizeof why))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    return broadcast_to(c, IN(0), r, dims);
+}
+
+tern_status graph_ev_tile(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int64_t rep[TERN_GRAPH_MAX_RANK + 1], dims[TERN_GRAPH_MAX_RANK];
+    int n;
+    if ((st = eints(c, 1, rep, TERN_GRAPH_MAX_RANK + 1, &n)))
+        return st;
+    if (n != x->rank)
+        return efail(c, TERN_ERR_INVALID, "repeats has %d entries for rank %d", n, x->rank);
+    for (int d = 0; d < n; d++) {
+        if (rep[d] < 0 || (x->dims[d] && rep[d] > GRAPH_MAX_ELEMS / x->dims[d]))
+            return efail(c, TERN_ERR_INVALID, "repeats[%d] = %lld is invalid", d, (long long)rep[d]);
+        dims[d] = x->dims[d] * rep[d];
+    }
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, n, dims, &o)) || !o)
+        return st;
+    int64_t xs[TERN_GRAPH_MAX_RANK], idx[TERN_GRAPH_MAX_RANK] = {0};
+    ev_strides(n, x->dims, xs);
+    for (size_t k = 0; k < o->count; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < n; d++)
+            off += (idx[d] % x->dims[d]) * xs[d];
+        if (o->f)
+            o->f[k] = x->f[off];
+        else
+            o->i[k] = x->i[off];
+        ev_next_index(idx, dims, n);
+    }
+    return TERN_OK;
+}
+
+
+
+tern_status graph_ev_trilu(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    if (x->rank < 2)
+        return efail(c, TERN_ERR_INVALID, "input rank %d below 2", x->rank);
+    int64_t k = IN(1) && IN(1)->count ? ri(IN(1), 0) : 0;
+    int upper = (int)tern_graph_attr_int(c->n, "upper", 1);
+    if ((st = copy_out(c, 0, x, x->rank, x->dims)) || !c->out[0])
+        return st;
+    tern_host_tensor *o = c->out[0];
+    int64_t R = x->dims[x->rank - 2], C = x->dims[x->rank - 1];
+    for (size_t e = 0; e < o->count; e++) {
+        int64_t col = (int64_t)(e % (size_t)C), row = (int64_t)((e / (size_t)C) % (size_t)R);
+        int keep = upper ? col - row >= k : col - row <= k;
+        if (!keep) {
+            if (o->f)
+                o->f[e] = 0;
+            else
+                o->i[e] = 0;
+        }
+    }
     return TERN_OK;
 }

@@ -2,7 +2,7 @@
  * or (ReduceSum from opset 13, the others from 18) from input 1, decoded one way for inference, the host evaluator
  * and the compiler's reduction rules (lower.c, lower_reduce.c), which before read them in four places and did not
  * agree on which source wins. Then the family's shape inference (Reduce*, ArgMax/ArgMin) and host reference
- * evaluation (Reduce*, ArgMax/ArgMin and the Softmax family, whose statistics are reductions). */
+ * evaluation (Reduce*, ArgMax/ArgMin, the Softmax family, whose statistics are reductions, and CumSum). */
 #include "graph_internal.h"
 #include "op_params.h"
 #include "infer_internal.h"
@@ -386,5 +386,55 @@ tern_status graph_ev_argminmax(const ectx *c)
             }
             o->i[a * inner + b] = (int64_t)best;
         }
+    return TERN_OK;
+}
+
+/* ---- reference evaluation (moved from eval.c) ---- */
+
+tern_status graph_ev_cumsum(const ectx *c)
+{
+    tern_status st;
+    if ((st = ereq(c, 0, 0)) || (st = ereq(c, 1, 0)))
+        return st;
+    const tern_host_tensor *x = IN(0);
+    int ax;
+    char why[200];
+    if (graph_norm_axis(ri(IN(1), 0), x->rank, &ax, why, sizeof why, "axis"))
+        return efail(c, TERN_ERR_INVALID, "%s", why);
+    int excl = (int)tern_graph_attr_int(c->n, "exclusive", 0), rev = (int)tern_graph_attr_int(c->n, "reverse", 0);
+    tern_host_tensor *o;
+    if ((st = eout(c, 0, x->type, x->rank, x->dims, &o)) || !o)
+        return st;
+    size_t outer = 1, inner = 1, n = (size_t)x->dims[ax];
+    for (int d = 0; d < ax; d++)
+        outer *= (size_t)x->dims[d];
+    for (int d = ax + 1; d < x->rank; d++)
+        inner *= (size_t)x->dims[d];
+    for (size_t a = 0; a < outer; a++)
+        for (size_t b = 0; b < inner; b++) {
+            double acc = 0;
+            int64_t iacc = 0;
+            for (size_t q = 0; q < n; q++) {
+                size_t j = rev ? n - 1 - q : q, off = (a * n + j) * inner + b;
+                if (o->f) {
+                    if (excl) {
+                        o->f[off] = (float)acc;
+                        acc += x->f[off];
+                    } else {
+                        acc += x->f[off];
+                        o->f[off] = (float)acc;
+                    }
+                } else {
+                    if (excl) {
+                        o->i[off] = iacc;
+                        iacc = (int64_t)((uint64_t)iacc + (uint64_t)x->i[off]);
+                    } else {
+                        iacc = (int64_t)((uint64_t)iacc + (uint64_t)x->i[off]);
+                        o->i[off] = iacc;
+                    }
+                }
+            }
+        }
+    graph_tensor_normalize(o);
     return TERN_OK;
 }
