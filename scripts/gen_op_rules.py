@@ -145,6 +145,7 @@ case("CumSum", "CumSum", [("x", F, s, "any")], [("y", F)], {"exclusive": int(rng
 for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
            "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]:
     s = shape(2, 4)
+    s[0] = max(s[0], 2)  # an axis of one element is reduce.one_element's (below)
     dom = "pos" if op in ("ReduceLogSum", "ReduceProd") else "any"
     if op == "ReduceSum":
         case(op + "_last", op, [("x", F, s, dom)], [("y", F)], {"keepdims": 1},
@@ -163,6 +164,24 @@ for op in ["ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL1", "ReduceL2",
              consts=[const("axes", [-1], np.int64)], node_inputs=["x", "axes"])
     else:
         case(op + "_long", op, [("x", F, s, "any")], [("y", F)], {"axes": [-1], "keepdims": 1})
+
+# a reduction over axes of one element in all (the batch-1 gradient's sum over its batch axis): a copy
+for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"]:
+    s = [1] + shape(1, 3, 2, 6)
+    if op == "ReduceSum":
+        case(op + "_one", op, [("x", F, s, "any")], [("y", F)], {"keepdims": 0},
+             consts=[const("axes", [0], np.int64)], node_inputs=["x", "axes"])
+    else:
+        case(op + "_one", op, [("x", F, s, "any")], [("y", F)], {"axes": [0], "keepdims": 0})
+
+# one element per output (a size-1 axis that is not the last: lower_reduce_long.c's copy)
+for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"]:
+    s = [1] + shape(1, 3)
+    if op == "ReduceSum":
+        case(op + "_one", op, [("x", F, s, "any")], [("y", F)], {"keepdims": 0},
+             consts=[const("axes", [0], np.int64)], node_inputs=["x", "axes"])
+    else:
+        case(op + "_one", op, [("x", F, s, "any")], [("y", F)], {"axes": [0], "keepdims": 0})
 
 # ---- layout ----
 s = shape(2, 4)

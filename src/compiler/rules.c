@@ -10,8 +10,8 @@
 /* Selection order: the fast special cases (lower.c) before the general rules of the family files, whose ops
  * do not overlap each other's. */
 static const cc_rule_set *const rule_sets[] = {
-    &cc_rules_core,   &cc_rules_cnn,    &cc_rules_attention, &cc_rules_elementwise,
-    &cc_rules_reduce, &cc_rules_axis,   &cc_rules_linear,    &cc_rules_norm,    &cc_rules_index,
+    &cc_rules_core,   &cc_rules_cnn,  &cc_rules_attention, &cc_rules_scatter, &cc_rules_reduce_long,
+    &cc_rules_elementwise, &cc_rules_reduce, &cc_rules_axis, &cc_rules_linear, &cc_rules_norm, &cc_rules_index,
     &cc_rules_layout,
 };
 

@@ -67,6 +67,13 @@ tern_status graph_expand_convt(xb *b, int *done);
 tern_status graph_expand_einsum(xb *b, int *done);
 tern_status graph_expand_rnn(xb *b, int *done);
 tern_status graph_expand_scatter(xb *b, int *done);
+/* ScatterND with reduction add of whole rows (indices [..., 1], float data) into a table of at least this many
+ * rows is not expanded: the compiler's row scatter (src/compiler/lower_scatter_add.c) takes it, whose time grows
+ * with the indices alone where the one-hot product's grows with rows x indices. The embedding gradient
+ * (src/train/grad_index.c) picks its form by the same bound. */
+#define GRAPH_SCATTER_ROWS_MIN 8192
+/* Is ScatterND node i of g (its inputs' shapes known) one the row scatter takes? */
+int graph_scatter_nd_is_rows_add(const tern_graph *g, int i);
 tern_status graph_expand_reverse_sequence(xb *b, int *done); /* in expand_rnn.c */
 tern_status graph_expand_if(xb *b, int *done);
 

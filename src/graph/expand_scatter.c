@@ -6,7 +6,9 @@
  * the product of the updates landing there (a ReduceProd of E ? update : 1). Updates smaller than the data on the
  * other axes are padded (nothing written there). ScatterND does the same on the data viewed as [P, R]: P the
  * positions its index tuples address (each tuple linearised with the data's strides), R the elements each moves.
- * Duplicate indices under reduction none, which ONNX leaves undefined, give the sum of the updates. */
+ * Duplicate indices under reduction none, which ONNX leaves undefined, give the sum of the updates. ScatterND add
+ * of whole rows into a large table (GRAPH_SCATTER_ROWS_MIN, expand.h) is not expanded but lowered as a row scatter
+ * by the compiler. */
 #include "graph_internal.h"
 #include "expand.h"
 
@@ -205,9 +207,24 @@ static tern_status scatter_nd(xb *b, int *done)
     return TERN_OK;
 }
 
+int graph_scatter_nd_is_rows_add(const tern_graph *g, int i)
+{
+    const tern_graph_node *n = &g->nodes[i];
+    if (n->op_id != TERN_GOP_SCATTER_ND || n->n_inputs < 3 ||
+        strcmp(tern_graph_attr_string(n, "reduction", "none"), "add") != 0)
+        return 0;
+    const tern_graph_value *dv = &g->values[n->inputs[0]], *iv = &g->values[n->inputs[1]];
+    const tern_graph_value *uv = &g->values[n->inputs[2]];
+    return dv->rank >= 1 && iv->rank >= 1 && iv->dims[iv->rank - 1] == 1 && tern_elem_is_float(dv->type) &&
+           uv->type == dv->type && dv->dims[0] >= GRAPH_SCATTER_ROWS_MIN && dv->dims[0] <= UINT16_MAX;
+}
+
 tern_status graph_expand_scatter(xb *b, int *done)
 {
-    if (b->g->nodes[b->node].op_id == TERN_GOP_SCATTER_ND)
+    if (b->g->nodes[b->node].op_id == TERN_GOP_SCATTER_ND) {
+        if (graph_scatter_nd_is_rows_add(b->g, b->node))
+            return TERN_OK; /* left to the compiler's row scatter (expand.h) */
         return scatter_nd(b, done);
+    }
     return scatter_elements(b, done);
 }

@@ -1,10 +1,35 @@
 /* Gradients of the indexing ops. Gather along axis 0 (an embedding lookup) scatters the output gradient back
- * into the table, adding the rows of repeated indices: tern's compiler has no ScatterND, so the scatter-add is
- * expressed as OneHot(indices, V)^T x dY, a matmul on TensorE ([V, N] x [N, D]). Negative indices count from the
- * end, as OneHot's do. */
+ * into the table, adding the rows of repeated indices, in one of two forms chosen by the table's rows V:
+ *   - V < GRAPH_SCATTER_ROWS_MIN (src/graph/expand.h): OneHot(indices, V)^T x dY, a [V, N] x [N, D] matmul on
+ *     TensorE; each row of the table sums its indices' gradient rows in index order (the matmul's contraction);
+ *   - larger tables (a real vocabulary: GPT-2's 50,257 rows, where the one-hot product would cost V x N x D and
+ *     OneHot's depth is capped): ScatterND(G, indices, dY, reduction "add"), which the compiler lowers as a row
+ *     scatter-add (src/compiler/lower_scatter_add.c: blocks of 128 indices; a row's gradient rows summed in index
+ *     order within a block, the block sums added in block order). G is the table's gradient so far when another
+ *     use of the table already gave one (a tied output projection), so the scatter adds into it in place;
+ *     otherwise zeros.
+ * Negative indices count from the end in both forms, as OneHot and ScatterND count them. */
 #include "ad_internal.h"
+#include "../graph/expand.h"
 
 #include <string.h>
+
+/* A string attribute on a node this layer added (ad_op reserves four attribute slots; ScatterND takes one). */
+static int attr_string(ad_ctx *a, int node, const char *name, const char *v)
+{
+    tern_graph_node *n = &a->g->nodes[node];
+    if (n->n_attrs >= 4)
+        return ad_fail(a, TERN_ERR_INVALID, "train: internal: too many attributes on %s", n->op);
+    tern_graph_attr *at = &n->attrs[n->n_attrs];
+    memset(at, 0, sizeof *at);
+    at->type = TERN_ATTR_STRING;
+    at->name = graph_strdup(name);
+    at->s = graph_strdup(v);
+    n->n_attrs++; /* counted before the check so the graph frees what was allocated */
+    if (!at->name || !at->s)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    return 0;
+}
 
 static int g_gather(ad_ctx *a, const ad_fwd *f)
 {
@@ -22,9 +47,33 @@ static int g_gather(ad_ctx *a, const ad_fwd *f)
         nidx *= si.d[d];
     for (int d = 1; d < sd.rank; d++)
         rest *= sd.d[d];
+    int64_t depth = sd.d[0];
+    if (!ad_needs(a, f->in[0]))
+        return 0;
+    if (depth >= GRAPH_SCATTER_ROWS_MIN) {
+        ad_shape idx2 = {.rank = 2, .d = {nidx, 1}}, upd = {.rank = 2, .d = {nidx, rest}};
+        ad_shape tab = {.rank = 2, .d = {depth, rest}};
+        int prev = a->grad[f->in[0]];
+        int base;
+        if (prev >= 0)
+            base = ad_reshape(a, prev, &tab);
+        else
+            base = ad_expand(a, ad_const_f(a, 0.0f), &tab);
+        int in[3] = {base, ad_reshape(a, f->in[1], &idx2), ad_reshape(a, f->dy[0], &upd)};
+        int s = ad_op(a, "ScatterND", 3, in);
+        if (s < 0)
+            return -1;
+        if (attr_string(a, ad_last_node(a), "reduction", "add"))
+            return -1;
+        int g = ad_reshape(a, s, &sd);
+        if (prev >= 0)
+            a->grad[f->in[0]] = g; /* the scatter added into the earlier gradient: it replaces it */
+        else
+            ad_accum(a, f->in[0], g);
+        return a->failed ? -1 : 0;
+    }
     ad_shape flat_i = {.rank = 1, .d = {nidx}}, flat_g = {.rank = 2, .d = {nidx, rest}};
     int idx = ad_reshape(a, f->in[1], &flat_i);
-    int64_t depth = sd.d[0];
     float vals[2] = {0.0f, 1.0f};
     int64_t two = 2;
     int in[3] = {idx, ad_const_i64(a, 1, &depth), ad_const_fv(a, 1, &two, vals)};

@@ -157,6 +157,24 @@ gidx = np.array([[1, 3, 3], [0, 9, 1]], dtype=np.int64)
 case("Gather_embedding", [node("Gather", ["a", "i"], axis=0)], {"a": rnd(10, 4)},
      lambda p: p["a"][torch.from_numpy(gidx)], {"i": gidx})
 
+# Real vocabularies: tables of GRAPH_SCATTER_ROWS_MIN (8192) rows and more take the row scatter-add
+# (src/compiler/lower_scatter_add.c) instead of the one-hot product. GPT-2's 50,257 rows, indices repeated many times
+# within and across blocks of 128, a negative one, the last row; a table just above the bound with 300 indices
+# drawn from 7 values (three blocks, the last partial); a tied table read by Gather and by a MatMul (the scatter
+# adds into the MatMul's gradient in place).
+vidx = rng.integers(0, 6, (3, 70)).astype(np.int64)
+vidx[:, ::9] = rng.integers(0, 50257, vidx[:, ::9].shape)
+vidx[0, 1], vidx[1, 2], vidx[2, 3] = -1, 50256, -50257
+case("Gather_vocab_50257", [node("Gather", ["a", "i"], axis=0)], {"a": rnd(50257, 12)},
+     lambda p: p["a"][torch.from_numpy(vidx)], {"i": vidx})
+ridx = rng.choice(np.array([5, 9000, 0, 17, 8999, 5, 5]), 300).astype(np.int64)
+case("Gather_repeats_9001", [node("Gather", ["a", "i"], axis=0)], {"a": rnd(9001, 20)},
+     lambda p: p["a"][torch.from_numpy(ridx)], {"i": ridx})
+tidx = rng.integers(0, 40, 130).astype(np.int64)
+case("Gather_tied_8200", [node("Gather", ["a", "i"], "e", axis=0), node("Transpose", ["a"], "at", perm=[1, 0]),
+                          node("MatMul", ["e", "at"])], {"a": rnd(8200, 6)},
+     lambda p: p["a"][torch.from_numpy(tidx)] @ p["a"].t(), {"i": tidx})
+
 
 def gen(out):
     names = []
