@@ -256,7 +256,47 @@ static int lower_axis_op(cc *c)
     return 1;
 }
 
+/* ---- the fast special cases (tried before this file's general rules; each applies function says why it
+ * declines, and a node without input 0 is taken so that the rule reports it) ---- */
+
+static int lower_softmax(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
+    if (axis != x->rank - 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Softmax over axis %lld (only the last axis)", (long long)axis);
+        return 1;
+    }
+    tern_lib_softmax(c->k, lx_flat2d(c, y), lx_flat2d(c, x));
+    return 1;
+}
+
+static int softmax_row_applies(cc *c, char *why, size_t len)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    /* before opset 13 the default axis is 1 (and the input is flattened there) */
+    if (cc_norm_axis(tern_graph_attr_int(n, "axis", tern_graph_opset(c->g) >= 13 ? -1 : 1), x->rank) != x->rank - 1) {
+        snprintf(why, len, "the axis is not the last one");
+        return 0;
+    }
+    /* a row longer than tern_lib_softmax holds on one partition: chunked rule */
+    if (!(x->rank > 0 && (uint64_t)x->dims[x->rank - 1] * 4 + 32 <= c->cfg.sbuf_partition_bytes)) {
+        snprintf(why, len, "a row of %lld elements does not fit one SBUF partition",
+                 x->rank > 0 ? (long long)x->dims[x->rank - 1] : 0LL);
+        return 0;
+    }
+    return 1;
+}
+
 static const cc_rule axis_rules[] = {
+    {TERN_GOP_SOFTMAX, "softmax.row", softmax_row_applies, lower_softmax},
     {TERN_GOP_ARG_MAX, "axis.general", NULL, lower_axis_op},
     {TERN_GOP_ARG_MIN, "axis.general", NULL, lower_axis_op},
     {TERN_GOP_HARDMAX, "axis.general", NULL, lower_axis_op},

@@ -605,7 +605,384 @@ static int lower_div(cc *c)
     return 1;
 }
 
+/* ---- the fast special cases (tried before this file's general rules; each applies function says why it
+ * declines, and a node without input 0 is taken so that the rule reports it) ---- */
+
+static int alu_of(tern_op_id id, tern_alu_op *out)
+{
+    switch (id) {
+    case TERN_GOP_ADD: *out = TERN_ALU_ADD; return 1;
+    case TERN_GOP_SUB: *out = TERN_ALU_SUBTRACT; return 1;
+    case TERN_GOP_MUL: *out = TERN_ALU_MULT; return 1;
+    case TERN_GOP_DIV: *out = TERN_ALU_DIVIDE; return 1;
+    case TERN_GOP_MAX: *out = TERN_ALU_MAX; return 1;
+    case TERN_GOP_MIN: *out = TERN_ALU_MIN; return 1;
+    case TERN_GOP_EQUAL: *out = TERN_ALU_IS_EQ; return 1;
+    case TERN_GOP_LESS: *out = TERN_ALU_IS_LT; return 1;
+    case TERN_GOP_GREATER: *out = TERN_ALU_IS_GT; return 1;
+    case TERN_GOP_LESS_OR_EQUAL: *out = TERN_ALU_IS_LE; return 1;
+    case TERN_GOP_GREATER_OR_EQUAL: *out = TERN_ALU_IS_GE; return 1;
+    case TERN_GOP_AND: *out = TERN_ALU_LOGICAL_AND; return 1;
+    case TERN_GOP_OR: *out = TERN_ALU_LOGICAL_OR; return 1;
+    case TERN_GOP_XOR: *out = TERN_ALU_LOGICAL_XOR; return 1;
+    default: return 0;
+    }
+}
+
+/* Whether col broadcasts against full (shaped like y) along trailing axes only: right-aligned, col's dims equal
+ * y's up to some axis k and are 1 from k on ([.., S, 1] against [.., S, H]; [N, C, 1, 1] against [N, C, H, W]).
+ * Then y is [rows, inner] with inner = y's dims from k on, and col holds one value per row, contiguous. An
+ * all-ones col (k = 0: one value for everything) is left to the other rules. */
+static int trailing_col(const cc_value *full, const cc_value *col, const cc_value *y, uint64_t *rows, uint64_t *inner)
+{
+    if (!cc_same_shape(full, y) || y->rank < 1 || col->rank > y->rank || y->numel == 0 || col->numel >= y->numel)
+        return 0;
+    int k = y->rank;
+    while (k > 0) {
+        int xd = k - 1 - (y->rank - col->rank);
+        if (xd >= 0 && col->dims[xd] != 1)
+            break;
+        k--;
+    }
+    if (k == 0)
+        return 0;
+    uint64_t in = 1;
+    for (int d = 0; d < y->rank; d++) {
+        int xd = d - (y->rank - col->rank);
+        int64_t cd = xd < 0 ? 1 : col->dims[xd];
+        if (d < k && cd != y->dims[d])
+            return 0;
+        if (d >= k)
+            in *= (uint64_t)y->dims[d];
+    }
+    *inner = in;
+    *rows = y->numel / in;
+    return *rows == col->numel;
+}
+
+static int lower_binary(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    tern_alu_op op = TERN_ALU_ADD;
+    alu_of((tern_op_id)n->op_id, &op);
+    cc_value *a = cc_in(c, 0), *b = cc_in(c, 1);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!a || !b || !y)
+        return 1;
+    int commutative = op == TERN_ALU_ADD || op == TERN_ALU_MULT || op == TERN_ALU_MAX || op == TERN_ALU_MIN ||
+                      op == TERN_ALU_IS_EQ;
+    if (a->is_const_scalar && commutative && !b->is_const_scalar) {
+        cc_value *t = a;
+        a = b;
+        b = t;
+    }
+    cc_value ta, tb;
+    if (b->is_const_scalar && cc_same_shape(a, y)) {
+        tern_lib_scalar(c->k, lx_flat2d(c, y), lx_flat2d(c, a), op, (float)b->const_scalar);
+        return 1;
+    }
+    /* x + bias over the last axis: the bias row broadcast on chip. */
+    if (op == TERN_ALU_ADD && cc_same_shape(a, y) && y->rank > 0 && b->numel == (uint64_t)y->dims[y->rank - 1] &&
+        b->rank > 0 && b->dims[b->rank - 1] == y->dims[y->rank - 1]) { /* not [1, C, 1, 1] with C == W */
+        uint64_t r, cl;
+        lx_rows_cols(y, &r, &cl);
+        tern_lib_bias_act(c->k, lx_flat2d(c, y), lx_flat2d(c, a), cc_view2d(c, b, 0, 1, cl, cl), TERN_ACT_COPY);
+        return 1;
+    }
+    /* x op s[row], s broadcast along trailing size-1 axes (RMSNorm's [.., S, 1], squeeze-excitation's
+     * [N, C, 1, 1]): rows on partitions and s as tensor_scalar's per-partition column, instead of a broadcast
+     * copy (one DMA element per output element). Max/min keep the tensor path (its NaN fix-up). */
+    uint64_t cr, ci;
+    if (op != TERN_ALU_MAX && op != TERN_ALU_MIN) {
+        int rev = !trailing_col(a, b, y, &cr, &ci);
+        if (!rev || trailing_col(b, a, y, &cr, &ci)) {
+            cc_value *full = rev ? b : a, *col = rev ? a : b;
+            tern_lib_binary_col(c->k, cc_view2d(c, y, 0, cr, ci, ci), cc_view2d(c, full, 0, cr, ci, ci),
+                                cc_view2d(c, col, 0, cr, 1, 1), op, rev && !commutative);
+            return 1;
+        }
+    }
+    cc_value *ba = lx_broadcast_to(c, a, y, &ta);
+    cc_value *bb = ba ? lx_broadcast_to(c, b, y, &tb) : NULL;
+    if (ba && bb)
+        tern_lib_binary(c->k, lx_flat2d(c, y), lx_flat2d(c, ba), lx_flat2d(c, bb), op);
+    if (ba)
+        lx_release_tmp(c, &ta, ba);
+    if (bb)
+        lx_release_tmp(c, &tb, bb);
+    return 1;
+}
+
+static int act_of(const tern_graph_node *n, const tern_graph *g, tern_act_func *f, float *scale)
+{
+    (void)g;
+    *scale = 1.0f;
+    switch ((tern_op_id)n->op_id) {
+    case TERN_GOP_RELU: *f = TERN_ACT_RELU; return 1;
+    case TERN_GOP_TANH: *f = TERN_ACT_TANH; return 1;
+    case TERN_GOP_SIGMOID: *f = TERN_ACT_SIGMOID; return 1;
+    case TERN_GOP_EXP: *f = TERN_ACT_EXP; return 1;
+    case TERN_GOP_LOG: *f = TERN_ACT_LOG; return 1;
+    case TERN_GOP_SQRT: *f = TERN_ACT_SQRT; return 1;
+    case TERN_GOP_ERF: *f = TERN_ACT_ERF; return 1;
+    case TERN_GOP_ABS: *f = TERN_ACT_ABS; return 1;
+    case TERN_GOP_RECIPROCAL: *f = TERN_ACT_RECIPROCAL; return 1;
+    case TERN_GOP_SOFTPLUS: *f = TERN_ACT_SOFTPLUS; return 1;
+    case TERN_GOP_SIN: *f = TERN_ACT_SIN; return 1;
+    case TERN_GOP_SIGN: *f = TERN_ACT_SIGN; return 1;
+    case TERN_GOP_IDENTITY:
+    case TERN_GOP_DROPOUT: *f = TERN_ACT_COPY; return 1;
+    case TERN_GOP_NEG:
+        *f = TERN_ACT_COPY;
+        *scale = -1.0f;
+        return 1;
+    case TERN_GOP_GELU: {
+        const char *ap = tern_graph_attr_string(n, "approximate", "none");
+        *f = !strcmp(ap, "tanh") ? TERN_ACT_GELU_TANH : TERN_ACT_GELU;
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+static int lower_unary(cc *c)
+{
+    tern_act_func f = TERN_ACT_COPY;
+    float scale = 1.0f;
+    act_of(cc_node(c), c->g, &f, &scale);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!x || !y)
+        return 1;
+    if (!tern_dtype_is_float(x->dt) || !tern_dtype_is_float(y->dt)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s on a non-float tensor (%s)", cc_node(c)->op, tern_dtype_name(x->dt));
+        return 1;
+    }
+    /* ScalarE's affine step adds a +0 bias, so -0 comes out +0: Neg(+0) must be -0 and 1/-0 = -inf, so these two
+     * run on VectorE, exactly */
+    if (cc_node(c)->op_id == TERN_GOP_NEG)
+        tern_lib_scalar(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ALU_MULT, -1.0f);
+    else if (cc_node(c)->op_id == TERN_GOP_RECIPROCAL)
+        tern_lib_reciprocal(c->k, lx_flat2d(c, y), lx_flat2d(c, x));
+    else
+        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), f, scale);
+    return 1;
+}
+
+static int lower_pow(cc *c)
+{
+    cc_value *x = cc_in(c, 0), *e = cc_in(c, 1);
+    if (!x || !e)
+        return 1;
+    if (!e->is_const_scalar) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pow with a non-constant exponent");
+        return 1;
+    }
+    double p = e->const_scalar;
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!y)
+        return 1;
+    if (p == 2.0)
+        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_SQUARE, 1.0f);
+    else if (p == 0.5)
+        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_SQRT, 1.0f);
+    else if (p == 1.0)
+        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_COPY, 1.0f);
+    else if (p == -1.0)
+        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_RECIPROCAL, 1.0f);
+    else if (p == 3.0) {
+        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_SQUARE, 1.0f);
+        tern_lib_binary(c->k, lx_flat2d(c, y), lx_flat2d(c, y), lx_flat2d(c, x), TERN_ALU_MULT);
+    } else
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Pow with exponent %g (supported: 2, 0.5, 1, -1, 3)", p);
+    return 1;
+}
+
+static int lower_cast(cc *c)
+{
+    cc_value *x = cc_in(c, 0);
+    tern_dtype dt = cc_out_dtype(c, 0);
+    if (!x)
+        return 1;
+    if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(dt)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Cast from %s to an integer type (ONNX truncates; the DMA rounds)",
+                tern_dtype_name(x->dt));
+        return 1;
+    }
+    cc_value *y = cc_out(c, 0, dt);
+    if (y)
+        cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, x, 0, 1, x->numel, x->numel));
+    return 1;
+}
+
+/* Dropout is the identity at inference; training mode (a random mask) is not built. Its mask output is all true
+ * at inference: exporters emit it on every block (Swin-T) though nothing reads it, so an unread mask is left
+ * unplaced, and a read one (or a graph output) is filled with ones (bool is stored as uint8). */
+static int lower_dropout(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *mode = cc_in(c, 2), *ratio = cc_in(c, 1);
+    int training = mode && mode->host && tern_host_tensor_get(mode->host, 0) != 0;
+    double r = ratio && ratio->host ? tern_host_tensor_get(ratio->host, 0) : tern_graph_attr_float(n, "ratio", 0.5f);
+    if (training && r > 0) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Dropout in training mode (ratio %g): a random mask is not built", r);
+        return 1;
+    }
+    if (mode && !mode->host) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Dropout's training_mode is computed at run time; only a constant "
+                "(false: inference) is supported");
+        return 1;
+    }
+    int mid = cc_out_id(c, 1);
+    if (mid >= 0 && c->v[mid].last_use >= 0) {
+        cc_value *m = cc_out(c, 1, cc_out_dtype(c, 1));
+        const uint64_t W = 2048, P = c->cfg.partitions; /* one SBUF tile of ones, stored over the mask row block by row block */
+        uint64_t total = m ? m->numel : 0, cols = total < W ? total : W, rows = cols ? total / cols : 0;
+        if (m && total) {
+            tern_view t = tern_kernel_sbuf(c->k, m->dt, (uint32_t)(rows < P ? rows : P), (uint32_t)cols, "ones");
+            tern_kernel_memset(c->k, TERN_ENGINE_VECTOR, t, 1.0f);
+            for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
+                uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
+                tern_kernel_store(c->k, cc_view2d(c, m, r0 * cols, p, cols, cols),
+                                  tern_view_block(c->k, t, 0, p, 0, (uint32_t)cols));
+            }
+            if (total % cols)
+                tern_kernel_store(c->k, cc_view2d(c, m, rows * cols, 1, total % cols, total % cols),
+                                  tern_view_block(c->k, t, 0, 1, 0, (uint32_t)(total % cols)));
+            tern_kernel_release(c->k, t);
+        }
+    }
+    cc_alias(c, 0, 0); /* the output is the input (lower_layout.c's view.alias) */
+    return 1;
+}
+
+static int lower_where(cc *c)
+{
+    cc_value *cond = cc_in(c, 0), *a = cc_in(c, 1), *b = cc_in(c, 2);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!cond || !a || !b || !y)
+        return 1;
+    cc_value tc, ta, tb;
+    cc_value *bc = lx_broadcast_to(c, cond, y, &tc);
+    cc_value *ba = bc ? lx_broadcast_to(c, a, y, &ta) : NULL;
+    cc_value *bb = ba ? lx_broadcast_to(c, b, y, &tb) : NULL;
+    if (bc && ba && bb) {
+        uint64_t rows, cols;
+        lx_rows_cols(y, &rows, &cols);
+        uint64_t chunk = cols > 4096 ? 4096 : cols, P = c->cfg.partitions;
+        for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
+            uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
+            for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += chunk) {
+                uint32_t w = (uint32_t)(cols - c0 < chunk ? cols - c0 : chunk);
+                tern_view tcnd = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w, "where_c");
+                tern_view t1 = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w, "where_a");
+                tern_view t2 = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w, "where_b");
+                tern_kernel_load(c->k, tcnd, cc_view2d(c, bc, r0 * cols + c0, p, w, cols));
+                tern_kernel_load(c->k, t1, cc_view2d(c, ba, r0 * cols + c0, p, w, cols));
+                tern_kernel_load(c->k, t2, cc_view2d(c, bb, r0 * cols + c0, p, w, cols));
+                tern_kernel_select(c->k, t1, tcnd, t1, t2);
+                tern_kernel_store(c->k, cc_view2d(c, y, r0 * cols + c0, p, w, cols), t1);
+                tern_kernel_release(c->k, tcnd);
+                tern_kernel_release(c->k, t1);
+                tern_kernel_release(c->k, t2);
+            }
+        }
+    }
+    if (bc)
+        lx_release_tmp(c, &tc, bc);
+    if (ba)
+        lx_release_tmp(c, &ta, ba);
+    if (bb)
+        lx_release_tmp(c, &tb, bb);
+    return 1;
+}
+
+static int pow_const_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
+    if (!x)
+        return 1;
+    if (!(b && b->is_const_scalar &&
+          (b->const_scalar == 2.0 || b->const_scalar == 0.5 || b->const_scalar == 1.0 || b->const_scalar == -1.0 ||
+           b->const_scalar == 3.0))) {
+        snprintf(why, len, "the exponent is not a constant 2, 0.5, 1, -1 or 3");
+        return 0;
+    }
+    return 1;
+}
+
+static int two_inputs_applies(cc *c, char *why, size_t len)
+{
+    if (!cc_in(c, 0))
+        return 1;
+    if (cc_node(c)->n_inputs != 2) {
+        snprintf(why, len, "%d inputs, not 2", cc_node(c)->n_inputs);
+        return 0;
+    }
+    return 1;
+}
+
+static int cast_plain_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(cc_out_dtype(c, 0))) {
+        snprintf(why, len, "a float to integer cast");
+        return 0;
+    }
+    if (tern_graph_value_at(c->g, cc_in_id(c, 0))->type == TERN_ELEM_STRING ||
+        tern_graph_value_at(c->g, cc_out_id(c, 0))->type == TERN_ELEM_STRING) {
+        snprintf(why, len, "a cast from or to text");
+        return 0;
+    }
+    return 1;
+}
+
+static int float_div_applies(cc *c, char *why, size_t len)
+{
+    if (!cc_in(c, 0))
+        return 1;
+    if (!tern_dtype_is_float(cc_out_dtype(c, 0))) {
+        snprintf(why, len, "an integer division");
+        return 0;
+    }
+    return 1;
+}
+
 static const cc_rule elementwise_rules[] = {
+    {TERN_GOP_ADD, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_SUB, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_MUL, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_DIV, "binary.alu", float_div_applies, lower_binary},
+    {TERN_GOP_MAX, "binary.alu", two_inputs_applies, lower_binary},
+    {TERN_GOP_MIN, "binary.alu", two_inputs_applies, lower_binary},
+    {TERN_GOP_EQUAL, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_LESS, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_GREATER, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_LESS_OR_EQUAL, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_GREATER_OR_EQUAL, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_AND, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_OR, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_XOR, "binary.alu", NULL, lower_binary},
+    {TERN_GOP_RELU, "unary.act", NULL, lower_unary},
+    {TERN_GOP_TANH, "unary.act", NULL, lower_unary},
+    {TERN_GOP_SIGMOID, "unary.act", NULL, lower_unary},
+    {TERN_GOP_EXP, "unary.act", NULL, lower_unary},
+    {TERN_GOP_LOG, "unary.act", NULL, lower_unary},
+    {TERN_GOP_SQRT, "unary.act", NULL, lower_unary},
+    {TERN_GOP_ERF, "unary.act", NULL, lower_unary},
+    {TERN_GOP_ABS, "unary.act", NULL, lower_unary},
+    {TERN_GOP_RECIPROCAL, "unary.act", NULL, lower_unary},
+    {TERN_GOP_SOFTPLUS, "unary.act", NULL, lower_unary},
+    {TERN_GOP_SIN, "unary.act", NULL, lower_unary},
+    {TERN_GOP_SIGN, "unary.act", NULL, lower_unary},
+    {TERN_GOP_NEG, "unary.act", NULL, lower_unary},
+    {TERN_GOP_GELU, "unary.act", NULL, lower_unary},
+    {TERN_GOP_POW, "pow.const", pow_const_applies, lower_pow},
+    {TERN_GOP_CAST, "cast.convert", cast_plain_applies, lower_cast},
+    {TERN_GOP_DROPOUT, "dropout", NULL, lower_dropout},
+    {TERN_GOP_WHERE, "where", NULL, lower_where},
     {TERN_GOP_LEAKY_RELU, "activation", NULL, lower_activation},
     {TERN_GOP_ELU, "activation", NULL, lower_activation},
     {TERN_GOP_CELU, "activation", NULL, lower_activation},

@@ -226,7 +226,62 @@ static int lower_gather_nd(cc *c)
     return 1;
 }
 
+/* ---- the fast special cases (tried before this file's general rules; each applies function says why it
+ * declines, and a node without input 0 is taken so that the rule reports it) ---- */
+
+static int lower_gather(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *data = cc_in(c, 0), *idx = cc_in(c, 1);
+    cc_value *y = cc_out(c, 0, data ? data->dt : TERN_DTYPE_FP32);
+    if (!data || !idx || !y)
+        return 1;
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), data->rank);
+    uint64_t rows = (uint64_t)data->dims[axis], inner = 1, outer = 1;
+    for (int d = (int)axis + 1; d < data->rank; d++)
+        inner *= (uint64_t)data->dims[d];
+    for (int d = 0; d < axis; d++)
+        outer *= (uint64_t)data->dims[d];
+    if (idx->host) { /* constant indices: one copy per index */
+        for (size_t i = 0; i < idx->host->count && cc_ok(c); i++) {
+            int64_t r = (int64_t)tern_host_tensor_get(idx->host, i);
+            if (r < 0)
+                r += (int64_t)rows;
+            if (r < 0 || (uint64_t)r >= rows) {
+                cc_fail(c, TERN_ERR_RANGE, "index %lld outside axis %lld of size %llu", (long long)r, (long long)axis,
+                        (unsigned long long)rows);
+                return 1;
+            }
+            cc_copy(c, cc_view2d(c, y, i * inner, outer, inner, idx->host->count * inner),
+                    cc_view2d(c, data, (uint64_t)r * inner, outer, inner, rows * inner));
+        }
+        return 1;
+    }
+    if (axis != 0 || !data->host) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Gather of run-time indices along axis %lld of a non-constant tensor",
+                (long long)axis);
+        return 1;
+    }
+    tern_view table = cc_view2d(c, data, 0, rows, inner, inner);
+    tern_lib_embedding(c->k, cc_view2d(c, y, 0, idx->numel, inner, inner), table,
+                       cc_view2d(c, idx, 0, idx->numel, 1, 1));
+    return 1;
+}
+
+static int gather_const_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
+    if (!x)
+        return 1;
+    if (!(b && (b->host || (x->host && cc_norm_axis(tern_graph_attr_int(cc_node(c), "axis", 0), x->rank) == 0)))) {
+        snprintf(why, len, "the indices are computed and the data is not a constant gathered on axis 0");
+        return 0;
+    }
+    return 1;
+}
+
 static const cc_rule index_rules[] = {
+    {TERN_GOP_GATHER, "gather.const", gather_const_applies, lower_gather},
     {TERN_GOP_GATHER, "gather.runtime", NULL, lower_gather_rt},
     {TERN_GOP_GATHER_ELEMENTS, "gather_elements", NULL, lower_gather_elements},
     {TERN_GOP_GATHER_ND, "gather_nd", NULL, lower_gather_nd},

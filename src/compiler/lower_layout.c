@@ -722,7 +722,243 @@ int lx_lower_topk(cc *c)
     return 1;
 }
 
+/* ---- the fast special cases (tried before this file's general rules; each applies function says why it
+ * declines, and a node without input 0 is taken so that the rule reports it) ---- */
+
+static int lower_alias(cc *c)
+{
+    cc_alias(c, 0, 0);
+    return 1;
+}
+
+static int lower_expand(cc *c)
+{
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
+    cc_strides(x, xs);
+    for (int d = 0; d < y->rank; d++) {
+        int xd = d - (y->rank - x->rank);
+        st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
+    }
+    lx_strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);
+    return 1;
+}
+
+static int lower_transpose(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    int64_t perm[CC_MAX_RANK];
+    const tern_graph_attr *pa = tern_graph_node_attr(n, "perm");
+    for (int d = 0; d < x->rank; d++)
+        perm[d] = pa && (size_t)d < pa->n ? pa->ints[d] : x->rank - 1 - d;
+    int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
+    cc_strides(x, xs);
+    for (int d = 0; d < y->rank; d++)
+        st[d] = xs[perm[d]];
+    /* The last two axes swapped and the rest kept: TensorE transposes, one per batch slice. */
+    int last2 = x->rank >= 2 && perm[x->rank - 1] == x->rank - 2 && perm[x->rank - 2] == x->rank - 1;
+    for (int d = 0; d + 2 < x->rank && last2; d++)
+        last2 = perm[d] == d;
+    if (last2 && tern_dtype_is_float(x->dt) && x->dims[x->rank - 1] >= 32 && x->dims[x->rank - 2] >= 32) {
+        uint64_t R = (uint64_t)x->dims[x->rank - 2], C = (uint64_t)x->dims[x->rank - 1];
+        uint64_t batches = x->numel / (R * C);
+        for (uint64_t b = 0; b < batches && cc_ok(c); b++)
+            tern_lib_transpose_exact(c->k, cc_view2d(c, y, b * R * C, C, R, R), cc_view2d(c, x, b * R * C, R, C, C));
+        return 1;
+    }
+    /* The output's innermost dim comes from a strided source dim (e.g. [B,S,H,D] -> [B,H,D,S], attention's K):
+     * one DMA would move single elements (a descriptor each). Instead, for every index of the other dims, the
+     * 2-D slice [source dim p, source last dim] goes through TensorE's transpose, reading and writing rows. */
+    int r = x->rank, p = (int)perm[r - 1], q = -1;
+    for (int d = 0; d < r; d++)
+        if (perm[d] == r - 1)
+            q = d;
+    if (r >= 2 && p != r - 1 && q >= 0 && tern_dtype_is_float(x->dt) && x->dims[p] >= 32 && x->dims[r - 1] >= 32) {
+        int64_t ys[CC_MAX_RANK], odims[CC_MAX_RANK], idx[CC_MAX_RANK] = {0};
+        cc_strides(y, ys);
+        int no = 0;
+        int64_t ox[CC_MAX_RANK], oy[CC_MAX_RANK]; /* strides of the other dims in x and y */
+        for (int d = 0; d < r; d++) /* d: a dim of y other than q and r-1 */
+            if (d != q && d != r - 1) {
+                odims[no] = y->dims[d];
+                oy[no] = ys[d];
+                ox[no] = xs[perm[d]];
+                no++;
+            }
+        uint64_t R = (uint64_t)x->dims[p], C = (uint64_t)x->dims[r - 1], slices = x->numel / (R * C);
+        for (uint64_t sl = 0; sl < slices && cc_ok(c); sl++) {
+            uint64_t xo = 0, yo = 0;
+            for (int d = 0; d < no; d++) {
+                xo += (uint64_t)(idx[d] * ox[d]);
+                yo += (uint64_t)(idx[d] * oy[d]);
+            }
+            /* in: [R rows (stride xs[p]), C contiguous]; out: [C rows (stride ys[q]), R contiguous] */
+            tern_lib_transpose_exact(c->k, cc_view2d(c, y, yo, C, R, (uint64_t)ys[q]),
+                                     cc_view2d(c, x, xo, R, C, (uint64_t)xs[p]));
+            for (int d = no - 1; d >= 0; d--) {
+                if (++idx[d] < odims[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+        return 1;
+    }
+    lx_strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);
+    return 1;
+}
+
+static int lower_concat(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *y = cc_out(c, 0, cc_in(c, 0) ? cc_in(c, 0)->dt : TERN_DTYPE_FP32);
+    if (!y)
+        return 1;
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), y->rank);
+    uint64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++)
+        outer *= (uint64_t)y->dims[d];
+    for (int d = (int)axis + 1; d < y->rank; d++)
+        inner *= (uint64_t)y->dims[d];
+    uint64_t at = 0, total = (uint64_t)y->dims[axis];
+    for (int k = 0; k < n->n_inputs && cc_ok(c); k++) {
+        cc_value *x = cc_in(c, k);
+        if (!x)
+            continue;
+        uint64_t a = x->rank ? (uint64_t)x->dims[axis] : 1;
+        if (x->numel) {
+            /* destination rows of this input: outer x (a * inner) at column offset at*inner, row stride total*inner */
+            tern_view dst = cc_view2d(c, y, at * inner, outer, a * inner, total * inner);
+            tern_view src = cc_view2d(c, x, 0, outer, a * inner, a * inner);
+            cc_copy(c, dst, src);
+        }
+        at += a;
+    }
+    return 1;
+}
+
+/* A Slice input element as an integer, clamped to +-2^62 so huge values (and the double's rounding of INT64_MAX)
+ * convert without overflow and keep their meaning (clamped to the dimension below). */
+static int64_t slice_i64(double v)
+{
+    const double lim = 4611686018427387904.0;
+    return v != v ? 0 : v < -lim ? -(int64_t)lim : v > lim ? (int64_t)lim : (int64_t)v;
+}
+
+static int lower_slice(cc *c)
+{
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    cc_value *s = cc_in(c, 1), *e = cc_in(c, 2), *ax = cc_in(c, 3), *stp = cc_in(c, 4);
+    if (!s || !e || !s->host || !e->host || (ax && !ax->host) || (stp && !stp->host)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Slice with non-constant starts/ends/axes/steps");
+        return 1;
+    }
+    /* The inputs are checked here against the shape inference gave y, not trusted: below opset 10 inference
+     * reads the starts/ends/axes attributes while this reads inputs, so a model mixing the two would otherwise
+     * index dims with a wild axis or read outside x (found by fuzz/fuzz_onnx_run.c). */
+    size_t n = s->host->count;
+    if (y->rank != x->rank || n > (size_t)x->rank || e->host->count != n || (ax && ax->host->count != n) || (stp && stp->host->count != n)) {
+        cc_fail(c, TERN_ERR_INVALID, "Slice: %zu starts, %zu ends, %zu axes, %zu steps for rank %d", n,
+                e->host->count, ax ? ax->host->count : n, stp ? stp->host->count : n, x->rank);
+        return 1;
+    }
+    int64_t start[CC_MAX_RANK] = {0}, step[CC_MAX_RANK], len[CC_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) {
+        step[d] = 1;
+        len[d] = x->dims[d];
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t a = ax ? slice_i64(tern_host_tensor_get(ax->host, i)) : (int64_t)i;
+        a = cc_norm_axis(a, x->rank);
+        int64_t st = stp ? slice_i64(tern_host_tensor_get(stp->host, i)) : 1;
+        if (a < 0 || a >= x->rank || st == 0) {
+            cc_fail(c, TERN_ERR_INVALID, "Slice: axis %lld (rank %d), step %lld", (long long)a, x->rank,
+                    (long long)st);
+            return 1;
+        }
+        int64_t dim = x->dims[a];
+        int64_t b = slice_i64(tern_host_tensor_get(s->host, i)), en = slice_i64(tern_host_tensor_get(e->host, i));
+        /* ONNX's clamping, as shape inference does it (graph_slice_len) */
+        if (b < 0)
+            b = b < -dim ? -1 : b + dim;
+        if (en < 0)
+            en = en < -dim ? -1 : en + dim;
+        if (st > 0) {
+            b = b < 0 ? 0 : b > dim ? dim : b;
+            en = en < 0 ? 0 : en > dim ? dim : en;
+            len[a] = en > b ? (en - b - 1) / st + 1 : 0;
+        } else {
+            b = b < 0 ? 0 : b > dim - 1 ? dim - 1 : b;
+            en = en < -1 ? -1 : en > dim - 1 ? dim - 1 : en;
+            len[a] = b > en ? (b - en - 1) / -st + 1 : 0;
+        }
+        start[a] = b;
+        step[a] = st;
+    }
+    for (int d = 0; d < x->rank; d++)
+        if (len[d] != y->dims[d]) {
+            cc_fail(c, TERN_ERR_INVALID, "Slice: the inputs give axis %d %lld elements, the inferred shape %lld", d,
+                    (long long)len[d], (long long)y->dims[d]);
+            return 1;
+        }
+    int64_t xs[CC_MAX_RANK], st2[CC_MAX_RANK];
+    cc_strides(x, xs);
+    int64_t off = 0;
+    for (int d = 0; d < x->rank; d++) {
+        off += start[d] * xs[d];
+        st2[d] = xs[d] * step[d];
+    }
+    if (y->numel)
+        lx_strided_copy(c, y, 0, x, (uint64_t)off, y->rank, y->dims, st2);
+    return 1;
+}
+
+static int lower_split(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), x->rank);
+    uint64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++)
+        outer *= (uint64_t)x->dims[d];
+    for (int d = (int)axis + 1; d < x->rank; d++)
+        inner *= (uint64_t)x->dims[d];
+    uint64_t at = 0, total = (uint64_t)x->dims[axis];
+    for (int k = 0; k < n->n_outputs && cc_ok(c); k++) {
+        cc_value *y = cc_out(c, k, x->dt);
+        if (!y)
+            continue;
+        uint64_t a = (uint64_t)y->dims[axis];
+        if (y->numel)
+            cc_copy(c, cc_view2d(c, y, 0, outer, a * inner, a * inner),
+                    cc_view2d(c, x, at * inner, outer, a * inner, total * inner));
+        at += a;
+    }
+    return 1;
+}
+
 static const cc_rule layout_rules[] = {
+    {TERN_GOP_IDENTITY, "view.alias", NULL, lower_alias},
+    {TERN_GOP_RESHAPE, "view.alias", NULL, lower_alias},
+    {TERN_GOP_FLATTEN, "view.alias", NULL, lower_alias},
+    {TERN_GOP_SQUEEZE, "view.alias", NULL, lower_alias},
+    {TERN_GOP_UNSQUEEZE, "view.alias", NULL, lower_alias},
+    {TERN_GOP_TRANSPOSE, "transpose.copy", NULL, lower_transpose},
+    {TERN_GOP_CONCAT, "concat.copy", NULL, lower_concat},
+    {TERN_GOP_SLICE, "slice.copy", NULL, lower_slice},
+    {TERN_GOP_SPLIT, "split.copy", NULL, lower_split},
+    {TERN_GOP_EXPAND, "expand.copy", NULL, lower_expand},
     {TERN_GOP_TRILU, "trilu", NULL, lx_lower_trilu},
     {TERN_GOP_TILE, "tile.copy", NULL, lx_lower_tile},
     {TERN_GOP_PAD, "pad.copy", NULL, lx_lower_pad},

@@ -86,7 +86,233 @@ static int lower_gemm(cc *c)
     return 1;
 }
 
+/* ---- the fast special cases (tried before this file's general rules; each applies function says why it
+ * declines, and a node without input 0 is taken so that the rule reports it) ---- */
+
+/* Contractions up to this length use the fused linear kernel (its row tile of the transposed input stays in
+ * SBUF; tern_lib_linear refuses K of about 11,000 and more on NeuronCore-v2); longer ones the HBM route. */
+#define LINEAR_MAX_K CC_LINEAR_MAX_K
+
+/* out[M, N] = a[M, K] @ w where w is [K, N] (w_view, already in the matmul dtype): a is transposed on chip into
+ * the matmul dtype, then the tutorial-blocked GEMM runs. */
+static void matmul2d(cc *c, tern_view out, tern_view a, tern_view w, uint64_t M, uint64_t K, uint64_t N)
+{
+    tern_dtype mdt = c->o->matmul_dtype;
+    tern_view aT = cc_temp(c, mdt, K, M);
+    tern_lib_transpose(c->k, aT, a);
+    tern_gemm_opts go;
+    tern_gemm_opts_default(&go);
+    go.acc_dtype = TERN_DTYPE_FP32;
+    /* SBUF accumulators in fp32 need smaller blocks than the tutorial's bf16 ones. */
+    go.tiles_in_block_m = 8;
+    tern_lib_gemm(c->k, out, aT, w, &go);
+    tern_kernel_release(c->k, aT);
+    c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+}
+
+int cc_node_is_linear(const tern_graph *g, int i)
+{
+    const tern_graph_node *n = tern_graph_node_at(g, i);
+    int gemm = n->op_id == TERN_GOP_GEMM; /* MatMul, Gemm, tern.MatMulBias: the registry's MATMUL flag */
+    if (!(tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_MATMUL))
+        return 0;
+    if (gemm && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
+                 tern_graph_attr_float(n, "beta", 1) != 1.0f))
+        return 0;
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0)
+        return 0;
+    const tern_graph_value *a = tern_graph_value_at(g, n->inputs[0]), *b = tern_graph_value_at(g, n->inputs[1]);
+    return b->constant && b->rank == 2 && a->rank >= 1 && a->dims[a->rank - 1] >= 1 &&
+           a->dims[a->rank - 1] <= LINEAR_MAX_K;
+}
+
+static tern_view weight_view(cc *c, cc_value *w, uint64_t K, uint64_t N, int transposed)
+{
+    /* transposed: the constant is [N, K] (Gemm transB); it is stored as [K, N] in the matmul dtype */
+    return cc_const2d(c, w->host, c->o->matmul_dtype, K, N, transposed);
+}
+
+static tern_act_func act_named(const char *a)
+{
+    if (!strcmp(a, "relu"))
+        return TERN_ACT_RELU;
+    if (!strcmp(a, "gelu"))
+        return TERN_ACT_GELU;
+    if (!strcmp(a, "gelu_tanh"))
+        return TERN_ACT_GELU_TANH;
+    return TERN_ACT_COPY;
+}
+
+static int lower_matmul(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    int is_gemm = n->op_id == TERN_GOP_GEMM, fused = n->op_id == TERN_GOP_MATMUL_BIAS;
+    cc_value *a = cc_in(c, 0), *b = cc_in(c, 1), *bias = (is_gemm || fused) ? cc_in(c, 2) : NULL;
+    cc_value *y = cc_out(c, 0, cc_float_out_dtype(c, 0));
+    if (!a || !b || !y)
+        return 1;
+    int transB = is_gemm ? (int)tern_graph_attr_int(n, "transB", 0) : 0;
+    if (is_gemm && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
+                    tern_graph_attr_float(n, "beta", 1) != 1.0f)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Gemm with transA, alpha or beta other than the defaults");
+        return 1;
+    }
+    if (a->rank < 1 || b->rank < 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "MatMul of a scalar");
+        return 1;
+    }
+    uint64_t K = (uint64_t)a->dims[a->rank - 1];
+    uint64_t M = a->rank >= 2 ? a->numel / K : 1;
+    tern_act_func act = fused ? act_named(tern_graph_attr_string(n, "activation", "none")) : TERN_ACT_COPY;
+    if (b->host && b->rank == 2) {
+        uint64_t N = (uint64_t)b->dims[transB ? 0 : 1];
+        tern_view w = weight_view(c, b, K, N, transB);
+        /* One fused kernel: transpose, matmul, bias and activation on chip, straight into y. */
+        tern_view bv = tern_view_none();
+        cc_value bias_tmp;
+        memset(&bias_tmp, 0, sizeof bias_tmp);
+        bias_tmp.flat = tern_view_none();
+        if (bias && bias->numel == N) {
+            bv = cc_view2d(c, bias, 0, 1, N, N);
+        } else if (bias && bias->numel == 1) {
+            bias_tmp.dt = TERN_DTYPE_FP32;
+            bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
+            lx_strided_copy(c, &bias_tmp, 0, bias, 0, 1, (int64_t[]){(int64_t)N}, (int64_t[]){0});
+            bv = cc_view2d(c, &bias_tmp, 0, 1, N, N);
+        } else if (bias) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "bias of %llu elements for %llu outputs",
+                    (unsigned long long)bias->numel, (unsigned long long)N);
+            return 1;
+        }
+        tern_view yv = cc_view2d(c, y, 0, M, N, N), av = cc_view2d(c, a, 0, M, K, K);
+        cc_value *res = fused && n->n_inputs > 3 ? cc_in(c, 3) : NULL; /* the fused residual Add */
+        if (res && res->numel != M * N) {
+            cc_fail(c, TERN_ERR_INVALID, "residual of %llu elements for a %llu x %llu output",
+                    (unsigned long long)res->numel, (unsigned long long)M, (unsigned long long)N);
+            return 1;
+        }
+        tern_view rv = res ? cc_view2d(c, res, 0, M, N, N) : tern_view_none();
+        /* the fused layer norm (passes.c): gamma, beta as [1, N] views */
+        int ln = fused && tern_graph_attr_int(n, "layernorm", 0);
+        cc_value *lg = ln ? cc_in(c, 4) : NULL, *lb = ln && n->n_inputs > 5 ? cc_in(c, 5) : NULL;
+        if (ln && (!lg || lg->numel != N || (lb && lb->numel != N))) {
+            cc_fail(c, TERN_ERR_INVALID, "fused layer norm: scale/bias of %llu/%llu elements for %llu outputs",
+                    lg ? (unsigned long long)lg->numel : 0ULL, lb ? (unsigned long long)lb->numel : 0ULL,
+                    (unsigned long long)N);
+            return 1;
+        }
+        tern_view gv = lg ? cc_view2d(c, lg, 0, 1, N, N) : tern_view_none();
+        tern_view btv = lb ? cc_view2d(c, lb, 0, 1, N, N) : tern_view_none();
+        float eps = tern_graph_attr_float(n, "epsilon", 1e-5f);
+        /* after a kernel that stores its output from ScalarE's queue (the fused attention, a layer norm), SyncE is
+         * free while that kernel computes: the first weights then stream meanwhile (the rows wait for the store
+         * anyway) */
+        tern_linear_ext lx = {rv, gv, btv, eps, a->stored_off_sync, tern_view_none()};
+        /* pre-LN fusion: output 0 is the layer's, output 1 the norm's */
+        cc_value *z = ln && n->n_outputs > 1 ? cc_out(c, 1, cc_float_out_dtype(c, 1)) : NULL;
+        if (ln && n->n_outputs > 1 && !z)
+            return 1;
+        tern_view outv = z ? cc_view2d(c, z, 0, M, N, N) : yv; /* what the fused kernel writes */
+        if (z)
+            lx.pre_out = yv;
+        if (!ln)
+            lx.gamma = lx.beta = tern_view_none();
+        /* the layer (with its layer norm when the fused kernel takes it, else the norm separately after) */
+        if (K <= LINEAR_MAX_K && tern_lib_linear_ext(c->k, outv, av, w, bv, act, &lx)) {
+            y->stored_off_sync = ln; /* the fused norm stores (both outputs) from ScalarE */
+            if (z)
+                z->stored_off_sync = 1;
+        } else {
+            /* dst: the layer's output before a layer norm the fused kernel could not take (y itself when it is
+             * an output of its own) */
+            tern_view dst = ln && !z ? cc_temp(c, TERN_DTYPE_FP32, M, N) : yv;
+            lx.gamma = lx.beta = lx.pre_out = tern_view_none();
+            if (K <= LINEAR_MAX_K) {
+                tern_lib_linear_ext(c->k, dst, av, w, bv, act, &lx);
+            } else {
+                /* A row tile of the fused kernel would not fit in SBUF: transpose + GEMM through HBM, then the
+                 * bias and activation pass. */
+                int post = bv.region >= 0 || act != TERN_ACT_COPY;
+                tern_view pre = post ? cc_temp(c, TERN_DTYPE_FP32, M, N) : dst;
+                matmul2d(c, pre, av, w, M, K, N);
+                c->model_flops -= 2.0 * (double)M * (double)N * (double)K; /* counted once below */
+                if (bv.region >= 0)
+                    tern_lib_bias_act(c->k, dst, pre, bv, act);
+                else if (post)
+                    tern_lib_unary(c->k, dst, pre, act, 1.0f);
+                if (post)
+                    tern_kernel_release(c->k, pre);
+                if (res)
+                    tern_lib_binary(c->k, dst, dst, rv, TERN_ALU_ADD);
+            }
+            if (ln) {
+                tern_lib_layernorm(c->k, outv, dst, gv, btv, eps);
+                if (!z)
+                    tern_kernel_release(c->k, dst);
+                (z ? z : y)->stored_off_sync = 1;
+            }
+        }
+        if (bias_tmp.flat.region >= 0)
+            tern_kernel_release(c->k, bias_tmp.flat);
+        c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+        return 1;
+    }
+    /* Both operands activations (attention): batched, numpy broadcasting of the batch dims of b. */
+    if (a->rank < 2 || b->rank < 2 || bias) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "MatMul of ranks %d and %d with non-constant weights", a->rank, b->rank);
+        return 1;
+    }
+    uint64_t Ma = (uint64_t)a->dims[a->rank - 2], N = (uint64_t)b->dims[b->rank - 1];
+    uint64_t batches = y->numel / (Ma * N);
+    int yb = y->rank - 2; /* output batch dims; each operand's batch dims align to their right (numpy) */
+    for (uint64_t i = 0; i < batches && cc_ok(c); i++) {
+        /* the operands' batch indices for output batch i: a size-1 batch dim of an operand broadcasts */
+        uint64_t ai = 0, bi = 0, rest = i, astride = 1, bstride = 1;
+        for (int d = yb - 1; d >= 0; d--) {
+            uint64_t yd = (uint64_t)y->dims[d], id = rest % yd;
+            rest /= yd;
+            int da = d - (yb - (a->rank - 2)), db = d - (yb - (b->rank - 2));
+            if (da >= 0) {
+                uint64_t ad = (uint64_t)a->dims[da];
+                ai += (ad == 1 ? 0 : id) * astride;
+                astride *= ad;
+            }
+            if (db >= 0) {
+                uint64_t bd = (uint64_t)b->dims[db];
+                bi += (bd == 1 ? 0 : id) * bstride;
+                bstride *= bd;
+            }
+        }
+        tern_view w = cc_temp(c, c->o->matmul_dtype, K, N);
+        cc_copy(c, w, cc_view2d(c, b, bi * K * N, K, N, N)); /* cast the moving operand on the way */
+        matmul2d(c, cc_view2d(c, y, i * Ma * N, Ma, N, N), cc_view2d(c, a, ai * Ma * K, Ma, K, K), w, Ma, K, N);
+        tern_kernel_release(c->k, w);
+    }
+    return 1;
+}
+
+static int gemm_plain_applies(cc *c, char *why, size_t len)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
+    if (!x)
+        return 1;
+    if (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
+        tern_graph_attr_float(n, "beta", 1) != 1.0f) {
+        snprintf(why, len, "transA, alpha or beta is not the default");
+        return 0;
+    }
+    if (!(b && b->host && b->rank == 2)) {
+        snprintf(why, len, "B is not a constant 2-D weight");
+        return 0;
+    }
+    return 1;
+}
+
 static const cc_rule linear_rules[] = {
+    {TERN_GOP_MATMUL, "matmul.linear", NULL, lower_matmul},
+    {TERN_GOP_MATMUL_BIAS, "matmul.linear", NULL, lower_matmul},
+    {TERN_GOP_GEMM, "matmul.linear", gemm_plain_applies, lower_matmul},
     {TERN_GOP_GEMM, "gemm.general", NULL, lower_gemm},
 };
 const cc_rule_set cc_rules_linear = CC_RULE_SET("lower_linear.c", linear_rules);

@@ -279,7 +279,48 @@ static int lower_lrn(cc *c)
     return 1;
 }
 
+/* ---- the fast special cases (tried before this file's general rules; each applies function says why it
+ * declines, and a node without input 0 is taken so that the rule reports it) ---- */
+
+static int lower_layernorm(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0), *g = cc_in(c, 1), *b = cc_in(c, 2);
+    cc_value *y = cc_out(c, 0, cc_float_out_dtype(c, 0));
+    if (!x || !y)
+        return 1;
+    int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", -1), x->rank);
+    if (axis != x->rank - 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "LayerNormalization over axis %lld (only the last axis)", (long long)axis);
+        return 1;
+    }
+    uint64_t r, cl;
+    lx_rows_cols(x, &r, &cl);
+    tern_view gv = g ? cc_view2d(c, g, 0, 1, cl, cl) : tern_view_none();
+    tern_view bv = b ? cc_view2d(c, b, 0, 1, cl, cl) : tern_view_none();
+    tern_lib_layernorm(c->k, lx_flat2d(c, y), lx_flat2d(c, x), gv, bv, tern_graph_attr_float(n, "epsilon", 1e-5f));
+    y->stored_off_sync = 1; /* tern_lib_layernorm stores from ScalarE's queue */
+    return 1;
+}
+
+static int layernorm_row_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    if (cc_norm_axis(tern_graph_attr_int(cc_node(c), "axis", -1), x->rank) != x->rank - 1) {
+        snprintf(why, len, "the axis is not the last one");
+        return 0;
+    }
+    if (cc_out_id(c, 1) >= 0 || cc_out_id(c, 2) >= 0) {
+        snprintf(why, len, "the mean or inverse standard deviation output is used");
+        return 0;
+    }
+    return 1;
+}
+
 static const cc_rule norm_rules[] = {
+    {TERN_GOP_LAYER_NORMALIZATION, "layernorm.row", layernorm_row_applies, lower_layernorm},
     {TERN_GOP_LAYER_NORMALIZATION, "layernorm.any", NULL, lower_layernorm_any},
     {TERN_GOP_INSTANCE_NORMALIZATION, "instancenorm", NULL, lower_instancenorm},
     {TERN_GOP_MEAN_VARIANCE_NORMALIZATION, "mvn", NULL, lower_mvn},

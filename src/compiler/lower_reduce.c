@@ -127,6 +127,92 @@ static int lower_reduce_any(cc *c)
     return 1;
 }
 
+/* ---- the fast special cases (tried before this file's general rules; each applies function says why it
+ * declines, and a node without input 0 is taken so that the rule reports it) ---- */
+
+static int lower_reduce(cc *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    if (!x || !y)
+        return 1;
+    /* axes: attribute (older opsets) or second input */
+    int64_t axes[CC_MAX_RANK];
+    size_t na = 0;
+    const tern_graph_attr *aa = tern_graph_node_attr(n, "axes");
+    cc_value *ai = cc_in(c, 1);
+    if (aa)
+        for (size_t i = 0; i < aa->n && na < CC_MAX_RANK; i++)
+            axes[na++] = cc_norm_axis(aa->ints[i], x->rank);
+    else if (ai && ai->host)
+        for (size_t i = 0; i < ai->host->count && na < CC_MAX_RANK; i++)
+            axes[na++] = cc_norm_axis((int64_t)tern_host_tensor_get(ai->host, i), x->rank);
+    if (na != 1 || axes[0] != x->rank - 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over axes other than the last one alone", n->op);
+        return 1;
+    }
+    tern_alu_op op = n->op_id == TERN_GOP_REDUCE_MAX ? TERN_ALU_MAX : TERN_ALU_ADD;
+    uint64_t rows, cols;
+    lx_rows_cols(x, &rows, &cols);
+    float scale = n->op_id == TERN_GOP_REDUCE_MEAN ? 1.0f / (float)cols : 1.0f;
+    const uint64_t P = c->cfg.partitions; /* rows per tile: the machine's */
+    for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
+        uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
+        if (cols > 40000) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements per row", n->op, (unsigned long long)cols);
+            return 1;
+        }
+        tern_view t = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, (uint32_t)cols, "reduce_in");
+        tern_view o = tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, 1, "reduce_out");
+        tern_kernel_load(c->k, t, cc_view2d(c, x, r0 * cols, p, cols, cols));
+        tern_kernel_tensor_reduce(c->k, o, t, op, 1, 0);
+        if (scale != 1.0f)
+            tern_kernel_tensor_scalar(c->k, TERN_ENGINE_AUTO, o, o, TERN_ALU_MULT, scale, TERN_ALU_BYPASS, 0.0f);
+        tern_kernel_store(c->k, cc_view2d(c, y, r0, p, 1, 1), o);
+        tern_kernel_release(c->k, t);
+        tern_kernel_release(c->k, o);
+    }
+    return 1;
+}
+
+/* A Reduce node over the last axis alone (its axes decoded as inference reads them, graph_reduce_axes_decode). */
+static int reduces_last_axis_only(cc *c, const cc_value *x)
+{
+    int given = cc_in_id(c, 1) >= 0;
+    cc_value *ai = given ? cc_in(c, 1) : NULL;
+    graph_axes_args ax;
+    char why[160];
+    if (graph_reduce_axes_decode(cc_node(c), tern_graph_opset(c->g), given, ai ? ai->host : NULL, &ax, why,
+                                 sizeof why) || !ax.known)
+        return 0; /* the general rule reports it */
+    return ax.n == 1 && cc_norm_axis(ax.axes[0], x->rank) == x->rank - 1; /* no axes: all of them */
+}
+
+static int reduce_last_applies(cc *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    if (!reduces_last_axis_only(c, x)) {
+        snprintf(why, len, "it does not reduce the last axis alone");
+        return 0;
+    }
+    if (!(x->rank > 0 && x->dims[x->rank - 1] <= 40000)) {
+        snprintf(why, len, "the last axis is longer than 40000");
+        return 0;
+    }
+    return 1;
+}
+
+static const cc_rule reduce_last_rules[] = {
+    {TERN_GOP_REDUCE_MEAN, "reduce.last", reduce_last_applies, lower_reduce},
+    {TERN_GOP_REDUCE_SUM, "reduce.last", reduce_last_applies, lower_reduce},
+    {TERN_GOP_REDUCE_MAX, "reduce.last", reduce_last_applies, lower_reduce},
+};
+/* Before lower_reduce_long.c's rules (rules.c): the last-axis rows it handles faster. */
+const cc_rule_set cc_rules_reduce_last = CC_RULE_SET("lower_reduce.c", reduce_last_rules);
+
 static const cc_rule reduce_rules[] = {
     {TERN_GOP_REDUCE_SUM, "reduce.any", NULL, lower_reduce_any},
     {TERN_GOP_REDUCE_MEAN, "reduce.any", NULL, lower_reduce_any},

@@ -263,3 +263,111 @@ void lx_ew_apply(cc *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, cons
         tern_kernel_release(c->k, o);
     }
 }
+
+/* ---- the helpers of the fast special cases (from lower.c): rows x cols views, one-DMA strided copies and
+ * broadcasts into scratch tensors ---- */
+
+void lx_rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols)
+{
+    *cols = x->rank > 0 ? (uint64_t)x->dims[x->rank - 1] : 1;
+    if (*cols == 0)
+        *cols = 1;
+    *rows = x->numel / *cols;
+}
+
+tern_view lx_flat2d(cc *c, cc_value *x)
+{
+    uint64_t r, cl;
+    lx_rows_cols(x, &r, &cl);
+    return cc_view2d(c, x, 0, r, cl, cl);
+}
+
+/* Copy src (viewed with `rank` dims `dims` and element strides `st`, starting at element `off`) into the
+ * contiguous tensor dst: one DMA whose source pattern has at most a partition dim and four free dims after
+ * merging dims that are contiguous with each other. Zero strides broadcast. */
+void lx_strided_copy(cc *c, cc_value *dst, uint64_t dst_off, cc_value *src, uint64_t off, int rank,
+                         const int64_t *dims, const int64_t *st)
+{
+    int64_t od[CC_MAX_RANK], os[CC_MAX_RANK];
+    int n = 0;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 1)
+            continue; /* size-1 dims move nothing */
+        if (n > 0 && os[n - 1] == st[d] * dims[d]) {
+            od[n - 1] *= dims[d];
+            os[n - 1] = st[d];
+        } else {
+            od[n] = dims[d];
+            os[n] = st[d];
+            n++;
+        }
+    }
+    if (n == 0) {
+        od[0] = 1;
+        os[0] = 1;
+        n = 1;
+    }
+    uint64_t total = 1;
+    for (int d = 0; d < n; d++)
+        total *= (uint64_t)od[d];
+    uint32_t parts = 1;
+    int64_t pstep = 0;
+    int first = 0;
+    if (n == 5 || (n > 1 && od[0] <= 65535)) {
+        if (od[0] > 65535) {
+            cc_fail(c, TERN_ERR_UNSUPPORTED, "a copy with an outer dimension of %lld over 5 dimensions",
+                    (long long)od[0]);
+            return;
+        }
+        parts = (uint32_t)od[0];
+        pstep = os[0];
+        first = 1;
+    }
+    if (n - first > 4) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "a copy pattern of %d dimensions after merging (at most 5)", n);
+        return;
+    }
+    uint32_t nums[4];
+    int32_t steps[4];
+    for (int d = first; d < n; d++) {
+        if (od[d] > UINT32_MAX || os[d] > INT32_MAX || os[d] < INT32_MIN) {
+            cc_fail(c, TERN_ERR_RANGE, "a copy dimension of %lld (stride %lld) exceeds the access pattern",
+                    (long long)od[d], (long long)os[d]);
+            return;
+        }
+        nums[d - first] = (uint32_t)od[d];
+        steps[d - first] = (int32_t)os[d];
+    }
+    tern_view s = cc_view(c, src, off, parts, pstep, (unsigned)(n - first), nums, steps);
+    tern_view t = cc_view2d(c, dst, dst_off, 1, total, total);
+    cc_copy(c, t, s);
+}
+
+/* Row-major strides of x. */
+/* x broadcast to the shape (rank, dims) as a view: x itself when the shapes match, else a scratch copy. */
+cc_value *lx_broadcast_to(cc *c, cc_value *x, cc_value *out, cc_value *tmp)
+{
+    if (cc_same_shape(x, out))
+        return x;
+    int64_t xs[CC_MAX_RANK], st[CC_MAX_RANK];
+    cc_strides(x, xs);
+    for (int d = 0; d < out->rank; d++) {
+        int xd = d - (out->rank - x->rank);
+        st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
+    }
+    memset(tmp, 0, sizeof *tmp);
+    *tmp = *out;
+    tmp->dt = x->dt;
+    tmp->host = NULL;
+    tmp->flat = cc_temp(c, x->dt, 1, out->numel);
+    if (tmp->flat.region < 0)
+        return NULL;
+    lx_strided_copy(c, tmp, 0, x, 0, out->rank, out->dims, st);
+    return tmp;
+}
+
+void lx_release_tmp(cc *c, cc_value *tmp, cc_value *used)
+{
+    if (used == tmp && tmp->flat.region >= 0)
+        tern_kernel_release(c->k, tmp->flat);
+}

@@ -49,6 +49,17 @@ void lx_ew_apply(cc *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, cons
 /* Refuses (records a failure) a non-float x for a float-only op; returns 0 then. */
 int lx_need_float(cc *c, cc_value *x);
 
+/* lower_tiles.c, the fast special cases' helpers: x seen as [numel / C, C] (rows_cols, flat2d); src viewed with
+ * (rank, dims, element strides st) from element off copied into the contiguous dst in one DMA of at most a
+ * partition dim and four free dims after merging (zero strides broadcast); x broadcast to out's shape as x
+ * itself or a scratch copy in tmp, released with lx_release_tmp. */
+void lx_rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols);
+tern_view lx_flat2d(cc *c, cc_value *x);
+void lx_strided_copy(cc *c, cc_value *dst, uint64_t dst_off, cc_value *src, uint64_t off, int rank,
+                     const int64_t *dims, const int64_t *st);
+cc_value *lx_broadcast_to(cc *c, cc_value *x, cc_value *out, cc_value *tmp);
+void lx_release_tmp(cc *c, cc_value *tmp, cc_value *used);
+
 /* lower_layout.c (its rule array, cc_rules_layout, names them) */
 int lx_lower_depth_space(cc *c);
 int lx_lower_eyelike(cc *c);

@@ -7,10 +7,11 @@
 
 #include "compiler/compile_internal.h"
 
-/* Selection order: the fast special cases (lower.c) before the general rules of the family files, whose ops
- * do not overlap each other's. */
+/* Selection order: the sets in this order, each array in its own order. A family file's array lists its fast
+ * special cases before its general rules; the family files' ops do not overlap, except the reductions, whose
+ * last-axis rule (cc_rules_reduce_last) comes before lower_reduce_long.c's and those before the general one. */
 static const cc_rule_set *const rule_sets[] = {
-    &cc_rules_core,   &cc_rules_cnn,  &cc_rules_attention, &cc_rules_scatter, &cc_rules_reduce_long,
+    &cc_rules_reduce_last, &cc_rules_cnn,  &cc_rules_attention, &cc_rules_scatter, &cc_rules_reduce_long,
     &cc_rules_elementwise, &cc_rules_reduce, &cc_rules_axis, &cc_rules_linear, &cc_rules_norm, &cc_rules_index,
     &cc_rules_layout,
 };

@@ -47,8 +47,8 @@ PY
 expect 0 "$tern" compile "$tmp/mix.onnx" -o "$tmp/mix.tern" --explain
 row() { grep -E "^[0-9]+ +$1 " "$tmp/out" || echo "(no row for $1)"; }
 for want in "pad0 +Pad +pad.copy \(lower_layout.c\)" "conv0 +Conv +conv \(lower_cnn.c\)" \
-            "reshape0 +Reshape +view.alias \(lower.c\)" "matmul0 +MatMul +matmul.linear \(lower.c\)" \
-            "softmax_last +Softmax +softmax.row \(lower.c\)$" \
+            "reshape0 +Reshape +view.alias \(lower_layout.c\)" "matmul0 +MatMul +matmul.linear \(lower_linear.c\)" \
+            "softmax_last +Softmax +softmax.row \(lower_axis.c\)$" \
             "softmax_first +Softmax +axis.general \(lower_axis.c\) +\[passed over: softmax.row: the axis is not the last one\]" \
             "gemm_alpha +Gemm +gemm.general \(lower_linear.c\) +\[passed over: matmul.linear: transA, alpha or beta is not the default\]"; do
     name=${want%% *}
@@ -62,7 +62,7 @@ if grep -q "^node " "$tmp/out"; then bad "explain header without --explain"; els
 
 # no rule for Mish: the compile fails, and the explain row names why
 expect 1 "$tern" compile "$tmp/mish.onnx" -o "$tmp/mish.tern" --explain
-if row relu0 | grep -qE "relu0 +Relu +unary.act \(lower.c\)"; then ok; else bad "relu row: $(row relu0)"; fi
+if row relu0 | grep -qE "relu0 +Relu +unary.act \(lower_elementwise.c\)"; then ok; else bad "relu row: $(row relu0)"; fi
 if row mish0 | grep -qE "mish0 +Mish +none: .*op Mish is not supported on the device yet"; then ok; else
     bad "mish row: $(row mish0)"; fi
 contains "$tmp/err" "Mish is not supported"
