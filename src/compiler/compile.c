@@ -1,5 +1,5 @@
 /* The compiler driver: optimise the graph, place every value in HBM, lower each node with its op's lowering
- * (lower.c), release scratch tensors after their last reader, and assemble the executable (one program per core,
+ * (rules.c picks the rule from the family files' arrays), release scratch tensors after their last reader, and assemble the executable (one program per core,
  * the same program on every core when a batch is split). */
 #include <math.h>
 #include <stdarg.h>

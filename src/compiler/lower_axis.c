@@ -1,4 +1,5 @@
-/* Ops along one axis: ArgMax/ArgMin, Hardmax, Softmax/LogSoftmax (any axis, and rows longer than one
+/* Ops along one axis: the last-axis Softmax whose row fits one partition by the library's row softmax
+ * (softmax.row), and in general ArgMax/ArgMin, Hardmax, Softmax/LogSoftmax (any axis, and rows longer than one
  * partition holds), CumSum. The axis is moved innermost, rows are processed as [128, cols] tiles (long rows in
  * chunks with running statistics), and the result is moved back. */
 #include <math.h>

@@ -1,9 +1,12 @@
-/* Elementwise lowerings beyond lower.c's one-instruction cases: activations composed from ScalarE functions and
+/* Elementwise lowerings. The fast special cases: binary ALU ops on VectorE (broadcasts by one DMA, a trailing
+ * size-1 operand as a per-partition scalar), unary ops as one ScalarE activation, Pow by a constant 2, 0.5, 1,
+ * -1 or 3, Cast between floats, Dropout at inference and Where. The general rules: activations composed from
+ * ScalarE functions and
  * VectorE ALU ops (Clip, LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softsign, PRelu, ThresholdedRelu,
  * Shrink), more math (Mod, Floor, Ceil, Round, Cos, Tan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan, Asin, Acos, IsNaN,
  * IsInf, Not, BitShift, Pow with a tensor exponent, n-ary Sum/Mean/Max/Min, integer Div) and Cast/CastLike in
  * general (float to integer truncates, text casts), each as a tile program run by lx_ew_apply over fp32 (or
- * int32) tiles of the flattened, broadcast operands. The rules here take what lower.c's special cases decline. */
+ * int32) tiles of the flattened, broadcast operands; they take what the special cases decline. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* Gathers with run-time indices: Gather on any axis, GatherElements and GatherND, as per-row index arithmetic
- * in fp32 (exact below 2^24, IDX_BIG) driving DMA gathers; lower.c's gather.const rule keeps constant indices and
- * embedding tables. */
+ * in fp32 (exact below 2^24, IDX_BIG) driving DMA gathers; before them, the gather.const rule takes constant
+ * indices and constant tables gathered on axis 0 (embeddings). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
-/* Layout lowerings of further ONNX ops (their rules: the array at the end, cc_rules_layout): Trilu, Tile, Pad,
- * DepthToSpace and SpaceToDepth as strided DMAs; Resize/Upsample as one constant interpolation matrix per resized axis, computed on
+/* Layout lowerings (their rules: the array at the end, cc_rules_layout): views (Reshape, Flatten, Squeeze,
+ * Unsqueeze, Identity alias their input), Transpose, Concat, Slice, Split and Expand as strided DMAs, Trilu, Tile,
+ * Pad, DepthToSpace and SpaceToDepth as strided DMAs; Resize/Upsample as one constant interpolation matrix per resized axis, computed on
  * the host as ONNX's reference does (every mode and coordinate transformation); EyeLike, OneHot and TopK. */
 #include <math.h>
 #include <stdlib.h>

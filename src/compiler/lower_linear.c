@@ -1,5 +1,7 @@
-/* Gemm with every attribute (transA, transB, alpha, beta, a broadcast C): the general rule behind lower.c's
- * fused linear layer, which takes only the default Gemm with a constant 2-D weight. */
+/* Linear layers. The fast rule (matmul.linear): MatMul, tern.MatMulBias and the default Gemm with a constant
+ * 2-D weight through the fused linear kernel (bias, activation, residual and layer-norm epilogues) or, for two
+ * run-time operands, the tiled GEMM with numpy batch broadcasting. The general rule: Gemm with every attribute
+ * (transA, transB, alpha, beta, a broadcast C). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

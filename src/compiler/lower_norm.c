@@ -1,6 +1,7 @@
 /* Normalisations in general: LayerNormalization over any axis with its Mean/InvStdDev outputs,
  * InstanceNormalization, MeanVarianceNormalization and LRN, on row statistics of [rows, cols] tiles after the
- * normalised axes are moved innermost. lower.c's layernorm.row rule keeps the last-axis LayerNormalization. */
+ * normalised axes are moved innermost; before them, the layernorm.row rule takes the last-axis
+ * LayerNormalization with the library's row kernel. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

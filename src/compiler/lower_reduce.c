@@ -1,6 +1,7 @@
 /* Reductions over any axes (every Reduce* op): the reduced axes are moved innermost (lx_axes_last) and each
  * [rows, cols] tile is reduced on VectorE, with the L1/L2/log-sum/log-sum-exp/sum-square forms composed around
- * the sum or max; lower.c's reduce.last rule keeps the last-axis ReduceSum/Mean/Max it does faster. */
+ * the sum or max. The reduce.last rule (its own set, tried before lower_reduce_long.c's) keeps the last-axis
+ * ReduceSum/Mean/Max of rows up to 40,000 it does faster with the library's row reductions. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -264,7 +264,7 @@ void lx_ew_apply(cc *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, cons
     }
 }
 
-/* ---- the helpers of the fast special cases (from lower.c): rows x cols views, one-DMA strided copies and
+/* ---- the helpers of the fast special cases: rows x cols views, one-DMA strided copies and
  * broadcasts into scratch tensors ---- */
 
 void lx_rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols)

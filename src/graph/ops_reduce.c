@@ -1,6 +1,6 @@
 /* The reduce family's shared parameter decoding (op_params.h): the axes every Reduce op reads, from the attribute
  * or (ReduceSum from opset 13, the others from 18) from input 1, decoded one way for inference, the host evaluator
- * and the compiler's reduction rules (lower.c, lower_reduce.c), which before read them in four places and did not
+ * and the compiler's reduction rules (lower_reduce.c), which before read them in four places and did not
  * agree on which source wins. Then the family's shape inference (Reduce*, ArgMax/ArgMin) and host reference
  * evaluation (Reduce*, ArgMax/ArgMin, the Softmax family, whose statistics are reductions, and CumSum). */
 #include "graph_internal.h"
