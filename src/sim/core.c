@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "sim/core_internal.h"
-#include "sim/pool.h"
+#include "sim/host_threads.h"
 
 static const char *const operand_names[TERN_INSTR_OPERANDS] = {"dst", "in0", "in1", "in2", "extra"};
 const char *operand_name(int slot) { return slot >= 0 && slot < TERN_INSTR_OPERANDS ? operand_names[slot] : "?"; }

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "sim/pool.h"
+#include "sim/host_threads.h"
 #include "sim/rules.h"
 
 #ifndef M_PI

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "sim/matmul.h"
-#include "sim/pool.h"
+#include "sim/host_threads.h"
 #include "sim/rules.h"
 
 static int tensor_input_dtype_ok(tern_dtype t)

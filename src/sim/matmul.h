@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/pool.h"
+#include "sim/host_threads.h"
 #include "tern/base.h"
 
 /* out[m*N+n] = fma-chain over k ascending of s[k*M+m] * x[k*N+n], starting from +0. */

@@ -1,4 +1,4 @@
-/* Private to sim: the timing model's rules (timing.c), used by the scheduler in run.c. */
+/* Private to sim: the timing model's rules (timing.c), used by the scheduler in schedule.c. */
 #ifndef TERN_SIM_TIMING_H
 #define TERN_SIM_TIMING_H
 
