@@ -7,12 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "tern/npy.h"
 #include "tern/runtime.h"
 #include "tern/train.h"
+
+static double host_now(void) /* --progress: host seconds */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void usage(FILE *f)
 {
@@ -57,6 +65,8 @@ static void usage(FILE *f)
             "                        end and with --every K every K steps; atomic (written, then renamed)\n"
             "  --resume DIR          continue from DIR/checkpoint.tck up to --steps in all (bit-exact)\n"
             "  --timing-only         predict the step time without values\n"
+            "  --progress            host progress on stderr: the step graph's build time, then after each step\n"
+            "                        the host time elapsed and the estimated time left\n"
             "  --json                one JSON object on stdout instead of per-step lines\n");
 }
 
@@ -84,7 +94,7 @@ int tern_cmd_train(int argc, char **argv)
     const char *opt_name = "adamw", *prec = "fp32", *sched = "constant";
     int64_t steps = 100, batch = 32, ignore = -100, warmup = 0;
     uint64_t seed = 0;
-    int shuffle = 0, json = 0, timing = 0, wd_given = 0;
+    int shuffle = 0, json = 0, timing = 0, wd_given = 0, progress = 0;
     tern_train_opts o;
     tern_train_opts_default(&o);
     int rc;
@@ -215,6 +225,8 @@ int tern_cmd_train(int argc, char **argv)
             resume = v;
         } else if (!strcmp(a, "--timing-only")) {
             timing = 1;
+        } else if (!strcmp(a, "--progress")) {
+            progress = 1;
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (a[0] == '-') {
@@ -378,10 +390,16 @@ int tern_cmd_train(int argc, char **argv)
                 yf[k] = (float)tern_npy_get(&Y, k);
         }
     }
+    double t_start = host_now();
+    if (progress)
+        fprintf(stderr, "progress: building and compiling the training step of %s\n", model);
     if (tern_train_create(model, &o, &t, &err)) {
         fail(err.msg);
         goto done;
     }
+    if (progress)
+        fprintf(stderr, "progress: step graph compiled in %.1f s\n", host_now() - t_start);
+    double t_steps = host_now();
     if (tern_train_data_name(t) && !data) {
         fprintf(stderr, "tern train: the model's input '%s' needs --data\n", tern_train_data_name(t));
         goto done;
@@ -507,6 +525,12 @@ int tern_cmd_train(int argc, char **argv)
                    (unsigned long long)info.step, (long long)steps, info.loss, info.grad_norm,
                    info.step_seconds * 1e3, info.samples_per_s, info.mfu);
         fflush(stdout);
+        if (progress) { /* ETA from the mean host time of this run's steps so far */
+            double el = host_now() - t_steps, per = el / (double)(s - first + 1);
+            fprintf(stderr, "progress: step %llu/%lld, %.1f s elapsed (%.2f s per step), ETA %.1f s\n",
+                    (unsigned long long)info.step, (long long)steps, host_now() - t_start, per,
+                    per * (double)(steps - s - 1));
+        }
         if (ckpt && ((every && info.step % (uint64_t)every == 0) || s == steps - 1) &&
             tern_train_save_checkpoint(t, ckpath, (uint64_t)pos, order, &err)) {
             if (json)
