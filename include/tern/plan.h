@@ -67,9 +67,10 @@ enum { TERN_RECOMPUTE_NONE = 0, TERN_RECOMPUTE_FULL = 1, TERN_RECOMPUTE_SELECTIV
 const char *tern_plan_recompute_name(int recompute); /* "none", "full", "selective" */
 
 /* One layout. A knob < 0 in tern_plan_opts.fixed is searched. vpp: virtual pipeline stages (model chunks) per
- * pipeline rank, the interleaved 1F1B schedule when > 1. */
+ * pipeline rank, the interleaved 1F1B schedule when > 1. ep: expert parallelism of a mixture of experts, the
+ * experts sharded over ep data-parallel ranks (ep divides dp and the experts; 1 for a dense model). */
 typedef struct {
-    int tp, pp, dp, microbatch, zero, recompute, vpp;
+    int tp, pp, dp, microbatch, zero, recompute, vpp, ep;
 } tern_plan_layout;
 
 /* Memory per core (bytes), by part. */
@@ -85,6 +86,7 @@ typedef struct {
     double bubble_s;         /* pipeline idle time of the busiest stage (from the schedule) */
     double comm_exposed_s, comm_overlapped_s;
     double tp_comm_s, dp_comm_s, pp_comm_s; /* each collective family's total time per step (exposed or not) */
+    double ep_comm_s;                       /* the expert-parallel all-to-alls per step (exposed) */
     double layer_fwd_s, layer_bwd_s;        /* one layer, one micro-batch, as simulated */
     double head_fwd_s, head_bwd_s;          /* embedding + LM head + loss, one micro-batch */
     int micro_batches;

@@ -23,7 +23,7 @@ static void usage(FILE *f)
             "  --cluster   an instance or system (trn1.32xlarge, trn2.48xlarge, trn2-ultraserver) or NxINSTANCE\n"
             "              (32xtrn1.32xlarge); --machine is the same\n"
             "  --layout    fix some knobs; the others are searched (tp, pp, vpp = virtual stages per pipeline rank,\n"
-            "              dp, mb = micro-batch, zero, recompute = none|full|selective or 0|1|2)\n"
+            "              dp, mb = micro-batch, zero, recompute = none|full|selective or 0|1|2, ep = expert parallelism)\n"
             "  --top       plans to print (default 5; the JSON holds them too)\n"
             "  --tokens    job size in tokens (1e12) for the job's cost and hours; --steps N likewise\n"
             "  --gpu-mfu   the MFU assumed for the GPU comparison (default 0.40)\n"
@@ -66,6 +66,8 @@ static int parse_layout(const char *s, tern_plan_layout *L)
             L->recompute = (int)v;
         else if (!strcmp(tok, "vpp") && v >= 1)
             L->vpp = (int)v;
+        else if (!strcmp(tok, "ep") && v >= 1)
+            L->ep = (int)v;
         else
             return 0;
     }
@@ -95,17 +97,17 @@ static void print_json(FILE *f, const tern_plan_out *o, size_t top, const tern_p
         const tern_plan_result *r = &o->plans[i];
         fprintf(f,
                 "%s{\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"microbatch\":%d,\"zero\":%d,\"recompute\":\"%s\","
-                "\"vpp\":%d},\"fits\":%s,",
+                "\"vpp\":%d,\"ep\":%d},\"fits\":%s,",
                 i ? "," : "", r->layout.tp, r->layout.pp, r->layout.dp, r->layout.microbatch, r->layout.zero,
-                tern_plan_recompute_name(r->layout.recompute), r->layout.vpp, r->fits ? "true" : "false");
+                tern_plan_recompute_name(r->layout.recompute), r->layout.vpp, r->layout.ep, r->fits ? "true" : "false");
         if (r->fits)
             fprintf(f,
                     "\"step_s\":%.6g,\"seq_per_s\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.4f,\"micro_batches\":%d,"
                     "\"compute_s\":%.6g,\"bubble_s\":%.6g,\"comm_exposed_s\":%.6g,\"comm_overlapped_s\":%.6g,"
-                    "\"tp_comm_s\":%.6g,\"pp_comm_s\":%.6g,\"dp_comm_s\":%.6g,\"layer_fwd_s\":%.6g,"
+                    "\"tp_comm_s\":%.6g,\"pp_comm_s\":%.6g,\"dp_comm_s\":%.6g,\"ep_comm_s\":%.6g,\"layer_fwd_s\":%.6g,"
                     "\"layer_bwd_s\":%.6g,\"head_fwd_s\":%.6g,\"head_bwd_s\":%.6g,",
                     r->step_s, r->seq_per_s, r->tokens_per_s, r->mfu, r->micro_batches, r->compute_s, r->bubble_s,
-                    r->comm_exposed_s, r->comm_overlapped_s, r->tp_comm_s, r->pp_comm_s, r->dp_comm_s,
+                    r->comm_exposed_s, r->comm_overlapped_s, r->tp_comm_s, r->pp_comm_s, r->dp_comm_s, r->ep_comm_s,
                     r->layer_fwd_s, r->layer_bwd_s, r->head_fwd_s, r->head_bwd_s);
         else
             fprintf(f, "\"step_s\":null,\"seq_per_s\":null,\"tokens_per_s\":null,\"mfu\":null,");
@@ -147,9 +149,11 @@ static void print_table(FILE *f, const tern_plan_out *o, size_t top, const tern_
             "MFU", "HBM GiB", "bubble s", "comm exp", "comm ov", "$/step");
     for (size_t i = 0; i < top && i < o->count; i++) {
         const tern_plan_result *r = &o->plans[i];
-        char lay[80];
-        snprintf(lay, sizeof lay, "tp=%d pp=%d vpp=%d dp=%d mb=%d zero=%d rc=%s", r->layout.tp, r->layout.pp,
-                 r->layout.vpp, r->layout.dp, r->layout.microbatch, r->layout.zero,
+        char lay[96], ep[16] = "";
+        if (r->layout.ep > 1)
+            snprintf(ep, sizeof ep, " ep=%d", r->layout.ep);
+        snprintf(lay, sizeof lay, "tp=%d pp=%d vpp=%d dp=%d%s mb=%d zero=%d rc=%s", r->layout.tp, r->layout.pp,
+                 r->layout.vpp, r->layout.dp, ep, r->layout.microbatch, r->layout.zero,
                  tern_plan_recompute_name(r->layout.recompute));
         if (r->fits) {
             char cost[32] = "n/a";
@@ -171,9 +175,9 @@ static void print_table(FILE *f, const tern_plan_out *o, size_t top, const tern_
                    "forward %.3f ms, backward %.3f ms; %d micro-batches per step\n",
                 b->layout.tp, b->layout.microbatch, b->layer_fwd_s * 1e3, b->layer_bwd_s * 1e3, b->head_fwd_s * 1e3,
                 b->head_bwd_s * 1e3, b->micro_batches);
-        fprintf(f, "best: comm per step: TP %.3f s, PP %.3f s (exposed), DP %.3f s (%.3f s hidden behind the "
-                   "backward)\n",
-                b->tp_comm_s, b->pp_comm_s, b->dp_comm_s, b->comm_overlapped_s);
+        fprintf(f, "best: comm per step: TP %.3f s, EP %.3f s, PP %.3f s (exposed), DP %.3f s (%.3f s hidden behind "
+                   "the backward)\n",
+                b->tp_comm_s, b->ep_comm_s, b->pp_comm_s, b->dp_comm_s, b->comm_overlapped_s);
         if (o->price_usd_h > 0)
             fprintf(f, "best: $%.4f per step, $%.4f per million tokens%s", b->cost_per_step_usd, b->cost_per_mtok_usd,
                     op->tokens > 0 || op->steps > 0 ? "" : "\n");

@@ -34,7 +34,7 @@ typedef struct {
     const tern_model_cfg *c;
     int E;         /* activation element type */
     int64_t T, Tsp, H, hq, hkv, D, F, mb, seq;
-    int tp;
+    int tp, ep;
 } ctx;
 
 static int in_n(ctx *x, int elem, int rank, const int64_t *d) { return plan_onnx_input(x->g, elem, rank, d); }
@@ -260,6 +260,42 @@ static void attn_block_bwd(ctx *x, int64_t B, int64_t blk)
         plan_onnx_output(x->g, g + k, ONNX_FLOAT, 4, shape[k]);
 }
 
+/* Mixture of experts, balanced routing: each of the E experts takes te = ceil(T k / E) of the T x k routed rows.
+ * Dispatch is a Gather of the token rows in expert order (indices a graph input: the router's top-k is data), the
+ * combine a Gather back into token order, the k results weighted by the router's probabilities and summed. With
+ * expert parallelism over ep ranks the dispatched rows leave the graph (the all-to-all, timed on the fabric) and
+ * each of the rank's E / ep experts takes ep x te rows from the group; its outputs go back by the second
+ * all-to-all. */
+static int moe_fwd(ctx *x, int b)
+{
+    int64_t E = x->c->experts, k = x->c->experts_per_tok, te = (x->T * k + E - 1) / E, El = E / x->ep;
+    int router = softmax(x, mm_rows(x, b, x->T, x->H, in2(x, x->H, E), E));
+    out2(x, router, x->T, E);
+    int64_t nd = E * te;
+    int disp = op2(x, "Gather", b, in_n(x, ONNX_INT64, 1, &nd)); /* [E te, H] in expert order */
+    int outs[256], no = 0;
+    if (x->ep > 1)
+        out2(x, disp, nd, x->H); /* the dispatch all-to-all */
+    for (int64_t e = 0; e < El && no < 256; e++) {
+        int64_t rows = x->ep > 1 ? x->ep * te : te;
+        int be = x->ep > 1 ? in2(x, rows, x->H) : slice(x, disp, 0, e * te, (e + 1) * te);
+        int eo = mlp(x, be, rows);
+        if (x->ep > 1)
+            out2(x, eo, rows, x->H); /* the combine all-to-all */
+        else
+            outs[no++] = eo;
+    }
+    int back = x->ep > 1 ? in2(x, nd, x->H) : concat(x, no, outs, 0);
+    /* the combine: for each of the k choices, a Gather of the T tokens' rows, weighted by their probability */
+    int acc = -1;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t t = x->T;
+        int tj = op2(x, "Mul", op2(x, "Gather", back, in_n(x, ONNX_INT64, 1, &t)), in2(x, x->T, 1));
+        acc = acc < 0 ? tj : op2(x, "Add", acc, tj);
+    }
+    return acc;
+}
+
 /* One layer forward. x_sp: the layer input on the sequence-parallel shard [Tsp, H]. connected: chain the pieces
  * through real values (tp = 1, the whole-model graph) instead of collective outputs as new inputs. */
 static int layer_fwd(ctx *x, int x_sp, int connected)
@@ -313,24 +349,10 @@ static int layer_fwd(ctx *x, int x_sp, int connected)
         out2(x, n2, x->Tsp, x->H);
         b = in2(x, x->T, x->H);
     }
-    int m;
-    if (x->c->experts > 1) {
-        int router = softmax(x, mm_rows(x, b, x->T, x->H, in2(x, x->H, x->c->experts), x->c->experts));
-        out2(x, router, x->T, x->c->experts);
-        int64_t te = (x->T * x->c->experts_per_tok + x->c->experts - 1) / x->c->experts;
-        for (int64_t e = 0; e < x->c->experts; e++) {
-            int be = in2(x, te, x->H); /* the tokens routed to expert e (dispatch not in the graph) */
-            out2(x, mlp(x, be, te), te, x->H);
-        }
-        m = in2(x, x->T, x->H); /* the combined expert outputs (combine not in the graph) */
-    } else {
-        m = mlp(x, b, x->T);
-    }
+    int m = x->c->experts > 1 ? moe_fwd(x, b) : mlp(x, b, x->T);
     int m_in = m;
-    if (!connected && x->c->experts == 1) {
+    if (!connected) {
         out2(x, m, x->T, x->H);
-        m_in = in2(x, x->Tsp, x->H);
-    } else if (x->c->experts > 1) {
         m_in = in2(x, x->Tsp, x->H);
     }
     return op2(x, "Add", r, m_in);
@@ -385,11 +407,36 @@ static void layer_bwd(ctx *x)
     /* MLP (the reduce-scattered output's gradient arrives all-gathered: [T, H]) */
     int dy = in2(x, x->T, x->H);
     if (x->c->experts > 1) {
-        int64_t te = (x->T * x->c->experts_per_tok + x->c->experts - 1) / x->c->experts;
-        for (int64_t e = 0; e < x->c->experts; e++)
-            out2(x, mlp_bwd(x, in2(x, te, x->H), te), te, x->H);
-        int dr = linear_bwd(x, softmax(x, in2(x, x->T, x->c->experts)), x->T, x->H, x->c->experts);
-        out2(x, dr, x->T, x->H);
+        /* the combine's backward: each routed row's gradient is its token's, weighted (a Gather into expert
+         * order), and the router weights' gradient the row-wise dot with the expert output; the experts'
+         * backward (after the all-to-all under ep); the dispatch's backward: the rows gathered back into token
+         * order and their k copies summed; the router's linear */
+        int64_t E = x->c->experts, k = x->c->experts_per_tok, te = (x->T * k + E - 1) / E, El = E / x->ep;
+        int64_t nd = E * te;
+        int gy = op2(x, "Gather", dy, in_n(x, ONNX_INT64, 1, &nd));
+        int dyr = op2(x, "Mul", gy, in2(x, nd, 1));
+        out2(x, reduce(x, "ReduceSum", op2(x, "Mul", gy, in2(x, nd, x->H))), nd, 1);
+        int outs[256], no = 0;
+        if (x->ep > 1)
+            out2(x, dyr, nd, x->H);
+        for (int64_t e = 0; e < El && no < 256; e++) {
+            int64_t rows = x->ep > 1 ? x->ep * te : te;
+            int de = x->ep > 1 ? in2(x, rows, x->H) : slice(x, dyr, 0, e * te, (e + 1) * te);
+            int dxe = mlp_bwd(x, de, rows);
+            if (x->ep > 1)
+                out2(x, dxe, rows, x->H);
+            else
+                outs[no++] = dxe;
+        }
+        int back = x->ep > 1 ? in2(x, nd, x->H) : concat(x, no, outs, 0);
+        int dxm = -1;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t t = x->T;
+            int gj = op2(x, "Gather", back, in_n(x, ONNX_INT64, 1, &t));
+            dxm = dxm < 0 ? gj : op2(x, "Add", dxm, gj);
+        }
+        int dr = linear_bwd(x, softmax(x, in2(x, x->T, E)), x->T, x->H, E);
+        out2(x, op2(x, "Add", dr, dxm), x->T, x->H);
     } else {
         out2(x, mlp_bwd(x, dy, x->T), x->T, x->H);
     }
@@ -471,7 +518,7 @@ tern_status plan_build_graph(const tern_model_cfg *c, const plan_shape *s, uint8
 {
     plan_onnx g;
     plan_onnx_init(&g, s->fp32 ? ONNX_FLOAT : ONNX_BF16);
-    ctx x = {.g = &g, .c = c, .E = g.elem, .tp = s->tp, .mb = s->mb, .seq = s->seq};
+    ctx x = {.g = &g, .c = c, .E = g.elem, .tp = s->tp, .ep = s->ep > 1 ? s->ep : 1, .mb = s->mb, .seq = s->seq};
     x.T = s->mb * s->seq;
     x.Tsp = x.T % s->tp ? x.T : x.T / s->tp;
     x.H = c->hidden;

@@ -30,7 +30,7 @@
 #define MAX_PIECES 256
 
 typedef struct {
-    int tp;
+    int tp, ep;
     int64_t mb;
     int done;
     tern_status st;
@@ -44,7 +44,7 @@ typedef struct {
 
 typedef struct {
     plan_graph_kind kind;
-    int tp;
+    int tp, ep;
     int64_t mb, seq;
     int done;
     tern_status st;
@@ -59,7 +59,9 @@ typedef struct {
 
 typedef struct {
     tern_coll_op op;
-    int tp, pp, dp, kind; /* which groups: 0 TP, 1 DP, 2 PP pairs, 3 PP pairs with the last stage to the first */
+    int tp, pp, dp, kind; /* which groups: 0 TP, 1 DP, 2 PP pairs, 3 PP pairs with the last stage to the first,
+                             4 EP (ep consecutive data-parallel indices of one stage and tensor index) */
+    int ep;
     uint64_t bytes;
     double t;
 } coll_entry;
@@ -90,6 +92,7 @@ void tern_plan_opts_default(tern_plan_opts *o)
     o->global_batch = 256;
     o->fixed.tp = o->fixed.pp = o->fixed.dp = o->fixed.microbatch = o->fixed.zero = o->fixed.recompute = -1;
     o->fixed.vpp = -1;
+    o->fixed.ep = -1;
 }
 
 const char *tern_plan_recompute_name(int recompute)
@@ -98,10 +101,10 @@ const char *tern_plan_recompute_name(int recompute)
 }
 
 /* ---- simulation of the per-shape graphs (two host threads: the host has 2 cores) ---- */
-static int shape_index(planner *p, int tp, int64_t mb)
+static int shape_index(planner *p, int tp, int64_t mb, int ep)
 {
     for (int i = 0; i < p->nshapes; i++)
-        if (p->shapes[i].tp == tp && p->shapes[i].mb == mb)
+        if (p->shapes[i].tp == tp && p->shapes[i].mb == mb && p->shapes[i].ep == ep)
             return i;
     if (p->nshapes == MAX_SHAPES)
         return -1;
@@ -109,6 +112,7 @@ static int shape_index(planner *p, int tp, int64_t mb)
     memset(e, 0, sizeof *e);
     e->tp = tp;
     e->mb = mb;
+    e->ep = ep;
     return p->nshapes++;
 }
 
@@ -124,11 +128,11 @@ static int sim_tp(const planner *p, int tp)
 
 /* The distinct graphs (pieces) the fitting shapes need: a shape's row chunk and head graphs do not depend on its
  * micro-batch (the chunk is the same 4,096 rows), only its attention block (B = micro-batch x heads) does. */
-static int piece_index(planner *p, plan_graph_kind kind, int tp, int64_t mb, int64_t seq)
+static int piece_index(planner *p, plan_graph_kind kind, int tp, int64_t mb, int64_t seq, int ep)
 {
     for (int i = 0; i < p->npieces; i++) {
         piece *q = &p->pieces[i];
-        if (q->kind == kind && q->tp == tp && q->mb == mb && q->seq == seq)
+        if (q->kind == kind && q->tp == tp && q->mb == mb && q->seq == seq && q->ep == ep)
             return i;
     }
     if (p->npieces == MAX_PIECES)
@@ -139,6 +143,7 @@ static int piece_index(planner *p, plan_graph_kind kind, int tp, int64_t mb, int
     q->tp = tp;
     q->mb = mb;
     q->seq = seq;
+    q->ep = ep;
     return p->npieces++;
 }
 
@@ -150,7 +155,9 @@ static tern_status shape_pieces(planner *p, shape_entry *e, tern_error *err)
                             PLAN_G_ATTN_BWD, PLAN_G_HEAD_FWD, PLAN_G_HEAD_BWD};
     for (int i = 0; i < 6; i++) {
         int attn = k[i] == PLAN_G_ATTN_FWD || k[i] == PLAN_G_ATTN_BWD;
-        e->piece[i] = piece_index(p, k[i], t, attn ? e->comp.B : 1, attn ? e->comp.blk : e->comp.rows);
+        int rows = k[i] == PLAN_G_ROWS_FWD || k[i] == PLAN_G_ROWS_BWD; /* only the MLP sees expert parallelism */
+        e->piece[i] = piece_index(p, k[i], t, attn ? e->comp.B : 1, attn ? e->comp.blk : e->comp.rows,
+                                  rows ? e->ep : 1);
         if (e->piece[i] < 0)
             return tern_error_set(err, TERN_ERR_RANGE, "plan: more than %d distinct graphs", MAX_PIECES);
     }
@@ -175,7 +182,8 @@ static void *worker(void *arg)
         if (i >= p->npieces)
             return NULL;
         piece *q = &p->pieces[i];
-        plan_shape s = {.kind = q->kind, .tp = q->tp, .mb = q->mb, .seq = q->seq, .fp32 = p->o->precision_fp32};
+        plan_shape s = {.kind = q->kind, .tp = q->tp, .mb = q->mb, .seq = q->seq, .fp32 = p->o->precision_fp32,
+                        .ep = q->ep};
         q->st = plan_simulate_onnx(q->onnx, q->len, &s, p->machine, &q->sec, &q->ws, &q->err);
         q->done = q->st == TERN_OK;
         free(q->onnx);
@@ -183,7 +191,7 @@ static void *worker(void *arg)
     }
 }
 
-static double layer_params_rank(const tern_model_cfg *c, int tp);
+static double layer_params_rank(const tern_model_cfg *c, int tp, int ep);
 
 /* A work estimate per piece, only to order the jobs (longest first, so that neither host thread is left with
  * a long graph at the end). Matmul work for the row and head graphs; the attention blocks are fp32 elementwise-
@@ -198,7 +206,7 @@ static double piece_cost(const planner *p, const piece *q)
     else if (q->kind == PLAN_G_HEAD_FWD || q->kind == PLAN_G_HEAD_BWD)
         w = (double)q->seq * (double)c->hidden * (double)(c->vocab / q->tp) * (bwd ? 2 : 1);
     else
-        w = (double)q->seq * layer_params_rank(c, q->tp) * (bwd ? 2 : 1);
+        w = (double)q->seq * layer_params_rank(c, q->tp, q->ep) * (bwd ? 2 : 1) * (q->ep > 1 ? q->ep : 1);
     return w;
 }
 
@@ -218,7 +226,8 @@ static tern_status prepare_pieces(planner *p, tern_error *err)
     p->norder = 0;
     for (int i = 0; i < p->npieces; i++) {
         piece *q = &p->pieces[i];
-        plan_shape s = {.kind = q->kind, .tp = q->tp, .mb = q->mb, .seq = q->seq, .fp32 = p->o->precision_fp32};
+        plan_shape s = {.kind = q->kind, .tp = q->tp, .mb = q->mb, .seq = q->seq, .fp32 = p->o->precision_fp32,
+                        .ep = q->ep};
         tern_status st = plan_build_graph(p->c, &s, &q->onnx, &q->len, err);
         if (st)
             return st;
@@ -313,17 +322,18 @@ static tern_status run_shapes(planner *p, tern_error *err)
  * instance), then DP, then PP. */
 static unsigned rank_of(int tp, int dp, int t, int d, int s) { return (unsigned)((s * dp + d) * tp + t); }
 
-static tern_status coll_time(planner *p, tern_coll_op op, int kind, int tp, int pp, int dp, uint64_t bytes,
-                             tern_dtype dt, double *out, tern_error *err)
+static tern_status coll_time_ep(planner *p, tern_coll_op op, int kind, int tp, int pp, int dp, int ep,
+                                uint64_t bytes, tern_dtype dt, double *out, tern_error *err)
 {
-    int gsz = kind == 0 ? tp : dp;
-    if ((kind < 2 && gsz <= 1) || (kind >= 2 && pp <= 1) || bytes == 0) {
+    int gsz = kind == 0 ? tp : kind == 4 ? ep : dp;
+    if (((kind < 2 || kind == 4) && gsz <= 1) || ((kind == 2 || kind == 3) && pp <= 1) || bytes == 0) {
         *out = 0;
         return TERN_OK;
     }
     for (int i = 0; i < p->ncolls; i++) {
         coll_entry *e = &p->colls[i];
-        if (e->op == op && e->kind == kind && e->tp == tp && e->pp == pp && e->dp == dp && e->bytes == bytes) {
+        if (e->op == op && e->kind == kind && e->tp == tp && e->pp == pp && e->dp == dp && e->ep == ep &&
+            e->bytes == bytes) {
             *out = e->t;
             return TERN_OK;
         }
@@ -350,6 +360,14 @@ static tern_status coll_time(planner *p, tern_coll_op op, int kind, int tp, int 
         d.groups = g;
         d.ngroups = (unsigned)(pp * tp);
         d.group_size = (unsigned)dp;
+    } else if (kind == 4) { /* EP groups: ep consecutive data indices, every (stage, tensor index, block) */
+        for (int s = 0; s < pp; s++)
+            for (int t = 0; t < tp; t++)
+                for (int di = 0; di < dp; di++)
+                    g[k++] = rank_of(tp, dp, t, di, s);
+        d.groups = g;
+        d.ngroups = (unsigned)(pp * tp * (dp / ep));
+        d.group_size = (unsigned)ep;
     } else { /* PP: every rank of stage s sends to the same position in stage s+1, all stages at once */
         unsigned np = 0;
         for (int s = 0; s < pp; s += 1) {
@@ -372,22 +390,30 @@ static tern_status coll_time(planner *p, tern_coll_op op, int kind, int tp, int 
     free(g);
     if (st)
         return tern_error_prefix(err, "plan: timing %s over %s groups (tp=%d pp=%d dp=%d, %llu bytes): ",
-                                 tern_coll_op_name(op), kind == 0 ? "TP" : kind == 1 ? "DP" : "PP", tp, pp, dp,
+                                 tern_coll_op_name(op), kind == 0 ? "TP" : kind == 1 ? "DP" : kind == 4 ? "EP" : "PP", tp, pp, dp,
                                  (unsigned long long)bytes);
     *out = (double)r.time_ps * 1e-12;
     if (p->ncolls < MAX_COLLS) {
         coll_entry *e = &p->colls[p->ncolls++];
-        *e = (coll_entry){.op = op, .tp = tp, .pp = pp, .dp = dp, .kind = kind, .bytes = bytes, .t = *out};
+        *e = (coll_entry){.op = op, .tp = tp, .pp = pp, .dp = dp, .ep = ep, .kind = kind, .bytes = bytes,
+                          .t = *out};
     }
     return TERN_OK;
 }
 
-/* ---- memory ---- */
-static double layer_params_rank(const tern_model_cfg *c, int tp)
+static tern_status coll_time(planner *p, tern_coll_op op, int kind, int tp, int pp, int dp, uint64_t bytes,
+                             tern_dtype dt, double *out, tern_error *err)
 {
+    return coll_time_ep(p, op, kind, tp, pp, dp, 0, bytes, dt, out, err);
+}
+
+/* ---- memory ---- */
+static double layer_params_rank(const tern_model_cfg *c, int tp, int ep)
+{
+    /* expert parallelism: the rank holds experts / ep of the experts (each TP-sharded as the dense MLP is) */
     double h = (double)c->hidden, hd = (double)c->head_dim;
     double attn = h * hd * (double)plan_heads_per_rank(c, tp) * 2 + h * hd * (double)plan_kv_heads_per_rank(c, tp) * 2;
-    double mlp = (c->gated_mlp ? 3.0 : 2.0) * h * (double)(c->ffn / tp) * (double)c->experts;
+    double mlp = (c->gated_mlp ? 3.0 : 2.0) * h * (double)(c->ffn / tp) * (double)(c->experts / (ep > 1 ? ep : 1));
     double extra = c->experts > 1 ? h * (double)c->experts : 0;
     extra += c->rms_norm ? 2 * h : 4 * h + (4 * h + (double)(c->ffn / tp) + h) / 1.0;
     return attn + mlp + extra;
@@ -420,8 +446,8 @@ static void memory_of(const planner *p, const tern_plan_layout *L, int64_t micro
     double emb = (double)((c->vocab + L->tp - 1) / L->tp) * (double)c->hidden;
     double head = c->tied_embeddings && L->pp > 1 ? emb : (c->tied_embeddings ? 0 : emb);
     /* the busiest stage: the first (embedding, most micro-batches in flight) or, with pp = 1, the only one */
-    double prm = lps * layer_params_rank(c, L->tp) + emb + (L->pp == 1 ? head : 0);
-    double prm_last = lps * layer_params_rank(c, L->tp) + (L->pp > 1 ? head : 0);
+    double prm = lps * layer_params_rank(c, L->tp, L->ep) + emb + (L->pp == 1 ? head : 0);
+    double prm_last = lps * layer_params_rank(c, L->tp, L->ep) + (L->pp > 1 ? head : 0);
     if (prm_last > prm)
         prm = prm_last;
     *params_rank = prm;
@@ -451,6 +477,7 @@ typedef struct {
     unsigned G, v;
     double *fv, *bv;
     double xsend, ag, rs, head_ar, tp_layer_f, tp_layer_b, lps;
+    double a2a; /* one expert-parallel all-to-all */
     double lf, lb;       /* one layer, one micro-batch, with recomputation and TP collectives excluded */
     double tp_fwd_chunk; /* TP collective time inside one chunk's forward (for the timeline) */
 } sched;
@@ -473,7 +500,7 @@ static tern_status sched_of(planner *p, const tern_plan_layout *L, sched *S, ter
     S->M = o->global_batch / ((int64_t)L->dp * L->microbatch);
     S->v = L->vpp > 1 ? (unsigned)L->vpp : 1;
     S->G = (unsigned)L->pp * S->v;
-    int si = shape_index(p, L->tp, L->microbatch);
+    int si = shape_index(p, L->tp, L->microbatch, L->ep);
     shape_entry *sh = &p->shapes[si];
     double T = (double)(L->microbatch * o->seq);
     uint64_t act_bytes = (uint64_t)(T * (double)c->hidden * e);
@@ -484,6 +511,14 @@ static tern_status sched_of(planner *p, const tern_plan_layout *L, sched *S, ter
     /* sequence parallelism: forward 2 all-gathers + 2 reduce-scatters per layer, the backward the same */
     S->tp_layer_f = 2 * (S->ag + S->rs);
     S->tp_layer_b = 2 * (S->ag + S->rs);
+    /* expert parallelism: the dispatch and combine all-to-alls of the routed rows (experts x ceil(T k / experts)
+     * of them, the layer graph's buffer) in the forward, and their two in the backward */
+    if (L->ep > 1) {
+        int64_t te = ((int64_t)T * c->experts_per_tok + c->experts - 1) / c->experts;
+        uint64_t bytes = (uint64_t)(c->experts * te) * (uint64_t)c->hidden * (uint64_t)e;
+        if ((st = coll_time_ep(p, TERN_COLL_ALL_TO_ALL, 4, L->tp, L->pp, L->dp, L->ep, bytes, adt, &S->a2a, err)))
+            return st;
+    }
     S->lps = (double)(c->layers / L->pp);
     S->lf = sh->lf;
     S->lb = sh->lb;
@@ -511,8 +546,9 @@ static tern_status sched_of(planner *p, const tern_plan_layout *L, sched *S, ter
     }
     double lpc = S->lps / S->v; /* layers per chunk */
     for (unsigned g = 0; g < S->G; g++) {
-        S->fv[g] = lpc * (S->lf + S->tp_layer_f);
-        S->bv[g] = lpc * (S->lb + S->tp_layer_b);
+        S->fv[g] = lpc * (S->lf + S->tp_layer_f + 2 * S->a2a);
+        S->bv[g] = lpc * (S->lb + S->tp_layer_b + 2 * S->a2a +
+                          (L->recompute == TERN_RECOMPUTE_FULL ? 2 * S->a2a : 0));
     }
     S->tp_fwd_chunk = lpc * S->tp_layer_f;
     S->fv[S->G - 1] += sh->hf + S->ag + 2 * S->head_ar;
@@ -532,8 +568,8 @@ static tern_status evaluate(planner *p, const tern_plan_layout *L, tern_plan_res
     if (st)
         return st;
     int64_t M = S.M;
-    shape_entry *sh = &p->shapes[shape_index(p, L->tp, L->microbatch)];
-    double lps = S.lps, xsend = S.xsend, tp_layer_f = S.tp_layer_f, tp_layer_b = S.tp_layer_b;
+    shape_entry *sh = &p->shapes[shape_index(p, L->tp, L->microbatch, L->ep)];
+    double lps = S.lps, xsend = S.xsend, tp_layer_f = S.tp_layer_f, tp_layer_b = S.tp_layer_b, S_a2a = S.a2a;
     double makespan, idle;
     if (plan_pipeline_schedule((unsigned)L->pp, S.v, (unsigned)M, S.fv, S.bv, L->pp > 1 ? xsend : 0, &makespan,
                                &idle, NULL)) {
@@ -588,10 +624,11 @@ static tern_status evaluate(planner *p, const tern_plan_layout *L, tern_plan_res
     r->compute_s = compute;
     r->bubble_s = idle;
     r->tp_comm_s = (double)M * lps * (tp_layer_f + tp_layer_b);
+    r->ep_comm_s = (double)M * lps * S_a2a * (L->recompute == TERN_RECOMPUTE_FULL ? 6 : 4);
     r->pp_comm_s = L->pp > 1 ? 2.0 * (double)M * (double)(L->vpp > 1 ? L->vpp : 1) * xsend : 0;
     r->dp_comm_s = dp_t;
     r->comm_overlapped_s = ov;
-    r->comm_exposed_s = r->tp_comm_s + r->pp_comm_s + dp_exposed;
+    r->comm_exposed_s = r->tp_comm_s + r->ep_comm_s + r->pp_comm_s + dp_exposed;
     r->layer_fwd_s = sh->lf;
     r->layer_bwd_s = sh->lb;
     r->head_fwd_s = sh->hf;
@@ -751,7 +788,7 @@ static int cmp_plans(const void *a, const void *b)
         return x->mem.total < y->mem.total ? -1 : 1;
     }
     const int *u = &x->layout.tp, *v = &y->layout.tp;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (u[i] != v[i])
             return u[i] - v[i];
     return 0;
@@ -793,6 +830,13 @@ static tern_status check_fixed(const tern_model_cfg *c, const tern_plan_opts *o,
         return tern_error_set(err, TERN_ERR_INVALID,
                               "layout: pp x vpp = %d x %d must divide the layers (num_hidden_layers %lld)", f->pp,
                               f->vpp, (long long)c->layers);
+    if (f->ep == 0 || (f->ep > 1 && (c->experts == 1 || c->experts % f->ep)))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "layout: ep=%d must divide the experts (num_local_experts %lld; a dense model has 1)",
+                              f->ep, (long long)c->experts);
+    if (f->ep > 1 && f->dp > 0 && f->dp % f->ep)
+        return tern_error_set(err, TERN_ERR_INVALID, "layout: ep=%d must divide dp=%d (experts are sharded over "
+                                                     "data-parallel ranks)", f->ep, f->dp);
     if (f->recompute > 2)
         return tern_error_set(err, TERN_ERR_INVALID, "layout: recompute=%d is not none (0), full (1) or selective (2)",
                               f->recompute);
@@ -891,10 +935,14 @@ tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern
                         continue;
                     if (dp == 1 && z)
                         continue;
-                    /* recompute none/full/selective x vpp 1, 2, 4 (or the fixed vpp) */
-                    int nv = o->fixed.vpp > 0 ? 1 : 3;
-                    for (int rcv = 0; rcv < 3 * nv; rcv++) {
-                        int rc = rcv % 3, vpp = o->fixed.vpp > 0 ? o->fixed.vpp : 1 << (rcv / 3);
+                    /* recompute none/full/selective x vpp 1, 2, 4 (or the fixed vpp) x ep 1, 2, 4, 8 (or the fixed;
+                     * a mixture of experts only) */
+                    int nv = o->fixed.vpp > 0 ? 1 : 3, ne = o->fixed.ep > 0 || c->experts == 1 ? 1 : 4;
+                    for (int rcv = 0; rcv < 3 * nv * ne; rcv++) {
+                        int rc = rcv % 3, vpp = o->fixed.vpp > 0 ? o->fixed.vpp : 1 << (rcv / 3 % nv);
+                        int ep = o->fixed.ep > 0 ? o->fixed.ep : 1 << (rcv / (3 * nv));
+                        if (ep > 1 && (c->experts % ep || dp % ep))
+                            continue;
                         if (o->fixed.recompute >= 0 && rc != o->fixed.recompute)
                             continue;
                         /* interleaving needs pp > 1, whole layers per chunk and micro-batches in groups of pp */
@@ -912,13 +960,13 @@ tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern
                         }
                         tern_plan_result *r = &res[nres++];
                         memset(r, 0, sizeof *r);
-                        r->layout = (tern_plan_layout){tp, pp, dp, mb, z, rc, vpp};
+                        r->layout = (tern_plan_layout){tp, pp, dp, mb, z, rc, vpp, ep};
                         int64_t M = o->global_batch / ((int64_t)dp * mb);
                         double prm;
                         memory_of(p, &r->layout, M, 0, &r->mem, &prm);
                         r->micro_batches = (int)M;
                         r->fits = r->mem.total <= r->mem.capacity;
-                        if (r->fits && shape_index(p, tp, mb) < 0) {
+                        if (r->fits && shape_index(p, tp, mb, ep) < 0) {
                             st = tern_error_set(err, TERN_ERR_RANGE, "plan: more than %d layer shapes", MAX_SHAPES);
                             goto done;
                         }

@@ -66,6 +66,7 @@ typedef struct {
     int64_t mb, seq;
     int fp32;
     int layers; /* PLAN_G_MODEL_FWD only */
+    int ep;     /* expert-parallel degree of a mixture-of-experts layer (0 or 1: none) */
 } plan_shape;
 
 /* How a layer of mb x seq tokens is composed: chunks of `rows` rows, `pairs` attention block pairs of `blk`. */
