@@ -1,6 +1,6 @@
 /* The compiler driver: optimise the graph, place every value in HBM, lower each node with its op's lowering
- * (rules.c picks the rule from the family files' arrays), release scratch tensors after their last reader, and assemble the executable (one program per core,
- * the same program on every core when a batch is split). */
+ * rule (rules.c picks it from the family files' arrays), release scratch tensors after their last reader, and
+ * assemble the executable (one program per core, the same program on every core when a batch is split). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,7 +48,7 @@ void tern_compile_io_name(const char *onnx_name, char *out, size_t len)
     snprintf(out + k, len - k, ".%016llx", (unsigned long long)h);
 }
 
-tern_status cc_fail(cc *c, tern_status code, const char *fmt, ...)
+tern_status cc_fail(compile_ctx *c, tern_status code, const char *fmt, ...)
 {
     if (c->failed)
         return c->err->code;
@@ -65,7 +65,7 @@ tern_status cc_fail(cc *c, tern_status code, const char *fmt, ...)
     return tern_error_set(c->err, code, "%s: %s", label, msg);
 }
 
-int cc_ok(cc *c)
+int cc_ok(compile_ctx *c)
 {
     if (c->failed)
         return 0;
@@ -80,19 +80,19 @@ int cc_ok(cc *c)
     return 1;
 }
 
-const tern_graph_node *cc_node(cc *c) { return tern_graph_node_at(c->g, c->node); }
-int cc_in_id(cc *c, int k)
+const tern_graph_node *cc_node(compile_ctx *c) { return tern_graph_node_at(c->g, c->node); }
+int cc_in_id(compile_ctx *c, int k)
 {
     const tern_graph_node *n = cc_node(c);
     return k < n->n_inputs ? n->inputs[k] : -1;
 }
-int cc_out_id(cc *c, int k)
+int cc_out_id(compile_ctx *c, int k)
 {
     const tern_graph_node *n = cc_node(c);
     return k < n->n_outputs ? n->outputs[k] : -1;
 }
 
-cc_value *cc_in(cc *c, int k)
+cc_value *cc_in(compile_ctx *c, int k)
 {
     int id = cc_in_id(c, k);
     if (id < 0)
@@ -100,7 +100,7 @@ cc_value *cc_in(cc *c, int k)
     return c->v[id].placed ? &c->v[id] : NULL;
 }
 
-static tern_status dtype_of(cc *c, const tern_graph_value *gv, tern_dtype *dt)
+static tern_status dtype_of(compile_ctx *c, const tern_graph_value *gv, tern_dtype *dt)
 {
     switch (gv->type) {
     case TERN_ELEM_FLOAT:
@@ -135,7 +135,7 @@ static void shape_from(cc_value *x, const tern_graph_value *gv)
         x->numel *= TERN_EXE_TEXT_CELL;
 }
 
-static tern_view new_tensor(cc *c, const char *name, tern_kio_kind kind, tern_dtype dt, uint64_t numel)
+static tern_view new_tensor(compile_ctx *c, const char *name, tern_kio_kind kind, tern_dtype dt, uint64_t numel)
 {
     return tern_kernel_hbm_tensor(c->k, name, kind, dt, 1, &numel); /* numel >= 1: empty values get none */
 }
@@ -183,7 +183,7 @@ int cc_same_shape(const cc_value *a, const cc_value *b)
     return 1;
 }
 
-tern_dtype cc_out_dtype(cc *c, int k)
+tern_dtype cc_out_dtype(compile_ctx *c, int k)
 {
     const tern_graph_value *gv = tern_graph_value_at(c->g, cc_out_id(c, k));
     switch (gv->type) {
@@ -203,7 +203,7 @@ tern_dtype cc_out_dtype(cc *c, int k)
     }
 }
 
-tern_dtype cc_float_out_dtype(cc *c, int k)
+tern_dtype cc_float_out_dtype(compile_ctx *c, int k)
 {
     int id = cc_out_id(c, k);
     return id >= 0 && c->v[id].narrow ? c->o->matmul_dtype : TERN_DTYPE_FP32;
@@ -214,7 +214,7 @@ tern_dtype cc_float_out_dtype(cc *c, int k)
  * dtype (BF16) instead: its readers would round it to BF16 (RNE) on the way to TensorE anyway, so the store's
  * conversion gives the same bits, at half the bytes through HBM. Graph outputs and values read any other way stay
  * fp32. */
-static void plan_narrow(cc *c)
+static void plan_narrow(compile_ctx *c)
 {
     tern_graph *g = c->g;
     if (c->o->matmul_dtype != TERN_DTYPE_BF16)
@@ -255,7 +255,7 @@ static void plan_narrow(cc *c)
     free(ok);
 }
 
-cc_value *cc_out(cc *c, int k, tern_dtype dt)
+cc_value *cc_out(compile_ctx *c, int k, tern_dtype dt)
 {
     int id = cc_out_id(c, k);
     if (id < 0)
@@ -286,7 +286,7 @@ cc_value *cc_out(cc *c, int k, tern_dtype dt)
     return x->placed ? x : NULL;
 }
 
-cc_value *cc_alias(cc *c, int k, int j)
+cc_value *cc_alias(compile_ctx *c, int k, int j)
 {
     int id = cc_out_id(c, k);
     cc_value *src = cc_in(c, j);
@@ -312,7 +312,7 @@ cc_value *cc_alias(cc *c, int k, int j)
 }
 
 /* A text constant on the device: one NUL-padded cell per string. */
-static tern_view const_text(cc *c, const tern_host_tensor *t)
+static tern_view const_text(compile_ctx *c, const tern_host_tensor *t)
 {
     uint64_t n = (uint64_t)t->count * TERN_EXE_TEXT_CELL;
     uint8_t *b = calloc(n ? n : 1, 1);
@@ -339,7 +339,7 @@ static tern_view const_text(cc *c, const tern_host_tensor *t)
     return v;
 }
 
-tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part_step, unsigned nd,
+tern_view cc_view(compile_ctx *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part_step, unsigned nd,
                   const uint32_t *nums, const int32_t *steps)
 {
     if (x->flat.region < 0 && (x->host ? x->host->count == 0 : x->placed && x->numel == 0)) {
@@ -371,7 +371,7 @@ tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part
     return v;
 }
 
-tern_view cc_view2d(cc *c, cc_value *x, uint64_t off, uint64_t rows, uint64_t cols, uint64_t row_stride)
+tern_view cc_view2d(compile_ctx *c, cc_value *x, uint64_t off, uint64_t rows, uint64_t cols, uint64_t row_stride)
 {
     if (rows == 1)
         row_stride = cols <= INT32_MAX ? cols : 0; /* one row never steps: a flat view of 2^31+ elements fits */
@@ -385,7 +385,7 @@ tern_view cc_view2d(cc *c, cc_value *x, uint64_t off, uint64_t rows, uint64_t co
     return cc_view(c, x, off, 1, 0, 2, nums, steps);
 }
 
-tern_view cc_temp(cc *c, tern_dtype dt, uint64_t rows, uint64_t cols)
+tern_view cc_temp(compile_ctx *c, tern_dtype dt, uint64_t rows, uint64_t cols)
 {
     char name[32];
     snprintf(name, sizeof name, "t%u", c->names++);
@@ -393,7 +393,8 @@ tern_view cc_temp(cc *c, tern_dtype dt, uint64_t rows, uint64_t cols)
     return tern_kernel_hbm_tensor(c->k, name, TERN_KIO_SCRATCH, dt, 2, shape);
 }
 
-tern_view cc_const2d(cc *c, const tern_host_tensor *t, tern_dtype dt, uint64_t rows, uint64_t cols, int transpose)
+tern_view cc_const2d(compile_ctx *c, const tern_host_tensor *t, tern_dtype dt, uint64_t rows, uint64_t cols,
+                     int transpose)
 {
     if ((uint64_t)t->count != rows * cols) {
         cc_fail(c, TERN_ERR_INVALID, "constant of %zu elements used as %llu x %llu", t->count,
@@ -446,7 +447,7 @@ tern_view cc_const2d(cc *c, const tern_host_tensor *t, tern_dtype dt, uint64_t r
     return tern_kernel_constant_take(c->k, name, dt, 2, shape, b);
 }
 
-void cc_copy(cc *c, tern_view dst, tern_view src)
+void cc_copy(compile_ctx *c, tern_view dst, tern_view src)
 {
     if (!cc_ok(c))
         return;
@@ -455,7 +456,7 @@ void cc_copy(cc *c, tern_view dst, tern_view src)
 
 /* ---- the driver ---- */
 
-static void place_constant(cc *c, int id)
+static void place_constant(compile_ctx *c, int id)
 {
     const tern_graph_value *gv = tern_graph_value_at(c->g, id);
     cc_value *x = &c->v[id];
@@ -477,7 +478,7 @@ static void place_constant(cc *c, int id)
 }
 
 /* A new --explain row for node i (NULL when out of memory). */
-static tern_compile_node_rule *explain_row(cc *c, int i, const tern_graph_node *n)
+static tern_compile_node_rule *explain_row(compile_ctx *c, int i, const tern_graph_node *n)
 {
     if (c->nrules == c->caprules) {
         int cap = c->caprules ? 2 * c->caprules : 64;
@@ -504,7 +505,7 @@ void tern_compile_report_free(tern_compile_report *rep)
     rep->num_rules = 0;
 }
 
-static tern_status build_core(cc *c, const tern_graph *gview)
+static tern_status build_core(compile_ctx *c, const tern_graph *gview)
 {
     (void)gview;
     tern_graph *g = c->g;
@@ -913,7 +914,8 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
                                               (o.no_attention_fusion ? TERN_GRAPH_NO_ATTENTION_FUSION : 0u) |
                                                   (o.no_attention_layouts ? TERN_GRAPH_NO_ATTENTION_LAYOUTS : 0u) |
                                                   (o.no_residual_fusion ? TERN_GRAPH_NO_RESIDUAL_FUSION : 0u) |
-                                                  (o.no_layernorm_fusion ? TERN_GRAPH_NO_LAYERNORM_FUSION : 0u),
+                                                  (o.no_layernorm_fusion ? TERN_GRAPH_NO_LAYERNORM_FUSION : 0u) |
+                                                  (o.no_fusion ? TERN_GRAPH_NO_FUSION : 0u),
                                               err);
     if (st)
         return st;
@@ -922,7 +924,7 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
         const tern_graph_node *n = tern_graph_node_at(g, i);
         r.fused_attention += n->op_id == TERN_GOP_ATTENTION;
     }
-    cc c;
+    compile_ctx c;
     memset(&c, 0, sizeof c);
     c.g = g;
     c.o = &o;

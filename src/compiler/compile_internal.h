@@ -49,42 +49,43 @@ typedef struct {
                               after its last reader, once its device copy exists, so weights are not held twice */
     tern_compile_node_rule *rules; /* --explain rows (tern_compile_opts.explain) */
     int nrules, caprules;
-} cc;
+} compile_ctx;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
-tern_status cc_fail(cc *c, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int cc_ok(cc *c); /* no failure so far (neither the compiler's nor the kernel builder's) */
+tern_status cc_fail(compile_ctx *c, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int cc_ok(compile_ctx *c); /* no failure so far (neither the compiler's nor the kernel builder's) */
 
-const tern_graph_node *cc_node(cc *c);
-cc_value *cc_in(cc *c, int k);  /* k-th input of the current node (placed); NULL if absent */
-int cc_in_id(cc *c, int k);
-int cc_out_id(cc *c, int k);
+const tern_graph_node *cc_node(compile_ctx *c);
+cc_value *cc_in(compile_ctx *c, int k);  /* k-th input of the current node (placed); NULL if absent */
+int cc_in_id(compile_ctx *c, int k);
+int cc_out_id(compile_ctx *c, int k);
 /* Place the current node's k-th output as a fresh tensor (scratch or, for graph outputs, an output); an output
  * with zero elements is placed without storage. */
-cc_value *cc_out(cc *c, int k, tern_dtype dt);
+cc_value *cc_out(compile_ctx *c, int k, tern_dtype dt);
 /* The storage dtype of a float output k of a linear layer or an attention: the matmul dtype when the value is
  * narrow (see cc_plan_narrow), else fp32. */
-tern_dtype cc_float_out_dtype(cc *c, int k);
+tern_dtype cc_float_out_dtype(compile_ctx *c, int k);
 /* Node i is a linear layer the fused kernel lowers (MatMul / MatMulBias / default Gemm of an activation and a
  * constant 2-D weight, K <= CC_LINEAR_MAX_K): its input 0 is read only as a matmul operand. */
 #define CC_LINEAR_MAX_K 8192
 int cc_node_is_linear(const tern_graph *g, int i);
 /* Make output k an alias of input j's storage with the output's shape (views: Reshape & co). */
-cc_value *cc_alias(cc *c, int k, int j);
+cc_value *cc_alias(compile_ctx *c, int k, int j);
 
 /* Views of a placed value's storage: 2-D [rows, cols] row-major starting at element `off`, rows `row_stride`
  * apart; and the general form with up to 4 free dims plus a partition dim (steps in elements). */
-tern_view cc_view2d(cc *c, cc_value *x, uint64_t off, uint64_t rows, uint64_t cols, uint64_t row_stride);
-tern_view cc_view(cc *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part_step, unsigned nd,
+tern_view cc_view2d(compile_ctx *c, cc_value *x, uint64_t off, uint64_t rows, uint64_t cols, uint64_t row_stride);
+tern_view cc_view(compile_ctx *c, cc_value *x, uint64_t off, uint32_t parts, int64_t part_step, unsigned nd,
                   const uint32_t *nums, const int32_t *steps);
 /* A scratch HBM tensor not bound to a graph value (released with tern_kernel_release). */
-tern_view cc_temp(cc *c, tern_dtype dt, uint64_t rows, uint64_t cols);
+tern_view cc_temp(compile_ctx *c, tern_dtype dt, uint64_t rows, uint64_t cols);
 /* A constant tensor from host data (converted to dt); rows x cols. */
-tern_view cc_const2d(cc *c, const tern_host_tensor *t, tern_dtype dt, uint64_t rows, uint64_t cols, int transpose);
+tern_view cc_const2d(compile_ctx *c, const tern_host_tensor *t, tern_dtype dt, uint64_t rows, uint64_t cols,
+                     int transpose);
 
 /* Copy src (any float/int dtype) to dst with a DMA (HBM to HBM, casts through fp32). Views must have equal
  * element counts. */
-void cc_copy(cc *c, tern_view dst, tern_view src);
+void cc_copy(compile_ctx *c, tern_view dst, tern_view src);
 
 /* Shape helpers shared by the lowerings. */
 static inline int64_t cc_norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
@@ -92,10 +93,10 @@ static inline int64_t cc_norm_axis(int64_t a, int rank) { return a < 0 ? a + ran
 void cc_strides(const cc_value *x, int64_t *st);
 int cc_same_shape(const cc_value *a, const cc_value *b);
 /* The device dtype of the current node's output k (64-bit integers become 32-bit ones). */
-tern_dtype cc_out_dtype(cc *c, int k);
+tern_dtype cc_out_dtype(compile_ctx *c, int k);
 
 /* The lowering of one op; returns nonzero when the op was handled (success or recorded failure). */
-typedef int (*cc_lower_fn)(cc *c);
+typedef int (*cc_lower_fn)(compile_ctx *c);
 
 /* One lowering rule: for nodes of op `op`, `applies` (NULL: every node) decides from the node alone, before
  * anything is emitted or allocated, whether `lower` takes it, and when not writes why into why[len] (shown by
@@ -106,7 +107,7 @@ typedef int (*cc_lower_fn)(cc *c);
 typedef struct {
     tern_op_id op;
     const char *name;
-    int (*applies)(cc *c, char *why, size_t len);
+    int (*applies)(compile_ctx *c, char *why, size_t len);
     cc_lower_fn lower;
 } cc_rule;
 typedef struct {
@@ -124,11 +125,11 @@ extern const cc_rule_set cc_rules_reduce_long; /* lower_reduce_long.c: reduction
 int cc_rules_for(tern_op_id id, const cc_rule **out, int max);
 /* The rule that lowers the current node: the first of its op's rules that applies; NULL when the op has none.
  * The rules passed over on the way are named with their reasons in declined[len] ("" when none). */
-const cc_rule *cc_rule_select(cc *c, char *declined, size_t len);
+const cc_rule *cc_rule_select(compile_ctx *c, char *declined, size_t len);
 const char *cc_rule_file(const cc_rule *r); /* the file of the set holding r */
 /* tern.Attention, the fused attention (lower_attention.c). */
-int cc_lower_attention(cc *c);
+int cc_lower_attention(compile_ctx *c);
 /* tern.AttentionGrad, the fused flash-attention backward (lower_attention_bwd.c). */
-int cc_lower_attention_grad(cc *c);
+int cc_lower_attention_grad(compile_ctx *c);
 
 #endif

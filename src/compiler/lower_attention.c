@@ -64,7 +64,7 @@ typedef struct {
 } att_opnd;
 
 typedef struct {
-    cc *c;
+    compile_ctx *c;
     tern_kernel *k;
     att_opnd q, kk, vv, o; /* Q [.., Sq, D], K [.., Sk, D], V [.., Sk, Dv], out [.., Sq, Dv] */
     cc_value *M, *Y;
@@ -361,7 +361,7 @@ static void tile_scores(att *a, const att_head *h, att_tile *t)
 static void tile_scale(att *a, att_tile *t)
 {
     tern_kernel *k = a->k;
-    cc *c = a->c;
+    compile_ctx *c = a->c;
     const uint64_t bh = t->bh, q0 = t->q0;
     const uint32_t rp = t->rp, Sk = (uint32_t)a->Sk;
     tern_view x = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, Sk, "att_scores");
@@ -449,7 +449,7 @@ static void tile_output(att *a, const att_head *h, att_tile *t)
     tern_kernel_release(k, o);
 }
 
-int cc_lower_attention(cc *c)
+int cc_lower_attention(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     att a;

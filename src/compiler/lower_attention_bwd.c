@@ -32,7 +32,7 @@
 #include "compiler/compile_internal.h"
 
 typedef struct {
-    cc *c;
+    compile_ctx *c;
     tern_kernel *k;
     cc_value *Q, *K, *V, *O, *dO, *L, *dQ, *dK, *dV;
     uint64_t BH, rep, Sq, Sk, D, Dv, T, nq, nk;
@@ -484,7 +484,7 @@ static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *
     finish_query_head(a, h);
 }
 
-int cc_lower_attention_grad(cc *c)
+int cc_lower_attention_grad(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     agr a;

@@ -14,22 +14,23 @@
 
 /* idx[p, w] = column index (fp32); cand = eq ? idx : idx +- 2^24, reduced with min (first) or max (last). The
  * row's best value is left in m. */
-static void arg_index_m(cc *c, tern_view out, tern_view m, tern_view t, tern_view scratch, tern_view idx,
+static void arg_index_m(compile_ctx *c, tern_view out, tern_view m, tern_view t, tern_view scratch, tern_view idx,
                         tern_alu_op best, int last)
 {
     tern_kernel_tensor_reduce(c->k, m, t, best, 1, 0);
-    lx_ts_ap(c, scratch, t, TERN_ALU_IS_EQ, m, TERN_ALU_BYPASS, tern_view_none());
+    tile_ts_ap(c, scratch, t, TERN_ALU_IS_EQ, m, TERN_ALU_BYPASS, tern_view_none());
     if (last)
-        lx_ts(c, scratch, scratch, TERN_ALU_MULT, IDX_BIG, TERN_ALU_SUBTRACT, IDX_BIG);
+        tile_ts(c, scratch, scratch, TERN_ALU_MULT, IDX_BIG, TERN_ALU_SUBTRACT, IDX_BIG);
     else
-        lx_ts(c, scratch, scratch, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
-    lx_tt(c, scratch, scratch, idx, TERN_ALU_ADD);
+        tile_ts(c, scratch, scratch, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
+    tile_tt(c, scratch, scratch, idx, TERN_ALU_ADD);
     tern_kernel_tensor_reduce(c->k, out, scratch, last ? TERN_ALU_MAX : TERN_ALU_MIN, 1, 0);
 }
 
-static void arg_index(cc *c, tern_view out, tern_view t, tern_view scratch, tern_view idx, tern_alu_op best, int last)
+static void arg_index(compile_ctx *c, tern_view out, tern_view t, tern_view scratch, tern_view idx, tern_alu_op best,
+                      int last)
 {
-    tern_view m = lx_tile(c, t.ap.num_partitions, 1, "arg_best");
+    tern_view m = tile_new(c, t.ap.num_partitions, 1, "arg_best");
     arg_index_m(c, out, m, t, scratch, idx, best, last);
     tern_kernel_release(c->k, m);
 }
@@ -45,7 +46,7 @@ typedef enum { AX_ARGMAX, AX_ARGMIN, AX_HARDMAX, AX_SOFTMAX, AX_LOGSOFTMAX, AX_C
  *   softmax: one online pass for the row max and the sum of exp (the sum is rescaled by exp(old max - new max)
  *            when a chunk raises the max), then a second pass loads each chunk again and writes
  *            exp(x - max) / sum, or x - (max + log sum) for LogSoftmax. */
-static void axis_long(cc *c, ax_kind kind, cc_value *xt, cc_value *yt, uint64_t rows, uint64_t cols, int last)
+static void axis_long(compile_ctx *c, ax_kind kind, cc_value *xt, cc_value *yt, uint64_t rows, uint64_t cols, int last)
 {
     const int arg = kind == AX_ARGMAX || kind == AX_ARGMIN;
     const tern_alu_op best = kind == AX_ARGMIN ? TERN_ALU_MIN : TERN_ALU_MAX;
@@ -53,8 +54,8 @@ static void axis_long(cc *c, ax_kind kind, cc_value *xt, cc_value *yt, uint64_t 
                                                 : (last ? TERN_ALU_IS_GE : TERN_ALU_IS_GT);
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS);
-        tern_view t = lx_tile(c, p, ROW_MAX, "axl_in"), s = lx_tile(c, p, ROW_MAX, "axl_tmp");
-        tern_view o = lx_tile(c, p, ROW_MAX, "axl_out"), st = lx_tile(c, p, 5, "axl_stats");
+        tern_view t = tile_new(c, p, ROW_MAX, "axl_in"), s = tile_new(c, p, ROW_MAX, "axl_tmp");
+        tern_view o = tile_new(c, p, ROW_MAX, "axl_out"), st = tile_new(c, p, 5, "axl_stats");
         /* arg: m best value, bi its index; softmax: m = -max, bi = sum of exp(x - max) */
         tern_view m = tern_view_block(c->k, st, 0, p, 0, 1), bi = tern_view_block(c->k, st, 0, p, 1, 2);
         tern_view cm = tern_view_block(c->k, st, 0, p, 2, 3), ci = tern_view_block(c->k, st, 0, p, 3, 4);
@@ -68,32 +69,32 @@ static void axis_long(cc *c, ax_kind kind, cc_value *xt, cc_value *yt, uint64_t 
                 tern_kernel_iota(c->k, ow, (int32_t)c0, 0);
                 arg_index_m(c, c0 ? ci : bi, c0 ? cm : m, tw, sw, ow, best, last);
                 if (c0) {
-                    lx_tt(c, f, cm, m, beats);
-                    lx_tt(c, ci, ci, bi, TERN_ALU_SUBTRACT);
-                    lx_tt(c, ci, ci, f, TERN_ALU_MULT);
-                    lx_tt(c, bi, bi, ci, TERN_ALU_ADD);
-                    lx_tt(c, m, m, cm, best);
+                    tile_tt(c, f, cm, m, beats);
+                    tile_tt(c, ci, ci, bi, TERN_ALU_SUBTRACT);
+                    tile_tt(c, ci, ci, f, TERN_ALU_MULT);
+                    tile_tt(c, bi, bi, ci, TERN_ALU_ADD);
+                    tile_tt(c, m, m, cm, best);
                 }
             } else if (!c0) {
                 tern_kernel_tensor_reduce(c->k, m, tw, TERN_ALU_MAX, 1, 1); /* -max */
                 tern_kernel_activation(c->k, sw, tw, TERN_ACT_EXP, 1.0f, m, tern_view_none(), bi);
             } else {
                 tern_kernel_tensor_reduce(c->k, cm, tw, TERN_ALU_MAX, 1, 1);
-                lx_tt(c, cm, cm, m, TERN_ALU_MIN);      /* the new -max */
-                lx_tt(c, f, cm, m, TERN_ALU_SUBTRACT);  /* old max - new max <= 0 */
-                lx_act(c, f, f, TERN_ACT_EXP, 1.0f);
-                lx_tt(c, bi, bi, f, TERN_ALU_MULT);
+                tile_tt(c, cm, cm, m, TERN_ALU_MIN);      /* the new -max */
+                tile_tt(c, f, cm, m, TERN_ALU_SUBTRACT);  /* old max - new max <= 0 */
+                tile_act(c, f, f, TERN_ACT_EXP, 1.0f);
+                tile_tt(c, bi, bi, f, TERN_ALU_MULT);
                 tern_kernel_tensor_copy(c->k, VE, m, cm);
                 tern_kernel_activation(c->k, sw, tw, TERN_ACT_EXP, 1.0f, m, tern_view_none(), ci);
-                lx_tt(c, bi, bi, ci, TERN_ALU_ADD);
+                tile_tt(c, bi, bi, ci, TERN_ALU_ADD);
             }
         }
         if (arg) {
             tern_kernel_store(c->k, cc_view2d(c, yt, r0, p, 1, 1), bi);
         } else {
             if (kind == AX_LOGSOFTMAX) {
-                lx_act(c, ci, bi, TERN_ACT_LOG, 1.0f);
-                lx_tt(c, ci, ci, m, TERN_ALU_SUBTRACT); /* log(sum) + max */
+                tile_act(c, ci, bi, TERN_ACT_LOG, 1.0f);
+                tile_tt(c, ci, ci, m, TERN_ALU_SUBTRACT); /* log(sum) + max */
             }
             for (uint64_t c0 = 0; c0 < cols && cc_ok(c); c0 += ROW_MAX) {
                 uint64_t w = cols - c0 < ROW_MAX ? cols - c0 : ROW_MAX;
@@ -102,9 +103,9 @@ static void axis_long(cc *c, ax_kind kind, cc_value *xt, cc_value *yt, uint64_t 
                 tern_kernel_load(c->k, tw, cc_view2d(c, xt, r0 * cols + c0, p, w, cols));
                 if (kind == AX_SOFTMAX) {
                     tern_kernel_activation(c->k, sw, tw, TERN_ACT_EXP, 1.0f, m, tern_view_none(), tern_view_none());
-                    lx_ts_ap(c, ow, sw, TERN_ALU_DIVIDE, bi, TERN_ALU_BYPASS, tern_view_none());
+                    tile_ts_ap(c, ow, sw, TERN_ALU_DIVIDE, bi, TERN_ALU_BYPASS, tern_view_none());
                 } else {
-                    lx_ts_ap(c, ow, tw, TERN_ALU_SUBTRACT, ci, TERN_ALU_BYPASS, tern_view_none());
+                    tile_ts_ap(c, ow, tw, TERN_ALU_SUBTRACT, ci, TERN_ALU_BYPASS, tern_view_none());
                 }
                 tern_kernel_store(c->k, cc_view2d(c, yt, r0 * cols + c0, p, w, cols), ow);
             }
@@ -116,7 +117,7 @@ static void axis_long(cc *c, ax_kind kind, cc_value *xt, cc_value *yt, uint64_t 
     }
 }
 
-static int lower_axis_op(cc *c)
+static int lower_axis_op(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     ax_kind kind = n->op_id == TERN_GOP_ARG_MAX       ? AX_ARGMAX
@@ -158,23 +159,23 @@ static int lower_axis_op(cc *c)
         red[d] = coerce ? d >= axis : d == axis;
     uint64_t rows, cols;
     cc_value tin, tout;
-    cc_value *xt = lx_axes_last(c, x, red, &tin, &rows, &cols);
+    cc_value *xt = tile_axes_last(c, x, red, &tin, &rows, &cols);
     if (!xt)
         return 1;
     const int long_ok = kind == AX_ARGMAX || kind == AX_ARGMIN || kind == AX_SOFTMAX || kind == AX_LOGSOFTMAX;
     if (cols > ROW_MAX && (!long_ok || cols >= (uint64_t)IDX_BIG)) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements (at most %u%s)", n->op, (unsigned long long)cols,
                 long_ok ? (unsigned)IDX_BIG - 1 : ROW_MAX, long_ok ? ", for exact fp32 indices" : "");
-        lx_bcast_free(c, &tin, xt);
+        tile_bcast_free(c, &tin, xt);
         return 1;
     }
     /* Same-shaped results computed in the permuted layout go to a scratch tensor, then back. */
     int same = kind != AX_ARGMAX && kind != AX_ARGMIN;
     cc_value *yt = y;
     if (same && xt != x) {
-        yt = lx_tmp_value(c, &tout, y->dt, xt->rank, xt->dims);
+        yt = tile_tmp_value(c, &tout, y->dt, xt->rank, xt->dims);
         if (!yt) {
-            lx_bcast_free(c, &tin, xt);
+            tile_bcast_free(c, &tin, xt);
             return 1;
         }
     }
@@ -184,8 +185,8 @@ static int lower_axis_op(cc *c)
         axis_long(c, kind, xt, same ? yt : y, rows, cols, last);
     for (uint64_t r0 = 0; r0 < rows && cols <= ROW_MAX && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
-        tern_view t = lx_tile(c, p, w, "ax_in"), s = lx_tile(c, p, w, "ax_tmp"), o = lx_tile(c, p, w, "ax_out");
-        tern_view r = lx_tile(c, p, 1, "ax_r"), q = lx_tile(c, p, 1, "ax_q");
+        tern_view t = tile_new(c, p, w, "ax_in"), s = tile_new(c, p, w, "ax_tmp"), o = tile_new(c, p, w, "ax_out");
+        tern_view r = tile_new(c, p, 1, "ax_r"), q = tile_new(c, p, 1, "ax_q");
         tern_kernel_load(c->k, t, cc_view2d(c, xt, r0 * cols, p, cols, cols));
         switch (kind) {
         case AX_ARGMAX:
@@ -194,18 +195,18 @@ static int lower_axis_op(cc *c)
             tern_kernel_iota(c->k, o, 0, 0);
             arg_index(c, r, t, s, o, kind == AX_ARGMIN ? TERN_ALU_MIN : TERN_ALU_MAX, last);
             if (kind == AX_HARDMAX)
-                lx_ts_ap(c, o, o, TERN_ALU_IS_EQ, r, TERN_ALU_BYPASS, tern_view_none());
+                tile_ts_ap(c, o, o, TERN_ALU_IS_EQ, r, TERN_ALU_BYPASS, tern_view_none());
             break;
         case AX_SOFTMAX:
         case AX_LOGSOFTMAX:
             tern_kernel_tensor_reduce(c->k, r, t, TERN_ALU_MAX, 1, 1); /* -max */
             tern_kernel_activation(c->k, s, t, TERN_ACT_EXP, 1.0f, r, tern_view_none(), q); /* q = sum */
             if (kind == AX_SOFTMAX) {
-                lx_ts_ap(c, o, s, TERN_ALU_DIVIDE, q, TERN_ALU_BYPASS, tern_view_none());
+                tile_ts_ap(c, o, s, TERN_ALU_DIVIDE, q, TERN_ALU_BYPASS, tern_view_none());
             } else {
-                lx_act(c, q, q, TERN_ACT_LOG, 1.0f);
-                lx_tt(c, q, q, r, TERN_ALU_SUBTRACT); /* log(sum) + max */
-                      lx_ts_ap(c, o, t, TERN_ALU_SUBTRACT, q, TERN_ALU_BYPASS, tern_view_none());
+                tile_act(c, q, q, TERN_ACT_LOG, 1.0f);
+                tile_tt(c, q, q, r, TERN_ALU_SUBTRACT); /* log(sum) + max */
+                      tile_ts_ap(c, o, t, TERN_ALU_SUBTRACT, q, TERN_ALU_BYPASS, tern_view_none());
             }
             break;
         case AX_CUMSUM: {
@@ -249,18 +250,18 @@ static int lower_axis_op(cc *c)
         if (coerce) { /* the moved group is every axis from `axis` on: already in place */
             cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, yt, 0, 1, y->numel, y->numel));
         } else {
-            lx_axis_back(c, y, yt, (int)axis);
+            tile_axis_back(c, y, yt, (int)axis);
         }
-        lx_tmp_free(c, &tout);
+        tile_tmp_free(c, &tout);
     }
-    lx_bcast_free(c, &tin, xt);
+    tile_bcast_free(c, &tin, xt);
     return 1;
 }
 
 /* ---- the fast special cases (tried before this file's general rules; each applies function says why it
  * declines, and a node without input 0 is taken so that the rule reports it) ---- */
 
-static int lower_softmax(cc *c)
+static int lower_softmax(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -272,11 +273,11 @@ static int lower_softmax(cc *c)
         cc_fail(c, TERN_ERR_UNSUPPORTED, "Softmax over axis %lld (only the last axis)", (long long)axis);
         return 1;
     }
-    tern_lib_softmax(c->k, lx_flat2d(c, y), lx_flat2d(c, x));
+    tern_lib_softmax(c->k, tile_flat2d(c, y), tile_flat2d(c, x));
     return 1;
 }
 
-static int softmax_row_applies(cc *c, char *why, size_t len)
+static int softmax_row_applies(compile_ctx *c, char *why, size_t len)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);

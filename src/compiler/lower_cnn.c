@@ -27,7 +27,7 @@ static int64_t ints_at(const tern_graph_attr *a, size_t i, int64_t dflt)
 }
 
 /* Fill g from x (input), y (output), the kernel spatial dims and the node's attributes. */
-static int geom_of(cc *c, cnn_geom *g, const cc_value *x, const cc_value *y, const int64_t *kern)
+static int geom_of(compile_ctx *c, cnn_geom *g, const cc_value *x, const cc_value *y, const int64_t *kern)
 {
     const tern_graph_node *n = cc_node(c);
     if (x->rank != 3 && x->rank != 4) {
@@ -81,7 +81,7 @@ static int geom_of(cc *c, cnn_geom *g, const cc_value *x, const cc_value *y, con
 
 /* ---- constants made at compile time ---- */
 
-static tern_view const_f32(cc *c, tern_dtype dt, uint64_t rows, uint64_t cols, const float *data)
+static tern_view const_f32(compile_ctx *c, tern_dtype dt, uint64_t rows, uint64_t cols, const float *data)
 {
     size_t n = (size_t)(rows * cols), es = tern_dtype_size(dt);
     uint8_t *b = malloc(es * (n ? n : 1));
@@ -123,7 +123,7 @@ static tern_view hview(tern_view base, uint64_t off, uint32_t parts, int64_t pst
 /* Per-row scale and shift: out[r, :] = in[r, :] * scale[r] + shift[r] (scale or shift may be absent, region
  * -1), optionally followed by relu; in and out are contiguous [rows, cols] HBM views (they may be the same). The
  * per-row vectors are fp32 constants [rows, 1]; each row block loads them once as [P, 1] per-partition scalars. */
-static void row_affine(cc *c, tern_view out, tern_view in, tern_view scale, tern_view shift, uint64_t rows,
+static void row_affine(compile_ctx *c, tern_view out, tern_view in, tern_view scale, tern_view shift, uint64_t rows,
                        uint64_t cols)
 {
     const uint64_t chunk = 4096, P = c->cfg.partitions;
@@ -158,7 +158,7 @@ static void row_affine(cc *c, tern_view out, tern_view in, tern_view scale, tern
 }
 
 /* A per-channel vector replicated over the batch as an fp32 [N*C, 1] constant (rows of NCHW are n*C + c). */
-static tern_view per_row_const(cc *c, const double *v, int64_t N, int64_t C)
+static tern_view per_row_const(compile_ctx *c, const double *v, int64_t N, int64_t C)
 {
     float *f = malloc(sizeof(float) * (size_t)(N * C));
     if (!f) {
@@ -201,7 +201,7 @@ static int64_t chunk_rows(const cnn_geom *g)
 
 /* Load the padded input rows for output rows [oc0, oc0 + on) of p planes (plane q at element base + q*pstep of
  * xv, each H x W) into a new fp32 tile [p, rin, Wp]. */
-static tern_view load_padded(cc *c, tern_view xv, uint64_t base, int64_t pstep, uint32_t p, const cnn_geom *g,
+static tern_view load_padded(compile_ctx *c, tern_view xv, uint64_t base, int64_t pstep, uint32_t p, const cnn_geom *g,
                              int64_t oc0, int64_t on, float fill)
 {
     int64_t rin = tile_rows(g, on), Wp = tile_cols(g), ih0 = oc0 * g->sh - g->ph;
@@ -223,7 +223,7 @@ static tern_view load_padded(cc *c, tern_view xv, uint64_t base, int64_t pstep, 
 }
 
 /* The window of kernel offset (i, j) for the chunk's on x Wo outputs: a strided view of the padded tile. */
-static tern_view window_view(cc *c, tern_view t, const cnn_geom *g, int64_t i, int64_t j, int64_t on)
+static tern_view window_view(compile_ctx *c, tern_view t, const cnn_geom *g, int64_t i, int64_t j, int64_t on)
 {
     tern_view v = tern_view_slice(c->k, t, 1, (uint64_t)(i * g->dh), (uint64_t)(i * g->dh + (on - 1) * g->sh + 1),
                                   g->sh);
@@ -245,7 +245,7 @@ typedef struct {
  * N*C rows r, 128 rows per block and output-row chunks that keep each tile at most 4096 elements: one DMA per
  * offset brings the shifted, strided window into SBUF (positions in the padding keep the fill value: -FLT_MAX
  * for max, 0 otherwise), VectorE combines it into the accumulator. */
-static void window_walk(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, const walk_opts *wo)
+static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, const walk_opts *wo)
 {
     int64_t R = g->N * g->C, HW = g->H * g->W, HoWo = g->Ho * g->Wo, KK = g->kh * g->kw;
     int64_t ohc = chunk_rows(g);
@@ -371,7 +371,7 @@ static void window_walk(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, cons
 /* ---- Conv ---- */
 
 /* Host copy of a constant as doubles (NULL when v is absent). */
-static double *host_doubles(cc *c, const cc_value *v, size_t want)
+static double *host_doubles(compile_ctx *c, const cc_value *v, size_t want)
 {
     if (!v)
         return NULL;
@@ -391,7 +391,8 @@ static double *host_doubles(cc *c, const cc_value *v, size_t want)
 
 /* im2col + GEMM for one group: col[Kg = Cg*kh*kw, N*Ho*Wo] (matmul dtype; row ci*kh*kw + i*kw + j holds input
  * channel ci shifted by kernel offset (i, j)), then per image out[Coutg, Ho*Wo] = (W_g^T)^T @ col_n. */
-static void conv_gemm_group(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg, int64_t Coutg,
+static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
+                            int64_t Coutg,
                             int64_t Cout, cc_value *w)
 {
     tern_dtype mdt = c->o->matmul_dtype;
@@ -477,7 +478,7 @@ static void conv_gemm_group(cc *c, cc_value *y, cc_value *x, const cnn_geom *g, 
     c->model_flops += 2.0 * (double)Coutg * (double)Kg * (double)NP;
 }
 
-static int lower_conv(cc *c)
+static int lower_conv(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *w = cc_in(c, 1), *b = cc_in(c, 2);
@@ -537,7 +538,7 @@ static int lower_conv(cc *c)
 
 /* ---- pools ---- */
 
-static int lower_pool(cc *c)
+static int lower_pool(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -563,7 +564,7 @@ static int lower_pool(cc *c)
     return 1;
 }
 
-static int lower_global_pool(cc *c)
+static int lower_global_pool(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -600,7 +601,7 @@ static int lower_global_pool(cc *c)
 
 /* ---- BatchNormalization (inference) ---- */
 
-static int lower_batchnorm(cc *c)
+static int lower_batchnorm(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);

@@ -5,7 +5,7 @@
  * VectorE ALU ops (Clip, LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softsign, PRelu, ThresholdedRelu,
  * Shrink), more math (Mod, Floor, Ceil, Round, Cos, Tan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan, Asin, Acos, IsNaN,
  * IsInf, Not, BitShift, Pow with a tensor exponent, n-ary Sum/Mean/Max/Min, integer Div) and Cast/CastLike in
- * general (float to integer truncates, text casts), each as a tile program run by lx_ew_apply over fp32 (or
+ * general (float to integer truncates, text casts), each as a tile program run by tile_ew_apply over fp32 (or
  * int32) tiles of the flattened, broadcast operands; they take what the special cases decline. */
 #include <math.h>
 #include <stdlib.h>
@@ -16,273 +16,274 @@
 #include "graph/op_params.h"
 
 /* A unary elementwise op on input 0 into output 0. */
-static void unary_op(cc *c, ew_fn fn, const ew_ctx *ctx)
+static void unary_op(compile_ctx *c, ew_fn fn, const ew_ctx *ctx)
 {
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!x || !y)
         return;
-    lx_ew_apply(c, &x, 1, y, fn, ctx, 0);
+    tile_ew_apply(c, &x, 1, y, fn, ctx, 0);
 }
 
 /* A binary (numpy-broadcast) elementwise op of inputs 0 and 1 into output 0. */
-static void binary_op(cc *c, ew_fn fn, const ew_ctx *ctx, int int_tiles)
+static void binary_op(compile_ctx *c, ew_fn fn, const ew_ctx *ctx, int int_tiles)
 {
     cc_value *a = cc_in(c, 0), *b = cc_in(c, 1);
     cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
     if (!a || !b || !y)
         return;
     cc_value ta, tb;
-    cc_value *ba = lx_bcast(c, a, y, &ta);
-    cc_value *bb = ba ? lx_bcast(c, b, y, &tb) : NULL;
+    cc_value *ba = tile_bcast(c, a, y, &ta);
+    cc_value *bb = ba ? tile_bcast(c, b, y, &tb) : NULL;
     if (ba && bb) {
         cc_value *xs[2] = {ba, bb};
-        lx_ew_apply(c, xs, 2, y, fn, ctx, int_tiles);
+        tile_ew_apply(c, xs, 2, y, fn, ctx, int_tiles);
     }
     if (bb)
-        lx_bcast_free(c, &tb, bb);
+        tile_bcast_free(c, &tb, bb);
     if (ba)
-        lx_bcast_free(c, &ta, ba);
+        tile_bcast_free(c, &ta, ba);
 }
 
-static float attr_f(cc *c, const char *name, float dflt) { return tern_graph_attr_float(cc_node(c), name, dflt); }
+static float attr_f(compile_ctx *c, const char *name, float dflt) { return tern_graph_attr_float(cc_node(c), name,
+                    dflt); }
 
-/* -- the elementwise lx_tile programs --
+/* -- the elementwise tile_new programs --
  * IEEE special values: VectorE's max and min are maxNum/minNum (a NaN operand loses, docs/isa-semantics.md) and a
  * mask product x * (x > t) turns inf into NaN (inf * 0), so the programs below compute ONNX's piecewise
  * definitions with compares and select (which copies the chosen bits: NaN, inf and the sign of zero survive),
  * and where a max/min clamp must stay, put the NaN back afterwards (nan_keep). */
 
 /* o = isnan(x) ? x : o; t is scratch. */
-static void nan_keep(cc *c, tern_view o, tern_view x, tern_view t)
+static void nan_keep(compile_ctx *c, tern_view o, tern_view x, tern_view t)
 {
-    lx_tt(c, t, x, x, TERN_ALU_NOT_EQ);
+    tile_tt(c, t, x, x, TERN_ALU_NOT_EQ);
     tern_kernel_select(c->k, o, t, x, o);
 }
 
 /* o = (o == 0) ? x * 0 : o, so a zero result takes x's sign, as floor, ceil and round of a negative x do (for
  * the finite x that reach it: a big or non-finite x is selected whole before). t is scratch. */
-static void zero_sign_of(cc *c, tern_view o, tern_view x, tern_view t, tern_view u)
+static void zero_sign_of(compile_ctx *c, tern_view o, tern_view x, tern_view t, tern_view u)
 {
-    lx_ts(c, t, o, TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, u, x, TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, t, o, TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, u, x, TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, o, t, u, o);
 }
 
-static void f_leaky(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_leaky(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x < 0 ? alpha * x : x (NaN and -0 take the second branch, as the definition's "x >= 0" branch is x) */
-    lx_ts(c, s[0], in[0], TERN_ALU_MULT, x->a, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, s[1], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[0], in[0], TERN_ALU_MULT, x->a, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[1], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, o, s[1], s[0], in[0]);
 }
 
-static void f_elu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_elu(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* gamma * (max(x, 0) + alpha * (exp(min(x, 0) / theta) - 1)); Elu: theta 1, gamma 1; Celu: theta alpha */
-    lx_ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_act(c, s[0], s[0], TERN_ACT_EXP, x->b);
-    lx_ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_MULT, x->a);
-    lx_ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+    tile_ts(c, s[0], in[0], TERN_ALU_MIN, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[0], s[0], TERN_ACT_EXP, x->b);
+    tile_ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_MULT, x->a);
+    tile_ts(c, o, in[0], TERN_ALU_MAX, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_tt(c, o, o, s[0], TERN_ALU_ADD);
     if (x->g != 1.0f)
-        lx_ts(c, o, o, TERN_ALU_MULT, x->g, TERN_ALU_BYPASS, 0.0f);
+        tile_ts(c, o, o, TERN_ALU_MULT, x->g, TERN_ALU_BYPASS, 0.0f);
     nan_keep(c, o, in[0], s[0]); /* the min/max split drops a NaN */
 }
 
-static void f_hardsigmoid(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_hardsigmoid(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* max(0, min(1, alpha * x + beta)), times x for HardSwish */
     tern_view t = x->flag ? s[0] : o;
-    lx_ts(c, t, in[0], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
-    lx_ts(c, t, t, TERN_ALU_MIN, 1.0f, TERN_ALU_MAX, 0.0f);
+    tile_ts(c, t, in[0], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
+    tile_ts(c, t, t, TERN_ALU_MIN, 1.0f, TERN_ALU_MAX, 0.0f);
     if (!x->flag) /* HardSwish needs none: x * t is NaN for a NaN x whatever t is */
         nan_keep(c, t, in[0], s[1]);
     if (x->flag)
-        lx_tt(c, o, in[0], t, TERN_ALU_MULT);
+        tile_tt(c, o, in[0], t, TERN_ALU_MULT);
 }
 
-static void f_softsign(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_softsign(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x / (1 + |x|) */
     (void)x;
-    lx_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
-    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
+    tile_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    tile_ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
 }
 
-static void f_thresholded(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_thresholded(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x > alpha ? x : 0 (a select: x * mask would give NaN for -inf and -0 for negative x) */
-    lx_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, s[1], s[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* +0: the mask is 0 or 1 */
+    tile_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[1], s[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* +0: the mask is 0 or 1 */
     tern_kernel_select(c->k, o, s[0], in[0], s[1]);
 }
 
-static void f_shrink(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_shrink(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x < -lambd ? x + bias : x > lambd ? x - bias : 0, as two selects (masks times +-inf would be NaN) */
-    lx_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, s[1], in[0], TERN_ALU_SUBTRACT, x->b, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, s[2], s[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* +0 */
+    tile_ts(c, s[0], in[0], TERN_ALU_IS_GT, x->a, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[1], in[0], TERN_ALU_SUBTRACT, x->b, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[2], s[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* +0 */
     tern_kernel_select(c->k, o, s[0], s[1], s[2]);
-    lx_ts(c, s[0], in[0], TERN_ALU_IS_LT, -x->a, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, s[1], in[0], TERN_ALU_ADD, x->b, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[0], in[0], TERN_ALU_IS_LT, -x->a, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[1], in[0], TERN_ALU_ADD, x->b, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, o, s[0], s[1], o);
 }
 
-static void f_clip(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_clip(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
-    lx_ts(c, o, in[0], TERN_ALU_MAX, x->a, TERN_ALU_MIN, x->b);
+    tile_ts(c, o, in[0], TERN_ALU_MAX, x->a, TERN_ALU_MIN, x->b);
     nan_keep(c, o, in[0], s[0]);
 }
 
-static void f_prelu(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_prelu(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x < 0 ? slope * x : x (a select: slope * min(x, 0) is NaN for x >= 0 and an infinite slope) */
     (void)x;
-    lx_tt(c, s[0], in[0], in[1], TERN_ALU_MULT);
-    lx_ts(c, s[1], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_tt(c, s[0], in[0], in[1], TERN_ALU_MULT);
+    tile_ts(c, s[1], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, o, s[1], s[0], in[0]);
 }
 
-static void f_not(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_not(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
     (void)x;
     (void)s;
-    lx_ts(c, o, in[0], TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, o, in[0], TERN_ALU_IS_EQ, 0.0f, TERN_ALU_BYPASS, 0.0f);
 }
 
-static void f_isnan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_isnan(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
     (void)x;
     (void)s;
-    lx_tt(c, o, in[0], in[0], TERN_ALU_NOT_EQ);
+    tile_tt(c, o, in[0], in[0], TERN_ALU_NOT_EQ);
 }
 
-static void f_isinf(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_isinf(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* (detect_positive && x == inf) || (detect_negative && x == -inf) */
-    lx_ts(c, o, in[0], TERN_ALU_IS_EQ, INFINITY, TERN_ALU_MULT, x->a);
-    lx_ts(c, s[0], in[0], TERN_ALU_IS_EQ, -INFINITY, TERN_ALU_MULT, x->b);
-    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+    tile_ts(c, o, in[0], TERN_ALU_IS_EQ, INFINITY, TERN_ALU_MULT, x->a);
+    tile_ts(c, s[0], in[0], TERN_ALU_IS_EQ, -INFINITY, TERN_ALU_MULT, x->b);
+    tile_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
-static void f_floor_ceil(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_floor_ceil(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* t = x - fmod(x, 1) (truncation); floor = t - (x < t), ceil = t + (x > t). |x| >= 2^23 (inf included, where
    * fmod gives NaN) is an integer already and is taken whole; a zero result takes x's sign (ceil(-0.5) = -0). */
-    lx_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, s[0], in[0], s[0], TERN_ALU_SUBTRACT);
-    lx_tt(c, s[1], in[0], s[0], x->flag ? TERN_ALU_IS_GT : TERN_ALU_IS_LT);
-    lx_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
+    tile_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_tt(c, s[0], in[0], s[0], TERN_ALU_SUBTRACT);
+    tile_tt(c, s[1], in[0], s[0], x->flag ? TERN_ALU_IS_GT : TERN_ALU_IS_LT);
+    tile_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
     zero_sign_of(c, o, in[0], s[0], s[1]);
-    lx_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
-    lx_ts(c, s[0], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    tile_ts(c, s[0], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, o, s[0], in[0], o);
 }
 
-static void f_round(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_round(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* half to even: (|x| + 2^23) - 2^23 rounds in fp32 (RNE) for |x| < 2^23; larger values are integers already */
     (void)x;
-    lx_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
-    lx_ts(c, s[1], s[0], TERN_ALU_ADD, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, s[1], s[1], TERN_ALU_SUBTRACT, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, s[2], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    tile_ts(c, s[1], s[0], TERN_ALU_ADD, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[1], s[1], TERN_ALU_SUBTRACT, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[2], s[0], TERN_ALU_IS_GE, 8388608.0f, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, s[1], s[2], s[0], s[1]);
-    lx_act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
-    lx_tt(c, o, s[1], s[2], TERN_ALU_MULT);
+    tile_act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
+    tile_tt(c, o, s[1], s[2], TERN_ALU_MULT);
     zero_sign_of(c, o, in[0], s[0], s[1]); /* round(-0.3) = -0; ScalarE's sign turns -0 into +0 */
 }
 
 /* sin(u) for any u: ScalarE's sin is valid on [-pi, pi], so u is reduced first: ((u + pi) mod 2pi) - pi. */
-static void sin_any(cc *c, tern_view o, tern_view u, float shift, const tern_view *s)
+static void sin_any(compile_ctx *c, tern_view o, tern_view u, float shift, const tern_view *s)
 {
     const float pi = 3.14159265358979f, two_pi = 6.28318530717959f;
-    lx_ts(c, s[1], u, TERN_ALU_ADD, shift + pi, TERN_ALU_MOD, two_pi);
-    lx_ts(c, s[2], s[1], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, two_pi); /* fmod keeps the sign of u */
-          lx_tt(c, s[1], s[1], s[2], TERN_ALU_ADD);
-    lx_ts(c, s[1], s[1], TERN_ALU_SUBTRACT, pi, TERN_ALU_MAX, -pi);
-    lx_ts(c, s[1], s[1], TERN_ALU_MIN, pi, TERN_ALU_BYPASS, 0.0f);
-    lx_act(c, o, s[1], TERN_ACT_SIN, 1.0f);
+    tile_ts(c, s[1], u, TERN_ALU_ADD, shift + pi, TERN_ALU_MOD, two_pi);
+    tile_ts(c, s[2], s[1], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, two_pi); /* fmod keeps the sign of u */
+          tile_tt(c, s[1], s[1], s[2], TERN_ALU_ADD);
+    tile_ts(c, s[1], s[1], TERN_ALU_SUBTRACT, pi, TERN_ALU_MAX, -pi);
+    tile_ts(c, s[1], s[1], TERN_ALU_MIN, pi, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, o, s[1], TERN_ACT_SIN, 1.0f);
 }
 
-static void f_cos(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_cos(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* the reduction's clamps to [-pi, pi] drop NaN (and fmod(inf) = NaN is clamped): put it back */
     (void)x;
     sin_any(c, o, in[0], 1.57079632679490f, s);
-    lx_ts(c, s[0], in[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* 0 for finite x, NaN for inf, NaN */
-    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+    tile_ts(c, s[0], in[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* 0 for finite x, NaN for inf, NaN */
+    tile_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
-static void f_tan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_tan(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
     (void)x;
     sin_any(c, o, in[0], 1.57079632679490f, s); /* cos */
     sin_any(c, s[0], in[0], 0.0f, s);          /* sin */
-    lx_tt(c, o, s[0], o, TERN_ALU_DIVIDE);
-    lx_ts(c, s[0], in[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* NaN for inf and NaN (clamped above) */
-    lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+    tile_tt(c, o, s[0], o, TERN_ALU_DIVIDE);
+    tile_ts(c, s[0], in[0], TERN_ALU_MULT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* NaN for inf and NaN (clamped above) */
+    tile_tt(c, o, o, s[0], TERN_ALU_ADD);
 }
 
-static void f_sinh_cosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_sinh_cosh(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* (e^x -+ e^-x) / 2 */
-    lx_act(c, s[0], in[0], TERN_ACT_EXP, 1.0f);
-    lx_act(c, s[1], in[0], TERN_ACT_EXP, -1.0f);
-    lx_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
-    lx_ts(c, o, o, TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[0], in[0], TERN_ACT_EXP, 1.0f);
+    tile_act(c, s[1], in[0], TERN_ACT_EXP, -1.0f);
+    tile_tt(c, o, s[0], s[1], x->flag ? TERN_ALU_ADD : TERN_ALU_SUBTRACT);
+    tile_ts(c, o, o, TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
 }
 
-static void f_asinh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_asinh(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* sign(x) * ln(|x| + sqrt(x^2 + 1)) */
     (void)x;
-    lx_act(c, s[0], in[0], TERN_ACT_SQUARE, 1.0f);
-    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
-    lx_act(c, s[1], in[0], TERN_ACT_ABS, 1.0f);
-    lx_tt(c, s[0], s[0], s[1], TERN_ALU_ADD);
-    lx_act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
-    lx_act(c, s[1], in[0], TERN_ACT_SIGN, 1.0f);
-    lx_tt(c, o, s[0], s[1], TERN_ALU_MULT);
+    tile_act(c, s[0], in[0], TERN_ACT_SQUARE, 1.0f);
+    tile_ts(c, s[0], s[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
+    tile_act(c, s[1], in[0], TERN_ACT_ABS, 1.0f);
+    tile_tt(c, s[0], s[0], s[1], TERN_ALU_ADD);
+    tile_act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
+    tile_act(c, s[1], in[0], TERN_ACT_SIGN, 1.0f);
+    tile_tt(c, o, s[0], s[1], TERN_ALU_MULT);
     /* x^2 overflows from |x| ~ 2^64 on: for |x| >= 2^12, asinh(x) = sign(x) (ln|x| + ln 2) within 2^-26 */
-    lx_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
-    lx_act(c, s[1], s[0], TERN_ACT_LOG, 1.0f);
-    lx_ts(c, s[1], s[1], TERN_ALU_ADD, 0.693147182f, TERN_ALU_BYPASS, 0.0f);
-    lx_act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
-    lx_tt(c, s[1], s[1], s[2], TERN_ALU_MULT);
-    lx_ts(c, s[2], s[0], TERN_ALU_IS_GE, 4096.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[0], in[0], TERN_ACT_ABS, 1.0f);
+    tile_act(c, s[1], s[0], TERN_ACT_LOG, 1.0f);
+    tile_ts(c, s[1], s[1], TERN_ALU_ADD, 0.693147182f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[2], in[0], TERN_ACT_SIGN, 1.0f);
+    tile_tt(c, s[1], s[1], s[2], TERN_ALU_MULT);
+    tile_ts(c, s[2], s[0], TERN_ALU_IS_GE, 4096.0f, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, o, s[2], s[1], o);
 }
 
-static void f_acosh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_acosh(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* ln(x + sqrt(x^2 - 1)) */
     (void)x;
-    lx_act(c, s[0], in[0], TERN_ACT_SQUARE, 1.0f);
-    lx_ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
-    lx_tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
-    lx_act(c, o, s[0], TERN_ACT_LOG, 1.0f);
+    tile_act(c, s[0], in[0], TERN_ACT_SQUARE, 1.0f);
+    tile_ts(c, s[0], s[0], TERN_ALU_SUBTRACT, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[0], s[0], TERN_ACT_SQRT, 1.0f);
+    tile_tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
+    tile_act(c, o, s[0], TERN_ACT_LOG, 1.0f);
     /* x^2 overflows from |x| ~ 2^64 on: for |x| >= 2^12, acosh(x) = ln x + ln 2 within 2^-26 (NaN for x < 0) */
-    lx_act(c, s[0], in[0], TERN_ACT_LOG, 1.0f);
-    lx_ts(c, s[0], s[0], TERN_ALU_ADD, 0.693147182f, TERN_ALU_BYPASS, 0.0f);
-    lx_act(c, s[1], in[0], TERN_ACT_ABS, 1.0f);
-    lx_ts(c, s[1], s[1], TERN_ALU_IS_GE, 4096.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[0], in[0], TERN_ACT_LOG, 1.0f);
+    tile_ts(c, s[0], s[0], TERN_ALU_ADD, 0.693147182f, TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[1], in[0], TERN_ACT_ABS, 1.0f);
+    tile_ts(c, s[1], s[1], TERN_ALU_IS_GE, 4096.0f, TERN_ALU_BYPASS, 0.0f);
     tern_kernel_select(c->k, o, s[1], s[0], o);
 }
 
-static void f_atanh(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_atanh(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* 0.5 * ln((1 + x) / (1 - x)) */
     (void)x;
-    lx_ts(c, s[0], in[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_ts(c, s[1], in[0], TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
-    lx_tt(c, s[0], s[0], s[1], TERN_ALU_DIVIDE);
-    lx_act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
-    lx_ts(c, o, s[0], TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[0], in[0], TERN_ALU_ADD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_ts(c, s[1], in[0], TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
+    tile_tt(c, s[0], s[0], s[1], TERN_ALU_DIVIDE);
+    tile_act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
+    tile_ts(c, o, s[0], TERN_ALU_MULT, 0.5f, TERN_ALU_BYPASS, 0.0f);
 }
 
-static void f_mod(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_mod(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* fmod; for fmod = 0 (integers) the result takes the divisor's sign: r + b where r * b < 0 */
-    lx_tt(c, o, in[0], in[1], TERN_ALU_MOD);
+    tile_tt(c, o, in[0], in[1], TERN_ALU_MOD);
     if (!x->flag) {
-        lx_tt(c, s[0], o, in[1], TERN_ALU_MULT);
-        lx_ts(c, s[0], s[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
-        lx_tt(c, s[0], s[0], in[1], TERN_ALU_MULT);
-        lx_tt(c, o, o, s[0], TERN_ALU_ADD);
+        tile_tt(c, s[0], o, in[1], TERN_ALU_MULT);
+        tile_ts(c, s[0], s[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f);
+        tile_tt(c, s[0], s[0], in[1], TERN_ALU_MULT);
+        tile_tt(c, o, o, s[0], TERN_ALU_ADD);
     }
 }
 
-static void f_binop(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_binop(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
     (void)s;
     tern_kernel_tensor_tensor(c->k, x->op == TERN_ALU_POW ? TERN_ENGINE_GPSIMD : VE, o, in[0], in[1], x->op);
@@ -290,7 +291,7 @@ static void f_binop(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, co
 
 /* ---- elementwise lowerings ---- */
 
-int lx_need_float(cc *c, cc_value *x)
+int tile_need_float(compile_ctx *c, cc_value *x)
 {
     if (x && !tern_dtype_is_float(x->dt)) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "%s on a non-float tensor (%s)", cc_node(c)->op, tern_dtype_name(x->dt));
@@ -299,12 +300,12 @@ int lx_need_float(cc *c, cc_value *x)
     return 1;
 }
 
-static int lower_activation(cc *c)
+static int lower_activation(compile_ctx *c)
 {
     const tern_op_id id = (tern_op_id)cc_node(c)->op_id;
     ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
     ew_fn fn = NULL;
-    if (!lx_need_float(c, cc_in(c, 0)))
+    if (!tile_need_float(c, cc_in(c, 0)))
         return 1;
     if (id == TERN_GOP_LEAKY_RELU) {
         x.a = attr_f(c, "alpha", 0.01f);
@@ -366,7 +367,7 @@ static int lower_activation(cc *c)
     return 1;
 }
 
-static int lower_not(cc *c)
+static int lower_not(compile_ctx *c)
 {
     ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
     unary_op(c, f_not, &x);
@@ -374,7 +375,7 @@ static int lower_not(cc *c)
 }
 
 /* A compile-time scalar from input k (or the attribute of older opsets); *have = 0 when absent. */
-int lx_const_scalar_in(cc *c, int k, const char *attr, float *v, int *have)
+int tile_const_scalar_in(compile_ctx *c, int k, const char *attr, float *v, int *have)
 {
     *have = 0;
     cc_value *x = cc_in(c, k);
@@ -392,16 +393,16 @@ int lx_const_scalar_in(cc *c, int k, const char *attr, float *v, int *have)
     return 1;
 }
 
-static int lower_clip(cc *c)
+static int lower_clip(compile_ctx *c)
 {
     ew_ctx x = {cc_node(c), -INFINITY, INFINITY, 1, 0, TERN_ALU_BYPASS};
     int h;
     float v;
-    if (!lx_const_scalar_in(c, 1, "min", &v, &h))
+    if (!tile_const_scalar_in(c, 1, "min", &v, &h))
         return 1;
     if (h)
         x.a = v;
-    if (!lx_const_scalar_in(c, 2, "max", &v, &h))
+    if (!tile_const_scalar_in(c, 2, "max", &v, &h))
         return 1;
     if (h)
         x.b = v;
@@ -409,23 +410,23 @@ static int lower_clip(cc *c)
     return 1;
 }
 
-static int lower_prelu(cc *c)
+static int lower_prelu(compile_ctx *c)
 {
     ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
-    if (!lx_need_float(c, cc_in(c, 0)))
+    if (!tile_need_float(c, cc_in(c, 0)))
         return 1;
     binary_op(c, f_prelu, &x, 0);
     return 1;
 }
 
-static int lower_mod(cc *c)
+static int lower_mod(compile_ctx *c)
 {
     ew_ctx x = {cc_node(c), 0, 0, 1, (int)tern_graph_attr_int(cc_node(c), "fmod", 0), TERN_ALU_BYPASS};
     binary_op(c, f_mod, &x, 0);
     return 1;
 }
 
-static int lower_bitshift(cc *c)
+static int lower_bitshift(compile_ctx *c)
 {
     const char *dir = tern_graph_attr_string(cc_node(c), "direction", "");
     ew_ctx x = {cc_node(c), 0, 0, 1, 0, !strcmp(dir, "LEFT") ? TERN_ALU_SHIFT_LEFT : TERN_ALU_SHIFT_RIGHT};
@@ -437,7 +438,7 @@ static int lower_bitshift(cc *c)
     return 1;
 }
 
-static int lower_pow_tensor(cc *c)
+static int lower_pow_tensor(compile_ctx *c)
 {
     ew_ctx x = {cc_node(c), 0, 0, 1, 0, TERN_ALU_POW};
     binary_op(c, f_binop, &x, 0);
@@ -445,7 +446,7 @@ static int lower_pow_tensor(cc *c)
 }
 
 /* Sum, Mean, Max, Min over any number of broadcast inputs. */
-static int lower_nary(cc *c)
+static int lower_nary(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     tern_alu_op op = n->op_id == TERN_GOP_MAX ? TERN_ALU_MAX : n->op_id == TERN_GOP_MIN ? TERN_ALU_MIN : TERN_ALU_ADD;
@@ -457,7 +458,7 @@ static int lower_nary(cc *c)
         cc_value *x = cc_in(c, k), t;
         if (!x)
             continue;
-        cc_value *b = lx_bcast(c, x, y, &t);
+        cc_value *b = tile_bcast(c, x, y, &t);
         if (!b)
             return 1;
         uint64_t N = y->numel;
@@ -466,7 +467,7 @@ static int lower_nary(cc *c)
         else
             tern_lib_binary(c->k, cc_view2d(c, y, 0, 1, N, N), cc_view2d(c, y, 0, 1, N, N),
                             cc_view2d(c, b, 0, 1, N, N), op);
-        lx_bcast_free(c, &t, b);
+        tile_bcast_free(c, &t, b);
         m++;
     }
     if (n->op_id == TERN_GOP_MEAN && m > 1)
@@ -477,17 +478,17 @@ static int lower_nary(cc *c)
 
 /* ---- casts ---- */
 
-static void f_trunc(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_trunc(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* toward zero: x - fmod(x, 1) */
     (void)x;
-    lx_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-    lx_tt(c, o, in[0], s[0], TERN_ALU_SUBTRACT);
+    tile_ts(c, s[0], in[0], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+    tile_tt(c, o, in[0], s[0], TERN_ALU_SUBTRACT);
 }
 
 /* Cast between text (ONNX string) and float32: GpSimd's text_parse / text_format on SBUF tiles of up to 128 x
  * TEXT_TILE elements, each element a TERN_EXE_TEXT_CELL-byte cell on the text side. */
 enum { TEXT_TILE = 32 };
-static void lower_cast_text(cc *c, cc_value *x, cc_value *y, int parse)
+static void lower_cast_text(compile_ctx *c, cc_value *x, cc_value *y, int parse)
 {
     const uint64_t W = TERN_EXE_TEXT_CELL, n = parse ? y->numel : x->numel;
     uint64_t w = n < TEXT_TILE ? n : TEXT_TILE, R = w ? n / w : 0, rem = w ? n % w : 0;
@@ -518,7 +519,7 @@ static void lower_cast_text(cc *c, cc_value *x, cc_value *y, int parse)
 
 /* Cast and CastLike: a DMA converts between device formats (floats round to nearest even); float to integer
  * truncates toward zero first, as ONNX (C casts) does. Text: lower_cast_text. */
-static int lower_cast_any(cc *c)
+static int lower_cast_any(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
@@ -532,7 +533,7 @@ static int lower_cast_any(cc *c)
     }
     if (tern_dtype_is_float(x->dt) && !tern_dtype_is_float(y->dt)) {
         ew_ctx e = {cc_node(c), 0, 0, 1, 0, TERN_ALU_BYPASS};
-        lx_ew_apply(c, &x, 1, y, f_trunc, &e, 0);
+        tile_ew_apply(c, &x, 1, y, f_trunc, &e, 0);
         return 1;
     }
     cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, x, 0, 1, x->numel, x->numel));
@@ -543,48 +544,48 @@ static int lower_cast_any(cc *c)
 
 /* atan(u) for any u: z = min(|u|, 1/|u|) in [0, 1], atan(z) = z * P(z^2) (Abramowitz & Stegun 4.4.49, absolute
  * error below 2e-8), pi/2 - atan(z) when |u| > 1, and u's sign. s[0..2] are used; o may not alias u. */
-static void atan_any(cc *c, tern_view o, tern_view u, const tern_view *s)
+static void atan_any(compile_ctx *c, tern_view o, tern_view u, const tern_view *s)
 {
     static const float a[8] = {-0.3333314528f, 0.1999355085f, -0.1420889944f, 0.1065626393f,
                                -0.0752896400f, 0.0429096138f, -0.0161657367f, 0.0028662257f};
-    lx_act(c, s[0], u, TERN_ACT_ABS, 1.0f);
-    lx_ts(c, s[1], s[0], TERN_ALU_IS_GT, 1.0f, TERN_ALU_BYPASS, 0.0f); /* big */
+    tile_act(c, s[0], u, TERN_ACT_ABS, 1.0f);
+    tile_ts(c, s[1], s[0], TERN_ALU_IS_GT, 1.0f, TERN_ALU_BYPASS, 0.0f); /* big */
           tern_kernel_reciprocal(c->k, s[2], s[0]);
     tern_kernel_select(c->k, s[0], s[1], s[2], s[0]);                 /* z */
-    lx_act(c, s[2], s[0], TERN_ACT_SQUARE, 1.0f);                        /* t = z^2 */
-    lx_ts(c, o, s[2], TERN_ALU_MULT, a[7], TERN_ALU_BYPASS, 0.0f);
+    tile_act(c, s[2], s[0], TERN_ACT_SQUARE, 1.0f);                        /* t = z^2 */
+    tile_ts(c, o, s[2], TERN_ALU_MULT, a[7], TERN_ALU_BYPASS, 0.0f);
     for (int i = 6; i >= 0; i--)
         tern_kernel_scalar_tensor_tensor(c->k, o, o, TERN_ALU_ADD, a[i], TERN_ALU_MULT, s[2]);
     tern_kernel_scalar_tensor_tensor(c->k, o, o, TERN_ALU_ADD, 1.0f, TERN_ALU_MULT, s[0]); /* atan(z) */
-    lx_ts(c, s[2], o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
+    tile_ts(c, s[2], o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
     tern_kernel_select(c->k, o, s[1], s[2], o);
-    lx_act(c, s[2], u, TERN_ACT_SIGN, 1.0f);
-    lx_tt(c, o, o, s[2], TERN_ALU_MULT);
+    tile_act(c, s[2], u, TERN_ACT_SIGN, 1.0f);
+    tile_tt(c, o, o, s[2], TERN_ALU_MULT);
 }
 
-static void f_atan(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_atan(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
     (void)x;
     atan_any(c, o, in[0], s);
 }
 
-static void f_asin_acos(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_asin_acos(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* asin(v) = atan(v / sqrt(1 - v^2)); acos = pi/2 - asin */
-    lx_act(c, o, in[0], TERN_ACT_SQUARE, 1.0f);
-    lx_ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
-    lx_act(c, o, o, TERN_ACT_SQRT, 1.0f);
-    lx_tt(c, o, in[0], o, TERN_ALU_DIVIDE);
-    tern_kernel_tensor_copy(c->k, VE, in[0], o); /* the input lx_tile is free now: atan reads from it */
+    tile_act(c, o, in[0], TERN_ACT_SQUARE, 1.0f);
+    tile_ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.0f);
+    tile_act(c, o, o, TERN_ACT_SQRT, 1.0f);
+    tile_tt(c, o, in[0], o, TERN_ALU_DIVIDE);
+    tern_kernel_tensor_copy(c->k, VE, in[0], o); /* the input tile_new is free now: atan reads from it */
     atan_any(c, o, in[0], s);
     if (x->flag)
-        lx_ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
+        tile_ts(c, o, o, TERN_ALU_MULT, -1.0f, TERN_ALU_ADD, 1.57079632679490f);
 }
 
-static int lower_atrig(cc *c)
+static int lower_atrig(compile_ctx *c)
 {
     const tern_op_id id = (tern_op_id)cc_node(c)->op_id;
     ew_ctx x = {cc_node(c), 0, 0, 1, id == TERN_GOP_ACOS, TERN_ALU_BYPASS};
-    if (!lx_need_float(c, cc_in(c, 0)))
+    if (!tile_need_float(c, cc_in(c, 0)))
         return 1;
     unary_op(c, id == TERN_GOP_ATAN ? f_atan : f_asin_acos, &x);
     return 1;
@@ -592,16 +593,16 @@ static int lower_atrig(cc *c)
 
 /* ---- integer division ---- */
 
-static void f_div(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_div(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* a / b in fp32; integer results truncate toward zero (C, numpy's int division for ONNX) */
-    lx_tt(c, x->flag ? s[1] : o, in[0], in[1], TERN_ALU_DIVIDE);
+    tile_tt(c, x->flag ? s[1] : o, in[0], in[1], TERN_ALU_DIVIDE);
     if (x->flag) {
-        lx_ts(c, s[0], s[1], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
-        lx_tt(c, o, s[1], s[0], TERN_ALU_SUBTRACT);
+        tile_ts(c, s[0], s[1], TERN_ALU_MOD, 1.0f, TERN_ALU_BYPASS, 0.0f);
+        tile_tt(c, o, s[1], s[0], TERN_ALU_SUBTRACT);
     }
 }
 
-static int lower_div(cc *c)
+static int lower_div(compile_ctx *c)
 {
     ew_ctx x = {cc_node(c), 0, 0, 1, !tern_dtype_is_float(cc_out_dtype(c, 0)), TERN_ALU_BYPASS};
     binary_op(c, f_div, &x, 0);
@@ -663,7 +664,7 @@ static int trailing_col(const cc_value *full, const cc_value *col, const cc_valu
     return *rows == col->numel;
 }
 
-static int lower_binary(cc *c)
+static int lower_binary(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     tern_alu_op op = TERN_ALU_ADD;
@@ -681,15 +682,15 @@ static int lower_binary(cc *c)
     }
     cc_value ta, tb;
     if (b->is_const_scalar && cc_same_shape(a, y)) {
-        tern_lib_scalar(c->k, lx_flat2d(c, y), lx_flat2d(c, a), op, (float)b->const_scalar);
+        tern_lib_scalar(c->k, tile_flat2d(c, y), tile_flat2d(c, a), op, (float)b->const_scalar);
         return 1;
     }
     /* x + bias over the last axis: the bias row broadcast on chip. */
     if (op == TERN_ALU_ADD && cc_same_shape(a, y) && y->rank > 0 && b->numel == (uint64_t)y->dims[y->rank - 1] &&
         b->rank > 0 && b->dims[b->rank - 1] == y->dims[y->rank - 1]) { /* not [1, C, 1, 1] with C == W */
         uint64_t r, cl;
-        lx_rows_cols(y, &r, &cl);
-        tern_lib_bias_act(c->k, lx_flat2d(c, y), lx_flat2d(c, a), cc_view2d(c, b, 0, 1, cl, cl), TERN_ACT_COPY);
+        tile_rows_cols(y, &r, &cl);
+        tern_lib_bias_act(c->k, tile_flat2d(c, y), tile_flat2d(c, a), cc_view2d(c, b, 0, 1, cl, cl), TERN_ACT_COPY);
         return 1;
     }
     /* x op s[row], s broadcast along trailing size-1 axes (RMSNorm's [.., S, 1], squeeze-excitation's
@@ -705,14 +706,14 @@ static int lower_binary(cc *c)
             return 1;
         }
     }
-    cc_value *ba = lx_broadcast_to(c, a, y, &ta);
-    cc_value *bb = ba ? lx_broadcast_to(c, b, y, &tb) : NULL;
+    cc_value *ba = tile_broadcast_to(c, a, y, &ta);
+    cc_value *bb = ba ? tile_broadcast_to(c, b, y, &tb) : NULL;
     if (ba && bb)
-        tern_lib_binary(c->k, lx_flat2d(c, y), lx_flat2d(c, ba), lx_flat2d(c, bb), op);
+        tern_lib_binary(c->k, tile_flat2d(c, y), tile_flat2d(c, ba), tile_flat2d(c, bb), op);
     if (ba)
-        lx_release_tmp(c, &ta, ba);
+        tile_release_tmp(c, &ta, ba);
     if (bb)
-        lx_release_tmp(c, &tb, bb);
+        tile_release_tmp(c, &tb, bb);
     return 1;
 }
 
@@ -748,7 +749,7 @@ static int act_of(const tern_graph_node *n, const tern_graph *g, tern_act_func *
     }
 }
 
-static int lower_unary(cc *c)
+static int lower_unary(compile_ctx *c)
 {
     tern_act_func f = TERN_ACT_COPY;
     float scale = 1.0f;
@@ -764,15 +765,15 @@ static int lower_unary(cc *c)
     /* ScalarE's affine step adds a +0 bias, so -0 comes out +0: Neg(+0) must be -0 and 1/-0 = -inf, so these two
      * run on VectorE, exactly */
     if (cc_node(c)->op_id == TERN_GOP_NEG)
-        tern_lib_scalar(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ALU_MULT, -1.0f);
+        tern_lib_scalar(c->k, tile_flat2d(c, y), tile_flat2d(c, x), TERN_ALU_MULT, -1.0f);
     else if (cc_node(c)->op_id == TERN_GOP_RECIPROCAL)
-        tern_lib_reciprocal(c->k, lx_flat2d(c, y), lx_flat2d(c, x));
+        tern_lib_reciprocal(c->k, tile_flat2d(c, y), tile_flat2d(c, x));
     else
-        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), f, scale);
+        tern_lib_unary(c->k, tile_flat2d(c, y), tile_flat2d(c, x), f, scale);
     return 1;
 }
 
-static int lower_pow(cc *c)
+static int lower_pow(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0), *e = cc_in(c, 1);
     if (!x || !e)
@@ -786,22 +787,22 @@ static int lower_pow(cc *c)
     if (!y)
         return 1;
     if (p == 2.0)
-        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_SQUARE, 1.0f);
+        tern_lib_unary(c->k, tile_flat2d(c, y), tile_flat2d(c, x), TERN_ACT_SQUARE, 1.0f);
     else if (p == 0.5)
-        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_SQRT, 1.0f);
+        tern_lib_unary(c->k, tile_flat2d(c, y), tile_flat2d(c, x), TERN_ACT_SQRT, 1.0f);
     else if (p == 1.0)
-        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_COPY, 1.0f);
+        tern_lib_unary(c->k, tile_flat2d(c, y), tile_flat2d(c, x), TERN_ACT_COPY, 1.0f);
     else if (p == -1.0)
-        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_RECIPROCAL, 1.0f);
+        tern_lib_unary(c->k, tile_flat2d(c, y), tile_flat2d(c, x), TERN_ACT_RECIPROCAL, 1.0f);
     else if (p == 3.0) {
-        tern_lib_unary(c->k, lx_flat2d(c, y), lx_flat2d(c, x), TERN_ACT_SQUARE, 1.0f);
-        tern_lib_binary(c->k, lx_flat2d(c, y), lx_flat2d(c, y), lx_flat2d(c, x), TERN_ALU_MULT);
+        tern_lib_unary(c->k, tile_flat2d(c, y), tile_flat2d(c, x), TERN_ACT_SQUARE, 1.0f);
+        tern_lib_binary(c->k, tile_flat2d(c, y), tile_flat2d(c, y), tile_flat2d(c, x), TERN_ALU_MULT);
     } else
         cc_fail(c, TERN_ERR_UNSUPPORTED, "Pow with exponent %g (supported: 2, 0.5, 1, -1, 3)", p);
     return 1;
 }
 
-static int lower_cast(cc *c)
+static int lower_cast(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0);
     tern_dtype dt = cc_out_dtype(c, 0);
@@ -821,7 +822,7 @@ static int lower_cast(cc *c)
 /* Dropout is the identity at inference; training mode (a random mask) is not built. Its mask output is all true
  * at inference: exporters emit it on every block (Swin-T) though nothing reads it, so an unread mask is left
  * unplaced, and a read one (or a graph output) is filled with ones (bool is stored as uint8). */
-static int lower_dropout(cc *c)
+static int lower_dropout(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *mode = cc_in(c, 2), *ratio = cc_in(c, 1);
@@ -859,19 +860,19 @@ static int lower_dropout(cc *c)
     return 1;
 }
 
-static int lower_where(cc *c)
+static int lower_where(compile_ctx *c)
 {
     cc_value *cond = cc_in(c, 0), *a = cc_in(c, 1), *b = cc_in(c, 2);
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
     if (!cond || !a || !b || !y)
         return 1;
     cc_value tc, ta, tb;
-    cc_value *bc = lx_broadcast_to(c, cond, y, &tc);
-    cc_value *ba = bc ? lx_broadcast_to(c, a, y, &ta) : NULL;
-    cc_value *bb = ba ? lx_broadcast_to(c, b, y, &tb) : NULL;
+    cc_value *bc = tile_broadcast_to(c, cond, y, &tc);
+    cc_value *ba = bc ? tile_broadcast_to(c, a, y, &ta) : NULL;
+    cc_value *bb = ba ? tile_broadcast_to(c, b, y, &tb) : NULL;
     if (bc && ba && bb) {
         uint64_t rows, cols;
-        lx_rows_cols(y, &rows, &cols);
+        tile_rows_cols(y, &rows, &cols);
         uint64_t chunk = cols > 4096 ? 4096 : cols, P = c->cfg.partitions;
         for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
             uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
@@ -892,15 +893,15 @@ static int lower_where(cc *c)
         }
     }
     if (bc)
-        lx_release_tmp(c, &tc, bc);
+        tile_release_tmp(c, &tc, bc);
     if (ba)
-        lx_release_tmp(c, &ta, ba);
+        tile_release_tmp(c, &ta, ba);
     if (bb)
-        lx_release_tmp(c, &tb, bb);
+        tile_release_tmp(c, &tb, bb);
     return 1;
 }
 
-static int pow_const_applies(cc *c, char *why, size_t len)
+static int pow_const_applies(compile_ctx *c, char *why, size_t len)
 {
     cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
     if (!x)
@@ -914,7 +915,7 @@ static int pow_const_applies(cc *c, char *why, size_t len)
     return 1;
 }
 
-static int two_inputs_applies(cc *c, char *why, size_t len)
+static int two_inputs_applies(compile_ctx *c, char *why, size_t len)
 {
     if (!cc_in(c, 0))
         return 1;
@@ -925,7 +926,7 @@ static int two_inputs_applies(cc *c, char *why, size_t len)
     return 1;
 }
 
-static int cast_plain_applies(cc *c, char *why, size_t len)
+static int cast_plain_applies(compile_ctx *c, char *why, size_t len)
 {
     cc_value *x = cc_in(c, 0);
     if (!x)
@@ -942,7 +943,7 @@ static int cast_plain_applies(cc *c, char *why, size_t len)
     return 1;
 }
 
-static int float_div_applies(cc *c, char *why, size_t len)
+static int float_div_applies(compile_ctx *c, char *why, size_t len)
 {
     if (!cc_in(c, 0))
         return 1;

@@ -11,31 +11,31 @@
 
 /* ---- gathers with run-time indices ---- */
 
-static void f_index(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_index(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* o = (idx + dim * (idx < 0)) * stride [+ base] */
-    lx_ts(c, s[0], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, x->a);
-    lx_tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
+    tile_ts(c, s[0], in[0], TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, x->a);
+    tile_tt(c, s[0], s[0], in[0], TERN_ALU_ADD);
     if (x->flag) {
-        lx_ts(c, s[0], s[0], TERN_ALU_MULT, x->b, TERN_ALU_BYPASS, 0.0f);
-        lx_tt(c, o, s[0], in[1], TERN_ALU_ADD);
+        tile_ts(c, s[0], s[0], TERN_ALU_MULT, x->b, TERN_ALU_BYPASS, 0.0f);
+        tile_tt(c, o, s[0], in[1], TERN_ALU_ADD);
     } else {
-        lx_ts(c, o, s[0], TERN_ALU_MULT, x->b, TERN_ALU_BYPASS, 0.0f);
+        tile_ts(c, o, s[0], TERN_ALU_MULT, x->b, TERN_ALU_BYPASS, 0.0f);
     }
 }
 
 /* int32 row ids from run-time indices (negative ones count from the end of an axis of `dim`), times stride, plus
  * an optional per-element base; ids is a fresh scratch value of idx's shape. */
-static cc_value *row_ids(cc *c, cc_value *idx, int64_t dim, int64_t stride, cc_value *base, cc_value *ids)
+static cc_value *row_ids(compile_ctx *c, cc_value *idx, int64_t dim, int64_t stride, cc_value *base, cc_value *ids)
 {
-    if (!lx_tmp_value(c, ids, TERN_DTYPE_INT32, idx->rank, idx->dims))
+    if (!tile_tmp_value(c, ids, TERN_DTYPE_INT32, idx->rank, idx->dims))
         return NULL;
     ew_ctx x = {cc_node(c), (float)dim, (float)stride, 1, base != NULL, TERN_ALU_BYPASS};
     cc_value *xs[2] = {idx, base};
-    lx_ew_apply(c, xs, base ? 2 : 1, ids, f_index, &x, 0);
+    tile_ew_apply(c, xs, base ? 2 : 1, ids, f_index, &x, 0);
     return ids;
 }
 
-static int lower_gather_rt(cc *c)
+static int lower_gather_rt(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *data = cc_in(c, 0), *idx = cc_in(c, 1);
@@ -67,22 +67,22 @@ static int lower_gather_rt(cc *c)
         int64_t td[3] = {(int64_t)rows, (int64_t)outer, (int64_t)inner};
         int64_t tst[3] = {(int64_t)inner, (int64_t)(rows * inner), 1};
         int64_t gd[3] = {(int64_t)nidx, (int64_t)outer, (int64_t)inner};
-        if (lx_tmp_value(c, &tab, data->dt, 3, td) && lx_tmp_value(c, &got, data->dt, 3, gd)) {
-            lx_gather_copy(c, &tab, data, 0, 3, td, tst);
+        if (tile_tmp_value(c, &tab, data->dt, 3, td) && tile_tmp_value(c, &got, data->dt, 3, gd)) {
+            tile_gather_copy(c, &tab, data, 0, 3, td, tst);
             tern_lib_embedding(c->k, cc_view2d(c, &got, 0, nidx, outer * inner, outer * inner),
                                cc_view2d(c, &tab, 0, rows, outer * inner, outer * inner), idv);
             int64_t yd[3] = {(int64_t)outer, (int64_t)nidx, (int64_t)inner};
             int64_t yst[3] = {(int64_t)inner, (int64_t)(outer * inner), 1};
-            lx_gather_copy(c, y, &got, 0, 3, yd, yst);
-            lx_tmp_free(c, &got);
-            lx_tmp_free(c, &tab);
+            tile_gather_copy(c, y, &got, 0, 3, yd, yst);
+            tile_tmp_free(c, &got);
+            tile_tmp_free(c, &tab);
         }
     }
-    lx_tmp_free(c, &ids);
+    tile_tmp_free(c, &ids);
     return 1;
 }
 
-static int lower_gather_elements(cc *c)
+static int lower_gather_elements(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *data = cc_in(c, 0), *idx = cc_in(c, 1);
@@ -136,12 +136,12 @@ static int lower_gather_elements(cc *c)
     if (base.flat.region >= 0 && row_ids(c, idx, data->dims[axis], ds[axis], &base, &ids)) {
         tern_lib_embedding(c->k, cc_view2d(c, y, 0, y->numel, 1, 1), cc_view2d(c, data, 0, data->numel, 1, 1),
                            cc_view2d(c, &ids, 0, idx->numel, 1, 1));
-        lx_tmp_free(c, &ids);
+        tile_tmp_free(c, &ids);
     }
     return 1;
 }
 
-static int lower_gather_nd(cc *c)
+static int lower_gather_nd(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *data = cc_in(c, 0), *idx = cc_in(c, 1);
@@ -196,22 +196,22 @@ static int lower_gather_nd(cc *c)
     tern_host_tensor_free(hb);
     cc_value ids;
     int64_t idd[1] = {(int64_t)nt};
-    if (!lx_tmp_value(c, &ids, TERN_DTYPE_INT32, 1, idd))
+    if (!tile_tmp_value(c, &ids, TERN_DTYPE_INT32, 1, idd))
         return 1;
     for (uint64_t r0 = 0; r0 < nt && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(nt - r0 < PARTS ? nt - r0 : PARTS), w = (uint32_t)m;
-        tern_view t = lx_tile(c, p, w, "gnd_idx"), s = lx_tile(c, p, w, "gnd_tmp"), dims = lx_tile(c, p, w, "gnd_dims");
-        tern_view str = lx_tile(c, p, w, "gnd_str"), r = lx_tile(c, p, 1, "gnd_id"), base = lx_tile(c, p, 1, "gnd_base");
+        tern_view t = tile_new(c, p, w, "gnd_idx"), s = tile_new(c, p, w, "gnd_tmp"), dims = tile_new(c, p, w, "gnd_dims");
+        tern_view str = tile_new(c, p, w, "gnd_str"), r = tile_new(c, p, 1, "gnd_id"), base = tile_new(c, p, 1, "gnd_base");
         tern_kernel_load(c->k, t, cc_view2d(c, idx, r0 * (uint64_t)m, p, (uint64_t)m, (uint64_t)m));
         tern_lib_broadcast_row(c->k, dims, dv);
         tern_lib_broadcast_row(c->k, str, sv);
         tern_kernel_load(c->k, base, tern_view_block(c->k, bv, r0, r0 + p, 0, 1));
-        lx_ts(c, s, t, TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* negative: from the end of its axis */
-              lx_tt(c, s, s, dims, TERN_ALU_MULT);
-        lx_tt(c, t, t, s, TERN_ALU_ADD);
-        lx_tt(c, t, t, str, TERN_ALU_MULT);
+        tile_ts(c, s, t, TERN_ALU_IS_LT, 0.0f, TERN_ALU_BYPASS, 0.0f); /* negative: from the end of its axis */
+              tile_tt(c, s, s, dims, TERN_ALU_MULT);
+        tile_tt(c, t, t, s, TERN_ALU_ADD);
+        tile_tt(c, t, t, str, TERN_ALU_MULT);
         tern_kernel_tensor_reduce(c->k, r, t, TERN_ALU_ADD, 1, 0);
-        lx_tt(c, r, r, base, TERN_ALU_ADD);
+        tile_tt(c, r, r, base, TERN_ALU_ADD);
         tern_kernel_store(c->k, cc_view2d(c, &ids, r0, p, 1, 1), r);
         tern_kernel_release(c->k, t);
         tern_kernel_release(c->k, s);
@@ -222,14 +222,14 @@ static int lower_gather_nd(cc *c)
     }
     tern_lib_embedding(c->k, cc_view2d(c, y, 0, nt, inner, inner), cc_view2d(c, data, 0, B * per, inner, inner),
                        cc_view2d(c, &ids, 0, nt, 1, 1));
-    lx_tmp_free(c, &ids);
+    tile_tmp_free(c, &ids);
     return 1;
 }
 
 /* ---- the fast special cases (tried before this file's general rules; each applies function says why it
  * declines, and a node without input 0 is taken so that the rule reports it) ---- */
 
-static int lower_gather(cc *c)
+static int lower_gather(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *data = cc_in(c, 0), *idx = cc_in(c, 1);
@@ -268,7 +268,7 @@ static int lower_gather(cc *c)
     return 1;
 }
 
-static int gather_const_applies(cc *c, char *why, size_t len)
+static int gather_const_applies(compile_ctx *c, char *why, size_t len)
 {
     cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);
     if (!x)

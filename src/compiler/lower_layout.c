@@ -12,7 +12,7 @@
 
 /* ---- Trilu ---- */
 
-int lx_lower_trilu(cc *c)
+static int lower_trilu(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -46,7 +46,7 @@ int lx_lower_trilu(cc *c)
             for (uint64_t c0 = 0; c0 < C && cc_ok(c); c0 += CHUNK) {
                 uint32_t p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS);
                 uint32_t w = (uint32_t)(C - c0 < CHUNK ? C - c0 : CHUNK);
-                tern_view t = lx_tile(c, p, w, "trilu_in"), o = lx_tile(c, p, w, "trilu_out");
+                tern_view t = tile_new(c, p, w, "trilu_in"), o = tile_new(c, p, w, "trilu_out");
                 uint64_t off = b * R * C + r0 * C + c0;
                 tern_kernel_load(c->k, t, cc_view2d(c, x, off, p, w, C));
                 /* value = (c0 + j) - (r0 + p) - k: keep value >= 0 (upper) or <= 0 (lower) */
@@ -62,7 +62,7 @@ int lx_lower_trilu(cc *c)
 
 /* ---- layout ops ---- */
 
-int lx_lower_tile(cc *c)
+static int lower_tile(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0), *rp = cc_in(c, 1);
     cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
@@ -86,12 +86,12 @@ int lx_lower_tile(cc *c)
         dst_st[d] = s;
         s *= dims[d];
     }
-    lx_copy_nd(c, y, 0, dst_st, x, 0, st, 2 * x->rank, dims);
+    tile_copy_nd(c, y, 0, dst_st, x, 0, st, 2 * x->rank, dims);
     return 1;
 }
 
 /* Fill n elements of y from element off with value v: memset tiles stored to HBM. */
-static void fill(cc *c, cc_value *y, uint64_t off, uint64_t n, float v)
+static void fill(compile_ctx *c, cc_value *y, uint64_t off, uint64_t n, float v)
 {
     uint64_t W = n < CHUNK ? n : CHUNK;
     if (n == 0)
@@ -109,7 +109,7 @@ static void fill(cc *c, cc_value *y, uint64_t off, uint64_t n, float v)
     tern_kernel_release(c->k, t);
 }
 
-int lx_lower_pad(cc *c)
+static int lower_pad(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -139,7 +139,7 @@ int lx_lower_pad(cc *c)
     float value = (float)pa.value;
     int h = 0;
     float v;
-    if (opset >= 11 && !lx_const_scalar_in(c, 2, NULL, &v, &h)) /* a run-time fill value is refused there */
+    if (opset >= 11 && !tile_const_scalar_in(c, 2, NULL, &v, &h)) /* a run-time fill value is refused there */
         return 1;
     if (h)
         value = v;
@@ -162,7 +162,7 @@ int lx_lower_pad(cc *c)
     int64_t off = 0;
     for (int d = 0; d < r; d++)
         off += pads[d] * ys[d];
-    lx_copy_nd(c, y, off, ys, x, 0, xs, r, x->dims);
+    tile_copy_nd(c, y, off, ys, x, 0, xs, r, x->dims);
     if (edge || reflect) { /* axis by axis, each border slice copied from inside y */
         for (int d = 0; d < r && cc_ok(c); d++) {
             int64_t b = pads[d], e = pads[r + d], len = x->dims[d];
@@ -184,14 +184,14 @@ int lx_lower_pad(cc *c)
                     from = edge ? b : b + (b - i);
                 else
                     from = edge ? b + len - 1 : b + len - 1 - (i - b + 1);
-                lx_copy_nd(c, y, base + to * ys[d], ys, y, base + from * ys[d], ys, r, dims);
+                tile_copy_nd(c, y, base + to * ys[d], ys, y, base + from * ys[d], ys, r, dims);
             }
         }
     }
     return 1;
 }
 
-int lx_lower_depth_space(cc *c)
+static int lower_depth_space(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -221,7 +221,7 @@ int lx_lower_depth_space(cc *c)
         memcpy(dims, d6, sizeof d6);
         memcpy(st, s6, sizeof s6);
     }
-    lx_gather_copy(c, y, x, 0, 6, dims, st);
+    tile_gather_copy(c, y, x, 0, 6, dims, st);
     return 1;
 }
 
@@ -340,7 +340,7 @@ static void resize_weights(const rs_opts *op, int64_t in_w, int64_t out_w, doubl
     }
 }
 
-int lx_lower_resize(cc *c)
+static int lower_resize(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -432,8 +432,8 @@ int lx_lower_resize(cc *c)
             memcpy(ndims, cur.dims, sizeof ndims);
             ndims[d] = out_w;
             int64_t pdims[2] = {(int64_t)rows, out_w};
-            if (lx_tmp_value(c, &lt, TERN_DTYPE_FP32, r, pd) && lx_tmp_value(c, &pv, TERN_DTYPE_FP32, 2, pdims)) {
-                lx_gather_copy(c, &lt, &cur, 0, r, pd, pst);
+            if (tile_tmp_value(c, &lt, TERN_DTYPE_FP32, r, pd) && tile_tmp_value(c, &pv, TERN_DTYPE_FP32, 2, pdims)) {
+                tile_gather_copy(c, &lt, &cur, 0, r, pd, pst);
                 tern_gemm_opts go;
                 tern_gemm_opts_default(&go);
                 go.acc_dtype = TERN_DTYPE_FP32;
@@ -446,18 +446,18 @@ int lx_lower_resize(cc *c)
                     tern_view pw = cc_view2d(c, &pv, 0, rows, (uint64_t)out_w, (uint64_t)out_w);
                     tern_lib_bias_act(c->k, pw, pw, ev, TERN_ACT_COPY);
                 }
-                lx_tmp_free(c, &lt);
+                tile_tmp_free(c, &lt);
                 int last = 1;
                 for (int q = d + 1; q < r; q++)
                     last &= x->dims[q] == y->dims[q];
-                cc_value *dst = last ? y : lx_tmp_value(c, &nxt, TERN_DTYPE_FP32, r, ndims);
+                cc_value *dst = last ? y : tile_tmp_value(c, &nxt, TERN_DTYPE_FP32, r, ndims);
                 if (dst) {
                     pv.rank = r; /* P is [others..., out_w]: move the axis back */
-                    lx_axis_back(c, dst, &pv, d);
+                    tile_axis_back(c, dst, &pv, d);
                 }
-                lx_tmp_free(c, &pv);
+                tile_tmp_free(c, &pv);
                 if (have_tmp)
-                    lx_tmp_free(c, &cur);
+                    tile_tmp_free(c, &cur);
                 if (last) {
                     have_tmp = 0;
                     cur = *y;
@@ -478,13 +478,13 @@ int lx_lower_resize(cc *c)
     if (cc_ok(c))
         cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, &cur, 0, 1, cur.numel, cur.numel));
     if (have_tmp)
-        lx_tmp_free(c, &cur);
+        tile_tmp_free(c, &cur);
     return 1;
 }
 
 /* ---- EyeLike, OneHot, TopK ---- */
 
-int lx_lower_eyelike(cc *c)
+static int lower_eyelike(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
@@ -499,7 +499,7 @@ int lx_lower_eyelike(cc *c)
     for (uint64_t r0 = 0; r0 < R && cc_ok(c); r0 += PARTS)
         for (uint64_t c0 = 0; c0 < C && cc_ok(c); c0 += CHUNK) {
             uint32_t p = (uint32_t)(R - r0 < PARTS ? R - r0 : PARTS), w = (uint32_t)(C - c0 < CHUNK ? C - c0 : CHUNK);
-            tern_view one = lx_tile(c, p, w, "eye_one"), o = lx_tile(c, p, w, "eye");
+            tern_view one = tile_new(c, p, w, "eye_one"), o = tile_new(c, p, w, "eye");
             tern_kernel_memset(c->k, VE, one, 1.0f);
             int32_t steps[1] = {1};
             /* keep where (c0 + j) - (r0 + p) - k == 0 */
@@ -512,7 +512,7 @@ int lx_lower_eyelike(cc *c)
     return 1;
 }
 
-int lx_lower_onehot(cc *c)
+static int lower_onehot(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *idx = cc_in(c, 0), *depth = cc_in(c, 1), *vals = cc_in(c, 2);
@@ -539,24 +539,24 @@ int lx_lower_onehot(cc *c)
             td[tr++] = y->dims[d];
     td[tr++] = D;
     int direct = axis == y->rank - 1;
-    cc_value *yt = direct ? y : lx_tmp_value(c, &t, y->dt, tr, td);
+    cc_value *yt = direct ? y : tile_tmp_value(c, &t, y->dt, tr, td);
     if (!yt)
         return 1;
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)D;
-        tern_view iv = lx_tile(c, p, 1, "oh_idx"), s = lx_tile(c, p, 1, "oh_tmp"), o = lx_tile(c, p, w, "oh");
-        tern_view on = lx_tile(c, p, 1, "oh_on"), off = lx_tile(c, p, 1, "oh_off");
+        tern_view iv = tile_new(c, p, 1, "oh_idx"), s = tile_new(c, p, 1, "oh_tmp"), o = tile_new(c, p, w, "oh");
+        tern_view on = tile_new(c, p, 1, "oh_on"), off = tile_new(c, p, 1, "oh_off");
         tern_kernel_load(c->k, iv, cc_view2d(c, idx, r0, p, 1, 1));
         uint32_t one = 1;
         int32_t zero = 0;
         tern_kernel_load(c->k, off, cc_view(c, vals, 0, p, 0, 1, &one, &zero)); /* values[0] on every partition */
         tern_kernel_load(c->k, on, cc_view(c, vals, 1, p, 0, 1, &one, &zero));
-        lx_ts(c, s, iv, TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, (float)D); /* negative indices count from the end */
-              lx_tt(c, iv, iv, s, TERN_ALU_ADD);
+        tile_ts(c, s, iv, TERN_ALU_IS_LT, 0.0f, TERN_ALU_MULT, (float)D); /* negative indices count from the end */
+              tile_tt(c, iv, iv, s, TERN_ALU_ADD);
         tern_kernel_iota(c->k, o, 0, 0);
-        lx_ts_ap(c, o, o, TERN_ALU_IS_EQ, iv, TERN_ALU_BYPASS, tern_view_none());
-        lx_tt(c, on, on, off, TERN_ALU_SUBTRACT); /* off + eq * (on - off) */
-              lx_ts_ap(c, o, o, TERN_ALU_MULT, on, TERN_ALU_ADD, off);
+        tile_ts_ap(c, o, o, TERN_ALU_IS_EQ, iv, TERN_ALU_BYPASS, tern_view_none());
+        tile_tt(c, on, on, off, TERN_ALU_SUBTRACT); /* off + eq * (on - off) */
+              tile_ts_ap(c, o, o, TERN_ALU_MULT, on, TERN_ALU_ADD, off);
         tern_kernel_store(c->k, cc_view2d(c, yt, r0 * (uint64_t)D, p, (uint64_t)D, (uint64_t)D), o);
         tern_kernel_release(c->k, iv);
         tern_kernel_release(c->k, s);
@@ -565,8 +565,8 @@ int lx_lower_onehot(cc *c)
         tern_kernel_release(c->k, off);
     }
     if (!direct) {
-        lx_axis_back(c, y, yt, (int)axis);
-        lx_tmp_free(c, &t);
+        tile_axis_back(c, y, yt, (int)axis);
+        tile_tmp_free(c, &t);
     }
     return 1;
 }
@@ -574,20 +574,20 @@ int lx_lower_onehot(cc *c)
 /* K rounds over vals [p, w] with column indices idx: the best value goes to ov's column j, its first index (the
  * lowest among equal values, as ONNX breaks ties) to oi's, and that one position is knocked out (-3e38 added) so
  * an equal value elsewhere is the next round's pick. */
-static void topk_pick(cc *c, tern_view vals, tern_view idx, tern_view s, int64_t K, tern_view ov, tern_view oi)
+static void topk_pick(compile_ctx *c, tern_view vals, tern_view idx, tern_view s, int64_t K, tern_view ov, tern_view oi)
 {
     uint32_t p = vals.ap.num_partitions;
     for (int64_t j = 0; j < K; j++) {
         tern_view mj = tern_view_block(c->k, ov, 0, p, (uint64_t)j, (uint64_t)j + 1);
         tern_view ij = tern_view_block(c->k, oi, 0, p, (uint64_t)j, (uint64_t)j + 1);
         tern_kernel_tensor_reduce(c->k, mj, vals, TERN_ALU_MAX, 1, 0);
-        lx_ts_ap(c, s, vals, TERN_ALU_IS_EQ, mj, TERN_ALU_BYPASS, tern_view_none());
-        lx_ts(c, s, s, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
-        lx_tt(c, s, s, idx, TERN_ALU_ADD);
+        tile_ts_ap(c, s, vals, TERN_ALU_IS_EQ, mj, TERN_ALU_BYPASS, tern_view_none());
+        tile_ts(c, s, s, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
+        tile_tt(c, s, s, idx, TERN_ALU_ADD);
         tern_kernel_tensor_reduce(c->k, ij, s, TERN_ALU_MIN, 1, 0);
-        lx_ts_ap(c, s, idx, TERN_ALU_IS_EQ, ij, TERN_ALU_BYPASS, tern_view_none());
-        lx_ts(c, s, s, TERN_ALU_MULT, -3.0e38f, TERN_ALU_BYPASS, 0.0f);
-        lx_tt(c, vals, vals, s, TERN_ALU_ADD);
+        tile_ts_ap(c, s, idx, TERN_ALU_IS_EQ, ij, TERN_ALU_BYPASS, tern_view_none());
+        tile_ts(c, s, s, TERN_ALU_MULT, -3.0e38f, TERN_ALU_BYPASS, 0.0f);
+        tile_tt(c, vals, vals, s, TERN_ALU_ADD);
     }
 }
 
@@ -596,17 +596,17 @@ static void topk_pick(cc *c, tern_view vals, tern_view idx, tern_view s, int64_t
  * (unused slots: the lowest float at column 2^24 - 1, which loses every tie), and topk_pick over the candidates
  * gives the row's k, sorted, ties by the lower index. Values are the input's own (largest=0: of -x, negated
  * back). */
-static void topk_long(cc *c, cc_value *xt, cc_value *vt, cc_value *it, uint64_t rows, uint64_t cols, int64_t K,
+static void topk_long(compile_ctx *c, cc_value *xt, cc_value *vt, cc_value *it, uint64_t rows, uint64_t cols, int64_t K,
                       int largest)
 {
     uint64_t nch = (cols + ROW_MAX - 1) / ROW_MAX, nc = nch * (uint64_t)K;
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS);
-        tern_view t = lx_tile(c, p, ROW_MAX, "tkl_in"), s = lx_tile(c, p, ROW_MAX, "tkl_tmp");
-        tern_view id = lx_tile(c, p, ROW_MAX, "tkl_iota");
-        tern_view cv = lx_tile(c, p, (uint32_t)nc, "tkl_cand"), ci = lx_tile(c, p, (uint32_t)nc, "tkl_cidx");
-        tern_view cs = lx_tile(c, p, (uint32_t)nc, "tkl_ctmp");
-        tern_view ov = lx_tile(c, p, 8, "tkl_val"), oi = lx_tile(c, p, 8, "tkl_idx");
+        tern_view t = tile_new(c, p, ROW_MAX, "tkl_in"), s = tile_new(c, p, ROW_MAX, "tkl_tmp");
+        tern_view id = tile_new(c, p, ROW_MAX, "tkl_iota");
+        tern_view cv = tile_new(c, p, (uint32_t)nc, "tkl_cand"), ci = tile_new(c, p, (uint32_t)nc, "tkl_cidx");
+        tern_view cs = tile_new(c, p, (uint32_t)nc, "tkl_ctmp");
+        tern_view ov = tile_new(c, p, 8, "tkl_val"), oi = tile_new(c, p, 8, "tkl_idx");
         tern_kernel_memset(c->k, VE, cv, -3.40282347e38f);
         tern_kernel_memset(c->k, VE, ci, IDX_BIG - 1.0f);
         for (uint64_t ch = 0; ch < nch && cc_ok(c); ch++) {
@@ -616,7 +616,7 @@ static void topk_long(cc *c, cc_value *xt, cc_value *vt, cc_value *it, uint64_t 
             tern_view iw = tern_view_block(c->k, id, 0, p, 0, w);
             tern_kernel_load(c->k, tw, cc_view2d(c, xt, r0 * cols + c0, p, w, cols));
             if (!largest)
-                lx_ts(c, tw, tw, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+                tile_ts(c, tw, tw, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
             tern_kernel_iota(c->k, iw, (int32_t)c0, 0);
             uint64_t b = ch * (uint64_t)K;
             topk_pick(c, tw, iw, sw, kc, tern_view_block(c->k, cv, 0, p, b, b + (uint64_t)kc),
@@ -625,7 +625,7 @@ static void topk_long(cc *c, cc_value *xt, cc_value *vt, cc_value *it, uint64_t 
         topk_pick(c, cv, ci, cs, K, ov, oi);
         tern_view vk = tern_view_block(c->k, ov, 0, p, 0, (uint64_t)K);
         if (!largest)
-            lx_ts(c, vk, vk, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+            tile_ts(c, vk, vk, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
         tern_kernel_store(c->k, cc_view2d(c, vt, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K), vk);
         tern_kernel_store(c->k, cc_view2d(c, it, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K),
                           tern_view_block(c->k, oi, 0, p, 0, (uint64_t)K));
@@ -635,7 +635,7 @@ static void topk_long(cc *c, cc_value *xt, cc_value *vt, cc_value *it, uint64_t 
     }
 }
 
-int lx_lower_topk(cc *c)
+static int lower_topk(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *kv = cc_in(c, 1);
@@ -664,7 +664,7 @@ int lx_lower_topk(cc *c)
     red[axis] = 1;
     uint64_t rows, cols;
     cc_value tin, tv, ti;
-    cc_value *xt = lx_axes_last(c, x, red, &tin, &rows, &cols);
+    cc_value *xt = tile_axes_last(c, x, red, &tin, &rows, &cols);
     if (!xt)
         return 1;
     int direct = axis == x->rank - 1;
@@ -673,32 +673,32 @@ int lx_lower_topk(cc *c)
         if (d != axis)
             od[k++] = x->dims[d];
     od[x->rank - 1] = K;
-    cc_value *vt = direct ? yv : lx_tmp_value(c, &tv, yv->dt, x->rank, od);
-    cc_value *it = direct ? yi : lx_tmp_value(c, &ti, TERN_DTYPE_INT32, x->rank, od);
+    cc_value *vt = direct ? yv : tile_tmp_value(c, &tv, yv->dt, x->rank, od);
+    cc_value *it = direct ? yi : tile_tmp_value(c, &ti, TERN_DTYPE_INT32, x->rank, od);
     if (cols > 16384 && vt && it) /* longer than max8 takes: chunked */
         topk_long(c, xt, vt, it, rows, cols, K, largest);
     for (uint64_t r0 = 0; r0 < rows && cols <= 16384 && vt && it && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)(cols < 8 ? 8 : cols);
-        tern_view t = lx_tile(c, p, w, "tk_in"), s = lx_tile(c, p, w, "tk_tmp"), id = lx_tile(c, p, w, "tk_iota");
-        tern_view m8 = lx_tile(c, p, 8, "tk_max8"), ix = lx_tile(c, p, 8, "tk_idx");
+        tern_view t = tile_new(c, p, w, "tk_in"), s = tile_new(c, p, w, "tk_tmp"), id = tile_new(c, p, w, "tk_iota");
+        tern_view m8 = tile_new(c, p, 8, "tk_max8"), ix = tile_new(c, p, 8, "tk_idx");
         tern_view tv_ = tern_view_block(c->k, t, 0, p, 0, cols);
         if (w > cols) /* max8 reads at least 8: pad with the lowest float */
             tern_kernel_memset(c->k, VE, t, -3.40282347e38f);
         tern_kernel_load(c->k, tv_, cc_view2d(c, xt, r0 * cols, p, cols, cols));
         if (!largest) /* smallest: the largest of -x */
-            lx_ts(c, tv_, tv_, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+            tile_ts(c, tv_, tv_, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
         tern_kernel_max8(c->k, m8, t);
         tern_kernel_iota(c->k, id, 0, 0);
         for (int64_t j = 0; j < K; j++) { /* index of value j: the first position holding it */
             tern_view mj = tern_view_block(c->k, m8, 0, p, (uint64_t)j, (uint64_t)j + 1);
-            lx_ts_ap(c, s, t, TERN_ALU_IS_EQ, mj, TERN_ALU_BYPASS, tern_view_none());
-            lx_ts(c, s, s, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
-            lx_tt(c, s, s, id, TERN_ALU_ADD);
+            tile_ts_ap(c, s, t, TERN_ALU_IS_EQ, mj, TERN_ALU_BYPASS, tern_view_none());
+            tile_ts(c, s, s, TERN_ALU_MULT, -IDX_BIG, TERN_ALU_ADD, IDX_BIG);
+            tile_tt(c, s, s, id, TERN_ALU_ADD);
             tern_kernel_tensor_reduce(c->k, tern_view_block(c->k, ix, 0, p, (uint64_t)j, (uint64_t)j + 1), s,
                                       TERN_ALU_MIN, 1, 0);
         }
         if (!largest)
-            lx_ts(c, m8, m8, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
+            tile_ts(c, m8, m8, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
         tern_kernel_store(c->k, cc_view2d(c, vt, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K),
                           tern_view_block(c->k, m8, 0, p, 0, (uint64_t)K));
         tern_kernel_store(c->k, cc_view2d(c, it, r0 * (uint64_t)K, p, (uint64_t)K, (uint64_t)K),
@@ -711,28 +711,28 @@ int lx_lower_topk(cc *c)
     }
     if (!direct) {
         if (vt) {
-            lx_axis_back(c, yv, vt, (int)axis);
-            lx_tmp_free(c, &tv);
+            tile_axis_back(c, yv, vt, (int)axis);
+            tile_tmp_free(c, &tv);
         }
         if (it) {
-            lx_axis_back(c, yi, it, (int)axis);
-            lx_tmp_free(c, &ti);
+            tile_axis_back(c, yi, it, (int)axis);
+            tile_tmp_free(c, &ti);
         }
     }
-    lx_bcast_free(c, &tin, xt);
+    tile_bcast_free(c, &tin, xt);
     return 1;
 }
 
 /* ---- the fast special cases (tried before this file's general rules; each applies function says why it
  * declines, and a node without input 0 is taken so that the rule reports it) ---- */
 
-static int lower_alias(cc *c)
+static int lower_alias(compile_ctx *c)
 {
     cc_alias(c, 0, 0);
     return 1;
 }
 
-static int lower_expand(cc *c)
+static int lower_expand(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
@@ -744,11 +744,11 @@ static int lower_expand(cc *c)
         int xd = d - (y->rank - x->rank);
         st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
     }
-    lx_strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);
+    tile_strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);
     return 1;
 }
 
-static int lower_transpose(cc *c)
+static int lower_transpose(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -811,11 +811,11 @@ static int lower_transpose(cc *c)
         }
         return 1;
     }
-    lx_strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);
+    tile_strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);
     return 1;
 }
 
-static int lower_concat(cc *c)
+static int lower_concat(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *y = cc_out(c, 0, cc_in(c, 0) ? cc_in(c, 0)->dt : TERN_DTYPE_FP32);
@@ -852,7 +852,7 @@ static int64_t slice_i64(double v)
     return v != v ? 0 : v < -lim ? -(int64_t)lim : v > lim ? (int64_t)lim : (int64_t)v;
 }
 
-static int lower_slice(cc *c)
+static int lower_slice(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
@@ -919,11 +919,11 @@ static int lower_slice(cc *c)
         st2[d] = xs[d] * step[d];
     }
     if (y->numel)
-        lx_strided_copy(c, y, 0, x, (uint64_t)off, y->rank, y->dims, st2);
+        tile_strided_copy(c, y, 0, x, (uint64_t)off, y->rank, y->dims, st2);
     return 1;
 }
 
-static int lower_split(cc *c)
+static int lower_split(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -960,15 +960,15 @@ static const cc_rule layout_rules[] = {
     {TERN_GOP_SLICE, "slice.copy", NULL, lower_slice},
     {TERN_GOP_SPLIT, "split.copy", NULL, lower_split},
     {TERN_GOP_EXPAND, "expand.copy", NULL, lower_expand},
-    {TERN_GOP_TRILU, "trilu", NULL, lx_lower_trilu},
-    {TERN_GOP_TILE, "tile.copy", NULL, lx_lower_tile},
-    {TERN_GOP_PAD, "pad.copy", NULL, lx_lower_pad},
-    {TERN_GOP_DEPTH_TO_SPACE, "depth_space.copy", NULL, lx_lower_depth_space},
-    {TERN_GOP_SPACE_TO_DEPTH, "depth_space.copy", NULL, lx_lower_depth_space},
-    {TERN_GOP_RESIZE, "resize", NULL, lx_lower_resize},
-    {TERN_GOP_UPSAMPLE, "resize", NULL, lx_lower_resize},
-    {TERN_GOP_EYE_LIKE, "eyelike", NULL, lx_lower_eyelike},
-    {TERN_GOP_ONE_HOT, "onehot", NULL, lx_lower_onehot},
-    {TERN_GOP_TOP_K, "topk", NULL, lx_lower_topk},
+    {TERN_GOP_TRILU, "trilu", NULL, lower_trilu},
+    {TERN_GOP_TILE, "tile.copy", NULL, lower_tile},
+    {TERN_GOP_PAD, "pad.copy", NULL, lower_pad},
+    {TERN_GOP_DEPTH_TO_SPACE, "depth_space.copy", NULL, lower_depth_space},
+    {TERN_GOP_SPACE_TO_DEPTH, "depth_space.copy", NULL, lower_depth_space},
+    {TERN_GOP_RESIZE, "resize", NULL, lower_resize},
+    {TERN_GOP_UPSAMPLE, "resize", NULL, lower_resize},
+    {TERN_GOP_EYE_LIKE, "eyelike", NULL, lower_eyelike},
+    {TERN_GOP_ONE_HOT, "onehot", NULL, lower_onehot},
+    {TERN_GOP_TOP_K, "topk", NULL, lower_topk},
 };
 const cc_rule_set cc_rules_layout = CC_RULE_SET("lower_layout.c", layout_rules);

@@ -12,7 +12,7 @@
 
 /* ---- Gemm with every attribute ---- */
 
-static int lower_gemm(cc *c)
+static int lower_gemm(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *a = cc_in(c, 0), *b = cc_in(c, 1), *cv = cc_in(c, 2);
@@ -70,7 +70,7 @@ static int lower_gemm(cc *c)
         tern_view yv = cc_view2d(c, y, 0, 1, M * N, M * N);
         if (cv && beta != 0.0f) {
             cc_value tcb;
-            cc_value *cb = lx_bcast(c, cv, y, &tcb);
+            cc_value *cb = tile_bcast(c, cv, y, &tcb);
             if (cb) {
                 tern_view cbv = cc_view2d(c, cb, 0, 1, M * N, M * N);
                 tern_lib_scalar(c->k, yv, cc_view2d(c, &pv, 0, 1, M * N, M * N), TERN_ALU_MULT, alpha);
@@ -78,7 +78,7 @@ static int lower_gemm(cc *c)
                 tern_lib_scalar(c->k, ct, cbv, TERN_ALU_MULT, beta);
                 tern_lib_binary(c->k, yv, yv, ct, TERN_ALU_ADD);
                 tern_kernel_release(c->k, ct);
-                lx_bcast_free(c, &tcb, cb);
+                tile_bcast_free(c, &tcb, cb);
             }
         } else {
             tern_lib_scalar(c->k, yv, cc_view2d(c, &pv, 0, 1, M * N, M * N), TERN_ALU_MULT, alpha);
@@ -97,7 +97,7 @@ static int lower_gemm(cc *c)
 
 /* out[M, N] = a[M, K] @ w where w is [K, N] (w_view, already in the matmul dtype): a is transposed on chip into
  * the matmul dtype, then the tutorial-blocked GEMM runs. */
-static void matmul2d(cc *c, tern_view out, tern_view a, tern_view w, uint64_t M, uint64_t K, uint64_t N)
+static void matmul2d(compile_ctx *c, tern_view out, tern_view a, tern_view w, uint64_t M, uint64_t K, uint64_t N)
 {
     tern_dtype mdt = c->o->matmul_dtype;
     tern_view aT = cc_temp(c, mdt, K, M);
@@ -128,7 +128,7 @@ int cc_node_is_linear(const tern_graph *g, int i)
            a->dims[a->rank - 1] <= LINEAR_MAX_K;
 }
 
-static tern_view weight_view(cc *c, cc_value *w, uint64_t K, uint64_t N, int transposed)
+static tern_view weight_view(compile_ctx *c, cc_value *w, uint64_t K, uint64_t N, int transposed)
 {
     /* transposed: the constant is [N, K] (Gemm transB); it is stored as [K, N] in the matmul dtype */
     return cc_const2d(c, w->host, c->o->matmul_dtype, K, N, transposed);
@@ -145,7 +145,7 @@ static tern_act_func act_named(const char *a)
     return TERN_ACT_COPY;
 }
 
-static int lower_matmul(cc *c)
+static int lower_matmul(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     int is_gemm = n->op_id == TERN_GOP_GEMM, fused = n->op_id == TERN_GOP_MATMUL_BIAS;
@@ -179,7 +179,7 @@ static int lower_matmul(cc *c)
         } else if (bias && bias->numel == 1) {
             bias_tmp.dt = TERN_DTYPE_FP32;
             bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
-            lx_strided_copy(c, &bias_tmp, 0, bias, 0, 1, (int64_t[]){(int64_t)N}, (int64_t[]){0});
+            tile_strided_copy(c, &bias_tmp, 0, bias, 0, 1, (int64_t[]){(int64_t)N}, (int64_t[]){0});
             bv = cc_view2d(c, &bias_tmp, 0, 1, N, N);
         } else if (bias) {
             cc_fail(c, TERN_ERR_UNSUPPORTED, "bias of %llu elements for %llu outputs",
@@ -293,7 +293,7 @@ static int lower_matmul(cc *c)
     return 1;
 }
 
-static int gemm_plain_applies(cc *c, char *why, size_t len)
+static int gemm_plain_applies(compile_ctx *c, char *why, size_t len)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *b = cc_in(c, 1);

@@ -14,28 +14,29 @@
 
 /* Per-row statistics and the normalised rows of x[rows, cols]: y = (x - mean) * rstd [* gamma + beta], with mean
  * and rstd = 1/sqrt(var + eps) stored to mean_out / rstd_out when given (NULL: not wanted). */
-static void norm_rows(cc *c, cc_value *x, cc_value *y, uint64_t rows, uint64_t cols, float eps, cc_value *gamma,
+static void norm_rows(compile_ctx *c, cc_value *x, cc_value *y, uint64_t rows, uint64_t cols, float eps,
+                      cc_value *gamma,
                       cc_value *beta, cc_value *mean_out, cc_value *rstd_out)
 {
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
-        tern_view t = lx_tile(c, p, w, "ln_x"), s = lx_tile(c, p, w, "ln_sq");
-        tern_view m = lx_tile(c, p, 1, "ln_mean"), v = lx_tile(c, p, 1, "ln_var");
+        tern_view t = tile_new(c, p, w, "ln_x"), s = tile_new(c, p, w, "ln_sq");
+        tern_view m = tile_new(c, p, 1, "ln_mean"), v = tile_new(c, p, 1, "ln_var");
         tern_kernel_load(c->k, t, cc_view2d(c, x, r0 * cols, p, cols, cols));
         tern_kernel_tensor_reduce(c->k, m, t, TERN_ALU_ADD, 1, 0);
-        lx_ts(c, m, m, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f);
-        lx_ts_ap(c, t, t, TERN_ALU_SUBTRACT, m, TERN_ALU_BYPASS, tern_view_none());
+        tile_ts(c, m, m, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f);
+        tile_ts_ap(c, t, t, TERN_ALU_SUBTRACT, m, TERN_ALU_BYPASS, tern_view_none());
         tern_kernel_activation(c->k, s, t, TERN_ACT_SQUARE, 1.0f, tern_view_none(), tern_view_none(), v);
-        lx_ts(c, v, v, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_ADD, eps);
-        lx_act(c, v, v, TERN_ACT_RSQRT, 1.0f);
-        lx_ts_ap(c, t, t, TERN_ALU_MULT, v, TERN_ALU_BYPASS, tern_view_none());
+        tile_ts(c, v, v, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_ADD, eps);
+        tile_act(c, v, v, TERN_ACT_RSQRT, 1.0f);
+        tile_ts_ap(c, t, t, TERN_ALU_MULT, v, TERN_ALU_BYPASS, tern_view_none());
         if (gamma) {
             tern_lib_broadcast_row(c->k, s, cc_view2d(c, gamma, 0, 1, cols, cols));
-            lx_tt(c, t, t, s, TERN_ALU_MULT);
+            tile_tt(c, t, t, s, TERN_ALU_MULT);
         }
         if (beta) {
             tern_lib_broadcast_row(c->k, s, cc_view2d(c, beta, 0, 1, cols, cols));
-            lx_tt(c, t, t, s, TERN_ALU_ADD);
+            tile_tt(c, t, t, s, TERN_ALU_ADD);
         }
         tern_kernel_store(c->k, cc_view2d(c, y, r0 * cols, p, cols, cols), t);
         if (mean_out)
@@ -50,7 +51,7 @@ static void norm_rows(cc *c, cc_value *x, cc_value *y, uint64_t rows, uint64_t c
 }
 
 /* A per-column vector (gamma/beta) of `cols` elements: the value itself, or its broadcast to [cols]. */
-static cc_value *as_row(cc *c, cc_value *g, uint64_t cols, const int64_t *ndims, int nd, cc_value *tmp)
+static cc_value *as_row(compile_ctx *c, cc_value *g, uint64_t cols, const int64_t *ndims, int nd, cc_value *tmp)
 {
     if (!g || g->numel == cols)
         return g;
@@ -59,10 +60,10 @@ static cc_value *as_row(cc *c, cc_value *g, uint64_t cols, const int64_t *ndims,
     shape.rank = nd;
     for (int d = 0; d < nd; d++)
         shape.dims[d] = ndims[d];
-    return lx_bcast(c, g, &shape, tmp);
+    return tile_bcast(c, g, &shape, tmp);
 }
 
-static int lower_layernorm_any(cc *c)
+static int lower_layernorm_any(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *g = cc_in(c, 1), *b = cc_in(c, 2);
@@ -90,13 +91,13 @@ static int lower_layernorm_any(cc *c)
     cc_value *br = as_row(c, b, cols, x->dims + axis, x->rank - (int)axis, &tb);
     norm_rows(c, x, y, rows, cols, tern_graph_attr_float(n, "epsilon", 1e-5f), gr, br, mean, rstd);
     if (gr)
-        lx_bcast_free(c, &tg, gr);
+        tile_bcast_free(c, &tg, gr);
     if (br)
-        lx_bcast_free(c, &tb, br);
+        tile_bcast_free(c, &tb, br);
     return 1;
 }
 
-static int lower_instancenorm(cc *c)
+static int lower_instancenorm(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *sc = cc_in(c, 1), *bi = cc_in(c, 2);
@@ -116,31 +117,31 @@ static int lower_instancenorm(cc *c)
     /* per-row scale and bias: scale[c] for row n * C + c */
     cc_value ts_v, tb_v;
     int64_t d2[2] = {(int64_t)N, (int64_t)C}, st[2] = {0, 1};
-    if (!lx_tmp_value(c, &ts_v, TERN_DTYPE_FP32, 2, d2) || !lx_tmp_value(c, &tb_v, TERN_DTYPE_FP32, 2, d2))
+    if (!tile_tmp_value(c, &ts_v, TERN_DTYPE_FP32, 2, d2) || !tile_tmp_value(c, &tb_v, TERN_DTYPE_FP32, 2, d2))
         return 1;
-    lx_gather_copy(c, &ts_v, sc, 0, 2, d2, st);
-    lx_gather_copy(c, &tb_v, bi, 0, 2, d2, st);
+    tile_gather_copy(c, &ts_v, sc, 0, 2, d2, st);
+    tile_gather_copy(c, &tb_v, bi, 0, 2, d2, st);
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
-        tern_view t = lx_tile(c, p, w, "in_y"), s = lx_tile(c, p, 1, "in_s"), b = lx_tile(c, p, 1, "in_b");
+        tern_view t = tile_new(c, p, w, "in_y"), s = tile_new(c, p, 1, "in_s"), b = tile_new(c, p, 1, "in_b");
         tern_kernel_load(c->k, t, cc_view2d(c, y, r0 * cols, p, cols, cols));
         tern_kernel_load(c->k, s, cc_view2d(c, &ts_v, r0, p, 1, 1));
         tern_kernel_load(c->k, b, cc_view2d(c, &tb_v, r0, p, 1, 1));
-        lx_ts_ap(c, t, t, TERN_ALU_MULT, s, TERN_ALU_ADD, b);
+        tile_ts_ap(c, t, t, TERN_ALU_MULT, s, TERN_ALU_ADD, b);
         tern_kernel_store(c->k, cc_view2d(c, y, r0 * cols, p, cols, cols), t);
         tern_kernel_release(c->k, t);
         tern_kernel_release(c->k, s);
         tern_kernel_release(c->k, b);
     }
-    lx_tmp_free(c, &ts_v);
-    lx_tmp_free(c, &tb_v);
+    tile_tmp_free(c, &ts_v);
+    tile_tmp_free(c, &tb_v);
     return 1;
 }
 
 /* ---- MeanVarianceNormalization, LRN ---- */
 
-/* y (x's shape) from t laid out as lx_axes_last(red) made it: [kept axes..., reduced axes...]. */
-static void axes_back(cc *c, cc_value *y, cc_value *t, const int *red)
+/* y (x's shape) from t laid out as tile_axes_last(red) made it: [kept axes..., reduced axes...]. */
+static void axes_back(compile_ctx *c, cc_value *y, cc_value *t, const int *red)
 {
     int order[CC_MAX_RANK], no = 0;
     for (int d = 0; d < y->rank; d++)
@@ -154,10 +155,10 @@ static void axes_back(cc *c, cc_value *y, cc_value *t, const int *red)
         st[order[k]] = s;
         s *= y->dims[order[k]];
     }
-    lx_gather_copy(c, y, t, 0, y->rank, y->dims, st);
+    tile_gather_copy(c, y, t, 0, y->rank, y->dims, st);
 }
 
-static int lower_mvn(cc *c)
+static int lower_mvn(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
@@ -180,32 +181,32 @@ static int lower_mvn(cc *c)
     }
     uint64_t rows, cols;
     cc_value tin, tout;
-    cc_value *xt = lx_axes_last(c, x, red, &tin, &rows, &cols);
+    cc_value *xt = tile_axes_last(c, x, red, &tin, &rows, &cols);
     if (!xt)
         return 1;
     if (cols > ROW_MAX) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "MeanVarianceNormalization over %llu elements", (unsigned long long)cols);
     } else if (xt == x) {
         norm_rows(c, x, y, rows, cols, 1e-18f, NULL, NULL, NULL, NULL);
-    } else if (lx_tmp_value(c, &tout, y->dt, xt->rank, xt->dims)) {
+    } else if (tile_tmp_value(c, &tout, y->dt, xt->rank, xt->dims)) {
         /* ONNX divides by sqrt(var) + 1e-9; rsqrt(var + 1e-18) differs by far less than the tolerance */
         norm_rows(c, xt, &tout, rows, cols, 1e-18f, NULL, NULL, NULL, NULL);
         axes_back(c, y, &tout, red);
-        lx_tmp_free(c, &tout);
+        tile_tmp_free(c, &tout);
     }
-    lx_bcast_free(c, &tin, xt);
+    tile_bcast_free(c, &tin, xt);
     return 1;
 }
 
-static void f_lrn(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
+static void f_lrn(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 { /* x / (bias + alpha / size * sum)^beta, the power as exp(beta * ln(.)) (the base is positive) */
-    lx_ts(c, s[0], in[1], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
-    lx_act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
-    lx_act(c, s[0], s[0], TERN_ACT_EXP, x->g);
-    lx_tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
+    tile_ts(c, s[0], in[1], TERN_ALU_MULT, x->a, TERN_ALU_ADD, x->b);
+    tile_act(c, s[0], s[0], TERN_ACT_LOG, 1.0f);
+    tile_act(c, s[0], s[0], TERN_ACT_EXP, x->g);
+    tile_tt(c, o, in[0], s[0], TERN_ALU_DIVIDE);
 }
 
-static int lower_lrn(cc *c)
+static int lower_lrn(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -216,7 +217,7 @@ static int lower_lrn(cc *c)
         cc_fail(c, TERN_ERR_INVALID, "LRN of rank %d", x->rank);
         return 1;
     }
-    if (!lx_need_float(c, x))
+    if (!tile_need_float(c, x))
         return 1;
     int64_t size = tern_graph_attr_int(n, "size", 1), C = x->dims[1];
     if (C > (int64_t)ROW_MAX) {
@@ -228,16 +229,16 @@ static int lower_lrn(cc *c)
     red[1] = 1;
     uint64_t rows, cols;
     cc_value tin, sq, sum, yt;
-    cc_value *xl = lx_axes_last(c, x, red, &tin, &rows, &cols);
+    cc_value *xl = tile_axes_last(c, x, red, &tin, &rows, &cols);
     if (!xl)
         return 1;
     int64_t fd[2] = {C, (int64_t)rows}, sd[2] = {(int64_t)rows, C};
-    if (!lx_tmp_value(c, &sq, TERN_DTYPE_FP32, 2, fd)) {
-        lx_bcast_free(c, &tin, xl);
+    if (!tile_tmp_value(c, &sq, TERN_DTYPE_FP32, 2, fd)) {
+        tile_bcast_free(c, &tin, xl);
         return 1;
     }
     int64_t st2[2] = {1, C};
-    lx_gather_copy(c, &sq, xl, 0, 2, fd, st2);
+    tile_gather_copy(c, &sq, xl, 0, 2, fd, st2);
     tern_lib_unary(c->k, cc_view2d(c, &sq, 0, (uint64_t)C, rows, rows), cc_view2d(c, &sq, 0, (uint64_t)C, rows, rows),
                    TERN_ACT_SQUARE, 1.0f);
     tern_host_tensor *band = NULL;
@@ -253,7 +254,7 @@ static int lower_lrn(cc *c)
             band->f[i * C + j] = (i >= j - lo && i <= j + hi) ? 1.0f : 0.0f;
     tern_view bv = cc_const2d(c, band, TERN_DTYPE_FP32, (uint64_t)C, (uint64_t)C, 0);
     tern_host_tensor_free(band);
-    if (lx_tmp_value(c, &sum, TERN_DTYPE_FP32, 2, sd)) {
+    if (tile_tmp_value(c, &sum, TERN_DTYPE_FP32, 2, sd)) {
         tern_gemm_opts go;
         tern_gemm_opts_default(&go);
         go.acc_dtype = TERN_DTYPE_FP32;
@@ -262,28 +263,28 @@ static int lower_lrn(cc *c)
                       cc_view2d(c, &sq, 0, (uint64_t)C, rows, rows), bv, &go);
         ew_ctx ctx = {n, tern_graph_attr_float(n, "alpha", 1e-4f) / (float)size, tern_graph_attr_float(n, "bias", 1.0f),
                       tern_graph_attr_float(n, "beta", 0.75f), 0, TERN_ALU_BYPASS};
-        cc_value *dst = xl == x ? y : lx_tmp_value(c, &yt, y->dt, xl->rank, xl->dims);
+        cc_value *dst = xl == x ? y : tile_tmp_value(c, &yt, y->dt, xl->rank, xl->dims);
         if (dst) {
             cc_value *xs[2] = {xl, &sum};
             sum.rank = xl->rank;
             memcpy(sum.dims, xl->dims, sizeof sum.dims);
-            lx_ew_apply(c, xs, 2, dst, f_lrn, &ctx, 0);
+            tile_ew_apply(c, xs, 2, dst, f_lrn, &ctx, 0);
             if (dst != y) {
                 axes_back(c, y, dst, red);
-                lx_tmp_free(c, &yt);
+                tile_tmp_free(c, &yt);
             }
         }
-        lx_tmp_free(c, &sum);
+        tile_tmp_free(c, &sum);
     }
-    lx_tmp_free(c, &sq);
-    lx_bcast_free(c, &tin, xl);
+    tile_tmp_free(c, &sq);
+    tile_bcast_free(c, &tin, xl);
     return 1;
 }
 
 /* ---- the fast special cases (tried before this file's general rules; each applies function says why it
  * declines, and a node without input 0 is taken so that the rule reports it) ---- */
 
-static int lower_layernorm(cc *c)
+static int lower_layernorm(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *g = cc_in(c, 1), *b = cc_in(c, 2);
@@ -296,15 +297,15 @@ static int lower_layernorm(cc *c)
         return 1;
     }
     uint64_t r, cl;
-    lx_rows_cols(x, &r, &cl);
+    tile_rows_cols(x, &r, &cl);
     tern_view gv = g ? cc_view2d(c, g, 0, 1, cl, cl) : tern_view_none();
     tern_view bv = b ? cc_view2d(c, b, 0, 1, cl, cl) : tern_view_none();
-    tern_lib_layernorm(c->k, lx_flat2d(c, y), lx_flat2d(c, x), gv, bv, tern_graph_attr_float(n, "epsilon", 1e-5f));
+    tern_lib_layernorm(c->k, tile_flat2d(c, y), tile_flat2d(c, x), gv, bv, tern_graph_attr_float(n, "epsilon", 1e-5f));
     y->stored_off_sync = 1; /* tern_lib_layernorm stores from ScalarE's queue */
     return 1;
 }
 
-static int layernorm_row_applies(cc *c, char *why, size_t len)
+static int layernorm_row_applies(compile_ctx *c, char *why, size_t len)
 {
     cc_value *x = cc_in(c, 0);
     if (!x)

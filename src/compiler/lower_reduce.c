@@ -1,4 +1,4 @@
-/* Reductions over any axes (every Reduce* op): the reduced axes are moved innermost (lx_axes_last) and each
+/* Reductions over any axes (every Reduce* op): the reduced axes are moved innermost (tile_axes_last) and each
  * [rows, cols] tile is reduced on VectorE, with the L1/L2/log-sum/log-sum-exp/sum-square forms composed around
  * the sum or max. The reduce.last rule (its own set, tried before lower_reduce_long.c's) keeps the last-axis
  * ReduceSum/Mean/Max of rows up to 40,000 it does faster with the library's row reductions. */
@@ -33,7 +33,7 @@ static int rd_of(tern_op_id id, rd_kind *k)
 
 /* Which axes a reduction-like node reduces: attribute "axes" or (opset 13/18) input 1, which must be constant;
  * none given = all, unless noop_with_empty_axes. Returns 0 after recording a failure; *noop for the identity. */
-static int reduce_axes(cc *c, int rank, int *red, int *noop)
+static int reduce_axes(compile_ctx *c, int rank, int *red, int *noop)
 {
     const tern_graph_node *n = cc_node(c);
     *noop = 0;
@@ -65,7 +65,7 @@ static int reduce_axes(cc *c, int rank, int *red, int *noop)
     return 1;
 }
 
-static int lower_reduce_any(cc *c)
+static int lower_reduce_any(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     rd_kind kind = RD_SUM;
@@ -84,24 +84,24 @@ static int lower_reduce_any(cc *c)
     }
     uint64_t rows, cols;
     cc_value tmp;
-    cc_value *xt = lx_axes_last(c, x, red, &tmp, &rows, &cols);
+    cc_value *xt = tile_axes_last(c, x, red, &tmp, &rows, &cols);
     if (!xt)
         return 1;
     if (cols == 0 || cols > 4 * ROW_MAX) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "%s over %llu elements per output", n->op, (unsigned long long)cols);
-        lx_bcast_free(c, &tmp, xt);
+        tile_bcast_free(c, &tmp, xt);
         return 1;
     }
     tern_alu_op op = kind == RD_MAX ? TERN_ALU_MAX : kind == RD_MIN ? TERN_ALU_MIN
                      : kind == RD_PROD ? TERN_ALU_MULT : TERN_ALU_ADD;
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += PARTS) {
         uint32_t p = (uint32_t)(rows - r0 < PARTS ? rows - r0 : PARTS), w = (uint32_t)cols;
-        tern_view t = lx_tile(c, p, w, "rd_in"), r = lx_tile(c, p, 1, "rd_out"), m = lx_tile(c, p, 1, "rd_max");
+        tern_view t = tile_new(c, p, w, "rd_in"), r = tile_new(c, p, 1, "rd_out"), m = tile_new(c, p, 1, "rd_max");
         tern_kernel_load(c->k, t, cc_view2d(c, xt, r0 * cols, p, cols, cols));
         switch (kind) {
-        case RD_L1: lx_act(c, t, t, TERN_ACT_ABS, 1.0f); break;
+        case RD_L1: tile_act(c, t, t, TERN_ACT_ABS, 1.0f); break;
         case RD_L2:
-        case RD_SUMSQ: lx_act(c, t, t, TERN_ACT_SQUARE, 1.0f); break;
+        case RD_SUMSQ: tile_act(c, t, t, TERN_ACT_SQUARE, 1.0f); break;
         case RD_LOGSUMEXP: /* max + log(sum(exp(x - max))) */
             tern_kernel_tensor_reduce(c->k, m, t, TERN_ALU_MAX, 1, 1); /* -max */
             tern_kernel_activation(c->k, t, t, TERN_ACT_EXP, 1.0f, m, tern_view_none(), tern_view_none());
@@ -110,12 +110,12 @@ static int lower_reduce_any(cc *c)
         }
         tern_kernel_tensor_reduce(c->k, r, t, op, 1, 0);
         switch (kind) {
-        case RD_MEAN: lx_ts(c, r, r, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f); break;
-        case RD_L2: lx_act(c, r, r, TERN_ACT_SQRT, 1.0f); break;
-        case RD_LOGSUM: lx_act(c, r, r, TERN_ACT_LOG, 1.0f); break;
+        case RD_MEAN: tile_ts(c, r, r, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f); break;
+        case RD_L2: tile_act(c, r, r, TERN_ACT_SQRT, 1.0f); break;
+        case RD_LOGSUM: tile_act(c, r, r, TERN_ACT_LOG, 1.0f); break;
         case RD_LOGSUMEXP:
-            lx_act(c, r, r, TERN_ACT_LOG, 1.0f);
-            lx_tt(c, r, r, m, TERN_ALU_SUBTRACT);
+            tile_act(c, r, r, TERN_ACT_LOG, 1.0f);
+            tile_tt(c, r, r, m, TERN_ALU_SUBTRACT);
             break;
         default: break;
         }
@@ -124,14 +124,14 @@ static int lower_reduce_any(cc *c)
         tern_kernel_release(c->k, r);
         tern_kernel_release(c->k, m);
     }
-    lx_bcast_free(c, &tmp, xt);
+    tile_bcast_free(c, &tmp, xt);
     return 1;
 }
 
 /* ---- the fast special cases (tried before this file's general rules; each applies function says why it
  * declines, and a node without input 0 is taken so that the rule reports it) ---- */
 
-static int lower_reduce(cc *c)
+static int lower_reduce(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
@@ -155,7 +155,7 @@ static int lower_reduce(cc *c)
     }
     tern_alu_op op = n->op_id == TERN_GOP_REDUCE_MAX ? TERN_ALU_MAX : TERN_ALU_ADD;
     uint64_t rows, cols;
-    lx_rows_cols(x, &rows, &cols);
+    tile_rows_cols(x, &rows, &cols);
     float scale = n->op_id == TERN_GOP_REDUCE_MEAN ? 1.0f / (float)cols : 1.0f;
     const uint64_t P = c->cfg.partitions; /* rows per tile: the machine's */
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
@@ -178,7 +178,7 @@ static int lower_reduce(cc *c)
 }
 
 /* A Reduce node over the last axis alone (its axes decoded as inference reads them, graph_reduce_axes_decode). */
-static int reduces_last_axis_only(cc *c, const cc_value *x)
+static int reduces_last_axis_only(compile_ctx *c, const cc_value *x)
 {
     int given = cc_in_id(c, 1) >= 0;
     cc_value *ai = given ? cc_in(c, 1) : NULL;
@@ -190,7 +190,7 @@ static int reduces_last_axis_only(cc *c, const cc_value *x)
     return ax.n == 1 && cc_norm_axis(ax.axes[0], x->rank) == x->rank - 1; /* no axes: all of them */
 }
 
-static int reduce_last_applies(cc *c, char *why, size_t len)
+static int reduce_last_applies(compile_ctx *c, char *why, size_t len)
 {
     cc_value *x = cc_in(c, 0);
     if (!x)

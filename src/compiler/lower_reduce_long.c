@@ -39,7 +39,7 @@ static int kind_of(tern_op_id id, rl_kind *k)
 }
 
 /* rows x cols of a reduction over x's trailing axes; 0 when the reduced axes are not trailing (or unknown). */
-static int shape_of(cc *c, const tern_graph_value *x, uint64_t *rows, uint64_t *cols, int unit_ok)
+static int shape_of(compile_ctx *c, const tern_graph_value *x, uint64_t *rows, uint64_t *cols, int unit_ok)
 {
     const tern_graph_node *n = cc_node(c);
     int given = n->n_inputs > 1 && n->inputs[1] >= 0;
@@ -76,17 +76,17 @@ static int shape_of(cc *c, const tern_graph_value *x, uint64_t *rows, uint64_t *
 }
 
 /* rows x cols over trailing axes; with unit_ok, reduced axes anywhere (only cols == 1 is then meaningful) */
-static int trailing_shape(cc *c, const tern_graph_value *x, uint64_t *rows, uint64_t *cols)
+static int trailing_shape(compile_ctx *c, const tern_graph_value *x, uint64_t *rows, uint64_t *cols)
 {
     return shape_of(c, x, rows, cols, 0);
 }
 
-static int trailing_or_unit(cc *c, const tern_graph_value *x, uint64_t *rows, uint64_t *cols)
+static int trailing_or_unit(compile_ctx *c, const tern_graph_value *x, uint64_t *rows, uint64_t *cols)
 {
     return shape_of(c, x, rows, cols, 1);
 }
 
-static int applies(cc *c, char *why, size_t len)
+static int applies(compile_ctx *c, char *why, size_t len)
 {
     const tern_graph_node *n = cc_node(c);
     rl_kind k;
@@ -106,35 +106,35 @@ static int applies(cc *c, char *why, size_t len)
 static tern_alu_op combine_op(rl_kind k) { return k == RL_MAX ? TERN_ALU_MAX : k == RL_MIN ? TERN_ALU_MIN : TERN_ALU_ADD; }
 
 /* r[p, 1] = reduce of t[p, w] after the kind's elementwise step (square, abs); t is overwritten. */
-static void chunk_reduce(cc *c, rl_kind k, tern_view r, tern_view t)
+static void chunk_reduce(compile_ctx *c, rl_kind k, tern_view r, tern_view t)
 {
     if (k == RL_SUMSQ || k == RL_L2)
-        lx_act(c, t, t, TERN_ACT_SQUARE, 1.0f);
+        tile_act(c, t, t, TERN_ACT_SQUARE, 1.0f);
     else if (k == RL_L1)
-        lx_act(c, t, t, TERN_ACT_ABS, 1.0f);
+        tile_act(c, t, t, TERN_ACT_ABS, 1.0f);
     tern_kernel_tensor_reduce(c->k, r, t, combine_op(k), 1, 0);
 }
 
-static void finish(cc *c, rl_kind k, tern_view r, uint64_t cols)
+static void finish(compile_ctx *c, rl_kind k, tern_view r, uint64_t cols)
 {
     if (k == RL_MEAN)
-        lx_ts(c, r, r, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f);
+        tile_ts(c, r, r, TERN_ALU_MULT, 1.0f / (float)cols, TERN_ALU_BYPASS, 0.0f);
     else if (k == RL_L2)
-        lx_act(c, r, r, TERN_ACT_SQRT, 1.0f);
+        tile_act(c, r, r, TERN_ACT_SQRT, 1.0f);
 }
 
 /* acc[p, 1] (=|op=) the reduction of p rows' columns [c0, c1), chunk by chunk; rows `stride` elements apart from
  * element off of x. */
-static void reduce_runs(cc *c, rl_kind k, cc_value *x, uint64_t off, uint32_t p, uint64_t stride, uint64_t c0,
+static void reduce_runs(compile_ctx *c, rl_kind k, cc_value *x, uint64_t off, uint32_t p, uint64_t stride, uint64_t c0,
                         uint64_t c1, tern_view acc, int *have)
 {
     for (uint64_t s = c0; s < c1 && cc_ok(c); s += ROW_MAX) {
         uint32_t w = (uint32_t)(c1 - s < ROW_MAX ? c1 - s : ROW_MAX);
-        tern_view t = lx_tile(c, p, w, "rl_in"), r = lx_tile(c, p, 1, "rl_part");
+        tern_view t = tile_new(c, p, w, "rl_in"), r = tile_new(c, p, 1, "rl_part");
         tern_kernel_load(c->k, t, cc_view2d(c, x, off + s, p, w, stride));
         chunk_reduce(c, k, r, t);
         if (*have)
-            lx_tt(c, acc, acc, r, combine_op(k));
+            tile_tt(c, acc, acc, r, combine_op(k));
         else
             tern_kernel_tensor_copy(c->k, VE, acc, r);
         *have = 1;
@@ -143,7 +143,7 @@ static void reduce_runs(cc *c, rl_kind k, cc_value *x, uint64_t off, uint32_t p,
     }
 }
 
-static int lower_reduce_long(cc *c)
+static int lower_reduce_long(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     rl_kind k = RL_SUM;
@@ -161,7 +161,7 @@ static int lower_reduce_long(cc *c)
     if (rows >= RL_ROW_TILES) {
         for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
             uint32_t p = (uint32_t)(rows - r0 < P ? rows - r0 : P);
-            tern_view acc = lx_tile(c, p, 1, "rl_acc");
+            tern_view acc = tile_new(c, p, 1, "rl_acc");
             int have = 0;
             reduce_runs(c, k, x, r0 * cols, p, cols, 0, cols, acc, &have);
             finish(c, k, acc, cols);
@@ -173,7 +173,7 @@ static int lower_reduce_long(cc *c)
     /* few rows: partition q takes elements [q L, (q + 1) L) of the row, partition 0 also the tail [P L, cols) */
     uint64_t L = cols / P;
     for (uint64_t r = 0; r < rows && cc_ok(c); r++) {
-        tern_view acc = lx_tile(c, P, 1, "rl_acc"), tot = lx_tile(c, 1, 1, "rl_total");
+        tern_view acc = tile_new(c, P, 1, "rl_acc"), tot = tile_new(c, 1, 1, "rl_total");
         int have = 0;
         reduce_runs(c, k, x, r * cols, P, L, 0, L, acc, &have);
         if (P * L < cols) {
@@ -191,7 +191,7 @@ static int lower_reduce_long(cc *c)
 
 /* ---- reductions over one element ---- */
 
-static int one_element(cc *c, char *why, size_t len)
+static int one_element(compile_ctx *c, char *why, size_t len)
 {
     const tern_graph_node *n = cc_node(c);
     tern_op_id id = (tern_op_id)n->op_id;
@@ -206,7 +206,7 @@ static int one_element(cc *c, char *why, size_t len)
     return 1;
 }
 
-static int lower_copy(cc *c)
+static int lower_copy(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);

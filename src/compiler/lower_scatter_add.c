@@ -24,7 +24,7 @@
 
 /* May out take data's storage? Only when data is a device scratch value that no later node reads, through any
  * alias of its storage. */
-static int can_update_in_place(cc *c, int data_id)
+static int can_update_in_place(compile_ctx *c, int data_id)
 {
     const cc_value *d = &c->v[data_id], *own = &c->v[d->owner];
     const tern_graph_value *gv = tern_graph_value_at(c->g, d->owner);
@@ -35,7 +35,7 @@ static int can_update_in_place(cc *c, int data_id)
     return d->last_use <= c->node && own->last_use <= c->node;
 }
 
-static int lower_scatter_add(cc *c)
+static int lower_scatter_add(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *data = cc_in(c, 0), *idx = cc_in(c, 1), *upd = cc_in(c, 2);
@@ -127,7 +127,7 @@ static int lower_scatter_add(cc *c)
     return 1;
 }
 
-static int rows_add(cc *c, char *why, size_t len)
+static int rows_add(compile_ctx *c, char *why, size_t len)
 {
     const tern_graph_node *n = cc_node(c);
     const tern_graph_value *iv = n->n_inputs > 1 ? tern_graph_value_at(c->g, n->inputs[1]) : NULL;

@@ -2,7 +2,7 @@
  * lower_linear.c, lower_norm.c, lower_index.c, lower_layout.c): scratch values shaped like a tensor, strided
  * copies of up to CC_MAX_RANK dims in one or a few DMAs, numpy broadcasting materialised by zero-stride copies,
  * moving axes innermost and back, [p, w] SBUF tiles and their VectorE / ScalarE one-liners, and the elementwise
- * driver (lx_ew_apply) that runs a tile program over the flattened tensors in blocks of 128 x CHUNK.
+ * driver (tile_ew_apply) that runs a tile program over the flattened tensors in blocks of 128 x CHUNK.
  *
  * How the general lowerings work: an op over an axis (reductions, arg-reductions, softmaxes, scans) first moves
  * that axis (or those axes) innermost with one strided DMA into a scratch tensor, works on [rows, cols] tiles of
@@ -19,8 +19,8 @@
 
 /* ---- shapes ---- */
 
-/* A scratch tensor shaped like (rank, dims), not bound to a graph value; release with lx_tmp_free. */
-cc_value *lx_tmp_value(cc *c, cc_value *t, tern_dtype dt, int rank, const int64_t *dims)
+/* A scratch tensor shaped like (rank, dims), not bound to a graph value; release with tile_tmp_free. */
+cc_value *tile_tmp_value(compile_ctx *c, cc_value *t, tern_dtype dt, int rank, const int64_t *dims)
 {
     memset(t, 0, sizeof *t);
     t->dt = dt;
@@ -36,7 +36,7 @@ cc_value *lx_tmp_value(cc *c, cc_value *t, tern_dtype dt, int rank, const int64_
     return t->placed ? t : NULL;
 }
 
-void lx_tmp_free(cc *c, cc_value *t)
+void tile_tmp_free(compile_ctx *c, cc_value *t)
 {
     if (t && t->placed && t->flat.region >= 0)
         tern_kernel_release(c->k, t->flat);
@@ -50,8 +50,8 @@ void lx_tmp_free(cc *c, cc_value *t)
  * (zero strides broadcast, negative strides reverse). Dims that are contiguous with each other in both are
  * merged; what still exceeds the DMA pattern (a partition dim and four free dims) is split into several DMAs
  * along the outermost dims. */
-void lx_copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc_value *src, int64_t src_off,
-                const int64_t *src_st, int rank, const int64_t *dims)
+void tile_copy_nd(compile_ctx *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc_value *src, int64_t src_off,
+                  const int64_t *src_st, int rank, const int64_t *dims)
 {
     int64_t od[CC_MAX_RANK + 2], ds[CC_MAX_RANK + 2], ss[CC_MAX_RANK + 2];
     int n = 0;
@@ -78,7 +78,7 @@ void lx_copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc
     }
     if (n > 5 || (n == 5 && od[0] > 65535)) { /* split the outermost dim */
         for (int64_t i = 0; i < od[0] && cc_ok(c); i++)
-            lx_copy_nd(c, dst, dst_off + i * ds[0], ds + 1, src, src_off + i * ss[0], ss + 1, n - 1, od + 1);
+            tile_copy_nd(c, dst, dst_off + i * ds[0], ds + 1, src, src_off + i * ss[0], ss + 1, n - 1, od + 1);
         return;
     }
     uint32_t parts = 1;
@@ -111,19 +111,19 @@ void lx_copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc
 }
 
 /* Contiguous dst (shape dims) from src read at src_off with strides st. */
-void lx_gather_copy(cc *c, cc_value *dst, cc_value *src, int64_t src_off, int rank, const int64_t *dims,
-                    const int64_t *st)
+void tile_gather_copy(compile_ctx *c, cc_value *dst, cc_value *src, int64_t src_off, int rank, const int64_t *dims,
+                      const int64_t *st)
 {
     int64_t dst_st[CC_MAX_RANK + 2], s = 1;
     for (int d = rank - 1; d >= 0; d--) {
         dst_st[d] = s;
         s *= dims[d];
     }
-    lx_copy_nd(c, dst, 0, dst_st, src, src_off, st, rank, dims);
+    tile_copy_nd(c, dst, 0, dst_st, src, src_off, st, rank, dims);
 }
 
 /* x broadcast (numpy rules) to y's shape: x itself when the shapes match, else a scratch copy in tmp. */
-cc_value *lx_bcast(cc *c, cc_value *x, const cc_value *y, cc_value *tmp)
+cc_value *tile_bcast(compile_ctx *c, cc_value *x, const cc_value *y, cc_value *tmp)
 {
     if (cc_same_shape(x, y))
         return x;
@@ -133,21 +133,21 @@ cc_value *lx_bcast(cc *c, cc_value *x, const cc_value *y, cc_value *tmp)
         int xd = d - (y->rank - x->rank);
         st[d] = (xd < 0 || x->dims[xd] == 1) ? 0 : xs[xd];
     }
-    if (!lx_tmp_value(c, tmp, x->dt, y->rank, y->dims))
+    if (!tile_tmp_value(c, tmp, x->dt, y->rank, y->dims))
         return NULL;
-    lx_gather_copy(c, tmp, x, 0, y->rank, y->dims, st);
+    tile_gather_copy(c, tmp, x, 0, y->rank, y->dims, st);
     return tmp;
 }
 
-void lx_bcast_free(cc *c, cc_value *tmp, cc_value *used)
+void tile_bcast_free(compile_ctx *c, cc_value *tmp, cc_value *used)
 {
     if (used == tmp)
-        lx_tmp_free(c, tmp);
+        tile_tmp_free(c, tmp);
 }
 
 /* Moves the axes marked in red[] innermost (kept axes first, each group in order): x itself when that is already
  * the layout, else a scratch copy in tmp. rows = product of kept dims, cols = product of moved dims. */
-cc_value *lx_axes_last(cc *c, cc_value *x, const int *red, cc_value *tmp, uint64_t *rows, uint64_t *cols)
+cc_value *tile_axes_last(compile_ctx *c, cc_value *x, const int *red, cc_value *tmp, uint64_t *rows, uint64_t *cols)
 {
     int perm[CC_MAX_RANK], np = 0, ident = 1;
     *rows = *cols = 1;
@@ -172,14 +172,14 @@ cc_value *lx_axes_last(cc *c, cc_value *x, const int *red, cc_value *tmp, uint64
         dims[d] = x->dims[perm[d]];
         st[d] = xs[perm[d]];
     }
-    if (!lx_tmp_value(c, tmp, x->dt, x->rank, dims))
+    if (!tile_tmp_value(c, tmp, x->dt, x->rank, dims))
         return NULL;
-    lx_gather_copy(c, tmp, x, 0, x->rank, dims, st);
+    tile_gather_copy(c, tmp, x, 0, x->rank, dims, st);
     return tmp;
 }
 
-/* The inverse of lx_axes_last for a single axis: y (x's shape) from t laid out as [other dims..., axis]. */
-void lx_axis_back(cc *c, cc_value *y, cc_value *t, int axis)
+/* The inverse of tile_axes_last for a single axis: y (x's shape) from t laid out as [other dims..., axis]. */
+void tile_axis_back(compile_ctx *c, cc_value *y, cc_value *t, int axis)
 {
     int64_t st[CC_MAX_RANK], s = 1;
     st[axis] = 1;
@@ -190,32 +190,32 @@ void lx_axis_back(cc *c, cc_value *y, cc_value *t, int axis)
         st[d] = s;
         s *= y->dims[d];
     }
-    lx_gather_copy(c, y, t, 0, y->rank, y->dims, st);
+    tile_gather_copy(c, y, t, 0, y->rank, y->dims, st);
 }
 
 /* ---- tiles ---- */
 
-tern_view lx_tile(cc *c, uint32_t p, uint32_t w, const char *name)
+tern_view tile_new(compile_ctx *c, uint32_t p, uint32_t w, const char *name)
 {
     return tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, p, w ? w : 1, name);
 }
 
-void lx_ts(cc *c, tern_view d, tern_view a, tern_alu_op op0, float s0, tern_alu_op op1, float s1)
+void tile_ts(compile_ctx *c, tern_view d, tern_view a, tern_alu_op op0, float s0, tern_alu_op op1, float s1)
 {
     tern_kernel_tensor_scalar(c->k, VE, d, a, op0, s0, op1, s1);
 }
 
-void lx_ts_ap(cc *c, tern_view d, tern_view a, tern_alu_op op0, tern_view s0, tern_alu_op op1, tern_view s1)
+void tile_ts_ap(compile_ctx *c, tern_view d, tern_view a, tern_alu_op op0, tern_view s0, tern_alu_op op1, tern_view s1)
 {
     tern_kernel_tensor_scalar_ap(c->k, VE, d, a, op0, s0, 0.0f, op1, s1, 0.0f, 0);
 }
 
-void lx_tt(cc *c, tern_view d, tern_view a, tern_view b, tern_alu_op op)
+void tile_tt(compile_ctx *c, tern_view d, tern_view a, tern_view b, tern_alu_op op)
 {
     tern_kernel_tensor_tensor(c->k, VE, d, a, b, op);
 }
 
-void lx_act(cc *c, tern_view d, tern_view a, tern_act_func f, float scale)
+void tile_act(compile_ctx *c, tern_view d, tern_view a, tern_act_func f, float scale)
 {
     tern_kernel_activation(c->k, d, a, f, scale, tern_view_none(), tern_view_none(), tern_view_none());
 }
@@ -224,7 +224,7 @@ void lx_act(cc *c, tern_view d, tern_view a, tern_act_func f, float scale)
 
 /* y = f(xs...) elementwise; every xs[i] has y's element count (broadcast beforehand). int_tiles: integer tiles
  * (int32) instead of fp32, for the bitwise ops. */
-void lx_ew_apply(cc *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, const ew_ctx *ctx, int int_tiles)
+void tile_ew_apply(compile_ctx *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, const ew_ctx *ctx, int int_tiles)
 {
     uint64_t n = y->numel;
     if (n == 0)
@@ -267,7 +267,7 @@ void lx_ew_apply(cc *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, cons
 /* ---- the helpers of the fast special cases: rows x cols views, one-DMA strided copies and
  * broadcasts into scratch tensors ---- */
 
-void lx_rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols)
+void tile_rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols)
 {
     *cols = x->rank > 0 ? (uint64_t)x->dims[x->rank - 1] : 1;
     if (*cols == 0)
@@ -275,18 +275,18 @@ void lx_rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols)
     *rows = x->numel / *cols;
 }
 
-tern_view lx_flat2d(cc *c, cc_value *x)
+tern_view tile_flat2d(compile_ctx *c, cc_value *x)
 {
     uint64_t r, cl;
-    lx_rows_cols(x, &r, &cl);
+    tile_rows_cols(x, &r, &cl);
     return cc_view2d(c, x, 0, r, cl, cl);
 }
 
 /* Copy src (viewed with `rank` dims `dims` and element strides `st`, starting at element `off`) into the
  * contiguous tensor dst: one DMA whose source pattern has at most a partition dim and four free dims after
  * merging dims that are contiguous with each other. Zero strides broadcast. */
-void lx_strided_copy(cc *c, cc_value *dst, uint64_t dst_off, cc_value *src, uint64_t off, int rank,
-                         const int64_t *dims, const int64_t *st)
+void tile_strided_copy(compile_ctx *c, cc_value *dst, uint64_t dst_off, cc_value *src, uint64_t off, int rank,
+                       const int64_t *dims, const int64_t *st)
 {
     int64_t od[CC_MAX_RANK], os[CC_MAX_RANK];
     int n = 0;
@@ -345,7 +345,7 @@ void lx_strided_copy(cc *c, cc_value *dst, uint64_t dst_off, cc_value *src, uint
 
 /* Row-major strides of x. */
 /* x broadcast to the shape (rank, dims) as a view: x itself when the shapes match, else a scratch copy. */
-cc_value *lx_broadcast_to(cc *c, cc_value *x, cc_value *out, cc_value *tmp)
+cc_value *tile_broadcast_to(compile_ctx *c, cc_value *x, cc_value *out, cc_value *tmp)
 {
     if (cc_same_shape(x, out))
         return x;
@@ -362,11 +362,11 @@ cc_value *lx_broadcast_to(cc *c, cc_value *x, cc_value *out, cc_value *tmp)
     tmp->flat = cc_temp(c, x->dt, 1, out->numel);
     if (tmp->flat.region < 0)
         return NULL;
-    lx_strided_copy(c, tmp, 0, x, 0, out->rank, out->dims, st);
+    tile_strided_copy(c, tmp, 0, x, 0, out->rank, out->dims, st);
     return tmp;
 }
 
-void lx_release_tmp(cc *c, cc_value *tmp, cc_value *used)
+void tile_release_tmp(compile_ctx *c, cc_value *tmp, cc_value *used)
 {
     if (used == tmp && tmp->flat.region >= 0)
         tern_kernel_release(c->k, tmp->flat);

@@ -6,32 +6,33 @@
 
 #include "compiler/compile_internal.h"
 
-#define PARTS ((uint32_t)c->cfg.partitions) /* rows per tile: the machine's partitions (every user has its cc *c) */
+/* rows per tile: the machine's partitions (every user has its compile_ctx *c) */
+#define PARTS ((uint32_t)c->cfg.partitions)
 #define CHUNK 2048u       /* columns per elementwise tile */
 #define ROW_MAX 8192u     /* columns an axis op holds per partition (fp32: 32 KiB of SBUF per tile) */
 #define IDX_BIG 16777216.0f /* 2^24: index arithmetic in fp32 stays exact below it */
 
 #define VE TERN_ENGINE_VECTOR
 
-cc_value *lx_axes_last(cc *c, cc_value *x, const int *red, cc_value *tmp, uint64_t *rows, uint64_t *cols);
-void lx_axis_back(cc *c, cc_value *y, cc_value *t, int axis);
-void lx_bcast_free(cc *c, cc_value *tmp, cc_value *used);
-int lx_const_scalar_in(cc *c, int k, const char *attr, float *v, int *have);
-void lx_copy_nd(cc *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc_value *src, int64_t src_off,
-                const int64_t *src_st, int rank, const int64_t *dims);
-void lx_gather_copy(cc *c, cc_value *dst, cc_value *src, int64_t src_off, int rank, const int64_t *dims,
-                    const int64_t *st);
-tern_view lx_tile(cc *c, uint32_t p, uint32_t w, const char *name);
-void lx_tmp_free(cc *c, cc_value *t);
-cc_value *lx_tmp_value(cc *c, cc_value *t, tern_dtype dt, int rank, const int64_t *dims);
-void lx_ts(cc *c, tern_view d, tern_view a, tern_alu_op op0, float s0, tern_alu_op op1, float s1);
-void lx_ts_ap(cc *c, tern_view d, tern_view a, tern_alu_op op0, tern_view s0, tern_alu_op op1, tern_view s1);
-void lx_tt(cc *c, tern_view d, tern_view a, tern_view b, tern_alu_op op);
+cc_value *tile_axes_last(compile_ctx *c, cc_value *x, const int *red, cc_value *tmp, uint64_t *rows, uint64_t *cols);
+void tile_axis_back(compile_ctx *c, cc_value *y, cc_value *t, int axis);
+void tile_bcast_free(compile_ctx *c, cc_value *tmp, cc_value *used);
+int tile_const_scalar_in(compile_ctx *c, int k, const char *attr, float *v, int *have);
+void tile_copy_nd(compile_ctx *c, cc_value *dst, int64_t dst_off, const int64_t *dst_st, cc_value *src, int64_t src_off,
+                  const int64_t *src_st, int rank, const int64_t *dims);
+void tile_gather_copy(compile_ctx *c, cc_value *dst, cc_value *src, int64_t src_off, int rank, const int64_t *dims,
+                      const int64_t *st);
+tern_view tile_new(compile_ctx *c, uint32_t p, uint32_t w, const char *name);
+void tile_tmp_free(compile_ctx *c, cc_value *t);
+cc_value *tile_tmp_value(compile_ctx *c, cc_value *t, tern_dtype dt, int rank, const int64_t *dims);
+void tile_ts(compile_ctx *c, tern_view d, tern_view a, tern_alu_op op0, float s0, tern_alu_op op1, float s1);
+void tile_ts_ap(compile_ctx *c, tern_view d, tern_view a, tern_alu_op op0, tern_view s0, tern_alu_op op1, tern_view s1);
+void tile_tt(compile_ctx *c, tern_view d, tern_view a, tern_view b, tern_alu_op op);
 /* d = f(scale * a) on ScalarE. */
-void lx_act(cc *c, tern_view d, tern_view a, tern_act_func f, float scale);
+void tile_act(compile_ctx *c, tern_view d, tern_view a, tern_act_func f, float scale);
 /* x broadcast (numpy rules) to y's shape: x itself when the shapes match, else a scratch copy in tmp
- * (lx_bcast_free). */
-cc_value *lx_bcast(cc *c, cc_value *x, const cc_value *y, cc_value *tmp);
+ * (tile_bcast_free). */
+cc_value *tile_bcast(compile_ctx *c, cc_value *x, const cc_value *y, cc_value *tmp);
 
 /* The elementwise driver: a tile program over [p, w] tiles of the flattened operands. */
 typedef struct {
@@ -42,32 +43,22 @@ typedef struct {
 } ew_ctx;
 
 /* Computes o from in[0..nin) with scratch tiles s[0..2]; all [p, w] fp32. */
-typedef void (*ew_fn)(cc *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s);
+typedef void (*ew_fn)(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s);
 /* y = f(xs...) elementwise; every xs[i] has y's element count (broadcast beforehand). int_tiles: integer tiles
  * (int32) instead of fp32, for the bitwise ops. */
-void lx_ew_apply(cc *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, const ew_ctx *ctx, int int_tiles);
+void tile_ew_apply(compile_ctx *c, cc_value *const *xs, int nx, cc_value *y, ew_fn fn, const ew_ctx *ctx, int int_tiles);
 /* Refuses (records a failure) a non-float x for a float-only op; returns 0 then. */
-int lx_need_float(cc *c, cc_value *x);
+int tile_need_float(compile_ctx *c, cc_value *x);
 
 /* lower_tiles.c, the fast special cases' helpers: x seen as [numel / C, C] (rows_cols, flat2d); src viewed with
  * (rank, dims, element strides st) from element off copied into the contiguous dst in one DMA of at most a
  * partition dim and four free dims after merging (zero strides broadcast); x broadcast to out's shape as x
- * itself or a scratch copy in tmp, released with lx_release_tmp. */
-void lx_rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols);
-tern_view lx_flat2d(cc *c, cc_value *x);
-void lx_strided_copy(cc *c, cc_value *dst, uint64_t dst_off, cc_value *src, uint64_t off, int rank,
-                     const int64_t *dims, const int64_t *st);
-cc_value *lx_broadcast_to(cc *c, cc_value *x, cc_value *out, cc_value *tmp);
-void lx_release_tmp(cc *c, cc_value *tmp, cc_value *used);
-
-/* lower_layout.c (its rule array, cc_rules_layout, names them) */
-int lx_lower_depth_space(cc *c);
-int lx_lower_eyelike(cc *c);
-int lx_lower_onehot(cc *c);
-int lx_lower_pad(cc *c);
-int lx_lower_resize(cc *c);
-int lx_lower_tile(cc *c);
-int lx_lower_topk(cc *c);
-int lx_lower_trilu(cc *c);
+ * itself or a scratch copy in tmp, released with tile_release_tmp. */
+void tile_rows_cols(const cc_value *x, uint64_t *rows, uint64_t *cols);
+tern_view tile_flat2d(compile_ctx *c, cc_value *x);
+void tile_strided_copy(compile_ctx *c, cc_value *dst, uint64_t dst_off, cc_value *src, uint64_t off, int rank,
+                       const int64_t *dims, const int64_t *st);
+cc_value *tile_broadcast_to(compile_ctx *c, cc_value *x, cc_value *out, cc_value *tmp);
+void tile_release_tmp(compile_ctx *c, cc_value *tmp, cc_value *used);
 
 #endif

@@ -37,7 +37,7 @@ const char *cc_rule_file(const cc_rule *r)
     return "";
 }
 
-const cc_rule *cc_rule_select(cc *c, char *declined, size_t len)
+const cc_rule *cc_rule_select(compile_ctx *c, char *declined, size_t len)
 {
     const cc_rule *rs[16];
     int n = cc_rules_for((tern_op_id)cc_node(c)->op_id, rs, 16);

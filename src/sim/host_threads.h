@@ -1,8 +1,8 @@
 /* Private to sim: a tiny fork-join thread pool owned by a core. Work is split into a fixed number of parts
  * decided by the caller from the problem shape (never from timing), so results never depend on the host's
  * thread count or scheduling. */
-#ifndef TERN_SIM_POOL_H
-#define TERN_SIM_POOL_H
+#ifndef TERN_SIM_HOST_THREADS_H
+#define TERN_SIM_HOST_THREADS_H
 
 typedef struct tern_pool tern_pool;
 typedef void (*pool_fn)(void *ctx, unsigned part, unsigned nparts);
