@@ -452,6 +452,10 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: ZeRO-1 with LAMB: the trust ratio needs each tensor's norms across the shards; "
                               "use sgd, adam or adamw, or no ZeRO");
+    if (o->zero && o->bf16_weights)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: ZeRO-1 with pure BF16 weights (bf16-sr, bf16-rne) is not supported yet; use no "
+                              "ZeRO or --precision fp32 or bf16");
     if (o->zero && o->clip_norm > 0)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: ZeRO-1 with clipping (%g): the clip needs the global norm before the shard update "
@@ -579,9 +583,11 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     return TERN_OK;
 }
 
-static tern_status set_in(tern_rt *rt, const char *name, const float *v, size_t n, tern_error *err)
+/* n floats into input `name` of rt (pure BF16: a BF16 weight or state converted, exactly: it holds BF16 values) */
+static tern_status set_in(tern_trainer *t, tern_rt *rt, const char *name, const float *v, size_t n, tern_error *err)
 {
-    return tern_rt_set_input(rt, name, v, n * sizeof(float), err);
+    t->rt = rt;
+    return train_set_f(t, name, v, n, err);
 }
 
 static tern_status run_collective(tern_trainer *t, tern_coll_op op, uint64_t count, float **bufs, double *secs,
@@ -641,9 +647,11 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
                                   labels ? (const char *)labels + (size_t)j * ls * lsz : NULL, ls, step, inv, err);
             for (size_t w = 0; w < t->nw && !st; w++)
                 if (exe_has_input(xe, t->w[w].name))
-                    st = set_in(dp->rt_grad, t->w[w].name, rank_val(t, r, w), t->w[w].count, err);
+                    st = set_in(t, dp->rt_grad, t->w[w].name, rank_val(t, r, w), t->w[w].count, err);
         }
         tern_run_stats rs;
+        t->rt = dp->rt_grad;
+        train_set_rounding(t, step, j); /* chunk j's seed whichever rank runs it */
         if (st || (st = tern_rt_execute(dp->rt_grad, &rs, err)))
             break;
         *secs += (double)rs.time_ps * 1e-12;
@@ -699,19 +707,21 @@ static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *
         if (!t->o.timing_only) {
             st = train_set_step_scalars(t, step, &lr, err);
             if (!st)
-                st = set_in(rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
+                st = set_in(t, rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
             for (size_t i = 0; i < t->nw && !st; i++) {
                 train_weight *w = &t->w[i];
                 if (!w->trained)
                     continue;
-                st = set_in(rt, w->name, rank_val(t, r, i), w->count, err);
+                st = set_in(t, rt, w->name, rank_val(t, r, i), w->count, err);
                 for (int k = 0; k < w->n_state && !st; k++)
-                    st = set_in(rt, w->state_in[k], rank_state(t, r, i, k), w->count, err);
+                    st = set_in(t, rt, w->state_in[k], rank_state(t, r, i, k), w->count, err);
                 if (!st)
-                    st = set_in(rt, w->acc_in, dp->gbuf[r] + dp->off[i], w->count, err);
+                    st = set_in(t, rt, w->acc_in, dp->gbuf[r] + dp->off[i], w->count, err);
             }
         }
         tern_run_stats rs;
+        t->rt = rt;
+        train_set_rounding(t, step, dp->chunks); /* every rank's update draws the same stochastic rounding */
         if (st || (st = tern_rt_execute(rt, &rs, err)))
             break;
         double s = (double)rs.time_ps * 1e-12;
@@ -745,7 +755,8 @@ static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *
                     return oom(err);
                 const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
                 size_t at;
-                if ((st = tern_rt_get_output(rt, nm, b, w->count * sizeof(float), err)))
+                t->rt = rt;
+                if ((st = train_get_f(t, nm, b, w->count, err)))
                     break;
                 if (first_bad(b, w->count, &at))
                     st = tern_error_set(err, TERN_ERR_RANGE,
@@ -794,15 +805,15 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
             }
             st = train_set_step_scalars(t, step, &lr, err);
             if (!st)
-                st = set_in(rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
+                st = set_in(t, rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
             if (!st)
-                st = set_in(rt, DP_P, p, S, err);
+                st = set_in(t, rt, DP_P, p, S, err);
             if (!st)
-                st = set_in(rt, DP_G, g, S, err);
+                st = set_in(t, rt, DP_G, g, S, err);
             for (int k = 0; k < nst && !st; k++) {
                 char nm[64];
                 snprintf(nm, sizeof nm, "train.state%d.%s", k, DP_SHARD);
-                st = set_in(rt, nm, dp->rk[r].st[k][0], S, err);
+                st = set_in(t, rt, nm, dp->rk[r].st[k][0], S, err);
             }
         }
         tern_run_stats rs;

@@ -102,6 +102,11 @@ tern_status train_feed_batch(tern_trainer *t, const void *x, size_t x_count, con
                              uint64_t step, const float *inv_count, tern_error *err);
 tern_status train_set_step_scalars(tern_trainer *t, uint64_t step, double *lr, tern_error *err);
 void train_free_weights(train_weight *w, size_t nw);
+/* n floats into / out of the runtime t->rt points at, converted for a BF16 input or output (pure BF16), and the
+ * core's rounding mode and seed for execution `micro` of step `step` */
+tern_status train_set_f(tern_trainer *t, const char *name, const float *v, size_t n, tern_error *err);
+tern_status train_get_f(tern_trainer *t, const char *name, float *v, size_t n, tern_error *err);
+void train_set_rounding(tern_trainer *t, uint64_t step, int64_t micro);
 /* The mask of dropout k at step `step` (1-based): element e kept (scaled by 1 / (1 - ratio)) when the e-th draw of
  * splitmix64 seeded with seed ^ step * 0xD1B54A32D192ED03 ^ (k + 1) * 0x8CB92BA72F3D8DD7, as u = (z >> 11) 2^-53,
  * is at least ratio; 0 otherwise. */

@@ -115,9 +115,6 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
         return tern_error_set(err, TERN_ERR_INVALID, "train: Nesterov momentum needs a momentum > 0");
     if ((unsigned)o->rounding > TERN_ROUND_STOCHASTIC)
         return tern_error_set(err, TERN_ERR_INVALID, "train: rounding mode %d (RNE 0 or stochastic 1)", (int)o->rounding);
-    if (o->bf16_weights && (o->ranks > 1 || o->zero || o->dp_exact))
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: pure BF16 weights (bf16-sr) with data parallelism are not supported yet");
     if (o->matmul_dtype != TERN_DTYPE_FP32 && o->matmul_dtype != TERN_DTYPE_BF16)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: precision %s (fp32 or bf16 matmuls)",
                               tern_dtype_name(o->matmul_dtype));
@@ -462,6 +459,22 @@ static void set_rounding(tern_trainer *t, uint64_t step, int64_t micro)
     uint64_t s = t->o.seed ^ (step * 0x9E6C63D0676A9A99ull) ^ ((uint64_t)(micro + 1) * 0xC2B2AE3D27D4EB4Full);
     s = (s ^ (s >> 31)) * 0xBF58476D1CE4E5B9ull;
     tern_rt_set_rounding(t->rt, t->o.rounding, s ^ (s >> 29));
+}
+
+/* The helpers above, for the data-parallel trainer (data_parallel.c), on the runtime t->rt points at. */
+tern_status train_set_f(tern_trainer *t, const char *name, const float *v, size_t n, tern_error *err)
+{
+    return set_f(t, name, v, n, err);
+}
+
+tern_status train_get_f(tern_trainer *t, const char *name, float *v, size_t n, tern_error *err)
+{
+    return get_f(t, name, v, n, err);
+}
+
+void train_set_rounding(tern_trainer *t, uint64_t step, int64_t micro)
+{
+    set_rounding(t, step, micro);
 }
 
 static tern_status set_scalar(tern_trainer *t, const char *name, double v, tern_error *err)

@@ -80,6 +80,22 @@ if cmp -s "$d/t1.onnx" "$d/t2.onnx" && cmp -s "$d/t1.json" "$d/t2.json"; then ok
     bad "4 ranks: TERN_THREADS=1 and 2 give different results"
 fi
 
+# pure BF16 with stochastic rounding: every rank draws the same rounding (seeded by step and chunk), so the fixed
+# tree gives the same bytes on 1 and 2 ranks; against the one-graph trainer (other seeds) within 1 % per step
+for n in 1 2; do
+    STEPS=20 train "$d/sr$n.json" --clip-norm 1 --precision bf16-sr --dp-exact --dp-chunks 2 --cores $n
+done
+if cmp -s "$d/sr1.onnx" "$d/sr2.onnx"; then ok; else bad "bf16-sr --dp-exact: 1 and 2 ranks differ"; fi
+STEPS=20 train "$d/sr0.json" --clip-norm 1 --precision bf16-sr
+if "$PY" - "$d" <<'EOF'; then ok; else bad "bf16-sr: 2 ranks vs the one-graph trainer (above)"; fi
+import json, sys
+d = sys.argv[1]
+L = lambda n: [s["loss"] for s in json.load(open(f"{d}/{n}.json"))["steps"]]
+worst = max(abs(a - b) / a for a, b in zip(L("sr0"), L("sr2")))
+print(f"bf16-sr: 2 ranks (fixed tree) vs 1-rank trainer over 20 steps: max rel {worst:.2e}")
+sys.exit(0 if worst <= 1e-2 else 1)
+EOF
+
 # ZeRO-1: the same bytes as the unsharded update; the optimizer state per rank 1/N
 for cfg in "adamw" "sgd --momentum 0.9 --nesterov" "adam --weight-decay 0.01"; do
     set -- $cfg
@@ -158,6 +174,8 @@ expect 1 "$TERN" train "${base[@]}" --cores 2 --zero 1 --optimizer lamb
 contains "$tmp/err" "ZeRO-1 with LAMB"
 expect 1 "$TERN" train "${base[@]}" --cores 2 --zero 1 --clip-norm 1
 contains "$tmp/err" "ZeRO-1 with clipping"
+expect 1 "$TERN" train "${base[@]}" --cores 2 --zero 1 --precision bf16-sr
+contains "$tmp/err" "ZeRO-1 with pure BF16 weights"
 expect 1 "$TERN" train "${base[@]}" --cores 2 --accumulate 2
 contains "$tmp/err" "gradient accumulation (2 micro-batches) with data parallelism (2 ranks)"
 
