@@ -1,6 +1,6 @@
 /* Data-parallel training benchmark (issue: training, "Performance"): BERT-Large phase-1 pre-training on one
  * trn1.32xlarge, the configuration of AWS's published trn1 row (32 NeuronCores data-parallel, micro-batch 16 per
- * core, sequence 128, LAMB; BF16 matmul operands here, fp32 master weights and state), predicted in timing-only
+ * core, sequence 128, LAMB, BF16 weights and state with stochastic rounding: --precision bf16-sr), predicted in timing-only
  * mode through tern_train_* (src/train/data_parallel.c). The model is bench/bert_pretrain.py's (BERT-Large encoder
  * and the tied masked-LM head, 30522 tokens), generated into build/bench-models on first use.
  *
@@ -61,7 +61,9 @@ static int measure(const char *dir, int layers, int vocab, parts *p)
     o.batch = (int64_t)CORES * MICRO;
     o.machine = "trn1.32xlarge";
     o.ranks = CORES;
-    o.matmul_dtype = TERN_DTYPE_BF16;
+    o.matmul_dtype = TERN_DTYPE_BF16; /* BF16 with stochastic rounding, the published row's precision */
+    o.bf16_weights = 1;
+    o.rounding = TERN_ROUND_STOCHASTIC;
     o.timing_only = 1;
     tern_trainer *t = NULL;
     tern_error err;
