@@ -5,7 +5,7 @@
 # - the fixed reduction tree (--dp-exact --dp-chunks 4) gives the same trained model, byte for byte, on 1, 2 and
 #   4 ranks; TERN_THREADS 1 and 2 give the same bytes too;
 # - ZeRO-1 gives byte-identical models to the unsharded update (AdamW, SGD with momentum, Adam with L2 decay) and a
-#   per-rank optimizer state of 1/N;
+#   per-rank optimizer state of 1/N; a checkpoint resumes bit-exactly with and without ZeRO-1;
 # - cross-entropy with ignore_index rows spread unevenly over the ranks and MSE (the 1/N scale) match 1 rank;
 # - a timing-only 32-core step prints the exposed all-reduce; bad --cores values fail with clear messages.
 set -u
@@ -118,6 +118,16 @@ done
 expect 0 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --steps 1 --batch 32 --machine $M \
     --cores 4 --zero 1
 contains "$tmp/out" "optimizer state: 0.050 MiB in all, 0.013 MiB per rank"
+
+# checkpoints: 10 steps + resume = 20 steps, byte for byte, with and without ZeRO-1 (the whole state gathered)
+for z in 0 1; do
+    zf=(); [ $z = 1 ] && zf=(--zero 1)
+    rm -rf "$d/ck"
+    STEPS=20 train "$d/ckfull.json" --cores 2 "${zf[@]}"
+    STEPS=10 train "$d/ckhalf.json" --cores 2 "${zf[@]}" --checkpoint "$d/ck"
+    STEPS=20 train "$d/ckres.json" --cores 2 "${zf[@]}" --resume "$d/ck"
+    if cmp -s "$d/ckfull.onnx" "$d/ckres.onnx"; then ok; else bad "2 ranks, ZeRO $z: resumed run differs"; fi
+done
 
 # cross-entropy with ignored rows (uneven over the ranks: the global 1/count) and MSE (a mean per rank, 1/N)
 "$PY" - "$d" <<'EOF'
