@@ -189,5 +189,13 @@ contains "$tmp/err" "ZeRO-1 with pure BF16 weights"
 expect 1 "$TERN" train "${base[@]}" --cores 2 --accumulate 2
 contains "$tmp/err" "gradient accumulation (2 micro-batches) with data parallelism (2 ranks)"
 
+# a non-finite loss stops the run at its step, with and without ZeRO-1 (row 40 is in step 2's batch)
+"$PY" -c "import numpy as np, sys; x = np.load(sys.argv[1]); x[40] = np.nan; np.save(sys.argv[2], x)" "$d/x.npy" "$d/xnan.npy"
+for z in "" "--zero 1"; do
+    expect 1 "$TERN" train "$d/mlp.onnx" --data "$d/xnan.npy" --labels "$d/y.npy" --steps 3 --batch 32 --machine $M \
+        --cores 2 $z
+    contains "$tmp/err" "step 2: the loss is not finite (nan)"
+done
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
