@@ -45,6 +45,7 @@ typedef struct {
     int no_residual_fusion; /* keep an Add after a linear layer as its own node (else the layer's epilogue adds) */
     int no_layernorm_fusion;/* keep a LayerNormalization after a linear layer as its own node (else the layer's
                                epilogue normalises each output row on chip) */
+    int no_fusion;          /* no graph fusion at all (TERN_GRAPH_NO_FUSION; training steps) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
     /* Symbolic input dims are bound by name (dims) and from the shapes of the data given for inputs

@@ -309,6 +309,9 @@ tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err);
 #define TERN_GRAPH_NO_RESIDUAL_FUSION 4u
 /* Keep a LayerNormalization after a linear layer as its own node instead of the layer's epilogue */
 #define TERN_GRAPH_NO_LAYERNORM_FUSION 8u
+/* No fusion at all (the training step: whether a pattern fuses depends on how many nodes read its values, which
+ * activation recomputation changes, and a fused op need not round as the unfused ones do) */
+#define TERN_GRAPH_NO_FUSION 16u
 tern_status tern_graph_fuse_flags(tern_graph *g, unsigned flags, int *fused, tern_error *err);
 /* The standard pipeline: infer, fold, prune, fuse, prune. */
 tern_status tern_graph_optimize(tern_graph *g, tern_error *err);

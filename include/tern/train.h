@@ -61,6 +61,10 @@ typedef struct {
      * step, docs/training.md), TERN_ROUND_RNE to show why (an update under half an ulp vanishes) */
     int bf16_weights;
     tern_round rounding;      /* the core's rounding of every write to a narrower type (default RNE) */
+    /* activation recomputation (--recompute): the forward cut into this many segments of about equal activation
+     * bytes, each but the last computed again just before its backward, so only their inputs are kept; -1 about
+     * sqrt(n) segments for n forward nodes; 0 off. Bit for bit the same losses and weights; less HBM, more time */
+    int recompute;
     int timing_only;          /* predict the step time without computing values */
     int grads_as_outputs;     /* also output every weight's gradient (tern_train_grad): tests and debugging */
     uint64_t seed;            /* Dropout in training mode: the masks' seed (masks depend on seed, step, node) */

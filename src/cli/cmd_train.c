@@ -52,6 +52,8 @@ static void usage(FILE *f)
             "  --precision P         fp32 (default) | bf16 (matmul operands) | bf16-sr (BF16 weights and state,\n"
             "                        updates stochastically rounded) | bf16-rne (the same, round to nearest even)\n"
             "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
+            "  --recompute           activation recomputation: keep only the inputs of about sqrt(n) forward\n"
+            "                        segments, recompute each before its backward (--recompute-segments N: N)\n"
             "  --machine M           target machine (default trn1.2xlarge)\n"
             "  --cores N             data parallelism over N NeuronCores of the machine (its rank order): each runs\n"
             "                        batch / N rows, gradients all-reduced before every rank's update\n"
@@ -223,6 +225,14 @@ int tern_cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--resume")) {
             VAL("a directory");
             resume = v;
+        } else if (!strcmp(a, "--recompute")) {
+            o.recompute = -1;
+        } else if (!strcmp(a, "--recompute-segments")) {
+            int64_t nseg;
+            VAL("a segment count");
+            if ((rc = tern_arg_int("train", a, v, 2, 1 << 16, &nseg)))
+                return rc;
+            o.recompute = (int)nseg;
         } else if (!strcmp(a, "--timing-only")) {
             timing = 1;
         } else if (!strcmp(a, "--progress")) {
@@ -436,9 +446,9 @@ int tern_cmd_train(int argc, char **argv)
         }
     }
     if (json)
-        printf("{\"model\":\"%s\",\"batch\":%lld,\"weights\":%zu,\"graph_nodes\":%zu,\"step_flops\":%.17g,\"steps\":[",
+        printf("{\"model\":\"%s\",\"batch\":%lld,\"weights\":%zu,\"graph_nodes\":%zu,\"step_flops\":%.17g,\"hbm_bytes\":%llu,\"steps\":[",
                model, (long long)batch, tern_train_weight_count(t), tern_train_graph_nodes(t),
-               tern_train_model_flops(t));
+               tern_train_model_flops(t), (unsigned long long)tern_train_hbm_bytes(t, NULL));
     {
         uint64_t ws = 0, hb = tern_train_hbm_bytes(t, &ws);
         if (!json)

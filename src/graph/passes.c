@@ -1159,7 +1159,7 @@ tern_status tern_graph_optimize_flags(tern_graph *g, unsigned flags, tern_error 
     if ((st = tern_graph_fold_constants(g, NULL, err)))
         return st;
     tern_graph_prune(g);
-    if ((st = tern_graph_fuse_flags(g, flags, NULL, err)))
+    if (!(flags & TERN_GRAPH_NO_FUSION) && (st = tern_graph_fuse_flags(g, flags, NULL, err)))
         return st;
     tern_graph_prune(g);
     return TERN_OK;

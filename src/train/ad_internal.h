@@ -31,6 +31,15 @@ typedef struct ad_ctx {
     int failed;           /* a helper failed: err holds why; every later helper returns -1 */
     int counter;          /* names of the nodes and values this layer adds: "<prefix><counter>" */
     const char *prefix;
+    /* activation recomputation (recompute.c): segments asked for (0 none, < 0 about sqrt(n)) */
+    int recompute;
+    int n_model;          /* nodes of the model's forward (the loss's follow): only they are cut into segments */
+    int *seg_of;          /* forward node -> its segment (NULL: no recomputation) */
+    int n_seg, cur_seg, recomputed;
+    int *rc_map;          /* value id -> its copy (or barrier) while its segment is differentiated, -1 none */
+    int *orig;            /* copy id -> the value it copies, -1 none */
+    unsigned char *act;   /* value id -> 1 when it depends on the data (recompute.c) */
+    int *mapped, n_mapped, cap_mapped;
 } ad_ctx;
 
 /* A forward node's ids and a few attributes, copied so the rule may add nodes freely. */
@@ -82,6 +91,16 @@ int grad_layout_rule(int op_id, ad_rule *out);      /* grad_layout.c */
 int grad_norm_rule(int op_id, ad_rule *out);        /* grad_norm.c */
 int grad_index_rule(int op_id, ad_rule *out);       /* grad_index.c */
 int grad_conv_rule(int op_id, ad_rule *out);        /* grad_conv.c */
+
+/* ---- activation recomputation (recompute.c) ---- */
+/* Cuts the first n_fwd nodes into `segments` segments of about as many activation nodes each (< 0: about
+ * sqrt(n) segments of sqrt(n) nodes). */
+int ad_recompute_plan(ad_ctx *a, int n_fwd, int segments);
+/* Called by the reverse pass before differentiating node i (dy: the gradient arriving at its output y): on the
+ * first node of a segment other than the last, emits the segment's forward copies and maps its values to them. */
+int ad_recompute_enter(ad_ctx *a, int i, int n_fwd, int dy, int y);
+int ad_map(const ad_ctx *a, int v);   /* a value's copy while its segment is differentiated, else v */
+int ad_unmap(const ad_ctx *a, int v); /* the value a copy copies, else v */
 
 /* The rule for a forward node's op (NULL when it has none), and the reverse pass: seeds the gradient of `loss`
  * (a scalar value) with 1 and walks the first n_fwd nodes backwards. */

@@ -56,9 +56,22 @@ int ad_grow(ad_ctx *a)
     if (!nd)
         return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
     a->needs = nd;
+    int *rm = realloc(a->rc_map, (size_t)cap * sizeof *rm);
+    if (rm)
+        a->rc_map = rm;
+    int *og = rm ? realloc(a->orig, (size_t)cap * sizeof *og) : NULL;
+    if (og)
+        a->orig = og;
+    unsigned char *ac = og ? realloc(a->act, (size_t)cap) : NULL;
+    if (!ac)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    a->act = ac;
     for (int i = a->cap; i < cap; i++) {
         a->grad[i] = -1;
         a->needs[i] = 0;
+        a->rc_map[i] = -1;
+        a->orig[i] = -1;
+        a->act[i] = 0;
     }
     a->cap = cap;
     return 0;
@@ -80,8 +93,15 @@ void ad_free(ad_ctx *a)
 {
     free(a->grad);
     free(a->needs);
+    free(a->rc_map);
+    free(a->orig);
+    free(a->act);
+    free(a->seg_of);
+    free(a->mapped);
     a->grad = NULL;
     a->needs = NULL;
+    a->rc_map = a->orig = a->seg_of = a->mapped = NULL;
+    a->act = NULL;
 }
 
 ad_shape ad_shape_of(const ad_ctx *a, int v)
@@ -325,11 +345,13 @@ int ad_unbroadcast(ad_ctx *a, int gid, const ad_shape *from, const ad_shape *to)
 
 int ad_needs(const ad_ctx *a, int v)
 {
+    v = ad_unmap(a, v); /* a recomputed copy needs what its original needs */
     return v >= 0 && v < a->cap && a->needs[v];
 }
 
 void ad_accum(ad_ctx *a, int v, int gid)
 {
+    v = ad_unmap(a, v); /* gradients gather on the original value, whichever copy a rule read */
     if (a->failed || gid < 0 || !ad_needs(a, v))
         return;
     if (ad_grow(a) < 0)
@@ -356,6 +378,8 @@ ad_rule ad_rule_for(const tern_graph_node *n)
 tern_status ad_backward(ad_ctx *a, int n_fwd, int loss)
 {
     tern_graph *g = a->g;
+    if (a->recompute && ad_recompute_plan(a, n_fwd, a->recompute) < 0) /* before needs spreads past the weights */
+        return a->err->code;
     /* which values depend on a trained weight: forward order, float outputs only (an integer or bool result,
      * such as an ArgMax or a comparison, carries no gradient) */
     for (int i = 0; i < n_fwd; i++) {
@@ -380,6 +404,16 @@ tern_status ad_backward(ad_ctx *a, int n_fwd, int loss)
     float one = 1.0f;
     a->grad[loss] = ad_const_fv(a, ls.rank, ls.d, &one);
     for (int i = n_fwd - 1; i >= 0 && !a->failed; i--) {
+        if (a->seg_of) { /* recomputation: the segment's forward copies before its first rule */
+            int dy = -1, y = -1, need = 0;
+            for (int k = 0; k < g->nodes[i].n_outputs && dy < 0; k++)
+                if ((y = g->nodes[i].outputs[k]) >= 0)
+                    dy = a->grad[y];
+            for (int k = 0; k < g->nodes[i].n_inputs; k++)
+                need |= ad_needs(a, g->nodes[i].inputs[k]);
+            if (dy >= 0 && need && ad_recompute_enter(a, i, n_fwd, dy, y) < 0)
+                return a->err->code;
+        }
         const tern_graph_node *n = &g->nodes[i];
         ad_fwd f;
         memset(&f, 0, sizeof f);
@@ -428,6 +462,10 @@ tern_status ad_backward(ad_ctx *a, int n_fwd, int loss)
                          n->domain, n->domain[0] ? "." : "", n->op, g->values[w].name);
             return a->err->code;
         }
+        for (int k = 0; k < f.n_in; k++) /* under recomputation the rule reads the segment's copies */
+            f.in[k] = ad_map(a, f.in[k]);
+        for (int k = 0; k < f.n_out; k++)
+            f.out[k] = ad_map(a, f.out[k]);
         if (r(a, &f) < 0 && !a->failed)
             ad_fail_node(a, i, "gradient rule failed");
     }

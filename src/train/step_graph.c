@@ -79,6 +79,37 @@ static int add_scalar_input(ad_ctx *a, const char *name)
     return add_input(a, name, 1, &one);
 }
 
+/* The step graph is built in dependency order - the forward sorted once, then the loss, the reverse pass (a
+ * segment's recomputed forward just before its gradients) and the update appended after what they read - and
+ * that order is kept: it is the one that frees a forward activation as soon as its gradient rule has run.
+ * graph_sort (Kahn's, breadth first) would start every node as early as its inputs allow: the optimizer's state
+ * products during the forward, a rule's forward-only parts (Tanh's 1 - y^2) long before their gradient, and a
+ * recomputed segment in the forward, each value then alive for most of the step. The order changes no value.
+ * Used under recomputation only: breadth first gives the engines more independent work side by side, and so the
+ * shorter step (the digits MLP at batch 1024: 1.16 ms against 1.28 ms, for 1.94 MiB of HBM against 1.63). A
+ * graph not in dependency order (none is built) is sorted. */
+static tern_status keep_order(tern_graph *g, tern_error *err)
+{
+    for (int v = 0; v < g->n_values; v++)
+        g->values[v].producer = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_outputs; k++) {
+            int v = g->nodes[i].outputs[k];
+            if (v < 0)
+                continue;
+            if (g->values[v].producer >= 0 || (g->values[v].flags & (TERN_VALUE_INPUT | TERN_VALUE_INITIALIZER)))
+                return graph_sort(g, err); /* it names the value assigned twice */
+            g->values[v].producer = i;
+        }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+            int v = g->nodes[i].inputs[k];
+            if (v >= 0 && g->values[v].producer >= i)
+                return graph_sort(g, err);
+        }
+    return TERN_OK;
+}
+
 /* Renames value v (an anonymous node output) so it can be a graph output the runtime finds by name. */
 static int name_value(ad_ctx *a, int v, const char *name)
 {
@@ -386,6 +417,7 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         ad_free(&a);
         return err->code;
     }
+    a.n_model = g->n_nodes; /* the model's forward; the loss nodes follow */
     int loss = build_loss(t, &a);
     if (loss >= 0) {
         /* the new nodes' types and shapes, which the gradient rules read */
@@ -398,6 +430,7 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
     if (!a.failed) {
         for (size_t i = 0; i < t->nw; i++)
             a.needs[wid[i]] = 1;
+        a.recompute = o->recompute;
         st = ad_backward(&a, g->n_nodes, loss);
         if (st) {
             free(wid);
@@ -575,7 +608,8 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
     ad_free(&a);
     /* renumbers nothing that is kept, drops nothing reachable, rebuilds the name table for the new names */
-    if ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err)))
+    if ((st = graph_compact(g, NULL, err)) || (st = o->recompute ? keep_order(g, err) : graph_sort(g, err)) ||
+        (st = tern_graph_infer(g, err)))
         return tern_error_prefix(err, "train: step graph: ");
     t->nodes = (size_t)g->n_nodes;
     return TERN_OK;

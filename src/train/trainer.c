@@ -115,6 +115,9 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
         return tern_error_set(err, TERN_ERR_INVALID, "train: Nesterov momentum needs a momentum > 0");
     if ((unsigned)o->rounding > TERN_ROUND_STOCHASTIC)
         return tern_error_set(err, TERN_ERR_INVALID, "train: rounding mode %d (RNE 0 or stochastic 1)", (int)o->rounding);
+    if (o->recompute && (o->ranks > 1 || o->zero || o->dp_exact))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: activation recomputation with data parallelism is not supported yet");
     if (o->matmul_dtype != TERN_DTYPE_FP32 && o->matmul_dtype != TERN_DTYPE_BF16)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: precision %s (fp32 or bf16 matmuls)",
                               tern_dtype_name(o->matmul_dtype));
@@ -198,6 +201,7 @@ static tern_status build_micro(tern_trainer *t, tern_error *err)
         tern_compile_opts_default(&co);
         co.machine = t->machine;
         co.matmul_dtype = t->o.matmul_dtype;
+        co.no_fusion = t->o.recompute != 0; /* as the step (below) */
         tern_compile_report rep;
         if ((st = tern_compile(m.g, &co, &t->exe_micro, &rep, err)))
             tern_error_prefix(err, "train: compiling the micro-step: ");
@@ -280,6 +284,11 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
     tern_compile_opts_default(&co);
     co.machine = t->machine;
     co.matmul_dtype = o.matmul_dtype;
+    /* recomputation leaves a segment's original forward values fewer readers (the gradient rules read the
+     * copies), so a pattern the fuser leaves alone in the plain step could fuse there: compile without fusion.
+     * The fusions the plain step gets (a linear layer's bias) round as the unfused nodes do, so the two agree
+     * bit for bit (test_train_recompute.sh) */
+    co.no_fusion = o.recompute != 0;
     tern_compile_report rep;
     /* the compiler optimises the graph in place: compile a copy's worth by keeping t->g for names only */
     if ((st = tern_compile(t->g, &co, &t->exe, &rep, err))) {
