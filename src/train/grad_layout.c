@@ -1,7 +1,7 @@
 /* Gradients of the layout ops, which move elements without changing them: the views (Reshape, Flatten, Squeeze,
  * Unsqueeze) reshape the gradient back to the operand's shape; Transpose applies the inverse permutation;
  * Expand sums over the broadcast axes; Concat hands each operand its slice of the gradient, Split concatenates
- * its outputs' gradients, Slice pads its gradient with zeros, and constant-mode Pad hands back the slice its operand was. */
+ * its outputs' gradients, Slice spreads its gradient k apart along axes of step k and pads it with zeros, and constant-mode Pad hands back the slice its operand was. */
 #include "ad_internal.h"
 
 #include <string.h>
@@ -89,12 +89,34 @@ static int g_split(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
-/* Slice with steps 1: the gradient padded with zeros back to the operand's shape (a Pad) */
+/* Spreads g's elements along axis ax of shape *sh (m of them) k apart: Reshape to [..., m, 1, ...], Pad k - 1
+ * zeros after each, Reshape to [..., m k, ...], and Slice off the last k - 1, leaving (m - 1) k + 1 with g[j] at
+ * j k and zeros between. *sh is updated. */
+static int spread(ad_ctx *a, int g, ad_shape *sh, int ax, int64_t k)
+{
+    int64_t m = sh->d[ax];
+    ad_shape u = {.rank = sh->rank + 1};
+    for (int d = 0, e = 0; d < u.rank; d++)
+        u.d[d] = d == ax + 1 ? 1 : sh->d[e++];
+    int64_t pads[2 * (TERN_GRAPH_MAX_RANK + 1)] = {0};
+    pads[u.rank + ax + 1] = k - 1;
+    g = ad_op2(a, "Pad", ad_reshape(a, g, &u), ad_const_i64(a, 2 * u.rank, pads));
+    ad_shape w = *sh;
+    w.d[ax] = m * k;
+    g = ad_reshape(a, g, &w);
+    int64_t zero = 0, len = (m - 1) * k + 1, axis = ax;
+    int in[4] = {g, ad_const_i64(a, 1, &zero), ad_const_i64(a, 1, &len), ad_const_i64(a, 1, &axis)};
+    sh->d[ax] = len;
+    return ad_op(a, "Slice", 4, in);
+}
+
+/* Slice with positive steps: the gradient's elements spread back k apart along each axis of step k (spread),
+ * then padded with zeros to the operand's shape (a Pad) */
 static int g_slice(ad_ctx *a, const ad_fwd *f)
 {
     if (a->opset < 10)
         return ad_fail_node(a, f->index, "Slice before opset 10 (attributes) has no gradient rule");
-    ad_shape sx = ad_shape_of(a, f->in[0]);
+    ad_shape sx = ad_shape_of(a, f->in[0]), sg = ad_shape_of(a, f->out[0]);
     const tern_host_tensor *c[4] = {NULL, NULL, NULL, NULL}; /* starts, ends, axes, steps */
     for (int k = 0; k < 4; k++) {
         int v = f->n_in > k + 1 ? f->in[k + 1] : -1;
@@ -107,7 +129,10 @@ static int g_slice(ad_ctx *a, const ad_fwd *f)
     if (!c[0] || !c[1] || c[0]->count != c[1]->count || (c[2] && c[2]->count != c[0]->count) ||
         (c[3] && c[3]->count != c[0]->count))
         return ad_fail_node(a, f->index, "Slice starts/ends/axes/steps of different lengths");
+    if (sg.rank != sx.rank)
+        return ad_fail_node(a, f->index, "Slice output of rank %d from rank %d", sg.rank, sx.rank);
     int64_t pads[2 * TERN_GRAPH_MAX_RANK] = {0};
+    int y = f->dy[0];
     for (size_t k = 0; k < c[0]->count; k++) {
         int64_t ax = c[2] ? (int64_t)tern_host_tensor_get(c[2], k) : (int64_t)k;
         int64_t step = c[3] ? (int64_t)tern_host_tensor_get(c[3], k) : 1;
@@ -115,14 +140,22 @@ static int g_slice(ad_ctx *a, const ad_fwd *f)
             ax += sx.rank;
         if (ax < 0 || ax >= sx.rank)
             return ad_fail_node(a, f->index, "Slice axis outside rank %d", sx.rank);
-        if (step != 1)
-            return ad_fail_node(a, f->index, "Slice with step %lld has no gradient rule (step 1 only)", (long long)step);
+        if (step < 1)
+            return ad_fail_node(a, f->index, "Slice with step %lld has no gradient rule (positive steps only)",
+                                (long long)step);
         int64_t st = (int64_t)tern_host_tensor_get(c[0], k), en = (int64_t)tern_host_tensor_get(c[1], k);
-        int64_t len = graph_slice_len(sx.d[ax], &st, &en, 1);
+        int64_t len = graph_slice_len(sx.d[ax], &st, &en, step);
+        if (len != sg.d[ax])
+            return ad_fail_node(a, f->index, "Slice axis %lld: %lld elements, the output has %lld", (long long)ax,
+                                (long long)len, (long long)sg.d[ax]);
+        if (len == 0)
+            return ad_fail_node(a, f->index, "Slice axis %lld selects nothing", (long long)ax);
+        if (step > 1 && len > 1)
+            y = spread(a, y, &sg, (int)ax, step);
         pads[ax] = st;
-        pads[sx.rank + ax] = sx.d[ax] - st - len;
+        pads[sx.rank + ax] = sx.d[ax] - st - sg.d[ax];
     }
-    int y = ad_op2(a, "Pad", f->dy[0], ad_const_i64(a, 2 * sx.rank, pads));
+    y = ad_op2(a, "Pad", y, ad_const_i64(a, 2 * sx.rank, pads));
     ad_accum(a, f->in[0], y);
     return 0;
 }

@@ -119,6 +119,12 @@ case("Slice_two_axes", [node("Slice", ["a", "st", "en", "ax"])], {"a": rnd(4, 6,
                                     "ax": np.array([0, 2], dtype=np.int64)})
 case("Slice_negative", [node("Slice", ["a", "st", "en"])], {"a": rnd(7, 3)}, lambda p: p["a"][-4:-1],
      {"st": np.array([-4], dtype=np.int64), "en": np.array([-1], dtype=np.int64)})
+case("Slice_strided", [node("Slice", ["a", "st", "en", "ax", "sp"])], {"a": rnd(7, 4, 8)},
+     lambda p: p["a"][1:6:2, :, ::3], {"st": np.array([1, 0], dtype=np.int64), "en": np.array([6, 99], dtype=np.int64),
+                                       "ax": np.array([0, 2], dtype=np.int64), "sp": np.array([2, 3], dtype=np.int64)})
+case("Slice_strided_tail", [node("Slice", ["a", "st", "en", "ax", "sp"], "s"), node("Mul", ["s", "s"])], {"a": rnd(3, 8)},
+     lambda p: p["a"][:, 1:8:3] ** 2, {"st": np.array([1], dtype=np.int64), "en": np.array([8], dtype=np.int64),
+                                       "ax": np.array([1], dtype=np.int64), "sp": np.array([3], dtype=np.int64)})
 case("Pad_constant", [node("Pad", ["a", "pd"])], {"a": rnd(2, 3, 4)},
      lambda p: F.pad(p["a"], (1, 2, 0, 1)), {"pd": np.array([0, 0, 1, 0, 1, 2], dtype=np.int64)})
 case("Concat_axis1", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(3, 2), "b": rnd(3, 5)},
