@@ -38,7 +38,9 @@ typedef struct {
  * count 1. Errors name the spec and the rule ("2x" has no machine, "0xtrn1.32xlarge" a zero count). */
 tern_status tern_cluster_spec_parse(const char *spec, unsigned *count, char *name, size_t cap, tern_error *err);
 
-/* Build a fabric from a cluster spec or machine name/path (tern_machine_load's rules). The machine must be an
+/* Build a fabric from a cluster spec, a cluster file (a path to JSON with "schema": "tern-cluster/1", see
+ * docs/multichip.md "Cluster files": a machine, a count and what-if overrides of the links and the topology) or
+ * a machine name/path (tern_machine_load's rules). The machine must be an
  * instance or a system; --nodes larger than the cluster, ranks not divisible by nodes or above what a node has,
  * and an lnc that does not divide the chip's cores are errors naming the value and the limit. */
 tern_status tern_fabric_load(const char *spec, const tern_fabric_opts *o, tern_fabric **out, tern_error *err);
@@ -56,6 +58,8 @@ typedef struct {
 } tern_rank_place;
 
 const char *tern_fabric_machine_name(const tern_fabric *f);
+/* The instance or system the fabric repeats ("trn1.32xlarge" for "4xtrn1.32xlarge" or a cluster file). */
+const char *tern_fabric_base_machine(const tern_fabric *f);
 unsigned tern_fabric_ranks(const tern_fabric *f);
 unsigned tern_fabric_nodes(const tern_fabric *f);     /* nodes in use */
 unsigned tern_fabric_lnc(const tern_fabric *f);

@@ -871,11 +871,8 @@ tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern
     size_t nres = 0, capres = 0;
     if (st)
         goto done;
-    {
-        unsigned cnt;
-        if ((st = tern_cluster_spec_parse(o->cluster, &cnt, p->machine, sizeof p->machine, err)))
-            goto done;
-    }
+    /* the instance or system the cluster repeats (also the machine of a cluster file) */
+    snprintf(p->machine, sizeof p->machine, "%s", tern_fabric_base_machine(p->fab));
     p->R = tern_fabric_ranks(p->fab);
     p->nodes = tern_fabric_nodes(p->fab);
     p->lnc = tern_fabric_lnc(p->fab);

@@ -7,6 +7,7 @@
  * top. Every figure comes from the machine file. */
 #include "tern/fabric.h"
 #include "tern/transport.h"
+#include "sim/fabric_internal.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -18,6 +19,7 @@ enum { DIRS_MAX = 6, RES_PER_CHIP = 1 + DIRS_MAX + 2 }; /* HBM, up to 6 link dir
 
 struct tern_fabric {
     char name[96];
+    char base[64]; /* the machine file's name (an instance or system), without the cluster count */
     unsigned units, nodes_per_unit, chips_per_node, chips_per_unit;
     unsigned used_nodes, ranks_per_chip, ranks_per_node, lnc, nranks;
     tern_topology_kind topo;
@@ -84,7 +86,13 @@ tern_status tern_fabric_load(const char *spec, const tern_fabric_opts *o, tern_f
     char name[512], path[1024];
     unsigned count;
     *out = NULL;
-    tern_status st = tern_cluster_spec_parse(spec, &count, name, sizeof name, err);
+    int is_cluster = 0;
+    tern_status st = tern_cluster_file_sniff(spec, &is_cluster, err);
+    if (st)
+        return st;
+    if (is_cluster)
+        return tern_cluster_file_load(spec, o, out, err);
+    st = tern_cluster_spec_parse(spec, &count, name, sizeof name, err);
     if (st)
         return st;
     st = tern_machine_find(name, path, sizeof path, err);
@@ -112,8 +120,20 @@ static unsigned neighbours(unsigned d)
 tern_status tern_fabric_create(const tern_machine *m, unsigned cluster_count, const tern_fabric_opts *o,
                                tern_fabric **out, tern_error *err)
 {
+    return tern_fabric_build(m, tern_machine_instance(m), cluster_count, o, out, err);
+}
+
+void tern_fabric_set_name(tern_fabric *f, const char *name)
+{
+    snprintf(f->name, sizeof f->name, "%s", name);
+}
+
+const char *tern_fabric_base_machine(const tern_fabric *f) { return f->base; }
+
+tern_status tern_fabric_build(const tern_machine *m, const tern_instance_spec *in, unsigned cluster_count,
+                              const tern_fabric_opts *o, tern_fabric **out, tern_error *err)
+{
     *out = NULL;
-    const tern_instance_spec *in = tern_machine_instance(m);
     const tern_chip_spec *ch = tern_machine_chip(m);
     const tern_core_spec *co = tern_machine_core(m);
     if (!in || !ch)
@@ -127,6 +147,7 @@ tern_status tern_fabric_create(const tern_machine *m, unsigned cluster_count, co
     if (!f)
         return tern_error_set(err, TERN_ERR_NOMEM, "fabric: out of memory");
     snprintf(f->name, sizeof f->name, "%s", tern_machine_name(m));
+    snprintf(f->base, sizeof f->base, "%s", tern_machine_name(m));
     f->units = cluster_count;
     f->nodes_per_unit = 1;
     f->chips_per_unit = in->chips;
