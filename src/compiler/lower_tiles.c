@@ -46,6 +46,38 @@ void tile_tmp_free(compile_ctx *c, cc_value *t)
 
 /* ---- strided copies ---- */
 
+/* One element of src repeated over n contiguous elements of dst (a scalar broadcast, e.g. a per-step scalar of the
+ * optimizer times a weight-sized tensor). As one HBM-to-HBM DMA its zero-step source makes every element a
+ * descriptor: 8.5 ns each, ~7 GB/s, 21 ms for GPT-2's 38.6M-element embedding. Instead the element is broadcast
+ * once into a [128, W] SBUF tile and the tile stored over dst in contiguous [128, W] blocks (4 KiB rows: the DMA
+ * curve's flat part), the tail as the remaining full rows and one short row. A copy either way: the same bits. */
+#define TILE_FILL_W 1024u
+#define TILE_FILL_ELEMS ((int64_t)128 * TILE_FILL_W)
+static void tile_fill_copy(compile_ctx *c, cc_value *dst, int64_t dst_off, cc_value *src, int64_t src_off, int64_t n)
+{
+    if (dst_off < 0 || src_off < 0) {
+        cc_fail(c, TERN_ERR_RANGE, "a copy starts before its tensor");
+        return;
+    }
+    tern_view t = tern_kernel_sbuf(c->k, src->dt, 128, TILE_FILL_W, "fill");
+    uint32_t w = TILE_FILL_W;
+    int32_t zero = 0, one = 1;
+    cc_copy(c, t, cc_view(c, src, (uint64_t)src_off, 128, 0, 1, &w, &zero));
+    int64_t i = 0;
+    for (; i + TILE_FILL_ELEMS <= n && cc_ok(c); i += TILE_FILL_ELEMS)
+        cc_copy(c, cc_view(c, dst, (uint64_t)(dst_off + i), 128, TILE_FILL_W, 1, &w, &one), t);
+    uint32_t rows = (uint32_t)((n - i) / TILE_FILL_W), rest = (uint32_t)((n - i) % TILE_FILL_W);
+    if (rows && cc_ok(c)) {
+        cc_copy(c, cc_view(c, dst, (uint64_t)(dst_off + i), rows, TILE_FILL_W, 1, &w, &one),
+                tern_view_slice(c->k, t, 0, 0, rows, 1));
+        i += (int64_t)rows * TILE_FILL_W;
+    }
+    if (rest && cc_ok(c))
+        cc_copy(c, cc_view(c, dst, (uint64_t)(dst_off + i), 1, 0, 1, &rest, &one),
+                tern_view_block(c->k, t, 0, 1, 0, rest));
+    tern_kernel_release(c->k, t);
+}
+
 /* dst[i] = src[i] over an n-d index space: dst at element dst_off with strides dst_st, src at src_off with src_st
  * (zero strides broadcast, negative strides reverse). Dims that are contiguous with each other in both are
  * merged; what still exceeds the DMA pattern (a partition dim and four free dims) is split into several DMAs
@@ -75,6 +107,10 @@ void tile_copy_nd(compile_ctx *c, cc_value *dst, int64_t dst_off, const int64_t 
         od[0] = 1;
         ds[0] = ss[0] = 1;
         n = 1;
+    }
+    if (n == 1 && ss[0] == 0 && ds[0] == 1 && dst->dt == src->dt && od[0] >= 4 * TILE_FILL_ELEMS) {
+        tile_fill_copy(c, dst, dst_off, src, src_off, od[0]);
+        return;
     }
     if (n > 5 || (n == 5 && od[0] > 65535)) { /* split the outermost dim */
         for (int64_t i = 0; i < od[0] && cc_ok(c); i++)
@@ -310,6 +346,10 @@ void tile_strided_copy(compile_ctx *c, cc_value *dst, uint64_t dst_off, cc_value
     uint64_t total = 1;
     for (int d = 0; d < n; d++)
         total *= (uint64_t)od[d];
+    if (n == 1 && os[0] == 0 && dst->dt == src->dt && total >= 4 * (uint64_t)TILE_FILL_ELEMS) {
+        tile_fill_copy(c, dst, (int64_t)dst_off, src, (int64_t)off, (int64_t)total);
+        return;
+    }
     uint32_t parts = 1;
     int64_t pstep = 0;
     int first = 0;
