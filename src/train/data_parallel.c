@@ -618,16 +618,6 @@ static tern_status run_collective(tern_trainer *t, tern_coll_op op, uint64_t cou
     return TERN_OK;
 }
 
-static int first_bad(const float *v, size_t n, size_t *at)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i])) {
-            *at = i;
-            return 1;
-        }
-    return 0;
-}
-
 /* Rank r's chunks through the gradient graph, summed by recursive halving into dp->gbuf[r] (loss last). */
 static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t xs, const void *labels, size_t ls,
                               const float *inv, double *secs, tern_error *err)
@@ -758,7 +748,7 @@ static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *
                 t->rt = rt;
                 if ((st = train_get_f(t, nm, b, w->count, err)))
                     break;
-                if (first_bad(b, w->count, &at))
+                if (train_first_nonfinite(b, w->count, &at))
                     st = tern_error_set(err, TERN_ERR_RANGE,
                                         "train: step %llu: '%s' is not finite (element %zu = %g); gradient norm %g",
                                         (unsigned long long)step, nm, at, (double)b[at], *gn);
@@ -875,7 +865,7 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
                 b[e] = wb[(f / S) * B + f % S];
             }
             size_t at;
-            if (first_bad(b, w->count, &at))
+            if (train_first_nonfinite(b, w->count, &at))
                 st = tern_error_set(err, TERN_ERR_RANGE,
                                     "train: step %llu: '%s' is not finite (element %zu = %g); gradient norm %g",
                                     (unsigned long long)step, w->out_name, at, (double)b[at], *gn);
@@ -887,7 +877,7 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
         for (int k = 0; k < nst && !st; k++) {
             size_t at;
             const float *b = nzs[(size_t)r * 2 + (size_t)k];
-            if (first_bad(b, S, &at))
+            if (train_first_nonfinite(b, S, &at))
                 st = tern_error_set(err, TERN_ERR_RANGE,
                                     "train: step %llu: rank %lld's optimizer state %d shard is not finite (flat element "
                                     "%zu = %g)",

@@ -107,6 +107,8 @@ void train_free_weights(train_weight *w, size_t nw);
 tern_status train_set_f(tern_trainer *t, const char *name, const float *v, size_t n, tern_error *err);
 tern_status train_get_f(tern_trainer *t, const char *name, float *v, size_t n, tern_error *err);
 void train_set_rounding(tern_trainer *t, uint64_t step, int64_t micro);
+/* 1 and the index of the first NaN or infinity in v[0..n), else 0: a step names the first tensor and element that went non-finite. */
+int train_first_nonfinite(const float *v, size_t n, size_t *at);
 /* The mask of dropout k at step `step` (1-based): element e kept (scaled by 1 / (1 - ratio)) when the e-th draw of
  * splitmix64 seeded with seed ^ step * 0xD1B54A32D192ED03 ^ (k + 1) * 0x8CB92BA72F3D8DD7, as u = (z >> 11) 2^-53,
  * is at least ratio; 0 otherwise. */

@@ -552,7 +552,7 @@ tern_status train_ce_targets(tern_trainer *t, const int64_t *lab, size_t n, floa
     return TERN_OK;
 }
 
-static int first_nonfinite(const float *v, size_t n, size_t *at)
+int train_first_nonfinite(const float *v, size_t n, size_t *at)
 {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(v[i])) {
@@ -742,7 +742,7 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
         if (t->read_out) {
             if ((st = tern_rt_get_output(t->rt, t->read_out, t->scratch, t->read_count * sizeof(float), err)))
                 return st;
-            if (first_nonfinite(t->scratch, t->read_count, &at))
+            if (train_first_nonfinite(t->scratch, t->read_count, &at))
                 return tern_error_set(err, TERN_ERR_RANGE,
                                       "train: step %llu: output '%s' is not finite (element %zu = %g); loss %g",
                                       (unsigned long long)step, t->read_out, at, (double)t->scratch[at], in.loss);
@@ -780,7 +780,7 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
                 const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
                 if ((st = get_f(t, nm, b, w->count, err)))
                     break;
-                if (first_nonfinite(b, w->count, &at))
+                if (train_first_nonfinite(b, w->count, &at))
                     st = tern_error_set(err, TERN_ERR_RANGE,
                                         "train: step %llu: '%s' is not finite (element %zu = %g); loss %g, gradient "
                                         "norm %g",
