@@ -16,16 +16,56 @@ void khazard_merge(khazard *into, const khazard *from)
     }
 }
 
+/* Room for `extra` more hazard slots, so that the take that follows cannot fail half way. */
+static int hz_reserve(kalloc *a, size_t extra)
+{
+    if (a->hz_nfree >= extra || a->hz_count + extra - a->hz_nfree <= a->hz_cap)
+        return 0;
+    size_t cap = a->hz_cap ? a->hz_cap : 16;
+    while (a->hz_count + extra > cap)
+        cap *= 2;
+    if (cap > UINT32_MAX)
+        return -1;
+    khazard *h = realloc(a->hzs, cap * sizeof *h);
+    if (!h)
+        return -1;
+    a->hzs = h;
+    uint32_t *f = realloc(a->hz_free, cap * sizeof *f);
+    if (!f)
+        return -1;
+    a->hz_free = f;
+    a->hz_cap = cap;
+    return 0;
+}
+
+/* A slot holding v (room reserved by hz_reserve). */
+static uint32_t hz_new(kalloc *a, const khazard *v)
+{
+    uint32_t id = a->hz_nfree ? a->hz_free[--a->hz_nfree] : (uint32_t)a->hz_count++;
+    a->hzs[id] = *v;
+    return id;
+}
+
+static void hz_drop(kalloc *a, uint32_t id)
+{
+    a->hz_free[a->hz_nfree++] = id;
+}
+
 int kalloc_init(kalloc *a, uint64_t capacity)
 {
     memset(a, 0, sizeof *a);
     a->capacity = capacity;
     a->cap = 16;
     a->blocks = calloc(a->cap, sizeof *a->blocks);
-    if (!a->blocks)
+    if (!a->blocks || hz_reserve(a, 1)) {
+        kalloc_free(a);
         return -1;
+    }
+    khazard none;
+    memset(&none, 0, sizeof none);
     a->blocks[0].start = 0;
     a->blocks[0].end = capacity;
+    a->blocks[0].hz = hz_new(a, &none);
     a->count = 1;
     return 0;
 }
@@ -33,10 +73,10 @@ int kalloc_init(kalloc *a, uint64_t capacity)
 void kalloc_free(kalloc *a)
 {
     free(a->blocks);
+    free(a->hzs);
+    free(a->hz_free);
     memset(a, 0, sizeof *a);
 }
-
-
 
 /* Where in the free run [start, end) a tile of `bytes` can start, or UINT64_MAX. */
 static uint64_t fit(uint64_t start, uint64_t end, uint64_t bytes, uint64_t align, uint64_t bank)
@@ -53,6 +93,20 @@ static uint64_t fit(uint64_t start, uint64_t end, uint64_t bytes, uint64_t align
     return s + bytes <= end ? s : UINT64_MAX;
 }
 
+/* The first block whose end is past `at` (blocks are sorted and contiguous), or count. */
+static size_t block_after(const kalloc *a, uint64_t at)
+{
+    size_t lo = 0, hi = a->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->blocks[mid].end <= at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Free space stays as the separate blocks its tiles left (never merged), each with its own pending accesses,
  * so a new tile waits only for the accesses to the bytes it actually takes. A tile may span several adjacent
  * free blocks; they are found as a run. */
@@ -62,9 +116,7 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
         return -1;
     /* Next fit over runs of adjacent free blocks, starting at the run that holds the cursor: consecutive tiles
      * land in different buffers (multi-buffering). */
-    size_t first = 0;
-    while (!a->first_fit && first < a->count && a->blocks[first].end <= a->cursor)
-        first++;
+    size_t first = a->first_fit ? 0 : block_after(a, a->cursor);
     if (first == a->count)
         first = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -87,65 +139,70 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
                 continue;
             }
             uint64_t e = s + bytes;
-            memset(hz, 0, sizeof *hz);
-            /* Rebuild blocks i..j: [keep before s] [new used] [keep after e]; hazards of what it covers merge. */
             size_t n_old = j - i + 1;
-            kblock *old = malloc(n_old * sizeof *old);
-            if (!old)
+            /* At most two new slots (the tile's, and a copy for a block split on both sides of it), and room
+             * for the blocks: nothing below can fail once these are reserved. */
+            if (hz_reserve(a, 2))
                 return -1;
-            memcpy(old, &a->blocks[i], n_old * sizeof *old);
+            while (a->count + 2 > a->cap) {
+                size_t cap = a->cap * 2;
+                kblock *nb = realloc(a->blocks, cap * sizeof *nb);
+                if (!nb)
+                    return -1;
+                a->blocks = nb;
+                a->cap = cap;
+            }
+            memset(hz, 0, sizeof *hz);
+            /* Rebuild blocks i..j: [keep before s] [new used] [keep after e]; hazards of what it covers merge.
+             * A run of free blocks splits into at most n_old + 2 pieces (one before s, the tile, one after e). */
             kblock fresh[64];
-            size_t nf = 0;
-            kblock *dyn = n_old * 2 + 1 > 64 ? malloc((n_old * 2 + 1) * sizeof *dyn) : NULL;
+            kblock *dyn = n_old + 2 > 64 ? malloc((n_old + 2) * sizeof *dyn) : NULL;
+            if (n_old + 2 > 64 && !dyn)
+                return -1;
             kblock *out = dyn ? dyn : fresh;
-            int placed = 0;
+            size_t nf = 0, used_at = SIZE_MAX;
             for (size_t k = 0; k < n_old; k++) {
-                kblock b = old[k];
+                kblock b = a->blocks[i + k];
                 if (b.end <= s || b.start >= e) {
-                    if (b.start >= e && !placed) {
-                        kblock u = {s, e, 1, 0, *hz};
+                    if (b.start >= e && used_at == SIZE_MAX) {
+                        kblock u = {s, e, 1, 0, 0};
+                        used_at = nf;
                         out[nf++] = u;
-                        placed = 1;
                     }
                     out[nf++] = b;
                     continue;
                 }
-                khazard_merge(hz, &b.hz);
+                khazard_merge(hz, &a->hzs[b.hz]);
+                int slot_kept = 0;
                 if (b.start < s) {
-                    kblock pre = b;
+                    kblock pre = b; /* keeps b's slot: the same pending accesses */
                     pre.end = s;
                     out[nf++] = pre;
+                    slot_kept = 1;
                 }
                 if (b.end > e) {
-                    if (!placed) {
-                        kblock u = {s, e, 1, 0, {{0}, {0}}};
+                    if (used_at == SIZE_MAX) {
+                        kblock u = {s, e, 1, 0, 0};
+                        used_at = nf;
                         out[nf++] = u;
-                        placed = 1;
                     }
                     kblock post = b;
                     post.start = e;
+                    if (slot_kept)
+                        post.hz = hz_new(a, &a->hzs[b.hz]);
                     out[nf++] = post;
+                    slot_kept = 1;
                 }
+                if (!slot_kept)
+                    hz_drop(a, b.hz);
             }
-            if (!placed) {
-                kblock u = {s, e, 1, 0, {{0}, {0}}};
+            if (used_at == SIZE_MAX) {
+                kblock u = {s, e, 1, 0, 0};
+                used_at = nf;
                 out[nf++] = u;
             }
-            for (size_t k = 0; k < nf; k++)
-                if (out[k].used && out[k].start == s)
-                    out[k].hz = *hz;
-            free(old);
+            out[used_at].hz = hz_new(a, hz);
             /* Replace blocks i..j with out[0..nf). */
-            while (a->count - n_old + nf > a->cap) {
-                size_t cap = a->cap * 2;
-                kblock *nb = realloc(a->blocks, cap * sizeof *nb);
-                if (!nb) {
-                    free(dyn);
-                    return -1;
-                }
-                a->blocks = nb;
-                a->cap = cap;
-            }
             memmove(&a->blocks[i + nf], &a->blocks[j + 1], (a->count - j - 1) * sizeof *a->blocks);
             memcpy(&a->blocks[i], out, nf * sizeof *out);
             a->count = a->count - n_old + nf;
@@ -160,13 +217,14 @@ int kalloc_take(kalloc *a, uint64_t bytes, uint64_t align, uint64_t bank, uint64
 
 void kalloc_give(kalloc *a, uint64_t offset, uint64_t bytes, const khazard *hz)
 {
-    for (size_t i = 0; i < a->count; i++) {
+    /* Blocks are sorted by start and none is empty, so starts are unique. */
+    size_t i = block_after(a, offset);
+    if (i < a->count) {
         kblock *b = &a->blocks[i];
         if (b->used && b->start == offset && b->end == offset + bytes) {
             b->used = 0;
             b->dirty = 1;
-            b->hz = *hz; /* the tile's pending accesses stay with exactly its bytes */
-            return;
+            a->hzs[b->hz] = *hz; /* the tile's pending accesses stay with exactly its bytes */
         }
     }
 }

@@ -19,13 +19,17 @@ typedef struct {
     uint64_t start, end; /* byte range within a partition */
     int used;
     int dirty;           /* held a tile once: not for data placed before the run (constants, inputs) */
-    khazard hz;          /* pending accesses of the space (free blocks keep those of their last tiles) */
+    uint32_t hz;         /* slot in kalloc.hzs: pending accesses of the space (free blocks keep those of their
+                            last tiles); out of line so that inserting a block moves 32 bytes, not 400 */
 } kblock;
 
 typedef struct {
     uint64_t capacity;
     kblock *blocks; /* sorted by start, covering [0, capacity) */
     size_t count, cap;
+    khazard *hzs;       /* hazard slots of the blocks */
+    uint32_t *hz_free;  /* slots not in use (a stack, as large as hzs) */
+    size_t hz_count, hz_cap, hz_nfree;
     uint64_t cursor; /* next-fit position */
     int first_fit;   /* HBM: always search from the start (compact), not next fit */
     int fresh_only;  /* the next take may use only space never used before */
