@@ -7,13 +7,15 @@
 #include "cli/commands.h"
 #include "tern/compiler.h"
 #include "tern/graph.h"
+#include "tern/train.h"
 
 static void ops_usage(FILE *out)
 {
     fprintf(out, "usage: tern ops [--markdown]\n"
                  "\n"
                  "List the ops tern knows (the registry, include/tern/ops.def): family, conformance status, the\n"
-                 "opsets that define them, whether the host evaluator and the device run them. --markdown prints\n"
+                 "opsets that define them, whether the host evaluator and the device run them, whether training has\n"
+                 "a gradient rule for them. --markdown prints\n"
                  "the reference embedded in docs/ops.md.\n");
 }
 
@@ -68,7 +70,7 @@ static const char *arity(const tern_op_row *r, char *buf, size_t len)
 
 static void print_markdown(FILE *f)
 {
-    int total = 0, by_status[3] = {0}, device = 0, host = 0;
+    int total = 0, by_status[3] = {0}, device = 0, host = 0, grads = 0;
     for (int fam = 1; fam < TERN_OP_FAMILY_COUNT; fam++) {
         int any = 0;
         for (int k = 1; k < TERN_GOP_COUNT; k++) {
@@ -77,17 +79,19 @@ static void print_markdown(FILE *f)
                 continue;
             if (!any) {
                 fprintf(f, "### %s\n\n", tern_op_family_name((tern_op_family)fam));
-                fprintf(f, "| op | opsets | inputs | constant inputs | status | host | device | rules |\n");
-                fprintf(f, "|----|--------|--------|-----------------|--------|------|--------|-------|\n");
+                fprintf(f, "| op | opsets | inputs | constant inputs | status | host | device | rules | gradient |\n");
+                fprintf(f, "|----|--------|--------|-----------------|--------|------|--------|-------|----------|\n");
                 any = 1;
             }
             char ab[16], cb[64], rb[256];
             int ev = tern_graph_eval_supported(r->domain, r->name);
             tern_op_device d = tern_op_device_support(r->id);
-            fprintf(f, "| `%s%s%s` | %s | %s | %s | %s | %s | %s | %s |\n", r->domain, r->domain[0] ? "." : "",
+            int gr = tern_train_op_has_gradient(r->id);
+            fprintf(f, "| `%s%s%s` | %s | %s | %s | %s | %s | %s | %s | %s |\n", r->domain, r->domain[0] ? "." : "",
                     r->name, r->opsets, arity(r, ab, sizeof ab), const_list(r->const_inputs, cb, sizeof cb),
                     tern_op_status_name(r->status), ev ? "yes" : "-", device_name(d),
-                    rule_list(r->id, 1, rb, sizeof rb));
+                    rule_list(r->id, 1, rb, sizeof rb), gr ? "yes" : "-");
+            grads += gr;
             total++;
             by_status[r->status]++;
             device += d != TERN_OP_DEVICE_NONE;
@@ -96,9 +100,11 @@ static void print_markdown(FILE *f)
         if (any)
             fprintf(f, "\n");
     }
-    fprintf(f, "%d ops: %d required, %d optional, %d planned; %d run on the device, %d in the host evaluator.\n", total,
-            by_status[TERN_OP_STATUS_REQUIRED], by_status[TERN_OP_STATUS_OPTIONAL], by_status[TERN_OP_STATUS_PLANNED],
-            device, host);
+    fprintf(f,
+            "%d ops: %d required, %d optional, %d planned; %d run on the device, %d in the host evaluator, %d have a "
+            "gradient rule.\n",
+            total, by_status[TERN_OP_STATUS_REQUIRED], by_status[TERN_OP_STATUS_OPTIONAL],
+            by_status[TERN_OP_STATUS_PLANNED], device, host, grads);
 }
 
 int tern_cmd_ops(int argc, char **argv)
@@ -125,9 +131,9 @@ int tern_cmd_ops(int argc, char **argv)
         char name[96], rb[256];
         snprintf(name, sizeof name, "%s%s%s", r->domain, r->domain[0] ? "." : "", r->name);
         tern_op_device d = tern_op_device_support(r->id);
-        printf("%-28s %-21s %-9s host %-3s device %s", name, tern_op_family_name(r->family),
+        printf("%-28s %-21s %-9s host %-3s grad %-3s device %s", name, tern_op_family_name(r->family),
                tern_op_status_name(r->status), tern_graph_eval_supported(r->domain, r->name) ? "yes" : "-",
-               device_name(d));
+               tern_train_op_has_gradient(r->id) ? "yes" : "-", device_name(d));
         if (d == TERN_OP_DEVICE_RULE)
             printf(" (%s)", rule_list(r->id, 0, rb, sizeof rb));
         printf("\n");

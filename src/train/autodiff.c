@@ -7,6 +7,7 @@
  * which follow the graph's opset where ONNX moved an attribute to an input. */
 #include "ad_internal.h"
 #include "graph/op_params.h"
+#include "tern/train.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -365,14 +366,23 @@ void ad_accum(ad_ctx *a, int v, int gid)
         a->grad[v] = s;
 }
 
-ad_rule ad_rule_for(const tern_graph_node *n)
+static ad_rule rule_of_id(int id)
 {
     ad_rule r = NULL;
-    int id = n->op_id; /* the op registry's id: fused "tern" ops have their own, which no rule takes */
     if (grad_elementwise_rule(id, &r) || grad_linear_rule(id, &r) || grad_reduce_rule(id, &r) ||
         grad_layout_rule(id, &r) || grad_norm_rule(id, &r) || grad_index_rule(id, &r) || grad_conv_rule(id, &r))
         return r;
     return NULL;
+}
+
+ad_rule ad_rule_for(const tern_graph_node *n)
+{
+    return rule_of_id(n->op_id); /* the op registry's id: fused "tern" ops have their own, which no rule takes */
+}
+
+int tern_train_op_has_gradient(tern_op_id id)
+{
+    return id > TERN_GOP_UNKNOWN && id < TERN_GOP_COUNT && rule_of_id((int)id) != NULL;
 }
 
 tern_status ad_backward(ad_ctx *a, int n_fwd, int loss)

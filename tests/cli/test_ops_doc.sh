@@ -23,6 +23,15 @@ names=$(grep -c '^GOP(' include/tern/ops.def)
 [ "$rows" = "$names" ] && ok || bad "reference has $rows rows, the registry $names ops"
 # The plain listing names the same ops, and an unknown option is a usage error.
 [ "$("$TERN" ops | wc -l)" = "$names" ] && ok || bad "tern ops lists $("$TERN" ops | wc -l) ops, the registry $names"
+# The gradient column follows autodiff's rules: MatMul and Softmax have one, Sign (zero almost everywhere, no rule)
+# and the generator Range do not.
+"$TERN" ops >"$tmp/list"
+for op in MatMul Softmax Gather LayerNormalization; do
+    grep -qE "^$op +.* grad yes " "$tmp/list" && ok || bad "tern ops: $op should have a gradient rule"
+done
+for op in Sign Range; do
+    grep -qE "^$op +.* grad - " "$tmp/list" && ok || bad "tern ops: $op should have no gradient rule"
+done
 "$TERN" ops --bogus >/dev/null 2>&1
 [ $? = 2 ] && ok || bad "tern ops --bogus: expected exit 2"
 
