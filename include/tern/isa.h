@@ -29,11 +29,31 @@ const char *tern_engine_name(tern_engine e); /* "tensor", "vector", "scalar", "g
 
 /* ---- opcodes, generated from the table ---- */
 typedef enum {
-#define OP(id, name, engines, operands, cost, sem) TERN_OP_##id,
+#define OP(id, name, family, flags, engines, operands, cost, sem) TERN_OP_##id,
 #include "tern/isa_table.def"
 #undef OP
     TERN_OP_COUNT
 } tern_opcode;
+
+/* The table's FAMILY column (X(FAMILY, "name")): which simulator executor and rule checker handle an opcode
+ * (docs/isa.md). A new family is added here and gets its executor and rules in sim. */
+#define TERN_ISA_FAMILIES(X)                                                                             \
+    X(PE, "pe") X(VECTOR, "vector") X(ACTIVATION, "activation") X(GPSIMD, "gpsimd") X(TEXT, "text")       \
+    X(DMA, "dma") X(CONTROL, "control")
+
+typedef enum {
+#define X(id, name) TERN_ISA_FAMILY_##id,
+    TERN_ISA_FAMILIES(X)
+#undef X
+    TERN_ISA_FAMILY_COUNT
+} tern_isa_family;
+const char *tern_isa_family_name(tern_isa_family f); /* "pe", "vector", ... */
+
+/* The table's FLAGS column. */
+enum {
+    TERN_ISA_FLAG_CONTROL = 1u << 0, /* sequencer control: no engine data work and no DMA (nop, semaphores, registers,
+                                   branch, halt) */
+};
 
 typedef struct {
     const char *name;      /* assembly mnemonic */
@@ -41,9 +61,13 @@ typedef struct {
     const char *operands;  /* operand slots used, as in the table */
     const char *cost_rule; /* cost rule name (timing model) */
     const char *semantics; /* one-line semantics */
+    tern_isa_family family; /* executor family (FAMILY column) */
+    unsigned flags;        /* TERN_ISA_FLAG_* (FLAGS column) */
 } tern_opcode_info;
 
 const tern_opcode_info *tern_opcode_get(tern_opcode op);
+/* 1 when op is sequencer control (TERN_ISA_FLAG_CONTROL); 0 for other opcodes and for unknown ones. */
+int tern_opcode_is_control(unsigned op);
 /* Look up a mnemonic; returns TERN_OP_COUNT when unknown. */
 tern_opcode tern_opcode_from_name(const char *name);
 

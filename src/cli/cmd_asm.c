@@ -171,11 +171,12 @@ static void md_cell(FILE *f, const char *s)
 
 static int print_reference(FILE *f)
 {
-    fprintf(f, "| opcode | engines | operands | cost rule | semantics |\n");
-    fprintf(f, "|---|---|---|---|---|\n");
+    fprintf(f, "| opcode | family | flags | engines | operands | cost rule | semantics |\n");
+    fprintf(f, "|---|---|---|---|---|---|---|\n");
     for (unsigned op = 0; op < TERN_OP_COUNT; op++) {
         const tern_opcode_info *info = tern_opcode_get((tern_opcode)op);
-        fprintf(f, "| `%s` | ", info->name);
+        fprintf(f, "| `%s` | %s | %s | ", info->name, tern_isa_family_name(info->family),
+                (info->flags & TERN_ISA_FLAG_CONTROL) ? "control" : "-");
         int first = 1;
         for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
             if (info->engines & (1u << e)) {

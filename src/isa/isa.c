@@ -24,8 +24,12 @@
 #define VSGY (V_ | S_ | G_ | Y_)
 #define TVSGY (T_ | V_ | S_ | G_ | Y_)
 
+/* The table's FLAGS column. */
+#define F_CONTROL TERN_ISA_FLAG_CONTROL
+
 static const tern_opcode_info opcode_table[TERN_OP_COUNT] = {
-#define OP(id, name, engines, operands, cost, sem) [TERN_OP_##id] = {name, engines, operands, #cost, sem},
+#define OP(id, name, family, flags, engines, operands, cost, sem)                                                   \
+    [TERN_OP_##id] = {name, engines, operands, #cost, sem, TERN_ISA_FAMILY_##family, flags},
 #include "tern/isa_table.def"
 #undef OP
 };
@@ -33,6 +37,18 @@ static const tern_opcode_info opcode_table[TERN_OP_COUNT] = {
 const tern_opcode_info *tern_opcode_get(tern_opcode op)
 {
     return (unsigned)op < TERN_OP_COUNT ? &opcode_table[op] : NULL;
+}
+
+int tern_opcode_is_control(unsigned op) { return op < TERN_OP_COUNT && (opcode_table[op].flags & TERN_ISA_FLAG_CONTROL); }
+
+static const char *const family_names[TERN_ISA_FAMILY_COUNT] = {
+#define X(id, name) name,
+    TERN_ISA_FAMILIES(X)
+#undef X
+};
+const char *tern_isa_family_name(tern_isa_family f)
+{
+    return (unsigned)f < TERN_ISA_FAMILY_COUNT ? family_names[f] : "?";
 }
 
 tern_opcode tern_opcode_from_name(const char *name)
