@@ -502,13 +502,9 @@ static int lower_conv(compile_ctx *c)
     double *bias = host_doubles(c, b, (size_t)Cout);
     if (b && !bias)
         return 1;
-    if (group > 1 && Cg == 1 && Cout == group) {
-        /* depthwise: a window walk on VectorE with per-channel weights as per-partition scalars */
-        if (!w->host) {
-            free(bias);
-            cc_fail(c, TERN_ERR_UNSUPPORTED, "depthwise Conv with non-constant weights");
-            return 1;
-        }
+    if (group > 1 && Cg == 1 && Cout == group && w->host) {
+        /* depthwise: a window walk on VectorE with per-channel weights as per-partition scalars (constant weights;
+         * a run-time weight, as training has, takes the per-group GEMMs below) */
         int64_t KK = g.kh * g.kw;
         float *wf = malloc(sizeof(float) * (size_t)(Cout * KK));
         if (!wf) {

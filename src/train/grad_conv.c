@@ -9,6 +9,7 @@
  * stops the pass naming the node and the attribute. */
 #include "ad_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int attr_all(const tern_graph_node *n, const char *name, int64_t want, int count)
@@ -23,65 +24,197 @@ static int attr_all(const tern_graph_node *n, const char *name, int64_t want, in
     return (int)k == count || k == 0;
 }
 
+/* Slice of the spatial axes 2.. of x: on axis 2 + d, len[d] elements from st[d], step[d] apart (NULL: 1). */
+static int slice_sp(ad_ctx *a, int x, int nsp, const int64_t *st, const int64_t *len, const int64_t *step)
+{
+    int64_t b[3], e[3], ax[3], sp[3];
+    for (int d = 0; d < nsp; d++) {
+        int64_t s = step ? step[d] : 1;
+        b[d] = st[d];
+        e[d] = st[d] + (len[d] - 1) * s + 1;
+        ax[d] = 2 + d;
+        sp[d] = s;
+    }
+    int in[5] = {x, ad_const_i64(a, nsp, b), ad_const_i64(a, nsp, e), ad_const_i64(a, nsp, ax),
+                 ad_const_i64(a, nsp, sp)};
+    return ad_op(a, "Slice", 5, in);
+}
+
+/* Pad of the spatial axes 2.. of x (rank 2 + nsp) by pb before and pe after; fill: a float scalar value, or -1 for
+ * zeros. */
+static int pad_sp(ad_ctx *a, int x, int nsp, const int64_t *pb, const int64_t *pe, int fill)
+{
+    int rank = 2 + nsp, any = 0;
+    int64_t p[2 * 5] = {0};
+    for (int d = 0; d < nsp; d++) {
+        p[2 + d] = pb[d];
+        p[rank + 2 + d] = pe[d];
+        any |= pb[d] != 0 || pe[d] != 0;
+    }
+    if (!any)
+        return x;
+    int in[3] = {x, ad_const_i64(a, 2 * rank, p), fill};
+    return ad_op(a, "Pad", fill >= 0 ? 3 : 2, in);
+}
+
+/* Spreads g's elements along axis ax of *sh k apart: Reshape to [..., m, 1, ...], Pad k - 1 zeros after each,
+ * Reshape to [..., m k, ...], Slice off the last k - 1, leaving (m - 1) k + 1 with g[j] at j k. *sh is updated. */
+static int spread(ad_ctx *a, int g, ad_shape *sh, int ax, int64_t k)
+{
+    int64_t m = sh->d[ax];
+    if (k <= 1 || m <= 1)
+        return g;
+    ad_shape u = {.rank = sh->rank + 1};
+    for (int d = 0, e = 0; d < u.rank; d++)
+        u.d[d] = d == ax + 1 ? 1 : sh->d[e++];
+    int64_t pads[2 * (TERN_GRAPH_MAX_RANK + 1)] = {0};
+    pads[u.rank + ax + 1] = k - 1;
+    g = ad_op2(a, "Pad", ad_reshape(a, g, &u), ad_const_i64(a, 2 * u.rank, pads));
+    ad_shape w = *sh;
+    w.d[ax] = m * k;
+    g = ad_reshape(a, g, &w);
+    int64_t zero = 0, len = (m - 1) * k + 1, axis = ax;
+    int in[4] = {g, ad_const_i64(a, 1, &zero), ad_const_i64(a, 1, &len), ad_const_i64(a, 1, &axis)};
+    sh->d[ax] = len;
+    return ad_op(a, "Slice", 4, in);
+}
+
+/* [N, G*A, B, S...] -> [perm of (N, G, A)..., S...] flattened back to rank 2 + nsp: the channel regrouping of the
+ * grouped gradients. p3 permutes the three leading axes (N, G, A); out0/out1 the two leading sizes after. */
+static int regroup(ad_ctx *a, int v, const ad_shape *s, int64_t G, const int64_t *p3, int64_t out0, int64_t out1)
+{
+    int nsp = s->rank - 2;
+    ad_shape s5 = {.rank = 3 + nsp}, back = {.rank = s->rank};
+    s5.d[0] = s->d[0];
+    s5.d[1] = G;
+    s5.d[2] = s->d[1] / G;
+    int64_t perm[6];
+    for (int d = 0; d < 3; d++)
+        perm[d] = p3[d];
+    for (int d = 0; d < nsp; d++) {
+        s5.d[3 + d] = back.d[2 + d] = s->d[2 + d];
+        perm[3 + d] = 3 + d;
+    }
+    back.d[0] = out0;
+    back.d[1] = out1;
+    return ad_reshape(a, ad_transpose(a, ad_reshape(a, v, &s5), s5.rank, perm), &back);
+}
+
 static int g_conv(ad_ctx *a, const ad_fwd *f)
 {
     const tern_graph_node *n = &a->g->nodes[f->index];
-    ad_shape sx = ad_shape_of(a, f->in[0]), sw = ad_shape_of(a, f->in[1]);
+    ad_shape sx = ad_shape_of(a, f->in[0]), sw = ad_shape_of(a, f->in[1]), sy = ad_shape_of(a, f->out[0]);
     int nsp = sx.rank - 2;
-    if (nsp < 1 || nsp > 2)
+    if (nsp < 1 || nsp > 2 || sw.rank != sx.rank || sy.rank != sx.rank)
         return ad_fail_node(a, f->index, "Conv over %d spatial axes has no gradient rule (1 or 2)", nsp);
-    if (tern_graph_attr_int(n, "group", 1) != 1)
-        return ad_fail_node(a, f->index, "grouped Conv has no gradient rule yet");
-    if (!attr_all(n, "strides", 1, nsp) || !attr_all(n, "dilations", 1, nsp))
-        return ad_fail_node(a, f->index, "Conv with strides or dilations other than 1 has no gradient rule yet");
-    const char *ap = tern_graph_attr_string(n, "auto_pad", "NOTSET");
-    if (strcmp(ap, "NOTSET"))
-        return ad_fail_node(a, f->index, "Conv auto_pad=%s has no gradient rule (explicit pads only)", ap);
+    int64_t G = tern_graph_attr_int(n, "group", 1), N = sx.d[0], Co = sw.d[0], Cig = sw.d[1];
+    if (G < 1 || sx.d[1] != G * Cig || Co % G)
+        return ad_fail_node(a, f->index, "Conv group %lld with %lld input channels and weight [%lld, %lld, ...]",
+                            (long long)G, (long long)sx.d[1], (long long)Co, (long long)Cig);
+    int64_t Cog = Co / G;
+    graph_window gw;
+    char why[200];
+    if (graph_window_setup(n, nsp, sx.d + 2, sw.d + 2, 0, &gw, why, sizeof why))
+        return ad_fail_node(a, f->index, "Conv geometry: %s", why);
+    for (int d = 0; d < nsp; d++)
+        if (gw.out[d] != sy.d[2 + d])
+            return ad_fail_node(a, f->index, "Conv output axis %d: %lld, the geometry gives %lld", 2 + d,
+                                (long long)sy.d[2 + d], (long long)gw.out[d]);
     if (f->n_in > 2 && f->in[2] >= 0 && ad_needs(a, f->in[2]))
         return ad_fail_node(a, f->index, "internal: a trained Conv bias is split off before differentiation");
-    size_t np = 0;
-    const int64_t *pads = graph_attr_ints(n, "pads", &np);
-    int64_t pb[2] = {0, 0}, pe[2] = {0, 0};
-    if (pads && (int)np == 2 * nsp)
-        for (int d = 0; d < nsp; d++) {
-            pb[d] = pads[d];
-            pe[d] = pads[nsp + d];
-        }
-    int64_t swap[4] = {1, 0, 2, 3};
     int dy = f->dy[0];
     if (ad_needs(a, f->in[0])) {
-        int wt = ad_transpose(a, f->in[1], sw.rank, swap); /* [Ci, Co, k...] */
+        /* dX: dY spread stride apart, convolved (dilation as the forward's) with the kernel flipped and its
+         * channel axes swapped within each group, under pads dilation*(k-1) - pad (a negative one crops) */
+        ad_shape sg = sy;
+        int g = dy;
+        for (int d = 0; d < nsp; d++)
+            g = spread(a, g, &sg, 2 + d, gw.stride[d]);
+        int wt;
+        if (G == 1) {
+            int64_t swap[4] = {1, 0, 2, 3};
+            wt = ad_transpose(a, f->in[1], sw.rank, swap); /* [Ci, Co, k...] */
+        } else {
+            /* [G*Cog, Cig, k...] -> [G, Cog, Cig, k...] -> [G, Cig, Cog, k...] -> [G*Cig, Cog, k...] */
+            ad_shape s5 = {.rank = 3 + nsp}, back = {.rank = sw.rank};
+            s5.d[0] = G;
+            s5.d[1] = Cog;
+            s5.d[2] = Cig;
+            int64_t perm[6] = {0, 2, 1, 3, 4, 5};
+            for (int d = 0; d < nsp; d++)
+                s5.d[3 + d] = back.d[2 + d] = sw.d[2 + d];
+            back.d[0] = G * Cig;
+            back.d[1] = Cog;
+            wt = ad_reshape(a, ad_transpose(a, ad_reshape(a, f->in[1], &s5), s5.rank, perm), &back);
+        }
         for (int d = 0; d < nsp; d++) {
             int64_t k = sw.d[2 + d], rev[64];
             if (k > 64)
-                return ad_fail_node(a, f->index, "kernel of %lld along axis %d (at most 64)", (long long)k, d);
+                return ad_fail_node(a, f->index, "kernel of %lld along axis %d (at most 64)", (long long)k, 2 + d);
+            if (k == 1)
+                continue;
             for (int64_t i = 0; i < k; i++)
                 rev[i] = k - 1 - i;
             wt = ad_op2(a, "Gather", wt, ad_const_i64(a, (int)k, rev));
             ad_attr_int(a, ad_last_node(a), "axis", 2 + d);
         }
-        int64_t p2[4];
+        int64_t p2[4], dil[2], crop[2], len[2];
+        int cropped = 0;
         for (int d = 0; d < nsp; d++) {
-            p2[d] = sw.d[2 + d] - 1 - pb[d];
-            p2[nsp + d] = sw.d[2 + d] - 1 - pe[d];
-            if (p2[d] < 0 || p2[nsp + d] < 0)
-                return ad_fail_node(a, f->index, "pads larger than kernel - 1 have no gradient rule");
+            int64_t span = gw.dil[d] * (sw.d[2 + d] - 1);
+            int64_t r = gw.in[d] + gw.pad_b[d] + gw.pad_e[d] - span - 1 - (gw.out[d] - 1) * gw.stride[d];
+            int64_t pb = span - gw.pad_b[d], pe = span - gw.pad_e[d] + r;
+            crop[d] = pb < 0 ? -pb : 0;
+            p2[d] = pb < 0 ? 0 : pb;
+            p2[nsp + d] = pe < 0 ? 0 : pe;
+            cropped |= pb < 0 || pe < 0;
+            dil[d] = gw.dil[d];
+            len[d] = gw.in[d];
         }
-        int gx = ad_op2(a, "Conv", dy, wt);
-        ad_attr_ints(a, ad_last_node(a), "pads", 2 * nsp, p2);
+        int gx = ad_op2(a, "Conv", g, wt);
+        int node = ad_last_node(a);
+        ad_attr_ints(a, node, "pads", 2 * nsp, p2);
+        ad_attr_ints(a, node, "dilations", nsp, dil);
+        ad_attr_int(a, node, "group", G);
+        if (cropped)
+            gx = slice_sp(a, gx, nsp, crop, len, NULL);
         ad_accum(a, f->in[0], gx);
     }
     if (ad_needs(a, f->in[1])) {
-        int xt = ad_transpose(a, f->in[0], sx.rank, swap); /* [Ci, N, H...] */
-        int dyt = ad_transpose(a, dy, sx.rank, swap);      /* [Co, N, OH...] */
-        int64_t p2[4];
-        for (int d = 0; d < nsp; d++) {
-            p2[d] = pb[d];
-            p2[nsp + d] = pe[d];
+        /* dW: X with batch and (per-group) channel axes swapped, convolved with dY likewise as the kernel, the
+         * batch the contraction: strides the forward's dilations, dilations its strides, its pads; the result
+         * cropped to the kernel (the last rows a stride leaves unread) and its two leading axes swapped back */
+        int xt, dyt;
+        if (G == 1) {
+            int64_t swap[4] = {1, 0, 2, 3};
+            xt = ad_transpose(a, f->in[0], sx.rank, swap); /* [Ci, N, H...] */
+            dyt = ad_transpose(a, dy, sx.rank, swap);      /* [Co, N, OH...] */
+        } else {
+            const int64_t px[3] = {2, 1, 0}, pd[3] = {1, 2, 0};
+            xt = regroup(a, f->in[0], &sx, G, px, Cig, G * N); /* [Cig, G*N, H...] */
+            dyt = regroup(a, dy, &sy, G, pd, G * Cog, N);      /* [G*Cog, N, OH...] */
         }
-        int gw = ad_op2(a, "Conv", xt, dyt); /* [Ci, Co, k...] */
-        ad_attr_ints(a, ad_last_node(a), "pads", 2 * nsp, p2);
-        ad_accum(a, f->in[1], ad_transpose(a, gw, sw.rank, swap));
+        int64_t p2[4], st[2], dil[2], zero[2] = {0, 0}, klen[2];
+        int cropped = 0;
+        for (int d = 0; d < nsp; d++) {
+            p2[d] = gw.pad_b[d];
+            p2[nsp + d] = gw.pad_e[d];
+            st[d] = gw.dil[d];
+            dil[d] = gw.stride[d];
+            klen[d] = sw.d[2 + d];
+            int64_t kk = (gw.in[d] + gw.pad_b[d] + gw.pad_e[d] - gw.stride[d] * (gw.out[d] - 1) - 1) / gw.dil[d] + 1;
+            cropped |= kk != klen[d];
+        }
+        int gwt = ad_op2(a, "Conv", xt, dyt); /* [Ci(g), Co, k'...] */
+        int node = ad_last_node(a);
+        ad_attr_ints(a, node, "pads", 2 * nsp, p2);
+        ad_attr_ints(a, node, "strides", nsp, st);
+        ad_attr_ints(a, node, "dilations", nsp, dil);
+        ad_attr_int(a, node, "group", G);
+        if (cropped)
+            gwt = slice_sp(a, gwt, nsp, zero, klen, NULL);
+        int64_t swap[4] = {1, 0, 2, 3};
+        ad_accum(a, f->in[1], ad_transpose(a, gwt, sw.rank, swap));
     }
     return 0;
 }
@@ -149,6 +282,110 @@ static int max_pool_grad(ad_ctx *a, const ad_fwd *f, const ad_shape *sx, const a
     return ad_reshape(a, g, sx);
 }
 
+/* Pooling with any strides, dilations and pads (explicit or auto_pad, ceil_mode included), one kernel offset
+ * at a time: the offset's strided window of x padded (MaxPool: -FLT_MAX, which no window's maximum is) is a Slice;
+ * its part of the gradient is put back where the Slice read it (spread stride apart, then padded with zeros to
+ * the padded input), the parts summed and the padding cropped off. MaxPool gives each output's gradient to the
+ * first offset, in row-major order, whose value equals the maximum (PyTorch's first maximum): a running "taken"
+ * mask. AveragePool divides by the count of its window's positions inside the input, or inside input and pads
+ * with count_include_pad (a constant per output position, as the forward lowering and PyTorch count). */
+static int pool_general(ad_ctx *a, const ad_fwd *f, const ad_shape *sx, const ad_shape *sy, const int64_t *ks,
+                        int nsp)
+{
+    const tern_graph_node *n = &a->g->nodes[f->index];
+    int is_max = n->op_id == TERN_GOP_MAX_POOL;
+    graph_window gw;
+    char why[200];
+    if (graph_window_setup(n, nsp, sx->d + 2, ks, (int)tern_graph_attr_int(n, "ceil_mode", 0), &gw, why, sizeof why))
+        return ad_fail_node(a, f->index, "%s geometry: %s", n->op, why);
+    int64_t pb[2], pe[2], kk = 1, osz = 1;
+    for (int d = 0; d < nsp; d++) {
+        if (gw.out[d] != sy->d[2 + d] || gw.out[d] < 1)
+            return ad_fail_node(a, f->index, "%s output axis %d: %lld, the geometry gives %lld", n->op, 2 + d,
+                                (long long)sy->d[2 + d], (long long)gw.out[d]);
+        /* ceil_mode: the last window may reach past the end pad; pad that far too (never read as a maximum, and
+         * not counted by AveragePool) */
+        int64_t need = (gw.out[d] - 1) * gw.stride[d] + gw.dil[d] * (gw.k[d] - 1) + 1;
+        pb[d] = gw.pad_b[d];
+        pe[d] = need - gw.in[d] - pb[d];
+        if (pe[d] < gw.pad_e[d])
+            pe[d] = gw.pad_e[d];
+        kk *= gw.k[d];
+        osz *= gw.out[d];
+    }
+    if (kk > 256)
+        return ad_fail_node(a, f->index, "%s window of %lld elements has no gradient rule (at most 256)", n->op,
+                            (long long)kk);
+    int dy = f->dy[0], xp = -1, y = f->out[0], taken = -1, up = -1, sum = -1;
+    if (is_max) {
+        xp = pad_sp(a, f->in[0], nsp, pb, pe, ad_const_f(a, -3.4028234663852886e38f));
+    } else {
+        /* 1 / count per output position, broadcast over batch and channels */
+        int cip = (int)tern_graph_attr_int(n, "count_include_pad", 0);
+        int64_t cdims[4] = {1, 1, 1, 1};
+        float *inv = malloc(sizeof(float) * (size_t)osz);
+        if (!inv)
+            return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+        for (int64_t o = 0; o < osz; o++) {
+            int64_t cnt = 1, rest = o;
+            for (int d = nsp - 1; d >= 0; d--) {
+                int64_t od = rest % gw.out[d], c = 0;
+                rest /= gw.out[d];
+                int64_t lo = cip ? -gw.pad_b[d] : 0, hi = cip ? gw.in[d] + gw.pad_e[d] : gw.in[d];
+                for (int64_t k = 0; k < gw.k[d]; k++) {
+                    int64_t pos = od * gw.stride[d] + k * gw.dil[d] - gw.pad_b[d];
+                    c += pos >= lo && pos < hi;
+                }
+                cnt *= c;
+            }
+            inv[o] = cnt > 0 ? (float)(1.0 / (double)cnt) : 0.0f;
+        }
+        for (int d = 0; d < nsp; d++)
+            cdims[2 + d] = gw.out[d];
+        int ic = ad_const_fv(a, 2 + nsp, cdims, inv);
+        free(inv);
+        ad_shape sg = *sy;
+        up = ad_op2(a, "Mul", dy, ic);
+        for (int d = 0; d < nsp; d++)
+            up = spread(a, up, &sg, 2 + d, gw.stride[d]);
+    }
+    for (int64_t o = 0; o < kk && !a->failed; o++) {
+        int64_t off[2] = {0, 0}, rest = o, len[2], st[2], before[2], after[2];
+        for (int d = nsp - 1; d >= 0; d--) {
+            off[d] = rest % gw.k[d];
+            rest /= gw.k[d];
+        }
+        for (int d = 0; d < nsp; d++) {
+            st[d] = off[d] * gw.dil[d];
+            len[d] = gw.out[d];
+            before[d] = st[d];
+            after[d] = gw.in[d] + pb[d] + pe[d] - st[d] - ((gw.out[d] - 1) * gw.stride[d] + 1);
+        }
+        int part;
+        if (is_max) {
+            int eq = as_float(a, ad_op2(a, "Equal", slice_sp(a, xp, nsp, st, len, gw.stride), y));
+            int first = taken < 0 ? eq : ad_op2(a, "Mul", eq, ad_op2(a, "Sub", ad_const_f(a, 1.0f), taken));
+            taken = taken < 0 ? first : ad_op2(a, "Add", taken, first);
+            ad_shape sg = *sy;
+            part = ad_op2(a, "Mul", first, dy);
+            for (int d = 0; d < nsp; d++)
+                part = spread(a, part, &sg, 2 + d, gw.stride[d]);
+        } else {
+            part = up;
+        }
+        part = pad_sp(a, part, nsp, before, after, -1);
+        sum = sum < 0 ? part : ad_op2(a, "Add", sum, part);
+    }
+    int64_t in_len[2];
+    for (int d = 0; d < nsp; d++)
+        in_len[d] = gw.in[d];
+    int any = 0;
+    for (int d = 0; d < nsp; d++)
+        any |= pb[d] || pe[d];
+    ad_accum(a, f->in[0], any ? slice_sp(a, sum, nsp, pb, in_len, NULL) : sum);
+    return 0;
+}
+
 static int g_pool(ad_ctx *a, const ad_fwd *f)
 {
     const tern_graph_node *n = &a->g->nodes[f->index];
@@ -169,10 +406,7 @@ static int g_pool(ad_ctx *a, const ad_fwd *f)
     for (int d = 0; d < nsp && tiles; d++)
         tiles = ks[d] == st[d] && sx.d[2 + d] == sy.d[2 + d] * ks[d];
     if (!tiles)
-        return ad_fail_node(a, f->index,
-                            "%s whose windows do not tile the input (kernel = strides, no pads, sizes a multiple) "
-                            "has no gradient rule yet",
-                            n->op);
+        return pool_general(a, f, &sx, &sy, ks, nsp);
     if (is_max) {
         ad_accum(a, f->in[0], max_pool_grad(a, f, &sx, &sy, ks, nsp));
     } else {

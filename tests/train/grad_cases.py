@@ -159,6 +159,62 @@ case("AveragePool2d_k2", [node("AveragePool", ["a"], kernel_shape=[2, 2], stride
      lambda p: F.avg_pool2d(p["a"], 2))
 case("GlobalAveragePool", [node("GlobalAveragePool", ["a"])], {"a": rnd(2, 3, 4, 5)},
      lambda p: p["a"].mean((2, 3), keepdim=True))
+# Conv with strides (a remainder row the stride leaves unread), dilations, groups, depthwise, asymmetric pads,
+# pads larger than the kernel span (the dX convolution crops), auto_pad; dX by a stride-spread dY convolved with the
+# flipped kernel, dW by a convolution of X with dY whose strides and dilations swap roles (grad_conv.c)
+case("Conv2d_stride2_pad1", [node("Conv", ["a", "w"], strides=[2, 2], pads=[1, 1, 1, 1])],
+     {"a": rnd(2, 3, 7, 7), "w": rnd(4, 3, 3, 3)}, lambda p: F.conv2d(p["a"], p["w"], stride=2, padding=1))
+case("Conv2d_stride2_rem", [node("Conv", ["a", "w"], strides=[2, 2])], {"a": rnd(2, 2, 8, 8), "w": rnd(3, 2, 3, 3)},
+     lambda p: F.conv2d(p["a"], p["w"], stride=2))
+case("Conv2d_stride3_k2", [node("Conv", ["a", "w"], strides=[3, 3], pads=[0, 1, 1, 0])],
+     {"a": rnd(2, 2, 8, 7), "w": rnd(3, 2, 2, 2)},
+     lambda p: F.conv2d(F.pad(p["a"], (1, 0, 0, 1)), p["w"], stride=3))
+case("Conv2d_dilation2", [node("Conv", ["a", "w"], dilations=[2, 2], pads=[2, 2, 2, 2])],
+     {"a": rnd(2, 2, 9, 9), "w": rnd(3, 2, 3, 3)}, lambda p: F.conv2d(p["a"], p["w"], padding=2, dilation=2))
+case("Conv2d_groups2", [node("Conv", ["a", "w"], group=2, pads=[1, 1, 1, 1])],
+     {"a": rnd(2, 4, 6, 6), "w": rnd(6, 2, 3, 3)}, lambda p: F.conv2d(p["a"], p["w"], padding=1, groups=2))
+case("Conv2d_depthwise_s2_bias", [node("Conv", ["a", "w", "c"], group=4, strides=[2, 2], pads=[1, 1, 1, 1])],
+     {"a": rnd(2, 4, 8, 8), "w": rnd(4, 1, 3, 3), "c": rnd(4)},
+     lambda p: F.conv2d(p["a"], p["w"], p["c"], stride=2, padding=1, groups=4))
+case("Conv2d_depthwise_mult2", [node("Conv", ["a", "w"], group=3, pads=[1, 1, 1, 1])],
+     {"a": rnd(2, 3, 5, 5), "w": rnd(6, 1, 3, 3)}, lambda p: F.conv2d(p["a"], p["w"], padding=1, groups=3))
+case("Conv2d_mixed_g2", [node("Conv", ["a", "w"], group=2, strides=[2, 1], dilations=[1, 2], pads=[1, 2, 0, 1])],
+     {"a": rnd(2, 4, 7, 8), "w": rnd(4, 2, 3, 2)},
+     lambda p: F.conv2d(F.pad(p["a"], (2, 1, 1, 0)), p["w"], stride=(2, 1), dilation=(1, 2), groups=2))
+case("Conv2d_k1_pad1", [node("Conv", ["a", "w"], pads=[1, 1, 1, 1])], {"a": rnd(2, 2, 4, 4), "w": rnd(3, 2, 1, 1)},
+     lambda p: F.conv2d(p["a"], p["w"], padding=1))
+case("Conv2d_same_upper_s2", [node("Conv", ["a", "w"], strides=[2, 2], auto_pad="SAME_UPPER")],
+     {"a": rnd(2, 2, 7, 7), "w": rnd(2, 2, 3, 3)}, lambda p: F.conv2d(p["a"], p["w"], stride=2, padding=1))
+case("Conv1d_s3_d2_g3", [node("Conv", ["a", "w"], strides=[3], dilations=[2], pads=[1, 2], group=3)],
+     {"a": rnd(2, 3, 17), "w": rnd(6, 1, 3)},
+     lambda p: F.conv1d(F.pad(p["a"], (1, 2)), p["w"], stride=3, dilation=2, groups=3))
+# Pooling with pads, overlapping strides, dilations and ceil_mode: one kernel offset at a time (grad_conv.c)
+case("MaxPool2d_k3s2p1", [node("MaxPool", ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+     {"a": rnd(2, 3, 9, 9)}, lambda p: F.max_pool2d(p["a"], 3, 2, 1))
+ties2 = np.round(rnd(2, 2, 8, 8)).astype(np.float32)
+case("MaxPool2d_k3s2p1_ties", [node("MaxPool", ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+     {"a": ties2}, lambda p: F.max_pool2d(p["a"], 3, 2, 1))
+case("MaxPool2d_k2s1", [node("MaxPool", ["a"], kernel_shape=[2, 2], strides=[1, 1])], {"a": rnd(2, 2, 5, 6)},
+     lambda p: F.max_pool2d(p["a"], 2, 1))
+case("MaxPool2d_ceil", [node("MaxPool", ["a"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)],
+     {"a": rnd(2, 2, 8, 8)}, lambda p: F.max_pool2d(p["a"], 3, 2, ceil_mode=True))
+case("MaxPool2d_dilation2", [node("MaxPool", ["a"], kernel_shape=[2, 2], strides=[1, 1], dilations=[2, 2])],
+     {"a": rnd(2, 2, 6, 6)}, lambda p: F.max_pool2d(p["a"], 2, 1, dilation=2))
+case("MaxPool1d_k3s2p1", [node("MaxPool", ["a"], kernel_shape=[3], strides=[2], pads=[1, 1])],
+     {"a": np.round(rnd(2, 3, 10))}, lambda p: F.max_pool1d(p["a"], 3, 2, 1))
+case("AveragePool2d_k3s2p1_excl", [node("AveragePool", ["a"], kernel_shape=[3, 3], strides=[2, 2],
+                                        pads=[1, 1, 1, 1], count_include_pad=0)],
+     {"a": rnd(2, 3, 9, 8)}, lambda p: F.avg_pool2d(p["a"], 3, 2, 1, count_include_pad=False))
+case("AveragePool2d_k3s2p1_incl", [node("AveragePool", ["a"], kernel_shape=[3, 3], strides=[2, 2],
+                                        pads=[1, 1, 1, 1], count_include_pad=1)],
+     {"a": rnd(2, 3, 9, 8)}, lambda p: F.avg_pool2d(p["a"], 3, 2, 1, count_include_pad=True))
+case("AveragePool2d_k3s1p1", [node("AveragePool", ["a"], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])],
+     {"a": rnd(2, 2, 5, 5)}, lambda p: F.avg_pool2d(p["a"], 3, 1, 1, count_include_pad=False))
+case("AveragePool2d_k2s2_odd", [node("AveragePool", ["a"], kernel_shape=[2, 2], strides=[2, 2])],
+     {"a": rnd(2, 2, 7, 5)}, lambda p: F.avg_pool2d(p["a"], 2, 2))
+case("AveragePool1d_k3s2p1_incl", [node("AveragePool", ["a"], kernel_shape=[3], strides=[2], pads=[1, 1],
+                                        count_include_pad=1)],
+     {"a": rnd(2, 3, 10)}, lambda p: F.avg_pool1d(p["a"], 3, 2, 1, count_include_pad=True))
 gidx = np.array([[1, 3, 3], [0, 9, 1]], dtype=np.int64)
 case("Gather_embedding", [node("Gather", ["a", "i"], axis=0)], {"a": rnd(10, 4)},
      lambda p: p["a"][torch.from_numpy(gidx)], {"i": gidx})
