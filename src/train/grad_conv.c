@@ -1,12 +1,16 @@
 /* Gradients of the convolution and pooling ops, built from convolutions and layout ops the compiler already
- * lowers (it has no ConvTranspose and no scatter). For Conv (groups 1, strides and dilations 1, explicit pads):
- * dX is the convolution of dY with the kernel transposed over its channel axes and flipped spatially (a Gather
- * of reversed indices per spatial axis) under pads k-1-p; dW is the convolution of X with dY taken as the kernel,
- * batch and channel axes swapped on both (the batch becomes the contraction). Pooling with windows that tile the
- * input (kernel = strides, no pads): the output gradient is repeated over each window (Reshape, Expand,
- * Reshape), AveragePool divides it by the window size; MaxPool gives it to the first maximum of each window,
- * as PyTorch does. GlobalAveragePool spreads it evenly. Anything else
- * stops the pass naming the node and the attribute. */
+ * lowers (no scatter). Conv (1-D and 2-D, any strides, dilations, groups, depthwise included, explicit pads or
+ * auto_pad): dX is the convolution of dY spread stride apart with the kernel flipped spatially (a Gather of
+ * reversed indices per axis) and its channel axes swapped within each group, the forward's dilations, under pads
+ * dilation*(k-1) - pad (plus the rows a stride left unread at the end; a negative amount crops with a Slice); dW
+ * is the convolution of X with dY taken as the kernel, batch and per-group channel axes swapped on both (the batch
+ * becomes the contraction), strides the forward's dilations and dilations its strides, cropped to the kernel.
+ * Pooling with windows that tile the input (kernel = strides, no pads): the output gradient is repeated over each
+ * window (Reshape, Expand, Reshape), AveragePool divides it by the window size; MaxPool gives it to the first
+ * maximum of each window, as PyTorch does. Any other pooling (pads, overlapping strides, dilations, ceil_mode,
+ * count_include_pad) goes one kernel offset at a time (pool_general). GlobalAveragePool spreads it evenly. Anything
+ * else (3-D, a kernel over 64 along an axis, a pooling window over 256 elements) stops the pass naming the node and
+ * the attribute. */
 #include "ad_internal.h"
 
 #include <stdlib.h>
