@@ -107,8 +107,7 @@ struct tern_kernel {
     unsigned ncounters;
     uint32_t counts[KMAX_COUNTERS];                   /* instructions issued per counter */
     uint32_t known[TERN_ENGINE_COUNT][KMAX_COUNTERS]; /* waits each engine has already performed */
-    unsigned next_queue;                              /* round-robin DMA queue choice (Sync) */
-    unsigned next_other_queue;                        /* the same among the queues kept for other engines */
+    unsigned next_queue[TERN_ENGINE_COUNT];           /* round-robin DMA queue choice in each engine's share */
     uint8_t queue_feeder[KMAX_COUNTERS];              /* 1 + the engine that issues each queue's DMAs (0: none) */
 };
 
@@ -128,6 +127,8 @@ static inline int ktensor_dtype(tern_dtype t)
 
 /* The DMA queue for a DMA issued by engine e: `queue` when >= 0, else the automatic choice (ops.c). */
 uint8_t kpick_queue(tern_kernel *k, tern_engine e, int queue);
+/* The automatic queues of engine e among Q: [first, first + count) (ops.c, fixed by engine). */
+void kqueue_share(unsigned Q, tern_engine e, unsigned *first, unsigned *count);
 void kfail(tern_kernel *k, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 tern_view kview_invalid(void);
 int kview_ok(tern_kernel *k, const tern_view *v, const char *what);

@@ -298,27 +298,49 @@ void tern_kernel_partition_reduce(tern_kernel *k, tern_view dst, tern_view src, 
     tern_kernel_emit(k, &ins, &src, 1, &dst, 1);
 }
 
-/* Automatic queue choice. A queue is fed by one engine (the builder enforces it), so the last quarter of the
- * queues is kept for DMAs issued by the other engines: Sync takes the others round-robin; another engine takes,
- * round-robin, the reserved queues that it already feeds or that nobody feeds yet. */
+/* Automatic queue choice. A queue is fed by one engine (the builder enforces it), and the Neuron runtime gives
+ * each DMA queue one owner engine (a NEFF's def.json lists queue sets with their owner; profiles name them per
+ * engine: qSyncIO0, qScalarSpillReload0, qVectorSpillReload, qGpSimdDynamic: ../shared/reference/trainium-arch.md
+ * sections 5 and 13). So the queues are split by engine, fixed: Sync takes the first three quarters round-robin;
+ * the last quarter (R queues) is split into equal shares, in the order ScalarE, GpSimd, VectorE, TensorE (the
+ * first R mod 4 engines get one queue more; with fewer than 4 queues, engines past the R-th share the last),
+ * and each engine takes its own share round-robin. The choice of one engine never depends on another's DMAs. */
+static const tern_engine OTHER_ISSUERS[4] = {TERN_ENGINE_SCALAR, TERN_ENGINE_GPSIMD, TERN_ENGINE_VECTOR,
+                                             TERN_ENGINE_TENSOR};
+
+void kqueue_share(unsigned Q, tern_engine e, unsigned *first, unsigned *count)
+{
+    unsigned R = Q >= 8 ? Q / 4 : 0;
+    if (e == TERN_ENGINE_SYNC || R == 0) {
+        *first = 0;
+        *count = Q - R;
+        return;
+    }
+    unsigned idx = 0;
+    while (idx < 4 && OTHER_ISSUERS[idx] != e)
+        idx++;
+    if (idx >= 4)
+        idx = 3;
+    unsigned base = R / 4, extra = R % 4, start = Q - R;
+    if (base == 0) { /* fewer reserved queues than engines: one each, the last shared by the rest */
+        *first = start + (idx < R ? idx : R - 1);
+        *count = 1;
+        return;
+    }
+    *first = start + idx * base + (idx < extra ? idx : extra);
+    *count = base + (idx < extra);
+}
+
 uint8_t kpick_queue(tern_kernel *k, tern_engine e, int queue)
 {
     if (queue >= 0)
         return (uint8_t)queue;
-    unsigned Q = k->cfg.dma_queues, reserved = Q >= 8 ? Q / 4 : 0;
-    if (e == TERN_ENGINE_SYNC || reserved == 0) {
-        uint8_t q = (uint8_t)(k->next_queue % (Q - reserved));
-        k->next_queue++;
-        return q;
-    }
-    for (unsigned i = 0; i < reserved; i++) {
-        unsigned q = Q - reserved + (k->next_other_queue + i) % reserved;
-        if (q < KMAX_COUNTERS && (k->queue_feeder[q] == 0 || k->queue_feeder[q] == (uint8_t)(e + 1))) {
-            k->next_other_queue = (k->next_other_queue + i + 1) % reserved;
-            return (uint8_t)q;
-        }
-    }
-    return (uint8_t)(Q - 1); /* every reserved queue taken by other engines: the builder reports it */
+    unsigned first, count;
+    kqueue_share(k->cfg.dma_queues, e, &first, &count);
+    unsigned slot = e < TERN_ENGINE_COUNT ? (unsigned)e : (unsigned)TERN_ENGINE_SYNC;
+    uint8_t q = (uint8_t)(first + k->next_queue[slot] % count);
+    k->next_queue[slot]++;
+    return q;
 }
 
 void tern_kernel_dma_copy(tern_kernel *k, tern_view dst, tern_view src, int queue)
