@@ -274,6 +274,24 @@ static void ap_extent(const tern_ap *ap, int64_t *lo, int64_t *hi)
     *hi = mx;
 }
 
+void exec_assert_entry(const exec_ctx *cx, const tern_instr *ins, tern_isa_family family)
+{
+    const tern_opcode_info *info = tern_opcode_get((tern_opcode)ins->opcode);
+    TERN_ASSERT(info != NULL && info->family == family);
+    TERN_ASSERT(ins->engine == cx->engine && (info->engines & (1u << cx->engine)));
+}
+
+void exec_assert_operand(const tern_core *core, const tern_instr *ins, int slot, unsigned mems)
+{
+    const tern_ap *ap = &ins->ap[slot];
+    TERN_ASSERT(ap->ndims >= 1 && ap->ndims <= TERN_AP_MAX_DIMS);
+    TERN_ASSERT(ap->dtype < TERN_DTYPE_COUNT);
+    TERN_ASSERT(ap->mem < TERN_MEM_COUNT && (mems & EXEC_MEM_BIT(ap->mem)));
+    TERN_ASSERT(ap->num_partitions >= 1);
+    if (ap->mem != TERN_MEM_HBM)
+        TERN_ASSERT((uint32_t)ap->start_partition + ap->num_partitions <= core->cfg.partitions);
+}
+
 tern_status ap_check_bounds(const tern_core *core, tern_engine e, const tern_ap *ap, const char *what, tern_error *err)
 {
     size_t es = tern_dtype_size((tern_dtype)ap->dtype);

@@ -112,13 +112,28 @@ void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul);
 /* True when every bank the AP touches was last written by a matmul group. */
 int psum_is_matmul_group(const tern_core *core, const tern_ap *ap);
 
-/* Executors, one per opcode family; each validates what only run time can know. */
+/* Executors: one entry point per opcode, exec_op_<ID>, declared here from the instruction table and defined in
+ * the file of the opcode's FAMILY (pe: exec_tensor.c, vector: exec_vector.c, activation: exec_scalar.c, gpsimd
+ * and text: exec_gpsimd.c, dma: exec_dma.c). The CONTROL family has none: the scheduler runs sequencer control
+ * itself. schedule.c's per-opcode table of them is generated from the same rows, so a row whose family lacks its
+ * entry point does not link. Each asserts what the rules guarantee (exec_assert_*), then validates what only run
+ * time can know (register-addressed operands). */
 typedef tern_status (*exec_fn)(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status exec_vector(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status exec_gpsimd(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+#define OP(id, name, family, flags, engines, operands, cost, sem)                                                   \
+    tern_status exec_op_##id(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+#include "tern/isa_table.def"
+#undef OP
+
+/* Entry assertions of an executor, for what rules_check_instr guaranteed before the run (they never fire on a
+ * validated program; a failure is a simulator bug, reported by tern_assert_fail): the opcode is of `family`
+ * (dispatch follows the FAMILY column), its engine field matches the stream and is one the table allows. */
+void exec_assert_entry(const exec_ctx *cx, const tern_instr *ins, tern_isa_family family);
+/* ... and operand `slot` is used as rules_check_ap leaves it: 1..4 free dimensions with a known dtype, in a memory
+ * of `mems` (bit mask of 1u << tern_mem), 1..partitions partitions inside the core (on chip). */
+void exec_assert_operand(const tern_core *core, const tern_instr *ins, int slot, unsigned mems);
+#define EXEC_MEM_BIT(m) (1u << (m))
+#define EXEC_ONCHIP (EXEC_MEM_BIT(TERN_MEM_SBUF) | EXEC_MEM_BIT(TERN_MEM_PSUM))
+#define EXEC_ANY_MEM (EXEC_ONCHIP | EXEC_MEM_BIT(TERN_MEM_HBM))
 
 /* Shared fp32 semantics of ALU operators (VectorE/GpSimd/ScalarE tensor_scalar): a op b. */
 float alu_apply_f32(tern_alu_op op, float a, float b);

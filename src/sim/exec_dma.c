@@ -12,7 +12,7 @@
 
 static int dtype_is_int(tern_dtype t) { return !tern_dtype_is_float(t); }
 
-tern_status check_dma(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+static tern_status check_dma(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     tern_status st;
     const unsigned reach = REACH_SBUF | REACH_HBM;
@@ -116,9 +116,26 @@ static tern_status exec_scatter(tern_core *core, const exec_ctx *cx, const tern_
     return TERN_OK;
 }
 
-tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+/* What rules_check_instr and check_dma guarantee: a DMA trigger on an engine the table allows, a queue the core
+ * has, source and destination used in SBUF or HBM; gather and scatter with an integer [rows, 1] index in SBUF. */
+static void dma_entry(const tern_core *core, const exec_ctx *cx, const tern_instr *ins)
+{
+    exec_assert_entry(cx, ins, TERN_ISA_FAMILY_DMA);
+    TERN_ASSERT(ins->queue < core->cfg.dma_queues);
+    const unsigned mems = EXEC_MEM_BIT(TERN_MEM_SBUF) | EXEC_MEM_BIT(TERN_MEM_HBM);
+    exec_assert_operand(core, ins, TERN_AP_DST, mems);
+    exec_assert_operand(core, ins, TERN_AP_IN0, mems);
+    if (ins->opcode != TERN_OP_DMA_COPY) {
+        exec_assert_operand(core, ins, TERN_AP_IN1, EXEC_MEM_BIT(TERN_MEM_SBUF));
+        TERN_ASSERT(dtype_is_int((tern_dtype)ins->ap[TERN_AP_IN1].dtype));
+        TERN_ASSERT(tern_ap_free_elems(&ins->ap[TERN_AP_IN1]) == 1);
+    }
+}
+
+static tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     tern_status st;
+    dma_entry(core, cx, ins);
     for (int s = 0; s < (ins->opcode == TERN_OP_DMA_COPY ? 2 : 3); s++)
         if ((st = dyn_bounds(core, cx, ins, s, err)))
             return st;
@@ -155,3 +172,21 @@ tern_status exec_dma(tern_core *core, const exec_ctx *cx, const tern_instr *ins,
     }
     return TERN_OK;
 }
+
+/* ---- entry points (declared from the instruction table: rules.h, core_internal.h); the three DMA opcodes share
+ * one rule checker and one executor, which tell copy, gather and scatter apart by opcode ---- */
+#define DMA_OP(ID)                                                                                                 \
+    tern_status check_op_##ID(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,      \
+                              tern_error *err)                                                                   \
+    {                                                                                                              \
+        (void)count;                                                                                               \
+        return check_dma(core, cx, ins, err);                                                                      \
+    }                                                                                                              \
+    tern_status exec_op_##ID(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)         \
+    {                                                                                                              \
+        return exec_dma(core, cx, ins, err);                                                                       \
+    }
+
+DMA_OP(DMA_COPY)
+DMA_OP(DMA_GATHER)
+DMA_OP(DMA_SCATTER)

@@ -59,15 +59,20 @@ static tern_status check_pattern(const exec_ctx *cx, const tern_instr *ins, int 
 
 static int is_cmp(unsigned op) { return op >= TERN_ALU_IS_EQ && op <= TERN_ALU_IS_LE; }
 
-tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+/* The GPSIMD and TEXT families' opcodes, for their switches: each entry point (end of file) passes its own, so a
+ * new row of either family needs a new member here and -Wswitch then names every switch that must handle it. */
+typedef enum { GP_IOTA, GP_AFFINE_SELECT, GP_PARTITION_REDUCE, GP_TEXT_PARSE, GP_TEXT_FORMAT } gp_op;
+
+static tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, gp_op op,
+                                tern_error *err)
 {
     tern_status st;
     if ((st = rules_check_ap(core, cx, ins, TERN_AP_DST, REACH_SBUF, err)))
         return st;
     const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_IOTA: return check_pattern(cx, ins, TERN_AP_IN0, err);
-    case TERN_OP_AFFINE_SELECT:
+    switch (op) {
+    case GP_IOTA: return check_pattern(cx, ins, TERN_AP_IN0, err);
+    case GP_AFFINE_SELECT:
         if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN0, REACH_SBUF, err)) ||
             (st = check_pattern(cx, ins, TERN_AP_IN1, err)))
             return st;
@@ -79,16 +84,16 @@ tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_i
                               a->num_partitions, (unsigned long long)tern_ap_free_elems(a), d->num_partitions,
                               (unsigned long long)tern_ap_free_elems(d));
         return TERN_OK;
-    case TERN_OP_PARTITION_REDUCE: {
+    case GP_PARTITION_REDUCE: {
         if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN0, REACH_SBUF, err)))
             return st;
-        unsigned op = ins->op0;
-        int bit = op == TERN_ALU_BITWISE_OR || op == TERN_ALU_BITWISE_AND;
-        if (!(bit || op == TERN_ALU_ADD || op == TERN_ALU_MAX || op == TERN_ALU_MIN || op == TERN_ALU_AVERAGE))
+        unsigned rop = ins->op0;
+        int bit = rop == TERN_ALU_BITWISE_OR || rop == TERN_ALU_BITWISE_AND;
+        if (!(bit || rop == TERN_ALU_ADD || rop == TERN_ALU_MAX || rop == TERN_ALU_MIN || rop == TERN_ALU_AVERAGE))
             return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
                               "op0 %u (%s) is not a partition reduction (add, max, min, average, bitwise_or, "
                               "bitwise_and)",
-                              op, tern_alu_name((tern_alu_op)op));
+                              rop, tern_alu_name((tern_alu_op)rop));
         if (d->num_partitions != 1)
             return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST, "%u partitions, must be 1 (the reduction)",
                               d->num_partitions);
@@ -99,14 +104,14 @@ tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_i
         if (bit && (!dt_is_int(a->dtype) || !dt_is_int(d->dtype)))
             return rules_fail(err, TERN_ERR_INVALID, cx, ins, dt_is_int(a->dtype) ? TERN_AP_DST : TERN_AP_IN0,
                               "dtype %s must be an integer type for %s",
-                              dtn(dt_is_int(a->dtype) ? d->dtype : a->dtype), tern_alu_name((tern_alu_op)op));
+                              dtn(dt_is_int(a->dtype) ? d->dtype : a->dtype), tern_alu_name((tern_alu_op)rop));
         return TERN_OK;
     }
-    case TERN_OP_TEXT_PARSE:
-    case TERN_OP_TEXT_FORMAT: {
+    case GP_TEXT_PARSE:
+    case GP_TEXT_FORMAT: {
         if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN0, REACH_SBUF, err)))
             return st;
-        int parse = ins->opcode == TERN_OP_TEXT_PARSE;
+        int parse = op == GP_TEXT_PARSE;
         const tern_ap *txt = parse ? a : d, *num = parse ? d : a;
         int ts = parse ? TERN_AP_IN0 : TERN_AP_DST, ns = parse ? TERN_AP_DST : TERN_AP_IN0;
         if (ins->imm_i0 < 1 || ins->imm_i0 > 255)
@@ -126,8 +131,8 @@ tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_i
                               (unsigned long long)tern_ap_free_elems(num), (int)ins->imm_i0);
         return TERN_OK;
     }
-    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a GpSimd instruction");
     }
+    return TERN_OK;
 }
 
 /* value(p, i) for every element, dense [P][N] (int32, modulo 2^32). */
@@ -366,17 +371,58 @@ static tern_status exec_text_format(tern_core *core, const exec_ctx *cx, const t
     return ap_scatter_i32(core, cx->engine, d, t, err);
 }
 
-tern_status exec_gpsimd(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+/* ---- entry points (declared from the instruction table: rules.h, core_internal.h) ---- */
+
+/* What rules_check_instr and the opcode's rules guarantee: an instruction of its family on GpSimdE, destination
+ * and (but for iota, whose A is a pattern) input in SBUF; text conversions with a 1..255-byte cell, uint8 text and
+ * fp32 numbers. */
+static void gp_entry(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, gp_op op)
 {
+    int text = op == GP_TEXT_PARSE || op == GP_TEXT_FORMAT;
+    exec_assert_entry(cx, ins, text ? TERN_ISA_FAMILY_TEXT : TERN_ISA_FAMILY_GPSIMD);
+    TERN_ASSERT(cx->engine == TERN_ENGINE_GPSIMD);
+    exec_assert_operand(core, ins, TERN_AP_DST, EXEC_MEM_BIT(TERN_MEM_SBUF));
+    if (op != GP_IOTA)
+        exec_assert_operand(core, ins, TERN_AP_IN0, EXEC_MEM_BIT(TERN_MEM_SBUF));
+    if (text) {
+        const tern_ap *txt = &ins->ap[op == GP_TEXT_PARSE ? TERN_AP_IN0 : TERN_AP_DST];
+        const tern_ap *num = &ins->ap[op == GP_TEXT_PARSE ? TERN_AP_DST : TERN_AP_IN0];
+        TERN_ASSERT(ins->imm_i0 >= 1 && ins->imm_i0 <= 255);
+        TERN_ASSERT(txt->dtype == TERN_DTYPE_UINT8 && num->dtype == TERN_DTYPE_FP32);
+    }
+}
+
+static tern_status exec_gpsimd(tern_core *core, const exec_ctx *cx, const tern_instr *ins, gp_op op,
+                               tern_error *err)
+{
+    gp_entry(core, cx, ins, op);
     tern_status st = dyn_bounds(core, cx, ins, err);
     if (st)
         return st;
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_IOTA: return exec_iota(core, cx, ins, err);
-    case TERN_OP_AFFINE_SELECT: return exec_affine_select(core, cx, ins, err);
-    case TERN_OP_PARTITION_REDUCE: return exec_partition_reduce(core, cx, ins, err);
-    case TERN_OP_TEXT_PARSE: return exec_text_parse(core, cx, ins, err);
-    case TERN_OP_TEXT_FORMAT: return exec_text_format(core, cx, ins, err);
-    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a GpSimd instruction");
+    switch (op) {
+    case GP_IOTA: return exec_iota(core, cx, ins, err);
+    case GP_AFFINE_SELECT: return exec_affine_select(core, cx, ins, err);
+    case GP_PARTITION_REDUCE: return exec_partition_reduce(core, cx, ins, err);
+    case GP_TEXT_PARSE: return exec_text_parse(core, cx, ins, err);
+    case GP_TEXT_FORMAT: return exec_text_format(core, cx, ins, err);
     }
+    return TERN_OK;
 }
+
+#define GP_OP(ID)                                                                                                  \
+    tern_status check_op_##ID(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,      \
+                              tern_error *err)                                                                   \
+    {                                                                                                              \
+        (void)count;                                                                                               \
+        return check_gpsimd(core, cx, ins, GP_##ID, err);                                                          \
+    }                                                                                                              \
+    tern_status exec_op_##ID(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)         \
+    {                                                                                                              \
+        return exec_gpsimd(core, cx, ins, GP_##ID, err);                                                           \
+    }
+
+GP_OP(IOTA)
+GP_OP(AFFINE_SELECT)
+GP_OP(PARTITION_REDUCE)
+GP_OP(TEXT_PARSE)
+GP_OP(TEXT_FORMAT)

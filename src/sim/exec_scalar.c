@@ -33,12 +33,11 @@ static tern_status need_column(const exec_ctx *cx, const tern_instr *ins, int sl
     return TERN_OK;
 }
 
-tern_status check_scalar(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+/* The ACTIVATION family has one opcode: the entry points (end of file) are activation's. */
+static tern_status check_scalar(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     const unsigned reach = REACH_SBUF | REACH_PSUM;
     tern_status st;
-    if (ins->opcode != TERN_OP_ACTIVATION)
-        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a ScalarE activation instruction");
     if ((st = rules_check_ap(core, cx, ins, TERN_AP_DST, reach, err)) ||
         (st = rules_check_ap(core, cx, ins, TERN_AP_IN0, reach, err)))
         return st;
@@ -167,7 +166,7 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
     }
 }
 
-tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     tern_status st;
     for (int s = 0; s < TERN_INSTR_OPERANDS; s++) {
@@ -215,4 +214,27 @@ tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_instr *i
     if (ins->flags & TERN_FLAG_REDUCE)
         return ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_EXTRA], sum, sr_stream_of(cx) ^ 0x5245445543ull, err);
     return TERN_OK;
+}
+
+/* ---- entry points (declared from the instruction table: rules.h, core_internal.h) ---- */
+
+tern_status check_op_ACTIVATION(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,
+                                tern_error *err)
+{
+    (void)count;
+    return check_scalar(core, cx, ins, err);
+}
+
+/* What rules_check_instr and check_scalar guarantee: activation on ScalarE, a known function, destination and
+ * input on chip with the same partitions and elements per partition (the executor sizes D from A). */
+tern_status exec_op_ACTIVATION(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+{
+    exec_assert_entry(cx, ins, TERN_ISA_FAMILY_ACTIVATION);
+    TERN_ASSERT(cx->engine == TERN_ENGINE_SCALAR);
+    TERN_ASSERT(ins->func < TERN_ACT_COUNT);
+    exec_assert_operand(core, ins, TERN_AP_DST, EXEC_ONCHIP);
+    exec_assert_operand(core, ins, TERN_AP_IN0, EXEC_ONCHIP);
+    TERN_ASSERT(ins->ap[TERN_AP_DST].num_partitions == ins->ap[TERN_AP_IN0].num_partitions &&
+                tern_ap_free_elems(&ins->ap[TERN_AP_DST]) == tern_ap_free_elems(&ins->ap[TERN_AP_IN0]));
+    return exec_scalar(core, cx, ins, err);
 }

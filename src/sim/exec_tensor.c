@@ -25,8 +25,15 @@ static int tensor_input_dtype_ok(tern_dtype t)
     case TERN_DTYPE_FP8_E4M3:
     case TERN_DTYPE_FP8_E5M2:
     case TERN_DTYPE_FP8_E4M3_NEURON: return 1;
-    default: return 0;
+    case TERN_DTYPE_INT8:
+    case TERN_DTYPE_UINT8:
+    case TERN_DTYPE_INT16:
+    case TERN_DTYPE_UINT16:
+    case TERN_DTYPE_INT32:
+    case TERN_DTYPE_UINT32:
+    case TERN_DTYPE_COUNT: return 0;
     }
+    return 0; /* a value outside the enum (the rules check dtype < TERN_DTYPE_COUNT first) */
 }
 
 static int is_fp32_class(tern_dtype t) { return t == TERN_DTYPE_FP32 || t == TERN_DTYPE_TF32; }
@@ -36,7 +43,12 @@ static int is_fp8(tern_dtype t)
     return t == TERN_DTYPE_FP8_E4M3 || t == TERN_DTYPE_FP8_E5M2 || t == TERN_DTYPE_FP8_E4M3_NEURON;
 }
 
-tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+/* The PE family's opcodes, for its switches: each entry point (end of file) passes its own, so a new PE row needs a
+ * new member here and -Wswitch then names every switch that must handle it. */
+typedef enum { PE_LOAD_STATIONARY, PE_MULTIPLY_MOVING, PE_TRANSPOSE_PE } pe_op;
+
+static tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, pe_op op,
+                                tern_error *err)
 {
     const tern_core_config *c = &core->cfg;
     tern_status st;
@@ -50,7 +62,7 @@ tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_i
     if (ins->flags & TERN_FLAG_DOUBLE_ROW) {
         /* NeuronCore-v3 double-row FP8 (trainium-arch.md §3): K up to 256 as [128 partitions, 2, F]; each PE
          * does two FP8 MACs per cycle. */
-        if (ins->opcode == TERN_OP_TRANSPOSE_PE)
+        if (op == PE_TRANSPOSE_PE)
             return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "double-row mode cannot combine with transpose mode");
         if (c->generation < 3)
             return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1,
@@ -65,8 +77,8 @@ tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_i
                               a->ndims, a->dims[0].num);
         free = a->dims[1].num;
     }
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_LOAD_STATIONARY:
+    switch (op) {
+    case PE_LOAD_STATIONARY:
         if (a->num_partitions > c->pe_rows)
             return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN0, "contraction (partitions) %u exceeds %u PE rows",
                               a->num_partitions, c->pe_rows);
@@ -74,7 +86,7 @@ tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_i
             return rules_fail(err, TERN_ERR_RANGE, cx, ins, TERN_AP_IN0,
                               "stationary free size %llu exceeds %u PE columns", (unsigned long long)free, c->pe_cols);
         return TERN_OK;
-    case TERN_OP_MULTIPLY_MOVING: {
+    case PE_MULTIPLY_MOVING: {
         if ((st = rules_check_ap(core, cx, ins, TERN_AP_DST, REACH_PSUM, err)))
             return st;
         if (a->num_partitions > c->pe_rows)
@@ -110,7 +122,7 @@ tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_i
         }
         return TERN_OK;
     }
-    case TERN_OP_TRANSPOSE_PE:
+    case PE_TRANSPOSE_PE:
         if (c->generation < 3)
             return rules_fail(err, TERN_ERR_UNSUPPORTED, cx, ins, -1,
                               "transpose mode needs NeuronCore-v3 or later (this core is v%d; use a matmul with an "
@@ -129,8 +141,8 @@ tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_i
                               d->num_partitions, (unsigned long long)tern_ap_free_elems(d), (unsigned long long)free,
                               a->num_partitions);
         return TERN_OK;
-    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a TensorE instruction");
     }
+    return TERN_OK;
 }
 
 static tern_status check_dynamic(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
@@ -333,7 +345,7 @@ tern_pool *core_pool(tern_core *core)
     return core->pool;
 }
 
-tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *ins, pe_op op, tern_error *err)
 {
     tern_status st = check_dynamic(core, cx, ins, err);
     if (st)
@@ -345,8 +357,8 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
         K *= 2;
         N /= 2;
     }
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_LOAD_STATIONARY:
+    switch (op) {
+    case PE_LOAD_STATIONARY:
         if ((st = load_stationary(core, cx, a, K, N, err)))
             return st;
         core->stat_k = K;
@@ -354,7 +366,7 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
         core->stat_dtype = a->dtype;
         core->stat_loaded = 1;
         return TERN_OK;
-    case TERN_OP_MULTIPLY_MOVING: {
+    case PE_MULTIPLY_MOVING: {
         if (!core->stat_loaded)
             return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "no stationary operand loaded (load_stationary first)");
         if (K != core->stat_k)
@@ -473,7 +485,7 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
         psum_mark(core, d, 1);
         return TERN_OK;
     }
-    case TERN_OP_TRANSPOSE_PE: {
+    case PE_TRANSPOSE_PE: {
         uint32_t P = K, F = N;
         float *x = core_scratch(core, 0, (size_t)P * F), *y = core_scratch(core, 1, (size_t)P * F);
         if (!x || !y)
@@ -488,6 +500,45 @@ tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_instr *i
         psum_mark(core, d, 0);
         return TERN_OK;
     }
-    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a TensorE instruction");
+    }
+    return TERN_OK;
+}
+
+/* ---- entry points (declared from the instruction table: rules.h, core_internal.h) ---- */
+
+/* What rules_check_instr and the PE rules guarantee: a PE-family instruction on TensorE, its moving/stationary
+ * input in SBUF as a TensorE input dtype within the PE rows, its output (matmul, transpose) in PSUM within the PE
+ * columns. */
+static void pe_entry(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, pe_op op)
+{
+    exec_assert_entry(cx, ins, TERN_ISA_FAMILY_PE);
+    TERN_ASSERT(cx->engine == TERN_ENGINE_TENSOR);
+    exec_assert_operand(core, ins, TERN_AP_IN0, EXEC_MEM_BIT(TERN_MEM_SBUF));
+    TERN_ASSERT(tensor_input_dtype_ok((tern_dtype)ins->ap[TERN_AP_IN0].dtype));
+    TERN_ASSERT(ins->ap[TERN_AP_IN0].num_partitions <= core->cfg.pe_rows);
+    if (op != PE_LOAD_STATIONARY) {
+        exec_assert_operand(core, ins, TERN_AP_DST, EXEC_MEM_BIT(TERN_MEM_PSUM));
+        TERN_ASSERT(ins->ap[TERN_AP_DST].num_partitions <= core->cfg.pe_cols);
+    }
+    if (op == PE_MULTIPLY_MOVING) {
+        uint8_t dt = ins->ap[TERN_AP_DST].dtype;
+        TERN_ASSERT(dt == TERN_DTYPE_FP32 || dt == TERN_DTYPE_BF16);
     }
 }
+
+#define PE_OP(ID)                                                                                                  \
+    tern_status check_op_##ID(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,      \
+                              tern_error *err)                                                                   \
+    {                                                                                                              \
+        (void)count;                                                                                               \
+        return check_tensor(core, cx, ins, PE_##ID, err);                                                          \
+    }                                                                                                              \
+    tern_status exec_op_##ID(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)         \
+    {                                                                                                              \
+        pe_entry(core, cx, ins, PE_##ID);                                                                          \
+        return exec_tensor(core, cx, ins, PE_##ID, err);                                                           \
+    }
+
+PE_OP(LOAD_STATIONARY)
+PE_OP(MULTIPLY_MOVING)
+PE_OP(TRANSPOSE_PE)

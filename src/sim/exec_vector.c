@@ -434,27 +434,6 @@ static tern_status check_scan(const tern_core *core, const exec_ctx *cx, const t
     return check_two_op_tensors(core, cx, ins, "tensor_tensor_scan", "initial", err);
 }
 
-tern_status check_vector(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
-{
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_TENSOR_TENSOR: return check_tensor_tensor(core, cx, ins, err);
-    case TERN_OP_TENSOR_SCALAR: return check_tensor_scalar(core, cx, ins, err);
-    case TERN_OP_SCALAR_TENSOR_TENSOR: return check_stt(core, cx, ins, err);
-    case TERN_OP_TENSOR_REDUCE: return check_tensor_reduce(core, cx, ins, err);
-    case TERN_OP_TENSOR_COPY: return check_tensor_copy(core, cx, ins, err);
-    case TERN_OP_TENSOR_COPY_PREDICATED: return check_copy_predicated(core, cx, ins, err);
-    case TERN_OP_MEMSET: return check_memset(core, cx, ins, err);
-    case TERN_OP_SELECT: return check_select(core, cx, ins, err);
-    case TERN_OP_BN_STATS:
-    case TERN_OP_BN_AGGR: return check_bn(core, cx, ins, err);
-    case TERN_OP_RECIPROCAL: return check_unary(core, cx, ins, err);
-    case TERN_OP_TRANSPOSE_VE: return check_transpose(core, cx, ins, err);
-    case TERN_OP_MAX8: return check_max8(core, cx, ins, err);
-    case TERN_OP_TENSOR_TENSOR_SCAN: return check_scan(core, cx, ins, err);
-    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a Vector-family instruction");
-    }
-}
-
 /* ---- execution helpers ---- */
 
 /* Run-time bounds for operands whose address depends on a register (static ones were checked before the run). */
@@ -484,9 +463,9 @@ static tern_status gather_f(tern_core *core, const exec_ctx *cx, const tern_inst
 {
     size_t n = (size_t)ap_elems(&ins->ap[slot]);
     float *b = core_scratch(core, scr, n);
+    *out = b;
     if (!b)
         return nomem(cx, ins, n, err);
-    *out = b;
     return ap_gather_f32(core, cx->engine, &ins->ap[slot], b, err);
 }
 
@@ -542,7 +521,7 @@ static tern_status exec_tensor_tensor(tern_core *core, const exec_ctx *cx, const
                  (op == TERN_ALU_ADD || op == TERN_ALU_SUBTRACT || op == TERN_ALU_MULT || op == TERN_ALU_MAX ||
                   op == TERN_ALU_MIN);
     if (alu_is_bitwise(op) || native) {
-        int32_t *x, *y;
+        int32_t *x = NULL, *y = NULL;
         if ((st = gather_i(core, cx, ins, a, 0, &x, err)) || (st = gather_i(core, cx, ins, b, 1, &y, err)))
             return st;
         int uns = a->dtype == TERN_DTYPE_UINT32 && b->dtype == TERN_DTYPE_UINT32;
@@ -550,7 +529,7 @@ static tern_status exec_tensor_tensor(tern_core *core, const exec_ctx *cx, const
             x[i] = int_op(op, x[i], y[i], uns);
         return ap_scatter_i32(core, cx->engine, d, x, err);
     }
-    float *x, *y;
+    float *x = NULL, *y = NULL;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
         return st;
     alu_apply_f32_vv(op, x, y, n);
@@ -566,7 +545,7 @@ static tern_status exec_tensor_scalar(tern_core *core, const exec_ctx *cx, const
     int rev0 = (ins->flags & TERN_FLAG_REV0) != 0, rev1 = (ins->flags & TERN_FLAG_REV1) != 0;
     tern_status st;
     if (alu_is_bitwise(op0) || alu_is_bitwise(op1)) {
-        int32_t *x, *s0 = NULL, *s1 = NULL;
+        int32_t *x = NULL, *s0 = NULL, *s1 = NULL;
         if ((st = gather_i(core, cx, ins, a, 0, &x, err)))
             return st;
         if ((ins->flags & TERN_FLAG_S0_AP) && (st = gather_i(core, cx, ins, &ins->ap[TERN_AP_IN1], 1, &s0, err)))
@@ -583,7 +562,7 @@ static tern_status exec_tensor_scalar(tern_core *core, const exec_ctx *cx, const
         }
         return ap_scatter_i32(core, cx->engine, d, x, err);
     }
-    float *x, *s0 = NULL, *s1 = NULL;
+    float *x = NULL, *s0 = NULL, *s1 = NULL;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
     if ((ins->flags & TERN_FLAG_S0_AP) && (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &s0, err)))
@@ -605,7 +584,7 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
     uint32_t P = a->num_partitions;
     size_t N = (size_t)tern_ap_free_elems(a);
     int rev0 = (ins->flags & TERN_FLAG_REV0) != 0, rev1 = (ins->flags & TERN_FLAG_REV1) != 0;
-    float *x, *y, *s0 = NULL;
+    float *x = NULL, *y = NULL, *s0 = NULL;
     tern_status st;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
         return st;
@@ -640,7 +619,7 @@ static tern_status exec_tensor_reduce(tern_core *core, const exec_ctx *cx, const
     if (!o)
         return nomem(cx, ins, nout, err);
     if (alu_is_bitwise(op)) {
-        int32_t *x, *r = (int32_t *)(void *)o;
+        int32_t *x = NULL, *r = (int32_t *)(void *)o;
         if ((st = gather_i(core, cx, ins, a, 0, &x, err)))
             return st;
         for (size_t g = 0; g < nout; g++) {
@@ -652,7 +631,7 @@ static tern_status exec_tensor_reduce(tern_core *core, const exec_ctx *cx, const
         }
         return ap_scatter_i32(core, cx->engine, d, r, err);
     }
-    float *x;
+    float *x = NULL;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
     for (size_t g = 0; g < nout; g++) {
@@ -673,7 +652,7 @@ static tern_status exec_tensor_copy(tern_core *core, const exec_ctx *cx, const t
     tern_status st;
     if (a->dtype == d->dtype)
         return ap_copy_raw(core, cx->engine, d, a, err); /* bits, at memcpy speed */
-    float *x;
+    float *x = NULL;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
     return put_f(core, cx, ins, TERN_AP_DST, x, err);
@@ -684,7 +663,7 @@ static tern_status exec_copy_predicated(tern_core *core, const exec_ctx *cx, con
     tern_ap ra = raw_view(&ins->ap[TERN_AP_IN0]), rd = raw_view(&ins->ap[TERN_AP_DST]);
     size_t n = (size_t)ap_elems(&rd);
     int rev = (ins->flags & TERN_FLAG_REV0) != 0;
-    int32_t *x, *pr, *old;
+    int32_t *x = NULL, *pr = NULL, *old = NULL;
     tern_status st;
     if ((st = gather_i(core, cx, ins, &ra, 0, &x, err)) ||
         (st = gather_i(core, cx, ins, &ins->ap[TERN_AP_IN1], 1, &pr, err)) ||
@@ -721,12 +700,12 @@ static tern_status exec_select(tern_core *core, const exec_ctx *cx, const tern_i
     size_t n = (size_t)ap_elems(d);
     tern_status st;
     /* the predicate as 0/1 in slot 3 */
-    int32_t *pr;
+    int32_t *pr = NULL;
     if (dt_is_int(a->dtype)) {
         if ((st = gather_i(core, cx, ins, a, 3, &pr, err)))
             return st;
     } else {
-        float *pf;
+        float *pf = NULL;
         if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 3, &pf, err)))
             return st;
         pr = (int32_t *)(void *)pf;
@@ -735,7 +714,7 @@ static tern_status exec_select(tern_core *core, const exec_ctx *cx, const tern_i
     }
     if (b->dtype == d->dtype && c->dtype == d->dtype) {
         tern_ap rb = raw_view(b), rc = raw_view(c), rd = raw_view(d);
-        int32_t *x, *y;
+        int32_t *x = NULL, *y = NULL;
         if ((st = gather_i(core, cx, ins, &rb, 0, &x, err)) || (st = gather_i(core, cx, ins, &rc, 1, &y, err)))
             return st;
         for (size_t i = 0; i < n; i++)
@@ -743,7 +722,7 @@ static tern_status exec_select(tern_core *core, const exec_ctx *cx, const tern_i
                 x[i] = y[i];
         return ap_scatter_i32(core, cx->engine, &rd, x, err);
     }
-    float *x, *y;
+    float *x = NULL, *y = NULL;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN1, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN2, 1, &y, err)))
         return st;
     for (size_t i = 0; i < n; i++)
@@ -820,7 +799,7 @@ static tern_status exec_bn_aggr(tern_core *core, const exec_ctx *cx, const tern_
 static tern_status exec_reciprocal(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     size_t n = (size_t)ap_elems(&ins->ap[TERN_AP_IN0]);
-    float *x;
+    float *x = NULL;
     tern_status st;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
@@ -833,7 +812,7 @@ static tern_status exec_transpose(tern_core *core, const exec_ctx *cx, const ter
 {
     tern_ap ra = raw_view(&ins->ap[TERN_AP_IN0]), rd = raw_view(&ins->ap[TERN_AP_DST]);
     uint32_t P = ra.num_partitions, F = (uint32_t)tern_ap_free_elems(&ra);
-    int32_t *x, *y;
+    int32_t *x = NULL, *y = NULL;
     float *yb = core_scratch(core, 1, (size_t)P * F);
     if (!yb)
         return nomem(cx, ins, (size_t)P * F, err);
@@ -895,7 +874,7 @@ static tern_status exec_scan(tern_core *core, const exec_ctx *cx, const tern_ins
     uint32_t P = a->num_partitions;
     size_t N = (size_t)tern_ap_free_elems(a);
     int rev0 = (ins->flags & TERN_FLAG_REV0) != 0, rev1 = (ins->flags & TERN_FLAG_REV1) != 0;
-    float *x, *y, *init = NULL;
+    float *x = NULL, *y = NULL, *init = NULL;
     tern_status st;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
         return st;
@@ -913,26 +892,45 @@ static tern_status exec_scan(tern_core *core, const exec_ctx *cx, const tern_ins
     return put_f(core, cx, ins, TERN_AP_DST, x, err);
 }
 
-tern_status exec_vector(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
+/* ---- entry points (declared from the instruction table: rules.h, core_internal.h) ---- */
+
+/* What rules_check_instr and the opcode's rules guarantee: an instruction of the VECTOR family on an engine the
+ * table allows, its destination (and, but for memset, its first input) used, well formed and in the memories its
+ * engine reaches (GpSimd: SBUF only). */
+static void vector_entry(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, int in0)
 {
-    tern_status st = dyn_bounds(core, cx, ins, err);
-    if (st)
-        return st;
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_TENSOR_TENSOR: return exec_tensor_tensor(core, cx, ins, err);
-    case TERN_OP_TENSOR_SCALAR: return exec_tensor_scalar(core, cx, ins, err);
-    case TERN_OP_SCALAR_TENSOR_TENSOR: return exec_stt(core, cx, ins, err);
-    case TERN_OP_TENSOR_REDUCE: return exec_tensor_reduce(core, cx, ins, err);
-    case TERN_OP_TENSOR_COPY: return exec_tensor_copy(core, cx, ins, err);
-    case TERN_OP_TENSOR_COPY_PREDICATED: return exec_copy_predicated(core, cx, ins, err);
-    case TERN_OP_MEMSET: return exec_memset(core, cx, ins, err);
-    case TERN_OP_SELECT: return exec_select(core, cx, ins, err);
-    case TERN_OP_BN_STATS: return exec_bn_stats(core, cx, ins, err);
-    case TERN_OP_BN_AGGR: return exec_bn_aggr(core, cx, ins, err);
-    case TERN_OP_RECIPROCAL: return exec_reciprocal(core, cx, ins, err);
-    case TERN_OP_TRANSPOSE_VE: return exec_transpose(core, cx, ins, err);
-    case TERN_OP_MAX8: return exec_max8(core, cx, ins, err);
-    case TERN_OP_TENSOR_TENSOR_SCAN: return exec_scan(core, cx, ins, err);
-    default: return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "not a Vector-family instruction");
-    }
+    exec_assert_entry(cx, ins, TERN_ISA_FAMILY_VECTOR);
+    unsigned mems = cx->engine == TERN_ENGINE_GPSIMD ? EXEC_MEM_BIT(TERN_MEM_SBUF) : EXEC_ONCHIP;
+    exec_assert_operand(core, ins, TERN_AP_DST, mems);
+    if (in0)
+        exec_assert_operand(core, ins, TERN_AP_IN0, mems);
 }
+
+#define VECTOR_OP(ID, check, exec, in0)                                                                               \
+    tern_status check_op_##ID(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,      \
+                              tern_error *err)                                                                   \
+    {                                                                                                              \
+        (void)count;                                                                                               \
+        return check(core, cx, ins, err);                                                                          \
+    }                                                                                                              \
+    tern_status exec_op_##ID(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)         \
+    {                                                                                                              \
+        vector_entry(core, cx, ins, in0);                                                                          \
+        tern_status st = dyn_bounds(core, cx, ins, err);                                                           \
+        return st ? st : exec(core, cx, ins, err);                                                                 \
+    }
+
+VECTOR_OP(TENSOR_TENSOR, check_tensor_tensor, exec_tensor_tensor, 1)
+VECTOR_OP(TENSOR_SCALAR, check_tensor_scalar, exec_tensor_scalar, 1)
+VECTOR_OP(SCALAR_TENSOR_TENSOR, check_stt, exec_stt, 1)
+VECTOR_OP(TENSOR_REDUCE, check_tensor_reduce, exec_tensor_reduce, 1)
+VECTOR_OP(TENSOR_COPY, check_tensor_copy, exec_tensor_copy, 1)
+VECTOR_OP(TENSOR_COPY_PREDICATED, check_copy_predicated, exec_copy_predicated, 1)
+VECTOR_OP(MEMSET, check_memset, exec_memset, 0)
+VECTOR_OP(SELECT, check_select, exec_select, 1)
+VECTOR_OP(BN_STATS, check_bn, exec_bn_stats, 1)
+VECTOR_OP(BN_AGGR, check_bn, exec_bn_aggr, 1)
+VECTOR_OP(RECIPROCAL, check_unary, exec_reciprocal, 1)
+VECTOR_OP(TRANSPOSE_VE, check_transpose, exec_transpose, 1)
+VECTOR_OP(MAX8, check_max8, exec_max8, 1)
+VECTOR_OP(TENSOR_TENSOR_SCAN, check_scan, exec_scan, 1)

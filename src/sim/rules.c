@@ -116,7 +116,7 @@ tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern
     if (ap->offset_reg != TERN_REG_NONE && ap->offset_reg >= core->cfg.num_registers)
         return rules_fail(err, TERN_ERR_RANGE, cx, ins, slot, "offset register r%u outside r0..r%u", ap->offset_reg,
                           core->cfg.num_registers - 1);
-    int dma = ins->opcode == TERN_OP_DMA_COPY || ins->opcode == TERN_OP_DMA_GATHER || ins->opcode == TERN_OP_DMA_SCATTER;
+    int dma = tern_opcode_get((tern_opcode)ins->opcode)->family == TERN_ISA_FAMILY_DMA;
     /* HBM has no partitions: for a DMA the partition index of an HBM pattern is just an outer dimension (a gather
      * table's rows, a store's rows), limited only by the 16-bit field. */
     uint32_t max_parts = ap->mem == TERN_MEM_HBM && dma ? UINT16_MAX : core->cfg.partitions;
@@ -142,10 +142,90 @@ tern_status rules_check_ap(const tern_core *core, const exec_ctx *cx, const tern
     return TERN_OK;
 }
 
-static int is_control(tern_opcode op)
+/* ---- the CONTROL family's rules (sequencer control: semaphores, registers, branch) ---- */
+
+#define CONTROL_RULES(ID)                                                                                          \
+    tern_status check_op_##ID(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,      \
+                              tern_error *err)
+
+CONTROL_RULES(NOP)
 {
-    return op >= TERN_OP_NOP && op <= TERN_OP_HALT;
+    (void)core, (void)cx, (void)ins, (void)count, (void)err;
+    return TERN_OK;
 }
+
+CONTROL_RULES(HALT)
+{
+    (void)core, (void)cx, (void)ins, (void)count, (void)err;
+    return TERN_OK;
+}
+
+CONTROL_RULES(SEM_WAIT)
+{
+    (void)core, (void)count;
+    if (ins->wait_sem == TERN_SEM_NONE)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "sem_wait needs a wait semaphore");
+    return TERN_OK;
+}
+
+CONTROL_RULES(SEM_SIGNAL)
+{
+    (void)core, (void)count;
+    if (ins->signal_sem == TERN_SEM_NONE)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "needs a semaphore (signal field)");
+    return TERN_OK;
+}
+
+CONTROL_RULES(BARRIER)
+{
+    (void)core, (void)count;
+    if (ins->signal_sem == TERN_SEM_NONE)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "needs a semaphore (signal field)");
+    if (ins->imm_i0 < 1)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "barrier generation %d must be >= 1", ins->imm_i0);
+    return TERN_OK;
+}
+
+CONTROL_RULES(REG_SET)
+{
+    (void)count;
+    unsigned R = core->cfg.num_registers;
+    if (ins->rd >= R)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "register r%u outside r0..r%u", ins->rd, R - 1);
+    return TERN_OK;
+}
+
+CONTROL_RULES(REG_ALU)
+{
+    (void)count;
+    unsigned R = core->cfg.num_registers;
+    if (ins->rd >= R || ins->ra >= R || (!(ins->flags & TERN_FLAG_IMM_B) && ins->rb >= R))
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "register r%u/r%u/r%u outside r0..r%u", ins->rd, ins->ra,
+                          ins->rb, R - 1);
+    if (ins->op0 >= TERN_ALU_COUNT || ins->op0 == TERN_ALU_POW || ins->op0 == TERN_ALU_RSQRT)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "ALU op %u not an integer register operation", ins->op0);
+    return TERN_OK;
+}
+
+CONTROL_RULES(BRANCH)
+{
+    unsigned R = core->cfg.num_registers;
+    if (ins->ra >= R || (!(ins->flags & TERN_FLAG_IMM_B) && ins->rb >= R))
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "register r%u/r%u outside r0..r%u", ins->ra, ins->rb,
+                          R - 1);
+    if (ins->op0 >= TERN_CMP_COUNT)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "comparison %u unknown", ins->op0);
+    if (ins->imm_i0 < 0 || (size_t)ins->imm_i0 > count)
+        return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "branch target %d outside 0..%zu", ins->imm_i0, count);
+    return TERN_OK;
+}
+
+/* The per-opcode rules, generated from the instruction table (one check_op_<ID> per row, rules.h). */
+static const rules_fn rules_of[TERN_OP_COUNT] = {
+#define OP(id, name, family, flags, engines, operands, cost, sem) [TERN_OP_##id] = check_op_##id,
+#include "tern/isa_table.def"
+#undef OP
+};
 
 tern_status rules_check_instr(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,
                               tern_error *err)
@@ -175,62 +255,7 @@ tern_status rules_check_instr(const tern_core *core, const exec_ctx *cx, const t
     if (ins->signal_sem != TERN_SEM_NONE && ins->signal_sem >= core->cfg.num_semaphores)
         return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "signal semaphore %u outside 0..%u", ins->signal_sem,
                           core->cfg.num_semaphores - 1);
-    tern_opcode op = (tern_opcode)ins->opcode;
-    if (is_control(op)) {
-        unsigned R = core->cfg.num_registers;
-        switch (op) {
-        case TERN_OP_SEM_WAIT:
-            if (ins->wait_sem == TERN_SEM_NONE)
-                return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "sem_wait needs a wait semaphore");
-            break;
-        case TERN_OP_SEM_SIGNAL:
-        case TERN_OP_BARRIER:
-            if (ins->signal_sem == TERN_SEM_NONE)
-                return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "needs a semaphore (signal field)");
-            if (op == TERN_OP_BARRIER && ins->imm_i0 < 1)
-                return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "barrier generation %d must be >= 1", ins->imm_i0);
-            break;
-        case TERN_OP_REG_SET:
-            if (ins->rd >= R)
-                return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "register r%u outside r0..r%u", ins->rd, R - 1);
-            break;
-        case TERN_OP_REG_ALU:
-            if (ins->rd >= R || ins->ra >= R || (!(ins->flags & TERN_FLAG_IMM_B) && ins->rb >= R))
-                return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "register r%u/r%u/r%u outside r0..r%u", ins->rd,
-                                  ins->ra, ins->rb, R - 1);
-            if (ins->op0 >= TERN_ALU_COUNT || ins->op0 == TERN_ALU_POW || ins->op0 == TERN_ALU_RSQRT)
-                return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "ALU op %u not an integer register operation",
-                                  ins->op0);
-            break;
-        case TERN_OP_BRANCH:
-            if (ins->ra >= R || (!(ins->flags & TERN_FLAG_IMM_B) && ins->rb >= R))
-                return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "register r%u/r%u outside r0..r%u", ins->ra,
-                                  ins->rb, R - 1);
-            if (ins->op0 >= TERN_CMP_COUNT)
-                return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1, "comparison %u unknown", ins->op0);
-            if (ins->imm_i0 < 0 || (size_t)ins->imm_i0 > count)
-                return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "branch target %d outside 0..%zu", ins->imm_i0,
-                                  count);
-            break;
-        default: break;
-        }
-        return TERN_OK;
-    }
-    switch (op) {
-    case TERN_OP_LOAD_STATIONARY:
-    case TERN_OP_MULTIPLY_MOVING:
-    case TERN_OP_TRANSPOSE_PE: return check_tensor(core, cx, ins, err);
-    case TERN_OP_ACTIVATION: return check_scalar(core, cx, ins, err);
-    case TERN_OP_IOTA:
-    case TERN_OP_AFFINE_SELECT:
-    case TERN_OP_PARTITION_REDUCE:
-    case TERN_OP_TEXT_PARSE:
-    case TERN_OP_TEXT_FORMAT: return check_gpsimd(core, cx, ins, err);
-    case TERN_OP_DMA_COPY:
-    case TERN_OP_DMA_GATHER:
-    case TERN_OP_DMA_SCATTER: return check_dma(core, cx, ins, err);
-    default: return check_vector(core, cx, ins, err);
-    }
+    return rules_of[ins->opcode](core, cx, ins, count, err);
 }
 
 tern_status tern_instr_check(const tern_core_config *cfg, size_t pc, size_t count, const tern_instr *ins,

@@ -1,6 +1,6 @@
 /* Private to sim: the hardware rules an instruction must satisfy, checked before a program runs (and again at
- * run time for operands whose address depends on a register). Generic rules live in rules.c; each engine
- * family's file adds its own opcode rules through a check_<family> function. Every violation names the
+ * run time for operands whose address depends on a register). Generic rules live in rules.c; each opcode's own
+ * rules are its check_op_<ID> entry point, in the file of its family (see below). Every violation names the
  * instruction, the operand, the rule and the value. */
 #ifndef TERN_SIM_RULES_H
 #define TERN_SIM_RULES_H
@@ -35,12 +35,17 @@ int rules_start_partition_ok(const tern_core *core, uint32_t start, uint32_t n);
 tern_status rules_fail(tern_error *err, tern_status code, const exec_ctx *cx, const tern_instr *ins, int slot,
                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-/* Family rules (opcode-specific shapes, dtypes, generation). */
-tern_status check_tensor(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status check_vector(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status check_scalar(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
-tern_status check_dma(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err);
+/* Opcode rules (shapes, dtypes, generation): one entry point per opcode, check_op_<ID>, declared here from the
+ * instruction table and defined in the file of the opcode's FAMILY (control: rules.c; the others beside their
+ * executors). rules_check_instr's per-opcode table of them is generated from the same rows. `count` is the number
+ * of instructions in the stream (branch targets). */
+typedef tern_status (*rules_fn)(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,
+                                tern_error *err);
+#define OP(id, name, family, flags, engines, operands, cost, sem)                                                   \
+    tern_status check_op_##id(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,      \
+                              tern_error *err);
+#include "tern/isa_table.def"
+#undef OP
 
 /* Shape helpers for family rules. */
 uint64_t ap_elems(const tern_ap *ap); /* partitions * free elements */

@@ -36,38 +36,20 @@ static int cmp_holds(tern_cmp_op op, int32_t a, int32_t b)
     return 0;
 }
 
-static exec_fn executor_of(tern_opcode op)
-{
-    switch (op) {
-    case TERN_OP_LOAD_STATIONARY:
-    case TERN_OP_MULTIPLY_MOVING:
-    case TERN_OP_TRANSPOSE_PE: return exec_tensor;
-    case TERN_OP_ACTIVATION: return exec_scalar;
-    case TERN_OP_IOTA:
-    case TERN_OP_AFFINE_SELECT:
-    case TERN_OP_PARTITION_REDUCE:
-    case TERN_OP_TEXT_PARSE:
-    case TERN_OP_TEXT_FORMAT: return exec_gpsimd;
-    case TERN_OP_DMA_COPY:
-    case TERN_OP_DMA_GATHER:
-    case TERN_OP_DMA_SCATTER: return exec_dma;
-    case TERN_OP_TENSOR_TENSOR:
-    case TERN_OP_TENSOR_SCALAR:
-    case TERN_OP_SCALAR_TENSOR_TENSOR:
-    case TERN_OP_TENSOR_REDUCE:
-    case TERN_OP_TENSOR_COPY:
-    case TERN_OP_TENSOR_COPY_PREDICATED:
-    case TERN_OP_MEMSET:
-    case TERN_OP_SELECT:
-    case TERN_OP_BN_STATS:
-    case TERN_OP_BN_AGGR:
-    case TERN_OP_RECIPROCAL:
-    case TERN_OP_TRANSPOSE_VE:
-    case TERN_OP_MAX8:
-    case TERN_OP_TENSOR_TENSOR_SCAN: return exec_vector;
-    default: return NULL;
-    }
-}
+/* The executor of each opcode, generated from the instruction table: the FAMILY column picks exec_op_<ID>
+ * (core_internal.h), or none for sequencer control, which run_instr executes itself (exec_control). */
+#define EXEC_OF_PE(id) exec_op_##id
+#define EXEC_OF_VECTOR(id) exec_op_##id
+#define EXEC_OF_ACTIVATION(id) exec_op_##id
+#define EXEC_OF_GPSIMD(id) exec_op_##id
+#define EXEC_OF_TEXT(id) exec_op_##id
+#define EXEC_OF_DMA(id) exec_op_##id
+#define EXEC_OF_CONTROL(id) NULL
+static const exec_fn executor_of[TERN_OP_COUNT] = {
+#define OP(id, name, family, flags, engines, operands, cost, sem) [TERN_OP_##id] = EXEC_OF_##family(id),
+#include "tern/isa_table.def"
+#undef OP
+};
 
 tern_status tern_core_validate(const tern_core *core, const tern_program *prog, tern_error *err)
 {
@@ -185,12 +167,12 @@ static int touches(const tern_instr *ins, tern_mem m)
 
 static int is_tensor_op(tern_opcode op)
 {
-    return op == TERN_OP_LOAD_STATIONARY || op == TERN_OP_MULTIPLY_MOVING || op == TERN_OP_TRANSPOSE_PE;
+    return tern_opcode_get(op)->family == TERN_ISA_FAMILY_PE;
 }
 
 static int is_dma_op(tern_opcode op)
 {
-    return op == TERN_OP_DMA_COPY || op == TERN_OP_DMA_GATHER || op == TERN_OP_DMA_SCATTER;
+    return tern_opcode_get(op)->family == TERN_ISA_FAMILY_DMA;
 }
 
 /* Does this instruction use v2's shared SBUF (VectorE/GpSimdE) or PSUM (VectorE/ScalarE) port? */
@@ -426,13 +408,12 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
                                   (unsigned long long)r->elements, (unsigned long long)w);
         r->elements += w;
     }
-    exec_fn fn = executor_of(op);
-    if (fn) {
-        exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
-        if (!r->timing_only && (st = fn(c, &cx, ins, err)))
-            return st;
-    } else {
+    if (tern_opcode_is_control(op)) {
         next = exec_control(c, e, ins, pc);
+    } else {
+        exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
+        if (!r->timing_only && (st = executor_of[op](c, &cx, ins, err)))
+            return st;
     }
 
     uint64_t cycles = timing_cost_cycles(tc, (tern_engine)e, ins, r->stat_m, r->stat_dtype);

@@ -28,137 +28,131 @@ static uint64_t free_elems(const tern_instr *ins)
 
 /* NeuronCore-v3+ VectorE performance modes (trainium-arch.md §4.1): the speed-up of copies / tensor_scalar and
  * of tensor_tensor, bounded by the machine's 16-bit elements per cycle over its lanes (4x on v3, 1x on v2). */
-static double vector_mode(const tern_timing_config *t, const tern_instr *ins)
+static double vector_peak(const tern_timing_config *t) { return t->vector_epc_16 / (double)(t->lanes ? t->lanes : 128); }
+
+static double mode_copy(const tern_timing_config *t, const tern_instr *ins) /* tensor_copy, tensor_scalar */
 {
-    double peak = t->vector_epc_16 / (double)(t->lanes ? t->lanes : 128);
+    double peak = vector_peak(t);
     if (peak <= 1.0)
         return 1.0;
     const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_TENSOR_COPY:
-    case TERN_OP_TENSOR_SCALAR: {
-        if (!is16(d->dtype) || !is16(a->dtype))
-            return 1.0;
-        int sbuf = d->mem == TERN_MEM_SBUF && a->mem == TERN_MEM_SBUF;
-        if (sbuf && unit_stride(d) && unit_stride(a))
-            return peak;              /* 4x */
-        return peak >= 2 ? 2.0 : peak; /* 2x: non-contiguous, or one side in PSUM */
-    }
-    case TERN_OP_TENSOR_TENSOR: {
-        const tern_ap *b = &ins->ap[TERN_AP_IN1];
-        if (is16(d->dtype) && is16(a->dtype) && is16(b->dtype) && a->mem == TERN_MEM_SBUF && b->mem == TERN_MEM_SBUF)
-            return peak >= 2 ? 2.0 : peak;
+    if (!is16(d->dtype) || !is16(a->dtype))
         return 1.0;
-    }
-    default: return 1.0;
-    }
+    int sbuf = d->mem == TERN_MEM_SBUF && a->mem == TERN_MEM_SBUF;
+    if (sbuf && unit_stride(d) && unit_stride(a))
+        return peak;              /* 4x */
+    return peak >= 2 ? 2.0 : peak; /* 2x: non-contiguous, or one side in PSUM */
+}
+
+static double mode_tensor_tensor(const tern_timing_config *t, const tern_instr *ins)
+{
+    double peak = vector_peak(t);
+    if (peak <= 1.0)
+        return 1.0;
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0], *b = &ins->ap[TERN_AP_IN1];
+    if (is16(d->dtype) && is16(a->dtype) && is16(b->dtype) && a->mem == TERN_MEM_SBUF && b->mem == TERN_MEM_SBUF)
+        return peak >= 2 ? 2.0 : peak;
+    return 1.0;
 }
 
 static uint64_t at_least(uint64_t min_ii, uint64_t c) { return c > min_ii ? c : min_ii; }
 
-uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint32_t stat_m,
-                            uint8_t stat_dtype)
+/* The cost rules, one function per name in the table's COST column (cost_<COST>); each returns the cycles the
+ * instruction occupies its engine. stat_m and stat_dtype describe the loaded stationary operand. */
+#define COST_RULE(name)                                                                                            \
+    static uint64_t cost_##name(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint32_t stat_m, \
+                                uint8_t stat_dtype)
+#define COST_UNUSED (void)t, (void)e, (void)ins, (void)stat_m, (void)stat_dtype
+
+COST_RULE(ls)
+{
+    COST_UNUSED;
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    /* Fast LoadStationary: up to 4x faster than a matmul of the same free size. */
+    double passes = is_fp32_class(a->dtype) ? t->fp32_matmul_factor : 1.0;
+    uint64_t m = (ins->flags & TERN_FLAG_DOUBLE_ROW) ? a->dims[1].num : tern_ap_free_elems(a);
+    return max_u64(1, (uint64_t)ceil((double)m * passes / t->fast_ls_factor));
+}
+
+COST_RULE(mm)
+{
+    COST_UNUSED;
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    /* max(min(64, N_stationary), N_moving), 4x for fp32 (calibration.md C2). */
+    /* double-row FP8: two rows per PE per cycle, the time of one 16-bit matmul of the same free size */
+    uint64_t mov = (ins->flags & TERN_FLAG_DOUBLE_ROW) ? a->dims[1].num : tern_ap_free_elems(a);
+    uint64_t init = stat_m < t->mm_init_latency ? stat_m : t->mm_init_latency;
+    uint64_t c = max_u64(init, mov);
+    if (is_fp32_class(a->dtype) || is_fp32_class(stat_dtype))
+        c = (uint64_t)ceil((double)c * t->fp32_matmul_factor);
+    return c;
+}
+
+COST_RULE(pe_transpose)
+{
+    COST_UNUSED;
+    const tern_ap *a = &ins->ap[TERN_AP_IN0];
+    uint64_t P = a->num_partitions, F = tern_ap_free_elems(a);
+    return max_u64(P, F < 64 ? F : 64);
+}
+
+COST_RULE(activation)
+{
+    COST_UNUSED;
+    uint64_t c = at_least(t->min_ii, free_elems(ins));
+    if (ins->flags & TERN_FLAG_REDUCE)
+        c += t->min_ii; /* activation with reduce: + MIN_II */
+    return c;
+}
+
+/* GpSimd's own instructions: a fixed start plus one element per cycle. */
+COST_RULE(iota)
+{
+    COST_UNUSED;
+    return t->gpsimd_start + free_elems(ins);
+}
+COST_RULE(affine_select)
+{
+    COST_UNUSED;
+    return t->gpsimd_start + free_elems(ins);
+}
+COST_RULE(partition_reduce)
+{
+    COST_UNUSED;
+    return t->gpsimd_start + free_elems(ins);
+}
+
+COST_RULE(text)
+{
+    COST_UNUSED;
+    /* Not published (a GpSimd library routine): modelled as one cell byte per cycle on every partition's lane
+     * (8 cores x 16 lanes = 128 partitions), i.e. cells per partition x cell bytes. */
+    const tern_ap *num = ins->opcode == TERN_OP_TEXT_PARSE ? &ins->ap[TERN_AP_DST] : &ins->ap[TERN_AP_IN0];
+    return t->gpsimd_start + tern_ap_free_elems(num) * (uint64_t)(ins->imm_i0 > 0 ? ins->imm_i0 : 1);
+}
+
+COST_RULE(dma)
+{
+    COST_UNUSED;
+    return t->min_ii; /* the trigger on the sequencer (descriptors precomputed) */
+}
+
+COST_RULE(control)
+{
+    COST_UNUSED;
+    return 1; /* sequencer control: not published; one cycle */
+}
+
+/* The VECTOR family's instructions, which GpSimdE and ScalarE may also issue: on those engines a fixed rule; on
+ * VectorE the rule's own cycles `c`, sped up by the performance mode, then at least the dynamic-copy initiation
+ * interval for a register-addressed operand. */
+static uint64_t elementwise(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint64_t c, double mode)
 {
     const uint64_t N = free_elems(ins), II = t->min_ii;
-    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0], *b = &ins->ap[TERN_AP_IN1];
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_LOAD_STATIONARY: {
-        /* Fast LoadStationary: up to 4x faster than a matmul of the same free size. */
-        double passes = is_fp32_class(a->dtype) ? t->fp32_matmul_factor : 1.0;
-        uint64_t m = (ins->flags & TERN_FLAG_DOUBLE_ROW) ? a->dims[1].num : tern_ap_free_elems(a);
-        return max_u64(1, (uint64_t)ceil((double)m * passes / t->fast_ls_factor));
-    }
-    case TERN_OP_MULTIPLY_MOVING: {
-        /* max(min(64, N_stationary), N_moving), 4x for fp32 (calibration.md C2). */
-        /* double-row FP8: two rows per PE per cycle, the time of one 16-bit matmul of the same free size */
-        uint64_t mov = (ins->flags & TERN_FLAG_DOUBLE_ROW) ? a->dims[1].num : tern_ap_free_elems(a);
-        uint64_t init = stat_m < t->mm_init_latency ? stat_m : t->mm_init_latency;
-        uint64_t c = max_u64(init, mov);
-        if (is_fp32_class(a->dtype) || is_fp32_class(stat_dtype))
-            c = (uint64_t)ceil((double)c * t->fp32_matmul_factor);
-        return c;
-    }
-    case TERN_OP_TRANSPOSE_PE: {
-        uint64_t P = a->num_partitions, F = tern_ap_free_elems(a);
-        return max_u64(P, F < 64 ? F : 64);
-    }
-    case TERN_OP_ACTIVATION: {
-        uint64_t c = at_least(II, N);
-        if (ins->flags & TERN_FLAG_REDUCE)
-            c += II; /* activation with reduce: + MIN_II */
-        return c;
-    }
-    case TERN_OP_IOTA:
-    case TERN_OP_AFFINE_SELECT:
-    case TERN_OP_PARTITION_REDUCE: return t->gpsimd_start + N;
-    case TERN_OP_TEXT_PARSE:
-    case TERN_OP_TEXT_FORMAT: {
-        /* Not published (a GpSimd library routine): modelled as one cell byte per cycle on every partition's lane
-         * (8 cores x 16 lanes = 128 partitions), i.e. cells per partition x cell bytes. */
-        const tern_ap *num = ins->opcode == TERN_OP_TEXT_PARSE ? d : a;
-        return t->gpsimd_start + tern_ap_free_elems(num) * (uint64_t)(ins->imm_i0 > 0 ? ins->imm_i0 : 1);
-    }
-    case TERN_OP_DMA_COPY:
-    case TERN_OP_DMA_GATHER:
-    case TERN_OP_DMA_SCATTER: return II; /* the trigger on the sequencer (descriptors precomputed) */
-    case TERN_OP_NOP:
-    case TERN_OP_SEM_WAIT:
-    case TERN_OP_SEM_SIGNAL:
-    case TERN_OP_BARRIER:
-    case TERN_OP_REG_SET:
-    case TERN_OP_REG_ALU:
-    case TERN_OP_BRANCH:
-    case TERN_OP_HALT: return 1; /* sequencer control: not published; one cycle */
-    default: break;
-    }
-    /* Elementwise instructions that GpSimdE or ScalarE can also issue. */
     if (e == TERN_ENGINE_GPSIMD)
         return t->gpsimd_start + N;
     if (e == TERN_ENGINE_SCALAR)
         return at_least(II, N);
-    double mode = vector_mode(t, ins);
-    uint64_t c;
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_TENSOR_TENSOR: {
-        int one_psum = (a->mem == TERN_MEM_PSUM) != (b->mem == TERN_MEM_PSUM);
-        int fast_bf16 = a->dtype == TERN_DTYPE_BF16 && b->dtype == TERN_DTYPE_BF16 && d->dtype == TERN_DTYPE_BF16 &&
-                        a->mem == TERN_MEM_SBUF && b->mem == TERN_MEM_SBUF && unit_stride(a) && unit_stride(b) &&
-                        (ins->op0 == TERN_ALU_ADD || ins->op0 == TERN_ALU_MULT || ins->op0 == TERN_ALU_SUBTRACT);
-        c = at_least(II, (one_psum || fast_bf16) ? N : 2 * N);
-        break;
-    }
-    case TERN_OP_TENSOR_SCALAR:
-    case TERN_OP_TENSOR_COPY:
-    case TERN_OP_BN_STATS:
-    case TERN_OP_TRANSPOSE_VE: c = at_least(II, N); break;
-    case TERN_OP_MEMSET: {
-        int zero16 = is16(d->dtype) && ins->imm0.f == 0.0f;
-        c = at_least(II, zero16 ? (N + 1) / 2 : N);
-        break;
-    }
-    case TERN_OP_SCALAR_TENSOR_TENSOR: {
-        int fast = a->dtype == TERN_DTYPE_BF16 && ins->op0 == TERN_ALU_SUBTRACT && ins->op1 == TERN_ALU_MULT && N % 2 == 0;
-        c = fast ? N : 2 * N;
-        break;
-    }
-    case TERN_OP_TENSOR_REDUCE: {
-        int fast = a->dtype == TERN_DTYPE_BF16 && d->dtype == TERN_DTYPE_BF16 &&
-                   (ins->op0 == TERN_ALU_ADD || ins->op0 == TERN_ALU_MAX);
-        c = max_u64(1, fast ? (N + 1) / 2 : N);
-        break;
-    }
-    case TERN_OP_TENSOR_COPY_PREDICATED: {
-        int split = (a->mem == TERN_MEM_PSUM) != (b->mem == TERN_MEM_PSUM);
-        c = at_least(II, split ? N : 2 * N);
-        break;
-    }
-    case TERN_OP_SELECT: c = at_least(II, 2 * N); break;
-    case TERN_OP_BN_AGGR: c = at_least(II, 13 * (N / 3)); break;
-    case TERN_OP_RECIPROCAL: c = at_least(II, 8 * N); break;
-    case TERN_OP_MAX8: c = max_u64(1, N); break;
-    case TERN_OP_TENSOR_TENSOR_SCAN: c = at_least(II, 2 * N); break;
-    default: c = at_least(II, N); break;
-    }
     if (mode > 1.0)
         c = at_least(II, (uint64_t)ceil((double)c / mode));
     /* Register-addressed (dynamic) operands: at least the dynamic-copy initiation interval. */
@@ -168,17 +162,79 @@ uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const te
     return c;
 }
 
+#define VECTOR_COST_RULE(name, mode, cycles)                                                                       \
+    COST_RULE(name)                                                                                                \
+    {                                                                                                              \
+        COST_UNUSED;                                                                                               \
+        if (e != TERN_ENGINE_VECTOR)                                                                               \
+            return elementwise(t, e, ins, 0, 1.0);                                                                 \
+        const uint64_t N = free_elems(ins), II = t->min_ii;                                                        \
+        const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0], *b = &ins->ap[TERN_AP_IN1];          \
+        (void)N, (void)II, (void)d, (void)a, (void)b;                                                              \
+        return elementwise(t, e, ins, (cycles), (mode));                                                           \
+    }
+
+VECTOR_COST_RULE(tensor_tensor, mode_tensor_tensor(t, ins),
+                 at_least(II, ((a->mem == TERN_MEM_PSUM) != (b->mem == TERN_MEM_PSUM) ||
+                               (a->dtype == TERN_DTYPE_BF16 && b->dtype == TERN_DTYPE_BF16 &&
+                                d->dtype == TERN_DTYPE_BF16 && a->mem == TERN_MEM_SBUF && b->mem == TERN_MEM_SBUF &&
+                                unit_stride(a) && unit_stride(b) &&
+                                (ins->op0 == TERN_ALU_ADD || ins->op0 == TERN_ALU_MULT ||
+                                 ins->op0 == TERN_ALU_SUBTRACT)))
+                                  ? N
+                                  : 2 * N))
+VECTOR_COST_RULE(tensor_scalar, mode_copy(t, ins), at_least(II, N))
+VECTOR_COST_RULE(tensor_copy, mode_copy(t, ins), at_least(II, N))
+VECTOR_COST_RULE(bn_stats, 1.0, at_least(II, N))
+VECTOR_COST_RULE(ve_transpose, 1.0, at_least(II, N))
+VECTOR_COST_RULE(memset, 1.0, at_least(II, (is16(d->dtype) && ins->imm0.f == 0.0f) ? (N + 1) / 2 : N))
+VECTOR_COST_RULE(scalar_tensor_tensor, 1.0,
+                 (a->dtype == TERN_DTYPE_BF16 && ins->op0 == TERN_ALU_SUBTRACT && ins->op1 == TERN_ALU_MULT &&
+                  N % 2 == 0)
+                     ? N
+                     : 2 * N)
+VECTOR_COST_RULE(tensor_reduce, 1.0,
+                 max_u64(1, (a->dtype == TERN_DTYPE_BF16 && d->dtype == TERN_DTYPE_BF16 &&
+                             (ins->op0 == TERN_ALU_ADD || ins->op0 == TERN_ALU_MAX))
+                                ? (N + 1) / 2
+                                : N))
+VECTOR_COST_RULE(tensor_copy_predicated, 1.0,
+                 at_least(II, (a->mem == TERN_MEM_PSUM) != (b->mem == TERN_MEM_PSUM) ? N : 2 * N))
+VECTOR_COST_RULE(select, 1.0, at_least(II, 2 * N))
+VECTOR_COST_RULE(bn_aggr, 1.0, at_least(II, 13 * (N / 3)))
+VECTOR_COST_RULE(reciprocal, 1.0, at_least(II, 8 * N))
+VECTOR_COST_RULE(max8, 1.0, max_u64(1, N))
+VECTOR_COST_RULE(tensor_tensor_scan, 1.0, at_least(II, 2 * N))
+
+/* The cost rule of each opcode, generated from the instruction table's COST column. */
+typedef uint64_t (*cost_fn)(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint32_t stat_m,
+                            uint8_t stat_dtype);
+static const cost_fn cost_of[TERN_OP_COUNT] = {
+#define OP(id, name, family, flags, engines, operands, cost, sem) [TERN_OP_##id] = cost_##cost,
+#include "tern/isa_table.def"
+#undef OP
+};
+
+uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint32_t stat_m,
+                            uint8_t stat_dtype)
+{
+    return cost_of[ins->opcode](t, e, ins, stat_m, stat_dtype);
+}
+
 uint64_t timing_latency_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins)
 {
-    if (ins->opcode >= TERN_OP_NOP && ins->opcode <= TERN_OP_HALT)
+    if (tern_opcode_is_control(ins->opcode))
         return 0;
     switch (e) {
     case TERN_ENGINE_VECTOR: return t->vector_static_overhead;
     case TERN_ENGINE_SCALAR:
         return t->access_init + ((ins->flags & TERN_FLAG_REDUCE) ? t->act_read_accumulator : 0);
     case TERN_ENGINE_GPSIMD: return t->access_init;
-    default: return 0;
+    case TERN_ENGINE_TENSOR:
+    case TERN_ENGINE_SYNC:
+    case TERN_ENGINE_COUNT: return 0;
     }
+    return 0;
 }
 
 int64_t timing_ps(double cycles, double hz)

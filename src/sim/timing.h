@@ -8,12 +8,12 @@
 
 /* Cycles the instruction occupies its engine (its initiation interval), in the engine's clock. stat_m and
  * stat_dtype describe the loaded stationary operand (for multiply_moving). */
-/* An instruction an engine computes with (not a DMA trigger, not sequencer control). The text conversions and
- * dma_scatter were appended after the control opcodes (the opcode numbers are part of the .tprog format), hence
- * two ranges less the scatter trigger. */
+/* An instruction an engine computes with: not a DMA trigger (the DMA family), not sequencer control (the control
+ * flag). Both come from the instruction table's columns, whatever the opcode numbers. */
 static inline int timing_is_compute_op(unsigned op)
 {
-    return (op < TERN_OP_DMA_COPY || op > TERN_OP_HALT) && op != TERN_OP_DMA_SCATTER;
+    const tern_opcode_info *info = tern_opcode_get((tern_opcode)op);
+    return info && !(info->flags & TERN_ISA_FLAG_CONTROL) && info->family != TERN_ISA_FAMILY_DMA;
 }
 
 uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint32_t stat_m,
