@@ -21,8 +21,9 @@ tern_status graph_infer_batch_instance_norm(ictx *c)
             return st;
     if ((st = need_rank(c, 0)))
         return st;
-    if (id == TERN_GOP_BATCH_NORMALIZATION && tern_graph_attr_int(n, "training_mode", 0))
-        return ifail(c, TERN_ERR_UNSUPPORTED, "training_mode=1 is not supported (inference only)");
+    /* training_mode=1 (a training-mode export) has shapes: `tern train` runs it (src/train/grad_norm.c); the host
+     * evaluation and the compiler refuse it */
+    int training = id == TERN_GOP_BATCH_NORMALIZATION && tern_graph_attr_int(n, "training_mode", 0) != 0;
     const tern_graph_value *x = V(c, 0);
     if (x->rank < 2)
         return ifail(c, TERN_ERR_INVALID, "input rank %d below 2", x->rank);
@@ -33,9 +34,13 @@ tern_status graph_infer_batch_instance_norm(ictx *c)
                          (long long)x->dims[1]);
     }
     same_as(c, 0, x, x->type);
-    for (int k = 1; k < n->n_outputs; k++)
-        if (OUT(c, k))
-            return ifail(c, TERN_ERR_UNSUPPORTED, "training outputs (mean/var) are not supported");
+    for (int k = 1; k < n->n_outputs; k++) {
+        if (!OUT(c, k))
+            continue;
+        if (!training)
+            return ifail(c, TERN_ERR_UNSUPPORTED, "running_mean/running_var outputs need training_mode=1");
+        set_out(c, k, x->type, 1, &x->dims[1]); /* the updated running statistics, [C] */
+    }
     return TERN_OK;
 }
 

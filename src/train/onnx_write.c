@@ -108,6 +108,22 @@ tern_status tern_train_save_onnx(const tern_trainer *t, const char *path, tern_e
                 free(np->input[k]);
             np->n_input = 2;
         }
+        /* BatchNormalization exported in training mode (training_mode = 1, PyTorch's TrainingMode.TRAINING) becomes
+         * the inference-mode node of model.eval(), which reads the running statistics tern train updated: the
+         * attribute set to 0 and the running-statistic outputs dropped (kept when the graph outputs one) */
+        if (np->op_type && !strcmp(np->op_type, "BatchNormalization") && (!np->domain || !np->domain[0])) {
+            int out = 0;
+            for (size_t k = 1; k < np->n_output; k++)
+                for (size_t j = 0; j < gp->n_output; j++)
+                    out |= np->output[k] && gp->output[j]->name && !strcmp(np->output[k], gp->output[j]->name);
+            for (size_t k = 0; k < np->n_attribute && !out; k++)
+                if (np->attribute[k]->name && !strcmp(np->attribute[k]->name, "training_mode"))
+                    np->attribute[k]->i = 0;
+            for (size_t k = 1; k < np->n_output && !out; k++)
+                free(np->output[k]);
+            if (!out && np->n_output > 1)
+                np->n_output = 1;
+        }
     }
     size_t n = st ? 0 : onnx__model_proto__get_packed_size(m);
     uint8_t *out = st ? NULL : malloc(n + 1);
