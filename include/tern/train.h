@@ -32,6 +32,14 @@ typedef enum { TERN_OPT_SGD, TERN_OPT_ADAM, TERN_OPT_ADAMW, TERN_OPT_LAMB } tern
  * for T = total_steps; the same as PyTorch's LambdaLR with that lambda stepped after every optimizer step. */
 typedef enum { TERN_LR_CONSTANT, TERN_LR_LINEAR, TERN_LR_COSINE } tern_lr_schedule;
 
+/* One data input's binding (tern_train_opts.inputs): its name and the shape of one row (its dims after axis 0,
+ * axis 0 being the samples; row_rank < 0: the model's declared dims). */
+typedef struct tern_train_input_rows {
+    const char *name;
+    int row_rank;
+    int64_t row_dims[TERN_GRAPH_MAX_RANK];
+} tern_train_input_rows;
+
 typedef struct {
     tern_loss_kind loss;
     const char *output;       /* the model output the loss reads (NULL: the first); for TERN_LOSS_OUTPUT the
@@ -53,6 +61,12 @@ typedef struct {
      * against its fixed ones. row_rank < 0: the model's declared dims. */
     int row_rank;
     int64_t row_dims[TERN_GRAPH_MAX_RANK];
+    /* models with several data inputs (every input that is not an initializer; docs/training.md): n_inputs > 0
+     * binds each by name with the shape of one of its rows (as row_rank/row_dims above, which are then unused).
+     * Every data input must be named once: a missing, unknown or repeated name is an error naming it. The
+     * pointers need only live through tern_train_create. n_inputs 0: one data input shaped by row_rank. */
+    const struct tern_train_input_rows *inputs;
+    size_t n_inputs;
     const char *machine;      /* NULL: trn1.2xlarge */
     tern_dtype matmul_dtype;  /* TERN_DTYPE_FP32 (default here: training matches PyTorch's fp32) or BF16 */
     /* pure BF16 (--precision bf16-sr): every weight and its optimizer state is stored in BF16 (graph inputs and
@@ -105,7 +119,7 @@ typedef struct {
 tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o, tern_trainer **out, tern_error *err);
 void tern_train_free(tern_trainer *t);
 
-/* The data input (NULL when the model has none) and its per-step shape; the class count for cross-entropy. */
+/* The (first) data input (NULL when the model has none) and its per-step shape; the class count for cross-entropy. */
 const char *tern_train_data_name(const tern_trainer *t);
 int tern_train_data_shape(const tern_trainer *t, int64_t *dims); /* returns the rank */
 int64_t tern_train_classes(const tern_trainer *t);
@@ -128,6 +142,24 @@ uint64_t tern_train_hbm_bytes(const tern_trainer *t, uint64_t *weights_and_state
  * after a non-finite step the weights are those before it. */
 tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                             tern_train_step_info *info, tern_error *err);
+
+/* Models with several data inputs: input i of tern_train_input_count (the model's order), its name, per-step
+ * shape ([batch, row...]) and kind (1: int64 indices, 0: floats). */
+size_t tern_train_input_count(const tern_trainer *t);
+const char *tern_train_input_name(const tern_trainer *t, size_t i);
+int tern_train_input_shape(const tern_trainer *t, size_t i, int64_t *dims); /* returns the rank */
+int tern_train_input_is_int(const tern_trainer *t, size_t i);
+/* One step with every data input bound by name: data[k] holds count values (whole rows, floats or int64 as the
+ * input takes) of input name; every input the same number of rows, the rows of one sample at the same index in
+ * each. A missing, unknown or repeated name, a count that is not the step's rows, or inputs of different row
+ * counts are errors naming the input. tern_train_step is this call for a model with one data input. */
+typedef struct {
+    const char *name;
+    const void *data;
+    size_t count;
+} tern_train_data;
+tern_status tern_train_step_inputs(tern_trainer *t, const tern_train_data *data, size_t n, const void *labels,
+                                   size_t label_count, tern_train_step_info *info, tern_error *err);
 
 /* Writes the model with its trained weights: the input ONNX file with those initializers replaced (every other
  * byte of the model - names, dynamic axes, nodes - as it was), via a temporary file and rename. */

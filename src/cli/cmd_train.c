@@ -25,12 +25,15 @@ static double host_now(void) /* --progress: host seconds */
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tern train MODEL.onnx --data X.npy [--labels Y.npy] [options]\n"
+            "usage: tern train MODEL.onnx --data [NAME=]X.npy ... [--labels Y.npy] [options]\n"
             "\n"
             "Trains the model's float initializers (those of two or more elements) on the simulated NeuronCore: one\n"
             "compiled graph per step (forward, loss, backward, gradient norm, optimizer update).\n"
             "\n"
-            "  --data FILE           rows of the model's data input (axis 0 = samples; NAME=FILE accepted)\n"
+            "  --data FILE           rows of the model's data input (axis 0 = samples)\n"
+            "  --data NAME=FILE      the rows of input NAME; repeat for a model with several inputs (each input\n"
+            "                        that is not an initializer needs one; all files the same row count, and a\n"
+            "                        batch takes the same rows of each)\n"
             "  --labels FILE         class indices (cross-entropy) or targets (mse), one row per sample\n"
             "  --loss KIND           cross-entropy (default) | mse | output\n"
             "  --loss-output NAME    train on a scalar output the model computes (implies --loss output)\n"
@@ -81,6 +84,18 @@ static uint64_t splitmix64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* One --data: the input it names (NULL: the model's only one), the file, its values as floats or int64. */
+#define MAX_DATA 64
+typedef struct {
+    const char *arg, *file;
+    char name[256];
+    int named;
+    tern_npy npy;
+    void *vals, *batch;
+    int is_int;
+    size_t row, esz;
+} data_in;
+
 static int fail(const char *msg)
 {
     fprintf(stderr, "tern train: %s\n", msg);
@@ -89,9 +104,13 @@ static int fail(const char *msg)
 
 int tern_cmd_train(int argc, char **argv)
 {
-    const char *model = NULL, *data = NULL, *labels = NULL, *outp = NULL, *dump = NULL, *loss = "cross-entropy";
-    const char *ckpt = NULL, *resume = NULL, *data_arg = NULL;
-    size_t data_name_len = 0;
+    const char *model = NULL, *labels = NULL, *outp = NULL, *dump = NULL, *loss = "cross-entropy";
+    const char *ckpt = NULL, *resume = NULL;
+    data_in din[MAX_DATA];
+    size_t ndata = 0;
+    tern_train_input_rows bind[MAX_DATA];
+    tern_train_data feed[MAX_DATA];
+    memset(din, 0, sizeof din);
     int64_t every = 0;
     const char *opt_name = "adamw", *prec = "fp32", *sched = "constant";
     int64_t steps = 100, batch = 32, ignore = -100, warmup = 0;
@@ -117,9 +136,33 @@ int tern_cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--data")) {
             VAL("a .npy file");
             const char *eq = strchr(v, '=');
-            data = eq ? eq + 1 : v;
-            data_name_len = eq ? (size_t)(eq - v) : 0;
-            data_arg = v;
+            if (ndata == MAX_DATA) {
+                fprintf(stderr, "tern train: more than %d --data inputs\n", MAX_DATA);
+                return 2;
+            }
+            data_in *di = &din[ndata];
+            di->arg = v;
+            di->file = eq ? eq + 1 : v;
+            di->named = eq != NULL;
+            if (eq && (eq == v || (size_t)(eq - v) >= sizeof di->name || !eq[1])) {
+                fprintf(stderr, "tern train: --data '%s': expected NAME=FILE (a non-empty input name and file)\n", v);
+                return 2;
+            }
+            if (eq)
+                memcpy(di->name, v, (size_t)(eq - v));
+            for (size_t k = 0; k < ndata; k++) {
+                if (!di->named || !din[k].named) {
+                    fprintf(stderr, "tern train: --data '%s' and --data '%s': several data inputs are each named "
+                                    "(--data NAME=FILE)\n", din[k].arg, v);
+                    return 2;
+                }
+                if (!strcmp(din[k].name, di->name)) {
+                    fprintf(stderr, "tern train: --data: input '%s' is given twice ('%s' and '%s')\n", di->name,
+                            din[k].file, di->file);
+                    return 2;
+                }
+            }
+            ndata++;
         } else if (!strcmp(a, "--labels")) {
             VAL("a .npy file");
             labels = v;
@@ -314,62 +357,76 @@ int tern_cmd_train(int argc, char **argv)
 
     tern_error err;
     tern_error_clear(&err);
-    tern_npy X, Y;
-    memset(&X, 0, sizeof X);
+    tern_npy Y;
     memset(&Y, 0, sizeof Y);
-    void *xf = NULL, *bx = NULL;
     float *yf = NULL, *by = NULL;
-    int x_int = 0;
-    size_t xsz = sizeof(float);
     int64_t *yi = NULL, *byi = NULL, *perm = NULL;
     tern_trainer *t = NULL;
     rc = 1;
     int64_t rows = 0;
-    size_t row = 0, lrow = 0;
-    if (data) {
-        if (tern_npy_read(data, &X, &err)) {
+    size_t lrow = 0;
+    for (size_t k = 0; k < ndata; k++) {
+        data_in *di = &din[k];
+        tern_npy *X = &di->npy;
+        if (tern_npy_read(di->file, X, &err)) {
             fail(err.msg);
             goto done;
         }
-        x_int = X.type == TERN_NPY_I64 || X.type == TERN_NPY_I32;
-        if (X.type != TERN_NPY_F32 && X.type != TERN_NPY_F64 && !x_int) {
+        di->is_int = X->type == TERN_NPY_I64 || X->type == TERN_NPY_I32;
+        if (X->type != TERN_NPY_F32 && X->type != TERN_NPY_F64 && !di->is_int) {
             fprintf(stderr, "tern train: data '%s': dtype %s, expected float32 (or float64), or int64 token ids\n",
-                    data, tern_npy_type_descr(X.type));
+                    di->file, tern_npy_type_descr(X->type));
             goto done;
         }
-        if (X.rank < 1 || X.dims[0] < 1) {
-            fprintf(stderr, "tern train: data '%s': needs at least one row (axis 0 = samples)\n", data);
+        if (X->rank < 1 || X->dims[0] < 1) {
+            fprintf(stderr, "tern train: data '%s': needs at least one row (axis 0 = samples)\n", di->file);
             goto done;
         }
-        rows = X.dims[0];
-        o.row_rank = X.rank - 1;
-        for (int d = 1; d < X.rank; d++)
-            o.row_dims[d - 1] = X.dims[d];
-        uint64_t n = tern_npy_count(&X);
-        row = (size_t)(n / (uint64_t)rows);
-        xsz = x_int ? sizeof(int64_t) : sizeof(float);
-        xf = malloc(xsz * (n + 1));
-        if (!xf)
+        if (k && X->dims[0] != rows) {
+            fprintf(stderr, "tern train: data '%s' has %lld rows, data '%s' %lld: every input needs the same rows "
+                            "(axis 0 = samples)\n",
+                    di->file, (long long)X->dims[0], din[0].file, (long long)rows);
             goto done;
-        for (uint64_t k = 0; k < n; k++) {
-            double v = tern_npy_get(&X, k);
-            if (x_int)
-                ((int64_t *)xf)[k] = (int64_t)v;
+        }
+        rows = X->dims[0];
+        tern_train_input_rows *br = &bind[k];
+        memset(br, 0, sizeof *br);
+        br->name = di->name;
+        br->row_rank = X->rank - 1;
+        for (int d = 1; d < X->rank; d++)
+            br->row_dims[d - 1] = X->dims[d];
+        uint64_t n = tern_npy_count(X);
+        di->row = (size_t)(n / (uint64_t)rows);
+        di->esz = di->is_int ? sizeof(int64_t) : sizeof(float);
+        di->vals = malloc(di->esz * (n + 1));
+        if (!di->vals)
+            goto done;
+        for (uint64_t e = 0; e < n; e++) {
+            double v = tern_npy_get(X, e);
+            if (di->is_int)
+                ((int64_t *)di->vals)[e] = (int64_t)v;
             else
-                ((float *)xf)[k] = (float)v;
+                ((float *)di->vals)[e] = (float)v;
         }
+    }
+    if (ndata == 1 && !din[0].named) { /* the model's only data input */
+        o.row_rank = bind[0].row_rank;
+        memcpy(o.row_dims, bind[0].row_dims, sizeof o.row_dims);
+    } else if (ndata) {
+        o.inputs = bind;
+        o.n_inputs = ndata;
     }
     if (labels) {
         if (tern_npy_read(labels, &Y, &err)) {
             fail(err.msg);
             goto done;
         }
-        if (Y.rank < 1 || (data && Y.dims[0] != rows)) {
+        if (Y.rank < 1 || (ndata && Y.dims[0] != rows)) {
             fprintf(stderr, "tern train: labels '%s': %lld rows, the data has %lld\n", labels,
                     Y.rank ? (long long)Y.dims[0] : 0LL, (long long)rows);
             goto done;
         }
-        if (!data)
+        if (!ndata)
             rows = Y.dims[0];
         uint64_t n = tern_npy_count(&Y);
         lrow = (size_t)(n / (uint64_t)rows);
@@ -410,31 +467,48 @@ int tern_cmd_train(int argc, char **argv)
     if (progress)
         fprintf(stderr, "progress: step graph compiled in %.1f s\n", host_now() - t_start);
     double t_steps = host_now();
-    if (tern_train_data_name(t) && !data) {
+    if (tern_train_input_count(t) && !ndata) {
         fprintf(stderr, "tern train: the model's input '%s' needs --data\n", tern_train_data_name(t));
         goto done;
     }
-    if (data_name_len && (!tern_train_data_name(t) || strlen(tern_train_data_name(t)) != data_name_len ||
-                          strncmp(tern_train_data_name(t), data_arg, data_name_len))) {
-        fprintf(stderr, "tern train: --data %.*s=...: the model's data input is '%s'\n", (int)data_name_len, data_arg,
-                tern_train_data_name(t) ? tern_train_data_name(t) : "(none)");
+    if (ndata && !tern_train_input_count(t)) {
+        fprintf(stderr, "tern train: --data '%s': the model has no data input\n", din[0].arg);
         goto done;
     }
-    if (data && tern_train_data_is_int(t) != x_int) {
-        fprintf(stderr, "tern train: data '%s': dtype %s, the model's input '%s' takes %s\n", data,
-                tern_npy_type_descr(X.type), tern_train_data_name(t),
-                tern_train_data_is_int(t) ? "int64 indices" : "float32 values");
-        goto done;
+    for (size_t k = 0; k < ndata; k++) { /* every input has its data (tern_train_create checked the names) */
+        data_in *di = &din[k];
+        size_t i = 0;
+        if (!di->named)
+            snprintf(di->name, sizeof di->name, "%s", tern_train_input_name(t, 0));
+        while (i < tern_train_input_count(t) && strcmp(tern_train_input_name(t, i), di->name))
+            i++;
+        if (i == tern_train_input_count(t)) {
+            fprintf(stderr, "tern train: --data '%s': the model has no input '%s'\n", di->arg, di->name);
+            goto done;
+        }
+        if (tern_train_input_is_int(t, i) != di->is_int) {
+            fprintf(stderr, "tern train: data '%s': dtype %s, the model's input '%s' takes %s\n", di->file,
+                    tern_npy_type_descr(di->npy.type), di->name,
+                    tern_train_input_is_int(t, i) ? "int64 indices" : "float32 values");
+            goto done;
+        }
     }
     if (rows < 1)
         rows = 1;
     perm = malloc(sizeof(int64_t) * (size_t)rows);
     int64_t step_rows = batch * (o.accumulate > 1 ? o.accumulate : 1); /* rows one step reads */
-    bx = malloc(xsz * ((size_t)step_rows * row + 1));
     by = malloc(sizeof(float) * ((size_t)step_rows * lrow + 1));
     byi = malloc(sizeof(int64_t) * ((size_t)step_rows * lrow + 1));
-    if (!perm || !bx || !by || !byi)
+    if (!perm || !by || !byi)
         goto done;
+    for (size_t k = 0; k < ndata; k++) {
+        data_in *di = &din[k];
+        if (!(di->batch = malloc(di->esz * ((size_t)step_rows * di->row + 1))))
+            goto done;
+        feed[k].name = di->name;
+        feed[k].data = di->batch;
+        feed[k].count = (size_t)step_rows * di->row;
+    }
     for (int64_t r = 0; r < rows; r++)
         perm[r] = r;
     if (shuffle) { /* Fisher-Yates from the last row down, j = splitmix64(seed) mod (i + 1) */
@@ -504,8 +578,9 @@ int tern_cmd_train(int argc, char **argv)
     for (int64_t s = first; s < steps; s++) {
         for (int64_t b = 0; b < step_rows; b++) {
             int64_t r = perm[(pos + b) % rows];
-            if (xf)
-                memcpy((char *)bx + (size_t)b * row * xsz, (char *)xf + (size_t)r * row * xsz, xsz * row);
+            for (size_t k = 0; k < ndata; k++) /* the same rows of every input */
+                memcpy((char *)din[k].batch + (size_t)b * din[k].row * din[k].esz,
+                       (char *)din[k].vals + (size_t)r * din[k].row * din[k].esz, din[k].esz * din[k].row);
             if (yi)
                 memcpy(byi + (size_t)b * lrow, yi + (size_t)r * lrow, sizeof(int64_t) * lrow);
             if (yf)
@@ -513,8 +588,7 @@ int tern_cmd_train(int argc, char **argv)
         }
         pos = (pos + step_rows) % rows;
         const void *lab = yi ? (const void *)byi : yf ? (const void *)by : NULL;
-        if (tern_train_step(t, xf ? bx : NULL, xf ? (size_t)step_rows * row : 0, lab, lab ? (size_t)step_rows * lrow : 0,
-                            &info, &err)) {
+        if (tern_train_step_inputs(t, feed, ndata, lab, lab ? (size_t)step_rows * lrow : 0, &info, &err)) {
             if (json)
                 printf("]}\n");
             fail(err.msg);
@@ -600,12 +674,14 @@ int tern_cmd_train(int argc, char **argv)
     rc = 0;
 done:
     tern_train_free(t);
-    tern_npy_free(&X);
+    for (size_t k = 0; k < ndata; k++) {
+        tern_npy_free(&din[k].npy);
+        free(din[k].vals);
+        free(din[k].batch);
+    }
     tern_npy_free(&Y);
-    free(xf);
     free(yf);
     free(yi);
-    free(bx);
     free(by);
     free(byi);
     free(perm);

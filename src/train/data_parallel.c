@@ -623,7 +623,6 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
                               const float *inv, double *secs, tern_error *err)
 {
     struct train_dp *dp = t->dp;
-    size_t esz = t->data_int ? sizeof(int64_t) : sizeof(float);
     size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
     uint64_t step = t->step + 1;
     tern_status st = TERN_OK;
@@ -633,7 +632,7 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
     for (int64_t i = 0; i < dp->per_rank && !st; i++) {
         int64_t j = r + i * dp->ranks; /* chunk j: rows [j*b, (j+1)*b) of the step's batch */
         if (!timing) {
-            st = train_feed_batch(t, x ? (const char *)x + (size_t)j * xs * esz : NULL, xs,
+            st = train_feed_rows(t, x ? (const char *)x + (size_t)j * xs : NULL, xs,
                                   labels ? (const char *)labels + (size_t)j * ls * lsz : NULL, ls, step, inv, err);
             for (size_t w = 0; w < t->nw && !st; w++)
                 if (exe_has_input(xe, t->w[w].name))
@@ -886,7 +885,7 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
     return st;
 }
 
-tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const void *labels, size_t label_count,
                           tern_train_step_info *info, tern_error *err)
 {
     struct train_dp *dp = t->dp;
@@ -896,13 +895,11 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_count, const 
     tern_status st;
     if ((st = sync_ranks(t, err)))
         return st;
-    size_t xs = t->data_count, ls = 0;
+    size_t xs = t->data_bytes, ls = 0; /* one chunk's packed rows (train_internal.h) */
     if (!timing) {
-        if (t->data_name && x_count != t->data_count * (size_t)k)
-            return tern_error_set(err, TERN_ERR_INVALID,
-                                  "train: step %llu: input '%s': %zu values given, %zu expected (batch %lld)",
-                                  (unsigned long long)step, t->data_name, x_count, t->data_count * (size_t)k,
-                                  (long long)dp->batch);
+        if (t->nin && x_bytes != t->data_bytes * (size_t)k)
+            return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: %zu rows of data given, %lld expected (batch)",
+                                  (unsigned long long)step, x_bytes / t->row_bytes, (long long)dp->batch);
         if (t->o.loss != TERN_LOSS_OUTPUT && (!labels || label_count % (size_t)k))
             return tern_error_set(err, TERN_ERR_INVALID,
                                   "train: step %llu: %zu labels do not split over %lld chunks of the batch",

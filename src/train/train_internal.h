@@ -35,6 +35,20 @@ typedef struct {
     float *mask;
 } train_dropout;
 
+/* A data input of the model (every graph input that is not an initializer). Held in the trainer itself, so a
+ * scratch trainer (the micro-step's, a data-parallel gradient graph's) needs to free only data_name. */
+#define TRAIN_MAX_INPUTS 16
+#define TRAIN_INPUT_NAME_MAX 256
+typedef struct {
+    char name[TRAIN_INPUT_NAME_MAX];
+    int rank;
+    int64_t dims[TERN_GRAPH_MAX_RANK]; /* one executable's: [batch, row...] */
+    size_t count;               /* elements of one executable's batch */
+    size_t row;                 /* elements of one row */
+    int is_int;                 /* integer indices (token ids), given as int64; else floats */
+    size_t off;                 /* byte offset of its row within a packed row */
+} train_input;
+
 struct tern_trainer {
     tern_train_opts o;
     char *path, *machine, *loss_out;
@@ -45,11 +59,12 @@ struct tern_trainer {
     tern_rt *rt_micro;
     train_weight *w;
     size_t nw;
-    char *data_name;            /* NULL: the model has no data input */
-    int data_rank;
-    int64_t data_dims[TERN_GRAPH_MAX_RANK];
-    size_t data_count;
-    int data_int;               /* the data are integer indices (token ids), given as int64 */
+    char *data_name;            /* the first data input's name (NULL: the model has none) */
+    train_input in[TRAIN_MAX_INPUTS]; /* the data inputs, in the model's order */
+    size_t nin;
+    size_t row_bytes;           /* one sample's packed row: each input's row in turn (int64 or float values) */
+    size_t data_bytes;          /* one executable's rows packed: batch x row_bytes */
+    size_t data_count;          /* values of the first input in one executable's batch (train_feed_batch) */
     char *read_out;             /* the model output the loss reads (cross-entropy, MSE), also a step output */
     size_t read_count;
     int64_t classes;            /* cross-entropy */
@@ -95,9 +110,15 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err);
 tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                           tern_train_step_info *info, tern_error *err);
 void train_dp_free(tern_trainer *t); /* t->dp and the per-rank copies; t->rt back to the update graph's */
-/* trainer.c's helpers the data-parallel trainer shares */
+/* trainer.c's helpers the data-parallel trainer shares. The step's data travel between them packed: x holds
+ * x_bytes, whole rows of t->row_bytes (each a sample's row of every input in turn; for one input simply its
+ * values), so rows [j*b, (j+1)*b) of a batch start at x + j * t->data_bytes. train_feed_rows feeds one
+ * executable's batch of packed rows (and the targets); train_feed_batch is the same for a model with at most one
+ * data input, x_count its values (t->data_count). */
 tern_status train_bind_data(tern_trainer *t, tern_error *err);
 tern_status train_ce_targets(tern_trainer *t, const int64_t *lab, size_t n, float *inv, tern_error *err);
+tern_status train_feed_rows(tern_trainer *t, const void *x, size_t x_bytes, const void *labels, size_t label_count,
+                            uint64_t step, const float *inv_count, tern_error *err);
 tern_status train_feed_batch(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                              uint64_t step, const float *inv_count, tern_error *err);
 tern_status train_set_step_scalars(tern_trainer *t, uint64_t step, double *lr, tern_error *err);

@@ -111,6 +111,8 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
         (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) || !(o->eps > 0)))
         return tern_error_set(err, TERN_ERR_RANGE, "train: Adam betas (%g, %g) must lie in [0, 1) and eps %g > 0",
                               o->beta1, o->beta2, o->eps);
+    if (o->n_inputs && !o->inputs)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: %zu data inputs bound and no bindings given", o->n_inputs);
     if (o->nesterov && o->momentum == 0)
         return tern_error_set(err, TERN_ERR_INVALID, "train: Nesterov momentum needs a momentum > 0");
     if ((unsigned)o->rounding > TERN_ROUND_STOCHASTIC)
@@ -124,22 +126,28 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
     return TERN_OK;
 }
 
-/* Binds the data input's shape: [batch, row...], checked against what the model declares. */
-tern_status train_bind_data(tern_trainer *t, tern_error *err)
+/* "'a', 'b', 'c'": the model's data inputs, for messages. */
+static void input_list(const tern_graph *g, char *buf, size_t len)
 {
-    tern_graph *g = t->g;
-    int nin = tern_graph_input_count(g);
-    if (nin > 1)
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: model '%s' has %d inputs; one data input is supported",
-                              t->path, nin);
-    if (nin == 0)
-        return TERN_OK;
-    const tern_graph_value *v = tern_graph_value_at(g, tern_graph_input_id(g, 0));
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < tern_graph_input_count(g) && n + 1 < len; i++) {
+        int w = snprintf(buf + n, len - n, "%s'%s'", i ? ", " : "", tern_graph_value_at(g, tern_graph_input_id(g, i))->name);
+        if (w < 0 || (size_t)w >= len - n)
+            break;
+        n += (size_t)w;
+    }
+}
+
+/* Binds one data input's shape: [batch, row...], the row given by row_rank/row_dims (rank < 0: the model's). */
+static tern_status bind_input(tern_trainer *t, const tern_graph_value *v, int row_rank, const int64_t *row_dims,
+                              train_input *in, tern_error *err)
+{
     if (v->type != TERN_ELEM_FLOAT && v->type != TERN_ELEM_INT64 && v->type != TERN_ELEM_INT32)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: input '%s' is %s; float data or int64/int32 indices (token ids) are supported",
                               v->name, tern_elem_name(v->type));
-    t->data_int = v->type != TERN_ELEM_FLOAT;
+    in->is_int = v->type != TERN_ELEM_FLOAT;
     if (v->rank < 1)
         return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s' has rank %d; the batch is its axis 0",
                               v->name, v->rank);
@@ -148,12 +156,12 @@ tern_status train_bind_data(tern_trainer *t, tern_error *err)
     if (v->dims[0] >= 0 && v->dims[0] != t->o.batch)
         return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s': the model fixes the batch at %lld, --batch is %lld",
                               v->name, (long long)v->dims[0], (long long)t->o.batch);
-    if (t->o.row_rank >= 0 && t->o.row_rank != v->rank - 1)
+    if (row_rank >= 0 && row_rank != v->rank - 1)
         return tern_error_set(err, TERN_ERR_INVALID,
                               "train: input '%s': rows of the data have rank %d, the model expects rank %d", v->name,
-                              t->o.row_rank, v->rank - 1);
+                              row_rank, v->rank - 1);
     for (int d = 1; d < v->rank; d++) {
-        int64_t given = t->o.row_rank >= 0 ? t->o.row_dims[d - 1] : v->dims[d];
+        int64_t given = row_rank >= 0 ? row_dims[d - 1] : v->dims[d];
         if (given < 0)
             return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s': dim %d is symbolic and no data binds it",
                                   v->name, d);
@@ -162,15 +170,92 @@ tern_status train_bind_data(tern_trainer *t, tern_error *err)
                                   v->name, d, (long long)v->dims[d], (long long)given);
         dims[d] = given;
     }
-    t->data_name = dup_s(v->name);
-    t->data_rank = v->rank;
-    memcpy(t->data_dims, dims, sizeof dims);
-    t->data_count = 1;
-    for (int d = 0; d < v->rank; d++)
-        t->data_count *= (size_t)dims[d];
-    if (!t->data_name)
+    uint64_t row = 1, count = 0, bytes = 0;
+    tern_status st = tern_dims_product(dims + 1, v->rank - 1, 1, 0, &row, "train: a row of the data", err);
+    if (st)
+        return tern_error_prefix(err, "train: input '%s': ", v->name);
+    if (!tern_mul_u64(row, (uint64_t)t->o.batch, &count) || !tern_mul_u64(count, 8, &bytes) || bytes > SIZE_MAX / 4)
+        return tern_error_set(err, TERN_ERR_RANGE, "train: input '%s': %lld rows of %llu values overflow", v->name,
+                              (long long)t->o.batch, (unsigned long long)row);
+    if (strlen(v->name) >= sizeof in->name)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: input '%.64s...': a name of %zu bytes (at most %zu)",
+                              v->name, strlen(v->name), sizeof in->name - 1);
+    memcpy(in->name, v->name, strlen(v->name) + 1);
+    in->rank = v->rank;
+    memcpy(in->dims, dims, sizeof dims);
+    in->count = (size_t)count;
+    in->row = (size_t)row;
+    return tern_graph_set_input_shape(t->g, v->name, v->rank, dims, err);
+}
+
+/* Binds every data input (each graph input that is not an initializer) and lays out the packed row: with
+ * o.inputs, by name (each input named once); else one input shaped by o.row_rank/row_dims, or several whose
+ * declared dims fix their rows. */
+tern_status train_bind_data(tern_trainer *t, tern_error *err)
+{
+    tern_graph *g = t->g;
+    const tern_train_opts *o = &t->o;
+    int nin = tern_graph_input_count(g);
+    char names[512];
+    input_list(g, names, sizeof names);
+    free(t->data_name);
+    t->data_name = NULL;
+    t->nin = 0;
+    t->row_bytes = t->data_bytes = t->data_count = 0;
+    for (size_t k = 0; k < o->n_inputs; k++) {
+        const char *nm = o->inputs[k].name;
+        int found = 0;
+        if (!nm || !*nm)
+            return tern_error_set(err, TERN_ERR_INVALID, "train: data binding %zu has no input name", k);
+        for (size_t j = 0; j < k; j++)
+            if (!strcmp(o->inputs[j].name, nm))
+                return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s' is given data twice", nm);
+        for (int i = 0; i < nin && !found; i++)
+            found = !strcmp(tern_graph_value_at(g, tern_graph_input_id(g, i))->name, nm);
+        if (!found)
+            return tern_error_set(err, TERN_ERR_NOT_FOUND,
+                                  "train: data for '%s': the model '%s' has no such input (its data inputs: %s)", nm,
+                                  t->path, nin ? names : "none");
+    }
+    if (!o->n_inputs && nin > 1 && o->row_rank >= 0)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: the model '%s' has %d data inputs (%s): give each its data by name (--data "
+                              "NAME=FILE, tern_train_opts.inputs)",
+                              t->path, nin, names);
+    if (nin == 0)
+        return TERN_OK;
+    if (nin > TRAIN_MAX_INPUTS)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: the model '%s' has %d data inputs (%s); at most %d",
+                              t->path, nin, names, TRAIN_MAX_INPUTS);
+    for (int i = 0; i < nin; i++) {
+        const tern_graph_value *v = tern_graph_value_at(g, tern_graph_input_id(g, i));
+        int row_rank = o->row_rank;
+        const int64_t *row_dims = o->row_dims;
+        if (o->n_inputs) {
+            const tern_train_input_rows *b = NULL;
+            for (size_t k = 0; k < o->n_inputs && !b; k++)
+                if (!strcmp(o->inputs[k].name, v->name))
+                    b = &o->inputs[k];
+            if (!b)
+                return tern_error_set(err, TERN_ERR_INVALID,
+                                      "train: the model's input '%s' has no data (every data input needs some: %s)",
+                                      v->name, names);
+            row_rank = b->row_rank;
+            row_dims = b->row_dims;
+        }
+        train_input *in = &t->in[i];
+        tern_status st = bind_input(t, v, row_rank, row_dims, in, err);
+        if (st)
+            return st;
+        t->nin = (size_t)i + 1;
+        in->off = t->row_bytes;
+        t->row_bytes += in->row * (in->is_int ? sizeof(int64_t) : sizeof(float));
+    }
+    t->data_bytes = t->row_bytes * (size_t)t->o.batch; /* bounded: each input's batch x 8 bytes is checked above */
+    t->data_count = t->in[0].count;
+    if (!(t->data_name = dup_s(t->in[0].name)))
         return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-    return tern_graph_set_input_shape(g, v->name, v->rank, dims, err);
+    return TERN_OK;
 }
 
 /* Gradient accumulation: the micro-step graph, built from the model again (loss and gacc + g, no update) into a
@@ -272,6 +357,8 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
             tern_train_free(t);
             return st;
         }
+        t->o.inputs = NULL; /* the caller's bindings are read during create only */
+        t->o.n_inputs = 0;
         *out = t;
         return TERN_OK;
     }
@@ -330,25 +417,49 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
         tern_train_free(t);
         return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
     }
+    t->o.inputs = NULL;
+    t->o.n_inputs = 0;
     *out = t;
     return TERN_OK;
 }
 
 const char *tern_train_data_name(const tern_trainer *t)
 {
-    return t->data_name;
+    return tern_train_input_name(t, 0);
 }
 
 int tern_train_data_shape(const tern_trainer *t, int64_t *dims)
 {
-    for (int d = 0; d < t->data_rank; d++)
-        dims[d] = t->data_dims[d];
-    return t->data_rank;
+    return tern_train_input_shape(t, 0, dims);
 }
 
 int tern_train_data_is_int(const tern_trainer *t)
 {
-    return t->data_int;
+    return tern_train_input_is_int(t, 0);
+}
+
+size_t tern_train_input_count(const tern_trainer *t)
+{
+    return t->nin;
+}
+
+const char *tern_train_input_name(const tern_trainer *t, size_t i)
+{
+    return i < t->nin ? t->in[i].name : NULL;
+}
+
+int tern_train_input_shape(const tern_trainer *t, size_t i, int64_t *dims)
+{
+    if (i >= t->nin)
+        return 0;
+    for (int d = 0; d < t->in[i].rank; d++)
+        dims[d] = t->in[i].dims[d];
+    return t->in[i].rank;
+}
+
+int tern_train_input_is_int(const tern_trainer *t, size_t i)
+{
+    return i < t->nin && t->in[i].is_int;
 }
 
 int64_t tern_train_classes(const tern_trainer *t)
@@ -493,18 +604,19 @@ static tern_status set_scalar(tern_trainer *t, const char *name, double v, tern_
 }
 
 /* Integer data (token ids, int64 from the caller) in the device type the executable gives the input. */
-static tern_status set_indices(tern_trainer *t, const int64_t *x, size_t n, uint64_t step, tern_error *err)
+static tern_status set_indices(tern_trainer *t, const char *name, const int64_t *x, size_t n, uint64_t step,
+                               tern_error *err)
 {
     const tern_exe_io *io = NULL;
     const tern_exe *xe = tern_rt_exe(t->rt); /* the runtime's own (the micro-step's, a data-parallel grad graph's) */
     for (size_t i = 0; i < xe->num_inputs && !io; i++)
-        if (!strcmp(tern_exe_io_name(&xe->inputs[i]), t->data_name))
+        if (!strcmp(tern_exe_io_name(&xe->inputs[i]), name))
             io = &xe->inputs[i];
     if (!io)
-        return tern_error_set(err, TERN_ERR_NOT_FOUND, "train: input '%s' is not in the executable", t->data_name);
+        return tern_error_set(err, TERN_ERR_NOT_FOUND, "train: input '%s' is not in the executable", name);
     if (io->dtype != TERN_DTYPE_INT32)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: input '%s' is %s on the device (int32 expected)",
-                              t->data_name, tern_dtype_name(io->dtype));
+                              name, tern_dtype_name(io->dtype));
     int32_t *b = malloc(n * sizeof(int32_t) + 1);
     if (!b)
         return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
@@ -512,11 +624,11 @@ static tern_status set_indices(tern_trainer *t, const int64_t *x, size_t n, uint
         if (x[i] < INT32_MIN || x[i] > INT32_MAX) {
             free(b);
             return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: input '%s' element %zu: %lld outside int32",
-                                  (unsigned long long)step, t->data_name, i, (long long)x[i]);
+                                  (unsigned long long)step, name, i, (long long)x[i]);
         }
         b[i] = (int32_t)x[i];
     }
-    tern_status st = tern_rt_set_input(t->rt, t->data_name, b, n * sizeof(int32_t), err);
+    tern_status st = tern_rt_set_input(t->rt, name, b, n * sizeof(int32_t), err);
     free(b);
     return st;
 }
@@ -562,19 +674,33 @@ int train_first_nonfinite(const float *v, size_t n, size_t *at)
     return 0;
 }
 
-/* The batch's data and targets into the runtime t->rt points at. */
-tern_status train_feed_batch(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
-                             uint64_t step, const float *inv_count, tern_error *err)
+/* The batch's data (packed rows, train_internal.h) and targets into the runtime t->rt points at. */
+tern_status train_feed_rows(tern_trainer *t, const void *x, size_t x_bytes, const void *labels, size_t label_count,
+                            uint64_t step, const float *inv_count, tern_error *err)
 {
     tern_status st;
-    if (t->data_name) {
-        if (x_count != t->data_count)
-            return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: input '%s': %zu values given, %zu expected",
-                                  (unsigned long long)step, t->data_name, x_count, t->data_count);
-        st = t->data_int ? set_indices(t, x, x_count, step, err) : set_f(t, t->data_name, x, x_count, err);
-        if (st)
+    if (t->nin && (!x || x_bytes != t->data_bytes))
+        return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: %zu rows of data given, %lld expected",
+                              (unsigned long long)step, x ? x_bytes / t->row_bytes : 0, (long long)t->o.batch);
+    char *buf = NULL;
+    if (t->nin > 1 && !(buf = malloc(t->data_bytes + 1)))
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    for (size_t i = 0; i < t->nin; i++) {
+        const train_input *in = &t->in[i];
+        size_t esz = in->is_int ? sizeof(int64_t) : sizeof(float), rb = in->row * esz;
+        const void *v = x;
+        if (buf) { /* input i's rows out of the packed ones */
+            for (size_t r = 0; r < (size_t)t->o.batch; r++)
+                memcpy(buf + r * rb, (const char *)x + r * t->row_bytes + in->off, rb);
+            v = buf;
+        }
+        st = in->is_int ? set_indices(t, in->name, v, in->count, step, err) : set_f(t, in->name, v, in->count, err);
+        if (st) {
+            free(buf);
             return st;
+        }
     }
+    free(buf);
     if (t->o.loss == TERN_LOSS_CROSS_ENTROPY) {
         float inv;
         if (!labels)
@@ -596,20 +722,32 @@ tern_status train_feed_batch(tern_trainer *t, const void *x, size_t x_count, con
     return TERN_OK;
 }
 
+tern_status train_feed_batch(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                             uint64_t step, const float *inv_count, tern_error *err)
+{
+    if (t->nin > 1)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: step %llu: this trainer feeds one data input; the model has %zu",
+                              (unsigned long long)step, t->nin);
+    if (t->nin && x_count != t->data_count)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: input '%s': %zu values given, %zu expected",
+                              (unsigned long long)step, t->in[0].name, x_count, t->data_count);
+    return train_feed_rows(t, x, t->nin ? t->data_bytes : 0, labels, label_count, step, inv_count, err);
+}
+
 /* Micro-batches 1 .. K-1 of an accumulated step on the micro-step graph: each adds its gradient into w->acc.
  * Returns the sum of their losses and device time. */
-static tern_status micro_steps(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
-                               uint64_t step, double *loss_sum, int64_t *time_ps, tern_error *err)
+static tern_status micro_steps(tern_trainer *t, const void *x, const void *labels, size_t label_count, uint64_t step,
+                               double *loss_sum, int64_t *time_ps, tern_error *err)
 {
     int64_t k = t->o.accumulate;
-    size_t xs = x_count / (size_t)k, ls = label_count / (size_t)k;
-    size_t esz = t->data_int ? sizeof(int64_t) : sizeof(float);
+    size_t xs = t->data_bytes, ls = label_count / (size_t)k;
     size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
     tern_rt *main_rt = t->rt;
     tern_status st = TERN_OK;
     t->rt = t->rt_micro;
     for (int64_t i = 0; i + 1 < k && !st; i++) {
-        if ((st = train_feed_batch(t, x ? (const char *)x + (size_t)i * xs * esz : NULL, xs,
+        if ((st = train_feed_rows(t, x ? (const char *)x + (size_t)i * xs : NULL, xs,
                                    labels ? (const char *)labels + (size_t)i * ls * lsz : NULL, ls, step, NULL, err)))
             break;
         for (size_t w = 0; w < t->nw && !st; w++) {
@@ -661,8 +799,9 @@ tern_status train_set_step_scalars(tern_trainer *t, uint64_t step, double *lr_ou
     return st;
 }
 
-tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
-                            tern_train_step_info *info, tern_error *err)
+/* One step on packed data (train_internal.h): x_bytes of whole rows. */
+static tern_status step_packed(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                               tern_train_step_info *info, tern_error *err)
 {
     if (t->dp)
         return train_dp_step(t, x, x_count, labels, label_count, info, err);
@@ -672,20 +811,20 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
     double micro_loss = 0;
     int64_t micro_ps = 0;
     if (nmb > 1) {
-        if ((t->data_name && x_count != t->data_count * (size_t)nmb) || label_count % (size_t)nmb)
+        if ((t->nin && x_count != t->data_bytes * (size_t)nmb) || label_count % (size_t)nmb)
             return tern_error_set(err, TERN_ERR_INVALID,
-                                  "train: step %llu: %zu data values and %zu labels for %lld micro-batches of %zu values",
-                                  (unsigned long long)step, x_count, label_count, (long long)nmb, t->data_count);
+                                  "train: step %llu: %zu rows of data and %zu labels for %lld micro-batches of %lld rows",
+                                  (unsigned long long)step, t->row_bytes ? x_count / t->row_bytes : 0, label_count,
+                                  (long long)nmb, (long long)t->o.batch);
         for (size_t w = 0; w < t->nw; w++)
             if (t->w[w].acc)
                 memset(t->w[w].acc, 0, t->w[w].count * sizeof(float));
-        if ((st = micro_steps(t, x, x_count, labels, label_count, step, &micro_loss, &micro_ps, err)))
+        if ((st = micro_steps(t, x, labels, label_count, step, &micro_loss, &micro_ps, err)))
             return st;
-        size_t xs = x_count / (size_t)nmb, ls = label_count / (size_t)nmb;
-        size_t esz = t->data_int ? sizeof(int64_t) : sizeof(float);
+        size_t xs = t->data_bytes, ls = label_count / (size_t)nmb;
         size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
         if (x)
-            x = (const char *)x + (size_t)(nmb - 1) * xs * esz;
+            x = (const char *)x + (size_t)(nmb - 1) * xs;
         if (labels)
             labels = (const char *)labels + (size_t)(nmb - 1) * ls * lsz;
         x_count = xs;
@@ -696,7 +835,7 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
         if ((st = set_scalar(t, TRAIN_GSCALE, 1.0 / (double)nmb, err)))
             return st;
     }
-    if ((st = train_feed_batch(t, x, x_count, labels, label_count, step, NULL, err)))
+    if ((st = train_feed_rows(t, x, x_count, labels, label_count, step, NULL, err)))
         return st;
     for (size_t i = 0; i < t->nw; i++) {
         train_weight *w = &t->w[i];
@@ -810,4 +949,97 @@ tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, cons
     if (info)
         *info = in;
     return TERN_OK;
+}
+
+/* The values of one input as whole rows: their row count, or an error naming the input. */
+static tern_status whole_rows(const tern_trainer *t, const train_input *in, size_t count, size_t *rows,
+                              tern_error *err)
+{
+    if (in->row == 0 || count % in->row)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: step %llu: input '%s': %zu values are not whole rows of %zu values",
+                              (unsigned long long)t->step + 1, in->name, count, in->row);
+    *rows = count / in->row;
+    return TERN_OK;
+}
+
+tern_status tern_train_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                            tern_train_step_info *info, tern_error *err)
+{
+    if (t->nin > 1) {
+        char names[512];
+        input_list(t->g, names, sizeof names);
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: the model has %zu data inputs (%s): give each by name (tern_train_step_inputs)",
+                              t->nin, names);
+    }
+    size_t rows = 0;
+    tern_status st;
+    if (t->nin && x && (st = whole_rows(t, &t->in[0], x_count, &rows, err)))
+        return st;
+    return step_packed(t, x, rows * t->row_bytes, labels, label_count, info, err);
+}
+
+tern_status tern_train_step_inputs(tern_trainer *t, const tern_train_data *data, size_t n, const void *labels,
+                                   size_t label_count, tern_train_step_info *info, tern_error *err)
+{
+    size_t rows = 0;
+    tern_status st;
+    const tern_train_data **by = calloc(t->nin + 1, sizeof *by); /* data for input i */
+    if (!by)
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    for (size_t k = 0; k < n; k++) {
+        size_t i = 0;
+        while (i < t->nin && (!data[k].name || strcmp(data[k].name, t->in[i].name)))
+            i++;
+        if (i == t->nin) {
+            char names[512];
+            input_list(t->g, names, sizeof names);
+            free(by);
+            return tern_error_set(err, TERN_ERR_NOT_FOUND, "train: data for '%s': the model has no such input (its data "
+                                  "inputs: %s)", data[k].name ? data[k].name : "(null)", t->nin ? names : "none");
+        }
+        if (by[i]) {
+            free(by);
+            return tern_error_set(err, TERN_ERR_INVALID, "train: input '%s' is given data twice", t->in[i].name);
+        }
+        by[i] = &data[k];
+    }
+    for (size_t i = 0; i < t->nin; i++) {
+        size_t r = 0;
+        if (!by[i] || !by[i]->data) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: the model's input '%s' has no data",
+                                (unsigned long long)t->step + 1, t->in[i].name);
+        } else if (!(st = whole_rows(t, &t->in[i], by[i]->count, &r, err)) && i && r != rows) {
+            st = tern_error_set(err, TERN_ERR_INVALID,
+                                "train: step %llu: input '%s' has %zu rows, input '%s' %zu: every input needs the "
+                                "same rows",
+                                (unsigned long long)t->step + 1, t->in[i].name, r, t->in[0].name, rows);
+        }
+        if (st) {
+            free(by);
+            return st;
+        }
+        rows = r;
+    }
+    if (t->nin <= 1) { /* one input: its values are the packed rows */
+        const void *x = t->nin ? by[0]->data : NULL;
+        free(by);
+        return step_packed(t, x, rows * t->row_bytes, labels, label_count, info, err);
+    }
+    char *x = malloc(rows * t->row_bytes + 1); /* rows x row_bytes <= the inputs' own bytes */
+    if (!x) {
+        free(by);
+        return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    }
+    for (size_t i = 0; i < t->nin; i++) {
+        const train_input *in = &t->in[i];
+        size_t rb = in->row * (in->is_int ? sizeof(int64_t) : sizeof(float));
+        for (size_t r = 0; r < rows; r++)
+            memcpy(x + r * t->row_bytes + in->off, (const char *)by[i]->data + r * rb, rb);
+    }
+    free(by);
+    st = step_packed(t, x, rows * t->row_bytes, labels, label_count, info, err);
+    free(x);
+    return st;
 }

@@ -98,7 +98,7 @@ expect 1 $TERN train "$tmp/lin.onnx" --data "$tmp/xbig.npy" --labels "$tmp/ybig.
 contains "$tmp/err" "do not fit in HBM"
 # --data NAME=FILE names the model's input
 expect 1 $TERN train "$tmp/lin.onnx" --data "pixels=$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --batch 4
-contains "$tmp/err" "--data pixels=...: the model's data input is 'x'"
+contains "$tmp/err" "data for 'pixels': the model '$tmp/lin.onnx' has no such input (its data inputs: 'x')"
 expect 0 $TERN train "$tmp/lin.onnx" --data "x=$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --batch 4
 # mse on float targets
 expect 0 $TERN train "$tmp/lin.onnx" --data "$tmp/x.npy" --labels "$tmp/yf.npy" --loss mse --steps 2 --batch 4
