@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev zlib1g-dev python3 python3-numpy python3-torch
-      protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-onnx
+      protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-onnx python3-sklearn
       libdnnl-dev python3-torchvision
       libopenmpi-dev openmpi-bin)  # Open MPI: mpirun -np K tern collective (optional for the build, used by CI)
 if [[ "${1:-}" == "--dev" ]]; then

@@ -42,6 +42,11 @@ def build(extra):
         return nn.Sequential(nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 10))
     if extra == "dropout":
         return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 10))
+    if extra == "cnn-bn":  # BatchNorm (training mode), a strided depthwise conv, padded pooling (test_train_digits_bn.sh)
+        return nn.Sequential(Image(), nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                             nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                             nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
+                             nn.MaxPool2d(3, stride=2, padding=1), nn.Flatten(), nn.Linear(32, 10))
     if extra == "cnn":
         return nn.Sequential(Image(), nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(),

@@ -20,7 +20,7 @@ from sklearn.datasets import load_digits
 
 out, steps, batch, opt_name, lr = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 extras = (sys.argv[6] if len(sys.argv) > 6 else "").split(",")
-extra = next((e for e in extras if e in ("gelu-ln", "cnn", "dropout")), "")
+extra = next((e for e in extras if e in ("gelu-ln", "cnn", "dropout", "cnn-bn")), "")
 sched, warm, accum = "constant", 0, 1
 for e in extras:
     if e.startswith("accum:"):
@@ -55,7 +55,16 @@ np.save(f"{out}/y_test.npy", yte)
 model = build(extra)
 torch.onnx.export(model, torch.zeros(batch, 64), f"{out}/mlp.onnx", input_names=["pixels"], output_names=["logits"],
                   dynamic_axes={"pixels": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17,
-                  training=torch.onnx.TrainingMode.TRAINING if extra == "dropout" else torch.onnx.TrainingMode.EVAL)
+                  training=torch.onnx.TrainingMode.TRAINING if extra in ("dropout", "cnn-bn")
+                  else torch.onnx.TrainingMode.EVAL)
+if extra == "cnn-bn":  # BatchNorm exported in training mode; the export's trace ran a forward: start from its stats
+    import onnx
+    from onnx import numpy_helper
+    inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(f"{out}/mlp.onnx").graph.initializer}
+    with torch.no_grad():
+        for k, b in model.named_buffers():
+            if k in inits:
+                b.copy_(torch.from_numpy(inits[k].copy()))
 if extra == "dropout":  # the same run with tern's masks (seed 0, the one Dropout: k = 0)
     model[2] = MaskDropout()
 
@@ -103,7 +112,9 @@ for s in range(steps):
     losses.append(float(loss))
 if extra == "dropout":
     model[2] = torch.nn.Identity()  # inference
+bn_stats = {k: b.numpy().reshape(-1).tolist() for k, b in model.named_buffers() if "running" in k}
+model.eval()  # BatchNorm: the running statistics (the trained ONNX's BatchNormalization is in inference mode)
 with torch.no_grad():
     acc = float((model(torch.from_numpy(xte)).argmax(1).numpy() == yte).mean())
-json.dump({"losses": losses, "grad_norms": norms, "test_accuracy": acc}, open(f"{out}/ref.json", "w"))
+json.dump({"losses": losses, "grad_norms": norms, "test_accuracy": acc, "bn_stats": bn_stats}, open(f"{out}/ref.json", "w"))
 print(f"pytorch: loss {losses[0]:.6f} -> {losses[-1]:.6f}, test accuracy {acc * 100:.2f}%")
