@@ -28,6 +28,11 @@ extern "C" {
 
 typedef struct tern_fabric tern_fabric;
 
+/* Size limit (docs/multichip.md): a fabric is refused when it and the simulation of a collective over every rank
+ * in use would need more host memory than this; TERN_FABRIC_EVENT_BYTES is the estimate per (step, rank) event. */
+#define TERN_FABRIC_HOST_LIMIT (16ull << 30)
+#define TERN_FABRIC_EVENT_BYTES 128u
+
 typedef struct {
     unsigned nodes; /* use the first N instances (nccom-test -N); 0 = all of them */
     unsigned ranks; /* use the first R ranks of each used instance, R = ranks / nodes; 0 = all of them */

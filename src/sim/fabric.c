@@ -112,6 +112,40 @@ tern_status tern_fabric_load(const char *spec, const tern_fabric_opts *o, tern_f
     return st;
 }
 
+/* "82.0 TiB": bytes in binary units, for messages. */
+static void fmt_bytes(uint64_t b, char *buf, size_t cap)
+{
+    static const char *const U[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)b;
+    unsigned u = 0;
+    while (v >= 1024.0 && u + 1 < sizeof U / sizeof U[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, U[u]);
+}
+
+/* The host memory a fabric and its simulation need (docs/multichip.md "Size limit"), overflow-checked: false when
+ * the count does not fit in 64 bits. The fabric: its resources' busy-until times and the chip owners. The
+ * simulation: a collective over every rank in use, by the algorithm with the fewest (step, rank) events that the
+ * runtime picks for large messages, hierarchical across instances (2(L - 1) + 2(M - 1) steps for M instances of
+ * L ranks) or a ring inside one instance (2(R - 1) steps), each event costing TERN_FABRIC_EVENT_BYTES: a pull
+ * (40 bytes) and its sorted copy (40), the reader list (4), and the event's index, dependency count, ready time
+ * and heap entry (44); 111 bytes per event measured on 256 x trn1.32xlarge (4.7 M events, 523 MB peak RSS). */
+static bool fabric_host_bytes(const tern_fabric *f, uint64_t *out)
+{
+    uint64_t L = f->ranks_per_node, M = f->used_nodes, R = f->nranks;
+    uint64_t steps = M > 1 ? 2 * (L - 1) + 2 * (M - 1) : 2 * (R > 1 ? R - 1 : 1);
+    uint64_t events, sim, fab, chips;
+    bool ok = tern_mul_u64(steps, R, &events) && tern_mul_u64(events, TERN_FABRIC_EVENT_BYTES, &sim) &&
+              tern_mul_u64((uint64_t)f->nres, sizeof *f->busy, &fab) &&
+              tern_mul_u64((uint64_t)f->total_chips, sizeof *f->chip_owner, &chips) &&
+              tern_add_u64(fab, chips, &fab) && tern_add_u64(fab, sizeof *f, &fab) && tern_add_u64(fab, sim, out);
+    if (!ok)
+        *out = UINT64_MAX;
+    return ok;
+}
+
 static unsigned neighbours(unsigned d)
 {
     return d >= 3 ? 2 : d == 2 ? 1 : 0;
@@ -225,6 +259,30 @@ tern_status tern_fabric_build(const tern_machine *m, const tern_instance_spec *i
     f->launch_ps = ps_of(ch->cc_launch_cost_s);
     f->setup_ps = ps_of(ch->cc_setup_cost_s);
     f->nres = (size_t)f->nranks + (size_t)f->total_chips * RES_PER_CHIP;
+    uint64_t need;
+    if (!fabric_host_bytes(f, &need) || need > TERN_FABRIC_HOST_LIMIT) {
+        char nm[96], h[32], l[32], nb[32];
+        unsigned total = f->units * f->nodes_per_unit, units = f->units, ranks = f->nranks, used = f->used_nodes;
+        if (cluster_count > 1)
+            snprintf(nm, sizeof nm, "%ux%s", cluster_count, tern_machine_name(m));
+        else
+            snprintf(nm, sizeof nm, "%s", tern_machine_name(m));
+        fmt_bytes(need, h, sizeof h);
+        fmt_bytes(TERN_FABRIC_HOST_LIMIT, l, sizeof l);
+        if (need == UINT64_MAX)
+            snprintf(nb, sizeof nb, "over 2^64");
+        else
+            snprintf(nb, sizeof nb, "%llu", (unsigned long long)need);
+        tern_fabric_free(f);
+        return tern_error_set(err, TERN_ERR_RANGE,
+                              "fabric '%s' (%u x %s: %u instance%s, %u in use, %u ranks): the fabric and the "
+                              "simulation of a collective over every rank need %s%s of host memory (%s bytes), "
+                              "above the limit of %s (%llu bytes, docs/multichip.md \"Size limit\"); use fewer "
+                              "instances, --nodes or --ranks",
+                              nm, units, tern_machine_name(m), total, total == 1 ? "" : "s", used, ranks,
+                              need == UINT64_MAX ? "more than " : "", h, nb, l,
+                              (unsigned long long)TERN_FABRIC_HOST_LIMIT);
+    }
     f->busy = calloc(f->nres, sizeof *f->busy);
     if (!f->busy) {
         size_t nres = f->nres;

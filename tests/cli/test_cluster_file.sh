@@ -109,6 +109,25 @@ refuse '{"schema": "tern-cluster/1", "machine": "trainium1", "count": 2}' "field
 refuse '{"schema": "tern-cluster/2", "machine": "trn1.32xlarge", "count": 2}' "field 'schema'" "tern-cluster/2"
 refuse '{"schema": "tern-cluster/1", "machine": "trn1.32xlarge", "count": 2,}' \
     "$tmp/bad.json" "malformed JSON at line 1" "(byte "
+# 7. the size limit (docs/multichip.md "Size limit"): a cluster whose fabric and all-rank collective would need more
+# host memory than 16 GiB is refused before anything large is allocated (the refusals run under a 1 GiB address-space
+# cap), naming the machine, the count, the bytes and the limit; the same cluster with --nodes 2 runs, and so does a
+# cluster of 1024 instances (one rank per instance keeps this test short).
+limited() { (ulimit -v 1048576; "$@"); }
+expect 1 limited "$TERN" collective all-reduce --machine 100000xtrn1.32xlarge --sizes 1MiB
+for t in "fabric '100000xtrn1.32xlarge'" "100000 x trn1.32xlarge" "3200000 ranks" "74.5 TiB of host memory" \
+    "(81944723200360 bytes)" "above the limit of 16.0 GiB (17179869184 bytes" "--nodes"; do contains "$tmp/err" "$t"; done
+expect 1 limited "$TERN" collective all-reduce --machine 2048xtrn1.32xlarge --sizes 1MiB
+contains "$tmp/err" "65536 ranks): the fabric and the simulation of a collective over every rank need 32.5 GiB"
+refuse '{"schema": "tern-cluster/1", "machine": "trn1.32xlarge", "count": 100000}' "fabric '100000xtrn1.32xlarge'" \
+    "74.5 TiB" "above the limit of 16.0 GiB"
+expect 1 limited "$TERN" plan --model "$DATA/models/gpt2.json" --cluster 100000xtrn1.32xlarge --seq 1024 \
+    --global-batch 64 --quiet
+contains "$tmp/err" "above the limit of 16.0 GiB"
+expect 0 limited "$TERN" collective all-reduce --machine 100000xtrn1.32xlarge --nodes 2 --sizes 1MiB --json
+contains "$tmp/out" '"ranks":64,"nodes":2'
+expect 0 "$TERN" collective all-reduce --machine 1024xtrn1.32xlarge --ranks 1024 --sizes 1MiB --json
+contains "$tmp/out" '"ranks":1024,"nodes":1024'
 printf '%s\n' '{"schema": "tern-cluster/1", "machine": "trn1.32xlarge", "count": 2}' >"$tmp/good.json"
 expect 0 "$TERN" collective all-reduce --machine "$tmp/good.json" --sizes 1MiB # the same file without the comma
 echo "$pass passed, $fail failed"
