@@ -266,6 +266,23 @@ static int lower_matmul(compile_ctx *c)
     }
     uint64_t Ma = (uint64_t)a->dims[a->rank - 2], N = (uint64_t)b->dims[b->rank - 1];
     uint64_t batches = y->numel / (Ma * N);
+    /* A second operand without batches (a run-time weight: every linear layer of a training step) and a first
+     * operand with all of them: the batches are rows of one [batches * Ma, K] x [K, N] product, so the weight is
+     * cast to the matmul dtype once instead of once per batch, and the GEMM runs on row blocks of up to
+     * FOLD_ROWS rows (its SBUF accumulators hold a block's rows) instead of Ma. Each output element's
+     * contraction is blocked over K exactly as before (the GEMM's K and N blocks do not depend on M): the same
+     * bits. */
+    if (b->numel == K * N && a->numel == batches * Ma * K && batches > 1) {
+        const uint64_t FOLD_ROWS = 2048, rows = batches * Ma;
+        tern_view w = cc_temp(c, c->o->matmul_dtype, K, N);
+        cc_copy(c, w, cc_view2d(c, b, 0, K, N, N));
+        for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += FOLD_ROWS) {
+            uint64_t mr = rows - r0 < FOLD_ROWS ? rows - r0 : FOLD_ROWS;
+            matmul2d(c, cc_view2d(c, y, r0 * N, mr, N, N), cc_view2d(c, a, r0 * K, mr, K, K), w, mr, K, N);
+        }
+        tern_kernel_release(c->k, w);
+        return 1;
+    }
     int yb = y->rank - 2; /* output batch dims; each operand's batch dims align to their right (numpy) */
     for (uint64_t i = 0; i < batches && cc_ok(c); i++) {
         /* the operands' batch indices for output batch i: a size-1 batch dim of an operand broadcasts */

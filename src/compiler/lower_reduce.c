@@ -131,6 +131,154 @@ static int lower_reduce_any(compile_ctx *c)
 /* ---- the fast special cases (tried before this file's general rules; each applies function says why it
  * declines, and a node without input 0 is taken so that the rule reports it) ---- */
 
+/* Reductions over leading axes: x seen as [R, C] with the R rows reduced and the C columns kept (the reduced
+ * axes are the outer ones, size-1 dims aside: the weight and bias gradients of a batched linear layer, a
+ * ReduceSum over the batch of [B, K, N] partial products). reduce.any moves the axes innermost first, a DMA of
+ * one descriptor per element, and reduces [128, R] tiles. Here the C columns are split into [p, F] chunks (F
+ * contiguous columns per partition) and a block of rows lands in one tile [p, J + 1, F] with a DMA of F-element
+ * runs; tensor_reduce reads it as [p, F, rows] (the row axis innermost by its strides) and writes each column's
+ * result into slot 0 of the next block's tile, so the chain over the rows continues: acc = x[0], acc op= x[r]
+ * for r ascending, the order tensor_reduce itself uses, the same bits as reduce.any. */
+#define LEAD_TILE_BYTES 32768u /* per partition, each of the two tiles */
+
+/* R and C of a reduction over leading axes; 0 when the node is not one (or its axes do not decode). */
+static int leading_split(compile_ctx *c, const cc_value *x, uint64_t *R, uint64_t *C)
+{
+    int given = cc_in_id(c, 1) >= 0;
+    cc_value *ai = given ? cc_in(c, 1) : NULL;
+    graph_axes_args ax;
+    char why[160];
+    if (graph_reduce_axes_decode(cc_node(c), tern_graph_opset(c->g), given, ai ? ai->host : NULL, &ax, why,
+                                 sizeof why) || !ax.known || ax.n == 0)
+        return 0;
+    int red[CC_MAX_RANK] = {0};
+    for (int i = 0; i < ax.n; i++) {
+        int64_t a = cc_norm_axis(ax.axes[i], x->rank);
+        if (a < 0 || a >= x->rank)
+            return 0;
+        red[a] = 1;
+    }
+    uint64_t r = 1, cc = 1;
+    int kept_seen = 0;
+    for (int d = 0; d < x->rank; d++) {
+        if (x->dims[d] == 1)
+            continue;
+        if (red[d]) {
+            if (kept_seen)
+                return 0; /* a reduced axis after a kept one */
+            r *= (uint64_t)x->dims[d];
+        } else {
+            kept_seen = 1;
+            cc *= (uint64_t)x->dims[d];
+        }
+    }
+    *R = r;
+    *C = cc;
+    return 1;
+}
+
+static int reduce_leading_applies(compile_ctx *c, char *why, size_t len)
+{
+    cc_value *x = cc_in(c, 0);
+    if (!x)
+        return 1;
+    uint64_t R = 0, C = 0;
+    if (!tern_dtype_is_float(x->dt) || !leading_split(c, x, &R, &C)) {
+        snprintf(why, len, "not a float reduction over leading axes only");
+        return 0;
+    }
+    if (R < 2 || C < PARTS) {
+        snprintf(why, len, "%llu rows of %llu columns (needs 2 rows and a column per partition)",
+                 (unsigned long long)R, (unsigned long long)C);
+        return 0;
+    }
+    return 1;
+}
+
+/* Columns [c0, c0 + p * F) of x as [R, C], reduced over the rows into y[c0 ...]. */
+static void reduce_leading_chunk(compile_ctx *c, cc_value *x, cc_value *y, uint64_t R, uint64_t C, uint64_t c0,
+                                 uint32_t p, uint32_t F, tern_alu_op op, float scale)
+{
+    uint32_t slots = LEAD_TILE_BYTES / (4u * F);
+    if (slots < 2)
+        slots = 2;
+    if ((uint64_t)slots > R)
+        slots = (uint32_t)R;
+    tern_view t[2];
+    for (int i = 0; i < 2; i++)
+        t[i] = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, (const uint32_t[]){slots, F}, "rl_in");
+    tern_view acc = tile_new(c, p, F, "rl_acc");
+    uint64_t r = 0;
+    int cur = 0;
+    while (r < R && cc_ok(c)) {
+        uint32_t first = r == 0 ? 0u : 1u; /* slot 0 holds the running result after the first block */
+        uint64_t n = R - r < (uint64_t)(slots - first) ? R - r : (uint64_t)(slots - first);
+        tern_view dst = tern_view_slice(c->k, t[cur], 1, first, first + n, 1);
+        tern_view src = cc_view(c, x, r * C + c0, p, (int64_t)F, 2, (const uint32_t[]){(uint32_t)n, F},
+                                (const int32_t[]){(int32_t)C, 1});
+        tern_kernel_load(c->k, dst, src);
+        r += n;
+        /* [p, F, first + n]: the rows innermost */
+        tern_view in = tern_view_slice(c->k, t[cur], 1, 0, first + n, 1);
+        uint32_t rows = in.ap.dims[0].num;
+        in.ap.dims[0].step = 1;
+        in.ap.dims[0].num = F;
+        in.ap.dims[1].step = (int32_t)F;
+        in.ap.dims[1].num = rows;
+        tern_view out = r < R ? tern_view_slice(c->k, t[cur ^ 1], 1, 0, 1, 1) : acc;
+        if (r < R) { /* [p, 1, F] as [p, F] */
+            out.ap.ndims = 1;
+            out.ap.dims[0] = out.ap.dims[1];
+            out.ap.dims[1].step = 0;
+            out.ap.dims[1].num = 0;
+        }
+        tern_kernel_tensor_reduce(c->k, out, in, op, 1, 0);
+        cur ^= 1;
+    }
+    if (scale != 1.0f)
+        tile_ts(c, acc, acc, TERN_ALU_MULT, scale, TERN_ALU_BYPASS, 0.0f);
+    tern_kernel_store(c->k, cc_view(c, y, c0, p, (int64_t)F, 1, (const uint32_t[]){F}, (const int32_t[]){1}), acc);
+    tern_kernel_release(c->k, acc);
+    tern_kernel_release(c->k, t[1]);
+    tern_kernel_release(c->k, t[0]);
+}
+
+static int lower_reduce_leading(compile_ctx *c)
+{
+    const tern_graph_node *n = cc_node(c);
+    cc_value *x = cc_in(c, 0);
+    cc_value *y = cc_out(c, 0, cc_out_dtype(c, 0));
+    if (!x || !y)
+        return 1;
+    uint64_t R = 0, C = 0;
+    if (!leading_split(c, x, &R, &C) || y->numel != C) {
+        cc_fail(c, TERN_ERR_INVALID, "%s: leading-axes split of %llu elements", n->op, (unsigned long long)x->numel);
+        return 1;
+    }
+    tern_alu_op op = n->op_id == TERN_GOP_REDUCE_MAX ? TERN_ALU_MAX : n->op_id == TERN_GOP_REDUCE_MIN ? TERN_ALU_MIN
+                                                                                                      : TERN_ALU_ADD;
+    float scale = n->op_id == TERN_GOP_REDUCE_MEAN ? 1.0f / (float)R : 1.0f;
+    const uint64_t P = PARTS, FMAX = 1024;
+    uint64_t c0 = 0;
+    while (c0 < C && cc_ok(c)) {
+        uint64_t rem = C - c0, F, p;
+        if (rem >= P * FMAX) {
+            p = P;
+            F = FMAX;
+        } else if (rem >= P) {
+            p = P;
+            F = rem / P;
+        } else {
+            p = rem;
+            F = 1;
+        }
+        reduce_leading_chunk(c, x, y, R, C, c0, (uint32_t)p, (uint32_t)F, op, scale);
+        c0 += p * F;
+    }
+    return 1;
+}
+
+
 static int lower_reduce(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
@@ -215,6 +363,10 @@ static const cc_rule reduce_last_rules[] = {
 const cc_rule_set cc_rules_reduce_last = CC_RULE_SET("lower_reduce.c", reduce_last_rules);
 
 static const cc_rule reduce_rules[] = {
+    {TERN_GOP_REDUCE_SUM, "reduce.leading", reduce_leading_applies, lower_reduce_leading},
+    {TERN_GOP_REDUCE_MEAN, "reduce.leading", reduce_leading_applies, lower_reduce_leading},
+    {TERN_GOP_REDUCE_MAX, "reduce.leading", reduce_leading_applies, lower_reduce_leading},
+    {TERN_GOP_REDUCE_MIN, "reduce.leading", reduce_leading_applies, lower_reduce_leading},
     {TERN_GOP_REDUCE_SUM, "reduce.any", NULL, lower_reduce_any},
     {TERN_GOP_REDUCE_MEAN, "reduce.any", NULL, lower_reduce_any},
     {TERN_GOP_REDUCE_MAX, "reduce.any", NULL, lower_reduce_any},
