@@ -93,6 +93,8 @@ typedef struct {
     int dp_exact;             /* fixed reduction tree: the gradient is the sum over dp_chunks row chunks in one
                                  tree whatever the rank count, so 1, 2, 4 ... ranks agree bit for bit */
     int64_t dp_chunks;        /* dp_exact: the tree's leaves (a power of two that ranks divides; 0: ranks) */
+    int no_fused_attention;   /* 1: differentiate attention blocks node by node (MatMul, Softmax, ... rules)
+                                 instead of one fused tern.AttentionGrad each (docs/training.md) */
 } tern_train_opts;
 
 void tern_train_opts_default(tern_train_opts *o);
@@ -132,6 +134,9 @@ const float *tern_train_weight(const tern_trainer *t, size_t i, size_t *count);
 const float *tern_train_grad(const tern_trainer *t, size_t i, size_t *count);
 double tern_train_model_flops(const tern_trainer *t); /* per step */
 size_t tern_train_graph_nodes(const tern_trainer *t);  /* nodes of the training-step graph as built */
+/* The attention blocks whose backward is one fused tern.AttentionGrad (*fused) and those differentiated node by
+ * node (*unfused), with the latter's nodes and reasons ("" when none). */
+const char *tern_train_attention_report(const tern_trainer *t, int *fused, int *unfused);
 /* The step's HBM footprint per core as compiled (weights, state, gradients, activations); a step that does not
  * fit the machine's HBM is refused by tern_train_create with both figures. */
 uint64_t tern_train_hbm_bytes(const tern_trainer *t, uint64_t *weights_and_state);

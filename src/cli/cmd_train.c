@@ -55,6 +55,7 @@ static void usage(FILE *f)
             "  --precision P         fp32 (default) | bf16 (matmul operands) | bf16-sr (BF16 weights and state,\n"
             "                        updates stochastically rounded) | bf16-rne (the same, round to nearest even)\n"
             "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
+            "  --no-fused-attention  attention blocks' backward node by node, not one fused tern.AttentionGrad\n"
             "  --recompute           activation recomputation: keep only the inputs of about sqrt(n) forward\n"
             "                        segments, recompute each before its backward (--recompute-segments N: N)\n"
             "  --machine M           target machine (default trn1.2xlarge)\n"
@@ -268,6 +269,8 @@ int tern_cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--resume")) {
             VAL("a directory");
             resume = v;
+        } else if (!strcmp(a, "--no-fused-attention")) {
+            o.no_fused_attention = 1;
         } else if (!strcmp(a, "--recompute")) {
             o.recompute = -1;
         } else if (!strcmp(a, "--recompute-segments")) {
@@ -466,6 +469,8 @@ int tern_cmd_train(int argc, char **argv)
     }
     if (progress)
         fprintf(stderr, "progress: step graph compiled in %.1f s\n", host_now() - t_start);
+    int att_fused = 0, att_unfused = 0;
+    const char *att_why = tern_train_attention_report(t, &att_fused, &att_unfused);
     double t_steps = host_now();
     if (tern_train_input_count(t) && !ndata) {
         fprintf(stderr, "tern train: the model's input '%s' needs --data\n", tern_train_data_name(t));
@@ -520,8 +525,9 @@ int tern_cmd_train(int argc, char **argv)
         }
     }
     if (json)
-        printf("{\"model\":\"%s\",\"batch\":%lld,\"weights\":%zu,\"graph_nodes\":%zu,\"step_flops\":%.17g,\"hbm_bytes\":%llu,\"steps\":[",
-               model, (long long)batch, tern_train_weight_count(t), tern_train_graph_nodes(t),
+        printf("{\"model\":\"%s\",\"batch\":%lld,\"weights\":%zu,\"graph_nodes\":%zu,\"attention_fused\":%d,\"attention_unfused\":%d,"
+               "\"step_flops\":%.17g,\"hbm_bytes\":%llu,\"steps\":[",
+               model, (long long)batch, tern_train_weight_count(t), tern_train_graph_nodes(t), att_fused, att_unfused,
                tern_train_model_flops(t), (unsigned long long)tern_train_hbm_bytes(t, NULL));
     {
         uint64_t ws = 0, hb = tern_train_hbm_bytes(t, &ws);
@@ -530,6 +536,9 @@ int tern_cmd_train(int argc, char **argv)
                    "per core (weights and optimizer state %.3f MiB)\n",
                    model, tern_train_weight_count(t), tern_train_graph_nodes(t), tern_train_model_flops(t),
                    (double)hb / 1048576.0, (double)ws / 1048576.0);
+        if (!json && (att_fused || att_unfused)) /* the fused attention backward (docs/training.md) */
+            printf("attention: %d block%s with the fused backward (tern.AttentionGrad), %d node by node%s%s\n",
+                   att_fused, att_fused == 1 ? "" : "s", att_unfused, att_why[0] ? ": " : "", att_why);
         tern_train_dp_info dpi;
         tern_train_dp_stats(t, &dpi);
         if (!json && (dpi.ranks > 1 || dpi.chunks > 1))

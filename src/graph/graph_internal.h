@@ -52,6 +52,19 @@ tern_status graph_sort(tern_graph *g, tern_error *err);
 /* Drops nodes with keep[i] == 0 (keep may be NULL: nothing dropped) and values no node, input, output or
  * initializer references; renumbers ids and rebuilds the name table. */
 tern_status graph_compact(tern_graph *g, const unsigned char *keep, tern_error *err);
+/* The scaled dot-product attention pattern the fusion takes (passes.c, fuse_attention): MatMul(q, kt) [scale]
+ * [mask] Softmax (node `softmax`) [fp32 Casts] MatMul(., v) (node pv); the scale op (0 none, 1 divide,
+ * 2 multiply) and value, the mask value (-1 none) and mode (1 Where with the fill on true, 2 on false,
+ * 3 additive) and fill; nodes: the pattern's nodes but pv. Returns 1 when node `softmax` starts one (each
+ * interior value read once), else 0. Training's fused attention backward uses it (src/train/grad_attention.c). */
+typedef struct {
+    int softmax, pv, qk;
+    int q, kt, v, mask;
+    int mask_mode, scale_op;
+    float fill, scale;
+    int nodes[12], n_nodes;
+} graph_att_match;
+int graph_match_attention(const tern_graph *g, int softmax, graph_att_match *m);
 tern_status graph_node_error(const tern_graph *g, int node, tern_error *err, tern_status code, const char *fmt,
                              ...) __attribute__((format(printf, 5, 6)));
 int64_t graph_numel(int rank, const int64_t *dims); /* -1 when unknown or overflowing GRAPH_MAX_NUMEL */

@@ -847,11 +847,16 @@ static int att_noop_cast(const fctx *f, int c)
            f->g->values[n->outputs[0]].type == TERN_ELEM_FLOAT;
 }
 
-static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
+/* The attention pattern whose Softmax is node i (see above), or 0. Shared by the fusion below and by training's
+ * fused attention backward (graph_match_attention). */
+static int att_match(const fctx *f, int i, graph_att_match *m)
 {
-    tern_graph *g = f->g;
+    const tern_graph *g = f->g;
     const tern_graph_node *sm = &g->nodes[i];
-    int x = sm->inputs[0], nodes[12], nn = 0;
+    int x = sm->inputs[0], nn = 0, *nodes = m->nodes;
+    memset(m, 0, sizeof *m);
+    m->softmax = i;
+    m->mask = -1;
     /* fp32-to-fp32 Casts before and after the softmax (HF's LLaMA and T5 write both) */
     while (nn < 4 && single(f, x) && att_noop_cast(f, prod(f, x))) {
         nodes[nn++] = prod(f, x);
@@ -860,7 +865,7 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
     const tern_graph_value *xv = &g->values[x];
     int64_t axis = tern_graph_attr_int(sm, "axis", tern_graph_opset(g) >= 13 ? -1 : 1);
     if (xv->rank < 2 || xv->type != TERN_ELEM_FLOAT || (axis != -1 && axis != xv->rank - 1))
-        return TERN_OK;
+        return 0;
     int y = sm->outputs[0], pv = only_user(f, y);
     while (nn < 8 && att_noop_cast(f, pv)) {
         nodes[nn++] = pv;
@@ -868,7 +873,7 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         pv = only_user(f, y);
     }
     if (!is_op(f, pv, TERN_GOP_MATMUL) || g->nodes[pv].inputs[0] != y || !single(f, x))
-        return TERN_OK;
+        return 0;
     int mask_mode = 0, mask = -1, scale_op = 0;
     float fill = 0, scale = 1;
     int p = prod(f, x);
@@ -877,13 +882,13 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         int cnd = w->inputs[0], t = w->inputs[1], e = w->inputs[2];
         const tern_graph_value *tv = &g->values[t], *ev = &g->values[e];
         if (g->values[cnd].type != TERN_ELEM_BOOL)
-            return TERN_OK;
+            return 0;
         if (tv->constant && tv->constant->count == 1 && single(f, e)) {
             mask_mode = 1, fill = (float)tern_host_tensor_get(tv->constant, 0), x = e;
         } else if (ev->constant && ev->constant->count == 1 && single(f, t)) {
             mask_mode = 2, fill = (float)tern_host_tensor_get(ev->constant, 0), x = t;
         } else {
-            return TERN_OK;
+            return 0;
         }
         mask = cnd;
         nodes[nn++] = p;
@@ -894,11 +899,11 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         int s0 = a->inputs[0], s1 = a->inputs[1];
         int scores_first = att_scores(f, s0), scores_second = att_scores(f, s1);
         if (scores_first == scores_second) /* both or neither: ambiguous */
-            return TERN_OK;
+            return 0;
         x = scores_first ? s0 : s1;
         mask = scores_first ? s1 : s0;
         if (!single(f, x) || g->values[mask].type != TERN_ELEM_FLOAT)
-            return TERN_OK;
+            return 0;
         mask_mode = 3;
         nodes[nn++] = p;
         p = prod(f, x);
@@ -911,7 +916,7 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
             sv = d->inputs[0], other = d->inputs[1];
         const tern_graph_value *c = &g->values[sv];
         if (!c->constant || c->constant->count != 1 || !single(f, other))
-            return TERN_OK;
+            return 0;
         scale_op = divide ? 1 : 2;
         scale = (float)tern_host_tensor_get(c->constant, 0);
         x = other;
@@ -919,24 +924,69 @@ static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
         p = prod(f, x);
     }
     if (!is_op(f, p, TERN_GOP_MATMUL))
-        return TERN_OK;
+        return 0;
     int q = g->nodes[p].inputs[0], kt = g->nodes[p].inputs[1], v = g->nodes[pv].inputs[1];
     const tern_graph_value *Q = &g->values[q], *K = &g->values[kt], *V = &g->values[v], *S = &g->values[x];
     int r = Q->rank;
     if (r < 2 || K->rank != r || V->rank != r || S->rank != r || Q->type != TERN_ELEM_FLOAT ||
         K->type != TERN_ELEM_FLOAT || V->type != TERN_ELEM_FLOAT || Q->constant || K->constant || V->constant)
-        return TERN_OK;
+        return 0;
     for (int d = 0; d < r; d++)
         if (Q->dims[d] <= 0 || K->dims[d] <= 0 || V->dims[d] <= 0 || (d < r - 2 && (K->dims[d] != Q->dims[d] ||
                                                                                       V->dims[d] != Q->dims[d])))
-            return TERN_OK;
+            return 0;
     int64_t D = Q->dims[r - 1], Sk = K->dims[r - 1], Dv = V->dims[r - 1];
     if (K->dims[r - 2] != D || V->dims[r - 2] != Sk || D > ATT_MAX_D || Dv > ATT_MAX_DV || Sk > ATT_MAX_SK)
-        return TERN_OK;
+        return 0;
     if (mask >= 0 && !att_mask_ok(g, mask, r, S->dims))
-        return TERN_OK;
+        return 0;
     nodes[nn++] = p;
     nodes[nn++] = i;
+    m->n_nodes = nn;
+    m->pv = pv, m->qk = p, m->q = q, m->kt = kt, m->v = v, m->mask = mask;
+    m->mask_mode = mask_mode, m->scale_op = scale_op, m->fill = fill, m->scale = scale;
+    return 1;
+}
+
+int graph_match_attention(const tern_graph *g, int softmax, graph_att_match *m)
+{
+    if (softmax < 0 || softmax >= g->n_nodes || g->nodes[softmax].op_id != TERN_GOP_SOFTMAX ||
+        g->nodes[softmax].domain[0])
+        return 0;
+    size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
+    fctx f = {(tern_graph *)g, calloc(nv, sizeof(int)), malloc(nv * sizeof(int)), NULL, calloc(nn, 1), 0};
+    int hit = 0;
+    if (f.uses && f.consumer && f.touched) {
+        for (int v = 0; v < g->n_values; v++)
+            f.consumer[v] = -1;
+        for (int i = 0; i < g->n_nodes; i++)
+            for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+                int v = g->nodes[i].inputs[k];
+                if (v >= 0) {
+                    f.uses[v]++;
+                    f.consumer[v] = i;
+                }
+            }
+        for (int k = 0; k < g->n_outputs; k++)
+            f.uses[g->outputs[k]] += 2;
+        hit = att_match(&f, softmax, m);
+    }
+    free(f.uses), free(f.consumer), free(f.touched);
+    return hit;
+}
+
+static tern_status fuse_attention(fctx *f, int i, int *hits, tern_error *err)
+{
+    tern_graph *g = f->g;
+    graph_att_match m;
+    if (!att_match(f, i, &m))
+        return TERN_OK;
+    int *nodes = m.nodes, nn = m.n_nodes, pv = m.pv, q = m.q, kt = m.kt, v = m.v, mask = m.mask;
+    int mask_mode = m.mask_mode, scale_op = m.scale_op;
+    float fill = m.fill, scale = m.scale;
+    const tern_graph_value *Q = &g->values[q], *K = &g->values[kt], *V = &g->values[v];
+    int r = Q->rank;
+    int64_t D = Q->dims[r - 1], Sk = K->dims[r - 1], Dv = V->dims[r - 1];
     /* Rank 4 ([B, H, S, D], what transformer exports make): read Q, K, V straight from the tensors the head
      * split came from, and write the output in the layout the merge of the heads wants. */
     att_layout L;

@@ -21,6 +21,19 @@ typedef struct {
     int64_t d[TERN_GRAPH_MAX_RANK];
 } ad_shape;
 
+/* Training's fused attention backward (grad_attention.c): what the plan did with each attention block. */
+typedef struct {
+    int fused, unfused;   /* blocks differentiated by one tern.AttentionGrad / node by node */
+    char why[600];        /* the unfused blocks' nodes and reasons, "; "-separated (cut at the size) */
+} ad_att_report;
+
+/* An attention block whose backward is one tern.AttentionGrad: the Softmax and P V MatMul nodes, Q, Kt, V. */
+typedef struct {
+    int softmax, pv, q, kt, v;
+    float scale;
+    int causal;
+} ad_att_block;
+
 typedef struct ad_ctx {
     tern_graph *g;
     tern_error *err;
@@ -40,6 +53,12 @@ typedef struct ad_ctx {
     int *orig;            /* copy id -> the value it copies, -1 none */
     unsigned char *act;   /* value id -> 1 when it depends on the data (recompute.c) */
     int *mapped, n_mapped, cap_mapped;
+    /* fused attention backward (grad_attention.c) */
+    int no_fused_attention;   /* 1: every attention block node by node (tern_train_opts.no_fused_attention) */
+    ad_att_report *att_report; /* where the plan's outcome goes (NULL: nowhere) */
+    ad_att_block *att;
+    int n_att;
+    int *att_of, n_att_of;    /* forward node -> the block whose P V MatMul it is, -1 none */
 } ad_ctx;
 
 /* A forward node's ids and a few attributes, copied so the rule may add nodes freely. */
@@ -89,8 +108,21 @@ int grad_linear_rule(int op_id, ad_rule *out);      /* grad_linear.c */
 int grad_reduce_rule(int op_id, ad_rule *out);      /* grad_reduce.c */
 int grad_layout_rule(int op_id, ad_rule *out);      /* grad_layout.c */
 int grad_norm_rule(int op_id, ad_rule *out);        /* grad_norm.c */
+/* After the backward pass: replaces BatchNormalization node `node` (trained as model.train() runs it) by its
+ * batch-statistic computation, producing the node's own output; *new_mean / *new_var get the updated running
+ * statistics (-1 when the node has none). grad_norm.c */
+int ad_batchnorm_forward(ad_ctx *a, int node, int *new_mean, int *new_var);
 int grad_index_rule(int op_id, ad_rule *out);       /* grad_index.c */
 int grad_conv_rule(int op_id, ad_rule *out);        /* grad_conv.c */
+
+/* ---- fused attention backward (grad_attention.c) ---- */
+/* Plans, over the first n_fwd nodes (after `needs` is known), the attention blocks differentiated by one
+ * tern.AttentionGrad, reporting each block fused or not (and why) in a->att_report. */
+int ad_attention_plan(ad_ctx *a, int n_fwd);
+/* The planned block whose P V MatMul is forward node `node`, or -1. */
+int ad_attention_block_of(const ad_ctx *a, int node);
+/* Emits the block's tern.AttentionGrad from dout (the gradient of its output) and accumulates dQ, dKt, dV. */
+int ad_attention_grad(ad_ctx *a, int block, int dout);
 
 /* ---- activation recomputation (recompute.c) ---- */
 /* Cuts the first n_fwd nodes into `segments` segments of about as many activation nodes each (< 0: about

@@ -99,6 +99,10 @@ void ad_free(ad_ctx *a)
     free(a->act);
     free(a->seg_of);
     free(a->mapped);
+    free(a->att);
+    free(a->att_of);
+    a->att = NULL;
+    a->att_of = NULL;
     a->grad = NULL;
     a->needs = NULL;
     a->rc_map = a->orig = a->seg_of = a->mapped = NULL;
@@ -411,6 +415,8 @@ tern_status ad_backward(ad_ctx *a, int n_fwd, int loss)
     if (ad_shape_numel(&ls, &n1) || n1 != 1)
         return tern_error_set(a->err, TERN_ERR_INVALID, "train: the loss '%s' must be a scalar (one element)",
                               g->values[loss].name);
+    if (ad_attention_plan(a, n_fwd) < 0) /* attention blocks with one fused backward (grad_attention.c) */
+        return a->err->code;
     float one = 1.0f;
     a->grad[loss] = ad_const_fv(a, ls.rank, ls.d, &one);
     for (int i = n_fwd - 1; i >= 0 && !a->failed; i--) {
@@ -462,6 +468,12 @@ tern_status ad_backward(ad_ctx *a, int n_fwd, int loss)
                     return a->err->code;
                 }
             }
+        int blk = ad_attention_block_of(a, i);
+        if (blk >= 0) { /* the whole attention block in one tern.AttentionGrad; its interior gets no gradient */
+            if (ad_attention_grad(a, blk, f.dy[0]) < 0 && !a->failed)
+                ad_fail_node(a, i, "fused attention gradient failed");
+            continue;
+        }
         ad_rule r = ad_rule_for(n);
         if (!r) {
             int w = -1;

@@ -431,6 +431,8 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         for (size_t i = 0; i < t->nw; i++)
             a.needs[wid[i]] = 1;
         a.recompute = o->recompute;
+        a.no_fused_attention = o->no_fused_attention; /* grad_attention.c */
+        a.att_report = &t->att;
         st = ad_backward(&a, g->n_nodes, loss);
         if (st) {
             free(wid);
