@@ -40,7 +40,7 @@ static int alu_bitwise(unsigned op)
 
 static int imm_is_float(const tern_instr *ins)
 {
-    switch (ins->opcode) {
+    switch ((tern_opcode)ins->opcode) {
     case TERN_OP_IOTA:
     case TERN_OP_NOP:
     case TERN_OP_SEM_WAIT:
@@ -55,9 +55,33 @@ static int imm_is_float(const tern_instr *ins)
         return tern_dtype_is_float((tern_dtype)ins->ap[TERN_AP_DST].dtype);
     case TERN_OP_TENSOR_SCALAR:
         return !(alu_bitwise(ins->op0) || alu_bitwise(ins->op1));
-    default:
+    case TERN_OP_LOAD_STATIONARY:
+    case TERN_OP_MULTIPLY_MOVING:
+    case TERN_OP_TRANSPOSE_PE:
+    case TERN_OP_TENSOR_TENSOR:
+    case TERN_OP_SCALAR_TENSOR_TENSOR:
+    case TERN_OP_TENSOR_REDUCE:
+    case TERN_OP_TENSOR_COPY:
+    case TERN_OP_TENSOR_COPY_PREDICATED:
+    case TERN_OP_SELECT:
+    case TERN_OP_BN_STATS:
+    case TERN_OP_BN_AGGR:
+    case TERN_OP_RECIPROCAL:
+    case TERN_OP_TRANSPOSE_VE:
+    case TERN_OP_MAX8:
+    case TERN_OP_TENSOR_TENSOR_SCAN:
+    case TERN_OP_ACTIVATION:
+    case TERN_OP_AFFINE_SELECT:
+    case TERN_OP_PARTITION_REDUCE:
+    case TERN_OP_DMA_COPY:
+    case TERN_OP_DMA_GATHER:
+    case TERN_OP_TEXT_PARSE:
+    case TERN_OP_TEXT_FORMAT:
+    case TERN_OP_DMA_SCATTER:
+    case TERN_OP_COUNT: /* the decoder and the parser refuse it before an immediate is read */
         return 1;
     }
+    return 1;
 }
 
 static uint32_t f2u(float f)

@@ -502,7 +502,14 @@ static int32_t int_of_bytes(tern_dtype dt, const uint8_t *p)
     case TERN_DTYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
     case TERN_DTYPE_INT32:
     case TERN_DTYPE_UINT32: { int32_t v; memcpy(&v, p, 4); return v; }
-    default: {
+    case TERN_DTYPE_FP32:
+    case TERN_DTYPE_TF32:
+    case TERN_DTYPE_BF16:
+    case TERN_DTYPE_FP16:
+    case TERN_DTYPE_FP8_E4M3:
+    case TERN_DTYPE_FP8_E5M2:
+    case TERN_DTYPE_FP8_E4M3_NEURON:
+    case TERN_DTYPE_COUNT: {
         float f;
         tern_convert_to_f32(&f, dt, p, 1, NULL);
         if (!(f == f))
@@ -514,6 +521,7 @@ static int32_t int_of_bytes(tern_dtype dt, const uint8_t *p)
         return (int32_t)f;
     }
     }
+    return 0; /* a dtype outside the enum: the rules refuse it before anything runs */
 }
 
 static void bytes_of_int(tern_dtype dt, uint8_t *p, int32_t v)
@@ -525,7 +533,14 @@ static void bytes_of_int(tern_dtype dt, uint8_t *p, int32_t v)
     case TERN_DTYPE_UINT16: { uint16_t u = (uint16_t)v; memcpy(p, &u, 2); break; }
     case TERN_DTYPE_INT32:
     case TERN_DTYPE_UINT32: memcpy(p, &v, 4); break;
-    default: {
+    case TERN_DTYPE_FP32:
+    case TERN_DTYPE_TF32:
+    case TERN_DTYPE_BF16:
+    case TERN_DTYPE_FP16:
+    case TERN_DTYPE_FP8_E4M3:
+    case TERN_DTYPE_FP8_E5M2:
+    case TERN_DTYPE_FP8_E4M3_NEURON:
+    case TERN_DTYPE_COUNT: {
         float f = (float)v;
         tern_convert_from_f32(dt, p, &f, 1, NULL, NULL);
     }

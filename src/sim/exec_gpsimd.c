@@ -190,14 +190,23 @@ static tern_ap raw_view(const tern_ap *ap)
 
 static int32_t clamp_to(uint8_t dt, int32_t v)
 {
-    switch (dt) {
+    switch ((tern_dtype)dt) {
     case TERN_DTYPE_INT8: return v < INT8_MIN ? INT8_MIN : v > INT8_MAX ? INT8_MAX : v;
     case TERN_DTYPE_UINT8: return v < 0 ? 0 : v > UINT8_MAX ? UINT8_MAX : v;
     case TERN_DTYPE_INT16: return v < INT16_MIN ? INT16_MIN : v > INT16_MAX ? INT16_MAX : v;
     case TERN_DTYPE_UINT16: return v < 0 ? 0 : v > UINT16_MAX ? UINT16_MAX : v;
     case TERN_DTYPE_UINT32: return v < 0 ? 0 : v;
-    default: return v;
+    case TERN_DTYPE_INT32:
+    case TERN_DTYPE_FP32:
+    case TERN_DTYPE_TF32:
+    case TERN_DTYPE_BF16:
+    case TERN_DTYPE_FP16:
+    case TERN_DTYPE_FP8_E4M3:
+    case TERN_DTYPE_FP8_E5M2:
+    case TERN_DTYPE_FP8_E4M3_NEURON:
+    case TERN_DTYPE_COUNT: return v;
     }
+    return v;
 }
 
 static tern_status exec_iota(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
@@ -228,8 +237,31 @@ static int cmp_zero(tern_alu_op op, int32_t v)
     case TERN_ALU_IS_GE: return v >= 0;
     case TERN_ALU_IS_LT: return v < 0;
     case TERN_ALU_IS_LE: return v <= 0;
-    default: return 0;
+    case TERN_ALU_BYPASS:
+    case TERN_ALU_ADD:
+    case TERN_ALU_SUBTRACT:
+    case TERN_ALU_MULT:
+    case TERN_ALU_DIVIDE:
+    case TERN_ALU_MAX:
+    case TERN_ALU_MIN:
+    case TERN_ALU_ABS_MAX:
+    case TERN_ALU_ABS_MIN:
+    case TERN_ALU_POW:
+    case TERN_ALU_LOGICAL_AND:
+    case TERN_ALU_LOGICAL_OR:
+    case TERN_ALU_LOGICAL_XOR:
+    case TERN_ALU_BITWISE_AND:
+    case TERN_ALU_BITWISE_OR:
+    case TERN_ALU_BITWISE_XOR:
+    case TERN_ALU_SHIFT_LEFT:
+    case TERN_ALU_SHIFT_RIGHT:
+    case TERN_ALU_AVERAGE:
+    case TERN_ALU_MOD:
+    case TERN_ALU_RSQRT:
+    case TERN_ALU_ABS:
+    case TERN_ALU_COUNT: return 0; /* not a comparison: check_gpsimd refuses it */
     }
+    return 0;
 }
 
 static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)

@@ -103,7 +103,7 @@ static int is_unary(unsigned op) { return op == TERN_ALU_ABS || op == TERN_ALU_R
 
 static int is_reduce_op(unsigned op)
 {
-    switch (op) {
+    switch ((tern_alu_op)op) {
     case TERN_ALU_ADD:
     case TERN_ALU_SUBTRACT:
     case TERN_ALU_MULT:
@@ -115,8 +115,26 @@ static int is_reduce_op(unsigned op)
     case TERN_ALU_BITWISE_AND:
     case TERN_ALU_BITWISE_OR:
     case TERN_ALU_BITWISE_XOR: return 1;
-    default: return 0;
+    case TERN_ALU_BYPASS:
+    case TERN_ALU_DIVIDE:
+    case TERN_ALU_ABS_MAX:
+    case TERN_ALU_ABS_MIN:
+    case TERN_ALU_POW:
+    case TERN_ALU_IS_EQ:
+    case TERN_ALU_NOT_EQ:
+    case TERN_ALU_IS_GT:
+    case TERN_ALU_IS_GE:
+    case TERN_ALU_IS_LT:
+    case TERN_ALU_IS_LE:
+    case TERN_ALU_SHIFT_LEFT:
+    case TERN_ALU_SHIFT_RIGHT:
+    case TERN_ALU_AVERAGE:
+    case TERN_ALU_MOD:
+    case TERN_ALU_RSQRT:
+    case TERN_ALU_ABS:
+    case TERN_ALU_COUNT: return 0;
     }
+    return 0; /* outside the enum: need_op refuses it by name */
 }
 
 static int is_32bit_int(uint8_t dt) { return dt == TERN_DTYPE_INT32 || dt == TERN_DTYPE_UINT32; }
@@ -319,15 +337,23 @@ static tern_status check_copy_predicated(const tern_core *core, const exec_ctx *
 
 static int int_range(uint8_t dt, int64_t *lo, int64_t *hi)
 {
-    switch (dt) {
+    switch ((tern_dtype)dt) {
     case TERN_DTYPE_INT8: *lo = INT8_MIN; *hi = INT8_MAX; return 1;
     case TERN_DTYPE_UINT8: *lo = 0; *hi = UINT8_MAX; return 1;
     case TERN_DTYPE_INT16: *lo = INT16_MIN; *hi = INT16_MAX; return 1;
     case TERN_DTYPE_UINT16: *lo = 0; *hi = UINT16_MAX; return 1;
     case TERN_DTYPE_INT32: *lo = INT32_MIN; *hi = INT32_MAX; return 1;
     case TERN_DTYPE_UINT32: *lo = INT32_MIN; *hi = INT32_MAX; return 1; /* imm0.i is the raw 32-bit pattern */
-    default: return 0;
+    case TERN_DTYPE_FP32:
+    case TERN_DTYPE_TF32:
+    case TERN_DTYPE_BF16:
+    case TERN_DTYPE_FP16:
+    case TERN_DTYPE_FP8_E4M3:
+    case TERN_DTYPE_FP8_E5M2:
+    case TERN_DTYPE_FP8_E4M3_NEURON:
+    case TERN_DTYPE_COUNT: return 0;
     }
+    return 0; /* a dtype outside the enum: rules_check_ap refuses it first */
 }
 
 static tern_status check_memset(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
@@ -484,11 +510,8 @@ static tern_status gather_i(tern_core *core, const exec_ctx *cx, const tern_inst
 static tern_ap raw_view(const tern_ap *ap)
 {
     tern_ap r = *ap;
-    switch (tern_dtype_size((tern_dtype)ap->dtype)) {
-    case 1: r.dtype = TERN_DTYPE_UINT8; break;
-    case 2: r.dtype = TERN_DTYPE_UINT16; break;
-    default: r.dtype = TERN_DTYPE_UINT32; break;
-    }
+    size_t es = tern_dtype_size((tern_dtype)ap->dtype); /* 1, 2 or 4 bytes */
+    r.dtype = es == 1 ? TERN_DTYPE_UINT8 : es == 2 ? TERN_DTYPE_UINT16 : TERN_DTYPE_UINT32;
     return r;
 }
 

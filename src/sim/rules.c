@@ -43,8 +43,9 @@ static const char *reach_text(unsigned reach)
     case REACH_HBM: return "HBM";
     case REACH_SBUF | REACH_PSUM: return "SBUF or PSUM";
     case REACH_SBUF | REACH_HBM: return "SBUF or HBM";
-    default: return "SBUF, PSUM or HBM";
+    case REACH_PSUM | REACH_HBM: return "PSUM or HBM";
     }
+    return "SBUF, PSUM or HBM"; /* a bit mask, not an enum: the remaining combination */
 }
 
 /* Signed checked helpers for the span: steps are signed, so the extent is too. */

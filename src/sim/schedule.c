@@ -211,12 +211,13 @@ static int64_t candidate(const runner *r, unsigned e)
     /* read-after-write on the same engine: a read of what the previous instructions wrote waits for the latency */
     if (timing_is_compute_op(op) && r->core->cfg.timing.raw_latency[e] > 0)
         t = max64(t, timing_raw_ready(&r->raw[e], ins));
-    switch (op) {
-    case TERN_OP_LOAD_STATIONARY: t = max64(t, max64(r->ls_free, r->last_mm_start)); break;
-    case TERN_OP_MULTIPLY_MOVING: t = max64(t, max64(r->mm_free, r->last_ls_end)); break;
-    case TERN_OP_TRANSPOSE_PE: t = max64(t, max64(max64(r->ls_free, r->mm_free), r->last_ls_end)); break;
-    default: break;
-    }
+    /* TensorE's two pipelines (the PE family): which of them the instruction waits for */
+    if (op == TERN_OP_LOAD_STATIONARY)
+        t = max64(t, max64(r->ls_free, r->last_mm_start));
+    else if (op == TERN_OP_MULTIPLY_MOVING)
+        t = max64(t, max64(r->mm_free, r->last_ls_end));
+    else if (op == TERN_OP_TRANSPOSE_PE)
+        t = max64(t, max64(max64(r->ls_free, r->mm_free), r->last_ls_end));
     if (r->core->cfg.timing.sbuf_port_conflicts && timing_is_compute_op(op) && !is_tensor_op(op)) {
         if (uses_sbuf_port(e, ins))
             t = max64(t, r->sbuf_vg_free);
@@ -304,21 +305,18 @@ static uint64_t work_elements(const tern_instr *ins)
 /* Control instructions' effects on registers; returns the next pc. */
 static size_t exec_control(tern_core *c, unsigned e, const tern_instr *ins, size_t pc)
 {
-    switch ((tern_opcode)ins->opcode) {
-    case TERN_OP_REG_SET: *reg_ptr(c, (tern_engine)e, ins->rd) = ins->imm_i0; break;
-    case TERN_OP_REG_ALU: {
+    /* Only these three of the CONTROL family touch registers or the pc; semaphores and halt are run_instr's. */
+    TERN_ASSERT(tern_opcode_is_control(ins->opcode));
+    if (ins->opcode == TERN_OP_REG_SET) {
+        *reg_ptr(c, (tern_engine)e, ins->rd) = ins->imm_i0;
+    } else if (ins->opcode == TERN_OP_REG_ALU) {
         int32_t b = (ins->flags & TERN_FLAG_IMM_B) ? ins->imm_i0 : *reg_ptr(c, (tern_engine)e, ins->rb);
         *reg_ptr(c, (tern_engine)e, ins->rd) =
             alu_apply_i32((tern_alu_op)ins->op0, *reg_ptr(c, (tern_engine)e, ins->ra), b);
-        break;
-    }
-    case TERN_OP_BRANCH: {
+    } else if (ins->opcode == TERN_OP_BRANCH) {
         int32_t b = (ins->flags & TERN_FLAG_IMM_B) ? ins->imm_i1 : *reg_ptr(c, (tern_engine)e, ins->rb);
         if (cmp_holds((tern_cmp_op)ins->op0, *reg_ptr(c, (tern_engine)e, ins->ra), b))
             return (size_t)ins->imm_i0;
-        break;
-    }
-    default: break;
     }
     return pc + 1;
 }
@@ -420,27 +418,22 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     int64_t occ = timing_ps((double)cycles, tc->clock_hz[e]);
     int64_t done = t + occ + timing_ps((double)timing_latency_cycles(tc, (tern_engine)e, ins), tc->clock_hz[e]);
     uint64_t flops = 0;
-    switch (op) {
-    case TERN_OP_LOAD_STATIONARY:
+    if (op == TERN_OP_LOAD_STATIONARY) {
         r->ls_free = r->last_ls_end = t + occ;
         r->stat_m = (ins->flags & TERN_FLAG_DOUBLE_ROW) ? ins->ap[TERN_AP_IN0].dims[1].num
                                                         : (uint32_t)tern_ap_free_elems(&ins->ap[TERN_AP_IN0]);
         r->stat_dtype = ins->ap[TERN_AP_IN0].dtype;
-        break;
-    case TERN_OP_MULTIPLY_MOVING: {
+    } else if (op == TERN_OP_MULTIPLY_MOVING) {
         r->mm_free = t + occ;
         r->last_mm_start = t;
         uint64_t macs =
             (uint64_t)ins->ap[TERN_AP_IN0].num_partitions * r->stat_m * tern_ap_free_elems(&ins->ap[TERN_AP_IN0]);
         r->stats->macs += macs;
         flops = 2 * macs;
-        break;
-    }
-    case TERN_OP_TRANSPOSE_PE: r->ls_free = r->mm_free = r->last_ls_end = t + occ; break;
-    default:
-        if (timing_is_compute_op(op))
-            flops = elem_ops(ins);
-        break;
+    } else if (op == TERN_OP_TRANSPOSE_PE) {
+        r->ls_free = r->mm_free = r->last_ls_end = t + occ;
+    } else if (timing_is_compute_op(op)) {
+        flops = elem_ops(ins);
     }
     if (tc->sbuf_port_conflicts && timing_is_compute_op(op) && !is_tensor_op(op)) {
         if (uses_sbuf_port(e, ins))
