@@ -163,7 +163,6 @@ static int g_batchnorm(ad_ctx *a, const ad_fwd *f)
     return 0;
 }
 
-int ad_batchnorm_forward(ad_ctx *a, int node, int *new_mean, int *new_var); /* ad_internal.h */
 int ad_batchnorm_forward(ad_ctx *a, int node, int *new_mean, int *new_var)
 {
     tern_graph *g = a->g;
