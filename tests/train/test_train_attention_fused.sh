@@ -8,8 +8,8 @@
 #     sums in another order than the node-by-node gradients, nothing else differs);
 #   - one step's gradient of every weight within 1e-5 of the node-by-node path's (max |diff| over the weight's
 #     max |value|);
-#   - an attention whose additive mask is a trained weight (a learned bias) falls back to the node-by-node
-#     gradients and says why.
+#   - an attention whose additive mask is a trained weight (a learned bias), and one with Dropout on P, fall
+#     back to the node-by-node gradients and say why.
 set -u
 TERN=${1:?usage: test_train_attention_fused.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -80,8 +80,19 @@ class BiasAttention(torch.nn.Module):
     def forward(self, x):
         att = self.q(x) @ self.k(x).transpose(-2, -1) / 4.0 + self.bias
         return self.o(att.softmax(-1) @ self.v(x)).mean(1)
+class DropoutAttention(torch.nn.Module):  # Dropout on P (exported in training mode): not the fused pattern
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(16, 16) for _ in range(4))
+        self.drop = torch.nn.Dropout(0.1)
+    def forward(self, x):
+        att = self.q(x) @ self.k(x).transpose(-2, -1) / 4.0
+        return self.o(self.drop(att.softmax(-1)) @ self.v(x)).mean(1)
 torch.onnx.export(BiasAttention(), torch.zeros(2, 8, 16), f"{d}/bias.onnx", input_names=["x"], output_names=["y"],
                   opset_version=14, dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+torch.onnx.export(DropoutAttention(), torch.zeros(2, 8, 16), f"{d}/drop.onnx", input_names=["x"],
+                  output_names=["y"], opset_version=14, dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
 rng = np.random.default_rng(0)
 np.save(f"{d}/bx.npy", rng.standard_normal((8, 8, 16)).astype(np.float32))
 np.save(f"{d}/by.npy", rng.standard_normal((8, 16)).astype(np.float32))
@@ -89,5 +100,8 @@ PYEOF
 expect 0 "$TERN" train "$tmp/bias.onnx" --data "$tmp/bx.npy" --labels "$tmp/by.npy" --loss mse --batch 2 --steps 2
 contains "$tmp/out" "attention: 0 blocks with the fused backward (tern.AttentionGrad), 1 node by node"
 contains "$tmp/out" "the mask depends on the data or a trained weight"
+expect 0 "$TERN" train "$tmp/drop.onnx" --data "$tmp/bx.npy" --labels "$tmp/by.npy" --loss mse --batch 2 --steps 2
+contains "$tmp/out" "attention: 0 blocks with the fused backward (tern.AttentionGrad), 1 node by node"
+contains "$tmp/out" "not the fused pattern Q Kt [scale] [mask] Softmax P V (Dropout on P"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
