@@ -39,7 +39,13 @@ typedef struct {
     tern_ap ap;
 } tern_view;
 
-typedef enum { TERN_KIO_INPUT, TERN_KIO_OUTPUT, TERN_KIO_SCRATCH, TERN_KIO_CONSTANT } tern_kio_kind;
+/* A kernel tensor's role is the program's tern_tensor_kind (isa.h: input, output, scratch, constant), one enum for
+ * both; the kernel builder's older names stay as aliases, so source written against them still compiles. */
+typedef tern_tensor_kind tern_kio_kind;
+#define TERN_KIO_INPUT TERN_TENSOR_INPUT
+#define TERN_KIO_OUTPUT TERN_TENSOR_OUTPUT
+#define TERN_KIO_SCRATCH TERN_TENSOR_SCRATCH
+#define TERN_KIO_CONSTANT TERN_TENSOR_CONSTANT
 
 /* One kernel input/output (an HBM tensor). */
 typedef struct {
