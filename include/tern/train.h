@@ -95,6 +95,10 @@ typedef struct {
     int64_t dp_chunks;        /* dp_exact: the tree's leaves (a power of two that ranks divides; 0: ranks) */
     int no_fused_attention;   /* 1: differentiate attention blocks node by node (MatMul, Softmax, ... rules)
                                  instead of one fused tern.AttentionGrad each (docs/training.md) */
+    /* Tensor and pipeline parallelism (docs/training.md): a layout tp x pp x ranks (ranks: the data replicas) of
+     * the machine's cores; the model's Megatron linear pairs split over tp ranks, its linear layers staged over pp
+     * in `micro` micro-batches (0: pp) on a 1F1B schedule. tp, pp <= 1: neither. */
+    int64_t tp, pp, micro;
 } tern_train_opts;
 
 void tern_train_opts_default(tern_train_opts *o);
@@ -195,6 +199,19 @@ void tern_train_dp_stats(const tern_trainer *t, tern_train_dp_info *out);
 /* Rank `rank`'s copy of weight i after the last step (every rank updates its own; they are equal bit for bit,
  * which each step checks). NULL for a rank that does not exist or in timing-only mode (ranks past 0). */
 const float *tern_train_rank_weight(const tern_trainer *t, unsigned rank, size_t i, size_t *count);
+
+/* Tensor / pipeline parallelism: the layout and the last step's time (all 1 and zeros without one). */
+typedef struct {
+    int64_t tp, pp, dp, micro;
+    int pairs;                 /* Megatron linear pairs split over the tensor ranks */
+    int programs;              /* segment programs (each tensor rank runs its own shards through them) */
+    double pipeline_seconds;   /* the 1F1B schedule's span (forwards, backwards, transfers, bubbles) */
+    double bubble_seconds;     /* span less the busiest stage's compute */
+    double dp_comm_seconds;    /* the data replicas' gradient all-reduce */
+    double update_seconds;     /* the slowest (stage, tensor rank)'s optimizer update */
+    double p2p_seconds;        /* one activation's transfer between stages */
+} tern_train_mp_info;
+void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out);
 
 #ifdef __cplusplus
 }

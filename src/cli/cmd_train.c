@@ -61,6 +61,9 @@ static void usage(FILE *f)
             "  --machine M           target machine (default trn1.2xlarge)\n"
             "  --cores N             data parallelism over N NeuronCores of the machine (its rank order): each runs\n"
             "                        batch / N rows, gradients all-reduced before every rank's update\n"
+            "  --layout tp=A,pp=B,dp=C[,micro=M]  tensor x pipeline x data parallelism over A*B*C cores: Megatron\n"
+            "                        linear pairs split over A ranks, the linear layers in B stages (M micro-batches,\n"
+            "                        default B, on a 1F1B schedule), C data replicas (docs/training.md)\n"
             "  --zero 1              ZeRO stage 1: optimizer state sharded over the ranks (reduce-scatter, shard\n"
             "                        update, all-gather)\n"
             "  --dp-exact            fixed reduction tree: gradients summed over --dp-chunks K row chunks (default\n"
@@ -237,6 +240,26 @@ int tern_cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--machine")) {
             VAL("a machine");
             o.machine = v;
+        } else if (!strcmp(a, "--layout")) { /* tp=A,pp=B,dp=C[,micro=M]: tensor x pipeline x data parallelism */
+            VAL("a layout (tp=A,pp=B,dp=C[,micro=M])");
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                char *eq = strchr(tok, '=');
+                int64_t *dst = NULL, val;
+                if (eq) {
+                    *eq = 0;
+                    dst = !strcmp(tok, "tp") ? &o.tp : !strcmp(tok, "pp") ? &o.pp : !strcmp(tok, "dp") ? &o.ranks
+                          : !strcmp(tok, "micro") ? &o.micro : NULL;
+                }
+                if (!dst) {
+                    fprintf(stderr, "tern train: --layout '%s': '%s' is not tp=N, pp=N, dp=N or micro=N\n", v, tok);
+                    return 2;
+                }
+                if ((rc = tern_arg_int("train", "--layout", eq + 1, 1, 1 << 20, &val)))
+                    return rc;
+                *dst = val;
+            }
         } else if (!strcmp(a, "--cores")) {
             VAL("a core count");
             if ((rc = tern_arg_int("train", a, v, 1, 1 << 20, &o.ranks)))
@@ -540,6 +563,13 @@ int tern_cmd_train(int argc, char **argv)
             printf("attention: %d block%s with the fused backward (tern.AttentionGrad), %d node by node%s%s\n",
                    att_fused, att_fused == 1 ? "" : "s", att_unfused, att_why[0] ? ": " : "", att_why);
         tern_train_dp_info dpi;
+        tern_train_mp_info mpi;
+        tern_train_mp_stats(t, &mpi);
+        if (!json && (mpi.tp > 1 || mpi.pp > 1))
+            printf("layout tp=%lld,pp=%lld,dp=%lld on %s: %d linear pairs split over the tensor ranks, %d segment "
+                   "programs, %lld micro-batches of %lld rows on a 1F1B schedule\n",
+                   (long long)mpi.tp, (long long)mpi.pp, (long long)mpi.dp, o.machine ? o.machine : "trn1.2xlarge",
+                   mpi.pairs, mpi.programs, (long long)mpi.micro, (long long)(batch / (mpi.dp * mpi.micro)));
         tern_train_dp_stats(t, &dpi);
         if (!json && (dpi.ranks > 1 || dpi.chunks > 1))
             printf("data parallel: %lld ranks on %s, %lld rows each (%lld gradient chunks%s), %.3f MiB of gradients "
@@ -633,18 +663,33 @@ int tern_cmd_train(int argc, char **argv)
         }
     }
     tern_train_dp_info dpi;
+    {
+        tern_train_mp_info mpi;
+        tern_train_mp_stats(t, &mpi);
+        if (!json && (mpi.tp > 1 || mpi.pp > 1))
+            printf("layout, last step: pipeline %.4f ms (1F1B bubbles %.4f ms, stage transfer %.4f ms), data-parallel "
+                   "all-reduce %.4f ms, update %.4f ms\n",
+                   mpi.pipeline_seconds * 1e3, mpi.bubble_seconds * 1e3, mpi.p2p_seconds * 1e3,
+                   mpi.dp_comm_seconds * 1e3, mpi.update_seconds * 1e3);
+    }
     tern_train_dp_stats(t, &dpi);
     if (!json && (dpi.ranks > 1 || dpi.chunks > 1))
         printf("data parallel, last step: slowest rank's forward + backward %.4f ms, gradient collectives %.4f ms "
                "(%s, exposed), update %.4f ms\n",
                dpi.compute_seconds * 1e3, dpi.comm_seconds * 1e3, dpi.algorithm, dpi.update_seconds * 1e3);
+    tern_train_mp_info mpj;
+    tern_train_mp_stats(t, &mpj);
     if (json)
         printf("],\"predicted_seconds\":%.9g,\"ranks\":%lld,\"dp_chunks\":%lld,\"zero\":%d,\"dp_algorithm\":\"%s\","
                "\"dp_compute_ms\":%.6f,\"dp_comm_ms\":%.6f,\"dp_update_ms\":%.6f,\"state_bytes_per_rank\":%llu,"
-               "\"state_bytes_total\":%llu}\n",
+               "\"state_bytes_total\":%llu,\"layout\":{\"tp\":%lld,\"pp\":%lld,\"dp\":%lld,\"micro\":%lld,"
+               "\"pairs\":%d,\"programs\":%d,\"pipeline_ms\":%.6f,\"bubble_ms\":%.6f,\"p2p_ms\":%.6f,"
+               "\"dp_comm_ms\":%.6f,\"update_ms\":%.6f}}\n",
                total, (long long)dpi.ranks, (long long)dpi.chunks, dpi.zero, dpi.algorithm, dpi.compute_seconds * 1e3,
                dpi.comm_seconds * 1e3, dpi.update_seconds * 1e3, (unsigned long long)dpi.state_bytes_per_rank,
-               (unsigned long long)dpi.state_bytes_total);
+               (unsigned long long)dpi.state_bytes_total, (long long)mpj.tp, (long long)mpj.pp, (long long)mpj.dp,
+               (long long)mpj.micro, mpj.pairs, mpj.programs, mpj.pipeline_seconds * 1e3, mpj.bubble_seconds * 1e3,
+               mpj.p2p_seconds * 1e3, mpj.dp_comm_seconds * 1e3, mpj.update_seconds * 1e3);
     else
         printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)(steps - first),
                total * 1e3,

@@ -5,6 +5,7 @@
  * in Python), executes, checks the loss, the gradient norm and the updated weights for non-finite values, and
  * only then takes the updated weights and state for the next step. */
 #include "train_internal.h"
+#include "mp_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -79,6 +80,7 @@ void tern_train_free(tern_trainer *t)
     if (!t)
         return;
     train_dp_free(t);
+    train_mp_free(t);
     train_free_weights(t->w, t->nw);
     for (size_t k = 0; k < t->ndrop; k++) {
         free(t->drop[k].input);
@@ -352,6 +354,14 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
         }
     }
     tern_exe_init(&t->exe_micro);
+    if (o.tp > 1 || o.pp > 1 || o.micro > 1) { /* tensor / pipeline parallelism: pipeline_parallel.c builds and compiles */
+        if ((st = train_mp_create(t, err))) {
+            tern_train_free(t);
+            return st;
+        }
+        *out = t;
+        return TERN_OK;
+    }
     if (o.ranks > 1 || o.zero || o.dp_exact) { /* data parallelism: data_parallel.c builds and compiles */
         if ((st = train_dp_create(t, err))) {
             tern_train_free(t);
@@ -803,6 +813,8 @@ tern_status train_set_step_scalars(tern_trainer *t, uint64_t step, double *lr_ou
 static tern_status step_packed(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                                tern_train_step_info *info, tern_error *err)
 {
+    if (t->mp) /* tensor / pipeline parallelism: x_count bytes of packed rows, as here */
+        return train_mp_step(t, x, x_count, labels, label_count, info, err);
     if (t->dp)
         return train_dp_step(t, x, x_count, labels, label_count, info, err);
     tern_status st;

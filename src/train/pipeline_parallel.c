@@ -1,0 +1,1004 @@
+/* Pipeline parallelism and the step of a layout tp x pp x dp (docs/training.md, "Tensor and pipeline parallelism").
+ *
+ * Ranks: rank (d, s, r) = (d pp + s) tp + r in the machine's rank order (fabric.h), so a tensor group is tp
+ * neighbouring cores. Each step, data replica d takes rows [d B/dp, (d+1) B/dp) of the batch in `micro` micro-batches
+ * of mb rows. A micro-batch runs every segment's forward program in order on each tensor rank (its own shards fed
+ * as inputs), the partial outputs of a row-parallel layer all-reduced over the tensor group by tern's collectives
+ * (collective.h, functional: the real bytes in the algorithm's order); then every segment's gradient program from
+ * the last: it recomputes the segment's forward and differentiates sum(out * dy) with dy the gradient arriving
+ * from later segments (the last segment: the model's loss), giving its weights' gradients and its inputs'
+ * gradients, those of a column-parallel layer's input all-reduced over the tensor group. Weight gradients are
+ * summed over micro-batches in order, all-reduced over the data replicas (one collective over the machine, a group
+ * per (stage, tensor rank)), and each (stage, tensor rank) updates its flat weight vector with the step graph's own
+ * optimizer nodes on the device. Cross-entropy feeds 1 / (the whole batch's counted rows) to every micro-batch,
+ * MSE scales the sum by 1 / (dp micro).
+ *
+ * Time. The values do not depend on the order the host runs the programs in; the time does, and comes from the
+ * 1F1B schedule: stage s runs min(pp - s - 1, micro) forwards, then alternates one forward and one backward, then
+ * the remaining backwards; a forward waits for the previous stage's forward of its micro-batch plus the activation's
+ * transfer, a backward for the next stage's backward plus the gradient's transfer (a permute between the stages'
+ * tensor ranks on the fabric, timed by the collectives module; the data is copied). A forward is its programs'
+ * device times plus its tensor all-reduces; a backward is each gradient program's time less its forward program's
+ * (the gradient program recomputes the forward so no activations are kept between programs; that recomputation is
+ * not charged) plus its all-reduces; the last segment's program is forward and backward in one and is charged to
+ * the backward. The step is the schedule's span, then the data-parallel all-reduce and the slowest update. */
+#include "mp_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *name;
+    int full;               /* index in t->w */
+    int axis, rank0;        /* mp_wspec: split axis (-1 replicated); rank 0 only (ranks > 0 hold zeros) */
+    size_t count, off;      /* shard elements, offset in the stage's flat vector */
+    int rank;
+    int64_t dims[TERN_GRAPH_MAX_RANK]; /* the full weight's */
+} mp_wt;
+
+typedef struct {
+    mp_wt *w;
+    int nw;
+    size_t flat;
+    tern_exe uexe;
+    tern_rt *urt;
+} mp_stage;
+
+struct train_mp {
+    mp_plan p;
+    int64_t n;                 /* tp pp dp ranks */
+    mp_stage *stg;
+    int **sidx;                /* [seg][m.nw] the program weight's entry in its stage (-1 crossing or untrained) */
+    float **val, **st[2];      /* [s tp + r] flat weights and optimizer state */
+    float **gacc;              /* [(d pp + s) tp + r] gradients summed over micro-batches, padded to maxflat */
+    size_t maxflat;
+    float **act, **dact, **gx; /* [r][x offset] activations, their gradients, one program's input gradients */
+    float *tmp;
+    double *fsec;              /* [seg] the forward program's time of the current micro-batch */
+    int nst;
+    double gscale;
+    tern_fabric *fab, *tpfab;
+    double *tf, *tb;           /* [s] forward / backward time of one micro-batch on stage s */
+    double p2p_f, p2p_b;       /* [per cut, the largest] activation / gradient transfer */
+    double t_span, t_work, t_dp, t_upd, t_tp;
+    uint64_t synced_step;
+    float **synced_ptr;
+};
+
+static tern_status oom(tern_error *err)
+{
+    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+}
+
+static char *dupstr(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+void train_mp_free(tern_trainer *t)
+{
+    struct train_mp *mp = t->mp;
+    if (!mp)
+        return;
+    int64_t tp = mp->p.tp, pp = mp->p.pp;
+    for (int64_t i = 0; i < pp * tp; i++) {
+        if (mp->val)
+            free(mp->val[i]);
+        for (int k = 0; k < 2; k++)
+            if (mp->st[k])
+                free(mp->st[k][i]);
+    }
+    for (int64_t i = 0; mp->gacc && i < mp->n; i++)
+        free(mp->gacc[i]);
+    for (int64_t r = 0; r < tp; r++) {
+        if (mp->act)
+            free(mp->act[r]);
+        if (mp->dact)
+            free(mp->dact[r]);
+        if (mp->gx)
+            free(mp->gx[r]);
+    }
+    free(mp->act), free(mp->dact), free(mp->gx), free(mp->tmp), free(mp->fsec);
+    free(mp->val), free(mp->st[0]), free(mp->st[1]), free(mp->gacc);
+    for (int64_t s = 0; mp->stg && s < pp; s++) {
+        for (int i = 0; i < mp->stg[s].nw; i++)
+            free(mp->stg[s].w[i].name);
+        free(mp->stg[s].w);
+        tern_rt_free(mp->stg[s].urt);
+        tern_exe_free(&mp->stg[s].uexe);
+    }
+    free(mp->stg);
+    for (int k = 0; mp->sidx && k < mp->p.nseg; k++)
+        free(mp->sidx[k]);
+    free(mp->sidx);
+    free(mp->tf), free(mp->tb), free(mp->synced_ptr);
+    mp_plan_free(&mp->p);
+    tern_fabric_free(mp->fab);
+    tern_fabric_free(mp->tpfab);
+    free(mp);
+    t->mp = NULL;
+    t->rt = NULL; /* pointed at a stage's update runtime during a step; freed above */
+}
+
+static int zin(ad_ctx *a, const char *name, int64_t n)
+{
+    tern_graph *g = a->g;
+    int id = graph_add_value(g, name);
+    int *in = id >= 0 ? realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1)) : NULL;
+    if (!in)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    g->inputs = in;
+    g->inputs[g->n_inputs++] = id;
+    tern_graph_value *v = &g->values[id];
+    v->flags = TERN_VALUE_INPUT;
+    v->type = TERN_ELEM_FLOAT;
+    v->rank = 1;
+    v->dims[0] = n;
+    if (ad_grow(a) < 0)
+        return -1;
+    return id;
+}
+
+static int zname(ad_ctx *a, int v, const char *name)
+{
+    int y = ad_op1(a, "Identity", v);
+    if (y < 0)
+        return -1;
+    char *nm = dupstr(name);
+    if (!nm)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    free(a->g->values[y].name);
+    a->g->values[y].name = nm;
+    return y;
+}
+
+/* A stage's update program: its flat weights p and gradient g (times gscale) through the step graph's optimizer
+ * nodes, as ZeRO-1's shard update. */
+static tern_status build_update(tern_trainer *t, mp_stage *sg, int nst, uint64_t *hbm, tern_error *err)
+{
+    tern_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return oom(err);
+    g->opset = 17;
+    g->ir_version = 8;
+    ad_ctx a;
+    tern_status st = ad_init(&a, g, err);
+    train_weight zw;
+    memset(&zw, 0, sizeof zw);
+    zw.name = "tern.mp.flat";
+    zw.rank = 1;
+    zw.dims[0] = (int64_t)sg->flat;
+    zw.count = sg->flat;
+    zw.n_state = nst;
+    char nin[2][64], nout[2][64];
+    for (int k = 0; k < nst; k++) {
+        snprintf(nin[k], sizeof nin[k], "train.state%d.flat", k);
+        snprintf(nout[k], sizeof nout[k], "train.state%d.new.flat", k);
+        zw.state_in[k] = nin[k];
+        zw.state_out[k] = nout[k];
+    }
+    if (!st) {
+        const tern_train_opts *o = &t->o;
+        int p = zin(&a, "tern.mp.p", (int64_t)sg->flat), gin = zin(&a, "tern.mp.g", (int64_t)sg->flat);
+        int gs = zin(&a, TRAIN_GSCALE, 1);
+        int gr = ad_op2(&a, "Mul", gin, gs);
+        int sc[4] = {-1, -1, -1, -1};
+        if (o->optimizer == TERN_OPT_SGD) {
+            sc[0] = zin(&a, TRAIN_LR, 1);
+        } else {
+            sc[0] = zin(&a, TRAIN_STEP_SIZE, 1);
+            sc[1] = zin(&a, TRAIN_BC2_SQRT, 1);
+            if (o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
+                sc[2] = zin(&a, TRAIN_DECAY, 1);
+        }
+        int so[2] = {-1, -1};
+        int np = train_update_nodes(t, &a, &zw, p, gr, sc, so);
+        int outs[3], no = 0;
+        outs[no++] = zname(&a, np, "tern.mp.p.new");
+        for (int k = 0; k < nst; k++)
+            outs[no++] = zname(&a, so[k], nout[k]);
+        if (a.failed) {
+            st = err->code;
+        } else {
+            g->outputs = malloc(sizeof(int) * (size_t)no);
+            if (!g->outputs)
+                st = oom(err);
+            for (int k = 0; !st && k < no; k++) {
+                g->outputs[g->n_outputs++] = outs[k];
+                g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
+            }
+        }
+    }
+    ad_free(&a);
+    if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
+        tern_error_prefix(err, "train: layout update graph: ");
+    if (!st)
+        st = mp_compile_load(t, g, &sg->uexe, &sg->urt, NULL, hbm, "layout update program", err);
+    tern_graph_free(g);
+    return st;
+}
+
+static int find_full(const tern_trainer *t, const char *name)
+{
+    for (size_t i = 0; i < t->nw; i++)
+        if (!strcmp(t->w[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+/* t->w (the whole model's weights and state) into every (stage, tensor rank)'s flat vectors */
+static void scatter(tern_trainer *t)
+{
+    struct train_mp *mp = t->mp;
+    int64_t tp = mp->p.tp;
+    for (int64_t s = 0; s < mp->p.pp; s++)
+        for (int64_t r = 0; r < tp; r++) {
+            size_t ix = (size_t)(s * tp + r);
+            const mp_stage *sg = &mp->stg[s];
+            for (int i = 0; i < sg->nw; i++) {
+                const mp_wt *w = &sg->w[i];
+                const train_weight *fw = &t->w[w->full];
+                for (int q = -1; q < mp->nst; q++) {
+                    float *dst = (q < 0 ? mp->val[ix] : mp->st[q][ix]) + w->off;
+                    const float *src = q < 0 ? fw->val : fw->state[q];
+                    if (w->rank0 && r > 0)
+                        memset(dst, 0, w->count * sizeof(float));
+                    else if (w->axis < 0)
+                        memcpy(dst, src, w->count * sizeof(float));
+                    else
+                        mp_shard_copy(src, dst, w->rank, w->dims, w->axis, tp, r, 0);
+                }
+            }
+        }
+    mp->synced_step = t->step;
+    for (size_t i = 0; i < t->nw; i++)
+        mp->synced_ptr[i] = t->w[i].val;
+}
+
+/* the shards back into t->w (the trained model, checkpoints) */
+static void gather(tern_trainer *t)
+{
+    struct train_mp *mp = t->mp;
+    int64_t tp = mp->p.tp;
+    for (int64_t s = 0; s < mp->p.pp; s++) {
+        const mp_stage *sg = &mp->stg[s];
+        for (int i = 0; i < sg->nw; i++) {
+            const mp_wt *w = &sg->w[i];
+            train_weight *fw = &t->w[w->full];
+            for (int q = -1; q < mp->nst; q++)
+                for (int64_t r = 0; r < (w->axis < 0 ? 1 : tp); r++) {
+                    size_t ix = (size_t)(s * tp + r);
+                    const float *src = (q < 0 ? mp->val[ix] : mp->st[q][ix]) + w->off;
+                    float *dst = q < 0 ? fw->val : fw->state[q];
+                    if (w->axis < 0)
+                        memcpy(dst, src, w->count * sizeof(float));
+                    else
+                        mp_shard_copy(dst, (float *)src, w->rank, w->dims, w->axis, tp, r, 1);
+                }
+        }
+    }
+}
+
+static unsigned rank_of(const struct train_mp *mp, int64_t d, int64_t s, int64_t r)
+{
+    return (unsigned)((d * mp->p.pp + s) * mp->p.tp + r);
+}
+
+/* A permute between stage s's and s + 1's tensor ranks (dir 0) or back (dir 1) of count floats: its time. */
+static tern_status p2p_time(struct train_mp *mp, int64_t s, size_t count, int dir, double *secs, tern_error *err)
+{
+    unsigned *pairs = malloc(sizeof(unsigned) * 2 * (size_t)mp->p.tp + 1);
+    if (!pairs)
+        return oom(err);
+    for (int64_t r = 0; r < mp->p.tp; r++) {
+        unsigned a = rank_of(mp, 0, s, r), b = rank_of(mp, 0, s + 1, r);
+        pairs[2 * r] = dir ? b : a;
+        pairs[2 * r + 1] = dir ? a : b;
+    }
+    tern_coll_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = TERN_COLL_PERMUTE;
+    d.dtype = TERN_DTYPE_FP32;
+    d.count = count;
+    d.algo = TERN_ALGO_DIRECT;
+    d.pairs = pairs;
+    d.npairs = (unsigned)mp->p.tp;
+    tern_coll_result res;
+    tern_status st = tern_collective_time(mp->fab, &d, &res, err);
+    free(pairs);
+    if (st)
+        return tern_error_prefix(err, "train: pipeline transfer after stage %lld: ", (long long)s);
+    *secs = (double)res.time_ps * 1e-12;
+    return TERN_OK;
+}
+
+tern_status train_mp_create(tern_trainer *t, tern_error *err)
+{
+    tern_train_opts *o = &t->o;
+    int64_t tp = o->tp > 1 ? o->tp : 1, pp = o->pp > 1 ? o->pp : 1, dp = o->ranks > 1 ? o->ranks : 1;
+    int64_t micro = o->micro > 0 ? o->micro : pp;
+    if (o->zero || o->dp_exact || o->accumulate > 1 || o->recompute || o->timing_only || o->bf16_weights ||
+        o->optimizer == TERN_OPT_LAMB || o->loss == TERN_LOSS_OUTPUT)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: tensor/pipeline parallelism (tp=%lld, pp=%lld) with %s is not supported yet",
+                              (long long)tp, (long long)pp,
+                              o->zero ? "ZeRO" : o->dp_exact ? "the fixed reduction tree" : o->accumulate > 1 ? "accumulation"
+                              : o->recompute ? "recomputation" : o->timing_only ? "--timing-only"
+                              : o->bf16_weights ? "pure BF16 weights" : o->optimizer == TERN_OPT_LAMB ? "LAMB"
+                                                                                                     : "--loss-output");
+    struct train_mp *mp = calloc(1, sizeof *mp);
+    if (!mp)
+        return oom(err);
+    t->mp = mp;
+    mp->n = tp * pp * dp;
+    mp->p.tp = tp;
+    mp->p.pp = pp;
+    mp->p.dp = dp;
+    mp->p.micro = micro;
+    mp->p.batch = o->batch;
+    mp->p.mb = o->batch / (dp * micro);
+    tern_status st;
+    /* the machine's cores */
+    tern_fabric_opts fo;
+    memset(&fo, 0, sizeof fo);
+    tern_fabric *all = NULL;
+    if ((st = tern_fabric_load(t->machine, &fo, &all, err)))
+        return tern_error_prefix(err, "train: layout tp=%lld,pp=%lld,dp=%lld on '%s': ", (long long)tp, (long long)pp,
+                                 (long long)dp, t->machine);
+    unsigned have = tern_fabric_ranks(all);
+    tern_fabric_free(all);
+    if ((uint64_t)mp->n > have)
+        return tern_error_set(err, TERN_ERR_RANGE,
+                              "train: layout tp=%lld,pp=%lld,dp=%lld needs %lld NeuronCores; '%s' has %u (give a "
+                              "smaller product or a larger machine)",
+                              (long long)tp, (long long)pp, (long long)dp, (long long)mp->n, t->machine, have);
+    if (micro > 1 && pp == 1)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: %lld micro-batches need pipeline stages (pp > 1)",
+                              (long long)micro);
+    if (o->batch % (dp * micro))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: batch %lld does not split over %lld data replicas x %lld micro-batches",
+                              (long long)o->batch, (long long)dp, (long long)micro);
+    fo.ranks = (unsigned)mp->n;
+    if ((st = tern_fabric_load(t->machine, &fo, &mp->fab, err)))
+        return st;
+    fo.ranks = (unsigned)tp;
+    if (tp > 1 && (st = tern_fabric_load(t->machine, &fo, &mp->tpfab, err)))
+        return st;
+    /* the whole model's weight records (t->w: the trained model, checkpoints), its loss shape and data binding */
+    if ((st = tern_graph_load_onnx(t->path, &t->g, err)) || (st = train_bind_data(t, err)) ||
+        (st = train_build_step_graph(t, TRAIN_GRAPH_UPDATE, err)))
+        return st;
+    t->nodes = (size_t)t->g->n_nodes;
+    tern_graph_free(t->g);
+    t->g = NULL;
+    mp_plan *p = &mp->p;
+    if ((st = mp_plan_build(t, p, err)) || (st = mp_build_programs(t, p, err)))
+        return st;
+    /* the stages' weights */
+    mp->stg = calloc((size_t)pp, sizeof *mp->stg);
+    mp->sidx = calloc((size_t)p->nseg + 1, sizeof *mp->sidx);
+    if (!mp->stg || !mp->sidx)
+        return oom(err);
+    mp->nst = 0;
+    for (size_t i = 0; i < t->nw; i++)
+        if (t->w[i].trained)
+            mp->nst = t->w[i].n_state;
+    double flops = 0;
+    for (int k = 0; k < p->nseg; k++) {
+        mp_seg *sg = &p->seg[k];
+        tern_trainer *m = &sg->prog.m;
+        mp_stage *S = &mp->stg[sg->stage];
+        flops += sg->prog.flops * (sg->pair >= 0 ? (double)tp : 1.0);
+        mp->sidx[k] = malloc(sizeof(int) * (m->nw + 1));
+        if (!mp->sidx[k])
+            return oom(err);
+        for (size_t i = 0; i < m->nw; i++) {
+            mp->sidx[k][i] = -1;
+            if (sg->xw[i] >= 0 || !m->w[i].trained)
+                continue;
+            int e = -1;
+            for (int q = 0; q < S->nw; q++)
+                if (!strcmp(S->w[q].name, m->w[i].name))
+                    e = q;
+            if (e < 0) {
+                int full = find_full(t, m->w[i].name);
+                if (full < 0 || !t->w[full].trained)
+                    return tern_error_set(err, TERN_ERR_INVALID,
+                                          "train: layout plan: internal: weight '%s' of program %d is not the model's",
+                                          m->w[i].name, k);
+                mp_wt *nw = realloc(S->w, sizeof *nw * (size_t)(S->nw + 1));
+                if (!nw)
+                    return oom(err);
+                S->w = nw;
+                mp_wt *w = &S->w[S->nw];
+                memset(w, 0, sizeof *w);
+                w->name = dupstr(m->w[i].name);
+                if (!w->name)
+                    return oom(err);
+                const mp_wspec *ws = sg->pair >= 0 ? mp_wspec_of(p, w->name) : NULL;
+                w->full = full;
+                w->axis = ws ? ws->axis : -1;
+                w->rank0 = ws && ws->rank0_only;
+                w->count = m->w[i].count;
+                w->off = S->flat;
+                w->rank = t->w[full].rank;
+                memcpy(w->dims, t->w[full].dims, sizeof w->dims);
+                S->flat += w->count;
+                e = S->nw++;
+            }
+            mp->sidx[k][i] = e;
+        }
+    }
+    uint64_t hbm = t->hbm;
+    mp->maxflat = 1;
+    for (int64_t s = 0; s < pp; s++) {
+        if (mp->stg[s].flat == 0)
+            return tern_error_set(err, TERN_ERR_INVALID, "train: pipeline stage %lld has no trained weight", (long long)s);
+        if (mp->stg[s].flat > mp->maxflat)
+            mp->maxflat = mp->stg[s].flat;
+        if ((st = build_update(t, &mp->stg[s], mp->nst, &hbm, err)))
+            return st;
+    }
+    t->hbm = hbm;
+    t->flops = flops * (double)micro * (double)dp;
+    for (size_t i = 0; i < t->nw; i++)
+        t->state_bytes += (uint64_t)t->w[i].count * 4 * (uint64_t)(1 + t->w[i].n_state);
+    tern_core_config cfg;
+    if ((st = tern_core_config_load(t->machine, &cfg, err)))
+        return st;
+    t->peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR];
+    /* buffers */
+    size_t nsr = (size_t)(pp * tp);
+    mp->val = calloc(nsr, sizeof *mp->val);
+    mp->st[0] = calloc(nsr, sizeof *mp->st[0]);
+    mp->st[1] = calloc(nsr, sizeof *mp->st[1]);
+    mp->gacc = calloc((size_t)mp->n, sizeof *mp->gacc);
+    mp->act = calloc((size_t)tp, sizeof *mp->act);
+    mp->dact = calloc((size_t)tp, sizeof *mp->dact);
+    mp->gx = calloc((size_t)tp, sizeof *mp->gx);
+    mp->fsec = calloc((size_t)p->nseg + 1, sizeof(double));
+    mp->tf = calloc((size_t)pp, sizeof(double));
+    mp->tb = calloc((size_t)pp, sizeof(double));
+    mp->synced_ptr = calloc(t->nw + 1, sizeof *mp->synced_ptr);
+    if (!mp->val || !mp->st[0] || !mp->st[1] || !mp->gacc || !mp->act || !mp->dact || !mp->tf || !mp->tb ||
+        !mp->synced_ptr || !mp->gx || !mp->fsec)
+        return oom(err);
+    for (int64_t s = 0; s < pp; s++)
+        for (int64_t r = 0; r < tp; r++) {
+            size_t ix = (size_t)(s * tp + r), f = mp->stg[s].flat;
+            if (!(mp->val[ix] = calloc(f + 1, sizeof(float))))
+                return oom(err);
+            for (int q = 0; q < mp->nst; q++)
+                if (!(mp->st[q][ix] = calloc(f + 1, sizeof(float))))
+                    return oom(err);
+        }
+    for (int64_t i = 0; i < mp->n; i++)
+        if (!(mp->gacc[i] = calloc(mp->maxflat + 1, sizeof(float))))
+            return oom(err);
+    size_t xtot = 0, xmax = 1;
+    for (int i = 0; i < p->nxv; i++) {
+        xtot += p->xv[i].count;
+        if (p->xv[i].count > xmax)
+            xmax = p->xv[i].count;
+    }
+    for (int64_t r = 0; r < tp; r++)
+        if (!(mp->act[r] = calloc(xtot + 1, sizeof(float))) || !(mp->dact[r] = calloc(xtot + 1, sizeof(float))) ||
+            !(mp->gx[r] = calloc(xtot + 1, sizeof(float))))
+            return oom(err);
+    if (!(mp->tmp = calloc((size_t)tp * xmax + mp->maxflat + 1, sizeof(float))))
+        return oom(err);
+    /* the activation crossing each cut: the transfers' times */
+    for (int64_t s = 0; s + 1 < pp; s++) {
+        const mp_seg *lastk = &p->seg[p->stage_first[s + 1] - 1];
+        size_t cnt = 0;
+        for (int q = 0; q < lastk->nxout; q++)
+            cnt += p->xv[lastk->xout[q]].count;
+        double a = 0, b = 0;
+        if ((st = p2p_time(mp, s, cnt, 0, &a, err)) || (st = p2p_time(mp, s, cnt, 1, &b, err)))
+            return st;
+        if (a > mp->p2p_f)
+            mp->p2p_f = a;
+        if (b > mp->p2p_b)
+            mp->p2p_b = b;
+    }
+    mp->gscale = o->loss == TERN_LOSS_CROSS_ENTROPY ? 1.0 : 1.0 / (double)(dp * micro);
+    size_t sc = t->target_count > t->read_count ? t->target_count : t->read_count;
+    t->scratch = calloc(sc + 1, sizeof(float));
+    if (!t->scratch)
+        return oom(err);
+    scatter(t);
+    return TERN_OK;
+}
+
+static size_t xoff(const mp_plan *p, int x)
+{
+    size_t o = 0;
+    for (int i = 0; i < x; i++)
+        o += p->xv[i].count;
+    return o;
+}
+
+/* tensor-group all-reduce of count floats at offset off of every tensor rank's buf (functional) */
+static tern_status tp_allreduce(struct train_mp *mp, float **buf, size_t off, size_t count, double *secs,
+                                tern_error *err)
+{
+    int64_t tp = mp->p.tp;
+    if (tp < 2)
+        return TERN_OK;
+    const void *in[64];
+    void *out[64];
+    if (tp > 64)
+        return tern_error_set(err, TERN_ERR_RANGE, "train: tp=%lld (at most 64)", (long long)tp);
+    for (int64_t r = 0; r < tp; r++) {
+        in[r] = buf[r] + off;
+        out[r] = buf[r] + off;
+    }
+    tern_coll_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = TERN_COLL_ALL_REDUCE;
+    d.reduce = TERN_REDUCE_SUM;
+    d.dtype = TERN_DTYPE_FP32;
+    d.count = count;
+    d.algo = TERN_ALGO_AUTO;
+    tern_coll_result res;
+    tern_status st = tern_collective_run(mp->tpfab, &d, in, out, &res, err);
+    if (st)
+        return tern_error_prefix(err, "train: tensor-parallel all-reduce: ");
+    *secs += (double)res.time_ps * 1e-12;
+    return TERN_OK;
+}
+
+static tern_status run_prog(tern_rt *rt, double *secs, tern_error *err)
+{
+    tern_run_stats rs;
+    tern_status st = tern_rt_execute(rt, &rs, err);
+    if (!st)
+        *secs = (double)rs.time_ps * 1e-12;
+    return st;
+}
+
+/* Feeds segment k's weights (rank r's shards) and crossing inputs into runtime rt (fwd: the forward program). */
+static tern_status feed_seg(tern_trainer *t, int k, int64_t r, tern_rt *rt, tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    const mp_seg *sg = &mp->p.seg[k];
+    const tern_trainer *m = &sg->prog.m;
+    size_t ix = (size_t)(sg->stage * mp->p.tp + r);
+    tern_status st = TERN_OK;
+    for (size_t i = 0; i < m->nw && !st; i++) {
+        const float *v;
+        size_t n = m->w[i].count;
+        if (sg->xw[i] >= 0) {
+            v = mp->act[r] + xoff(&mp->p, sg->xw[i]);
+        } else if (mp->sidx[k][i] >= 0) {
+            v = mp->val[ix] + mp->stg[sg->stage].w[mp->sidx[k][i]].off;
+        } else { /* an untrained weight: the model's value (replicated; never split) */
+            int f = find_full(t, m->w[i].name);
+            v = f >= 0 ? t->w[f].val : m->w[i].val;
+        }
+        st = tern_rt_set_input(rt, m->w[i].name, v, n * sizeof(float), err);
+    }
+    return st;
+}
+
+/* One micro-batch (rows x, labels) of data replica d: forward and backward through every segment, the weight
+ * gradients added into gacc; its loss partial added to *loss; per-stage forward / backward times into tf / tb. */
+static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const void *labels, size_t ls,
+                               const float *inv, double *loss, double *tf, double *tb, tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    mp_plan *p = &mp->p;
+    int64_t tp = p->tp;
+    uint64_t step = t->step + 1;
+    tern_status st = TERN_OK;
+    for (int k = 0; k < p->nseg && !st; k++) { /* forward */
+        mp_seg *sg = &p->seg[k];
+        if (sg->last)
+            break;
+        double tmax = 0;
+        for (int64_t r = 0; r < tp && !st; r++) {
+            tern_trainer *m = &sg->prog.m;
+            tern_rt *save = m->rt;
+            m->rt = sg->prog.frt;
+            if (m->nin)
+                st = train_feed_rows(m, x, m->data_bytes, NULL, 0, step, NULL, err);
+            m->rt = save;
+            if (!st)
+                st = feed_seg(t, k, r, sg->prog.frt, err);
+            double s = 0;
+            if (!st)
+                st = run_prog(sg->prog.frt, &s, err);
+            if (s > tmax)
+                tmax = s;
+            for (int q = 0; q < sg->nxout && !st; q++) {
+                const mp_xv *xv = &p->xv[sg->xout[q]];
+                st = tern_rt_get_output(sg->prog.frt, xv->name, mp->act[r] + xoff(p, sg->xout[q]),
+                                        xv->count * sizeof(float), err);
+            }
+        }
+        tf[sg->stage] += tmax;
+        mp->fsec[k] = tmax;
+        for (int q = 0; q < sg->nxout && !st; q++)
+            if (p->xv[sg->xout[q]].partial)
+                st = tp_allreduce(mp, mp->act, xoff(p, sg->xout[q]), p->xv[sg->xout[q]].count, &tf[sg->stage], err);
+        if (st)
+            return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
+    }
+    for (int64_t r = 0; r < tp; r++) {
+        size_t tot = xoff(p, p->nxv);
+        memset(mp->dact[r], 0, tot * sizeof(float));
+    }
+    for (int k = p->nseg - 1; k >= 0 && !st; k--) { /* backward */
+        mp_seg *sg = &p->seg[k];
+        tern_trainer *m = &sg->prog.m;
+        double tmax = 0, fsec = 0;
+        size_t ix0 = (size_t)sg->stage * (size_t)tp;
+        for (int64_t r = 0; r < tp && !st; r++) {
+            st = train_feed_rows(m, m->nin ? x : NULL, m->nin ? m->data_bytes : 0, sg->last ? labels : NULL, ls, step,
+                                 inv, err);
+            if (!st)
+                st = feed_seg(t, k, r, m->rt, err);
+            for (int q = 0; q < sg->nxout && !st && !sg->last; q++) {
+                const mp_xv *xv = &p->xv[sg->xout[q]];
+                char nm[512];
+                snprintf(nm, sizeof nm, MP_DY "%s", xv->name);
+                st = tern_rt_set_input(m->rt, nm, mp->dact[r] + xoff(p, sg->xout[q]), xv->count * sizeof(float), err);
+            }
+            double s = 0;
+            if (!st)
+                st = run_prog(m->rt, &s, err);
+            if (s > tmax)
+                tmax = s;
+            if (!st && sg->last && r == 0) {
+                float l;
+                if (!(st = tern_rt_get_output(m->rt, TRAIN_LOSS, &l, sizeof l, err)))
+                    *loss += (double)l;
+            }
+            float *ga = mp->gacc[(size_t)(d * p->pp) * (size_t)tp + ix0 + (size_t)r];
+            for (size_t i = 0; i < m->nw && !st; i++) {
+                train_weight *w = &m->w[i];
+                if (!w->trained || !w->acc_out)
+                    continue;
+                float *b = mp->tmp;
+                if ((st = tern_rt_get_output(m->rt, w->acc_out, b, w->count * sizeof(float), err)))
+                    break;
+                if (sg->xw[i] >= 0) { /* an input gradient: kept per rank until the group's all-reduce */
+                    float *dst = mp->gx[r] + xoff(p, sg->xw[i]);
+                    memcpy(dst, b, w->count * sizeof(float));
+                    continue;
+                }
+                int e = mp->sidx[k][i];
+                if (e < 0)
+                    continue;
+                const mp_wt *wt = &mp->stg[sg->stage].w[e];
+                if (wt->rank0 && r > 0)
+                    continue;
+                float *gd = ga + wt->off;
+                for (size_t j = 0; j < w->count; j++)
+                    gd[j] += b[j];
+            }
+        }
+        for (int q = 0; q < sg->nxin && !st; q++) {
+            int xi = sg->xin[q];
+            size_t off = xoff(p, xi), n = p->xv[xi].count;
+            if (sg->pair >= 0)
+                st = tp_allreduce(mp, mp->gx, off, n, &tb[sg->stage], err);
+            for (int64_t r = 0; r < tp && !st; r++)
+                for (size_t j = 0; j < n; j++)
+                    mp->dact[r][off + j] += mp->gx[r][off + j];
+        }
+        /* the gradient program recomputes the forward (not charged: the forward program's time is taken off) */
+        fsec = sg->last ? 0 : mp->fsec[k];
+        tb[sg->stage] += tmax > fsec ? tmax - fsec : 0;
+        if (st)
+            return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
+    }
+    return st;
+}
+
+/* The 1F1B schedule of P stages and M micro-batches, each forward f[s] and backward b[s] long, transfers pf (an
+ * activation, stage s to s + 1) and pb (a gradient, back): its span; *work the busiest stage's compute. */
+static tern_status schedule_1f1b(int64_t P, int64_t M, const double *f, const double *b, double pf, double pb,
+                                 double *span, double *work, tern_error *err)
+{
+    size_t n = (size_t)(P * M);
+    double *fe = malloc(sizeof(double) * (n + 1)), *be = malloc(sizeof(double) * (n + 1));
+    double *fr = calloc((size_t)P + 1, sizeof(double));
+    int64_t *nx = calloc((size_t)P + 1, sizeof(int64_t));
+    if (!fe || !be || !fr || !nx) {
+        free(fe), free(be), free(fr), free(nx);
+        return oom(err);
+    }
+    for (size_t i = 0; i < n; i++)
+        fe[i] = be[i] = -1;
+    int progress = 1;
+    while (progress) {
+        progress = 0;
+        for (int64_t s = 0; s < P; s++) {
+            if (nx[s] >= 2 * M)
+                continue;
+            int64_t w = P - s - 1 < M ? P - s - 1 : M, i = nx[s], mb;
+            int fwd;
+            if (i < w) { /* warm-up forwards */
+                fwd = 1, mb = i;
+            } else if (i < w + 2 * (M - w)) { /* steady state: F(w + j), B(j) */
+                int64_t j = (i - w) / 2;
+                fwd = (i - w) % 2 == 0;
+                mb = fwd ? w + j : j;
+            } else { /* cool-down backwards */
+                fwd = 0, mb = M - (2 * M - i);
+            }
+            double dep;
+            if (fwd)
+                dep = s == 0 ? 0 : (fe[(s - 1) * M + mb] < 0 ? -1 : fe[(s - 1) * M + mb] + pf);
+            else
+                dep = s == P - 1 ? fe[s * M + mb] : (be[(s + 1) * M + mb] < 0 ? -1 : be[(s + 1) * M + mb] + pb);
+            if (dep < 0)
+                continue;
+            double start = dep > fr[s] ? dep : fr[s], end = start + (fwd ? f[s] : b[s]);
+            (fwd ? fe : be)[s * M + mb] = end;
+            fr[s] = end;
+            nx[s]++;
+            progress = 1;
+        }
+    }
+    tern_status st = TERN_OK;
+    *span = 0;
+    *work = 0;
+    for (int64_t s = 0; s < P; s++) {
+        if (nx[s] < 2 * M)
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the 1F1B schedule stalls at stage %lld",
+                                (long long)s);
+        if (fr[s] > *span)
+            *span = fr[s];
+        double wk = (double)M * (f[s] + b[s]);
+        if (wk > *work)
+            *work = wk;
+    }
+    free(fe), free(be), free(fr), free(nx);
+    return st;
+}
+
+tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+                          tern_train_step_info *info, tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    mp_plan *p = &mp->p;
+    int64_t tp = p->tp, pp = p->pp, dp = p->dp, M = p->micro, K = dp * M;
+    uint64_t step = t->step + 1;
+    tern_status st = TERN_OK;
+    int same = mp->synced_step == t->step;
+    for (size_t i = 0; same && i < t->nw; i++)
+        same = mp->synced_ptr[i] == t->w[i].val;
+    if (!same) /* a checkpoint was loaded into t->w */
+        scatter(t);
+    if (t->nin && (!x || x_count != t->data_bytes))
+        return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: input '%s': %zu bytes given, %zu expected",
+                              (unsigned long long)step, t->data_name ? t->data_name : "?", x_count, t->data_bytes);
+    if (!labels || label_count % (size_t)K)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: step %llu: %zu labels do not split over %lld micro-batches of the batch",
+                              (unsigned long long)step, labels ? label_count : 0, (long long)K);
+    size_t ls = label_count / (size_t)K, xs = t->data_bytes / (size_t)K;
+    size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
+    float inv = 0, *invp = NULL;
+    if (t->o.loss == TERN_LOSS_CROSS_ENTROPY) {
+        size_t counted = 0;
+        for (size_t i = 0; i < label_count; i++)
+            counted += ((const int64_t *)labels)[i] != t->o.ignore_index;
+        inv = counted ? 1.0f / (float)counted : 0.0f;
+        invp = &inv;
+    }
+    for (int64_t i = 0; i < mp->n; i++)
+        memset(mp->gacc[i], 0, mp->maxflat * sizeof(float));
+    for (int64_t s = 0; s < pp; s++)
+        mp->tf[s] = mp->tb[s] = 0;
+    double loss = 0;
+    for (int64_t d = 0; d < dp && !st; d++)
+        for (int64_t j = 0; j < M && !st; j++) {
+            int64_t c = d * M + j; /* micro-batch c: rows [c mb, (c + 1) mb) */
+            st = micro_batch(t, d, x ? (const char *)x + (size_t)c * xs : NULL,
+                             (const char *)labels + (size_t)c * ls * lsz, ls, invp, &loss, mp->tf, mp->tb, err);
+        }
+    if (st)
+        return st;
+    loss *= mp->gscale;
+    if (!isfinite(loss))
+        return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the loss is not finite (%g)",
+                              (unsigned long long)step, loss);
+    /* the data replicas' gradients: one all-reduce over the machine, a group per (stage, tensor rank) */
+    double tdp = 0;
+    if (dp > 1) {
+        unsigned *groups = malloc(sizeof(unsigned) * (size_t)mp->n + 1);
+        const void **in = malloc(sizeof(void *) * (size_t)mp->n + 1);
+        void **out = malloc(sizeof(void *) * (size_t)mp->n + 1);
+        if (!groups || !in || !out) {
+            free(groups), free(in), free(out);
+            return oom(err);
+        }
+        for (int64_t s = 0, gi = 0; s < pp; s++)
+            for (int64_t r = 0; r < tp; r++)
+                for (int64_t d = 0; d < dp; d++)
+                    groups[gi++] = rank_of(mp, d, s, r);
+        for (int64_t i = 0; i < mp->n; i++) {
+            in[i] = mp->gacc[i];
+            out[i] = mp->gacc[i];
+        }
+        tern_coll_desc cd;
+        memset(&cd, 0, sizeof cd);
+        cd.op = TERN_COLL_ALL_REDUCE;
+        cd.reduce = TERN_REDUCE_SUM;
+        cd.dtype = TERN_DTYPE_FP32;
+        cd.count = mp->maxflat;
+        cd.algo = TERN_ALGO_AUTO;
+        cd.groups = groups;
+        cd.ngroups = (unsigned)(pp * tp);
+        cd.group_size = (unsigned)dp;
+        tern_coll_result res;
+        st = tern_collective_run(mp->fab, &cd, in, out, &res, err);
+        free(groups), free(in), free(out);
+        if (st)
+            return tern_error_prefix(err, "train: step %llu: data-parallel gradient all-reduce: ",
+                                     (unsigned long long)step);
+        tdp = (double)res.time_ps * 1e-12;
+    }
+    /* the global gradient norm: each split weight's shards once, a replicated weight once */
+    double sq = 0;
+    for (int64_t s = 0; s < pp; s++)
+        for (int64_t r = 0; r < tp; r++) {
+            const float *g = mp->gacc[rank_of(mp, 0, s, r)];
+            for (int i = 0; i < mp->stg[s].nw; i++) {
+                const mp_wt *w = &mp->stg[s].w[i];
+                if (w->axis < 0 && r > 0)
+                    continue;
+                for (size_t e = 0; e < w->count; e++) {
+                    double v = (double)g[w->off + e] * mp->gscale;
+                    sq += v * v;
+                }
+            }
+        }
+    double gn = sqrt(sq), coef = 1;
+    if (!isfinite(gn))
+        return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the gradient norm is not finite (%g)",
+                              (unsigned long long)step, gn);
+    if (t->o.clip_norm > 0) {
+        coef = t->o.clip_norm / (gn + 1e-6);
+        if (coef > 1)
+            coef = 1;
+    }
+    /* every (stage, tensor rank) updates its flat vector; the data replicas hold the same and are not run again */
+    double tupd = 0;
+    size_t nsr = (size_t)(pp * tp);
+    float **nv = calloc(nsr * 3 + 1, sizeof *nv);
+    if (!nv)
+        return oom(err);
+    for (int64_t s = 0; s < pp && !st; s++)
+        for (int64_t r = 0; r < tp && !st; r++) {
+            mp_stage *S = &mp->stg[s];
+            size_t ix = (size_t)(s * tp + r);
+            double lr;
+            t->rt = S->urt;
+            st = train_set_step_scalars(t, step, &lr, err);
+            float gs = (float)(mp->gscale * coef);
+            if (!st)
+                st = tern_rt_set_input(S->urt, TRAIN_GSCALE, &gs, sizeof gs, err);
+            if (!st)
+                st = tern_rt_set_input(S->urt, "tern.mp.p", mp->val[ix], S->flat * sizeof(float), err);
+            if (!st)
+                st = tern_rt_set_input(S->urt, "tern.mp.g", mp->gacc[rank_of(mp, 0, s, r)], S->flat * sizeof(float),
+                                       err);
+            for (int q = 0; q < mp->nst && !st; q++) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "train.state%d.flat", q);
+                st = tern_rt_set_input(S->urt, nm, mp->st[q][ix], S->flat * sizeof(float), err);
+            }
+            double secs = 0;
+            if (!st)
+                st = run_prog(S->urt, &secs, err);
+            if (secs > tupd)
+                tupd = secs;
+            for (int q = -1; q < mp->nst && !st; q++) {
+                float *b = malloc(S->flat * sizeof(float) + 1);
+                nv[ix * 3 + (size_t)(q + 1)] = b;
+                if (!b) {
+                    st = oom(err);
+                    break;
+                }
+                char nm[64];
+                snprintf(nm, sizeof nm, q < 0 ? "tern.mp.p.new" : "train.state%d.new.flat", q);
+                if ((st = tern_rt_get_output(S->urt, nm, b, S->flat * sizeof(float), err)))
+                    break;
+                size_t at;
+                if (train_first_nonfinite(b, S->flat, &at)) {
+                    const char *wn = "?";
+                    for (int i = 0; i < S->nw; i++)
+                        if (at >= S->w[i].off && at < S->w[i].off + S->w[i].count)
+                            wn = S->w[i].name;
+                    st = tern_error_set(err, TERN_ERR_RANGE,
+                                        "train: step %llu: the update of '%s' (stage %lld, tensor rank %lld) is not "
+                                        "finite (%s)",
+                                        (unsigned long long)step, wn, (long long)s, (long long)r,
+                                        q < 0 ? "weight" : "optimizer state");
+                }
+            }
+        }
+    t->rt = NULL;
+    if (!st)
+        for (size_t ix = 0; ix < nsr; ix++)
+            for (int q = -1; q < mp->nst; q++) {
+                float **dst = q < 0 ? &mp->val[ix] : &mp->st[q][ix];
+                free(*dst);
+                *dst = nv[ix * 3 + (size_t)(q + 1)];
+                nv[ix * 3 + (size_t)(q + 1)] = NULL;
+            }
+    for (size_t i = 0; i < nsr * 3; i++)
+        free(nv[i]);
+    free(nv);
+    if (st)
+        return st;
+    gather(t);
+    /* time: the schedule of one replica's micro-batches (every replica runs the same programs at once) */
+    double *f = malloc(sizeof(double) * (size_t)pp + 1), *b = malloc(sizeof(double) * (size_t)pp + 1);
+    if (!f || !b) {
+        free(f), free(b);
+        return oom(err);
+    }
+    double tpt = 0;
+    for (int64_t s = 0; s < pp; s++) {
+        f[s] = mp->tf[s] / (double)K;
+        b[s] = mp->tb[s] / (double)K;
+        tpt += f[s] + b[s];
+    }
+    double span = 0, work = 0;
+    st = schedule_1f1b(pp, M, f, b, mp->p2p_f, mp->p2p_b, &span, &work, err);
+    free(f), free(b);
+    if (st)
+        return st;
+    mp->t_span = span;
+    mp->t_work = work;
+    mp->t_dp = tdp;
+    mp->t_upd = tupd;
+    t->step = step;
+    mp->synced_step = step;
+    for (size_t i = 0; i < t->nw; i++)
+        mp->synced_ptr[i] = t->w[i].val;
+    tern_train_step_info in;
+    memset(&in, 0, sizeof in);
+    in.step = step;
+    in.lr = tern_train_lr(&t->o, step);
+    in.step_seconds = span + tdp + tupd;
+    in.samples_per_s = in.step_seconds > 0 ? (double)p->batch / in.step_seconds : 0;
+    in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * (double)mp->n * in.step_seconds) * 100 : 0;
+    in.loss = loss;
+    in.grad_norm = gn;
+    if (info)
+        *info = in;
+    return TERN_OK;
+}
+
+void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->tp = out->pp = out->dp = out->micro = 1;
+    const struct train_mp *mp = t->mp;
+    if (!mp)
+        return;
+    out->tp = mp->p.tp;
+    out->pp = mp->p.pp;
+    out->dp = mp->p.dp;
+    out->micro = mp->p.micro;
+    out->pairs = mp->p.npairs;
+    out->programs = mp->p.nseg;
+    out->pipeline_seconds = mp->t_span;
+    out->bubble_seconds = mp->t_span > mp->t_work ? mp->t_span - mp->t_work : 0;
+    out->dp_comm_seconds = mp->t_dp;
+    out->update_seconds = mp->t_upd;
+    out->p2p_seconds = mp->p2p_f;
+}

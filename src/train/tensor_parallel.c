@@ -1,0 +1,1110 @@
+/* Tensor parallelism, Megatron-style, and the plan of a layout tp x pp x dp (docs/training.md, "Tensor and pipeline
+ * parallelism").
+ *
+ * The pair rule. A MatMul (or Gemm, transA = 0) whose second input is a 2-D weight [K, N] (Gemm transB = 1:
+ * [N, K]) starts a pair; the nodes that read its output, and the nodes that read theirs, must be elementwise
+ * (unary, binary, variadic) with every other input a scalar constant or a 1-D weight of N elements (a bias, split
+ * with the columns), until a MatMul/Gemm b reads one of those values as its first input with a 2-D weight whose K
+ * is N. No value of the pair but b's output may be read outside it (nor be a model output). The pair is then
+ * column-parallel a (weight split along N, a Gemm's bias too), the elementwise nodes on N / tp columns, and
+ * row-parallel b (weight split along K): each tensor rank's b gives a partial sum, all-reduced before its readers
+ * (Megatron's g), and the pair's input gradient is all-reduced in the backward (Megatron's f). A Gemm b's own bias
+ * is added on tensor rank 0 only. A linear layer that starts no pair stays replicated (every tensor rank runs it,
+ * as Megatron runs the layers between its parallel regions); tp > 1 on a model with no pair is refused with the
+ * first linear layer and why it starts none. N not divisible by tp is refused naming the node.
+ *
+ * Pipeline stages. The model's linear layers (MatMul/Gemm with a weight), in order, are split into pp equal runs
+ * (pp must divide their count); the cut after stage s is the first place after its last linear layer (and before
+ * the next stage's first) where exactly one float activation crosses and no pair is split; none is refused naming
+ * the cut and what crosses. Segments are the pairs and the runs of other nodes between them and the cuts. */
+#include "mp_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tern_status oom(tern_error *err)
+{
+    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+}
+
+static char *dupstr(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static int is_weight_val(const tern_graph *g, int v, const unsigned char *isw)
+{
+    return v >= 0 && v < g->n_values && isw[v];
+}
+
+static int is_linear(const tern_graph_node *n)
+{
+    return n->op_id == TERN_GOP_MATMUL || n->op_id == TERN_GOP_GEMM;
+}
+
+/* the value's scalar-constant status: an initializer or Constant output of one element */
+static int is_scalar_const(const tern_graph *g, int v)
+{
+    if (v < 0)
+        return 1;
+    const tern_graph_value *gv = &g->values[v];
+    if (gv->constant)
+        return gv->constant->count <= 1;
+    if (gv->producer >= 0 && g->nodes[gv->producer].op_id == TERN_GOP_CONSTANT) {
+        int64_t n = 1;
+        for (int d = 0; d < gv->rank; d++)
+            n *= gv->dims[d] < 0 ? 2 : gv->dims[d];
+        return gv->rank >= 0 && n <= 1;
+    }
+    return 0;
+}
+
+/* The weight behind linear node n's second input: a 2-D weight, or a Transpose (perm 1, 0) of one (PyTorch's
+ * nn.Linear exports x W^T so); *w the weight's value, *trans 1 when the node multiplies by its transpose (a Gemm's
+ * transB counted in). K and N of the product; 0 when the form is not one the rule splits. */
+static int linear_kn(const tern_graph *g, const unsigned char *isw, const tern_graph_node *n, int *w, int64_t *k,
+                     int64_t *nn, int *trans)
+{
+    int v = n->n_inputs > 1 ? n->inputs[1] : -1, tr = 0;
+    if (v < 0)
+        return 0;
+    if (!isw[v]) {
+        int pr = g->values[v].producer;
+        if (pr < 0 || g->nodes[pr].op_id != TERN_GOP_TRANSPOSE || g->nodes[pr].n_inputs < 1)
+            return 0;
+        const tern_graph_node *tn = &g->nodes[pr];
+        size_t np = 0;
+        const int64_t *perm = graph_attr_ints(tn, "perm", &np);
+        if (tn->inputs[0] < 0 || !isw[tn->inputs[0]] || (perm && (np != 2 || perm[0] != 1 || perm[1] != 0)))
+            return 0;
+        v = tn->inputs[0];
+        tr = 1;
+    }
+    if (g->values[v].rank != 2)
+        return 0;
+    if (n->op_id == TERN_GOP_GEMM && tern_graph_attr_int(n, "transA", 0))
+        return 0;
+    if (n->op_id == TERN_GOP_GEMM && tern_graph_attr_int(n, "transB", 0))
+        tr ^= 1;
+    const int64_t *wd = g->values[v].dims;
+    *w = v;
+    *trans = tr;
+    *k = tr ? wd[1] : wd[0];
+    *nn = tr ? wd[0] : wd[1];
+    return 1;
+}
+
+static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, tern_error *err)
+{
+    for (int i = 0; i < p->nws; i++)
+        if (!strcmp(p->ws[i].name, name))
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "train: tensor parallelism: weight '%s' is read by two linear pairs (or twice in "
+                                  "one); the rule splits a weight in one place only",
+                                  name);
+    mp_wspec *nw = realloc(p->ws, sizeof *nw * (size_t)(p->nws + 1));
+    if (!nw)
+        return oom(err);
+    p->ws = nw;
+    p->ws[p->nws].name = dupstr(name);
+    p->ws[p->nws].axis = axis;
+    p->ws[p->nws].rank0_only = rank0;
+    if (!p->ws[p->nws].name)
+        return oom(err);
+    p->nws++;
+    return TERN_OK;
+}
+
+const mp_wspec *mp_wspec_of(const mp_plan *p, const char *name)
+{
+    for (int i = 0; i < p->nws; i++)
+        if (!strcmp(p->ws[i].name, name))
+            return &p->ws[i];
+    return NULL;
+}
+
+/* Tries the pair starting at node i; 1 with *pair filled, 0 with why[] saying why not. */
+static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigned char *taken, int i, mp_pair *pair,
+                    char *why, size_t wl)
+{
+    const tern_graph_node *na = &g->nodes[i];
+    char lab[256];
+    int w;
+    int64_t k, n;
+    int tb;
+    if (!linear_kn(g, isw, na, &w, &k, &n, &tb)) {
+        snprintf(why, wl, "%s has no 2-D weight as its second input (or a transposed first input)",
+                 tern_graph_node_label(g, i, lab, sizeof lab));
+        return 0;
+    }
+    unsigned char *in = calloc((size_t)g->n_nodes + 1, 1), *rv = calloc((size_t)g->n_values + 1, 1);
+    if (!in || !rv) {
+        free(in), free(rv);
+        snprintf(why, wl, "out of memory");
+        return 0;
+    }
+    in[i] = 1;
+    for (int q = 0; q < na->n_outputs; q++)
+        if (na->outputs[q] >= 0)
+            rv[na->outputs[q]] = 1;
+    int b = -1, ok = 1;
+    for (int j = i + 1; j < g->n_nodes && ok; j++) {
+        const tern_graph_node *nj = &g->nodes[j];
+        int reads = 0;
+        for (int q = 0; q < nj->n_inputs; q++)
+            reads |= nj->inputs[q] >= 0 && rv[nj->inputs[q]];
+        if (!reads)
+            continue;
+        if (b >= 0) {
+            snprintf(why, wl, "%s reads a value of the pair inside it, after its row-parallel layer",
+                     tern_graph_node_label(g, j, lab, sizeof lab));
+            ok = 0;
+            break;
+        }
+        if (taken[j]) {
+            snprintf(why, wl, "%s already belongs to another pair", tern_graph_node_label(g, j, lab, sizeof lab));
+            ok = 0;
+            break;
+        }
+        int wb;
+        int64_t k2, n2;
+        int tb2;
+        if (is_linear(nj) && nj->inputs[0] >= 0 && rv[nj->inputs[0]] && linear_kn(g, isw, nj, &wb, &k2, &n2, &tb2) &&
+            k2 == n && !(nj->n_inputs > 1 && rv[nj->inputs[1]])) {
+            b = j;
+            in[j] = 1;
+            continue; /* its output is outside the pair */
+        }
+        tern_op_family f = tern_op_family_of((tern_op_id)nj->op_id);
+        if (f != TERN_OP_FAMILY_ELEMENTWISE_UNARY && f != TERN_OP_FAMILY_ELEMENTWISE_BINARY &&
+            f != TERN_OP_FAMILY_ELEMENTWISE_VARIADIC) {
+            char la[256];
+            snprintf(why, wl, "%s reads what %s computes and is neither elementwise nor a row-parallel linear "
+                     "layer of K = %lld",
+                     tern_graph_node_label(g, j, lab, sizeof lab), tern_graph_node_label(g, i, la, sizeof la),
+                     (long long)n);
+            ok = 0;
+            break;
+        }
+        for (int q = 0; q < nj->n_inputs && ok; q++) {
+            int v = nj->inputs[q];
+            if (v < 0 || rv[v] || is_scalar_const(g, v))
+                continue;
+            if (is_weight_val(g, v, isw) && g->values[v].rank == 1 && g->values[v].dims[0] == n &&
+                nj->op_id == TERN_GOP_ADD)
+                continue; /* a bias of the N columns */
+            snprintf(why, wl, "%s reads '%s', neither a value of the pair, a scalar constant nor a bias of %lld "
+                     "columns",
+                     tern_graph_node_label(g, j, lab, sizeof lab), g->values[v].name, (long long)n);
+            ok = 0;
+        }
+        if (!ok)
+            break;
+        in[j] = 1;
+        for (int q = 0; q < nj->n_outputs; q++)
+            if (nj->outputs[q] >= 0)
+                rv[nj->outputs[q]] = 1;
+    }
+    if (ok && b < 0) {
+        snprintf(why, wl, "no row-parallel MatMul/Gemm with K = %lld reads what %s computes",
+                 (long long)n, tern_graph_node_label(g, i, lab, sizeof lab));
+        ok = 0;
+    }
+    for (int k3 = 0; ok && k3 < g->n_outputs; k3++)
+        if (rv[g->outputs[k3]]) {
+            snprintf(why, wl, "'%s', a value inside the pair from %s, is a model output", g->values[g->outputs[k3]].name,
+                     tern_graph_node_label(g, i, lab, sizeof lab));
+            ok = 0;
+        }
+    free(rv);
+    if (!ok) {
+        free(in);
+        return 0;
+    }
+    pair->a = i;
+    pair->b = b;
+    pair->n = n;
+    pair->in = in;
+    return 1;
+}
+
+static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err)
+{
+    tern_graph *g = p->g;
+    unsigned char *taken = calloc((size_t)g->n_nodes + 1, 1);
+    if (!taken)
+        return oom(err);
+    char why[768] = "", first[768] = "";
+    tern_status st = TERN_OK;
+    for (int i = 0; i < g->n_nodes && !st; i++) {
+        if (taken[i] || !is_linear(&g->nodes[i]))
+            continue;
+        mp_pair pr;
+        if (!try_pair(g, isw, taken, i, &pr, why, sizeof why)) {
+            if (!first[0])
+                snprintf(first, sizeof first, "%s", why);
+            continue;
+        }
+        char lab[256];
+        if (pr.n % p->tp) {
+            free(pr.in);
+            st = tern_error_set(err, TERN_ERR_INVALID,
+                                "train: tensor parallelism: tp=%lld does not divide the %lld columns of %s "
+                                "(the linear pair's hidden width)",
+                                (long long)p->tp, (long long)pr.n, tern_graph_node_label(g, i, lab, sizeof lab));
+            break;
+        }
+        mp_pair *np = realloc(p->pairs, sizeof *np * (size_t)(p->npairs + 1));
+        if (!np) {
+            free(pr.in);
+            st = oom(err);
+            break;
+        }
+        p->pairs = np;
+        p->pairs[p->npairs++] = pr;
+        for (int j = 0; j < g->n_nodes; j++)
+            taken[j] |= pr.in[j];
+        /* the weights it splits */
+        const tern_graph_node *na = &g->nodes[pr.a], *nb = &g->nodes[pr.b];
+        int wa = -1, wb = -1, tba = 0, tbb = 0;
+        int64_t k0, n0;
+        linear_kn(g, isw, na, &wa, &k0, &n0, &tba);
+        linear_kn(g, isw, nb, &wb, &k0, &n0, &tbb);
+        st = add_wspec(p, g->values[wa].name, tba ? 0 : 1, 0, err);
+        if (!st && na->op_id == TERN_GOP_GEMM && na->n_inputs > 2 && na->inputs[2] >= 0) {
+            int c = na->inputs[2];
+            if (!is_weight_val(g, c, isw) || g->values[c].rank != 1 || g->values[c].dims[0] != pr.n)
+                st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                    "train: tensor parallelism: %s's bias '%s' is not a trained vector of its %lld "
+                                    "columns",
+                                    tern_graph_node_label(g, pr.a, lab, sizeof lab), g->values[c].name,
+                                    (long long)pr.n);
+            else
+                st = add_wspec(p, g->values[c].name, 0, 0, err);
+        }
+        for (int j = 0; j < g->n_nodes && !st; j++)
+            if (pr.in[j] && j != pr.a && j != pr.b)
+                for (int q = 0; q < g->nodes[j].n_inputs && !st; q++) {
+                    int v = g->nodes[j].inputs[q];
+                    if (is_weight_val(g, v, isw))
+                        st = add_wspec(p, g->values[v].name, 0, 0, err);
+                }
+        if (!st)
+            st = add_wspec(p, g->values[wb].name, tbb ? 1 : 0, 0, err);
+        if (!st && nb->op_id == TERN_GOP_GEMM && nb->n_inputs > 2 && nb->inputs[2] >= 0) {
+            int c = nb->inputs[2];
+            if (!is_weight_val(g, c, isw) && !is_scalar_const(g, c))
+                st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                    "train: tensor parallelism: %s's bias '%s' is neither a trained weight nor a "
+                                    "scalar",
+                                    tern_graph_node_label(g, pr.b, lab, sizeof lab), g->values[c].name);
+            else if (is_weight_val(g, c, isw))
+                st = add_wspec(p, g->values[c].name, -1, 1, err);
+        }
+    }
+    free(taken);
+    (void)t;
+    if (!st && p->npairs == 0)
+        st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                            "train: tensor parallelism (tp=%lld): the model has no column/row-parallel linear pair "
+                            "(MatMul/Gemm, elementwise nodes, MatMul/Gemm): %s",
+                            (long long)p->tp, first[0] ? first : "it has no MatMul or Gemm");
+    return st;
+}
+
+/* values produced before position q of ord[] (or the data input) and read at or after it */
+static int crossing(const tern_graph *g, const int *ord, int n, int q, const int *pos, int data_val, int *first_v,
+                    char *names, size_t nl)
+{
+    int count = 0;
+    size_t used = 0;
+    unsigned char *seen = calloc((size_t)g->n_values + 1, 1);
+    if (!seen)
+        return -1;
+    for (int k = q; k < n; k++) {
+        const tern_graph_node *nd = &g->nodes[ord[k]];
+        for (int i = 0; i < nd->n_inputs; i++) {
+            int v = nd->inputs[i];
+            if (v < 0 || seen[v])
+                continue;
+            int pr = g->values[v].producer;
+            int before = v == data_val || (pr >= 0 && pos[pr] >= 0 && pos[pr] < q);
+            if (!before)
+                continue;
+            seen[v] = 1;
+            if (!count)
+                *first_v = v;
+            count++;
+            if (used + strlen(g->values[v].name) + 4 < nl)
+                used += (size_t)snprintf(names + used, nl - used, "%s'%s'", used ? ", " : "", g->values[v].name);
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k], pr = g->values[v].producer;
+        if (!seen[v] && pr >= 0 && pos[pr] >= 0 && pos[pr] < q) {
+            seen[v] = 1;
+            count++;
+            if (used + strlen(g->values[v].name) + 16 < nl)
+                used += (size_t)snprintf(names + used, nl - used, "%soutput '%s'", used ? ", " : "", g->values[v].name);
+        }
+    }
+    free(seen);
+    return count;
+}
+
+static int pair_of(const mp_plan *p, int node)
+{
+    for (int i = 0; i < p->npairs; i++)
+        if (p->pairs[i].in[node])
+            return i;
+    return -1;
+}
+
+tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
+{
+    tern_status st;
+    tern_trainer m;
+    memset(&m, 0, sizeof m);
+    m.o = t->o;
+    m.o.batch = p->mb;
+    m.path = t->path;
+    if ((st = tern_graph_load_onnx(t->path, &m.g, err)) || (st = train_bind_data(&m, err)) ||
+        (st = graph_sort(m.g, err))) {
+        tern_graph_free(m.g);
+        free(m.data_name);
+        return st;
+    }
+    free(m.data_name);
+    tern_graph *g = p->g = m.g;
+    if (tern_graph_input_count(g) > 1)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: tensor/pipeline parallelism: model '%s' has %d data inputs; one is supported yet",
+                              t->path, tern_graph_input_count(g));
+    p->data_val = tern_graph_input_count(g) ? tern_graph_input_id(g, 0) : -1;
+    /* weights (as the step graph finds them) become inputs before inference, so nothing reading them folds */
+    unsigned char *isw = calloc((size_t)g->n_values + 1, 1);
+    if (!isw)
+        return oom(err);
+    int nwin = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        tern_graph_value *gv = &g->values[v];
+        if ((gv->flags & TERN_VALUE_INITIALIZER) && gv->constant && gv->constant->type == TERN_ELEM_FLOAT &&
+            gv->constant->count >= 2)
+            isw[v] = 1, nwin++;
+    }
+    int *in = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + nwin + 1));
+    if (!in) {
+        free(isw);
+        return oom(err);
+    }
+    g->inputs = in;
+    for (int v = 0; v < g->n_values; v++)
+        if (isw[v]) {
+            tern_graph_value *gv = &g->values[v];
+            gv->type = TERN_ELEM_FLOAT;
+            gv->rank = gv->constant->rank;
+            memcpy(gv->dims, gv->constant->dims, sizeof gv->dims);
+            tern_host_tensor_free(gv->constant);
+            gv->constant = NULL;
+            gv->flags = TERN_VALUE_INPUT;
+            g->inputs[g->n_inputs++] = v;
+        }
+    if ((st = tern_graph_infer(g, err))) {
+        free(isw);
+        return tern_error_prefix(err, "train: layout plan: ");
+    }
+    p->wd = calloc((size_t)g->n_nodes + 1, 1);
+    if (!p->wd) {
+        free(isw);
+        return oom(err);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tern_graph_node *nd = &g->nodes[i];
+        int only = nd->op_id != TERN_GOP_CONSTANT && nd->n_inputs > 0;
+        for (int q = 0; q < nd->n_inputs && only; q++) {
+            int v = nd->inputs[q];
+            if (v < 0 || isw[v] || (g->values[v].flags & TERN_VALUE_INITIALIZER))
+                continue;
+            int pr = g->values[v].producer;
+            only = pr >= 0 && (g->nodes[pr].op_id == TERN_GOP_CONSTANT || p->wd[pr]);
+        }
+        p->wd[i] = (unsigned char)only;
+    }
+    if (p->tp > 1 && (st = find_pairs(t, p, isw, err))) {
+        free(isw);
+        return st;
+    }
+    int n = g->n_nodes;
+    int *ord = malloc(sizeof(int) * ((size_t)n + 1)), *pos = malloc(sizeof(int) * ((size_t)n + 1));
+    int *segof = malloc(sizeof(int) * ((size_t)n + 1));
+    int *cut = calloc((size_t)p->pp + 1, sizeof(int));
+    if (!ord || !pos || !segof || !cut) {
+        free(isw), free(ord), free(pos), free(segof), free(cut);
+        return oom(err);
+    }
+    /* execution order: a pair's nodes contiguous (the nodes between a and b that are not the pair's go first) */
+    int no = 0;
+    unsigned char *placed = calloc((size_t)n + 1, 1);
+    if (!placed) {
+        free(isw), free(ord), free(pos), free(segof), free(cut);
+        return oom(err);
+    }
+    for (int i = 0; i < n; i++) {
+        pos[i] = -1;
+        segof[i] = -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (placed[i] || g->nodes[i].op_id == TERN_GOP_CONSTANT || p->wd[i])
+            continue;
+        int pi = pair_of(p, i);
+        if (pi >= 0) {
+            const mp_pair *pr = &p->pairs[pi];
+            for (int j = pr->a + 1; j < pr->b; j++)
+                if (!pr->in[j] && !placed[j] && g->nodes[j].op_id != TERN_GOP_CONSTANT && !p->wd[j]) {
+                    placed[j] = 1;
+                    ord[no++] = j;
+                }
+            for (int j = pr->a; j <= pr->b; j++)
+                if (pr->in[j]) {
+                    placed[j] = 1;
+                    ord[no++] = j;
+                }
+            continue;
+        }
+        placed[i] = 1;
+        ord[no++] = i;
+    }
+    free(placed);
+    for (int k = 0; k < no; k++)
+        pos[ord[k]] = k;
+    /* pipeline cuts */
+    /* a linear layer: a MatMul/Gemm with a weight (not attention's products of two activations) */
+    unsigned char *lin = calloc((size_t)n + 1, 1);
+    if (!lin) {
+        free(isw), free(ord), free(pos), free(segof), free(cut);
+        return oom(err);
+    }
+    int nlin = 0;
+    for (int k = 0; k < no; k++) {
+        int w, tr;
+        int64_t k0, n0;
+        lin[ord[k]] = is_linear(&g->nodes[ord[k]]) && linear_kn(g, isw, &g->nodes[ord[k]], &w, &k0, &n0, &tr);
+        nlin += lin[ord[k]];
+    }
+    st = TERN_OK;
+    if (p->pp > 1 && (nlin < p->pp || nlin % p->pp))
+        st = tern_error_set(err, TERN_ERR_INVALID,
+                            "train: pipeline parallelism: pp=%lld does not divide the model's %d linear layers "
+                            "(MatMul/Gemm with a weight); each stage takes an equal run of them",
+                            (long long)p->pp, nlin);
+    cut[0] = 0;
+    cut[p->pp] = no;
+    for (int64_t s = 1; s < p->pp && !st; s++) {
+        int want = (int)(s * nlin / p->pp), seen = 0, lo = -1, hi = no;
+        for (int k = 0; k < no; k++)
+            if (lin[ord[k]]) {
+                seen++;
+                if (seen == want)
+                    lo = k + 1;
+                if (seen == want + 1) {
+                    hi = k;
+                    break;
+                }
+            }
+        int q = lo, found = -1, fv = -1;
+        char names[512] = "", lab[256];
+        for (; q <= hi && found < 0; q++) {
+            if (q > 0 && q < no && pair_of(p, ord[q - 1]) >= 0 && pair_of(p, ord[q - 1]) == pair_of(p, ord[q]))
+                continue;
+            names[0] = 0;
+            int c = crossing(g, ord, no, q, pos, p->data_val, &fv, names, sizeof names);
+            if (c < 0) {
+                st = oom(err);
+                break;
+            }
+            if (c == 1 && fv >= 0 && fv != p->data_val && g->values[fv].type == TERN_ELEM_FLOAT)
+                found = q;
+        }
+        if (!st && found < 0) {
+            names[0] = 0;
+            int c = crossing(g, ord, no, lo, pos, p->data_val, &fv, names, sizeof names);
+            st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                "train: pipeline parallelism: no cut for stage %lld after %s (linear layer %d of %d): "
+                                "%d values cross there (%s) and no later place before the next linear layer has one "
+                                "float activation crossing, which a stage boundary needs",
+                                (long long)s, lo > 0 ? tern_graph_node_label(g, ord[lo - 1], lab, sizeof lab) : "?",
+                                want, nlin, c, names);
+        }
+        if (!st)
+            cut[s] = found;
+        if (!st && cut[s] <= cut[s - 1])
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: pipeline parallelism: stage %lld would be empty",
+                                (long long)s - 1);
+    }
+    /* segments: pairs, runs between them, broken at the cuts */
+    p->seg = calloc((size_t)no + 1, sizeof *p->seg);
+    p->stage_first = calloc((size_t)p->pp + 1, sizeof(int));
+    if (!st && (!p->seg || !p->stage_first))
+        st = oom(err);
+    int stage = 0;
+    for (int k = 0; k < no && !st; k++) {
+        int node = ord[k], pi = pair_of(p, node);
+        while (stage + 1 < p->pp && k >= cut[stage + 1]) {
+            stage++;
+            p->stage_first[stage] = p->nseg;
+        }
+        mp_seg *cur = p->nseg ? &p->seg[p->nseg - 1] : NULL;
+        int fresh = !cur || cur->pair != pi || cur->stage != stage || (pi >= 0 && cur->nn && segof[ord[k - 1]] < 0);
+        if (!fresh && pi >= 0 && cur->nn && pair_of(p, ord[k - 1]) != pi)
+            fresh = 1;
+        if (fresh) {
+            cur = &p->seg[p->nseg++];
+            cur->pair = pi;
+            cur->stage = stage;
+            cur->nodes = malloc(sizeof(int) * ((size_t)no + 1));
+            if (!cur->nodes) {
+                st = oom(err);
+                break;
+            }
+        }
+        cur->nodes[cur->nn++] = node;
+        segof[node] = p->nseg - 1;
+    }
+    for (int64_t s = stage + 1; s <= p->pp && !st; s++)
+        p->stage_first[s] = p->nseg;
+    p->stage_first[p->pp] = p->nseg;
+    /* the loss reads the model output; when a pair computes it (its partial sums), a segment of its own after the
+     * pair's all-reduce holds the loss */
+    if (!st && p->nseg && p->seg[p->nseg - 1].pair >= 0) {
+        mp_seg *ls = &p->seg[p->nseg++];
+        ls->pair = -1;
+        ls->stage = (int)p->pp - 1;
+        ls->nodes = malloc(sizeof(int));
+        if (!ls->nodes)
+            st = oom(err);
+        p->stage_first[p->pp] = p->nseg;
+    }
+    /* crossing values */
+    for (int k = 0; k < p->nseg && !st; k++) {
+        mp_seg *sg = &p->seg[k];
+        sg->xin = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+        sg->xout = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+        if (!sg->xin || !sg->xout)
+            st = oom(err);
+    }
+    p->xv = calloc((size_t)g->n_values + 1, sizeof *p->xv);
+    int *xid = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!st && (!p->xv || !xid))
+        st = oom(err);
+    for (int v = 0; xid && v < g->n_values; v++)
+        xid[v] = -1;
+    for (int k = 0; k < p->nseg && !st; k++) {
+        mp_seg *sg = &p->seg[k];
+        for (int e = 0; e < sg->nn && !st; e++) {
+            const tern_graph_node *nd = &g->nodes[sg->nodes[e]];
+            for (int i = 0; i < nd->n_inputs && !st; i++) {
+                int v = nd->inputs[i];
+                if (v < 0 || isw[v] || v == p->data_val || g->values[v].constant)
+                    continue;
+                int pr = g->values[v].producer;
+                if (pr < 0 || g->nodes[pr].op_id == TERN_GOP_CONSTANT || p->wd[pr] || segof[pr] == k)
+                    continue;
+                char lab[256];
+                if (segof[pr] < 0 || segof[pr] > k) {
+                    st = tern_error_set(err, TERN_ERR_INVALID, "train: layout plan: internal: %s reads '%s' out of order",
+                                        tern_graph_node_label(g, sg->nodes[e], lab, sizeof lab), g->values[v].name);
+                    break;
+                }
+                const tern_graph_value *gv = &g->values[v];
+                int64_t cnt = 1;
+                for (int d = 0; d < gv->rank; d++)
+                    cnt *= gv->dims[d];
+                if (gv->type != TERN_ELEM_FLOAT || gv->rank < 1 || cnt < 2) {
+                    st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                        "train: layout plan: '%s' (%s, %lld elements) crosses from one program to the "
+                                        "next at %s; only float activations of two or more elements can",
+                                        gv->name, tern_elem_name(gv->type), (long long)cnt,
+                                        tern_graph_node_label(g, sg->nodes[e], lab, sizeof lab));
+                    break;
+                }
+                if (xid[v] < 0) {
+                    mp_xv *x = &p->xv[p->nxv];
+                    x->name = dupstr(gv->name);
+                    if (!x->name) {
+                        st = oom(err);
+                        break;
+                    }
+                    x->count = (size_t)cnt;
+                    x->rank = gv->rank;
+                    memcpy(x->dims, gv->dims, sizeof x->dims);
+                    x->from = segof[pr];
+                    x->partial = p->seg[segof[pr]].pair >= 0 && pr == p->pairs[p->seg[segof[pr]].pair].b;
+                    xid[v] = p->nxv++;
+                    mp_seg *src = &p->seg[segof[pr]];
+                    src->xout[src->nxout++] = xid[v];
+                }
+                int dup = 0;
+                for (int q = 0; q < sg->nxin; q++)
+                    dup |= sg->xin[q] == xid[v];
+                if (!dup)
+                    sg->xin[sg->nxin++] = xid[v];
+            }
+        }
+    }
+    /* the loss reads the model output: its segment must be the last (or the pair just before a loss segment) */
+    if (!st) {
+        int y = -1;
+        const char *want = t->o.output;
+        for (int k = 0; k < g->n_outputs; k++)
+            if (!want || !strcmp(g->values[g->outputs[k]].name, want)) {
+                y = g->outputs[k];
+                break;
+            }
+        int pr = y >= 0 ? g->values[y].producer : -1;
+        mp_seg *ls = &p->seg[p->nseg - 1];
+        if (pr >= 0 && ls->nn == 0 && segof[pr] == p->nseg - 2) {
+            const tern_graph_value *gv = &g->values[y];
+            mp_xv *x = &p->xv[p->nxv];
+            int64_t cnt = 1;
+            for (int d = 0; d < gv->rank; d++)
+                cnt *= gv->dims[d];
+            x->name = dupstr(gv->name);
+            if (!x->name)
+                st = oom(err);
+            x->count = (size_t)cnt;
+            x->rank = gv->rank;
+            memcpy(x->dims, gv->dims, sizeof x->dims);
+            x->from = p->nseg - 2;
+            x->partial = 1;
+            mp_seg *src = &p->seg[p->nseg - 2];
+            src->xout[src->nxout++] = p->nxv;
+            ls->xin[ls->nxin++] = p->nxv;
+            p->nxv++;
+            pr = -1;
+            ls->last = 1;
+        } else if (pr < 0 || segof[pr] != p->nseg - 1)
+            st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                "train: layout plan: the loss's model output '%s' is not computed by the last "
+                                "program of the last stage",
+                                y >= 0 ? g->values[y].name : (want ? want : "?"));
+        else if (pr >= 0)
+            p->seg[p->nseg - 1].last = 1;
+    }
+    /* a weight read by two stages (tied embeddings over the pipeline) would need its gradients summed across them */
+    for (int v = 0; v < g->n_values && !st; v++) {
+        if (!isw[v])
+            continue;
+        int s0 = -1;
+        for (int i = 0; i < n && !st; i++) {
+            if (segof[i] < 0)
+                continue;
+            for (int q = 0; q < g->nodes[i].n_inputs; q++)
+                if (g->nodes[i].inputs[q] == v) {
+                    int s = p->seg[segof[i]].stage;
+                    if (s0 >= 0 && s != s0)
+                        st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                            "train: pipeline parallelism: weight '%s' is read by stages %d and %d "
+                                            "(tied weights across stages are not supported yet)",
+                                            g->values[v].name, s0, s);
+                    s0 = s;
+                }
+        }
+    }
+    free(xid);
+    free(lin);
+    free(isw), free(ord), free(pos), free(segof), free(cut);
+    return st;
+}
+
+void mp_plan_free(mp_plan *p)
+{
+    for (int i = 0; i < p->npairs; i++)
+        free(p->pairs[i].in);
+    free(p->pairs);
+    for (int i = 0; i < p->nws; i++)
+        free(p->ws[i].name);
+    free(p->ws);
+    for (int i = 0; i < p->nxv; i++)
+        free(p->xv[i].name);
+    free(p->xv);
+    for (int k = 0; p->seg && k < p->nseg; k++) {
+        mp_seg *s = &p->seg[k];
+        free(s->nodes);
+        free(s->xin);
+        free(s->xout);
+        free(s->xw);
+        tern_trainer *m = &s->prog.m;
+        train_free_weights(m->w, m->nw);
+        free(m->data_name);
+        free(m->read_out);
+        free(m->scratch);
+        free(m->drop);
+        tern_rt_free(m->rt);
+        tern_exe_free(&m->exe);
+        tern_graph_free(m->g);
+        tern_rt_free(s->prog.frt);
+        tern_exe_free(&s->prog.fexe);
+    }
+    free(p->seg);
+    free(p->stage_first);
+    free(p->wd);
+    tern_graph_free(p->g);
+    memset(p, 0, sizeof *p);
+}
+
+void mp_shard_copy(const float *full, float *shard, int rank, const int64_t *dims, int axis, int64_t tp, int64_t r,
+                   int back)
+{
+    size_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++)
+        outer *= (size_t)dims[d];
+    for (int d = axis + 1; d < rank; d++)
+        inner *= (size_t)dims[d];
+    size_t blk = (size_t)(dims[axis] / tp);
+    for (size_t o = 0; o < outer; o++) {
+        const size_t fo = (o * (size_t)dims[axis] + (size_t)r * blk) * inner, so = o * blk * inner;
+        if (back)
+            memcpy((float *)full + fo, shard + so, blk * inner * sizeof(float));
+        else
+            memcpy(shard + so, full + fo, blk * inner * sizeof(float));
+    }
+}
+
+tern_status mp_prune_dead(tern_graph *g, tern_error *err)
+{
+    unsigned char *live = calloc((size_t)g->n_values + 1, 1), *keep = calloc((size_t)g->n_nodes + 1, 1);
+    if (!live || !keep) {
+        free(live), free(keep);
+        return oom(err);
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        live[g->outputs[k]] = 1;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const tern_graph_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_outputs && !keep[i]; k++)
+            keep[i] = n->outputs[k] >= 0 && live[n->outputs[k]];
+        for (int k = 0; keep[i] && k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0)
+                live[n->inputs[k]] = 1;
+    }
+    int ni = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+        int v = g->inputs[k];
+        if (live[v])
+            g->inputs[ni++] = v;
+        else
+            g->values[v].flags &= ~(unsigned)TERN_VALUE_INPUT;
+    }
+    g->n_inputs = ni;
+    tern_status st = graph_compact(g, keep, err);
+    free(live), free(keep);
+    if (!st)
+        st = graph_sort(g, err);
+    if (!st)
+        st = tern_graph_infer(g, err);
+    return st;
+}
+
+tern_status mp_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
+                            uint64_t *hbm, const char *what, tern_error *err)
+{
+    tern_compile_opts co;
+    tern_compile_opts_default(&co);
+    co.machine = t->machine;
+    co.matmul_dtype = t->o.matmul_dtype;
+    tern_compile_report rep;
+    tern_status st = tern_compile(g, &co, exe, &rep, err);
+    if (st)
+        return tern_error_prefix(err, "train: compiling the %s: ", what);
+    if (flops)
+        *flops = rep.model_flops;
+    if (hbm)
+        *hbm += rep.hbm_bytes;
+    tern_rt_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.mode = TERN_MODE_FUNCTIONAL;
+    return tern_rt_create(exe, t->machine, &ro, rt, err);
+}
+
+/* The graph of segment k for tensor rank r: the model reloaded, the segment's nodes kept (and the Constant nodes
+ * they read), its crossing inputs made initializers (placeholders: the step graph turns them into weights, so
+ * their gradients are the segment's input gradients), rank r's shards in place of the split weights. with_loss:
+ * the loss sum_j ReduceSum(out_j * dy_j) over the crossing outputs, dy_j inputs (not on the last segment, which
+ * keeps the model's loss). */
+static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int with_loss, tern_trainer *m,
+                             tern_error *err)
+{
+    mp_seg *sg = &p->seg[k];
+    memset(m, 0, sizeof *m);
+    m->o = t->o;
+    m->o.batch = p->mb;
+    m->o.grads_as_outputs = 0;
+    m->path = t->path;
+    tern_status st;
+    if ((st = tern_graph_load_onnx(t->path, &m->g, err)) || (st = train_bind_data(m, err)) ||
+        (st = graph_sort(m->g, err)))
+        return st;
+    tern_graph *g = m->g;
+    if (g->n_nodes != p->g->n_nodes)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: layout plan: internal: the model reloaded differs");
+    unsigned char *keep = calloc((size_t)g->n_nodes + 1, 1), *xin = calloc((size_t)g->n_values + 1, 1);
+    if (!keep || !xin) {
+        free(keep), free(xin);
+        return oom(err);
+    }
+    for (int e = 0; e < sg->nn; e++)
+        keep[sg->nodes[e]] = 1;
+    for (int i = g->n_nodes - 1; i >= 0; i--) /* the Constant and weight-only nodes it reads, transitively */
+        if (keep[i])
+            for (int q = 0; q < g->nodes[i].n_inputs; q++) {
+                int v = g->nodes[i].inputs[q];
+                int pr = v >= 0 ? g->values[v].producer : -1;
+                if (pr >= 0 && (g->nodes[pr].op_id == TERN_GOP_CONSTANT || p->wd[pr]))
+                    keep[pr] = 1;
+            }
+    /* crossing inputs: placeholders of their shape */
+    for (int q = 0; q < sg->nxin && !st; q++) {
+        const mp_xv *x = &p->xv[sg->xin[q]];
+        int v = graph_lookup(g, x->name);
+        if (v < 0) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: layout plan: internal: no value '%s'", x->name);
+            break;
+        }
+        tern_host_tensor *c;
+        if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, x->rank, x->dims, &c, err)))
+            break;
+        tern_graph_value *gv = &g->values[v];
+        tern_host_tensor_free(gv->constant);
+        gv->constant = c;
+        gv->flags = TERN_VALUE_INITIALIZER;
+        gv->type = TERN_ELEM_FLOAT;
+        gv->rank = x->rank;
+        memcpy(gv->dims, x->dims, sizeof gv->dims);
+        xin[v] = 1;
+    }
+    for (int i = 0; i < g->n_nodes && !st; i++) /* the producers are dropped: the placeholders are their values */
+        for (int q = 0; q < g->nodes[i].n_outputs; q++)
+            if (g->nodes[i].outputs[q] >= 0 && xin[g->nodes[i].outputs[q]]) {
+                int v = g->nodes[i].outputs[q];
+                g->nodes[i].outputs[q] = graph_add_value(g, NULL);
+                if (g->nodes[i].outputs[q] < 0)
+                    st = oom(err);
+                (void)v;
+            }
+    /* the data input only where the segment reads it */
+    int reads = 0;
+    if (!st && p->data_val >= 0) {
+        int dv = tern_graph_input_id(g, 0);
+        for (int i = 0; i < g->n_nodes; i++)
+            for (int q = 0; keep[i] && q < g->nodes[i].n_inputs; q++)
+                reads |= g->nodes[i].inputs[q] == dv;
+        if (!reads) {
+            g->values[dv].flags &= ~(unsigned)TERN_VALUE_INPUT;
+            g->n_inputs = 0;
+            free(m->data_name);
+            m->data_name = NULL;
+            m->nin = 0;
+            m->data_bytes = 0;
+            m->data_count = 0;
+        }
+    }
+    /* outputs: the crossing outputs, and the model's on the last segment */
+    int *outs = malloc(sizeof(int) * ((size_t)sg->nxout + (size_t)g->n_outputs + 2));
+    int nout = 0;
+    if (!st && !outs)
+        st = oom(err);
+    for (int q = 0; q < sg->nxout && !st; q++) {
+        int v = graph_lookup(g, p->xv[sg->xout[q]].name);
+        outs[nout++] = v;
+    }
+    if (!st && sg->last)
+        for (int q = 0; q < g->n_outputs; q++) {
+            int v = g->outputs[q], pr = g->values[v].producer;
+            if ((pr >= 0 && keep[pr]) || xin[v])
+                outs[nout++] = v;
+        }
+    for (int q = 0; q < g->n_outputs && !st; q++)
+        g->values[g->outputs[q]].flags &= ~(unsigned)TERN_VALUE_OUTPUT;
+    if (!st) {
+        free(g->outputs);
+        g->outputs = outs;
+        g->n_outputs = nout;
+        outs = NULL;
+        for (int q = 0; q < nout; q++)
+            g->values[g->outputs[q]].flags |= TERN_VALUE_OUTPUT;
+    }
+    free(outs);
+    if (!st)
+        st = graph_compact(g, keep, err);
+    free(keep), free(xin);
+    /* rank r's shards */
+    const mp_pair *pr = sg->pair >= 0 ? &p->pairs[sg->pair] : NULL;
+    for (int v = 0; v < g->n_values && !st && pr; v++) {
+        tern_graph_value *gv = &g->values[v];
+        const mp_wspec *ws = gv->constant ? mp_wspec_of(p, gv->name) : NULL;
+        if (!ws || ws->axis < 0)
+            continue;
+        int64_t d[TERN_GRAPH_MAX_RANK];
+        memcpy(d, gv->constant->dims, sizeof d);
+        d[ws->axis] /= p->tp;
+        tern_host_tensor *c;
+        if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, gv->constant->rank, d, &c, err)))
+            break;
+        mp_shard_copy(gv->constant->f, c->f, c->rank, gv->constant->dims, ws->axis, p->tp, r, 0);
+        tern_host_tensor_free(gv->constant);
+        gv->constant = c;
+        gv->rank = c->rank;
+        memcpy(gv->dims, c->dims, sizeof gv->dims);
+    }
+    if (!st && pr) /* shapes of the split values come again from inference */
+        for (int v = 0; v < g->n_values; v++)
+            if (!(g->values[v].flags & (TERN_VALUE_INPUT | TERN_VALUE_INITIALIZER)) && !g->values[v].constant)
+                graph_value_reset_shape(&g->values[v]);
+    if (!st)
+        st = graph_compact(g, NULL, err);
+    if (!st && with_loss && !sg->last) {
+        ad_ctx a;
+        st = ad_init(&a, g, err);
+        if (!st) {
+            a.prefix = "tern.mp.";
+            int acc = -1;
+            for (int q = 0; q < sg->nxout && !a.failed; q++) {
+                const mp_xv *x = &p->xv[sg->xout[q]];
+                char nm[512];
+                snprintf(nm, sizeof nm, MP_DY "%s", x->name);
+                int y = graph_lookup(g, x->name);
+                int dy = graph_add_value(g, nm);
+                int *in = dy >= 0 ? realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1)) : NULL;
+                if (!in || ad_grow(&a) < 0) {
+                    ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+                    break;
+                }
+                g->inputs = in;
+                g->inputs[g->n_inputs++] = dy;
+                tern_graph_value *dv = &g->values[dy];
+                dv->flags = TERN_VALUE_INPUT;
+                dv->type = TERN_ELEM_FLOAT;
+                dv->rank = x->rank;
+                memcpy(dv->dims, x->dims, sizeof dv->dims);
+                int s = ad_reduce(&a, "ReduceSum", ad_op2(&a, "Mul", y, dy), 0, NULL, 0);
+                acc = acc < 0 ? s : ad_op2(&a, "Add", acc, s);
+            }
+            ad_shape one = {.rank = 1, .d = {1}};
+            int l = a.failed ? -1 : ad_op1(&a, "Identity", ad_reshape(&a, acc, &one));
+            if (l >= 0) {
+                char *nm = dupstr(MP_LOSS);
+                if (!nm) {
+                    ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+                } else {
+                    free(g->values[l].name);
+                    g->values[l].name = nm;
+                    int *o = realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
+                    if (!o) {
+                        ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+                    } else {
+                        g->outputs = o;
+                        g->outputs[g->n_outputs++] = l;
+                        g->values[l].flags |= TERN_VALUE_OUTPUT;
+                    }
+                }
+            }
+            st = a.failed ? err->code : TERN_OK;
+            ad_free(&a);
+        }
+        if (!st)
+            st = graph_compact(g, NULL, err);
+        m->o.loss = TERN_LOSS_OUTPUT;
+        m->o.output = MP_LOSS;
+    }
+    if (st)
+        tern_error_prefix(err, "train: program %d of the layout: ", k);
+    return st;
+}
+
+/* Every segment's gradient program (and forward program but on the last), compiled once for all tensor ranks (each
+ * runs it on its own shards, fed as inputs). */
+tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
+{
+    tern_status st = TERN_OK;
+    uint64_t hbm = 0;
+    for (int k = 0; k < p->nseg && !st; k++) {
+        mp_seg *sg = &p->seg[k];
+        tern_trainer *m = &sg->prog.m;
+        tern_exe_init(&m->exe);
+        tern_exe_init(&sg->prog.fexe);
+        if ((st = seg_graph(t, p, k, 0, 1, m, err)) || (st = train_build_step_graph(m, TRAIN_GRAPH_GRADS, err)))
+            break;
+        if (m->ndrop) {
+            st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                "train: Dropout in training mode with tensor or pipeline parallelism is not supported "
+                                "yet");
+            break;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "gradient program %d of the layout", k);
+        if ((st = mp_prune_dead(m->g, err)) ||
+            (st = mp_compile_load(t, m->g, &m->exe, &m->rt, &sg->prog.flops, &hbm, what, err)))
+            break;
+        size_t sc = m->target_count > m->read_count ? m->target_count : m->read_count;
+        m->scratch = calloc(sc + 1, sizeof(float));
+        sg->xw = malloc(sizeof(int) * (m->nw + 1));
+        if (!m->scratch || !sg->xw) {
+            st = oom(err);
+            break;
+        }
+        for (size_t i = 0; i < m->nw; i++) {
+            sg->xw[i] = -1;
+            for (int q = 0; q < sg->nxin; q++)
+                if (!strcmp(p->xv[sg->xin[q]].name, m->w[i].name))
+                    sg->xw[i] = sg->xin[q];
+        }
+        if (st || sg->last)
+            continue;
+        /* the forward program: the segment without its loss, weights and crossing inputs fed */
+        tern_trainer f;
+        if ((st = seg_graph(t, p, k, 0, 0, &f, err))) {
+            tern_graph_free(f.g);
+            free(f.data_name);
+            break;
+        }
+        tern_graph *g = f.g;
+        int cnt = 0;
+        for (int v = 0; v < g->n_values; v++)
+            if ((g->values[v].flags & TERN_VALUE_INITIALIZER) && g->values[v].constant &&
+                g->values[v].constant->type == TERN_ELEM_FLOAT && g->values[v].constant->count >= 2)
+                cnt++;
+        int *in = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + cnt + 1));
+        if (!in) {
+            st = oom(err);
+        } else {
+            g->inputs = in;
+            for (int v = 0; v < g->n_values; v++) {
+                tern_graph_value *gv = &g->values[v];
+                if (!((gv->flags & TERN_VALUE_INITIALIZER) && gv->constant && gv->constant->type == TERN_ELEM_FLOAT &&
+                      gv->constant->count >= 2))
+                    continue;
+                gv->type = TERN_ELEM_FLOAT;
+                gv->rank = gv->constant->rank;
+                memcpy(gv->dims, gv->constant->dims, sizeof gv->dims);
+                tern_host_tensor_free(gv->constant);
+                gv->constant = NULL;
+                gv->flags = TERN_VALUE_INPUT;
+                g->inputs[g->n_inputs++] = v;
+            }
+        }
+        snprintf(what, sizeof what, "forward program %d of the layout", k);
+        if (!st && ((st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
+            tern_error_prefix(err, "train: %s: ", what);
+        if (!st)
+            st = mp_compile_load(t, g, &sg->prog.fexe, &sg->prog.frt, NULL, &hbm, what, err);
+        tern_graph_free(g);
+        free(f.data_name);
+    }
+    t->hbm = hbm;
+    return st;
+}

@@ -1,0 +1,121 @@
+#!/bin/bash
+# Tensor and pipeline parallelism at small scale (docs/training.md, "Tensor and pipeline parallelism"): the same
+# model trained on one core and on layouts of 2 to 8 simulated trn1.32xlarge NeuronCores gives the same loss
+# curve. An MLP of two Megatron pairs (Linear 64->128, ReLU, Linear 128->64, Tanh, Linear 64->128, ReLU,
+# Linear 128->10) on tp=2, pp=2, tp=2,dp=2, tp=2,pp=2 and tp=2,pp=2,dp=2 with 4 micro-batches, 12 AdamW steps each;
+# the GPT-style model of test_train_gpt.sh (its MLP pairs split, attention replicated) on tp=2 with clipping, 10
+# steps. Tolerance: 1e-5 relative per step in fp32. The layouts compute the same sums in other orders: a
+# row-parallel layer's K is two partial sums added by the all-reduce, micro-batches and data replicas add their
+# gradients in turn, the global norm is summed per shard; each reordering moves a value by about an ulp (6e-8
+# relative), and a dozen optimizer steps carry that to ~3e-7 (measured), well inside 1e-5, while a wrong shard,
+# a missing all-reduce or a lost micro-batch moves the loss by 1e-3 or more. The trained ONNX of tp=2,pp=2 holds
+# the reassembled weights (within 1e-5 of one core's). Then the errors: a tp that does not divide a pair's width,
+# a pp that does not divide the linear layers, a layout larger than the machine, a model with no pair, no cut.
+set -u
+TERN=${1:?usage: test_train_tp_pp.sh TERN_BIN}
+PY=/usr/bin/python3
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../lib.sh"
+
+"$PY" - "$tmp" <<'PYEOF' || { echo "NOT OK: the test models could not be made" >&2; exit 1; }
+import sys
+import numpy as np
+import torch
+d = sys.argv[1]
+torch.manual_seed(0)
+nn = torch.nn
+mlp = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.Tanh(), nn.Linear(64, 128), nn.ReLU(),
+                    nn.Linear(128, 10))
+ln = nn.Sequential(nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 10))
+for name, m in (("mlp", mlp), ("ln", ln)):
+    torch.onnx.export(m, torch.randn(1, 64), f"{d}/{name}.onnx", input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}}, opset_version=17)
+rng = np.random.default_rng(1)
+np.save(f"{d}/x.npy", rng.standard_normal((96, 64)).astype(np.float32))
+np.save(f"{d}/y.npy", rng.integers(0, 10, 96).astype(np.int64))
+PYEOF
+mkdir -p "$tmp/gpt"
+"$PY" "$here/gpt_ref.py" "$tmp/gpt" 1 2 1e-3 >/dev/null 2>&1 || { echo "NOT OK: gpt_ref.py failed" >&2; exit 1; }
+
+M=trn1.32xlarge
+mlp() { # mlp NAME [ARGS...]: 12 steps of the MLP, its --json in $tmp/NAME.json
+    local name=$1
+    shift
+    expect 0 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 16 --steps 12 --lr 1e-2 \
+        --precision fp32 --machine $M --json "$@"
+    cp "$tmp/out" "$tmp/$name.json"
+}
+mlp one -o "$tmp/one.onnx"
+mlp tp2 --layout tp=2
+mlp pp2 --layout pp=2
+mlp tp2dp2 --layout tp=2,dp=2
+mlp tp2pp2 --layout tp=2,pp=2 -o "$tmp/tp2pp2.onnx"
+mlp tp2pp2dp2 --layout tp=2,pp=2,dp=2,micro=4
+gpt() {
+    local name=$1
+    shift
+    expect 0 "$TERN" train "$tmp/gpt/gpt.onnx" --data "$tmp/gpt/x.npy" --labels "$tmp/gpt/y.npy" --batch 2 --steps 10 \
+        --lr 1e-3 --clip-norm 1 --precision fp32 --machine $M --json "$@"
+    cp "$tmp/out" "$tmp/$name.json"
+}
+gpt gpt_one
+gpt gpt_tp2 --layout tp=2
+if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "a layout's loss curve differs from one core's (above)"; fi
+import json, sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+d = sys.argv[1]
+def curve(n):
+    j = json.load(open(f"{d}/{n}.json"))
+    return np.array([s["loss"] for s in j["steps"]]), j
+fail = False
+for ref, runs, tp_pairs in (("one", ["tp2", "pp2", "tp2dp2", "tp2pp2", "tp2pp2dp2"], 2), ("gpt_one", ["gpt_tp2"], 2)):
+    a, _ = curve(ref)
+    for r in runs:
+        b, j = curve(r)
+        lay = j["layout"]
+        rel = float(np.max(np.abs(a - b) / np.abs(a))) if len(a) == len(b) else float("inf")
+        good = len(b) == len(a) and rel <= 1e-5 and lay["pipeline_ms"] > 0 and (lay["tp"] == 1 or lay["pairs"] == tp_pairs)
+        if lay["pp"] > 1:
+            good = good and lay["bubble_ms"] > 0 and lay["p2p_ms"] > 0
+        if lay["dp"] > 1:
+            good = good and lay["dp_comm_ms"] > 0
+        print(f"{'ok' if good else 'NOT OK'}: {r} (tp={lay['tp']},pp={lay['pp']},dp={lay['dp']},micro={lay['micro']}): "
+              f"{len(b)} steps, loss {b[0]:.5f} -> {b[-1]:.5f}, max rel vs one core {rel:.2e}; predicted step "
+              f"{j['steps'][-1]['step_ms']:.4f} ms (one core {json.load(open(f'{d}/{ref}.json'))['steps'][-1]['step_ms']:.4f}),"
+              f" pipeline {lay['pipeline_ms']:.4f} ms, bubbles {lay['bubble_ms']:.4f} ms")
+        fail |= not good
+    if a[-1] >= a[0]:
+        print(f"NOT OK: {ref} does not learn ({a[0]} -> {a[-1]})")
+        fail = True
+w1 = {i.name: numpy_helper.to_array(i) for i in onnx.load(f"{d}/one.onnx").graph.initializer}
+w2 = {i.name: numpy_helper.to_array(i) for i in onnx.load(f"{d}/tp2pp2.onnx").graph.initializer}
+err = max(float(np.max(np.abs(w1[k] - w2[k]))) for k in w1 if w1[k].size > 1)
+print(f"{'ok' if err <= 1e-5 else 'NOT OK'}: trained weights of tp=2,pp=2 against one core's: max |diff| {err:.2e}")
+fail |= not err <= 1e-5
+sys.exit(1 if fail else 0)
+PYEOF
+
+err() { # err PATTERN ARGS...: tern train refuses, naming what
+    local pat=$1
+    shift
+    expect 1 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --machine $M "$@"
+    contains "$tmp/err" "$pat"
+}
+err "tp=3 does not divide the 128 columns of node \"/0/Gemm\"" --batch 16 --layout tp=3
+err "pp=3 does not divide the model's 4 linear layers" --batch 24 --layout pp=3
+err "layout tp=4,pp=2,dp=8 needs 64 NeuronCores; 'trn1.32xlarge' has 32" --batch 16 --layout tp=4,pp=2,dp=8
+err "batch 16 does not split over 3 data replicas x 1 micro-batches" --batch 16 --layout tp=2,dp=3
+err "micro-batches need pipeline stages" --batch 16 --layout micro=2
+expect 2 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --machine $M --layout pz=2
+contains "$tmp/err" "'pz' is not tp=N, pp=N, dp=N or micro=N"
+expect 1 "$TERN" train "$tmp/ln.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 16 --steps 1 --machine $M \
+    --layout tp=2
+contains "$tmp/err" "no column/row-parallel linear pair"
+contains "$tmp/err" "LayerNormalization"
+expect 1 "$TERN" train "$tmp/gpt/gpt.onnx" --data "$tmp/gpt/x.npy" --labels "$tmp/gpt/y.npy" --batch 3 --steps 1 \
+    --machine $M --layout pp=3
+contains "$tmp/err" "no cut for stage 1 after node \"/blocks.0/fc/MatMul\""
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
