@@ -77,7 +77,6 @@ struct tern_trainer {
     train_dropout *drop;
     size_t ndrop;
     struct train_dp *dp;        /* data parallelism (data_parallel.c); NULL: one core */
-    ad_att_report att;          /* the fused attention backward's plan (grad_attention.c) */
     struct train_mp *mp;        /* tensor / pipeline parallelism (pipeline_parallel.c); NULL: none */
     ad_att_report att;          /* the fused attention backward's plan (grad_attention.c) */
 };
