@@ -11,6 +11,7 @@
 # a missing all-reduce or a lost micro-batch moves the loss by 1e-3 or more. The trained ONNX of tp=2,pp=2 holds
 # the reassembled weights (within 1e-5 of one core's). Then the errors: a tp that does not divide a pair's width,
 # a pp that does not divide the linear layers, a layout larger than the machine, a model with no pair, no cut.
+# Also: a layout's checkpoint resumes bit for bit, and MSE with SGD momentum matches.
 set -u
 TERN=${1:?usage: test_train_tp_pp.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -95,6 +96,30 @@ err = max(float(np.max(np.abs(w1[k] - w2[k]))) for k in w1 if w1[k].size > 1)
 print(f"{'ok' if err <= 1e-5 else 'NOT OK'}: trained weights of tp=2,pp=2 against one core's: max |diff| {err:.2e}")
 fail |= not err <= 1e-5
 sys.exit(1 if fail else 0)
+PYEOF
+
+# a checkpoint of a layout resumes bit for bit (the shards gathered into it and scattered back); MSE with SGD
+# momentum (the sum scaled by 1 / (replicas x micro-batches)) on tp=2,pp=2,dp=2 follows one core's losses
+A=("$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 16 --lr 1e-2 --precision fp32 --machine $M
+   --layout tp=2,pp=2)
+expect 0 "$TERN" train "${A[@]}" --steps 6 -o "$tmp/full.onnx"
+expect 0 "$TERN" train "${A[@]}" --steps 3 --checkpoint "$tmp/ck" --every 3
+expect 0 "$TERN" train "${A[@]}" --steps 6 --resume "$tmp/ck" -o "$tmp/resumed.onnx"
+if cmp -s "$tmp/full.onnx" "$tmp/resumed.onnx"; then ok; else bad "tp=2,pp=2 resumed at step 3 differs from the run through"; fi
+"$PY" -c "import numpy as np; np.save('$tmp/t.npy', np.random.default_rng(3).standard_normal((96, 10)).astype(np.float32))"
+for L in "" "--layout tp=2,pp=2,dp=2"; do
+    expect 0 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/t.npy" --loss mse --optimizer sgd \
+        --momentum 0.9 --batch 16 --steps 6 --lr 1e-2 --precision fp32 --machine $M --json $L
+    cp "$tmp/out" "$tmp/mse${L:+_l}.json"
+done
+if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "MSE/SGD on tp=2,pp=2,dp=2 differs from one core"; fi
+import json, sys
+d = sys.argv[1]
+a = [s["loss"] for s in json.load(open(f"{d}/mse.json"))["steps"]]
+b = [s["loss"] for s in json.load(open(f"{d}/mse_l.json"))["steps"]]
+rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print(f"{'ok' if len(a) == len(b) == 6 and rel <= 1e-5 else 'NOT OK'}: MSE + SGD momentum, tp=2,pp=2,dp=2: max rel {rel:.2e}")
+sys.exit(0 if len(a) == len(b) == 6 and rel <= 1e-5 else 1)
 PYEOF
 
 err() { # err PATTERN ARGS...: tern train refuses, naming what
