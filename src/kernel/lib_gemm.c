@@ -73,6 +73,55 @@ void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs,
     for (uint64_t n = 0; n < nbn && !k->failed; n++) {
         uint64_t n0 = n * BN, bn_len = min_u64(BN, N - n0);
         uint64_t tiles_n = ceil_div(bn_len, TN);
+        if (nbk == 1 && acc == TERN_DTYPE_FP32) {
+            /* One K block: each output tile is one PSUM group. Zeroing an fp32 SBUF accumulator, adding the group
+             * into it and copying it into the packed row costs VectorE three passes over the output; one
+             * tensor_scalar writes psum + 0 into the packed row instead: the same fp32 sum (+0 + x == x + 0,
+             * -0 included) rounded once into the output dtype, as the copy rounded it. */
+            uint64_t tiles_k = ceil_div(K, TK);
+            for (uint64_t bk = 0; bk < tiles_k; bk++) {
+                uint64_t r0 = bk * TK, r1 = min_u64(r0 + TK, K);
+                rhs_tiles[bk] = tern_kernel_sbuf(k, in_r, (uint32_t)(r1 - r0), (uint32_t)bn_len, "gemm_rhs");
+                tern_kernel_load(k, rhs_tiles[bk], tern_view_block(k, rhs, r0, r1, n0, n0 + bn_len));
+            }
+            for (uint64_t m = 0; m < nbm && !k->failed; m++) {
+                uint64_t m0 = m * BM, bm_len = min_u64(BM, M - m0), tiles_m = ceil_div(bm_len, TM);
+                for (uint64_t bk = 0; bk < tiles_k; bk++) {
+                    uint64_t r0 = bk * TK, r1 = min_u64(r0 + TK, K);
+                    lhs_tiles[bk] = tern_kernel_sbuf(k, in_l, (uint32_t)(r1 - r0), (uint32_t)bm_len, "gemm_lhsT");
+                    tern_kernel_load(k, lhs_tiles[bk], tern_view_block(k, lhsT, r0, r1, m0, m0 + bm_len));
+                }
+                for (uint64_t bm = 0; bm < tiles_m; bm++)
+                    accs[bm] = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, (uint32_t)min_u64(TM, bm_len - bm * TM),
+                                                (uint32_t)bn_len, "gemm_out");
+                for (uint64_t bn = 0; bn < tiles_n; bn++)
+                    for (uint64_t bm = 0; bm < tiles_m; bm++) {
+                        uint32_t rows = (uint32_t)min_u64(TM, bm_len - bm * TM);
+                        uint32_t cols = (uint32_t)min_u64(TN, bn_len - bn * TN);
+                        tern_view ps = tern_kernel_psum(k, TERN_DTYPE_FP32, rows, cols, "gemm_psum");
+                        for (uint64_t bk = 0; bk < tiles_k; bk++) {
+                            uint64_t kk = tern_view_dim(&lhs_tiles[bk], 0);
+                            tern_view st = tern_view_block(k, lhs_tiles[bk], 0, kk, bm * TM, bm * TM + rows);
+                            tern_view mv = tern_view_block(k, rhs_tiles[bk], 0, kk, bn * TN, bn * TN + cols);
+                            tern_kernel_matmul(k, ps, st, mv, bk > 0);
+                        }
+                        tern_kernel_tensor_scalar(k, TERN_ENGINE_AUTO,
+                                                  tern_view_block(k, accs[bm], 0, rows, bn * TN, bn * TN + cols), ps,
+                                                  TERN_ALU_ADD, 0.0f, TERN_ALU_BYPASS, 0.0f);
+                        tern_kernel_release(k, ps);
+                    }
+                for (uint64_t bk = 0; bk < tiles_k; bk++)
+                    tern_kernel_release(k, lhs_tiles[bk]);
+                for (uint64_t bm = 0; bm < tiles_m; bm++) {
+                    uint64_t row0 = m0 + bm * TM, rows = tern_view_dim(&accs[bm], 0);
+                    tern_kernel_store(k, tern_view_block(k, out, row0, row0 + rows, n0, n0 + bn_len), accs[bm]);
+                    tern_kernel_release(k, accs[bm]);
+                }
+            }
+            for (uint64_t bk = 0; bk < tiles_k; bk++)
+                tern_kernel_release(k, rhs_tiles[bk]);
+            continue;
+        }
         for (uint64_t m = 0; m < nbm; m++) {
             uint64_t bm_len = min_u64(BM, M - m * BM), tiles_m = ceil_div(bm_len, TM);
             for (uint64_t bm = 0; bm < tiles_m; bm++)
