@@ -440,6 +440,36 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
             return st;
         }
     }
+    /* BatchNormalization trains on batch statistics (grad_norm.c): each node becomes that computation now that the
+     * backward pass is built; the model's own nodes (not recomputed copies) update their running statistics,
+     * which become step outputs (nbuf of them: weight buf_w[k] gets value buf_v[k]) */
+    int nbuf = 0, *buf_w = calloc(2 * t->nw + 1, sizeof(int)), *buf_v = calloc(2 * t->nw + 1, sizeof(int));
+    if (!buf_w || !buf_v)
+        ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+    for (int i = 0, nn = g->n_nodes; i < nn && !a.failed; i++) {
+        if (g->nodes[i].op_id != TERN_GOP_BATCH_NORMALIZATION)
+            continue;
+        if (grads_only != TRAIN_GRAPH_STEP || o->accumulate > 1) {
+            ad_fail_node(&a, i, "BatchNormalization trains on batch statistics and updates its running statistics "
+                                "every step: not supported yet with --accumulate or data parallelism");
+            break;
+        }
+        int rs[2] = {g->nodes[i].n_inputs > 3 ? g->nodes[i].inputs[3] : -1,
+                     g->nodes[i].n_inputs > 4 ? g->nodes[i].inputs[4] : -1};
+        int nv[2];
+        if (ad_batchnorm_forward(&a, i, &nv[0], &nv[1]) < 0 || i >= a.n_model)
+            continue;
+        for (int k = 0; k < 2; k++)
+            for (size_t j = 0; j < t->nw && nv[k] >= 0; j++)
+                if (wid[j] == rs[k]) {
+                    for (int q = 0; q < nbuf; q++)
+                        if (buf_w[q] == (int)j)
+                            ad_fail_node(&a, i, "running statistic '%s' is shared by two BatchNormalization nodes",
+                                         t->w[j].name);
+                    buf_w[nbuf] = (int)j;
+                    buf_v[nbuf++] = nv[k];
+                }
+    }
     /* accumulation over micro-batches: the micro-step graph outputs gacc + g per weight; the step graph uses
      * (gacc + g) * gscale, gscale = 1 / micro-batches, as PyTorch's loss / K per micro-batch */
     /* data parallelism (data_parallel.c): TRAIN_GRAPH_GRADS outputs each g as it is; TRAIN_GRAPH_UPDATE takes the
@@ -491,6 +521,8 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
             t->w[i].trained = a.grad[wid[i]] >= 0;
         gouts[ngout++] = name_value(&a, loss, TRAIN_LOSS);
         free(wid);
+        free(buf_w);
+        free(buf_v);
         if (a.failed) {
             free(gouts);
             ad_free(&a);
@@ -540,6 +572,8 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
     int *outs = malloc(sizeof(int) * (size_t)cap), nout = 0;
     if (!outs) {
         free(wid);
+        free(buf_w);
+        free(buf_v);
         ad_free(&a);
         return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
     }
@@ -595,6 +629,24 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         for (int k = 0; k < w->n_state; k++)
             outs[nout++] = name_value(&a, so[k], w->state_out[k]);
     }
+    /* running statistics: not trained (no gradient reaches them), updated by the step */
+    for (int k = 0; k < nbuf && !a.failed; k++) {
+        train_weight *w = &t->w[buf_w[k]];
+        if (w->trained) {
+            ad_fail(&a, TERN_ERR_UNSUPPORTED, "train: BatchNormalization running statistic '%s' also gets a gradient",
+                    w->name);
+            break;
+        }
+        w->out_name = fmt_name("train.new.", w->name);
+        if (!w->out_name) {
+            ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+            break;
+        }
+        int v = o->bf16_weights ? cast_to(&a, buf_v[k], TERN_ELEM_BFLOAT16) : buf_v[k];
+        outs[nout++] = name_value(&a, v, w->out_name);
+    }
+    free(buf_w);
+    free(buf_v);
     free(wid);
     if (a.failed) {
         free(outs);

@@ -919,7 +919,7 @@ static tern_status step_packed(tern_trainer *t, const void *x, size_t x_count, c
         st = TERN_OK;
         for (size_t i = 0; i < t->nw && !st; i++) {
             train_weight *w = &t->w[i];
-            if (!w->trained)
+            if (!w->trained && !w->out_name) /* a running statistic has a new value, no state */
                 continue;
             for (int k = 0; k < 1 + w->n_state && !st; k++) {
                 float *b = malloc(w->count * sizeof(float) + 1);

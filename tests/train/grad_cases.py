@@ -215,6 +215,25 @@ case("AveragePool2d_k2s2_odd", [node("AveragePool", ["a"], kernel_shape=[2, 2], 
 case("AveragePool1d_k3s2p1_incl", [node("AveragePool", ["a"], kernel_shape=[3], strides=[2], pads=[1, 1],
                                         count_include_pad=1)],
      {"a": rnd(2, 3, 10)}, lambda p: F.avg_pool1d(p["a"], 3, 2, 1, count_include_pad=True))
+# BatchNormalization trains on batch statistics (model.train()), the gradient through the batch mean and
+# variance; the running statistics (initializers, not trained) are not read. An inference-exported node, a
+# training-mode one with its running-statistic outputs, and BatchNorm1d's rank-2 input.
+bn_rm, bn_rv = rnd(3), rnd(3, pos=True)
+case("BatchNorm2d_train", [node("BatchNormalization", ["a", "g", "b", "rm", "rv"], epsilon=1e-5, momentum=0.9)],
+     {"a": rnd(4, 3, 5, 5), "g": rnd(3), "b": rnd(3)},
+     lambda p: F.batch_norm(p["a"], torch.from_numpy(bn_rm.copy()), torch.from_numpy(bn_rv.copy()), p["g"], p["b"],
+                            training=True, momentum=0.1, eps=1e-5), {"rm": bn_rm, "rv": bn_rv})
+case("BatchNorm2d_training_mode1",
+     [helper.make_node("BatchNormalization", ["a", "g", "b", "rm", "rv"], ["y", "rmo", "rvo"], epsilon=1e-3,
+                       momentum=0.8, training_mode=1)],
+     {"a": rnd(2, 3, 4, 6), "g": rnd(3), "b": rnd(3)},
+     lambda p: F.batch_norm(p["a"], torch.from_numpy(bn_rm.copy()), torch.from_numpy(bn_rv.copy()), p["g"], p["b"],
+                            training=True, momentum=0.2, eps=1e-3), {"rm": bn_rm, "rv": bn_rv})
+bn1_rm, bn1_rv = rnd(5), rnd(5, pos=True)
+case("BatchNorm1d_rank2", [node("BatchNormalization", ["a", "g", "b", "rm", "rv"])],
+     {"a": rnd(8, 5), "g": rnd(5), "b": rnd(5)},
+     lambda p: F.batch_norm(p["a"], torch.from_numpy(bn1_rm.copy()), torch.from_numpy(bn1_rv.copy()), p["g"], p["b"],
+                            training=True), {"rm": bn1_rm, "rv": bn1_rv})
 gidx = np.array([[1, 3, 3], [0, 9, 1]], dtype=np.int64)
 case("Gather_embedding", [node("Gather", ["a", "i"], axis=0)], {"a": rnd(10, 4)},
      lambda p: p["a"][torch.from_numpy(gidx)], {"i": gidx})
