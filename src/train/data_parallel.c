@@ -38,8 +38,8 @@ struct train_dp {
     int64_t batch;                   /* the whole step's rows (t->o.batch holds the rows of one chunk) */
     int exact, zero;
     double gscale;                   /* applied to the summed gradient and loss */
-    tern_exe exe_grad, exe_zero;
-    tern_rt *rt_grad, *rt_zero, *rt_upd;
+    tern_exe exe_grad, exe_zero, exe_znorm;
+    tern_rt *rt_grad, *rt_zero, *rt_upd, *rt_znorm; /* rt_znorm: ZeRO with clipping, the shard's sum of squares */
     double flops_grad;
     tern_fabric *fab;
     tern_coll_comm *comm;
@@ -64,6 +64,7 @@ struct train_dp {
 #define DP_G "train.dp.g"
 #define DP_SHARD "train.dp.shard"
 #define DP_SUMSQ "train.dp.sumsq"
+#define DP_SUMSQ_ALL "train.dp.sumsq.all" /* ZeRO with clipping: the global sum of squares, the shards' in rank order */
 #define DP_ROW 8192 /* a long ZeRO shard is padded to whole rows of this many elements (its norm's reduction) */
 
 static tern_status oom(tern_error *err)
@@ -96,8 +97,10 @@ void train_dp_free(tern_trainer *t)
     t->rt = dp->rt_upd; /* the steps point t->rt at each graph's runtime in turn; tern_train_free frees this one */
     tern_rt_free(dp->rt_grad);
     tern_rt_free(dp->rt_zero);
+    tern_rt_free(dp->rt_znorm);
     tern_exe_free(&dp->exe_grad);
     tern_exe_free(&dp->exe_zero);
+    tern_exe_free(&dp->exe_znorm);
     tern_coll_comm_free(dp->comm);
     tern_fabric_free(dp->fab);
     for (int64_t i = 0; dp->leaf && i < dp->per_rank; i++)
@@ -288,8 +291,11 @@ static int zname(ad_ctx *a, int v, const char *name)
 }
 
 /* ZeRO-1's shard update graph: a flat shard of p and g (shard elements), the state shards, the step's scalars;
- * g x gscale through the step graph's own update nodes; outputs the new p, the new state and sum(g^2). */
-static tern_status build_zero(tern_trainer *t, uint64_t *hbm, tern_error *err)
+ * g x gscale through the step graph's own update nodes; outputs the new p, the new state and sum(g^2). With
+ * clipping, g x gscale is multiplied by the step graph's coefficient min(clip / (sqrt(S) + 1e-6), 1) of the global
+ * sum of squares S (an input: the shards' sums gathered first). norm_only: the graph of that first pass, g and
+ * gscale in, the shard's sum of (g x gscale)^2 out. */
+static tern_status build_zero(tern_trainer *t, int norm_only, uint64_t *hbm, tern_error *err)
 {
     struct train_dp *dp = t->dp;
     tern_graph *g = calloc(1, sizeof *g);
@@ -318,11 +324,13 @@ static tern_status build_zero(tern_trainer *t, uint64_t *hbm, tern_error *err)
     }
     if (!st) {
         const tern_train_opts *o = &t->o;
-        int p = zadd_input(&a, DP_P, (int64_t)dp->shard), gin = zadd_input(&a, DP_G, (int64_t)dp->shard);
+        int p = norm_only ? -1 : zadd_input(&a, DP_P, (int64_t)dp->shard);
+        int gin = zadd_input(&a, DP_G, (int64_t)dp->shard);
         int gs = zadd_input(&a, TRAIN_GSCALE, 1);
         int gr = ad_op2(&a, "Mul", gin, gs);
         int sc[4] = {-1, -1, -1, -1};
-        if (o->optimizer == TERN_OPT_SGD) {
+        if (norm_only) {
+        } else if (o->optimizer == TERN_OPT_SGD) {
             sc[0] = zadd_input(&a, TRAIN_LR, 1);
         } else {
             sc[0] = zadd_input(&a, TRAIN_STEP_SIZE, 1);
@@ -342,11 +350,22 @@ static tern_status build_zero(tern_trainer *t, uint64_t *hbm, tern_error *err)
             sumsq = ad_reduce(&a, "ReduceSum", sq, 0, NULL, 0);
         }
         ad_shape one = {.rank = 1, .d = {1}};
-        int np = train_update_nodes(t, &a, &zw, p, gr, sc, so);
         int outs[4], no = 0;
-        outs[no++] = zname(&a, np, DP_P ".new");
-        for (int k = 0; k < zw.n_state; k++)
-            outs[no++] = zname(&a, so[k], nout[k]);
+        if (!norm_only) {
+            int gu = gr;
+            if (o->clip_norm > 0) { /* the step graph's clipping (step_graph.c), of the gathered global sum */
+                int gnorm = ad_op1(&a, "Sqrt", zadd_input(&a, DP_SUMSQ_ALL, 1));
+                int coef = ad_op2(&a, "Min",
+                                  ad_op2(&a, "Div", ad_const_f(&a, (float)o->clip_norm),
+                                         ad_op2(&a, "Add", gnorm, ad_const_f(&a, (float)1e-6))),
+                                  ad_const_f(&a, 1.0f));
+                gu = ad_op2(&a, "Mul", gr, coef);
+            }
+            int np = train_update_nodes(t, &a, &zw, p, gu, sc, so);
+            outs[no++] = zname(&a, np, DP_P ".new");
+            for (int k = 0; k < zw.n_state; k++)
+                outs[no++] = zname(&a, so[k], nout[k]);
+        }
         outs[no++] = zname(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
         if (a.failed) {
             st = err->code;
@@ -364,7 +383,8 @@ static tern_status build_zero(tern_trainer *t, uint64_t *hbm, tern_error *err)
     if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
         tern_error_prefix(err, "train: ZeRO shard update graph: ");
     if (!st)
-        st = compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO shard update", err);
+        st = norm_only ? compile_load(t, g, &dp->exe_znorm, &dp->rt_znorm, NULL, hbm, "ZeRO shard norm", err)
+                       : compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO shard update", err);
     tern_graph_free(g);
     return st;
 }
@@ -456,17 +476,13 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: ZeRO-1 with pure BF16 weights (bf16-sr, bf16-rne) is not supported yet; use no "
                               "ZeRO or --precision fp32 or bf16");
-    if (o->zero && o->clip_norm > 0)
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: ZeRO-1 with clipping (%g): the clip needs the global norm before the shard update "
-                              "(a second all-reduce); not supported yet",
-                              o->clip_norm);
     struct train_dp *dp = calloc(1, sizeof *dp);
     if (!dp)
         return oom(err);
     t->dp = dp;
     tern_exe_init(&dp->exe_grad);
     tern_exe_init(&dp->exe_zero);
+    tern_exe_init(&dp->exe_znorm);
     dp->ranks = n;
     dp->chunks = k;
     dp->per_rank = k / n;
@@ -537,7 +553,7 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
             dp->shard = (dp->shard + DP_ROW - 1) / DP_ROW * DP_ROW;
         dp->count = dp->shard * (size_t)n;
         dp->state_rank = (uint64_t)dp->shard * 4 * (uint64_t)nst;
-        if ((st = build_zero(t, &hbm, err)))
+        if ((st = build_zero(t, 0, &hbm, err)) || (o->clip_norm > 0 && (st = build_zero(t, 1, &hbm, err))))
             return st;
         t->rt = dp->rt_zero;
     } else {
@@ -775,6 +791,43 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
         if (t->w[i].trained)
             nst = t->w[i].n_state;
     int timing = t->o.timing_only;
+    float sq_all = 0; /* with clipping: the global sum of squares, before the shard update needs it */
+    if (dp->rt_znorm) {
+        /* each rank's shard sum of (g x gscale)^2 (the same sum the update graph reports), all-gathered (one
+         * element per rank) and added in rank order on every rank, as the norm below */
+        double un = 0;
+        for (int64_t r = 0; r < (timing ? 1 : dp->ranks) && !st; r++) {
+            size_t lo = (size_t)r * S;
+            if (!timing) {
+                float *g = dp->tmp;
+                memcpy(g, dp->gbuf[r] + lo, S * sizeof(float));
+                if (dp->total >= lo && dp->total < lo + S)
+                    g[dp->total - lo] = 0;
+                st = set_in(t, dp->rt_znorm, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
+                if (!st)
+                    st = set_in(t, dp->rt_znorm, DP_G, g, S, err);
+            }
+            tern_run_stats rs;
+            if (st || (st = tern_rt_execute(dp->rt_znorm, &rs, err)))
+                return st;
+            if ((double)rs.time_ps * 1e-12 > un)
+                un = (double)rs.time_ps * 1e-12;
+            if (!timing && (st = tern_rt_get_output(dp->rt_znorm, DP_SUMSQ, dp->wbuf[r] + r, sizeof(float), err)))
+                return st;
+        }
+        *upd += un;
+        if ((st = run_collective(t, TERN_COLL_ALL_GATHER, (uint64_t)dp->ranks, timing ? NULL : dp->wbuf, comm, err)))
+            return st;
+        for (int64_t b = 0; !timing && b < dp->ranks; b++)
+            sq_all += dp->wbuf[0][b];
+        for (int64_t r = 1; !timing && r < dp->ranks; r++)
+            if (memcmp(dp->wbuf[r], dp->wbuf[0], (size_t)dp->ranks * sizeof(float)) != 0)
+                return tern_error_set(err, TERN_ERR_INVALID,
+                                      "train: step %llu: rank %lld's gathered shard norms differ from rank 0's",
+                                      (unsigned long long)step, (long long)r);
+    }
+    t->rt = rt; /* the step's scalars below go to the update graph */
+    double u0 = *upd, ub = 0;
     for (int64_t r = 0; r < (timing ? 1 : dp->ranks) && !st; r++) {
         size_t lo = (size_t)r * S;
         double lr;
@@ -799,6 +852,8 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
                 st = set_in(t, rt, DP_P, p, S, err);
             if (!st)
                 st = set_in(t, rt, DP_G, g, S, err);
+            if (!st && dp->rt_znorm)
+                st = set_in(t, rt, DP_SUMSQ_ALL, &sq_all, 1, err);
             for (int k = 0; k < nst && !st; k++) {
                 char nm[64];
                 snprintf(nm, sizeof nm, "train.state%d.%s", k, DP_SHARD);
@@ -809,8 +864,9 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
         if (st || (st = tern_rt_execute(rt, &rs, err)))
             break;
         double s = (double)rs.time_ps * 1e-12;
-        if (s > *upd)
-            *upd = s;
+        if (s > ub)
+            ub = s;
+        *upd = u0 + ub;
         if (timing)
             break;
         float *blk = dp->wbuf[r] + (size_t)r * B;
