@@ -12,10 +12,23 @@
 
 /* A Megatron pair: column-parallel MatMul/Gemm a (weight split along N), elementwise nodes, row-parallel b (weight
  * split along its K = N); b's output is a partial sum on each tensor rank, all-reduced before its readers. */
+/* A node of a pair whose shape operand is rewritten for a rank's shard: a Reshape's target shape or a Split's
+ * sizes, the split axis divided by tp. */
+typedef struct {
+    int node;
+    int n;
+    int64_t v[TERN_GRAPH_MAX_RANK];
+} mp_fix;
+
 typedef struct {
     int a, b;             /* node indices in the plan graph */
     int64_t n;            /* the hidden width N the pair splits */
-    unsigned char *in;    /* [n_nodes] nodes of the pair (a, b and the elementwise nodes between) */
+    unsigned char *in;    /* [n_nodes] nodes of the pair (a, b and the nodes between) */
+    int ngroups;          /* a's N columns in groups split tp ways each (a Split of the fused QKV: 3); else 1 */
+    int64_t groups[TERN_GRAPH_MAX_RANK];
+    mp_fix *fix;
+    int nfix;
+    int heads;            /* 1: attention heads split (a Reshape into heads inside) */
 } mp_pair;
 
 /* How one model weight is laid out over the tensor ranks. */
@@ -23,6 +36,8 @@ typedef struct {
     char *name;
     int axis;             /* -1 replicated; else split along this axis into tp equal blocks */
     int rank0_only;       /* b's Gemm bias: added once, on tensor rank 0 (the others' Gemm has no C) */
+    int ngroups;          /* > 1: the axis is ngroups groups of these sizes, each split tp ways (fused QKV) */
+    int64_t groups[TERN_GRAPH_MAX_RANK];
 } mp_wspec;
 
 /* A value that crosses from one segment to a later one (or the data input). */
@@ -83,6 +98,9 @@ const mp_wspec *mp_wspec_of(const mp_plan *p, const char *name);
 /* element e of the shard of tensor rank r (of tp) for a row-major tensor: copy out (dir 0) or back (dir 1) */
 void mp_shard_copy(const float *full, float *shard, int rank, const int64_t *dims, int axis, int64_t tp, int64_t r,
                    int back);
+/* the same for an axis made of groups (ngroups sizes), rank r taking block r of each */
+void mp_shard_copy_g(const float *full, float *shard, int rank, const int64_t *dims, int axis, int64_t tp, int64_t r,
+                     int back, int ngroups, const int64_t *groups);
 /* live-code pruning and compile + load, as the data-parallel trainer does */
 tern_status mp_prune_dead(tern_graph *g, tern_error *err);
 tern_status mp_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,

@@ -33,6 +33,8 @@ typedef struct {
     char *name;
     int full;               /* index in t->w */
     int axis, rank0;        /* mp_wspec: split axis (-1 replicated); rank 0 only (ranks > 0 hold zeros) */
+    int ngroups;            /* the split axis in groups (fused QKV) */
+    int64_t groups[TERN_GRAPH_MAX_RANK];
     size_t count, off;      /* shard elements, offset in the stage's flat vector */
     int rank;
     int64_t dims[TERN_GRAPH_MAX_RANK]; /* the full weight's */
@@ -252,7 +254,7 @@ static void scatter(tern_trainer *t)
                     else if (w->axis < 0)
                         memcpy(dst, src, w->count * sizeof(float));
                     else
-                        mp_shard_copy(src, dst, w->rank, w->dims, w->axis, tp, r, 0);
+                        mp_shard_copy_g(src, dst, w->rank, w->dims, w->axis, tp, r, 0, w->ngroups, w->groups);
                 }
             }
         }
@@ -279,7 +281,8 @@ static void gather(tern_trainer *t)
                     if (w->axis < 0)
                         memcpy(dst, src, w->count * sizeof(float));
                     else
-                        mp_shard_copy(dst, (float *)src, w->rank, w->dims, w->axis, tp, r, 1);
+                        mp_shard_copy_g(dst, (float *)src, w->rank, w->dims, w->axis, tp, r, 1, w->ngroups,
+                                        w->groups);
                 }
         }
     }
@@ -426,6 +429,9 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                 w->full = full;
                 w->axis = ws ? ws->axis : -1;
                 w->rank0 = ws && ws->rank0_only;
+                w->ngroups = ws ? ws->ngroups : 1;
+                if (ws)
+                    memcpy(w->groups, ws->groups, sizeof w->groups);
                 w->count = m->w[i].count;
                 w->off = S->flat;
                 w->rank = t->w[full].rank;

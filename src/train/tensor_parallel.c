@@ -99,7 +99,7 @@ static int linear_kn(const tern_graph *g, const unsigned char *isw, const tern_g
     return 1;
 }
 
-static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, tern_error *err)
+static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, const mp_pair *grp, tern_error *err)
 {
     for (int i = 0; i < p->nws; i++)
         if (!strcmp(p->ws[i].name, name))
@@ -114,6 +114,9 @@ static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, 
     p->ws[p->nws].name = dupstr(name);
     p->ws[p->nws].axis = axis;
     p->ws[p->nws].rank0_only = rank0;
+    p->ws[p->nws].ngroups = grp ? grp->ngroups : 1;
+    if (grp)
+        memcpy(p->ws[p->nws].groups, grp->groups, sizeof grp->groups);
     if (!p->ws[p->nws].name)
         return oom(err);
     p->nws++;
@@ -128,108 +131,254 @@ const mp_wspec *mp_wspec_of(const mp_plan *p, const char *name)
     return NULL;
 }
 
-/* Tries the pair starting at node i; 1 with *pair filled, 0 with why[] saying why not. */
-static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigned char *taken, int i, mp_pair *pair,
-                    char *why, size_t wl)
+static int norm_axis(int64_t ax, int rank)
+{
+    return (int)(ax < 0 ? ax + rank : ax);
+}
+
+/* The int64 values of a constant (plan-graph) value; -1 when not constant or too long. */
+static int const_ints(const tern_graph *g, int v, int64_t *out, int cap)
+{
+    if (v < 0 || !g->values[v].constant || (int)g->values[v].constant->count > cap)
+        return -1;
+    const tern_host_tensor *c = g->values[v].constant;
+    for (size_t e = 0; e < c->count; e++)
+        out[e] = (int64_t)tern_host_tensor_get(c, e);
+    return (int)c->count;
+}
+
+/* Tries the pair starting at node i (docs in the header); 1 with *pair filled, 0 with why[] saying why not, -1
+ * when it is a pair the layout cannot split (why[] names the node and the numbers). Each value of the pair has a
+ * split axis (sax): a's columns, moved by Transpose, carried into heads by a Reshape, the batch axis of a product
+ * of two values of the pair (attention's heads). */
+static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigned char *taken, int i, int64_t tp,
+                    mp_pair *pair, char *why, size_t wl)
 {
     const tern_graph_node *na = &g->nodes[i];
-    char lab[256];
+    char lab[256], la[256];
     int w;
     int64_t k, n;
     int tb;
+    memset(pair, 0, sizeof *pair);
     if (!linear_kn(g, isw, na, &w, &k, &n, &tb)) {
         snprintf(why, wl, "%s has no 2-D weight as its second input (or a transposed first input)",
                  tern_graph_node_label(g, i, lab, sizeof lab));
         return 0;
     }
-    unsigned char *in = calloc((size_t)g->n_nodes + 1, 1), *rv = calloc((size_t)g->n_values + 1, 1);
-    if (!in || !rv) {
-        free(in), free(rv);
+    tern_graph_node_label(g, i, la, sizeof la);
+    unsigned char *in = calloc((size_t)g->n_nodes + 1, 1), *pre = calloc((size_t)g->n_values + 1, 1);
+    int *sax = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    mp_fix *fix = calloc((size_t)g->n_nodes + 1, sizeof *fix);
+    if (!in || !pre || !sax || !fix) {
+        free(in), free(pre), free(sax), free(fix);
         snprintf(why, wl, "out of memory");
         return 0;
     }
+    for (int v = 0; v < g->n_values; v++)
+        sax[v] = -1;
+    int nfix = 0, ngroups = 1, heads = 0;
+    int64_t groups[TERN_GRAPH_MAX_RANK] = {n};
     in[i] = 1;
-    for (int q = 0; q < na->n_outputs; q++)
-        if (na->outputs[q] >= 0)
-            rv[na->outputs[q]] = 1;
+    int y0 = na->outputs[0];
+    const tern_graph_value *yv = &g->values[y0];
+    if (yv->rank < 1 || yv->dims[yv->rank - 1] != n) {
+        snprintf(why, wl, "%s's output has no static shape ending in its %lld columns", la, (long long)n);
+        free(in), free(pre), free(sax), free(fix);
+        return 0;
+    }
+    sax[y0] = yv->rank - 1;
+    pre[y0] = 1;
     int b = -1, ok = 1;
-    for (int j = i + 1; j < g->n_nodes && ok; j++) {
+    for (int j = i + 1; j < g->n_nodes && ok == 1; j++) {
         const tern_graph_node *nj = &g->nodes[j];
-        int reads = 0;
+        int reads = 0, r0 = -1;
         for (int q = 0; q < nj->n_inputs; q++)
-            reads |= nj->inputs[q] >= 0 && rv[nj->inputs[q]];
+            if (nj->inputs[q] >= 0 && sax[nj->inputs[q]] >= 0) {
+                reads = 1;
+                if (r0 < 0)
+                    r0 = nj->inputs[q];
+            }
         if (!reads)
             continue;
+        tern_graph_node_label(g, j, lab, sizeof lab);
         if (b >= 0) {
-            snprintf(why, wl, "%s reads a value of the pair inside it, after its row-parallel layer",
-                     tern_graph_node_label(g, j, lab, sizeof lab));
+            snprintf(why, wl, "%s reads a value of the pair from %s after its row-parallel layer", lab, la);
             ok = 0;
             break;
         }
         if (taken[j]) {
-            snprintf(why, wl, "%s already belongs to another pair", tern_graph_node_label(g, j, lab, sizeof lab));
+            snprintf(why, wl, "%s already belongs to another pair", lab);
             ok = 0;
             break;
         }
+        int x0 = nj->n_inputs ? nj->inputs[0] : -1, s0 = x0 >= 0 ? sax[x0] : -1;
         int wb;
         int64_t k2, n2;
         int tb2;
-        if (is_linear(nj) && nj->inputs[0] >= 0 && rv[nj->inputs[0]] && linear_kn(g, isw, nj, &wb, &k2, &n2, &tb2) &&
-            k2 == n && !(nj->n_inputs > 1 && rv[nj->inputs[1]])) {
+        if (is_linear(nj) && s0 >= 0 && s0 == g->values[x0].rank - 1 && linear_kn(g, isw, nj, &wb, &k2, &n2, &tb2) &&
+            k2 == g->values[x0].dims[s0] && !(nj->n_inputs > 1 && sax[nj->inputs[1]] >= 0) &&
+            (ngroups == 1 || heads)) {
             b = j;
             in[j] = 1;
             continue; /* its output is outside the pair */
         }
         tern_op_family f = tern_op_family_of((tern_op_id)nj->op_id);
-        if (f != TERN_OP_FAMILY_ELEMENTWISE_UNARY && f != TERN_OP_FAMILY_ELEMENTWISE_BINARY &&
-            f != TERN_OP_FAMILY_ELEMENTWISE_VARIADIC) {
-            char la[256];
-            snprintf(why, wl, "%s reads what %s computes and is neither elementwise nor a row-parallel linear "
-                     "layer of K = %lld",
-                     tern_graph_node_label(g, j, lab, sizeof lab), tern_graph_node_label(g, i, la, sizeof la),
-                     (long long)n);
-            ok = 0;
-            break;
+        int out_sax = -1, out_pre = 0;
+        const tern_graph_value *xr = &g->values[r0];
+        int sr = sax[r0];
+        if (f == TERN_OP_FAMILY_ELEMENTWISE_UNARY || f == TERN_OP_FAMILY_ELEMENTWISE_BINARY ||
+            f == TERN_OP_FAMILY_ELEMENTWISE_VARIADIC || f == TERN_OP_FAMILY_ELEMENTWISE_SELECT) {
+            int allpre = 1;
+            for (int q = 0; q < nj->n_inputs && ok; q++) {
+                int v = nj->inputs[q];
+                if (v < 0)
+                    continue;
+                if (sax[v] >= 0) {
+                    if (sax[v] != sr || g->values[v].rank != xr->rank) {
+                        snprintf(why, wl, "%s combines values of the pair split along different axes", lab);
+                        ok = 0;
+                    }
+                    allpre &= pre[v];
+                    continue;
+                }
+                if (is_scalar_const(g, v))
+                    continue;
+                const tern_graph_value *ov = &g->values[v];
+                if (is_weight_val(g, v, isw) && ov->rank == 1 && sr == xr->rank - 1 && ov->dims[0] == xr->dims[sr] &&
+                    nj->op_id == TERN_GOP_ADD && pre[r0])
+                    continue; /* a bias of the split columns */
+                int al = sr - (xr->rank - ov->rank);
+                if (ov->constant && ov->rank >= 0 && ov->rank <= xr->rank && (al < 0 || ov->dims[al] == 1))
+                    continue; /* a constant broadcast along the split axis (attention's mask) */
+                snprintf(why, wl, "%s reads '%s', neither a value of the pair, a scalar constant, a bias of its "
+                         "columns nor a constant broadcast along its split axis",
+                         lab, ov->name);
+                ok = 0;
+            }
+            out_sax = sr;
+            out_pre = allpre && nj->n_outputs && nj->outputs[0] >= 0 && g->values[nj->outputs[0]].rank == xr->rank;
+        } else if (nj->op_id == TERN_GOP_SPLIT) {
+            int ax = norm_axis(tern_graph_attr_int(nj, "axis", 0), xr->rank);
+            int64_t sz[TERN_GRAPH_MAX_RANK];
+            int ns = nj->n_inputs > 1 ? const_ints(g, nj->inputs[1], sz, TERN_GRAPH_MAX_RANK) : -1;
+            if (ax != sr || ns < 2 || !pre[r0] || ngroups > 1 || r0 != x0) {
+                snprintf(why, wl, "%s is not a Split of the columns (constant sizes, on a's output) the rule takes",
+                         lab);
+                ok = 0;
+            } else {
+                for (int q = 0; q < ns && ok == 1; q++)
+                    if (sz[q] % tp) {
+                        snprintf(why, wl, "tp=%lld does not divide part %d (%lld columns) of %s after %s",
+                                 (long long)tp, q, (long long)sz[q], lab, la);
+                        ok = -1;
+                    }
+                ngroups = ns;
+                memcpy(groups, sz, sizeof sz);
+                fix[nfix].node = j;
+                fix[nfix].n = ns;
+                for (int q = 0; q < ns; q++)
+                    fix[nfix].v[q] = sz[q] / tp;
+                nfix++;
+                out_sax = sr;
+            }
+        } else if (nj->op_id == TERN_GOP_RESHAPE) {
+            int yo = nj->outputs[0];
+            const tern_graph_value *ov = yo >= 0 ? &g->values[yo] : NULL;
+            int t = -1;
+            if (ov && ov->rank > 0 && r0 == x0) {
+                int64_t pin = 1, pout = 1;
+                for (int d = 0; d < sr; d++)
+                    pin *= xr->dims[d];
+                for (int d = 0; d < ov->rank && t < 0; d++) {
+                    if (pout == pin) { /* the split axis starts output axis d: split into d.. or merged into d */
+                        int64_t acc = 1;
+                        int e = d;
+                        while (e < ov->rank && acc < xr->dims[sr])
+                            acc *= ov->dims[e++];
+                        int64_t acc2 = 1;
+                        int e2 = sr;
+                        while (e2 < xr->rank && acc2 < ov->dims[d])
+                            acc2 *= xr->dims[e2++];
+                        if (acc == xr->dims[sr] || acc2 == ov->dims[d])
+                            t = d;
+                    }
+                    pout *= ov->dims[d];
+                }
+            }
+            if (t < 0 || !ov) {
+                snprintf(why, wl, "%s reshapes the split axis of the pair from %s in a way the rule cannot follow", lab,
+                         la);
+                ok = 0;
+            } else if (ov->dims[t] % tp) {
+                snprintf(why, wl, "tp=%lld does not divide the %lld heads of %s (the attention after %s)",
+                         (long long)tp, (long long)ov->dims[t], lab, la);
+                ok = -1;
+            } else {
+                if (ov->rank > xr->rank)
+                    heads = 1;
+                fix[nfix].node = j;
+                fix[nfix].n = ov->rank;
+                for (int d = 0; d < ov->rank; d++)
+                    fix[nfix].v[d] = d == t ? ov->dims[d] / tp : ov->dims[d];
+                nfix++;
+                out_sax = t;
+            }
+        } else if (nj->op_id == TERN_GOP_TRANSPOSE && r0 == x0) {
+            size_t np = 0;
+            const int64_t *perm = graph_attr_ints(nj, "perm", &np);
+            for (int d = 0; d < (int)np; d++)
+                if (perm[d] == sr)
+                    out_sax = d;
+            if (!perm || (int)np != xr->rank)
+                out_sax = xr->rank - 1 - sr;
+        } else if (nj->op_id == TERN_GOP_MATMUL && nj->n_inputs == 2 && nj->inputs[0] >= 0 && nj->inputs[1] >= 0 &&
+                   sax[nj->inputs[0]] >= 0 && sax[nj->inputs[1]] >= 0 && sax[nj->inputs[0]] == sax[nj->inputs[1]] &&
+                   sr < xr->rank - 2) {
+            out_sax = sr; /* a product per head: the heads are a batch axis */
+        } else if ((nj->op_id == TERN_GOP_SOFTMAX || nj->op_id == TERN_GOP_LOG_SOFTMAX) &&
+                   norm_axis(tern_graph_attr_int(nj, "axis", -1), xr->rank) != sr) {
+            out_sax = sr;
         }
-        for (int q = 0; q < nj->n_inputs && ok; q++) {
-            int v = nj->inputs[q];
-            if (v < 0 || rv[v] || is_scalar_const(g, v))
-                continue;
-            if (is_weight_val(g, v, isw) && g->values[v].rank == 1 && g->values[v].dims[0] == n &&
-                nj->op_id == TERN_GOP_ADD)
-                continue; /* a bias of the N columns */
-            snprintf(why, wl, "%s reads '%s', neither a value of the pair, a scalar constant nor a bias of %lld "
-                     "columns",
-                     tern_graph_node_label(g, j, lab, sizeof lab), g->values[v].name, (long long)n);
+        if (ok == 1 && out_sax < 0) {
+            snprintf(why, wl, "%s (%s) reads what %s computes and is neither elementwise, a Split, Reshape or "
+                     "Transpose of its split axis, a product per head, a softmax along another axis, nor a "
+                     "row-parallel linear layer",
+                     lab, nj->op, la);
             ok = 0;
         }
-        if (!ok)
+        if (ok != 1)
             break;
         in[j] = 1;
         for (int q = 0; q < nj->n_outputs; q++)
-            if (nj->outputs[q] >= 0)
-                rv[nj->outputs[q]] = 1;
+            if (nj->outputs[q] >= 0) {
+                sax[nj->outputs[q]] = out_sax;
+                pre[nj->outputs[q]] = (unsigned char)out_pre;
+            }
     }
-    if (ok && b < 0) {
-        snprintf(why, wl, "no row-parallel MatMul/Gemm with K = %lld reads what %s computes",
-                 (long long)n, tern_graph_node_label(g, i, lab, sizeof lab));
+    if (ok == 1 && b < 0) {
+        snprintf(why, wl, "no row-parallel MatMul/Gemm reads what %s computes", la);
         ok = 0;
     }
-    for (int k3 = 0; ok && k3 < g->n_outputs; k3++)
-        if (rv[g->outputs[k3]]) {
+    for (int k3 = 0; ok == 1 && k3 < g->n_outputs; k3++)
+        if (sax[g->outputs[k3]] >= 0) {
             snprintf(why, wl, "'%s', a value inside the pair from %s, is a model output", g->values[g->outputs[k3]].name,
-                     tern_graph_node_label(g, i, lab, sizeof lab));
+                     la);
             ok = 0;
         }
-    free(rv);
-    if (!ok) {
-        free(in);
-        return 0;
+    free(sax), free(pre);
+    if (ok != 1) {
+        free(in), free(fix);
+        return ok;
     }
     pair->a = i;
     pair->b = b;
     pair->n = n;
     pair->in = in;
+    pair->ngroups = ngroups;
+    memcpy(pair->groups, groups, sizeof groups);
+    pair->fix = fix;
+    pair->nfix = nfix;
+    pair->heads = heads;
     return 1;
 }
 
@@ -245,7 +394,12 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
         if (taken[i] || !is_linear(&g->nodes[i]))
             continue;
         mp_pair pr;
-        if (!try_pair(g, isw, taken, i, &pr, why, sizeof why)) {
+        int got = try_pair(g, isw, taken, i, p->tp, &pr, why, sizeof why);
+        if (got < 0) {
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: tensor parallelism: %s", why);
+            break;
+        }
+        if (!got) {
             if (!first[0])
                 snprintf(first, sizeof first, "%s", why);
             continue;
@@ -253,6 +407,7 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
         char lab[256];
         if (pr.n % p->tp) {
             free(pr.in);
+            free(pr.fix);
             st = tern_error_set(err, TERN_ERR_INVALID,
                                 "train: tensor parallelism: tp=%lld does not divide the %lld columns of %s "
                                 "(the linear pair's hidden width)",
@@ -262,6 +417,7 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
         mp_pair *np = realloc(p->pairs, sizeof *np * (size_t)(p->npairs + 1));
         if (!np) {
             free(pr.in);
+            free(pr.fix);
             st = oom(err);
             break;
         }
@@ -275,7 +431,7 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
         int64_t k0, n0;
         linear_kn(g, isw, na, &wa, &k0, &n0, &tba);
         linear_kn(g, isw, nb, &wb, &k0, &n0, &tbb);
-        st = add_wspec(p, g->values[wa].name, tba ? 0 : 1, 0, err);
+        st = add_wspec(p, g->values[wa].name, tba ? 0 : 1, 0, &pr, err);
         if (!st && na->op_id == TERN_GOP_GEMM && na->n_inputs > 2 && na->inputs[2] >= 0) {
             int c = na->inputs[2];
             if (!is_weight_val(g, c, isw) || g->values[c].rank != 1 || g->values[c].dims[0] != pr.n)
@@ -285,17 +441,17 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
                                     tern_graph_node_label(g, pr.a, lab, sizeof lab), g->values[c].name,
                                     (long long)pr.n);
             else
-                st = add_wspec(p, g->values[c].name, 0, 0, err);
+                st = add_wspec(p, g->values[c].name, 0, 0, &pr, err);
         }
         for (int j = 0; j < g->n_nodes && !st; j++)
             if (pr.in[j] && j != pr.a && j != pr.b)
                 for (int q = 0; q < g->nodes[j].n_inputs && !st; q++) {
                     int v = g->nodes[j].inputs[q];
                     if (is_weight_val(g, v, isw))
-                        st = add_wspec(p, g->values[v].name, 0, 0, err);
+                        st = add_wspec(p, g->values[v].name, 0, 0, &pr, err);
                 }
         if (!st)
-            st = add_wspec(p, g->values[wb].name, tbb ? 1 : 0, 0, err);
+            st = add_wspec(p, g->values[wb].name, tbb ? 1 : 0, 0, NULL, err);
         if (!st && nb->op_id == TERN_GOP_GEMM && nb->n_inputs > 2 && nb->inputs[2] >= 0) {
             int c = nb->inputs[2];
             if (!is_weight_val(g, c, isw) && !is_scalar_const(g, c))
@@ -304,7 +460,7 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
                                     "scalar",
                                     tern_graph_node_label(g, pr.b, lab, sizeof lab), g->values[c].name);
             else if (is_weight_val(g, c, isw))
-                st = add_wspec(p, g->values[c].name, -1, 1, err);
+                st = add_wspec(p, g->values[c].name, -1, 1, NULL, err);
         }
     }
     free(taken);
@@ -723,8 +879,10 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
 
 void mp_plan_free(mp_plan *p)
 {
-    for (int i = 0; i < p->npairs; i++)
+    for (int i = 0; i < p->npairs; i++) {
         free(p->pairs[i].in);
+        free(p->pairs[i].fix);
+    }
     free(p->pairs);
     for (int i = 0; i < p->nws; i++)
         free(p->ws[i].name);
@@ -772,6 +930,33 @@ void mp_shard_copy(const float *full, float *shard, int rank, const int64_t *dim
             memcpy((float *)full + fo, shard + so, blk * inner * sizeof(float));
         else
             memcpy(shard + so, full + fo, blk * inner * sizeof(float));
+    }
+}
+
+void mp_shard_copy_g(const float *full, float *shard, int rank, const int64_t *dims, int axis, int64_t tp, int64_t r,
+                     int back, int ngroups, const int64_t *groups)
+{
+    if (ngroups <= 1) {
+        mp_shard_copy(full, shard, rank, dims, axis, tp, r, back);
+        return;
+    }
+    size_t outer = 1, inner = 1, len = (size_t)dims[axis], slen = len / (size_t)tp;
+    for (int d = 0; d < axis; d++)
+        outer *= (size_t)dims[d];
+    for (int d = axis + 1; d < rank; d++)
+        inner *= (size_t)dims[d];
+    for (size_t o = 0; o < outer; o++) {
+        size_t goff = 0, soff = 0;
+        for (int c = 0; c < ngroups; c++) {
+            size_t blk = (size_t)groups[c] / (size_t)tp;
+            size_t fo = (o * len + goff + (size_t)r * blk) * inner, so = (o * slen + soff) * inner;
+            if (back)
+                memcpy((float *)full + fo, shard + so, blk * inner * sizeof(float));
+            else
+                memcpy(shard + so, full + fo, blk * inner * sizeof(float));
+            goff += (size_t)groups[c];
+            soff += blk;
+        }
     }
 }
 
@@ -829,6 +1014,29 @@ tern_status mp_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_
     memset(&ro, 0, sizeof ro);
     ro.mode = TERN_MODE_FUNCTIONAL;
     return tern_rt_create(exe, t->machine, &ro, rt, err);
+}
+
+/* A Constant node producing value v with tensor c (taken). */
+static tern_status const_node(tern_graph *g, int v, tern_host_tensor *c, tern_error *err)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "tern.mp.const.%d", v);
+    int id = graph_add_node(g, "Constant", "", nm, 0, 1, 1);
+    if (id < 0) {
+        tern_host_tensor_free(c);
+        return oom(err);
+    }
+    tern_graph_node *n = &g->nodes[id];
+    n->outputs[0] = v;
+    n->attrs[0].name = graph_strdup("value");
+    n->attrs[0].type = TERN_ATTR_TENSOR;
+    n->attrs[0].t = c;
+    n->n_attrs = 1;
+    if (!n->attrs[0].name)
+        return oom(err);
+    graph_value_reset_shape(&g->values[v]);
+    g->values[v].flags &= ~(unsigned)(TERN_VALUE_INPUT | TERN_VALUE_INITIALIZER);
+    return TERN_OK;
 }
 
 /* The graph of segment k for tensor rank r: the model reloaded, the segment's nodes kept (and the Constant nodes
@@ -939,8 +1147,77 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
             g->values[g->outputs[q]].flags |= TERN_VALUE_OUTPUT;
     }
     free(outs);
+    /* a pair's Reshape targets and Split sizes on a rank's shard: new constant operands (made after compacting) */
+    const mp_pair *fp = sg->pair >= 0 ? &p->pairs[sg->pair] : NULL;
+    int *fixv = fp ? malloc(sizeof(int) * ((size_t)fp->nfix + 1)) : NULL;
+    if (fp && !fixv)
+        st = oom(err);
+    for (int q = 0; fp && q < fp->nfix && !st; q++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "tern.mp.fix.%d", q);
+        int v = graph_add_value(g, nm);
+        if (v < 0) {
+            st = oom(err);
+            break;
+        }
+        g->nodes[fp->fix[q].node].inputs[1] = v;
+        fixv[q] = v;
+    }
+    char **fixname = NULL;
+    if (!st && fp) {
+        fixname = calloc((size_t)fp->nfix + 1, sizeof *fixname);
+        for (int q = 0; fixname && q < fp->nfix; q++)
+            fixname[q] = dupstr(g->values[fixv[q]].name);
+        if (!fixname)
+            st = oom(err);
+    }
+    free(fixv);
     if (!st)
         st = graph_compact(g, keep, err);
+    /* values a kept node reads that nothing here computes: the plan graph's constants (shapes, masks) */
+    unsigned char *made = !st ? calloc((size_t)g->n_values + 1, 1) : NULL;
+    if (!st && !made)
+        st = oom(err);
+    for (int i = 0; made && i < g->n_nodes; i++)
+        for (int q = 0; q < g->nodes[i].n_outputs; q++)
+            if (g->nodes[i].outputs[q] >= 0)
+                made[g->nodes[i].outputs[q]] = 1;
+    for (int q = 0; fp && fixname && q < fp->nfix && !st; q++) {
+        int v = graph_lookup(g, fixname[q]);
+        if (v < 0)
+            continue; /* the node is not this segment's */
+        int64_t d = fp->fix[q].n;
+        tern_host_tensor *c;
+        if ((st = tern_host_tensor_new(TERN_ELEM_INT64, 1, &d, &c, err)))
+            break;
+        memcpy(c->i, fp->fix[q].v, (size_t)d * sizeof(int64_t));
+        st = const_node(g, v, c, err);
+        made[v] = 1;
+    }
+    for (int q = 0; fp && fixname && q < fp->nfix; q++)
+        free(fixname[q]);
+    free(fixname);
+    int n0 = g->n_nodes;
+    for (int i = 0; made && i < n0 && !st; i++)
+        for (int q = 0; q < g->nodes[i].n_inputs && !st; q++) {
+            int v = g->nodes[i].inputs[q];
+            if (v < 0 || made[v] || (g->values[v].flags & (TERN_VALUE_INPUT | TERN_VALUE_INITIALIZER)) ||
+                g->values[v].constant)
+                continue;
+            int pv = graph_lookup(p->g, g->values[v].name);
+            tern_host_tensor *c = NULL;
+            if (pv < 0 || !p->g->values[pv].constant) {
+                char lab[256];
+                st = tern_error_set(err, TERN_ERR_INVALID,
+                                    "train: layout plan: internal: %s reads '%s', which no program computes",
+                                    tern_graph_node_label(g, i, lab, sizeof lab), g->values[v].name);
+                break;
+            }
+            if ((st = tern_host_tensor_clone(p->g->values[pv].constant, &c, err)) || (st = const_node(g, v, c, err)))
+                break;
+            made[v] = 1;
+        }
+    free(made);
     free(keep), free(xin);
     /* rank r's shards */
     const mp_pair *pr = sg->pair >= 0 ? &p->pairs[sg->pair] : NULL;
@@ -955,7 +1232,8 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
         tern_host_tensor *c;
         if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, gv->constant->rank, d, &c, err)))
             break;
-        mp_shard_copy(gv->constant->f, c->f, c->rank, gv->constant->dims, ws->axis, p->tp, r, 0);
+        mp_shard_copy_g(gv->constant->f, c->f, c->rank, gv->constant->dims, ws->axis, p->tp, r, 0, ws->ngroups,
+                        ws->groups);
         tern_host_tensor_free(gv->constant);
         gv->constant = c;
         gv->rank = c->rank;

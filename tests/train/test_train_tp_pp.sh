@@ -3,8 +3,9 @@
 # model trained on one core and on layouts of 2 to 8 simulated trn1.32xlarge NeuronCores gives the same loss
 # curve. An MLP of two Megatron pairs (Linear 64->128, ReLU, Linear 128->64, Tanh, Linear 64->128, ReLU,
 # Linear 128->10) on tp=2, pp=2, tp=2,dp=2, tp=2,pp=2 and tp=2,pp=2,dp=2 with 4 micro-batches, 12 AdamW steps each;
-# the GPT-style model of test_train_gpt.sh (its MLP pairs split, attention replicated) on tp=2 with clipping, 10
-# steps. Tolerance: 1e-5 relative per step in fp32. The layouts compute the same sums in other orders: a
+# the GPT-style model of test_train_gpt.sh (each block's attention split by heads - fused QKV column-parallel in
+# its q, k, v groups, the output projection row-parallel - and its MLP split) on tp=2, tp=4 (one head per rank) and
+# tp=2,dp=2 with clipping, 10 steps. Tolerance: 1e-5 relative per step in fp32. The layouts compute the same sums in other orders: a
 # row-parallel layer's K is two partial sums added by the all-reduce, micro-batches and data replicas add their
 # gradients in turn, the global norm is summed per shard; each reordering moves a value by about an ulp (6e-8
 # relative), and a dozen optimizer steps carry that to ~3e-7 (measured), well inside 1e-5, while a wrong shard,
@@ -61,6 +62,8 @@ gpt() {
 }
 gpt gpt_one
 gpt gpt_tp2 --layout tp=2
+gpt gpt_tp4 --layout tp=4
+gpt gpt_tp2dp2 --layout tp=2,dp=2
 if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "a layout's loss curve differs from one core's (above)"; fi
 import json, sys
 import numpy as np
@@ -71,7 +74,7 @@ def curve(n):
     j = json.load(open(f"{d}/{n}.json"))
     return np.array([s["loss"] for s in j["steps"]]), j
 fail = False
-for ref, runs, tp_pairs in (("one", ["tp2", "pp2", "tp2dp2", "tp2pp2", "tp2pp2dp2"], 2), ("gpt_one", ["gpt_tp2"], 2)):
+for ref, runs, tp_pairs in (("one", ["tp2", "pp2", "tp2dp2", "tp2pp2", "tp2pp2dp2"], 2), ("gpt_one", ["gpt_tp2", "gpt_tp4", "gpt_tp2dp2"], 4)):
     a, _ = curve(ref)
     for r in runs:
         b, j = curve(r)
@@ -142,5 +145,8 @@ contains "$tmp/err" "LayerNormalization"
 expect 1 "$TERN" train "$tmp/gpt/gpt.onnx" --data "$tmp/gpt/x.npy" --labels "$tmp/gpt/y.npy" --batch 3 --steps 1 \
     --machine $M --layout pp=3
 contains "$tmp/err" "no cut for stage 1 after node \"/blocks.0/fc/MatMul\""
+expect 1 "$TERN" train "$tmp/gpt/gpt.onnx" --data "$tmp/gpt/x.npy" --labels "$tmp/gpt/y.npy" --batch 2 --steps 1 \
+    --machine $M --layout tp=8
+contains "$tmp/err" "tp=8 does not divide the 4 heads of node \"/blocks.0/Reshape\""
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
