@@ -25,8 +25,32 @@ int alu_is_bitwise(tern_alu_op op)
     case TERN_ALU_BITWISE_XOR:
     case TERN_ALU_SHIFT_LEFT:
     case TERN_ALU_SHIFT_RIGHT: return 1;
-    default: return 0;
+    case TERN_ALU_BYPASS:
+    case TERN_ALU_ADD:
+    case TERN_ALU_SUBTRACT:
+    case TERN_ALU_MULT:
+    case TERN_ALU_DIVIDE:
+    case TERN_ALU_MAX:
+    case TERN_ALU_MIN:
+    case TERN_ALU_ABS_MAX:
+    case TERN_ALU_ABS_MIN:
+    case TERN_ALU_POW:
+    case TERN_ALU_IS_EQ:
+    case TERN_ALU_NOT_EQ:
+    case TERN_ALU_IS_GT:
+    case TERN_ALU_IS_GE:
+    case TERN_ALU_IS_LT:
+    case TERN_ALU_IS_LE:
+    case TERN_ALU_LOGICAL_AND:
+    case TERN_ALU_LOGICAL_OR:
+    case TERN_ALU_LOGICAL_XOR:
+    case TERN_ALU_AVERAGE:
+    case TERN_ALU_MOD:
+    case TERN_ALU_RSQRT:
+    case TERN_ALU_ABS:
+    case TERN_ALU_COUNT: return 0;
     }
+    return 0;
 }
 
 /* Saturating, NaN-to-zero fp32 -> int32 (only used when a bitvec operator reaches the fp32 path, which the
@@ -176,10 +200,35 @@ void alu_apply_f32_vv(tern_alu_op op, float *x, const float *y, size_t n)
         for (size_t i = 0; i < n; i++)
             x[i] = x[i] / y[i];
         return;
-    default:
-        for (size_t i = 0; i < n; i++)
-            x[i] = alu_apply_f32(op, x[i], y[i]);
+    case TERN_ALU_BYPASS:
+    case TERN_ALU_MAX:
+    case TERN_ALU_MIN:
+    case TERN_ALU_ABS_MAX:
+    case TERN_ALU_ABS_MIN:
+    case TERN_ALU_POW:
+    case TERN_ALU_IS_EQ:
+    case TERN_ALU_NOT_EQ:
+    case TERN_ALU_IS_GT:
+    case TERN_ALU_IS_GE:
+    case TERN_ALU_IS_LT:
+    case TERN_ALU_IS_LE:
+    case TERN_ALU_LOGICAL_AND:
+    case TERN_ALU_LOGICAL_OR:
+    case TERN_ALU_LOGICAL_XOR:
+    case TERN_ALU_BITWISE_AND:
+    case TERN_ALU_BITWISE_OR:
+    case TERN_ALU_BITWISE_XOR:
+    case TERN_ALU_SHIFT_LEFT:
+    case TERN_ALU_SHIFT_RIGHT:
+    case TERN_ALU_AVERAGE:
+    case TERN_ALU_MOD:
+    case TERN_ALU_RSQRT:
+    case TERN_ALU_ABS:
+    case TERN_ALU_COUNT:
+        break; /* no vector fast path: the scalar definition below */
     }
+    for (size_t i = 0; i < n; i++)
+        x[i] = alu_apply_f32(op, x[i], y[i]);
 }
 
 void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
@@ -206,12 +255,37 @@ void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
             for (size_t i = 0; i < n; i++)
                 x[i] = x[i] - s;
         return;
-    default:
-        if (reverse)
-            for (size_t i = 0; i < n; i++)
-                x[i] = alu_apply_f32(op, s, x[i]);
-        else
-            for (size_t i = 0; i < n; i++)
-                x[i] = alu_apply_f32(op, x[i], s);
+    case TERN_ALU_DIVIDE:
+    case TERN_ALU_MAX:
+    case TERN_ALU_MIN:
+    case TERN_ALU_ABS_MAX:
+    case TERN_ALU_ABS_MIN:
+    case TERN_ALU_POW:
+    case TERN_ALU_IS_EQ:
+    case TERN_ALU_NOT_EQ:
+    case TERN_ALU_IS_GT:
+    case TERN_ALU_IS_GE:
+    case TERN_ALU_IS_LT:
+    case TERN_ALU_IS_LE:
+    case TERN_ALU_LOGICAL_AND:
+    case TERN_ALU_LOGICAL_OR:
+    case TERN_ALU_LOGICAL_XOR:
+    case TERN_ALU_BITWISE_AND:
+    case TERN_ALU_BITWISE_OR:
+    case TERN_ALU_BITWISE_XOR:
+    case TERN_ALU_SHIFT_LEFT:
+    case TERN_ALU_SHIFT_RIGHT:
+    case TERN_ALU_AVERAGE:
+    case TERN_ALU_MOD:
+    case TERN_ALU_RSQRT:
+    case TERN_ALU_ABS:
+    case TERN_ALU_COUNT:
+        break; /* no vector fast path: the scalar definition below */
     }
+    if (reverse)
+        for (size_t i = 0; i < n; i++)
+            x[i] = alu_apply_f32(op, s, x[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            x[i] = alu_apply_f32(op, x[i], s);
 }
