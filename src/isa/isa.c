@@ -39,7 +39,10 @@ const tern_opcode_info *tern_opcode_get(tern_opcode op)
     return (unsigned)op < TERN_OP_COUNT ? &opcode_table[op] : NULL;
 }
 
-int tern_opcode_is_control(unsigned op) { return op < TERN_OP_COUNT && (opcode_table[op].flags & TERN_ISA_FLAG_CONTROL); }
+int tern_opcode_is_control(unsigned op)
+{
+    return op < TERN_OP_COUNT && (opcode_table[op].flags & TERN_ISA_FLAG_CONTROL);
+}
 
 static const char *const family_names[TERN_ISA_FAMILY_COUNT] = {
 #define X(id, name) name,
