@@ -15,6 +15,7 @@
 #include "tern/base.h"
 #include "tern/fabric.h"
 #include "tern/num.h"
+#include "tern/sim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -115,6 +116,38 @@ tern_status tern_coll_comm_join(tern_coll_comm *c, unsigned rank, const tern_col
                                 void *out, tern_error *err);
 tern_status tern_coll_comm_run(tern_coll_comm *c, tern_coll_result *res, tern_error *err);
 uint64_t tern_coll_comm_seq(const tern_coll_comm *c); /* collectives run so far */
+
+/* ---- programs over ranks: collective instructions inside kernels (src/sim/rank_run.c) ----
+ * tern_ranks_run runs progs[r] on cores[r] for every rank r of the fabric (SPMD: the same program for every rank;
+ * or one per rank), the cores' schedulers interleaved in one global time order. A `collective` instruction
+ * (docs/isa.md; tern_kernel_collective) joins the rank to the launch's next collective when its trigger ends; the
+ * collective runs through tern_coll_comm once every rank has joined it (same checks, algorithms and times as
+ * `tern collective`), starting at the last join (and not before the previous collective's completion), and raises
+ * each rank's signal semaphore at its end (start + tern_coll_result.time_ps). Every core's semaphores and registers
+ * are reset first; then, on every engine, the last register (r[num_registers - 1]) holds the rank id and the one
+ * before it the rank count (TERN_RANK_REG_ID / TERN_RANK_REG_COUNT on a 64-register core). stats: R entries (may
+ * be NULL). Ranks that disagree on a collective, a rank that never joins one (it finished or blocks), or a rule
+ * violation on a rank stop the run with an error naming the collective and the ranks. The cores must all be
+ * functional or all timing-only; the fabric must be in one process. */
+#define TERN_RANK_REG_ID 63
+#define TERN_RANK_REG_COUNT 62
+typedef struct {
+    uint64_t seq;        /* 1, 2, ... in launch order */
+    tern_coll_op op;
+    tern_coll_algo algo; /* resolved */
+    tern_dtype dtype;
+    uint64_t count;      /* the collective layer's count (each rank's full buffer) */
+    int64_t start_ps, end_ps; /* the last rank joined (or the previous collective ended) / completion */
+    uint64_t time_ps;    /* end - start: tern_coll_result.time_ps */
+} tern_ranks_coll;
+typedef struct {
+    int64_t time_ps;         /* the slowest rank's run */
+    tern_ranks_coll *colls;  /* every collective, in order (malloc'd: tern_ranks_result_free) */
+    size_t ncolls, cap;
+} tern_ranks_result;
+tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_program *const *progs,
+                           tern_run_stats *stats, tern_ranks_result *res, tern_error *err);
+void tern_ranks_result_free(tern_ranks_result *res);
 
 /* nccom-test / NCCL bus-bandwidth factor for the operation over n ranks: all-reduce 2(n-1)/n, all-gather,
  * reduce-scatter, all-to-all and all-to-allv (n-1)/n, permute 1. */

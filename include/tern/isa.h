@@ -39,7 +39,7 @@ typedef enum {
  * (docs/isa.md). A new family is added here and gets its executor and rules in sim. */
 #define TERN_ISA_FAMILIES(X)                                                                             \
     X(PE, "pe") X(VECTOR, "vector") X(ACTIVATION, "activation") X(GPSIMD, "gpsimd") X(TEXT, "text")       \
-    X(DMA, "dma") X(CONTROL, "control")
+    X(DMA, "dma") X(CONTROL, "control") X(COLLECTIVE, "collective")
 
 typedef enum {
 #define X(id, name) TERN_ISA_FAMILY_##id,

@@ -142,6 +142,30 @@ void tern_lib_transpose_exact(tern_kernel *k, tern_view out, tern_view in);
  * at a time and one DMA gather per 128 rows. An id outside [0, vocab) stops the run with an error. */
 void tern_lib_embedding(tern_kernel *k, tern_view out, tern_view table, tern_view ids);
 
+/* ---- collectives inside kernels (lib_collective.c; docs/multichip.md "Collectives inside kernels") ----
+ * One `collective` instruction from HBM src to HBM dst over the ranks of a multi-rank launch, synchronised like a
+ * DMA: it waits for src's writers and dst's readers and writers, and what reads dst afterwards waits for its
+ * completion semaphore. reduce: TERN_ALU_ADD, _MAX or _MIN (all-reduce, reduce-scatter). groups: 0 = one group of
+ * all ranks; g > 0: groups of g consecutive ranks; -g: groups of g ranks spaced ranks/g apart. algorithm: a
+ * tern_coll_algo (0 = auto, by size as the Neuron runtime). Shapes: all-reduce, all-to-all and permute keep the
+ * element count; all-gather's dst holds group-size x src elements (member m's src lands in block m);
+ * reduce-scatter's src holds group-size x dst elements (member m receives block m). */
+typedef enum {
+    TERN_KCOLL_ALL_REDUCE = 0,
+    TERN_KCOLL_ALL_GATHER,
+    TERN_KCOLL_REDUCE_SCATTER,
+    TERN_KCOLL_ALL_TO_ALL,
+    TERN_KCOLL_PERMUTE /* each group's ring shift: member m receives member m-1's buffer */
+} tern_kernel_coll;
+void tern_kernel_collective(tern_kernel *k, tern_kernel_coll op, tern_view dst, tern_view src, tern_alu_op reduce,
+                            int32_t groups, int algorithm);
+/* The same issued from engine e's stream (every collective of a kernel must come from one engine). */
+void tern_kernel_collective_on(tern_kernel *k, tern_engine e, tern_kernel_coll op, tern_view dst, tern_view src,
+                               tern_alu_op reduce, int32_t groups, int algorithm);
+void tern_kernel_all_reduce(tern_kernel *k, tern_view dst, tern_view src, tern_alu_op reduce);
+void tern_kernel_all_gather(tern_kernel *k, tern_view dst, tern_view src);
+void tern_kernel_reduce_scatter(tern_kernel *k, tern_view dst, tern_view src, tern_alu_op reduce);
+
 #ifdef __cplusplus
 }
 #endif

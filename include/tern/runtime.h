@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tern/base.h"
+#include "tern/collective.h"
 #include "tern/isa.h"
 #include "tern/num.h"
 #include "tern/sim.h"
@@ -154,6 +155,37 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
 tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err);
 /* Per-core statistics of the last execution. */
 const tern_run_stats *tern_rt_core_stats(const tern_rt *rt, unsigned core);
+
+/* ---- one program over many ranks (runtime/multi_rank.c; docs/multichip.md "Programs over ranks") ----
+ * A launch over `machine` (an instance, a system, NxINSTANCE or a cluster file; its first o->ranks ranks spread
+ * over o->nodes instances, as `tern collective`): one simulated NeuronCore per rank, running kernels[rank]
+ * (nkernels == ranks) or kernels[0] on every rank (nkernels == 1, SPMD: the rank id is in register
+ * TERN_RANK_REG_ID, collective.h). Collective instructions inside the kernels run over the fabric
+ * (tern_ranks_run). The kernels must outlive the launch. More ranks than the machine has, a program count that is
+ * neither 1 nor the rank count, or a failed kernel are errors naming the values. */
+typedef struct tern_rt_ranks tern_rt_ranks;
+typedef struct {
+    unsigned ranks, nodes, lnc; /* tern_fabric_opts: 0 = the machine's defaults */
+    tern_sim_mode mode;         /* functional (default) or timing-only */
+    unsigned threads;           /* host threads per core (0: $TERN_THREADS or the CPUs); never changes results */
+    int fill_nan;
+    uint64_t max_instructions;
+} tern_rt_ranks_opts;
+tern_status tern_rt_ranks_create(const char *machine, const tern_rt_ranks_opts *o, struct tern_kernel *const *kernels,
+                                 unsigned nkernels, tern_rt_ranks **out, tern_error *err);
+void tern_rt_ranks_free(tern_rt_ranks *rt);
+unsigned tern_rt_ranks_count(const tern_rt_ranks *rt);
+tern_fabric *tern_rt_ranks_fabric(tern_rt_ranks *rt); /* its fabric (rank order, references) */
+tern_core *tern_rt_ranks_core(tern_rt_ranks *rt, unsigned rank);
+/* A rank's tensors by name (tern_kernel_write / tern_kernel_read on its core). */
+tern_status tern_rt_ranks_write(tern_rt_ranks *rt, unsigned rank, const char *name, const void *data, size_t bytes,
+                                tern_error *err);
+tern_status tern_rt_ranks_read(tern_rt_ranks *rt, unsigned rank, const char *name, void *data, size_t bytes,
+                               tern_error *err);
+/* Run every rank's program (constants placed first); res (collective.h's tern_ranks_result, may be NULL) gets the
+ * slowest rank's time and every collective's record. */
+tern_status tern_rt_ranks_execute(tern_rt_ranks *rt, tern_ranks_result *res, tern_error *err);
+const tern_run_stats *tern_rt_ranks_stats(const tern_rt_ranks *rt, unsigned rank);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@ int tern_cmd_profile(int argc, char **argv); /* cmd_profile.c */
 int tern_cmd_compile(int argc, char **argv); /* cmd_model.c */
 int tern_cmd_run(int argc, char **argv);     /* cmd_model.c */
 int tern_cmd_collective(int argc, char **argv); /* cmd_collective.c */
+int tern_cmd_launch(int argc, char **argv);     /* cmd_launch.c */
 int tern_cmd_plan(int argc, char **argv);       /* cmd_plan.c */
 int tern_cmd_inspect(int argc, char **argv); /* cmd_inspect.c */
 int tern_cmd_train(int argc, char **argv);   /* cmd_train.c */

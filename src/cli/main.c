@@ -22,6 +22,7 @@ static const command commands[] = {
     {"kernel", tern_cmd_kernel, "build a library kernel and save its program (gemm|softmax|layernorm ... -o FILE)"},
     {"inspect", tern_cmd_inspect, "describe a compiled executable: machine, I/O, instructions (MODEL.tern [--disasm])"},
     {"collective", tern_cmd_collective, "time collectives over chips, instances and clusters (all-reduce --machine trn1.32xlarge)"},
+    {"launch", tern_cmd_launch, "run a program over N ranks, its collectives over the fabric (PROG.s --machine M --ranks N)"},
     {"plan", tern_cmd_plan, "plan a training job: layouts, step time, memory, cost (--model CFG.json --cluster 32xtrn1.32xlarge)"},
     {"train", tern_cmd_train, "train an ONNX model on the simulated device (MODEL.onnx --data X.npy --labels Y.npy)"},
     {"profile", tern_cmd_profile, "run a program with the profiler: summary, trace, SVG (PROGRAM [--trace F])"},

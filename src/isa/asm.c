@@ -50,6 +50,7 @@ static int imm_is_float(const tern_instr *ins)
     case TERN_OP_REG_ALU:
     case TERN_OP_BRANCH:
     case TERN_OP_HALT:
+    case TERN_OP_COLLECTIVE: /* operation, algorithm and groups are integers */
         return 0;
     case TERN_OP_MEMSET:
         return tern_dtype_is_float((tern_dtype)ins->ap[TERN_AP_DST].dtype);

@@ -554,7 +554,27 @@ void tern_kernel_emit(tern_kernel *k, const tern_instr *ins_in, const tern_view 
     tern_instr ins = *ins_in;
     tern_engine e = (tern_engine)ins.engine;
     int is_dma = ins.opcode == TERN_OP_DMA_COPY || ins.opcode == TERN_OP_DMA_GATHER || ins.opcode == TERN_OP_DMA_SCATTER;
-    unsigned src = is_dma ? (unsigned)TERN_ENGINE_COUNT + ins.queue : (unsigned)e;
+    /* collectives (lib_collective.c) count on one more counter after the DMA queues, added on first use */
+    int is_coll = ins.opcode == TERN_OP_COLLECTIVE;
+    unsigned src = is_dma ? (unsigned)TERN_ENGINE_COUNT + ins.queue
+                 : is_coll ? (unsigned)TERN_ENGINE_COUNT + k->cfg.dma_queues : (unsigned)e;
+    if (is_coll) {
+        if (src >= KMAX_COUNTERS || src >= k->cfg.num_semaphores) {
+            kfail(k, TERN_ERR_INVALID, "collective: its completion counter needs semaphore %u; the core has %u", src,
+                  k->cfg.num_semaphores);
+            return;
+        }
+        if (k->coll_feeder && k->coll_feeder != (uint8_t)(e + 1)) {
+            kfail(k, TERN_ERR_INVALID,
+                  "collective issued by the %s engine, but the %s engine already issues this kernel's collectives: "
+                  "they complete in issue order and are counted on one semaphore, so one engine issues them all",
+                  tern_engine_name(e), tern_engine_name((tern_engine)(k->coll_feeder - 1)));
+            return;
+        }
+        k->coll_feeder = (uint8_t)(e + 1);
+        if (k->ncounters <= src)
+            k->ncounters = src + 1;
+    }
     ins.wait_sem = TERN_SEM_NONE;
     ins.signal_sem = (uint8_t)src;
 

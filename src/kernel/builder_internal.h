@@ -109,6 +109,7 @@ struct tern_kernel {
     uint32_t known[TERN_ENGINE_COUNT][KMAX_COUNTERS]; /* waits each engine has already performed */
     unsigned next_queue[TERN_ENGINE_COUNT];           /* round-robin DMA queue choice in each engine's share */
     uint8_t queue_feeder[KMAX_COUNTERS];              /* 1 + the engine that issues each queue's DMAs (0: none) */
+    uint8_t coll_feeder;                              /* 1 + the engine that issues the collectives (0: none) */
 };
 
 /* A dtype TensorE multiplies (fp32, bf16, fp16, the fp8 formats). */

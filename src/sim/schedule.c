@@ -14,6 +14,7 @@
 
 #include "sim/core_internal.h"
 #include "sim/rules.h"
+#include "sim/schedule.h"
 #include "sim/timing.h"
 
 static int32_t *reg_ptr(tern_core *c, tern_engine e, unsigned r)
@@ -45,6 +46,7 @@ static int cmp_holds(tern_cmp_op op, int32_t a, int32_t b)
 #define EXEC_OF_TEXT(id) exec_op_##id
 #define EXEC_OF_DMA(id) exec_op_##id
 #define EXEC_OF_CONTROL(id) NULL
+#define EXEC_OF_COLLECTIVE(id) exec_op_##id /* coll_instr.c: refuses a single-core run; rank_run.c runs it */
 static const exec_fn executor_of[TERN_OP_COUNT] = {
 #define OP(id, name, family, flags, engines, operands, cost, sem) [TERN_OP_##id] = EXEC_OF_##family(id),
 #include "tern/isa_table.def"
@@ -111,6 +113,11 @@ typedef struct {
     int64_t wake_ps;           /* semaphore wake latency (machine file) */
     timing_raw raw[TERN_ENGINE_COUNT]; /* recent writes per engine, for read-after-write latency */
     uint64_t elements;         /* work so far, for the max_elements guard */
+    sched_coll_fn coll_fn;     /* multi-rank runs (rank_run.c): a collective instruction joins its collective */
+    void *coll_ctx;
+    uint64_t total;            /* instructions committed, for the max_instructions guard */
+    unsigned pick;             /* the engine sched_peek found */
+    int64_t pick_t;
 } runner;
 
 static tern_status sem_add(runner *r, unsigned s, uint32_t amount, int64_t t, tern_error *err)
@@ -406,9 +413,14 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
                                   (unsigned long long)r->elements, (unsigned long long)w);
         r->elements += w;
     }
+    int coll = tern_opcode_get(op)->family == TERN_ISA_FAMILY_COLLECTIVE;
+    if (coll && !r->coll_fn) { /* outside a multi-rank launch its executor refuses the run, in either mode */
+        exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
+        return executor_of[op](c, &cx, ins, err);
+    }
     if (tern_opcode_is_control(op)) {
         next = exec_control(c, e, ins, pc);
-    } else {
+    } else if (!coll) {
         exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
         if (!r->timing_only && (st = executor_of[op](c, &cx, ins, err)))
             return st;
@@ -456,6 +468,10 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
         timing_raw_note(&r->raw[e], ins, t + occ + timing_ps(tc->raw_latency[e], tc->clock_hz[e]));
     if (is_dma_op(op))
         done = dma_transfer(r, e, pc, ins, t + occ);
+    /* A collective joins its collective when its trigger ends; its semaphore is raised by the multi-rank runner
+     * (sched_signal) at the completion time the fabric gives, once every rank has joined. */
+    if (coll && (st = r->coll_fn(r->coll_ctx, e, pc, ins, t + occ, err)))
+        return st;
 
     if (op == TERN_OP_SEM_SIGNAL) {
         if ((st = sem_add(r, ins->signal_sem, (uint32_t)ins->imm_i0, t + occ, err)))
@@ -468,7 +484,7 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
             return TERN_OK; /* the same instruction comes back to wait for the others */
         }
         q->in_barrier = 0;
-    } else if (ins->signal_sem != TERN_SEM_NONE) {
+    } else if (ins->signal_sem != TERN_SEM_NONE && !coll) {
         if ((st = sem_add(r, ins->signal_sem, 1, done, err)))
             return st;
     }
@@ -542,84 +558,151 @@ tern_status tern_core_run(tern_core *core, const tern_program *prog, tern_run_st
     return st;
 }
 
-static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_run_stats *stats, tern_error *err)
-{
+struct sched {
+    runner r;
     tern_run_stats local;
+};
+
+static void runner_release(runner *r)
+{
+    if (r->sems)
+        for (unsigned s = 0; s < r->core->cfg.num_semaphores; s++)
+            free(r->sems[s].pts);
+    free(r->sems);
+    free(r->dma_free);
+    free(r->ring_free);
+    free(r->qdata_end);
+}
+
+tern_status sched_begin(tern_core *core, const tern_program *prog, tern_run_stats *stats, sched_coll_fn coll_fn,
+                        void *coll_ctx, sched **out, tern_error *err)
+{
+    *out = NULL;
+    sched *S = calloc(1, sizeof *S);
+    if (!S)
+        return tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory");
     if (!stats)
-        stats = &local;
+        stats = &S->local;
     memset(stats, 0, sizeof *stats);
     tern_status st = tern_core_validate(core, prog, err);
-    if (st)
-        return st;
     /* Debug/test aid: every program run must survive the binary and text round trips (docs/isa.md). */
     const char *rt = getenv("TERN_CHECK_ROUNDTRIP");
-    if (rt && rt[0] == '1' && (st = tern_program_roundtrip_check(prog, err)))
+    if (!st && rt && rt[0] == '1')
+        st = tern_program_roundtrip_check(prog, err);
+    if (st) {
+        free(S);
         return st;
-    runner r;
-    memset(&r, 0, sizeof r);
-    r.core = core;
-    r.prog = prog;
-    r.stats = stats;
-    r.timing_only = core->opts.mode == TERN_MODE_TIMING_ONLY;
-    r.wake_ps = (int64_t)llround(core->cfg.timing.semaphore_wake_s * 1e12);
-    r.sems = calloc(core->cfg.num_semaphores, sizeof *r.sems);
-    r.dma_E = core->cfg.timing.dma_engines ? core->cfg.timing.dma_engines : 1;
-    r.dma_Q = core->cfg.dma_queues ? core->cfg.dma_queues : 1;
-    r.dma_free = calloc(r.dma_E, sizeof *r.dma_free);
-    r.ring_free = calloc((size_t)r.dma_E * r.dma_Q, sizeof *r.ring_free);
-    r.qdata_end = calloc((size_t)r.dma_E * r.dma_Q, sizeof *r.qdata_end);
-    if (!r.sems || !r.dma_free || !r.ring_free || !r.qdata_end) {
-        free(r.sems);
-        free(r.dma_free);
-        free(r.ring_free);
-        free(r.qdata_end);
+    }
+    runner *r = &S->r;
+    r->core = core;
+    r->prog = prog;
+    r->stats = stats;
+    r->coll_fn = coll_fn;
+    r->coll_ctx = coll_ctx;
+    r->timing_only = core->opts.mode == TERN_MODE_TIMING_ONLY;
+    r->wake_ps = (int64_t)llround(core->cfg.timing.semaphore_wake_s * 1e12);
+    r->sems = calloc(core->cfg.num_semaphores, sizeof *r->sems);
+    r->dma_E = core->cfg.timing.dma_engines ? core->cfg.timing.dma_engines : 1;
+    r->dma_Q = core->cfg.dma_queues ? core->cfg.dma_queues : 1;
+    r->dma_free = calloc(r->dma_E, sizeof *r->dma_free);
+    r->ring_free = calloc((size_t)r->dma_E * r->dma_Q, sizeof *r->ring_free);
+    r->qdata_end = calloc((size_t)r->dma_E * r->dma_Q, sizeof *r->qdata_end);
+    if (!r->sems || !r->dma_free || !r->ring_free || !r->qdata_end) {
+        runner_release(r);
+        free(S);
         return tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory");
     }
     for (unsigned s = 0; s < core->cfg.num_semaphores; s++)
-        r.sems[s].base = core->semaphores[s];
+        r->sems[s].base = core->semaphores[s];
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
-        r.ss[e].done = prog->streams[e].count == 0;
-    uint64_t total = 0;
-    for (;;) {
-        int64_t best = NEVER;
-        int all_done = 1;
-        unsigned pick = 0;
-        for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
-            if (r.ss[e].done)
-                continue;
-            all_done = 0;
-            int64_t t = candidate(&r, e);
-            if (t < best) { /* ties go to the lowest engine: deterministic */
-                best = t;
-                pick = e;
-            }
+        r->ss[e].done = prog->streams[e].count == 0;
+    *out = S;
+    return TERN_OK;
+}
+
+int sched_peek(sched *S, int64_t *t)
+{
+    runner *r = &S->r;
+    int64_t best = NEVER;
+    int all_done = 1;
+    unsigned pick = 0;
+    for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
+        if (r->ss[e].done)
+            continue;
+        all_done = 0;
+        int64_t c = candidate(r, e);
+        if (c < best) { /* ties go to the lowest engine: deterministic */
+            best = c;
+            pick = e;
         }
-        if (all_done)
-            break;
-        if (best == NEVER) {
-            char why[700];
-            describe_block(&r, why, sizeof why);
-            st = tern_error_set(err, TERN_ERR_INVALID, "run: deadlock: %s", why);
-            break;
-        }
-        if (++total > core->opts.max_instructions) {
-            st = tern_error_set(err, TERN_ERR_RANGE,
-                                "run: more than %llu instructions executed (endless loop?); last: %s #%zu",
-                                (unsigned long long)core->opts.max_instructions, tern_engine_name((tern_engine)pick),
-                                r.ss[pick].pc);
-            break;
-        }
-        if ((st = commit(&r, pick, best, err)))
-            break;
     }
+    if (all_done)
+        return 0;
+    r->pick = pick;
+    r->pick_t = best;
+    *t = best;
+    return best == NEVER ? -1 : 1;
+}
+
+tern_status sched_step(sched *S, tern_error *err)
+{
+    runner *r = &S->r;
+    if (++r->total > r->core->opts.max_instructions)
+        return tern_error_set(err, TERN_ERR_RANGE,
+                              "run: more than %llu instructions executed (endless loop?); last: %s #%zu",
+                              (unsigned long long)r->core->opts.max_instructions,
+                              tern_engine_name((tern_engine)r->pick), r->ss[r->pick].pc);
+    return commit(r, r->pick, r->pick_t, err);
+}
+
+tern_status sched_signal(sched *S, unsigned sem, int64_t t, tern_error *err)
+{
+    runner *r = &S->r;
+    TERN_ASSERT(sem < r->core->cfg.num_semaphores);
+    tern_status st = sem_add(r, sem, 1, t, err);
+    if (!st && t > r->stats->time_ps)
+        r->stats->time_ps = t;
+    return st;
+}
+
+tern_status sched_deadlock(sched *S, tern_error *err)
+{
+    char why[700];
+    describe_block(&S->r, why, sizeof why);
+    return tern_error_set(err, TERN_ERR_INVALID, "run: deadlock: %s", why);
+}
+
+void sched_describe(const sched *S, char *buf, size_t len) { describe_block(&S->r, buf, len); }
+
+tern_status sched_end(sched *S, tern_status st)
+{
+    if (!S)
+        return st;
     /* launch and completion of the run (runtime, first instruction fetch): once per run (machine file) */
     if (!st)
-        stats->time_ps += (int64_t)llround(core->cfg.timing.launch_s * 1e12);
-    for (unsigned s = 0; s < core->cfg.num_semaphores; s++)
-        free(r.sems[s].pts);
-    free(r.sems);
-    free(r.dma_free);
-    free(r.ring_free);
-    free(r.qdata_end);
+        S->r.stats->time_ps += (int64_t)llround(S->r.core->cfg.timing.launch_s * 1e12);
+    runner_release(&S->r);
+    free(S);
     return st;
+}
+
+static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_run_stats *stats, tern_error *err)
+{
+    sched *S = NULL;
+    tern_status st = sched_begin(core, prog, stats, NULL, NULL, &S, err);
+    if (st)
+        return st;
+    for (;;) {
+        int64_t t;
+        int k = sched_peek(S, &t);
+        if (k == 0)
+            break;
+        if (k < 0) {
+            st = sched_deadlock(S, err);
+            break;
+        }
+        if ((st = sched_step(S, err)))
+            break;
+    }
+    return sched_end(S, st);
 }

@@ -13,7 +13,8 @@
 static inline int timing_is_compute_op(unsigned op)
 {
     const tern_opcode_info *info = tern_opcode_get((tern_opcode)op);
-    return info && !(info->flags & TERN_ISA_FLAG_CONTROL) && info->family != TERN_ISA_FAMILY_DMA;
+    return info && !(info->flags & TERN_ISA_FLAG_CONTROL) && info->family != TERN_ISA_FAMILY_DMA &&
+           info->family != TERN_ISA_FAMILY_COLLECTIVE;
 }
 
 uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint32_t stat_m,

@@ -1,0 +1,464 @@
+/* Programs over ranks (issue 13, "Programs"): one program per rank of a fabric (SPMD: the same program on every
+ * rank, which reads its rank id from a register), each rank a simulated NeuronCore, and collective instructions
+ * inside the programs running through the collective layer (tern_coll_comm: the same algorithms, checks and
+ * fabric timing as `tern collective`). The schedulers of all ranks' cores (schedule.c, sched_*) advance in one
+ * global time order: the next instruction committed is the one that can start first on any rank (ties by rank,
+ * then engine). When a rank's collective instruction ends its trigger, the rank joins that collective: its source
+ * bytes are read from its HBM then (the kernel API's hazard tracking keeps them unchanged until completion anyway).
+ * When the last rank joins collective #k, every earlier commit of every rank started no later than that join, so
+ * the collective can run at once: it starts when the last rank joined, and not before collective #k-1 completed
+ * (a chip's collective engines run a launch's collectives in order), takes the time the fabric gives (the same
+ * tern_coll_result.time_ps `tern collective` reports for that size and algorithm), its results are written to
+ * every rank's destination, and each rank's completion semaphore is raised at its end. Results and times depend
+ * only on the programs, inputs and machine, never on host threads.
+ *
+ * Errors never hang: ranks that disagree on a collective (operation, size, dtype, reduction, groups, algorithm)
+ * are named by tern_coll_comm's check; a rank that finishes or blocks while others wait in a collective it never
+ * joins is named with the collective and what each blocked engine waits for. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/core_internal.h"
+#include "sim/schedule.h"
+#include "tern/collective.h"
+
+/* ---- HBM access patterns as dense host buffers ---- */
+
+/* Walk an HBM pattern (register offset `reg` elements) in dense order; read (write = 0) into or write from buf. */
+static tern_status hbm_ap_io(tern_core *core, const tern_ap *ap, int64_t reg, unsigned char *buf, int write,
+                             tern_error *err)
+{
+    size_t es = tern_dtype_size((tern_dtype)ap->dtype);
+    uint32_t num[4] = {1, 1, 1, 1};
+    int32_t step[4] = {0, 0, 0, 0};
+    unsigned nd = ap->ndims;
+    for (unsigned k = 0; k < nd; k++) {
+        num[4 - nd + k] = ap->dims[k].num;
+        step[4 - nd + k] = ap->dims[k].step;
+    }
+    size_t at = 0;
+    for (uint32_t p = 0; p < ap->num_partitions; p++)
+        for (uint32_t i0 = 0; i0 < num[0]; i0++)
+            for (uint32_t i1 = 0; i1 < num[1]; i1++)
+                for (uint32_t i2 = 0; i2 < num[2]; i2++) {
+                    int64_t el = reg + (int64_t)p * ap->partition_step + (int64_t)i0 * step[0] +
+                                 (int64_t)i1 * step[1] + (int64_t)i2 * step[2];
+                    for (uint32_t i3 = 0; i3 < num[3];) {
+                        uint32_t run = 1;
+                        if (step[3] == 1)
+                            run = num[3] - i3;
+                        uint64_t addr = ap->offset + (uint64_t)((el + (int64_t)i3 * step[3]) * (int64_t)es);
+                        tern_status st = write ? tern_core_hbm_write(core, addr, buf + at, run * es, err)
+                                               : tern_core_hbm_read(core, addr, buf + at, run * es, err);
+                        if (st)
+                            return st;
+                        at += run * es;
+                        i3 += run;
+                    }
+                }
+    return TERN_OK;
+}
+
+/* ---- the run ---- */
+
+typedef struct {
+    tern_instr ins;
+    unsigned engine;
+    size_t pc;
+    int64_t t;             /* join time */
+    int64_t dst_reg;       /* the destination's register offset at the join */
+    tern_coll_desc desc;
+    unsigned *groups;      /* owned */
+    unsigned char *in, *out; /* owned (functional) */
+    uint64_t src_elems, dst_elems;
+    unsigned member, group_n;
+} join_rec;
+
+typedef struct {
+    join_rec *q;
+    size_t head, n, cap;
+} join_queue;
+
+typedef struct ranks_run ranks_run;
+typedef struct {
+    ranks_run *run;
+    unsigned rank;
+} hook_ctx;
+
+struct ranks_run {
+    tern_fabric *f;
+    unsigned R;
+    tern_core *const *cores;
+    sched **s;
+    join_queue *jq;
+    hook_ctx *hc;
+    tern_coll_comm *comm;
+    int functional;
+    int64_t last_end; /* completion of the previous collective */
+    tern_ranks_result *res;
+};
+
+static void join_free(join_rec *j)
+{
+    free(j->groups);
+    free(j->in);
+    free(j->out);
+    j->groups = NULL;
+    j->in = j->out = NULL;
+}
+
+/* Replica groups of the instruction's imm_i1 over R ranks: 0 one group of all ranks; g > 0 groups of g
+ * consecutive ranks; -g groups of g ranks R/g apart (rank r in group r mod R/g). */
+static tern_status make_groups(unsigned R, unsigned rank, int32_t spec, const char *what, unsigned **groups,
+                               unsigned *ngroups, unsigned *gsize, unsigned *member, tern_error *err)
+{
+    *groups = NULL;
+    if (spec == 0) {
+        *ngroups = 0;
+        *gsize = R;
+        *member = rank;
+        return TERN_OK;
+    }
+    unsigned g = (unsigned)(spec < 0 ? -(int64_t)spec : spec);
+    if (g == 0 || g > R || R % g)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "%s: rank %u: replica groups of %u ranks (imm_i1=%d) do not partition the %u ranks", what,
+                              rank, g, spec, R);
+    unsigned ng = R / g;
+    unsigned *a = malloc(sizeof *a * R);
+    if (!a)
+        return tern_error_set(err, TERN_ERR_NOMEM, "%s: out of memory", what);
+    for (unsigned j = 0; j < ng; j++)
+        for (unsigned m = 0; m < g; m++)
+            a[j * g + m] = spec > 0 ? j * g + m : j + m * ng;
+    *groups = a;
+    *ngroups = ng;
+    *gsize = g;
+    *member = spec > 0 ? rank % g : rank / ng;
+    return TERN_OK;
+}
+
+static uint64_t blk(uint64_t count, unsigned n, unsigned m) { return count * m / n; }
+
+static tern_status on_join(void *vctx, unsigned engine, size_t pc, const tern_instr *ins, int64_t t, tern_error *err)
+{
+    hook_ctx *hc = vctx;
+    ranks_run *run = hc->run;
+    unsigned r = hc->rank;
+    join_queue *q = &run->jq[r];
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 8;
+        join_rec *p = realloc(q->q, cap * sizeof *p);
+        if (!p)
+            return tern_error_set(err, TERN_ERR_NOMEM, "rank %u: out of memory for its collectives", r);
+        q->q = p;
+        q->cap = cap;
+    }
+    join_rec *j = &q->q[q->n];
+    memset(j, 0, sizeof *j);
+    j->ins = *ins;
+    j->engine = engine;
+    j->pc = pc;
+    j->t = t;
+    tern_core *core = run->cores[r];
+    const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
+    j->dst_reg = ap_reg_offset(core, (tern_engine)engine, d);
+    j->src_elems = (uint64_t)a->num_partitions * tern_ap_free_elems(a);
+    j->dst_elems = (uint64_t)d->num_partitions * tern_ap_free_elems(d);
+    uint64_t seq = tern_coll_comm_seq(run->comm) + (q->n - q->head) + 1;
+    char what[96];
+    snprintf(what, sizeof what, "collective #%llu (%s, %s #%zu)", (unsigned long long)seq,
+             tern_coll_op_name((tern_coll_op)(ins->imm_i0 & 255)), tern_engine_name((tern_engine)engine), pc);
+    unsigned ng = 0, gs = 0;
+    tern_status st = make_groups(run->R, r, ins->imm_i1, what, &j->groups, &ng, &gs, &j->member, err);
+    if (st)
+        return st;
+    j->group_n = gs;
+    tern_coll_desc *cd = &j->desc;
+    cd->op = (tern_coll_op)(ins->imm_i0 & 255);
+    cd->reduce = ins->op0 == TERN_ALU_MAX ? TERN_REDUCE_MAX : ins->op0 == TERN_ALU_MIN ? TERN_REDUCE_MIN : TERN_REDUCE_SUM;
+    cd->dtype = (tern_dtype)a->dtype;
+    cd->algo = (tern_coll_algo)(ins->imm_i0 >> 8);
+    cd->groups = j->groups;
+    cd->ngroups = ng;
+    cd->group_size = j->groups ? gs : 0;
+    /* The collective layer's count is each rank's full buffer; the kernel's operands are the NKI shapes. */
+    switch (cd->op) {
+    case TERN_COLL_ALL_GATHER:
+        cd->count = j->dst_elems;
+        if (j->src_elems * gs != j->dst_elems) {
+            join_free(j);
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "%s: rank %u: all-gather over %u ranks of %llu elements each needs a destination of "
+                                  "%llu elements, it has %llu",
+                                  what, r, gs, (unsigned long long)j->src_elems,
+                                  (unsigned long long)(j->src_elems * gs), (unsigned long long)j->dst_elems);
+        }
+        break;
+    case TERN_COLL_REDUCE_SCATTER:
+        cd->count = j->src_elems;
+        if (j->dst_elems * gs != j->src_elems) {
+            join_free(j);
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "%s: rank %u: reduce-scatter of %llu elements over %u ranks gives each %llu "
+                                  "elements, its destination has %llu",
+                                  what, r, (unsigned long long)j->src_elems, gs,
+                                  (unsigned long long)(j->src_elems / gs), (unsigned long long)j->dst_elems);
+        }
+        break;
+    default: cd->count = j->src_elems; break;
+    }
+    if (run->functional) {
+        size_t es = tern_dtype_size(cd->dtype), bytes = (size_t)cd->count * es;
+        j->in = malloc(bytes ? bytes : 1);
+        j->out = malloc(bytes ? bytes : 1);
+        if (!j->in || !j->out) {
+            join_free(j);
+            return tern_error_set(err, TERN_ERR_NOMEM, "%s: rank %u: out of memory for %llu elements", what, r,
+                                  (unsigned long long)cd->count);
+        }
+        memset(j->in, 0, cd->count * es);
+        memset(j->out, 0, cd->count * es);
+        unsigned char *src = j->in;
+        if (cd->op == TERN_COLL_ALL_GATHER)
+            src += blk(cd->count, gs, j->member) * es;
+        st = hbm_ap_io(core, a, ap_reg_offset(core, (tern_engine)engine, a), src, 0, err);
+        if (st) {
+            join_free(j);
+            return tern_error_prefix(err, "%s: rank %u: source: ", what, r);
+        }
+    }
+    q->n++;
+    return TERN_OK;
+}
+
+/* Every rank has joined the collective at the head of its queue: run it and signal each rank at its end. */
+static tern_status run_head(ranks_run *run, tern_error *err)
+{
+    unsigned R = run->R;
+    int64_t start = run->last_end;
+    for (unsigned r = 0; r < R; r++) {
+        join_rec *j = &run->jq[r].q[run->jq[r].head];
+        if (j->t > start)
+            start = j->t;
+        tern_status st = tern_coll_comm_join(run->comm, r, &j->desc, j->in, j->out, err);
+        if (st)
+            return st;
+    }
+    uint64_t seq = tern_coll_comm_seq(run->comm) + 1;
+    tern_coll_result cr;
+    tern_status st = tern_coll_comm_run(run->comm, &cr, err);
+    if (st)
+        return st;
+    int64_t end = start + (int64_t)cr.time_ps;
+    run->last_end = end;
+    tern_ranks_result *res = run->res;
+    if (res) {
+        if (res->ncolls == res->cap) {
+            size_t cap = res->cap ? res->cap * 2 : 8;
+            tern_ranks_coll *p = realloc(res->colls, cap * sizeof *p);
+            if (!p)
+                return tern_error_set(err, TERN_ERR_NOMEM, "collective #%llu: out of memory for its record",
+                                      (unsigned long long)seq);
+            res->colls = p;
+            res->cap = cap;
+        }
+        const join_rec *j0 = &run->jq[0].q[run->jq[0].head];
+        tern_ranks_coll *c = &res->colls[res->ncolls++];
+        c->seq = seq;
+        c->op = j0->desc.op;
+        c->algo = cr.algo;
+        c->dtype = j0->desc.dtype;
+        c->count = j0->desc.count;
+        c->start_ps = start;
+        c->end_ps = end;
+        c->time_ps = cr.time_ps;
+    }
+    for (unsigned r = 0; r < R; r++) {
+        join_queue *q = &run->jq[r];
+        join_rec *j = &q->q[q->head];
+        if (run->functional) {
+            size_t es = tern_dtype_size(j->desc.dtype);
+            const unsigned char *from = j->out;
+            if (j->desc.op == TERN_COLL_REDUCE_SCATTER)
+                from += blk(j->desc.count, j->group_n, j->member) * es;
+            st = hbm_ap_io(run->cores[r], &j->ins.ap[TERN_AP_DST], j->dst_reg, (unsigned char *)from, 1, err);
+            if (st)
+                return tern_error_prefix(err, "collective #%llu: rank %u: destination: ", (unsigned long long)seq, r);
+        }
+        if ((st = sched_signal(run->s[r], j->ins.signal_sem, end, err)))
+            return st;
+        join_free(j);
+        q->head++;
+    }
+    return TERN_OK;
+}
+
+/* Every remaining rank is blocked or done with collectives still unjoined: name the collective and the ranks. */
+static tern_status stuck(ranks_run *run, const int *done, tern_error *err)
+{
+    unsigned R = run->R;
+    unsigned first = R;
+    for (unsigned r = 0; r < R && first == R; r++)
+        if (run->jq[r].n > run->jq[r].head)
+            first = r;
+    if (first == R) { /* no collective pending: an ordinary deadlock on some rank */
+        for (unsigned r = 0; r < R; r++)
+            if (!done[r]) {
+                sched_deadlock(run->s[r], err);
+                return tern_error_prefix(err, "rank %u: ", r);
+            }
+        return TERN_OK;
+    }
+    const join_rec *j = &run->jq[first].q[run->jq[first].head];
+    char joined[256] = "", missing[512] = "";
+    size_t aj = 0, am = 0;
+    for (unsigned r = 0; r < R; r++) {
+        int in = run->jq[r].n > run->jq[r].head;
+        if (in) {
+            if (aj + 16 < sizeof joined)
+                aj += (size_t)snprintf(joined + aj, sizeof joined - aj, "%s%u", aj ? ", " : "", r);
+        } else if (am + 200 < sizeof missing) {
+            char why[160] = "its program ended";
+            if (!done[r])
+                sched_describe(run->s[r], why, sizeof why);
+            am += (size_t)snprintf(missing + am, sizeof missing - am, "%srank %u (%s)", am ? "; " : "", r, why);
+        }
+    }
+    return tern_error_set(err, TERN_ERR_INVALID,
+                          "collective #%llu (%s, %s, %llu elements): ranks %s joined, but these ranks never join it "
+                          "(a deadlock): %s",
+                          (unsigned long long)tern_coll_comm_seq(run->comm) + 1, tern_coll_op_name(j->desc.op),
+                          tern_dtype_name(j->desc.dtype), (unsigned long long)j->desc.count, joined, missing);
+}
+
+void tern_ranks_result_free(tern_ranks_result *res)
+{
+    if (!res)
+        return;
+    free(res->colls);
+    memset(res, 0, sizeof *res);
+}
+
+tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_program *const *progs,
+                           tern_run_stats *stats, tern_ranks_result *res, tern_error *err)
+{
+    unsigned R = tern_fabric_ranks(f);
+    if (res)
+        memset(res, 0, sizeof *res);
+    if (tern_fabric_procs(f) > 1)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "multi-rank run over '%s': programs over ranks run in one process (this fabric is spread "
+                              "over %u MPI processes)",
+                              tern_fabric_machine_name(f), tern_fabric_procs(f));
+    int functional = cores[0]->opts.mode == TERN_MODE_FUNCTIONAL;
+    for (unsigned r = 1; r < R; r++)
+        if ((cores[r]->opts.mode == TERN_MODE_FUNCTIONAL) != functional)
+            return tern_error_set(err, TERN_ERR_INVALID, "multi-rank run: rank %u's core is %s, rank 0's %s", r,
+                                  functional ? "timing-only" : "functional", functional ? "functional" : "timing-only");
+    ranks_run run;
+    memset(&run, 0, sizeof run);
+    run.f = f;
+    run.R = R;
+    run.cores = cores;
+    run.functional = functional;
+    run.res = res;
+    run.s = calloc(R, sizeof *run.s);
+    run.jq = calloc(R, sizeof *run.jq);
+    run.hc = calloc(R, sizeof *run.hc);
+    int *done = calloc(R, sizeof *done);
+    tern_run_stats *local = stats ? NULL : calloc(R, sizeof *local);
+    tern_status st = TERN_OK;
+    if (!run.s || !run.jq || !run.hc || !done || (!stats && !local))
+        st = tern_error_set(err, TERN_ERR_NOMEM, "multi-rank run: out of memory for %u ranks", R);
+    if (!st)
+        st = tern_coll_comm_create(f, &run.comm, err);
+    if (!stats)
+        stats = local;
+    for (unsigned r = 0; !st && r < R; r++) {
+        /* every run starts from zero semaphores and registers (the builder counts from 0), then the rank id and
+         * the rank count in the last two registers of every engine */
+        tern_core *c = cores[r];
+        tern_core_reset_control(c);
+        unsigned NR = c->cfg.num_registers;
+        if (NR >= 2)
+            for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
+                c->registers[(size_t)e * NR + NR - 1] = (int32_t)r;
+                c->registers[(size_t)e * NR + NR - 2] = (int32_t)R;
+            }
+        run.hc[r].run = &run;
+        run.hc[r].rank = r;
+        if ((st = sched_begin(c, progs[r], &stats[r], on_join, &run.hc[r], &run.s[r], err)))
+            tern_error_prefix(err, "rank %u: ", r);
+    }
+    while (!st) {
+        unsigned pick = R;
+        int64_t best = INT64_MAX;
+        for (unsigned r = 0; r < R; r++) {
+            if (done[r])
+                continue;
+            int64_t t;
+            int k = sched_peek(run.s[r], &t);
+            if (k == 0)
+                done[r] = 1;
+            else if (k > 0 && t < best) {
+                best = t;
+                pick = r;
+            }
+        }
+        if (pick == R) {
+            int all_done = 1;
+            for (unsigned r = 0; r < R; r++)
+                all_done &= done[r];
+            int pending = 0;
+            for (unsigned r = 0; r < R; r++)
+                pending |= run.jq[r].n > run.jq[r].head;
+            if (all_done && !pending)
+                break;
+            st = stuck(&run, done, err);
+            if (!st)
+                st = tern_error_set(err, TERN_ERR_INVALID, "multi-rank run: no rank can proceed");
+            break;
+        }
+        size_t before = run.jq[pick].n;
+        if ((st = sched_step(run.s[pick], err))) {
+            tern_error_prefix(err, "rank %u: ", pick);
+            break;
+        }
+        if (run.jq[pick].n == before)
+            continue;
+        int all = 1; /* a join: run the head collective once every rank has joined it */
+        for (unsigned r = 0; r < R && all; r++)
+            all = run.jq[r].n > run.jq[r].head;
+        if (all && (st = run_head(&run, err)))
+            break;
+    }
+    int64_t slowest = 0;
+    for (unsigned r = 0; r < R; r++) {
+        if (run.s) {
+            tern_status e2 = sched_end(run.s[r], st);
+            if (!st && e2)
+                st = e2;
+        }
+        if (!st && stats[r].time_ps > slowest)
+            slowest = stats[r].time_ps;
+        if (run.jq) {
+            for (size_t i = run.jq[r].head; i < run.jq[r].n; i++)
+                join_free(&run.jq[r].q[i]);
+            free(run.jq[r].q);
+        }
+    }
+    if (res) {
+        res->time_ps = slowest;
+        if (st)
+            tern_ranks_result_free(res);
+    }
+    tern_coll_comm_free(run.comm);
+    free(run.s);
+    free(run.jq);
+    free(run.hc);
+    free(done);
+    free(local);
+    return st;
+}
