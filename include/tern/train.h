@@ -210,6 +210,7 @@ typedef struct {
     double dp_comm_seconds;    /* the data replicas' gradient all-reduce */
     double update_seconds;     /* the slowest (stage, tensor rank)'s optimizer update */
     double p2p_seconds;        /* one activation's transfer between stages */
+    double tied_seconds;       /* tied weights' gradients exchanged between the first and last stage */
 } tern_train_mp_info;
 void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out);
 

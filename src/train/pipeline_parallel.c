@@ -34,6 +34,8 @@ typedef struct {
     int full;               /* index in t->w */
     int axis, rank0;        /* mp_wspec: split axis (-1 replicated); rank 0 only (ranks > 0 hold zeros) */
     int ngroups;            /* the split axis in groups (fused QKV) */
+    int tied;               /* > 0: a copy of the weight an earlier stage holds too (tied embeddings): its
+                               gradients are summed over the stages, its norm counted once */
     int64_t groups[TERN_GRAPH_MAX_RANK];
     size_t count, off;      /* shard elements, offset in the stage's flat vector */
     int rank;
@@ -64,6 +66,8 @@ struct train_mp {
     tern_fabric *fab, *tpfab;
     double *tf, *tb;           /* [s] forward / backward time of one micro-batch on stage s */
     double p2p_f, p2p_b;       /* [per cut, the largest] activation / gradient transfer */
+    double t_tied;             /* exchanging tied weights' gradients between their stages */
+    size_t tied_count;
     double t_span, t_work, t_dp, t_upd, t_tp;
     uint64_t synced_step;
     float **synced_ptr;
@@ -442,6 +446,23 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
             mp->sidx[k][i] = e;
         }
     }
+    /* a weight in two stages (tied embeddings): summed over its stages after the data-parallel all-reduce, as
+     * Megatron all-reduces the embedding's gradient between the first and last stage */
+    for (int64_t s = 1; s < pp; s++)
+        for (int i = 0; i < mp->stg[s].nw; i++) {
+            mp_wt *w = &mp->stg[s].w[i];
+            for (int64_t s0 = 0; s0 < s && !w->tied; s0++)
+                for (int q = 0; q < mp->stg[s0].nw; q++)
+                    if (!strcmp(mp->stg[s0].w[q].name, w->name)) {
+                        if (w->axis >= 0 || mp->stg[s0].w[q].axis >= 0)
+                            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                                  "train: weight '%s' is read by stages %lld and %lld and split by "
+                                                  "tensor parallelism in one; not supported",
+                                                  w->name, (long long)s0, (long long)s);
+                        w->tied = 1;
+                        mp->tied_count += w->count;
+                    }
+        }
     uint64_t hbm = t->hbm;
     mp->maxflat = 1;
     for (int64_t s = 0; s < pp; s++) {
@@ -513,6 +534,29 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
             mp->p2p_f = a;
         if (b > mp->p2p_b)
             mp->p2p_b = b;
+    }
+    if (mp->tied_count) { /* the first and last stages' tensor ranks exchange the tied gradients (both ways at once) */
+        unsigned *pairs = malloc(sizeof(unsigned) * 4 * (size_t)tp + 1);
+        if (!pairs)
+            return oom(err);
+        for (int64_t r = 0; r < tp; r++) {
+            unsigned a = rank_of(mp, 0, 0, r), b = rank_of(mp, 0, pp - 1, r);
+            pairs[4 * r] = a, pairs[4 * r + 1] = b, pairs[4 * r + 2] = b, pairs[4 * r + 3] = a;
+        }
+        tern_coll_desc d;
+        memset(&d, 0, sizeof d);
+        d.op = TERN_COLL_PERMUTE;
+        d.dtype = TERN_DTYPE_FP32;
+        d.count = mp->tied_count;
+        d.algo = TERN_ALGO_DIRECT;
+        d.pairs = pairs;
+        d.npairs = (unsigned)(2 * tp);
+        tern_coll_result res;
+        st = tern_collective_time(mp->fab, &d, &res, err);
+        free(pairs);
+        if (st)
+            return tern_error_prefix(err, "train: tied weights' gradient exchange: ");
+        mp->t_tied = (double)res.time_ps * 1e-12;
     }
     mp->gscale = o->loss == TERN_LOSS_CROSS_ENTROPY ? 1.0 : 1.0 / (double)(dp * micro);
     size_t sc = t->target_count > t->read_count ? t->target_count : t->read_count;
@@ -855,6 +899,28 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                                      (unsigned long long)step);
         tdp = (double)res.time_ps * 1e-12;
     }
+    /* tied weights: every copy gets the sum of the stages' gradients, in stage order */
+    for (int64_t s = 1; s < pp && mp->tied_count; s++)
+        for (int i = 0; i < mp->stg[s].nw; i++) {
+            const mp_wt *w = &mp->stg[s].w[i];
+            if (!w->tied)
+                continue;
+            for (int64_t r = 0; r < tp; r++) {
+                const mp_wt *w0 = NULL;
+                int64_t s0 = 0;
+                for (; s0 < s && !w0; s0++)
+                    for (int q = 0; q < mp->stg[s0].nw && !w0; q++)
+                        if (!strcmp(mp->stg[s0].w[q].name, w->name) && !mp->stg[s0].w[q].tied)
+                            w0 = &mp->stg[s0].w[q];
+                if (!w0)
+                    continue;
+                float *g0 = mp->gacc[rank_of(mp, 0, s0 - 1, r)] + w0->off, *g1 = mp->gacc[rank_of(mp, 0, s, r)] + w->off;
+                for (size_t e = 0; e < w->count; e++) {
+                    g0[e] = g0[e] + g1[e];
+                    g1[e] = g0[e];
+                }
+            }
+        }
     /* the global gradient norm: each split weight's shards once, a replicated weight once */
     double sq = 0;
     for (int64_t s = 0; s < pp; s++)
@@ -862,7 +928,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
             const float *g = mp->gacc[rank_of(mp, 0, s, r)];
             for (int i = 0; i < mp->stg[s].nw; i++) {
                 const mp_wt *w = &mp->stg[s].w[i];
-                if (w->axis < 0 && r > 0)
+                if ((w->axis < 0 && r > 0) || w->tied)
                     continue;
                 for (size_t e = 0; e < w->count; e++) {
                     double v = (double)g[w->off + e] * mp->gscale;
@@ -979,7 +1045,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     memset(&in, 0, sizeof in);
     in.step = step;
     in.lr = tern_train_lr(&t->o, step);
-    in.step_seconds = span + tdp + tupd;
+    in.step_seconds = span + tdp + mp->t_tied + tupd;
     in.samples_per_s = in.step_seconds > 0 ? (double)p->batch / in.step_seconds : 0;
     in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * (double)mp->n * in.step_seconds) * 100 : 0;
     in.loss = loss;
@@ -1007,4 +1073,5 @@ void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
     out->dp_comm_seconds = mp->t_dp;
     out->update_seconds = mp->t_upd;
     out->p2p_seconds = mp->p2p_f;
+    out->tied_seconds = mp->t_tied;
 }

@@ -13,7 +13,8 @@
  * as Megatron runs the layers between its parallel regions); tp > 1 on a model with no pair is refused with the
  * first linear layer and why it starts none. N not divisible by tp is refused naming the node.
  *
- * Pipeline stages. The model's linear layers (MatMul/Gemm with a weight), in order, are split into pp equal runs
+ * Pipeline stages. The model's linear layers (MatMul/Gemm with a weight nothing else reads: a tied output projection
+ * is none), in order, are split into pp equal runs
  * (pp must divide their count); the cut after stage s is the first place after its last linear layer (and before
  * the next stage's first) where exactly one float activation crosses and no pair is split; none is refused naming
  * the cut and what crosses. Segments are the pairs and the runs of other nodes between them and the cuts. */
@@ -486,7 +487,7 @@ static int crossing(const tern_graph *g, const int *ord, int n, int q, const int
         const tern_graph_node *nd = &g->nodes[ord[k]];
         for (int i = 0; i < nd->n_inputs; i++) {
             int v = nd->inputs[i];
-            if (v < 0 || seen[v])
+            if (v < 0 || seen[v] || g->values[v].constant) /* shapes the plan knows: constants in every program */
                 continue;
             int pr = g->values[v].producer;
             int before = v == data_val || (pr >= 0 && pos[pr] >= 0 && pos[pr] < q);
@@ -645,11 +646,13 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         free(isw), free(ord), free(pos), free(segof), free(cut);
         return oom(err);
     }
+    /* ... whose weight nothing else reads: a tied output projection (the embedding's transpose) is not a layer */
     int nlin = 0;
     for (int k = 0; k < no; k++) {
         int w, tr;
         int64_t k0, n0;
-        lin[ord[k]] = is_linear(&g->nodes[ord[k]]) && linear_kn(g, isw, &g->nodes[ord[k]], &w, &k0, &n0, &tr);
+        lin[ord[k]] = is_linear(&g->nodes[ord[k]]) && linear_kn(g, isw, &g->nodes[ord[k]], &w, &k0, &n0, &tr) &&
+                      tern_graph_value_uses(g, w) == 1;
         nlin += lin[ord[k]];
     }
     st = TERN_OK;
@@ -850,26 +853,6 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
                                 y >= 0 ? g->values[y].name : (want ? want : "?"));
         else if (pr >= 0)
             p->seg[p->nseg - 1].last = 1;
-    }
-    /* a weight read by two stages (tied embeddings over the pipeline) would need its gradients summed across them */
-    for (int v = 0; v < g->n_values && !st; v++) {
-        if (!isw[v])
-            continue;
-        int s0 = -1;
-        for (int i = 0; i < n && !st; i++) {
-            if (segof[i] < 0)
-                continue;
-            for (int q = 0; q < g->nodes[i].n_inputs; q++)
-                if (g->nodes[i].inputs[q] == v) {
-                    int s = p->seg[segof[i]].stage;
-                    if (s0 >= 0 && s != s0)
-                        st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                            "train: pipeline parallelism: weight '%s' is read by stages %d and %d "
-                                            "(tied weights across stages are not supported yet)",
-                                            g->values[v].name, s0, s);
-                    s0 = s;
-                }
-        }
     }
     free(xid);
     free(lin);
