@@ -222,7 +222,9 @@ static tern_status compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, t
 }
 
 /* The gradient graph, built from the model again into a scratch trainer (as the micro-step of accumulation):
- * its weight records must match the update graph's. */
+ * its weight records must match the update graph's. Under accumulation it is the micro-step graph itself (loss,
+ * and gacc + g per weight: train.gacc.<w> in, train.gacc.new.<w> out), so a rank sums its micro-batches'
+ * gradients on the device as the one-graph trainer does. */
 static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
 {
     struct train_dp *dp = t->dp;
@@ -235,7 +237,7 @@ static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
     if (!st)
         st = train_bind_data(&m, err);
     if (!st)
-        st = train_build_step_graph(&m, TRAIN_GRAPH_GRADS, err);
+        st = train_build_step_graph(&m, t->o.accumulate > 1 ? TRAIN_GRAPH_MICRO : TRAIN_GRAPH_GRADS, err);
     for (size_t i = 0; !st && i < t->nw; i++)
         if (i >= m.nw || strcmp(m.w[i].name, t->w[i].name) || m.w[i].trained != t->w[i].trained)
             st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the gradient graph's weights differ");
@@ -450,11 +452,11 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     tern_train_opts *o = &t->o;
     int64_t n = o->ranks < 1 ? 1 : o->ranks;
     int64_t k = o->dp_exact ? (o->dp_chunks > 0 ? o->dp_chunks : n) : n;
-    if (o->accumulate > 1)
+    if (o->accumulate > 1 && o->dp_exact)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: gradient accumulation (%lld micro-batches) with data parallelism (%lld ranks) is "
-                              "not supported yet",
-                              (long long)o->accumulate, (long long)n);
+                              "train: gradient accumulation (%lld micro-batches) with the fixed reduction tree "
+                              "(--dp-exact) is not supported yet; use data parallelism without --dp-exact",
+                              (long long)o->accumulate);
     if (o->dp_chunks > 0 && !o->dp_exact)
         return tern_error_set(err, TERN_ERR_INVALID, "train: %lld gradient chunks need the fixed reduction tree (--dp-exact)",
                               (long long)o->dp_chunks);
@@ -489,7 +491,9 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     dp->batch = o->batch;
     dp->exact = o->dp_exact;
     dp->zero = o->zero;
-    dp->gscale = o->loss == TERN_LOSS_CROSS_ENTROPY ? 1.0 : 1.0 / (double)k;
+    /* the sum over ranks (MSE, a model's loss: means per rank) and over micro-batches becomes a mean */
+    dp->gscale = (o->loss == TERN_LOSS_CROSS_ENTROPY ? 1.0 : 1.0 / (double)k) /
+                 (double)(o->accumulate > 1 ? o->accumulate : 1);
     dp->algo = o->dp_exact ? TERN_ALGO_RDH : TERN_ALGO_AUTO;
     dp->algo_ran = dp->algo;
     tern_status st;
@@ -561,7 +565,7 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
         dp->state_rank = dp->state_total;
     }
     dp->grad_bytes = (uint64_t)dp->count * 4;
-    t->flops = dp->flops_grad * (double)k;
+    t->flops = dp->flops_grad * (double)k * (double)(o->accumulate > 1 ? o->accumulate : 1);
     t->hbm = hbm;
     tern_core_config cfg;
     if ((st = tern_core_config_load(t->machine, &cfg, err)))
@@ -635,8 +639,18 @@ static tern_status run_collective(tern_trainer *t, tern_coll_op op, uint64_t cou
 }
 
 /* Rank r's chunks through the gradient graph, summed by recursive halving into dp->gbuf[r] (loss last). */
+/* gacc names of weight w: in (k 0) or out (k 1) of the micro-step graph (step_graph.c's names) */
+static void gacc_name(const train_weight *w, int k, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s", k ? "train.gacc.new." : "train.gacc.", w->name);
+}
+
+/* Rank r's gradient of its rows (x and labels at the step's or, under accumulation, micro-batch m's start) into
+ * dp->gbuf[r]. Under accumulation (one chunk per rank: no fixed tree) gbuf[r] carries the rank's sum of
+ * micro-batches 0..m-1 (zeros for m = 0): it goes in as gacc and the graph's gacc + g comes back; the loss partials
+ * add on the host. */
 static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t xs, const void *labels, size_t ls,
-                              const float *inv, double *secs, tern_error *err)
+                              const float *inv, int64_t m, double *secs, tern_error *err)
 {
     struct train_dp *dp = t->dp;
     size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
@@ -645,6 +659,8 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
     int timing = t->o.timing_only;
     t->rt = dp->rt_grad;
     const tern_exe *xe = tern_rt_exe(dp->rt_grad);
+    int acc = t->o.accumulate > 1;
+    char nm[512];
     for (int64_t i = 0; i < dp->per_rank && !st; i++) {
         int64_t j = r + i * dp->ranks; /* chunk j: rows [j*b, (j+1)*b) of the step's batch */
         if (!timing) {
@@ -653,21 +669,33 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
             for (size_t w = 0; w < t->nw && !st; w++)
                 if (exe_has_input(xe, t->w[w].name))
                     st = set_in(t, dp->rt_grad, t->w[w].name, rank_val(t, r, w), t->w[w].count, err);
+            if (acc && m == 0)
+                memset(dp->gbuf[r], 0, dp->count * sizeof(float));
+            for (size_t w = 0; acc && w < t->nw && !st; w++)
+                if (t->w[w].trained) {
+                    gacc_name(&t->w[w], 0, nm, sizeof nm);
+                    st = set_in(t, dp->rt_grad, nm, dp->gbuf[r] + dp->off[w], t->w[w].count, err);
+                }
         }
         tern_run_stats rs;
         t->rt = dp->rt_grad;
-        train_set_rounding(t, step, j); /* chunk j's seed whichever rank runs it */
+        train_set_rounding(t, step, m * dp->chunks + j); /* chunk j's seed whichever rank runs it */
         if (st || (st = tern_rt_execute(dp->rt_grad, &rs, err)))
             break;
         *secs += (double)rs.time_ps * 1e-12;
         if (timing)
             continue;
-        float *leaf = dp->leaf[i];
-        st = tern_rt_get_output(dp->rt_grad, TRAIN_LOSS, &leaf[dp->total], sizeof(float), err);
+        float *leaf = dp->leaf[i], lm = 0, lsum = acc ? dp->gbuf[r][dp->total] : 0;
+        st = tern_rt_get_output(dp->rt_grad, TRAIN_LOSS, acc ? &lm : &leaf[dp->total], sizeof(float), err);
+        if (acc)
+            leaf[dp->total] = lsum + lm; /* the micro-batches' loss partials, in order */
         for (size_t w = 0; w < t->nw && !st; w++)
-            if (t->w[w].trained)
-                st = tern_rt_get_output(dp->rt_grad, t->w[w].acc_in, leaf + dp->off[w], t->w[w].count * sizeof(float),
-                                        err);
+            if (t->w[w].trained) {
+                if (acc)
+                    gacc_name(&t->w[w], 1, nm, sizeof nm);
+                st = tern_rt_get_output(dp->rt_grad, acc ? nm : t->w[w].acc_in, leaf + dp->off[w],
+                                        t->w[w].count * sizeof(float), err);
+            }
     }
     if (st)
         return tern_error_prefix(err, "train: step %llu: rank %lld: ", (unsigned long long)step, (long long)r);
@@ -952,32 +980,42 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
     if ((st = sync_ranks(t, err)))
         return st;
     size_t xs = t->data_bytes, ls = 0; /* one chunk's packed rows (train_internal.h) */
+    int64_t A = t->o.accumulate > 1 ? t->o.accumulate : 1; /* micro-batches of k chunks each */
     if (!timing) {
-        if (t->nin && x_bytes != t->data_bytes * (size_t)k)
+        if (t->nin && x_bytes != t->data_bytes * (size_t)(k * A))
             return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: %zu rows of data given, %lld expected (batch)",
-                                  (unsigned long long)step, x_bytes / t->row_bytes, (long long)dp->batch);
-        if (t->o.loss != TERN_LOSS_OUTPUT && (!labels || label_count % (size_t)k))
+                                  (unsigned long long)step, x_bytes / t->row_bytes, (long long)(dp->batch * A));
+        if (t->o.loss != TERN_LOSS_OUTPUT && (!labels || label_count % (size_t)(k * A)))
             return tern_error_set(err, TERN_ERR_INVALID,
                                   "train: step %llu: %zu labels do not split over %lld chunks of the batch",
-                                  (unsigned long long)step, labels ? label_count : 0, (long long)k);
-        ls = label_count / (size_t)k;
+                                  (unsigned long long)step, labels ? label_count : 0, (long long)(k * A));
+        ls = label_count / (size_t)(k * A);
     }
-    float inv = 0, *invp = NULL;
-    if (!timing && t->o.loss == TERN_LOSS_CROSS_ENTROPY) { /* 1 / counted rows of the whole batch */
-        size_t counted = 0;
-        for (size_t i = 0; i < label_count; i++)
-            counted += ((const int64_t *)labels)[i] != t->o.ignore_index;
-        inv = counted ? 1.0f / (float)counted : 0.0f;
-        invp = &inv;
-    }
+    size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
     double compute = 0, comm = 0, upd = 0;
     int64_t nr = timing ? 1 : dp->ranks; /* timing-only: one rank's program stands for all (the same, no data) */
-    for (int64_t r = 0; r < nr; r++) {
-        double s = 0;
-        if ((st = rank_grads(t, r, x, xs, labels, ls, invp, &s, err)))
-            return st;
-        if (s > compute)
-            compute = s;
+    /* accumulation: micro-batch m is rows [m B, (m + 1) B) of the step's A B, split over the ranks as a step's
+     * batch is; each rank's programs run one after another, so the compute is the slowest rank's sum */
+    for (int64_t m = 0; m < A; m++) {
+        const void *xm = x ? (const char *)x + (size_t)(m * k) * xs : NULL;
+        const void *lm = labels ? (const char *)labels + (size_t)(m * k) * ls * lsz : NULL;
+        float inv = 0, *invp = NULL;
+        if (!timing && t->o.loss == TERN_LOSS_CROSS_ENTROPY) { /* 1 / counted rows of the (micro-)batch */
+            size_t counted = 0;
+            for (size_t i = 0; i < ls * (size_t)k; i++)
+                counted += ((const int64_t *)lm)[i] != t->o.ignore_index;
+            inv = counted ? 1.0f / (float)counted : 0.0f;
+            invp = &inv;
+        }
+        double worst = 0;
+        for (int64_t r = 0; r < nr; r++) {
+            double s = 0;
+            if ((st = rank_grads(t, r, xm, xs, lm, ls, invp, m, &s, err)))
+                return st;
+            if (s > worst)
+                worst = s;
+        }
+        compute += worst;
     }
     if ((st = run_collective(t, dp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, dp->count,
                              timing ? NULL : dp->gbuf, &comm, err)))
@@ -1047,7 +1085,7 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
     in.step = step;
     in.lr = tern_train_lr(&t->o, step);
     in.step_seconds = compute + comm + upd;
-    in.samples_per_s = in.step_seconds > 0 ? (double)dp->batch / in.step_seconds : 0;
+    in.samples_per_s = in.step_seconds > 0 ? (double)(dp->batch * A) / in.step_seconds : 0;
     in.mfu = t->peak > 0 && in.step_seconds > 0
                  ? t->flops / (t->peak * (double)dp->ranks * in.step_seconds) * 100
                  : 0;
