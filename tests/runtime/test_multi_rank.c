@@ -358,6 +358,89 @@ int main(void)
     }
     tern_kernel *never[2] = {k, k_none};
     check_error("a rank never joins", 2, never, 2, "never join", "rank 1");
+    /* a rank blocked on a semaphore nothing raises while rank 0 waits in the collective: named with its wait */
+    TEST_BEGIN("a blocked rank never joins");
+    {
+        tern_program p;
+        tern_program_init(&p);
+        p.num_semaphores = CFG.num_semaphores;
+        tern_instr w;
+        memset(&w, 0, sizeof w);
+        w.opcode = TERN_OP_SEM_WAIT;
+        w.engine = TERN_ENGINE_SYNC;
+        w.wait_sem = 40;
+        w.wait_value = 1;
+        w.signal_sem = TERN_SEM_NONE;
+        for (int sl = 0; sl < TERN_INSTR_OPERANDS; sl++)
+            w.ap[sl].offset_reg = TERN_REG_NONE;
+        CHECK(tern_program_append(&p, &w, &err) == TERN_OK);
+        tern_kernel *kb = NULL;
+        CHECK(tern_kernel_from_program(&CFG, &p, &kb, &err) == TERN_OK);
+        tern_kernel *two[2] = {k, kb};
+        tern_rt_ranks_opts ro;
+        memset(&ro, 0, sizeof ro);
+        ro.ranks = 2;
+        tern_rt_ranks *rt = NULL;
+        CHECK(tern_rt_ranks_create("trn1.32xlarge", &ro, two, 2, &rt, &err) == TERN_OK);
+        if (rt) {
+            CHECK(tern_rt_ranks_execute(rt, NULL, &err) != TERN_OK);
+            CHECK_STR_CONTAINS(err.msg, "never join");
+            CHECK_STR_CONTAINS(err.msg, "rank 1 (sync #0 (sem_wait) waits for semaphore 40 >= 1");
+            printf("a blocked rank never joins: %s\n", err.msg);
+            tern_rt_ranks_free(rt);
+        }
+        tern_kernel_free(kb);
+        tern_program_free(&p);
+    }
+    /* bf16 with max over 4 ranks: the kernel's bits are the collective layer's */
+    TEST_BEGIN("bf16 max all-reduce");
+    {
+        tern_kernel *kb = NULL;
+        CHECK(tern_kernel_create(&CFG, "bf16", &kb, &err) == TERN_OK);
+        tern_view x = tern_kernel_input2d(kb, "x", TERN_DTYPE_BF16, ROWS, COLS);
+        tern_view o = tern_kernel_output2d(kb, "out", TERN_DTYPE_BF16, ROWS, COLS);
+        tern_kernel_all_reduce(kb, o, x, TERN_ALU_MAX);
+        CHECK(tern_kernel_status(kb, &err) == TERN_OK);
+        tern_rt_ranks_opts ro;
+        memset(&ro, 0, sizeof ro);
+        ro.ranks = 4;
+        tern_rt_ranks *rt = NULL;
+        CHECK(tern_rt_ranks_create("trn1.32xlarge", &ro, &kb, 1, &rt, &err) == TERN_OK);
+        uint16_t *xs[4], got[ROWS * COLS], want[ROWS * COLS];
+        for (unsigned r = 0; r < 4; r++) {
+            xs[r] = malloc(sizeof got);
+            for (size_t i = 0; i < ROWS * COLS; i++) {
+                float v = xval(r, i);
+                tern_convert_from_f32(TERN_DTYPE_BF16, &xs[r][i], &v, 1, NULL, NULL);
+            }
+            if (rt)
+                CHECK(tern_rt_ranks_write(rt, r, "x", xs[r], sizeof got, &err) == TERN_OK);
+        }
+        CHECK_MSG(rt && tern_rt_ranks_execute(rt, NULL, &err) == TERN_OK, "%s", err.msg);
+        tern_fabric *f = NULL;
+        tern_fabric_opts fo = {0, 4, 0};
+        CHECK(tern_fabric_load("trn1.32xlarge", &fo, &f, &err) == TERN_OK);
+        tern_coll_desc d;
+        memset(&d, 0, sizeof d);
+        d.op = TERN_COLL_ALL_REDUCE;
+        d.reduce = TERN_REDUCE_MAX;
+        d.dtype = TERN_DTYPE_BF16;
+        d.count = ROWS * COLS;
+        tern_coll_algo algo;
+        CHECK(tern_collective_resolve(f, &d, &algo, &err) == TERN_OK);
+        size_t bad = 0;
+        for (unsigned r = 0; rt && r < 4; r++) {
+            CHECK(tern_rt_ranks_read(rt, r, "out", got, sizeof got, &err) == TERN_OK);
+            CHECK(tern_collective_reference(f, &d, algo, (const void *const *)xs, r, want, &err) == TERN_OK);
+            bad += memcmp(got, want, sizeof got) != 0;
+        }
+        CHECK_MSG(bad == 0, "%zu ranks differ from the reference", bad);
+        for (unsigned r = 0; r < 4; r++)
+            free(xs[r]);
+        tern_fabric_free(f);
+        tern_rt_ranks_free(rt);
+        tern_kernel_free(kb);
+    }
     /* a collective without its semaphore (a hand-edited program) */
     TEST_BEGIN("missing semaphore");
     {
