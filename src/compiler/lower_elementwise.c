@@ -693,6 +693,26 @@ static int lower_binary(compile_ctx *c)
         tern_lib_bias_act(c->k, tile_flat2d(c, y), tile_flat2d(c, a), cc_view2d(c, b, 0, 1, cl, cl), TERN_ACT_COPY);
         return 1;
     }
+    /* x op s with s one run-time element (the optimizer's per-step learning rate, bias corrections and decay,
+     * the clipping scale: a weight-sized operand times a [1] input): s read as tensor_scalar's per-partition
+     * column through a zero-step view, instead of a weight-sized broadcast copy of s in HBM that the binary op
+     * then streams back (a fill pass and a second operand pass over every weight). The same VectorE operation
+     * per element as the tensor path, as for the trailing column below (float add, subtract, mult, divide). */
+    int arith = op == TERN_ALU_ADD || op == TERN_ALU_SUBTRACT || op == TERN_ALU_MULT || op == TERN_ALU_DIVIDE;
+    if (arith && tern_dtype_is_float(a->dt) && tern_dtype_is_float(b->dt) && tern_dtype_is_float(y->dt) &&
+        y->numel >= 2 && ((b->numel == 1 && cc_same_shape(a, y)) || (a->numel == 1 && cc_same_shape(b, y)))) {
+        int rev = b->numel != 1; /* s op x */
+        cc_value *full = rev ? b : a, *s1 = rev ? a : b;
+        uint64_t r, cl;
+        tile_rows_cols(y, &r, &cl);
+        if (r < PARTS && y->numel % PARTS == 0) { /* rows on every partition */
+            r = PARTS;
+            cl = y->numel / PARTS;
+        }
+        tern_lib_binary_col(c->k, cc_view2d(c, y, 0, r, cl, cl), cc_view2d(c, full, 0, r, cl, cl),
+                            cc_view2d(c, s1, 0, r, 1, 0), op, rev && !commutative);
+        return 1;
+    }
     /* x op s[row], s broadcast along trailing size-1 axes (RMSNorm's [.., S, 1], squeeze-excitation's
      * [N, C, 1, 1]): rows on partitions and s as tensor_scalar's per-partition column, instead of a broadcast
      * copy (one DMA element per output element). Max/min keep the tensor path (its NaN fix-up). */
