@@ -319,6 +319,62 @@ int main(void)
         tern_kernel_free(kr);
     }
 
+    /* overlap: VectorE work that does not touch the collective's tensors runs while the collective is in flight,
+     * and only the load of its result waits for the semaphore */
+    TEST_BEGIN("independent compute overlaps the collective");
+    {
+        int64_t t[2] = {0, 0}, alone = 0;
+        for (int with = 0; with < 3; with++) {
+            tern_kernel *kw = NULL;
+            CHECK(tern_kernel_create(&CFG, "overlap", &kw, &err) == TERN_OK);
+            tern_view x = tern_kernel_input2d(kw, "x", TERN_DTYPE_FP32, ROWS, COLS);
+            tern_view red = tern_kernel_output2d(kw, "red", TERN_DTYPE_FP32, ROWS, COLS);
+            tern_view out = tern_kernel_output2d(kw, "out", TERN_DTYPE_FP32, ROWS, COLS);
+            if (with < 2)
+                tern_kernel_all_reduce(kw, red, x, TERN_ALU_ADD);
+            if (with >= 1) { /* ~30 us of VectorE work on its own tile */
+                tern_view w = tern_kernel_sbuf(kw, TERN_DTYPE_FP32, 128, 2048, "w");
+                tern_kernel_memset(kw, TERN_ENGINE_VECTOR, w, 1.0f);
+                for (int i = 0; i < 24; i++)
+                    tern_kernel_tensor_scalar(kw, TERN_ENGINE_VECTOR, w, w, TERN_ALU_MULT, 1.0001f, TERN_ALU_ADD,
+                                              0.5f);
+            }
+            tern_view u = tern_kernel_sbuf(kw, TERN_DTYPE_FP32, ROWS, COLS, "u");
+            tern_kernel_load(kw, u, with < 2 ? red : x);
+            tern_kernel_store(kw, out, u);
+            CHECK(tern_kernel_status(kw, &err) == TERN_OK);
+            if (with == 2) { /* the work alone, on one core */
+                tern_core *core = NULL;
+                tern_run_stats st;
+                CHECK(tern_core_create(&CFG, NULL, &core, &err) == TERN_OK);
+                CHECK(tern_kernel_run(kw, core, &st, &err) == TERN_OK);
+                alone = st.time_ps;
+                tern_core_free(core);
+            } else {
+                tern_rt_ranks_opts ro;
+                memset(&ro, 0, sizeof ro);
+                ro.ranks = 2;
+                ro.mode = TERN_MODE_TIMING_ONLY;
+                tern_rt_ranks *rt = NULL;
+                tern_ranks_result res;
+                CHECK(tern_rt_ranks_create("trn1.32xlarge", &ro, &kw, 1, &rt, &err) == TERN_OK);
+                CHECK_MSG(rt && tern_rt_ranks_execute(rt, &res, &err) == TERN_OK, "%s", err.msg);
+                if (rt) {
+                    t[with] = res.time_ps;
+                    tern_ranks_result_free(&res);
+                }
+                tern_rt_ranks_free(rt);
+            }
+            tern_kernel_free(kw);
+        }
+        CHECK_MSG(alone > 10000000, "the work alone takes %lld ps, expected > 10 us", (long long)alone);
+        CHECK_MSG(t[1] - t[0] < alone / 4,
+                  "with the work the run takes %lld ps, without %lld ps: the work (%lld ps alone) did not overlap",
+                  (long long)t[1], (long long)t[0], (long long)alone);
+        printf("overlap: collective run %.3f us, with %.3f us of independent VectorE work %.3f us\n",
+               (double)t[0] / 1e6, (double)alone / 1e6, (double)t[1] / 1e6);
+    }
+
     /* errors */
     tern_kernel *k = build(TERN_KCOLL_ALL_REDUCE, 0, 0, ROWS, ROWS);
     tern_kernel *k_small = build(TERN_KCOLL_ALL_REDUCE, 0, 0, ROWS / 2, ROWS / 2);
