@@ -211,6 +211,8 @@ typedef struct {
     double update_seconds;     /* the slowest (stage, tensor rank)'s optimizer update */
     double p2p_seconds;        /* one activation's transfer between stages */
     double tied_seconds;       /* tied weights' gradients exchanged between the first and last stage */
+    int zero;                  /* 1: ZeRO-1, the optimizer state in dp blocks (reduce-scatter, block update,
+                                  all-gather: dp_comm_seconds is both collectives) */
 } tern_train_mp_info;
 void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out);
 

@@ -567,9 +567,10 @@ int tern_cmd_train(int argc, char **argv)
         tern_train_mp_stats(t, &mpi);
         if (!json && (mpi.tp > 1 || mpi.pp > 1))
             printf("layout tp=%lld,pp=%lld,dp=%lld on %s: %d linear pairs split over the tensor ranks, %d segment "
-                   "programs, %lld micro-batches of %lld rows on a 1F1B schedule\n",
+                   "programs, %lld micro-batches of %lld rows on a 1F1B schedule%s\n",
                    (long long)mpi.tp, (long long)mpi.pp, (long long)mpi.dp, o.machine ? o.machine : "trn1.2xlarge",
-                   mpi.pairs, mpi.programs, (long long)mpi.micro, (long long)(batch / (mpi.dp * mpi.micro)));
+                   mpi.pairs, mpi.programs, (long long)mpi.micro, (long long)(batch / (mpi.dp * mpi.micro)),
+                   mpi.zero ? "; ZeRO-1: optimizer state in blocks over the data replicas" : "");
         tern_train_dp_stats(t, &dpi);
         if (!json && (dpi.ranks > 1 || dpi.chunks > 1))
             printf("data parallel: %lld ranks on %s, %lld rows each (%lld gradient chunks%s), %.3f MiB of gradients "
@@ -668,7 +669,7 @@ int tern_cmd_train(int argc, char **argv)
         tern_train_mp_stats(t, &mpi);
         if (!json && (mpi.tp > 1 || mpi.pp > 1))
             printf("layout, last step: pipeline %.4f ms (1F1B bubbles %.4f ms, stage transfer %.4f ms), data-parallel "
-                   "all-reduce %.4f ms, tied weights %.4f ms, update %.4f ms\n",
+                   "collectives %.4f ms, tied weights %.4f ms, update %.4f ms\n",
                    mpi.pipeline_seconds * 1e3, mpi.bubble_seconds * 1e3, mpi.p2p_seconds * 1e3,
                    mpi.dp_comm_seconds * 1e3, mpi.tied_seconds * 1e3, mpi.update_seconds * 1e3);
     }
@@ -683,12 +684,12 @@ int tern_cmd_train(int argc, char **argv)
         printf("],\"predicted_seconds\":%.9g,\"ranks\":%lld,\"dp_chunks\":%lld,\"zero\":%d,\"dp_algorithm\":\"%s\","
                "\"dp_compute_ms\":%.6f,\"dp_comm_ms\":%.6f,\"dp_update_ms\":%.6f,\"state_bytes_per_rank\":%llu,"
                "\"state_bytes_total\":%llu,\"layout\":{\"tp\":%lld,\"pp\":%lld,\"dp\":%lld,\"micro\":%lld,"
-               "\"pairs\":%d,\"programs\":%d,\"pipeline_ms\":%.6f,\"bubble_ms\":%.6f,\"p2p_ms\":%.6f,"
+               "\"zero\":%d,\"pairs\":%d,\"programs\":%d,\"pipeline_ms\":%.6f,\"bubble_ms\":%.6f,\"p2p_ms\":%.6f,"
                "\"dp_comm_ms\":%.6f,\"tied_ms\":%.6f,\"update_ms\":%.6f}}\n",
                total, (long long)dpi.ranks, (long long)dpi.chunks, dpi.zero, dpi.algorithm, dpi.compute_seconds * 1e3,
                dpi.comm_seconds * 1e3, dpi.update_seconds * 1e3, (unsigned long long)dpi.state_bytes_per_rank,
                (unsigned long long)dpi.state_bytes_total, (long long)mpj.tp, (long long)mpj.pp, (long long)mpj.dp,
-               (long long)mpj.micro, mpj.pairs, mpj.programs, mpj.pipeline_seconds * 1e3, mpj.bubble_seconds * 1e3,
+               (long long)mpj.micro, mpj.zero, mpj.pairs, mpj.programs, mpj.pipeline_seconds * 1e3, mpj.bubble_seconds * 1e3,
                mpj.p2p_seconds * 1e3, mpj.dp_comm_seconds * 1e3, mpj.tied_seconds * 1e3, mpj.update_seconds * 1e3);
     else
         printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)(steps - first),

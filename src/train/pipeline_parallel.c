@@ -66,6 +66,12 @@ struct train_mp {
     tern_fabric *fab, *tpfab;
     double *tf, *tb;           /* [s] forward / backward time of one micro-batch on stage s */
     double p2p_f, p2p_b;       /* [per cut, the largest] activation / gradient transfer */
+    int zero;                  /* ZeRO-1 over the data replicas: each updates block d of every flat vector */
+    size_t zshard;             /* elements of a block (the longest stage's flat / dp, rounded up) */
+    tern_exe zexe;
+    tern_rt *zrt;
+    float **wbuf;              /* [rank] the all-gather's buffer, dp x zshard */
+    float *zb[4];              /* one block's p, g, state */
     double t_tied;             /* exchanging tied weights' gradients between their stages */
     size_t tied_count;
     double t_span, t_work, t_dp, t_upd, t_tp;
@@ -124,6 +130,13 @@ void train_mp_free(tern_trainer *t)
         free(mp->sidx[k]);
     free(mp->sidx);
     free(mp->tf), free(mp->tb), free(mp->synced_ptr);
+    for (int64_t i = 0; mp->wbuf && i < mp->n; i++)
+        free(mp->wbuf[i]);
+    free(mp->wbuf);
+    for (int k = 0; k < 4; k++)
+        free(mp->zb[k]);
+    tern_rt_free(mp->zrt);
+    tern_exe_free(&mp->zexe);
     mp_plan_free(&mp->p);
     tern_fabric_free(mp->fab);
     tern_fabric_free(mp->tpfab);
@@ -166,7 +179,8 @@ static int zname(ad_ctx *a, int v, const char *name)
 
 /* A stage's update program: its flat weights p and gradient g (times gscale) through the step graph's optimizer
  * nodes, as ZeRO-1's shard update. */
-static tern_status build_update(tern_trainer *t, mp_stage *sg, int nst, uint64_t *hbm, tern_error *err)
+static tern_status build_update(tern_trainer *t, size_t len, int nst, tern_exe *exe, tern_rt **rt, uint64_t *hbm,
+                                tern_error *err)
 {
     tern_graph *g = calloc(1, sizeof *g);
     if (!g)
@@ -179,8 +193,8 @@ static tern_status build_update(tern_trainer *t, mp_stage *sg, int nst, uint64_t
     memset(&zw, 0, sizeof zw);
     zw.name = "tern.mp.flat";
     zw.rank = 1;
-    zw.dims[0] = (int64_t)sg->flat;
-    zw.count = sg->flat;
+    zw.dims[0] = (int64_t)len;
+    zw.count = len;
     zw.n_state = nst;
     char nin[2][64], nout[2][64];
     for (int k = 0; k < nst; k++) {
@@ -191,7 +205,7 @@ static tern_status build_update(tern_trainer *t, mp_stage *sg, int nst, uint64_t
     }
     if (!st) {
         const tern_train_opts *o = &t->o;
-        int p = zin(&a, "tern.mp.p", (int64_t)sg->flat), gin = zin(&a, "tern.mp.g", (int64_t)sg->flat);
+        int p = zin(&a, "tern.mp.p", (int64_t)len), gin = zin(&a, "tern.mp.g", (int64_t)len);
         int gs = zin(&a, TRAIN_GSCALE, 1);
         int gr = ad_op2(&a, "Mul", gin, gs);
         int sc[4] = {-1, -1, -1, -1};
@@ -225,7 +239,7 @@ static tern_status build_update(tern_trainer *t, mp_stage *sg, int nst, uint64_t
     if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
         tern_error_prefix(err, "train: layout update graph: ");
     if (!st)
-        st = mp_compile_load(t, g, &sg->uexe, &sg->urt, NULL, hbm, "layout update program", err);
+        st = mp_compile_load(t, g, exe, rt, NULL, hbm, "layout update program", err);
     tern_graph_free(g);
     return st;
 }
@@ -330,12 +344,17 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     tern_train_opts *o = &t->o;
     int64_t tp = o->tp > 1 ? o->tp : 1, pp = o->pp > 1 ? o->pp : 1, dp = o->ranks > 1 ? o->ranks : 1;
     int64_t micro = o->micro > 0 ? o->micro : pp;
-    if (o->zero || o->dp_exact || o->accumulate > 1 || o->recompute || o->timing_only || o->bf16_weights ||
+    if (o->zero && (o->zero != 1 || dp < 2 || o->clip_norm > 0))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: ZeRO stage %d in a layout needs stage 1, data replicas (dp > 1: %lld) and no "
+                              "clipping (the norm before the shard update is a second all-reduce, not built)",
+                              o->zero, (long long)dp);
+    if (o->dp_exact || o->accumulate > 1 || o->recompute || o->timing_only || o->bf16_weights ||
         o->optimizer == TERN_OPT_LAMB || o->loss == TERN_LOSS_OUTPUT)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: tensor/pipeline parallelism (tp=%lld, pp=%lld) with %s is not supported yet",
                               (long long)tp, (long long)pp,
-                              o->zero ? "ZeRO" : o->dp_exact ? "the fixed reduction tree" : o->accumulate > 1 ? "accumulation"
+                              o->dp_exact ? "the fixed reduction tree" : o->accumulate > 1 ? "accumulation"
                               : o->recompute ? "recomputation" : o->timing_only ? "--timing-only"
                               : o->bf16_weights ? "pure BF16 weights" : o->optimizer == TERN_OPT_LAMB ? "LAMB"
                                                                                                      : "--loss-output");
@@ -343,6 +362,8 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     if (!mp)
         return oom(err);
     t->mp = mp;
+    tern_exe_init(&mp->zexe);
+    mp->zero = o->zero;
     mp->n = tp * pp * dp;
     mp->p.tp = tp;
     mp->p.pp = pp;
@@ -365,6 +386,8 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                               "train: layout tp=%lld,pp=%lld,dp=%lld needs %lld NeuronCores; '%s' has %u (give a "
                               "smaller product or a larger machine)",
                               (long long)tp, (long long)pp, (long long)dp, (long long)mp->n, t->machine, have);
+    if (tp > 64)
+        return tern_error_set(err, TERN_ERR_RANGE, "train: tp=%lld: at most 64 tensor ranks", (long long)tp);
     if (micro > 1 && pp == 1)
         return tern_error_set(err, TERN_ERR_INVALID, "train: %lld micro-batches need pipeline stages (pp > 1)",
                               (long long)micro);
@@ -470,8 +493,27 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
             return tern_error_set(err, TERN_ERR_INVALID, "train: pipeline stage %lld has no trained weight", (long long)s);
         if (mp->stg[s].flat > mp->maxflat)
             mp->maxflat = mp->stg[s].flat;
-        if ((st = build_update(t, &mp->stg[s], mp->nst, &hbm, err)))
+        if (!mp->zero && (st = build_update(t, mp->stg[s].flat, mp->nst, &mp->stg[s].uexe, &mp->stg[s].urt, &hbm,
+                                            err)))
             return st;
+    }
+    if (mp->zero) {
+        if (mp->tied_count)
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "train: ZeRO-1 with weights tied across pipeline stages is not supported yet");
+        mp->zshard = (mp->maxflat + (size_t)dp - 1) / (size_t)dp;
+        mp->maxflat = mp->zshard * (size_t)dp;
+        if ((st = build_update(t, mp->zshard, mp->nst, &mp->zexe, &mp->zrt, &hbm, err)))
+            return st;
+        mp->wbuf = calloc((size_t)mp->n, sizeof *mp->wbuf);
+        if (!mp->wbuf)
+            return oom(err);
+        for (int64_t i = 0; i < mp->n; i++)
+            if (!(mp->wbuf[i] = calloc(mp->maxflat + 1, sizeof(float))))
+                return oom(err);
+        for (int k = 0; k < 4; k++)
+            if (!(mp->zb[k] = calloc(mp->zshard + 1, sizeof(float))))
+                return oom(err);
     }
     t->hbm = hbm;
     t->flops = flops * (double)micro * (double)dp;
@@ -816,6 +858,110 @@ static tern_status schedule_1f1b(int64_t P, int64_t M, const double *f, const do
     return st;
 }
 
+/* A collective over every (stage, tensor rank)'s data-parallel group on the machine's fabric (functional). */
+static tern_status dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, size_t count, double *secs,
+                           tern_error *err)
+{
+    int64_t tp = mp->p.tp, pp = mp->p.pp, dp = mp->p.dp;
+    unsigned *groups = malloc(sizeof(unsigned) * (size_t)mp->n + 1);
+    const void **in = malloc(sizeof(void *) * (size_t)mp->n + 1);
+    void **out = malloc(sizeof(void *) * (size_t)mp->n + 1);
+    if (!groups || !in || !out) {
+        free(groups), free(in), free(out);
+        return oom(err);
+    }
+    for (int64_t s = 0, gi = 0; s < pp; s++)
+        for (int64_t r = 0; r < tp; r++)
+            for (int64_t d = 0; d < dp; d++)
+                groups[gi++] = rank_of(mp, d, s, r);
+    for (int64_t i = 0; i < mp->n; i++) {
+        in[i] = bufs[i];
+        out[i] = bufs[i];
+    }
+    tern_coll_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.op = op;
+    cd.reduce = TERN_REDUCE_SUM;
+    cd.dtype = TERN_DTYPE_FP32;
+    cd.count = count;
+    cd.algo = TERN_ALGO_AUTO;
+    cd.groups = groups;
+    cd.ngroups = (unsigned)(pp * tp);
+    cd.group_size = (unsigned)dp;
+    tern_coll_result res;
+    tern_status st = tern_collective_run(mp->fab, &cd, in, out, &res, err);
+    free(groups), free(in), free(out);
+    if (st)
+        return tern_error_prefix(err, "train: data-parallel gradient %s: ", tern_coll_op_name(op));
+    *secs += (double)res.time_ps * 1e-12;
+    return TERN_OK;
+}
+
+/* ZeRO-1: data replica d updates block d of every (stage, tensor rank)'s flat weights with its block of the
+ * state; the all-gather spreads the updated blocks. nv as the plain update fills it. */
+static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float **nv, double *upd, double *comm,
+                               tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    int64_t tp = mp->p.tp, pp = mp->p.pp, dp = mp->p.dp;
+    size_t Z = mp->zshard;
+    tern_status st = TERN_OK;
+    for (int64_t s = 0; s < pp && !st; s++)
+        for (int64_t r = 0; r < tp && !st; r++) {
+            size_t ix = (size_t)(s * tp + r), flat = mp->stg[s].flat;
+            for (int q = -1; q < mp->nst && !st; q++)
+                if (!(nv[ix * 3 + (size_t)(q + 1)] = calloc(flat + 1, sizeof(float))))
+                    st = oom(err);
+            for (int64_t d = 0; d < dp && !st; d++) {
+                size_t lo = (size_t)d * Z, n = lo < flat ? (flat - lo < Z ? flat - lo : Z) : 0;
+                for (int k = 0; k < 4; k++)
+                    memset(mp->zb[k], 0, Z * sizeof(float));
+                if (n)
+                    memcpy(mp->zb[0], mp->val[ix] + lo, n * sizeof(float));
+                for (int q = 0; q < mp->nst && n; q++)
+                    memcpy(mp->zb[2 + q], mp->st[q][ix] + lo, n * sizeof(float));
+                double lr;
+                t->rt = mp->zrt;
+                st = train_set_step_scalars(t, step, &lr, err);
+                if (!st)
+                    st = tern_rt_set_input(mp->zrt, TRAIN_GSCALE, &gs, sizeof gs, err);
+                if (!st)
+                    st = tern_rt_set_input(mp->zrt, "tern.mp.p", mp->zb[0], Z * sizeof(float), err);
+                if (!st)
+                    st = tern_rt_set_input(mp->zrt, "tern.mp.g", mp->gacc[rank_of(mp, d, s, r)] + lo, Z * sizeof(float),
+                                           err);
+                for (int q = 0; q < mp->nst && !st; q++) {
+                    char nm[64];
+                    snprintf(nm, sizeof nm, "train.state%d.flat", q);
+                    st = tern_rt_set_input(mp->zrt, nm, mp->zb[2 + q], Z * sizeof(float), err);
+                }
+                double secs = 0;
+                if (!st)
+                    st = run_prog(mp->zrt, &secs, err);
+                if (secs > *upd)
+                    *upd = secs;
+                if (!st)
+                    st = tern_rt_get_output(mp->zrt, "tern.mp.p.new", mp->wbuf[rank_of(mp, d, s, r)] + lo,
+                                            Z * sizeof(float), err);
+                for (int q = 0; q < mp->nst && !st; q++) {
+                    char nm[64];
+                    snprintf(nm, sizeof nm, "train.state%d.new.flat", q);
+                    if (!(st = tern_rt_get_output(mp->zrt, nm, mp->zb[2 + q], Z * sizeof(float), err)) && n)
+                        memcpy(nv[ix * 3 + (size_t)(q + 1)] + lo, mp->zb[2 + q], n * sizeof(float));
+                }
+            }
+        }
+    t->rt = NULL;
+    if (!st)
+        st = dp_coll(mp, TERN_COLL_ALL_GATHER, mp->wbuf, mp->maxflat, comm, err);
+    for (int64_t s = 0; s < pp && !st; s++)
+        for (int64_t r = 0; r < tp; r++) {
+            size_t ix = (size_t)(s * tp + r);
+            memcpy(nv[ix * 3], mp->wbuf[rank_of(mp, 0, s, r)], mp->stg[s].flat * sizeof(float));
+        }
+    return st;
+}
+
 tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                           tern_train_step_info *info, tern_error *err)
 {
@@ -863,42 +1009,17 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     if (!isfinite(loss))
         return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the loss is not finite (%g)",
                               (unsigned long long)step, loss);
-    /* the data replicas' gradients: one all-reduce over the machine, a group per (stage, tensor rank) */
+    /* the data replicas' gradients: one all-reduce over the machine, a group per (stage, tensor rank); ZeRO-1 a
+     * reduce-scatter (replica d holds block d reduced), the blocks copied to replica 0's buffer for the norm */
     double tdp = 0;
-    if (dp > 1) {
-        unsigned *groups = malloc(sizeof(unsigned) * (size_t)mp->n + 1);
-        const void **in = malloc(sizeof(void *) * (size_t)mp->n + 1);
-        void **out = malloc(sizeof(void *) * (size_t)mp->n + 1);
-        if (!groups || !in || !out) {
-            free(groups), free(in), free(out);
-            return oom(err);
-        }
-        for (int64_t s = 0, gi = 0; s < pp; s++)
-            for (int64_t r = 0; r < tp; r++)
-                for (int64_t d = 0; d < dp; d++)
-                    groups[gi++] = rank_of(mp, d, s, r);
-        for (int64_t i = 0; i < mp->n; i++) {
-            in[i] = mp->gacc[i];
-            out[i] = mp->gacc[i];
-        }
-        tern_coll_desc cd;
-        memset(&cd, 0, sizeof cd);
-        cd.op = TERN_COLL_ALL_REDUCE;
-        cd.reduce = TERN_REDUCE_SUM;
-        cd.dtype = TERN_DTYPE_FP32;
-        cd.count = mp->maxflat;
-        cd.algo = TERN_ALGO_AUTO;
-        cd.groups = groups;
-        cd.ngroups = (unsigned)(pp * tp);
-        cd.group_size = (unsigned)dp;
-        tern_coll_result res;
-        st = tern_collective_run(mp->fab, &cd, in, out, &res, err);
-        free(groups), free(in), free(out);
-        if (st)
-            return tern_error_prefix(err, "train: step %llu: data-parallel gradient all-reduce: ",
-                                     (unsigned long long)step);
-        tdp = (double)res.time_ps * 1e-12;
-    }
+    if (dp > 1 && (st = dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gacc, mp->maxflat,
+                                &tdp, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
+    for (int64_t s = 0; s < pp && mp->zero; s++)
+        for (int64_t r = 0; r < tp; r++)
+            for (int64_t d = 1; d < dp; d++)
+                memcpy(mp->gacc[rank_of(mp, 0, s, r)] + (size_t)d * mp->zshard,
+                       mp->gacc[rank_of(mp, d, s, r)] + (size_t)d * mp->zshard, mp->zshard * sizeof(float));
     /* tied weights: every copy gets the sum of the stages' gradients, in stage order */
     for (int64_t s = 1; s < pp && mp->tied_count; s++)
         for (int i = 0; i < mp->stg[s].nw; i++) {
@@ -951,7 +1072,9 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     float **nv = calloc(nsr * 3 + 1, sizeof *nv);
     if (!nv)
         return oom(err);
-    for (int64_t s = 0; s < pp && !st; s++)
+    if (mp->zero)
+        st = update_zero(t, step, (float)(mp->gscale * coef), nv, &tupd, &tdp, err);
+    for (int64_t s = 0; s < pp && !st && !mp->zero; s++)
         for (int64_t r = 0; r < tp && !st; r++) {
             mp_stage *S = &mp->stg[s];
             size_t ix = (size_t)(s * tp + r);
@@ -1001,6 +1124,18 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                 }
             }
         }
+    t->rt = NULL;
+    for (int64_t s = 0; s < pp && !st && mp->zero; s++) /* ZeRO-1: the gathered weights and the state blocks */
+        for (int64_t r = 0; r < tp && !st; r++)
+            for (int q = -1; q < mp->nst && !st; q++) {
+                size_t ix = (size_t)(s * tp + r), at;
+                if (train_first_nonfinite(nv[ix * 3 + (size_t)(q + 1)], mp->stg[s].flat, &at))
+                    st = tern_error_set(err, TERN_ERR_RANGE,
+                                        "train: step %llu: stage %lld tensor rank %lld's updated %s is not finite "
+                                        "(flat element %zu)",
+                                        (unsigned long long)step, (long long)s, (long long)r,
+                                        q < 0 ? "weights" : "optimizer state", at);
+            }
     t->rt = NULL;
     if (!st)
         for (size_t ix = 0; ix < nsr; ix++)
@@ -1074,4 +1209,5 @@ void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
     out->update_seconds = mp->t_upd;
     out->p2p_seconds = mp->p2p_f;
     out->tied_seconds = mp->t_tied;
+    out->zero = mp->zero;
 }

@@ -13,7 +13,7 @@
 # a missing all-reduce or a lost micro-batch moves the loss by 1e-3 or more. The trained ONNX of tp=2,pp=2 holds
 # the reassembled weights (within 1e-5 of one core's). Then the errors: a tp that does not divide a pair's width or the
 # heads, a pp that does not divide the linear layers, a layout larger than the machine, a model with no pair, no cut.
-# Also: a layout's checkpoint resumes bit for bit, and MSE with SGD momentum matches.
+# Also: a layout's checkpoint resumes bit for bit, ZeRO-1 trains the same bytes, MSE with SGD momentum matches.
 set -u
 TERN=${1:?usage: test_train_tp_pp.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -113,6 +113,13 @@ expect 0 "$TERN" train "${A[@]}" --steps 6 -o "$tmp/full.onnx"
 expect 0 "$TERN" train "${A[@]}" --steps 3 --checkpoint "$tmp/ck" --every 3
 expect 0 "$TERN" train "${A[@]}" --steps 6 --resume "$tmp/ck" -o "$tmp/resumed.onnx"
 if cmp -s "$tmp/full.onnx" "$tmp/resumed.onnx"; then ok; else bad "tp=2,pp=2 resumed at step 3 differs from the run through"; fi
+# ZeRO-1 over the data replicas of tp=2,pp=2,dp=2: the same trained model byte for byte as without
+Z=("$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 16 --lr 1e-2 --precision fp32 --machine $M
+   --layout tp=2,pp=2,dp=2 --steps 6)
+expect 0 "$TERN" train "${Z[@]}" -o "$tmp/z0.onnx"
+expect 0 "$TERN" train "${Z[@]}" --zero 1 -o "$tmp/z1.onnx"
+contains "$tmp/out" "ZeRO-1: optimizer state in blocks over the data replicas"
+if cmp -s "$tmp/z0.onnx" "$tmp/z1.onnx"; then ok; else bad "ZeRO-1 on tp=2,pp=2,dp=2 trains another model"; fi
 "$PY" -c "import numpy as np; np.save('$tmp/t.npy', np.random.default_rng(3).standard_normal((96, 10)).astype(np.float32))"
 for L in "" "--layout tp=2,pp=2,dp=2"; do
     expect 0 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/t.npy" --loss mse --optimizer sgd \
@@ -140,6 +147,7 @@ err "pp=3 does not divide the model's 4 linear layers" --batch 24 --layout pp=3
 err "layout tp=4,pp=2,dp=8 needs 64 NeuronCores; 'trn1.32xlarge' has 32" --batch 16 --layout tp=4,pp=2,dp=8
 err "batch 16 does not split over 3 data replicas x 1 micro-batches" --batch 16 --layout tp=2,dp=3
 err "micro-batches need pipeline stages" --batch 16 --layout micro=2
+err "ZeRO stage 1 in a layout needs stage 1, data replicas (dp > 1: 1)" --batch 16 --layout tp=2 --zero 1
 expect 2 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --machine $M --layout pz=2
 contains "$tmp/err" "'pz' is not tp=N, pp=N, dp=N or micro=N"
 expect 1 "$TERN" train "$tmp/ln.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 16 --steps 1 --machine $M \
