@@ -22,6 +22,8 @@
 #define COLS 96
 
 static tern_core_config CFG;
+static const char *MACHINE = "trn1.32xlarge"; /* the machine and --nodes of check_case */
+static unsigned NODES;
 
 /* x [ROWS, COLS] -> pre = x * 2 + 1 -> collective -> red; out = red * 0.5 */
 static tern_kernel *build(tern_kernel_coll op, int32_t groups, int algo, uint64_t rows_in, uint64_t rows_out)
@@ -78,6 +80,7 @@ static int run_launch(const char *machine, unsigned ranks, tern_kernel *const *k
     tern_rt_ranks_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.ranks = ranks;
+    ro.nodes = strcmp(machine, MACHINE) ? 0 : NODES;
     ro.mode = mode;
     ro.threads = threads;
     ro.fill_nan = 1; /* a read that does not wait for the collective would see NaN */
@@ -146,7 +149,7 @@ static void check_case(const char *name, unsigned ranks, tern_kernel_coll op, in
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     memset(&c, 0, sizeof c);
-    int rc = run_launch("trn1.32xlarge", ranks, &k, 1, TERN_MODE_FUNCTIONAL, 1, rows_in, rows_out, &a, &err);
+    int rc = run_launch(MACHINE, ranks, &k, 1, TERN_MODE_FUNCTIONAL, 1, rows_in, rows_out, &a, &err);
     CHECK_MSG(rc == 0, "launch failed: %s", err.msg);
     if (rc) {
         tern_kernel_free(k);
@@ -156,8 +159,8 @@ static void check_case(const char *name, unsigned ranks, tern_kernel_coll op, in
     size_t nin = rows_in * COLS, nout = rows_out * COLS;
     uint64_t count = op == TERN_KCOLL_ALL_GATHER ? nout : nin;
     tern_fabric *f = NULL;
-    tern_fabric_opts fo = {0, ranks, 0};
-    CHECK(tern_fabric_load("trn1.32xlarge", &fo, &f, &err) == TERN_OK);
+    tern_fabric_opts fo = {NODES, ranks, 0};
+    CHECK(tern_fabric_load(MACHINE, &fo, &f, &err) == TERN_OK);
     unsigned *grp = NULL;
     tern_coll_desc d;
     memset(&d, 0, sizeof d);
@@ -218,13 +221,13 @@ static void check_case(const char *name, unsigned ranks, tern_kernel_coll op, in
     CHECK_MSG(bad_run == 0, "%zu elements differ from tern_collective_run", bad_run);
     CHECK_MSG(bad_out == 0, "%zu elements of the compute after the collective differ", bad_out);
     /* the same with 2 host threads, and timing-only: the same bits and picoseconds */
-    rc = run_launch("trn1.32xlarge", ranks, &k, 1, TERN_MODE_FUNCTIONAL, 2, rows_in, rows_out, &b, &err);
+    rc = run_launch(MACHINE, ranks, &k, 1, TERN_MODE_FUNCTIONAL, 2, rows_in, rows_out, &b, &err);
     CHECK_MSG(rc == 0, "2-thread launch failed: %s", err.msg);
     if (!rc) {
         CHECK_EQ_INT(b.time_ps, a.time_ps);
         CHECK(memcmp(a.out, b.out, ranks * nout * sizeof(float)) == 0);
     }
-    rc = run_launch("trn1.32xlarge", ranks, &k, 1, TERN_MODE_TIMING_ONLY, 1, rows_in, rows_out, &c, &err);
+    rc = run_launch(MACHINE, ranks, &k, 1, TERN_MODE_TIMING_ONLY, 1, rows_in, rows_out, &c, &err);
     CHECK_MSG(rc == 0, "timing-only launch failed: %s", err.msg);
     if (!rc)
         CHECK_EQ_INT(c.time_ps, a.time_ps);
@@ -282,6 +285,13 @@ int main(void)
     check_case("reduce-scatter 4 ranks ring", 4, TERN_KCOLL_REDUCE_SCATTER, 0, TERN_ALGO_RING);
     check_case("all-to-all 4 ranks", 4, TERN_KCOLL_ALL_TO_ALL, 0, TERN_ALGO_AUTO);
     check_case("permute 4 ranks", 4, TERN_KCOLL_PERMUTE, 0, TERN_ALGO_AUTO);
+    /* two instances over EFA, 2 ranks on each: the hierarchical all-reduce */
+    MACHINE = "2xtrn1.32xlarge";
+    NODES = 2;
+    check_case("all-reduce 2 x 2 ranks over EFA", 4, TERN_KCOLL_ALL_REDUCE, 0, TERN_ALGO_AUTO);
+    check_case("all-gather 2 x 2 ranks over EFA", 4, TERN_KCOLL_ALL_GATHER, 0, TERN_ALGO_AUTO);
+    MACHINE = "trn1.32xlarge";
+    NODES = 0;
 
     /* SPMD: every engine's r63 holds the rank id: a load whose source is offset by r63 elements reads
      * x[rank .. rank + COLS) on each rank */
