@@ -183,6 +183,16 @@ for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"]:
     else:
         case(op + "_one", op, [("x", F, s, "any")], [("y", F)], {"axes": [0], "keepdims": 0})
 
+# reductions over leading axes only with a column per partition (lower_reduce.c's reduce.leading: a batched linear
+# layer's weight and bias gradients); fixed shapes (no draw, so the cases after keep theirs): several blocks of
+# rows per [128, 1024] chunk, a chunk of fewer columns and one of fewer partitions, a size-1 axis between
+for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]:
+    if op == "ReduceSum":
+        case(op + "_leading", op, [("x", F, [10, 1, 140000], "any")], [("y", F)], {"keepdims": 1},
+             consts=[const("axes", [0, 1], np.int64)], node_inputs=["x", "axes"])
+    else:
+        case(op + "_leading", op, [("x", F, [4, 3, 150], "any")], [("y", F)], {"axes": [0, 1], "keepdims": 0})
+
 # ---- layout ----
 s = shape(2, 4)
 case("Reshape", "Reshape", [("x", F, s, "any")], [("y", F)], consts=[const("sh", [-1], np.int64)],
