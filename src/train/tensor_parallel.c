@@ -1,23 +1,29 @@
 /* Tensor parallelism, Megatron-style, and the plan of a layout tp x pp x dp (docs/training.md, "Tensor and pipeline
  * parallelism").
  *
- * The pair rule. A MatMul (or Gemm, transA = 0) whose second input is a 2-D weight [K, N] (Gemm transB = 1:
- * [N, K]) starts a pair; the nodes that read its output, and the nodes that read theirs, must be elementwise
- * (unary, binary, variadic) with every other input a scalar constant or a 1-D weight of N elements (a bias, split
- * with the columns), until a MatMul/Gemm b reads one of those values as its first input with a 2-D weight whose K
- * is N. No value of the pair but b's output may be read outside it (nor be a model output). The pair is then
- * column-parallel a (weight split along N, a Gemm's bias too), the elementwise nodes on N / tp columns, and
- * row-parallel b (weight split along K): each tensor rank's b gives a partial sum, all-reduced before its readers
- * (Megatron's g), and the pair's input gradient is all-reduced in the backward (Megatron's f). A Gemm b's own bias
- * is added on tensor rank 0 only. A linear layer that starts no pair stays replicated (every tensor rank runs it,
- * as Megatron runs the layers between its parallel regions); tp > 1 on a model with no pair is refused with the
- * first linear layer and why it starts none. N not divisible by tp is refused naming the node.
+ * The pair rule. A MatMul (or Gemm, transA = 0) whose second input is a 2-D weight [K, N] or a Transpose of one
+ * (PyTorch's nn.Linear) starts a pair (a); every node that reads its output, and every node reading theirs, must be
+ * one the rule can follow, until a MatMul/Gemm (b) reads one of those values, split along its last axis, with a
+ * 2-D weight whose K is that axis. Each value of the pair carries a split axis (a's columns at first): elementwise
+ * nodes (other inputs scalar constants, a bias of the columns, or a constant broadcast along the split axis: the
+ * causal mask); one Split of a's columns with constant sizes (a fused QKV: the columns become groups, each split
+ * tp ways); a Reshape that carries the split axis into heads or back (tp must divide the axis it starts); a
+ * Transpose; a MatMul of two values split along the same batch axis (per-head scores and context); a softmax along
+ * another axis. No value of the pair but b's output may be read outside it (nor be a model output). The pair is
+ * then column-parallel a (weight and bias split along N, within each group), the nodes between on N / tp columns
+ * (H / tp heads: Split sizes and Reshape targets rewritten per rank), and row-parallel b (weight split along K):
+ * each tensor rank's b gives a partial sum, all-reduced before its readers (Megatron's g), and the pair's input
+ * gradient is all-reduced in the backward (Megatron's f). A Gemm b's own bias is added on tensor rank 0 only. A
+ * linear layer that starts no pair stays replicated (every tensor rank runs it, as Megatron runs the layers between
+ * its parallel regions); tp > 1 on a model with no pair is refused with the first linear layer and why it starts
+ * none; tp not dividing the columns, a Split part or the heads is refused naming the node.
  *
- * Pipeline stages. The model's linear layers (MatMul/Gemm with a weight nothing else reads: a tied output projection
- * is none), in order, are split into pp equal runs
- * (pp must divide their count); the cut after stage s is the first place after its last linear layer (and before
- * the next stage's first) where exactly one float activation crosses and no pair is split; none is refused naming
- * the cut and what crosses. Segments are the pairs and the runs of other nodes between them and the cuts. */
+ * Pipeline stages. The model's linear layers (MatMul/Gemm with a weight nothing else reads: a tied output
+ * projection is none), in order, are split into pp equal runs (pp must divide their count); the cut after stage s
+ * is the first place after its last linear layer (and before the next stage's first) where exactly one float
+ * activation crosses (values the plan knows as constants - shapes, masks - are constants in every program) and no
+ * pair is split; none is refused naming the cut and what crosses. Segments are the pairs and the runs of other
+ * nodes between them and the cuts (and a loss segment after a pair that computes the model output). */
 #include "mp_internal.h"
 
 #include <stdio.h>
