@@ -287,8 +287,10 @@ void exec_assert_operand(const tern_core *core, const tern_instr *ins, int slot,
     TERN_ASSERT(ap->ndims >= 1 && ap->ndims <= TERN_AP_MAX_DIMS);
     TERN_ASSERT(ap->dtype < TERN_DTYPE_COUNT);
     TERN_ASSERT(ap->mem < TERN_MEM_COUNT && (mems & EXEC_MEM_BIT(ap->mem)));
-    TERN_ASSERT(ap->num_partitions >= 1);
-    if (ap->mem != TERN_MEM_HBM)
+    TERN_ASSERT(ap->num_partitions >= 1 && (ap->mem == TERN_MEM_HBM || ap->num_partitions <= core->cfg.partitions));
+    /* The partition range of a register-addressed operand is checked at run time (the executor's dynamic bounds,
+     * an error, not an assertion), so only a static one is asserted here. */
+    if (ap->mem != TERN_MEM_HBM && ap->offset_reg == TERN_REG_NONE)
         TERN_ASSERT((uint32_t)ap->start_partition + ap->num_partitions <= core->cfg.partitions);
 }
 

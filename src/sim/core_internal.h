@@ -129,7 +129,8 @@ typedef tern_status (*exec_fn)(tern_core *core, const exec_ctx *cx, const tern_i
  * (dispatch follows the FAMILY column), its engine field matches the stream and is one the table allows. */
 void exec_assert_entry(const exec_ctx *cx, const tern_instr *ins, tern_isa_family family);
 /* ... and operand `slot` is used as rules_check_ap leaves it: 1..4 free dimensions with a known dtype, in a memory
- * of `mems` (bit mask of 1u << tern_mem), 1..partitions partitions inside the core (on chip). */
+ * of `mems` (bit mask of 1u << tern_mem), 1..partitions partitions (on chip), inside the core when its address is
+ * static (a register-addressed one is bounds-checked at run time, with an error). */
 void exec_assert_operand(const tern_core *core, const tern_instr *ins, int slot, unsigned mems);
 #define EXEC_MEM_BIT(m) (1u << (m))
 #define EXEC_ONCHIP (EXEC_MEM_BIT(TERN_MEM_SBUF) | EXEC_MEM_BIT(TERN_MEM_PSUM))
