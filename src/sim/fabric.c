@@ -262,7 +262,7 @@ tern_status tern_fabric_build(const tern_machine *m, const tern_instance_spec *i
     uint64_t need;
     if (!fabric_host_bytes(f, &need) || need > TERN_FABRIC_HOST_LIMIT) {
         char nm[96], h[32], l[32], nb[32];
-        unsigned total = f->units * f->nodes_per_unit, units = f->units, ranks = f->nranks, used = f->used_nodes;
+        unsigned total = f->units * f->nodes_per_unit, units = f->units, nranks = f->nranks, used = f->used_nodes;
         if (cluster_count > 1)
             snprintf(nm, sizeof nm, "%ux%s", cluster_count, tern_machine_name(m));
         else
@@ -279,7 +279,7 @@ tern_status tern_fabric_build(const tern_machine *m, const tern_instance_spec *i
                               "simulation of a collective over every rank need %s%s of host memory (%s bytes), "
                               "above the limit of %s (%llu bytes, docs/multichip.md \"Size limit\"); use fewer "
                               "instances, --nodes or --ranks",
-                              nm, units, tern_machine_name(m), total, total == 1 ? "" : "s", used, ranks,
+                              nm, units, tern_machine_name(m), total, total == 1 ? "" : "s", used, nranks,
                               need == UINT64_MAX ? "more than " : "", h, nb, l,
                               (unsigned long long)TERN_FABRIC_HOST_LIMIT);
     }
