@@ -218,6 +218,7 @@ static const cost_fn cost_of[TERN_OP_COUNT] = {
 uint64_t timing_cost_cycles(const tern_timing_config *t, tern_engine e, const tern_instr *ins, uint32_t stat_m,
                             uint8_t stat_dtype)
 {
+    TERN_ASSERT(ins->opcode < TERN_OP_COUNT); /* the scheduler runs validated programs only (rules_check_instr) */
     return cost_of[ins->opcode](t, e, ins, stat_m, stat_dtype);
 }
 
