@@ -99,6 +99,14 @@ typedef struct {
      * the machine's cores; the model's Megatron linear pairs split over tp ranks, its linear layers staged over pp
      * in `micro` micro-batches (0: pp) on a 1F1B schedule. tp, pp <= 1: neither. */
     int64_t tp, pp, micro;
+    /* Initializers kept constant (not trained, written back unchanged; docs/training.md "Constants"): freeze
+     * holds n_freeze exact names or fnmatch(3) globs ("blocks.*.cos"; "blocks.0.*" for a prefix), each of which
+     * must match an initializer (else an error naming it); the pointers need only live through tern_train_create.
+     * By default an additive attention mask (0 / <= -1e4 values read only by the Add before a Softmax) is also
+     * constant, as PyTorch's register_buffer leaves it; no_auto_freeze 1 trains it. Refused with tp/pp layouts. */
+    const char *const *freeze;
+    size_t n_freeze;
+    int no_auto_freeze;
 } tern_train_opts;
 
 void tern_train_opts_default(tern_train_opts *o);
@@ -124,6 +132,10 @@ typedef struct {
  * error naming the node and the op. */
 tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o, tern_trainer **out, tern_error *err);
 void tern_train_free(tern_trainer *t);
+/* The float initializers kept constant (tern_train_opts.freeze and the default rule), in model order: name i
+ * and in *why (may be NULL) "--freeze" or "attention mask"; NULL past the count. */
+size_t tern_train_frozen_count(const tern_trainer *t);
+const char *tern_train_frozen_name(const tern_trainer *t, size_t i, const char **why);
 
 /* The (first) data input (NULL when the model has none) and its per-step shape; the class count for cross-entropy. */
 const char *tern_train_data_name(const tern_trainer *t);

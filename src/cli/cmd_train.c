@@ -56,6 +56,9 @@ static void usage(FILE *f)
             "                        updates stochastically rounded) | bf16-rne (the same, round to nearest even)\n"
             "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
             "  --no-fused-attention  attention blocks' backward node by node, not one fused tern.AttentionGrad\n"
+            "  --freeze NAME         keep initializer NAME (or a glob: 'blocks.*.cos') constant, untrained;\n"
+            "                        repeatable. Additive attention masks are constant by default\n"
+            "                        (--no-auto-freeze trains them; docs/training.md)\n"
             "  --recompute           activation recomputation: keep only the inputs of about sqrt(n) forward\n"
             "                        segments, recompute each before its backward (--recompute-segments N: N)\n"
             "  --machine M           target machine (default trn1.2xlarge)\n"
@@ -122,6 +125,8 @@ int tern_cmd_train(int argc, char **argv)
     int shuffle = 0, json = 0, timing = 0, wd_given = 0, progress = 0;
     tern_train_opts o;
     tern_train_opts_default(&o);
+    const char *freeze[64];
+    o.freeze = freeze;
     int rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -294,6 +299,15 @@ int tern_cmd_train(int argc, char **argv)
             resume = v;
         } else if (!strcmp(a, "--no-fused-attention")) {
             o.no_fused_attention = 1;
+        } else if (!strcmp(a, "--freeze")) {
+            VAL("an initializer name or glob");
+            if (o.n_freeze == sizeof freeze / sizeof *freeze) {
+                fprintf(stderr, "tern train: more than %zu --freeze patterns\n", sizeof freeze / sizeof *freeze);
+                return 2;
+            }
+            freeze[o.n_freeze++] = v;
+        } else if (!strcmp(a, "--no-auto-freeze")) {
+            o.no_auto_freeze = 1;
         } else if (!strcmp(a, "--recompute")) {
             o.recompute = -1;
         } else if (!strcmp(a, "--recompute-segments")) {
@@ -559,6 +573,11 @@ int tern_cmd_train(int argc, char **argv)
                    "per core (weights and optimizer state %.3f MiB)\n",
                    model, tern_train_weight_count(t), tern_train_graph_nodes(t), tern_train_model_flops(t),
                    (double)hb / 1048576.0, (double)ws / 1048576.0);
+        for (size_t k = 0, nf = tern_train_frozen_count(t); !json && k < nf; k++) { /* docs/training.md */
+            const char *why = "", *name = tern_train_frozen_name(t, k, &why);
+            printf("%s%s (%s)%s", k ? ", " : "constant initializers (not trained): ", name, why,
+                   k + 1 == nf ? "\n" : "");
+        }
         if (!json && (att_fused || att_unfused)) /* the fused attention backward (docs/training.md) */
             printf("attention: %d block%s with the fused backward (tern.AttentionGrad), %d node by node%s%s\n",
                    att_fused, att_fused == 1 ? "" : "s", att_unfused, att_why[0] ? ": " : "", att_why);

@@ -110,6 +110,23 @@ static int spread(ad_ctx *a, int g, ad_shape *sh, int ax, int64_t k)
     return ad_op(a, "Slice", 4, in);
 }
 
+/* Element k of an integer constant exactly: starts/ends are int64 and exporters write INT64_MAX / INT64_MIN for
+ * "to the edge", which a double cannot hold (the cast back overflowed: 'Slice axis 3: 0 elements'). A float
+ * constant is clamped to the int64 range before its cast. */
+static int64_t const_i64(const tern_host_tensor *t, size_t k)
+{
+    if (t->i)
+        return t->i[k];
+    double v = tern_host_tensor_get(t, k);
+    if (!(v == v))
+        return 0;
+    if (v >= 9.2233720368547758e18)
+        return INT64_MAX;
+    if (v <= -9.2233720368547758e18)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
 /* Slice with positive steps: the gradient's elements spread back k apart along each axis of step k (spread),
  * then padded with zeros to the operand's shape (a Pad) */
 static int g_slice(ad_ctx *a, const ad_fwd *f)
@@ -134,8 +151,8 @@ static int g_slice(ad_ctx *a, const ad_fwd *f)
     int64_t pads[2 * TERN_GRAPH_MAX_RANK] = {0};
     int y = f->dy[0];
     for (size_t k = 0; k < c[0]->count; k++) {
-        int64_t ax = c[2] ? (int64_t)tern_host_tensor_get(c[2], k) : (int64_t)k;
-        int64_t step = c[3] ? (int64_t)tern_host_tensor_get(c[3], k) : 1;
+        int64_t ax = c[2] ? const_i64(c[2], k) : (int64_t)k;
+        int64_t step = c[3] ? const_i64(c[3], k) : 1;
         if (ax < 0)
             ax += sx.rank;
         if (ax < 0 || ax >= sx.rank)
@@ -143,7 +160,7 @@ static int g_slice(ad_ctx *a, const ad_fwd *f)
         if (step < 1)
             return ad_fail_node(a, f->index, "Slice with step %lld has no gradient rule (positive steps only)",
                                 (long long)step);
-        int64_t st = (int64_t)tern_host_tensor_get(c[0], k), en = (int64_t)tern_host_tensor_get(c[1], k);
+        int64_t st = const_i64(c[0], k), en = const_i64(c[1], k);
         int64_t len = graph_slice_len(sx.d[ax], &st, &en, step);
         if (len != sg.d[ax])
             return ad_fail_node(a, f->index, "Slice axis %lld: %lld elements, the output has %lld", (long long)ax,

@@ -260,10 +260,14 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
     /* weights: float initializers of two or more elements become inputs (before inference, so no node reading
      * only weights is evaluated into a constant) */
     size_t nw = 0;
+    if ((st = train_freeze_check(t, grads_only == TRAIN_GRAPH_STEP || grads_only == TRAIN_GRAPH_UPDATE, err))) {
+        ad_free(&a);
+        return st;
+    }
     for (int v = 0; v < g->n_values; v++) {
         tern_graph_value *gv = &g->values[v];
         if ((gv->flags & TERN_VALUE_INITIALIZER) && gv->constant && gv->constant->type == TERN_ELEM_FLOAT &&
-            gv->constant->count >= 2)
+            gv->constant->count >= 2 && !train_frozen_why(g, v, o)) /* freeze.c: kept constant */
             nw++;
     }
     t->w = calloc(nw + 1, sizeof *t->w);
@@ -278,7 +282,7 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
     for (int v = 0; v < g->n_values; v++) {
         tern_graph_value *gv = &g->values[v];
         if (!((gv->flags & TERN_VALUE_INITIALIZER) && gv->constant && gv->constant->type == TERN_ELEM_FLOAT &&
-              gv->constant->count >= 2))
+              gv->constant->count >= 2) || train_frozen_why(g, v, o))
             continue;
         train_weight *w = &t->w[t->nw];
         w->name = dup_str(gv->name);

@@ -79,6 +79,7 @@ struct tern_trainer {
     struct train_dp *dp;        /* data parallelism (data_parallel.c); NULL: one core */
     struct train_mp *mp;        /* tensor / pipeline parallelism (pipeline_parallel.c); NULL: none */
     ad_att_report att;          /* the fused attention backward's plan (grad_attention.c) */
+    struct train_frozen_list *frozen; /* initializers kept constant (freeze.c) */
 };
 
 #define TRAIN_TARGET "train.target"
@@ -102,6 +103,11 @@ struct tern_trainer {
 #define TRAIN_GRAPH_GRADS 2
 #define TRAIN_GRAPH_UPDATE 3
 tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *err);
+/* freeze.c: why initializer v stays constant ("--freeze", "attention mask") or NULL; the check of o->freeze's
+ * names against t->g, recording the constant list in t->frozen when record; its free. */
+const char *train_frozen_why(const tern_graph *g, int v, const tern_train_opts *o);
+tern_status train_freeze_check(tern_trainer *t, int record, tern_error *err);
+void train_frozen_free(tern_trainer *t);
 /* The optimizer update nodes of weight w (value p, gradient g, the step's scalar inputs sc as the step graph
  * makes them); returns the new value, the new state in st_out. */
 int train_update_nodes(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int g, const int *sc, int *st_out);
@@ -109,7 +115,7 @@ int train_update_nodes(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int g
 /* data_parallel.c: tern_train_create and tern_train_step of a data-parallel trainer (t->o.ranks > 1, ZeRO or the
  * fixed reduction tree), after t->path, t->machine and t->loss_out are set. */
 tern_status train_dp_create(tern_trainer *t, tern_error *err);
-tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
+tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const void *labels, size_t label_count,
                           tern_train_step_info *info, tern_error *err);
 void train_dp_free(tern_trainer *t); /* t->dp and the per-rank copies; t->rt back to the update graph's */
 /* trainer.c's helpers the data-parallel trainer shares. The step's data travel between them packed: x holds

@@ -82,6 +82,7 @@ void tern_train_free(tern_trainer *t)
     train_dp_free(t);
     train_mp_free(t);
     train_free_weights(t->w, t->nw);
+    train_frozen_free(t);
     for (size_t k = 0; k < t->ndrop; k++) {
         free(t->drop[k].input);
         free(t->drop[k].mask);

@@ -125,6 +125,27 @@ case("Slice_strided", [node("Slice", ["a", "st", "en", "ax", "sp"])], {"a": rnd(
 case("Slice_strided_tail", [node("Slice", ["a", "st", "en", "ax", "sp"], "s"), node("Mul", ["s", "s"])], {"a": rnd(3, 8)},
      lambda p: p["a"][:, 1:8:3] ** 2, {"st": np.array([1], dtype=np.int64), "en": np.array([8], dtype=np.int64),
                                        "ax": np.array([1], dtype=np.int64), "sp": np.array([3], dtype=np.int64)})
+# Rotary embeddings' rotate_half: x[..., :d/2] and x[..., d/2:] as exporters write them (axis -1, ends INT64_MAX,
+# starts INT64_MIN and negative starts/ends), then cat(-x2, x1) * sin + x * cos.
+I64MAX, I64MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+case("Slice_int64_max_end", [node("Slice", ["a", "st", "en", "ax"])], {"a": rnd(2, 3, 4, 16)},
+     lambda p: p["a"][..., 8:], {"st": np.array([8], dtype=np.int64), "en": np.array([I64MAX], dtype=np.int64),
+                                 "ax": np.array([-1], dtype=np.int64)})
+case("Slice_int64_min_start", [node("Slice", ["a", "st", "en", "ax", "sp"])], {"a": rnd(3, 10)},
+     lambda p: p["a"][:, :-3:2], {"st": np.array([I64MIN], dtype=np.int64), "en": np.array([-3], dtype=np.int64),
+                                  "ax": np.array([-1], dtype=np.int64), "sp": np.array([2], dtype=np.int64)})
+case("Slice_negative_both_axes", [node("Slice", ["a", "st", "en", "ax"])], {"a": rnd(5, 4, 9)},
+     lambda p: p["a"][-4:-1, :, -6:], {"st": np.array([-4, -6], dtype=np.int64),
+                                       "en": np.array([-1, I64MAX], dtype=np.int64),
+                                       "ax": np.array([0, -1], dtype=np.int64)})
+case("Slice_rotate_half", [node("Slice", ["a", "s0", "e0", "ax"], "x1"), node("Slice", ["a", "s1", "e1", "ax"], "x2"),
+                           node("Neg", ["x2"], "nx2"), helper.make_node("Concat", ["nx2", "x1"], ["rh"], axis=-1),
+                           node("Mul", ["rh", "sn"], "rs"), node("Mul", ["a", "cs"], "ac"), node("Add", ["ac", "rs"])],
+     {"a": rnd(2, 2, 5, 16), "sn": rnd(5, 16), "cs": rnd(5, 16)},
+     lambda p: p["a"] * p["cs"] + torch.cat([-p["a"][..., 8:], p["a"][..., :8]], -1) * p["sn"],
+     {"s0": np.array([0], dtype=np.int64), "e0": np.array([8], dtype=np.int64),
+      "s1": np.array([8], dtype=np.int64), "e1": np.array([I64MAX], dtype=np.int64),
+      "ax": np.array([-1], dtype=np.int64)})
 case("Pad_constant", [node("Pad", ["a", "pd"])], {"a": rnd(2, 3, 4)},
      lambda p: F.pad(p["a"], (1, 2, 0, 1)), {"pd": np.array([0, 0, 1, 0, 1, 2], dtype=np.int64)})
 case("Concat_axis1", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(3, 2), "b": rnd(3, 5)},
