@@ -128,7 +128,7 @@ typedef struct {
 } tern_train_step_info;
 
 /* Loads the model, builds and compiles the training step. A weight is every float initializer with at least
- * two elements that the loss depends on; an op on a path from a weight to the loss with no gradient rule is an
+ * two elements that the loss depends on, but those kept constant (freeze, no_auto_freeze above); an op on a path from a weight to the loss with no gradient rule is an
  * error naming the node and the op. */
 tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o, tern_trainer **out, tern_error *err);
 void tern_train_free(tern_trainer *t);
