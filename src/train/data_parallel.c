@@ -38,7 +38,11 @@ struct train_dp {
     int64_t batch;                   /* the whole step's rows (t->o.batch holds the rows of one chunk) */
     int exact, zero;
     double gscale;                   /* applied to the summed gradient and loss */
-    tern_exe exe_grad, exe_zero, exe_znorm;
+    tern_exe exe_grad, exe_zero, exe_znorm, exe_zlamb;
+    tern_rt *rt_zlamb;               /* ZeRO with LAMB: the first pass (state, direction r, per-tensor sums) */
+    size_t ntr;                      /* ZeRO with LAMB: trained tensors (the per-tensor sums' length) */
+    float **seg;                     /* ZeRO with LAMB: [ranks] [shard x ntr] 1 where an element is tensor t's */
+    float **rdir, **lbuf, *rsq;      /* ZeRO with LAMB: [ranks] r; [ranks] the sums' all-gather; [ranks] sum g^2 */
     tern_rt *rt_grad, *rt_zero, *rt_upd, *rt_znorm; /* rt_znorm: ZeRO with clipping, the shard's sum of squares */
     double flops_grad;
     tern_fabric *fab;
@@ -65,6 +69,10 @@ struct train_dp {
 #define DP_SHARD "train.dp.shard"
 #define DP_SUMSQ "train.dp.sumsq"
 #define DP_SUMSQ_ALL "train.dp.sumsq.all" /* ZeRO with clipping: the global sum of squares, the shards' in rank order */
+#define DP_R "train.dp.r"                  /* ZeRO with LAMB: the shard's update direction */
+#define DP_SEG "train.dp.seg"              /* ZeRO with LAMB: [shard, tensors] which tensor each element is in */
+#define DP_PSQ "train.dp.psq"              /* ZeRO with LAMB: per tensor, the shard's sum of p^2 (.all: every rank's) */
+#define DP_RSQ "train.dp.rsq"              /* the same of r^2 */
 #define DP_ROW 8192 /* a long ZeRO shard is padded to whole rows of this many elements (its norm's reduction) */
 
 static tern_status oom(tern_error *err)
@@ -98,6 +106,20 @@ void train_dp_free(tern_trainer *t)
     tern_rt_free(dp->rt_grad);
     tern_rt_free(dp->rt_zero);
     tern_rt_free(dp->rt_znorm);
+    tern_rt_free(dp->rt_zlamb);
+    tern_exe_free(&dp->exe_zlamb);
+    for (int64_t r = 0; r < dp->ranks; r++) {
+        if (dp->seg)
+            free(dp->seg[r]);
+        if (dp->rdir)
+            free(dp->rdir[r]);
+        if (dp->lbuf)
+            free(dp->lbuf[r]);
+    }
+    free(dp->seg);
+    free(dp->rdir);
+    free(dp->lbuf);
+    free(dp->rsq);
     tern_exe_free(&dp->exe_grad);
     tern_exe_free(&dp->exe_zero);
     tern_exe_free(&dp->exe_znorm);
@@ -292,6 +314,125 @@ static int zname(ad_ctx *a, int v, const char *name)
     return y;
 }
 
+static int zadd_input2(ad_ctx *a, const char *name, int64_t n0, int64_t n1)
+{
+    int id = zadd_input(a, name, n0);
+    if (id >= 0) {
+        a->g->values[id].rank = 2;
+        a->g->values[id].dims[1] = n1;
+    }
+    return id;
+}
+
+/* Per tensor, the sum over the shard of x's elements in that tensor: x [S] times seg [S, T], summed over S (in
+ * rows of DP_ROW first when the shard is longer, as the norm's reduction). */
+static int seg_sum(ad_ctx *a, int x, int seg, size_t S, size_t T)
+{
+    ad_shape col = {.rank = 2, .d = {(int64_t)S, 1}};
+    int prod = ad_op2(a, "Mul", ad_reshape(a, x, &col), seg);
+    int64_t ax0 = 0, ax1 = 1;
+    if (S > DP_ROW) {
+        ad_shape rows = {.rank = 3, .d = {(int64_t)(S / DP_ROW), DP_ROW, (int64_t)T}};
+        return ad_reduce(a, "ReduceSum", ad_reduce(a, "ReduceSum", ad_reshape(a, prod, &rows), 1, &ax1, 0), 1, &ax0,
+                         0);
+    }
+    return ad_reduce(a, "ReduceSum", prod, 1, &ax0, 0);
+}
+
+/* ZeRO-1 with LAMB, whose trust ratio ||p|| / ||r|| is per tensor while a shard holds pieces of several: two
+ * passes around an all-gather of per-tensor sums. Pass 1 (phase 1): the step graph's LAMB state update and
+ * direction on the shard (r = m/bc1 / (sqrt(v)/sqrt(bc2) + eps) + wd p, written as build_update writes it), the
+ * new state, r, sum(g^2) and per tensor the shard's sums of p^2 and r^2. Pass 2 (phase 2): from every rank's sums
+ * (added in rank order) the trust ratio per tensor (1 when either norm is 0), spread to the elements through seg
+ * (one nonzero per row: exact), and p - r (trust lr). */
+static tern_status build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern_error *err)
+{
+    struct train_dp *dp = t->dp;
+    const tern_train_opts *o = &t->o;
+    tern_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return oom(err);
+    g->opset = 17;
+    g->ir_version = 8;
+    ad_ctx a;
+    tern_status st = ad_init(&a, g, err);
+    size_t S = dp->shard, T = dp->ntr;
+    int outs[8], no = 0;
+    if (!st) {
+        ad_shape one = {.rank = 1, .d = {1}};
+        int p = zadd_input(&a, DP_P, (int64_t)S), seg = zadd_input2(&a, DP_SEG, (int64_t)S, (int64_t)T);
+        if (phase == 1) {
+            int gin = zadd_input(&a, DP_G, (int64_t)S), gs = zadd_input(&a, TRAIN_GSCALE, 1);
+            int st0 = zadd_input(&a, "train.state0." DP_SHARD, (int64_t)S);
+            int st1 = zadd_input(&a, "train.state1." DP_SHARD, (int64_t)S);
+            int bc2 = zadd_input(&a, TRAIN_BC2_SQRT, 1), bc1 = zadd_input(&a, TRAIN_BC1, 1);
+            int gr = ad_op2(&a, "Mul", gin, gs), sq = ad_op2(&a, "Mul", gr, gr), sumsq;
+            if (S > DP_ROW) {
+                ad_shape rc = {.rank = 2, .d = {(int64_t)(S / DP_ROW), DP_ROW}};
+                int64_t ax = 1;
+                sumsq = ad_reduce(&a, "ReduceSum", ad_reduce(&a, "ReduceSum", ad_reshape(&a, sq, &rc), 1, &ax, 0), 0,
+                                  NULL, 0);
+            } else {
+                sumsq = ad_reduce(&a, "ReduceSum", sq, 0, NULL, 0);
+            }
+            int gu = gr;
+            if (o->clip_norm > 0) {
+                int gnorm = ad_op1(&a, "Sqrt", zadd_input(&a, DP_SUMSQ_ALL, 1));
+                int coef = ad_op2(&a, "Min",
+                                  ad_op2(&a, "Div", ad_const_f(&a, (float)o->clip_norm),
+                                         ad_op2(&a, "Add", gnorm, ad_const_f(&a, (float)1e-6))),
+                                  ad_const_f(&a, 1.0f));
+                gu = ad_op2(&a, "Mul", gr, coef);
+            }
+            int m = ad_op2(&a, "Add", ad_op2(&a, "Mul", st0, ad_const_f(&a, (float)o->beta1)),
+                           ad_op2(&a, "Mul", gu, ad_const_f(&a, (float)(1 - o->beta1))));
+            int v = ad_op2(&a, "Add", ad_op2(&a, "Mul", st1, ad_const_f(&a, (float)o->beta2)),
+                           ad_op2(&a, "Mul", ad_op2(&a, "Mul", gu, gu), ad_const_f(&a, (float)(1 - o->beta2))));
+            int denom = ad_op2(&a, "Add", ad_op2(&a, "Div", ad_op1(&a, "Sqrt", v), bc2), ad_const_f(&a, (float)o->eps));
+            int r = ad_op2(&a, "Div", ad_op2(&a, "Div", m, bc1), denom);
+            if (o->weight_decay != 0)
+                r = ad_op2(&a, "Add", r, ad_op2(&a, "Mul", p, ad_const_f(&a, (float)o->weight_decay)));
+            outs[no++] = zname(&a, m, "train.state0.new." DP_SHARD);
+            outs[no++] = zname(&a, v, "train.state1.new." DP_SHARD);
+            outs[no++] = zname(&a, r, DP_R);
+            outs[no++] = zname(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
+            outs[no++] = zname(&a, seg_sum(&a, ad_op2(&a, "Mul", p, p), seg, S, T), DP_PSQ);
+            outs[no++] = zname(&a, seg_sum(&a, ad_op2(&a, "Mul", r, r), seg, S, T), DP_RSQ);
+        } else {
+            int r = zadd_input(&a, DP_R, (int64_t)S), lr = zadd_input(&a, TRAIN_STEP_SIZE, 1);
+            int wn = ad_op1(&a, "Sqrt", zadd_input(&a, DP_PSQ ".all", (int64_t)T));
+            int rn = ad_op1(&a, "Sqrt", zadd_input(&a, DP_RSQ ".all", (int64_t)T));
+            int in[3] = {ad_op2(&a, "Greater", ad_op2(&a, "Mul", wn, rn), ad_const_f(&a, 0.0f)),
+                         ad_op2(&a, "Div", wn, rn), ad_const_f(&a, 1.0f)};
+            ad_shape rowt = {.rank = 2, .d = {1, (int64_t)T}};
+            int64_t ax1 = 1;
+            int te = ad_reduce(&a, "ReduceSum", ad_op2(&a, "Mul", seg, ad_reshape(&a, ad_op(&a, "Where", 3, in), &rowt)),
+                               1, &ax1, 0);
+            int np = ad_op2(&a, "Sub", p, ad_op2(&a, "Mul", r, ad_op2(&a, "Mul", te, lr)));
+            outs[no++] = zname(&a, np, DP_P ".new");
+        }
+        if (a.failed) {
+            st = err->code;
+        } else {
+            g->outputs = malloc(sizeof(int) * (size_t)no);
+            if (!g->outputs)
+                st = oom(err);
+            for (int k = 0; !st && k < no; k++) {
+                g->outputs[g->n_outputs++] = outs[k];
+                g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
+            }
+        }
+    }
+    ad_free(&a);
+    if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
+        tern_error_prefix(err, "train: ZeRO LAMB graph: ");
+    if (!st)
+        st = phase == 1 ? compile_load(t, g, &dp->exe_zlamb, &dp->rt_zlamb, NULL, hbm, "ZeRO LAMB pass 1", err)
+                        : compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO LAMB pass 2", err);
+    tern_graph_free(g);
+    return st;
+}
+
 /* ZeRO-1's shard update graph: a flat shard of p and g (shard elements), the state shards, the step's scalars;
  * g x gscale through the step graph's own update nodes; outputs the new p, the new state and sum(g^2). With
  * clipping, g x gscale is multiplied by the step graph's coefficient min(clip / (sqrt(S) + 1e-6), 1) of the global
@@ -470,10 +611,6 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     if (o->zero && n < 2)
         return tern_error_set(err, TERN_ERR_INVALID, "train: ZeRO-1 shards the optimizer state over ranks: %lld rank",
                               (long long)n);
-    if (o->zero && o->optimizer == TERN_OPT_LAMB)
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: ZeRO-1 with LAMB: the trust ratio needs each tensor's norms across the shards; "
-                              "use sgd, adam or adamw, or no ZeRO");
     if (o->zero && o->bf16_weights)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: ZeRO-1 with pure BF16 weights (bf16-sr, bf16-rne) is not supported yet; use no "
@@ -485,6 +622,7 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     tern_exe_init(&dp->exe_grad);
     tern_exe_init(&dp->exe_zero);
     tern_exe_init(&dp->exe_znorm);
+    tern_exe_init(&dp->exe_zlamb);
     dp->ranks = n;
     dp->chunks = k;
     dp->per_rank = k / n;
@@ -557,7 +695,15 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
             dp->shard = (dp->shard + DP_ROW - 1) / DP_ROW * DP_ROW;
         dp->count = dp->shard * (size_t)n;
         dp->state_rank = (uint64_t)dp->shard * 4 * (uint64_t)nst;
-        if ((st = build_zero(t, 0, &hbm, err)) || (o->clip_norm > 0 && (st = build_zero(t, 1, &hbm, err))))
+        for (size_t i = 0; i < t->nw; i++)
+            dp->ntr += t->w[i].trained != 0;
+        if (o->optimizer == TERN_OPT_LAMB) {
+            if ((st = build_zlamb(t, 1, &hbm, err)) || (st = build_zlamb(t, 2, &hbm, err)))
+                return st;
+        } else if ((st = build_zero(t, 0, &hbm, err))) {
+            return st;
+        }
+        if (o->clip_norm > 0 && (st = build_zero(t, 1, &hbm, err)))
             return st;
         t->rt = dp->rt_zero;
     } else {
@@ -596,6 +742,31 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
                 return oom(err);
             if (dp->zero && !(dp->wbuf[r] = calloc((size_t)n * (dp->shard + 1) + 1, sizeof(float))))
                 return oom(err);
+        }
+        if (dp->zero && o->optimizer == TERN_OPT_LAMB) {
+            size_t S = dp->shard, T = dp->ntr;
+            dp->seg = calloc((size_t)n, sizeof *dp->seg);
+            dp->rdir = calloc((size_t)n, sizeof *dp->rdir);
+            dp->lbuf = calloc((size_t)n, sizeof *dp->lbuf);
+            dp->rsq = calloc((size_t)n, sizeof *dp->rsq);
+            if (!dp->seg || !dp->rdir || !dp->lbuf || !dp->rsq)
+                return oom(err);
+            for (int64_t r = 0; r < n; r++) {
+                if (!(dp->seg[r] = calloc(S * T + 1, sizeof(float))) || !(dp->rdir[r] = calloc(S + 1, sizeof(float))) ||
+                    !(dp->lbuf[r] = calloc((size_t)n * 2 * T + 1, sizeof(float))))
+                    return oom(err);
+                size_t ti = 0;
+                for (size_t i = 0; i < t->nw; i++) {
+                    if (!t->w[i].trained)
+                        continue;
+                    for (size_t e = 0; e < t->w[i].count; e++) {
+                        size_t f = dp->off[i] + e;
+                        if (f >= (size_t)r * S && f < (size_t)(r + 1) * S)
+                            dp->seg[r][(f - (size_t)r * S) * T + ti] = 1.0f;
+                    }
+                    ti++;
+                }
+            }
         }
         if ((st = sync_ranks(t, err)))
             return st;
@@ -854,6 +1025,79 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
                                       "train: step %llu: rank %lld's gathered shard norms differ from rank 0's",
                                       (unsigned long long)step, (long long)r);
     }
+    int lamb = dp->rt_zlamb != NULL;
+    size_t T = dp->ntr;
+    double lr_step = tern_train_lr(&t->o, step);
+    if (lamb) {
+        /* LAMB pass 1 on every rank, then the per-tensor sums of p^2 and r^2 all-gathered (2 T per rank) */
+        double u1 = 0;
+        double bc1 = 1 - pow(t->o.beta1, (double)step), bc2 = 1 - pow(t->o.beta2, (double)step);
+        for (int64_t r = 0; r < (timing ? 1 : dp->ranks) && !st; r++) {
+            tern_rt *r1 = dp->rt_zlamb;
+            size_t lo = (size_t)r * S;
+            if (!timing) {
+                float *g = dp->tmp, *p = dp->tmp2;
+                memcpy(g, dp->gbuf[r] + lo, S * sizeof(float));
+                memset(p, 0, S * sizeof(float));
+                if (dp->total >= lo && dp->total < lo + S)
+                    g[dp->total - lo] = 0;
+                for (size_t i = 0; i < t->nw; i++) {
+                    const train_weight *w = &t->w[i];
+                    if (!w->trained || dp->off[i] + w->count <= lo || dp->off[i] >= lo + S)
+                        continue;
+                    size_t a = dp->off[i] > lo ? dp->off[i] : lo,
+                           b = dp->off[i] + w->count < lo + S ? dp->off[i] + w->count : lo + S;
+                    memcpy(p + (a - lo), rank_val(t, r, i) + (a - dp->off[i]), (b - a) * sizeof(float));
+                }
+                float sc1[3] = {(float)dp->gscale, (float)sqrt(bc2), (float)bc1};
+                st = set_in(t, r1, TRAIN_GSCALE, &sc1[0], 1, err);
+                if (!st)
+                    st = set_in(t, r1, TRAIN_BC2_SQRT, &sc1[1], 1, err);
+                if (!st)
+                    st = set_in(t, r1, TRAIN_BC1, &sc1[2], 1, err);
+                if (!st)
+                    st = set_in(t, r1, DP_P, p, S, err);
+                if (!st)
+                    st = set_in(t, r1, DP_G, g, S, err);
+                if (!st)
+                    st = set_in(t, r1, DP_SEG, dp->seg[r], S * T, err);
+                if (!st && dp->rt_znorm)
+                    st = set_in(t, r1, DP_SUMSQ_ALL, &sq_all, 1, err);
+                for (int k = 0; k < 2 && !st; k++) {
+                    char nm[64];
+                    snprintf(nm, sizeof nm, "train.state%d.%s", k, DP_SHARD);
+                    st = set_in(t, r1, nm, dp->rk[r].st[k][0], S, err);
+                }
+            }
+            tern_run_stats rs;
+            if (st || (st = tern_rt_execute(r1, &rs, err)))
+                return st;
+            if ((double)rs.time_ps * 1e-12 > u1)
+                u1 = (double)rs.time_ps * 1e-12;
+            if (timing)
+                break;
+            float *lb = dp->lbuf[r] + (size_t)r * 2 * T;
+            if ((st = tern_rt_get_output(r1, DP_R, dp->rdir[r], S * sizeof(float), err)) ||
+                (st = tern_rt_get_output(r1, DP_SUMSQ, &dp->rsq[r], sizeof(float), err)) ||
+                (st = tern_rt_get_output(r1, DP_PSQ, lb, T * sizeof(float), err)) ||
+                (st = tern_rt_get_output(r1, DP_RSQ, lb + T, T * sizeof(float), err)))
+                return st;
+            for (int k = 0; k < 2 && !st; k++) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "train.state%d.new.%s", k, DP_SHARD);
+                float *b = malloc(S * sizeof(float) + 1);
+                nzs[(size_t)r * 2 + (size_t)k] = b;
+                if (!b)
+                    return oom(err);
+                if ((st = tern_rt_get_output(r1, nm, b, S * sizeof(float), err)))
+                    return st;
+            }
+        }
+        *upd += u1;
+        if ((st = run_collective(t, TERN_COLL_ALL_GATHER, (uint64_t)dp->ranks * 2 * T, timing ? NULL : dp->lbuf, comm,
+                                 err)))
+            return st;
+    }
     t->rt = rt; /* the step's scalars below go to the update graph */
     double u0 = *upd, ub = 0;
     for (int64_t r = 0; r < (timing ? 1 : dp->ranks) && !st; r++) {
@@ -873,16 +1117,41 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
                                                                                                     : lo + S;
                 memcpy(p + (a - lo), rank_val(t, r, i) + (a - dp->off[i]), (b - a) * sizeof(float));
             }
-            st = train_set_step_scalars(t, step, &lr, err);
-            if (!st)
-                st = set_in(t, rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
-            if (!st)
+            if (lamb) { /* pass 2: p, r, which tensor each element is in, every rank's sums, lr */
+                float sums[2][64], *sp = T <= 64 ? sums[0] : malloc(2 * T * sizeof(float));
+                if (!sp)
+                    return oom(err);
+                memset(sp, 0, 2 * T * sizeof(float));
+                for (int64_t b = 0; b < dp->ranks; b++) /* the shards' sums in rank order */
+                    for (size_t q = 0; q < 2 * T; q++)
+                        sp[q] += dp->lbuf[r][(size_t)b * 2 * T + q];
+                float lrf = (float)lr_step;
+                lr = lr_step;
                 st = set_in(t, rt, DP_P, p, S, err);
-            if (!st)
+                if (!st)
+                    st = set_in(t, rt, DP_R, dp->rdir[r], S, err);
+                if (!st)
+                    st = set_in(t, rt, DP_SEG, dp->seg[r], S * T, err);
+                if (!st)
+                    st = set_in(t, rt, DP_PSQ ".all", sp, T, err);
+                if (!st)
+                    st = set_in(t, rt, DP_RSQ ".all", sp + T, T, err);
+                if (!st)
+                    st = set_in(t, rt, TRAIN_STEP_SIZE, &lrf, 1, err);
+                if (sp != sums[0])
+                    free(sp);
+            }
+            if (!lamb)
+                st = train_set_step_scalars(t, step, &lr, err);
+            if (!st && !lamb)
+                st = set_in(t, rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
+            if (!st && !lamb)
+                st = set_in(t, rt, DP_P, p, S, err);
+            if (!st && !lamb)
                 st = set_in(t, rt, DP_G, g, S, err);
-            if (!st && dp->rt_znorm)
+            if (!st && dp->rt_znorm && !lamb)
                 st = set_in(t, rt, DP_SUMSQ_ALL, &sq_all, 1, err);
-            for (int k = 0; k < nst && !st; k++) {
+            for (int k = 0; k < nst && !st && !lamb; k++) {
                 char nm[64];
                 snprintf(nm, sizeof nm, "train.state%d.%s", k, DP_SHARD);
                 st = set_in(t, rt, nm, dp->rk[r].st[k][0], S, err);
@@ -899,9 +1168,11 @@ static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double 
             break;
         float *blk = dp->wbuf[r] + (size_t)r * B;
         if ((st = tern_rt_get_output(rt, DP_P ".new", blk, S * sizeof(float), err)) ||
-            (st = tern_rt_get_output(rt, DP_SUMSQ, blk + S, sizeof(float), err)))
+            (!lamb && (st = tern_rt_get_output(rt, DP_SUMSQ, blk + S, sizeof(float), err))))
             break;
-        for (int k = 0; k < nst && !st; k++) {
+        if (lamb)
+            blk[S] = dp->rsq[r];
+        for (int k = 0; k < nst && !st && !lamb; k++) {
             char nm[64];
             snprintf(nm, sizeof nm, "train.state%d.new.%s", k, DP_SHARD);
             float *b = malloc(S * sizeof(float) + 1);
