@@ -460,7 +460,7 @@ static void place_constant(compile_ctx *c, int id)
 {
     const tern_graph_value *gv = tern_graph_value_at(c->g, id);
     cc_value *x = &c->v[id];
-    tern_dtype dt;
+    tern_dtype dt = TERN_DTYPE_FP32; /* set by dtype_of on success; initialised for gcc -O3's flow analysis */
     if (dtype_of(c, gv, &dt))
         return;
     shape_from(x, gv);
@@ -707,7 +707,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
 typedef struct {
     const char *name;
     int64_t value;
-    char from[160];
+    char from[192];
 } dim_bind;
 
 static int input_matches(const tern_graph_value *gv, const char *name)
