@@ -113,7 +113,7 @@ void tern_train_opts_default(tern_train_opts *o);
 /* The learning rate of step t (1-based) under o's schedule. */
 double tern_train_lr(const tern_train_opts *o, uint64_t step);
 /* 1 when autodiff has a gradient rule for the registry op id (the rule may still refuse some attributes, such
- * as a Slice's negative steps, naming them when the step is built); `tern ops` and docs/ops.md show it. */
+ * as a 3-D Conv, naming them when the step is built); `tern ops` and docs/ops.md show it. */
 int tern_train_op_has_gradient(tern_op_id id);
 
 typedef struct tern_trainer tern_trainer;

@@ -127,8 +127,18 @@ static int64_t const_i64(const tern_host_tensor *t, size_t k)
     return (int64_t)v;
 }
 
-/* Slice with positive steps: the gradient's elements spread back k apart along each axis of step k (spread),
- * then padded with zeros to the operand's shape (a Pad) */
+/* g reversed along axis ax: Slice(g, -1, INT64_MIN, ax, -1) */
+static int reverse(ad_ctx *a, int g, int64_t ax)
+{
+    int64_t st = -1, en = INT64_MIN, step = -1;
+    int in[5] = {g, ad_const_i64(a, 1, &st), ad_const_i64(a, 1, &en), ad_const_i64(a, 1, &ax),
+                 ad_const_i64(a, 1, &step)};
+    return ad_op(a, "Slice", 5, in);
+}
+
+/* Slice: the gradient's elements spread back k apart along each axis of step k (spread), then padded with zeros
+ * to the operand's shape (a Pad). A negative step -k picks st, st - k, ..., lo = st - (len - 1) k: the same
+ * elements as step k from lo in reverse order, so the gradient is first reversed along that axis. */
 static int g_slice(ad_ctx *a, const ad_fwd *f)
 {
     if (a->opset < 10)
@@ -157,9 +167,8 @@ static int g_slice(ad_ctx *a, const ad_fwd *f)
             ax += sx.rank;
         if (ax < 0 || ax >= sx.rank)
             return ad_fail_node(a, f->index, "Slice axis outside rank %d", sx.rank);
-        if (step < 1)
-            return ad_fail_node(a, f->index, "Slice with step %lld has no gradient rule (positive steps only)",
-                                (long long)step);
+        if (step == 0)
+            return ad_fail_node(a, f->index, "Slice with step 0 on axis %lld", (long long)ax);
         int64_t st = const_i64(c[0], k), en = const_i64(c[1], k);
         int64_t len = graph_slice_len(sx.d[ax], &st, &en, step);
         if (len != sg.d[ax])
@@ -167,6 +176,12 @@ static int g_slice(ad_ctx *a, const ad_fwd *f)
                                 (long long)len, (long long)sg.d[ax]);
         if (len == 0)
             return ad_fail_node(a, f->index, "Slice axis %lld selects nothing", (long long)ax);
+        if (step < 0) { /* len >= 1 elements from st down: lo = st + (len - 1) step >= 0, no overflow */
+            if (len > 1)
+                y = reverse(a, y, ax);
+            st = st + (len - 1) * step;
+            step = len > 1 ? -step : 1;
+        }
         if (step > 1 && len > 1)
             y = spread(a, y, &sg, (int)ax, step);
         pads[ax] = st;

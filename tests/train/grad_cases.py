@@ -146,6 +146,16 @@ case("Slice_rotate_half", [node("Slice", ["a", "s0", "e0", "ax"], "x1"), node("S
      {"s0": np.array([0], dtype=np.int64), "e0": np.array([8], dtype=np.int64),
       "s1": np.array([8], dtype=np.int64), "e1": np.array([I64MAX], dtype=np.int64),
       "ax": np.array([-1], dtype=np.int64)})
+# negative steps (torch slices only forward: the same elements as an index list)
+case("Slice_negative_step", [node("Slice", ["a", "st", "en", "ax", "sp"])], {"a": rnd(3, 8)},
+     lambda p: p["a"][:, torch.from_numpy(np.arange(8)[-2::-3].copy())],
+     {"st": np.array([-2], dtype=np.int64), "en": np.array([I64MIN], dtype=np.int64),
+      "ax": np.array([1], dtype=np.int64), "sp": np.array([-3], dtype=np.int64)})
+case("Slice_reverse_two_axes", [node("Slice", ["a", "st", "en", "ax", "sp"], "s"), node("Mul", ["s", "s"])],
+     {"a": rnd(5, 4, 6)},
+     lambda p: (p["a"][torch.from_numpy(np.arange(5)[::-1].copy())][:, :, torch.from_numpy(np.arange(6)[4:0:-2].copy())]) ** 2,
+     {"st": np.array([-1, 4], dtype=np.int64), "en": np.array([I64MIN, 0], dtype=np.int64),
+      "ax": np.array([0, 2], dtype=np.int64), "sp": np.array([-1, -2], dtype=np.int64)})
 case("Pad_constant", [node("Pad", ["a", "pd"])], {"a": rnd(2, 3, 4)},
      lambda p: F.pad(p["a"], (1, 2, 0, 1)), {"pd": np.array([0, 0, 1, 0, 1, 2], dtype=np.int64)})
 case("Concat_axis1", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(3, 2), "b": rnd(3, 5)},
