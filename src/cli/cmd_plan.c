@@ -1,5 +1,6 @@
 /* `tern plan`: which parallel layout to use for a training job, how long a step takes, what it costs, and how
- * that compares with GPU instances. The model is a Hugging Face config.json; the cluster an instance, a system
+ * that compares with GPU instances. The model is a Hugging Face config.json, or a transformer exported to ONNX
+ * (its configuration recovered from the graph, src/plan/onnx_config.c); the cluster an instance, a system
  * or NxINSTANCE. Prints every assumption with the table; --json writes the plans best first. docs/planner.md. */
 #include <malloc.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "plan/plan_internal.h"
 #include "tern/plan.h"
 
 #define CMD "tern plan"
@@ -15,11 +17,15 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tern plan --model CONFIG.json --cluster SPEC --seq N --global-batch N [--precision bf16|fp32]\n"
+            "usage: tern plan --model CONFIG.json|MODEL.onnx --cluster SPEC --seq N --global-batch N [--precision bf16|fp32]\n"
             "                 [--layout tp=A,pp=B,vpp=V,dp=C,mb=D,zero=0|1,recompute=none|full|selective] [--top N]\n"
             "                 [--price-file F] [--svg FILE]\n"
             "                 [--tokens T | --steps N] [--gpu-mfu F] [--json] [--quiet]\n"
-            "  --model     a Hugging Face config.json (llama, gpt2, bert, mixtral); data/models/ has examples\n"
+            "  --model     a Hugging Face config.json (llama, gpt2, bert, mixtral); data/models/ has examples;\n"
+            "              or a transformer exported to ONNX (.onnx: a Llama-, GPT-2- or BERT-style model): its\n"
+            "              layers, heads, key/value heads, widths, vocabulary and positions are recovered from the\n"
+            "              graph (printed, and in the JSON as recovered_config) and planned as that config.json\n"
+            "  --config-out FILE  write the config.json recovered from an ONNX model\n"
             "  --cluster   an instance or system (trn1.32xlarge, trn2.48xlarge, trn2-ultraserver) or NxINSTANCE\n"
             "              (32xtrn1.32xlarge); --machine is the same\n"
             "  --layout    fix some knobs; the others are searched (tp, pp, vpp = virtual stages per pipeline rank,\n"
@@ -82,9 +88,14 @@ static void progress(void *ctx, const char *what)
 
 static double gib(double b) { return b / 1073741824.0; }
 
-static void print_json(FILE *f, const tern_plan_out *o, size_t top, const tern_plan_opts *op, double host_s)
+static void print_json(FILE *f, const tern_plan_out *o, size_t top, const tern_plan_opts *op, double host_s,
+                       const char *recovered, const char *inferred)
 {
-    fprintf(f, "{\"machine\":\"%s\",\"instances\":%u,\"ranks\":%u,\"seq\":%lld,\"global_batch\":%lld,"
+    if (recovered) /* an ONNX model: the config.json recovered from its graph and what gave each field */
+        fprintf(f, "{\"recovered_config\":%s,\"recovered_from\":%s,", recovered, inferred);
+    else
+        fprintf(f, "{");
+    fprintf(f, "\"machine\":\"%s\",\"instances\":%u,\"ranks\":%u,\"seq\":%lld,\"global_batch\":%lld,"
                "\"searched\":%zu,\"simulated_graphs\":%zu,\"collectives_timed\":%zu,\"host_s\":%.3f,",
             o->machine, o->instances, o->ranks, (long long)op->seq, (long long)op->global_batch, o->searched,
             o->simulated, o->collectives, host_s);
@@ -301,7 +312,7 @@ int tern_cmd_plan(int argc, char **argv)
     tern_plan_opts_default(&o);
     o.seq = 0;
     o.global_batch = 0;
-    const char *model = NULL, *svg = NULL;
+    const char *model = NULL, *svg = NULL, *config_out = NULL;
     int json = 0, quiet = 0;
     size_t top = 5;
     for (int i = 1; i < argc; i++) {
@@ -346,6 +357,8 @@ int tern_cmd_plan(int argc, char **argv)
             } else if (!strcmp(a, "--top")) {
                 long t = strtol(v, &end, 10);
                 top = t > 0 ? (size_t)t : 0;
+            } else if (!strcmp(a, "--config-out")) {
+                config_out = v;
             } else if (!strcmp(a, "--svg")) {
                 svg = v;
                 o.timeline = 1;
@@ -379,9 +392,26 @@ int tern_cmd_plan(int argc, char **argv)
     }
     tern_error err = {0};
     tern_model_cfg cfg;
-    if (tern_model_cfg_load(model, &cfg, &err)) {
+    char *recovered = NULL, *inferred = NULL;
+    if (plan_is_onnx_path(model) ? plan_cfg_from_onnx(model, &cfg, &recovered, &inferred, &err)
+                                 : tern_model_cfg_load(model, &cfg, &err)) {
         fprintf(stderr, "%s: %s\n", CMD, err.msg);
         return 1;
+    }
+    if (recovered) {
+        if (!quiet)
+            fprintf(stderr, "%s: %s: recovered config %s\n%s: from: %s\n", CMD, model, recovered, CMD, inferred);
+        if (config_out) {
+            FILE *cf = fopen(config_out, "w");
+            if (!cf || fprintf(cf, "%s\n", recovered) < 0 || fclose(cf)) {
+                fprintf(stderr, "%s: --config-out %s: cannot write the file\n", CMD, config_out);
+                free(recovered), free(inferred);
+                return 1;
+            }
+        }
+    } else if (config_out) {
+        fprintf(stderr, "%s: --config-out needs an ONNX --model (the model is already a config.json)\n", CMD);
+        return 2;
     }
     o.progress = progress;
     o.progress_ctx = &quiet;
@@ -390,14 +420,18 @@ int tern_cmd_plan(int argc, char **argv)
     tern_plan_out out;
     if (tern_plan_run(&cfg, &o, &out, &err)) {
         fprintf(stderr, "%s: %s\n", CMD, err.msg);
+        free(recovered), free(inferred);
         return 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double host = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     if (json)
-        print_json(stdout, &out, top, &o, host);
-    else
+        print_json(stdout, &out, top, &o, host, recovered, inferred);
+    else {
+        if (recovered)
+            printf("model: %s, its config recovered from the ONNX graph: %s\n", model, recovered);
         print_table(stdout, &out, top, &o, host);
+    }
     int rc = 0;
     if (svg && out.plans[0].fits && write_svg(svg, &out)) {
         fprintf(stderr, "%s: --svg %s: cannot write the file\n", CMD, svg);
@@ -414,5 +448,6 @@ int tern_cmd_plan(int argc, char **argv)
         rc = 1;
     }
     tern_plan_out_free(&out);
+    free(recovered), free(inferred);
     return rc;
 }

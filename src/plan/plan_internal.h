@@ -120,4 +120,14 @@ int plan_pipeline_schedule(unsigned P, unsigned v, unsigned M, const double *f, 
 int plan_pipeline_sim(unsigned P, unsigned M, const double *f, const double *b, double x, double *makespan,
                       double *idle_max);
 
+/* ---- a transformer exported to ONNX read back into its configuration (onnx_config.c, docs/planner.md "ONNX
+ * models") ---- */
+int plan_is_onnx_path(const char *path); /* the name ends in ".onnx" */
+/* Recognises the repeated layers of the ONNX model at path and fills *out exactly as the equivalent config.json
+ * would; *config_json receives that config.json text and *inferred a JSON object naming, per field, what in the
+ * graph gave it (both malloc'd, NULL on error). A malformed file is the importer's error (the byte or field); a
+ * graph that is not a transformer, or whose structure does not give a field, an error naming what was not found. */
+tern_status plan_cfg_from_onnx(const char *path, tern_model_cfg *out, char **config_json, char **inferred,
+                               tern_error *err);
+
 #endif
