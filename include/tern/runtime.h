@@ -150,11 +150,24 @@ void tern_rt_set_rounding(tern_rt *rt, tern_round rounding, uint64_t seed);
  * the model's name for it (tern_exe_io_name), or else its program tensor's name (tern_exe_io.name). */
 tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, size_t bytes, tern_error *err);
 tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err);
-/* Run every core; the predicted time is the slowest core's. stats (optional) gets the sum over cores, with
- * time_ps = the slowest core's time. */
+/* Run every core; the predicted time is the slowest core's, plus the on-device gather of split outputs when the
+ * cores split a batch (tern_rt_gather). stats (optional) gets the sum over cores, with time_ps = the launch's. */
 tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err);
 /* Per-core statistics of the last execution. */
 const tern_run_stats *tern_rt_core_stats(const tern_rt *rt, unsigned core);
+/* The batch split as data parallelism (runtime/batch_ranks.c, docs/runtime.md): an executable whose cores split
+ * a batch runs them as the ranks of one multi-rank launch over the machine's fabric, and gathers each split output
+ * on the device with an all-gather; the predicted time is the last share's end plus the gathers. NULL when the
+ * cores run alone (one core, or no split output). Figures of the last execution. */
+typedef struct {
+    unsigned ranks;       /* the executable's cores */
+    unsigned gathers;     /* all-gathers run (one per split output) */
+    int64_t time_ps;      /* the launch: tern_rt_execute's time_ps */
+    int64_t compute_ps;   /* when the last share finished and the first gather started */
+    int64_t gather_ps;    /* the gathers' times (tern_collective_time for each size), summed */
+    int64_t share_max_ps; /* the slowest share alone on its core (timing-only, when the launch was prepared) */
+} tern_rt_gather_info;
+const tern_rt_gather_info *tern_rt_gather(const tern_rt *rt);
 
 /* ---- one program over many ranks (runtime/multi_rank.c; docs/multichip.md "Programs over ranks") ----
  * A launch over `machine` (an instance, a system, NxINSTANCE or a cluster file; its first o->ranks ranks spread

@@ -773,6 +773,11 @@ int tern_cmd_run(int argc, char **argv)
     /* two significant digits for a small model's small MFU, one decimal otherwise */
     printf("predicted device time on %s (%u core%s): %.3f ms, MFU %.*f%%\n", machine, x.cores, x.cores > 1 ? "s" : "",
            secs * 1e3, mfu >= 1 || mfu == 0 ? 1 : (int)ceil(-log10(mfu)) + 1, mfu);
+    const tern_rt_gather_info *gi = tern_rt_gather(rt);
+    if (gi) /* the batch split as ranks of one launch (docs/runtime.md) */
+        printf("  the %u shares ran as ranks of one launch: last share done at %.3f ms, then %u on-device "
+               "all-gather%s of the outputs: %.3f ms\n",
+               gi->ranks, gi->compute_ps * 1e-9, gi->gathers, gi->gathers == 1 ? "" : "s", gi->gather_ps * 1e-9);
     if (prof) {
         tern_prof_summary sum;
         if (tern_prof_finish(prof, &st, &sum, &err)) {

@@ -1,12 +1,15 @@
 /* Executing a tern executable on a simulated chip: one simulated NeuronCore per program, constants placed in each
- * core's HBM once, inputs sliced over the cores along the batch axis when the executable says so, outputs
- * gathered back. The cores' programs are independent (the compiler splits a batch), so they are simulated one
- * after the other; each core gets its share of the chip's HBM bandwidth, and the predicted time of an execution
- * is the slowest core's. */
+ * core's HBM once, inputs sliced over the cores along the batch axis when the executable says so. Each core gets
+ * its share of the chip's HBM bandwidth. When the cores split a batch (an output with split_batch), they run as
+ * the ranks of one multi-rank launch and each split output is gathered on the device by an all-gather over the
+ * machine's links (batch_ranks.c): the predicted time is the last share's end plus the gathers, and the outputs
+ * are read from core 0's gathered buffers. Otherwise (one core, or nothing split) the programs are independent
+ * and simulated one after the other, and the predicted time is the slowest core's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/batch_ranks.h"
 #include "tern/arch.h"
 #include "tern/runtime.h"
 
@@ -18,6 +21,7 @@ struct tern_rt {
     uint8_t **inputs; /* host copies, whole model, per input */
     int *input_set;
     tern_run_stats *stats;
+    tern_batch_ranks *batch; /* the batch split as ranks of one launch; NULL: the cores run alone */
 };
 
 /* A copy of everything but the constants' bytes (the caller's executable was validated when it was built or
@@ -210,6 +214,8 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     }
     st = rt->opts.force_machine ? TERN_OK : check_machine(x, machine, m, err);
     tern_machine_free(m);
+    if (!st)
+        st = tern_batch_ranks_create(&rt->exe, machine, &rt->cfg, &rt->batch, err);
     if (st) {
         tern_rt_free(rt);
         return st;
@@ -303,6 +309,7 @@ void tern_rt_free(tern_rt *rt)
     free(rt->input_set);
     free(rt->cores);
     free(rt->stats);
+    tern_batch_ranks_free(rt->batch);
     tern_exe_free(&rt->exe);
     free(rt);
 }
@@ -366,10 +373,16 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
                 if ((st = tern_core_hbm_write(rt->cores[c], t->hbm_addr, rt->inputs[i] + off, bytes, err)))
                     return st;
             }
+        if (rt->batch)
+            continue; /* inputs of every core first, then one launch */
         /* every launch starts from zeroed semaphores and registers, so repeated executions are identical */
         tern_core_reset_control(rt->cores[c]);
         if ((st = tern_core_run(rt->cores[c], prog, &rt->stats[c], err)))
             return tern_error_prefix(err, "runtime: core %u: ", c);
+    }
+    if (rt->batch && (st = tern_batch_ranks_execute(rt->batch, x, &rt->cfg, rt->cores, rt->stats, err)))
+        return st;
+    for (unsigned c = 0; c < x->cores; c++) {
         const tern_run_stats *s = &rt->stats[c];
         if (s->time_ps > total.time_ps)
             total.time_ps = s->time_ps;
@@ -383,6 +396,8 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
         total.macs += s->macs;
         total.dma_busy_ps += s->dma_busy_ps;
     }
+    if (rt->batch)
+        total.time_ps = tern_batch_ranks_info(rt->batch)->time_ps;
     if (stats)
         *stats = total;
     return TERN_OK;
@@ -391,7 +406,8 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
 tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err)
 {
     const tern_exe *x = &rt->exe;
-    const tern_exe_io *io = find_io(x->outputs, x->num_outputs, name, NULL);
+    size_t oi = 0;
+    const tern_exe_io *io = find_io(x->outputs, x->num_outputs, name, &oi);
     if (!io)
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no output named '%s'", name);
     uint64_t want = tern_exe_io_bytes(io);
@@ -402,6 +418,9 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': a timing-only run computes no values", name);
     if (want == 0)
         return TERN_OK; /* a zero-size output: nothing to read (data may be NULL) */
+    uint64_t at;
+    if (tern_batch_ranks_gathered(rt->batch, oi, &at)) /* gathered on the device: core 0 holds all of it */
+        return tern_core_hbm_read(rt->cores[0], at, data, want, err);
     for (unsigned c = 0; c < x->cores; c++) {
         const tern_program_tensor *t = tern_program_find_tensor(&x->programs[c], io->name);
         uint64_t off, n;
@@ -419,3 +438,5 @@ const tern_run_stats *tern_rt_core_stats(const tern_rt *rt, unsigned core)
 {
     return core < rt->exe.cores ? &rt->stats[core] : NULL;
 }
+
+const tern_rt_gather_info *tern_rt_gather(const tern_rt *rt) { return tern_batch_ranks_info(rt->batch); }
