@@ -691,12 +691,45 @@ tern_status plan_cfg_from_onnx(const char *path, tern_model_cfg *out, char **con
         return tern_error_set(err, e2.code ? e2.code : TERN_ERR_PARSE, "model '%s': not a readable ONNX model: %s%s%s",
                               path, e2.msg, why[0] ? "; " : "", why);
     }
+    /* symbolic input dims (a dynamic batch) are bound to 1: the structure, not the run, is what is read */
+    int bound = 0;
+    for (int k = 0; k < tern_graph_input_count(g); k++) {
+        const tern_graph_value *in = tern_graph_value_at(g, tern_graph_input_id(g, k));
+        int64_t dims[TERN_GRAPH_MAX_RANK];
+        int sym = 0;
+        for (int d = 0; d < in->rank; d++) {
+            dims[d] = in->dims[d] >= 0 ? in->dims[d] : 1;
+            sym |= in->dims[d] < 0;
+            if (in->dims[d] < 0 && d > 0) {
+                tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                               "model '%s': input '%s' has a symbolic dim%s%s%s at axis %d; only the batch (axis 0) "
+                               "may be symbolic: export with a fixed sequence length (the position tables, mask and "
+                               "rotary tables are read at that length)",
+                               path, in->name, in->dim_names[d] ? " '" : "", in->dim_names[d] ? in->dim_names[d] : "",
+                               in->dim_names[d] ? "'" : "", d);
+                tern_graph_free(g);
+                return err ? err->code : TERN_ERR_UNSUPPORTED;
+            }
+        }
+        if (sym && in->rank > 0) {
+            char nm[256];
+            snprintf(nm, sizeof nm, "%s", in->name);
+            if (tern_graph_set_input_shape(g, nm, in->rank, dims, &e2)) {
+                tern_graph_free(g);
+                return tern_error_set(err, e2.code, "model '%s': input '%s': %s", path, nm, e2.msg);
+            }
+            bound++;
+        }
+    }
     if (tern_graph_infer(g, &e2) || tern_graph_fold_constants(g, NULL, &e2)) {
         tern_graph_free(g);
         return tern_error_set(err, e2.code ? e2.code : TERN_ERR_INVALID,
                               "model '%s': its shapes could not be inferred: %s", path, e2.msg);
     }
     rctx r = {g, path, NULL, 0, 0, 0};
+    if (bound)
+        note(&r, "symbolic_dims", "the symbolic dims of %d graph input%s bound to 1 to read the structure", bound,
+             bound == 1 ? "" : "s");
     char cfg[1024];
     tern_status st = recover(&r, cfg, sizeof cfg, err);
     tern_graph_free(g);

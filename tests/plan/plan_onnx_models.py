@@ -38,6 +38,21 @@ export(BERT(300, 64, 4, 2, S), torch.randint(0, 300, (1, S)), "berts")
 json.dump({"model_type": "bert", "hidden_size": 64, "intermediate_size": 256, "num_attention_heads": 4,
            "num_hidden_layers": 2, "vocab_size": 300, "max_position_embeddings": S},
           open(os.path.join(out, "berts.json"), "w"))
+# as tests/train/llama_ref.py exports: no constant folding (buffers reach the graph through Slice nodes) and a
+# symbolic batch; vocab 64, width 32, 2 layers, 16 positions
+with torch.no_grad():
+    torch.onnx.export(Llama(64, 32, 4, 2, 64, 2, 16).eval(), (torch.zeros(2, 16, dtype=torch.int64),),
+                      os.path.join(out, "llama_dyn.onnx"), input_names=["input_ids"], output_names=["logits"],
+                      opset_version=14, dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"}},
+                      do_constant_folding=False)
+json.dump({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 64, "max_position_embeddings": 16},
+          open(os.path.join(out, "llama_dyn.json"), "w"))
+# a symbolic sequence length (refused: the tables are read at the exported length)
+with torch.no_grad():
+    torch.onnx.export(GPT(64, 32, 2, 1, 16).eval(), (torch.zeros(1, 16, dtype=torch.int64),),
+                      os.path.join(out, "gpt_dynseq.onnx"), input_names=["input_ids"], output_names=["logits"],
+                      opset_version=14, dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
 m = ResNet([8, 16], [1, 1], 10).eval()
 with torch.no_grad():
     torch.onnx.export(m, (torch.randn(1, 3, 32, 32),), os.path.join(out, "cnn.onnx"), input_names=["image"],

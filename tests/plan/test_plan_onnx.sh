@@ -34,6 +34,21 @@ assert a == b, (json.dumps(a)[:600], json.dumps(b)[:600])
 print(f"{sys.argv[3].rsplit('/', 1)[1]}: recovered {rec}; best step_s {a['plans'][0]['step_s']} equal in {len(a['plans'])} plans")
 PY
 done
+# a symbolic batch and no constant folding (tests/train/llama_ref.py's export)
+expect 0 "$TERN" plan --model "$tmp/llama_dyn.onnx" --cluster trn1.32xlarge --seq 16 --global-batch 32 --top 100 --json --quiet
+cp "$tmp/out" "$tmp/dyn.onnx.json"
+expect 0 "$TERN" plan --model "$tmp/llama_dyn.json" --cluster trn1.32xlarge --seq 16 --global-batch 32 --top 100 --json --quiet
+if $PY - "$tmp/dyn.onnx.json" "$tmp/out" "$tmp/llama_dyn.json" <<'PY'; then ok; else bad "llama_dyn: the ONNX plan differs"; fi
+import json, sys
+a, b, want = (json.load(open(p)) for p in sys.argv[1:4])
+rec, frm = a.pop("recovered_config"), a.pop("recovered_from")
+assert all(rec.get(k) == v for k, v in want.items()), (rec, want)
+assert "symbolic_dims" in frm, frm
+a.pop("host_s"), b.pop("host_s")
+assert a == b
+PY
+expect 1 "$TERN" plan --model "$tmp/gpt_dynseq.onnx" $JOB
+contains "$tmp/err" "has a symbolic dim 'seq' at axis 1; only the batch (axis 0) may be symbolic"
 # the recovered config as a file: planned like the ONNX model
 expect 0 "$TERN" plan --model "$tmp/llamas.onnx" --config-out "$tmp/llamas.rec.json" $JOB
 expect 0 "$TERN" plan --model "$tmp/llamas.rec.json" $JOB
