@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "compiler/compile_internal.h"
+#include "tern/arch.h"
 
 void tern_compile_opts_default(tern_compile_opts *o)
 {
@@ -932,9 +933,20 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
     c.release_constants = own;
     if ((st = tern_core_config_load(o.machine, &c.cfg, err)))
         return st;
-    if (o.cores > (c.cfg.timing.cores_per_chip ? c.cfg.timing.cores_per_chip : 1)) {
-        return tern_error_set(err, TERN_ERR_INVALID, "compile: %u cores requested; %s has %u per chip", o.cores,
-                              o.machine, c.cfg.timing.cores_per_chip);
+    /* the batch split spans the cores of a chip, or the chips of an instance (the runtime runs them as ranks) */
+    unsigned have = c.cfg.timing.cores_per_chip ? c.cfg.timing.cores_per_chip : 1;
+    if (o.cores > have) {
+        tern_machine *mm = NULL;
+        tern_peaks pk;
+        if (tern_machine_load(o.machine, &mm, err) == TERN_OK) {
+            tern_machine_peaks(mm, &pk);
+            tern_machine_free(mm);
+            have = pk.cores > have ? pk.cores : have;
+        }
+        if (o.cores > have)
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "compile: %u cores requested; %s has %u (%u per chip)", o.cores, o.machine, have,
+                                  c.cfg.timing.cores_per_chip);
     }
     if ((st = tern_kernel_create(&c.cfg, "model", &c.k, err)))
         return st;

@@ -203,14 +203,18 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
         tern_rt_free(rt);
         return st;
     }
+    /* the cores of a chip, or of an instance's chips (a batch split over chips runs them as ranks) */
     unsigned chip_cores = rt->cfg.timing.cores_per_chip ? rt->cfg.timing.cores_per_chip : 1;
-    if (rt->exe.cores > chip_cores) {
+    tern_peaks pk;
+    tern_machine_peaks(m, &pk);
+    unsigned machine_cores = pk.cores > chip_cores ? pk.cores : chip_cores;
+    if (rt->exe.cores > machine_cores) {
         tern_machine_free(m);
         tern_rt_free(rt);
         return tern_error_set(err, TERN_ERR_INVALID,
-                              "runtime: the executable needs %u NeuronCores; machine %s has %u per chip (compile for "
-                              "this machine, or use --cores)",
-                              x->cores, machine, chip_cores);
+                              "runtime: the executable needs %u NeuronCores; machine %s has %u (%u per chip; compile "
+                              "for this machine, or use --cores)",
+                              x->cores, machine, machine_cores, chip_cores);
     }
     st = rt->opts.force_machine ? TERN_OK : check_machine(x, machine, m, err);
     tern_machine_free(m);
@@ -259,8 +263,9 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     }
     /* Each core reaches one HBM stack (sim/config.c); cores that run at once share the stacks evenly. */
     unsigned stacks = rt->cfg.timing.hbm_stacks ? rt->cfg.timing.hbm_stacks : 1;
-    if (rt->exe.cores > stacks)
-        rt->cfg.timing.hbm_bandwidth /= (double)((rt->exe.cores + stacks - 1) / stacks);
+    unsigned on_chip = rt->exe.cores < chip_cores ? rt->exe.cores : chip_cores; /* the cores one chip runs */
+    if (on_chip > stacks)
+        rt->cfg.timing.hbm_bandwidth /= (double)((on_chip + stacks - 1) / stacks);
     rt->cores = calloc(rt->exe.cores, sizeof *rt->cores);
     rt->stats = calloc(rt->exe.cores, sizeof *rt->stats);
     rt->inputs = calloc(rt->exe.num_inputs ? rt->exe.num_inputs : 1, sizeof *rt->inputs);

@@ -173,7 +173,7 @@ int main(void)
         tern_rt_free(rt);
         TEST_BEGIN("an executable needing more cores than the chip is refused");
         CHECK(tern_rt_create(&x2, "neuroncore-v2", NULL, &rt, &err) != TERN_OK);
-        CHECK_STR_CONTAINS(err.msg, "needs 2 NeuronCores; machine neuroncore-v2 has 1 per chip");
+        CHECK_STR_CONTAINS(err.msg, "needs 2 NeuronCores; machine neuroncore-v2 has 1 (1 per chip");
         tern_exe_free(&x2);
         tern_kernel_free(kk[0]);
         tern_kernel_free(kk[1]);
