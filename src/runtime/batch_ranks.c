@@ -130,7 +130,7 @@ tern_status tern_batch_ranks_create(const tern_exe *x, const char *machine, cons
         tern_batch_ranks_free(b);
         return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
     }
-    tern_fabric_opts fo = {0, b->R, 1};
+    tern_fabric_opts fo = {1, b->R, 1}; /* the first instance: its first R physical cores */
     tern_status st = tern_fabric_load(machine, &fo, &b->f, err);
     if (st) {
         tern_batch_ranks_free(b);
