@@ -206,23 +206,31 @@ static tern_status fail(rctx *r, tern_error *err, tern_status code, const char *
     return tern_error_set(err, code, "%s: %s", r->src, msg);
 }
 
-/* The op counts of a graph that is not a transformer, for the refusal ("12 Conv, 8 Relu, ..."). */
+/* The op counts of a graph that is not a transformer, for the refusal ("6 Conv, 5 Relu, ..."): the first 24
+ * distinct ops in graph order. */
 static void op_summary(const rctx *r, char *buf, size_t len)
 {
-    int cnt = tern_graph_node_count(r->g);
+    enum { MAXOPS = 24 };
+    const char *ops[MAXOPS];
+    int counts[MAXOPS], nops = 0, more = 0, cnt = tern_graph_node_count(r->g);
+    for (int i = 0; i < cnt; i++) {
+        const char *op = nd(r, i)->op;
+        int k = 0;
+        while (k < nops && strcmp(ops[k], op))
+            k++;
+        if (k < nops)
+            counts[k]++;
+        else if (nops < MAXOPS)
+            ops[nops] = op, counts[nops++] = 1;
+        else
+            more = 1;
+    }
     size_t at = 0;
     buf[0] = 0;
-    for (int i = 0; i < cnt && at + 40 < len; i++) {
-        const char *op = nd(r, i)->op;
-        int first = 1, c = 0;
-        for (int j = 0; j < i && first; j++)
-            first = strcmp(nd(r, j)->op, op) != 0;
-        if (!first)
-            continue;
-        for (int j = i; j < cnt; j++)
-            c += !strcmp(nd(r, j)->op, op);
-        at += (size_t)snprintf(buf + at, len - at, "%s%d %s", at ? ", " : "", c, op);
-    }
+    for (int k = 0; k < nops && at + 48 < len; k++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%d %s", k ? ", " : "", counts[k], ops[k]);
+    if (more && at + 8 < len)
+        snprintf(buf + at, len - at, ", ...");
 }
 
 static tern_status recover(rctx *r, char *cfg, size_t cfglen, tern_error *err)

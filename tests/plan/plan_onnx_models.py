@@ -1,6 +1,7 @@
-"""Models for tests/plan/test_plan_onnx.sh: a small GPT-2-style and a Llama-style transformer (scripts/gen_models.py's
+"""Models for tests/plan/test_plan_onnx.sh: small GPT-2-, Llama- and BERT-style transformers (scripts/gen_models.py's
 GPT, Llama and BERT, seeded random weights) exported from PyTorch to ONNX as a user would (opset 14, constant folding on),
-each with the config.json that describes the same architecture, and a small CNN (not a transformer).
+each with the config.json that describes the same architecture; and models it refuses: a T5-style encoder, a
+symbolic sequence length, a small CNN (not a transformer).
 
 usage: plan_onnx_models.py OUTDIR"""
 import json
@@ -10,7 +11,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from gen_models import BERT, GPT, Llama, ResNet  # noqa: E402
+from gen_models import BERT, GPT, Llama, ResNet, T5Encoder  # noqa: E402
 
 out = sys.argv[1]
 torch.manual_seed(0)
@@ -53,6 +54,8 @@ with torch.no_grad():
     torch.onnx.export(GPT(64, 32, 2, 1, 16).eval(), (torch.zeros(1, 16, dtype=torch.int64),),
                       os.path.join(out, "gpt_dynseq.onnx"), input_names=["input_ids"], output_names=["logits"],
                       opset_version=14, dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
+# a T5-style encoder: its attention mask is the relative position bias (refused: not causal, not absent)
+export(T5Encoder(128, 64, 2, 32, 128, 1), torch.randint(0, 128, (1, 32)), "t5")
 m = ResNet([8, 16], [1, 1], 10).eval()
 with torch.no_grad():
     torch.onnx.export(m, (torch.randn(1, 3, 32, 32),), os.path.join(out, "cnn.onnx"), input_names=["image"],

@@ -62,6 +62,9 @@ contains "$tmp/out" '"n_head":4'
 expect 1 "$TERN" plan --model "$tmp/cnn.onnx" $JOB
 contains "$tmp/err" "not a transformer: no scaled dot-product attention"
 contains "$tmp/err" "6 Conv"
+# a mask that is neither causal nor absent (T5's relative position bias)
+expect 1 "$TERN" plan --model "$tmp/t5.onnx" $JOB
+contains "$tmp/err" "has a mask that is not a constant causal (lower-triangular) one"
 # malformed files: the byte and the field
 head -c 5000 "$tmp/gpt2s.onnx" >"$tmp/trunc.onnx"
 expect 1 "$TERN" plan --model "$tmp/trunc.onnx" $JOB
