@@ -10,6 +10,7 @@
 #     trained ONNX keeps the three byte for byte, every other weight changed, and its trained weights match
 #     PyTorch's trained parameters (max |diff| <= 1e-4 of the tensor's largest magnitude);
 #   - both attention blocks take the fused backward;
+#   - 2 data-parallel ranks keep the same constants and train the same weights as one core (3 steps, 1e-5);
 #   - --freeze of an unknown name is an error naming it; --no-auto-freeze trains the masks (listed no more).
 set -u
 TERN=${1:?usage: test_train_llama.sh TERN_BIN}
@@ -62,6 +63,23 @@ fail = fail or not werr <= 1e-4
 print(f"llama: max loss rel {rel.max():.2e}, loss {a[0]:.5f} -> {b[-1]:.5f}, trained weights within {werr:.2e} "
       f"of PyTorch's, {len(bufs)} buffers unchanged, predicted step {got['steps'][-1]['step_ms']:.3f} ms")
 sys.exit(1 if fail else 0)
+PYEOF
+# data parallelism (2 ranks of trn1.32xlarge) keeps the same constants and trains the same weights (3 steps)
+expect 0 "$TERN" train "${args[@]}" --steps 3 --machine trn1.32xlarge --cores 2 -o "$tmp/dp.onnx"
+contains "$tmp/out" "blocks.0.sin (--freeze), blocks.0.mask (attention mask)"
+expect 0 "$TERN" train "${args[@]}" --steps 3 -o "$tmp/one.onnx"
+if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "2 ranks differ from 1 (above)"; fi
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+d = sys.argv[1]
+a, b, c = ({i.name: numpy_helper.to_array(i) for i in onnx.load(f"{d}/{f}.onnx").graph.initializer}
+           for f in ("dp", "one", "llama"))
+err = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(b[k]).max(), 1e-30)) for k in b)
+same = all(a[k].tobytes() == c[k].tobytes() for k in ("blocks.0.mask", "blocks.0.cos", "blocks.0.sin"))
+print(f"llama: 2 ranks vs 1: weights within {err:.2e}, buffers unchanged: {same}")
+sys.exit(0 if err <= 1e-5 and same else 1)
 PYEOF
 # an unknown --freeze name is an error naming it
 expect 1 "$TERN" train "${args[@]}" --steps 1 --freeze blocks.0.nothing
