@@ -596,7 +596,7 @@ static tern_status read_imm(lexer *L, int is_float, const char *key, int32_t *ou
 static tern_status read_ap(lexer *L, tern_ap *ap, const char *key)
 {
     tern_status st;
-    unsigned mem;
+    unsigned mem = 0; /* read_name sets it on success; initialised for gcc -O3's flow analysis */
     char what[64];
     if ((st = read_name(L, "memory", mem_name_u, TERN_MEM_COUNT, &mem)))
         return st;
@@ -672,7 +672,7 @@ static tern_status read_ap(lexer *L, tern_ap *ap, const char *key)
 
 static tern_status read_flags(lexer *L, uint16_t *out)
 {
-    unsigned f;
+    unsigned f = 0; /* set by read_name on success */
     tern_status st;
     for (;;) {
         const char *s = L->p;
@@ -813,7 +813,7 @@ static tern_status read_instr(lexer *L, int engine, tern_program *out)
         if (is_eol(*L->p) || is_comment(*L->p))
             break;
         const char *ks = L->p;
-        unsigned key;
+        unsigned key = 0; /* set by read_name on success */
         if ((st = read_name(L, "field", key_name_u, K_COUNT, &key)))
             return st;
         if (seen & (1u << key))

@@ -136,7 +136,7 @@ static tern_status known_keys(ctx *c, const cJSON *obj, const char *prefix, cons
             for (const char *const *a = allowed; *a; a++)
                 snprintf(accepted + strlen(accepted), sizeof accepted - strlen(accepted), "%s%s",
                          a == allowed ? "" : ", ", *a);
-            char field[128];
+            char field[192]; /* prefix (up to 167, get_figure's sub) + key */
             snprintf(field, sizeof field, "%s%s", prefix, it->string ? it->string : "?");
             return bad(c, field, "unknown field (accepted here: %s)", accepted);
         }
@@ -148,7 +148,7 @@ static tern_status get_string(ctx *c, const cJSON *obj, const char *prefix, cons
                               const char **out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    char field[128];
+    char field[192]; /* prefix (up to 167, get_figure's sub) + key */
     snprintf(field, sizeof field, "%s%s", prefix, key);
     *out = NULL;
     if (!v)
@@ -165,7 +165,7 @@ static tern_status get_figure(ctx *c, const cJSON *obj, const char *prefix, cons
                               int positive, double *si, int *set)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    char field[128];
+    char field[160]; /* prefix + key; sub below adds ".value" and get_string/known_keys add a key to sub */
     snprintf(field, sizeof field, "%s%s", prefix, key);
     *set = 0;
     if (!v)
@@ -174,7 +174,7 @@ static tern_status get_figure(ctx *c, const cJSON *obj, const char *prefix, cons
         return bad(c, field, "must be an object {\"value\": N, \"unit\": \"%s\", \"source\": \"...\"}",
                    arch_unit_si_name(kind));
     static const char *const keys[] = {"value", "unit", "source", "note", NULL};
-    char sub[140];
+    char sub[168];
     snprintf(sub, sizeof sub, "%s.", field);
     tern_status st = known_keys(c, v, sub, keys);
     if (st)
