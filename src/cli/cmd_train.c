@@ -561,11 +561,23 @@ int tern_cmd_train(int argc, char **argv)
             perm[j] = tmp;
         }
     }
-    if (json)
+    if (json) {
         printf("{\"model\":\"%s\",\"batch\":%lld,\"weights\":%zu,\"graph_nodes\":%zu,\"attention_fused\":%d,\"attention_unfused\":%d,"
-               "\"step_flops\":%.17g,\"hbm_bytes\":%llu,\"steps\":[",
+               "\"step_flops\":%.17g,\"hbm_bytes\":%llu,\"constants\":[",
                model, (long long)batch, tern_train_weight_count(t), tern_train_graph_nodes(t), att_fused, att_unfused,
                tern_train_model_flops(t), (unsigned long long)tern_train_hbm_bytes(t, NULL));
+        for (size_t k = 0; k < tern_train_frozen_count(t); k++) { /* initializers kept constant: name and why */
+            const char *why = "", *name = tern_train_frozen_name(t, k, &why);
+            printf("%s{\"name\":\"", k ? "," : "");
+            for (const char *c = name; *c; c++) { /* a JSON string: quote and backslash escaped, controls as ? */
+                if (*c == '"' || *c == '\\')
+                    putchar('\\');
+                putchar((unsigned char)*c < 0x20 ? '?' : *c);
+            }
+            printf("\",\"why\":\"%s\"}", why);
+        }
+        printf("],\"steps\":[");
+    }
     {
         uint64_t ws = 0, hb = tern_train_hbm_bytes(t, &ws);
         if (!json)

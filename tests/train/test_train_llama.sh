@@ -47,6 +47,10 @@ init = {i.name: numpy_helper.to_array(i) for i in onnx.load(f"{d}/llama.onnx").g
 trained = {i.name: numpy_helper.to_array(i) for i in onnx.load(f"{d}/trained.onnx").graph.initializer}
 tp = np.load(f"{d}/trained_ref.npz")
 fail = len(b) != 20 or not rel.max() <= 1e-4
+want = [{"name": "blocks.0.cos", "why": "--freeze"}, {"name": "blocks.0.sin", "why": "--freeze"},
+        {"name": "blocks.0.mask", "why": "attention mask"}]
+if got.get("constants") != want or got.get("weights") != 21:
+    print(f"NOT OK: --json constants {got.get('constants')}, weights {got.get('weights')}"); fail = True
 # torch.onnx.export keeps one initializer for equal buffers: blocks.1's are blocks.0's
 bufs = [n for n in ref["buffers"] if n in init]
 fail = fail or sorted(bufs) != ["blocks.0.cos", "blocks.0.mask", "blocks.0.sin"]
