@@ -153,7 +153,7 @@ static void compile_usage(FILE *f)
                "                    [--no-fuse-residual] [--no-fuse-layernorm] [--explain]\n"
                "  --machine  target (trn1, trn2, trn3 or any catalogue name or JSON path; default trn1)\n"
                "  --dtype    matmul precision: bf16 with fp32 accumulation (default), fp32, fp8 (e4m3)\n"
-               "  --cores    split the batch over N NeuronCores of the chip (default 1)\n"
+               "  --cores    split the batch over N NeuronCores of the chip or instance (default 1)\n"
                "  --dim      N: value for symbolic input dimensions not bound by name (default 1); NAME=VALUE: one named\n"
                "             dimension (--dim batch=2 --dim seq=64), repeatable\n"
                "  --no-fuse-attention  keep attention as separate nodes (for comparisons)\n"
