@@ -88,6 +88,9 @@ PYEOF
 # an unknown --freeze name is an error naming it
 expect 1 "$TERN" train "${args[@]}" --steps 1 --freeze blocks.0.nothing
 contains "$tmp/err" "--freeze 'blocks.0.nothing' names no initializer"
+# tensor/pipeline layouts choose their weights themselves: --freeze is refused there
+expect 1 "$TERN" train "${args[@]}" --steps 1 --machine trn1.32xlarge --layout tp=2
+contains "$tmp/err" "--freeze is not supported with tensor/pipeline layouts"
 # --no-auto-freeze: the mask is a trained weight again (22 tensors), only the --freeze ones listed
 expect 0 "$TERN" train "${args[@]}" --steps 1 --no-auto-freeze
 contains "$tmp/out" "training $tmp/llama.onnx: 22 weight tensors"
