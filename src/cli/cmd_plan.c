@@ -19,7 +19,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tern plan --model CONFIG.json|MODEL.onnx --cluster SPEC --seq N --global-batch N [--precision bf16|fp32]\n"
             "                 [--layout tp=A,pp=B,vpp=V,dp=C,mb=D,zero=0|1,recompute=none|full|selective] [--top N]\n"
-            "                 [--price-file F] [--svg FILE]\n"
+            "                 [--price-file F] [--svg FILE] [--config-out FILE]\n"
             "                 [--tokens T | --steps N] [--gpu-mfu F] [--json] [--quiet]\n"
             "  --model     a Hugging Face config.json (llama, gpt2, bert, mixtral); data/models/ has examples;\n"
             "              or a transformer exported to ONNX (.onnx: a Llama-, GPT-2- or BERT-style model): its\n"
