@@ -103,7 +103,8 @@ tern_status tern_train_save_onnx(const tern_trainer *t, const char *path, tern_e
      * model, as model.eval() would export it: its training_mode input is dropped (the default is false). */
     for (size_t i = 0; i < gp->n_node && !st; i++) {
         Onnx__NodeProto *np = gp->node[i];
-        if (np->op_type && !strcmp(np->op_type, "Dropout") && (!np->domain || !np->domain[0]) && np->n_input >= 3) {
+        tern_op_id op = tern_op_lookup(np->domain, np->op_type); /* the registry names the op, not a strcmp here */
+        if (op == TERN_GOP_DROPOUT && np->n_input >= 3) {
             for (size_t k = 2; k < np->n_input; k++)
                 free(np->input[k]);
             np->n_input = 2;
@@ -111,7 +112,7 @@ tern_status tern_train_save_onnx(const tern_trainer *t, const char *path, tern_e
         /* BatchNormalization exported in training mode (training_mode = 1, PyTorch's TrainingMode.TRAINING) becomes
          * the inference-mode node of model.eval(), which reads the running statistics tern train updated: the
          * attribute set to 0 and the running-statistic outputs dropped (kept when the graph outputs one) */
-        if (np->op_type && !strcmp(np->op_type, "BatchNormalization") && (!np->domain || !np->domain[0])) {
+        if (op == TERN_GOP_BATCH_NORMALIZATION) {
             int out = 0;
             for (size_t k = 1; k < np->n_output; k++)
                 for (size_t j = 0; j < gp->n_output; j++)
