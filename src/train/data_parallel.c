@@ -179,7 +179,7 @@ static float *rank_state(tern_trainer *t, int64_t r, size_t i, int k)
 
 /* Live-code pruning: a node is kept when an output of the graph depends on it, an input when a kept node reads
  * it (the update graph's forward and backward, the data and targets, go). */
-static tern_status prune_dead(tern_graph *g, tern_error *err)
+tern_status train_prune_dead(tern_graph *g, tern_error *err)
 {
     unsigned char *live = calloc((size_t)g->n_values + 1, 1), *keep = calloc((size_t)g->n_nodes + 1, 1);
     if (!live || !keep) {
@@ -267,7 +267,7 @@ static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
         st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
                             "train: Dropout in training mode with data parallelism is not supported yet");
     if (!st)
-        st = prune_dead(m.g, err);
+        st = train_prune_dead(m.g, err);
     if (!st)
         st = compile_load(t, m.g, &dp->exe_grad, &dp->rt_grad, &dp->flops_grad, hbm, "gradient graph", err);
     train_free_weights(m.w, m.nw);
@@ -282,7 +282,8 @@ static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
     return st;
 }
 
-static int zadd_input(ad_ctx *a, const char *name, int64_t n)
+/* A new rank-1 float input of n elements named name; its value id, or -1 with a->failed set. */
+int train_flat_input(ad_ctx *a, const char *name, int64_t n)
 {
     tern_graph *g = a->g;
     int id = graph_add_value(g, name);
@@ -301,7 +302,8 @@ static int zadd_input(ad_ctx *a, const char *name, int64_t n)
     return id;
 }
 
-static int zname(ad_ctx *a, int v, const char *name)
+/* An Identity of v named name (a program output's name); its value id, or -1. */
+int train_name_value(ad_ctx *a, int v, const char *name)
 {
     int y = ad_op1(a, "Identity", v);
     if (y < 0)
@@ -316,7 +318,7 @@ static int zname(ad_ctx *a, int v, const char *name)
 
 static int zadd_input2(ad_ctx *a, const char *name, int64_t n0, int64_t n1)
 {
-    int id = zadd_input(a, name, n0);
+    int id = train_flat_input(a, name, n0);
     if (id >= 0) {
         a->g->values[id].rank = 2;
         a->g->values[id].dims[1] = n1;
@@ -360,12 +362,12 @@ static tern_status build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern_e
     int outs[8], no = 0;
     if (!st) {
         ad_shape one = {.rank = 1, .d = {1}};
-        int p = zadd_input(&a, DP_P, (int64_t)S), seg = zadd_input2(&a, DP_SEG, (int64_t)S, (int64_t)T);
+        int p = train_flat_input(&a, DP_P, (int64_t)S), seg = zadd_input2(&a, DP_SEG, (int64_t)S, (int64_t)T);
         if (phase == 1) {
-            int gin = zadd_input(&a, DP_G, (int64_t)S), gs = zadd_input(&a, TRAIN_GSCALE, 1);
-            int st0 = zadd_input(&a, "train.state0." DP_SHARD, (int64_t)S);
-            int st1 = zadd_input(&a, "train.state1." DP_SHARD, (int64_t)S);
-            int bc2 = zadd_input(&a, TRAIN_BC2_SQRT, 1), bc1 = zadd_input(&a, TRAIN_BC1, 1);
+            int gin = train_flat_input(&a, DP_G, (int64_t)S), gs = train_flat_input(&a, TRAIN_GSCALE, 1);
+            int st0 = train_flat_input(&a, "train.state0." DP_SHARD, (int64_t)S);
+            int st1 = train_flat_input(&a, "train.state1." DP_SHARD, (int64_t)S);
+            int bc2 = train_flat_input(&a, TRAIN_BC2_SQRT, 1), bc1 = train_flat_input(&a, TRAIN_BC1, 1);
             int gr = ad_op2(&a, "Mul", gin, gs), sq = ad_op2(&a, "Mul", gr, gr), sumsq;
             if (S > DP_ROW) {
                 ad_shape rc = {.rank = 2, .d = {(int64_t)(S / DP_ROW), DP_ROW}};
@@ -377,7 +379,7 @@ static tern_status build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern_e
             }
             int gu = gr;
             if (o->clip_norm > 0) {
-                int gnorm = ad_op1(&a, "Sqrt", zadd_input(&a, DP_SUMSQ_ALL, 1));
+                int gnorm = ad_op1(&a, "Sqrt", train_flat_input(&a, DP_SUMSQ_ALL, 1));
                 int coef = ad_op2(&a, "Min",
                                   ad_op2(&a, "Div", ad_const_f(&a, (float)o->clip_norm),
                                          ad_op2(&a, "Add", gnorm, ad_const_f(&a, (float)1e-6))),
@@ -392,16 +394,16 @@ static tern_status build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern_e
             int r = ad_op2(&a, "Div", ad_op2(&a, "Div", m, bc1), denom);
             if (o->weight_decay != 0)
                 r = ad_op2(&a, "Add", r, ad_op2(&a, "Mul", p, ad_const_f(&a, (float)o->weight_decay)));
-            outs[no++] = zname(&a, m, "train.state0.new." DP_SHARD);
-            outs[no++] = zname(&a, v, "train.state1.new." DP_SHARD);
-            outs[no++] = zname(&a, r, DP_R);
-            outs[no++] = zname(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
-            outs[no++] = zname(&a, seg_sum(&a, ad_op2(&a, "Mul", p, p), seg, S, T), DP_PSQ);
-            outs[no++] = zname(&a, seg_sum(&a, ad_op2(&a, "Mul", r, r), seg, S, T), DP_RSQ);
+            outs[no++] = train_name_value(&a, m, "train.state0.new." DP_SHARD);
+            outs[no++] = train_name_value(&a, v, "train.state1.new." DP_SHARD);
+            outs[no++] = train_name_value(&a, r, DP_R);
+            outs[no++] = train_name_value(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
+            outs[no++] = train_name_value(&a, seg_sum(&a, ad_op2(&a, "Mul", p, p), seg, S, T), DP_PSQ);
+            outs[no++] = train_name_value(&a, seg_sum(&a, ad_op2(&a, "Mul", r, r), seg, S, T), DP_RSQ);
         } else {
-            int r = zadd_input(&a, DP_R, (int64_t)S), lr = zadd_input(&a, TRAIN_STEP_SIZE, 1);
-            int wn = ad_op1(&a, "Sqrt", zadd_input(&a, DP_PSQ ".all", (int64_t)T));
-            int rn = ad_op1(&a, "Sqrt", zadd_input(&a, DP_RSQ ".all", (int64_t)T));
+            int r = train_flat_input(&a, DP_R, (int64_t)S), lr = train_flat_input(&a, TRAIN_STEP_SIZE, 1);
+            int wn = ad_op1(&a, "Sqrt", train_flat_input(&a, DP_PSQ ".all", (int64_t)T));
+            int rn = ad_op1(&a, "Sqrt", train_flat_input(&a, DP_RSQ ".all", (int64_t)T));
             int in[3] = {ad_op2(&a, "Greater", ad_op2(&a, "Mul", wn, rn), ad_const_f(&a, 0.0f)),
                          ad_op2(&a, "Div", wn, rn), ad_const_f(&a, 1.0f)};
             ad_shape rowt = {.rank = 2, .d = {1, (int64_t)T}};
@@ -409,7 +411,7 @@ static tern_status build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern_e
             int te = ad_reduce(&a, "ReduceSum", ad_op2(&a, "Mul", seg, ad_reshape(&a, ad_op(&a, "Where", 3, in), &rowt)),
                                1, &ax1, 0);
             int np = ad_op2(&a, "Sub", p, ad_op2(&a, "Mul", r, ad_op2(&a, "Mul", te, lr)));
-            outs[no++] = zname(&a, np, DP_P ".new");
+            outs[no++] = train_name_value(&a, np, DP_P ".new");
         }
         if (a.failed) {
             st = err->code;
@@ -467,19 +469,19 @@ static tern_status build_zero(tern_trainer *t, int norm_only, uint64_t *hbm, ter
     }
     if (!st) {
         const tern_train_opts *o = &t->o;
-        int p = norm_only ? -1 : zadd_input(&a, DP_P, (int64_t)dp->shard);
-        int gin = zadd_input(&a, DP_G, (int64_t)dp->shard);
-        int gs = zadd_input(&a, TRAIN_GSCALE, 1);
+        int p = norm_only ? -1 : train_flat_input(&a, DP_P, (int64_t)dp->shard);
+        int gin = train_flat_input(&a, DP_G, (int64_t)dp->shard);
+        int gs = train_flat_input(&a, TRAIN_GSCALE, 1);
         int gr = ad_op2(&a, "Mul", gin, gs);
         int sc[4] = {-1, -1, -1, -1};
         if (norm_only) {
         } else if (o->optimizer == TERN_OPT_SGD) {
-            sc[0] = zadd_input(&a, TRAIN_LR, 1);
+            sc[0] = train_flat_input(&a, TRAIN_LR, 1);
         } else {
-            sc[0] = zadd_input(&a, TRAIN_STEP_SIZE, 1);
-            sc[1] = zadd_input(&a, TRAIN_BC2_SQRT, 1);
+            sc[0] = train_flat_input(&a, TRAIN_STEP_SIZE, 1);
+            sc[1] = train_flat_input(&a, TRAIN_BC2_SQRT, 1);
             if (o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
-                sc[2] = zadd_input(&a, TRAIN_DECAY, 1);
+                sc[2] = train_flat_input(&a, TRAIN_DECAY, 1);
         }
         int so[2] = {-1, -1};
         /* the compiler reduces at most 4 x 16384 elements per output: a long shard sums rows of DP_ROW first */
@@ -497,7 +499,7 @@ static tern_status build_zero(tern_trainer *t, int norm_only, uint64_t *hbm, ter
         if (!norm_only) {
             int gu = gr;
             if (o->clip_norm > 0) { /* the step graph's clipping (step_graph.c), of the gathered global sum */
-                int gnorm = ad_op1(&a, "Sqrt", zadd_input(&a, DP_SUMSQ_ALL, 1));
+                int gnorm = ad_op1(&a, "Sqrt", train_flat_input(&a, DP_SUMSQ_ALL, 1));
                 int coef = ad_op2(&a, "Min",
                                   ad_op2(&a, "Div", ad_const_f(&a, (float)o->clip_norm),
                                          ad_op2(&a, "Add", gnorm, ad_const_f(&a, (float)1e-6))),
@@ -505,11 +507,11 @@ static tern_status build_zero(tern_trainer *t, int norm_only, uint64_t *hbm, ter
                 gu = ad_op2(&a, "Mul", gr, coef);
             }
             int np = train_update_nodes(t, &a, &zw, p, gu, sc, so);
-            outs[no++] = zname(&a, np, DP_P ".new");
+            outs[no++] = train_name_value(&a, np, DP_P ".new");
             for (int k = 0; k < zw.n_state; k++)
-                outs[no++] = zname(&a, so[k], nout[k]);
+                outs[no++] = train_name_value(&a, so[k], nout[k]);
         }
-        outs[no++] = zname(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
+        outs[no++] = train_name_value(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
         if (a.failed) {
             st = err->code;
         } else {
@@ -668,7 +670,7 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: Dropout in training mode with data parallelism is not supported yet");
     t->nodes = (size_t)t->g->n_nodes;
-    if ((st = prune_dead(t->g, err)) || (st = build_grad(t, &hbm, err)))
+    if ((st = train_prune_dead(t->g, err)) || (st = build_grad(t, &hbm, err)))
         return st;
     if (!dp->zero && (st = compile_load(t, t->g, &t->exe, &dp->rt_upd, NULL, &hbm, "update graph", err)))
         return st;

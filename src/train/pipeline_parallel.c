@@ -145,38 +145,6 @@ void train_mp_free(tern_trainer *t)
     t->rt = NULL; /* pointed at a stage's update runtime during a step; freed above */
 }
 
-static int zin(ad_ctx *a, const char *name, int64_t n)
-{
-    tern_graph *g = a->g;
-    int id = graph_add_value(g, name);
-    int *in = id >= 0 ? realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1)) : NULL;
-    if (!in)
-        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
-    g->inputs = in;
-    g->inputs[g->n_inputs++] = id;
-    tern_graph_value *v = &g->values[id];
-    v->flags = TERN_VALUE_INPUT;
-    v->type = TERN_ELEM_FLOAT;
-    v->rank = 1;
-    v->dims[0] = n;
-    if (ad_grow(a) < 0)
-        return -1;
-    return id;
-}
-
-static int zname(ad_ctx *a, int v, const char *name)
-{
-    int y = ad_op1(a, "Identity", v);
-    if (y < 0)
-        return -1;
-    char *nm = dupstr(name);
-    if (!nm)
-        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
-    free(a->g->values[y].name);
-    a->g->values[y].name = nm;
-    return y;
-}
-
 /* A stage's update program: its flat weights p and gradient g (times gscale) through the step graph's optimizer
  * nodes, as ZeRO-1's shard update. */
 static tern_status build_update(tern_trainer *t, size_t len, int nst, tern_exe *exe, tern_rt **rt, uint64_t *hbm,
@@ -205,24 +173,24 @@ static tern_status build_update(tern_trainer *t, size_t len, int nst, tern_exe *
     }
     if (!st) {
         const tern_train_opts *o = &t->o;
-        int p = zin(&a, "tern.mp.p", (int64_t)len), gin = zin(&a, "tern.mp.g", (int64_t)len);
-        int gs = zin(&a, TRAIN_GSCALE, 1);
+        int p = train_flat_input(&a, "tern.mp.p", (int64_t)len), gin = train_flat_input(&a, "tern.mp.g", (int64_t)len);
+        int gs = train_flat_input(&a, TRAIN_GSCALE, 1);
         int gr = ad_op2(&a, "Mul", gin, gs);
         int sc[4] = {-1, -1, -1, -1};
         if (o->optimizer == TERN_OPT_SGD) {
-            sc[0] = zin(&a, TRAIN_LR, 1);
+            sc[0] = train_flat_input(&a, TRAIN_LR, 1);
         } else {
-            sc[0] = zin(&a, TRAIN_STEP_SIZE, 1);
-            sc[1] = zin(&a, TRAIN_BC2_SQRT, 1);
+            sc[0] = train_flat_input(&a, TRAIN_STEP_SIZE, 1);
+            sc[1] = train_flat_input(&a, TRAIN_BC2_SQRT, 1);
             if (o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
-                sc[2] = zin(&a, TRAIN_DECAY, 1);
+                sc[2] = train_flat_input(&a, TRAIN_DECAY, 1);
         }
         int so[2] = {-1, -1};
         int np = train_update_nodes(t, &a, &zw, p, gr, sc, so);
         int outs[3], no = 0;
-        outs[no++] = zname(&a, np, "tern.mp.p.new");
+        outs[no++] = train_name_value(&a, np, "tern.mp.p.new");
         for (int k = 0; k < nst; k++)
-            outs[no++] = zname(&a, so[k], nout[k]);
+            outs[no++] = train_name_value(&a, so[k], nout[k]);
         if (a.failed) {
             st = err->code;
         } else {

@@ -949,41 +949,6 @@ void mp_shard_copy_g(const float *full, float *shard, int rank, const int64_t *d
     }
 }
 
-tern_status mp_prune_dead(tern_graph *g, tern_error *err)
-{
-    unsigned char *live = calloc((size_t)g->n_values + 1, 1), *keep = calloc((size_t)g->n_nodes + 1, 1);
-    if (!live || !keep) {
-        free(live), free(keep);
-        return oom(err);
-    }
-    for (int k = 0; k < g->n_outputs; k++)
-        live[g->outputs[k]] = 1;
-    for (int i = g->n_nodes - 1; i >= 0; i--) {
-        const tern_graph_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_outputs && !keep[i]; k++)
-            keep[i] = n->outputs[k] >= 0 && live[n->outputs[k]];
-        for (int k = 0; keep[i] && k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0)
-                live[n->inputs[k]] = 1;
-    }
-    int ni = 0;
-    for (int k = 0; k < g->n_inputs; k++) {
-        int v = g->inputs[k];
-        if (live[v])
-            g->inputs[ni++] = v;
-        else
-            g->values[v].flags &= ~(unsigned)TERN_VALUE_INPUT;
-    }
-    g->n_inputs = ni;
-    tern_status st = graph_compact(g, keep, err);
-    free(live), free(keep);
-    if (!st)
-        st = graph_sort(g, err);
-    if (!st)
-        st = tern_graph_infer(g, err);
-    return st;
-}
-
 tern_status mp_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
                             uint64_t *hbm, const char *what, tern_error *err)
 {
@@ -1314,7 +1279,7 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
         }
         char what[64];
         snprintf(what, sizeof what, "gradient program %d of the layout", k);
-        if ((st = mp_prune_dead(m->g, err)) ||
+        if ((st = train_prune_dead(m->g, err)) ||
             (st = mp_compile_load(t, m->g, &m->exe, &m->rt, &sg->prog.flops, &hbm, what, err)))
             break;
         size_t sc = m->target_count > m->read_count ? m->target_count : m->read_count;

@@ -118,6 +118,12 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err);
 tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const void *labels, size_t label_count,
                           tern_train_step_info *info, tern_error *err);
 void train_dp_free(tern_trainer *t); /* t->dp and the per-rank copies; t->rt back to the update graph's */
+/* data_parallel.c's graph-building helpers, shared with the tensor/pipeline trainer: live-code pruning (a node kept
+ * when a graph output depends on it, an input when a kept node reads it; then compact, sort, infer), a new
+ * rank-1 float input of n elements, and an Identity naming a program output. */
+tern_status train_prune_dead(tern_graph *g, tern_error *err);
+int train_flat_input(ad_ctx *a, const char *name, int64_t n);
+int train_name_value(ad_ctx *a, int v, const char *name);
 /* trainer.c's helpers the data-parallel trainer shares. The step's data travel between them packed: x holds
  * x_bytes, whole rows of t->row_bytes (each a sample's row of every input in turn; for one input simply its
  * values), so rows [j*b, (j+1)*b) of a batch start at x + j * t->data_bytes. train_feed_rows feeds one
