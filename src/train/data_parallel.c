@@ -282,6 +282,19 @@ static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
     return st;
 }
 
+/* The graph's outputs: the values outs[0..no), marked as outputs (g has none before). */
+tern_status train_set_outputs(tern_graph *g, const int *outs, int no, tern_error *err)
+{
+    g->outputs = malloc(sizeof(int) * (size_t)no);
+    if (!g->outputs)
+        return oom(err);
+    for (int k = 0; k < no; k++) {
+        g->outputs[g->n_outputs++] = outs[k];
+        g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
+    }
+    return TERN_OK;
+}
+
 /* A new rank-1 float input of n elements named name; its value id, or -1 with a->failed set. */
 int train_flat_input(ad_ctx *a, const char *name, int64_t n)
 {
@@ -416,13 +429,7 @@ static tern_status build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern_e
         if (a.failed) {
             st = err->code;
         } else {
-            g->outputs = malloc(sizeof(int) * (size_t)no);
-            if (!g->outputs)
-                st = oom(err);
-            for (int k = 0; !st && k < no; k++) {
-                g->outputs[g->n_outputs++] = outs[k];
-                g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
-            }
+            st = train_set_outputs(g, outs, no, err);
         }
     }
     ad_free(&a);
@@ -515,13 +522,7 @@ static tern_status build_zero(tern_trainer *t, int norm_only, uint64_t *hbm, ter
         if (a.failed) {
             st = err->code;
         } else {
-            g->outputs = malloc(sizeof(int) * (size_t)no);
-            if (!g->outputs)
-                st = oom(err);
-            for (int k = 0; !st && k < no; k++) {
-                g->outputs[g->n_outputs++] = outs[k];
-                g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
-            }
+            st = train_set_outputs(g, outs, no, err);
         }
     }
     ad_free(&a);

@@ -194,13 +194,7 @@ static tern_status build_update(tern_trainer *t, size_t len, int nst, tern_exe *
         if (a.failed) {
             st = err->code;
         } else {
-            g->outputs = malloc(sizeof(int) * (size_t)no);
-            if (!g->outputs)
-                st = oom(err);
-            for (int k = 0; !st && k < no; k++) {
-                g->outputs[g->n_outputs++] = outs[k];
-                g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
-            }
+            st = train_set_outputs(g, outs, no, err);
         }
     }
     ad_free(&a);
