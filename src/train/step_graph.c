@@ -453,9 +453,9 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
     for (int i = 0, nn = g->n_nodes; i < nn && !a.failed; i++) {
         if (g->nodes[i].op_id != TERN_GOP_BATCH_NORMALIZATION)
             continue;
-        if (grads_only != TRAIN_GRAPH_STEP || o->accumulate > 1) {
+        if (grads_only >= TRAIN_GRAPH_GRADS) {
             ad_fail_node(&a, i, "BatchNormalization trains on batch statistics and updates its running statistics "
-                                "every step: not supported yet with --accumulate or data parallelism");
+                                "every step: not supported yet with data parallelism (--cores)");
             break;
         }
         int rs[2] = {g->nodes[i].n_inputs > 3 ? g->nodes[i].inputs[3] : -1,
@@ -482,7 +482,7 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
                      ? add_scalar_input(&a, TRAIN_GSCALE)
                      : -1;
     int gmode = grads_only == TRAIN_GRAPH_GRADS || grads_only == TRAIN_GRAPH_MICRO;
-    int *gouts = gmode ? calloc(t->nw + 2, sizeof(int)) : NULL;
+    int *gouts = gmode ? calloc(3 * t->nw + 2, sizeof(int)) : NULL;
     int ngout = 0;
     if (gmode && !gouts)
         ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
@@ -524,6 +524,23 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         for (size_t i = 0; i < t->nw; i++)
             t->w[i].trained = a.grad[wid[i]] >= 0;
         gouts[ngout++] = name_value(&a, loss, TRAIN_LOSS);
+        /* --accumulate: each micro-batch updates the running statistics with its own batch statistics, as
+         * PyTorch's model.train() forward does (the micro-step runs micro-batches 1 .. K-1, the step the K-th) */
+        for (int k = 0; k < nbuf && !a.failed; k++) {
+            train_weight *w = &t->w[buf_w[k]];
+            if (w->trained) {
+                ad_fail(&a, TERN_ERR_UNSUPPORTED,
+                        "train: BatchNormalization running statistic '%s' also gets a gradient", w->name);
+                break;
+            }
+            free(w->out_name);
+            if (!(w->out_name = fmt_name("train.new.", w->name))) {
+                ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
+                break;
+            }
+            int v = o->bf16_weights ? cast_to(&a, buf_v[k], TERN_ELEM_BFLOAT16) : buf_v[k];
+            gouts[ngout++] = name_value(&a, v, w->out_name);
+        }
         free(wid);
         free(buf_w);
         free(buf_v);

@@ -309,6 +309,7 @@ static tern_status build_micro(tern_trainer *t, tern_error *err)
         free(m.w[i].val);
         free(m.w[i].acc_in);
         free(m.w[i].acc_out);
+        free(m.w[i].out_name);
     }
     free(m.w);
     for (size_t k = 0; k < m.ndrop; k++) {
@@ -782,6 +783,8 @@ static tern_status micro_steps(tern_trainer *t, const void *x, const void *label
         for (size_t w = 0; w < t->nw && !st; w++)
             if (t->w[w].trained)
                 st = tern_rt_get_output(t->rt, t->w[w].acc_out, t->w[w].acc, t->w[w].count * sizeof(float), err);
+            else if (t->w[w].out_name) /* a BatchNormalization running statistic: this micro-batch's update */
+                st = get_f(t, t->w[w].out_name, t->w[w].val, t->w[w].count, err);
     }
     t->rt = main_rt;
     return st;
