@@ -20,6 +20,8 @@ typedef struct {
     int64_t v[TERN_GRAPH_MAX_RANK];
 } mp_fix;
 
+#define MP_MAX_CO 7
+
 typedef struct {
     int a, b;             /* node indices in the plan graph */
     int64_t n;            /* the hidden width N the pair splits */
@@ -29,6 +31,8 @@ typedef struct {
     mp_fix *fix;
     int nfix;
     int heads;            /* 1: attention heads split (a Reshape into heads inside) */
+    int co[MP_MAX_CO];    /* column-parallel MatMuls beside a on its input (SwiGLU's up beside its gate) */
+    int nco;
 } mp_pair;
 
 /* How one model weight is laid out over the tensor ranks. */

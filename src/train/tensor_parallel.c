@@ -4,7 +4,9 @@
  * The pair rule. A MatMul (or Gemm, transA = 0) whose second input is a 2-D weight [K, N] or a Transpose of one
  * (PyTorch's nn.Linear) starts a pair (a); every node that reads its output, and every node reading theirs, must be
  * one the rule can follow, until a MatMul/Gemm (b) reads one of those values, split along its last axis, with a
- * 2-D weight whose K is that axis. Each value of the pair carries a split axis (a's columns at first): elementwise
+ * 2-D weight whose K is that axis. MatMuls beside a reading a's input with a 2-D weight of the same K (SwiGLU's up
+ * beside its gate) join it column-parallel (tried first; the pair of a alone when that fails), but not in a pair
+ * that splits heads (separate Q, K, V projections: not taken yet). Each value of the pair carries a split axis (a's columns at first): elementwise
  * nodes (other inputs scalar constants, a bias of the columns, or a constant broadcast along the split axis: the
  * causal mask); one Split of a's columns with constant sizes (a fused QKV: the columns become groups, each split
  * tp ways); a Reshape that carries the split axis into heads or back (tp must divide the axis it starts); a
@@ -159,7 +161,7 @@ static int const_ints(const tern_graph *g, int v, int64_t *out, int cap)
  * split axis (sax): a's columns, moved by Transpose, carried into heads by a Reshape, the batch axis of a product
  * of two values of the pair (attention's heads). */
 static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigned char *taken, int i, int64_t tp,
-                    mp_pair *pair, char *why, size_t wl)
+                    int allow_co, mp_pair *pair, char *why, size_t wl)
 {
     const tern_graph_node *na = &g->nodes[i];
     char lab[256], la[256];
@@ -183,8 +185,8 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
     }
     for (int v = 0; v < g->n_values; v++)
         sax[v] = -1;
-    int nfix = 0, ngroups = 1, heads = 0;
-    int64_t groups[TERN_GRAPH_MAX_RANK] = {n};
+    int nfix = 0, ngroups = 1, heads = 0, wb0, tbc;
+    int64_t groups[TERN_GRAPH_MAX_RANK] = {n}, kc, nc;
     in[i] = 1;
     int y0 = na->outputs[0];
     const tern_graph_value *yv = &g->values[y0];
@@ -205,8 +207,20 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
                 if (r0 < 0)
                     r0 = nj->inputs[q];
             }
-        if (!reads)
+        if (!reads) {
+            const tern_graph_value *cv;
+            if (allow_co && b < 0 && pair->nco < MP_MAX_CO && !taken[j] && nj->op_id == TERN_GOP_MATMUL &&
+                nj->n_inputs == 2 && nj->inputs[0] == na->inputs[0] && nj->n_outputs >= 1 && nj->outputs[0] >= 0 &&
+                linear_kn(g, isw, nj, &wb0, &kc, &nc, &tbc) && kc == k && nc % tp == 0 &&
+                (cv = &g->values[nj->outputs[0]])->rank >= 1 && cv->dims[cv->rank - 1] == nc) {
+                /* a column-parallel MatMul beside a on the same input (SwiGLU's gate and up) */
+                pair->co[pair->nco++] = j;
+                in[j] = 1;
+                sax[nj->outputs[0]] = cv->rank - 1;
+                pre[nj->outputs[0]] = 1;
+            }
             continue;
+        }
         tern_graph_node_label(g, j, lab, sizeof lab);
         if (b >= 0) {
             snprintf(why, wl, "%s reads a value of the pair from %s after its row-parallel layer", lab, la);
@@ -366,6 +380,13 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
         snprintf(why, wl, "no row-parallel MatMul/Gemm reads what %s computes", la);
         ok = 0;
     }
+    if (ok == -1 && pair->nco) /* the layers beside a may belong elsewhere: the try of a alone says */
+        ok = 0;
+    if (ok == 1 && pair->nco && heads) { /* not yet: its losses differ from one core's with 2+ heads per rank */
+        snprintf(why, wl, "%s and the %d linear layers beside it (separate Q, K, V projections) split heads, which "
+                 "the rule does not take yet", la, pair->nco);
+        ok = 0;
+    }
     for (int k3 = 0; ok == 1 && k3 < g->n_outputs; k3++)
         if (sax[g->outputs[k3]] >= 0) {
             snprintf(why, wl, "'%s', a value inside the pair from %s, is a model output", g->values[g->outputs[k3]].name,
@@ -389,6 +410,14 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
     return 1;
 }
 
+static int is_co(const mp_pair *pr, int j)
+{
+    for (int c = 0; c < pr->nco; c++)
+        if (pr->co[c] == j)
+            return 1;
+    return 0;
+}
+
 static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err)
 {
     tern_graph *g = p->g;
@@ -401,7 +430,9 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
         if (taken[i] || !is_linear(&g->nodes[i]))
             continue;
         mp_pair pr;
-        int got = try_pair(g, isw, taken, i, p->tp, &pr, why, sizeof why);
+        int got = try_pair(g, isw, taken, i, p->tp, 1, &pr, why, sizeof why);
+        if (got == 0) /* the linear layers beside it may belong elsewhere: the pair of a alone */
+            got = try_pair(g, isw, taken, i, p->tp, 0, &pr, why, sizeof why);
         if (got < 0) {
             st = tern_error_set(err, TERN_ERR_INVALID, "train: tensor parallelism: %s", why);
             break;
@@ -450,8 +481,13 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
             else
                 st = add_wspec(p, g->values[c].name, 0, 0, &pr, err);
         }
+        for (int c = 0; c < pr.nco && !st; c++) {
+            int wc = -1, tbcc = 0;
+            linear_kn(g, isw, &g->nodes[pr.co[c]], &wc, &k0, &n0, &tbcc);
+            st = add_wspec(p, g->values[wc].name, tbcc ? 0 : 1, 0, NULL, err);
+        }
         for (int j = 0; j < g->n_nodes && !st; j++)
-            if (pr.in[j] && j != pr.a && j != pr.b)
+            if (pr.in[j] && j != pr.a && j != pr.b && !is_co(&pr, j))
                 for (int q = 0; q < g->nodes[j].n_inputs && !st; q++) {
                     int v = g->nodes[j].inputs[q];
                     if (is_weight_val(g, v, isw))
