@@ -213,6 +213,8 @@ int graph_scatter_nd_is_rows_add(const tern_graph *g, int i)
     if (n->op_id != TERN_GOP_SCATTER_ND || n->n_inputs < 3 ||
         strcmp(tern_graph_attr_string(n, "reduction", "none"), "add") != 0)
         return 0;
+    if (n->inputs[0] < 0 || n->inputs[1] < 0 || n->inputs[2] < 0)
+        return 0; /* an omitted input (""): scatter_nd refuses it by name */
     const tern_graph_value *dv = &g->values[n->inputs[0]], *iv = &g->values[n->inputs[1]];
     const tern_graph_value *uv = &g->values[n->inputs[2]];
     return dv->rank >= 1 && iv->rank >= 1 && iv->dims[iv->rank - 1] == 1 && tern_elem_is_float(dv->type) &&
