@@ -222,8 +222,8 @@ static int exe_has_input(const tern_exe *x, const char *name)
     return 0;
 }
 
-static tern_status compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
-                                uint64_t *hbm, const char *what, tern_error *err)
+tern_status train_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
+                               uint64_t *hbm, const char *what, tern_error *err)
 {
     tern_compile_opts co;
     tern_compile_opts_default(&co);
@@ -269,7 +269,7 @@ static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
     if (!st)
         st = train_prune_dead(m.g, err);
     if (!st)
-        st = compile_load(t, m.g, &dp->exe_grad, &dp->rt_grad, &dp->flops_grad, hbm, "gradient graph", err);
+        st = train_compile_load(t, m.g, &dp->exe_grad, &dp->rt_grad, &dp->flops_grad, hbm, "gradient graph", err);
     train_free_weights(m.w, m.nw);
     for (size_t k = 0; k < m.ndrop; k++) {
         free(m.drop[k].input);
@@ -436,8 +436,8 @@ static tern_status build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern_e
     if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
         tern_error_prefix(err, "train: ZeRO LAMB graph: ");
     if (!st)
-        st = phase == 1 ? compile_load(t, g, &dp->exe_zlamb, &dp->rt_zlamb, NULL, hbm, "ZeRO LAMB pass 1", err)
-                        : compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO LAMB pass 2", err);
+        st = phase == 1 ? train_compile_load(t, g, &dp->exe_zlamb, &dp->rt_zlamb, NULL, hbm, "ZeRO LAMB pass 1", err)
+                        : train_compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO LAMB pass 2", err);
     tern_graph_free(g);
     return st;
 }
@@ -529,8 +529,8 @@ static tern_status build_zero(tern_trainer *t, int norm_only, uint64_t *hbm, ter
     if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
         tern_error_prefix(err, "train: ZeRO shard update graph: ");
     if (!st)
-        st = norm_only ? compile_load(t, g, &dp->exe_znorm, &dp->rt_znorm, NULL, hbm, "ZeRO shard norm", err)
-                       : compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO shard update", err);
+        st = norm_only ? train_compile_load(t, g, &dp->exe_znorm, &dp->rt_znorm, NULL, hbm, "ZeRO shard norm", err)
+                       : train_compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO shard update", err);
     tern_graph_free(g);
     return st;
 }
@@ -673,7 +673,7 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     t->nodes = (size_t)t->g->n_nodes;
     if ((st = train_prune_dead(t->g, err)) || (st = build_grad(t, &hbm, err)))
         return st;
-    if (!dp->zero && (st = compile_load(t, t->g, &t->exe, &dp->rt_upd, NULL, &hbm, "update graph", err)))
+    if (!dp->zero && (st = train_compile_load(t, t->g, &t->exe, &dp->rt_upd, NULL, &hbm, "update graph", err)))
         return st;
     t->rt = dp->rt_upd;
     dp->off = calloc(t->nw + 1, sizeof *dp->off);

@@ -105,9 +105,7 @@ void mp_shard_copy(const float *full, float *shard, int rank, const int64_t *dim
 /* the same for an axis made of groups (ngroups sizes), rank r taking block r of each */
 void mp_shard_copy_g(const float *full, float *shard, int rank, const int64_t *dims, int axis, int64_t tp, int64_t r,
                      int back, int ngroups, const int64_t *groups);
-/* compile + load, as the data-parallel trainer does (its live-code pruning is train_prune_dead) */
-tern_status mp_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
-                            uint64_t *hbm, const char *what, tern_error *err);
+/* compile + load and live-code pruning: train_compile_load, train_prune_dead (train_internal.h) */
 
 /* pipeline_parallel.c */
 tern_status train_mp_create(tern_trainer *t, tern_error *err);

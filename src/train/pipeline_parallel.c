@@ -201,7 +201,7 @@ static tern_status build_update(tern_trainer *t, size_t len, int nst, tern_exe *
     if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
         tern_error_prefix(err, "train: layout update graph: ");
     if (!st)
-        st = mp_compile_load(t, g, exe, rt, NULL, hbm, "layout update program", err);
+        st = train_compile_load(t, g, exe, rt, NULL, hbm, "layout update program", err);
     tern_graph_free(g);
     return st;
 }

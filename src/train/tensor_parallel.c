@@ -985,27 +985,6 @@ void mp_shard_copy_g(const float *full, float *shard, int rank, const int64_t *d
     }
 }
 
-tern_status mp_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
-                            uint64_t *hbm, const char *what, tern_error *err)
-{
-    tern_compile_opts co;
-    tern_compile_opts_default(&co);
-    co.machine = t->machine;
-    co.matmul_dtype = t->o.matmul_dtype;
-    tern_compile_report rep;
-    tern_status st = tern_compile(g, &co, exe, &rep, err);
-    if (st)
-        return tern_error_prefix(err, "train: compiling the %s: ", what);
-    if (flops)
-        *flops = rep.model_flops;
-    if (hbm)
-        *hbm += rep.hbm_bytes;
-    tern_rt_options ro;
-    memset(&ro, 0, sizeof ro);
-    ro.mode = TERN_MODE_FUNCTIONAL;
-    return tern_rt_create(exe, t->machine, &ro, rt, err);
-}
-
 /* A Constant node producing value v with tensor c (taken). */
 static tern_status const_node(tern_graph *g, int v, tern_host_tensor *c, tern_error *err)
 {
@@ -1316,7 +1295,7 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
         char what[64];
         snprintf(what, sizeof what, "gradient program %d of the layout", k);
         if ((st = train_prune_dead(m->g, err)) ||
-            (st = mp_compile_load(t, m->g, &m->exe, &m->rt, &sg->prog.flops, &hbm, what, err)))
+            (st = train_compile_load(t, m->g, &m->exe, &m->rt, &sg->prog.flops, &hbm, what, err)))
             break;
         size_t sc = m->target_count > m->read_count ? m->target_count : m->read_count;
         m->scratch = calloc(sc + 1, sizeof(float));
@@ -1369,7 +1348,7 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
         if (!st && ((st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
             tern_error_prefix(err, "train: %s: ", what);
         if (!st)
-            st = mp_compile_load(t, g, &sg->prog.fexe, &sg->prog.frt, NULL, &hbm, what, err);
+            st = train_compile_load(t, g, &sg->prog.fexe, &sg->prog.frt, NULL, &hbm, what, err);
         tern_graph_free(g);
         free(f.data_name);
     }

@@ -125,6 +125,10 @@ tern_status train_prune_dead(tern_graph *g, tern_error *err);
 int train_flat_input(ad_ctx *a, const char *name, int64_t n);
 int train_name_value(ad_ctx *a, int v, const char *name);
 tern_status train_set_outputs(tern_graph *g, const int *outs, int no, tern_error *err);
+/* Compile g for t's machine and matmul dtype and load it (functional, or timing-only with --timing-only); the
+ * compile's model FLOPs into *flops and its HBM bytes added to *hbm when given. */
+tern_status train_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
+                               uint64_t *hbm, const char *what, tern_error *err);
 /* trainer.c's helpers the data-parallel trainer shares. The step's data travel between them packed: x holds
  * x_bytes, whole rows of t->row_bytes (each a sample's row of every input in turn; for one input simply its
  * values), so rows [j*b, (j+1)*b) of a batch start at x + j * t->data_bytes. train_feed_rows feeds one
