@@ -16,6 +16,7 @@
 #include "tern/collective.h"
 #include "tern/kernel.h"
 #include "tern/runtime.h"
+#include "tern/transport.h"
 
 static const char *L = "tern launch";
 
@@ -103,8 +104,36 @@ static int hash_outputs(tern_rt_ranks *rt, const tern_kernel *k, unsigned rank, 
     return 0;
 }
 
+static int run_launch(int argc, char **argv, const tern_transport *tr);
+
+/* Under `mpirun -np K` the ranks' chips are spread over the K processes (docs/multichip.md, "Launches over MPI
+ * processes"): each process fills, runs and hashes its own ranks, the collectives meet over the transport, and
+ * process 0 prints everything (the other processes' hashes come to it), so the output is the same for every K. */
 int tern_cmd_launch(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            launch_usage(stdout);
+            return 0;
+        }
+    tern_transport *tr = NULL;
+    tern_error err = {0};
+    if (tern_mpi_init(&argc, &argv, &tr, &err)) {
+        if (tern_mpi_launched_rank() == 0)
+            fprintf(stderr, "%s: %s\n", L, err.msg);
+        return 1;
+    }
+    int rc = run_launch(argc, argv, tr);
+    tern_mpi_finalize(tr);
+    return rc;
+}
+
+/* Messages of a run spread over processes: every process meets the same deterministic error; process 0 says it. */
+#define SAY(...) ((void)(quiet || fprintf(stderr, __VA_ARGS__)))
+
+static int run_launch(int argc, char **argv, const tern_transport *tr)
+{
+    int quiet = tr && tr->me != 0;
     const char *prog_path = NULL, *machine = NULL;
     uint64_t ranks = 0, nodes = 0, lnc = 0, seed = 1, threads = 0;
     int timing_only = 0, json = 0;
@@ -131,38 +160,40 @@ int tern_cmd_launch(int argc, char **argv)
             if (tern_arg_uint(L, a, v, lo, hi, p))
                 return 2;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "%s: unknown option '%s'\n", L, a);
-            launch_usage(stderr);
+            SAY("%s: unknown option '%s'\n", L, a);
+            if (!quiet)
+                launch_usage(stderr);
             return 2;
         } else if (!prog_path) {
             prog_path = a;
         } else {
-            fprintf(stderr, "%s: unexpected argument '%s'\n", L, a);
+            SAY("%s: unexpected argument '%s'\n", L, a);
             return 2;
         }
     }
     if (!prog_path || !machine) {
-        fprintf(stderr, "%s: %s is required\n", L, prog_path ? "--machine" : "a program file");
-        launch_usage(stderr);
+        SAY("%s: %s is required\n", L, prog_path ? "--machine" : "a program file");
+        if (!quiet)
+                launch_usage(stderr);
         return 2;
     }
     tern_error err;
     tern_fabric *f = NULL;
     tern_fabric_opts fo = {(unsigned)nodes, (unsigned)ranks, (unsigned)lnc};
     if (tern_fabric_load(machine, &fo, &f, &err)) {
-        fprintf(stderr, "%s: %s\n", L, err.msg);
+        SAY("%s: %s\n", L, err.msg);
         return 1;
     }
     tern_core_config cfg;
     tern_status st = tern_core_config_load(tern_fabric_base_machine(f), &cfg, &err);
     tern_fabric_free(f);
     if (st) {
-        fprintf(stderr, "%s: %s\n", L, err.msg);
+        SAY("%s: %s\n", L, err.msg);
         return 1;
     }
     tern_kernel *k = NULL;
     if (tern_kernel_open(&cfg, prog_path, &k, &err)) {
-        fprintf(stderr, "%s: %s: %s\n", L, prog_path, err.msg);
+        SAY("%s: %s: %s\n", L, prog_path, err.msg);
         return 1;
     }
     tern_rt_ranks_opts ro;
@@ -174,25 +205,57 @@ int tern_cmd_launch(int argc, char **argv)
     ro.threads = (unsigned)threads;
     tern_rt_ranks *rt = NULL;
     if (tern_rt_ranks_create(machine, &ro, &k, 1, &rt, &err)) {
-        fprintf(stderr, "%s: %s\n", L, err.msg);
+        SAY("%s: %s\n", L, err.msg);
         tern_kernel_free(k);
         return 1;
     }
     unsigned R = tern_rt_ranks_count(rt);
+    tern_fabric *fab = tern_rt_ranks_fabric(rt);
+    if (tr && tern_fabric_set_transport(fab, tr, &err)) { /* more processes than chips: every process says so */
+        SAY("%s: %s\n", L, err.msg);
+        tern_rt_ranks_free(rt);
+        tern_kernel_free(k);
+        return 1;
+    }
     int rc = 0;
     for (unsigned r = 0; !rc && !timing_only && r < R; r++)
-        rc = fill_inputs(rt, k, r, seed);
+        if (tern_fabric_rank_is_local(fab, r))
+            rc = fill_inputs(rt, k, r, seed);
+    if (tr) { /* a process that could not fill its ranks' inputs said why; every process stops */
+        uint64_t v = (uint64_t)rc;
+        if (tr->allreduce(tr->ctx, &v, 1, TERN_XOP_MAX, &err))
+            tr->abort(tr->ctx, err.msg);
+        rc = v != 0;
+    }
     tern_ranks_result res;
     memset(&res, 0, sizeof res);
-    if (!rc && tern_rt_ranks_execute(rt, &res, &err)) {
-        fprintf(stderr, "%s: %s\n", L, err.msg);
+    if (!rc && tern_rt_ranks_execute(rt, &res, &err)) { /* agreed by every process (tern_ranks_run) */
+        SAY("%s: %s\n", L, err.msg);
         rc = 1;
     }
+    int ran = !rc;
     uint64_t *hash = calloc(R, sizeof *hash);
+    if (!hash && tr)
+        tr->abort(tr->ctx, "tern launch: out of memory for the outputs' hashes");
     if (!hash)
         rc = 1;
     for (unsigned r = 0; !rc && !timing_only && r < R; r++)
-        rc = hash_outputs(rt, k, r, &hash[r]);
+        if (tern_fabric_rank_is_local(fab, r))
+            rc = hash_outputs(rt, k, r, &hash[r]);
+    if (tr && !timing_only && ran) {
+        /* the hashes of every process's ranks come to process 0 (a sum: each rank's is nonzero on one process) */
+        uint64_t v = (uint64_t)rc;
+        if (tr->allreduce(tr->ctx, &v, 1, TERN_XOP_MAX, &err) || (!v && tr->allreduce(tr->ctx, hash, R, TERN_XOP_SUM, &err)))
+            tr->abort(tr->ctx, err.msg);
+        rc = v != 0;
+    }
+    if (quiet) {
+        free(hash);
+        tern_ranks_result_free(&res);
+        tern_rt_ranks_free(rt);
+        tern_kernel_free(k);
+        return rc;
+    }
     if (!rc && json) {
         printf("{\"machine\":\"%s\",\"ranks\":%u,\"mode\":\"%s\",\"time_ps\":%lld,\"collectives\":[", machine, R,
                timing_only ? "timing-only" : "functional", (long long)res.time_ps);

@@ -22,6 +22,7 @@
 #include "sim/core_internal.h"
 #include "sim/schedule.h"
 #include "tern/collective.h"
+#include "tern/transport.h"
 
 /* ---- HBM access patterns as dense host buffers ---- */
 
@@ -67,6 +68,7 @@ typedef struct {
     unsigned engine;
     size_t pc;
     int64_t t;             /* join time */
+    int64_t key_t;         /* the start of the join's step: its place in the global order (with the rank) */
     int64_t dst_reg;       /* the destination's register offset at the join */
     tern_coll_desc desc;
     unsigned *groups;      /* owned */
@@ -97,6 +99,9 @@ struct ranks_run {
     int functional;
     int64_t last_end; /* completion of the previous collective */
     tern_ranks_result *res;
+    int64_t pick_t;          /* the start of the step being committed */
+    const tern_transport *t; /* distributed runs (K processes) */
+    const unsigned char *local;
 };
 
 static void join_free(join_rec *j)
@@ -161,6 +166,7 @@ static tern_status on_join(void *vctx, unsigned engine, size_t pc, const tern_in
     j->engine = engine;
     j->pc = pc;
     j->t = t;
+    j->key_t = run->pick_t;
     tern_core *core = run->cores[r];
     const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
     j->dst_reg = ap_reg_offset(core, (tern_engine)engine, d);
@@ -238,11 +244,29 @@ static tern_status run_head(ranks_run *run, tern_error *err)
 {
     unsigned R = run->R;
     int64_t start = run->last_end;
+    unsigned first = R; /* the first rank this process runs (every rank in one process) */
     for (unsigned r = 0; r < R; r++) {
+        if (run->local && !run->local[r])
+            continue;
+        if (first == R)
+            first = r;
         join_rec *j = &run->jq[r].q[run->jq[r].head];
         if (j->t > start)
             start = j->t;
+    }
+    if (run->t) { /* the last join anywhere: the join times of the other processes' ranks */
+        uint64_t v = (uint64_t)start;
+        if (run->t->allreduce(run->t->ctx, &v, 1, TERN_XOP_MAX, err))
+            run->t->abort(run->t->ctx, err->msg);
+        start = (int64_t)v;
+    }
+    for (unsigned r = first; r < R; r++) {
+        if (run->local && !run->local[r])
+            continue;
+        join_rec *j = &run->jq[r].q[run->jq[r].head];
         tern_status st = tern_coll_comm_join(run->comm, r, &j->desc, j->in, j->out, err);
+        if (st && run->t) /* the other processes are about to wait for this one in the collective */
+            run->t->abort(run->t->ctx, err->msg);
         if (st)
             return st;
     }
@@ -264,7 +288,7 @@ static tern_status run_head(ranks_run *run, tern_error *err)
             res->colls = p;
             res->cap = cap;
         }
-        const join_rec *j0 = &run->jq[0].q[run->jq[0].head];
+        const join_rec *j0 = &run->jq[first].q[run->jq[first].head]; /* the ranks agree (tern_coll_comm_run) */
         tern_ranks_coll *c = &res->colls[res->ncolls++];
         c->seq = seq;
         c->op = j0->desc.op;
@@ -276,6 +300,8 @@ static tern_status run_head(ranks_run *run, tern_error *err)
         c->time_ps = cr.time_ps;
     }
     for (unsigned r = 0; r < R; r++) {
+        if (run->local && !run->local[r])
+            continue;
         join_queue *q = &run->jq[r];
         join_rec *j = &q->q[q->head];
         if (run->functional) {
@@ -341,17 +367,314 @@ void tern_ranks_result_free(tern_ranks_result *res)
     memset(res, 0, sizeof *res);
 }
 
+/* ---- the run over K processes (docs/multichip.md, "Launches over MPI processes") ----
+ * Each process steps only its own ranks (tern_fabric_rank_owner) and meets the others at every collective. The
+ * one-process loop commits every rank's steps in (start, rank) order, and a rank's successive starts never
+ * decrease (a commit or a collective's completion only moves times later), so that order is the merge of the
+ * ranks' own sequences; ranks touch each other only when a collective runs, which the loop does right after the
+ * last join of it, the step with the largest (start, rank) among its joins. So a process may run a rank that has
+ * not joined the head collective until it joins (all of that precedes the last join), and, once every rank has
+ * joined, every rank while its next step comes before that last join; then the collective runs on every process
+ * (tern_coll_comm over the transport). Each rank thus commits exactly the steps, in the same order and with the
+ * same collective completions, as in one process: the same bits and picoseconds whatever K is. Errors are agreed:
+ * after each phase every process learns of any failure, and the earliest in that order (the one a single process
+ * would have met first) is every process's result. */
+
+typedef struct {
+    int64_t t;
+    uint32_t rank, has;
+    tern_error e;
+} dist_err;
+
+static int key_less(int64_t t, unsigned r, int64_t bt, unsigned br) { return t < bt || (t == bt && r < br); }
+
+/* All processes learn of a failure on any of them; the earliest by (t, rank) wins. */
+static tern_status dist_agree(ranks_run *run, dist_err *mine, tern_error *err)
+{
+    const tern_transport *t = run->t;
+    unsigned K = t->nprocs;
+    uint64_t any = mine->has;
+    tern_status st = t->allreduce(t->ctx, &any, 1, TERN_XOP_MAX, err);
+    if (st)
+        t->abort(t->ctx, err->msg);
+    if (!any)
+        return TERN_OK;
+    uint64_t *scount = calloc(K, sizeof *scount), *rcount = calloc(K, sizeof *rcount);
+    unsigned char *send = malloc(sizeof *mine * K);
+    void *recv = NULL;
+    if (!scount || !rcount || !send)
+        t->abort(t->ctx, "multi-rank run: out of memory agreeing on an error");
+    for (unsigned q = 0; q < K; q++) {
+        memcpy(send + q * sizeof *mine, mine, sizeof *mine);
+        scount[q] = sizeof *mine;
+    }
+    if (t->exchange(t->ctx, send, scount, &recv, rcount, err))
+        t->abort(t->ctx, err->msg);
+    const dist_err *all = recv, *best = NULL;
+    for (unsigned q = 0; q < K; q++)
+        if (all[q].has && (!best || key_less(all[q].t, all[q].rank, best->t, best->rank)))
+            best = &all[q];
+    *err = best->e;
+    st = best->e.code ? best->e.code : TERN_ERR_INVALID;
+    free(recv);
+    free(send);
+    free(scount);
+    free(rcount);
+    return st;
+}
+
+static void dist_fail(dist_err *mine, int64_t t, unsigned rank, const tern_error *e)
+{
+    if (mine->has && !key_less(t, rank, mine->t, mine->rank))
+        return;
+    mine->has = 1;
+    mine->t = t;
+    mine->rank = rank;
+    mine->e = *e;
+}
+
+/* Step local rank r: until it joins the head collective (mode 0), while its next step precedes (bt, br) (mode 1),
+ * or until it finishes or blocks (mode 2). */
+static void dist_advance(ranks_run *run, unsigned r, int mode, int64_t bt, unsigned br, int *done, dist_err *mine,
+                         tern_error *err)
+{
+    for (;;) {
+        if (mine->has)
+            return;
+        if (mode == 0 && run->jq[r].n > run->jq[r].head)
+            return;
+        int64_t t;
+        int k = sched_peek(run->s[r], &t);
+        if (k == 0)
+            done[r] = 1;
+        if (k <= 0)
+            return;
+        if (mode == 1 && !key_less(t, r, bt, br))
+            return;
+        run->pick_t = t;
+        if (sched_step(run->s[r], err)) {
+            tern_error_prefix(err, "rank %u: ", r);
+            dist_fail(mine, t, r, err);
+            return;
+        }
+    }
+}
+
+/* Send the same bytes to every process; *recv gets every process's, in process order. */
+static tern_status dist_allgather(const tern_transport *t, const void *mine, size_t n, void **recv, tern_error *err)
+{
+    unsigned K = t->nprocs;
+    uint64_t *scount = calloc(K, sizeof *scount), *rcount = calloc(K, sizeof *rcount);
+    unsigned char *send = malloc(n * K + 1);
+    tern_status st = TERN_OK;
+    if (!scount || !rcount || !send) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "multi-rank run: out of memory for %zu bytes of messages", n * K);
+    } else {
+        for (unsigned q = 0; q < K; q++) {
+            if (n)
+                memcpy(send + q * n, mine, n);
+            scount[q] = n;
+        }
+        st = t->exchange(t->ctx, send, scount, recv, rcount, err);
+    }
+    free(scount);
+    free(rcount);
+    free(send);
+    return st;
+}
+
+typedef struct {
+    uint32_t rank, done, joined, pad;
+    uint32_t op, dtype;
+    uint64_t count;
+    char why[704];
+} rank_state;
+
+/* Nothing can proceed and collectives are pending (or a rank is blocked): the error stuck() gives in one process,
+ * from every process's ranks. */
+static tern_status dist_stuck(ranks_run *run, const int *done, tern_error *err)
+{
+    unsigned R = run->R;
+    size_t nl = 0;
+    for (unsigned r = 0; r < R; r++)
+        nl += run->local[r];
+    rank_state *mine = calloc(nl ? nl : 1, sizeof *mine);
+    if (!mine)
+        run->t->abort(run->t->ctx, "multi-rank run: out of memory describing a deadlock");
+    size_t i = 0;
+    for (unsigned r = 0; r < R; r++) {
+        if (!run->local[r])
+            continue;
+        rank_state *s = &mine[i++];
+        s->rank = r;
+        s->done = (uint32_t)done[r];
+        s->joined = run->jq[r].n > run->jq[r].head;
+        if (s->joined) {
+            const join_rec *j = &run->jq[r].q[run->jq[r].head];
+            s->op = j->desc.op;
+            s->dtype = j->desc.dtype;
+            s->count = j->desc.count;
+        }
+        if (!done[r])
+            sched_describe(run->s[r], s->why, sizeof s->why);
+    }
+    void *recv = NULL;
+    tern_status st = dist_allgather(run->t, mine, nl * sizeof *mine, &recv, err);
+    free(mine);
+    if (st)
+        run->t->abort(run->t->ctx, err->msg);
+    rank_state *all = calloc(R, sizeof *all);
+    if (!all)
+        run->t->abort(run->t->ctx, "multi-rank run: out of memory describing a deadlock");
+    /* every process owns at least one rank, and each sent its own in rank order */
+    for (unsigned k = 0; k < R; k++) {
+        const rank_state *s = (const rank_state *)recv + k;
+        all[s->rank] = *s;
+    }
+    free(recv);
+    unsigned first = R;
+    for (unsigned r = 0; r < R && first == R; r++)
+        if (all[r].joined)
+            first = r;
+    if (first == R) {
+        for (unsigned r = 0; r < R; r++)
+            if (!all[r].done) {
+                st = tern_error_set(err, TERN_ERR_INVALID, "rank %u: run: deadlock: %s", r, all[r].why);
+                free(all);
+                return st;
+            }
+        free(all);
+        return TERN_OK;
+    }
+    char joined[256] = "", missing[512] = "";
+    size_t aj = 0, am = 0;
+    for (unsigned r = 0; r < R; r++) {
+        if (all[r].joined) {
+            if (aj + 16 < sizeof joined)
+                aj += (size_t)snprintf(joined + aj, sizeof joined - aj, "%s%u", aj ? ", " : "", r);
+        } else if (am + 200 < sizeof missing) {
+            char why[160] = "its program ended";
+            if (!all[r].done)
+                snprintf(why, sizeof why, "%s", all[r].why);
+            am += (size_t)snprintf(missing + am, sizeof missing - am, "%srank %u (%s)", am ? "; " : "", r, why);
+        }
+    }
+    st = tern_error_set(err, TERN_ERR_INVALID,
+                        "collective #%llu (%s, %s, %llu elements): ranks %s joined, but these ranks never join it "
+                        "(a deadlock): %s",
+                        (unsigned long long)tern_coll_comm_seq(run->comm) + 1,
+                        tern_coll_op_name((tern_coll_op)all[first].op), tern_dtype_name((tern_dtype)all[first].dtype),
+                        (unsigned long long)all[first].count, joined, missing);
+    free(all);
+    return st;
+}
+
+static tern_status dist_loop(ranks_run *run, int *done, dist_err *mine, tern_error *err)
+{
+    const tern_transport *t = run->t;
+    unsigned R = run->R;
+    tern_status st;
+    for (;;) {
+        /* a rank that has not joined the head collective runs until it does (or finishes, or blocks) */
+        for (unsigned r = 0; r < R; r++)
+            if (run->local[r])
+                dist_advance(run, r, 0, 0, 0, done, mine, err);
+        if ((st = dist_agree(run, mine, err)))
+            return st;
+        uint64_t v[2] = {1, 0}; /* every rank joined; some rank has a collective pending */
+        for (unsigned r = 0; r < R; r++)
+            if (run->local[r]) {
+                int in = run->jq[r].n > run->jq[r].head;
+                v[0] &= (uint64_t)in;
+                v[1] |= (uint64_t)in;
+            }
+        if ((st = t->allreduce(t->ctx, &v[0], 1, TERN_XOP_MIN, err)) ||
+            (st = t->allreduce(t->ctx, &v[1], 1, TERN_XOP_MAX, err)))
+            t->abort(t->ctx, err->msg);
+        if (!v[0]) {
+            /* a rank that has not joined finished or waits for a semaphore only a collective can raise: the head
+             * never runs, so every rank runs as far as it can, as in one process, and the result is said */
+            for (unsigned r = 0; r < R; r++)
+                if (run->local[r])
+                    dist_advance(run, r, 2, 0, 0, done, mine, err);
+            if ((st = dist_agree(run, mine, err)))
+                return st;
+            uint64_t all_done = 1;
+            for (unsigned r = 0; r < R; r++)
+                if (run->local[r])
+                    all_done &= (uint64_t)(done[r] && run->jq[r].n == run->jq[r].head);
+            if ((st = t->allreduce(t->ctx, &all_done, 1, TERN_XOP_MIN, err)))
+                t->abort(t->ctx, err->msg);
+            if (all_done)
+                return TERN_OK;
+            st = dist_stuck(run, done, err);
+            if (!st)
+                st = tern_error_set(err, TERN_ERR_INVALID, "multi-rank run: no rank can proceed");
+            return st;
+        }
+        /* the last join: the largest (start, rank) among the head's joins */
+        uint64_t lt = 0, lr = 0;
+        for (unsigned r = 0; r < R; r++)
+            if (run->local[r] && (uint64_t)run->jq[r].q[run->jq[r].head].key_t > lt)
+                lt = (uint64_t)run->jq[r].q[run->jq[r].head].key_t;
+        if ((st = t->allreduce(t->ctx, &lt, 1, TERN_XOP_MAX, err)))
+            t->abort(t->ctx, err->msg);
+        for (unsigned r = 0; r < R; r++)
+            if (run->local[r] && (uint64_t)run->jq[r].q[run->jq[r].head].key_t == lt && r > lr)
+                lr = r;
+        if ((st = t->allreduce(t->ctx, &lr, 1, TERN_XOP_MAX, err)))
+            t->abort(t->ctx, err->msg);
+        /* everything that comes before it, on every rank */
+        for (unsigned r = 0; r < R; r++)
+            if (run->local[r])
+                dist_advance(run, r, 1, (int64_t)lt, (unsigned)lr, done, mine, err);
+        if ((st = dist_agree(run, mine, err)))
+            return st;
+        if ((st = run_head(run, err)))
+            dist_fail(mine, (int64_t)lt, (unsigned)lr, err);
+        if ((st = dist_agree(run, mine, err)))
+            return st;
+    }
+}
+
+/* After the run: every process gets every rank's statistics (rank 0's process prints them). */
+static tern_status dist_share_stats(ranks_run *run, tern_run_stats *stats, tern_error *err)
+{
+    unsigned R = run->R;
+    typedef struct {
+        uint64_t rank;
+        tern_run_stats s;
+    } rec;
+    size_t nl = 0;
+    for (unsigned r = 0; r < R; r++)
+        nl += run->local[r];
+    rec *mine = calloc(nl ? nl : 1, sizeof *mine);
+    if (!mine)
+        return tern_error_set(err, TERN_ERR_NOMEM, "multi-rank run: out of memory");
+    size_t i = 0;
+    for (unsigned r = 0; r < R; r++)
+        if (run->local[r])
+            mine[i++] = (rec){r, stats[r]};
+    void *recv = NULL;
+    tern_status st = dist_allgather(run->t, mine, nl * sizeof *mine, &recv, err);
+    free(mine);
+    if (st)
+        return st;
+    for (unsigned k = 0; k < R; k++) {
+        const rec *x = (const rec *)recv + k;
+        stats[x->rank] = x->s;
+    }
+    free(recv);
+    return TERN_OK;
+}
+
 tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_program *const *progs,
                            tern_run_stats *stats, tern_ranks_result *res, tern_error *err)
 {
     unsigned R = tern_fabric_ranks(f);
     if (res)
         memset(res, 0, sizeof *res);
-    if (tern_fabric_procs(f) > 1)
-        return tern_error_set(err, TERN_ERR_INVALID,
-                              "multi-rank run over '%s': programs over ranks run in one process (this fabric is spread "
-                              "over %u MPI processes)",
-                              tern_fabric_machine_name(f), tern_fabric_procs(f));
+    const tern_transport *tr = tern_fabric_transport(f);
     int functional = cores[0]->opts.mode == TERN_MODE_FUNCTIONAL;
     for (unsigned r = 1; r < R; r++)
         if ((cores[r]->opts.mode == TERN_MODE_FUNCTIONAL) != functional)
@@ -369,16 +692,29 @@ tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_p
     run.hc = calloc(R, sizeof *run.hc);
     int *done = calloc(R, sizeof *done);
     tern_run_stats *local = stats ? NULL : calloc(R, sizeof *local);
+    unsigned char *mine = tr ? calloc(R, 1) : NULL;
+    dist_err derr;
+    memset(&derr, 0, sizeof derr);
     tern_status st = TERN_OK;
-    if (!run.s || !run.jq || !run.hc || !done || (!stats && !local))
+    if (tr) {
+        run.t = tr;
+        run.local = mine;
+        for (unsigned r = 0; mine && r < R; r++)
+            mine[r] = (unsigned char)tern_fabric_rank_is_local(f, r);
+    }
+    if (!run.s || !run.jq || !run.hc || !done || (!stats && !local) || (tr && !mine))
         st = tern_error_set(err, TERN_ERR_NOMEM, "multi-rank run: out of memory for %u ranks", R);
     if (!st)
         st = tern_coll_comm_create(f, &run.comm, err);
     if (!stats)
         stats = local;
+    if (st && tr) /* out of memory on this process alone: the others would wait for it */
+        tr->abort(tr->ctx, err->msg);
     for (unsigned r = 0; !st && r < R; r++) {
         /* every run starts from zero semaphores and registers (the builder counts from 0), then the rank id and
          * the rank count in the last two registers of every engine */
+        if (tr && !mine[r])
+            continue;
         tern_core *c = cores[r];
         tern_core_reset_control(c);
         unsigned NR = c->cfg.num_registers;
@@ -389,10 +725,18 @@ tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_p
             }
         run.hc[r].run = &run;
         run.hc[r].rank = r;
-        if ((st = sched_begin(c, progs[r], &stats[r], on_join, &run.hc[r], &run.s[r], err)))
+        if ((st = sched_begin(c, progs[r], &stats[r], on_join, &run.hc[r], &run.s[r], err))) {
             tern_error_prefix(err, "rank %u: ", r);
+            if (tr)
+                dist_fail(&derr, INT64_MIN, r, err);
+        }
     }
-    while (!st) {
+    if (tr) { /* a bad program on some rank fails every process alike (the lowest such rank is said) */
+        st = dist_agree(&run, &derr, err);
+        if (!st)
+            st = dist_loop(&run, done, &derr, err);
+    }
+    while (!st && !tr) {
         unsigned pick = R;
         int64_t best = INT64_MAX;
         for (unsigned r = 0; r < R; r++) {
@@ -422,6 +766,7 @@ tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_p
             break;
         }
         size_t before = run.jq[pick].n;
+        run.pick_t = best;
         if ((st = sched_step(run.s[pick], err))) {
             tern_error_prefix(err, "rank %u: ", pick);
             break;
@@ -434,13 +779,15 @@ tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_p
         if (all && (st = run_head(&run, err)))
             break;
     }
+    for (unsigned r = 0; run.s && r < R; r++) {
+        tern_status e2 = sched_end(run.s[r], st);
+        if (!st && e2)
+            st = e2;
+    }
+    if (tr && !st && (st = dist_share_stats(&run, stats, err)))
+        tr->abort(tr->ctx, err->msg);
     int64_t slowest = 0;
     for (unsigned r = 0; r < R; r++) {
-        if (run.s) {
-            tern_status e2 = sched_end(run.s[r], st);
-            if (!st && e2)
-                st = e2;
-        }
         if (!st && stats[r].time_ps > slowest)
             slowest = stats[r].time_ps;
         if (run.jq) {
@@ -460,5 +807,6 @@ tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_p
     free(run.hc);
     free(done);
     free(local);
+    free(mine);
     return st;
 }

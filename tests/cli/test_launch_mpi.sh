@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# `tern launch` spread over MPI processes (docs/multichip.md, "Launches over MPI processes"): an SPMD program with
+# an all-reduce, work beside it that shares the core's engines and DMA with the collective's neighbours, and an
+# all-gather over replica groups of 4, on 8 ranks of trn1.32xlarge (4 chips) and of 2xtrn1.32xlarge (EFA
+# between the instances). The whole output (text, --json, --json --timing-only: picoseconds of every rank and
+# collective, the hash of every rank's output bits) must be byte-identical without mpirun and under
+# `mpirun -np K` for K = 1, 2 and 4; only process 0 prints. Failures: a process whose ranks fault ends the run
+# on every process with the same message a single process gives for that rank; a process whose ranks never join
+# a collective (an MPMD launch of a shorter program) is named as a deadlock, without a hang; more processes than
+# chips is refused once. CMake passes mpirun as TERN_MPIEXEC when the build has MPI; without it this test exits
+# 77, which CTest reports as skipped.
+set -u
+TERN=${1:?usage: test_launch_mpi.sh path/to/tern}
+if [ -z "${TERN_MPIEXEC:-}" ]; then
+    echo "skipped: this build has no MPI (install libopenmpi-dev and openmpi-bin, scripts/install-deps.sh)"
+    exit 77
+fi
+MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
+. "$(dirname "$0")/../lib.sh"
+mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi" # a private Open MPI session directory (see test_collective_mpi)
+
+# x -> x*2+1 -> all-reduce -> *0.5 -> all-gather (groups of 4); w -> six VectorE steps -> side, beside the all-reduce
+cat >"$tmp/a.s" <<'PROG'
+.machine trn1.2xlarge
+.semaphores 64
+.tensor x input fp32 [128,256] @0x1000
+.tensor w input fp32 [128,256] @0x21000
+.tensor pre scratch fp32 [128,256] @0x41000
+.tensor red output fp32 [128,256] @0x61000
+.tensor mid scratch fp32 [128,256] @0x81000
+.tensor gat output fp32 [512,256] @0xa1000
+.tensor side output fp32 [128,256] @0x121000
+
+.engine vector
+    tensor_scalar dst=sbuf[0:128]+0:fp32[[1,256]] in0=sbuf[0:128]+0:fp32[[1,256]] op0=mult imm0=2.0 op1=add imm1=1.0 wait=s5>=1 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 wait=s7>=1 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+
+.engine scalar
+    tensor_scalar dst=sbuf[0:128]+0x800:fp32[[1,256]] in0=sbuf[0:128]+0x800:fp32[[1,256]] op0=mult imm0=0.5 wait=s9>=1 signal=s2
+
+.engine sync
+    dma_copy dst=sbuf[0:128]+0:fp32[[1,256]] in0=hbm[0:1]+0x1000:fp32[[256,128],[1,256]] signal=s5
+    dma_copy dst=hbm[0:1]+0x41000:fp32[[256,128],[1,256]] in0=sbuf[0:128]+0:fp32[[1,256]] queue=1 wait=s1>=1 signal=s6
+    collective dst=hbm[0:1]+0x61000:fp32[[256,128],[1,256]] in0=hbm[0:1]+0x41000:fp32[[256,128],[1,256]] op0=add wait=s6>=1 signal=s21
+    dma_copy dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=hbm[0:1]+0x21000:fp32[[256,128],[1,256]] queue=2 signal=s7
+    dma_copy dst=hbm[0:1]+0x121000:fp32[[256,128],[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] queue=3 wait=s1>=7 signal=s8
+    dma_copy dst=sbuf[0:128]+0x800:fp32[[1,256]] in0=hbm[0:1]+0x61000:fp32[[256,128],[1,256]] queue=4 wait=s21>=1 signal=s9
+    dma_copy dst=hbm[0:1]+0x81000:fp32[[256,128],[1,256]] in0=sbuf[0:128]+0x800:fp32[[1,256]] queue=5 wait=s2>=1 signal=s10
+    collective dst=hbm[0:1]+0xa1000:fp32[[256,512],[1,256]] in0=hbm[0:1]+0x81000:fp32[[256,128],[1,256]] imm_i0=1 imm_i1=4 wait=s10>=1 signal=s21
+PROG
+# the same program without its second collective, and one whose load of w reads far outside HBM
+grep -v 'imm_i1=4' "$tmp/a.s" >"$tmp/short.s"
+sed 's/in0=hbm\[0:1\]+0x21000/in0=hbm[0:1]+0x7ff0000021000/' "$tmp/a.s" >"$tmp/bad.s"
+
+for m in "trn1.32xlarge --ranks 8" "2xtrn1.32xlarge --ranks 8 --nodes 2"; do
+    modes=("" "--json" "--json --timing-only")
+    [ "${m%% *}" = 2xtrn1.32xlarge ] && modes=("--json") # (the test's time: the modes are the same code)
+    for extra in "${modes[@]}"; do
+        # shellcheck disable=SC2086
+        args=(launch "$tmp/a.s" --machine $m $extra)
+        if ! "$TERN" "${args[@]}" >"$tmp/k0" 2>"$tmp/err"; then
+            bad "$m $extra without mpirun: $(head -c 300 "$tmp/err")"
+            continue
+        fi
+        n=$(grep -c 'collective #\|"seq":' "$tmp/k0")
+        [ "$n" -ge 1 ] && ok || bad "$m $extra: no collective in the output: $(head -c 300 "$tmp/k0")"
+        for k in 1 2 4; do
+            if "${MPI[@]}" -np $k "$TERN" "${args[@]}" >"$tmp/k$k" 2>"$tmp/err"; then
+                if cmp -s "$tmp/k0" "$tmp/k$k"; then ok; else
+                    bad "$m $extra: -np $k output differs from one process: $(diff "$tmp/k0" "$tmp/k$k" | head -c 600)"; fi
+            else
+                bad "$m $extra: mpirun -np $k failed: $(head -c 300 "$tmp/err")"
+            fi
+        done
+    done
+done
+
+
+expect_fail() { # message, then the mpirun arguments
+    local want=$1
+    shift
+    if "${MPI[@]}" "$@" >"$tmp/out" 2>"$tmp/err"; then
+        bad "$* succeeded, expected a failure naming '$want'"
+    elif grep -qF -- "$want" "$tmp/err"; then ok; else
+        bad "$*: stderr lacks '$want': $(head -c 400 "$tmp/err")"
+    fi
+    n=$(grep -cF -- "$want" "$tmp/err")
+    [ "$n" -eq 1 ] && ok || bad "'$want' printed $n times (only process 0 prints)"
+}
+M=(--machine trn1.32xlarge --ranks 8)
+# a faulting rank: one process says it as a single process does for its rank 0, and every process ends
+expect 1 "$TERN" launch "$tmp/bad.s" "${M[@]}"
+contains "$tmp/err" "tern launch: rank 0: sync #3 (dma_copy): operand in0: offset 2250700302192640 beyond HBM"
+start=$(date +%s)
+expect_fail "tern launch: rank 4: sync #3 (dma_copy): operand in0: offset 2250700302192640 beyond HBM" \
+    -np 1 "$TERN" launch "$tmp/a.s" "${M[@]}" : -np 1 "$TERN" launch "$tmp/bad.s" "${M[@]}"
+expect_fail "tern launch: rank 6: sync #3 (dma_copy): operand in0: offset 2250700302192640 beyond HBM" \
+    -np 3 "$TERN" launch "$tmp/a.s" "${M[@]}" : -np 1 "$TERN" launch "$tmp/bad.s" "${M[@]}"
+# ranks of another process never join the all-gather
+expect_fail "collective #2 (all-gather, fp32, 131072 elements): ranks 0, 1, 2, 3 joined, but these ranks never join it (a deadlock): rank 4 (its program ended); rank 5 (its program ended)" \
+    -np 2 "$TERN" launch "$tmp/a.s" "${M[@]}" : -np 2 "$TERN" launch "$tmp/short.s" "${M[@]}"
+took=$(($(date +%s) - start))
+[ "$took" -lt 30 ] && ok || bad "the failures took $took s to be reported"
+expect_fail "tern launch: 8 processes for the 4 chips that hold the 8 ranks of 'trn1.32xlarge'" \
+    -np 8 "$TERN" launch "$tmp/a.s" "${M[@]}"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
