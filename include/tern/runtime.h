@@ -183,6 +183,9 @@ typedef struct {
     unsigned threads;           /* host threads per core (0: $TERN_THREADS or the CPUs); never changes results */
     int fill_nan;
     uint64_t max_instructions;
+    /* transport.h: spread the ranks' chips over its processes (tern_fabric_set_transport); this process creates,
+     * writes, runs and reads only its own ranks (tern_fabric_rank_is_local), the others' are errors. NULL: all. */
+    const struct tern_transport *transport;
 } tern_rt_ranks_opts;
 tern_status tern_rt_ranks_create(const char *machine, const tern_rt_ranks_opts *o, struct tern_kernel *const *kernels,
                                  unsigned nkernels, tern_rt_ranks **out, tern_error *err);

@@ -203,6 +203,7 @@ static int run_launch(int argc, char **argv, const tern_transport *tr)
     ro.lnc = (unsigned)lnc;
     ro.mode = timing_only ? TERN_MODE_TIMING_ONLY : TERN_MODE_FUNCTIONAL;
     ro.threads = (unsigned)threads;
+    ro.transport = tr; /* each process creates and runs its own ranks (more processes than chips: refused) */
     tern_rt_ranks *rt = NULL;
     if (tern_rt_ranks_create(machine, &ro, &k, 1, &rt, &err)) {
         SAY("%s: %s\n", L, err.msg);
@@ -211,12 +212,6 @@ static int run_launch(int argc, char **argv, const tern_transport *tr)
     }
     unsigned R = tern_rt_ranks_count(rt);
     tern_fabric *fab = tern_rt_ranks_fabric(rt);
-    if (tr && tern_fabric_set_transport(fab, tr, &err)) { /* more processes than chips: every process says so */
-        SAY("%s: %s\n", L, err.msg);
-        tern_rt_ranks_free(rt);
-        tern_kernel_free(k);
-        return 1;
-    }
     int rc = 0;
     for (unsigned r = 0; !rc && !timing_only && r < R; r++)
         if (tern_fabric_rank_is_local(fab, r))

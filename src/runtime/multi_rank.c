@@ -4,7 +4,9 @@
  * reads its rank id from register TERN_RANK_REG_ID) run together by tern_ranks_run, so that the collective
  * instructions inside the kernels meet over the fabric. Inputs and outputs are each rank's own tensors, written and
  * read by name. The rank order and the ranks a machine has are the fabric's (docs/multichip.md): asking for more
- * ranks than the machine's NeuronCores is the fabric's error, naming both. */
+ * ranks than the machine's NeuronCores is the fabric's error, naming both. With a transport (opts.transport, `mpirun
+ * -np K tern launch`) the fabric's chips are spread over its processes and each creates only its own ranks' cores;
+ * the others' are NULL, and tern_ranks_run runs each process's ranks (docs/multichip.md, "Launches over MPI"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,10 @@ tern_status tern_rt_ranks_create(const char *machine, const tern_rt_ranks_opts *
         return tern_error_prefix(err, "launch over '%s': ", machine);
     }
     rt->R = tern_fabric_ranks(rt->f);
+    if (o->transport && (st = tern_fabric_set_transport(rt->f, o->transport, err))) {
+        tern_rt_ranks_free(rt);
+        return tern_error_prefix(err, "launch over '%s': ", machine);
+    }
     rt->kernels = kernels;
     rt->nkernels = nkernels;
     if (nkernels != 1 && nkernels != rt->R) {
@@ -88,7 +94,7 @@ tern_status tern_rt_ranks_create(const char *machine, const tern_rt_ranks_opts *
     co.fill_nan = o->fill_nan;
     co.max_instructions = o->max_instructions;
     for (unsigned r = 0; r < rt->R; r++)
-        if ((st = tern_core_create(&cfg, &co, &rt->cores[r], err))) {
+        if (tern_fabric_rank_is_local(rt->f, r) && (st = tern_core_create(&cfg, &co, &rt->cores[r], err))) {
             tern_rt_ranks_free(rt);
             return tern_error_prefix(err, "launch: rank %u: ", r);
         }
@@ -108,6 +114,9 @@ static tern_status rank_ok(const tern_rt_ranks *rt, unsigned rank, tern_error *e
 {
     if (rank >= rt->R)
         return tern_error_set(err, TERN_ERR_RANGE, "launch: rank %u outside 0..%u", rank, rt->R - 1);
+    if (!rt->cores[rank])
+        return tern_error_set(err, TERN_ERR_INVALID, "launch: rank %u runs in process %u, not this one (%u)", rank,
+                              tern_fabric_rank_owner(rt->f, rank), tern_fabric_proc(rt->f));
     return TERN_OK;
 }
 
@@ -138,6 +147,8 @@ tern_status tern_rt_ranks_execute(tern_rt_ranks *rt, tern_ranks_result *res, ter
     for (unsigned r = 0; !st && r < rt->R; r++) {
         const tern_kernel *k = kernel_of(rt, r);
         progs[r] = tern_kernel_program(k);
+        if (!rt->cores[r]) /* another process's rank */
+            continue;
         for (size_t i = 0; !st && i < tern_kernel_io_count(k); i++) { /* constants are placed before every run */
             const tern_kio *io = tern_kernel_io(k, i);
             const void *data = io->kind == TERN_KIO_CONSTANT ? tern_kernel_constant_data(k, io->name) : NULL;

@@ -675,11 +675,21 @@ tern_status tern_ranks_run(tern_fabric *f, tern_core *const *cores, const tern_p
     if (res)
         memset(res, 0, sizeof *res);
     const tern_transport *tr = tern_fabric_transport(f);
-    int functional = cores[0]->opts.mode == TERN_MODE_FUNCTIONAL;
-    for (unsigned r = 1; r < R; r++)
-        if ((cores[r]->opts.mode == TERN_MODE_FUNCTIONAL) != functional)
-            return tern_error_set(err, TERN_ERR_INVALID, "multi-rank run: rank %u's core is %s, rank 0's %s", r,
-                                  functional ? "timing-only" : "functional", functional ? "functional" : "timing-only");
+    /* under a transport, another process's rank may have no core here (NULL) */
+    unsigned c0 = 0;
+    while (c0 + 1 < R && !cores[c0])
+        c0++;
+    if (!cores[c0] || (!tr && c0 != 0))
+        return tern_error_set(err, TERN_ERR_INVALID, "multi-rank run: rank %u has no core", c0);
+    int functional = cores[c0]->opts.mode == TERN_MODE_FUNCTIONAL;
+    for (unsigned r = c0 + 1; r < R; r++) {
+        if (!cores[r] && (!tr || tern_fabric_rank_is_local(f, r)))
+            return tern_error_set(err, TERN_ERR_INVALID, "multi-rank run: rank %u has no core", r);
+        if (cores[r] && (cores[r]->opts.mode == TERN_MODE_FUNCTIONAL) != functional)
+            return tern_error_set(err, TERN_ERR_INVALID, "multi-rank run: rank %u's core is %s, rank %u's %s", r,
+                                  functional ? "timing-only" : "functional", c0,
+                                  functional ? "functional" : "timing-only");
+    }
     ranks_run run;
     memset(&run, 0, sizeof run);
     run.f = f;

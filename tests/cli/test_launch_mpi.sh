@@ -106,7 +106,7 @@ expect_fail "collective #2 (all-gather, fp32, 131072 elements): ranks 0, 1, 2, 3
     -np 2 "$TERN" launch "$tmp/a.s" "${M[@]}" : -np 2 "$TERN" launch "$tmp/short.s" "${M[@]}"
 took=$(($(date +%s) - start))
 [ "$took" -lt 30 ] && ok || bad "the failures took $took s to be reported"
-expect_fail "tern launch: 8 processes for the 4 chips that hold the 8 ranks of 'trn1.32xlarge'" \
+expect_fail "tern launch: launch over 'trn1.32xlarge': 8 processes for the 4 chips that hold the 8 ranks of 'trn1.32xlarge'" \
     -np 8 "$TERN" launch "$tmp/a.s" "${M[@]}"
 
 echo "$pass passed, $fail failed"
