@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `tern launch` spread over MPI processes (docs/multichip.md, "Launches over MPI processes"): an SPMD program with
-# an all-reduce, work beside it that shares the core's engines and DMA with the collective's neighbours, and an
-# all-gather over replica groups of 4, on 8 ranks of trn1.32xlarge (4 chips) and of 2xtrn1.32xlarge (EFA
+# an all-reduce, VectorE work beside it that outlasts it and shares an SBUF port with the GpSimdE step after it,
+# and an all-gather over replica groups of 4, on 8 ranks of trn1.32xlarge (4 chips) and of 2xtrn1.32xlarge (EFA
 # between the instances). The whole output (text, --json, --json --timing-only: picoseconds of every rank and
 # collective, the hash of every rank's output bits) must be byte-identical without mpirun and under
 # `mpirun -np K` for K = 1, 2 and 4; only process 0 prints. Failures: a process whose ranks fault ends the run
@@ -19,39 +19,82 @@ MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
 . "$(dirname "$0")/../lib.sh"
 mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi" # a private Open MPI session directory (see test_collective_mpi)
 
-# x -> x*2+1 -> all-reduce -> *0.5 -> all-gather (groups of 4); w -> six VectorE steps -> side, beside the all-reduce
+# x -> x*2+1 -> all-reduce -> (+ itself, GpSimdE) -> all-gather (groups of 4); w -> 48 VectorE steps -> side,
+# beside both: GpSimdE shares VectorE's SBUF port, so the times depend on committing in the one-process order
 cat >"$tmp/a.s" <<'PROG'
 .machine trn1.2xlarge
 .semaphores 64
 .tensor x input fp32 [128,256] @0x1000
-.tensor w input fp32 [128,256] @0x21000
-.tensor pre scratch fp32 [128,256] @0x41000
-.tensor red output fp32 [128,256] @0x61000
-.tensor mid scratch fp32 [128,256] @0x81000
-.tensor gat output fp32 [512,256] @0xa1000
-.tensor side output fp32 [128,256] @0x121000
+.tensor w input fp32 [128,2048] @0x21000
+.tensor pre scratch fp32 [128,256] @0x121000
+.tensor red output fp32 [128,256] @0x141000
+.tensor mid scratch fp32 [128,256] @0x161000
+.tensor gat output fp32 [512,256] @0x181000
+.tensor side output fp32 [128,2048] @0x201000
 
 .engine vector
     tensor_scalar dst=sbuf[0:128]+0:fp32[[1,256]] in0=sbuf[0:128]+0:fp32[[1,256]] op0=mult imm0=2.0 op1=add imm1=1.0 wait=s5>=1 signal=s1
-    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 wait=s7>=1 signal=s1
-    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
-    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
-    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
-    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
-    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 wait=s7>=1 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=0.5 op1=add imm1=-0.25 signal=s1
+    tensor_scalar dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] op0=mult imm0=1.5 op1=add imm1=-0.25 signal=s1
 
-.engine scalar
-    tensor_scalar dst=sbuf[0:128]+0x800:fp32[[1,256]] in0=sbuf[0:128]+0x800:fp32[[1,256]] op0=mult imm0=0.5 wait=s9>=1 signal=s2
+.engine gpsimd
+    tensor_tensor dst=sbuf[0:128]+0x2400:fp32[[1,256]] in0=sbuf[0:128]+0x2400:fp32[[1,256]] in1=sbuf[0:128]+0x2400:fp32[[1,256]] op0=add wait=s8>=1 signal=s3
 
 .engine sync
     dma_copy dst=sbuf[0:128]+0:fp32[[1,256]] in0=hbm[0:1]+0x1000:fp32[[256,128],[1,256]] signal=s5
-    dma_copy dst=hbm[0:1]+0x41000:fp32[[256,128],[1,256]] in0=sbuf[0:128]+0:fp32[[1,256]] queue=1 wait=s1>=1 signal=s6
-    collective dst=hbm[0:1]+0x61000:fp32[[256,128],[1,256]] in0=hbm[0:1]+0x41000:fp32[[256,128],[1,256]] op0=add wait=s6>=1 signal=s21
-    dma_copy dst=sbuf[0:128]+0x400:fp32[[1,256]] in0=hbm[0:1]+0x21000:fp32[[256,128],[1,256]] queue=2 signal=s7
-    dma_copy dst=hbm[0:1]+0x121000:fp32[[256,128],[1,256]] in0=sbuf[0:128]+0x400:fp32[[1,256]] queue=3 wait=s1>=7 signal=s8
-    dma_copy dst=sbuf[0:128]+0x800:fp32[[1,256]] in0=hbm[0:1]+0x61000:fp32[[256,128],[1,256]] queue=4 wait=s21>=1 signal=s9
-    dma_copy dst=hbm[0:1]+0x81000:fp32[[256,128],[1,256]] in0=sbuf[0:128]+0x800:fp32[[1,256]] queue=5 wait=s2>=1 signal=s10
-    collective dst=hbm[0:1]+0xa1000:fp32[[256,512],[1,256]] in0=hbm[0:1]+0x81000:fp32[[256,128],[1,256]] imm_i0=1 imm_i1=4 wait=s10>=1 signal=s21
+    dma_copy dst=hbm[0:1]+0x121000:fp32[[256,128],[1,256]] in0=sbuf[0:128]+0:fp32[[1,256]] queue=1 wait=s1>=1 signal=s6
+    collective dst=hbm[0:1]+0x141000:fp32[[256,128],[1,256]] in0=hbm[0:1]+0x121000:fp32[[256,128],[1,256]] op0=add wait=s6>=1 signal=s21
+    dma_copy dst=sbuf[0:128]+0x400:fp32[[1,2048]] in0=hbm[0:1]+0x21000:fp32[[2048,128],[1,2048]] queue=2 signal=s7
+    dma_copy dst=sbuf[0:128]+0x2400:fp32[[1,256]] in0=hbm[0:1]+0x141000:fp32[[256,128],[1,256]] queue=3 wait=s21>=1 signal=s8
+    dma_copy dst=hbm[0:1]+0x161000:fp32[[256,128],[1,256]] in0=sbuf[0:128]+0x2400:fp32[[1,256]] queue=4 wait=s3>=1 signal=s9
+    collective dst=hbm[0:1]+0x181000:fp32[[256,512],[1,256]] in0=hbm[0:1]+0x161000:fp32[[256,128],[1,256]] imm_i0=1 imm_i1=4 wait=s9>=1 signal=s21
+    dma_copy dst=hbm[0:1]+0x201000:fp32[[2048,128],[1,2048]] in0=sbuf[0:128]+0x400:fp32[[1,2048]] queue=5 wait=s1>=49 signal=s10
 PROG
 # the same program without its second collective, and one whose load of w reads far outside HBM
 grep -v 'imm_i1=4' "$tmp/a.s" >"$tmp/short.s"
