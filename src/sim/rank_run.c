@@ -439,8 +439,6 @@ static void dist_advance(ranks_run *run, unsigned r, int mode, int64_t bt, unsig
                          tern_error *err)
 {
     for (;;) {
-        if (mine->has)
-            return;
         if (mode == 0 && run->jq[r].n > run->jq[r].head)
             return;
         int64_t t;
@@ -450,6 +448,10 @@ static void dist_advance(ranks_run *run, unsigned r, int mode, int64_t bt, unsig
         if (k <= 0)
             return;
         if (mode == 1 && !key_less(t, r, bt, br))
+            return;
+        /* after a failure, only the steps before it (which one process would also have made, and which may fail
+         * earlier) */
+        if (mine->has && !key_less(t, r, mine->t, mine->rank))
             return;
         run->pick_t = t;
         if (sched_step(run->s[r], err)) {
