@@ -4,8 +4,9 @@
  * in register r63 (TERN_RANK_REG_ID) and the rank count in r62. Each rank's input tensors are filled with seeded
  * uniform values in [-1, 1) (the seed mixed with the rank; integer tensors with zeros), as `tern profile` does.
  * It prints the predicted time, every collective (operation, algorithm, elements, start and end) and a 64-bit
- * FNV-1a hash of each rank's outputs; --json writes the same as one object. Exit codes: 0 ok, 1 a failed run or a
- * bad program, 2 usage. */
+ * FNV-1a hash of each rank's outputs; --json writes the same as one object. Under `mpirun -np K` the ranks are
+ * spread over K processes with the same output (process 0 prints). Exit codes: 0 ok, 1 a failed run or a bad
+ * program, 2 usage. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,9 @@ static void launch_usage(FILE *out)
             "  --timing-only   time only: no arithmetic, no data (same predicted time)\n"
             "  --seed N        seed of the random input values (default 1)\n"
             "  --threads T     host threads per core (never changes results)\n"
-            "  --json          the results as JSON\n");
+            "  --json          the results as JSON\n"
+            "Under `mpirun -np K` (an MPI build) the ranks' chips are spread over K processes; the output is the same\n"
+            "for every K and only process 0 prints it.\n");
 }
 
 static uint64_t splitmix(uint64_t *s)

@@ -2,13 +2,13 @@
 # `tern launch` spread over MPI processes (docs/multichip.md, "Launches over MPI processes"): an SPMD program with
 # an all-reduce, VectorE work beside it that outlasts it and shares an SBUF port with the GpSimdE step after it,
 # and an all-gather over replica groups of 4, on 8 ranks of trn1.32xlarge (4 chips) and of 2xtrn1.32xlarge (EFA
-# between the instances). The whole output (text, --json, --json --timing-only: picoseconds of every rank and
-# collective, the hash of every rank's output bits) must be byte-identical without mpirun and under
-# `mpirun -np K` for K = 1, 2 and 4; only process 0 prints. Failures: a process whose ranks fault ends the run
-# on every process with the same message a single process gives for that rank; a process whose ranks never join
-# a collective (an MPMD launch of a shorter program) is named as a deadlock, without a hang; more processes than
-# chips is refused once. CMake passes mpirun as TERN_MPIEXEC when the build has MPI; without it this test exits
-# 77, which CTest reports as skipped.
+# between the instances). The whole output (trn1: text and --json --timing-only, 2x: --json; picoseconds of
+# every rank and collective, the hash of every rank's output bits) must be byte-identical without mpirun and
+# under `mpirun -np K` for K = 1, 2 and 4; only process 0 prints. Failures: a process whose ranks fault ends the
+# run on every process with the same message a single process gives for that rank; a process whose ranks never
+# join a collective (an MPMD launch of a shorter program) is named as a deadlock, without a hang; a killed
+# process ends the run (Open MPI's report); more processes than chips is refused once. CMake passes mpirun as
+# TERN_MPIEXEC when the build has MPI; without it this test exits 77, which CTest reports as skipped.
 set -u
 TERN=${1:?usage: test_launch_mpi.sh path/to/tern}
 if [ -z "${TERN_MPIEXEC:-}" ]; then
@@ -101,7 +101,7 @@ grep -v 'imm_i1=4' "$tmp/a.s" >"$tmp/short.s"
 sed 's/in0=hbm\[0:1\]+0x21000/in0=hbm[0:1]+0x7ff0000021000/' "$tmp/a.s" >"$tmp/bad.s"
 
 for m in "trn1.32xlarge --ranks 8" "2xtrn1.32xlarge --ranks 8 --nodes 2"; do
-    modes=("" "--json" "--json --timing-only")
+    modes=("" "--json --timing-only")
     [ "${m%% *}" = 2xtrn1.32xlarge ] && modes=("--json") # (the test's time: the modes are the same code)
     for extra in "${modes[@]}"; do
         # shellcheck disable=SC2086
@@ -147,8 +147,14 @@ expect_fail "tern launch: rank 6: sync #3 (dma_copy): operand in0: offset 225070
 # ranks of another process never join the all-gather
 expect_fail "collective #2 (all-gather, fp32, 131072 elements): ranks 0, 1, 2, 3 joined, but these ranks never join it (a deadlock): rank 4 (its program ended); rank 5 (its program ended)" \
     -np 2 "$TERN" launch "$tmp/a.s" "${M[@]}" : -np 2 "$TERN" launch "$tmp/short.s" "${M[@]}"
+# a process that dies outright (killed): Open MPI ends the run on every process, no one is left waiting
+if "${MPI[@]}" -np 1 "$TERN" launch "$tmp/a.s" "${M[@]}" : -np 1 sh -c 'sleep 1; kill -9 $$' >"$tmp/out" 2>"$tmp/err"; then
+    bad "a killed process: the run succeeded"
+else
+    contains "$tmp/err" "exited on signal 9"
+fi
 took=$(($(date +%s) - start))
-[ "$took" -lt 30 ] && ok || bad "the failures took $took s to be reported"
+[ "$took" -lt 40 ] && ok || bad "the failures took $took s to be reported"
 expect_fail "tern launch: launch over 'trn1.32xlarge': 8 processes for the 4 chips that hold the 8 ranks of 'trn1.32xlarge'" \
     -np 8 "$TERN" launch "$tmp/a.s" "${M[@]}"
 
