@@ -583,17 +583,13 @@ static tern_status dist_loop(ranks_run *run, int *done, dist_err *mine, tern_err
                 dist_advance(run, r, 0, 0, 0, done, mine, err);
         if ((st = dist_agree(run, mine, err)))
             return st;
-        uint64_t v[2] = {1, 0}; /* every rank joined; some rank has a collective pending */
+        uint64_t all_in = 1; /* every rank joined the head */
         for (unsigned r = 0; r < R; r++)
-            if (run->local[r]) {
-                int in = run->jq[r].n > run->jq[r].head;
-                v[0] &= (uint64_t)in;
-                v[1] |= (uint64_t)in;
-            }
-        if ((st = t->allreduce(t->ctx, &v[0], 1, TERN_XOP_MIN, err)) ||
-            (st = t->allreduce(t->ctx, &v[1], 1, TERN_XOP_MAX, err)))
+            if (run->local[r])
+                all_in &= (uint64_t)(run->jq[r].n > run->jq[r].head);
+        if ((st = t->allreduce(t->ctx, &all_in, 1, TERN_XOP_MIN, err)))
             t->abort(t->ctx, err->msg);
-        if (!v[0]) {
+        if (!all_in) {
             /* a rank that has not joined finished or waits for a semaphore only a collective can raise: the head
              * never runs, so every rank runs as far as it can, as in one process, and the result is said */
             for (unsigned r = 0; r < R; r++)
