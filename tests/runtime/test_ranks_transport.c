@@ -5,8 +5,9 @@
  * all-reduce, VectorE work beside it that shares the core with the collective's neighbours, and an all-gather over
  * replica groups of 4, on 8 ranks of trn1.32xlarge and of 2xtrn1.32xlarge (EFA): every rank's output bits and
  * statistics, every collective's record and the time are identical, functional and timing-only. Errors: a rank
- * whose program lacks the second collective (a deadlock) and a rank that gathers a different size (ranks disagree)
- * give the one-process loop's messages, word for word. (The same loop across processes: test_launch_mpi.sh.) */
+ * whose program lacks the second collective (a deadlock), a rank that gathers a different size (ranks disagree)
+ * and two ranks that fail (the earlier in time wins, not the lower rank) give the one-process loop's messages,
+ * word for word. (The same loop across processes: test_launch_mpi.sh.) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,32 @@ static tern_kernel *build(uint64_t gather_rows)
     return k;
 }
 
+/* n VectorE steps on a tile of x (wide = 0) or of the 16x wider w: the run passes a small instruction limit early
+ * or late in time */
+static tern_kernel *build_chain(int wide, int n)
+{
+    tern_kernel *k = NULL;
+    tern_error err;
+    if (tern_kernel_create(&CFG, "chain", &k, &err))
+        return NULL;
+    tern_view x = tern_kernel_input2d(k, "x", TERN_DTYPE_FP32, ROWS, COLS);
+    tern_view w = tern_kernel_input2d(k, "w", TERN_DTYPE_FP32, ROWS, SIDE_COLS);
+    tern_view o = tern_kernel_output2d(k, "o", TERN_DTYPE_FP32, ROWS, wide ? SIDE_COLS : COLS);
+    tern_view t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, ROWS, wide ? SIDE_COLS : COLS, "t");
+    tern_kernel_load(k, t, wide ? w : x);
+    for (int i = 0; i < n; i++)
+        tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, t, t, TERN_ALU_MULT, 0.5f, TERN_ALU_ADD, 1.0f);
+    tern_kernel_store(k, o, t);
+    if (tern_kernel_status(k, &err)) {
+        fprintf(stderr, "build: %s\n", err.msg);
+        tern_kernel_free(k);
+        return NULL;
+    }
+    return k;
+}
+
+static uint64_t MAX_INSTR; /* 0: the default */
+
 typedef struct {
     int rc;
     char msg[TERN_ERROR_MSG_MAX];
@@ -93,6 +120,7 @@ static void launch(const char *machine, unsigned nodes, tern_kernel *const *ks, 
     ro.mode = mode;
     ro.threads = 1;
     ro.transport = tr;
+    ro.max_instructions = MAX_INSTR;
     tern_rt_ranks *rt = NULL;
     if (tern_rt_ranks_create(machine, &ro, ks, nk, &rt, &err)) {
         o->rc = 1;
@@ -221,6 +249,23 @@ int main(void)
     CHECK_MSG(!strcmp(a.msg, b.msg), "disagreement: '%s' vs '%s'", a.msg, b.msg);
     drop(&a);
     drop(&b);
+    /* two ranks pass the instruction limit: rank 3 late in time, rank 6 early; both loops name rank 6 (the
+     * distributed one still runs ranks after rank 3's failure, up to it) */
+    tern_kernel *late = build_chain(1, 40), *early = build_chain(0, 40);
+    CHECK(late && early);
+    for (unsigned r = 0; r < RANKS; r++)
+        ks[r] = r == 3 ? late : r == 6 ? early : k;
+    MAX_INSTR = 30;
+    launch("trn1.32xlarge", 0, ks, RANKS, TERN_MODE_FUNCTIONAL, NULL, &a);
+    launch("trn1.32xlarge", 0, ks, RANKS, TERN_MODE_FUNCTIONAL, one, &b);
+    MAX_INSTR = 0;
+    CHECK(a.rc && b.rc);
+    CHECK_STR_CONTAINS(a.msg, "rank 6: run: more than 30 instructions executed");
+    CHECK_MSG(!strcmp(a.msg, b.msg), "the earliest failure: '%s' vs '%s'", a.msg, b.msg);
+    drop(&a);
+    drop(&b);
+    tern_kernel_free(late);
+    tern_kernel_free(early);
     tern_kernel_free(k);
     tern_kernel_free(shortk);
     tern_kernel_free(half);
