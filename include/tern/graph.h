@@ -132,6 +132,7 @@ typedef enum {
     TERN_OP_FAMILY_RECURRENT,
     TERN_OP_FAMILY_LOSS,
     TERN_OP_FAMILY_CONTROL,
+    TERN_OP_FAMILY_OPTIMIZER, /* tern.SGDUpdate, tern.AdamUpdate: a weight's fused optimizer step */
     TERN_OP_FAMILY_COUNT
 } tern_op_family;
 

@@ -103,6 +103,23 @@ void tern_lib_binary(tern_kernel *k, tern_view out, tern_view a, tern_view b, te
  * materialised. col is [rows] or [rows, 1] in any dtype (widened to fp32 on chip, as tensor_tensor reads it);
  * the same fp32 operator and rounding per element as tern_lib_binary. max/min are refused (no NaN fix-up). */
 void tern_lib_binary_col(tern_kernel *k, tern_view out, tern_view a, tern_view col, tern_alu_op op, int reverse);
+/* The fused optimizer update of one weight (src/kernel/lib_optim.c, docs/training.md "The step graph"): p, g and
+ * the state tiles stream through SBUF once and the new weight and state are stored, with the same fp32
+ * instructions in the same order as the step graph's node-by-node update (bit-identical to it). All tensors are
+ * [rows, cols] views of one shape; lr (SGD's learning rate or Adam's step size), bc2_sqrt, decay (AdamW's
+ * 1 - lr wd) and coef (the clipping coefficient, optional) are [rows, 1] views of a one-element HBM scalar (row
+ * step 0). SGD: s0 the momentum buffer (absent without momentum); Adam/AdamW: s0 = m, s1 = v. Absent views are
+ * tern_view_none(). Immediates are the fp32 values the step graph's constants hold. */
+enum { TERN_OPTIM_SGD = 0, TERN_OPTIM_ADAM = 1 };
+typedef struct {
+    int kind;     /* TERN_OPTIM_SGD or TERN_OPTIM_ADAM */
+    int adamw;    /* Adam: decoupled weight decay (p * decay) instead of g + wd p */
+    int nesterov; /* SGD with momentum */
+    float weight_decay, momentum, beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+    tern_view p, g, s0, s1, out_p, out_s0, out_s1;
+    tern_view lr, bc2_sqrt, decay, coef;
+} tern_optim_update;
+void tern_lib_optim_update(tern_kernel *k, const tern_optim_update *u);
 /* out = in op s on VectorE (tensor_scalar with an immediate); float max and min propagate NaN as above. */
 void tern_lib_scalar(tern_kernel *k, tern_view out, tern_view in, tern_alu_op op, float s);
 /* out = 1 / in on VectorE (IEEE, correctly rounded: 1/-0 = -inf), unlike ScalarE's reciprocal activation, whose

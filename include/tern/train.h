@@ -95,6 +95,8 @@ typedef struct {
     int64_t dp_chunks;        /* dp_exact: the tree's leaves (a power of two that ranks divides; 0: ranks) */
     int no_fused_attention;   /* 1: differentiate attention blocks node by node (MatMul, Softmax, ... rules)
                                  instead of one fused tern.AttentionGrad each (docs/training.md) */
+    int no_fused_optimizer;   /* 1: the optimizer update node by node instead of one fused tern.SGDUpdate /
+                                 tern.AdamUpdate per weight (bit-identical; docs/training.md "The step graph") */
     /* Tensor and pipeline parallelism (docs/training.md): a layout tp x pp x ranks (ranks: the data replicas) of
      * the machine's cores; the model's Megatron linear pairs split over tp ranks, its linear layers staged over pp
      * in `micro` micro-batches (0: pp) on a 1F1B schedule. tp, pp <= 1: neither. */

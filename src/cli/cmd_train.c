@@ -56,6 +56,7 @@ static void usage(FILE *f)
             "                        updates stochastically rounded) | bf16-rne (the same, round to nearest even)\n"
             "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
             "  --no-fused-attention  attention blocks' backward node by node, not one fused tern.AttentionGrad\n"
+            "  --no-fused-optimizer  the optimizer update node by node, not one fused tern.SGDUpdate/AdamUpdate\n"
             "  --freeze NAME         keep initializer NAME (or a glob: 'blocks.*.cos') constant, untrained;\n"
             "                        repeatable. Additive attention masks are constant by default\n"
             "                        (--no-auto-freeze trains them; docs/training.md)\n"
@@ -299,6 +300,8 @@ int tern_cmd_train(int argc, char **argv)
             resume = v;
         } else if (!strcmp(a, "--no-fused-attention")) {
             o.no_fused_attention = 1;
+        } else if (!strcmp(a, "--no-fused-optimizer")) {
+            o.no_fused_optimizer = 1;
         } else if (!strcmp(a, "--freeze")) {
             VAL("an initializer name or glob");
             if (o.n_freeze == sizeof freeze / sizeof *freeze) {

@@ -119,6 +119,7 @@ typedef struct {
 /* The family files' rule sets (rules.c lists them in selection order). */
 extern const cc_rule_set cc_rules_reduce_last, cc_rules_cnn, cc_rules_attention, cc_rules_elementwise,
     cc_rules_reduce, cc_rules_axis, cc_rules_linear, cc_rules_norm, cc_rules_index, cc_rules_layout;
+extern const cc_rule_set cc_rules_optim; /* lower_optim.c: tern.SGDUpdate, tern.AdamUpdate */
 extern const cc_rule_set cc_rules_scatter; /* lower_scatter_add.c: ScatterND add of whole rows */
 extern const cc_rule_set cc_rules_reduce_long; /* lower_reduce_long.c: reductions of rows over 32,768 elements */
 /* The rules of op id in selection order (at most max written; returns how many there are). */

@@ -13,7 +13,7 @@
 static const cc_rule_set *const rule_sets[] = {
     &cc_rules_reduce_last, &cc_rules_cnn,  &cc_rules_attention, &cc_rules_scatter, &cc_rules_reduce_long,
     &cc_rules_elementwise, &cc_rules_reduce, &cc_rules_axis, &cc_rules_linear, &cc_rules_norm, &cc_rules_index,
-    &cc_rules_layout,
+    &cc_rules_layout, &cc_rules_optim,
 };
 
 int cc_rules_for(tern_op_id id, const cc_rule **out, int max)

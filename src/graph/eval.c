@@ -245,7 +245,8 @@ static const eval_fn table[TERN_GOP_COUNT] = {
     [TERN_GOP_REDUCE_SUM_SQUARE] = graph_ev_reduce, [TERN_GOP_REDUCE_LOG_SUM] = graph_ev_reduce,
     [TERN_GOP_REDUCE_LOG_SUM_EXP] = graph_ev_reduce, [TERN_GOP_ARG_MAX] = graph_ev_argminmax,
     [TERN_GOP_ARG_MIN] = graph_ev_argminmax, [TERN_GOP_ATTENTION] = graph_ev_attention,
-    [TERN_GOP_ATTENTION_GRAD] = graph_ev_attention_grad,
+    [TERN_GOP_ATTENTION_GRAD] = graph_ev_attention_grad, [TERN_GOP_SGD_UPDATE] = graph_ev_optim,
+    [TERN_GOP_ADAM_UPDATE] = graph_ev_optim,
 };
 
 /* The evaluator of an op: the table above, this file's and the family files' (NULL: not evaluated). */

@@ -109,6 +109,7 @@ void graph_ev_layernorm_row(const float *p, float *o, size_t inner, const tern_h
                             const tern_host_tensor *b, float eps, float *mean_out, float *inv_out); /* ops_norm.c */
 tern_status graph_ev_pad(const ectx *c); /* ops_layout.c */
 tern_status graph_ev_attention_grad(const ectx *c); /* ops_attention.c */
+tern_status graph_ev_optim(const ectx *c); /* ops_optim.c: tern.SGDUpdate, tern.AdamUpdate */
 tern_status graph_ev_binary(const ectx *c);
 tern_status graph_ev_variadic(const ectx *c);
 tern_status graph_ev_where(const ectx *c);

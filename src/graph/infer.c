@@ -120,6 +120,9 @@ static tern_status infer_node(ictx *c)
         return infer_attention(c);
     case TERN_GOP_ATTENTION_GRAD:
         return infer_attention_grad(c);
+    case TERN_GOP_SGD_UPDATE:
+    case TERN_GOP_ADAM_UPDATE:
+        return graph_infer_optim(c); /* ops_optim.c */
     case TERN_GOP_SQRT:
     case TERN_GOP_EXP:
     case TERN_GOP_LOG:

@@ -159,6 +159,8 @@ static inline tern_status bcast_inputs(ictx *c, int first, int count, int *rank,
 /* The family files' inference rules (one per case group of infer_node's switch). */
 /* ops_linear.c */
 tern_status graph_infer_matmul(ictx *c); /* MatMul and tern.MatMulBias */
+/* ops_optim.c */
+tern_status graph_infer_optim(ictx *c); /* tern.SGDUpdate, tern.AdamUpdate */
 tern_status graph_infer_gemm(ictx *c);
 /* ops_elementwise.c */
 tern_status graph_infer_same_shape(ictx *c);

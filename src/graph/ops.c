@@ -21,7 +21,7 @@ static_assert(sizeof rows / sizeof rows[0] == TERN_GOP_COUNT, "one registry row 
 static const char *const family_names[] = {
     "none",  "elementwise_unary", "elementwise_binary", "elementwise_variadic", "elementwise_select", "axis",
     "reduce", "layout", "index", "generator", "conv", "pool", "norm", "linear", "attention", "recurrent", "loss",
-    "control"};
+    "control", "optimizer"};
 static_assert(sizeof family_names / sizeof family_names[0] == TERN_OP_FAMILY_COUNT, "one name per op family");
 
 tern_op_id tern_op_lookup(const char *domain, const char *name)

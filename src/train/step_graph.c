@@ -3,7 +3,9 @@
  * inv_count, with the smoothed one-hot target rows and 1/count of counted rows fed per step; mean squared
  * error; or a scalar output of the model); the reverse pass appends the gradients; then the global gradient norm,
  * optional clipping by it, and the optimizer update of every weight and its state, written with the same
- * operation order as PyTorch's single-tensor SGD/Adam/AdamW so fp32 runs agree to rounding, and LAMB. Hyper-parameters
+ * operation order as PyTorch's single-tensor SGD/Adam/AdamW so fp32 runs agree to rounding, and LAMB; SGD, Adam and
+ * AdamW as one fused tern.SGDUpdate / tern.AdamUpdate node per weight (bit-identical to the node-by-node form,
+ * which --no-fused-optimizer keeps). Hyper-parameters
  * that never change are constants; those that change per step (the learning rate and Adam's bias corrections)
  * are scalar inputs. Outputs: the loss read-out, loss, gradient norm, updated weights and state. */
 #include "train_internal.h"
@@ -192,14 +194,104 @@ static int scalar_c(ad_ctx *a, double v)
     return ad_const_f(a, (float)v);
 }
 
-/* The update of one weight p with gradient g; returns its new value (state outputs via st_out). */
-static int build_update(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int g, const int *sc, int *st_out)
+/* Whether the optimizer update is one fused node per weight (tern.SGDUpdate / tern.AdamUpdate): the default for
+ * SGD, Adam and AdamW in fp32 and bf16 (fp32 master weights and state). LAMB's trust ratio needs the norms of the
+ * weight and of the whole direction before any element's update, so it stays node by node; pure BF16 (bf16-sr)
+ * too: its stochastic rounding draws from a stream that depends on each engine's instruction count, so the same
+ * rounding of the fused kernel's outputs would draw other bits than the unfused graph's (an unbiased rounding
+ * still, but not the unfused one bit for bit). --no-fused-optimizer keeps the node-by-node update everywhere. */
+static int fused_update(const tern_train_opts *o)
+{
+    return !o->no_fused_optimizer && !o->bf16_weights &&
+           (o->optimizer == TERN_OPT_SGD || o->optimizer == TERN_OPT_ADAM || o->optimizer == TERN_OPT_ADAMW);
+}
+
+/* The fused update node: its inputs in ops_optim.c's order ("" for an absent optional one), its attributes the
+ * fp32 values of the constants build_update's nodes would hold, so the kernel's immediates are the same. */
+static int fused_node(ad_ctx *a, const tern_train_opts *o, int p, int g, const int *st, int nst, const int *sc,
+                      int coef, int *st_out)
+{
+    tern_graph *gr = a->g;
+    int adam = o->optimizer != TERN_OPT_SGD;
+    int in[8], nin, nout = adam ? 2 : nst;
+    if (adam) {
+        int dec = o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0 ? sc[2] : -1;
+        int v[8] = {p, g, st[0], st[1], sc[0], sc[1], dec, coef};
+        memcpy(in, v, sizeof v);
+        nin = coef >= 0 ? 8 : dec >= 0 ? 7 : 6;
+    } else {
+        int v[5] = {p, g, sc[0], nst ? st[0] : -1, coef};
+        memcpy(in, v, sizeof v);
+        nin = coef >= 0 ? 5 : nst ? 4 : 3;
+    }
+    int out[3];
+    for (int j = 0; j <= nout; j++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "%sopt_v%d", a->prefix, a->counter++);
+        out[j] = graph_add_value(gr, nm);
+        if (out[j] < 0 || ad_grow(a) < 0)
+            return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    }
+    char name[96];
+    snprintf(name, sizeof name, "%s%s_%d", a->prefix, adam ? "AdamUpdate" : "SGDUpdate", a->counter++);
+    int n = graph_add_node(gr, adam ? "AdamUpdate" : "SGDUpdate", "tern", name, nin, 1 + nout, 8);
+    if (n < 0)
+        return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+    for (int k = 0; k < nin; k++)
+        gr->nodes[n].inputs[k] = in[k];
+    for (int j = 0; j <= nout; j++) {
+        gr->nodes[n].outputs[j] = out[j];
+        gr->values[out[j]].producer = n;
+    }
+    /* set here, not by ad_attr_*: those keep to the four attributes ad_op reserves, this node has room for 8 */
+    const char *fn[6];
+    float fv[6];
+    int nf = 0;
+    fn[nf] = "weight_decay", fv[nf++] = (float)o->weight_decay;
+    if (adam) {
+        fn[nf] = "beta1", fv[nf++] = (float)o->beta1;
+        fn[nf] = "beta2", fv[nf++] = (float)o->beta2;
+        fn[nf] = "one_minus_beta1", fv[nf++] = (float)(1 - o->beta1);
+        fn[nf] = "one_minus_beta2", fv[nf++] = (float)(1 - o->beta2);
+        fn[nf] = "eps", fv[nf++] = (float)o->eps;
+    } else {
+        fn[nf] = "momentum", fv[nf++] = (float)o->momentum;
+    }
+    tern_graph_node *nd = &gr->nodes[n];
+    for (int k = 0; k <= nf; k++) {
+        tern_graph_attr *at = &nd->attrs[nd->n_attrs];
+        memset(at, 0, sizeof *at);
+        at->name = dup_str(k < nf ? fn[k] : adam ? "adamw" : "nesterov");
+        if (!at->name)
+            return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
+        if (k < nf) {
+            at->type = TERN_ATTR_FLOAT;
+            at->f = fv[k];
+        } else {
+            at->type = TERN_ATTR_INT;
+            at->i = adam ? o->optimizer == TERN_OPT_ADAMW : o->nesterov != 0;
+        }
+        nd->n_attrs++;
+    }
+    for (int j = 0; j < nout; j++)
+        st_out[j] = out[1 + j];
+    return a->failed ? -1 : out[0];
+}
+
+/* The update of one weight p with gradient g (times the clipping coefficient coef, when coef >= 0); returns its
+ * new value (state outputs via st_out). */
+static int build_update(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int g, const int *sc, int coef,
+                        int *st_out)
 {
     const tern_train_opts *o = &t->o;
     int nst = w->n_state;
     int st[2] = {-1, -1};
     for (int k = 0; k < nst; k++)
         st[k] = add_state_input(a, w->state_in[k], w->rank, w->dims, o->bf16_weights);
+    if (fused_update(o))
+        return fused_node(a, o, p, g, st, nst, sc, coef, st_out);
+    if (coef >= 0)
+        g = ad_op2(a, "Mul", g, coef);
     if (o->optimizer == TERN_OPT_SGD) {
         /* torch.optim.SGD: d = g + wd p; buf = mu buf + d; d = nesterov ? d + mu buf : buf; p -= lr d */
         int d = g;
@@ -623,8 +715,6 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
             }
             outs[nout++] = name_value(&a, gr, w->grad_out);
         }
-        if (coef >= 0)
-            gr = ad_op2(&a, "Mul", gr, coef);
         w->n_state = o->optimizer == TERN_OPT_SGD ? (o->momentum != 0) : 2;
         for (int k = 0; k < w->n_state; k++) {
             char pre[32];
@@ -640,7 +730,7 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         if (!w->out_name)
             ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
         int so[2] = {-1, -1};
-        int np = build_update(t, &a, w, wid[i], gr, sc, so);
+        int np = build_update(t, &a, w, wid[i], gr, sc, coef, so);
         if (o->bf16_weights) { /* the device's rounding of the fp32 update to BF16: stochastic under bf16-sr */
             np = cast_to(&a, np, TERN_ELEM_BFLOAT16);
             for (int k = 0; k < w->n_state; k++)
@@ -694,5 +784,5 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
  * step graph's, so a shard's elements get the bits the whole tensor's update gives them. */
 int train_update_nodes(tern_trainer *t, ad_ctx *a, train_weight *w, int p, int g, const int *sc, int *st_out)
 {
-    return build_update(t, a, w, p, g, sc, st_out);
+    return build_update(t, a, w, p, g, sc, -1, st_out);
 }
