@@ -556,8 +556,13 @@ static tern_status dist_stuck(ranks_run *run, const int *done, tern_error *err)
                 aj += (size_t)snprintf(joined + aj, sizeof joined - aj, "%s%u", aj ? ", " : "", r);
         } else if (am + 200 < sizeof missing) {
             char why[160] = "its program ended";
-            if (!all[r].done)
-                snprintf(why, sizeof why, "%s", all[r].why);
+            if (!all[r].done) { /* truncated to why[] on purpose: the message stays one line */
+                size_t n = 0;
+                while (n < sizeof why - 1 && all[r].why[n])
+                    n++;
+                memcpy(why, all[r].why, n);
+                why[n] = '\0';
+            }
             am += (size_t)snprintf(missing + am, sizeof missing - am, "%srank %u (%s)", am ? "; " : "", r, why);
         }
     }
