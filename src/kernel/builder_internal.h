@@ -113,6 +113,23 @@ struct tern_kernel {
 };
 
 /* A dtype TensorE multiplies (fp32, bf16, fp16, the fp8 formats). */
+/* The walk of the streaming kernels (lib_elementwise.c, lib_optim.c) over an R x C tensor: row tiles of `parts`
+ * rows outside, `chunk`-column chunks inside. Moves (*r0, *rp, *c0, *cw) to the next tile; 0 when there is none. */
+static inline int kernel_tile_next(uint64_t R, uint64_t C, uint64_t parts, uint64_t chunk, uint64_t *r0, uint64_t *rp,
+                                   uint64_t *c0, uint64_t *cw)
+{
+    *c0 += chunk;
+    if (*c0 >= C) {
+        *c0 = 0;
+        *r0 += parts;
+        if (*r0 >= R)
+            return 0;
+    }
+    *rp = R - *r0 < parts ? R - *r0 : parts;
+    *cw = C - *c0 < chunk ? C - *c0 : chunk;
+    return 1;
+}
+
 static inline int ktensor_dtype(tern_dtype t)
 {
     switch (t) {

@@ -170,18 +170,9 @@ static void ew_run(tern_kernel *k, const ew_job *j)
         if (k->failed)
             return;
         ew_tile nxt = cur;
-        int more = 1;
-        nxt.c0 += EW_CHUNK;
-        if (nxt.c0 >= C) {
-            nxt.c0 = 0;
-            nxt.r0 += P;
-            more = nxt.r0 < R;
-        }
-        if (more) {
-            nxt.rp = min_u64(P, R - nxt.r0);
-            nxt.cw = min_u64(EW_CHUNK, C - nxt.c0);
+        int more = kernel_tile_next(R, C, P, EW_CHUNK, &nxt.r0, &nxt.rp, &nxt.c0, &nxt.cw);
+        if (more)
             ew_load(k, j, &nxt);
-        }
         tern_view y = tern_kernel_sbuf(k, (tern_dtype)j->out.ap.dtype, (uint32_t)cur.rp, (uint32_t)cur.cw, "ew_out");
         int nan_fix = (j->op == TERN_ALU_MAX || j->op == TERN_ALU_MIN) && (j->kind == EW_BINARY || j->kind == EW_SCALAR) &&
                       tern_dtype_is_float((tern_dtype)j->out.ap.dtype);

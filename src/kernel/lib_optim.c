@@ -215,18 +215,9 @@ void tern_lib_optim_update(tern_kernel *k, const tern_optim_update *u)
         if (k->failed)
             return;
         opt_tile nxt = cur;
-        int more = 1;
-        nxt.c0 += OPT_CHUNK;
-        if (nxt.c0 >= C) {
-            nxt.c0 = 0;
-            nxt.r0 += P;
-            more = nxt.r0 < R;
-        }
-        if (more) {
-            nxt.rp = min_u64(P, R - nxt.r0);
-            nxt.cw = min_u64(OPT_CHUNK, C - nxt.c0);
+        int more = kernel_tile_next(R, C, P, OPT_CHUNK, &nxt.r0, &nxt.rp, &nxt.c0, &nxt.cw);
+        if (more)
             load_all(k, u, &nxt);
-        }
         update_tile(k, u, &cur);
         tern_view *ts[4] = {&cur.p, &cur.g, &cur.s0, &cur.s1};
         for (int i = 0; i < 4; i++)
