@@ -388,38 +388,49 @@ typedef struct {
 
 static int key_less(int64_t t, unsigned r, int64_t bt, unsigned br) { return t < bt || (t == bt && r < br); }
 
+/* Send the same bytes to every process; *recv gets every process's, in process order. */
+static tern_status dist_allgather(const tern_transport *t, const void *mine, size_t n, void **recv, tern_error *err)
+{
+    unsigned K = t->nprocs;
+    uint64_t *scount = calloc(K, sizeof *scount), *rcount = calloc(K, sizeof *rcount);
+    unsigned char *send = malloc(n * K + 1);
+    tern_status st = TERN_OK;
+    if (!scount || !rcount || !send) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "multi-rank run: out of memory for %zu bytes of messages", n * K);
+    } else {
+        for (unsigned q = 0; q < K; q++) {
+            if (n)
+                memcpy(send + q * n, mine, n);
+            scount[q] = n;
+        }
+        st = t->exchange(t->ctx, send, scount, recv, rcount, err);
+    }
+    free(scount);
+    free(rcount);
+    free(send);
+    return st;
+}
+
 /* All processes learn of a failure on any of them; the earliest by (t, rank) wins. */
 static tern_status dist_agree(ranks_run *run, dist_err *mine, tern_error *err)
 {
     const tern_transport *t = run->t;
-    unsigned K = t->nprocs;
     uint64_t any = mine->has;
     tern_status st = t->allreduce(t->ctx, &any, 1, TERN_XOP_MAX, err);
     if (st)
         t->abort(t->ctx, err->msg);
     if (!any)
         return TERN_OK;
-    uint64_t *scount = calloc(K, sizeof *scount), *rcount = calloc(K, sizeof *rcount);
-    unsigned char *send = malloc(sizeof *mine * K);
     void *recv = NULL;
-    if (!scount || !rcount || !send)
-        t->abort(t->ctx, "multi-rank run: out of memory agreeing on an error");
-    for (unsigned q = 0; q < K; q++) {
-        memcpy(send + q * sizeof *mine, mine, sizeof *mine);
-        scount[q] = sizeof *mine;
-    }
-    if (t->exchange(t->ctx, send, scount, &recv, rcount, err))
+    if (dist_allgather(t, mine, sizeof *mine, &recv, err))
         t->abort(t->ctx, err->msg);
     const dist_err *all = recv, *best = NULL;
-    for (unsigned q = 0; q < K; q++)
+    for (unsigned q = 0; q < t->nprocs; q++)
         if (all[q].has && (!best || key_less(all[q].t, all[q].rank, best->t, best->rank)))
             best = &all[q];
     *err = best->e;
     st = best->e.code ? best->e.code : TERN_ERR_INVALID;
     free(recv);
-    free(send);
-    free(scount);
-    free(rcount);
     return st;
 }
 
@@ -460,29 +471,6 @@ static void dist_advance(ranks_run *run, unsigned r, int mode, int64_t bt, unsig
             return;
         }
     }
-}
-
-/* Send the same bytes to every process; *recv gets every process's, in process order. */
-static tern_status dist_allgather(const tern_transport *t, const void *mine, size_t n, void **recv, tern_error *err)
-{
-    unsigned K = t->nprocs;
-    uint64_t *scount = calloc(K, sizeof *scount), *rcount = calloc(K, sizeof *rcount);
-    unsigned char *send = malloc(n * K + 1);
-    tern_status st = TERN_OK;
-    if (!scount || !rcount || !send) {
-        st = tern_error_set(err, TERN_ERR_NOMEM, "multi-rank run: out of memory for %zu bytes of messages", n * K);
-    } else {
-        for (unsigned q = 0; q < K; q++) {
-            if (n)
-                memcpy(send + q * n, mine, n);
-            scount[q] = n;
-        }
-        st = t->exchange(t->ctx, send, scount, recv, rcount, err);
-    }
-    free(scount);
-    free(rcount);
-    free(send);
-    return st;
 }
 
 typedef struct {
