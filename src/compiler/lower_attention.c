@@ -35,6 +35,11 @@ static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
  * blocks, up to these counts. */
 #define ATT_DC 8  /* head-size chunks */
 #define ATT_KB 64 /* key blocks */
+/* Grouped mode's group slots (group g in slot g % ATT_GSLOTS). Four groups can be live at once: with two heads
+ * per group and one query tile per head, step i of the pipeline below stores head i-2's output (the last head of
+ * group g-1), computes head i (group g), and prefetches head i+1, whose group g+1 loads together with the group
+ * after it, g+2. Three slots put g+2 over g-1 before g-1's output was stored. */
+#define ATT_GSLOTS 4
 typedef struct {
     tern_view kT[ATT_DC]; /* [D, Sk] in the matmul dtype as chunks of T rows (built from krows when K's rows are
                            * what is contiguous) */
@@ -82,7 +87,7 @@ typedef struct {
     tern_view ident, fill_tile;
     int64_t mstride[CC_MAX_RANK]; /* mask element strides over the scores' dims (0 where it broadcasts) */
     uint64_t G;          /* heads per group (grouped mode, see att_group); 0: per-head loads */
-    att_group grp[3]; /* slot g % 3: the group of the items in flight, the one before (its last items), the next */
+    att_group grp[ATT_GSLOTS]; /* slot g % ATT_GSLOTS (see ATT_GSLOTS) */
 } att;
 
 static uint64_t opnd_base(const att *a, const att_opnd *x, uint64_t bh)
@@ -116,7 +121,7 @@ static tern_dtype row_dtype(const att *a, const att_opnd *x)
 /* Loads group g's tiles into its slot (if not there yet). */
 static void group_load(att *a, uint64_t g)
 {
-    att_group *gr = &a->grp[g % 3];
+    att_group *gr = &a->grp[g % ATT_GSLOTS];
     if (gr->g == (int64_t)g)
         return;
     tern_kernel *k = a->k;
@@ -135,7 +140,7 @@ static void group_load(att *a, uint64_t g)
  * group's tiles released. */
 static void group_finish(att *a, uint64_t g)
 {
-    att_group *gr = &a->grp[g % 3];
+    att_group *gr = &a->grp[g % ATT_GSLOTS];
     tern_kernel *k = a->k;
     tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, opnd_rows(a, &a->o, g * a->G, 0, a->Sq, a->G * a->Dv), gr->o, -1);
     tern_kernel_release(k, gr->o);
@@ -174,7 +179,7 @@ static void load_head(att *a, uint64_t bh, att_head *h)
         group_load(a, g);
         if (j == 0 && (g + 1) * a->G < a->BH)
             group_load(a, g + 1); /* the next group loads while this one computes */
-        att_group *gr = &a->grp[g % 3];
+        att_group *gr = &a->grp[g % ATT_GSLOTS];
         uint64_t jk = j / a->kk.rep; /* the K/V head this query head reads */
         h->views = 1;
         kT_none(h);
@@ -311,7 +316,7 @@ static void tile_start(att *a, uint64_t i, att_tile *t)
     if (a->G) { /* a column block of its group's Q */
         uint64_t j = t->bh % a->G;
         group_load(a, t->bh / a->G);
-        att_group *gr = &a->grp[(t->bh / a->G) % 3];
+        att_group *gr = &a->grp[(t->bh / a->G) % ATT_GSLOTS];
         t->q = tern_view_block(a->k, gr->q, 0, t->rp, j * a->D, (j + 1) * a->D);
         return;
     }
@@ -433,7 +438,7 @@ static void tile_output(att *a, const att_head *h, att_tile *t)
     tern_kernel_release(k, t->x);
     if (a->G) { /* into the group's merged output, stored with the group */
         uint64_t j = t->bh % a->G;
-        tern_lib_copy_scalar(a->k, tern_view_block(k, a->grp[(t->bh / a->G) % 3].o, 0, rp, j * a->Dv, (j + 1) * a->Dv),
+        tern_lib_copy_scalar(a->k, tern_view_block(k, a->grp[(t->bh / a->G) % ATT_GSLOTS].o, 0, rp, j * a->Dv, (j + 1) * a->Dv),
                              o_ps);
         tern_kernel_release(k, o_bank);
         if (j == a->G - 1)
@@ -588,7 +593,7 @@ int cc_lower_attention(compile_ctx *c)
     /* Grouped mode (att_group): the layout form with one row tile of queries and keys (Sq, Sk <= 128), rows
      * contiguous and the heads side by side (head stride = head size) in Q, K, V and the output, and the
      * group's tiles small; else each head loads its own operands. */
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < ATT_GSLOTS; s++)
         a.grp[s].g = -1;
     a.G = 0;
     if (a.nb == 2 && a.bdims[1] > 1 && a.Sq <= a.T && a.Sk <= a.T && a.q.sD == 1 && a.kk.sD == 1 && a.vv.sD == 1 &&

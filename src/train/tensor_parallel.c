@@ -5,8 +5,9 @@
  * (PyTorch's nn.Linear) starts a pair (a); every node that reads its output, and every node reading theirs, must be
  * one the rule can follow, until a MatMul/Gemm (b) reads one of those values, split along its last axis, with a
  * 2-D weight whose K is that axis. MatMuls beside a reading a's input with a 2-D weight of the same K (SwiGLU's up
- * beside its gate) join it column-parallel (tried first; the pair of a alone when that fails), but not in a pair
- * that splits heads (separate Q, K, V projections: not taken yet). Each value of the pair carries a split axis (a's columns at first): elementwise
+ * beside its gate, or separate Q, K and V projections, whose heads the pair then splits) join it column-parallel
+ * (tried first; the pair of a alone when that fails). Each value of the pair carries a split axis (a's columns at
+ * first): elementwise
  * nodes (other inputs scalar constants, a bias of the columns, or a constant broadcast along the split axis: the
  * causal mask); one Split of a's columns with constant sizes (a fused QKV: the columns become groups, each split
  * tp ways); a Reshape that carries the split axis into heads or back (tp must divide the axis it starts); a
@@ -382,11 +383,6 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
     }
     if (ok == -1 && pair->nco) /* the layers beside a may belong elsewhere: the try of a alone says */
         ok = 0;
-    if (ok == 1 && pair->nco && heads) { /* not yet: its losses differ from one core's with 2+ heads per rank */
-        snprintf(why, wl, "%s and the %d linear layers beside it (separate Q, K, V projections) split heads, which "
-                 "the rule does not take yet", la, pair->nco);
-        ok = 0;
-    }
     for (int k3 = 0; ok == 1 && k3 < g->n_outputs; k3++)
         if (sax[g->outputs[k3]] >= 0) {
             snprintf(why, wl, "'%s', a value inside the pair from %s, is a model output", g->values[g->outputs[k3]].name,
@@ -517,6 +513,22 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
 }
 
 /* values produced before position q of ord[] (or the data input) and read at or after it */
+/* Every output of node i is a constant of the plan graph (folded shape arithmetic). */
+static int known_const(const tern_graph *g, int i)
+{
+    const tern_graph_node *nd = &g->nodes[i];
+    int any = 0;
+    for (int q = 0; q < nd->n_outputs; q++) {
+        int v = nd->outputs[q];
+        if (v < 0)
+            continue;
+        if (!g->values[v].constant)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 static int crossing(const tern_graph *g, const int *ord, int n, int q, const int *pos, int data_val, int *first_v,
                     char *names, size_t nl)
 {
@@ -646,7 +658,10 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         free(isw), free(ord), free(pos), free(segof), free(cut);
         return oom(err);
     }
-    /* execution order: a pair's nodes contiguous (the nodes between a and b that are not the pair's go first) */
+    /* execution order: a pair's nodes contiguous (the nodes between a and b that are not the pair's go first).
+     * Nodes whose outputs the plan knows as constants (the shape arithmetic of a dynamic-batch export) run in no
+     * program: a program reading one gets the constant (seg_graph), so they never form a segment of their own,
+     * which would have nothing to send on (a pair reading the data input directly). */
     int no = 0;
     unsigned char *placed = calloc((size_t)n + 1, 1);
     if (!placed) {
@@ -658,13 +673,14 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         segof[i] = -1;
     }
     for (int i = 0; i < n; i++) {
-        if (placed[i] || g->nodes[i].op_id == TERN_GOP_CONSTANT || p->wd[i])
+        if (placed[i] || g->nodes[i].op_id == TERN_GOP_CONSTANT || p->wd[i] || known_const(g, i))
             continue;
         int pi = pair_of(p, i);
         if (pi >= 0) {
             const mp_pair *pr = &p->pairs[pi];
             for (int j = pr->a + 1; j < pr->b; j++)
-                if (!pr->in[j] && !placed[j] && g->nodes[j].op_id != TERN_GOP_CONSTANT && !p->wd[j]) {
+                if (!pr->in[j] && !placed[j] && g->nodes[j].op_id != TERN_GOP_CONSTANT && !p->wd[j] &&
+                    !known_const(g, j)) {
                     placed[j] = 1;
                     ord[no++] = j;
                 }
