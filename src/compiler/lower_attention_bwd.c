@@ -11,7 +11,11 @@
  *
  *   S    = Q_i K_j^T                  matmul into PSUM (fp32 accumulation of the matmul-dtype operands)
  *   P    = exp(scale S - LSE_i)       ScalarE, PSUM -> SBUF in the matmul dtype; the diagonal block's keys
- *                                     after each query set to 0 (GpSimd affine_select)
+ *                                     after each query set to 0 (GpSimd affine_select). With the additive mask
+ *                                     M (input 6, the forward tern.Attention's: a padding mask, a constant
+ *                                     buffer), x = scale S + M first (VectorE, out of PSUM into the block's
+ *                                     mask rows, loaded in stage A, broadcast over the queries by a partition
+ *                                     step of 0 as the forward loads them), then P = exp(x - LSE_i)
  *   dV_j += P^T dO_i                  matmul accumulating over i in one PSUM bank
  *   dP   = dO_i V_j^T                 matmul into PSUM
  *   dS   = (dP - delta_i) * P         dP - delta_i by ScalarE on the way out of PSUM (a bias column), the
@@ -25,6 +29,7 @@
  * ScalarE's DMA queue, dK and dV from SyncE's. Sequences need not be multiples of 128 (the last tiles are
  * partial); the head sizes D and Dv are at most the PE edge, and one head's query side must fit in SBUF (8,192
  * queries at D = 128 in bf16 do); larger shapes are refused with the bytes needed. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +39,14 @@
 typedef struct {
     compile_ctx *c;
     tern_kernel *k;
-    cc_value *Q, *K, *V, *O, *dO, *L, *dQ, *dK, *dV;
+    cc_value *Q, *K, *V, *O, *dO, *L, *M, *dQ, *dK, *dV;
     uint64_t BH, rep, Sq, Sk, D, Dv, T, nq, nk;
     float scale;
     int causal;
+    int nsd;                      /* batch dims of the scores (Q's rank - 2), for the mask */
+    int64_t sdims[CC_MAX_RANK];   /* their sizes */
+    int64_t mstride[CC_MAX_RANK]; /* the mask's element strides over the scores' dims (0 where it broadcasts) */
+    uint64_t h;                   /* the query head being lowered */
     tern_dtype mdt, pdt;
     tern_view ident;
     /* query side of the current head: column block i of each holds query tile i */
@@ -57,7 +66,7 @@ typedef struct {
     uint32_t rq, kc;
     int first_j, last_j; /* the first / last block of key tile j: start / end the dK, dV accumulation */
     int first_i;         /* key tile 0: the first block of query tile i, which starts the dQ accumulator */
-    tern_view s_ps, dp_ps, p, ds, dsT, dq_ps;
+    tern_view s_ps, dp_ps, x, p, ds, dsT, dq_ps;
 } blk;
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -75,6 +84,29 @@ static void transpose_into(agr *a, tern_view dst, tern_view src, uint32_t rows, 
     tern_lib_transpose_block(a->k, ps, src, a->ident);
     tern_lib_copy_scalar(a->k, dst, ps);
     tern_kernel_release(a->k, ps);
+}
+
+/* The additive mask's rows [q0, q0 + rq) and keys [k0, k0 + kc) for query head h, loaded into a new fp32 tile
+ * (partition step 0 where the mask broadcasts over the queries), as the forward's tile_scale loads them. */
+static tern_view load_mask(agr *a, uint64_t h, uint64_t q0, uint32_t rq, uint64_t k0, uint32_t kc)
+{
+    uint64_t off = q0 * (uint64_t)a->mstride[a->nsd] + k0 * (uint64_t)a->mstride[a->nsd + 1];
+    for (int d = a->nsd - 1; d >= 0; d--) {
+        uint64_t n = (uint64_t)a->sdims[d];
+        off += (h % n) * (uint64_t)a->mstride[d];
+        h /= n;
+    }
+    tern_view m = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, rq, kc, "agr_mask");
+    uint32_t nums[1] = {kc};
+    int32_t steps[1] = {(int32_t)a->mstride[a->nsd + 1]};
+    tern_kernel_load(a->k, m, cc_view(a->c, a->M, off, rq, a->mstride[a->nsd], 1, nums, steps));
+    return m;
+}
+
+/* x = scale S + M (VectorE, out of PSUM into the mask's tile): the forward's masked scores. */
+static void add_mask(agr *a, tern_view m, tern_view s_ps)
+{
+    tern_kernel_scalar_tensor_tensor(a->k, m, s_ps, TERN_ALU_MULT, a->scale, TERN_ALU_ADD, m);
 }
 
 /* The query-side tiles of query head h. */
@@ -120,10 +152,13 @@ static void load_query_head(agr *a, uint64_t h)
  * (the forward's statistics recomputed, as its softmax made them), online: per block the row max of the scaled,
  * masked scores m_new = max(m, scale max S), the running sum l = l exp(m - m_new) + rowsum(exp(scale S - m_new)),
  * and at the end -LSE = -(m + log l). One more matmul per block (S) and one exponential pass over it; the scale
- * must be positive (max(scale S) = scale max S). */
+ * must be positive (max(scale S) = scale max S). With an additive mask the block's scores are x = scale S + M
+ * (add_mask) and the statistics run on x; the first block's max is floored at -FLT_MAX, so that a row whose keys
+ * of key tile 0 are all masked with -inf starts from a finite max (its sum then 0) instead of exp(-inf + inf). */
 #define LSE_GROUP 8 /* query tiles whose statistics one key tile updates as a batch */
-static void recompute_lse(agr *a, uint64_t kvh)
+static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
 {
+    const float sc = a->M ? 1.0f : a->scale; /* the scale still to apply to the block's scores */
     tern_kernel *k = a->k;
     const uint32_t P = (uint32_t)min_u64(a->T, a->Sq), nq = (uint32_t)a->nq;
     tern_view m = tern_kernel_sbuf(k, TERN_DTYPE_FP32, P, nq, "agr_lse_max");
@@ -165,10 +200,17 @@ static void recompute_lse(agr *a, uint64_t kvh)
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
                 src[b] = s_ps[b];
                 x[b] = tern_view_none();
+                if (a->M) {
+                    x[b] = load_mask(a, h, q0, rq, k0, kc);
+                    add_mask(a, x[b], s_ps[b]);
+                    src[b] = x[b];
+                }
                 if (a->causal && k0 + kc - 1 > q0) { /* the diagonal block: later keys out of the max and sum */
                     int32_t steps[1] = {-1};
-                    x[b] = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_x");
-                    tern_lib_copy_scalar(k, x[b], s_ps[b]);
+                    if (!a->M) {
+                        x[b] = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_x");
+                        tern_lib_copy_scalar(k, x[b], s_ps[b]);
+                    }
                     tern_kernel_affine_select(k, x[b], x[b], TERN_ALU_IS_GE, (int32_t)((int64_t)q0 - (int64_t)k0), 1,
                                               steps, -INFINITY);
                     src[b] = x[b];
@@ -176,15 +218,16 @@ static void recompute_lse(agr *a, uint64_t kvh)
                 tern_kernel_tensor_reduce(k, tern_view_block(k, bm, 0, rq, b, b + 1), src[b], TERN_ALU_MAX, 1, 0);
             }
             if (j == 0) /* every query's first key is in key tile 0 */
-                tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, mn, bm, TERN_ALU_MULT, a->scale, TERN_ALU_BYPASS, 0.0f);
+                tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, mn, bm, TERN_ALU_MULT, sc,
+                                          a->M ? TERN_ALU_MAX : TERN_ALU_BYPASS, a->M ? -FLT_MAX : 0.0f);
             else
-                tern_kernel_scalar_tensor_tensor(k, mn, bm, TERN_ALU_MULT, a->scale, TERN_ALU_MAX, mg);
+                tern_kernel_scalar_tensor_tensor(k, mn, bm, TERN_ALU_MULT, sc, TERN_ALU_MAX, mg);
             tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, nm, mn, TERN_ALU_MULT, -1.0f, TERN_ALU_BYPASS, 0.0f);
             tern_view e = tern_kernel_sbuf(k, a->mdt, P, kc, "agr_lse_e");
             for (uint64_t i = ilo; i < ihi; i++) {
                 const uint64_t b = i - ilo;
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - i * a->T);
-                tern_kernel_activation(k, tern_view_block(k, e, 0, rq, 0, kc), src[b], TERN_ACT_EXP, a->scale,
+                tern_kernel_activation(k, tern_view_block(k, e, 0, rq, 0, kc), src[b], TERN_ACT_EXP, sc,
                                        tern_view_block(k, nm, 0, rq, b, b + 1), tern_view_none(),
                                        tern_view_block(k, rs, 0, rq, b, b + 1));
             }
@@ -276,17 +319,27 @@ static void stage_products(agr *a, const ktile *t, blk *b)
     b->dp_ps = tern_kernel_psum(k, TERN_DTYPE_FP32, b->rq, b->kc, "agr_dp_psum");
     tern_kernel_matmul(k, b->s_ps, tern_view_block(k, a->qT, 0, a->D, q0, q0 + b->rq), t->kT, 0);
     tern_kernel_matmul(k, b->dp_ps, tern_view_block(k, a->doT, 0, a->Dv, q0, q0 + b->rq), t->vT, 0);
+    /* the block's mask rows, loaded a pipeline step before stage B1 adds them */
+    b->x = a->M ? load_mask(a, a->h, q0, b->rq, b->j * a->T, b->kc) : tern_view_none();
 }
 
-/* Stage B1 (ScalarE, GpSimd, VectorE): P = exp(scale S - LSE_i) (the diagonal block masked), dS = (dP - delta) P. */
+/* Stage B1 (ScalarE, GpSimd, VectorE): P = exp(scale S - LSE_i) (the diagonal block masked), dS = (dP - delta) P.
+ * With an additive mask, P = exp(x - LSE_i) of the forward's masked scores x = scale S + M (VectorE first). */
 static void stage_softmax_grad(agr *a, blk *b)
 {
     tern_kernel *k = a->k;
     const uint64_t i = b->i, q0 = i * a->T, k0 = b->j * a->T;
     b->p = tern_kernel_sbuf(k, a->mdt, b->rq, b->kc, "agr_p");
-    tern_kernel_activation(k, b->p, b->s_ps, TERN_ACT_EXP, a->scale, tern_view_block(k, a->nlse, 0, b->rq, i, i + 1),
-                           tern_view_none(), tern_view_none());
-    tern_kernel_release(k, b->s_ps);
+    tern_view nl = tern_view_block(k, a->nlse, 0, b->rq, i, i + 1);
+    if (b->x.region >= 0) {
+        add_mask(a, b->x, b->s_ps);
+        tern_kernel_release(k, b->s_ps);
+        tern_kernel_activation(k, b->p, b->x, TERN_ACT_EXP, 1.0f, nl, tern_view_none(), tern_view_none());
+        tern_kernel_release(k, b->x);
+    } else {
+        tern_kernel_activation(k, b->p, b->s_ps, TERN_ACT_EXP, a->scale, nl, tern_view_none(), tern_view_none());
+        tern_kernel_release(k, b->s_ps);
+    }
     if (a->causal && k0 + b->kc - 1 > q0) { /* key k0 + c is kept for query q0 + p when (q0 - k0) + p - c >= 0 */
         int32_t steps[1] = {-1};
         tern_kernel_affine_select(k, b->p, b->p, TERN_ALU_IS_GE, (int32_t)((int64_t)q0 - (int64_t)k0), 1, steps,
@@ -415,9 +468,10 @@ static int block_live(const agr *a, uint64_t i, uint64_t j)
 static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *b, ktile *tiles)
 {
     tern_kernel *k = a->k;
+    a->h = h;
     load_query_head(a, h);
     if (!a->L)
-        recompute_lse(a, kvh);
+        recompute_lse(a, h, kvh);
     uint64_t nb = 0;
     for (uint64_t j = 0; j < a->nk; j++) {
         uint64_t first = nb;
@@ -498,6 +552,7 @@ int cc_lower_attention_grad(compile_ctx *c)
             return 1;
         }
     a.L = n->n_inputs > 5 ? cc_in(c, 5) : NULL; /* absent: recomputed (recompute_lse) */
+    a.M = n->n_inputs > 6 ? cc_in(c, 6) : NULL; /* the forward's additive mask, absent: none */
     if (!(a.dQ = cc_out(c, 0, cc_out_dtype(c, 0))) || !(a.dK = cc_out(c, 1, cc_out_dtype(c, 1))) ||
         !(a.dV = cc_out(c, 2, cc_out_dtype(c, 2))))
         return 1;
@@ -515,6 +570,28 @@ int cc_lower_attention_grad(compile_ctx *c)
         cc_fail(c, TERN_ERR_UNSUPPORTED, "AttentionGrad without an LSE input needs a positive scale (got %g)",
                 (double)a.scale);
         return 1;
+    }
+    if (a.M) { /* its strides over the scores [.., Sq, Sk] (infer has checked that it broadcasts) */
+        const int mr = a.M->rank;
+        int64_t ms[CC_MAX_RANK];
+        cc_strides(a.M, ms);
+        if (mr < 1 || mr > r) {
+            cc_fail(c, TERN_ERR_INVALID, "AttentionGrad mask of rank %d for scores of rank %d", mr, r);
+            return 1;
+        }
+        a.nsd = r - 2;
+        for (int d = 0; d < r; d++) {
+            const int md = d - (r - mr);
+            const int64_t sd = d == r - 1 ? (int64_t)a.Sk : d == r - 2 ? (int64_t)a.Sq : a.Q->dims[d];
+            if (d < r - 2)
+                a.sdims[d] = a.Q->dims[d];
+            if (md >= 0 && a.M->dims[md] != 1 && a.M->dims[md] != sd) {
+                cc_fail(c, TERN_ERR_INVALID, "AttentionGrad mask dim %d is %lld, the scores' is %lld", md,
+                        (long long)a.M->dims[md], (long long)sd);
+                return 1;
+            }
+            a.mstride[d] = (md < 0 || a.M->dims[md] == 1) ? 0 : ms[md];
+        }
     }
     a.BH = a.Sq && a.D ? a.Q->numel / (a.Sq * a.D) : 0;
     if (rep < 1 || a.BH % (uint64_t)rep) {
@@ -535,7 +612,8 @@ int cc_lower_attention_grad(compile_ctx *c)
      * key tiles and of the blocks in flight */
     const uint64_t need = a.nq * (a.D + a.Dv) * mb + 2 * a.Sq * mb + a.nq * (a.D * 4 + 8) +
                           (a.rep > 1 ? a.nk : 2) * (a.D + a.Dv) * 4 + 4 * a.T * mb * 4 + 6 * a.T * mb + 2 * a.Dv * 4 +
-                          (a.L ? 0 : a.nq * 8 + a.T * (4 + 3 * mb) + 24);
+                          (a.L ? 0 : a.nq * 8 + a.T * (4 + 3 * mb) + 24) +
+                          (a.M ? (LAG + (a.L ? 0 : LSE_GROUP)) * a.T * 4 : 0); /* mask tiles in flight */
     if (a.D > a.T || a.Dv > a.T || need > c->cfg.sbuf_partition_bytes * 3 / 4) {
         cc_fail(c, TERN_ERR_UNSUPPORTED,
                 "AttentionGrad with head sizes %llu / %llu (at most the %llu-row PE edge), %llu queries and %llu keys: "

@@ -49,8 +49,9 @@ static tern_status infer_attention(ictx *c)
 }
 
 /* tern.AttentionGrad(Q [..., Sq, D], K [..., Sk, D], V [..., Sk, Dv], O [..., Sq, Dv], dO [..., Sq, Dv],
- * LSE [..., Sq, 1]) -> dQ (Q's shape), dK (K's), dV (V's). K and V hold kv_rep times fewer heads in their last batch
- * dim (grouped-query attention: query head h reads K/V head h / kv_rep). */
+ * [LSE [..., Sq, 1]], [M]) -> dQ (Q's shape), dK (K's), dV (V's). K and V hold kv_rep times fewer heads in their last
+ * batch dim (grouped-query attention: query head h reads K/V head h / kv_rep). M, the forward's additive mask, is a
+ * float tensor broadcasting to the scores [..., Sq, Sk] (rank at most Q's, each dim 1 or the scores'). */
 static tern_status infer_attention_grad(ictx *c)
 {
     const tern_graph_value *in[6];
@@ -97,6 +98,19 @@ static tern_status infer_attention_grad(ictx *c)
                      (long long)in[2]->dims[r - 2], (long long)in[2]->dims[r - 1], (long long)in[3]->dims[r - 2],
                      (long long)in[3]->dims[r - 1], (long long)in[4]->dims[r - 2], (long long)in[4]->dims[r - 1],
                      (long long)in[5]->dims[r - 2], (long long)in[5]->dims[r - 1]);
+    const tern_graph_value *m = V(c, 6);
+    if (m) {
+        if (!tern_elem_is_float(m->type) || m->rank < 1 || m->rank > r)
+            return ifail(c, TERN_ERR_INVALID, "input 6 (the additive mask M) must be a float tensor of rank 1..%d (got "
+                         "rank %d)", r, m->rank);
+        for (int d = 0; d < m->rank; d++) {
+            int sd = d + r - m->rank;
+            int64_t want = sd == r - 1 ? Sk : sd == r - 2 ? Sq : q[sd];
+            if (m->dims[d] != 1 && m->dims[d] != want)
+                return ifail(c, TERN_ERR_INVALID, "the mask M's dim %d is %lld, the scores' is %lld (M must broadcast "
+                             "to the scores [..., Sq, Sk])", d, (long long)m->dims[d], (long long)want);
+        }
+    }
     for (int i = 0; i < 3; i++)
         set_out(c, i, in[0]->type, r, in[i]->dims);
     return TERN_OK;

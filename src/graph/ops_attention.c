@@ -1,6 +1,7 @@
 /* The host reference of tern.AttentionGrad, the fused attention backward (lowered on chip by
  * src/compiler/lower_attention_bwd.c). For each query head h (K/V head h / kv_rep) of
- * O = softmax(scale * Q K^T [+ causal mask]) V it takes the forward's per-row statistic LSE (the logsumexp of the
+ * O = softmax(scale * Q K^T [+ M] [+ causal mask]) V (M the optional additive mask, input 6, broadcasting to the
+ * scores) it takes the forward's per-row statistic LSE (the logsumexp of the
  * scaled, masked scores: P = exp(scale * Q K^T - LSE) reproduces the probabilities without a max/sum pass) and
  * the output gradient dO (LSE may be omitted: it is then recomputed from the scores), and gives
  *
@@ -22,7 +23,7 @@ tern_status graph_ev_attention_grad(const ectx *c)
         if ((st = ereq(c, k, 1)))
             return st;
     /* LSE absent: recomputed here from the scores, as the device kernel does */
-    const tern_host_tensor *Q = IN(0), *K = IN(1), *V = IN(2), *O = IN(3), *dO = IN(4), *L = IN(5);
+    const tern_host_tensor *Q = IN(0), *K = IN(1), *V = IN(2), *O = IN(3), *dO = IN(4), *L = IN(5), *M = IN(6);
     const int r = Q->rank;
     const int64_t rep = tern_graph_attr_int(c->n, "kv_rep", 1), causal = tern_graph_attr_int(c->n, "causal", 0);
     if (r < 2 || K->rank != r || V->rank != r || rep < 1)
@@ -34,6 +35,22 @@ tern_status graph_ev_attention_grad(const ectx *c)
     if (BHkv * (size_t)rep != BH || (size_t)(Sk * D) * BHkv != K->count || (size_t)(Sk * Dv) * BHkv != V->count ||
         (size_t)(Sq * Dv) * BH != O->count || O->count != dO->count || (L && (size_t)Sq * BH != L->count))
         return efail(c, TERN_ERR_INVALID, "operand sizes do not match (infer checks the shapes)");
+    /* the mask's element strides over the scores' dims (0 where it broadcasts) */
+    int64_t mst[TERN_GRAPH_MAX_RANK] = {0};
+    if (M) {
+        int64_t ms[TERN_GRAPH_MAX_RANK];
+        if (M->rank > r || M->rank < 1)
+            return efail(c, TERN_ERR_INVALID, "mask M of rank %d for scores of rank %d", M->rank, r);
+        ev_strides(M->rank, M->dims, ms);
+        for (int d = 0; d < M->rank; d++) {
+            int sd = d + r - M->rank;
+            int64_t want = sd == r - 1 ? Sk : sd == r - 2 ? Sq : Q->dims[sd];
+            if (M->dims[d] != 1 && M->dims[d] != want)
+                return efail(c, TERN_ERR_INVALID, "mask M dim %d is %lld, the scores' is %lld", d,
+                             (long long)M->dims[d], (long long)want);
+            mst[sd] = M->dims[d] == 1 ? 0 : ms[d];
+        }
+    }
     tern_host_tensor *g[3] = {NULL, NULL, NULL};
     const tern_host_tensor *like[3] = {Q, K, V};
     tern_error te;
@@ -56,6 +73,12 @@ tern_status graph_ev_attention_grad(const ectx *c)
         for (size_t h = kv * (size_t)rep; h < (kv + 1) * (size_t)rep; h++) {
             const float *q = Q->f + h * (size_t)(Sq * D), *o = O->f + h * (size_t)(Sq * Dv),
                         *go = dO->f + h * (size_t)(Sq * Dv);
+            int64_t moff = 0; /* head h's offset into the mask */
+            size_t rest = h;
+            for (int d = r - 3; d >= 0; d--) {
+                moff += (int64_t)(rest % (size_t)Q->dims[d]) * mst[d];
+                rest /= (size_t)Q->dims[d];
+            }
             memset(dq, 0, sizeof(double) * (size_t)(Sq * D));
             for (int64_t i = 0; i < Sq; i++) {
                 double delta = 0, mx = -INFINITY, sum = 0;
@@ -66,6 +89,8 @@ tern_status graph_ev_attention_grad(const ectx *c)
                     for (int64_t u = 0; u < D; u++)
                         s += (double)q[i * D + u] * k[j * D + u];
                     p[j] = causal && j > i ? -INFINITY : scale * s;
+                    if (M)
+                        p[j] += tern_host_tensor_get(M, (size_t)(moff + i * mst[r - 2] + j * mst[r - 1]));
                     mx = p[j] > mx ? p[j] : mx;
                 }
                 for (int64_t j = 0; !L && j < Sk; j++)

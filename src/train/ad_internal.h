@@ -27,9 +27,10 @@ typedef struct {
     char why[600];        /* the unfused blocks' nodes and reasons, "; "-separated (cut at the size) */
 } ad_att_report;
 
-/* An attention block whose backward is one tern.AttentionGrad: the Softmax and P V MatMul nodes, Q, Kt, V. */
+/* An attention block whose backward is one tern.AttentionGrad: the Softmax and P V MatMul nodes, Q, Kt, V, and
+ * the additive mask the kernel adds to the scaled scores (-1 none: no mask, or the causal one). */
 typedef struct {
-    int softmax, pv, q, kt, v;
+    int softmax, pv, q, kt, v, mask;
     float scale;
     int causal;
 } ad_att_block;

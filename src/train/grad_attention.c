@@ -1,20 +1,24 @@
 /* The fused attention backward in training. Before the reverse pass walks the forward, every scaled dot-product
  * attention block the graph fusion takes (graph_match_attention, the matcher of passes.c's fuse_attention:
  * MatMul(Q, Kt) [Div|Mul by a constant] [Where or additive mask] Softmax [fp32 Casts] MatMul(P, V)) whose mask is
- * none or causal is planned here; when the reverse pass reaches the block's P V MatMul, one tern.AttentionGrad
- * (src/compiler/lower_attention_bwd.c on chip: Q, K, V, O and dO in, dQ, dK, dV out, the probabilities recomputed
- * in SBUF, never an Sq x Sk tensor in HBM) gives the gradients of Q, Kt and V for the whole block, and the block's
- * interior nodes (the scores, the scaling, the mask, the softmax) get no gradient nodes at all. Since nothing in
- * the backward then reads the scores or the probabilities, the compiler's fusion also turns the block's forward
- * into one tern.Attention.
+ * none, causal or additive is planned here; when the reverse pass reaches the block's P V MatMul, one
+ * tern.AttentionGrad (src/compiler/lower_attention_bwd.c on chip: Q, K, V, O and dO in, dQ, dK, dV out, the
+ * probabilities recomputed in SBUF, never an Sq x Sk tensor in HBM) gives the gradients of Q, Kt and V for the
+ * whole block, and the block's interior nodes (the scores, the scaling, the mask, the softmax) get no gradient
+ * nodes at all. Since nothing in the backward then reads the scores or the probabilities, the compiler's fusion
+ * also turns the block's forward into one tern.Attention.
  *
- * A block falls back to the node-by-node gradients (MatMul, Softmax, Where, ... rules), with the reason kept in
- * the trainer's report (tern train prints it), when: the mask is not the causal triangle (key j > query i masked,
- * a fill at or below -1e4 so its probability is exactly 0) or depends on the data or a trained weight (a learned
- * position bias); a head size is above 128 (the PE edge the kernel tiles by); the scale is not positive. A
- * softmax over a matmul's output that is not the pattern at all (Dropout on P, a second reader of the scores or
- * probabilities) is counted and reported the same way. tern_train_opts.no_fused_attention (--no-fused-attention)
- * turns the whole plan off. */
+ * A causal mask (key j > query i masked, a fill at or below -1e4 so its probability is exactly 0; a Where or an
+ * additive constant) becomes the kernel's causal attribute, which skips the blocks above the diagonal. Any other
+ * additive mask (a padding mask computed from the data, BERT's attention_mask; a constant buffer such as a local
+ * window or a bias) is passed to the kernel as its mask input M, broadcasting to the scores as the forward's Add
+ * does, and the kernel recomputes the forward's x = scale S + M. A block falls back to the node-by-node gradients
+ * (MatMul, Softmax, Where, ... rules), with the reason kept in the trainer's report (tern train prints it), when:
+ * the mask depends on a trained weight (a learned position bias: its gradient is not the kernel's); a Where mask
+ * is not the causal triangle (the scores it replaces get no gradient, which x = scale S + M would not give); a
+ * head size is above 128 (the PE edge the kernel tiles by); the scale is not positive. A softmax over a matmul's
+ * output that is not the pattern at all (Dropout on P, a second reader of the scores or probabilities) is counted
+ * and reported the same way. tern_train_opts.no_fused_attention (--no-fused-attention) turns the whole plan off. */
 #include "train_internal.h"
 
 #include <math.h>
@@ -100,7 +104,7 @@ static int mask_is_causal(ad_ctx *a, const graph_att_match *m, int64_t Sq, int64
 {
     const tern_host_tensor *t = const_mask(a, m->mask);
     if (!t) {
-        *why = "the mask depends on the data or a trained weight (AttentionGrad takes a causal mask or none)";
+        *why = "the mask depends on the data (AttentionGrad takes a causal Where mask or an additive one)";
         return 0;
     }
     if (m->mask_mode != 3 && !(m->fill <= ATT_MASK_FILL_MAX)) {
@@ -108,7 +112,7 @@ static int mask_is_causal(ad_ctx *a, const graph_att_match *m, int64_t Sq, int64
         return 0;
     }
     if (t->rank < 2 || t->dims[t->rank - 2] != Sq || t->dims[t->rank - 1] != Sk) {
-        *why = "the mask is not a [.., Sq, Sk] matrix (AttentionGrad takes a causal mask or none)";
+        *why = "the mask is not a [.., Sq, Sk] matrix (AttentionGrad takes a causal Where mask or an additive one)";
         return 0;
     }
     size_t n = t->count;
@@ -121,11 +125,27 @@ static int mask_is_causal(ad_ctx *a, const graph_att_match *m, int64_t Sq, int64
             return 0;
         }
         if (masked != (j > i)) {
-            *why = "the mask is not the causal triangle (AttentionGrad takes a causal mask or none)";
+            *why = "the mask is not the causal triangle (AttentionGrad takes a causal Where mask or an additive one)";
             return 0;
         }
     }
     return 1;
+}
+
+/* NULL when the additive mask value M can be the kernel's mask input (a float tensor broadcasting to the scores
+ * [qd[0..r-3], Sq, Sk], as the forward's Add does), else why not. */
+static const char *additive_mask(const tern_graph *g, int mask, int r, const int64_t *qd, int64_t Sq, int64_t Sk)
+{
+    const tern_graph_value *M = &g->values[mask];
+    if (M->rank < 1 || M->rank > r || !tern_elem_is_float(M->type))
+        return "the additive mask is not a float tensor of at most the scores' rank";
+    for (int d = 0; d < M->rank; d++) {
+        int sd = d + r - M->rank;
+        int64_t want = sd == r - 1 ? Sk : sd == r - 2 ? Sq : qd[sd];
+        if (M->dims[d] != 1 && M->dims[d] != want)
+            return "the additive mask does not broadcast to the scores";
+    }
+    return NULL;
 }
 
 /* Does softmax node i read (through a scale and a mask) a product of two computed values: an attention the
@@ -182,8 +202,11 @@ int ad_attention_plan(ad_ctx *a, int n_fwd)
             why = "a head size above 128 (AttentionGrad tiles the head by the PE edge)";
         else if (!(scale > 0) || !isfinite(scale))
             why = "the scale is not positive";
-        else if (m.mask >= 0)
-            causal = mask_is_causal(a, &m, Sq, Sk, &why);
+        else if (m.mask >= 0 && ad_needs(a, m.mask))
+            why = "the mask depends on a trained weight (a learned bias: its gradient goes node by node)";
+        else if (m.mask >= 0 && !(causal = mask_is_causal(a, &m, Sq, Sk, &why)) && m.mask_mode == 3)
+            why = additive_mask(g, m.mask, r, Q->dims, Sq, Sk); /* the kernel adds it to the scaled scores */
+        int mask = m.mask >= 0 && !causal && !why ? m.mask : -1;
         if (why) {
             report(a, 0, i, why);
             continue;
@@ -208,6 +231,7 @@ int ad_attention_plan(ad_ctx *a, int n_fwd)
         b->v = m.v;
         b->scale = scale;
         b->causal = causal;
+        b->mask = mask;
         pvm[m.pv] = a->n_att++;
         report(a, 1, i, NULL);
     }
@@ -262,7 +286,9 @@ int ad_attention_grad(ad_ctx *a, int block, int dout)
         perm[d] = d < r - 2 ? d : d == r - 2 ? r - 1 : r - 2;
     /* under recomputation the kernel reads the segment's copies */
     int k = ksrc >= 0 ? ad_map(a, ksrc) : ad_transpose(a, ad_map(a, b.kt), r, perm);
-    int in[5] = {ad_map(a, b.q), k, ad_map(a, b.v), ad_map(a, o), dout};
+    /* inputs: Q, K, V, O, dO, no LSE (the kernel recomputes it), the additive mask */
+    int in[7] = {ad_map(a, b.q), k, ad_map(a, b.v), ad_map(a, o), dout, -1, b.mask >= 0 ? ad_map(a, b.mask) : -1};
+    const int n_in = b.mask >= 0 ? 7 : 5;
     if (a->failed || k < 0)
         return -1;
     int out[3];
@@ -271,10 +297,10 @@ int ad_attention_grad(ad_ctx *a, int block, int dout)
             return -1;
     char name[96];
     snprintf(name, sizeof name, "%sAttentionGrad_%d", a->prefix, a->counter++);
-    int n = graph_add_node(g, "AttentionGrad", "tern", name, 5, 3, 4);
+    int n = graph_add_node(g, "AttentionGrad", "tern", name, n_in, 3, 4);
     if (n < 0)
         return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
-    for (int j = 0; j < 5; j++)
+    for (int j = 0; j < n_in; j++)
         g->nodes[n].inputs[j] = in[j];
     for (int j = 0; j < 3; j++) {
         g->nodes[n].outputs[j] = out[j];

@@ -99,7 +99,7 @@ np.save(f"{d}/by.npy", rng.standard_normal((8, 16)).astype(np.float32))
 PYEOF
 expect 0 "$TERN" train "$tmp/bias.onnx" --data "$tmp/bx.npy" --labels "$tmp/by.npy" --loss mse --batch 2 --steps 2
 contains "$tmp/out" "attention: 0 blocks with the fused backward (tern.AttentionGrad), 1 node by node"
-contains "$tmp/out" "the mask depends on the data or a trained weight"
+contains "$tmp/out" "the mask depends on a trained weight (a learned bias"
 expect 0 "$TERN" train "$tmp/drop.onnx" --data "$tmp/bx.npy" --labels "$tmp/by.npy" --loss mse --batch 2 --steps 2
 contains "$tmp/out" "attention: 0 blocks with the fused backward (tern.AttentionGrad), 1 node by node"
 contains "$tmp/out" "not the fused pattern Q Kt [scale] [mask] Softmax P V (Dropout on P"
