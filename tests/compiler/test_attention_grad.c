@@ -1,8 +1,9 @@
 /* tern.AttentionGrad, the fused flash-attention backward (src/compiler/lower_attention_bwd.c; host reference in
- * src/graph/ops_attention.c), against PyTorch's autograd of softmax(scale Q K^T [+ causal mask]) V in float64
+ * src/graph/ops_attention.c), against PyTorch's autograd of softmax(scale Q K^T [+ M] [+ causal mask]) V in float64
  * (scripts/gen_attention_grad_tests.py): the host reference, the device in fp32 on trn1 (transposes through an
  * identity matmul) and trn2 (transpose_pe), and the device in bf16, for plain, causal, grouped-query and ragged
- * (not a multiple of 128) shapes, with the forward's logsumexp given or left out (recomputed by the kernel); the
+ * (not a multiple of 128) shapes, with the forward's logsumexp given or left out (recomputed by the kernel), and
+ * with an additive mask M (a [B, 1, 1, Sk] padding mask, a [Sq, Sk] 0 / -inf local window, a float bias); the
  * device against the host reference; a head size beyond the PE edge refused;
  * and the predicted time of the fused kernel against the same backward as separate ONNX ops, both printed. */
 #include <math.h>
@@ -17,12 +18,13 @@
 #include "tern/runtime.h"
 
 static char dir[] = "/tmp/tern_attgrad_XXXXXX";
-static const char *const in_names[6] = {"Q", "K", "V", "O", "dO", "LSE"};
+static const char *const in_names[7] = {"Q", "K", "V", "O", "dO", "LSE", "M"};
 static const char *const out_names[3] = {"dQ", "dK", "dV"};
 
 typedef struct {
-    int n_in; /* 6, or 5 without LSE (the kernel recomputes it) */
-    tern_npy in[6], ref[3];
+    int n_in;    /* the model's inputs: 5 to 7 (LSE left out: the kernel recomputes it; M, the additive mask) */
+    int idx[7];  /* model input j is in_names[idx[j]] */
+    tern_npy in[7], ref[3];
     float *host[3], *dev[3];
     uint64_t n[3];
 } case_data;
@@ -51,11 +53,11 @@ static int run_host(const char *name, case_data *cd)
         CHECK_MSG(0, "%s: %s", path, err.msg);
         return 0;
     }
-    tern_host_tensor *ins[6] = {0}, *outs[3] = {0};
+    tern_host_tensor *ins[7] = {0}, *outs[3] = {0};
     int ok = tern_graph_input_count(g) == cd->n_in;
     CHECK_MSG(ok, "%s: %d inputs, expected %d", name, tern_graph_input_count(g), cd->n_in);
     for (int i = 0; ok && i < cd->n_in; i++) {
-        const tern_npy *a = &cd->in[i];
+        const tern_npy *a = &cd->in[cd->idx[i]];
         if (tern_host_tensor_new(TERN_ELEM_FLOAT, a->rank, a->dims, &ins[i], &err)) {
             CHECK_MSG(0, "%s", err.msg);
             ok = 0;
@@ -74,7 +76,7 @@ static int run_host(const char *name, case_data *cd)
         if (ok)
             memcpy(cd->host[k], outs[k]->f, sizeof(float) * cd->n[k]);
     }
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         tern_host_tensor_free(ins[i]);
     for (int k = 0; k < 3; k++)
         tern_host_tensor_free(outs[k]);
@@ -108,11 +110,13 @@ static double run_device(const char *model, const char *machine, tern_dtype mdt,
         CHECK_MSG(0, "%s: %s", model, err.msg);
         goto done;
     }
-    for (int i = 0; cd && i < cd->n_in; i++)
+    for (int j = 0; cd && j < cd->n_in; j++) {
+        const int i = cd->idx[j];
         if (tern_rt_set_input(rt, in_names[i], cd->in[i].data, tern_npy_count(&cd->in[i]) * sizeof(float), &err)) {
             CHECK_MSG(0, "%s: input %s: %s", model, in_names[i], err.msg);
             goto done;
         }
+    }
     if (tern_rt_execute(rt, &st, &err)) {
         CHECK_MSG(0, "%s on %s: run failed: %s", model, machine, err.msg);
         goto done;
@@ -154,7 +158,7 @@ static double rel_err(const case_data *cd, float *const *got, int vs_host)
 
 static void free_case(case_data *cd)
 {
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         tern_npy_free(&cd->in[i]);
     for (int k = 0; k < 3; k++) {
         tern_npy_free(&cd->ref[k]);
@@ -163,14 +167,16 @@ static void free_case(case_data *cd)
     }
 }
 
-static void run_case(const char *name, int has_lse)
+static void run_case(const char *name, int has_lse, int has_mask)
 {
     case_data cd;
     memset(&cd, 0, sizeof cd);
-    cd.n_in = has_lse ? 6 : 5;
+    for (int i = 0; i < 7; i++)
+        if (i < 5 || (i == 5 && has_lse) || (i == 6 && has_mask))
+            cd.idx[cd.n_in++] = i;
     int ok = 1;
-    for (int i = 0; i < cd.n_in; i++)
-        ok &= read_npy(name, in_names[i], &cd.in[i]);
+    for (int j = 0; j < cd.n_in; j++)
+        ok &= read_npy(name, in_names[cd.idx[j]], &cd.in[cd.idx[j]]);
     for (int k = 0; k < 3; k++) {
         char what[16];
         snprintf(what, sizeof what, "ref_%s", out_names[k]);
@@ -232,20 +238,22 @@ int main(void)
         snprintf(path, sizeof path, "%s/cases.txt", dir);
         FILE *f = fopen(path, "r");
         CHECK_MSG(f != NULL, "cannot open %s", path);
-        int cases = 0, nolse = 0;
+        int cases = 0, nolse = 0, masked = 0;
         while (f && fgets(line, sizeof line, f)) {
             char name[64];
-            int rep, causal, lse;
-            if (sscanf(line, "%63s %d %d %d", name, &rep, &causal, &lse) != 4)
+            int rep, causal, lse, mask;
+            if (sscanf(line, "%63s %d %d %d %d", name, &rep, &causal, &lse, &mask) != 5)
                 continue;
             TEST_BEGIN(name);
-            run_case(name, lse);
+            run_case(name, lse, mask != 0);
             cases++;
             nolse += !lse;
+            masked += mask != 0;
         }
         if (f)
             fclose(f);
-        CHECK_MSG(cases == 8 && nolse == 2, "%d cases in cases.txt, %d without LSE (expected 8 and 2)", cases, nolse);
+        CHECK_MSG(cases == 12 && nolse == 5 && masked == 4,
+                  "%d cases in cases.txt, %d without LSE, %d masked (expected 12, 5 and 4)", cases, nolse, masked);
 
         TEST_BEGIN("fused vs unfused time");
         /* 4 heads, 512 x 512, head size 128, bf16 on trn1: the fused kernel keeps P, dP and dS on chip where the
