@@ -7,7 +7,8 @@
  * through the SPMD communicator), moving the real bytes in the algorithm's documented reduction order and timing
  * the schedule on the machine's fabric. Cross-entropy uses 1 / (the whole batch's counted rows) on every rank, so
  * the sum of the ranks' gradients is the whole batch's; MSE and a model's own loss are means per rank, scaled by
- * 1 / ranks after the sum.
+ * 1 / ranks after the sum. BatchNormalization in training mode normalises with each rank's (each chunk's) own
+ * rows' statistics and keeps rank 0's running statistics, as PyTorch DDP's default (broadcast_buffers).
  *
  * The fixed reduction tree (dp_exact) splits the batch into K row chunks (K a power of two) whatever the rank
  * count: rank r holds chunks r, r + N, r + 2N, ..., sums them by recursive halving (distance K/2N first), and the
@@ -62,6 +63,9 @@ struct train_dp {
     double t_compute, t_comm, t_update;
     uint64_t synced_step;
     float **synced_ptr;              /* [nw] t->w[i].val when the ranks were last made equal to it */
+    char **bn_out;                   /* [nw] a BatchNormalization running statistic: the gradient graph's output of
+                                      * its update ("train.new.<w>"); NULL for other weights */
+    float **bn_new;                  /* [nw] rank 0's updated running statistic, committed with the step */
 };
 
 #define DP_P "train.dp.p"
@@ -140,6 +144,14 @@ void train_dp_free(tern_trainer *t)
     free(dp->tmp2);
     free(dp->off);
     free(dp->synced_ptr);
+    for (size_t i = 0; i < t->nw; i++) {
+        if (dp->bn_out)
+            free(dp->bn_out[i]);
+        if (dp->bn_new)
+            free(dp->bn_new[i]);
+    }
+    free(dp->bn_out);
+    free(dp->bn_new);
     free(dp);
     t->dp = NULL;
 }
@@ -222,6 +234,14 @@ static int exe_has_input(const tern_exe *x, const char *name)
     return 0;
 }
 
+static int exe_has_output(const tern_exe *x, const char *name)
+{
+    for (size_t i = 0; i < x->num_outputs; i++)
+        if (!strcmp(tern_exe_io_name(&x->outputs[i]), name))
+            return 1;
+    return 0;
+}
+
 tern_status train_compile_load(tern_trainer *t, tern_graph *g, tern_exe *exe, tern_rt **rt, double *flops,
                                uint64_t *hbm, const char *what, tern_error *err)
 {
@@ -255,6 +275,7 @@ static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
     m.o = t->o;
     m.o.grads_as_outputs = 0;
     m.path = t->path;
+    m.dp_batchnorm = 1; /* BatchNormalization: the rank's rows' statistics, its running statistics' update out */
     tern_status st = tern_graph_load_onnx(t->path, &m.g, err);
     if (!st)
         st = train_bind_data(&m, err);
@@ -664,6 +685,10 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
                               (long long)(o->batch / k), (long long)(o->batch % k));
     o->batch /= k; /* the compiled graphs see one chunk */
     uint64_t hbm = 0;
+    /* BatchNormalization as PyTorch DDP's default: every rank normalises with its own rows' batch statistics
+     * (the fixed tree: each chunk's), and the running statistics kept are rank 0's (chunk 0's), which DDP
+     * broadcasts to the other ranks */
+    t->dp_batchnorm = 1;
     if ((st = tern_graph_load_onnx(t->path, &t->g, err)) || (st = train_bind_data(t, err)) ||
         (st = train_build_step_graph(t, TRAIN_GRAPH_UPDATE, err)))
         return st;
@@ -678,8 +703,19 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     t->rt = dp->rt_upd;
     dp->off = calloc(t->nw + 1, sizeof *dp->off);
     dp->synced_ptr = calloc(t->nw + 1, sizeof *dp->synced_ptr);
-    if (!dp->off || !dp->synced_ptr)
+    dp->bn_out = calloc(t->nw + 1, sizeof *dp->bn_out);
+    dp->bn_new = calloc(t->nw + 1, sizeof *dp->bn_new);
+    if (!dp->off || !dp->synced_ptr || !dp->bn_out || !dp->bn_new)
         return oom(err);
+    for (size_t i = 0; i < t->nw; i++) {
+        const train_weight *w = &t->w[i];
+        char nm[512];
+        snprintf(nm, sizeof nm, "train.new.%s", w->name);
+        if (w->trained || !exe_has_output(&dp->exe_grad, nm))
+            continue;
+        if (!(dp->bn_out[i] = dupstr(nm)) || !(dp->bn_new[i] = calloc(w->count + 1, sizeof(float))))
+            return oom(err);
+    }
     int nst = 0;
     for (size_t i = 0; i < t->nw; i++) {
         train_weight *w = &t->w[i];
@@ -841,8 +877,10 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
             st = train_feed_rows(t, x ? (const char *)x + (size_t)j * xs : NULL, xs,
                                   labels ? (const char *)labels + (size_t)j * ls * lsz : NULL, ls, step, inv, err);
             for (size_t w = 0; w < t->nw && !st; w++)
-                if (exe_has_input(xe, t->w[w].name))
-                    st = set_in(t, dp->rt_grad, t->w[w].name, rank_val(t, r, w), t->w[w].count, err);
+                if (exe_has_input(xe, t->w[w].name)) /* micro-batch m > 0: rank 0's running statistics so far */
+                    st = set_in(t, dp->rt_grad, t->w[w].name,
+                                r == 0 && m > 0 && dp->bn_out[w] ? dp->bn_new[w] : rank_val(t, r, w), t->w[w].count,
+                                err);
             if (acc && m == 0)
                 memset(dp->gbuf[r], 0, dp->count * sizeof(float));
             for (size_t w = 0; acc && w < t->nw && !st; w++)
@@ -869,6 +907,12 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
                     gacc_name(&t->w[w], 1, nm, sizeof nm);
                 st = tern_rt_get_output(dp->rt_grad, acc ? nm : t->w[w].acc_in, leaf + dp->off[w],
                                         t->w[w].count * sizeof(float), err);
+            }
+        /* BatchNormalization: rank 0's first chunk updates the running statistics kept (DDP's rank 0 buffers) */
+        for (size_t w = 0; r == 0 && i == 0 && w < t->nw && !st; w++)
+            if (dp->bn_out[w]) {
+                t->rt = dp->rt_grad;
+                st = train_get_f(t, dp->bn_out[w], dp->bn_new[w], t->w[w].count, err);
             }
     }
     if (st)
@@ -1339,6 +1383,10 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
                     w->state[q][e] = dp->rk[f / dp->shard].st[q][0][f % dp->shard];
                 }
         }
+        /* BatchNormalization's running statistics: rank 0's, broadcast to every rank (DDP's buffers) */
+        for (size_t i = 0; i < t->nw; i++)
+            for (int64_t r = 0; dp->bn_out[i] && r < dp->ranks; r++)
+                memcpy(rank_val(t, r, i), dp->bn_new[i], t->w[i].count * sizeof(float));
         dp->synced_step = step;
         for (size_t i = 0; i < t->nw; i++)
             dp->synced_ptr[i] = t->w[i].val;

@@ -545,9 +545,12 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
     for (int i = 0, nn = g->n_nodes; i < nn && !a.failed; i++) {
         if (g->nodes[i].op_id != TERN_GOP_BATCH_NORMALIZATION)
             continue;
-        if (grads_only >= TRAIN_GRAPH_GRADS) {
+        /* data parallelism: each rank's own rows' statistics (PyTorch DDP's default); tensor / pipeline
+         * parallelism (the only other callers of the split graphs) would cut the node's batch or channels */
+        if (grads_only >= TRAIN_GRAPH_GRADS && !t->dp_batchnorm) {
             ad_fail_node(&a, i, "BatchNormalization trains on batch statistics and updates its running statistics "
-                                "every step: not supported yet with data parallelism (--cores)");
+                                "every step: not supported yet with tensor or pipeline parallelism (--layout); data "
+                                "parallelism (--cores) is");
             break;
         }
         int rs[2] = {g->nodes[i].n_inputs > 3 ? g->nodes[i].inputs[3] : -1,
@@ -740,8 +743,9 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         for (int k = 0; k < w->n_state; k++)
             outs[nout++] = name_value(&a, so[k], w->state_out[k]);
     }
-    /* running statistics: not trained (no gradient reaches them), updated by the step */
-    for (int k = 0; k < nbuf && !a.failed; k++) {
+    /* running statistics: not trained (no gradient reaches them), updated by the step (data parallelism: by the
+     * gradient graph, rank 0's; the update graph has none) */
+    for (int k = 0; k < nbuf && !a.failed && grads_only != TRAIN_GRAPH_UPDATE; k++) {
         train_weight *w = &t->w[buf_w[k]];
         if (w->trained) {
             ad_fail(&a, TERN_ERR_UNSUPPORTED, "train: BatchNormalization running statistic '%s' also gets a gradient",

@@ -5,7 +5,11 @@ run): the per-step losses and the final test accuracy, written next to the model
 
 usage: digits_ref.py OUTDIR STEPS BATCH OPTIMIZER LR [extra]
 extra: comma-separated: gelu-ln or cnn (the model; else the ReLU/Tanh MLP), linear:W or cosine:W (the learning-rate
-schedule with W warm-up steps, docs/training.md). OPTIMIZER lamb is written out here (torch.optim has none)."""
+schedule with W warm-up steps, docs/training.md), accum:K (K micro-batches of BATCH rows per step), ddp:N (PyTorch
+DistributedDataParallel's default simulated with N replicas: each micro-batch split into N consecutive chunks, replica
+r runs chunk r (BatchNorm with its own chunk's statistics), the gradients averaged, replica 0's buffers kept and
+broadcast, as DDP's broadcast_buffers). OPTIMIZER lamb is written out here (torch.optim has none)."""
+import copy
 import math
 import json
 import sys
@@ -21,10 +25,12 @@ from sklearn.datasets import load_digits
 out, steps, batch, opt_name, lr = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 extras = (sys.argv[6] if len(sys.argv) > 6 else "").split(",")
 extra = next((e for e in extras if e in ("gelu-ln", "cnn", "dropout", "cnn-bn")), "")
-sched, warm, accum = "constant", 0, 1
+sched, warm, accum, ddp = "constant", 0, 1, 1
 for e in extras:
     if e.startswith("accum:"):
         accum = int(e.split(":")[1])
+    elif e.startswith("ddp:"):
+        ddp = int(e.split(":")[1])
     elif ":" in e:
         sched, warm = e.split(":")[0], int(e.split(":")[1])
 
@@ -67,6 +73,8 @@ if extra == "cnn-bn":  # BatchNorm exported in training mode; the export's trace
                 b.copy_(torch.from_numpy(inits[k].copy()))
 if extra == "dropout":  # the same run with tern's masks (seed 0, the one Dropout: k = 0)
     model[2] = MaskDropout()
+assert batch % ddp == 0 and not (ddp > 1 and extra == "dropout")
+replicas = [model] + [copy.deepcopy(model) for _ in range(ddp - 1)]  # ddp:N: replica 0 is the model
 
 if opt_name == "adamw":
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, foreach=False)
@@ -88,9 +96,31 @@ for s in range(steps):
         xb, yb = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
         if extra == "dropout":
             model[2].mask = torch.from_numpy(tern_dropout_mask(0, s + 1, 0, 0.2, batch * 64).reshape(batch, 64))
+        if ddp > 1:  # DDP: replica r gets rank 0's parameters and buffers, runs chunk r; the mean of the local losses
+            c = batch // ddp
+            lmb = 0.0
+            for r, rep in enumerate(replicas):
+                if r > 0:
+                    with torch.no_grad():
+                        for q, p in zip(rep.parameters(), model.parameters()):
+                            q.copy_(p)
+                        for q, p in zip(rep.buffers(), model.buffers()):
+                            q.copy_(p)
+                lr_ = torch.nn.functional.cross_entropy(rep(xb[r * c:(r + 1) * c]), yb[r * c:(r + 1) * c])
+                (lr_ / accum).backward()
+                lmb += float(lr_) / ddp
+            loss += lmb / accum
+            continue
         lmb = torch.nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.1 if extra == "gelu-ln" else 0.0)
         (lmb / accum).backward()
         loss += float(lmb) / accum
+    if ddp > 1:  # the all-reduce (DDP's, after the local accumulation): the replicas' gradients averaged, on replica 0
+        with torch.no_grad():
+            grads = [[p.grad.clone() for p in rep.parameters()] for rep in replicas]
+            for k, p in enumerate(model.parameters()):
+                p.grad = sum(g[k] for g in grads) / ddp
+            for rep in replicas[1:]:
+                rep.zero_grad()
     norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))
     step_lr = lr_at(s + 1)
     if opt is not None:

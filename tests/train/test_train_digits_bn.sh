@@ -10,7 +10,8 @@
 # near-zero gradient components into whole steps, and the two runs drift apart by 1e-4 within ~100 steps.)
 # Then --accumulate 2 (12 steps of 2 x 16 rows: every micro-batch's own batch statistics and momentum update, as
 # PyTorch's model.train() over the micro-batches): losses and running statistics within 1e-5 of PyTorch's. Then the
-# refusals: BatchNormalization with data parallelism (--cores 2), a 3-D Conv, each naming the node and what is missing.
+# refusals: BatchNormalization with tensor parallelism (--layout tp=2; data parallelism is test_train_dp_bn.sh's),
+# a 3-D Conv, each naming the node and what is missing.
 set -u
 TERN=${1:?usage: test_train_digits_bn.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -124,9 +125,9 @@ EOF
 fi
 # refusals name the node and what is missing; nothing is treated as a constant
 expect 1 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --optimizer sgd --lr 0.05 --steps 1 \
-    --batch 32 --cores 2
-contains "$tmp/err" "BatchNormalization"
-contains "$tmp/err" "data parallelism"
+    --batch 32 --machine trn1.32xlarge --layout tp=2
+contains "$tmp/err" "/2/BatchNormalization"
+contains "$tmp/err" "tensor or pipeline parallelism (--layout)"
 "$PY" - "$d/conv3d.onnx" <<'EOF' || bad "building the 3-D Conv model failed"
 import sys
 import numpy as np
