@@ -157,6 +157,22 @@ static int const_ints(const tern_graph *g, int v, int64_t *out, int cap)
     return (int)c->count;
 }
 
+/* Every output of node i is a constant of the plan graph (folded shape arithmetic). */
+static int known_const(const tern_graph *g, int i)
+{
+    const tern_graph_node *nd = &g->nodes[i];
+    int any = 0;
+    for (int q = 0; q < nd->n_outputs; q++) {
+        int v = nd->outputs[q];
+        if (v < 0)
+            continue;
+        if (!g->values[v].constant)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 /* Tries the pair starting at node i (docs in the header); 1 with *pair filled, 0 with why[] saying why not, -1
  * when it is a pair the layout cannot split (why[] names the node and the numbers). Each value of the pair has a
  * split axis (sax): a's columns, moved by Transpose, carried into heads by a Reshape, the batch axis of a product
@@ -222,6 +238,8 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
             }
             continue;
         }
+        if (known_const(g, j))
+            continue; /* a Shape of a value of the pair: the plan knows it, no program runs it */
         tern_graph_node_label(g, j, lab, sizeof lab);
         if (b >= 0) {
             snprintf(why, wl, "%s reads a value of the pair from %s after its row-parallel layer", lab, la);
@@ -342,6 +360,46 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
                 fix[nfix].n = ov->rank;
                 for (int d = 0; d < ov->rank; d++)
                     fix[nfix].v[d] = d == t ? ov->dims[d] / tp : ov->dims[d];
+                nfix++;
+                out_sax = t;
+            }
+        } else if (nj->op_id == TERN_GOP_UNSQUEEZE && r0 == x0 && nj->n_outputs && nj->outputs[0] >= 0) {
+            /* new axes of 1 (grouped-query attention's repeat of the K/V heads): the split axis moves past those
+             * inserted before it */
+            int64_t ax[TERN_GRAPH_MAX_RANK];
+            int nu = nj->n_inputs > 1 ? const_ints(g, nj->inputs[1], ax, TERN_GRAPH_MAX_RANK) : -1;
+            size_t nax = 0;
+            const int64_t *aa = nu < 0 ? graph_attr_ints(nj, "axes", &nax) : NULL;
+            if (nu < 0 && aa && nax <= TERN_GRAPH_MAX_RANK) {
+                nu = (int)nax;
+                memcpy(ax, aa, nax * sizeof *ax);
+            }
+            int orank = g->values[nj->outputs[0]].rank;
+            if (nu >= 1 && orank == xr->rank + nu) {
+                unsigned char ins[TERN_GRAPH_MAX_RANK] = {0};
+                for (int q = 0; q < nu; q++) {
+                    int d = norm_axis(ax[q], orank);
+                    if (d >= 0 && d < orank)
+                        ins[d] = 1;
+                }
+                for (int d = 0, e = 0; d < orank; d++)
+                    if (!ins[d] && e++ == sr)
+                        out_sax = d;
+            }
+        } else if (nj->op_id == TERN_GOP_EXPAND && r0 == x0 && nj->n_inputs == 2 && nj->n_outputs &&
+                   nj->outputs[0] >= 0) {
+            /* a broadcast along other axes (the repeat of the K/V heads); the target shape is rewritten for the
+             * shard's split axis */
+            int64_t shp[TERN_GRAPH_MAX_RANK];
+            const tern_graph_value *ov = &g->values[nj->outputs[0]];
+            int ns = const_ints(g, nj->inputs[1], shp, TERN_GRAPH_MAX_RANK);
+            int t = sr + (ov->rank - xr->rank);
+            if (ns == ov->rank && ov->rank >= xr->rank && t >= 0 && ov->dims[t] == xr->dims[sr] &&
+                nfix < g->n_nodes) {
+                fix[nfix].node = j;
+                fix[nfix].n = ns;
+                for (int d = 0; d < ns; d++)
+                    fix[nfix].v[d] = d == t && shp[d] != 1 ? shp[d] / tp : shp[d];
                 nfix++;
                 out_sax = t;
             }
@@ -513,22 +571,6 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
 }
 
 /* values produced before position q of ord[] (or the data input) and read at or after it */
-/* Every output of node i is a constant of the plan graph (folded shape arithmetic). */
-static int known_const(const tern_graph *g, int i)
-{
-    const tern_graph_node *nd = &g->nodes[i];
-    int any = 0;
-    for (int q = 0; q < nd->n_outputs; q++) {
-        int v = nd->outputs[q];
-        if (v < 0)
-            continue;
-        if (!g->values[v].constant)
-            return 0;
-        any = 1;
-    }
-    return any;
-}
-
 static int crossing(const tern_graph *g, const int *ord, int n, int q, const int *pos, int data_val, int *first_v,
                     char *names, size_t nl)
 {

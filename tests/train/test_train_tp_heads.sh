@@ -8,7 +8,8 @@
 # shape arithmetic (a dynamic-batch export) runs in no program. Before that, the fused attention alone: 2 heads
 # per batch element and 4 batch elements is the grouped mode's case of four head groups live at once (a store of
 # group g-1 still pending when g+2 is prefetched); `tern run` in fp32 matches PyTorch within 1e-5 and the unfused
-# lowering bit for bit.
+# lowering bit for bit. Grouped-query attention (4 query heads, 2 key/value heads repeated by Unsqueeze, Expand
+# and Reshape): tp=2 gives each rank 2 query heads and their key/value head; tp=4 is refused naming the Reshape.
 set -u
 TERN=${1:?usage: test_train_tp_heads.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -37,7 +38,26 @@ class Block(nn.Module):
         a = ((q @ k.transpose(-1, -2)) * D ** -0.5).softmax(-1)
         y = (a @ v).transpose(1, 2).reshape(B, S, E)
         return s.head((x + s.o(y)).mean(1))
+class GQA(nn.Module): # 4 query heads, 2 key/value heads repeated (Unsqueeze, Expand, Reshape) as LLaMA's repeat_kv
+    def __init__(s, E, H, KV):
+        super().__init__()
+        s.H, s.KV, s.D = H, KV, E // H
+        s.q, s.o = nn.Linear(E, E), nn.Linear(E, E)
+        s.k, s.v = nn.Linear(E, KV * s.D), nn.Linear(E, KV * s.D)
+        s.head = nn.Linear(E, 10)
+        s.ln = nn.LayerNorm(E)
+    def forward(s, x):
+        B, S, E = x.shape
+        D, n = s.D, s.H // s.KV
+        h = s.ln(x)
+        q = s.q(h).reshape(B, S, s.H, D).transpose(1, 2)
+        rep = lambda t: t.reshape(B, S, s.KV, D).transpose(1, 2)[:, :, None].expand(B, s.KV, n, S, D).reshape(B, s.H, S, D)
+        k, v = rep(s.k(h)), rep(s.v(h))
+        a = ((q @ k.transpose(-1, -2)) * D ** -0.5).softmax(-1)
+        return s.head((x + s.o((a @ v).transpose(1, 2).reshape(B, S, E))).mean(1))
 torch.manual_seed(0)
+torch.onnx.export(GQA(32, 4, 2), torch.randn(1, 8, 32), f"{d}/gqa.onnx", input_names=["x"], output_names=["logits"],
+                  dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}}, opset_version=17)
 for name, H, ln in (("h2", 2, True), ("h4", 4, True), ("h4_direct", 4, False)):
     m = Block(32, H, ln)
     torch.onnx.export(m, torch.randn(1, 8, 32), f"{d}/{name}.onnx", input_names=["x"], output_names=["logits"],
@@ -76,12 +96,14 @@ run d_one h4_direct
 run d_tp2 h4_direct --layout tp=2
 run h2_one h2
 run h2_tp2 h2 --layout tp=2
+run g_one gqa
+run g_tp2 gqa --layout tp=2
 if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "a tensor-parallel loss curve differs from one core's (above)"; fi
 import json, sys
 import numpy as np
 d = sys.argv[1]
 fail = False
-for ref, runs in (("one", ["tp2", "tp4"]), ("d_one", ["d_tp2"]), ("h2_one", ["h2_tp2"])):
+for ref, runs in (("one", ["tp2", "tp4"]), ("d_one", ["d_tp2"]), ("h2_one", ["h2_tp2"]), ("g_one", ["g_tp2"])):
     r = [s["loss"] for s in json.load(open(f"{d}/{ref}.json"))["steps"]]
     for n in runs:
         j = json.load(open(f"{d}/{n}.json"))
@@ -97,5 +119,9 @@ PYEOF
 expect 1 "$TERN" train "$tmp/h2.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 8 --steps 1 --precision fp32 \
     --machine $M --layout tp=4
 contains "$tmp/err" "does not divide the 2 heads"
+# ... and one that does not divide the key/value heads (tp=4 over 2 K/V heads)
+expect 1 "$TERN" train "$tmp/gqa.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 8 --steps 1 --precision fp32 \
+    --machine $M --layout tp=4
+contains "$tmp/err" "tp=4 does not divide the 2 heads of node \"/Reshape_1\""
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
