@@ -9,7 +9,9 @@
 #   against ddp:2,accum:2 within 1e-5;
 # - the losses on 2 ranks differ from the one-core run's (the statistics really are per rank: 16 rows, not 32);
 # - the fixed reduction tree (--dp-exact --dp-chunks 4: every chunk its own statistics, chunk 0's running
-#   statistics) gives the same trained model, byte for byte, on 1, 2 and 4 ranks.
+#   statistics) gives the same trained model, byte for byte, on 1, 2 and 4 ranks;
+# - a 2-rank checkpoint after 10 steps, resumed to 20, gives the 20-step model byte for byte (rank 0's running
+#   statistics travel in the checkpoint).
 set -u
 TERN=${1:?usage: test_train_dp_bn.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -29,7 +31,7 @@ train() { # train DIR NAME [flags]: tern's run of DIR's model into DIR/NAME.json
     local d=$1 n=$2
     shift 2
     expect 0 "$TERN" train "$d/mlp.onnx" --data "$d/x.npy" --labels "$d/y.npy" --optimizer sgd --lr 0.05 \
-        --momentum 0.9 --nesterov --weight-decay 1e-4 --steps $S --clip-norm 1 --precision fp32 --machine $M \
+        --momentum 0.9 --nesterov --weight-decay 1e-4 --steps "${STEPS:-$S}" --clip-norm 1 --precision fp32 --machine $M \
         --json -o "$d/$n.onnx" "$@"
     cp "$tmp/out" "$d/$n.json"
 }
@@ -104,5 +106,10 @@ done
 if compare "$d" x4 "BatchNorm CNN, --dp-exact --dp-chunks 4 on 4 ranks vs PyTorch DDP with 4 replicas"; then ok; else
     bad "--dp-exact on 4 ranks differs from PyTorch DDP with 4 replicas (above)"
 fi
+# checkpoint and resume on 2 ranks: the running statistics are rank 0's, saved with the weights
+d="$tmp/ddp2"
+STEPS=10 train "$d" half --batch 32 --cores 2 --checkpoint "$d/ck"
+train "$d" resumed --batch 32 --cores 2 --resume "$d/ck"
+if cmp -s "$d/r2.onnx" "$d/resumed.onnx"; then ok; else bad "2 ranks: the run resumed at step 10 differs from r2"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
