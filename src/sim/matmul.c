@@ -445,8 +445,8 @@ typedef struct {
  * place, the K rows of a column block all fall into one cache set and evict each other. The moving block
  * (K x 16, widened to fp32: exact) and the stationary panels (K x 6) are contiguous instead. */
 #define BX_MAXK 128
-__attribute__((target("avx2,fma"), always_inline)) static inline void bx_micro(const bx_job *j, const float *xp,
-                                                                                uint32_t m0, uint32_t n0, const int ROWS)
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+bx_micro(const bx_job *j, const float *xp, uint32_t m0, uint32_t n0, const int ROWS, const uint32_t ncols)
 {
     __m256 acc[MB2][NB2];
     for (int i = 0; i < ROWS; i++)
@@ -467,6 +467,14 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void bx_micro(c
     }
     for (int i = 0; i < ROWS; i++) {
         float *o = (float *)(void *)(j->out + (size_t)(m0 + (uint32_t)i) * j->out_stride) + n0;
+        if (ncols < 8 * NB2) { /* the last columns of the operand: only those that exist are written */
+            _Alignas(32) float t[8 * NB2];
+            for (int v = 0; v < NB2; v++)
+                _mm256_store_ps(t + 8 * v, acc[i][v]);
+            for (uint32_t c = 0; c < ncols; c++)
+                o[c] = j->accumulate ? o[c] + t[c] : t[c];
+            continue;
+        }
         for (int v = 0; v < NB2; v++) {
             __m256 r = acc[i][v];
             if (j->accumulate)
@@ -476,24 +484,39 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void bx_micro(c
     }
 }
 
-/* Columns left over after the 16-wide blocks: the same chain one output at a time (scalar fma). */
-__attribute__((target("avx2,fma"))) static void bx_tail(const bx_job *j, uint32_t c0, uint32_t c1)
+/* Rows [0, M) of outputs for the columns [n0, n0 + ncols) whose moving block is packed in xp. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void bx_rows(const bx_job *j, const float *xp,
+                                                                               uint32_t n0, const uint32_t ncols)
 {
-    for (uint32_t m = 0; m < j->M; m++) {
-        const float *sp = j->sp + (size_t)(m / MB2) * j->K * MB2 + m % MB2;
-        for (uint32_t n = c0; n < c1; n++) {
-            __m128 acc = _mm_setzero_ps();
-            for (uint32_t k = 0; k < j->K; k++) {
-                uint32_t bits = (uint32_t)j->x[(size_t)k * j->x_stride + n] << 16;
-                float xv;
-                memcpy(&xv, &bits, 4);
-                acc = _mm_fmadd_ss(_mm_set_ss(sp[(size_t)k * MB2]), _mm_set_ss(xv), acc);
-            }
-            float *o = (float *)(void *)(j->out + (size_t)m * j->out_stride) + n;
-            float r = _mm_cvtss_f32(acc);
-            *o = j->accumulate ? *o + r : r;
+    uint32_t m0 = 0;
+    for (; m0 + MB2 <= j->M; m0 += MB2)
+        bx_micro(j, xp, m0, n0, MB2, ncols);
+    switch (j->M - m0) {
+    case 5: bx_micro(j, xp, m0, n0, 5, ncols); break;
+    case 4: bx_micro(j, xp, m0, n0, 4, ncols); break;
+    case 3: bx_micro(j, xp, m0, n0, 3, ncols); break;
+    case 2: bx_micro(j, xp, m0, n0, 2, ncols); break;
+    case 1: bx_micro(j, xp, m0, n0, 1, ncols); break;
+    default: break;
+    }
+}
+
+/* Columns left over after the 16-wide blocks (a convolution's 7 x 7 = 49 or 14 x 14 = 196 outputs) run through
+ * the same vector kernel, their block padded with zeros: each output's chain is still its own fma chain over k
+ * ascending, and the padding lanes are computed but never stored. (They used to run one scalar fma at a time,
+ * latency-bound, which cost more than the whole vector part of a 128 x 128 x 196 multiply.) */
+__attribute__((target("avx2,fma"))) static void bx_tail(const bx_job *j, float *xp, uint32_t n0, uint32_t c1)
+{
+    const uint32_t ncols = c1 - n0;
+    for (uint32_t k = 0; k < j->K; k++) {
+        const uint16_t *xr = j->x + (size_t)k * j->x_stride + n0;
+        float *dst = xp + (size_t)k * 8 * NB2;
+        for (uint32_t c = 0; c < 8 * NB2; c++) {
+            uint32_t bits = c < ncols ? (uint32_t)xr[c] << 16 : 0;
+            memcpy(&dst[c], &bits, 4);
         }
     }
+    bx_rows(j, xp, n0, ncols);
 }
 
 __attribute__((target("avx2,fma"))) static void bx_block(const bx_job *j, uint32_t c0, uint32_t c1)
@@ -508,20 +531,10 @@ __attribute__((target("avx2,fma"))) static void bx_block(const bx_job *j, uint32
                 _mm256_store_ps(xp + (size_t)k * 8 * NB2 + 8 * v, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
             }
         }
-        uint32_t m0 = 0;
-        for (; m0 + MB2 <= j->M; m0 += MB2)
-            bx_micro(j, xp, m0, n0, MB2);
-        switch (j->M - m0) {
-        case 5: bx_micro(j, xp, m0, n0, 5); break;
-        case 4: bx_micro(j, xp, m0, n0, 4); break;
-        case 3: bx_micro(j, xp, m0, n0, 3); break;
-        case 2: bx_micro(j, xp, m0, n0, 2); break;
-        case 1: bx_micro(j, xp, m0, n0, 1); break;
-        default: break;
-        }
+        bx_rows(j, xp, n0, 8 * NB2);
     }
     if (n0 < c1)
-        bx_tail(j, n0, c1);
+        bx_tail(j, xp, n0, c1);
 }
 
 static void bx_part(void *ctx, unsigned part, unsigned nparts)

@@ -512,6 +512,8 @@ int main(void)
     paths_agree(TERN_DTYPE_BF16, 64, 128, 512, 2);
     paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 3);
     paths_agree(TERN_DTYPE_BF16, 96, 37, 203, 3);
+    paths_agree(TERN_DTYPE_BF16, 128, 128, 49, 3); /* a convolution's 7 x 7 outputs: one 16-wide block short */
+    paths_agree(TERN_DTYPE_BF16, 128, 128, 196, 2); /* 14 x 14 */
     paths_agree(TERN_DTYPE_FP16, 128, 128, 512, 0);
     paths_agree(TERN_DTYPE_FP32, 128, 64, 256, 2);
     paths_agree(TERN_DTYPE_FP8_E4M3, 128, 128, 512, 0);
