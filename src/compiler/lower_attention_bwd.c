@@ -47,6 +47,7 @@ typedef struct {
     int64_t sdims[CC_MAX_RANK];   /* their sizes */
     int64_t mstride[CC_MAX_RANK]; /* the mask's element strides over the scores' dims (0 where it broadcasts) */
     uint64_t h;                   /* the query head being lowered */
+    int mbcast;                   /* the mask is the same for every query: one tile per key tile serves them all */
     tern_dtype mdt, pdt;
     tern_view ident;
     /* query side of the current head: column block i of each holds query tile i */
@@ -57,6 +58,7 @@ typedef struct {
 
 typedef struct {
     tern_view kr, vr, kT, vT; /* K_j, V_j rows [kc, D|Dv] and transposed [D|Dv, kc], matmul dtype */
+    tern_view mk;             /* a mask broadcast over the queries: its keys of tile j on every partition (fp32) */
     tern_view dk_bank, dv_bank; /* PSUM: dK_j and dV_j accumulating over the query tiles */
 } ktile;
 
@@ -103,10 +105,10 @@ static tern_view load_mask(agr *a, uint64_t h, uint64_t q0, uint32_t rq, uint64_
     return m;
 }
 
-/* x = scale S + M (VectorE, out of PSUM into the mask's tile): the forward's masked scores. */
-static void add_mask(agr *a, tern_view m, tern_view s_ps)
+/* x = scale S + M (VectorE, out of PSUM; x may be the mask's tile itself): the forward's masked scores. */
+static void add_mask(agr *a, tern_view x, tern_view s_ps, tern_view m)
 {
-    tern_kernel_scalar_tensor_tensor(a->k, m, s_ps, TERN_ALU_MULT, a->scale, TERN_ALU_ADD, m);
+    tern_kernel_scalar_tensor_tensor(a->k, x, s_ps, TERN_ALU_MULT, a->scale, TERN_ALU_ADD, m);
 }
 
 /* The query-side tiles of query head h. */
@@ -171,6 +173,7 @@ static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
         tern_view kT = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->D, kc, "agr_lse_kT");
         transpose_into(a, kT, kr, kc, (uint32_t)a->D);
         tern_kernel_release(k, kr);
+        tern_view mk = a->M && a->mbcast ? load_mask(a, h, 0, P, k0, kc) : tern_view_none();
         /* a group of query tiles at a time: the products (TensorE), the block maxima (VectorE) and exponentials
          * (ScalarE) per tile, and the statistics' updates once for the group's contiguous run of columns of m and
          * l (VectorE, ScalarE), so few small instructions and no tile-by-tile hand-offs between the engines.
@@ -183,6 +186,13 @@ static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
             if (!n)
                 continue;
             tern_view s_ps[LSE_GROUP], src[LSE_GROUP], x[LSE_GROUP];
+            for (uint64_t i = ilo; i < ihi; i++) { /* the group's mask rows, loaded before the products */
+                const uint64_t q0 = i * a->T;
+                const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
+                x[i - ilo] = !a->M ? tern_view_none()
+                             : a->mbcast ? tern_kernel_sbuf(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_x")
+                                         : load_mask(a, h, q0, rq, k0, kc);
+            }
             for (uint64_t i = ilo; i < ihi; i++) {
                 const uint64_t q0 = i * a->T;
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
@@ -199,10 +209,8 @@ static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
                 const uint64_t b = i - ilo, q0 = i * a->T;
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
                 src[b] = s_ps[b];
-                x[b] = tern_view_none();
                 if (a->M) {
-                    x[b] = load_mask(a, h, q0, rq, k0, kc);
-                    add_mask(a, x[b], s_ps[b]);
+                    add_mask(a, x[b], s_ps[b], a->mbcast ? tern_view_block(k, mk, 0, rq, 0, kc) : x[b]);
                     src[b] = x[b];
                 }
                 if (a->causal && k0 + kc - 1 > q0) { /* the diagonal block: later keys out of the max and sum */
@@ -249,6 +257,8 @@ static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
                 tern_kernel_release(k, s_ps[b]);
             }
         }
+        if (mk.region >= 0)
+            tern_kernel_release(k, mk);
         tern_kernel_release(k, kT);
     }
     for (uint64_t i = 0; i < a->nq; i++) { /* -LSE = -log(l) - m */
@@ -290,6 +300,7 @@ static void load_key_tile(agr *a, uint64_t kvh, uint64_t j, ktile *t)
     tern_kernel_load(k, t->vr, rows_of(a, a->V, kvh, a->Sk, a->Dv, k0, kc));
     t->kT = tern_view_none();
     t->vT = tern_view_none();
+    t->mk = a->M && a->mbcast ? load_mask(a, a->h, 0, (uint32_t)min_u64(a->T, a->Sq), k0, kc) : tern_view_none();
 }
 
 /* K_j^T and V_j^T, built in the tile's turn (TensorE is not held back by a prefetch). */
@@ -304,8 +315,8 @@ static void transpose_key_tile(agr *a, ktile *t)
 
 static void release_key_tile(agr *a, ktile *t)
 {
-    tern_view v[4] = {t->vT, t->kT, t->vr, t->kr};
-    for (int j = 0; j < 4; j++)
+    tern_view v[5] = {t->mk, t->vT, t->kT, t->vr, t->kr};
+    for (int j = 0; j < 5; j++)
         if (v[j].region >= 0)
             tern_kernel_release(a->k, v[j]);
 }
@@ -319,8 +330,20 @@ static void stage_products(agr *a, const ktile *t, blk *b)
     b->dp_ps = tern_kernel_psum(k, TERN_DTYPE_FP32, b->rq, b->kc, "agr_dp_psum");
     tern_kernel_matmul(k, b->s_ps, tern_view_block(k, a->qT, 0, a->D, q0, q0 + b->rq), t->kT, 0);
     tern_kernel_matmul(k, b->dp_ps, tern_view_block(k, a->doT, 0, a->Dv, q0, q0 + b->rq), t->vT, 0);
-    /* the block's mask rows, loaded a pipeline step before stage B1 adds them */
-    b->x = a->M ? load_mask(a, a->h, q0, b->rq, b->j * a->T, b->kc) : tern_view_none();
+}
+
+/* Stage A2 (VectorE), with an additive mask: x = scale S + M into the block's mask rows (loaded a step before),
+ * after the step's stage B1, so that ScalarE's P of the next step finds x ready and VectorE's hand-off is not in
+ * the P -> dS -> dK loop. */
+static void stage_mask(agr *a, const ktile *t, blk *b)
+{
+    if (a->mbcast) {
+        b->x = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, b->rq, b->kc, "agr_x");
+        add_mask(a, b->x, b->s_ps, tern_view_block(a->k, t->mk, 0, b->rq, 0, b->kc));
+    } else {
+        add_mask(a, b->x, b->s_ps, b->x);
+    }
+    tern_kernel_release(a->k, b->s_ps);
 }
 
 /* Stage B1 (ScalarE, GpSimd, VectorE): P = exp(scale S - LSE_i) (the diagonal block masked), dS = (dP - delta) P.
@@ -331,9 +354,7 @@ static void stage_softmax_grad(agr *a, blk *b)
     const uint64_t i = b->i, q0 = i * a->T, k0 = b->j * a->T;
     b->p = tern_kernel_sbuf(k, a->mdt, b->rq, b->kc, "agr_p");
     tern_view nl = tern_view_block(k, a->nlse, 0, b->rq, i, i + 1);
-    if (b->x.region >= 0) {
-        add_mask(a, b->x, b->s_ps);
-        tern_kernel_release(k, b->s_ps);
+    if (b->x.region >= 0) { /* x = scale S + M made by stage A2 */
         tern_kernel_activation(k, b->p, b->x, TERN_ACT_EXP, 1.0f, nl, tern_view_none(), tern_view_none());
         tern_kernel_release(k, b->x);
     } else {
@@ -504,6 +525,10 @@ static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *
     }
     if (nb)
         load_key_tile(a, kvh, b[0].j, &tiles[b[0].j]);
+    for (uint64_t t = 0; t < nb; t++)
+        b[t].x = tern_view_none();
+    if (nb && a->M && !a->mbcast)
+        b[0].x = load_mask(a, h, b[0].i * a->T, b[0].rq, b[0].j * a->T, b[0].kc);
     for (uint64_t t = 0; t < nb + LAG + 2 && cc_ok(a->c); t++) {
         if (t < nb) {
             blk *x = &b[t];
@@ -516,6 +541,11 @@ static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *
                     }
             }
             stage_products(a, &tiles[x->j], x);
+        }
+        if (a->M && t < nb) {
+            stage_mask(a, &tiles[b[t].j], &b[t]);
+            if (t + 1 < nb && !a->mbcast) /* the next block's mask rows, a step ahead of their add */
+                b[t + 1].x = load_mask(a, h, b[t + 1].i * a->T, b[t + 1].rq, b[t + 1].j * a->T, b[t + 1].kc);
         }
         if (t >= 1 && t - 1 < nb)
             stage_softmax_grad(a, &b[t - 1]);
@@ -592,6 +622,7 @@ int cc_lower_attention_grad(compile_ctx *c)
             }
             a.mstride[d] = (md < 0 || a.M->dims[md] == 1) ? 0 : ms[md];
         }
+        a.mbcast = a.mstride[r - 2] == 0;
     }
     a.BH = a.Sq && a.D ? a.Q->numel / (a.Sq * a.D) : 0;
     if (rep < 1 || a.BH % (uint64_t)rep) {
@@ -613,7 +644,7 @@ int cc_lower_attention_grad(compile_ctx *c)
     const uint64_t need = a.nq * (a.D + a.Dv) * mb + 2 * a.Sq * mb + a.nq * (a.D * 4 + 8) +
                           (a.rep > 1 ? a.nk : 2) * (a.D + a.Dv) * 4 + 4 * a.T * mb * 4 + 6 * a.T * mb + 2 * a.Dv * 4 +
                           (a.L ? 0 : a.nq * 8 + a.T * (4 + 3 * mb) + 24) +
-                          (a.M ? (LAG + (a.L ? 0 : LSE_GROUP)) * a.T * 4 : 0); /* mask tiles in flight */
+                          (a.M ? (LAG + 3 + (a.L ? 0 : LSE_GROUP + 1)) * a.T * 4 : 0); /* mask tiles in flight */
     if (a.D > a.T || a.Dv > a.T || need > c->cfg.sbuf_partition_bytes * 3 / 4) {
         cc_fail(c, TERN_ERR_UNSUPPORTED,
                 "AttentionGrad with head sizes %llu / %llu (at most the %llu-row PE edge), %llu queries and %llu keys: "
