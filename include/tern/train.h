@@ -105,7 +105,7 @@ typedef struct {
      * holds n_freeze exact names or fnmatch(3) globs ("blocks.*.cos"; "blocks.0.*" for a prefix), each of which
      * must match an initializer (else an error naming it); the pointers need only live through tern_train_create.
      * By default an additive attention mask (0 / <= -1e4 values read only by the Add before a Softmax) is also
-     * constant, as PyTorch's register_buffer leaves it; no_auto_freeze 1 trains it. Refused with tp/pp layouts. */
+     * constant, as PyTorch's register_buffer leaves it; no_auto_freeze 1 trains it. */
     const char *const *freeze;
     size_t n_freeze;
     int no_auto_freeze;

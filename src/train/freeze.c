@@ -8,8 +8,8 @@
  *    operand 0), an operand of an Add whose result goes, through float Casts, into a Softmax: the mask position
  *    of the attention the fusion matches (graph_match_attention). PyTorch makes such masks buffers; a learned
  *    additive bias (random values) does not pass the value test.
- * Non-float and one-element initializers were never trained (step_graph.c). Tensor / pipeline layouts choose
- * their weights themselves (tensor_parallel.c): there --freeze is refused and the default rule is off. */
+ * Non-float and one-element initializers were never trained (step_graph.c). Tensor / pipeline layouts decide on
+ * the whole model (tensor_parallel.c) and hand each segment program the list by exact name (freeze_exact). */
 #include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
@@ -23,7 +23,6 @@ struct train_frozen_list {
     const char **why;
 };
 
-static int layouts(const tern_train_opts *o) { return o->tp > 1 || o->pp > 1 || o->micro > 1; }
 
 static const char *pattern_of(const tern_train_opts *o, const char *name)
 {
@@ -105,7 +104,7 @@ static int mask_values(const tern_host_tensor *c)
 const char *train_frozen_why(const tern_graph *g, int v, const tern_train_opts *o)
 {
     const tern_graph_value *gv = &g->values[v];
-    if (!(gv->flags & TERN_VALUE_INITIALIZER) || !gv->constant || layouts(o))
+    if (!(gv->flags & TERN_VALUE_INITIALIZER) || !gv->constant)
         return NULL;
     if (gv->name && pattern_of(o, gv->name))
         return "--freeze";
@@ -132,10 +131,7 @@ tern_status train_freeze_check(tern_trainer *t, int record, tern_error *err)
 {
     const tern_graph *g = t->g;
     const tern_train_opts *o = &t->o;
-    if (o->n_freeze && layouts(o))
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: --freeze is not supported with tensor/pipeline layouts (tp, pp, micro)");
-    for (size_t k = 0; k < o->n_freeze; k++) {
+    for (size_t k = 0; k < o->n_freeze && !t->freeze_exact; k++) {
         const char *p = o->freeze[k];
         int hit = 0;
         for (int v = 0; p && v < g->n_values && !hit; v++)

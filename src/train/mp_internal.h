@@ -91,6 +91,8 @@ typedef struct {
     int data_val;                /* plan-graph id of the data input, -1 none */
     unsigned char *wd;           /* [n_nodes] nodes computing from weights and constants only (a weight's
                                     Transpose): no segment's own, copied into every segment that reads them */
+    char **frozen;               /* the model's initializers kept constant (freeze.c), by name */
+    int nfrozen;
 } mp_plan;
 
 /* tensor_parallel.c */

@@ -403,6 +403,23 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
                 nfix++;
                 out_sax = t;
             }
+        } else if (nj->op_id == TERN_GOP_SLICE && r0 == x0 && nj->n_inputs >= 4) {
+            /* a slice along other axes (rotary embeddings' halves of the head size) */
+            int64_t ax[TERN_GRAPH_MAX_RANK], st0[TERN_GRAPH_MAX_RANK], en0[TERN_GRAPH_MAX_RANK];
+            int nax = const_ints(g, nj->inputs[3], ax, TERN_GRAPH_MAX_RANK);
+            int good = nax >= 1 && const_ints(g, nj->inputs[1], st0, TERN_GRAPH_MAX_RANK) == nax &&
+                       const_ints(g, nj->inputs[2], en0, TERN_GRAPH_MAX_RANK) == nax;
+            for (int q = 0; good && q < nax; q++)
+                good = norm_axis(ax[q], xr->rank) != sr;
+            if (good)
+                out_sax = sr;
+        } else if (nj->op_id == TERN_GOP_CONCAT && nj->n_outputs && nj->outputs[0] >= 0) {
+            /* values of the pair joined along another axis (rotary embeddings' rotate-half) */
+            int good = norm_axis(tern_graph_attr_int(nj, "axis", 0), xr->rank) != sr;
+            for (int q = 0; good && q < nj->n_inputs; q++)
+                good = nj->inputs[q] >= 0 && sax[nj->inputs[q]] == sr && g->values[nj->inputs[q]].rank == xr->rank;
+            if (good)
+                out_sax = sr;
         } else if (nj->op_id == TERN_GOP_TRANSPOSE && r0 == x0) {
             size_t np = 0;
             const int64_t *perm = graph_attr_ints(nj, "perm", &np);
@@ -639,6 +656,20 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
                               "train: tensor/pipeline parallelism: model '%s' has %d data inputs; one is supported yet",
                               t->path, tern_graph_input_count(g));
     p->data_val = tern_graph_input_count(g) ? tern_graph_input_id(g, 0) : -1;
+    /* initializers kept constant (freeze.c: --freeze, the attention-mask rule), decided on the whole model: no
+     * program trains them, and the plan folds what reads them (a mask's Slice, the rotary tables) into constants */
+    if ((st = train_freeze_check(&m, 1, err)))
+        return st;
+    train_frozen_free(t);
+    t->frozen = m.frozen;
+    m.frozen = NULL;
+    size_t nfz = tern_train_frozen_count(t);
+    p->frozen = calloc(nfz + 1, sizeof *p->frozen);
+    if (!p->frozen)
+        return oom(err);
+    for (size_t k = 0; k < nfz; k++)
+        if (!(p->frozen[p->nfrozen++] = dupstr(tern_train_frozen_name(t, k, NULL))))
+            return oom(err);
     /* weights (as the step graph finds them) become inputs before inference, so nothing reading them folds */
     unsigned char *isw = calloc((size_t)g->n_values + 1, 1);
     if (!isw)
@@ -647,7 +678,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     for (int v = 0; v < g->n_values; v++) {
         tern_graph_value *gv = &g->values[v];
         if ((gv->flags & TERN_VALUE_INITIALIZER) && gv->constant && gv->constant->type == TERN_ELEM_FLOAT &&
-            gv->constant->count >= 2)
+            gv->constant->count >= 2 && !train_frozen_why(g, v, &t->o))
             isw[v] = 1, nwin++;
     }
     int *in = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + nwin + 1));
@@ -962,6 +993,9 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
 
 void mp_plan_free(mp_plan *p)
 {
+    for (int i = 0; i < p->nfrozen; i++)
+        free(p->frozen[i]);
+    free(p->frozen);
     for (int i = 0; i < p->npairs; i++) {
         free(p->pairs[i].in);
         free(p->pairs[i].fix);
@@ -981,6 +1015,7 @@ void mp_plan_free(mp_plan *p)
         free(s->xw);
         tern_trainer *m = &s->prog.m;
         train_free_weights(m->w, m->nw);
+        train_frozen_free(m);
         free(m->data_name);
         free(m->read_out);
         free(m->scratch);
@@ -1079,6 +1114,10 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     m->o = t->o;
     m->o.batch = p->mb;
     m->o.grads_as_outputs = 0;
+    m->o.freeze = (const char *const *)p->frozen; /* the plan's constants by exact name, absent ones allowed */
+    m->o.n_freeze = (size_t)p->nfrozen;
+    m->o.no_auto_freeze = 1;
+    m->freeze_exact = 1;
     m->path = t->path;
     tern_status st;
     if ((st = tern_graph_load_onnx(t->path, &m->g, err)) || (st = train_bind_data(m, err)) ||
@@ -1381,7 +1420,8 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
         int cnt = 0;
         for (int v = 0; v < g->n_values; v++)
             if ((g->values[v].flags & TERN_VALUE_INITIALIZER) && g->values[v].constant &&
-                g->values[v].constant->type == TERN_ELEM_FLOAT && g->values[v].constant->count >= 2)
+                g->values[v].constant->type == TERN_ELEM_FLOAT && g->values[v].constant->count >= 2 &&
+                !train_frozen_why(g, v, &f.o))
                 cnt++;
         int *in = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + cnt + 1));
         if (!in) {
@@ -1391,7 +1431,7 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
             for (int v = 0; v < g->n_values; v++) {
                 tern_graph_value *gv = &g->values[v];
                 if (!((gv->flags & TERN_VALUE_INITIALIZER) && gv->constant && gv->constant->type == TERN_ELEM_FLOAT &&
-                      gv->constant->count >= 2))
+                      gv->constant->count >= 2) || train_frozen_why(g, v, &f.o))
                     continue;
                 gv->type = TERN_ELEM_FLOAT;
                 gv->rank = gv->constant->rank;

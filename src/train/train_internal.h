@@ -80,6 +80,8 @@ struct tern_trainer {
     struct train_mp *mp;        /* tensor / pipeline parallelism (pipeline_parallel.c); NULL: none */
     ad_att_report att;          /* the fused attention backward's plan (grad_attention.c) */
     struct train_frozen_list *frozen; /* initializers kept constant (freeze.c) */
+    int freeze_exact;           /* o.freeze holds exact names decided on the whole model (a layout's segment
+                                 * program, tensor_parallel.c): those absent from this graph are not an error */
     int dp_batchnorm;           /* data parallelism (data_parallel.c) builds this graph: BatchNormalization trains
                                  * on the rank's rows (TRAIN_GRAPH_GRADS / MICRO output its running statistics'
                                  * update, TRAIN_GRAPH_UPDATE none); else refused under TRAIN_GRAPH_GRADS / UPDATE */
