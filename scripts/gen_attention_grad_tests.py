@@ -21,8 +21,13 @@ D_ = sys.argv[1]
 # name, batch, query heads, kv heads, Sq, Sk, D, Dv, causal, LSE given (0: the kernel recomputes it), mask (the
 # additive input M: 0 none; 1 a padding mask [B, 1, 1, Sk], -10000 on each sequence's last keys, as BERT's; 2 a
 # local window [Sq, Sk] of 0 / -inf, |i - j| <= 40, so most key tiles of a query hold only -inf; 3 a float bias
-# [1, H, Sq, Sk] of random values, not a mask at all)
+# [1, H, Sq, Sk] of random values, not a mask at all; Where masks (attribute mask 1 / 2, the scores replaced by the
+# fill, which then get no gradient): 4 a [B, 1, 1, Sk] padding condition, 1 on the masked keys, fill -1000, batch 1
+# masked whole (every row uniform); 5 a [Sq, Sk] window, 0 on the masked keys, fill -1e9)
+WHERE = {4: (1, -1000.0), 5: (2, -1e9)}
 MASK_CASES = [
+    ("where_pad", 2, 2, 2, 200, 328, 48, 48, 0, 1, 4),
+    ("where_window_nolse", 1, 2, 2, 300, 300, 32, 32, 0, 0, 5),
     ("mask_pad_nolse", 2, 2, 2, 200, 328, 48, 48, 0, 0, 1),
     ("mask_window_nolse", 1, 2, 1, 300, 300, 64, 64, 0, 0, 2),
     ("mask_bias", 1, 2, 2, 130, 200, 32, 32, 0, 1, 3),
@@ -45,7 +50,8 @@ def vi(name, shape):
 
 
 MASK_SHAPES = {1: lambda b, hq, sq, sk: (b, 1, 1, sk), 2: lambda b, hq, sq, sk: (sq, sk),
-               3: lambda b, hq, sq, sk: (1, hq, sq, sk)}
+               3: lambda b, hq, sq, sk: (1, hq, sq, sk), 4: lambda b, hq, sq, sk: (b, 1, 1, sk),
+               5: lambda b, hq, sq, sk: (sq, sk)}
 
 
 def model(name, b, hq, hkv, sq, sk, d, dv, causal, scale, lse=1, mask=0):
@@ -56,8 +62,9 @@ def model(name, b, hq, hkv, sq, sk, d, dv, causal, scale, lse=1, mask=0):
     if mask:
         shapes["M"] = MASK_SHAPES[mask](b, hq, sq, sk)
     ins = list(shapes) if lse or not mask else list(shapes)[:5] + ["", "M"]
+    extra = {"mask": WHERE[mask][0], "fill": WHERE[mask][1]} if mask in WHERE else {}
     node = helper.make_node("AttentionGrad", ins, ["dQ", "dK", "dV"], domain="tern", scale=scale,
-                            causal=causal, kv_rep=hq // hkv)
+                            causal=causal, kv_rep=hq // hkv, **extra)
     g = helper.make_graph([node], name, [vi(n, s) for n, s in shapes.items()],
                           [vi("dQ", shapes["Q"]), vi("dK", shapes["K"]), vi("dV", shapes["V"])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("tern", 1)])
@@ -105,9 +112,19 @@ with open(f"{D_}/cases.txt", "w") as cases:
             m = np.where(np.abs(i - np.arange(sk)[None, :]) <= 40, 0.0, -np.inf)
         elif mask == 3:
             m = rng.standard_normal((1, hq, sq, sk)) * 2
+        elif mask == 4:
+            lens = np.array([sk // 2, 0] + [sk] * (b - 2))[:b]
+            m = np.where(np.arange(sk)[None, :] < lens[:, None], 0.0, 1.0).reshape(b, 1, 1, sk)
+        elif mask == 5:
+            i = np.arange(sq)[:, None] * sk // sq
+            m = np.where(np.abs(i - np.arange(sk)[None, :]) <= 40, 1.0, 0.0)
         if m is not None:
             m = m.astype(np.float32)
-            s = s + torch.tensor(m, dtype=torch.float64)
+            if mask in WHERE:
+                mode, fill = WHERE[mask]
+                s = s.masked_fill(torch.tensor((m != 0) == (mode == 1)), float(np.float32(fill)))
+            else:
+                s = s + torch.tensor(m, dtype=torch.float64)
         if causal:
             s = s.masked_fill(torch.ones(sq, sk, dtype=torch.bool).triu(1), float("-inf"))
         lse = torch.logsumexp(s, dim=-1, keepdim=True)

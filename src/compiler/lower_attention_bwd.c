@@ -11,11 +11,13 @@
  *
  *   S    = Q_i K_j^T                  matmul into PSUM (fp32 accumulation of the matmul-dtype operands)
  *   P    = exp(scale S - LSE_i)       ScalarE, PSUM -> SBUF in the matmul dtype; the diagonal block's keys
- *                                     after each query set to 0 (GpSimd affine_select). With the additive mask
- *                                     M (input 6, the forward tern.Attention's: a padding mask, a constant
- *                                     buffer), x = scale S + M first (VectorE, out of PSUM into the block's
- *                                     mask rows, loaded in stage A, broadcast over the queries by a partition
- *                                     step of 0 as the forward loads them), then P = exp(x - LSE_i)
+ *                                     after each query set to 0 (GpSimd affine_select). With a mask M (input
+ *                                     6, the forward tern.Attention's: a padding mask, a constant buffer; its
+ *                                     rows loaded a step ahead, or once per key tile when the same for every
+ *                                     query), the forward's masked scores first (VectorE, its own pipeline
+ *                                     stage): x = scale S + M (attribute mask 3, the default) or, for a
+ *                                     Where (mask 1 / 2), scale S with the fill where M != 0 / == 0; then
+ *                                     P = exp(x - LSE_i), and a Where's filled entries of dS are set to 0
  *   dV_j += P^T dO_i                  matmul accumulating over i in one PSUM bank
  *   dP   = dO_i V_j^T                 matmul into PSUM
  *   dS   = (dP - delta_i) * P         dP - delta_i by ScalarE on the way out of PSUM (a bias column), the
@@ -48,6 +50,9 @@ typedef struct {
     int64_t mstride[CC_MAX_RANK]; /* the mask's element strides over the scores' dims (0 where it broadcasts) */
     uint64_t h;                   /* the query head being lowered */
     int mbcast;                   /* the mask is the same for every query: one tile per key tile serves them all */
+    int mmode;                    /* 3: M added to the scaled scores; 1 / 2: Where, the fill where M != 0 / == 0 */
+    float fill;
+    tern_view fill_tile, zero_tile; /* Where modes: fp32 [min(T, Sq), T] of the fill and of 0 */
     tern_dtype mdt, pdt;
     tern_view ident;
     /* query side of the current head: column block i of each holds query tile i */
@@ -69,6 +74,7 @@ typedef struct {
     int first_j, last_j; /* the first / last block of key tile j: start / end the dK, dV accumulation */
     int first_i;         /* key tile 0: the first block of query tile i, which starts the dQ accumulator */
     tern_view s_ps, dp_ps, x, p, ds, dsT, dq_ps;
+    tern_view m, mv; /* the block's own mask rows (loaded a step ahead; none when shared), the view of them in use */
 } blk;
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -105,10 +111,21 @@ static tern_view load_mask(agr *a, uint64_t h, uint64_t q0, uint32_t rq, uint64_
     return m;
 }
 
-/* x = scale S + M (VectorE, out of PSUM; x may be the mask's tile itself): the forward's masked scores. */
-static void add_mask(agr *a, tern_view x, tern_view s_ps, tern_view m)
+/* The forward's masked scores out of PSUM (VectorE): x = scale S + M (x may be the mask's tile itself), or for a
+ * Where mask x = scale S with the fill where M != 0 (mode 1) / == 0 (mode 2) (x not the mask's tile). */
+static void masked_scores(agr *a, tern_view x, tern_view s_ps, tern_view m)
 {
-    tern_kernel_scalar_tensor_tensor(a->k, x, s_ps, TERN_ALU_MULT, a->scale, TERN_ALU_ADD, m);
+    tern_kernel *k = a->k;
+    if (a->mmode == 3) {
+        tern_kernel_scalar_tensor_tensor(k, x, s_ps, TERN_ALU_MULT, a->scale, TERN_ALU_ADD, m);
+        return;
+    }
+    tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, x, s_ps, TERN_ALU_MULT, a->scale, TERN_ALU_BYPASS, 0.0f);
+    tern_view f = tern_view_block(k, a->fill_tile, 0, x.ap.num_partitions, 0, tern_ap_free_elems(&x.ap));
+    if (a->mmode == 1)
+        tern_kernel_select(k, x, m, f, x);
+    else
+        tern_kernel_select(k, x, m, x, f);
 }
 
 /* The query-side tiles of query head h. */
@@ -155,7 +172,7 @@ static void load_query_head(agr *a, uint64_t h)
  * masked scores m_new = max(m, scale max S), the running sum l = l exp(m - m_new) + rowsum(exp(scale S - m_new)),
  * and at the end -LSE = -(m + log l). One more matmul per block (S) and one exponential pass over it; the scale
  * must be positive (max(scale S) = scale max S). With an additive mask the block's scores are x = scale S + M
- * (add_mask) and the statistics run on x; the first block's max is floored at -FLT_MAX, so that a row whose keys
+ * (masked_scores) and the statistics run on x; the first block's max is floored at -FLT_MAX, so that a row whose keys
  * of key tile 0 are all masked with -inf starts from a finite max (its sum then 0) instead of exp(-inf + inf). */
 #define LSE_GROUP 8 /* query tiles whose statistics one key tile updates as a batch */
 static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
@@ -185,13 +202,14 @@ static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
             const uint32_t n = (uint32_t)(ihi - ilo);
             if (!n)
                 continue;
-            tern_view s_ps[LSE_GROUP], src[LSE_GROUP], x[LSE_GROUP];
+            tern_view s_ps[LSE_GROUP], src[LSE_GROUP], x[LSE_GROUP], mt[LSE_GROUP];
             for (uint64_t i = ilo; i < ihi; i++) { /* the group's mask rows, loaded before the products */
-                const uint64_t q0 = i * a->T;
+                const uint64_t q0 = i * a->T, b = i - ilo;
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
-                x[i - ilo] = !a->M ? tern_view_none()
-                             : a->mbcast ? tern_kernel_sbuf(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_x")
-                                         : load_mask(a, h, q0, rq, k0, kc);
+                mt[b] = a->M && !a->mbcast ? load_mask(a, h, q0, rq, k0, kc) : tern_view_none();
+                x[b] = !a->M ? tern_view_none()
+                       : mt[b].region >= 0 && a->mmode == 3 ? mt[b] /* x in place */
+                                                            : tern_kernel_sbuf(k, TERN_DTYPE_FP32, rq, kc, "agr_lse_x");
             }
             for (uint64_t i = ilo; i < ihi; i++) {
                 const uint64_t q0 = i * a->T;
@@ -210,7 +228,7 @@ static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
                 const uint32_t rq = (uint32_t)min_u64(a->T, a->Sq - q0);
                 src[b] = s_ps[b];
                 if (a->M) {
-                    add_mask(a, x[b], s_ps[b], a->mbcast ? tern_view_block(k, mk, 0, rq, 0, kc) : x[b]);
+                    masked_scores(a, x[b], s_ps[b], a->mbcast ? tern_view_block(k, mk, 0, rq, 0, kc) : mt[b]);
                     src[b] = x[b];
                 }
                 if (a->causal && k0 + kc - 1 > q0) { /* the diagonal block: later keys out of the max and sum */
@@ -254,6 +272,8 @@ static void recompute_lse(agr *a, uint64_t h, uint64_t kvh)
             for (uint64_t b = 0; b < n; b++) {
                 if (x[b].region >= 0)
                     tern_kernel_release(k, x[b]);
+                if (mt[b].region >= 0 && mt[b].region != x[b].region)
+                    tern_kernel_release(k, mt[b]);
                 tern_kernel_release(k, s_ps[b]);
             }
         }
@@ -337,12 +357,14 @@ static void stage_products(agr *a, const ktile *t, blk *b)
  * the P -> dS -> dK loop. */
 static void stage_mask(agr *a, const ktile *t, blk *b)
 {
-    if (a->mbcast) {
+    b->mv = a->mbcast ? tern_view_block(a->k, t->mk, 0, b->rq, 0, b->kc) : b->m;
+    if (a->mmode == 3 && !a->mbcast) { /* x = scale S + M in place of the block's mask rows */
+        b->x = b->m;
+        b->m = tern_view_none();
+    } else { /* a shared mask, or a Where's condition that stage B1 reads again */
         b->x = tern_kernel_sbuf(a->k, TERN_DTYPE_FP32, b->rq, b->kc, "agr_x");
-        add_mask(a, b->x, b->s_ps, tern_view_block(a->k, t->mk, 0, b->rq, 0, b->kc));
-    } else {
-        add_mask(a, b->x, b->s_ps, b->x);
     }
+    masked_scores(a, b->x, b->s_ps, b->mv);
     tern_kernel_release(a->k, b->s_ps);
 }
 
@@ -373,6 +395,15 @@ static void stage_softmax_grad(agr *a, blk *b)
     tern_kernel_release(k, b->dp_ps);
     tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, b->ds, dpd, b->p, TERN_ALU_MULT);
     tern_kernel_release(k, dpd);
+    if (a->M && a->mmode != 3) { /* a Where's fill replaced those scores: no gradient reaches them */
+        tern_view z = tern_view_block(k, a->zero_tile, 0, b->rq, 0, b->kc);
+        if (a->mmode == 1)
+            tern_kernel_select(k, b->ds, b->mv, z, b->ds);
+        else
+            tern_kernel_select(k, b->ds, b->mv, b->ds, z);
+    }
+    if (b->m.region >= 0)
+        tern_kernel_release(k, b->m);
 }
 
 /* Stage B2 (TensorE): dV_j += P^T dO_i. */
@@ -526,9 +557,9 @@ static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *
     if (nb)
         load_key_tile(a, kvh, b[0].j, &tiles[b[0].j]);
     for (uint64_t t = 0; t < nb; t++)
-        b[t].x = tern_view_none();
+        b[t].x = b[t].m = b[t].mv = tern_view_none();
     if (nb && a->M && !a->mbcast)
-        b[0].x = load_mask(a, h, b[0].i * a->T, b[0].rq, b[0].j * a->T, b[0].kc);
+        b[0].m = load_mask(a, h, b[0].i * a->T, b[0].rq, b[0].j * a->T, b[0].kc);
     for (uint64_t t = 0; t < nb + LAG + 2 && cc_ok(a->c); t++) {
         if (t < nb) {
             blk *x = &b[t];
@@ -545,7 +576,7 @@ static void lower_query_head(agr *a, uint64_t h, uint64_t kvh, uint64_t r, blk *
         if (a->M && t < nb) {
             stage_mask(a, &tiles[b[t].j], &b[t]);
             if (t + 1 < nb && !a->mbcast) /* the next block's mask rows, a step ahead of their add */
-                b[t + 1].x = load_mask(a, h, b[t + 1].i * a->T, b[t + 1].rq, b[t + 1].j * a->T, b[t + 1].kc);
+                b[t + 1].m = load_mask(a, h, b[t + 1].i * a->T, b[t + 1].rq, b[t + 1].j * a->T, b[t + 1].kc);
         }
         if (t >= 1 && t - 1 < nb)
             stage_softmax_grad(a, &b[t - 1]);
@@ -623,6 +654,12 @@ int cc_lower_attention_grad(compile_ctx *c)
             a.mstride[d] = (md < 0 || a.M->dims[md] == 1) ? 0 : ms[md];
         }
         a.mbcast = a.mstride[r - 2] == 0;
+        a.mmode = (int)tern_graph_attr_int(n, "mask", 3);
+        a.fill = tern_graph_attr_float(n, "fill", 0.0f);
+        if (a.mmode < 1 || a.mmode > 3) {
+            cc_fail(c, TERN_ERR_INVALID, "AttentionGrad mask mode %d (1, 2: Where; 3: additive)", a.mmode);
+            return 1;
+        }
     }
     a.BH = a.Sq && a.D ? a.Q->numel / (a.Sq * a.D) : 0;
     if (rep < 1 || a.BH % (uint64_t)rep) {
@@ -644,7 +681,7 @@ int cc_lower_attention_grad(compile_ctx *c)
     const uint64_t need = a.nq * (a.D + a.Dv) * mb + 2 * a.Sq * mb + a.nq * (a.D * 4 + 8) +
                           (a.rep > 1 ? a.nk : 2) * (a.D + a.Dv) * 4 + 4 * a.T * mb * 4 + 6 * a.T * mb + 2 * a.Dv * 4 +
                           (a.L ? 0 : a.nq * 8 + a.T * (4 + 3 * mb) + 24) +
-                          (a.M ? (LAG + 3 + (a.L ? 0 : LSE_GROUP + 1)) * a.T * 4 : 0); /* mask tiles in flight */
+                          (a.M ? (2 * LAG + 3 + (a.L ? 0 : 2 * LSE_GROUP + 1) + 2) * a.T * 4 : 0); /* mask tiles */
     if (a.D > a.T || a.Dv > a.T || need > c->cfg.sbuf_partition_bytes * 3 / 4) {
         cc_fail(c, TERN_ERR_UNSUPPORTED,
                 "AttentionGrad with head sizes %llu / %llu (at most the %llu-row PE edge), %llu queries and %llu keys: "
@@ -660,6 +697,14 @@ int cc_lower_attention_grad(compile_ctx *c)
     if (c->cfg.generation < 3) {
         a.ident = tern_kernel_sbuf(k, a.mdt, (uint32_t)a.T, (uint32_t)a.T, "agr_identity");
         tern_lib_identity(k, a.ident);
+    }
+    a.fill_tile = a.zero_tile = tern_view_none();
+    if (a.M && a.mmode != 3) {
+        const uint32_t P = (uint32_t)min_u64(a.T, a.Sq);
+        a.fill_tile = tern_kernel_sbuf(k, TERN_DTYPE_FP32, P, (uint32_t)a.T, "agr_fill");
+        a.zero_tile = tern_kernel_sbuf(k, TERN_DTYPE_FP32, P, (uint32_t)a.T, "agr_zero");
+        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, a.fill_tile, a.fill);
+        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, a.zero_tile, 0.0f);
     }
     blk *blocks = malloc(sizeof *blocks * a.nq * a.nk);
     ktile *tiles = malloc(sizeof *tiles * a.nk);
@@ -685,6 +730,10 @@ int cc_lower_attention_grad(compile_ctx *c)
     }
     free(tiles);
     free(blocks);
+    if (a.zero_tile.region >= 0) {
+        tern_kernel_release(k, a.zero_tile);
+        tern_kernel_release(k, a.fill_tile);
+    }
     if (a.ident.region >= 0)
         tern_kernel_release(k, a.ident);
     a.dQ->stored_off_sync = a.dK->stored_off_sync = a.dV->stored_off_sync = 1;

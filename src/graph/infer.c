@@ -50,8 +50,9 @@ static tern_status infer_attention(ictx *c)
 
 /* tern.AttentionGrad(Q [..., Sq, D], K [..., Sk, D], V [..., Sk, Dv], O [..., Sq, Dv], dO [..., Sq, Dv],
  * [LSE [..., Sq, 1]], [M]) -> dQ (Q's shape), dK (K's), dV (V's). K and V hold kv_rep times fewer heads in their last
- * batch dim (grouped-query attention: query head h reads K/V head h / kv_rep). M, the forward's additive mask, is a
- * float tensor broadcasting to the scores [..., Sq, Sk] (rank at most Q's, each dim 1 or the scores'). */
+ * batch dim (grouped-query attention: query head h reads K/V head h / kv_rep). M, the forward's mask, broadcasts to
+ * the scores [..., Sq, Sk] (rank at most Q's, each dim 1 or the scores'): a float tensor added to them (attribute
+ * mask 3, the default), or a Where condition (mask 1: the scores replaced by the fill where M != 0; 2: where 0). */
 static tern_status infer_attention_grad(ictx *c)
 {
     const tern_graph_value *in[6];
@@ -99,10 +100,14 @@ static tern_status infer_attention_grad(ictx *c)
                      (long long)in[3]->dims[r - 1], (long long)in[4]->dims[r - 2], (long long)in[4]->dims[r - 1],
                      (long long)in[5]->dims[r - 2], (long long)in[5]->dims[r - 1]);
     const tern_graph_value *m = V(c, 6);
+    const int64_t mode = tern_graph_attr_int(c->n, "mask", 3);
+    if (m && (mode < 1 || mode > 3))
+        return ifail(c, TERN_ERR_INVALID, "attribute mask is %lld: 1 (Where, the fill where M != 0), 2 (where M == 0) "
+                     "or 3 (M added)", (long long)mode);
     if (m) {
-        if (!tern_elem_is_float(m->type) || m->rank < 1 || m->rank > r)
-            return ifail(c, TERN_ERR_INVALID, "input 6 (the additive mask M) must be a float tensor of rank 1..%d (got "
-                         "rank %d)", r, m->rank);
+        if ((mode == 3 ? !tern_elem_is_float(m->type) : !tern_elem_is_valid(m->type)) || m->rank < 1 || m->rank > r)
+            return ifail(c, TERN_ERR_INVALID, "input 6 (the mask M) must be a %s tensor of rank 1..%d (got rank %d)",
+                         mode == 3 ? "float" : "numeric or bool", r, m->rank);
         for (int d = 0; d < m->rank; d++) {
             int sd = d + r - m->rank;
             int64_t want = sd == r - 1 ? Sk : sd == r - 2 ? Sq : q[sd];

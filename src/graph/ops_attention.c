@@ -1,7 +1,8 @@
 /* The host reference of tern.AttentionGrad, the fused attention backward (lowered on chip by
  * src/compiler/lower_attention_bwd.c). For each query head h (K/V head h / kv_rep) of
- * O = softmax(scale * Q K^T [+ M] [+ causal mask]) V (M the optional additive mask, input 6, broadcasting to the
- * scores) it takes the forward's per-row statistic LSE (the logsumexp of the
+ * O = softmax(mask(scale * Q K^T) [+ causal mask]) V (M the optional mask, input 6, broadcasting to the scores:
+ * added to them, attribute mask 3, or a Where condition, mask 1 / 2, that replaces the scores where M != 0 / == 0 by
+ * the attribute fill, which then get no gradient) it takes the forward's per-row statistic LSE (the logsumexp of the
  * scaled, masked scores: P = exp(scale * Q K^T - LSE) reproduces the probabilities without a max/sum pass) and
  * the output gradient dO (LSE may be omitted: it is then recomputed from the scores), and gives
  *
@@ -26,6 +27,10 @@ tern_status graph_ev_attention_grad(const ectx *c)
     const tern_host_tensor *Q = IN(0), *K = IN(1), *V = IN(2), *O = IN(3), *dO = IN(4), *L = IN(5), *M = IN(6);
     const int r = Q->rank;
     const int64_t rep = tern_graph_attr_int(c->n, "kv_rep", 1), causal = tern_graph_attr_int(c->n, "causal", 0);
+    const int64_t mode = tern_graph_attr_int(c->n, "mask", 3);
+    const double fill = tern_graph_attr_float(c->n, "fill", 0.0f);
+    if (M && (mode < 1 || mode > 3))
+        return efail(c, TERN_ERR_INVALID, "mask mode %lld (1, 2 or 3)", (long long)mode);
     if (r < 2 || K->rank != r || V->rank != r || rep < 1)
         return efail(c, TERN_ERR_INVALID, "Q, K, V of ranks %d, %d, %d with kv_rep %lld", r, K->rank, V->rank,
                      (long long)rep);
@@ -60,13 +65,13 @@ tern_status graph_ev_attention_grad(const ectx *c)
                 tern_host_tensor_free(g[j]);
             return efail(c, te.code, "output %d: %s", k, te.msg);
         }
-    double *acc = calloc((size_t)(Sq * D + Sk * D + Sk * Dv) + 2 * (size_t)Sk + 1, sizeof(double));
+    double *acc = calloc((size_t)(Sq * D + Sk * D + Sk * Dv) + 3 * (size_t)Sk + 1, sizeof(double));
     if (!acc) {
         for (int k = 0; k < 3; k++)
             tern_host_tensor_free(g[k]);
         return efail(c, TERN_ERR_NOMEM, "no memory for the gradient accumulators");
     }
-    double *dq = acc, *dk = dq + Sq * D, *dv = dk + Sk * D, *p = dv + Sk * Dv, *ds = p + Sk;
+    double *dq = acc, *dk = dq + Sq * D, *dv = dk + Sk * D, *p = dv + Sk * Dv, *ds = p + Sk, *fixed = ds + Sk;
     for (size_t kv = 0; kv < BHkv; kv++) {
         memset(dk, 0, sizeof(double) * (size_t)(Sk * (D + Dv)));
         const float *k = K->f + kv * (size_t)(Sk * D), *v = V->f + kv * (size_t)(Sk * Dv);
@@ -89,8 +94,14 @@ tern_status graph_ev_attention_grad(const ectx *c)
                     for (int64_t u = 0; u < D; u++)
                         s += (double)q[i * D + u] * k[j * D + u];
                     p[j] = causal && j > i ? -INFINITY : scale * s;
-                    if (M)
-                        p[j] += tern_host_tensor_get(M, (size_t)(moff + i * mst[r - 2] + j * mst[r - 1]));
+                    fixed[j] = 0; /* 1: a Where mask replaced the score (no gradient reaches it) */
+                    if (M) {
+                        double mv = tern_host_tensor_get(M, (size_t)(moff + i * mst[r - 2] + j * mst[r - 1]));
+                        if (mode == 3)
+                            p[j] += mv;
+                        else if ((mode == 1) == (mv != 0) && !(causal && j > i))
+                            p[j] = fill, fixed[j] = 1;
+                    }
                     mx = p[j] > mx ? p[j] : mx;
                 }
                 for (int64_t j = 0; !L && j < Sk; j++)
@@ -105,7 +116,7 @@ tern_status graph_ev_attention_grad(const ectx *c)
                     for (int64_t u = 0; u < Dv; u++)
                         dp += (double)go[i * Dv + u] * v[j * Dv + u];
                     p[j] = exp(p[j] - lse);
-                    ds[j] = p[j] * (dp - delta) * scale;
+                    ds[j] = fixed[j] ? 0 : p[j] * (dp - delta) * scale;
                 }
                 for (int64_t j = 0; j < Sk; j++) {
                     if (p[j] == 0 && ds[j] == 0)

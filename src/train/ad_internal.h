@@ -28,10 +28,11 @@ typedef struct {
 } ad_att_report;
 
 /* An attention block whose backward is one tern.AttentionGrad: the Softmax and P V MatMul nodes, Q, Kt, V, and
- * the additive mask the kernel adds to the scaled scores (-1 none: no mask, or the causal one). */
+ * the mask the kernel applies to the scaled scores (-1 none: no mask, or the causal one), its mode (3 added, 1 / 2
+ * a Where's fill where it is != 0 / == 0) and fill. */
 typedef struct {
-    int softmax, pv, q, kt, v, mask;
-    float scale;
+    int softmax, pv, q, kt, v, mask, mask_mode;
+    float scale, fill;
     int causal;
 } ad_att_block;
 

@@ -10,13 +10,14 @@
  *
  * A causal mask (key j > query i masked, a fill at or below -1e4 so its probability is exactly 0; a Where or an
  * additive constant) becomes the kernel's causal attribute, which skips the blocks above the diagonal. Any other
- * additive mask (a padding mask computed from the data, BERT's attention_mask; a constant buffer such as a local
- * window or a bias) is passed to the kernel as its mask input M, broadcasting to the scores as the forward's Add
- * does, and the kernel recomputes the forward's x = scale S + M. A block falls back to the node-by-node gradients
- * (MatMul, Softmax, Where, ... rules), with the reason kept in the trainer's report (tern train prints it), when:
- * the mask depends on a trained weight (a learned position bias: its gradient is not the kernel's); a Where mask
- * is not the causal triangle (the scores it replaces get no gradient, which x = scale S + M would not give); a
- * head size is above 128 (the PE edge the kernel tiles by); the scale is not positive. A softmax over a matmul's
+ * mask (a padding mask computed from the data, BERT's attention_mask, added or as masked_fill's Where; a constant
+ * buffer such as a local window or a bias) is passed to the kernel as its mask input M, broadcasting to the scores
+ * as the forward's Add or Where does, with the forward's mode and fill: the kernel recomputes the forward's masked
+ * scores (x = scale S + M, or the fill where the Where puts it, whose scores then get no gradient). A block falls
+ * back to the node-by-node gradients (MatMul, Softmax, Where, ... rules), with the reason kept in the trainer's
+ * report (tern train prints it), when: the mask depends on a trained weight (a learned position bias: the kernel
+ * gives no mask gradient); a head size is above 128 (the PE edge the kernel tiles by); the scale is not
+ * positive. A softmax over a matmul's
  * output that is not the pattern at all (Dropout on P, a second reader of the scores or probabilities) is counted
  * and reported the same way. tern_train_opts.no_fused_attention (--no-fused-attention) turns the whole plan off. */
 #include "train_internal.h"
@@ -132,18 +133,21 @@ static int mask_is_causal(ad_ctx *a, const graph_att_match *m, int64_t Sq, int64
     return 1;
 }
 
-/* NULL when the additive mask value M can be the kernel's mask input (a float tensor broadcasting to the scores
- * [qd[0..r-3], Sq, Sk], as the forward's Add does), else why not. */
-static const char *additive_mask(const tern_graph *g, int mask, int r, const int64_t *qd, int64_t Sq, int64_t Sk)
+/* NULL when the mask value M (mode 3 added, else a Where's condition) can be the kernel's mask input (a float
+ * tensor when added, any numeric or bool one for a Where, broadcasting to the scores [qd[0..r-3], Sq, Sk] as the
+ * forward's Add or Where does), else why not. */
+static const char *kernel_mask(const tern_graph *g, int mask, int mode, int r, const int64_t *qd, int64_t Sq,
+                               int64_t Sk)
 {
     const tern_graph_value *M = &g->values[mask];
-    if (M->rank < 1 || M->rank > r || !tern_elem_is_float(M->type))
-        return "the additive mask is not a float tensor of at most the scores' rank";
+    if (M->rank < 1 || M->rank > r || !(mode == 3 ? tern_elem_is_float(M->type) : tern_elem_is_valid(M->type)))
+        return mode == 3 ? "the additive mask is not a float tensor of at most the scores' rank"
+                         : "the Where mask is not a tensor of at most the scores' rank";
     for (int d = 0; d < M->rank; d++) {
         int sd = d + r - M->rank;
         int64_t want = sd == r - 1 ? Sk : sd == r - 2 ? Sq : qd[sd];
         if (M->dims[d] != 1 && M->dims[d] != want)
-            return "the additive mask does not broadcast to the scores";
+            return "the mask does not broadcast to the scores";
     }
     return NULL;
 }
@@ -204,8 +208,8 @@ int ad_attention_plan(ad_ctx *a, int n_fwd)
             why = "the scale is not positive";
         else if (m.mask >= 0 && ad_needs(a, m.mask))
             why = "the mask depends on a trained weight (a learned bias: its gradient goes node by node)";
-        else if (m.mask >= 0 && !(causal = mask_is_causal(a, &m, Sq, Sk, &why)) && m.mask_mode == 3)
-            why = additive_mask(g, m.mask, r, Q->dims, Sq, Sk); /* the kernel adds it to the scaled scores */
+        else if (m.mask >= 0 && !(causal = mask_is_causal(a, &m, Sq, Sk, &why)))
+            why = kernel_mask(g, m.mask, m.mask_mode, r, Q->dims, Sq, Sk); /* the kernel applies it */
         int mask = m.mask >= 0 && !causal && !why ? m.mask : -1;
         if (why) {
             report(a, 0, i, why);
@@ -232,6 +236,8 @@ int ad_attention_plan(ad_ctx *a, int n_fwd)
         b->scale = scale;
         b->causal = causal;
         b->mask = mask;
+        b->mask_mode = m.mask_mode;
+        b->fill = m.fill;
         pvm[m.pv] = a->n_att++;
         report(a, 1, i, NULL);
     }
@@ -308,6 +314,10 @@ int ad_attention_grad(ad_ctx *a, int block, int dout)
     }
     ad_attr_float(a, n, "scale", b.scale);
     ad_attr_int(a, n, "causal", b.causal);
+    if (b.mask >= 0 && b.mask_mode != 3) {
+        ad_attr_int(a, n, "mask", b.mask_mode);
+        ad_attr_float(a, n, "fill", b.fill);
+    }
     ad_accum(a, b.q, out[0]);
     if (ksrc >= 0)
         ad_accum(a, ksrc, out[1]); /* the Transpose making Kt is then differentiated by no one: Kt has no gradient */

@@ -3,7 +3,8 @@
  * (scripts/gen_attention_grad_tests.py): the host reference, the device in fp32 on trn1 (transposes through an
  * identity matmul) and trn2 (transpose_pe), and the device in bf16, for plain, causal, grouped-query and ragged
  * (not a multiple of 128) shapes, with the forward's logsumexp given or left out (recomputed by the kernel), and
- * with an additive mask M (a [B, 1, 1, Sk] padding mask, a [Sq, Sk] 0 / -inf local window, a float bias); the
+ * with a mask M (additive: a [B, 1, 1, Sk] padding mask, a [Sq, Sk] 0 / -inf local window, a float bias; Where:
+ * a padding condition with one sequence masked whole, a window); the
  * device against the host reference; a head size beyond the PE edge refused;
  * and the predicted time of the fused kernel against the same backward as separate ONNX ops, both printed. */
 #include <math.h>
@@ -252,8 +253,8 @@ int main(void)
         }
         if (f)
             fclose(f);
-        CHECK_MSG(cases == 12 && nolse == 5 && masked == 4,
-                  "%d cases in cases.txt, %d without LSE, %d masked (expected 12, 5 and 4)", cases, nolse, masked);
+        CHECK_MSG(cases == 14 && nolse == 6 && masked == 6,
+                  "%d cases in cases.txt, %d without LSE, %d masked (expected 14, 6 and 6)", cases, nolse, masked);
 
         TEST_BEGIN("fused vs unfused time");
         /* 4 heads, 512 x 512, head size 128, bf16 on trn1: the fused kernel keeps P, dP and dS on chip where the
