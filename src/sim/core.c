@@ -353,17 +353,45 @@ tern_status ap_check_bounds(const tern_core *core, tern_engine e, const tern_ap 
 typedef tern_status (*run_fn)(tern_core *c, void *ctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
                               size_t dense, tern_error *err);
 
+/* The free pattern as 4 right-aligned dimensions (d0 outermost, d3 innermost, so the walk's loop nest is fixed),
+ * with dimensions of size 1 dropped and a dimension merged into the next inner one when it steps exactly over it
+ * (step == inner step * inner num): the same elements in the same order, in fewer and longer runs. A layout's
+ * [C, H, W] rows in HBM, for one, are a single run. */
+static void ap_norm(const tern_ap *ap, uint32_t num[4], int32_t step[4])
+{
+    uint32_t n[TERN_AP_MAX_DIMS];
+    int32_t st[TERN_AP_MAX_DIMS];
+    unsigned m = 0;
+    for (unsigned k = 0; k < ap->ndims && k < TERN_AP_MAX_DIMS; k++) {
+        uint32_t kn = ap->dims[k].num;
+        int32_t ks = ap->dims[k].step;
+        if (kn == 1)
+            continue;
+        if (m && kn && (int64_t)st[m - 1] == (int64_t)ks * (int64_t)kn && (uint64_t)n[m - 1] * kn <= UINT32_MAX) {
+            n[m - 1] *= kn;
+            st[m - 1] = ks;
+            continue;
+        }
+        n[m] = kn;
+        st[m] = ks;
+        m++;
+    }
+    for (unsigned k = 0; k < 4; k++) {
+        num[k] = 1;
+        step[k] = 0;
+    }
+    for (unsigned k = 0; k < m; k++) {
+        num[4 - m + k] = n[k];
+        step[4 - m + k] = st[k];
+    }
+}
+
 static tern_status ap_walk(tern_core *c, tern_engine e, const tern_ap *ap, run_fn fn, void *ctx, tern_error *err)
 {
     size_t es = tern_dtype_size((tern_dtype)ap->dtype);
-    unsigned nd = ap->ndims;
-    uint32_t num[4] = {1, 1, 1, 1};
-    int32_t step[4] = {0, 0, 0, 0};
-    /* Right-align into 4 dims so the loop nest is fixed: d0 outermost, d3 innermost. */
-    for (unsigned k = 0; k < nd; k++) {
-        num[4 - nd + k] = ap->dims[k].num;
-        step[4 - nd + k] = ap->dims[k].step;
-    }
+    uint32_t num[4];
+    int32_t step[4];
+    ap_norm(ap, num, step);
     int64_t reg = ap_reg_offset(c, e, ap);
     int onchip = ap->mem != TERN_MEM_HBM;
     uint64_t pb = onchip ? onchip_partition_bytes(c, (tern_mem)ap->mem) : 0;
@@ -721,10 +749,8 @@ typedef struct {
 } row_ref;
 
 typedef struct {
-    tern_core *core;
     row_ref *rows;
-    size_t n, cap;
-    int oom;
+    size_t n;
 } rows_ctx;
 
 static tern_status collect_rows_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
@@ -738,34 +764,29 @@ static tern_status collect_rows_run(tern_core *c, void *vctx, uint8_t *ptr, uint
     return TERN_OK;
 }
 
-typedef struct {
-    const row_ref *rows;
-    size_t i, es;
-} direct_ctx;
-
-static tern_status direct_run(tern_core *c, void *vctx, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
-                              size_t dense, tern_error *err)
+/* The runs ap_walk visits: how many, and their length in elements (every run of a pattern has the same length);
+ * *dense says whether a run is contiguous (unit step, or a single element). */
+static size_t ap_runs(const tern_ap *ap, uint32_t *len, int *dense)
 {
-    (void)step, (void)dense;
-    direct_ctx *d = vctx;
-    const row_ref *to = &d->rows[d->i++];
-    size_t bytes = (size_t)count * d->es;
-    if (ptr && to->ptr) {
-        memcpy(to->ptr, ptr, bytes);
-        return TERN_OK;
-    }
-    return ptr ? hbm_copy(c, to->addr, ptr, bytes, 1, err) : hbm_copy(c, addr, to->ptr, bytes, 0, err);
+    uint32_t num[4];
+    int32_t step[4];
+    ap_norm(ap, num, step);
+    *len = num[3];
+    *dense = num[3] == 1 || step[3] == 1;
+    return (size_t)ap->num_partitions * num[0] * num[1] * num[2];
 }
 
-static uint32_t inner_num(const tern_ap *ap) { return ap->ndims ? ap->dims[ap->ndims - 1].num : 1; }
-static int inner_dense(const tern_ap *ap) { return ap->ndims == 0 || ap->dims[ap->ndims - 1].step == 1 || inner_num(ap) == 1; }
-
-/* Can src be copied into dst row by row? Both walk rows of the same length with unit stride in the same dense
- * order, at most one side is HBM (the other gives the host pointer), and the two do not overlap (the bounce
- * buffer's read-everything-then-write semantics then cannot differ). */
+/* Can src be copied into dst run by run (each side's contiguous runs, in the same dense order, without the bounce
+ * buffer)? Both sides walk contiguous runs (of any lengths: a run of one side may span several of the other's),
+ * at most one side is HBM (the other gives the host pointer), and the two do not overlap (the bounce buffer's
+ * read-everything-then-write semantics then cannot differ). */
 static int direct_ok(const tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src)
 {
-    if (!inner_dense(dst) || !inner_dense(src) || inner_num(dst) != inner_num(src))
+    uint32_t ld, ls;
+    int dd, ds;
+    (void)ap_runs(dst, &ld, &dd);
+    (void)ap_runs(src, &ls, &ds);
+    if (!dd || !ds)
         return 0;
     if (dst->mem == TERN_MEM_HBM && src->mem == TERN_MEM_HBM)
         return 0;
@@ -868,21 +889,10 @@ static tern_status hbm_touch(tern_core *c, uint64_t addr, size_t bytes, tern_err
 
 /* Returns TERN_ERR_NOMEM, having copied nothing, when the row list cannot be allocated (the caller then copies
  * serially). */
-static tern_status parallel_rows(tern_core *core, tern_engine e, const tern_ap *src, const row_ref *to, size_t rows,
-                                 size_t bytes, tern_error *err)
+static tern_status parallel_rows(tern_core *core, const row_ref *from, const row_ref *to, size_t rows, size_t bytes,
+                                 tern_error *err)
 {
-    if (core->row_refs_src_cap < rows) {
-        void *p = realloc(core->row_refs_src, rows * sizeof(row_ref));
-        if (!p)
-            return TERN_ERR_NOMEM;
-        core->row_refs_src = p;
-        core->row_refs_src_cap = rows;
-    }
-    rows_ctx rc = {core, core->row_refs_src, 0, rows, 0};
-    tern_status st = ap_walk(core, e, src, collect_rows_run, &rc, err);
-    if (st)
-        return st;
-    const row_ref *from = rc.rows;
+    tern_status st;
     for (size_t r = 0; r < rows; r++) {
         const row_ref *h = to[r].ptr ? &from[r] : &to[r];
         if (!h->ptr && (st = hbm_touch(core, h->addr, bytes, err)))
@@ -897,29 +907,54 @@ static tern_status parallel_rows(tern_core *core, tern_engine e, const tern_ap *
 tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err)
 {
     if (direct_ok(core, e, dst, src)) {
-        size_t rows = (size_t)dst->num_partitions * (size_t)(tern_ap_free_elems(dst) / inner_num(dst));
-        if (core->row_refs_cap < rows) {
-            void *p = realloc(core->row_refs, rows * sizeof(row_ref));
+        uint32_t ld, ls;
+        int dense;
+        size_t nd = ap_runs(dst, &ld, &dense), ns = ap_runs(src, &ls, &dense);
+        if (core->row_refs_cap < nd) {
+            void *p = realloc(core->row_refs, nd * sizeof(row_ref));
             if (p) {
                 core->row_refs = p;
-                core->row_refs_cap = rows;
+                core->row_refs_cap = nd;
             }
         }
-        if (core->row_refs_cap >= rows) {
-            rows_ctx rc = {core, core->row_refs, 0, rows, 0};
-            tern_status st = ap_walk(core, e, dst, collect_rows_run, &rc, err);
+        if (core->row_refs_src_cap < ns) {
+            void *p = realloc(core->row_refs_src, ns * sizeof(row_ref));
+            if (p) {
+                core->row_refs_src = p;
+                core->row_refs_src_cap = ns;
+            }
+        }
+        if (core->row_refs_cap >= nd && core->row_refs_src_cap >= ns) {
+            rows_ctx rd = {core->row_refs, 0}, rs = {core->row_refs_src, 0};
+            tern_status st = ap_walk(core, e, dst, collect_rows_run, &rd, err);
+            if (!st)
+                st = ap_walk(core, e, src, collect_rows_run, &rs, err);
             if (st)
                 return st;
+            TERN_ASSERT(rd.n == nd && rs.n == ns);
             psum_mark(core, dst, 0);
             sbuf_written(core, e, dst);
             size_t es = tern_dtype_size((tern_dtype)src->dtype);
-            if (rows >= 4 && rows * inner_num(dst) * es >= PARALLEL_COPY_BYTES && dst_injective(dst)) {
-                st = parallel_rows(core, e, src, rc.rows, rows, inner_num(dst) * es, err);
-                if (st != TERN_ERR_NOMEM)
+            if (ld == ls && nd >= 4 && nd * ld * es >= PARALLEL_COPY_BYTES && dst_injective(dst))
+                return parallel_rows(core, rs.rows, rd.rows, nd, ld * es, err);
+            /* serially, in dense order: each step copies what is left of the current run of the side that ends
+             * first (the same bytes, in the same order, as the walk element by element) */
+            const size_t bd = (size_t)ld * es, bs = (size_t)ls * es;
+            size_t i = 0, j = 0, oi = 0, oj = 0;
+            while (i < nd && j < ns) {
+                const row_ref *t = &rd.rows[i], *f = &rs.rows[j];
+                size_t n = bd - oi < bs - oj ? bd - oi : bs - oj;
+                if (t->ptr && f->ptr)
+                    memcpy(t->ptr + oi, f->ptr + oj, n);
+                else if ((st = t->ptr ? hbm_copy(core, f->addr + oj, t->ptr + oi, n, 0, err)
+                                      : hbm_copy(core, t->addr + oi, f->ptr + oj, n, 1, err)))
                     return st;
+                if ((oi += n) == bd)
+                    i++, oi = 0;
+                if ((oj += n) == bs)
+                    j++, oj = 0;
             }
-            direct_ctx dc = {rc.rows, 0, es};
-            return ap_walk(core, e, src, direct_run, &dc, err);
+            return TERN_OK;
         }
     }
     size_t es = tern_dtype_size((tern_dtype)src->dtype);

@@ -321,6 +321,38 @@ int main(void)
         float row[24];
         CHECK_EQ_INT(tern_core_hbm_read(core, (3u << 20) - 40 + 2 * 1000 * 4, row, sizeof row, &err), TERN_OK);
         CHECK(memcmp(row, a + 2 * 24, sizeof row) == 0);
+
+        TEST_BEGIN("runs of different lengths on the two sides: SBUF rows of 21 into HBM runs of 7 and back");
+        /* SBUF partitions 8..11, 21 elements each, out to HBM as 3 runs of 7 per partition, 12 elements apart
+         * (a padded layout), straddling the 3 MiB page boundary; then the whole HBM region [4 x 36] as one
+         * contiguous run back into SBUF rows of 36 (each SBUF row then spans an HBM partition's runs and gaps) */
+        float g[4 * 36], z[4 * 36], back[4 * 36];
+        for (int i = 0; i < 4 * 36; i++)
+            z[i] = -1.0f - (float)i;
+        const uint64_t base = (3u << 20) - 100;
+        CHECK_EQ_INT(tern_core_hbm_write(core, base, z, sizeof z, &err), TERN_OK);
+        int32_t hs[2] = {12, 1};
+        uint32_t hn[2] = {3, 7};
+        tern_ap h = st_ap(TERN_MEM_HBM, TERN_DTYPE_FP32, 0, 4, base, 2, hs, hn);
+        h.partition_step = 36;
+        ins2 = dma(h, st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 8, 4, 0, 21));
+        CHECK_EQ_INT(st_run(core, &ins2, &err), TERN_OK);
+        CHECK_EQ_INT(tern_core_hbm_read(core, base, g, sizeof g, &err), TERN_OK);
+        size_t bad2 = 0;
+        for (int p = 0; p < 4; p++)
+            for (int i = 0; i < 36; i++) {
+                int r = i / 12, c = i % 12;
+                float want = c < 7 ? a[p * 24 + r * 7 + c] : z[p * 36 + i];
+                bad2 += memcmp(&want, &g[p * 36 + i], 4) != 0;
+            }
+        CHECK_MSG(bad2 == 0, "%zu HBM elements differ from the element-by-element copy", bad2);
+        tern_ap whole = hbm2d(TERN_DTYPE_FP32, base, 1, 0, 4 * 36);
+        ins2 = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 60, 4, 512, 36), whole);
+        ins2.ap[TERN_AP_IN0].num_partitions = 1;
+        ins2.ap[TERN_AP_IN0].dims[0].num = 4 * 36;
+        CHECK_EQ_INT(st_run(core, &ins2, &err), TERN_OK);
+        st_read(core, TERN_MEM_SBUF, 60, 4, 512, TERN_DTYPE_FP32, back, 36);
+        CHECK(memcmp(back, g, sizeof g) == 0);
     }
     tern_core_free(core);
     return check_report();
