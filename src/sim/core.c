@@ -418,18 +418,51 @@ static tern_status ap_walk(tern_core *c, tern_engine e, const tern_ap *ap, run_f
     return TERN_OK;
 }
 
+/* count elements of es bytes, `step` elements apart on the strided side, to or from a dense buffer: one typed
+ * move per element for the usual sizes (a memcpy call per element of a variable size cost more than the move). */
+#define STRIDED_MOVE(T, D, S)                                                                                      \
+    for (uint32_t k = 0; k < count; k++) {                                                                         \
+        T v_;                                                                                                      \
+        memcpy(&v_, (S), sizeof v_);                                                                               \
+        memcpy((D), &v_, sizeof v_);                                                                               \
+    }
+static void strided_read(uint8_t *dst, const uint8_t *src, int32_t step, uint32_t count, size_t es)
+{
+    const int64_t sb = (int64_t)step * (int64_t)es;
+    switch (es) {
+    case 4: STRIDED_MOVE(uint32_t, dst + 4 * (size_t)k, src + k * sb) break;
+    case 2: STRIDED_MOVE(uint16_t, dst + 2 * (size_t)k, src + k * sb) break;
+    case 1: STRIDED_MOVE(uint8_t, dst + k, src + k * sb) break;
+    default:
+        for (uint32_t k = 0; k < count; k++)
+            memcpy(dst + k * es, src + k * sb, es);
+    }
+}
+
+static void strided_write(uint8_t *dst, const uint8_t *src, int32_t step, uint32_t count, size_t es)
+{
+    const int64_t db = (int64_t)step * (int64_t)es;
+    switch (es) {
+    case 4: STRIDED_MOVE(uint32_t, dst + k * db, src + 4 * (size_t)k) break;
+    case 2: STRIDED_MOVE(uint16_t, dst + k * db, src + 2 * (size_t)k) break;
+    case 1: STRIDED_MOVE(uint8_t, dst + k * db, src + k) break;
+    default:
+        for (uint32_t k = 0; k < count; k++)
+            memcpy(dst + k * db, src + k * es, es);
+    }
+}
+#undef STRIDED_MOVE
+
 /* One run of count elements of es bytes, step elements apart, on chip (ptr) or in HBM (addr): read into the
  * dense dst, or write from the dense src. */
 static tern_status run_read(tern_core *c, const uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count, size_t es,
                             uint8_t *dst, tern_error *err)
 {
     if (ptr) {
-        if (step == 1) {
+        if (step == 1)
             memcpy(dst, ptr, (size_t)count * es);
-        } else {
-            for (uint32_t k = 0; k < count; k++)
-                memcpy(dst + k * es, ptr + (int64_t)k * step * (int64_t)es, es);
-        }
+        else
+            strided_read(dst, ptr, step, count, es);
         return TERN_OK;
     }
     if (step == 1)
@@ -446,12 +479,10 @@ static tern_status run_write(tern_core *c, uint8_t *ptr, uint64_t addr, int32_t 
                              const uint8_t *src, tern_error *err)
 {
     if (ptr) {
-        if (step == 1) {
+        if (step == 1)
             memcpy(ptr, src, (size_t)count * es);
-        } else {
-            for (uint32_t k = 0; k < count; k++)
-                memcpy(ptr + (int64_t)k * step * (int64_t)es, src + k * es, es);
-        }
+        else
+            strided_write(ptr, src, step, count, es);
         return TERN_OK;
     }
     if (step == 1)

@@ -151,6 +151,15 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
                 float t = row[i] * sc;
                 row[i] = t + b;
             }
+        } else if (j->f == TERN_ACT_RELU) {
+            /* act()'s relu in fp32: t > 0 gives t, NaN gives itself (t is an arithmetic result, so already quiet,
+             * and the double round trip keeps a quiet NaN's bits), anything else +0. A loop the compiler
+             * vectorises. */
+            for (size_t i = 0; i < j->N; i++) {
+                float t = row[i] * sc;
+                t = t + b;
+                row[i] = t > 0.0f ? t : (t != t ? t : 0.0f);
+            }
         } else {
             for (size_t i = 0; i < j->N; i++) {
                 float t = row[i] * sc;
