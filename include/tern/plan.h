@@ -104,6 +104,9 @@ typedef struct {
     double steps;             /* job size in steps (0: none; tokens wins when both) */
     double gpu_mfu;           /* assumed MFU of the GPU comparison (0: the default, 0.40) */
     int timeline;             /* fill tern_plan_out.timeline with the best plan's schedule (--svg) */
+    const char *dump_dir;     /* write each distinct per-rank graph simulated there as ONNX (--dump-graphs; NULL: none):
+                                 KIND_tpT[_epE]_mbB_seqS.onnx, KIND one of rows_fwd rows_bwd attn_fwd attn_bwd
+                                 head_fwd head_bwd; created if missing */
     /* Progress callback (simulations done so far), optional. */
     void (*progress)(void *ctx, const char *what);
     void *progress_ctx;

@@ -19,7 +19,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tern plan --model CONFIG.json|MODEL.onnx --cluster SPEC --seq N --global-batch N [--precision bf16|fp32]\n"
             "                 [--layout tp=A,pp=B,vpp=V,dp=C,mb=D,zero=0|1,recompute=none|full|selective] [--top N]\n"
-            "                 [--price-file F] [--svg FILE] [--config-out FILE]\n"
+            "                 [--price-file F] [--svg FILE] [--config-out FILE] [--dump-graphs DIR]\n"
             "                 [--tokens T | --steps N] [--gpu-mfu F] [--json] [--quiet]\n"
             "  --model     a Hugging Face config.json (llama, gpt2, bert, mixtral); data/models/ has examples;\n"
             "              or a transformer exported to ONNX (.onnx: a Llama-, GPT-2- or BERT-style model): its\n"
@@ -34,6 +34,9 @@ static void usage(FILE *f)
             "  --tokens    job size in tokens (1e12) for the job's cost and hours; --steps N likewise\n"
             "  --gpu-mfu   the MFU assumed for the GPU comparison (default 0.40)\n"
             "  --svg       write the best plan's pipeline schedule for one step as an SVG timeline\n"
+            "  --dump-graphs DIR  write each distinct per-rank graph the planner simulates as ONNX, named\n"
+            "              KIND_tpT_mbB_seqS.onnx (KIND rows_fwd|rows_bwd|attn_fwd|attn_bwd|head_fwd|head_bwd; _epE\n"
+            "              for expert parallelism); replay one with `tern run F --timing-only --profile`\n"
             "Step times come from simulating each distinct per-rank layer on the machine's core (timing-only), the\n"
             "collectives on the cluster's fabric, and the (interleaved) 1F1B schedule; docs/planner.md.\n");
 }
@@ -362,6 +365,8 @@ int tern_cmd_plan(int argc, char **argv)
             } else if (!strcmp(a, "--svg")) {
                 svg = v;
                 o.timeline = 1;
+            } else if (!strcmp(a, "--dump-graphs")) {
+                o.dump_dir = v;
             } else if (!strcmp(a, "--price-file")) {
                 o.price_file = v;
             } else if (!strcmp(a, "--tokens")) {

@@ -176,8 +176,10 @@ int plan_onnx_node(plan_onnx *g, const char *domain, const char *op, int nin, co
     snprintf(nodename, sizeof nodename, "%s_%d", op, g->nnodes++);
     pb_str(&node, 3, nodename);
     pb_str(&node, 4, op);
-    if (domain[0]) /* NodeProto.domain: tern's fused ops (the importer takes them without an opset import) */
+    if (domain[0]) { /* NodeProto.domain: tern's fused ops (declared in the model's opset imports, for onnx) */
         pb_str(&node, 7, domain);
+        g->tern_domain = 1;
+    }
     for (int a = 0; a < nattr; a++) {
         plan_pb at = {0};
         pb_str(&at, 1, attrs[a].name);
@@ -213,6 +215,12 @@ tern_status plan_onnx_finish(plan_onnx *g, uint8_t **buf, size_t *len, tern_erro
     pb_msg(&model, 7, &graph);
     pb_int(&opset, 2, 17);
     pb_msg(&model, 8, &opset);
+    if (g->tern_domain) { /* tern.AttentionGrad ...: the domain's opset, so that onnx.checker takes the file */
+        plan_pb ts = {0};
+        pb_str(&ts, 1, "tern");
+        pb_int(&ts, 2, 1);
+        pb_msg(&model, 8, &ts);
+    }
     if (oom || model.oom) {
         free(model.p);
         return tern_error_set(err, TERN_ERR_NOMEM, "plan: out of memory writing a layer graph");

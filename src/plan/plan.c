@@ -12,11 +12,14 @@
  * Stage time per micro-batch = layers per stage x (layer time + its TP collectives), plus the head on the last
  * stage and the embedding on the first. Step = schedule makespan + the DP collective's exposed part (the part
  * the last micro-batch's backward cannot hide) + the optimizer update. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -219,6 +222,30 @@ static int cmp_cost(const void *a, const void *b, void *ctx)
     return *(const int *)a - *(const int *)b;
 }
 
+static const char *const kind_names[] = {"rows_fwd", "rows_bwd", "attn_fwd", "attn_bwd",
+                                          "head_fwd", "head_bwd", "model_fwd"};
+
+/* --dump-graphs: one piece's ONNX bytes as DIR/KIND_tpT[_epE]_mbB_seqS.onnx (the file `tern run` and
+ * `tern compile` read). */
+static tern_status dump_piece(const char *dir, const piece *q, tern_error *err)
+{
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return tern_error_set(err, TERN_ERR_IO, "plan: --dump-graphs %s: cannot create the directory (%s)", dir,
+                              strerror(errno));
+    char ep[24] = "", path[4096];
+    if (q->ep > 1)
+        snprintf(ep, sizeof ep, "_ep%d", q->ep);
+    snprintf(path, sizeof path, "%s/%s_tp%d%s_mb%lld_seq%lld.onnx", dir, kind_names[q->kind], q->tp, ep,
+             (long long)q->mb, (long long)q->seq);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(q->onnx, 1, q->len, f) == q->len;
+    if (f && fclose(f))
+        ok = 0;
+    if (!ok)
+        return tern_error_set(err, TERN_ERR_IO, "plan: --dump-graphs: cannot write %s (%s)", path, strerror(errno));
+    return TERN_OK;
+}
+
 /* Build every piece's graph; a piece whose bytes equal an earlier one's (the attention block graphs depend only
  * on B = micro-batch x heads per rank, so tp=1 mb=2 and tp=2 mb=4 ... coincide) is simulated once. */
 static tern_status prepare_pieces(planner *p, tern_error *err)
@@ -242,6 +269,8 @@ static tern_status prepare_pieces(planner *p, tern_error *err)
             q->onnx = NULL;
             continue;
         }
+        if (p->o->dump_dir && (st = dump_piece(p->o->dump_dir, q, err)))
+            return st;
         q->cost = piece_cost(p, q);
         p->order[p->norder++] = i;
     }

@@ -21,6 +21,7 @@ typedef struct {
     int next;     /* next value id */
     int nnodes;
     int elem;     /* element type of activations and weights (ONNX code: 1 float, 16 bfloat16) */
+    int tern_domain; /* a node of tern's domain was written: the model declares its opset */
 } plan_onnx;
 
 typedef struct {
