@@ -109,10 +109,12 @@ void tern_lib_binary_col(tern_kernel *k, tern_view out, tern_view a, tern_view c
  * [rows, cols] views of one shape; lr (SGD's learning rate or Adam's step size), bc2_sqrt, decay (AdamW's
  * 1 - lr wd) and coef (the clipping coefficient, optional) are [rows, 1] views of a one-element HBM scalar (row
  * step 0). SGD: s0 the momentum buffer (absent without momentum); Adam/AdamW: s0 = m, s1 = v. Absent views are
- * tern_view_none(). Immediates are the fp32 values the step graph's constants hold. */
-enum { TERN_OPTIM_SGD = 0, TERN_OPTIM_ADAM = 1 };
+ * tern_view_none(). Immediates are the fp32 values the step graph's constants hold. LAMB's first pass: Adam's
+ * state update with lr = bc1, and out_p = the direction r = m/bc1 / (sqrt(v)/bc2_sqrt + eps) + wd p (the trust
+ * ratio and p - r (trust lr) follow as other nodes: the norms need the whole tensor). */
+enum { TERN_OPTIM_SGD = 0, TERN_OPTIM_ADAM = 1, TERN_OPTIM_LAMB = 2 };
 typedef struct {
-    int kind;     /* TERN_OPTIM_SGD or TERN_OPTIM_ADAM */
+    int kind;     /* TERN_OPTIM_SGD, TERN_OPTIM_ADAM or TERN_OPTIM_LAMB */
     int adamw;    /* Adam: decoupled weight decay (p * decay) instead of g + wd p */
     int nesterov; /* SGD with momentum */
     float weight_decay, momentum, beta1, beta2, one_minus_beta1, one_minus_beta2, eps;

@@ -4,7 +4,7 @@
  * pass over HBM. The operands are seen as [128, numel / 128] when the element count allows (every partition
  * busy), else as tile_rows_cols' [rows, last dim]; the one-element scalars as [rows, 1] columns of step 0 (as
  * lower_elementwise.c's binary_col reads them). The tiling changes no value: every element gets the same
- * instructions. */
+ * instructions. AdamUpdate with lamb = 1 is LAMB's first pass (output 0 the direction r, input 4 bc1). */
 #include <string.h>
 
 #include "compiler/lower_tiles.h"
@@ -63,8 +63,9 @@ static int lower_optim(compile_ctx *c)
     }
     tern_optim_update u;
     memset(&u, 0, sizeof u);
-    u.kind = adam ? TERN_OPTIM_ADAM : TERN_OPTIM_SGD;
-    u.adamw = (int)tern_graph_attr_int(n, "adamw", 0);
+    const int lamb = adam && tern_graph_attr_int(n, "lamb", 0) != 0;
+    u.kind = lamb ? TERN_OPTIM_LAMB : adam ? TERN_OPTIM_ADAM : TERN_OPTIM_SGD;
+    u.adamw = !lamb && (int)tern_graph_attr_int(n, "adamw", 0);
     u.nesterov = (int)tern_graph_attr_int(n, "nesterov", 0);
     u.weight_decay = tern_graph_attr_float(n, "weight_decay", 0.0f);
     u.momentum = tern_graph_attr_float(n, "momentum", 0.0f);
@@ -82,7 +83,7 @@ static int lower_optim(compile_ctx *c)
     u.out_s1 = opt_view(c, o1, r, cl);
     u.lr = opt_col(c, adam ? 4 : 2, r);
     u.bc2_sqrt = adam ? opt_col(c, 5, r) : tern_view_none();
-    u.decay = adam ? opt_col(c, 6, r) : tern_view_none();
+    u.decay = adam && !lamb ? opt_col(c, 6, r) : tern_view_none();
     u.coef = opt_col(c, adam ? 7 : 4, r);
     if (cc_ok(c))
         tern_lib_optim_update(c->k, &u);

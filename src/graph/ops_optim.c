@@ -8,6 +8,10 @@
  *                                       m = m b1 + g (1 - b1); v = v b2 + (g g)(1 - b2);
  *                                       p' = pp - (m / (sqrt(v) / bc2s + eps)) step    (outputs p', m', v')
  *
+ *   AdamUpdate with lamb = 1 (LAMB's first pass; input 4 is bc1, no decay):  g *= coef; m, v as Adam;
+ *                                       r = (m / bc1) / (sqrt(v) / bc2s + eps); r += p wd      (outputs r, m', v')
+ *                                       (the trust ratio from ||p||, ||r|| and p - r (trust lr) are other nodes)
+ *
  * wd, mu, b1, b2, 1 - b1, 1 - b2 and eps are float attributes (the fp32 values of the unfused graph's constants);
  * an absent optional input is "" (or omitted at the end). Lowered by src/compiler/lower_optim.c. */
 #include "eval_internal.h"
@@ -58,8 +62,11 @@ tern_status graph_infer_optim(ictx *c)
     if (!adam && tern_graph_attr_float(n, "momentum", 0.0f) != 0 && !V(c, 3))
         return ifail(c, TERN_ERR_INVALID, "momentum %g needs input 3 (buf, the momentum buffer)",
                      (double)tern_graph_attr_float(n, "momentum", 0.0f));
-    if (adam && tern_graph_attr_int(n, "adamw", 0) && tern_graph_attr_float(n, "weight_decay", 0.0f) != 0 &&
-        !V(c, 6))
+    if (adam && tern_graph_attr_int(n, "lamb", 0) && (tern_graph_attr_int(n, "adamw", 0) || (nin > 6 && V(c, 6))))
+        return ifail(c, TERN_ERR_INVALID, "lamb = 1 takes no adamw attribute and no input 6 (decay): LAMB's "
+                     "decay is r += p weight_decay");
+    if (adam && !tern_graph_attr_int(n, "lamb", 0) && tern_graph_attr_int(n, "adamw", 0) &&
+        tern_graph_attr_float(n, "weight_decay", 0.0f) != 0 && !V(c, 6))
         return ifail(c, TERN_ERR_INVALID, "AdamW with weight_decay needs input 6 (decay, 1 - lr wd)");
     int nout = adam ? 3 : (V(c, 3) ? 2 : 1);
     if (n->n_outputs > nout)
@@ -94,6 +101,9 @@ tern_status graph_ev_optim(const ectx *c)
     const float omb2 = tern_graph_attr_float(n, "one_minus_beta2", 0.001f);
     const float eps = tern_graph_attr_float(n, "eps", 1e-8f);
     const int nesterov = (int)tern_graph_attr_int(n, "nesterov", 0), adamw = (int)tern_graph_attr_int(n, "adamw", 0);
+    const int lamb = adam && tern_graph_attr_int(n, "lamb", 0) != 0;
+    if (lamb && (adamw || decay))
+        return efail(c, TERN_ERR_INVALID, "lamb = 1 takes no adamw attribute and no input 6 (decay)");
     if (!adam && mu != 0 && !s0)
         return efail(c, TERN_ERR_INVALID, "momentum %g needs input 3 (buf)", (double)mu);
     if (adam && adamw && wd != 0 && !decay)
@@ -132,6 +142,21 @@ tern_status graph_ev_optim(const ectx *c)
             }
             float t = d * L;
             o[0]->f[i] = pi - t;
+        } else if (lamb) {
+            float ma = el(s0, i) * b1, mb = gi * omb1, m = ma + mb;
+            float va = el(s1, i) * b2, gg = gi * gi, vb = gg * omb2, v = va + vb;
+            float den = sqrtf(v);
+            den = den / el(bc2, 0);
+            den = den + eps;
+            float r = m / L;
+            r = r / den;
+            if (wd != 0) {
+                float t = pi * wd;
+                r = r + t;
+            }
+            o[0]->f[i] = r;
+            o[1]->f[i] = m;
+            o[2]->f[i] = v;
         } else {
             float pp = pi;
             if (adamw && wd != 0)

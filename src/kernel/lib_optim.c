@@ -4,7 +4,8 @@
  * lowers to (lower_elementwise.c: a constant operand as tensor_scalar's immediate, a one-element run-time scalar
  * as tensor_scalar's per-partition column, tensor by tensor as tensor_tensor, Sqrt as ScalarE's activation), in
  * the same order on the same operands, so every element gets the same fp32 operations with the same rounding:
- * the result is bit-identical to the unfused graph's; only the HBM round trips of the intermediates are gone. */
+ * the result is bit-identical to the unfused graph's; only the HBM round trips of the intermediates are gone.
+ * LAMB (TERN_OPTIM_LAMB) is its first pass: the new state and the direction r, stored in place of the weight. */
 #include <stdio.h>
 #include <string.h>
 
@@ -133,15 +134,17 @@ static void update_tile(tern_kernel *k, const tern_optim_update *u, const opt_ti
         if (have(&dd))
             tern_kernel_release(k, dd);
     } else {
+        const int lamb = u->kind == TERN_OPTIM_LAMB;
         tern_view bc2 = load_col(k, u->bc2_sqrt, t->r0, t->rp);
-        tern_view decay = u->adamw && u->weight_decay != 0 ? load_col(k, u->decay, t->r0, t->rp) : kview_invalid();
+        tern_view decay = !lamb && u->adamw && u->weight_decay != 0 ? load_col(k, u->decay, t->r0, t->rp)
+                                                                    : kview_invalid();
         tern_view pp = t->p, pd = kview_invalid(), gw = kview_invalid();
         if (have(&decay)) { /* AdamW: p * (1 - lr wd) */
             pd = tmp(k, t, "opt_pd");
             ts_col(k, pd, t->p, TERN_ALU_MULT, decay);
             pp = pd;
         }
-        if (!u->adamw && u->weight_decay != 0) { /* Adam: g + p * wd */
+        if (!lamb && !u->adamw && u->weight_decay != 0) { /* Adam: g + p * wd */
             gw = tmp(k, t, "opt_gw");
             ts_imm(k, a, t->p, TERN_ALU_MULT, u->weight_decay);
             tern_kernel_tensor_tensor(k, VEC, gw, g, a, TERN_ALU_ADD);
@@ -161,10 +164,20 @@ static void update_tile(tern_kernel *k, const tern_optim_update *u, const opt_ti
         tern_kernel_activation(k, a, v, TERN_ACT_SQRT, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
         ts_col(k, a, a, TERN_ALU_DIVIDE, bc2);
         ts_imm(k, a, a, TERN_ALU_ADD, u->eps);
-        tern_kernel_tensor_tensor(k, VEC, b, m, a, TERN_ALU_DIVIDE); /* pp - (m / denom) * step */
-        ts_col(k, b, b, TERN_ALU_MULT, lr);
-        tern_kernel_tensor_tensor(k, VEC, a, pp, b, TERN_ALU_SUBTRACT);
-        store(k, u->out_p, t, a);
+        if (lamb) { /* r = (m / bc1) / denom [+ p * wd] */
+            ts_col(k, b, m, TERN_ALU_DIVIDE, lr);
+            tern_kernel_tensor_tensor(k, VEC, b, b, a, TERN_ALU_DIVIDE);
+            if (u->weight_decay != 0) {
+                ts_imm(k, a, t->p, TERN_ALU_MULT, u->weight_decay);
+                tern_kernel_tensor_tensor(k, VEC, b, b, a, TERN_ALU_ADD);
+            }
+            store(k, u->out_p, t, b);
+        } else {
+            tern_kernel_tensor_tensor(k, VEC, b, m, a, TERN_ALU_DIVIDE); /* pp - (m / denom) * step */
+            ts_col(k, b, b, TERN_ALU_MULT, lr);
+            tern_kernel_tensor_tensor(k, VEC, a, pp, b, TERN_ALU_SUBTRACT);
+            store(k, u->out_p, t, a);
+        }
         tern_kernel_release(k, m);
         tern_kernel_release(k, v);
         if (have(&gw))
@@ -192,12 +205,13 @@ void tern_lib_optim_update(tern_kernel *k, const tern_optim_update *u)
         kfail(k, TERN_ERR_INVALID, "optim_update: p must be a 2-D [rows, cols] view, has rank %u", tern_view_rank(&u->p));
         return;
     }
-    if (u->kind != TERN_OPTIM_SGD && u->kind != TERN_OPTIM_ADAM) {
-        kfail(k, TERN_ERR_INVALID, "optim_update: kind %d is not TERN_OPTIM_SGD (0) or TERN_OPTIM_ADAM (1)", u->kind);
+    if (u->kind != TERN_OPTIM_SGD && u->kind != TERN_OPTIM_ADAM && u->kind != TERN_OPTIM_LAMB) {
+        kfail(k, TERN_ERR_INVALID, "optim_update: kind %d is not TERN_OPTIM_SGD (0), TERN_OPTIM_ADAM (1) or "
+              "TERN_OPTIM_LAMB (2)", u->kind);
         return;
     }
     const uint64_t R = tern_view_dim(&u->p, 0), C = tern_view_dim(&u->p, 1), P = k->cfg.partitions;
-    int adam = u->kind == TERN_OPTIM_ADAM, mom = have(&u->s0);
+    int adam = u->kind != TERN_OPTIM_SGD, mom = have(&u->s0);
     if (!check_view(k, "g", &u->g, R, C) || !check_view(k, "out_p", &u->out_p, R, C) ||
         !check_view(k, "lr", &u->lr, R, 1) || (have(&u->coef) && !check_view(k, "coef", &u->coef, R, 1)))
         return;
@@ -205,7 +219,8 @@ void tern_lib_optim_update(tern_kernel *k, const tern_optim_update *u)
         return;
     if (adam && (!check_view(k, "s1", &u->s1, R, C) || !check_view(k, "out_s1", &u->out_s1, R, C) ||
                  !check_view(k, "bc2_sqrt", &u->bc2_sqrt, R, 1) ||
-                 (u->adamw && u->weight_decay != 0 && !check_view(k, "decay", &u->decay, R, 1))))
+                 (u->kind == TERN_OPTIM_ADAM && u->adamw && u->weight_decay != 0 &&
+                  !check_view(k, "decay", &u->decay, R, 1))))
         return;
     /* row tiles of 128 outside, column chunks inside; the next tile's loads are issued before this tile's
      * computation so the DMA queues run ahead of VectorE (double buffering, as lib_elementwise.c's walk) */

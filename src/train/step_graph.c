@@ -4,8 +4,8 @@
  * error; or a scalar output of the model); the reverse pass appends the gradients; then the global gradient norm,
  * optional clipping by it, and the optimizer update of every weight and its state, written with the same
  * operation order as PyTorch's single-tensor SGD/Adam/AdamW so fp32 runs agree to rounding, and LAMB; SGD, Adam and
- * AdamW as one fused tern.SGDUpdate / tern.AdamUpdate node per weight (bit-identical to the node-by-node form,
- * which --no-fused-optimizer keeps). Hyper-parameters
+ * AdamW as one fused tern.SGDUpdate / tern.AdamUpdate node per weight, LAMB as two around its trust ratio
+ * (bit-identical to the node-by-node form, which --no-fused-optimizer and bf16-sr keep). Hyper-parameters
  * that never change are constants; those that change per step (the learning rate and Adam's bias corrections)
  * are scalar inputs. Outputs: the loss read-out, loss, gradient norm, updated weights and state. */
 #include "train_internal.h"
@@ -194,38 +194,29 @@ static int scalar_c(ad_ctx *a, double v)
     return ad_const_f(a, (float)v);
 }
 
-/* Whether the optimizer update is one fused node per weight (tern.SGDUpdate / tern.AdamUpdate): the default for
- * SGD, Adam and AdamW in fp32 and bf16 (fp32 master weights and state). LAMB's trust ratio needs the norms of the
- * weight and of the whole direction before any element's update, so it stays node by node; pure BF16 (bf16-sr)
- * too: its stochastic rounding draws from a stream that depends on each engine's instruction count, so the same
- * rounding of the fused kernel's outputs would draw other bits than the unfused graph's (an unbiased rounding
- * still, but not the unfused one bit for bit). --no-fused-optimizer keeps the node-by-node update everywhere. */
+/* Whether the optimizer update is fused: one node per weight (tern.SGDUpdate / tern.AdamUpdate) for SGD, Adam and
+ * AdamW, and for LAMB two (tern.AdamUpdate with lamb = 1: the state and direction r; then the trust ratio from the
+ * per-tensor norms, node by node as the unfused graph computes it; then tern.SGDUpdate: p - r (trust lr)); the
+ * default in fp32, bf16 (fp32 master weights and state) and pure BF16 with round-to-nearest-even (bf16-rne).
+ * Pure BF16 with stochastic rounding (bf16-sr) stays node by node: its rounding draws from a stream that depends
+ * on each engine's instruction count (sim: sr_stream_of), so the same rounding of the fused kernel's outputs would
+ * draw other bits than the unfused graph's (an unbiased rounding still, but not the unfused one bit for bit).
+ * --no-fused-optimizer keeps the node-by-node update everywhere. */
 static int fused_update(const tern_train_opts *o)
 {
-    return !o->no_fused_optimizer && !o->bf16_weights &&
-           (o->optimizer == TERN_OPT_SGD || o->optimizer == TERN_OPT_ADAM || o->optimizer == TERN_OPT_ADAMW);
+    return !o->no_fused_optimizer && (!o->bf16_weights || o->rounding != TERN_ROUND_STOCHASTIC) &&
+           (o->optimizer == TERN_OPT_SGD || o->optimizer == TERN_OPT_ADAM || o->optimizer == TERN_OPT_ADAMW ||
+            o->optimizer == TERN_OPT_LAMB);
 }
 
-/* The fused update node: its inputs in ops_optim.c's order ("" for an absent optional one), its attributes the
- * fp32 values of the constants build_update's nodes would hold, so the kernel's immediates are the same. */
-static int fused_node(ad_ctx *a, const tern_train_opts *o, int p, int g, const int *st, int nst, const int *sc,
-                      int coef, int *st_out)
+/* A fused update node `op` (SGDUpdate or AdamUpdate) with inputs in[0 .. nin) (-1: absent) and 1 + nst outputs
+ * (out[0], the weight's, returned; st_out the state's); float attributes fn/fv, then int attributes in_/iv. */
+static int opt_node(ad_ctx *a, const char *op, const int *in, int nin, int nst, const char *const *fn,
+                    const float *fv, int nf, const char *const *in_, const int *iv, int ni, int *st_out)
 {
     tern_graph *gr = a->g;
-    int adam = o->optimizer != TERN_OPT_SGD;
-    int in[8], nin, nout = adam ? 2 : nst;
-    if (adam) {
-        int dec = o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0 ? sc[2] : -1;
-        int v[8] = {p, g, st[0], st[1], sc[0], sc[1], dec, coef};
-        memcpy(in, v, sizeof v);
-        nin = coef >= 0 ? 8 : dec >= 0 ? 7 : 6;
-    } else {
-        int v[5] = {p, g, sc[0], nst ? st[0] : -1, coef};
-        memcpy(in, v, sizeof v);
-        nin = coef >= 0 ? 5 : nst ? 4 : 3;
-    }
     int out[3];
-    for (int j = 0; j <= nout; j++) {
+    for (int j = 0; j <= nst; j++) {
         char nm[64];
         snprintf(nm, sizeof nm, "%sopt_v%d", a->prefix, a->counter++);
         out[j] = graph_add_value(gr, nm);
@@ -233,35 +224,22 @@ static int fused_node(ad_ctx *a, const tern_train_opts *o, int p, int g, const i
             return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
     }
     char name[96];
-    snprintf(name, sizeof name, "%s%s_%d", a->prefix, adam ? "AdamUpdate" : "SGDUpdate", a->counter++);
-    int n = graph_add_node(gr, adam ? "AdamUpdate" : "SGDUpdate", "tern", name, nin, 1 + nout, 8);
+    snprintf(name, sizeof name, "%s%s_%d", a->prefix, op, a->counter++);
+    int n = graph_add_node(gr, op, "tern", name, nin, 1 + nst, 8);
     if (n < 0)
         return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
     for (int k = 0; k < nin; k++)
         gr->nodes[n].inputs[k] = in[k];
-    for (int j = 0; j <= nout; j++) {
+    for (int j = 0; j <= nst; j++) {
         gr->nodes[n].outputs[j] = out[j];
         gr->values[out[j]].producer = n;
     }
     /* set here, not by ad_attr_*: those keep to the four attributes ad_op reserves, this node has room for 8 */
-    const char *fn[6];
-    float fv[6];
-    int nf = 0;
-    fn[nf] = "weight_decay", fv[nf++] = (float)o->weight_decay;
-    if (adam) {
-        fn[nf] = "beta1", fv[nf++] = (float)o->beta1;
-        fn[nf] = "beta2", fv[nf++] = (float)o->beta2;
-        fn[nf] = "one_minus_beta1", fv[nf++] = (float)(1 - o->beta1);
-        fn[nf] = "one_minus_beta2", fv[nf++] = (float)(1 - o->beta2);
-        fn[nf] = "eps", fv[nf++] = (float)o->eps;
-    } else {
-        fn[nf] = "momentum", fv[nf++] = (float)o->momentum;
-    }
     tern_graph_node *nd = &gr->nodes[n];
-    for (int k = 0; k <= nf; k++) {
+    for (int k = 0; k < nf + ni; k++) {
         tern_graph_attr *at = &nd->attrs[nd->n_attrs];
         memset(at, 0, sizeof *at);
-        at->name = dup_str(k < nf ? fn[k] : adam ? "adamw" : "nesterov");
+        at->name = dup_str(k < nf ? fn[k] : in_[k - nf]);
         if (!at->name)
             return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
         if (k < nf) {
@@ -269,13 +247,58 @@ static int fused_node(ad_ctx *a, const tern_train_opts *o, int p, int g, const i
             at->f = fv[k];
         } else {
             at->type = TERN_ATTR_INT;
-            at->i = adam ? o->optimizer == TERN_OPT_ADAMW : o->nesterov != 0;
+            at->i = iv[k - nf];
         }
         nd->n_attrs++;
     }
-    for (int j = 0; j < nout; j++)
+    for (int j = 0; j < nst; j++)
         st_out[j] = out[1 + j];
     return a->failed ? -1 : out[0];
+}
+
+/* The fused update node: its inputs in ops_optim.c's order ("" for an absent optional one), its attributes the
+ * fp32 values of the constants build_update's nodes would hold, so the kernel's immediates are the same. LAMB:
+ * the AdamUpdate (lamb = 1) of r, the trust ratio as the unfused graph's nodes, and SGDUpdate(p, r, trust lr). */
+static int fused_node(ad_ctx *a, const tern_train_opts *o, int p, int g, const int *st, int nst, const int *sc,
+                      int coef, int *st_out)
+{
+    int adam = o->optimizer != TERN_OPT_SGD, lamb = o->optimizer == TERN_OPT_LAMB;
+    int in[8], nin;
+    if (adam) {
+        int dec = o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0 ? sc[2] : -1;
+        int v[8] = {p, g, st[0], st[1], lamb ? sc[3] : sc[0], sc[1], dec, coef};
+        memcpy(in, v, sizeof v);
+        nin = coef >= 0 ? 8 : dec >= 0 ? 7 : 6;
+    } else {
+        int v[5] = {p, g, sc[0], nst ? st[0] : -1, coef};
+        memcpy(in, v, sizeof v);
+        nin = coef >= 0 ? 5 : nst ? 4 : 3;
+    }
+    const char *fn[6] = {"weight_decay", "beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps"};
+    float fv[6] = {(float)o->weight_decay, (float)o->beta1, (float)o->beta2, (float)(1 - o->beta1),
+                   (float)(1 - o->beta2), (float)o->eps};
+    if (!adam) {
+        const char *sn[2] = {"weight_decay", "momentum"}, *nn = "nesterov";
+        float sv[2] = {(float)o->weight_decay, (float)o->momentum};
+        int nv = o->nesterov != 0;
+        return opt_node(a, "SGDUpdate", in, nin, nst, sn, sv, 2, &nn, &nv, 1, st_out);
+    }
+    const char *an[2] = {"adamw", "lamb"};
+    int av[2] = {o->optimizer == TERN_OPT_ADAMW, lamb};
+    int r = opt_node(a, "AdamUpdate", in, nin, 2, fn, fv, 6, an, av, lamb ? 2 : 1, st_out);
+    if (!lamb || r < 0)
+        return r;
+    /* trust = ||p|| ||r|| > 0 ? ||p|| / ||r|| : 1, as build_update's LAMB; then p - r (trust lr) */
+    int wn = ad_op1(a, "Sqrt", ad_reduce(a, "ReduceSum", ad_op2(a, "Mul", p, p), 0, NULL, 0));
+    int rn = ad_op1(a, "Sqrt", ad_reduce(a, "ReduceSum", ad_op2(a, "Mul", r, r), 0, NULL, 0));
+    int w3[3] = {ad_op2(a, "Greater", ad_op2(a, "Mul", wn, rn), scalar_c(a, 0.0)), ad_op2(a, "Div", wn, rn),
+                 scalar_c(a, 1.0)};
+    int trust = ad_op(a, "Where", 3, w3);
+    int u[3] = {p, r, ad_op2(a, "Mul", trust, sc[0])};
+    const char *sn[2] = {"weight_decay", "momentum"}, *nn = "nesterov";
+    float sv[2] = {0.0f, 0.0f};
+    int nv = 0;
+    return a->failed ? -1 : opt_node(a, "SGDUpdate", u, 3, 0, sn, sv, 2, &nn, &nv, 1, NULL);
 }
 
 /* The update of one weight p with gradient g (times the clipping coefficient coef, when coef >= 0); returns its

@@ -3,9 +3,11 @@
 # graph") against the node-by-node update (--no-fused-optimizer): over 6 steps of a small MLP, the losses, gradient
 # norms, trained ONNX file and checkpoint (weights and optimizer state) agree bit for bit for SGD, SGD with
 # momentum, Nesterov and weight decay, Adam with L2 decay, AdamW, each with and without clipping by global norm,
-# in fp32 and bf16 (fp32 master), and under ZeRO-1 over 2 cores (the shard update graph). The fused compile holds
-# fewer instructions than the unfused one (the intermediates' HBM passes are gone). LAMB stays node by node in
-# both: identical by construction, run once.
+# LAMB (the AdamUpdate of the direction, the trust ratio, SGDUpdate(p, r, trust lr)) with and without decay and
+# clipping, in fp32 and bf16 (fp32 master), pure BF16 with round-to-nearest-even (bf16-rne) for LAMB, AdamW and
+# SGD, and under ZeRO-1 over 2 cores (the shard update graph). The fused compile (AdamW, LAMB) holds fewer nodes
+# and predicts a shorter step than the unfused one (the intermediates' HBM passes are gone). bf16-sr stays node by
+# node in both (its rounding stream follows each engine's instruction count): identical by construction, run once.
 set -u
 TERN=${1:?usage: test_train_fused_optim.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -57,14 +59,22 @@ done
 compare "sgd momentum bf16" --optimizer sgd --lr 0.05 --momentum 0.9 --precision bf16
 compare "adamw bf16 clip" --optimizer adamw --lr 1e-2 --weight-decay 0.05 --precision bf16 --clip-norm 0.5
 compare "adamw zero-1" --optimizer adamw --lr 1e-2 --weight-decay 0.05 --cores 2 --zero 1 --clip-norm 0.5
-compare "lamb (node by node in both)" --optimizer lamb --lr 1e-2 --weight-decay 0.01
+compare "lamb" --optimizer lamb --lr 1e-2
+compare "lamb wd clip" --optimizer lamb --lr 1e-2 --weight-decay 0.01 --clip-norm 0.5
+compare "lamb wd bf16" --optimizer lamb --lr 1e-2 --weight-decay 0.01 --precision bf16
+compare "lamb wd bf16-rne (pure BF16)" --optimizer lamb --lr 1e-2 --weight-decay 0.01 --precision bf16-rne
+compare "adamw bf16-rne (pure BF16) clip" --optimizer adamw --lr 1e-2 --weight-decay 0.05 --precision bf16-rne --clip-norm 0.5
+compare "sgd momentum bf16-rne (pure BF16)" --optimizer sgd --lr 0.05 --momentum 0.9 --precision bf16-rne
+compare "bf16-sr (node by node in both)" --optimizer adamw --lr 1e-2 --weight-decay 0.05 --precision bf16-sr
 # the fused update is what runs: one node per weight instead of a dozen, and a shorter predicted step
 nodes_ms() { grep -o '"graph_nodes":[0-9]*' "$tmp/out" | cut -d: -f2; grep -o '"step_ms":[0-9.]*' "$tmp/out" | cut -d: -f2; }
-expect 0 $B --optimizer adamw --lr 1e-2 --steps 1 --timing-only
-nodes_ms >"$tmp/fi"
-expect 0 $B --optimizer adamw --lr 1e-2 --steps 1 --timing-only --no-fused-optimizer
-nodes_ms >"$tmp/ui"
-if paste "$tmp/fi" "$tmp/ui" | awk 'NF != 2 || $1 >= $2 { e = 1 } END { exit e + (NR != 2) }'; then ok; else
-    bad "fused (nodes, step ms) $(tr '\n' ' ' <"$tmp/fi") not below unfused $(tr '\n' ' ' <"$tmp/ui")"; fi
+for opt in adamw lamb; do
+    expect 0 $B --optimizer $opt --lr 1e-2 --weight-decay 0.01 --steps 1 --timing-only
+    nodes_ms >"$tmp/fi"
+    expect 0 $B --optimizer $opt --lr 1e-2 --weight-decay 0.01 --steps 1 --timing-only --no-fused-optimizer
+    nodes_ms >"$tmp/ui"
+    if paste "$tmp/fi" "$tmp/ui" | awk 'NF != 2 || $1 >= $2 { e = 1 } END { exit e + (NR != 2) }'; then ok; else
+        bad "$opt: fused (nodes, step ms) $(tr '\n' ' ' <"$tmp/fi") not below unfused $(tr '\n' ' ' <"$tmp/ui")"; fi
+done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
