@@ -53,6 +53,14 @@ tern_status tern_fabric_load(const char *spec, const tern_fabric_opts *o, tern_f
 tern_status tern_fabric_create(const tern_machine *m, unsigned cluster_count, const tern_fabric_opts *o,
                                tern_fabric **out, tern_error *err);
 void tern_fabric_free(tern_fabric *f);
+/* What a machine spec is built from: for a cluster (NxINSTANCE, or a cluster file) the instance or system it
+ * repeats in base, its instance count in *instances and its physical NeuronCores in *cores; for any other
+ * machine name or path the spec itself, 1 and 0 (the caller asks the machine). Errors as tern_fabric_load's. */
+tern_status tern_machine_spec_base(const char *spec, char *base, size_t cap, unsigned *instances, unsigned *cores,
+                                   tern_error *err);
+/* The fabric's instances (all of them, not only those in use) and the ranks one instance holds at its lnc. */
+unsigned tern_fabric_instances(const tern_fabric *f);
+unsigned tern_fabric_node_ranks_max(const tern_fabric *f);
 
 typedef struct {
     unsigned node;     /* instance index in the fabric (the cluster's instances, then a system's instances) */

@@ -129,6 +129,11 @@ typedef struct {
     uint64_t max_instructions; /* per core and execution: tern_core_options.max_instructions (0 = its default) */
     uint64_t max_elements;     /* per core and execution: tern_core_options.max_elements (0 = unlimited) */
     int force_machine;         /* run even if the machine's code fingerprint differs from the executable's */
+    /* tern/transport.h (mpirun -np K): a batch split's ranks spread over the K processes by chip (the fabric's
+     * owners); this process creates, fills and runs only its own cores, every process gets every core's stats,
+     * and the outputs are read on the process that owns core 0 (process 0). Only an executable whose cores run as
+     * ranks (a batch split with a gathered output) takes a transport of more than one process. */
+    const struct tern_transport *transport;
 } tern_rt_options;
 
 /* Load an executable onto a machine (core, chip or instance: its core geometry and timing are used; the
@@ -149,6 +154,8 @@ void tern_rt_set_rounding(tern_rt *rt, tern_round rounding, uint64_t seed);
 /* Inputs and outputs as whole-model arrays in their own dtype (row-major); text tensors as their cells. name is
  * the model's name for it (tern_exe_io_name), or else its program tensor's name (tern_exe_io.name). */
 tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, size_t bytes, tern_error *err);
+/* 1 when this process holds core c (always without a transport). */
+int tern_rt_core_is_local(const tern_rt *rt, unsigned core);
 tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err);
 /* Run every core; the predicted time is the slowest core's, plus the on-device gather of split outputs when the
  * cores split a batch (tern_rt_gather). stats (optional) gets the sum over cores, with time_ps = the launch's. */

@@ -14,7 +14,9 @@
 #include "tern/compiler.h"
 #include "tern/npy.h"
 #include "tern/prof.h"
+#include "tern/fabric.h"
 #include "tern/runtime.h"
+#include "tern/transport.h"
 
 /* Short machine names accepted by --machine: the instance a generation is usually rented as. */
 static const char *machine_alias(const char *m)
@@ -466,7 +468,48 @@ static double model_flops_of(const tern_exe *x)
     return p ? strtod(p + 14, NULL) : 0;
 }
 
+static int run_model(int argc, char **argv, const tern_transport *tr);
+
+/* Under `mpirun -np K` a batch split's cores spread over the K processes (docs/runtime.md "Over MPI processes"):
+ * every process reads the inputs and runs its own cores; process 0 holds core 0, so it reads the gathered outputs
+ * and prints everything (the others print nothing), and the output is the same for every K. */
 int tern_cmd_run(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            run_usage(stdout);
+            return 0;
+        }
+    tern_transport *tr = NULL;
+    tern_error err = {0};
+    if (tern_mpi_init(&argc, &argv, &tr, &err)) {
+        if (tern_mpi_launched_rank() == 0)
+            fprintf(stderr, "tern run: %s\n", err.msg);
+        return 1;
+    }
+    if (tr && tr->me != 0) { /* process 0 speaks for the run */
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+            tr->abort(tr->ctx, "tern run: cannot silence a process other than 0");
+    }
+    int rc = run_model(argc, argv, tr && tr->nprocs > 1 ? tr : NULL);
+    if (tr) { /* one exit status for every process */
+        uint64_t v = (uint64_t)rc;
+        if (tr->allreduce(tr->ctx, &v, 1, TERN_XOP_MAX, &err) == TERN_OK)
+            rc = (int)v;
+    }
+    tern_mpi_finalize(tr);
+    return rc;
+}
+
+/* The instance a cluster spec repeats (its cores' figures), or the machine itself. */
+static const char *machine_base(const char *machine, char *buf, size_t cap)
+{
+    unsigned insts, cores;
+    tern_error e;
+    return tern_machine_spec_base(machine, buf, cap, &insts, &cores, &e) == TERN_OK ? buf : machine;
+}
+
+static int run_model(int argc, char **argv, const tern_transport *tr)
 {
     const char *R = "tern run";
     compile_args a = {.dtype = TERN_DTYPE_BF16, .cores = 1, .dim = 1};
@@ -547,6 +590,11 @@ int tern_cmd_run(int argc, char **argv)
         run_usage(stderr);
         return 2;
     }
+    if (tr && profile) {
+        fprintf(stderr, "tern run: --profile, --trace and --svg profile one process's cores; run them without mpirun "
+                        "(%u processes here)\n", tr->nprocs);
+        return 2;
+    }
     if (is_directory(R, "model", a.model))
         return 1;
     for (int k = 0; k < nin; k++)
@@ -587,6 +635,8 @@ int tern_cmd_run(int argc, char **argv)
         return 1;
     }
     const char *machine = a.machine ? a.machine : tern_exe_machine(&x);
+    char base[512];
+    const char *base_machine = machine_base(machine, base, sizeof base);
     tern_prof *prof = NULL;
     tern_prof_opts po;
     int rc = 0;
@@ -594,7 +644,7 @@ int tern_cmd_run(int argc, char **argv)
     if (profile) {
         tern_prof_opts_init(&po);
         tern_machine *m = NULL;
-        if (tern_machine_load(machine, &m, &err) == TERN_OK) {
+        if (tern_machine_load(base_machine, &m, &err) == TERN_OK) {
             tern_prof_opts_from_machine(m, &po);
             tern_machine_free(m);
         }
@@ -617,6 +667,7 @@ int tern_cmd_run(int argc, char **argv)
     ro.on_event = prof ? tern_prof_event : NULL;
     ro.event_ctx = prof;
     ro.force_machine = force_machine;
+    ro.transport = tr;
     if (tern_rt_create(&x, machine, &ro, &rt, &err)) {
         fprintf(stderr, "tern run: %s\n", err.msg);
         rc = 1;
@@ -681,7 +732,7 @@ int tern_cmd_run(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    for (size_t i = 0; i < x.num_outputs && !timing_only; i++) {
+    for (size_t i = 0; i < x.num_outputs && !timing_only && tern_rt_core_is_local(rt, 0); i++) {
         const tern_exe_io *io = &x.outputs[i];
         uint64_t n = tern_exe_io_elems(io);
         char fname[TERN_NAME_FILENAME_MAX]; /* the output's file name: docs/runtime.md */
@@ -766,7 +817,7 @@ int tern_cmd_run(int argc, char **argv)
     double secs = (double)st.time_ps * 1e-12;
     tern_core_config cfg;
     double mfu = 0;
-    if (tern_core_config_load(machine, &cfg, &err) == TERN_OK && secs > 0) {
+    if (tern_core_config_load(base_machine, &cfg, &err) == TERN_OK && secs > 0) {
         double peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR] * x.cores;
         mfu = model_flops_of(&x) / (peak * secs) * 100;
     }

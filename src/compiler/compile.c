@@ -9,6 +9,7 @@
 
 #include "compiler/compile_internal.h"
 #include "tern/arch.h"
+#include "tern/fabric.h"
 
 void tern_compile_opts_default(tern_compile_opts *o)
 {
@@ -931,14 +932,21 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
     c.o = &o;
     c.err = err;
     c.release_constants = own;
-    if ((st = tern_core_config_load(o.machine, &c.cfg, err)))
+    /* a cluster (NxINSTANCE, a cluster file) compiles for the core of the instance it repeats */
+    char base[512];
+    unsigned insts = 1, cl_cores = 0;
+    if ((st = tern_machine_spec_base(o.machine, base, sizeof base, &insts, &cl_cores, err)) ||
+        (st = tern_core_config_load(base, &c.cfg, err)))
         return st;
-    /* the batch split spans the cores of a chip, or the chips of an instance (the runtime runs them as ranks) */
+    /* the batch split spans the cores of a chip, the chips of an instance or the instances of a cluster (the
+     * runtime runs them as ranks) */
     unsigned have = c.cfg.timing.cores_per_chip ? c.cfg.timing.cores_per_chip : 1;
+    if (cl_cores > have)
+        have = cl_cores;
     if (o.cores > have) {
         tern_machine *mm = NULL;
         tern_peaks pk;
-        if (tern_machine_load(o.machine, &mm, err) == TERN_OK) {
+        if (tern_machine_load(base, &mm, err) == TERN_OK) {
             tern_machine_peaks(mm, &pk);
             tern_machine_free(mm);
             have = pk.cores > have ? pk.cores : have;

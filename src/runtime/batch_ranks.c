@@ -14,13 +14,17 @@
  * would be reported rather than gathered early. The gather moves bytes: an output whose share is a whole number of
  * 4-byte words is gathered as int32, any other as 1-byte fp8 elements, which the all-gather copies unchanged, so
  * the gathered output is bit for bit the shares side by side. Ranks are the first N physical NeuronCores of the
- * machine's first chip in the fabric's rank order (docs/multichip.md), one core per rank (lnc 1). */
+ * machine in the fabric's rank order (docs/multichip.md), one core per rank (lnc 1); on a cluster (NxINSTANCE) a
+ * split larger than an instance takes the fewest instances n that hold it with N / n cores each, so its gathers
+ * cross EFA. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/batch_ranks.h"
 #include "tern/collective.h"
+#include "tern/fabric.h"
+#include "tern/transport.h"
 
 struct tern_batch_ranks {
     tern_fabric *f;
@@ -108,7 +112,7 @@ static void gather_type(uint64_t bytes, tern_dtype *dt, uint64_t *count)
 }
 
 tern_status tern_batch_ranks_create(const tern_exe *x, const char *machine, const tern_core_config *cfg,
-                                    tern_batch_ranks **out, tern_error *err)
+                                    const tern_transport *tr, tern_batch_ranks **out, tern_error *err)
 {
     *out = NULL;
     if (x->cores < 2)
@@ -130,8 +134,22 @@ tern_status tern_batch_ranks_create(const tern_exe *x, const char *machine, cons
         tern_batch_ranks_free(b);
         return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
     }
-    tern_fabric_opts fo = {1, b->R, 1}; /* the first instance: its first R physical cores */
+    /* the first instance's first R physical cores; more than one instance holds: the fewest instances that hold
+     * them, the ranks spread equally (the first R / n cores of each of the first n instances) */
+    tern_fabric_opts fo = {1, 1, 1};
     tern_status st = tern_fabric_load(machine, &fo, &b->f, err);
+    if (!st) {
+        unsigned per = tern_fabric_node_ranks_max(b->f), n = per ? (b->R + per - 1) / per : 1;
+        while (n < tern_fabric_instances(b->f) && b->R % n)
+            n++;
+        tern_fabric_free(b->f);
+        b->f = NULL;
+        fo.nodes = n;
+        fo.ranks = b->R;
+        st = tern_fabric_load(machine, &fo, &b->f, err);
+    }
+    if (!st && tr && tr->nprocs > 1) /* the chips, so the cores, spread over the processes */
+        st = tern_fabric_set_transport(b->f, tr, err);
     if (st) {
         tern_batch_ranks_free(b);
         return tern_error_prefix(err, "runtime: the batch split's %u cores as ranks of '%s': ", x->cores, machine);
@@ -316,7 +334,7 @@ tern_status tern_batch_ranks_execute(tern_batch_ranks *b, const tern_exe *x, con
         return tern_error_prefix(err, "runtime: the batch split over %u cores: ", b->R);
     }
     for (unsigned r = 0; r < b->R && !st; r++)
-        for (uint32_t s = 0; s < b->nsem; s++)
+        for (uint32_t s = 0; cores[r] && s < b->nsem; s++)
             if (tern_core_semaphore(cores[r], s) != b->final_sem[r][s]) {
                 st = tern_error_set(err, TERN_ERR_INVALID,
                                     "runtime: core %u ended with semaphore %u at %u, its program alone ended it at %u "
@@ -324,6 +342,28 @@ tern_status tern_batch_ranks_execute(tern_batch_ranks *b, const tern_exe *x, con
                                     r, s, tern_core_semaphore(cores[r], s), b->final_sem[r][s]);
                 break;
             }
+    const tern_transport *t = tern_fabric_transport(b->f);
+    if (t && t->nprocs > 1) {
+        /* every process gets every core's stats (each core's are nonzero on one process), and one verdict */
+        _Static_assert(sizeof(tern_run_stats) % sizeof(uint64_t) == 0, "tern_run_stats: 64-bit fields only");
+        size_t w = sizeof(tern_run_stats) / sizeof(uint64_t);
+        uint64_t *v = calloc((size_t)b->R * w + 1, sizeof *v);
+        if (!v)
+            t->abort(t->ctx, "runtime: out of memory for the cores' statistics");
+        for (unsigned r = 0; r < b->R; r++)
+            if (cores[r])
+                memcpy(v + (size_t)r * w, &per_core[r], sizeof(tern_run_stats));
+        v[(size_t)b->R * w] = st != TERN_OK;
+        tern_error e2;
+        if (t->allreduce(t->ctx, v, (size_t)b->R * w + 1, TERN_XOP_SUM, &e2))
+            t->abort(t->ctx, e2.msg);
+        for (unsigned r = 0; r < b->R; r++)
+            memcpy(&per_core[r], v + (size_t)r * w, sizeof(tern_run_stats));
+        if (!st && v[(size_t)b->R * w])
+            st = tern_error_set(err, TERN_ERR_INVALID, "runtime: another process's cores ended with other "
+                                "semaphore values than their programs alone (see its message)");
+        free(v);
+    }
     memset(&b->info, 0, sizeof b->info);
     b->info.ranks = b->R;
     b->info.time_ps = res.time_ps;
@@ -347,3 +387,8 @@ int tern_batch_ranks_gathered(const tern_batch_ranks *b, size_t output, uint64_t
 }
 
 const tern_rt_gather_info *tern_batch_ranks_info(const tern_batch_ranks *b) { return b ? &b->info : NULL; }
+
+int tern_batch_ranks_local(const tern_batch_ranks *b, unsigned c)
+{
+    return !b || tern_fabric_rank_is_local(b->f, c);
+}

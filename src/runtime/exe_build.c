@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tern/arch.h"
+#include "tern/fabric.h"
 #include "tern/kernel.h"
 #include "tern/runtime.h"
 
@@ -27,7 +28,11 @@ static tern_status add_io(tern_exe_io **v, size_t *n, const tern_exe_io *io, ter
 tern_status tern_exe_set_machine(tern_exe *x, const char *machine, tern_error *err)
 {
     tern_machine *m = NULL;
-    tern_status st = tern_machine_load(machine, &m, err);
+    char base[512]; /* a cluster's executable carries its instance's code figures */
+    unsigned insts, cl_cores;
+    tern_status st = tern_machine_spec_base(machine, base, sizeof base, &insts, &cl_cores, err);
+    if (!st)
+        st = tern_machine_load(base, &m, err);
     if (st)
         return tern_error_prefix(err, "executable: machine: ");
     char figures[2048];

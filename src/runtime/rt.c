@@ -11,6 +11,8 @@
 
 #include "runtime/batch_ranks.h"
 #include "tern/arch.h"
+#include "tern/fabric.h"
+#include "tern/transport.h"
 #include "tern/runtime.h"
 
 struct tern_rt {
@@ -193,9 +195,13 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     if (o)
         rt->opts = *o;
     tern_machine *m = NULL;
+    char base[512]; /* a cluster runs the cores of the instance it repeats */
+    unsigned insts = 1, cl_cores = 0;
     tern_status st = copy_exe(x, &rt->exe, err);
     if (!st)
-        st = tern_machine_load(machine, &m, err);
+        st = tern_machine_spec_base(machine, base, sizeof base, &insts, &cl_cores, err);
+    if (!st)
+        st = tern_machine_load(base, &m, err);
     if (!st)
         st = tern_core_config_from_machine(m, &rt->cfg, err);
     if (st) {
@@ -208,6 +214,8 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     tern_peaks pk;
     tern_machine_peaks(m, &pk);
     unsigned machine_cores = pk.cores > chip_cores ? pk.cores : chip_cores;
+    if (cl_cores > machine_cores)
+        machine_cores = cl_cores;
     if (rt->exe.cores > machine_cores) {
         tern_machine_free(m);
         tern_rt_free(rt);
@@ -219,7 +227,12 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     st = rt->opts.force_machine ? TERN_OK : check_machine(x, machine, m, err);
     tern_machine_free(m);
     if (!st)
-        st = tern_batch_ranks_create(&rt->exe, machine, &rt->cfg, &rt->batch, err);
+        st = tern_batch_ranks_create(&rt->exe, machine, &rt->cfg, rt->opts.transport, &rt->batch, err);
+    if (!st && rt->opts.transport && rt->opts.transport->nprocs > 1 && !rt->batch)
+        st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                            "runtime: %u processes, but the executable's %u core%s do%s not run as ranks: only a batch "
+                            "split (tern compile --cores N, N >= 2) spreads over MPI processes",
+                            rt->opts.transport->nprocs, x->cores, x->cores == 1 ? "" : "s", x->cores == 1 ? "es" : "");
     if (st) {
         tern_rt_free(rt);
         return st;
@@ -283,6 +296,8 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     co.max_instructions = rt->opts.max_instructions;
     co.max_elements = rt->opts.max_elements;
     for (unsigned c = 0; c < rt->exe.cores; c++) {
+        if (!tern_batch_ranks_local(rt->batch, c))
+            continue; /* another process's core */
         if ((st = tern_core_create(&rt->cfg, &co, &rt->cores[c], err))) {
             tern_rt_free(rt);
             return tern_error_prefix(err, "runtime: core %u: ", c);
@@ -291,6 +306,8 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     if (rt->opts.mode == TERN_MODE_FUNCTIONAL)
         for (size_t i = 0; i < x->num_consts; i++) {
             const tern_exe_const *k = &x->consts[i];
+            if (!rt->cores[k->core])
+                continue;
             if ((st = tern_core_hbm_write(rt->cores[k->core], k->hbm_addr, k->data, k->bytes, err))) {
                 tern_rt_free(rt);
                 return tern_error_prefix(err, "runtime: constant %zu: ", i);
@@ -362,6 +379,8 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
     memset(&total, 0, sizeof total);
     for (unsigned c = 0; c < x->cores; c++) {
         const tern_program *prog = &x->programs[c];
+        if (!rt->cores[c])
+            continue; /* another process's core (a batch split over MPI processes) */
         if (rt->opts.mode == TERN_MODE_FUNCTIONAL)
             for (size_t i = 0; i < x->num_inputs; i++) {
                 const tern_program_tensor *t = tern_program_find_tensor(prog, x->inputs[i].name);
@@ -424,6 +443,9 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
     if (want == 0)
         return TERN_OK; /* a zero-size output: nothing to read (data may be NULL) */
     uint64_t at;
+    if (!rt->cores[0])
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': core 0 runs on process 0, not this one",
+                              name);
     if (tern_batch_ranks_gathered(rt->batch, oi, &at)) /* gathered on the device: core 0 holds all of it */
         return tern_core_hbm_read(rt->cores[0], at, data, want, err);
     for (unsigned c = 0; c < x->cores; c++) {
@@ -437,6 +459,11 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
             break; /* every core computed all of it: take core 0's */
     }
     return TERN_OK;
+}
+
+int tern_rt_core_is_local(const tern_rt *rt, unsigned core)
+{
+    return core < rt->exe.cores && rt->cores[core] != NULL;
 }
 
 const tern_run_stats *tern_rt_core_stats(const tern_rt *rt, unsigned core)

@@ -84,7 +84,7 @@ tern_status tern_cluster_spec_parse(const char *spec, unsigned *count, char *nam
 tern_status tern_fabric_load(const char *spec, const tern_fabric_opts *o, tern_fabric **out, tern_error *err)
 {
     char name[512], path[1024];
-    unsigned count;
+    unsigned count = 1;
     *out = NULL;
     int is_cluster = 0;
     tern_status st = tern_cluster_file_sniff(spec, &is_cluster, err);
@@ -163,6 +163,43 @@ void tern_fabric_set_name(tern_fabric *f, const char *name)
 }
 
 const char *tern_fabric_base_machine(const tern_fabric *f) { return f->base; }
+unsigned tern_fabric_instances(const tern_fabric *f) { return f->units * f->nodes_per_unit; }
+unsigned tern_fabric_node_ranks_max(const tern_fabric *f) { return f->chips_per_node * f->ranks_per_chip; }
+
+tern_status tern_machine_spec_base(const char *spec, char *base, size_t cap, unsigned *instances, unsigned *cores,
+                                   tern_error *err)
+{
+    *instances = 1;
+    *cores = 0;
+    int is_cluster = 0;
+    unsigned count = 1;
+    char name[512];
+    tern_status st = tern_cluster_file_sniff(spec, &is_cluster, err);
+    if (!st && !is_cluster)
+        st = tern_cluster_spec_parse(spec, &count, name, sizeof name, err);
+    if (st)
+        return st;
+    if (!is_cluster && count == 1) {
+        if (strlen(spec) >= cap)
+            return tern_error_set(err, TERN_ERR_INVALID, "machine '%s': name longer than %zu characters", spec, cap - 1);
+        snprintf(base, cap, "%s", spec);
+        return TERN_OK;
+    }
+    tern_fabric_opts one = {1, 1, 1}; /* one rank of one instance: the shape without the size */
+    tern_fabric *f = NULL;
+    if ((st = tern_fabric_load(spec, &one, &f, err)))
+        return st;
+    if (strlen(f->base) >= cap) {
+        tern_fabric_free(f);
+        return tern_error_set(err, TERN_ERR_INVALID, "machine '%s': name longer than %zu characters", spec, cap - 1);
+    }
+    snprintf(base, cap, "%s", f->base);
+    *instances = tern_fabric_instances(f);
+    uint64_t c = (uint64_t)f->total_chips * f->ranks_per_chip; /* lnc 1: one rank per physical core */
+    *cores = c > UINT32_MAX ? UINT32_MAX : (unsigned)c;
+    tern_fabric_free(f);
+    return TERN_OK;
+}
 
 tern_status tern_fabric_build(const tern_machine *m, const tern_instance_spec *in, unsigned cluster_count,
                               const tern_fabric_opts *o, tern_fabric **out, tern_error *err)

@@ -93,7 +93,7 @@ n=$(grep -c "processes for the" "$tmp/err")
 [ "$n" -eq 1 ] && ok || bad "the refusal was printed $n times (only process 0 prints)"
 
 # every command but collective and launch refuses to run as K copies under mpirun
-expect_fail "tern info: started by mpirun with 2 processes, but only \`tern collective\` and \`tern launch\` run over MPI processes" \
+expect_fail "tern info: started by mpirun with 2 processes, but only \`tern collective\`, \`tern launch\` and \`tern run\` run over MPI processes" \
     -np 2 "$TERN" info trn1
 
 echo "$pass passed, $fail failed"
