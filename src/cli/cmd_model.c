@@ -312,7 +312,10 @@ static void run_usage(FILE *f)
                "An ONNX model's symbolic dimensions are bound from the given inputs' shapes (and --dim).\n"
                "Inputs not given are filled with seeded random values (none with --timing-only, which reads no\n"
                "values). Prints each output's summary, the predicted device time and MFU; --profile adds the\n"
-               "profiler summary. An ONNX model's external data is read relative to the model file's directory.\n");
+               "profiler summary. An ONNX model's external data is read relative to the model file's directory.\n"
+               "--machine takes a cluster too (2xtrn1.32xlarge) for a batch split over its instances. Under\n"
+               "`mpirun -np K` (an MPI build) a batch split's shares spread over K processes; the output is the\n"
+               "same, printed by process 0 (docs/runtime.md).\n");
 }
 
 static uint64_t splitmix(uint64_t *s)

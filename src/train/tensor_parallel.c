@@ -11,8 +11,11 @@
  * nodes (other inputs scalar constants, a bias of the columns, or a constant broadcast along the split axis: the
  * causal mask); one Split of a's columns with constant sizes (a fused QKV: the columns become groups, each split
  * tp ways); a Reshape that carries the split axis into heads or back (tp must divide the axis it starts); a
- * Transpose; a MatMul of two values split along the same batch axis (per-head scores and context); a softmax along
- * another axis. No value of the pair but b's output may be read outside it (nor be a model output). The pair is
+ * Transpose; an Unsqueeze and an Expand along other axes (grouped-query attention's repeat of the K/V heads, the
+ * Expand target rewritten per shard); a Slice along other axes and a Concat of pair values along another axis
+ * (rotary embeddings); a MatMul of two values split along the same batch axis (per-head scores and context); a
+ * softmax along another axis. A node whose outputs the plan knows as constants (a Shape of a pair value) runs in
+ * no program. No value of the pair but b's output may be read outside it (nor be a model output). The pair is
  * then column-parallel a (weight and bias split along N, within each group), the nodes between on N / tp columns
  * (H / tp heads: Split sizes and Reshape targets rewritten per rank), and row-parallel b (weight split along K):
  * each tensor rank's b gives a partial sum, all-reduced before its readers (Megatron's g), and the pair's input
