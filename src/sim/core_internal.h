@@ -101,6 +101,10 @@ tern_status ap_scatter_f32(tern_core *core, tern_engine e, const tern_ap *ap, co
 /* Write integers; float destinations get (float)value, integer destinations wrap to their width. */
 tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, const int32_t *in, tern_error *err);
 
+/* An on-chip AP that is one contiguous run per partition (unit step, after merging dimensions): the host address
+ * of partition 0's run (register offset applied), its length in elements and the bytes from one partition's run
+ * to the next. NULL when the pattern is anything else (or lies in HBM). */
+uint8_t *ap_onchip_rows(const tern_core *core, tern_engine e, const tern_ap *ap, size_t *elems, size_t *pstride);
 /* Copy the elements of src to dst bit for bit (same element size), in dense order. */
 tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err);
 /* Invalidate cached data derived from SBUF bytes an AP (or a raw range) is about to change. */

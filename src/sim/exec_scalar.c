@@ -131,7 +131,9 @@ static double act(tern_act_func f, double x)
 
 typedef struct {
     tern_act_func f;
-    float *x;
+    const float *in;  /* partition p's row: in + p * in_stride (floats) */
+    float *out;       /* out + p * out_stride: the same row as in, or one that overlaps no input row */
+    size_t in_stride, out_stride;
     const float *bias, *scale;
     float *sum;
     uint32_t P;
@@ -145,10 +147,11 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
     uint32_t p0 = (uint32_t)((uint64_t)j->P * part / nparts), p1 = (uint32_t)((uint64_t)j->P * (part + 1) / nparts);
     for (uint32_t p = p0; p < p1; p++) {
         float acc = 0.0f, sc = j->scale[p], b = j->bias[p];
-        float *row = &j->x[(size_t)p * j->N];
+        const float *in = &j->in[(size_t)p * j->in_stride];
+        float *row = &j->out[(size_t)p * j->out_stride];
         if (j->f == TERN_ACT_COPY) { /* the affine step alone: copy returns its fp32 input, so no round trip */
             for (size_t i = 0; i < j->N; i++) {
-                float t = row[i] * sc;
+                float t = in[i] * sc;
                 row[i] = t + b;
             }
         } else if (j->f == TERN_ACT_RELU) {
@@ -156,13 +159,13 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
              * and the double round trip keeps a quiet NaN's bits), anything else +0. A loop the compiler
              * vectorises. */
             for (size_t i = 0; i < j->N; i++) {
-                float t = row[i] * sc;
+                float t = in[i] * sc;
                 t = t + b;
                 row[i] = t > 0.0f ? t : (t != t ? t : 0.0f);
             }
         } else {
             for (size_t i = 0; i < j->N; i++) {
-                float t = row[i] * sc;
+                float t = in[i] * sc;
                 t = t + b;
                 row[i] = (float)act(j->f, (double)t);
             }
@@ -195,7 +198,30 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
           *sum = core_scratch(core, 3, P);
     if (!x || !bias || !scale || !sum)
         return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for %zu elements", n);
-    if ((st = ap_gather_f32(core, cx->engine, a, x, err)))
+    /* fp32 rows to fp32 rows, each partition one contiguous run on both sides: computed from the input row
+     * straight into the output row (fp32 gathers and scatters are plain copies, so the bits are the same),
+     * when the output rows are the input rows themselves or overlap none of them. */
+    const tern_ap *d = &ins->ap[TERN_AP_DST];
+    size_t in_n = 0, out_n = 0, in_ps = 0, out_ps = 0;
+    uint8_t *in_rows = NULL, *out_rows = NULL;
+    if (a->dtype == TERN_DTYPE_FP32 && d->dtype == TERN_DTYPE_FP32 && d->num_partitions == P &&
+        (in_rows = ap_onchip_rows(core, cx->engine, a, &in_n, &in_ps)) &&
+        (out_rows = ap_onchip_rows(core, cx->engine, d, &out_n, &out_ps)) && in_n == N && out_n == N &&
+        (uintptr_t)in_rows % 4 == 0 && (uintptr_t)out_rows % 4 == 0 && in_ps % 4 == 0 && out_ps % 4 == 0) {
+        int same = in_rows == out_rows && in_ps == out_ps;
+        int disjoint = a->mem != d->mem ||
+                       a->start_partition + P <= d->start_partition || d->start_partition + P <= a->start_partition;
+        if (!same && !disjoint) { /* byte ranges within a partition */
+            uint8_t *base = a->mem == TERN_MEM_SBUF ? core->sbuf : core->psum;
+            size_t i0 = (size_t)(in_rows - base) % in_ps, o0 = (size_t)(out_rows - base) % out_ps;
+            disjoint = i0 + N * 4 <= o0 || o0 + N * 4 <= i0;
+        }
+        if (!same && !disjoint)
+            in_rows = NULL;
+    } else {
+        in_rows = NULL;
+    }
+    if (!in_rows && (st = ap_gather_f32(core, cx->engine, a, x, err)))
         return st;
     if (ins->ap[TERN_AP_IN1].ndims) {
         if ((st = ap_gather_f32(core, cx->engine, &ins->ap[TERN_AP_IN1], bias, err)))
@@ -211,14 +237,22 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
         for (uint32_t p = 0; p < P; p++)
             scale[p] = ins->imm0.f;
     }
-    act_job j = {(tern_act_func)ins->func, x, bias, scale, sum, P, N, (ins->flags & TERN_FLAG_REDUCE) != 0};
+    act_job j = {(tern_act_func)ins->func, x, x, N, N, bias, scale, sum, P, N, (ins->flags & TERN_FLAG_REDUCE) != 0};
+    if (in_rows) {
+        j.in = (const float *)(const void *)in_rows;
+        j.out = (float *)(void *)out_rows;
+        j.in_stride = in_ps / 4;
+        j.out_stride = out_ps / 4;
+        psum_mark(core, d, 0); /* what ap_scatter_f32 does before writing */
+        sbuf_written(core, cx->engine, d);
+    }
     /* Partitions are independent (each sum runs in element order within its partition), so splitting them over
      * the host threads changes nothing in the results; small instructions stay on the calling thread. */
     unsigned parts = n >= 8192 ? pool_threads(core_pool(core)) : 1;
     if (parts > P)
         parts = P;
     pool_run(core_pool(core), act_part, &j, parts ? parts : 1);
-    if ((st = ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_DST], x, sr_stream_of(cx), err)))
+    if (!in_rows && (st = ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_DST], x, sr_stream_of(cx), err)))
         return st;
     if (ins->flags & TERN_FLAG_REDUCE)
         return ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_EXTRA], sum, sr_stream_of(cx) ^ 0x5245445543ull, err);

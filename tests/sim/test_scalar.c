@@ -180,6 +180,41 @@ static void test_affine_and_reduce(void)
     CHECK(so[0] == 100.0f && so[1] == 0.0f && isnan(so[2]));
 }
 
+/* fp32 rows computed in place or into other rows: in place, into disjoint rows of other partitions, and into rows
+ * that overlap the input shifted by 3 elements (must read everything before writing, like the gather-scatter). */
+static void test_in_place(void)
+{
+    enum { P = 6, N = 20 };
+    float in[P * N], got[P * N + 3], want[P * N];
+    for (int i = 0; i < P * N; i++)
+        in[i] = (float)((i * 37) % 23) - 11.5f;
+    for (int i = 0; i < P * N; i++)
+        want[i] = in[i] * 0.5f > 0 ? in[i] * 0.5f : 0.0f;
+    TEST_BEGIN("activation in place, into other partitions, and into overlapping rows: read-then-write results");
+    st_write(v2, SB, 0, P, 8000, F32, in, N);
+    tern_instr ins = act(TERN_ACT_RELU, st_ap1(SB, F32, 0, P, 8000, N), st_ap1(SB, F32, 0, P, 8000, N));
+    ins.imm0.f = 0.5f;
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 8000, F32, got, N);
+    CHECK(memcmp(got, want, sizeof want) == 0);
+    st_write(v2, SB, 0, P, 8000, F32, in, N);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 32, P, 8000, N); /* the same bytes of other partitions */
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 32, P, 8000, F32, got, N);
+    CHECK(memcmp(got, want, sizeof want) == 0);
+    st_write(v2, SB, 0, P, 8000, F32, in, N);
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, 8012, N); /* each row shifted 3 elements over its own input */
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, SB, 0, P, 8012, F32, got, N);
+    CHECK(memcmp(got, want, sizeof want) == 0);
+    st_write(v2, SB, 64, P, 8000, F32, in, N);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 64, P, 8000, N);
+    ins.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, F32, 64, P, 64, N); /* SBUF -> PSUM */
+    ST_EXPECT_OK(v2, &ins);
+    st_read(v2, TERN_MEM_PSUM, 64, P, 64, F32, got, N);
+    CHECK(memcmp(got, want, sizeof want) == 0);
+}
+
 static void test_rules(void)
 {
     enum { P = 4, N = 8 };
@@ -257,6 +292,7 @@ int main(void)
     v3 = st_core("neuroncore-v3");
     test_functions();
     test_affine_and_reduce();
+    test_in_place();
     test_rules();
     tern_core_free(v2);
     tern_core_free(v3);
