@@ -21,7 +21,12 @@
  * device times plus its tensor all-reduces; a backward is each gradient program's time less its forward program's
  * (the gradient program recomputes the forward so no activations are kept between programs; that recomputation is
  * not charged) plus its all-reduces; the last segment's program is forward and backward in one and is charged to
- * the backward. The step is the schedule's span, then the data-parallel all-reduce and the slowest update. */
+ * the backward. The step is the schedule's span, then the data-parallel all-reduce and the slowest update.
+ *
+ * Timing-only (--timing-only): the same programs compiled for timing-only runtimes, no shard, gradient or
+ * activation buffers; a step runs each program once (its time does not depend on the values, and every tensor
+ * rank, micro-batch and replica runs the same program) and adds the times in the functional step's order, the
+ * collectives timed by tern_collective_time: the same predicted step to the picosecond (test_train_layout_timing). */
 #include "mp_internal.h"
 
 #include <math.h>
@@ -75,6 +80,7 @@ struct train_mp {
     double t_tied;             /* exchanging tied weights' gradients between their stages */
     size_t tied_count;
     double t_span, t_work, t_dp, t_upd, t_tp;
+    double *ps_f, *ps_g;       /* timing-only: [seg] the forward / gradient program's time (-1 not run yet) */
     uint64_t synced_step;
     float **synced_ptr;
 };
@@ -129,7 +135,7 @@ void train_mp_free(tern_trainer *t)
     for (int k = 0; mp->sidx && k < mp->p.nseg; k++)
         free(mp->sidx[k]);
     free(mp->sidx);
-    free(mp->tf), free(mp->tb), free(mp->synced_ptr);
+    free(mp->tf), free(mp->tb), free(mp->synced_ptr), free(mp->ps_f), free(mp->ps_g);
     for (int64_t i = 0; mp->wbuf && i < mp->n; i++)
         free(mp->wbuf[i]);
     free(mp->wbuf);
@@ -301,6 +307,50 @@ static tern_status p2p_time(struct train_mp *mp, int64_t s, size_t count, int di
     return TERN_OK;
 }
 
+/* The functional run's buffers: every (stage, tensor rank)'s flat weights and state, the gradients, the crossing
+ * activations and their gradients. */
+static tern_status alloc_values(tern_trainer *t, tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    const mp_plan *p = &mp->p;
+    int64_t tp = p->tp, pp = p->pp;
+    size_t nsr = (size_t)(pp * tp);
+    mp->val = calloc(nsr, sizeof *mp->val);
+    mp->st[0] = calloc(nsr, sizeof *mp->st[0]);
+    mp->st[1] = calloc(nsr, sizeof *mp->st[1]);
+    mp->gacc = calloc((size_t)mp->n, sizeof *mp->gacc);
+    mp->act = calloc((size_t)tp, sizeof *mp->act);
+    mp->dact = calloc((size_t)tp, sizeof *mp->dact);
+    mp->gx = calloc((size_t)tp, sizeof *mp->gx);
+    if (!mp->val || !mp->st[0] || !mp->st[1] || !mp->gacc || !mp->act || !mp->dact || !mp->gx)
+        return oom(err);
+    for (int64_t s = 0; s < pp; s++)
+        for (int64_t r = 0; r < tp; r++) {
+            size_t ix = (size_t)(s * tp + r), f = mp->stg[s].flat;
+            if (!(mp->val[ix] = calloc(f + 1, sizeof(float))))
+                return oom(err);
+            for (int q = 0; q < mp->nst; q++)
+                if (!(mp->st[q][ix] = calloc(f + 1, sizeof(float))))
+                    return oom(err);
+        }
+    for (int64_t i = 0; i < mp->n; i++)
+        if (!(mp->gacc[i] = calloc(mp->maxflat + 1, sizeof(float))))
+            return oom(err);
+    size_t xtot = 0, xmax = 1;
+    for (int i = 0; i < p->nxv; i++) {
+        xtot += p->xv[i].count;
+        if (p->xv[i].count > xmax)
+            xmax = p->xv[i].count;
+    }
+    for (int64_t r = 0; r < tp; r++)
+        if (!(mp->act[r] = calloc(xtot + 1, sizeof(float))) || !(mp->dact[r] = calloc(xtot + 1, sizeof(float))) ||
+            !(mp->gx[r] = calloc(xtot + 1, sizeof(float))))
+            return oom(err);
+    if (!(mp->tmp = calloc((size_t)tp * xmax + mp->maxflat + 1, sizeof(float))))
+        return oom(err);
+    return TERN_OK;
+}
+
 tern_status train_mp_create(tern_trainer *t, tern_error *err)
 {
     tern_train_opts *o = &t->o;
@@ -311,13 +361,13 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                               "train: ZeRO stage %d in a layout needs stage 1, data replicas (dp > 1: %lld) and no "
                               "clipping (the norm before the shard update is a second all-reduce, not built)",
                               o->zero, (long long)dp);
-    if (o->dp_exact || o->accumulate > 1 || o->recompute || o->timing_only || o->bf16_weights ||
+    if (o->dp_exact || o->accumulate > 1 || o->recompute || o->bf16_weights ||
         o->optimizer == TERN_OPT_LAMB || o->loss == TERN_LOSS_OUTPUT)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: tensor/pipeline parallelism (tp=%lld, pp=%lld) with %s is not supported yet",
                               (long long)tp, (long long)pp,
                               o->dp_exact ? "the fixed reduction tree" : o->accumulate > 1 ? "accumulation"
-                              : o->recompute ? "recomputation" : o->timing_only ? "--timing-only"
+                              : o->recompute ? "recomputation"
                               : o->bf16_weights ? "pure BF16 weights" : o->optimizer == TERN_OPT_LAMB ? "LAMB"
                                                                                                      : "--loss-output");
     struct train_mp *mp = calloc(1, sizeof *mp);
@@ -467,6 +517,8 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         mp->maxflat = mp->zshard * (size_t)dp;
         if ((st = build_update(t, mp->zshard, mp->nst, &mp->zexe, &mp->zrt, &hbm, err)))
             return st;
+    }
+    if (mp->zero && !o->timing_only) { /* timing-only: no values, no buffers */
         mp->wbuf = calloc((size_t)mp->n, sizeof *mp->wbuf);
         if (!mp->wbuf)
             return oom(err);
@@ -485,46 +537,19 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     if ((st = tern_core_config_load(t->machine, &cfg, err)))
         return st;
     t->peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR];
-    /* buffers */
-    size_t nsr = (size_t)(pp * tp);
-    mp->val = calloc(nsr, sizeof *mp->val);
-    mp->st[0] = calloc(nsr, sizeof *mp->st[0]);
-    mp->st[1] = calloc(nsr, sizeof *mp->st[1]);
-    mp->gacc = calloc((size_t)mp->n, sizeof *mp->gacc);
-    mp->act = calloc((size_t)tp, sizeof *mp->act);
-    mp->dact = calloc((size_t)tp, sizeof *mp->dact);
-    mp->gx = calloc((size_t)tp, sizeof *mp->gx);
+    /* buffers (timing-only: the programs' times, no values: none of the shards' buffers) */
     mp->fsec = calloc((size_t)p->nseg + 1, sizeof(double));
     mp->tf = calloc((size_t)pp, sizeof(double));
     mp->tb = calloc((size_t)pp, sizeof(double));
     mp->synced_ptr = calloc(t->nw + 1, sizeof *mp->synced_ptr);
-    if (!mp->val || !mp->st[0] || !mp->st[1] || !mp->gacc || !mp->act || !mp->dact || !mp->tf || !mp->tb ||
-        !mp->synced_ptr || !mp->gx || !mp->fsec)
+    mp->ps_f = malloc(sizeof(double) * ((size_t)p->nseg + 1));
+    mp->ps_g = malloc(sizeof(double) * ((size_t)p->nseg + 1));
+    if (!mp->fsec || !mp->tf || !mp->tb || !mp->synced_ptr || !mp->ps_f || !mp->ps_g)
         return oom(err);
-    for (int64_t s = 0; s < pp; s++)
-        for (int64_t r = 0; r < tp; r++) {
-            size_t ix = (size_t)(s * tp + r), f = mp->stg[s].flat;
-            if (!(mp->val[ix] = calloc(f + 1, sizeof(float))))
-                return oom(err);
-            for (int q = 0; q < mp->nst; q++)
-                if (!(mp->st[q][ix] = calloc(f + 1, sizeof(float))))
-                    return oom(err);
-        }
-    for (int64_t i = 0; i < mp->n; i++)
-        if (!(mp->gacc[i] = calloc(mp->maxflat + 1, sizeof(float))))
-            return oom(err);
-    size_t xtot = 0, xmax = 1;
-    for (int i = 0; i < p->nxv; i++) {
-        xtot += p->xv[i].count;
-        if (p->xv[i].count > xmax)
-            xmax = p->xv[i].count;
-    }
-    for (int64_t r = 0; r < tp; r++)
-        if (!(mp->act[r] = calloc(xtot + 1, sizeof(float))) || !(mp->dact[r] = calloc(xtot + 1, sizeof(float))) ||
-            !(mp->gx[r] = calloc(xtot + 1, sizeof(float))))
-            return oom(err);
-    if (!(mp->tmp = calloc((size_t)tp * xmax + mp->maxflat + 1, sizeof(float))))
-        return oom(err);
+    for (int k = 0; k < p->nseg; k++)
+        mp->ps_f[k] = mp->ps_g[k] = -1;
+    if (!o->timing_only && (st = alloc_values(t, err)))
+        return st;
     /* the activation crossing each cut: the transfers' times */
     for (int64_t s = 0; s + 1 < pp; s++) {
         const mp_seg *lastk = &p->seg[p->stage_first[s + 1] - 1];
@@ -567,7 +592,8 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     t->scratch = calloc(sc + 1, sizeof(float));
     if (!t->scratch)
         return oom(err);
-    scatter(t);
+    if (!o->timing_only)
+        scatter(t);
     return TERN_OK;
 }
 
@@ -591,8 +617,8 @@ static tern_status tp_allreduce(struct train_mp *mp, float **buf, size_t off, si
     if (tp > 64)
         return tern_error_set(err, TERN_ERR_RANGE, "train: tp=%lld (at most 64)", (long long)tp);
     for (int64_t r = 0; r < tp; r++) {
-        in[r] = buf[r] + off;
-        out[r] = buf[r] + off;
+        in[r] = buf ? buf[r] + off : NULL;
+        out[r] = buf ? buf[r] + off : NULL;
     }
     tern_coll_desc d;
     memset(&d, 0, sizeof d);
@@ -602,7 +628,8 @@ static tern_status tp_allreduce(struct train_mp *mp, float **buf, size_t off, si
     d.count = count;
     d.algo = TERN_ALGO_AUTO;
     tern_coll_result res;
-    tern_status st = tern_collective_run(mp->tpfab, &d, in, out, &res, err);
+    tern_status st = buf ? tern_collective_run(mp->tpfab, &d, in, out, &res, err) /* timing-only: no buf */
+                         : tern_collective_time(mp->tpfab, &d, &res, err);
     if (st)
         return tern_error_prefix(err, "train: tensor-parallel all-reduce: ");
     *secs += (double)res.time_ps * 1e-12;
@@ -757,6 +784,47 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
     return st;
 }
 
+/* Timing-only: one micro-batch's times into tf / tb as micro_batch adds them (the same sums in the same order, so
+ * the same doubles), with no values: every tensor rank, micro-batch and data replica runs the same program on its
+ * own shapes, and a program's time does not depend on the values, so each program is run once (rank 0, no inputs
+ * set) and its time reused; the all-reduces are timed by tern_collective_time (tern_collective_run's time). */
+static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    mp_plan *p = &mp->p;
+    uint64_t step = t->step + 1;
+    tern_status st = TERN_OK;
+    for (int k = 0; k < p->nseg && !st; k++) { /* forward */
+        mp_seg *sg = &p->seg[k];
+        if (sg->last)
+            break;
+        if (mp->ps_f[k] < 0 && (st = run_prog(sg->prog.frt, &mp->ps_f[k], err)))
+            return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
+        double tmax = mp->ps_f[k] > 0 ? mp->ps_f[k] : 0;
+        tf[sg->stage] += tmax;
+        mp->fsec[k] = tmax;
+        for (int q = 0; q < sg->nxout && !st; q++)
+            if (p->xv[sg->xout[q]].partial)
+                st = tp_allreduce(mp, NULL, 0, p->xv[sg->xout[q]].count, &tf[sg->stage], err);
+        if (st)
+            return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
+    }
+    for (int k = p->nseg - 1; k >= 0 && !st; k--) { /* backward */
+        mp_seg *sg = &p->seg[k];
+        if (mp->ps_g[k] < 0 && (st = run_prog(sg->prog.m.rt, &mp->ps_g[k], err)))
+            return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
+        double tmax = mp->ps_g[k] > 0 ? mp->ps_g[k] : 0;
+        for (int q = 0; q < sg->nxin && !st; q++)
+            if (sg->pair >= 0)
+                st = tp_allreduce(mp, NULL, 0, p->xv[sg->xin[q]].count, &tb[sg->stage], err);
+        double fsec = sg->last ? 0 : mp->fsec[k];
+        tb[sg->stage] += tmax > fsec ? tmax - fsec : 0;
+        if (st)
+            return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
+    }
+    return st;
+}
+
 /* The 1F1B schedule of P stages and M micro-batches, each forward f[s] and backward b[s] long, transfers pf (an
  * activation, stage s to s + 1) and pb (a gradient, back): its span; *work the busiest stage's compute. */
 static tern_status schedule_1f1b(int64_t P, int64_t M, const double *f, const double *b, double pf, double pb,
@@ -837,8 +905,8 @@ static tern_status dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, s
             for (int64_t d = 0; d < dp; d++)
                 groups[gi++] = rank_of(mp, d, s, r);
     for (int64_t i = 0; i < mp->n; i++) {
-        in[i] = bufs[i];
-        out[i] = bufs[i];
+        in[i] = bufs ? bufs[i] : NULL;
+        out[i] = bufs ? bufs[i] : NULL;
     }
     tern_coll_desc cd;
     memset(&cd, 0, sizeof cd);
@@ -851,7 +919,8 @@ static tern_status dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, s
     cd.ngroups = (unsigned)(pp * tp);
     cd.group_size = (unsigned)dp;
     tern_coll_result res;
-    tern_status st = tern_collective_run(mp->fab, &cd, in, out, &res, err);
+    tern_status st = bufs ? tern_collective_run(mp->fab, &cd, in, out, &res, err) /* timing-only: no bufs */
+                          : tern_collective_time(mp->fab, &cd, &res, err);
     free(groups), free(in), free(out);
     if (st)
         return tern_error_prefix(err, "train: data-parallel gradient %s: ", tern_coll_op_name(op));
@@ -924,6 +993,91 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
     return st;
 }
 
+/* The step's time from the per-stage forward / backward sums of its K micro-batches (mp->tf, mp->tb): the 1F1B
+ * span, then the data-parallel collectives tdp, the tied weights' exchange and the slowest update tupd. */
+static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double loss, double gn,
+                               tern_train_step_info *info, tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    mp_plan *p = &mp->p;
+    int64_t pp = p->pp, M = p->micro, K = p->dp * M;
+    uint64_t step = t->step + 1;
+    tern_status st;
+    /* time: the schedule of one replica's micro-batches (every replica runs the same programs at once) */
+    double *f = malloc(sizeof(double) * (size_t)pp + 1), *b = malloc(sizeof(double) * (size_t)pp + 1);
+    if (!f || !b) {
+        free(f), free(b);
+        return oom(err);
+    }
+    double tpt = 0;
+    for (int64_t s = 0; s < pp; s++) {
+        f[s] = mp->tf[s] / (double)K;
+        b[s] = mp->tb[s] / (double)K;
+        tpt += f[s] + b[s];
+    }
+    double span = 0, work = 0;
+    st = schedule_1f1b(pp, M, f, b, mp->p2p_f, mp->p2p_b, &span, &work, err);
+    free(f), free(b);
+    if (st)
+        return st;
+    mp->t_span = span;
+    mp->t_work = work;
+    mp->t_dp = tdp;
+    mp->t_upd = tupd;
+    t->step = step;
+    mp->synced_step = step;
+    for (size_t i = 0; i < t->nw; i++)
+        mp->synced_ptr[i] = t->w[i].val;
+    tern_train_step_info in;
+    memset(&in, 0, sizeof in);
+    in.step = step;
+    in.lr = tern_train_lr(&t->o, step);
+    in.step_seconds = span + tdp + mp->t_tied + tupd;
+    in.samples_per_s = in.step_seconds > 0 ? (double)p->batch / in.step_seconds : 0;
+    in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * (double)mp->n * in.step_seconds) * 100 : 0;
+    in.loss = loss;
+    in.grad_norm = gn;
+    if (info)
+        *info = in;
+    return TERN_OK;
+}
+
+/* Timing-only (--timing-only): the step's time with no values (docs/training.md): the K micro-batches' program and
+ * all-reduce times added as a functional step adds them, the data-parallel collectives timed on the fabric, each
+ * stage's update program run once (its tensor ranks' and, under ZeRO-1, blocks' are the same program). */
+static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    mp_plan *p = &mp->p;
+    int64_t pp = p->pp, dp = p->dp, M = p->micro;
+    tern_status st = TERN_OK;
+    for (int64_t s = 0; s < pp; s++)
+        mp->tf[s] = mp->tb[s] = 0;
+    for (int64_t d = 0; d < dp && !st; d++)
+        for (int64_t j = 0; j < M && !st; j++)
+            st = micro_batch_timing(t, mp->tf, mp->tb, err);
+    if (st)
+        return st;
+    double tdp = 0, tupd = 0, secs = 0;
+    if (dp > 1 && (st = dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, mp->maxflat,
+                                &tdp, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
+    if (mp->zero) {
+        if ((st = run_prog(mp->zrt, &secs, err)))
+            return st;
+        tupd = secs > 0 ? secs : 0;
+        if ((st = dp_coll(mp, TERN_COLL_ALL_GATHER, NULL, mp->maxflat, &tdp, err)))
+            return st;
+    }
+    for (int64_t s = 0; s < pp && !mp->zero; s++) {
+        if ((st = run_prog(mp->stg[s].urt, &secs, err)))
+            return st;
+        if (secs > tupd)
+            tupd = secs;
+    }
+    return finish_step(t, tdp, tupd, NAN, NAN, info, err);
+}
+
 tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                           tern_train_step_info *info, tern_error *err)
 {
@@ -935,7 +1089,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     int same = mp->synced_step == t->step;
     for (size_t i = 0; same && i < t->nw; i++)
         same = mp->synced_ptr[i] == t->w[i].val;
-    if (!same) /* a checkpoint was loaded into t->w */
+    if (!same && !t->o.timing_only) /* a checkpoint was loaded into t->w (timing-only: no shards to fill) */
         scatter(t);
     if (t->nin && (!x || x_count != t->data_bytes))
         return tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: input '%s': %zu bytes given, %zu expected",
@@ -954,6 +1108,8 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
         inv = counted ? 1.0f / (float)counted : 0.0f;
         invp = &inv;
     }
+    if (t->o.timing_only)
+        return step_timing(t, info, err);
     for (int64_t i = 0; i < mp->n; i++)
         memset(mp->gacc[i], 0, mp->maxflat * sizeof(float));
     for (int64_t s = 0; s < pp; s++)
@@ -1113,43 +1269,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     if (st)
         return st;
     gather(t);
-    /* time: the schedule of one replica's micro-batches (every replica runs the same programs at once) */
-    double *f = malloc(sizeof(double) * (size_t)pp + 1), *b = malloc(sizeof(double) * (size_t)pp + 1);
-    if (!f || !b) {
-        free(f), free(b);
-        return oom(err);
-    }
-    double tpt = 0;
-    for (int64_t s = 0; s < pp; s++) {
-        f[s] = mp->tf[s] / (double)K;
-        b[s] = mp->tb[s] / (double)K;
-        tpt += f[s] + b[s];
-    }
-    double span = 0, work = 0;
-    st = schedule_1f1b(pp, M, f, b, mp->p2p_f, mp->p2p_b, &span, &work, err);
-    free(f), free(b);
-    if (st)
-        return st;
-    mp->t_span = span;
-    mp->t_work = work;
-    mp->t_dp = tdp;
-    mp->t_upd = tupd;
-    t->step = step;
-    mp->synced_step = step;
-    for (size_t i = 0; i < t->nw; i++)
-        mp->synced_ptr[i] = t->w[i].val;
-    tern_train_step_info in;
-    memset(&in, 0, sizeof in);
-    in.step = step;
-    in.lr = tern_train_lr(&t->o, step);
-    in.step_seconds = span + tdp + mp->t_tied + tupd;
-    in.samples_per_s = in.step_seconds > 0 ? (double)p->batch / in.step_seconds : 0;
-    in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * (double)mp->n * in.step_seconds) * 100 : 0;
-    in.loss = loss;
-    in.grad_norm = gn;
-    if (info)
-        *info = in;
-    return TERN_OK;
+    return finish_step(t, tdp, tupd, loss, gn, info, err);
 }
 
 void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
