@@ -8,6 +8,7 @@
 # SGD, and under ZeRO-1 over 2 cores (the shard update graph). The fused compile (AdamW, LAMB) holds fewer nodes
 # and predicts a shorter step than the unfused one (the intermediates' HBM passes are gone). bf16-sr stays node by
 # node in both (its rounding stream follows each engine's instruction count): identical by construction, run once.
+# tern.AdamUpdate with lamb = 1 alone, on the device and in the host evaluator, against numpy's fp32 reference.
 set -u
 TERN=${1:?usage: test_train_fused_optim.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -76,5 +77,58 @@ for opt in adamw lamb; do
     if paste "$tmp/fi" "$tmp/ui" | awk 'NF != 2 || $1 >= $2 { e = 1 } END { exit e + (NR != 2) }'; then ok; else
         bad "$opt: fused (nodes, step ms) $(tr '\n' ' ' <"$tmp/fi") not below unfused $(tr '\n' ' ' <"$tmp/ui")"; fi
 done
+# the op itself: tern.AdamUpdate with lamb = 1 on the device (inputs) and in the host evaluator (initializers,
+# folded at compile time) against numpy's fp32 operations in the step graph's order, byte for byte; and lamb with
+# adamw refused by name
+"$PY" - "$tmp" <<'PYEOF' || bad "generating the AdamUpdate models failed"
+import sys, numpy as np, onnx
+from onnx import TensorProto, helper, numpy_helper
+d = sys.argv[1]
+r = np.random.default_rng(3)
+N = (3, 50)
+vals = {"p": r.standard_normal(N).astype(np.float32), "g": r.standard_normal(N).astype(np.float32),
+        "m": (r.standard_normal(N) * .1).astype(np.float32), "v": (r.random(N) * .01).astype(np.float32),
+        "bc1": np.array([0.19], np.float32), "bc2s": np.array([0.0447], np.float32), "coef": np.array([0.7], np.float32)}
+for kind in ("const", "input", "bad"):
+    node = helper.make_node("AdamUpdate", ["p", "g", "m", "v", "bc1", "bc2s", "", "coef"], ["r", "m2", "v2"],
+                            domain="tern", weight_decay=0.01, beta1=0.9, beta2=0.999,
+                            one_minus_beta1=float(np.float32(1 - 0.9)), one_minus_beta2=float(np.float32(1 - 0.999)),
+                            eps=1e-6, adamw=int(kind == "bad"), lamb=1)
+    const = kind == "const"
+    ins = [] if const else [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in vals.items()]
+    inits = [numpy_helper.from_array(v, k) for k, v in vals.items()] if const else []
+    outs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(N)) for k in ("r", "m2", "v2")]
+    m = helper.make_model(helper.make_graph([node], "lamb", ins, outs, inits),
+                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("tern", 1)])
+    m.ir_version = 8
+    onnx.save(m, f"{d}/lamb_{kind}.onnx")
+for k, v in vals.items():
+    np.save(f"{d}/{k}.npy", v)
+PYEOF
+mkdir -p "$tmp/oc" "$tmp/oi"
+expect 0 "$TERN" run "$tmp/lamb_const.onnx" --output-dir "$tmp/oc"
+ins=""
+for k in p g m v bc1 bc2s coef; do ins="$ins --input $k=$tmp/$k.npy"; done
+expect 0 "$TERN" run "$tmp/lamb_input.onnx" $ins --output-dir "$tmp/oi"
+if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "AdamUpdate lamb = 1 differs from the fp32 reference"; fi
+import sys, numpy as np
+d = sys.argv[1]
+p, g, m, v, bc1, bc2s, coef = (np.load(f"{d}/{k}.npy") for k in ("p", "g", "m", "v", "bc1", "bc2s", "coef"))
+f = np.float32
+g = g * coef[0]
+m2 = m * f(0.9) + g * f(1 - 0.9)
+v2 = v * f(0.999) + (g * g) * f(1 - 0.999)
+rr = (m2 / bc1[0]) / (np.sqrt(v2) / bc2s[0] + f(1e-6)) + p * f(0.01)
+bad = 0
+for sub in ("oc", "oi"):  # host evaluator, device
+    for k, ref in (("r", rr), ("m2", m2), ("v2", v2)):
+        got = np.load(f"{d}/{sub}/{k}.npy")
+        if got.dtype != np.float32 or got.tobytes() != ref.astype(np.float32).tobytes():
+            print(f"NOT OK: {sub}/{k}: max |diff| {np.abs(got - ref).max():.3g}", file=sys.stderr)
+            bad = 1
+sys.exit(bad)
+PYEOF
+expect 1 "$TERN" run "$tmp/lamb_bad.onnx" $ins
+contains "$tmp/err" "lamb = 1 takes no adamw attribute"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
