@@ -61,6 +61,10 @@ tern_status tern_machine_spec_base(const char *spec, char *base, size_t cap, uns
 /* The fabric's instances (all of them, not only those in use) and the ranks one instance holds at its lnc. */
 unsigned tern_fabric_instances(const tern_fabric *f);
 unsigned tern_fabric_node_ranks_max(const tern_fabric *f);
+/* The fewest instances of f's machine that hold `ranks` ranks spread equally (tern_fabric_opts.nodes for a
+ * launch that fills instances before it crosses EFA): the smallest n >= ranks / per-instance ranks dividing
+ * `ranks`, or every instance when none does. */
+unsigned tern_fabric_fewest_nodes(const tern_fabric *f, unsigned ranks);
 
 typedef struct {
     unsigned node;     /* instance index in the fabric (the cluster's instances, then a system's instances) */

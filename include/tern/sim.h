@@ -72,7 +72,7 @@ typedef struct {
 
 /* Fill a core config from a loaded machine (a core, chip or instance: its NeuronCore is used). */
 tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_core_config *cfg, tern_error *err);
-/* Load a machine by name or path and fill the config. */
+/* Load a machine by name or path and fill the config; a cluster (NxINSTANCE, a cluster file) gives its instance's core. */
 tern_status tern_core_config_load(const char *name_or_path, tern_core_config *cfg, tern_error *err);
 
 /* ---- timing and events ---- */

@@ -139,9 +139,7 @@ tern_status tern_batch_ranks_create(const tern_exe *x, const char *machine, cons
     tern_fabric_opts fo = {1, 1, 1};
     tern_status st = tern_fabric_load(machine, &fo, &b->f, err);
     if (!st) {
-        unsigned per = tern_fabric_node_ranks_max(b->f), n = per ? (b->R + per - 1) / per : 1;
-        while (n < tern_fabric_instances(b->f) && b->R % n)
-            n++;
+        unsigned n = tern_fabric_fewest_nodes(b->f, b->R);
         tern_fabric_free(b->f);
         b->f = NULL;
         fo.nodes = n;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tern/arch.h"
+#include "tern/fabric.h"
 #include "tern/sim.h"
 
 /* Not published (trainium-arch.md §17 lists the semaphore count as undocumented): tern gives each core 64,
@@ -99,7 +100,11 @@ tern_status tern_core_config_from_machine(const struct tern_machine *m, tern_cor
 tern_status tern_core_config_load(const char *name_or_path, tern_core_config *cfg, tern_error *err)
 {
     tern_machine *m = NULL;
-    tern_status st = tern_machine_load(name_or_path, &m, err);
+    char base[512]; /* a cluster (NxINSTANCE, a cluster file): the core of the instance it repeats */
+    unsigned insts, cl_cores;
+    tern_status st = tern_machine_spec_base(name_or_path, base, sizeof base, &insts, &cl_cores, err);
+    if (!st)
+        st = tern_machine_load(base, &m, err);
     if (st)
         return st;
     st = tern_core_config_from_machine(m, cfg, err);

@@ -166,6 +166,17 @@ const char *tern_fabric_base_machine(const tern_fabric *f) { return f->base; }
 unsigned tern_fabric_instances(const tern_fabric *f) { return f->units * f->nodes_per_unit; }
 unsigned tern_fabric_node_ranks_max(const tern_fabric *f) { return f->chips_per_node * f->ranks_per_chip; }
 
+unsigned tern_fabric_fewest_nodes(const tern_fabric *f, unsigned ranks)
+{
+    unsigned per = tern_fabric_node_ranks_max(f), all = tern_fabric_instances(f);
+    unsigned n = per ? (ranks + per - 1) / per : 1;
+    if (n < 1)
+        n = 1;
+    while (n < all && ranks % n)
+        n++;
+    return n;
+}
+
 tern_status tern_machine_spec_base(const char *spec, char *base, size_t cap, unsigned *instances, unsigned *cores,
                                    tern_error *err)
 {

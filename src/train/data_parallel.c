@@ -666,12 +666,15 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
         if ((st = tern_fabric_load(t->machine, &fo, &all, err)))
             return tern_error_prefix(err, "train: %lld data-parallel ranks on '%s': ", (long long)n, t->machine);
         unsigned have = tern_fabric_ranks(all);
+        /* on a cluster the ranks fill the fewest instances that hold them (equally), as the batch split's do */
+        unsigned nodes = (uint64_t)n <= have ? tern_fabric_fewest_nodes(all, (unsigned)n) : 1;
         tern_fabric_free(all);
         if ((uint64_t)n > have)
             return tern_error_set(err, TERN_ERR_RANGE,
                                   "train: %lld data-parallel ranks (--cores): '%s' has %u NeuronCores; give at most "
                                   "that many, or a larger machine (--machine)",
                                   (long long)n, t->machine, have);
+        fo.nodes = nodes;
         fo.ranks = (unsigned)n;
         if ((st = tern_fabric_load(t->machine, &fo, &dp->fab, err)))
             return tern_error_prefix(err, "train: %lld data-parallel ranks on '%s': ", (long long)n, t->machine);
