@@ -680,6 +680,10 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
             c->o->progress(c->o->progress_ctx, i + 1, nn);
     }
     c->node = -1;
+    if (c->at_held) { /* a shared linear-layer transpose whose last reader was lowered another way */
+        tern_kernel_release(c->k, c->at_view);
+        c->at_held = 0;
+    }
     /* Graph outputs that constant folding computed on the host: copy the constant into the output tensor. */
     for (int i = 0; i < tern_graph_output_count(g) && cc_ok(c); i++) {
         int id = tern_graph_output_id(g, i);

@@ -29,6 +29,8 @@ typedef struct {
     int narrow;           /* stored in the matmul dtype: every reader takes it as a matmul operand (cc_plan_narrow) */
     int stored_off_sync;  /* its producer stores it from ScalarE's DMA queue and leaves SyncE free meanwhile (the
                              fused attention, layer norms): a linear layer reading it loads weights first */
+    int tview;            /* a 2-D Transpose folded into its readers (transpose.fold): the storage is the source's,
+                             [dims[1], dims[0]] row-major; only linear layers with run-time weights read it */
 } cc_value;
 
 typedef struct {
@@ -49,6 +51,11 @@ typedef struct {
                               after its last reader, once its device copy exists, so weights are not held twice */
     tern_compile_node_rule *rules; /* --explain rows (tern_compile_opts.explain) */
     int nrules, caprules;
+    /* A linear layer's transposed input aT [K, M] in the matmul dtype (lower_linear.c), kept for the later linear
+     * layers that read the same input (Q, K and V; gate and up): made once instead of once per layer. */
+    int at_held;
+    int at_src, at_last; /* the input's value id; the last node that reads it as a linear layer's input */
+    tern_view at_view;
 } compile_ctx;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
@@ -128,6 +135,11 @@ int cc_rules_for(tern_op_id id, const cc_rule **out, int max);
  * The rules passed over on the way are named with their reasons in declined[len] ("" when none). */
 const cc_rule *cc_rule_select(compile_ctx *c, char *declined, size_t len);
 const char *cc_rule_file(const cc_rule *r); /* the file of the set holding r */
+/* Whether the current node, a Transpose, is folded into its readers by transpose.copy (lower_linear.c): a 2-D swap of a
+ * placed, non-folded value stored in the matmul dtype (BF16), not a graph output, whose every reader is a MatMul
+ * taking it as input 0 against a run-time 2-D weight. Those readers want the transpose of their input 0, which is
+ * then the source itself: no copy either way. why[len] says why not. */
+int cc_transpose_folds(compile_ctx *c, char *why, size_t len);
 /* tern.Attention, the fused attention (lower_attention.c). */
 int cc_lower_attention(compile_ctx *c);
 /* tern.AttentionGrad, the fused flash-attention backward (lower_attention_bwd.c). */

@@ -751,6 +751,14 @@ static int lower_expand(compile_ctx *c)
 static int lower_transpose(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
+    char why[160];
+    if (cc_transpose_folds(c, why, sizeof why)) {
+        /* folded into its readers: the output is the input's storage, read transposed (lower_linear.c) */
+        cc_value *y = cc_alias(c, 0, 0);
+        if (y)
+            y->tview = 1;
+        return 1;
+    }
     cc_value *x = cc_in(c, 0);
     cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
     if (!x || !y)

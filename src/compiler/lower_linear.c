@@ -112,6 +112,121 @@ static void matmul2d(compile_ctx *c, tern_view out, tern_view a, tern_view w, ui
     c->model_flops += 2.0 * (double)M * (double)N * (double)K;
 }
 
+/* The last node after the current one that is a MatMul reading value id as its 2-D input 0 against a run-time
+ * 2-D weight (the path below that transposes input 0 through matmul2d); -1 when none. */
+static int later_runtime_linear(compile_ctx *c, int id)
+{
+    const tern_graph *g = c->g;
+    int last = -1, nn = tern_graph_node_count(g);
+    for (int j = c->node + 1; j < nn; j++) {
+        const tern_graph_node *n = tern_graph_node_at(g, j);
+        if (n->op_id != TERN_GOP_MATMUL || n->n_inputs < 2 || n->inputs[0] != id || n->inputs[1] < 0)
+            continue;
+        const tern_graph_value *a = tern_graph_value_at(g, id), *b = tern_graph_value_at(g, n->inputs[1]);
+        if (a->rank == 2 && b->rank == 2 && !b->constant)
+            last = j;
+    }
+    return last;
+}
+
+/* matmul2d for a linear layer whose input a (value id, 2-D, [M, K]) may be read by later linear layers with
+ * run-time weights: the transpose aT is made by the first and reused by the others (the same bytes, so the same
+ * bits), then released after the last. */
+static void matmul2d_shared(compile_ctx *c, int id, tern_view out, tern_view a, tern_view w, uint64_t M, uint64_t K,
+                            uint64_t N)
+{
+    tern_dtype mdt = c->o->matmul_dtype;
+    if (c->at_held && c->at_src != id) { /* a cached transpose of another input: its readers are past */
+        tern_kernel_release(c->k, c->at_view);
+        c->at_held = 0;
+    }
+    int last = later_runtime_linear(c, id);
+    if (!c->at_held && last < 0) {
+        matmul2d(c, out, a, w, M, K, N);
+        return;
+    }
+    if (!c->at_held) {
+        c->at_view = cc_temp(c, mdt, K, M);
+        tern_lib_transpose(c->k, c->at_view, a);
+        c->at_held = 1;
+        c->at_src = id;
+    }
+    tern_gemm_opts go;
+    tern_gemm_opts_default(&go);
+    go.acc_dtype = TERN_DTYPE_FP32;
+    go.tiles_in_block_m = 8; /* as matmul2d */
+    tern_lib_gemm(c->k, out, c->at_view, w, &go);
+    c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+    if (last < 0) {
+        tern_kernel_release(c->k, c->at_view);
+        c->at_held = 0;
+    }
+}
+
+int cc_transpose_folds(compile_ctx *c, char *why, size_t len)
+{
+    const tern_graph_node *n = cc_node(c);
+    const tern_graph *g = c->g;
+    if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) {
+        snprintf(why, len, "no input or output");
+        return 0;
+    }
+    int src = n->inputs[0], out = n->outputs[0];
+    const tern_graph_value *sv = tern_graph_value_at(g, src), *ov = tern_graph_value_at(g, out);
+    const cc_value *x = &c->v[src];
+    if (sv->rank != 2) {
+        snprintf(why, len, "not a 2-D transpose");
+        return 0;
+    }
+    if (c->o->matmul_dtype != TERN_DTYPE_BF16 || !x->placed || x->host || x->tview || x->dt != TERN_DTYPE_BF16) {
+        snprintf(why, len, "the input is not a BF16 device value (the matmul dtype)");
+        return 0;
+    }
+    if (ov->flags & TERN_VALUE_OUTPUT) {
+        snprintf(why, len, "the output is a graph output");
+        return 0;
+    }
+    int readers = 0, nn = tern_graph_node_count(g);
+    for (int j = c->node + 1; j < nn; j++) {
+        const tern_graph_node *r = tern_graph_node_at(g, j);
+        for (int k = 0; k < r->n_inputs; k++) {
+            if (r->inputs[k] != out)
+                continue;
+            const tern_graph_value *b = r->n_inputs > 1 && r->inputs[1] >= 0 ? tern_graph_value_at(g, r->inputs[1])
+                                                                             : NULL;
+            if (r->op_id != TERN_GOP_MATMUL || k != 0 || r->n_inputs != 2 || !b || b->rank != 2 || b->constant ||
+                r->inputs[1] == out) {
+                snprintf(why, len, "node %d (%s) reads the output other than as a linear layer's input", j, r->op);
+                return 0;
+            }
+            readers++;
+        }
+    }
+    if (!readers) {
+        snprintf(why, len, "no reader");
+        return 0;
+    }
+    return 1;
+}
+
+/* y[M, N] = a[M, K] @ w for a folded transpose a (cc_transpose_folds): a's storage is aT [K, M], the GEMM's
+ * lhsT as it is. Row blocks of up to 4,096 rows (the GEMM keeps a block's accumulators in SBUF); each output
+ * element's contraction is blocked over K as matmul2d's (the K and N blocks do not depend on M): the same bits
+ * as the transpose copy followed by matmul2d's transpose back. */
+static void matmul_tview(compile_ctx *c, cc_value *y, cc_value *a, tern_view w, uint64_t M, uint64_t K, uint64_t N)
+{
+    tern_gemm_opts go;
+    tern_gemm_opts_default(&go);
+    go.acc_dtype = TERN_DTYPE_FP32;
+    go.tiles_in_block_m = 8; /* as matmul2d */
+    const uint64_t MB = 4096;
+    for (uint64_t m0 = 0; m0 < M && cc_ok(c); m0 += MB) {
+        uint64_t mr = M - m0 < MB ? M - m0 : MB;
+        tern_lib_gemm(c->k, cc_view2d(c, y, m0 * N, mr, N, N), cc_view2d(c, a, m0, K, mr, M), w, &go);
+    }
+    c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+}
+
 int cc_node_is_linear(const tern_graph *g, int i)
 {
     const tern_graph_node *n = tern_graph_node_at(g, i);
@@ -274,13 +389,16 @@ static int lower_matmul(compile_ctx *c)
      * bits. */
     if (b->numel == K * N && a->numel == batches * Ma * K && batches > 1) {
         const uint64_t FOLD_ROWS = 2048, rows = batches * Ma;
-        tern_view w = cc_temp(c, c->o->matmul_dtype, K, N);
-        cc_copy(c, w, cc_view2d(c, b, 0, K, N, N));
+        int wcopy = b->dt != c->o->matmul_dtype; /* a weight stored in the matmul dtype is read in place */
+        tern_view w = wcopy ? cc_temp(c, c->o->matmul_dtype, K, N) : cc_view2d(c, b, 0, K, N, N);
+        if (wcopy)
+            cc_copy(c, w, cc_view2d(c, b, 0, K, N, N));
         for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += FOLD_ROWS) {
             uint64_t mr = rows - r0 < FOLD_ROWS ? rows - r0 : FOLD_ROWS;
             matmul2d(c, cc_view2d(c, y, r0 * N, mr, N, N), cc_view2d(c, a, r0 * K, mr, K, K), w, mr, K, N);
         }
-        tern_kernel_release(c->k, w);
+        if (wcopy)
+            tern_kernel_release(c->k, w);
         return 1;
     }
     int yb = y->rank - 2; /* output batch dims; each operand's batch dims align to their right (numpy) */
@@ -302,10 +420,27 @@ static int lower_matmul(compile_ctx *c)
                 bstride *= bd;
             }
         }
-        tern_view w = cc_temp(c, c->o->matmul_dtype, K, N);
-        cc_copy(c, w, cc_view2d(c, b, bi * K * N, K, N, N)); /* cast the moving operand on the way */
-        matmul2d(c, cc_view2d(c, y, i * Ma * N, Ma, N, N), cc_view2d(c, a, ai * Ma * K, Ma, K, K), w, Ma, K, N);
-        tern_kernel_release(c->k, w);
+        /* the moving operand in the matmul dtype: cast on the way, or read in place when it is stored so */
+        int wcopy = b->dt != c->o->matmul_dtype;
+        tern_view w = wcopy ? cc_temp(c, c->o->matmul_dtype, K, N) : cc_view2d(c, b, bi * K * N, K, N, N);
+        if (wcopy)
+            cc_copy(c, w, cc_view2d(c, b, bi * K * N, K, N, N));
+        tern_view yv = cc_view2d(c, y, i * Ma * N, Ma, N, N), av = cc_view2d(c, a, ai * Ma * K, Ma, K, K);
+        if (a->tview) {
+            matmul_tview(c, y, a, w, Ma, K, N);
+        } else if (batches == 1 && a->rank == 2 && b->rank == 2 && Ma <= 4096) {
+            matmul2d_shared(c, cc_in_id(c, 0), yv, av, w, Ma, K, N);
+        } else if (batches == 1 && a->rank == 2 && b->rank == 2) {
+            /* row blocks of 4,096 (the GEMM keeps a block's accumulators in SBUF): the same bits per element */
+            for (uint64_t r0 = 0; r0 < Ma && cc_ok(c); r0 += 4096) {
+                uint64_t mr = Ma - r0 < 4096 ? Ma - r0 : 4096;
+                matmul2d(c, cc_view2d(c, y, r0 * N, mr, N, N), cc_view2d(c, a, r0 * K, mr, K, K), w, mr, K, N);
+            }
+        } else {
+            matmul2d(c, yv, av, w, Ma, K, N);
+        }
+        if (wcopy)
+            tern_kernel_release(c->k, w);
     }
     return 1;
 }

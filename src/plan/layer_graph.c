@@ -358,13 +358,20 @@ static int layer_fwd(ctx *x, int x_sp, int connected)
     return op2(x, "Add", r, m_in);
 }
 
-/* Backward of a linear [rows, k] x [k, n]: dX = dY W^T and dW = X^T dY (both outputs). Returns dX. */
-static int linear_bwd(ctx *x, int dy, int64_t rows, int64_t k, int64_t n)
+/* Backward of a linear [rows, k] x [k, n]: dX = dY W^T and dW = X^T dY (both outputs). Returns dX. X is the
+ * forward's input [rows, k] (xin; -1: a new graph input), shared by the linears that read the same input (Q, K
+ * and V; gate and up), and X^T a Transpose node, as an autograd graph has them. */
+static int linear_bwd_x(ctx *x, int dy, int64_t rows, int64_t k, int64_t n, int xin)
 {
     int dx = mm_rows(x, dy, rows, n, in2(x, n, k), k);
-    int dw = mm_rows(x, in2(x, k, rows), k, rows, dy, n);
+    int64_t p[2] = {1, 0};
+    int dw = mm(x, transpose(x, xin >= 0 ? xin : in2(x, rows, k), 2, p), dy);
     out2(x, op2(x, "Add", dw, in2(x, k, n)), k, n); /* accumulated over row chunks and micro-batches */
     return dx;
+}
+static int linear_bwd(ctx *x, int dy, int64_t rows, int64_t k, int64_t n)
+{
+    return linear_bwd_x(x, dy, rows, k, n, -1);
 }
 
 static int norm_bwd(ctx *x, int dy, int64_t rows)
@@ -392,7 +399,8 @@ static int mlp_bwd(ctx *x, int dy, int64_t rows)
         int ds = op2(x, "Mul", dm, up);
         int dsig = op2(x, "Add", sig, op2(x, "Mul", s, op2(x, "Sub", scalar(x, 1.0f), sig)));
         int dg = op2(x, "Mul", ds, dsig);
-        return op2(x, "Add", linear_bwd(x, dg, rows, x->H, x->F), linear_bwd(x, du, rows, x->H, x->F));
+        int xin = in2(x, rows, x->H); /* the MLP input, read by gate and up */
+        return op2(x, "Add", linear_bwd_x(x, dg, rows, x->H, x->F, xin), linear_bwd_x(x, du, rows, x->H, x->F, xin));
     }
     int h = in2(x, rows, x->F);
     int e = op1(x, "Erf", op2(x, "Div", h, scalar(x, 1.41421356f)));
@@ -459,9 +467,10 @@ static void layer_bwd(ctx *x)
         dk2 = op2(x, "Add", op2(x, "Mul", dk2, in2(x, x->T, x->hkv * x->D)),
                   op2(x, "Mul", dk2, in2(x, x->T, x->hkv * x->D)));
     }
-    int da = op2(x, "Add", linear_bwd(x, dq2, x->T, x->H, x->hq * x->D),
-                 op2(x, "Add", linear_bwd(x, dk2, x->T, x->H, x->hkv * x->D),
-                     linear_bwd(x, dv2, x->T, x->H, x->hkv * x->D)));
+    int ain = in2(x, x->T, x->H); /* the QKV input, read by the three linears */
+    int da = op2(x, "Add", linear_bwd_x(x, dq2, x->T, x->H, x->hq * x->D, ain),
+                 op2(x, "Add", linear_bwd_x(x, dk2, x->T, x->H, x->hkv * x->D, ain),
+                     linear_bwd_x(x, dv2, x->T, x->H, x->hkv * x->D, ain)));
     out2(x, da, x->T, x->H);
     int dn1 = norm_bwd(x, in2(x, x->Tsp, x->H), x->Tsp);
     out2(x, op2(x, "Add", dn1, in2(x, x->Tsp, x->H)), x->Tsp, x->H);
