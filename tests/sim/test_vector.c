@@ -68,6 +68,25 @@ static void test_tensor_tensor(void)
         bad += d[i] != (float)((double)a[i] + b[i]);
     CHECK_EQ_INT(bad, 0);
 
+    /* the destination as the first input, as the second input, and shifted 3 elements over the second input
+     * (that one must read everything before writing) */
+    TEST_BEGIN("tensor_tensor subtract in place, into in1, and shifted over in1: read-then-write results");
+    float want[P * N], got[P * N];
+    for (int i = 0; i < P * N; i++)
+        want[i] = a[i] - b[i];
+    const uint64_t offs[3][3] = {{0, 0, 256}, {256, 0, 256}, {268, 0, 256}}; /* dst, in0, in1 */
+    for (int c = 0; c < 3; c++) {
+        st_write(v2, SB, 0, P, 0, F32, a, N);
+        st_write(v2, SB, 0, P, 256, F32, b, N);
+        ins = tt(VE, TERN_ALU_SUBTRACT, st_ap1(SB, F32, 0, P, offs[c][0], N), st_ap1(SB, F32, 0, P, offs[c][1], N),
+                 st_ap1(SB, F32, 0, P, offs[c][2], N));
+        ST_EXPECT_OK(v2, &ins);
+        st_read(v2, SB, 0, P, offs[c][0], F32, got, N);
+        CHECK_MSG(memcmp(got, want, sizeof want) == 0, "case %d differs", c);
+    }
+    st_write(v2, SB, 0, P, 0, F32, a, N); /* the inputs again for the tests below */
+    st_write(v2, SB, 0, P, 256, F32, b, N);
+
     TEST_BEGIN("tensor_tensor mult to bf16 rounds once (RNE)");
     ins = tt(VE, TERN_ALU_MULT, st_ap1(SB, TERN_DTYPE_BF16, 0, P, 1024, N), st_ap1(SB, F32, 0, P, 0, N),
              st_ap1(SB, F32, 0, P, 256, N));
