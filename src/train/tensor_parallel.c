@@ -176,6 +176,22 @@ static int known_const(const tern_graph *g, int i)
     return any;
 }
 
+/* Value v computes from constants alone (no weight, no data): a mask buffer's Slice and Cast, which the plan's
+ * inference leaves unfolded when the mask is large (GPT-2's 1024 x 1024 causal buffer). */
+static int const_only(const tern_graph *g, const unsigned char *isw, int v, int depth)
+{
+    const tern_graph_value *gv = &g->values[v];
+    if (gv->constant)
+        return 1;
+    if (isw[v] || (gv->flags & TERN_VALUE_INPUT) || depth > 16 || gv->producer < 0)
+        return 0;
+    const tern_graph_node *nd = &g->nodes[gv->producer];
+    for (int q = 0; q < nd->n_inputs; q++)
+        if (nd->inputs[q] >= 0 && !const_only(g, isw, nd->inputs[q], depth + 1))
+            return 0;
+    return 1;
+}
+
 /* Tries the pair starting at node i (docs in the header); 1 with *pair filled, 0 with why[] saying why not, -1
  * when it is a pair the layout cannot split (why[] names the node and the numbers). Each value of the pair has a
  * split axis (sax): a's columns, moved by Transpose, carried into heads by a Reshape, the batch axis of a product
@@ -291,7 +307,8 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
                     nj->op_id == TERN_GOP_ADD && pre[r0])
                     continue; /* a bias of the split columns */
                 int al = sr - (xr->rank - ov->rank);
-                if (ov->constant && ov->rank >= 0 && ov->rank <= xr->rank && (al < 0 || ov->dims[al] == 1))
+                if ((ov->constant || const_only(g, isw, v, 0)) && ov->rank >= 0 && ov->rank <= xr->rank &&
+                    (al < 0 || ov->dims[al] == 1))
                     continue; /* a constant broadcast along the split axis (attention's mask) */
                 snprintf(why, wl, "%s reads '%s', neither a value of the pair, a scalar constant, a bias of its "
                          "columns nor a constant broadcast along its split axis",

@@ -81,5 +81,37 @@ for n in sys.argv[2:]:
 sys.exit(1 if fail else 0)
 PYEOF
 
+# a causal-mask buffer too large for the plan's folding (GPT-2's layout at 1024 positions: a 1024 x 1024 bool
+# buffer sliced and cast) still counts as a constant broadcast along the heads: each block's attention is a pair
+# (4 pairs on a 2-block model, as at 128 positions), and tp=2 follows one core (2 steps, 1e-5 relative)
+if "$PY" - "$tmp" "$here/../../scripts" <<'PYEOF'; then ok; else bad "the 1024-position GPT model could not be made"; fi
+import sys
+import numpy as np
+import torch
+sys.path.insert(0, sys.argv[2])
+from gen_models import GPT
+d = sys.argv[1]
+torch.manual_seed(0)
+torch.onnx.export(GPT(256, 64, 4, 2, 1024), torch.zeros(1, 1024, dtype=torch.int64), f"{d}/g1k.onnx",
+                  input_names=["input_ids"], output_names=["logits"], opset_version=14, do_constant_folding=False)
+x = np.random.default_rng(0).integers(0, 256, (2, 1025))
+np.save(f"{d}/g1k_x.npy", x[:, :1024]); np.save(f"{d}/g1k_y.npy", x[:, 1:])
+PYEOF
+g1k=("$tmp/g1k.onnx" --data "$tmp/g1k_x.npy" --labels "$tmp/g1k_y.npy" --batch 1 --steps 2 --lr 1e-3 --precision fp32
+     --json)
+expect 0 "$TERN" train "${g1k[@]}"
+cp "$tmp/out" "$tmp/g1k_one.json"
+expect 0 "$TERN" train "${g1k[@]}" --machine trn1.32xlarge --layout tp=2
+cp "$tmp/out" "$tmp/g1k_tp2.json"
+if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "the 1024-position model on tp=2 (above)"; fi
+import json, sys
+d = sys.argv[1]
+a, b = (json.load(open(f"{d}/g1k_{n}.json")) for n in ("one", "tp2"))
+la, lb = [s["loss"] for s in a["steps"]], [s["loss"] for s in b["steps"]]
+rel = max(abs(x - y) / abs(x) for x, y in zip(la, lb)) if len(la) == len(lb) == 2 else 1.0
+print(f"gpt 1024 positions tp=2: {b['layout']['pairs']} pairs, loss rel {rel:.2e}")
+sys.exit(0 if b["layout"]["pairs"] == 4 and rel <= 1e-5 else 1)
+PYEOF
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
