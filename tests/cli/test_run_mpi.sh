@@ -18,28 +18,7 @@ MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
 . "$(dirname "$0")/../lib.sh"
 mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi" # a private Open MPI session directory (see test_collective_mpi)
 
-/usr/bin/python3 - "$tmp" <<'PYEOF' || { echo "NOT OK: the test model could not be made" >&2; exit 1; }
-import sys
-import numpy as np
-import torch
-nn = torch.nn
-d = sys.argv[1]
-class Block(nn.Module):
-    def __init__(s, E=32, H=4):
-        super().__init__()
-        s.H = H
-        s.ln, s.q, s.k, s.v, s.o, s.head = nn.LayerNorm(E), *(nn.Linear(E, E) for _ in range(4)), nn.Linear(E, 10)
-    def forward(s, x):
-        B, S, E = x.shape
-        sp = lambda t: t.reshape(B, S, s.H, E // s.H).transpose(1, 2)
-        h = s.ln(x)
-        a = ((sp(s.q(h)) @ sp(s.k(h)).transpose(-1, -2)) * (E // s.H) ** -0.5).softmax(-1)
-        return s.head((x + s.o((a @ sp(s.v(h))).transpose(1, 2).reshape(B, S, E))).mean(1))
-torch.manual_seed(0)
-torch.onnx.export(Block(), torch.randn(1, 8, 32), f"{d}/m.onnx", input_names=["x"], output_names=["logits"],
-                  dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}}, opset_version=17)
-np.save(f"{d}/x.npy", np.random.default_rng(1).standard_normal((64, 8, 32)).astype(np.float32))
-PYEOF
+/usr/bin/python3 "$(dirname "$0")/../attention_block.py" "$tmp" 64 || { echo "NOT OK: the test model could not be made" >&2; exit 1; }
 
 expect 0 "$TERN" compile "$tmp/m.onnx" -o "$tmp/one.tern" --machine trn1.32xlarge --dim b=64
 expect 0 "$TERN" run "$tmp/one.tern" --input x="$tmp/x.npy" --output-dir "$tmp/o_one"

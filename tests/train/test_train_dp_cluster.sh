@@ -12,30 +12,7 @@ PY=/usr/bin/python3
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 
-"$PY" - "$tmp" <<'PYEOF' || { echo "NOT OK: the test model could not be made" >&2; exit 1; }
-import sys
-import numpy as np
-import torch
-nn = torch.nn
-d = sys.argv[1]
-class Block(nn.Module):
-    def __init__(s, E=32, H=4):
-        super().__init__()
-        s.H = H
-        s.ln, s.q, s.k, s.v, s.o, s.head = nn.LayerNorm(E), *(nn.Linear(E, E) for _ in range(4)), nn.Linear(E, 10)
-    def forward(s, x):
-        B, S, E = x.shape
-        sp = lambda t: t.reshape(B, S, s.H, E // s.H).transpose(1, 2)
-        h = s.ln(x)
-        a = ((sp(s.q(h)) @ sp(s.k(h)).transpose(-1, -2)) * (E // s.H) ** -0.5).softmax(-1)
-        return s.head((x + s.o((a @ sp(s.v(h))).transpose(1, 2).reshape(B, S, E))).mean(1))
-torch.manual_seed(0)
-torch.onnx.export(Block(), torch.randn(1, 8, 32), f"{d}/m.onnx", input_names=["x"], output_names=["logits"],
-                  dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}}, opset_version=17)
-rng = np.random.default_rng(1)
-np.save(f"{d}/x.npy", rng.standard_normal((128, 8, 32)).astype(np.float32))
-np.save(f"{d}/y.npy", rng.integers(0, 10, 128).astype(np.int64))
-PYEOF
+"$PY" "$here/../attention_block.py" "$tmp" 128 || { echo "NOT OK: the test model could not be made" >&2; exit 1; }
 args=("$tmp/m.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 64 --steps 3 --lr 1e-3 --optimizer adamw
       --precision fp32)
 expect 0 "$TERN" train "${args[@]}" --dp-exact --dp-chunks 64 -o "$tmp/one_x.onnx"
