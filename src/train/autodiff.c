@@ -418,7 +418,8 @@ tern_status ad_backward(ad_ctx *a, int n_fwd, int loss)
     if (ad_attention_plan(a, n_fwd) < 0) /* attention blocks with one fused backward (grad_attention.c) */
         return a->err->code;
     float one = 1.0f;
-    a->grad[loss] = ad_const_fv(a, ls.rank, ls.d, &one);
+    int seed = ad_const_fv(a, ls.rank, ls.d, &one); /* may grow a->grad: made before the store */
+    a->grad[loss] = seed;
     for (int i = n_fwd - 1; i >= 0 && !a->failed; i--) {
         if (a->seg_of) { /* recomputation: the segment's forward copies before its first rule */
             int dy = -1, y = -1, need = 0;

@@ -619,8 +619,10 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
             *(grads_only == TRAIN_GRAPH_GRADS ? &w->acc_out : &w->acc_in) = nm;
             if (grads_only == TRAIN_GRAPH_GRADS)
                 gouts[ngout++] = name_value(&a, gr, nm);
-            else
-                a.grad[wid[i]] = ad_op2(&a, "Mul", add_input(&a, nm, w->rank, w->dims), gscale);
+            else { /* ad_op2 may grow a.grad: the value first, then the store */
+                int scaled = ad_op2(&a, "Mul", add_input(&a, nm, w->rank, w->dims), gscale);
+                a.grad[wid[i]] = scaled;
+            }
             continue;
         }
         if (!w->acc_in)
@@ -635,8 +637,10 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         int sum = ad_op2(&a, "Add", acc, gr);
         if (grads_only)
             gouts[ngout++] = name_value(&a, sum, w->acc_out);
-        else
-            a.grad[wid[i]] = ad_op2(&a, "Mul", sum, gscale);
+        else { /* ad_op2 may grow a.grad: the value first, then the store */
+            int scaled = ad_op2(&a, "Mul", sum, gscale);
+            a.grad[wid[i]] = scaled;
+        }
     }
     if (gmode) {
         for (size_t i = 0; i < t->nw; i++)
