@@ -78,6 +78,20 @@ tern_status graph_infer_optim(ictx *c)
 
 static float el(const tern_host_tensor *t, size_t i) { return t->f ? t->f[i] : (float)t->i[i]; }
 
+/* Adam's moments m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2 and the denominator sqrt(v') / bc2s + eps, each
+ * step rounded to fp32 in the order the node-by-node graph computes it (Adam, AdamW and LAMB's direction). */
+static float adam_den(float m0, float v0, float g, float b1, float omb1, float b2, float omb2, float bc2s, float eps,
+                      float *m, float *v)
+{
+    float ma = m0 * b1, mb = g * omb1;
+    *m = ma + mb;
+    float va = v0 * b2, gg = g * g, vb = gg * omb2;
+    *v = va + vb;
+    float den = sqrtf(*v);
+    den = den / bc2s;
+    return den + eps;
+}
+
 tern_status graph_ev_optim(const ectx *c)
 {
     const tern_graph_node *n = c->n;
@@ -143,11 +157,7 @@ tern_status graph_ev_optim(const ectx *c)
             float t = d * L;
             o[0]->f[i] = pi - t;
         } else if (lamb) {
-            float ma = el(s0, i) * b1, mb = gi * omb1, m = ma + mb;
-            float va = el(s1, i) * b2, gg = gi * gi, vb = gg * omb2, v = va + vb;
-            float den = sqrtf(v);
-            den = den / el(bc2, 0);
-            den = den + eps;
+            float m, v, den = adam_den(el(s0, i), el(s1, i), gi, b1, omb1, b2, omb2, el(bc2, 0), eps, &m, &v);
             float r = m / L;
             r = r / den;
             if (wd != 0) {
@@ -165,11 +175,7 @@ tern_status graph_ev_optim(const ectx *c)
                 float t = pi * wd;
                 gi = gi + t;
             }
-            float ma = el(s0, i) * b1, mb = gi * omb1, m = ma + mb;
-            float va = el(s1, i) * b2, gg = gi * gi, vb = gg * omb2, v = va + vb;
-            float den = sqrtf(v);
-            den = den / el(bc2, 0);
-            den = den + eps;
+            float m, v, den = adam_den(el(s0, i), el(s1, i), gi, b1, omb1, b2, omb2, el(bc2, 0), eps, &m, &v);
             float r = m / den;
             r = r * L;
             o[0]->f[i] = pp - r;

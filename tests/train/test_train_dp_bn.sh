@@ -36,35 +36,7 @@ train() { # train DIR NAME [flags]: tern's run of DIR's model into DIR/NAME.json
     cp "$tmp/out" "$d/$n.json"
 }
 compare() { # compare DIR NAME LABEL: NAME's losses and running statistics against DIR's PyTorch reference
-    "$PY" - "$1" "$2" "$3" <<'EOF'
-import json, sys
-import numpy as np, onnx
-from onnx import numpy_helper
-d, n, label = sys.argv[1:4]
-ref, got = json.load(open(f"{d}/ref.json")), json.load(open(f"{d}/{n}.json"))
-a = np.array(ref["losses"]); b = np.array([s["loss"] for s in got["steps"]])
-fail = []
-if len(b) != len(a):
-    fail.append(f"{len(b)} steps, PyTorch {len(a)}")
-    b = np.resize(b, len(a))
-rel = np.abs(a - b) / np.abs(a)
-if not rel.max() <= 1e-5:
-    fail.append(f"loss of step {rel.argmax() + 1}: tern {b[rel.argmax()]:.9g}, PyTorch {a[rel.argmax()]:.9g}")
-inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(f"{d}/{n}.onnx").graph.initializer}
-worst = 0.0
-for k, v in ref["bn_stats"].items():
-    v = np.array(v, dtype=np.float64)
-    e = float(np.abs(inits[k].reshape(-1) - v).max() / np.abs(v).max())
-    worst = max(worst, e)
-    if not e <= 1e-5:
-        fail.append(f"running statistic {k}: {e:.3g} relative to PyTorch's")
-if len(ref["bn_stats"]) != 4:
-    fail.append(f"{len(ref['bn_stats'])} running statistics in the reference, expected 4")
-print(f"{label}: max loss rel {rel.max():.2e} (loss {a[0]:.5f} -> {b[-1]:.5f}), running statistics within {worst:.2e}")
-for f in fail:
-    print("  " + f)
-sys.exit(1 if fail else 0)
-EOF
+    "$PY" "$here/bn_compare.py" "$1" "$2" "$3"
 }
 for n in 2 4; do
     d="$tmp/ddp$n"
