@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # CI's fuzzing step (docs/fuzzing.md): build the libFuzzer targets in build-fuzz (clang; libtern with
 # -fsanitize=fuzzer-no-link,address,undefined; only the library and the targets, to keep the build lean) and run
-# every target -- the decoders and the consumers -- for FUZZ_CI_SECONDS (60) on its committed seed corpus alone,
+# every target -- the decoders and the consumers -- for FUZZ_CI_SECONDS (30) on its committed seed corpus alone,
 # one target at a time. Nothing found is kept except crash inputs (build-fuzz/crash-TARGET-*); any crash, leak,
 # sanitizer report or timeout fails the step, so a regression is caught at the next landing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${FUZZ_CI_SECONDS:-60}
+seconds=${FUZZ_CI_SECONDS:-30}
 out=${FUZZ_BUILD:-build-fuzz}
 if ! command -v clang >/dev/null || ! compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null; then
     scripts/install-deps.sh --dev
