@@ -311,8 +311,9 @@ static void run_usage(FILE *f)
                "                [--force-machine]  (run on a machine whose code fingerprint differs from the executable's)\n"
                "An ONNX model's symbolic dimensions are bound from the given inputs' shapes (and --dim).\n"
                "Inputs not given are filled with seeded random values (none with --timing-only, which reads no\n"
-               "values). Prints each output's summary, the predicted device time and MFU; --profile adds the\n"
-               "profiler summary. An ONNX model's external data is read relative to the model file's directory.\n"
+               "values). Prints each output's summary, the predicted device time (in ms and exact ps) and MFU;\n"
+               "--profile adds the profiler summary. An ONNX model's external data is read relative to the model\n"
+               "file's directory.\n"
                "--machine takes a cluster too (2xtrn1.32xlarge) for a batch split over its instances. Under\n"
                "`mpirun -np K` (an MPI build) a batch split's shares spread over K processes; the output is the\n"
                "same, printed by process 0 (docs/runtime.md).\n");
@@ -825,13 +826,17 @@ static int run_model(int argc, char **argv, const tern_transport *tr)
         mfu = model_flops_of(&x) / (peak * secs) * 100;
     }
     /* two significant digits for a small model's small MFU, one decimal otherwise */
-    printf("predicted device time on %s (%u core%s): %.3f ms, MFU %.*f%%\n", machine, x.cores, x.cores > 1 ? "s" : "",
-           secs * 1e3, mfu >= 1 || mfu == 0 ? 1 : (int)ceil(-log10(mfu)) + 1, mfu);
+    /* ... and the exact picoseconds, the figure runs are compared by (the same for any host thread count and any
+     * number of MPI processes) */
+    printf("predicted device time on %s (%u core%s): %.3f ms, MFU %.*f%% (%llu ps)\n", machine, x.cores,
+           x.cores > 1 ? "s" : "", secs * 1e3, mfu >= 1 || mfu == 0 ? 1 : (int)ceil(-log10(mfu)) + 1, mfu,
+           (unsigned long long)st.time_ps);
     const tern_rt_gather_info *gi = tern_rt_gather(rt);
     if (gi) /* the batch split as ranks of one launch (docs/runtime.md) */
         printf("  the %u shares ran as ranks of one launch: last share done at %.3f ms, then %u on-device "
-               "all-gather%s of the outputs: %.3f ms\n",
-               gi->ranks, gi->compute_ps * 1e-9, gi->gathers, gi->gathers == 1 ? "" : "s", gi->gather_ps * 1e-9);
+               "all-gather%s of the outputs: %.3f ms (%llu + %llu ps)\n",
+               gi->ranks, gi->compute_ps * 1e-9, gi->gathers, gi->gathers == 1 ? "" : "s", gi->gather_ps * 1e-9,
+               (unsigned long long)gi->compute_ps, (unsigned long long)gi->gather_ps);
     if (prof) {
         tern_prof_summary sum;
         if (tern_prof_finish(prof, &st, &sum, &err)) {
