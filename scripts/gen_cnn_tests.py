@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Reference cases for the compiler's CNN lowerings (tests/compiler/test_cnn.c): small PyTorch modules (Conv1d/2d
+"""Reference cases for the compiler's CNN lowerings (tests/compiler/test_cnn.c): small PyTorch modules (Conv1d/2d/3d
 with strides, pads, dilations, groups; BatchNorm2d; Max/Avg/adaptive pools) exported with torch.onnx.export, with
 a seeded random input and PyTorch's output (float64 module for the reference, so the reference's own rounding is
 negligible next to the tolerances).
 
 usage: gen_cnn_tests.py OUTDIR   writes OUTDIR/<case>.onnx, <case>.in.npy, <case>.out.npy and OUTDIR/cases.txt
-(one case name per line), and conv3d.onnx, a model the compiler must refuse.
+(one case name per line); 3-D Conv and pools among them.
 """
 import os
 import sys
@@ -89,9 +89,24 @@ def main():
     np.save(os.path.join(out, "avgpool_incl.in.npy"), x.numpy())
     np.save(os.path.join(out, "avgpool_incl.out.npy"), y.numpy().astype(np.float32))
     names.append("avgpool_incl")
-    # Not supported (3-D spatial): the compiler must refuse it naming the node (not listed in cases.txt).
-    torch.onnx.export(nn.Conv3d(2, 3, 2).eval(), (torch.randn(1, 2, 4, 4, 4),), os.path.join(out, "conv3d.onnx"),
-                      input_names=["x"], output_names=["y"], opset_version=OPSET)
+    # 3-D (NCDHW): the 2-D lowerings run per output depth and kernel depth offset. Made after the 2-D cases so
+    # that their modules and inputs stay as they were.
+    for name, m, shape in [
+            ("conv3d", nn.Conv3d(2, 3, 2), (1, 2, 4, 4, 4)),
+            ("conv3d_s2_p1_d2", nn.Conv3d(3, 5, 3, (2, 1, 2), (1, 1, 0), dilation=(2, 1, 1)), (2, 3, 7, 6, 7)),
+            ("dwconv3d", nn.Conv3d(4, 4, 3, 2, 1, groups=4), (1, 4, 5, 6, 5)),   # depthwise: the window walk
+            ("maxpool3d", nn.MaxPool3d(3, 2, 1), (1, 3, 7, 6, 8)),
+            ("avgpool3d_ceil_excl", nn.AvgPool3d(3, 2, 1, ceil_mode=True, count_include_pad=False), (1, 2, 7, 6, 5)),
+            ("global_avg3d", nn.AdaptiveAvgPool3d(1), (2, 3, 3, 4, 5))]:
+        m = m.eval()
+        x = torch.randn(*shape)
+        torch.onnx.export(m, (x,), os.path.join(out, name + ".onnx"), input_names=["x"], output_names=["y"],
+                          opset_version=OPSET)
+        with torch.no_grad():
+            y = m.double()(x.double())
+        np.save(os.path.join(out, name + ".in.npy"), x.numpy())
+        np.save(os.path.join(out, name + ".out.npy"), y.numpy().astype(np.float32))
+        names.append(name)
     with open(os.path.join(out, "cases.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
 

@@ -1,4 +1,5 @@
-/* Lowerings of convolutional-network ops on NCHW tensors (1-D and 2-D spatial): Conv as im2col + the library
+/* Lowerings of convolutional-network ops on NCHW tensors (1-D, 2-D and 3-D spatial; 3-D ops are the 2-D
+ * machinery run once per output depth and kernel depth offset, each input plane loaded on its own): Conv as im2col + the library
  * GEMM (weights as the stationary operand, one DMA per kernel offset builds the im2col matrix in HBM), depthwise
  * Conv and the pools (MaxPool, AveragePool) as a window walk on VectorE (one strided DMA per kernel offset into
  * SBUF, combined with max / add / multiply-add), GlobalAveragePool / GlobalMaxPool as row reductions, and
@@ -13,12 +14,14 @@
 
 /* ---- geometry ---- */
 
-/* A 1-D or 2-D spatial window op on NCHW: sizes, strides, dilations and leading pads (1-D ops use H = 1). */
+/* A 1-D, 2-D or 3-D spatial window op on NC[D]HW: sizes, strides, dilations and leading pads (1-D ops use
+ * H = 1, 1-D and 2-D ones D = 1). */
 typedef struct {
     int64_t N, C, H, W;       /* input */
     int64_t Ho, Wo;           /* output (from shape inference) */
     int64_t kh, kw, sh, sw, dh, dw, ph, pw; /* kernel, strides, dilations, pads at the start */
     int64_t ph_end, pw_end;   /* pads at the end (AveragePool's divisor with count_include_pad) */
+    int64_t D, Do, kd, sd, dd, pd, pd_end; /* the depth axis of 3-D ops (1, 1, 1, 1, 1, 0, 0 otherwise) */
 } cnn_geom;
 
 static int64_t ints_at(const tern_graph_attr *a, size_t i, int64_t dflt)
@@ -30,31 +33,38 @@ static int64_t ints_at(const tern_graph_attr *a, size_t i, int64_t dflt)
 static int geom_of(compile_ctx *c, cnn_geom *g, const cc_value *x, const cc_value *y, const int64_t *kern)
 {
     const tern_graph_node *n = cc_node(c);
-    if (x->rank != 3 && x->rank != 4) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s on a rank-%d tensor (1-D and 2-D spatial NCHW only)", n->op, x->rank);
+    if (x->rank < 3 || x->rank > 5) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "%s on a rank-%d tensor (1-D, 2-D and 3-D spatial NCHW only)", n->op,
+                x->rank);
         return 0;
     }
     int sp = x->rank - 2;
+    size_t ih = (size_t)sp - 2; /* the H axis's attribute index (2-D and 3-D) */
     const tern_graph_attr *st = tern_graph_node_attr(n, "strides"), *di = tern_graph_node_attr(n, "dilations"),
                           *pa = tern_graph_node_attr(n, "pads");
     memset(g, 0, sizeof *g);
     g->N = x->dims[0];
     g->C = x->dims[1];
-    g->H = sp == 2 ? x->dims[2] : 1;
+    g->H = sp >= 2 ? x->dims[x->rank - 2] : 1;
     g->W = x->dims[x->rank - 1];
-    g->Ho = sp == 2 ? y->dims[2] : 1;
+    g->Ho = sp >= 2 ? y->dims[y->rank - 2] : 1;
     g->Wo = y->dims[y->rank - 1];
-    g->kh = sp == 2 ? kern[0] : 1;
+    g->kh = sp >= 2 ? kern[sp - 2] : 1;
     g->kw = kern[sp - 1];
-    g->sh = sp == 2 ? ints_at(st, 0, 1) : 1;
+    g->sh = sp >= 2 ? ints_at(st, ih, 1) : 1;
     g->sw = ints_at(st, (size_t)sp - 1, 1);
-    g->dh = sp == 2 ? ints_at(di, 0, 1) : 1;
+    g->dh = sp >= 2 ? ints_at(di, ih, 1) : 1;
     g->dw = ints_at(di, (size_t)sp - 1, 1);
+    g->D = sp == 3 ? x->dims[2] : 1;
+    g->Do = sp == 3 ? y->dims[2] : 1;
+    g->kd = sp == 3 ? kern[0] : 1;
+    g->sd = sp == 3 ? ints_at(st, 0, 1) : 1;
+    g->dd = sp == 3 ? ints_at(di, 0, 1) : 1;
     const char *ap = tern_graph_attr_string(n, "auto_pad", "NOTSET");
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
-        int64_t in[2] = {g->H, g->W}, out[2] = {g->Ho, g->Wo}, k[2] = {g->kh, g->kw}, s[2] = {g->sh, g->sw},
-                d[2] = {g->dh, g->dw}, beg[2], end[2];
-        for (int i = 0; i < 2; i++) {
+        int64_t in[3] = {g->H, g->W, g->D}, out[3] = {g->Ho, g->Wo, g->Do}, k[3] = {g->kh, g->kw, g->kd},
+                s[3] = {g->sh, g->sw, g->sd}, d[3] = {g->dh, g->dw, g->dd}, beg[3], end[3];
+        for (int i = 0; i < 3; i++) {
             int64_t tot = (out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i];
             if (tot < 0)
                 tot = 0;
@@ -62,13 +72,23 @@ static int geom_of(compile_ctx *c, cnn_geom *g, const cc_value *x, const cc_valu
             end[i] = tot - beg[i];
         }
         g->ph = beg[0], g->pw = beg[1], g->ph_end = end[0], g->pw_end = end[1];
+        if (sp == 3)
+            g->pd = beg[2], g->pd_end = end[2];
     } else if (!strcmp(ap, "VALID")) {
         /* no padding */
     } else {
-        g->ph = sp == 2 ? ints_at(pa, 0, 0) : 0;
+        g->ph = sp >= 2 ? ints_at(pa, ih, 0) : 0;
         g->pw = ints_at(pa, (size_t)sp - 1, 0);
-        g->ph_end = sp == 2 ? ints_at(pa, 2, 0) : 0;
+        g->ph_end = sp >= 2 ? ints_at(pa, (size_t)sp + ih, 0) : 0;
         g->pw_end = ints_at(pa, (size_t)sp * 2 - 1, 0);
+        if (sp == 3)
+            g->pd = ints_at(pa, 0, 0), g->pd_end = ints_at(pa, 3, 0);
+    }
+    if (g->sd < 1 || g->dd < 1 || g->kd < 1 || g->pd < 0) {
+        cc_fail(c, TERN_ERR_INVALID, "%s window depth: input %lld, output %lld, kernel %lld, stride %lld, dilation %lld, pad %lld",
+                n->op, (long long)g->D, (long long)g->Do, (long long)g->kd, (long long)g->sd, (long long)g->dd,
+                (long long)g->pd);
+        return 0;
     }
     if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->kh < 1 || g->kw < 1 || g->ph < 0 || g->pw < 0) {
         cc_fail(c, TERN_ERR_INVALID, "%s window: kernel %lldx%lld, strides %lldx%lld, dilations %lldx%lld, pads %lld,%lld",
@@ -200,9 +220,9 @@ static int64_t chunk_rows(const cnn_geom *g)
 }
 
 /* Load the padded input rows for output rows [oc0, oc0 + on) of p planes (plane q at element base + q*pstep of
- * xv, each H x W) into a new fp32 tile [p, rin, Wp]. */
+ * xv, each H x W) into a new fp32 tile [p, rin, Wp]; blank: a plane in the depth padding, all fill (no load). */
 static tern_view load_padded(compile_ctx *c, tern_view xv, uint64_t base, int64_t pstep, uint32_t p, const cnn_geom *g,
-                             int64_t oc0, int64_t on, float fill)
+                             int64_t oc0, int64_t on, float fill, int blank)
 {
     int64_t rin = tile_rows(g, on), Wp = tile_cols(g), ih0 = oc0 * g->sh - g->ph;
     uint32_t shape[2] = {(uint32_t)rin, (uint32_t)Wp};
@@ -210,7 +230,9 @@ static tern_view load_padded(compile_ctx *c, tern_view xv, uint64_t base, int64_
     int64_t v0 = ih0 < 0 ? 0 : ih0, v1 = ih0 + rin < g->H ? ih0 + rin : g->H;
     if (v0 > 0 && v0 >= v1)
         v0 = v1;
-    if (ih0 < 0 || ih0 + rin > g->H || g->pw > 0 || Wp > g->W + g->pw)
+    if (blank)
+        v1 = v0;
+    if (blank || ih0 < 0 || ih0 + rin > g->H || g->pw > 0 || Wp > g->W + g->pw)
         tern_kernel_memset(c->k, TERN_ENGINE_AUTO, t, fill);
     if (v1 > v0) {
         tern_view dst = tern_view_slice(c->k, t, 1, (uint64_t)(v0 - ih0), (uint64_t)(v1 - ih0), 1);
@@ -244,10 +266,12 @@ typedef struct {
 /* y[r, oh, ow] = combine over kernel offsets (i, j) of x[r, oh*sh + i*dh - ph, ow*sw + j*dw - pw] for the
  * N*C rows r, 128 rows per block and output-row chunks that keep each tile at most 4096 elements: one DMA per
  * offset brings the shifted, strided window into SBUF (positions in the padding keep the fill value: -FLT_MAX
- * for max, 0 otherwise), VectorE combines it into the accumulator. */
+ * for max, 0 otherwise), VectorE combines it into the accumulator. 3-D: per output depth od, the input planes
+ * od*sd + a*dd - pd of the kernel depth offsets a in turn (a plane in the depth padding adds nothing: skipped). */
 static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, const walk_opts *wo)
 {
-    int64_t R = g->N * g->C, HW = g->H * g->W, HoWo = g->Ho * g->Wo, KK = g->kh * g->kw;
+    int64_t R = g->N * g->C, HW = g->H * g->W, HoWo = g->Ho * g->Wo, KK = g->kd * g->kh * g->kw;
+    int64_t DHW = g->D * HW, OS = g->Do * HoWo; /* per row: input and output elements */
     int64_t ohc = chunk_rows(g);
     if (ohc < 1) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "input rows of %lld elements with a %lld-row window do not fit SBUF tiles",
@@ -261,16 +285,23 @@ static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom
     float inv0 = 1.0f;
     tern_view recip_map = tern_view_none();
     if (wo->mode == WALK_AVG) {
-        recip = malloc(sizeof(float) * (size_t)HoWo);
+        recip = malloc(sizeof(float) * (size_t)(OS ? OS : 1));
         if (!recip) {
             cc_fail(c, TERN_ERR_NOMEM, "out of memory");
             return;
         }
+        for (int64_t od = 0; od < g->Do; od++)
         for (int64_t oh = 0; oh < g->Ho; oh++)
             for (int64_t ow = 0; ow < g->Wo; ow++) {
                 int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
                 int64_t lo_h = wo->count_include_pad ? -g->ph : 0, hi_h = wo->count_include_pad ? g->H + g->ph_end : g->H;
                 int64_t lo_w = wo->count_include_pad ? -g->pw : 0, hi_w = wo->count_include_pad ? g->W + g->pw_end : g->W;
+                int64_t d0 = od * g->sd - g->pd, lo_d = wo->count_include_pad ? -g->pd : 0,
+                        hi_d = wo->count_include_pad ? g->D + g->pd_end : g->D, nd = 0;
+                for (int64_t a = 0; a < g->kd; a++) {
+                    int64_t dpos = d0 + a * g->dd;
+                    nd += dpos >= lo_d && dpos < hi_d;
+                }
                 int64_t nh = 0, nw = 0;
                 for (int64_t i = 0; i < g->kh; i++) {
                     int64_t h = h0 + i * g->dh;
@@ -280,15 +311,15 @@ static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom
                     int64_t w = w0 + j * g->dw;
                     nw += w >= lo_w && w < hi_w;
                 }
-                float r = nh * nw > 0 ? 1.0f / (float)(nh * nw) : 0.0f;
-                recip[oh * g->Wo + ow] = r;
-                if (oh == 0 && ow == 0)
+                float r = nd * nh * nw > 0 ? 1.0f / (float)(nd * nh * nw) : 0.0f;
+                recip[od * HoWo + oh * g->Wo + ow] = r;
+                if (od == 0 && oh == 0 && ow == 0)
                     inv0 = r;
                 else if (r != inv0)
                     uniform = 0;
             }
         if (!uniform)
-            recip_map = const_f32(c, TERN_DTYPE_FP32, 1, (uint64_t)HoWo, recip);
+            recip_map = const_f32(c, TERN_DTYPE_FP32, 1, (uint64_t)OS, recip);
         free(recip);
     }
     tern_view wconst = tern_view_none(), bconst = tern_view_none();
@@ -318,37 +349,50 @@ static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom
                 tern_kernel_load(c->k, bt, tern_view_block(c->k, bconst, (uint64_t)r0, (uint64_t)r0 + p, 0, 1));
             }
         }
+        for (int64_t od = 0; od < g->Do && cc_ok(c); od++)
         for (int64_t oc0 = 0; oc0 < g->Ho && cc_ok(c); oc0 += ohc) {
             int64_t on = g->Ho - oc0 < ohc ? g->Ho - oc0 : ohc;
             uint32_t shape[2] = {(uint32_t)on, (uint32_t)g->Wo};
             tern_view acc = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "win_acc");
-            tern_view in = load_padded(c, xv, (uint64_t)(r0 * HW), HW, p, g, oc0, on, fill);
-            for (int64_t i = 0; i < g->kh && cc_ok(c); i++)
-                for (int64_t j = 0; j < g->kw && cc_ok(c); j++) {
-                    tern_view t = window_view(c, in, g, i, j, on);
-                    if (wo->mode == WALK_DW) {
-                        tern_view wk = tern_view_slice(c->k, wt, 1, (uint64_t)(i * g->kw + j),
-                                                       (uint64_t)(i * g->kw + j + 1), 1);
-                        if (i == 0 && j == 0)
-                            tern_kernel_tensor_scalar_ap(c->k, TERN_ENGINE_AUTO, acc, t, TERN_ALU_MULT, wk, 0.0f,
-                                                         TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
-                        else
-                            tern_kernel_scalar_tensor_tensor_ap(c->k, acc, t, TERN_ALU_MULT, wk, 0.0f, TERN_ALU_ADD,
-                                                                acc);
-                    } else if (i == 0 && j == 0) {
-                        tern_kernel_tensor_copy(c->k, TERN_ENGINE_AUTO, acc, t);
-                    } else {
-                        tern_kernel_tensor_tensor(c->k, TERN_ENGINE_AUTO, acc, acc, t,
-                                                  wo->mode == WALK_MAX ? TERN_ALU_MAX : TERN_ALU_ADD);
+            tern_view in = tern_view_none();
+            int first = 1;
+            for (int64_t a = 0; a < g->kd && cc_ok(c); a++) {
+                int64_t id = od * g->sd + a * g->dd - g->pd;
+                if (id < 0 || id >= g->D)
+                    continue;
+                if (in.region >= 0)
+                    tern_kernel_release(c->k, in);
+                in = load_padded(c, xv, (uint64_t)(r0 * DHW + id * HW), DHW, p, g, oc0, on, fill, 0);
+                for (int64_t i = 0; i < g->kh && cc_ok(c); i++)
+                    for (int64_t j = 0; j < g->kw && cc_ok(c); j++) {
+                        tern_view t = window_view(c, in, g, i, j, on);
+                        if (wo->mode == WALK_DW) {
+                            uint64_t wi = (uint64_t)((a * g->kh + i) * g->kw + j);
+                            tern_view wk = tern_view_slice(c->k, wt, 1, wi, wi + 1, 1);
+                            if (first)
+                                tern_kernel_tensor_scalar_ap(c->k, TERN_ENGINE_AUTO, acc, t, TERN_ALU_MULT, wk, 0.0f,
+                                                             TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
+                            else
+                                tern_kernel_scalar_tensor_tensor_ap(c->k, acc, t, TERN_ALU_MULT, wk, 0.0f,
+                                                                    TERN_ALU_ADD, acc);
+                        } else if (first) {
+                            tern_kernel_tensor_copy(c->k, TERN_ENGINE_AUTO, acc, t);
+                        } else {
+                            tern_kernel_tensor_tensor(c->k, TERN_ENGINE_AUTO, acc, acc, t,
+                                                      wo->mode == WALK_MAX ? TERN_ALU_MAX : TERN_ALU_ADD);
+                        }
+                        first = 0;
                     }
-                }
+            }
+            if (first) /* every plane of the window in the depth padding */
+                tern_kernel_memset(c->k, TERN_ENGINE_AUTO, acc, fill);
             if (wo->mode == WALK_AVG && uniform) {
                 tern_kernel_tensor_scalar(c->k, TERN_ENGINE_AUTO, acc, acc, TERN_ALU_MULT, inv0, TERN_ALU_BYPASS, 0.0f);
             } else if (wo->mode == WALK_AVG) {
                 tern_view rm = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "avg_div");
                 uint32_t nums[1] = {(uint32_t)(on * g->Wo)};
                 int32_t steps[1] = {1};
-                tern_kernel_load(c->k, rm, hview(recip_map, (uint64_t)(oc0 * g->Wo), p, 0, 1, nums, steps));
+                tern_kernel_load(c->k, rm, hview(recip_map, (uint64_t)(od * HoWo + oc0 * g->Wo), p, 0, 1, nums, steps));
                 tern_kernel_tensor_tensor(c->k, TERN_ENGINE_AUTO, acc, acc, rm, TERN_ALU_MULT);
                 tern_kernel_release(c->k, rm);
             } else if (wo->mode == WALK_DW && bt.region >= 0) {
@@ -357,8 +401,10 @@ static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom
             }
             uint32_t nums[1] = {(uint32_t)(on * g->Wo)};
             int32_t steps[1] = {1};
-            tern_kernel_store(c->k, hview(yv, (uint64_t)(r0 * HoWo + oc0 * g->Wo), p, HoWo, 1, nums, steps), acc);
-            tern_kernel_release(c->k, in);
+            tern_kernel_store(c->k, hview(yv, (uint64_t)(r0 * OS + od * HoWo + oc0 * g->Wo), p, OS, 1, nums, steps),
+                              acc);
+            if (in.region >= 0)
+                tern_kernel_release(c->k, in);
             tern_kernel_release(c->k, acc);
         }
         if (wt.region >= 0)
@@ -390,13 +436,16 @@ static double *host_doubles(compile_ctx *c, const cc_value *v, size_t want)
 }
 
 /* im2col + GEMM for one group: col[Kg = Cg*kh*kw, N*Ho*Wo] (matmul dtype; row ci*kh*kw + i*kw + j holds input
- * channel ci shifted by kernel offset (i, j)), then per image out[Coutg, Ho*Wo] = (W_g^T)^T @ col_n. */
+ * channel ci shifted by kernel offset (i, j)), then per image out[Coutg, Ho*Wo] = (W_g^T)^T @ col_n. 3-D:
+ * col[Cg*kd*kh*kw, N*Do*Ho*Wo], row (ci*kd + a)*kh*kw + i*kw + j, filled per output depth od from the input plane
+ * od*sd + a*dd - pd (a plane in the depth padding: zeros). */
 static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
                             int64_t Coutg,
                             int64_t Cout, cc_value *w)
 {
     tern_dtype mdt = c->o->matmul_dtype;
-    int64_t KK = g->kh * g->kw, Kg = Cg * KK, HoWo = g->Ho * g->Wo, NP = g->N * HoWo, HW = g->H * g->W;
+    int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, Kg = Cg * KK, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo,
+            NP = g->N * OS, HW = g->H * g->W, DHW = g->D * HW;
     /* W_g^T [Kg, Coutg]: the stationary operand (lhsT) of the GEMM. Constant weights are transposed on the host;
      * run-time ones (a weight that is a model input) on chip, cast to the matmul dtype on the way. */
     tern_view lhsT;
@@ -435,9 +484,13 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     for (int64_t n = 0; n < g->N && cc_ok(c); n++)
         for (int64_t cb = 0; cb < Cg && cc_ok(c); cb += (int64_t)c->cfg.partitions) {
             uint32_t p = (uint32_t)(Cg - cb < (int64_t)c->cfg.partitions ? Cg - cb : (int64_t)c->cfg.partitions);
-            for (int64_t oc0 = 0; oc0 < g->Ho && cc_ok(c); oc0 += ohc) {
-                int64_t on = g->Ho - oc0 < ohc ? g->Ho - oc0 : ohc;
-                tern_view in = load_padded(c, xv, (uint64_t)((n * g->C + grp * Cg + cb) * HW), HW, p, g, oc0, on, 0.0f);
+            for (int64_t od = 0; od < g->Do && cc_ok(c); od++)
+            for (int64_t oc0 = 0; oc0 < g->Ho && cc_ok(c); oc0 += ohc)
+            for (int64_t a = 0; a < g->kd && cc_ok(c); a++) {
+                int64_t on = g->Ho - oc0 < ohc ? g->Ho - oc0 : ohc, id = od * g->sd + a * g->dd - g->pd;
+                int blank = id < 0 || id >= g->D;
+                tern_view in = load_padded(c, xv, (uint64_t)((n * g->C + grp * Cg + cb) * DHW + (blank ? 0 : id) * HW),
+                                           DHW, p, g, oc0, on, 0.0f, blank);
                 uint32_t shape[2] = {(uint32_t)on, (uint32_t)g->Wo};
                 tern_view ct[2];
                 ct[0] = tern_kernel_tile(c->k, TERN_MEM_SBUF, mdt, p, 2, shape, "im2col_a");
@@ -453,7 +506,9 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
                         uint32_t nums[1] = {(uint32_t)(on * g->Wo)};
                         int32_t steps[1] = {1};
                         tern_kernel_store(c->k,
-                                          hview(col, (uint64_t)((cb * KK + i * g->kw + j) * NP + n * HoWo + oc0 * g->Wo),
+                                          hview(col,
+                                                (uint64_t)((cb * KK + a * KHW + i * g->kw + j) * NP + n * OS +
+                                                           od * HoWo + oc0 * g->Wo),
                                                 p, KK * NP, 1, nums, steps),
                                           t);
                     }
@@ -467,9 +522,9 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     go.acc_dtype = TERN_DTYPE_FP32;
     go.tiles_in_block_m = 8; /* fp32 SBUF accumulators: smaller blocks than the tutorial's bf16 ones */
     for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
-        tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * HoWo), (uint64_t)Coutg, (uint64_t)HoWo,
-                                  (uint64_t)HoWo);
-        tern_view rhs = tern_view_block(c->k, col, 0, (uint64_t)Kg, (uint64_t)(n * HoWo), (uint64_t)((n + 1) * HoWo));
+        tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
+                                  (uint64_t)OS);
+        tern_view rhs = tern_view_block(c->k, col, 0, (uint64_t)Kg, (uint64_t)(n * OS), (uint64_t)((n + 1) * OS));
         tern_lib_gemm(c->k, out, lhsT, rhs, &go);
     }
     tern_kernel_release(c->k, col);
@@ -489,7 +544,7 @@ static int lower_conv(compile_ctx *c)
         cc_fail(c, TERN_ERR_INVALID, "weight rank %d for input rank %d", w->rank, x->rank);
         return 1;
     }
-    int64_t kern[2] = {w->dims[2], w->rank == 4 ? w->dims[3] : 0};
+    int64_t kern[3] = {w->dims[2], w->rank >= 4 ? w->dims[3] : 0, w->rank == 5 ? w->dims[4] : 0};
     cnn_geom g;
     if (!geom_of(c, &g, x, y, kern))
         return 1;
@@ -505,7 +560,7 @@ static int lower_conv(compile_ctx *c)
     if (group > 1 && Cg == 1 && Cout == group && w->host) {
         /* depthwise: a window walk on VectorE with per-channel weights as per-partition scalars (constant weights;
          * a run-time weight, as training has, takes the per-group GEMMs below) */
-        int64_t KK = g.kh * g.kw;
+        int64_t KK = g.kd * g.kh * g.kw;
         float *wf = malloc(sizeof(float) * (size_t)(Cout * KK));
         if (!wf) {
             free(bias);
@@ -524,7 +579,7 @@ static int lower_conv(compile_ctx *c)
     for (int64_t grp = 0; grp < group && cc_ok(c); grp++)
         conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w);
     if (bias && cc_ok(c)) {
-        uint64_t rows = (uint64_t)(g.N * Cout), cols = (uint64_t)(g.Ho * g.Wo);
+        uint64_t rows = (uint64_t)(g.N * Cout), cols = (uint64_t)(g.Do * g.Ho * g.Wo);
         tern_view yv = cc_view2d(c, y, 0, rows, cols, cols);
         row_affine(c, yv, yv, tern_view_none(), per_row_const(c, bias, g.N, Cout), rows, cols);
     }
@@ -550,7 +605,7 @@ static int lower_pool(compile_ctx *c)
         cc_fail(c, TERN_ERR_INVALID, "kernel_shape must have %d entries", x->rank - 2);
         return 1;
     }
-    int64_t kern[2] = {ks->ints[0], ks->n > 1 ? ks->ints[1] : 0};
+    int64_t kern[3] = {ks->ints[0], ks->n > 1 ? ks->ints[1] : 0, ks->n > 2 ? ks->ints[2] : 0};
     cnn_geom g;
     if (!geom_of(c, &g, x, y, kern))
         return 1;

@@ -1,5 +1,5 @@
 /* Gradients of the convolution and pooling ops, built from convolutions and layout ops the compiler already
- * lowers (no scatter). Conv (1-D and 2-D, any strides, dilations, groups, depthwise included, explicit pads or
+ * lowers (no scatter). Conv (1-D, 2-D and 3-D, any strides, dilations, groups, depthwise included, explicit pads or
  * auto_pad): dX is the convolution of dY spread stride apart with the kernel flipped spatially (a Gather of
  * reversed indices per axis) and its channel axes swapped within each group, the forward's dilations, under pads
  * dilation*(k-1) - pad (plus the rows a stride left unread at the end; a negative amount crops with a Slice); dW
@@ -8,9 +8,9 @@
  * Pooling with windows that tile the input (kernel = strides, no pads): the output gradient is repeated over each
  * window (Reshape, Expand, Reshape), AveragePool divides it by the window size; MaxPool gives it to the first
  * maximum of each window, as PyTorch does. Any other pooling (pads, overlapping strides, dilations, ceil_mode,
- * count_include_pad) goes one kernel offset at a time (pool_general). GlobalAveragePool spreads it evenly. Anything
- * else (3-D, a kernel over 64 along an axis, a pooling window over 256 elements) stops the pass naming the node and
- * the attribute. */
+ * count_include_pad), and 3-D pooling, goes one kernel offset at a time (pool_general). GlobalAveragePool spreads it evenly. Anything
+ * else (over 3 spatial axes, a kernel over 64 along an axis, a pooling window over 256 elements) stops the pass
+ * naming the node and the attribute. Pooling is 1-D, 2-D or 3-D alike. */
 #include "ad_internal.h"
 
 #include <stdlib.h>
@@ -109,8 +109,8 @@ static int g_conv(ad_ctx *a, const ad_fwd *f)
     const tern_graph_node *n = &a->g->nodes[f->index];
     ad_shape sx = ad_shape_of(a, f->in[0]), sw = ad_shape_of(a, f->in[1]), sy = ad_shape_of(a, f->out[0]);
     int nsp = sx.rank - 2;
-    if (nsp < 1 || nsp > 2 || sw.rank != sx.rank || sy.rank != sx.rank)
-        return ad_fail_node(a, f->index, "Conv over %d spatial axes has no gradient rule (1 or 2)", nsp);
+    if (nsp < 1 || nsp > 3 || sw.rank != sx.rank || sy.rank != sx.rank)
+        return ad_fail_node(a, f->index, "Conv over %d spatial axes has no gradient rule (1, 2 or 3)", nsp);
     int64_t G = tern_graph_attr_int(n, "group", 1), N = sx.d[0], Co = sw.d[0], Cig = sw.d[1];
     if (G < 1 || sx.d[1] != G * Cig || Co % G)
         return ad_fail_node(a, f->index, "Conv group %lld with %lld input channels and weight [%lld, %lld, ...]",
@@ -136,7 +136,7 @@ static int g_conv(ad_ctx *a, const ad_fwd *f)
             g = spread(a, g, &sg, 2 + d, gw.stride[d]);
         int wt;
         if (G == 1) {
-            int64_t swap[4] = {1, 0, 2, 3};
+            int64_t swap[5] = {1, 0, 2, 3, 4};
             wt = ad_transpose(a, f->in[1], sw.rank, swap); /* [Ci, Co, k...] */
         } else {
             /* [G*Cog, Cig, k...] -> [G, Cog, Cig, k...] -> [G, Cig, Cog, k...] -> [G*Cig, Cog, k...] */
@@ -162,7 +162,7 @@ static int g_conv(ad_ctx *a, const ad_fwd *f)
             wt = ad_op2(a, "Gather", wt, ad_const_i64(a, (int)k, rev));
             ad_attr_int(a, ad_last_node(a), "axis", 2 + d);
         }
-        int64_t p2[4], dil[2], crop[2], len[2];
+        int64_t p2[6], dil[3], crop[3], len[3];
         int cropped = 0;
         for (int d = 0; d < nsp; d++) {
             int64_t span = gw.dil[d] * (sw.d[2 + d] - 1);
@@ -190,7 +190,7 @@ static int g_conv(ad_ctx *a, const ad_fwd *f)
          * cropped to the kernel (the last rows a stride leaves unread) and its two leading axes swapped back */
         int xt, dyt;
         if (G == 1) {
-            int64_t swap[4] = {1, 0, 2, 3};
+            int64_t swap[5] = {1, 0, 2, 3, 4};
             xt = ad_transpose(a, f->in[0], sx.rank, swap); /* [Ci, N, H...] */
             dyt = ad_transpose(a, dy, sx.rank, swap);      /* [Co, N, OH...] */
         } else {
@@ -198,7 +198,7 @@ static int g_conv(ad_ctx *a, const ad_fwd *f)
             xt = regroup(a, f->in[0], &sx, G, px, Cig, G * N); /* [Cig, G*N, H...] */
             dyt = regroup(a, dy, &sy, G, pd, G * Cog, N);      /* [G*Cog, N, OH...] */
         }
-        int64_t p2[4], st[2], dil[2], zero[2] = {0, 0}, klen[2];
+        int64_t p2[6], st[3], dil[3], zero[3] = {0, 0, 0}, klen[3];
         int cropped = 0;
         for (int d = 0; d < nsp; d++) {
             p2[d] = gw.pad_b[d];
@@ -217,7 +217,7 @@ static int g_conv(ad_ctx *a, const ad_fwd *f)
         ad_attr_int(a, node, "group", G);
         if (cropped)
             gwt = slice_sp(a, gwt, nsp, zero, klen, NULL);
-        int64_t swap[4] = {1, 0, 2, 3};
+        int64_t swap[5] = {1, 0, 2, 3, 4};
         ad_accum(a, f->in[1], ad_transpose(a, gwt, sw.rank, swap));
     }
     return 0;
@@ -267,21 +267,29 @@ static int max_pool_grad(ad_ctx *a, const ad_fwd *f, const ad_shape *sx, const a
     }
     win.d[2 + nsp] = kk;
     one.d[2 + nsp] = 1;
-    const int64_t perm2[6] = {0, 1, 2, 4, 3, 5}; /* its own inverse */
+    /* [N, C, O0, k0, O1, k1, ...] -> [N, C, O0, O1, ..., k0, k1, ...] (2-D: {0, 1, 2, 4, 3, 5}, its own
+     * inverse) and back by the inverse permutation */
+    int64_t perm[8] = {0, 1}, inv[8];
+    for (int d = 0; d < nsp; d++) {
+        perm[2 + d] = 2 + 2 * d;
+        perm[2 + nsp + d] = 3 + 2 * d;
+    }
+    for (int d = 0; d < split.rank; d++)
+        inv[perm[d]] = d;
     int xw = ad_reshape(a, f->in[0], &split);
-    if (nsp == 2)
-        xw = ad_transpose(a, xw, 6, perm2);
+    if (nsp >= 2)
+        xw = ad_transpose(a, xw, split.rank, perm);
     xw = ad_reshape(a, xw, &win);
     int mask = as_float(a, ad_op2(a, "Equal", xw, ad_reshape(a, f->out[0], &one)));
     int before = ad_op2(a, "CumSum", mask, ad_const_i64(a, 1, (const int64_t[]){-1}));
     ad_attr_int(a, ad_last_node(a), "exclusive", 1);
     int first = ad_op2(a, "Mul", mask, as_float(a, ad_op2(a, "Equal", before, ad_const_f(a, 0.0f))));
     int g = ad_op2(a, "Mul", first, ad_reshape(a, f->dy[0], &one));
-    if (nsp == 2) {
+    if (nsp >= 2) {
         wsplit = split;
-        wsplit.d[3] = sy->d[3];
-        wsplit.d[4] = ks[0];
-        g = ad_transpose(a, ad_reshape(a, g, &wsplit), 6, perm2);
+        for (int d = 0; d < split.rank; d++)
+            wsplit.d[d] = split.d[perm[d]];
+        g = ad_transpose(a, ad_reshape(a, g, &wsplit), split.rank, inv);
     }
     return ad_reshape(a, g, sx);
 }
@@ -302,7 +310,7 @@ static int pool_general(ad_ctx *a, const ad_fwd *f, const ad_shape *sx, const ad
     char why[200];
     if (graph_window_setup(n, nsp, sx->d + 2, ks, (int)tern_graph_attr_int(n, "ceil_mode", 0), &gw, why, sizeof why))
         return ad_fail_node(a, f->index, "%s geometry: %s", n->op, why);
-    int64_t pb[2], pe[2], kk = 1, osz = 1;
+    int64_t pb[3], pe[3], kk = 1, osz = 1;
     for (int d = 0; d < nsp; d++) {
         if (gw.out[d] != sy->d[2 + d] || gw.out[d] < 1)
             return ad_fail_node(a, f->index, "%s output axis %d: %lld, the geometry gives %lld", n->op, 2 + d,
@@ -326,7 +334,7 @@ static int pool_general(ad_ctx *a, const ad_fwd *f, const ad_shape *sx, const ad
     } else {
         /* 1 / count per output position, broadcast over batch and channels */
         int cip = (int)tern_graph_attr_int(n, "count_include_pad", 0);
-        int64_t cdims[4] = {1, 1, 1, 1};
+        int64_t cdims[5] = {1, 1, 1, 1, 1};
         float *inv = malloc(sizeof(float) * (size_t)osz);
         if (!inv)
             return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
@@ -354,7 +362,7 @@ static int pool_general(ad_ctx *a, const ad_fwd *f, const ad_shape *sx, const ad
             up = spread(a, up, &sg, 2 + d, gw.stride[d]);
     }
     for (int64_t o = 0; o < kk && !a->failed; o++) {
-        int64_t off[2] = {0, 0}, rest = o, len[2], st[2], before[2], after[2];
+        int64_t off[3] = {0, 0, 0}, rest = o, len[3], st[3], before[3], after[3];
         for (int d = nsp - 1; d >= 0; d--) {
             off[d] = rest % gw.k[d];
             rest /= gw.k[d];
@@ -380,7 +388,7 @@ static int pool_general(ad_ctx *a, const ad_fwd *f, const ad_shape *sx, const ad
         part = pad_sp(a, part, nsp, before, after, -1);
         sum = sum < 0 ? part : ad_op2(a, "Add", sum, part);
     }
-    int64_t in_len[2];
+    int64_t in_len[3];
     for (int d = 0; d < nsp; d++)
         in_len[d] = gw.in[d];
     int any = 0;
@@ -401,15 +409,15 @@ static int g_pool(ad_ctx *a, const ad_fwd *f)
     const int64_t *pads = graph_attr_ints(n, "pads", &np);
     if (f->n_out > 1 && f->dy[1] >= 0)
         return ad_fail_node(a, f->index, "MaxPool's Indices output carries no gradient");
-    if (nsp < 1 || nsp > 2 || !ks || (int)nk != nsp)
-        return ad_fail_node(a, f->index, "pooling over %d spatial axes has no gradient rule (1 or 2)", nsp);
+    if (nsp < 1 || nsp > 3 || !ks || (int)nk != nsp)
+        return ad_fail_node(a, f->index, "pooling over %d spatial axes has no gradient rule (1, 2 or 3)", nsp);
     int tiles = st && (int)ns == nsp && strcmp(tern_graph_attr_string(n, "auto_pad", "NOTSET"), "NOTSET") == 0 &&
                 tern_graph_attr_int(n, "ceil_mode", 0) == 0 && attr_all(n, "dilations", 1, nsp);
     for (size_t i = 0; pads && i < np; i++)
         tiles &= pads[i] == 0;
     for (int d = 0; d < nsp && tiles; d++)
         tiles = ks[d] == st[d] && sx.d[2 + d] == sy.d[2 + d] * ks[d];
-    if (!tiles)
+    if (!tiles || nsp == 3) /* 3-D tiles would need rank-8 Transpose / Expand copies the compiler does not lower */
         return pool_general(a, f, &sx, &sy, ks, nsp);
     if (is_max) {
         ad_accum(a, f->in[0], max_pool_grad(a, f, &sx, &sy, ks, nsp));

@@ -287,6 +287,49 @@ case("Gather_tied_8200", [node("Gather", ["a", "i"], "e", axis=0), node("Transpo
                           node("MatMul", ["e", "at"])], {"a": rnd(8200, 6)},
      lambda p: p["a"][torch.from_numpy(tidx)] @ p["a"].t(), {"i": tidx})
 
+# 3-D convolution and pooling (grad_conv.c's rules over three spatial axes; the compiler's 3-D window ops loop the
+# 2-D ones over depth, src/compiler/lower_cnn.c): strides with remainders, dilations, groups, depthwise, asymmetric
+# pads, odd shapes, MaxPool's first maximum among ties, AveragePool with and without the pads in its count.
+case("Conv3d_pad1_bias", [node("Conv", ["a", "w", "c"], pads=[1] * 6, kernel_shape=[3, 3, 3])],
+     {"a": rnd(2, 3, 5, 6, 4), "w": rnd(4, 3, 3, 3, 3), "c": rnd(4)},
+     lambda p: F.conv3d(p["a"], p["w"], p["c"], padding=1))
+case("Conv3d_s2d2_asym", [node("Conv", ["a", "w"], strides=[2, 1, 2], dilations=[1, 2, 1], pads=[1, 0, 2, 0, 1, 1])],
+     {"a": rnd(2, 2, 7, 6, 7), "w": rnd(3, 2, 3, 2, 3)},
+     lambda p: F.conv3d(F.pad(p["a"], (2, 1, 0, 1, 1, 0)), p["w"], stride=(2, 1, 2), dilation=(1, 2, 1)))
+case("Conv3d_groups2_s2", [node("Conv", ["a", "w"], group=2, strides=[2, 2, 1], pads=[1] * 6)],
+     {"a": rnd(2, 4, 5, 6, 5), "w": rnd(6, 2, 3, 3, 2)},
+     lambda p: F.conv3d(p["a"], p["w"], stride=(2, 2, 1), padding=1, groups=2))
+case("Conv3d_depthwise_s2_bias", [node("Conv", ["a", "w", "c"], group=3, strides=[2, 2, 2], pads=[1] * 6)],
+     {"a": rnd(2, 3, 6, 5, 7), "w": rnd(3, 1, 3, 3, 3), "c": rnd(3)},
+     lambda p: F.conv3d(p["a"], p["w"], p["c"], stride=2, padding=1, groups=3))
+case("Conv3d_stride_rem_odd", [node("Conv", ["a", "w"], strides=[3, 2, 2])],
+     {"a": rnd(1, 2, 8, 7, 9), "w": rnd(2, 2, 2, 3, 2)}, lambda p: F.conv3d(p["a"], p["w"], stride=(3, 2, 2)))
+case("MaxPool3d_k2", [node("MaxPool", ["a"], kernel_shape=[2, 2, 2], strides=[2, 2, 2])], {"a": rnd(2, 2, 4, 6, 4)},
+     lambda p: F.max_pool3d(p["a"], 2))
+ties3 = np.round(rnd(2, 2, 4, 4, 6)).astype(np.float32)
+case("MaxPool3d_k2_ties", [node("MaxPool", ["a"], kernel_shape=[2, 2, 2], strides=[2, 2, 2])], {"a": ties3},
+     lambda p: F.max_pool3d(p["a"], 2))
+case("MaxPool3d_k3s2p1", [node("MaxPool", ["a"], kernel_shape=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6)],
+     {"a": rnd(2, 2, 7, 6, 5)}, lambda p: F.max_pool3d(p["a"], 3, 2, 1))
+ties3b = np.round(rnd(1, 2, 6, 5, 7)).astype(np.float32)
+case("MaxPool3d_k3s2p1_ties", [node("MaxPool", ["a"], kernel_shape=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6)],
+     {"a": ties3b}, lambda p: F.max_pool3d(p["a"], 3, 2, 1))
+case("MaxPool3d_ceil_dil", [node("MaxPool", ["a"], kernel_shape=[2, 2, 2], strides=[2, 1, 2], dilations=[1, 2, 1],
+                                 ceil_mode=1)],
+     {"a": rnd(2, 2, 5, 7, 5)}, lambda p: F.max_pool3d(p["a"], 2, (2, 1, 2), dilation=(1, 2, 1), ceil_mode=True))
+case("AveragePool3d_k2", [node("AveragePool", ["a"], kernel_shape=[2, 2, 2], strides=[2, 2, 2])],
+     {"a": rnd(2, 3, 4, 4, 6)}, lambda p: F.avg_pool3d(p["a"], 2))
+case("AveragePool3d_k3s2p1_excl", [node("AveragePool", ["a"], kernel_shape=[3, 3, 3], strides=[2, 2, 2],
+                                        pads=[1] * 6, count_include_pad=0)],
+     {"a": rnd(2, 2, 7, 6, 5)}, lambda p: F.avg_pool3d(p["a"], 3, 2, 1, count_include_pad=False))
+case("AveragePool3d_k3s2p1_incl", [node("AveragePool", ["a"], kernel_shape=[3, 3, 3], strides=[2, 2, 2],
+                                        pads=[1] * 6, count_include_pad=1)],
+     {"a": rnd(2, 2, 7, 6, 5)}, lambda p: F.avg_pool3d(p["a"], 3, 2, 1, count_include_pad=True))
+case("AveragePool3d_k2s2_odd", [node("AveragePool", ["a"], kernel_shape=[2, 3, 2], strides=[2, 3, 2])],
+     {"a": rnd(2, 2, 5, 7, 3)}, lambda p: F.avg_pool3d(p["a"], (2, 3, 2)))
+case("GlobalAveragePool3d", [node("GlobalAveragePool", ["a"])], {"a": rnd(2, 3, 3, 4, 5)},
+     lambda p: p["a"].mean((2, 3, 4), keepdim=True))
+
 
 def gen(out):
     names = []
