@@ -138,7 +138,8 @@ typedef struct {
     tern_dtype dtype;
     uint64_t count;      /* the collective layer's count (each rank's full buffer) */
     int64_t start_ps, end_ps; /* the last rank joined (or the previous collective ended) / completion */
-    uint64_t time_ps;    /* end - start: tern_coll_result.time_ps */
+    uint64_t time_ps;    /* end - start: tern_coll_result.time_ps + hbm_delay_ps */
+    uint64_t hbm_delay_ps; /* the delay from sharing the ranks' HBM with DMA already in flight (0: none) */
 } tern_ranks_coll;
 typedef struct {
     int64_t time_ps;         /* the slowest rank's run */

@@ -47,4 +47,10 @@ tern_status coll_pdes_time(tern_fabric *f, const coll_plan *p, const tern_coll_d
 tern_status coll_pdes_move(tern_fabric *f, const coll_plan *p, const tern_coll_desc *d, const void *const *in,
                            void *const *out, uint64_t *host_bytes, tern_error *err);
 
+/* The bytes the collective reads from and writes to each rank's HBM (bytes: tern_fabric_ranks entries), counted
+ * from its schedule as the fabric reserves the HBM at both ends of every pull: the source's read, the
+ * destination's write (and its read of the local block when the pull reduces). rank_run.c shares a core's HBM
+ * between these and the kernel's own DMA. */
+tern_status coll_rank_hbm_bytes(const tern_fabric *f, const tern_coll_desc *d, uint64_t *bytes, tern_error *err);
+
 #endif

@@ -848,6 +848,29 @@ static tern_status run(tern_fabric *f, const tern_coll_desc *d, const void *cons
     return st;
 }
 
+tern_status coll_rank_hbm_bytes(const tern_fabric *f, const tern_coll_desc *d, uint64_t *bytes, tern_error *err)
+{
+    groups gs;
+    sched s;
+    tern_coll_algo a;
+    unsigned R = tern_fabric_ranks(f);
+    memset(bytes, 0, sizeof *bytes * R);
+    tern_status st = build(f, d, &gs, &a, &s, err);
+    if (st)
+        return st;
+    size_t es = tern_dtype_size(d->dtype);
+    /* as the fabric reserves HBM (tern_fabric_transfer): the source reads b, the destination writes b (a reducing
+     * pull also reads its local block: 2b) */
+    for (size_t i = 0; i < s.np; i++) {
+        const pull *p = &s.p[i];
+        bytes[p->src] += p->n * es;
+        bytes[p->dst] += p->n * es * (p->reduce ? 2u : 1u);
+    }
+    free(s.p);
+    groups_free(&gs);
+    return TERN_OK;
+}
+
 tern_status tern_collective_time(tern_fabric *f, const tern_coll_desc *d, tern_coll_result *res, tern_error *err)
 {
     return run(f, d, NULL, NULL, res, err);

@@ -15,12 +15,14 @@
  * Errors never hang: ranks that disagree on a collective (operation, size, dtype, reduction, groups, algorithm)
  * are named by tern_coll_comm's check; a rank that finishes or blocks while others wait in a collective it never
  * joins is named with the collective and what each blocked engine waits for. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/core_internal.h"
 #include "sim/schedule.h"
+#include "sim/coll_sched.h"
 #include "tern/collective.h"
 #include "tern/transport.h"
 
@@ -275,8 +277,57 @@ static tern_status run_head(ranks_run *run, tern_error *err)
     tern_status st = tern_coll_comm_run(run->comm, &cr, err);
     if (st)
         return st;
-    int64_t end = start + (int64_t)cr.time_ps;
+    /* HBM shared with the kernels' own DMA: the collective's data moves in the last span_ps of its time, where it
+     * needs, on rank r's HBM, work_r = (its bytes there) / (the core's HBM bandwidth) (at most the span), a
+     * fraction f_r = work_r / span. DMA already reserved on that HBM inside the window (overlap_r) is split with
+     * it in proportion to the demands, which delays the collective by f_r x overlap_r; a collective completes on
+     * every rank together, so by the largest delay. Later DMA inside the window pays the same split
+     * (schedule.c, hbm_serve). Nothing overlapping: no delay. */
+    int64_t span = (int64_t)cr.span_ps, a = start + (int64_t)cr.time_ps - span, delay = 0;
+    int64_t *work = NULL;
+    if (span > 0) {
+        const join_rec *j0 = &run->jq[first].q[run->jq[first].head];
+        uint64_t *hb = malloc(sizeof *hb * R);
+        work = calloc(R, sizeof *work);
+        if (!hb || !work || (st = coll_rank_hbm_bytes(run->f, &j0->desc, hb, err))) {
+            free(hb);
+            free(work);
+            if (!hb || !work)
+                st = tern_error_set(err, TERN_ERR_NOMEM, "collective #%llu: out of memory", (unsigned long long)seq);
+            if (run->t)
+                run->t->abort(run->t->ctx, err->msg);
+            return st;
+        }
+        for (unsigned r = 0; r < R; r++) {
+            if (run->local && !run->local[r])
+                continue;
+            double bw = run->cores[r]->cfg.timing.hbm_bandwidth;
+            int64_t w = bw > 0 ? (int64_t)llround((double)hb[r] / bw * 1e12) : 0;
+            work[r] = w < span ? w : span;
+            int64_t ov = sched_hbm_overlap(run->s[r], a, a + span);
+            int64_t dr = ov > 0 ? (int64_t)llround((double)work[r] * (double)ov / (double)span) : 0;
+            if (dr > delay)
+                delay = dr;
+        }
+        free(hb);
+        if (run->t) { /* the largest delay anywhere */
+            uint64_t v = (uint64_t)delay;
+            if (run->t->allreduce(run->t->ctx, &v, 1, TERN_XOP_MAX, err))
+                run->t->abort(run->t->ctx, err->msg);
+            delay = (int64_t)v;
+        }
+    }
+    int64_t end = start + (int64_t)cr.time_ps + delay;
     run->last_end = end;
+    for (unsigned r = 0; work && r < R; r++) {
+        if (run->local && !run->local[r])
+            continue;
+        if ((st = sched_hbm_window(run->s[r], a, end, work[r], err))) {
+            free(work);
+            return st;
+        }
+    }
+    free(work);
     tern_ranks_result *res = run->res;
     if (res) {
         if (res->ncolls == res->cap) {
@@ -297,7 +348,8 @@ static tern_status run_head(ranks_run *run, tern_error *err)
         c->count = j0->desc.count;
         c->start_ps = start;
         c->end_ps = end;
-        c->time_ps = cr.time_ps;
+        c->time_ps = (uint64_t)(end - start);
+        c->hbm_delay_ps = (uint64_t)delay;
     }
     for (unsigned r = 0; r < R; r++) {
         if (run->local && !run->local[r])

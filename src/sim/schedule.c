@@ -118,6 +118,14 @@ typedef struct {
     uint64_t total;            /* instructions committed, for the max_instructions guard */
     unsigned pick;             /* the engine sched_peek found */
     int64_t pick_t;
+    /* Multi-rank runs: the HBM shared with the chip's collective engines (rank_run.c). hres: this core's DMA HBM
+     * reservations [s, e) that may still overlap a later collective; win: each collective's data window on this
+     * core's HBM [a, b) and the HBM work it needs there (ps at the core's HBM bandwidth), in time order. */
+    struct { int64_t s, e; } *hres;
+    size_t nres, res_head, res_cap;
+    struct { int64_t a, b, work; } *win;
+    size_t nwin, win_head, win_cap;
+    int oom;
 } runner;
 
 static tern_status sem_add(runner *r, unsigned s, uint32_t amount, int64_t t, tern_error *err)
@@ -328,6 +336,65 @@ static size_t exec_control(tern_core *c, unsigned e, const tern_instr *ins, size
     return pc + 1;
 }
 
+/* The end of w ps of HBM work (at the core's full HBM bandwidth) that starts at hs, when collectives share the
+ * HBM (multi-rank runs). Inside a collective's data window [a, b), where the collective needs f = work / (b - a) of
+ * the bandwidth, the stack is split in proportion to the demands (the DMA's full rate against f): the DMA's HBM
+ * work progresses at 1 / (1 + f), so each ps of it inside the window takes 1 + f. Outside every window nothing
+ * changes. hs never decreases (hbm_free only grows), so windows that end before it are dropped. */
+static int64_t hbm_serve(runner *r, int64_t hs, int64_t w)
+{
+    while (r->win_head < r->nwin && r->win[r->win_head].b <= hs)
+        r->win_head++;
+    int64_t cur = hs;
+    for (size_t k = r->win_head; k < r->nwin && w > 0; k++) {
+        int64_t a = r->win[k].a, b = r->win[k].b, work = r->win[k].work;
+        if (cur < a) {
+            int64_t run = w < a - cur ? w : a - cur;
+            cur += run;
+            w -= run;
+            if (!w)
+                break;
+        }
+        double g = (double)(b - a + work) / (double)(b - a); /* 1 + f */
+        double need = (double)w * g;
+        if (need <= (double)(b - cur)) {
+            cur += (int64_t)llround(need);
+            w = 0;
+            break;
+        }
+        int64_t part = (int64_t)((double)(b - cur) / g);
+        w -= part < w ? part : w;
+        cur = b;
+    }
+    return cur + w;
+}
+
+/* Remember a DMA's HBM reservation [s, e) for the collectives that may still overlap it; reservations that end
+ * before the current commit's start can overlap none (a collective starts after every commit so far). */
+static void hbm_note(runner *r, int64_t s, int64_t e)
+{
+    while (r->res_head < r->nres && r->hres[r->res_head].e <= r->pick_t)
+        r->res_head++;
+    if (r->res_head > 0 && r->res_head * 2 >= r->nres) {
+        memmove(r->hres, r->hres + r->res_head, (r->nres - r->res_head) * sizeof *r->hres);
+        r->nres -= r->res_head;
+        r->res_head = 0;
+    }
+    if (r->nres == r->res_cap) {
+        size_t cap = r->res_cap ? r->res_cap * 2 : 64;
+        void *p = realloc(r->hres, cap * sizeof *r->hres);
+        if (!p) {
+            r->oom = 1;
+            return;
+        }
+        r->hres = p;
+        r->res_cap = cap;
+    }
+    r->hres[r->nres].s = s;
+    r->hres[r->nres].e = e;
+    r->nres++;
+}
+
 /* A DMA transfer through the queue model; returns its completion time. */
 static int64_t dma_transfer(runner *r, unsigned e, size_t pc, const tern_instr *ins, int64_t triggered)
 {
@@ -364,8 +431,10 @@ static int64_t dma_transfer(runner *r, unsigned e, size_t pc, const tern_instr *
     }
     if (plan.hbm_ps) { /* the chip's HBM bandwidth, shared by every transfer */
         int64_t hs = max64(r->hbm_free, first);
-        r->hbm_free = hs + plan.hbm_ps;
+        r->hbm_free = r->nwin ? hbm_serve(r, hs, plan.hbm_ps) : hs + plan.hbm_ps;
         end = max64(end, r->hbm_free);
+        if (r->coll_fn)
+            hbm_note(r, hs, r->hbm_free);
     }
     r->stats->dma_bytes += plan.bytes;
     r->stats->hbm_bytes += plan.hbm_bytes;
@@ -572,6 +641,8 @@ static void runner_release(runner *r)
     free(r->dma_free);
     free(r->ring_free);
     free(r->qdata_end);
+    free(r->hres);
+    free(r->win);
 }
 
 tern_status sched_begin(tern_core *core, const tern_program *prog, tern_run_stats *stats, sched_coll_fn coll_fn,
@@ -663,6 +734,40 @@ tern_status sched_signal(sched *S, unsigned sem, int64_t t, tern_error *err)
     if (!st && t > r->stats->time_ps)
         r->stats->time_ps = t;
     return st;
+}
+
+int64_t sched_hbm_overlap(const sched *S, int64_t a, int64_t b)
+{
+    const runner *r = &S->r;
+    int64_t sum = 0;
+    for (size_t i = r->res_head; i < r->nres; i++) {
+        int64_t s = max64(r->hres[i].s, a), e = r->hres[i].e < b ? r->hres[i].e : b;
+        if (e > s)
+            sum += e - s;
+    }
+    return sum;
+}
+
+tern_status sched_hbm_window(sched *S, int64_t a, int64_t b, int64_t work_ps, tern_error *err)
+{
+    runner *r = &S->r;
+    if (r->oom)
+        return tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory for the DMA's HBM reservations");
+    if (work_ps <= 0 || b <= a)
+        return TERN_OK;
+    if (r->nwin == r->win_cap) {
+        size_t cap = r->win_cap ? r->win_cap * 2 : 8;
+        void *p = realloc(r->win, cap * sizeof *r->win);
+        if (!p)
+            return tern_error_set(err, TERN_ERR_NOMEM, "run: out of memory for a collective's HBM window");
+        r->win = p;
+        r->win_cap = cap;
+    }
+    r->win[r->nwin].a = a;
+    r->win[r->nwin].b = b;
+    r->win[r->nwin].work = work_ps < b - a ? work_ps : b - a;
+    r->nwin++;
+    return TERN_OK;
 }
 
 tern_status sched_deadlock(sched *S, tern_error *err)

@@ -32,6 +32,12 @@ int sched_peek(sched *s, int64_t *t);
 tern_status sched_step(sched *s, tern_error *err);
 /* Add 1 to semaphore sem at time t (a collective's completion). */
 tern_status sched_signal(sched *s, unsigned sem, int64_t t, tern_error *err);
+/* HBM shared with the collective engines (multi-rank runs): the ps of this core's DMA HBM reservations that fall
+ * in [a, b); and a collective's data window [a, b) needing work_ps of the core's HBM (at its full bandwidth), which
+ * later DMA shares in proportion (each ps of DMA HBM work inside it takes 1 + work / (b - a)). Windows come in
+ * time order and do not overlap. */
+int64_t sched_hbm_overlap(const sched *s, int64_t a, int64_t b);
+tern_status sched_hbm_window(sched *s, int64_t a, int64_t b, int64_t work_ps, tern_error *err);
 /* The deadlock error naming every blocked engine, and the same description alone. */
 tern_status sched_deadlock(sched *s, tern_error *err);
 void sched_describe(const sched *s, char *buf, size_t len);
