@@ -25,6 +25,14 @@ void tern_gemm_opts_default(tern_gemm_opts *o);
  * rhs loads hoisted out of the M loop, lhsT loads out of the N-tile loop, one PSUM accumulation group per
  * output tile per K block, partial sums accumulated in SBUF across K blocks. */
 void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs, const tern_gemm_opts *opts);
+/* The GEMM of one lhsT against n_out (1 to 16) rhs side by side: outs[j][M, N_j] = lhsT^T @ rhss[j][K, N_j]. It
+ * runs as tern_lib_gemm over the concatenation [K, sum N_j] (rhs tiles loaded from each rhs into one SBUF tile,
+ * output tiles stored to each out), so lhsT is read once per N block of the concatenation instead of once per
+ * N block of each rhs (linear layers reading one input: Q, K and V). Each output element's accumulation is
+ * tern_lib_gemm's (the K blocking does not depend on N): the same bits as n_out separate calls. The rhs share a
+ * dtype, and so do the outs; n_out == 1 is tern_lib_gemm's instruction stream. */
+void tern_lib_gemm_multi(tern_kernel *k, unsigned n_out, const tern_view *outs, tern_view lhsT, const tern_view *rhss,
+                         const tern_gemm_opts *opts);
 
 /* out[M,N] = act(a[M,K] @ w[K,N] + bias[N]), fused: the only HBM traffic is a, w, bias and out (no
  * temporaries). a: 2-D HBM [M, K], any float dtype; w: 2-D HBM [K, N] in a TensorE dtype (bf16 normally; fp32,
@@ -184,6 +192,13 @@ void tern_kernel_collective_on(tern_kernel *k, tern_engine e, tern_kernel_coll o
 void tern_kernel_all_reduce(tern_kernel *k, tern_view dst, tern_view src, tern_alu_op reduce);
 void tern_kernel_all_gather(tern_kernel *k, tern_view dst, tern_view src);
 void tern_kernel_reduce_scatter(tern_kernel *k, tern_view dst, tern_view src, tern_alu_op reduce);
+/* All-to-allv (issued from Sync): counts is an HBM int32 tensor of n x n elements (n the group size, the same on
+ * every rank): member i sends counts[i][j] elements to member j; i's send blocks sit back to back in src in j
+ * order (offset of block j = counts[i][0] + .. + counts[i][j-1]), j's receive blocks back to back in dst in i order;
+ * every row and column sums to at most src's elements (dst has as many); dst past the received blocks is written
+ * 0. The counts are read when the collective's trigger ends (its source is): they wait for their writers like src. */
+void tern_kernel_all_to_allv(tern_kernel *k, tern_view dst, tern_view src, tern_view counts, int32_t groups,
+                             int algorithm);
 
 #ifdef __cplusplus
 }

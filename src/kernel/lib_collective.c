@@ -12,15 +12,24 @@
 #include <string.h>
 
 #include "kernel/builder_internal.h"
+#include "tern/collective.h"
 #include "tern/kernel_lib.h"
 
-void tern_kernel_collective_on(tern_kernel *k, tern_engine e, tern_kernel_coll op, tern_view dst, tern_view src,
-                               tern_alu_op reduce, int32_t groups, int algorithm)
+static void emit_collective(tern_kernel *k, tern_engine e, int op, tern_view dst, tern_view src,
+                            const tern_view *counts, tern_alu_op reduce, int32_t groups, int algorithm)
 {
     if (k->failed)
         return;
-    if ((unsigned)op > TERN_KCOLL_PERMUTE) {
+    if ((unsigned)op > TERN_KCOLL_PERMUTE && !counts) {
         kfail(k, TERN_ERR_INVALID, "collective: operation %d unknown (all-reduce 0 .. permute 4)", (int)op);
+        return;
+    }
+    if (counts && (!kview_ok(k, counts, "all-to-allv") || counts->ap.mem != TERN_MEM_HBM ||
+                   counts->ap.dtype != TERN_DTYPE_INT32)) {
+        if (!k->failed)
+            kfail(k, TERN_ERR_INVALID, "all-to-allv: counts '%s' must be an HBM int32 tensor (%s, %s)",
+                  k->regions[counts->region].name, tern_mem_name((tern_mem)counts->ap.mem),
+                  tern_dtype_name((tern_dtype)counts->ap.dtype));
         return;
     }
     if (!kview_ok(k, &dst, "collective") || !kview_ok(k, &src, "collective"))
@@ -48,7 +57,25 @@ void tern_kernel_collective_on(tern_kernel *k, tern_engine e, tern_kernel_coll o
     ins.imm_i1 = groups;
     ins.ap[TERN_AP_DST] = dst.ap;
     ins.ap[TERN_AP_IN0] = src.ap;
+    if (counts) {
+        ins.ap[TERN_AP_IN1] = counts->ap;
+        tern_view reads[2] = {src, *counts};
+        tern_kernel_emit(k, &ins, reads, 2, &dst, 1);
+        return;
+    }
     tern_kernel_emit(k, &ins, &src, 1, &dst, 1);
+}
+
+void tern_kernel_collective_on(tern_kernel *k, tern_engine e, tern_kernel_coll op, tern_view dst, tern_view src,
+                               tern_alu_op reduce, int32_t groups, int algorithm)
+{
+    emit_collective(k, e, (int)op, dst, src, NULL, reduce, groups, algorithm);
+}
+
+void tern_kernel_all_to_allv(tern_kernel *k, tern_view dst, tern_view src, tern_view counts, int32_t groups,
+                             int algorithm)
+{
+    emit_collective(k, TERN_ENGINE_AUTO, TERN_COLL_ALL_TO_ALLV, dst, src, &counts, TERN_ALU_BYPASS, groups, algorithm);
 }
 
 void tern_kernel_collective(tern_kernel *k, tern_kernel_coll op, tern_view dst, tern_view src, tern_alu_op reduce,

@@ -4,8 +4,9 @@
  * nothing could wait for its results) and its executor entry point. A collective has no effect a core can compute
  * alone: in a multi-rank launch the scheduler hands it to the multi-rank runner (rank_run.c) when its trigger
  * ends, and the executor below is reached only by a run on a single core, which it refuses by name.
- * Encoding: imm_i0 = operation (tern_coll_op, 0..4) + 256 x algorithm (tern_coll_algo); op0 = add/max/min;
- * imm_i1 = replica groups (0 all ranks, g > 0 consecutive groups of g, -g groups of g ranks R/g apart). */
+ * Encoding: imm_i0 = operation (tern_coll_op, 0..5) + 256 x algorithm (tern_coll_algo); op0 = add/max/min;
+ * imm_i1 = replica groups (0 all ranks, g > 0 consecutive groups of g, -g groups of g ranks R/g apart); B (IN1)
+ * = all-to-allv's counts, an HBM int32 tensor of n x n elements (n the group size, checked at the join). */
 #include <stdio.h>
 
 #include "sim/rules.h"
@@ -46,11 +47,25 @@ tern_status check_op_COLLECTIVE(const tern_core *core, const exec_ctx *cx, const
         return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
                           "a collective needs a completion semaphore (signal field): its results are visible only "
                           "after it signals, as a DMA's");
-    if (op > TERN_COLL_PERMUTE)
+    if (op > TERN_COLL_ALL_TO_ALLV)
         return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1,
                           "collective operation %d (imm_i0 & 255) outside 0..%d (all-reduce, all-gather, "
-                          "reduce-scatter, all-to-all, permute)",
-                          op, TERN_COLL_PERMUTE);
+                          "reduce-scatter, all-to-all, permute, all-to-allv)",
+                          op, TERN_COLL_ALL_TO_ALLV);
+    const tern_ap *b = &ins->ap[TERN_AP_IN1];
+    if (op == TERN_COLL_ALL_TO_ALLV) {
+        if (!b->ndims)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1,
+                              "all-to-allv needs its counts: an HBM int32 tensor of n x n elements (B)");
+        if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN1, REACH_HBM, err)))
+            return st;
+        if (b->dtype != TERN_DTYPE_INT32)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1,
+                              "all-to-allv counts are int32, not %s", tern_dtype_name((tern_dtype)b->dtype));
+    } else if (b->ndims) {
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1, "only all-to-allv takes B (its counts), not %s",
+                          tern_coll_op_name((tern_coll_op)op));
+    }
     if (algo < 0 || algo >= TERN_ALGO_COUNT)
         return rules_fail(err, TERN_ERR_RANGE, cx, ins, -1, "collective algorithm %d (imm_i0 >> 8) outside 0..%d",
                           algo, TERN_ALGO_COUNT - 1);
@@ -65,7 +80,8 @@ tern_status check_op_COLLECTIVE(const tern_core *core, const exec_ctx *cx, const
         return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST,
                           "dtype %s: collectives move fp32, bf16, fp16, fp8 or int32",
                           tern_dtype_name((tern_dtype)d->dtype));
-    if ((op == TERN_COLL_ALL_REDUCE || op == TERN_COLL_ALL_TO_ALL || op == TERN_COLL_PERMUTE) &&
+    if ((op == TERN_COLL_ALL_REDUCE || op == TERN_COLL_ALL_TO_ALL || op == TERN_COLL_PERMUTE ||
+         op == TERN_COLL_ALL_TO_ALLV) &&
         ap_elems(d) != ap_elems(a))
         return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_DST,
                           "%llu elements, source has %llu (%s keeps the element count)",

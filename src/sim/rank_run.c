@@ -74,6 +74,7 @@ typedef struct {
     int64_t dst_reg;       /* the destination's register offset at the join */
     tern_coll_desc desc;
     unsigned *groups;      /* owned */
+    uint64_t *vcounts;     /* all-to-allv: the n x n counts read from B at the join (owned) */
     unsigned char *in, *out; /* owned (functional) */
     uint64_t src_elems, dst_elems;
     unsigned member, group_n;
@@ -109,6 +110,8 @@ struct ranks_run {
 static void join_free(join_rec *j)
 {
     free(j->groups);
+    free(j->vcounts);
+    j->vcounts = NULL;
     free(j->in);
     free(j->out);
     j->groups = NULL;
@@ -215,6 +218,47 @@ static tern_status on_join(void *vctx, unsigned engine, size_t pc, const tern_in
                                   (unsigned long long)(j->src_elems / gs), (unsigned long long)j->dst_elems);
         }
         break;
+    case TERN_COLL_ALL_TO_ALLV: {
+        /* the counts are read from HBM at the join, in both modes (they decide the schedule and its time) */
+        cd->count = j->src_elems;
+        const tern_ap *b = &ins->ap[TERN_AP_IN1];
+        uint64_t nb = (uint64_t)b->num_partitions * tern_ap_free_elems(b);
+        if (nb != (uint64_t)gs * gs) {
+            join_free(j);
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "%s: rank %u: all-to-allv over %u ranks needs %u x %u counts (B), it has %llu "
+                                  "elements",
+                                  what, r, gs, gs, gs, (unsigned long long)nb);
+        }
+        int32_t *c32 = malloc(sizeof *c32 * nb);
+        j->vcounts = malloc(sizeof *j->vcounts * nb);
+        if (!c32 || !j->vcounts) {
+            free(c32);
+            join_free(j);
+            return tern_error_set(err, TERN_ERR_NOMEM, "%s: rank %u: out of memory", what, r);
+        }
+        if ((st = hbm_ap_io(core, b, ap_reg_offset(core, (tern_engine)engine, b), (unsigned char *)c32, 0, err))) {
+            free(c32);
+            join_free(j);
+            return tern_error_prefix(err, "%s: rank %u: counts: ", what, r);
+        }
+        for (uint64_t i = 0; i < nb; i++) {
+            if (c32[i] < 0) {
+                tern_error_set(err, TERN_ERR_INVALID,
+                               "%s: rank %u: all-to-allv count [%llu][%llu] (member %llu to member %llu) is %d, "
+                               "not >= 0",
+                               what, r, (unsigned long long)(i / gs), (unsigned long long)(i % gs),
+                               (unsigned long long)(i / gs), (unsigned long long)(i % gs), c32[i]);
+                free(c32);
+                join_free(j);
+                return TERN_ERR_INVALID;
+            }
+            j->vcounts[i] = (uint64_t)c32[i];
+        }
+        free(c32);
+        cd->vcounts = j->vcounts;
+        break;
+    }
     default: cd->count = j->src_elems; break;
     }
     if (run->functional) {
