@@ -31,6 +31,8 @@ typedef struct {
                              fused attention, layer norms): a linear layer reading it loads weights first */
     int tview;            /* a 2-D Transpose folded into its readers (transpose.fold): the storage is the source's,
                              [dims[1], dims[0]] row-major; only linear layers with run-time weights read it */
+    int early;            /* computed ahead of its node by an earlier linear layer reading the same input (one GEMM
+                             with the weights side by side, lower_linear.c): its node emits nothing */
 } cc_value;
 
 typedef struct {

@@ -122,6 +122,8 @@ static int later_runtime_linear(compile_ctx *c, int id)
         const tern_graph_node *n = tern_graph_node_at(g, j);
         if (n->op_id != TERN_GOP_MATMUL || n->n_inputs < 2 || n->inputs[0] != id || n->inputs[1] < 0)
             continue;
+        if (n->n_outputs > 0 && n->outputs[0] >= 0 && c->v[n->outputs[0]].early)
+            continue; /* computed already, with the current layer */
         const tern_graph_value *a = tern_graph_value_at(g, id), *b = tern_graph_value_at(g, n->inputs[1]);
         if (a->rank == 2 && b->rank == 2 && !b->constant)
             last = j;
@@ -129,11 +131,12 @@ static int later_runtime_linear(compile_ctx *c, int id)
     return last;
 }
 
-/* matmul2d for a linear layer whose input a (value id, 2-D, [M, K]) may be read by later linear layers with
+/* matmul2d for linear layers whose input a (value id, 2-D, [M, K]) may be read by later linear layers with
  * run-time weights: the transpose aT is made by the first and reused by the others (the same bytes, so the same
- * bits), then released after the last. */
-static void matmul2d_shared(compile_ctx *c, int id, tern_view out, tern_view a, tern_view w, uint64_t M, uint64_t K,
-                            uint64_t N)
+ * bits), then released after the last. The current layer and the n - 1 layers of its group (linear_group) run
+ * as one GEMM with their weights side by side: aT is read once for all of them. */
+static void matmul2d_shared(compile_ctx *c, int id, unsigned n, const tern_view *out, tern_view a, const tern_view *w,
+                            uint64_t M, uint64_t K)
 {
     tern_dtype mdt = c->o->matmul_dtype;
     if (c->at_held && c->at_src != id) { /* a cached transpose of another input: its readers are past */
@@ -141,8 +144,12 @@ static void matmul2d_shared(compile_ctx *c, int id, tern_view out, tern_view a, 
         c->at_held = 0;
     }
     int last = later_runtime_linear(c, id);
-    if (!c->at_held && last < 0) {
-        matmul2d(c, out, a, w, M, K, N);
+    tern_gemm_opts go;
+    tern_gemm_opts_default(&go);
+    go.acc_dtype = TERN_DTYPE_FP32;
+    go.tiles_in_block_m = 8; /* as matmul2d */
+    if (!c->at_held && last < 0 && n == 1) {
+        matmul2d(c, out[0], a, w[0], M, K, tern_view_dim(&w[0], 1));
         return;
     }
     if (!c->at_held) {
@@ -151,16 +158,64 @@ static void matmul2d_shared(compile_ctx *c, int id, tern_view out, tern_view a, 
         c->at_held = 1;
         c->at_src = id;
     }
-    tern_gemm_opts go;
-    tern_gemm_opts_default(&go);
-    go.acc_dtype = TERN_DTYPE_FP32;
-    go.tiles_in_block_m = 8; /* as matmul2d */
-    tern_lib_gemm(c->k, out, c->at_view, w, &go);
-    c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+    tern_lib_gemm_multi(c->k, n, out, c->at_view, w, &go);
+    for (unsigned j = 0; j < n; j++)
+        c->model_flops += 2.0 * (double)M * (double)tern_view_dim(&w[j], 1) * (double)K;
     if (last < 0) {
         tern_kernel_release(c->k, c->at_view);
         c->at_held = 0;
     }
+}
+
+/* The linear layers after the current one that read the same 2-D input (value id) against a run-time 2-D weight
+ * [K, *] that is already placed, with outputs of the current one's dtype: up to cap node indices into nodes.
+ * For a folded transpose X^T, the same input is any 2-D Transpose of X (each dW = X^T dY has its own).
+ * They are lowered with the current layer as one multi-output GEMM (tern_lib_gemm_multi), their outputs placed
+ * now and marked early. */
+#define LINEAR_GROUP_MAX 8
+
+/* The source of value id when a 2-D Transpose (perm absent or [1, 0]) makes it; else -1. */
+static int transpose_src(const tern_graph *g, int id)
+{
+    const tern_graph_value *v = tern_graph_value_at(g, id);
+    if (v->producer < 0 || v->rank != 2)
+        return -1;
+    const tern_graph_node *t = tern_graph_node_at(g, v->producer);
+    if (t->op_id != TERN_GOP_TRANSPOSE || t->n_inputs != 1 || t->inputs[0] < 0)
+        return -1;
+    const tern_graph_attr *pa = tern_graph_node_attr(t, "perm");
+    if (pa && (pa->n != 2 || pa->ints[0] != 1 || pa->ints[1] != 0))
+        return -1;
+    return t->inputs[0];
+}
+
+static int linear_group(compile_ctx *c, int id, tern_dtype odt, uint64_t K, int *nodes, int cap)
+{
+    const tern_graph *g = c->g;
+    int cnt = 0, nn = tern_graph_node_count(g), self = c->node;
+    int tsrc = c->v[id].tview ? transpose_src(g, id) : -1;
+    for (int j = self + 1; j < nn && cnt < cap; j++) {
+        const tern_graph_node *n = tern_graph_node_at(g, j);
+        if (n->op_id != TERN_GOP_MATMUL || n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0 ||
+            n->inputs[1] == n->inputs[0] || n->n_outputs < 1 || n->outputs[0] < 0)
+            continue;
+        /* the same input, or (a folded transpose) another Transpose of the same source: the same values, and
+         * the later Transpose folds too, for its readers are linear layers */
+        if (n->inputs[0] != id && (tsrc < 0 || transpose_src(g, n->inputs[0]) != tsrc))
+            continue;
+        const tern_graph_value *b = tern_graph_value_at(g, n->inputs[1]), *y = tern_graph_value_at(g, n->outputs[0]);
+        const cc_value *bv = &c->v[n->inputs[1]];
+        if (b->constant || b->rank != 2 || (uint64_t)b->dims[0] != K || !bv->placed || bv->host || bv->tview ||
+            c->v[n->outputs[0]].placed || y->rank != 2 || tern_graph_value_numel(y) == 0)
+            continue;
+        c->node = j;
+        tern_dtype dt = cc_float_out_dtype(c, 0);
+        c->node = self;
+        if (dt != odt)
+            continue;
+        nodes[cnt++] = j;
+    }
+    return cnt;
 }
 
 int cc_transpose_folds(compile_ctx *c, char *why, size_t len)
@@ -213,18 +268,25 @@ int cc_transpose_folds(compile_ctx *c, char *why, size_t len)
  * lhsT as it is. Row blocks of up to 4,096 rows (the GEMM keeps a block's accumulators in SBUF); each output
  * element's contraction is blocked over K as matmul2d's (the K and N blocks do not depend on M): the same bits
  * as the transpose copy followed by matmul2d's transpose back. */
-static void matmul_tview(compile_ctx *c, cc_value *y, cc_value *a, tern_view w, uint64_t M, uint64_t K, uint64_t N)
+static void matmul_tview(compile_ctx *c, unsigned n, cc_value *const *y, cc_value *a, const tern_view *w, uint64_t M,
+                         uint64_t K)
 {
     tern_gemm_opts go;
     tern_gemm_opts_default(&go);
     go.acc_dtype = TERN_DTYPE_FP32;
     go.tiles_in_block_m = 8; /* as matmul2d */
     const uint64_t MB = 4096;
+    tern_view yv[LINEAR_GROUP_MAX + 1];
     for (uint64_t m0 = 0; m0 < M && cc_ok(c); m0 += MB) {
         uint64_t mr = M - m0 < MB ? M - m0 : MB;
-        tern_lib_gemm(c->k, cc_view2d(c, y, m0 * N, mr, N, N), cc_view2d(c, a, m0, K, mr, M), w, &go);
+        for (unsigned j = 0; j < n; j++) {
+            uint64_t N = tern_view_dim(&w[j], 1);
+            yv[j] = cc_view2d(c, y[j], m0 * N, mr, N, N);
+        }
+        tern_lib_gemm_multi(c->k, n, yv, cc_view2d(c, a, m0, K, mr, M), w, &go);
     }
-    c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+    for (unsigned j = 0; j < n; j++)
+        c->model_flops += 2.0 * (double)M * (double)tern_view_dim(&w[j], 1) * (double)K;
 }
 
 int cc_node_is_linear(const tern_graph *g, int i)
@@ -263,6 +325,8 @@ static tern_act_func act_named(const char *a)
 static int lower_matmul(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
+    if (n->n_outputs > 0 && n->outputs[0] >= 0 && c->v[n->outputs[0]].early)
+        return 1; /* computed with an earlier linear layer that reads the same input (linear_group) */
     int is_gemm = n->op_id == TERN_GOP_GEMM, fused = n->op_id == TERN_GOP_MATMUL_BIAS;
     cc_value *a = cc_in(c, 0), *b = cc_in(c, 1), *bias = (is_gemm || fused) ? cc_in(c, 2) : NULL;
     cc_value *y = cc_out(c, 0, cc_float_out_dtype(c, 0));
@@ -401,6 +465,43 @@ static int lower_matmul(compile_ctx *c)
             tern_kernel_release(c->k, w);
         return 1;
     }
+    if (batches == 1 && a->rank == 2 && b->rank == 2 && (a->tview || Ma <= 4096)) {
+        /* One layer, or with the later layers reading the same input (Q, K and V; gate and up; their dW =
+         * X^T dY) as one GEMM with the weights side by side: the input streams once for all of them. */
+        int id = cc_in_id(c, 0), self = c->node, nodes[LINEAR_GROUP_MAX];
+        int ng = n->op_id == TERN_GOP_MATMUL ? linear_group(c, id, y->dt, K, nodes, LINEAR_GROUP_MAX) : 0;
+        cc_value *ys[LINEAR_GROUP_MAX + 1];
+        tern_view w[LINEAR_GROUP_MAX + 1], yv[LINEAR_GROUP_MAX + 1];
+        int wcopy[LINEAR_GROUP_MAX + 1];
+        ys[0] = y;
+        for (int j = 0; j < ng; j++) {
+            c->node = nodes[j];
+            ys[j + 1] = cc_out(c, 0, y->dt);
+            c->node = self;
+            if (!ys[j + 1])
+                return 1;
+            ys[j + 1]->early = 1;
+        }
+        unsigned cnt = (unsigned)ng + 1;
+        for (unsigned j = 0; j < cnt; j++) {
+            cc_value *bj = j ? &c->v[tern_graph_node_at(c->g, nodes[j - 1])->inputs[1]] : b;
+            uint64_t Nj = (uint64_t)bj->dims[1];
+            /* the moving operand in the matmul dtype: cast on the way, or read in place when it is stored so */
+            wcopy[j] = bj->dt != c->o->matmul_dtype;
+            w[j] = wcopy[j] ? cc_temp(c, c->o->matmul_dtype, K, Nj) : cc_view2d(c, bj, 0, K, Nj, Nj);
+            if (wcopy[j])
+                cc_copy(c, w[j], cc_view2d(c, bj, 0, K, Nj, Nj));
+            yv[j] = cc_view2d(c, ys[j], 0, Ma, Nj, Nj);
+        }
+        if (a->tview)
+            matmul_tview(c, cnt, ys, a, w, Ma, K);
+        else
+            matmul2d_shared(c, id, cnt, yv, cc_view2d(c, a, 0, Ma, K, K), w, Ma, K);
+        for (unsigned j = 0; j < cnt; j++)
+            if (wcopy[j])
+                tern_kernel_release(c->k, w[j]);
+        return 1;
+    }
     int yb = y->rank - 2; /* output batch dims; each operand's batch dims align to their right (numpy) */
     for (uint64_t i = 0; i < batches && cc_ok(c); i++) {
         /* the operands' batch indices for output batch i: a size-1 batch dim of an operand broadcasts */
@@ -427,9 +528,7 @@ static int lower_matmul(compile_ctx *c)
             cc_copy(c, w, cc_view2d(c, b, bi * K * N, K, N, N));
         tern_view yv = cc_view2d(c, y, i * Ma * N, Ma, N, N), av = cc_view2d(c, a, ai * Ma * K, Ma, K, K);
         if (a->tview) {
-            matmul_tview(c, y, a, w, Ma, K, N);
-        } else if (batches == 1 && a->rank == 2 && b->rank == 2 && Ma <= 4096) {
-            matmul2d_shared(c, cc_in_id(c, 0), yv, av, w, Ma, K, N);
+            matmul_tview(c, 1, &y, a, &w, Ma, K);
         } else if (batches == 1 && a->rank == 2 && b->rank == 2) {
             /* row blocks of 4,096 (the GEMM keeps a block's accumulators in SBUF): the same bits per element */
             for (uint64_t r0 = 0; r0 < Ma && cc_ok(c); r0 += 4096) {

@@ -22,32 +22,89 @@ void tern_gemm_opts_default(tern_gemm_opts *o)
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+/* The column range [c0, c1) of the side-by-side rhs (the concatenation of rhs[0..n-1] along N) loaded into
+ * columns [0, c1 - c0) of the SBUF tile dst, rows [r0, r1): one DMA per rhs the range covers (one for n == 1,
+ * the same load as a single GEMM's). */
+static void load_cols(tern_kernel *k, tern_view dst, const tern_view *rhs, const uint64_t *col0, unsigned n,
+                      uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1)
+{
+    for (unsigned j = 0; j < n; j++) {
+        uint64_t s0 = col0[j], s1 = col0[j + 1], a = c0 > s0 ? c0 : s0, b = c1 < s1 ? c1 : s1;
+        if (a < b)
+            tern_kernel_load(k, tern_view_block(k, dst, 0, r1 - r0, a - c0, b - c0),
+                             tern_view_block(k, rhs[j], r0, r1, a - s0, b - s0));
+    }
+}
+
+/* Rows [row0, row0 + rows) of the side-by-side output, columns [c0, c1), stored from the SBUF tile src (its
+ * columns [0, c1 - c0)): one DMA per output the range covers. */
+static void store_cols(tern_kernel *k, const tern_view *out, tern_view src, const uint64_t *col0, unsigned n,
+                       uint64_t row0, uint64_t rows, uint64_t c0, uint64_t c1)
+{
+    for (unsigned j = 0; j < n; j++) {
+        uint64_t s0 = col0[j], s1 = col0[j + 1], a = c0 > s0 ? c0 : s0, b = c1 < s1 ? c1 : s1;
+        if (a < b)
+            tern_kernel_store(k, tern_view_block(k, out[j], row0, row0 + rows, a - s0, b - s0),
+                              tern_view_block(k, src, 0, rows, a - c0, b - c0));
+    }
+}
+
 void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs, const tern_gemm_opts *opts_in)
 {
-    if (!kview_ok(k, &out, "gemm out") || !kview_ok(k, &lhsT, "gemm lhsT") || !kview_ok(k, &rhs, "gemm rhs"))
+    tern_lib_gemm_multi(k, 1, &out, lhsT, &rhs, opts_in);
+}
+
+#define GEMM_MULTI_MAX 16
+
+void tern_lib_gemm_multi(tern_kernel *k, unsigned n_out, const tern_view *outs, tern_view lhsT,
+                         const tern_view *rhss, const tern_gemm_opts *opts_in)
+{
+    if (n_out < 1 || n_out > GEMM_MULTI_MAX) {
+        kfail(k, TERN_ERR_INVALID, "gemm: %u outputs (1 to %d)", n_out, GEMM_MULTI_MAX);
         return;
+    }
+    if (!kview_ok(k, &lhsT, "gemm lhsT"))
+        return;
+    tern_view ov[GEMM_MULTI_MAX], rv[GEMM_MULTI_MAX];
+    uint64_t col0[GEMM_MULTI_MAX + 1];
+    col0[0] = 0;
+    for (unsigned j = 0; j < n_out; j++) {
+        ov[j] = outs[j];
+        rv[j] = rhss[j];
+        if (!kview_ok(k, &ov[j], "gemm out") || !kview_ok(k, &rv[j], "gemm rhs"))
+            return;
+        if (tern_view_rank(&ov[j]) != 2 || tern_view_rank(&lhsT) != 2 || tern_view_rank(&rv[j]) != 2) {
+            kfail(k, TERN_ERR_INVALID, "gemm: out, lhsT and rhs must be 2-D (ranks %u, %u, %u)",
+                  tern_view_rank(&ov[j]), tern_view_rank(&lhsT), tern_view_rank(&rv[j]));
+            return;
+        }
+        if (j > 0 && (ov[j].ap.dtype != ov[0].ap.dtype || rv[j].ap.dtype != rv[0].ap.dtype)) {
+            kfail(k, TERN_ERR_INVALID, "gemm: output %u or its rhs has another dtype than output 0's", j);
+            return;
+        }
+        col0[j + 1] = col0[j] + tern_view_dim(&rv[j], 1);
+    }
+    tern_view out = ov[0], rhs = rv[0];
     tern_gemm_opts opts;
     if (opts_in)
         opts = *opts_in;
     else
         tern_gemm_opts_default(&opts);
-    if (tern_view_rank(&out) != 2 || tern_view_rank(&lhsT) != 2 || tern_view_rank(&rhs) != 2) {
-        kfail(k, TERN_ERR_INVALID, "gemm: out, lhsT and rhs must be 2-D (ranks %u, %u, %u)", tern_view_rank(&out),
-              tern_view_rank(&lhsT), tern_view_rank(&rhs));
-        return;
-    }
-    uint64_t K = tern_view_dim(&lhsT, 0), M = tern_view_dim(&lhsT, 1), N = tern_view_dim(&rhs, 1);
-    if (tern_view_dim(&rhs, 0) != K) {
-        kfail(k, TERN_ERR_INVALID, "gemm: contraction mismatch: lhsT is [%llu, %llu], rhs is [%llu, %llu]",
-              (unsigned long long)K, (unsigned long long)M, (unsigned long long)tern_view_dim(&rhs, 0),
-              (unsigned long long)N);
-        return;
-    }
-    if (tern_view_dim(&out, 0) != M || tern_view_dim(&out, 1) != N) {
-        kfail(k, TERN_ERR_INVALID, "gemm: out is [%llu, %llu], expected [%llu, %llu]",
-              (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
-              (unsigned long long)M, (unsigned long long)N);
-        return;
+    uint64_t K = tern_view_dim(&lhsT, 0), M = tern_view_dim(&lhsT, 1), N = col0[n_out];
+    for (unsigned j = 0; j < n_out; j++) {
+        uint64_t Nj = col0[j + 1] - col0[j];
+        if (tern_view_dim(&rv[j], 0) != K) {
+            kfail(k, TERN_ERR_INVALID, "gemm: contraction mismatch: lhsT is [%llu, %llu], rhs is [%llu, %llu]",
+                  (unsigned long long)K, (unsigned long long)M, (unsigned long long)tern_view_dim(&rv[j], 0),
+                  (unsigned long long)Nj);
+            return;
+        }
+        if (tern_view_dim(&ov[j], 0) != M || tern_view_dim(&ov[j], 1) != Nj) {
+            kfail(k, TERN_ERR_INVALID, "gemm: out is [%llu, %llu], expected [%llu, %llu]",
+                  (unsigned long long)tern_view_dim(&ov[j], 0), (unsigned long long)tern_view_dim(&ov[j], 1),
+                  (unsigned long long)M, (unsigned long long)Nj);
+            return;
+        }
     }
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {
         kfail(k, TERN_ERR_INVALID, "gemm: block sizes must be >= 1 tile (got %u x %u x %u)", opts.tiles_in_block_m,
@@ -82,7 +139,7 @@ void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs,
             for (uint64_t bk = 0; bk < tiles_k; bk++) {
                 uint64_t r0 = bk * TK, r1 = min_u64(r0 + TK, K);
                 rhs_tiles[bk] = tern_kernel_sbuf(k, in_r, (uint32_t)(r1 - r0), (uint32_t)bn_len, "gemm_rhs");
-                tern_kernel_load(k, rhs_tiles[bk], tern_view_block(k, rhs, r0, r1, n0, n0 + bn_len));
+                load_cols(k, rhs_tiles[bk], rv, col0, n_out, r0, r1, n0, n0 + bn_len);
             }
             for (uint64_t m = 0; m < nbm && !k->failed; m++) {
                 uint64_t m0 = m * BM, bm_len = min_u64(BM, M - m0), tiles_m = ceil_div(bm_len, TM);
@@ -114,7 +171,7 @@ void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs,
                     tern_kernel_release(k, lhs_tiles[bk]);
                 for (uint64_t bm = 0; bm < tiles_m; bm++) {
                     uint64_t row0 = m0 + bm * TM, rows = tern_view_dim(&accs[bm], 0);
-                    tern_kernel_store(k, tern_view_block(k, out, row0, row0 + rows, n0, n0 + bn_len), accs[bm]);
+                    store_cols(k, ov, accs[bm], col0, n_out, row0, rows, n0, n0 + bn_len);
                     tern_kernel_release(k, accs[bm]);
                 }
             }
@@ -138,7 +195,7 @@ void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs,
             for (uint64_t bk = 0; bk < tiles_k; bk++) {
                 uint64_t r0 = k0 + bk * TK, r1 = min_u64(r0 + TK, K);
                 rhs_tiles[bk] = tern_kernel_sbuf(k, in_r, (uint32_t)(r1 - r0), (uint32_t)bn_len, "gemm_rhs");
-                tern_kernel_load(k, rhs_tiles[bk], tern_view_block(k, rhs, r0, r1, n0, n0 + bn_len));
+                load_cols(k, rhs_tiles[bk], rv, col0, n_out, r0, r1, n0, n0 + bn_len);
             }
             for (uint64_t m = 0; m < nbm && !k->failed; m++) {
                 uint64_t m0 = m * BM, bm_len = min_u64(BM, M - m0), tiles_m = ceil_div(bm_len, TM);
@@ -181,7 +238,7 @@ void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs,
                     tern_kernel_release(k, *a);
                 }
                 uint64_t row0 = m0 + bm * TM;
-                tern_kernel_store(k, tern_view_block(k, out, row0, row0 + rows, n0, n0 + bn_len), packed);
+                store_cols(k, ov, packed, col0, n_out, row0, rows, n0, n0 + bn_len);
                 tern_kernel_release(k, packed);
             }
         }
