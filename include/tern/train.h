@@ -99,8 +99,9 @@ typedef struct {
                                  tern.AdamUpdate per weight (bit-identical; docs/training.md "The step graph") */
     /* Tensor and pipeline parallelism (docs/training.md): a layout tp x pp x ranks (ranks: the data replicas) of
      * the machine's cores; the model's Megatron linear pairs split over tp ranks, its linear layers staged over pp
-     * in `micro` micro-batches (0: pp) on a 1F1B schedule. tp, pp <= 1: neither. */
-    int64_t tp, pp, micro;
+     * in `micro` micro-batches (0: pp) on a 1F1B schedule. tp, pp <= 1: neither. vpp > 1: Megatron's interleaved
+     * 1F1B, the model in pp x vpp chunks, chunk g on stage g mod pp (micro a multiple of pp). */
+    int64_t tp, pp, micro, vpp;
     /* Initializers kept constant (not trained, written back unchanged; docs/training.md "Constants"): freeze
      * holds n_freeze exact names or fnmatch(3) globs ("blocks.*.cos"; "blocks.0.*" for a prefix), each of which
      * must match an initializer (else an error naming it); the pointers need only live through tern_train_create.
@@ -217,6 +218,7 @@ const float *tern_train_rank_weight(const tern_trainer *t, unsigned rank, size_t
 /* Tensor / pipeline parallelism: the layout and the last step's time (all 1 and zeros without one). */
 typedef struct {
     int64_t tp, pp, dp, micro;
+    int64_t vpp;               /* model chunks per stage (1: plain 1F1B; > 1 interleaved) */
     int pairs;                 /* Megatron linear pairs split over the tensor ranks */
     int programs;              /* segment programs (each tensor rank runs its own shards through them) */
     double pipeline_seconds;   /* the 1F1B schedule's span (forwards, backwards, transfers, bubbles) */

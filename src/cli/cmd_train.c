@@ -67,7 +67,8 @@ static void usage(FILE *f)
             "                        batch / N rows, gradients all-reduced before every rank's update\n"
             "  --layout tp=A,pp=B,dp=C[,micro=M]  tensor x pipeline x data parallelism over A*B*C cores: Megatron\n"
             "                        linear pairs split over A ranks, the linear layers in B stages (M micro-batches,\n"
-            "                        default B, on a 1F1B schedule), C data replicas (docs/training.md)\n"
+            "                        default B, on a 1F1B schedule), C data replicas (docs/training.md); vpp=V:\n"
+            "                        interleaved 1F1B, B x V model chunks, V per stage (M a multiple of B)\n"
             "  --zero 1              ZeRO stage 1: optimizer state sharded over the ranks (reduce-scatter, shard\n"
             "                        update, all-gather)\n"
             "  --dp-exact            fixed reduction tree: gradients summed over --dp-chunks K row chunks (default\n"
@@ -256,10 +257,10 @@ int tern_cmd_train(int argc, char **argv)
                 if (eq) {
                     *eq = 0;
                     dst = !strcmp(tok, "tp") ? &o.tp : !strcmp(tok, "pp") ? &o.pp : !strcmp(tok, "dp") ? &o.ranks
-                          : !strcmp(tok, "micro") ? &o.micro : NULL;
+                          : !strcmp(tok, "micro") ? &o.micro : !strcmp(tok, "vpp") ? &o.vpp : NULL;
                 }
                 if (!dst) {
-                    fprintf(stderr, "tern train: --layout '%s': '%s' is not tp=N, pp=N, dp=N or micro=N\n", v, tok);
+                    fprintf(stderr, "tern train: --layout '%s': '%s' is not tp=N, pp=N, dp=N, vpp=N or micro=N\n", v, tok);
                     return 2;
                 }
                 if ((rc = tern_arg_int("train", "--layout", eq + 1, 1, 1 << 20, &val)))
@@ -601,9 +602,10 @@ int tern_cmd_train(int argc, char **argv)
         tern_train_mp_stats(t, &mpi);
         if (!json && (mpi.tp > 1 || mpi.pp > 1))
             printf("layout tp=%lld,pp=%lld,dp=%lld on %s: %d linear pairs split over the tensor ranks, %d segment "
-                   "programs, %lld micro-batches of %lld rows on a 1F1B schedule%s\n",
+                   "programs, %lld micro-batches of %lld rows on a%s 1F1B schedule%s%s\n",
                    (long long)mpi.tp, (long long)mpi.pp, (long long)mpi.dp, o.machine ? o.machine : "trn1.2xlarge",
                    mpi.pairs, mpi.programs, (long long)mpi.micro, (long long)(batch / (mpi.dp * mpi.micro)),
+                   mpi.vpp > 1 ? "n interleaved" : "", mpi.vpp > 1 ? " (vpp: model chunks per stage)" : "",
                    mpi.zero ? "; ZeRO-1: optimizer state in blocks over the data replicas" : "");
         tern_train_dp_stats(t, &dpi);
         if (!json && (dpi.ranks > 1 || dpi.chunks > 1))
@@ -702,9 +704,10 @@ int tern_cmd_train(int argc, char **argv)
         tern_train_mp_info mpi;
         tern_train_mp_stats(t, &mpi);
         if (!json && (mpi.tp > 1 || mpi.pp > 1))
-            printf("layout, last step: pipeline %.4f ms (1F1B bubbles %.4f ms, stage transfer %.4f ms), data-parallel "
+            printf("layout, last step: pipeline %.4f ms (%s bubbles %.4f ms, stage transfer %.4f ms), data-parallel "
                    "collectives %.4f ms, tied weights %.4f ms, update %.4f ms\n",
-                   mpi.pipeline_seconds * 1e3, mpi.bubble_seconds * 1e3, mpi.p2p_seconds * 1e3,
+                   mpi.pipeline_seconds * 1e3, mpi.vpp > 1 ? "interleaved 1F1B" : "1F1B", mpi.bubble_seconds * 1e3,
+                   mpi.p2p_seconds * 1e3,
                    mpi.dp_comm_seconds * 1e3, mpi.tied_seconds * 1e3, mpi.update_seconds * 1e3);
     }
     tern_train_dp_stats(t, &dpi);
@@ -714,17 +717,21 @@ int tern_cmd_train(int argc, char **argv)
                dpi.compute_seconds * 1e3, dpi.comm_seconds * 1e3, dpi.algorithm, dpi.update_seconds * 1e3);
     tern_train_mp_info mpj;
     tern_train_mp_stats(t, &mpj);
+    char vppj[48] = ""; /* only interleaved layouts carry "vpp" (the other layouts' --json unchanged) */
+    if (mpj.vpp > 1)
+        snprintf(vppj, sizeof vppj, ",\"vpp\":%lld", (long long)mpj.vpp);
     if (json)
         printf("],\"predicted_seconds\":%.9g,\"ranks\":%lld,\"dp_chunks\":%lld,\"zero\":%d,\"dp_algorithm\":\"%s\","
                "\"dp_compute_ms\":%.6f,\"dp_comm_ms\":%.6f,\"dp_update_ms\":%.6f,\"state_bytes_per_rank\":%llu,"
                "\"state_bytes_total\":%llu,\"layout\":{\"tp\":%lld,\"pp\":%lld,\"dp\":%lld,\"micro\":%lld,"
                "\"zero\":%d,\"pairs\":%d,\"programs\":%d,\"pipeline_ms\":%.6f,\"bubble_ms\":%.6f,\"p2p_ms\":%.6f,"
-               "\"dp_comm_ms\":%.6f,\"tied_ms\":%.6f,\"update_ms\":%.6f}}\n",
+               "\"dp_comm_ms\":%.6f,\"tied_ms\":%.6f,\"update_ms\":%.6f%s}}\n",
                total, (long long)dpi.ranks, (long long)dpi.chunks, dpi.zero, dpi.algorithm, dpi.compute_seconds * 1e3,
                dpi.comm_seconds * 1e3, dpi.update_seconds * 1e3, (unsigned long long)dpi.state_bytes_per_rank,
                (unsigned long long)dpi.state_bytes_total, (long long)mpj.tp, (long long)mpj.pp, (long long)mpj.dp,
                (long long)mpj.micro, mpj.zero, mpj.pairs, mpj.programs, mpj.pipeline_seconds * 1e3, mpj.bubble_seconds * 1e3,
-               mpj.p2p_seconds * 1e3, mpj.dp_comm_seconds * 1e3, mpj.tied_seconds * 1e3, mpj.update_seconds * 1e3);
+               mpj.p2p_seconds * 1e3, mpj.dp_comm_seconds * 1e3, mpj.tied_seconds * 1e3, mpj.update_seconds * 1e3,
+               vppj);
     else
         printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)(steps - first),
                total * 1e3,

@@ -26,6 +26,12 @@ static void op_of(unsigned P, unsigned v, unsigned k, int fwd, unsigned *chunk, 
 int plan_pipeline_schedule(unsigned P, unsigned v, unsigned M, const double *f, const double *b, double x,
                            double *makespan, double *idle_max, plan_pipe_op *trace)
 {
+    return plan_pipeline_schedule2(P, v, M, f, b, x, x, makespan, idle_max, trace);
+}
+
+int plan_pipeline_schedule2(unsigned P, unsigned v, unsigned M, const double *f, const double *b, double xf,
+                            double xb, double *makespan, double *idle_max, plan_pipe_op *trace)
+{
     if (P == 0 || v == 0 || M == 0 || (v > 1 && M % P))
         return -1;
     size_t G = (size_t)P * v, per = 2 * (size_t)M * v; /* chunks; ops per rank */
@@ -79,13 +85,13 @@ int plan_pipeline_schedule(unsigned P, unsigned v, unsigned M, const double *f, 
                 if (op > 0) {
                     if (g > 0 && fdone[(g - 1) * M + m] < 0)
                         break;
-                    ready = g > 0 ? fdone[(g - 1) * M + m] + x : 0;
+                    ready = g > 0 ? fdone[(g - 1) * M + m] + xf : 0;
                 } else {
                     if (g + 1 < G && bdone[(g + 1) * M + m] < 0)
                         break;
                     if (fdone[g * M + m] < 0)
                         break;
-                    ready = g + 1 < G ? bdone[(g + 1) * M + m] + x : fdone[g * M + m];
+                    ready = g + 1 < G ? bdone[(g + 1) * M + m] + xb : fdone[g * M + m];
                 }
                 double start = ready > free_at[r] ? ready : free_at[r];
                 double d = op > 0 ? f[g] : b[g];

@@ -116,6 +116,10 @@ typedef struct {
  * simulated. Returns 0, or -1 when out of memory or the arguments are invalid (pipeline.c). */
 int plan_pipeline_schedule(unsigned P, unsigned v, unsigned M, const double *f, const double *b, double x,
                            double *makespan, double *idle_max, plan_pipe_op *trace);
+/* The same with the forward's activation transfer xf and the backward's gradient transfer xb apart (the trainer's
+ * interleaved layouts, src/train/pipeline_parallel.c) */
+int plan_pipeline_schedule2(unsigned P, unsigned v, unsigned M, const double *f, const double *b, double xf,
+                            double xb, double *makespan, double *idle_max, plan_pipe_op *trace);
 /* 1F1B over P stages and M micro-batches with per-stage forward f[s] and backward b[s] and send/receive time x
  * (pipeline.c). Returns 0, or -1 when out of memory. */
 int plan_pipeline_sim(unsigned P, unsigned M, const double *f, const double *b, double x, double *makespan,

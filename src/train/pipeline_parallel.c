@@ -26,8 +26,15 @@
  * Timing-only (--timing-only): the same programs compiled for timing-only runtimes, no shard, gradient or
  * activation buffers; a step runs each program once (its time does not depend on the values, and every tensor
  * rank, micro-batch and replica runs the same program) and adds the times in the functional step's order, the
- * collectives timed by tern_collective_time: the same predicted step to the picosecond (test_train_layout_timing). */
+ * collectives timed by tern_collective_time: the same predicted step to the picosecond (test_train_layout_timing).
+ *
+ * Interleaved (vpp = V > 1): the plan's stages are the P x V chunks (p.pp = P V; buffers, programs and update per
+ * chunk, so the values are pp = P V's), chunk g on stage g mod P (core_of: the fabric's ranks); the span comes from
+ * the planner's interleaved 1F1B (plan_pipeline_schedule2, src/plan/pipeline.c); a stage's update time is its
+ * chunks' in turn. M a multiple of P; dp = 1. */
 #include "mp_internal.h"
+
+#include "plan/plan_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,8 +63,9 @@ typedef struct {
 } mp_stage;
 
 struct train_mp {
-    mp_plan p;
-    int64_t n;                 /* tp pp dp ranks */
+    mp_plan p;                 /* p.pp: the model chunks, pp x vpp (the plain layouts: pp) */
+    int64_t n;                 /* tp p.pp dp: the buffers' (data replica, chunk, tensor rank) */
+    int64_t P, V, cores;       /* the layout's pp and vpp (chunk g on stage g mod P); its tp pp dp NeuronCores */
     mp_stage *stg;
     int **sidx;                /* [seg][m.nw] the program weight's entry in its stage (-1 crossing or untrained) */
     float **val, **st[2];      /* [s tp + r] flat weights and optimizer state */
@@ -279,6 +287,12 @@ static unsigned rank_of(const struct train_mp *mp, int64_t d, int64_t s, int64_t
     return (unsigned)((d * mp->p.pp + s) * mp->p.tp + r);
 }
 
+/* the NeuronCore (fabric rank) of data replica d, chunk g, tensor rank r: chunk g runs on stage g mod P */
+static unsigned core_of(const struct train_mp *mp, int64_t d, int64_t g, int64_t r)
+{
+    return (unsigned)((d * mp->P + g % mp->P) * mp->p.tp + r);
+}
+
 /* A permute between stage s's and s + 1's tensor ranks (dir 0) or back (dir 1) of count floats: its time. */
 static tern_status p2p_time(struct train_mp *mp, int64_t s, size_t count, int dir, double *secs, tern_error *err)
 {
@@ -286,7 +300,7 @@ static tern_status p2p_time(struct train_mp *mp, int64_t s, size_t count, int di
     if (!pairs)
         return oom(err);
     for (int64_t r = 0; r < mp->p.tp; r++) {
-        unsigned a = rank_of(mp, 0, s, r), b = rank_of(mp, 0, s + 1, r);
+        unsigned a = core_of(mp, 0, s, r), b = core_of(mp, 0, s + 1, r);
         pairs[2 * r] = dir ? b : a;
         pairs[2 * r + 1] = dir ? a : b;
     }
@@ -355,7 +369,20 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
 {
     tern_train_opts *o = &t->o;
     int64_t tp = o->tp > 1 ? o->tp : 1, pp = o->pp > 1 ? o->pp : 1, dp = o->ranks > 1 ? o->ranks : 1;
-    int64_t micro = o->micro > 0 ? o->micro : pp;
+    int64_t micro = o->micro > 0 ? o->micro : pp, V = o->vpp > 1 ? o->vpp : 1;
+    if (V > 1 && pp < 2)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: vpp=%lld (interleaved 1F1B) needs pipeline stages (pp > 1: %lld)", (long long)V,
+                              (long long)pp);
+    if (V > 1 && micro % pp)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: vpp=%lld (interleaved 1F1B): micro=%lld micro-batches must be a multiple of "
+                              "pp=%lld (they go round the stages in groups of pp, as Megatron requires)",
+                              (long long)V, (long long)micro, (long long)pp);
+    if (V > 1 && dp > 1)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: vpp=%lld (interleaved 1F1B) with data replicas (dp=%lld) is not supported yet",
+                              (long long)V, (long long)dp);
     if (o->zero && (o->zero != 1 || dp < 2 || o->clip_norm > 0))
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: ZeRO stage %d in a layout needs stage 1, data replicas (dp > 1: %lld) and no "
@@ -376,9 +403,12 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     t->mp = mp;
     tern_exe_init(&mp->zexe);
     mp->zero = o->zero;
-    mp->n = tp * pp * dp;
+    mp->n = tp * pp * V * dp;
+    mp->P = pp;
+    mp->V = V;
+    mp->cores = tp * pp * dp;
     mp->p.tp = tp;
-    mp->p.pp = pp;
+    mp->p.pp = pp * V;
     mp->p.dp = dp;
     mp->p.micro = micro;
     mp->p.batch = o->batch;
@@ -393,11 +423,11 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                                  (long long)dp, t->machine);
     unsigned have = tern_fabric_ranks(all);
     tern_fabric_free(all);
-    if ((uint64_t)mp->n > have)
+    if ((uint64_t)mp->cores > have)
         return tern_error_set(err, TERN_ERR_RANGE,
                               "train: layout tp=%lld,pp=%lld,dp=%lld needs %lld NeuronCores; '%s' has %u (give a "
                               "smaller product or a larger machine)",
-                              (long long)tp, (long long)pp, (long long)dp, (long long)mp->n, t->machine, have);
+                              (long long)tp, (long long)pp, (long long)dp, (long long)mp->cores, t->machine, have);
     if (tp > 64)
         return tern_error_set(err, TERN_ERR_RANGE, "train: tp=%lld: at most 64 tensor ranks", (long long)tp);
     if (micro > 1 && pp == 1)
@@ -407,9 +437,10 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         return tern_error_set(err, TERN_ERR_INVALID,
                               "train: batch %lld does not split over %lld data replicas x %lld micro-batches",
                               (long long)o->batch, (long long)dp, (long long)micro);
-    fo.ranks = (unsigned)mp->n;
+    fo.ranks = (unsigned)mp->cores;
     if ((st = tern_fabric_load(t->machine, &fo, &mp->fab, err)))
         return st;
+    pp *= V; /* from here on pp counts the model chunks (the plan's stages; the plain layouts: the stages) */
     fo.ranks = (unsigned)tp;
     if (tp > 1 && (st = tern_fabric_load(t->machine, &fo, &mp->tpfab, err)))
         return st;
@@ -569,7 +600,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         if (!pairs)
             return oom(err);
         for (int64_t r = 0; r < tp; r++) {
-            unsigned a = rank_of(mp, 0, 0, r), b = rank_of(mp, 0, pp - 1, r);
+            unsigned a = core_of(mp, 0, 0, r), b = core_of(mp, 0, pp - 1, r);
             pairs[4 * r] = a, pairs[4 * r + 1] = b, pairs[4 * r + 2] = b, pairs[4 * r + 3] = a;
         }
         tern_coll_desc d;
@@ -1002,7 +1033,7 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
     mp_plan *p = &mp->p;
     int64_t pp = p->pp, M = p->micro, K = p->dp * M;
     uint64_t step = t->step + 1;
-    tern_status st;
+    tern_status st = TERN_OK;
     /* time: the schedule of one replica's micro-batches (every replica runs the same programs at once) */
     double *f = malloc(sizeof(double) * (size_t)pp + 1), *b = malloc(sizeof(double) * (size_t)pp + 1);
     if (!f || !b) {
@@ -1016,7 +1047,23 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
         tpt += f[s] + b[s];
     }
     double span = 0, work = 0;
-    st = schedule_1f1b(pp, M, f, b, mp->p2p_f, mp->p2p_b, &span, &work, err);
+    if (mp->V == 1) {
+        st = schedule_1f1b(pp, M, f, b, mp->p2p_f, mp->p2p_b, &span, &work, err);
+    } else { /* interleaved: the planner's schedule (src/plan/pipeline.c), chunk g on stage g mod P */
+        double idle = 0;
+        if (plan_pipeline_schedule2((unsigned)mp->P, (unsigned)mp->V, (unsigned)M, f, b, mp->p2p_f, mp->p2p_b, &span,
+                                    &idle, NULL))
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the interleaved 1F1B schedule failed "
+                                                       "(pp=%lld, vpp=%lld, micro=%lld)",
+                                (long long)mp->P, (long long)mp->V, (long long)M);
+        for (int64_t s = 0; s < mp->P; s++) { /* the busiest stage's compute: its chunks' */
+            double wk = 0;
+            for (int64_t g = s; g < pp; g += mp->P)
+                wk += (double)M * (f[g] + b[g]);
+            if (wk > work)
+                work = wk;
+        }
+    }
     free(f), free(b);
     if (st)
         return st;
@@ -1034,7 +1081,7 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
     in.lr = tern_train_lr(&t->o, step);
     in.step_seconds = span + tdp + mp->t_tied + tupd;
     in.samples_per_s = in.step_seconds > 0 ? (double)p->batch / in.step_seconds : 0;
-    in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * (double)mp->n * in.step_seconds) * 100 : 0;
+    in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * (double)mp->cores * in.step_seconds) * 100 : 0;
     in.loss = loss;
     in.grad_norm = gn;
     if (info)
@@ -1069,12 +1116,19 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
         if ((st = dp_coll(mp, TERN_COLL_ALL_GATHER, NULL, mp->maxflat, &tdp, err)))
             return st;
     }
+    double *usum = calloc((size_t)mp->P + 1, sizeof(double)); /* a stage updates its chunks in turn */
+    if (!usum)
+        return oom(err);
     for (int64_t s = 0; s < pp && !mp->zero; s++) {
-        if ((st = run_prog(mp->stg[s].urt, &secs, err)))
+        if ((st = run_prog(mp->stg[s].urt, &secs, err))) {
+            free(usum);
             return st;
-        if (secs > tupd)
-            tupd = secs;
+        }
+        usum[s % mp->P] += secs;
+        if (usum[s % mp->P] > tupd)
+            tupd = usum[s % mp->P];
     }
+    free(usum);
     return finish_step(t, tdp, tupd, NAN, NAN, info, err);
 }
 
@@ -1188,8 +1242,11 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     double tupd = 0;
     size_t nsr = (size_t)(pp * tp);
     float **nv = calloc(nsr * 3 + 1, sizeof *nv);
-    if (!nv)
+    double *usum = calloc((size_t)(mp->P * tp) + 1, sizeof(double)); /* a stage updates its chunks in turn */
+    if (!nv || !usum) {
+        free(nv), free(usum);
         return oom(err);
+    }
     if (mp->zero)
         st = update_zero(t, step, (float)(mp->gscale * coef), nv, &tupd, &tdp, err);
     for (int64_t s = 0; s < pp && !st && !mp->zero; s++)
@@ -1215,8 +1272,10 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
             double secs = 0;
             if (!st)
                 st = run_prog(S->urt, &secs, err);
-            if (secs > tupd)
-                tupd = secs;
+            size_t ui = (size_t)((s % mp->P) * tp + r);
+            usum[ui] += secs;
+            if (usum[ui] > tupd)
+                tupd = usum[ui];
             for (int q = -1; q < mp->nst && !st; q++) {
                 float *b = malloc(S->flat * sizeof(float) + 1);
                 nv[ix * 3 + (size_t)(q + 1)] = b;
@@ -1266,6 +1325,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     for (size_t i = 0; i < nsr * 3; i++)
         free(nv[i]);
     free(nv);
+    free(usum);
     if (st)
         return st;
     gather(t);
@@ -1275,12 +1335,13 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
 void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
 {
     memset(out, 0, sizeof *out);
-    out->tp = out->pp = out->dp = out->micro = 1;
+    out->tp = out->pp = out->dp = out->micro = out->vpp = 1;
     const struct train_mp *mp = t->mp;
     if (!mp)
         return;
     out->tp = mp->p.tp;
-    out->pp = mp->p.pp;
+    out->pp = mp->P;
+    out->vpp = mp->V;
     out->dp = mp->p.dp;
     out->micro = mp->p.micro;
     out->pairs = mp->p.npairs;

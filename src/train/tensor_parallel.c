@@ -807,7 +807,13 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         nlin += lin[ord[k]];
     }
     st = TERN_OK;
-    if (p->pp > 1 && (nlin < p->pp || nlin % p->pp))
+    if (p->pp > 1 && (nlin < p->pp || nlin % p->pp) && t->o.vpp > 1) /* interleaved: p->pp is pp x vpp chunks */
+        st = tern_error_set(err, TERN_ERR_INVALID,
+                            "train: pipeline parallelism: pp=%lld x vpp=%lld = %lld model chunks do not divide the "
+                            "model's %d linear layers (MatMul/Gemm with a weight); each chunk takes an equal run of "
+                            "them",
+                            (long long)(p->pp / t->o.vpp), (long long)t->o.vpp, (long long)p->pp, nlin);
+    else if (p->pp > 1 && (nlin < p->pp || nlin % p->pp))
         st = tern_error_set(err, TERN_ERR_INVALID,
                             "train: pipeline parallelism: pp=%lld does not divide the model's %d linear layers "
                             "(MatMul/Gemm with a weight); each stage takes an equal run of them",

@@ -356,7 +356,8 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
         }
     }
     tern_exe_init(&t->exe_micro);
-    if (o.tp > 1 || o.pp > 1 || o.micro > 1) { /* tensor / pipeline parallelism: pipeline_parallel.c builds and compiles */
+    /* tensor / pipeline parallelism: pipeline_parallel.c builds and compiles */
+    if (o.tp > 1 || o.pp > 1 || o.micro > 1 || o.vpp > 1) {
         if ((st = train_mp_create(t, err))) {
             tern_train_free(t);
             return st;
