@@ -3,7 +3,7 @@
 # chunk g on stage g mod P, and times Megatron's interleaved schedule (the planner's, src/plan/pipeline.c). The
 # values do not depend on the schedule: the two-pair MLP of test_train_tp_pp.sh (4 linear layers) on pp=2,vpp=2
 # trains the same model byte for byte as pp=2 and as pp=4 (same losses, same grad norms, same -o), and one
-# core's losses within 1e-5 relative. Timing: a wider MLP (8 linear layers of 1024, 512 rows, 8 micro-batches,
+# core's losses within 1e-5 relative; the GPT-style model on tp=2,pp=2,vpp=2 trains tp=2,pp=4's (below). Timing: a wider MLP (8 linear layers of 1024, 512 rows, 8 micro-batches,
 # --timing-only) has a smaller bubble and pipeline span on pp=2,vpp=2 than on pp=2. Then the refusals: micro not
 # a multiple of pp, pp x vpp not dividing the linear layers, vpp without pp, vpp with data replicas.
 set -u
@@ -47,6 +47,22 @@ run pp4 --layout pp=4,micro=4
 for r in pp2 pp4; do
     if cmp -s "$tmp/vpp2.onnx" "$tmp/$r.onnx"; then ok; else bad "pp=2,vpp=2 trains another model than $r"; fi
 done
+# the GPT-style model of test_train_gpt.sh with tensor parallelism and its tied embedding (chunks 0 and 3, on stages
+# 0 and 1): tp=2,pp=2,vpp=2 trains tp=2,pp=4's model byte for byte (the same chunks; tp=2,pp=2 cuts elsewhere and
+# rounds a residual's gradient sum otherwise), one core's losses within 1e-5
+mkdir -p "$tmp/gpt"
+"$PY" "$here/gpt_ref.py" "$tmp/gpt" 1 2 1e-3 >/dev/null 2>&1 || bad "gpt_ref.py failed"
+gpt() {
+    local name=$1
+    shift
+    expect 0 "$TERN" train "$tmp/gpt/gpt.onnx" --data "$tmp/gpt/x.npy" --labels "$tmp/gpt/y.npy" --batch 2 --steps 3 \
+        --lr 1e-3 --clip-norm 1 --precision fp32 --machine $M --json -o "$tmp/$name.onnx" "$@"
+    cp "$tmp/out" "$tmp/$name.json"
+}
+gpt gone
+gpt gvpp2 --layout tp=2,pp=2,vpp=2,micro=2
+gpt gpp4 --layout tp=2,pp=4,micro=2
+if cmp -s "$tmp/gvpp2.onnx" "$tmp/gpp4.onnx"; then ok; else bad "GPT tp=2,pp=2,vpp=2 trains another model than tp=2,pp=4"; fi
 big() { # big NAME LAYOUT: one timing-only step of the wide MLP
     expect 0 "$TERN" train "$tmp/big.onnx" --data "$tmp/bx.npy" --labels "$tmp/by.npy" --batch 512 --steps 1 \
         --precision fp32 --machine $M --timing-only --json --layout "$2"
@@ -57,7 +73,8 @@ big big2 pp=2,vpp=2,micro=8
 if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "interleaved 1F1B: values or timing (above)"; fi
 import json, sys
 d = sys.argv[1]
-J = {n: json.load(open(f"{d}/{n}.json")) for n in ("one", "pp2", "vpp2", "pp4", "big1", "big2")}
+J = {n: json.load(open(f"{d}/{n}.json")) for n in ("one", "pp2", "vpp2", "pp4", "big1", "big2", "gone", "gvpp2",
+                                                   "gpp4")}
 st = lambda n, k: [s[k] for s in J[n]["steps"]]
 fail = False
 def check(good, msg):
@@ -70,6 +87,11 @@ for r in ("pp2", "pp4"):
 a, b = st("one", "loss"), st("vpp2", "loss")
 rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 check(len(a) == len(b) == 6 and rel <= 1e-5, f"pp=2,vpp=2 vs one core: max rel {rel:.2e}")
+check(st("gvpp2", "loss") == st("gpp4", "loss"), "GPT tp=2,pp=2,vpp=2 losses equal tp=2,pp=4's bit for bit")
+a, b = st("gone", "loss"), st("gvpp2", "loss")
+rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+check(len(a) == len(b) == 3 and rel <= 1e-5 and J["gvpp2"]["layout"]["tied_ms"] > 0,
+      f"GPT tp=2,pp=2,vpp=2 vs one core: max rel {rel:.2e}, tied embedding exchanged")
 L = J["vpp2"]["layout"]
 check(L.get("vpp") == 2 and L["pp"] == 2 and "vpp" not in J["pp2"]["layout"], "--json: layout vpp 2 (absent on pp=2)")
 l1, l2 = J["big1"]["layout"], J["big2"]["layout"]
