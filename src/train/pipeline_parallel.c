@@ -31,7 +31,8 @@
  * Interleaved (vpp = V > 1): the plan's stages are the P x V chunks (p.pp = P V; buffers, programs and update per
  * chunk, so the values are pp = P V's), chunk g on stage g mod P (core_of: the fabric's ranks); the span comes from
  * the planner's interleaved 1F1B (plan_pipeline_schedule2, src/plan/pipeline.c); a stage's update time is its
- * chunks' in turn. M a multiple of P; dp = 1. */
+ * chunks' in turn, the data-parallel collectives one per local chunk in turn (dp_coll). M a multiple of P; no
+ * ZeRO-1. */
 #include "mp_internal.h"
 
 #include "plan/plan_internal.h"
@@ -379,10 +380,9 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                               "train: vpp=%lld (interleaved 1F1B): micro=%lld micro-batches must be a multiple of "
                               "pp=%lld (they go round the stages in groups of pp, as Megatron requires)",
                               (long long)V, (long long)micro, (long long)pp);
-    if (V > 1 && dp > 1)
+    if (V > 1 && o->zero)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: vpp=%lld (interleaved 1F1B) with data replicas (dp=%lld) is not supported yet",
-                              (long long)V, (long long)dp);
+                              "train: vpp=%lld (interleaved 1F1B) with ZeRO-1 is not supported yet", (long long)V);
     if (o->zero && (o->zero != 1 || dp < 2 || o->clip_norm > 0))
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: ZeRO stage %d in a layout needs stage 1, data replicas (dp > 1: %lld) and no "
@@ -923,39 +923,46 @@ static tern_status schedule_1f1b(int64_t P, int64_t M, const double *f, const do
 static tern_status dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, size_t count, double *secs,
                            tern_error *err)
 {
-    int64_t tp = mp->p.tp, pp = mp->p.pp, dp = mp->p.dp;
-    unsigned *groups = malloc(sizeof(unsigned) * (size_t)mp->n + 1);
-    const void **in = malloc(sizeof(void *) * (size_t)mp->n + 1);
-    void **out = malloc(sizeof(void *) * (size_t)mp->n + 1);
+    int64_t tp = mp->p.tp, P = mp->P, dp = mp->p.dp, nc = mp->cores;
+    unsigned *groups = malloc(sizeof(unsigned) * (size_t)nc + 1);
+    const void **in = malloc(sizeof(void *) * (size_t)nc + 1);
+    void **out = malloc(sizeof(void *) * (size_t)nc + 1);
     if (!groups || !in || !out) {
         free(groups), free(in), free(out);
         return oom(err);
     }
-    for (int64_t s = 0, gi = 0; s < pp; s++)
-        for (int64_t r = 0; r < tp; r++)
-            for (int64_t d = 0; d < dp; d++)
-                groups[gi++] = rank_of(mp, d, s, r);
-    for (int64_t i = 0; i < mp->n; i++) {
-        in[i] = bufs ? bufs[i] : NULL;
-        out[i] = bufs ? bufs[i] : NULL;
+    /* interleaved: one collective per local chunk c (chunks c P .. c P + P - 1, one on each stage), in turn */
+    double total = 0;
+    tern_status st = TERN_OK;
+    for (int64_t c = 0; c < mp->V && !st; c++) {
+        for (int64_t s = 0, gi = 0; s < P; s++)
+            for (int64_t r = 0; r < tp; r++)
+                for (int64_t d = 0; d < dp; d++) {
+                    unsigned k = core_of(mp, d, c * P + s, r);
+                    groups[gi++] = k;
+                    in[k] = bufs ? bufs[rank_of(mp, d, c * P + s, r)] : NULL;
+                    out[k] = (void *)in[k];
+                }
+        tern_coll_desc cd;
+        memset(&cd, 0, sizeof cd);
+        cd.op = op;
+        cd.reduce = TERN_REDUCE_SUM;
+        cd.dtype = TERN_DTYPE_FP32;
+        cd.count = count;
+        cd.algo = TERN_ALGO_AUTO;
+        cd.groups = groups;
+        cd.ngroups = (unsigned)(P * tp);
+        cd.group_size = (unsigned)dp;
+        tern_coll_result res;
+        st = bufs ? tern_collective_run(mp->fab, &cd, in, out, &res, err) /* timing-only: no bufs */
+                  : tern_collective_time(mp->fab, &cd, &res, err);
+        if (!st)
+            total += (double)res.time_ps * 1e-12;
     }
-    tern_coll_desc cd;
-    memset(&cd, 0, sizeof cd);
-    cd.op = op;
-    cd.reduce = TERN_REDUCE_SUM;
-    cd.dtype = TERN_DTYPE_FP32;
-    cd.count = count;
-    cd.algo = TERN_ALGO_AUTO;
-    cd.groups = groups;
-    cd.ngroups = (unsigned)(pp * tp);
-    cd.group_size = (unsigned)dp;
-    tern_coll_result res;
-    tern_status st = bufs ? tern_collective_run(mp->fab, &cd, in, out, &res, err) /* timing-only: no bufs */
-                          : tern_collective_time(mp->fab, &cd, &res, err);
     free(groups), free(in), free(out);
     if (st)
         return tern_error_prefix(err, "train: data-parallel gradient %s: ", tern_coll_op_name(op));
-    *secs += (double)res.time_ps * 1e-12;
+    *secs += total;
     return TERN_OK;
 }
 

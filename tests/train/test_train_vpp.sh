@@ -2,10 +2,11 @@
 # Interleaved 1F1B (docs/training.md, "Interleaved 1F1B"): --layout pp=P,vpp=V cuts the model into P x V chunks,
 # chunk g on stage g mod P, and times Megatron's interleaved schedule (the planner's, src/plan/pipeline.c). The
 # values do not depend on the schedule: the two-pair MLP of test_train_tp_pp.sh (4 linear layers) on pp=2,vpp=2
-# trains the same model byte for byte as pp=2 and as pp=4 (same losses, same grad norms, same -o), and one
+# trains the same model byte for byte as pp=2 and as pp=4 (same losses, same grad norms, same -o; with dp=2 as
+# pp=4,dp=2), and one
 # core's losses within 1e-5 relative; the GPT-style model on tp=2,pp=2,vpp=2 trains tp=2,pp=4's (below). Timing: a wider MLP (8 linear layers of 1024, 512 rows, 8 micro-batches,
 # --timing-only) has a smaller bubble and pipeline span on pp=2,vpp=2 than on pp=2. Then the refusals: micro not
-# a multiple of pp, pp x vpp not dividing the linear layers, vpp without pp, vpp with data replicas.
+# a multiple of pp, pp x vpp not dividing the linear layers, vpp without pp, vpp with ZeRO-1.
 set -u
 TERN=${1:?usage: test_train_vpp.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -47,6 +48,10 @@ run pp4 --layout pp=4,micro=4
 for r in pp2 pp4; do
     if cmp -s "$tmp/vpp2.onnx" "$tmp/$r.onnx"; then ok; else bad "pp=2,vpp=2 trains another model than $r"; fi
 done
+# two data replicas: one all-reduce per local chunk (chunks 0, 1, then 2, 3), the same bytes as pp=4,dp=2
+run vpp2dp2 --layout pp=2,vpp=2,dp=2,micro=4
+run pp4dp2 --layout pp=4,dp=2,micro=4
+if cmp -s "$tmp/vpp2dp2.onnx" "$tmp/pp4dp2.onnx"; then ok; else bad "pp=2,vpp=2,dp=2 trains another model than pp=4,dp=2"; fi
 # the GPT-style model of test_train_gpt.sh with tensor parallelism and its tied embedding (chunks 0 and 3, on stages
 # 0 and 1): tp=2,pp=2,vpp=2 trains tp=2,pp=4's model byte for byte (the same chunks; tp=2,pp=2 cuts elsewhere and
 # rounds a residual's gradient sum otherwise), one core's losses within 1e-5
@@ -112,7 +117,7 @@ err() { # err PATTERN ARGS...: tern train refuses, naming what
 err "vpp=2 (interleaved 1F1B): micro=3 micro-batches must be a multiple of pp=2" --batch 12 --layout pp=2,vpp=2,micro=3
 err "pp=2 x vpp=3 = 6 model chunks do not divide the model's 4 linear layers" --batch 16 --layout pp=2,vpp=3
 err "vpp=2 (interleaved 1F1B) needs pipeline stages (pp > 1: 1)" --batch 16 --layout vpp=2
-err "vpp=2 (interleaved 1F1B) with data replicas (dp=2) is not supported yet" --batch 16 --layout pp=2,vpp=2,dp=2
+err "vpp=2 (interleaved 1F1B) with ZeRO-1 is not supported yet" --batch 16 --layout pp=2,vpp=2,dp=2 --zero 1
 expect 2 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --machine $M --layout v=2
 contains "$tmp/err" "'v' is not tp=N, pp=N, dp=N, vpp=N or micro=N"
 echo "$pass passed, $fail failed"
