@@ -223,6 +223,8 @@ typedef struct {
     int programs;              /* segment programs (each tensor rank runs its own shards through them) */
     double pipeline_seconds;   /* the 1F1B schedule's span (forwards, backwards, transfers, bubbles) */
     double bubble_seconds;     /* span less the busiest stage's compute */
+    double plain_pipeline_seconds, plain_bubble_seconds; /* vpp > 1: plain 1F1B's span and bubbles for the same
+                                  chunks' times, V consecutive chunks a stage (vpp = 1: the two above) */
     double dp_comm_seconds;    /* the data replicas' gradient all-reduce */
     double update_seconds;     /* the slowest (stage, tensor rank)'s optimizer update */
     double p2p_seconds;        /* one activation's transfer between stages */

@@ -260,7 +260,8 @@ int tern_cmd_train(int argc, char **argv)
                           : !strcmp(tok, "micro") ? &o.micro : !strcmp(tok, "vpp") ? &o.vpp : NULL;
                 }
                 if (!dst) {
-                    fprintf(stderr, "tern train: --layout '%s': '%s' is not tp=N, pp=N, dp=N, vpp=N or micro=N\n", v, tok);
+                    fprintf(stderr, "tern train: --layout '%s': '%s' is not tp=N, pp=N, dp=N, vpp=N or micro=N\n", v,
+                            tok);
                     return 2;
                 }
                 if ((rc = tern_arg_int("train", "--layout", eq + 1, 1, 1 << 20, &val)))
@@ -709,6 +710,10 @@ int tern_cmd_train(int argc, char **argv)
                    mpi.pipeline_seconds * 1e3, mpi.vpp > 1 ? "interleaved 1F1B" : "1F1B", mpi.bubble_seconds * 1e3,
                    mpi.p2p_seconds * 1e3,
                    mpi.dp_comm_seconds * 1e3, mpi.tied_seconds * 1e3, mpi.update_seconds * 1e3);
+        if (!json && mpi.vpp > 1)
+            printf("layout, last step: plain 1F1B of the same chunks (%lld consecutive a stage): pipeline %.4f ms, "
+                   "bubbles %.4f ms\n",
+                   (long long)mpi.vpp, mpi.plain_pipeline_seconds * 1e3, mpi.plain_bubble_seconds * 1e3);
     }
     tern_train_dp_stats(t, &dpi);
     if (!json && (dpi.ranks > 1 || dpi.chunks > 1))
@@ -717,9 +722,10 @@ int tern_cmd_train(int argc, char **argv)
                dpi.compute_seconds * 1e3, dpi.comm_seconds * 1e3, dpi.algorithm, dpi.update_seconds * 1e3);
     tern_train_mp_info mpj;
     tern_train_mp_stats(t, &mpj);
-    char vppj[48] = ""; /* only interleaved layouts carry "vpp" (the other layouts' --json unchanged) */
+    char vppj[128] = ""; /* only interleaved layouts carry "vpp" (the other layouts' --json unchanged) */
     if (mpj.vpp > 1)
-        snprintf(vppj, sizeof vppj, ",\"vpp\":%lld", (long long)mpj.vpp);
+        snprintf(vppj, sizeof vppj, ",\"vpp\":%lld,\"pipeline_1f1b_ms\":%.6f,\"bubble_1f1b_ms\":%.6f",
+                 (long long)mpj.vpp, mpj.plain_pipeline_seconds * 1e3, mpj.plain_bubble_seconds * 1e3);
     if (json)
         printf("],\"predicted_seconds\":%.9g,\"ranks\":%lld,\"dp_chunks\":%lld,\"zero\":%d,\"dp_algorithm\":\"%s\","
                "\"dp_compute_ms\":%.6f,\"dp_comm_ms\":%.6f,\"dp_update_ms\":%.6f,\"state_bytes_per_rank\":%llu,"

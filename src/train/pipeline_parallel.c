@@ -89,6 +89,7 @@ struct train_mp {
     double t_tied;             /* exchanging tied weights' gradients between their stages */
     size_t tied_count;
     double t_span, t_work, t_dp, t_upd, t_tp;
+    double t_span1, t_work1;   /* interleaved: plain 1F1B of the same chunks, stage s holding s V .. s V + V - 1 */
     double *ps_f, *ps_g;       /* timing-only: [seg] the forward / gradient program's time (-1 not run yet) */
     uint64_t synced_step;
     float **synced_ptr;
@@ -1070,6 +1071,17 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
             if (wk > work)
                 work = wk;
         }
+        /* for comparison: plain 1F1B over P stages of V consecutive chunks each (the chunks' times summed) */
+        double *f1 = calloc((size_t)mp->P + 1, sizeof(double)), *b1 = calloc((size_t)mp->P + 1, sizeof(double));
+        if (!f1 || !b1)
+            st = oom(err);
+        for (int64_t g = 0; g < pp && !st; g++) {
+            f1[g / mp->V] += f[g];
+            b1[g / mp->V] += b[g];
+        }
+        if (!st)
+            st = schedule_1f1b(mp->P, M, f1, b1, mp->p2p_f, mp->p2p_b, &mp->t_span1, &mp->t_work1, err);
+        free(f1), free(b1);
     }
     free(f), free(b);
     if (st)
@@ -1355,6 +1367,9 @@ void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
     out->programs = mp->p.nseg;
     out->pipeline_seconds = mp->t_span;
     out->bubble_seconds = mp->t_span > mp->t_work ? mp->t_span - mp->t_work : 0;
+    out->plain_pipeline_seconds = mp->V > 1 ? mp->t_span1 : mp->t_span;
+    out->plain_bubble_seconds = mp->V > 1 ? (mp->t_span1 > mp->t_work1 ? mp->t_span1 - mp->t_work1 : 0)
+                                          : out->bubble_seconds;
     out->dp_comm_seconds = mp->t_dp;
     out->update_seconds = mp->t_upd;
     out->p2p_seconds = mp->p2p_f;

@@ -105,6 +105,10 @@ for n, l in (("vpp=1", l1), ("vpp=2", l2)):
           f"update {l['update_ms']:.4f} ms, step {J['big1' if n == 'vpp=1' else 'big2']['steps'][0]['step_ms']:.4f} ms")
 check(0 < l2["bubble_ms"] < l1["bubble_ms"] and l2["pipeline_ms"] < l1["pipeline_ms"],
       "interleaving shrinks the bubble and the pipeline span")
+print(f"vpp=2's plain 1F1B of the same chunks: pipeline {l2['pipeline_1f1b_ms']:.4f} ms, bubble {l2['bubble_1f1b_ms']:.4f} ms")
+check(l2["bubble_1f1b_ms"] > l2["bubble_ms"] and l2["pipeline_1f1b_ms"] > l2["pipeline_ms"]
+      and abs(l2["bubble_1f1b_ms"] - l1["bubble_ms"]) < 0.1 * l1["bubble_ms"] and "pipeline_1f1b_ms" not in l1,
+      "--json: vpp=2's own plain-1F1B figures, within 10% of the vpp=1 run's bubble")
 sys.exit(1 if fail else 0)
 PYEOF
 
