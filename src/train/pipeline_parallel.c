@@ -857,67 +857,27 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
     return st;
 }
 
-/* The 1F1B schedule of P stages and M micro-batches, each forward f[s] and backward b[s] long, transfers pf (an
- * activation, stage s to s + 1) and pb (a gradient, back): its span; *work the busiest stage's compute. */
-static tern_status schedule_1f1b(int64_t P, int64_t M, const double *f, const double *b, double pf, double pb,
-                                 double *span, double *work, tern_error *err)
+/* The schedule of P stages, V chunks each (chunk g on stage g mod P; V = 1: plain 1F1B) and M micro-batches, chunk
+ * g's forward f[g] and backward b[g] long, transfers pf (an activation to the next chunk) and pb (a gradient back):
+ * its span, simulated by the planner's schedule (src/plan/pipeline.c), and *work the busiest stage's compute. */
+static tern_status schedule_span(int64_t P, int64_t V, int64_t M, const double *f, const double *b, double pf,
+                                 double pb, double *span, double *work, tern_error *err)
 {
-    size_t n = (size_t)(P * M);
-    double *fe = malloc(sizeof(double) * (n + 1)), *be = malloc(sizeof(double) * (n + 1));
-    double *fr = calloc((size_t)P + 1, sizeof(double));
-    int64_t *nx = calloc((size_t)P + 1, sizeof(int64_t));
-    if (!fe || !be || !fr || !nx) {
-        free(fe), free(be), free(fr), free(nx);
-        return oom(err);
-    }
-    for (size_t i = 0; i < n; i++)
-        fe[i] = be[i] = -1;
-    int progress = 1;
-    while (progress) {
-        progress = 0;
-        for (int64_t s = 0; s < P; s++) {
-            if (nx[s] >= 2 * M)
-                continue;
-            int64_t w = P - s - 1 < M ? P - s - 1 : M, i = nx[s], mb;
-            int fwd;
-            if (i < w) { /* warm-up forwards */
-                fwd = 1, mb = i;
-            } else if (i < w + 2 * (M - w)) { /* steady state: F(w + j), B(j) */
-                int64_t j = (i - w) / 2;
-                fwd = (i - w) % 2 == 0;
-                mb = fwd ? w + j : j;
-            } else { /* cool-down backwards */
-                fwd = 0, mb = M - (2 * M - i);
-            }
-            double dep;
-            if (fwd)
-                dep = s == 0 ? 0 : (fe[(s - 1) * M + mb] < 0 ? -1 : fe[(s - 1) * M + mb] + pf);
-            else
-                dep = s == P - 1 ? fe[s * M + mb] : (be[(s + 1) * M + mb] < 0 ? -1 : be[(s + 1) * M + mb] + pb);
-            if (dep < 0)
-                continue;
-            double start = dep > fr[s] ? dep : fr[s], end = start + (fwd ? f[s] : b[s]);
-            (fwd ? fe : be)[s * M + mb] = end;
-            fr[s] = end;
-            nx[s]++;
-            progress = 1;
-        }
-    }
-    tern_status st = TERN_OK;
+    double idle = 0;
     *span = 0;
     *work = 0;
-    for (int64_t s = 0; s < P; s++) {
-        if (nx[s] < 2 * M)
-            st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the 1F1B schedule stalls at stage %lld",
-                                (long long)s);
-        if (fr[s] > *span)
-            *span = fr[s];
-        double wk = (double)M * (f[s] + b[s]);
+    if (plan_pipeline_schedule2((unsigned)P, (unsigned)V, (unsigned)M, f, b, pf, pb, span, &idle, NULL))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: internal: the pipeline schedule failed (pp=%lld, vpp=%lld, micro=%lld)",
+                              (long long)P, (long long)V, (long long)M);
+    for (int64_t s = 0; s < P; s++) { /* the busiest stage's compute: its chunks' */
+        double wk = 0;
+        for (int64_t g = s; g < P * V; g += P)
+            wk += (double)M * (f[g] + b[g]);
         if (wk > *work)
             *work = wk;
     }
-    free(fe), free(be), free(fr), free(nx);
-    return st;
+    return TERN_OK;
 }
 
 /* A collective over every (stage, tensor rank)'s data-parallel group on the machine's fabric (functional). */
@@ -1055,22 +1015,8 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
         tpt += f[s] + b[s];
     }
     double span = 0, work = 0;
-    if (mp->V == 1) {
-        st = schedule_1f1b(pp, M, f, b, mp->p2p_f, mp->p2p_b, &span, &work, err);
-    } else { /* interleaved: the planner's schedule (src/plan/pipeline.c), chunk g on stage g mod P */
-        double idle = 0;
-        if (plan_pipeline_schedule2((unsigned)mp->P, (unsigned)mp->V, (unsigned)M, f, b, mp->p2p_f, mp->p2p_b, &span,
-                                    &idle, NULL))
-            st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the interleaved 1F1B schedule failed "
-                                                       "(pp=%lld, vpp=%lld, micro=%lld)",
-                                (long long)mp->P, (long long)mp->V, (long long)M);
-        for (int64_t s = 0; s < mp->P; s++) { /* the busiest stage's compute: its chunks' */
-            double wk = 0;
-            for (int64_t g = s; g < pp; g += mp->P)
-                wk += (double)M * (f[g] + b[g]);
-            if (wk > work)
-                work = wk;
-        }
+    st = schedule_span(mp->P, mp->V, M, f, b, mp->p2p_f, mp->p2p_b, &span, &work, err);
+    if (mp->V > 1 && !st) {
         /* for comparison: plain 1F1B over P stages of V consecutive chunks each (the chunks' times summed) */
         double *f1 = calloc((size_t)mp->P + 1, sizeof(double)), *b1 = calloc((size_t)mp->P + 1, sizeof(double));
         if (!f1 || !b1)
@@ -1080,7 +1026,7 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
             b1[g / mp->V] += b[g];
         }
         if (!st)
-            st = schedule_1f1b(mp->P, M, f1, b1, mp->p2p_f, mp->p2p_b, &mp->t_span1, &mp->t_work1, err);
+            st = schedule_span(mp->P, 1, M, f1, b1, mp->p2p_f, mp->p2p_b, &mp->t_span1, &mp->t_work1, err);
         free(f1), free(b1);
     }
     free(f), free(b);
