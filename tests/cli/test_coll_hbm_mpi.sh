@@ -6,13 +6,7 @@
 # K = 1, 2 and 4 processes. Skipped (exit 77) without MPI.
 set -u
 TERN=${1:?usage: test_coll_hbm_mpi.sh path/to/tern}
-if [ -z "${TERN_MPIEXEC:-}" ]; then
-    echo "skipped: this build has no MPI (install libopenmpi-dev and openmpi-bin, scripts/install-deps.sh)"
-    exit 77
-fi
-MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
-. "$(dirname "$0")/../lib.sh"
-mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi"
+. "$(dirname "$0")/../mpi_lib.sh"
 
 cat >"$tmp/a.s" <<'PROG'
 .machine trn1.2xlarge

@@ -9,15 +9,7 @@
 # test exits 77, which CTest reports as skipped.
 set -u
 TERN=${1:?usage: test_collective_mpi.sh path/to/tern}
-if [ -z "${TERN_MPIEXEC:-}" ]; then
-    echo "skipped: this build has no MPI (install libopenmpi-dev and openmpi-bin, scripts/install-deps.sh)"
-    exit 77
-fi
-MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
-. "$(dirname "$0")/../lib.sh"
-# Open MPI makes its session directories under TMPDIR; a private one keeps a stale or concurrent session's
-# directory from failing a launch ("File exists", seen once under load).
-mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi"
+. "$(dirname "$0")/../mpi_lib.sh"
 
 rows_equal() { # file file: the same rows apart from the process count
     python3 - "$1" "$2" <<'EOF'

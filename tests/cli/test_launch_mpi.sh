@@ -11,13 +11,7 @@
 # TERN_MPIEXEC when the build has MPI; without it this test exits 77, which CTest reports as skipped.
 set -u
 TERN=${1:?usage: test_launch_mpi.sh path/to/tern}
-if [ -z "${TERN_MPIEXEC:-}" ]; then
-    echo "skipped: this build has no MPI (install libopenmpi-dev and openmpi-bin, scripts/install-deps.sh)"
-    exit 77
-fi
-MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
-. "$(dirname "$0")/../lib.sh"
-mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi" # a private Open MPI session directory (see test_collective_mpi)
+. "$(dirname "$0")/../mpi_lib.sh"
 
 # x -> x*2+1 -> all-reduce -> (+ itself, GpSimdE) -> all-gather (groups of 4); w -> 48 VectorE steps -> side,
 # beside both: GpSimdE shares VectorE's SBUF port, so the times depend on committing in the one-process order

@@ -10,13 +10,7 @@
 # CMake passes mpirun as TERN_MPIEXEC when the build has MPI; without it the MPI half is skipped (exit 77).
 set -u
 TERN=${1:?usage: test_run_mpi.sh path/to/tern}
-if [ -z "${TERN_MPIEXEC:-}" ]; then
-    echo "skipped: this build has no MPI (install libopenmpi-dev and openmpi-bin, scripts/install-deps.sh)"
-    exit 77
-fi
-MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
-. "$(dirname "$0")/../lib.sh"
-mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi" # a private Open MPI session directory (see test_collective_mpi)
+. "$(dirname "$0")/../mpi_lib.sh"
 
 /usr/bin/python3 "$(dirname "$0")/../attention_block.py" "$tmp" 64 || { echo "NOT OK: the test model could not be made" >&2; exit 1; }
 
