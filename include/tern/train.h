@@ -229,6 +229,8 @@ typedef struct {
     double update_seconds;     /* the slowest (stage, tensor rank)'s optimizer update */
     double p2p_seconds;        /* one activation's transfer between stages */
     double tied_seconds;       /* tied weights' gradients exchanged between the first and last stage */
+    double kv_seconds;         /* key/value heads replicated over tensor ranks (tp exceeds them): their gradients
+                                  all-reduced over the ranks sharing a head */
     int zero;                  /* 1: ZeRO-1, the optimizer state in dp blocks (reduce-scatter, block update,
                                   all-gather: dp_comm_seconds is both collectives) */
 } tern_train_mp_info;

@@ -704,12 +704,15 @@ int tern_cmd_train(int argc, char **argv)
     {
         tern_train_mp_info mpi;
         tern_train_mp_stats(t, &mpi);
+        char kv[96] = ""; /* only layouts that replicate key/value heads name their gradients' all-reduce */
+        if (mpi.kv_seconds > 0)
+            snprintf(kv, sizeof kv, ", replicated K/V heads' gradients %.4f ms", mpi.kv_seconds * 1e3);
         if (!json && (mpi.tp > 1 || mpi.pp > 1))
             printf("layout, last step: pipeline %.4f ms (%s bubbles %.4f ms, stage transfer %.4f ms), data-parallel "
-                   "collectives %.4f ms, tied weights %.4f ms, update %.4f ms\n",
+                   "collectives %.4f ms, tied weights %.4f ms%s, update %.4f ms\n",
                    mpi.pipeline_seconds * 1e3, mpi.vpp > 1 ? "interleaved 1F1B" : "1F1B", mpi.bubble_seconds * 1e3,
                    mpi.p2p_seconds * 1e3,
-                   mpi.dp_comm_seconds * 1e3, mpi.tied_seconds * 1e3, mpi.update_seconds * 1e3);
+                   mpi.dp_comm_seconds * 1e3, mpi.tied_seconds * 1e3, kv, mpi.update_seconds * 1e3);
         if (!json && mpi.vpp > 1)
             printf("layout, last step: plain 1F1B of the same chunks (%lld consecutive a stage): pipeline %.4f ms, "
                    "bubbles %.4f ms\n",
@@ -722,10 +725,13 @@ int tern_cmd_train(int argc, char **argv)
                dpi.compute_seconds * 1e3, dpi.comm_seconds * 1e3, dpi.algorithm, dpi.update_seconds * 1e3);
     tern_train_mp_info mpj;
     tern_train_mp_stats(t, &mpj);
-    char vppj[128] = ""; /* only interleaved layouts carry "vpp" (the other layouts' --json unchanged) */
+    char vppj[192] = ""; /* only interleaved layouts carry "vpp", only replicated K/V heads "kv_ms" (the other
+                            layouts' --json unchanged) */
     if (mpj.vpp > 1)
         snprintf(vppj, sizeof vppj, ",\"vpp\":%lld,\"pipeline_1f1b_ms\":%.6f,\"bubble_1f1b_ms\":%.6f",
                  (long long)mpj.vpp, mpj.plain_pipeline_seconds * 1e3, mpj.plain_bubble_seconds * 1e3);
+    if (mpj.kv_seconds > 0)
+        snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"kv_ms\":%.6f", mpj.kv_seconds * 1e3);
     if (json)
         printf("],\"predicted_seconds\":%.9g,\"ranks\":%lld,\"dp_chunks\":%lld,\"zero\":%d,\"dp_algorithm\":\"%s\","
                "\"dp_compute_ms\":%.6f,\"dp_comm_ms\":%.6f,\"dp_update_ms\":%.6f,\"state_bytes_per_rank\":%llu,"

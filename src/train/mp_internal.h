@@ -33,6 +33,9 @@ typedef struct {
     int heads;            /* 1: attention heads split (a Reshape into heads inside) */
     int co[MP_MAX_CO];    /* column-parallel MatMuls beside a on its input (SwiGLU's up beside its gate) */
     int nco;
+    unsigned char *nrep;  /* [n_nodes] > 1: the node computes on key/value heads replicated over that many tensor
+                             ranks (tp exceeds the heads); its weights are split tp / rep ways, rank r taking
+                             block r / rep */
 } mp_pair;
 
 /* How one model weight is laid out over the tensor ranks. */
@@ -42,6 +45,8 @@ typedef struct {
     int rank0_only;       /* b's Gemm bias: added once, on tensor rank 0 (the others' Gemm has no C) */
     int ngroups;          /* > 1: the axis is ngroups groups of these sizes, each split tp ways (fused QKV) */
     int64_t groups[TERN_GRAPH_MAX_RANK];
+    int rep;              /* 1; > 1: a key/value projection whose heads tp exceeds: split tp / rep ways, tensor rank
+                             r holding block r / rep (rep ranks share it: their gradients are summed over them) */
 } mp_wspec;
 
 /* A value that crosses from one segment to a later one (or the data input). */

@@ -10,8 +10,9 @@
  * gradients, those of a column-parallel layer's input all-reduced over the tensor group. Weight gradients are
  * summed over micro-batches in order, all-reduced over the data replicas (one collective over the machine, a group
  * per (stage, tensor rank)), and each (stage, tensor rank) updates its flat weight vector with the step graph's own
- * optimizer nodes on the device. Cross-entropy feeds 1 / (the whole batch's counted rows) to every micro-batch,
- * MSE scales the sum by 1 / (dp micro).
+ * optimizer nodes on the device (key/value heads replicated over tensor ranks - tp exceeds them - first have their
+ * gradients all-reduced over the ranks sharing a head: kv_coll). Cross-entropy feeds 1 / (the whole batch's counted
+ * rows) to every micro-batch, MSE scales the sum by 1 / (dp micro).
  *
  * Time. The values do not depend on the order the host runs the programs in; the time does, and comes from the
  * 1F1B schedule: stage s runs min(pp - s - 1, micro) forwards, then alternates one forward and one backward, then
@@ -49,6 +50,7 @@ typedef struct {
     int ngroups;            /* the split axis in groups (fused QKV) */
     int tied;               /* > 0: a copy of the weight an earlier stage holds too (tied embeddings): its
                                gradients are summed over the stages, its norm counted once */
+    int rep;                /* mp_wspec's: > 1 key/value heads replicated over rep tensor ranks (block r / rep) */
     int64_t groups[TERN_GRAPH_MAX_RANK];
     size_t count, off;      /* shard elements, offset in the stage's flat vector */
     int rank;
@@ -88,6 +90,9 @@ struct train_mp {
     float *zb[4];              /* one block's p, g, state */
     double t_tied;             /* exchanging tied weights' gradients between their stages */
     size_t tied_count;
+    double t_kv;               /* the replicated key/value heads' gradient all-reduces over the ranks sharing one */
+    int kvrep[8], nkvrep;      /* the replications present (each a collective of its own group size) */
+    size_t kvmax[8];           /* the largest chunk's elements of weights replicated kvrep[i] ways */
     double t_span, t_work, t_dp, t_upd, t_tp;
     double t_span1, t_work1;   /* interleaved: plain 1F1B of the same chunks, stage s holding s V .. s V + V - 1 */
     double *ps_f, *ps_g;       /* timing-only: [seg] the forward / gradient program's time (-1 not run yet) */
@@ -250,7 +255,8 @@ static void scatter(tern_trainer *t)
                     else if (w->axis < 0)
                         memcpy(dst, src, w->count * sizeof(float));
                     else
-                        mp_shard_copy_g(src, dst, w->rank, w->dims, w->axis, tp, r, 0, w->ngroups, w->groups);
+                        mp_shard_copy_g(src, dst, w->rank, w->dims, w->axis, tp / w->rep, r / w->rep, 0, w->ngroups,
+                                        w->groups);
                 }
             }
         }
@@ -270,15 +276,15 @@ static void gather(tern_trainer *t)
             const mp_wt *w = &sg->w[i];
             train_weight *fw = &t->w[w->full];
             for (int q = -1; q < mp->nst; q++)
-                for (int64_t r = 0; r < (w->axis < 0 ? 1 : tp); r++) {
+                for (int64_t r = 0; r < (w->axis < 0 ? 1 : tp); r += w->rep) { /* one of each block's replicas */
                     size_t ix = (size_t)(s * tp + r);
                     const float *src = (q < 0 ? mp->val[ix] : mp->st[q][ix]) + w->off;
                     float *dst = q < 0 ? fw->val : fw->state[q];
                     if (w->axis < 0)
                         memcpy(dst, src, w->count * sizeof(float));
                     else
-                        mp_shard_copy_g(dst, (float *)src, w->rank, w->dims, w->axis, tp, r, 1, w->ngroups,
-                                        w->groups);
+                        mp_shard_copy_g(dst, (float *)src, w->rank, w->dims, w->axis, tp / w->rep, r / w->rep, 1,
+                                        w->ngroups, w->groups);
                 }
         }
     }
@@ -501,6 +507,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                 w->axis = ws ? ws->axis : -1;
                 w->rank0 = ws && ws->rank0_only;
                 w->ngroups = ws ? ws->ngroups : 1;
+                w->rep = ws ? ws->rep : 1;
                 if (ws)
                     memcpy(w->groups, ws->groups, sizeof w->groups);
                 w->count = m->w[i].count;
@@ -530,6 +537,29 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                         mp->tied_count += w->count;
                     }
         }
+    /* replicated key/value heads: the replications present, and each's largest chunk (one bucket a chunk) */
+    for (int64_t s = 0; s < pp; s++) {
+        size_t cnt[8] = {0};
+        for (int i = 0; i < mp->stg[s].nw; i++) {
+            const mp_wt *w = &mp->stg[s].w[i];
+            int e = 0;
+            if (w->rep <= 1)
+                continue;
+            while (e < mp->nkvrep && mp->kvrep[e] != w->rep)
+                e++;
+            if (e == 8)
+                return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                      "train: key/value heads replicated in more than 8 different ways (weight '%s': "
+                                      "%d ranks a head)",
+                                      w->name, w->rep);
+            if (e == mp->nkvrep)
+                mp->kvrep[mp->nkvrep++] = w->rep;
+            cnt[e] += w->count;
+        }
+        for (int e = 0; e < mp->nkvrep; e++)
+            if (cnt[e] > mp->kvmax[e])
+                mp->kvmax[e] = cnt[e];
+    }
     uint64_t hbm = t->hbm;
     mp->maxflat = 1;
     for (int64_t s = 0; s < pp; s++) {
@@ -927,6 +957,83 @@ static tern_status dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, s
     return TERN_OK;
 }
 
+/* Key/value heads replicated over R tensor ranks (tp exceeds them): a replica's gradient holds its own query heads'
+ * part only, so the R ranks sharing a head all-reduce theirs - the weights replicated R ways packed into one bucket
+ * (the largest chunk's), a collective over those subgroups of every tensor group on the machine's fabric, one per
+ * local chunk (interleaved) in turn - and every replica then updates the same bytes. bufs NULL: timed only. */
+static tern_status kv_coll(struct train_mp *mp, float **bufs, double *secs, tern_error *err)
+{
+    int64_t tp = mp->p.tp, P = mp->P, dp = mp->p.dp, nc = mp->cores;
+    unsigned *groups = malloc(sizeof(unsigned) * (size_t)nc + 1);
+    const void **in = calloc((size_t)nc + 1, sizeof *in);
+    void **out = calloc((size_t)nc + 1, sizeof *out);
+    float **bk = calloc((size_t)nc + 1, sizeof *bk);
+    tern_status st = !groups || !in || !out || !bk ? oom(err) : TERN_OK;
+    double total = 0;
+    for (int e = 0; e < mp->nkvrep && !st; e++) {
+        int64_t R = mp->kvrep[e];
+        size_t cnt = mp->kvmax[e];
+        for (int64_t k = 0; k < nc && bufs && !st; k++) {
+            free(bk[k]);
+            if (!(bk[k] = calloc(cnt + 1, sizeof(float))))
+                st = oom(err);
+        }
+        for (int64_t c = 0; c < mp->V && !st; c++) {
+            int64_t gi = 0;
+            for (int64_t d = 0; d < dp; d++)
+                for (int64_t s = 0; s < P; s++)
+                    for (int64_t r = 0; r < tp; r++) { /* groups of R neighbouring tensor ranks */
+                        unsigned k = core_of(mp, d, c * P + s, r);
+                        const mp_stage *S = &mp->stg[c * P + s];
+                        groups[gi++] = k;
+                        in[k] = out[k] = bufs ? bk[k] : NULL;
+                        size_t o = 0;
+                        for (int i = 0; bufs && i < S->nw; i++)
+                            if (S->w[i].rep == R) {
+                                memcpy(bk[k] + o, bufs[rank_of(mp, d, c * P + s, r)] + S->w[i].off,
+                                       S->w[i].count * sizeof(float));
+                                o += S->w[i].count;
+                            }
+                    }
+            tern_coll_desc cd;
+            memset(&cd, 0, sizeof cd);
+            cd.op = TERN_COLL_ALL_REDUCE;
+            cd.reduce = TERN_REDUCE_SUM;
+            cd.dtype = TERN_DTYPE_FP32;
+            cd.count = cnt;
+            cd.algo = TERN_ALGO_AUTO;
+            cd.groups = groups;
+            cd.ngroups = (unsigned)(nc / R);
+            cd.group_size = (unsigned)R;
+            tern_coll_result res;
+            st = bufs ? tern_collective_run(mp->fab, &cd, in, out, &res, err)
+                      : tern_collective_time(mp->fab, &cd, &res, err);
+            if (!st)
+                total += (double)res.time_ps * 1e-12;
+            for (int64_t d = 0; d < dp && bufs && !st; d++)
+                for (int64_t s = 0; s < P; s++)
+                    for (int64_t r = 0; r < tp; r++) {
+                        const mp_stage *S = &mp->stg[c * P + s];
+                        const float *b = bk[core_of(mp, d, c * P + s, r)];
+                        size_t o = 0;
+                        for (int i = 0; i < S->nw; i++)
+                            if (S->w[i].rep == R) {
+                                memcpy(bufs[rank_of(mp, d, c * P + s, r)] + S->w[i].off, b + o,
+                                       S->w[i].count * sizeof(float));
+                                o += S->w[i].count;
+                            }
+                    }
+        }
+    }
+    for (int64_t k = 0; bk && k < nc; k++)
+        free(bk[k]);
+    free(bk), free(groups), free(in), free(out);
+    if (st)
+        return tern_error_prefix(err, "train: replicated key/value heads' gradient all-reduce: ");
+    *secs = total;
+    return TERN_OK;
+}
+
 /* ZeRO-1: data replica d updates block d of every (stage, tensor rank)'s flat weights with its block of the
  * state; the all-gather spreads the updated blocks. nv as the plain update fills it. */
 static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float **nv, double *upd, double *comm,
@@ -1044,7 +1151,7 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
     memset(&in, 0, sizeof in);
     in.step = step;
     in.lr = tern_train_lr(&t->o, step);
-    in.step_seconds = span + tdp + mp->t_tied + tupd;
+    in.step_seconds = span + mp->t_kv + tdp + mp->t_tied + tupd;
     in.samples_per_s = in.step_seconds > 0 ? (double)p->batch / in.step_seconds : 0;
     in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * (double)mp->cores * in.step_seconds) * 100 : 0;
     in.loss = loss;
@@ -1071,6 +1178,8 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
     if (st)
         return st;
     double tdp = 0, tupd = 0, secs = 0;
+    if (mp->nkvrep && (st = kv_coll(mp, NULL, &mp->t_kv, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
     if (dp > 1 && (st = dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, mp->maxflat,
                                 &tdp, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
@@ -1149,6 +1258,9 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     /* the data replicas' gradients: one all-reduce over the machine, a group per (stage, tensor rank); ZeRO-1 a
      * reduce-scatter (replica d holds block d reduced), the blocks copied to replica 0's buffer for the norm */
     double tdp = 0;
+    /* replicated key/value heads: the ranks sharing a head sum their gradients first (on every data replica) */
+    if (mp->nkvrep && (st = kv_coll(mp, mp->gacc, &mp->t_kv, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
     if (dp > 1 && (st = dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gacc, mp->maxflat,
                                 &tdp, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
@@ -1186,7 +1298,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
             const float *g = mp->gacc[rank_of(mp, 0, s, r)];
             for (int i = 0; i < mp->stg[s].nw; i++) {
                 const mp_wt *w = &mp->stg[s].w[i];
-                if ((w->axis < 0 && r > 0) || w->tied)
+                if ((w->axis < 0 && r > 0) || w->tied || r % w->rep) /* a replicated head's block once */
                     continue;
                 for (size_t e = 0; e < w->count; e++) {
                     double v = (double)g[w->off + e] * mp->gscale;
@@ -1279,6 +1391,24 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                                         q < 0 ? "weights" : "optimizer state", at);
             }
     t->rt = NULL;
+    /* the replicas of a key/value head updated the same bytes (the all-reduce gave them one sum): checked */
+    for (int64_t s = 0; s < pp && !st && mp->nkvrep; s++)
+        for (int i = 0; i < mp->stg[s].nw && !st; i++) {
+            const mp_wt *w = &mp->stg[s].w[i];
+            for (int64_t r = 0; r < tp && !st && w->rep > 1; r++)
+                for (int q = -1; q < mp->nst && r % w->rep; q++) {
+                    size_t a = (size_t)(s * tp + r), b0 = (size_t)(s * tp + r - r % w->rep);
+                    if (memcmp(nv[a * 3 + (size_t)(q + 1)] + w->off, nv[b0 * 3 + (size_t)(q + 1)] + w->off,
+                               w->count * sizeof(float))) {
+                        st = tern_error_set(err, TERN_ERR_INVALID,
+                                            "train: step %llu: internal: tensor ranks %lld and %lld hold different "
+                                            "%s of the replicated key/value head weight '%s' (stage %lld)",
+                                            (unsigned long long)step, (long long)(r - r % w->rep), (long long)r,
+                                            q < 0 ? "values" : "optimizer state", w->name, (long long)s);
+                        break;
+                    }
+                }
+        }
     if (!st)
         for (size_t ix = 0; ix < nsr; ix++)
             for (int q = -1; q < mp->nst; q++) {
@@ -1320,5 +1450,6 @@ void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
     out->update_seconds = mp->t_upd;
     out->p2p_seconds = mp->p2p_f;
     out->tied_seconds = mp->t_tied;
+    out->kv_seconds = mp->t_kv;
     out->zero = mp->zero;
 }

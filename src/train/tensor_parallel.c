@@ -24,6 +24,11 @@
  * its parallel regions); tp > 1 on a model with no pair is refused with the first linear layer and why it starts
  * none; tp not dividing the columns, a Split part or the heads is refused naming the node.
  *
+ * Key/value heads tp exceeds (grouped-query attention, as NxD): when tp is a multiple of a K or V projection's heads,
+ * each rank holds one head, replicated over rep = tp / heads ranks (its weights split tp / rep ways, rank r taking
+ * block r / rep); the repeat for the query heads (Unsqueeze, Expand, Reshape) gives each rank its H / tp query heads
+ * as without replication, and pipeline_parallel.c sums the replicas' gradients over the rep ranks sharing a head.
+ *
  * Pipeline stages. The model's linear layers (MatMul/Gemm with a weight nothing else reads: a tied output
  * projection is none), in order, are split into pp equal runs (pp must divide their count); the cut after stage s
  * is the first place after its last linear layer (and before the next stage's first) where exactly one float
@@ -112,7 +117,8 @@ static int linear_kn(const tern_graph *g, const unsigned char *isw, const tern_g
     return 1;
 }
 
-static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, const mp_pair *grp, tern_error *err)
+static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, const mp_pair *grp, int rep,
+                             tern_error *err)
 {
     for (int i = 0; i < p->nws; i++)
         if (!strcmp(p->ws[i].name, name))
@@ -130,6 +136,7 @@ static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, 
     p->ws[p->nws].ngroups = grp ? grp->ngroups : 1;
     if (grp)
         memcpy(p->ws[p->nws].groups, grp->groups, sizeof grp->groups);
+    p->ws[p->nws].rep = rep > 1 ? rep : 1;
     if (!p->ws[p->nws].name)
         return oom(err);
     p->nws++;
@@ -214,25 +221,38 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
     unsigned char *in = calloc((size_t)g->n_nodes + 1, 1), *pre = calloc((size_t)g->n_values + 1, 1);
     int *sax = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     mp_fix *fix = calloc((size_t)g->n_nodes + 1, sizeof *fix);
-    if (!in || !pre || !sax || !fix) {
-        free(in), free(pre), free(sax), free(fix);
+    /* Key/value heads replicated when tp exceeds them (NxD's rule): each value also carries its root - the linear
+     * layer it comes from (0: a, 1 + c: co[c]; -2 mixed) - and its replication rep (0 not decided yet, then 1 or
+     * the tp / heads ranks sharing a head), decided at the Reshape into heads and pushed back to the root's
+     * earlier values (its weights, its bias); rax marks grouped-query attention's repeat (an Expand of the axis
+     * after the heads), which the Reshape merging the two axes ends (rep 1 again: H / tp query heads a rank). */
+    int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    unsigned char *rep = calloc((size_t)g->n_values + 1, 1), *rax = calloc((size_t)g->n_values + 1, 1);
+    if (!in || !pre || !sax || !fix || !root || !rep || !rax) {
+        free(in), free(pre), free(sax), free(fix), free(root), free(rep), free(rax);
         snprintf(why, wl, "out of memory");
         return 0;
     }
     for (int v = 0; v < g->n_values; v++)
-        sax[v] = -1;
+        sax[v] = root[v] = -1;
     int nfix = 0, ngroups = 1, heads = 0, wb0, tbc;
     int64_t groups[TERN_GRAPH_MAX_RANK] = {n}, kc, nc;
+    /* per root: its rep (0 undecided), the Reshape that decided it and its heads, whether a node mixed its values
+     * with another root's (leak) or rewrote a shape of them (rfix) before the rep was decided, its columns */
+    int rrep[MP_MAX_CO + 1] = {0}, rnode[MP_MAX_CO + 1];
+    int64_t rheads[MP_MAX_CO + 1] = {0}, rcols[MP_MAX_CO + 1] = {n};
+    unsigned char leak[MP_MAX_CO + 1] = {0}, rfix[MP_MAX_CO + 1] = {0};
     in[i] = 1;
     int y0 = na->outputs[0];
     const tern_graph_value *yv = &g->values[y0];
     if (yv->rank < 1 || yv->dims[yv->rank - 1] != n) {
         snprintf(why, wl, "%s's output has no static shape ending in its %lld columns", la, (long long)n);
-        free(in), free(pre), free(sax), free(fix);
+        free(in), free(pre), free(sax), free(fix), free(root), free(rep), free(rax);
         return 0;
     }
     sax[y0] = yv->rank - 1;
     pre[y0] = 1;
+    root[y0] = 0;
     int b = -1, ok = 1;
     for (int j = i + 1; j < g->n_nodes && ok == 1; j++) {
         const tern_graph_node *nj = &g->nodes[j];
@@ -247,9 +267,12 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
             const tern_graph_value *cv;
             if (allow_co && b < 0 && pair->nco < MP_MAX_CO && !taken[j] && nj->op_id == TERN_GOP_MATMUL &&
                 nj->n_inputs == 2 && nj->inputs[0] == na->inputs[0] && nj->n_outputs >= 1 && nj->outputs[0] >= 0 &&
-                linear_kn(g, isw, nj, &wb0, &kc, &nc, &tbc) && kc == k && nc % tp == 0 &&
+                linear_kn(g, isw, nj, &wb0, &kc, &nc, &tbc) && kc == k && (nc % tp == 0 || tp % nc == 0) &&
                 (cv = &g->values[nj->outputs[0]])->rank >= 1 && cv->dims[cv->rank - 1] == nc) {
-                /* a column-parallel MatMul beside a on the same input (SwiGLU's gate and up) */
+                /* a column-parallel MatMul beside a on the same input (SwiGLU's gate and up; K and V beside Q,
+                 * whose columns tp may exceed when they are replicated key/value heads: checked at the end) */
+                rcols[1 + pair->nco] = nc;
+                root[nj->outputs[0]] = 1 + pair->nco;
                 pair->co[pair->nco++] = j;
                 in[j] = 1;
                 sax[nj->outputs[0]] = cv->rank - 1;
@@ -270,6 +293,50 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
             ok = 0;
             break;
         }
+        /* the pair values it reads: their root (oroot, -2 when they come from several linear layers) and
+         * replication (urep; a replicated value may meet no value of another replication, rmix) */
+        int urep = 0, rmix = 0, rfrom = -1, xrax = 0, oroot = -3;
+        for (int q = 0; q < nj->n_inputs; q++) {
+            int v = nj->inputs[q];
+            if (v < 0 || sax[v] < 0)
+                continue;
+            int e = rep[v] > 1 ? rep[v] : 1;
+            if (oroot != -3 && e != (urep > 1 ? urep : 1))
+                rmix = 1;
+            if (e > 1 || urep == 0)
+                urep = rep[v];
+            if (e > 1)
+                rfrom = root[v];
+            xrax |= rax[v];
+            oroot = oroot == -3 ? root[v] : oroot == root[v] ? oroot : -2;
+        }
+        for (int q = 0; oroot == -2 && q < nj->n_inputs; q++)
+            if (nj->inputs[q] >= 0 && sax[nj->inputs[q]] >= 0 && root[nj->inputs[q]] >= 0)
+                leak[root[nj->inputs[q]]] = 1;
+        if (urep > 1 || rmix) {
+            int op = nj->op_id;
+            tern_op_family fr = tern_op_family_of((tern_op_id)op);
+            int fine = !rmix && (op == TERN_GOP_RESHAPE ? xrax
+                                 : (fr == TERN_OP_FAMILY_ELEMENTWISE_UNARY || fr == TERN_OP_FAMILY_ELEMENTWISE_BINARY ||
+                                    fr == TERN_OP_FAMILY_ELEMENTWISE_VARIADIC ||
+                                    fr == TERN_OP_FAMILY_ELEMENTWISE_SELECT || op == TERN_GOP_TRANSPOSE ||
+                                    op == TERN_GOP_UNSQUEEZE || op == TERN_GOP_SLICE || op == TERN_GOP_CONCAT ||
+                                    op == TERN_GOP_EXPAND) &&
+                                       !xrax);
+            if (!fine) {
+                char lr[256];
+                int rf = rfrom >= 0 ? rfrom : 0;
+                snprintf(why, wl,
+                         "tp=%lld does not divide the %lld heads of %.120s (the attention after %.120s): tp may "
+                         "exceed only key/value heads, which are then replicated over tp / heads ranks (tp a "
+                         "multiple of them, as NxD does) and repeated for the query heads (grouped-query attention's "
+                         "Unsqueeze, Expand and Reshape), but %.120s reads them %s",
+                         (long long)tp, (long long)rheads[rf], tern_graph_node_label(g, rnode[rf], lr, sizeof lr), la,
+                         lab, rmix ? "beside values that are not replicated so" : "before they are repeated");
+                ok = -1;
+                break;
+            }
+        }
         int x0 = nj->n_inputs ? nj->inputs[0] : -1, s0 = x0 >= 0 ? sax[x0] : -1;
         int wb;
         int64_t k2, n2;
@@ -282,7 +349,7 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
             continue; /* its output is outside the pair */
         }
         tern_op_family f = tern_op_family_of((tern_op_id)nj->op_id);
-        int out_sax = -1, out_pre = 0;
+        int out_sax = -1, out_pre = 0, out_rax = 0, nfix0 = nfix;
         const tern_graph_value *xr = &g->values[r0];
         int sr = sax[r0];
         if (f == TERN_OP_FAMILY_ELEMENTWISE_UNARY || f == TERN_OP_FAMILY_ELEMENTWISE_BINARY ||
@@ -359,21 +426,63 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
                         int e2 = sr;
                         while (e2 < xr->rank && acc2 < ov->dims[d])
                             acc2 *= xr->dims[e2++];
-                        if (acc == xr->dims[sr] || acc2 == ov->dims[d])
+                        /* each side covering at least one axis of the other: a leading axis of 1 (a micro-batch
+                         * of one row) before the split axis starts nothing */
+                        if ((acc == xr->dims[sr] && e > d) || (acc2 == ov->dims[d] && e2 > sr))
                             t = d;
                     }
                     pout *= ov->dims[d];
                 }
             }
-            if (t < 0 || !ov) {
+            int rho = root[r0];
+            if (t >= 0 && ov && urep > 1 &&
+                !(sr + 2 <= xr->rank && xr->dims[sr] * xr->dims[sr + 1] == ov->dims[t])) {
+                snprintf(why, wl, "%s does not merge the %lld replicated key/value heads of %s and their repeat into "
+                         "the query heads", lab, (long long)xr->dims[sr], la);
+                ok = -1;
+            } else if (t < 0 || !ov) {
                 snprintf(why, wl, "%s reshapes the split axis of the pair from %s in a way the rule cannot follow", lab,
                          la);
                 ok = 0;
+            } else if (ov->dims[t] % tp && tp % ov->dims[t] == 0 && ov->rank > xr->rank && urep == 0 && rho >= 0 &&
+                       ngroups == 1 && !leak[rho] && !rfix[rho] && rrep[rho] == 0 && tp / ov->dims[t] < 256) {
+                /* tp exceeds the heads: each rank holds one, rep = tp / heads ranks share it (key/value heads; the
+                 * repeat for the query heads must follow, or a reader refuses them above) */
+                int R = (int)(tp / ov->dims[t]);
+                rrep[rho] = R;
+                rnode[rho] = j;
+                rheads[rho] = ov->dims[t];
+                for (int v = 0; v < g->n_values; v++)
+                    if (root[v] == rho && rep[v] == 0)
+                        rep[v] = (unsigned char)R;
+                urep = R;
+                heads = 1;
+                fix[nfix].node = j;
+                fix[nfix].n = ov->rank;
+                for (int d = 0; d < ov->rank; d++)
+                    fix[nfix].v[d] = d == t ? 1 : ov->dims[d];
+                nfix++;
+                out_sax = t;
+            } else if (ov->dims[t] % tp && tp % ov->dims[t] == 0 && ov->rank > xr->rank) {
+                snprintf(why, wl, "tp=%lld does not divide the %lld heads of %s (the attention after %s), and they "
+                         "cannot be replicated over tp / heads ranks: %s",
+                         (long long)tp, (long long)ov->dims[t], lab, la,
+                         ngroups > 1 ? "they come from a fused projection's Split (replication needs separate key "
+                                       "and value projections)"
+                         : rho < 0 || (rho >= 0 && leak[rho]) ? "they are computed from more than one linear layer"
+                                                              : "their columns were reshaped before");
+                ok = -1;
             } else if (ov->dims[t] % tp) {
-                snprintf(why, wl, "tp=%lld does not divide the %lld heads of %s (the attention after %s)",
-                         (long long)tp, (long long)ov->dims[t], lab, la);
+                snprintf(why, wl, "tp=%lld does not divide the %lld heads of %s (the attention after %s)%s",
+                         (long long)tp, (long long)ov->dims[t], lab, la,
+                         tp % ov->dims[t] && ov->rank > xr->rank
+                             ? ", nor is it a multiple of them (key/value heads are replicated when tp is a multiple "
+                               "of them, as NxD does; query heads must divide evenly)"
+                             : "");
                 ok = -1;
             } else {
+                if (urep > 1)
+                    urep = 1; /* the repeat merged into the query heads: H / tp a rank, as without replication */
                 if (ov->rank > xr->rank)
                     heads = 1;
                 fix[nfix].node = j;
@@ -413,9 +522,30 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
             int64_t shp[TERN_GRAPH_MAX_RANK];
             const tern_graph_value *ov = &g->values[nj->outputs[0]];
             int ns = const_ints(g, nj->inputs[1], shp, TERN_GRAPH_MAX_RANK);
-            int t = sr + (ov->rank - xr->rank);
-            if (ns == ov->rank && ov->rank >= xr->rank && t >= 0 && ov->dims[t] == xr->dims[sr] &&
-                nfix < g->n_nodes) {
+            int t = sr + (ov->rank - xr->rank), u = sr + 1; /* u: the input's axis after the heads */
+            if (urep > 1 && ns == ov->rank && ov->rank >= xr->rank && t >= 0 && ov->dims[t] == xr->dims[sr] &&
+                u < xr->rank && xr->dims[u] == 1 && shp[t + 1] == ov->dims[t + 1]) {
+                /* replicated key/value heads repeated for the query heads along the next axis: rank r holds the
+                 * one head and its n / rep repeats, so that merged they are its H / tp query heads */
+                if (ov->dims[t + 1] % urep) {
+                    snprintf(why, wl, "tp=%lld does not divide the %lld query heads of %s (%lld key/value heads "
+                             "repeated %lld times each, after %s)",
+                             (long long)tp, (long long)(xr->dims[sr] * ov->dims[t + 1]), lab, (long long)xr->dims[sr],
+                             (long long)ov->dims[t + 1], la);
+                    ok = -1;
+                } else {
+                    fix[nfix].node = j;
+                    fix[nfix].n = ns;
+                    for (int d = 0; d < ns; d++)
+                        fix[nfix].v[d] = d == t ? (shp[d] == 1 ? 1 : shp[d] * urep / tp)
+                                         : d == t + 1 ? shp[d] / urep
+                                                      : shp[d];
+                    nfix++;
+                    out_sax = t;
+                    out_rax = 1;
+                }
+            } else if (urep <= 1 && ns == ov->rank && ov->rank >= xr->rank && t >= 0 && ov->dims[t] == xr->dims[sr] &&
+                       nfix < g->n_nodes) {
                 fix[nfix].node = j;
                 fix[nfix].n = ns;
                 for (int d = 0; d < ns; d++)
@@ -436,7 +566,7 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
         } else if (nj->op_id == TERN_GOP_CONCAT && nj->n_outputs && nj->outputs[0] >= 0) {
             /* values of the pair joined along another axis (rotary embeddings' rotate-half) */
             int good = norm_axis(tern_graph_attr_int(nj, "axis", 0), xr->rank) != sr;
-            for (int q = 0; good && q < nj->n_inputs; q++)
+            for (int q = 0; good && q < nj->n_inputs; q++) /* (the same replication: rmix refused above) */
                 good = nj->inputs[q] >= 0 && sax[nj->inputs[q]] == sr && g->values[nj->inputs[q]].rank == xr->rank;
             if (good)
                 out_sax = sr;
@@ -466,15 +596,29 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
         if (ok != 1)
             break;
         in[j] = 1;
+        if (nfix > nfix0 && oroot >= 0)
+            rfix[oroot] = 1;
         for (int q = 0; q < nj->n_outputs; q++)
             if (nj->outputs[q] >= 0) {
                 sax[nj->outputs[q]] = out_sax;
                 pre[nj->outputs[q]] = (unsigned char)out_pre;
+                root[nj->outputs[q]] = oroot;
+                rep[nj->outputs[q]] = (unsigned char)urep;
+                rax[nj->outputs[q]] = (unsigned char)out_rax;
             }
     }
     if (ok == 1 && b < 0) {
         snprintf(why, wl, "no row-parallel MatMul/Gemm reads what %s computes", la);
         ok = 0;
+    }
+    /* every linear layer's columns split tp / rep ways (rep: its heads replicated) */
+    for (int c = 0; ok == 1 && c <= pair->nco; c++) {
+        int64_t ways = tp / (rrep[c] > 1 ? rrep[c] : 1);
+        if (rcols[c] % ways) {
+            snprintf(why, wl, "tp=%lld does not divide the %lld columns of %s", (long long)tp, (long long)rcols[c],
+                     tern_graph_node_label(g, c ? pair->co[c - 1] : i, lab, sizeof lab));
+            ok = -1;
+        }
     }
     if (ok == -1 && pair->nco) /* the layers beside a may belong elsewhere: the try of a alone says */
         ok = 0;
@@ -484,11 +628,21 @@ static int try_pair(const tern_graph *g, const unsigned char *isw, const unsigne
                      la);
             ok = 0;
         }
-    free(sax), free(pre);
+    unsigned char *nrep = ok == 1 ? calloc((size_t)g->n_nodes + 1, 1) : NULL;
+    if (ok == 1 && !nrep) {
+        snprintf(why, wl, "out of memory");
+        ok = 0;
+    }
+    for (int j = 0; nrep && j < g->n_nodes; j++) { /* a node's replication: its output's (pushed back) */
+        int v = in[j] && g->nodes[j].n_outputs ? g->nodes[j].outputs[0] : -1;
+        nrep[j] = (unsigned char)(v >= 0 && rep[v] > 1 ? rep[v] : 1);
+    }
+    free(sax), free(pre), free(root), free(rep), free(rax);
     if (ok != 1) {
         free(in), free(fix);
         return ok;
     }
+    pair->nrep = nrep;
     pair->a = i;
     pair->b = b;
     pair->n = n;
@@ -534,9 +688,10 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
             continue;
         }
         char lab[256];
-        if (pr.n % p->tp) {
+        if (pr.n % (p->tp / pr.nrep[pr.a])) {
             free(pr.in);
             free(pr.fix);
+            free(pr.nrep);
             st = tern_error_set(err, TERN_ERR_INVALID,
                                 "train: tensor parallelism: tp=%lld does not divide the %lld columns of %s "
                                 "(the linear pair's hidden width)",
@@ -547,6 +702,7 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
         if (!np) {
             free(pr.in);
             free(pr.fix);
+            free(pr.nrep);
             st = oom(err);
             break;
         }
@@ -560,7 +716,7 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
         int64_t k0, n0;
         linear_kn(g, isw, na, &wa, &k0, &n0, &tba);
         linear_kn(g, isw, nb, &wb, &k0, &n0, &tbb);
-        st = add_wspec(p, g->values[wa].name, tba ? 0 : 1, 0, &pr, err);
+        st = add_wspec(p, g->values[wa].name, tba ? 0 : 1, 0, &pr, pr.nrep[pr.a], err);
         if (!st && na->op_id == TERN_GOP_GEMM && na->n_inputs > 2 && na->inputs[2] >= 0) {
             int c = na->inputs[2];
             if (!is_weight_val(g, c, isw) || g->values[c].rank != 1 || g->values[c].dims[0] != pr.n)
@@ -570,22 +726,22 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
                                     tern_graph_node_label(g, pr.a, lab, sizeof lab), g->values[c].name,
                                     (long long)pr.n);
             else
-                st = add_wspec(p, g->values[c].name, 0, 0, &pr, err);
+                st = add_wspec(p, g->values[c].name, 0, 0, &pr, pr.nrep[pr.a], err);
         }
         for (int c = 0; c < pr.nco && !st; c++) {
             int wc = -1, tbcc = 0;
             linear_kn(g, isw, &g->nodes[pr.co[c]], &wc, &k0, &n0, &tbcc);
-            st = add_wspec(p, g->values[wc].name, tbcc ? 0 : 1, 0, NULL, err);
+            st = add_wspec(p, g->values[wc].name, tbcc ? 0 : 1, 0, NULL, pr.nrep[pr.co[c]], err);
         }
         for (int j = 0; j < g->n_nodes && !st; j++)
             if (pr.in[j] && j != pr.a && j != pr.b && !is_co(&pr, j))
                 for (int q = 0; q < g->nodes[j].n_inputs && !st; q++) {
                     int v = g->nodes[j].inputs[q];
                     if (is_weight_val(g, v, isw))
-                        st = add_wspec(p, g->values[v].name, 0, 0, &pr, err);
+                        st = add_wspec(p, g->values[v].name, 0, 0, &pr, pr.nrep[j], err);
                 }
         if (!st)
-            st = add_wspec(p, g->values[wb].name, tbb ? 1 : 0, 0, NULL, err);
+            st = add_wspec(p, g->values[wb].name, tbb ? 1 : 0, 0, NULL, 1, err);
         if (!st && nb->op_id == TERN_GOP_GEMM && nb->n_inputs > 2 && nb->inputs[2] >= 0) {
             int c = nb->inputs[2];
             if (!is_weight_val(g, c, isw) && !is_scalar_const(g, c))
@@ -594,7 +750,7 @@ static tern_status find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *
                                     "scalar",
                                     tern_graph_node_label(g, pr.b, lab, sizeof lab), g->values[c].name);
             else if (is_weight_val(g, c, isw))
-                st = add_wspec(p, g->values[c].name, -1, 1, NULL, err);
+                st = add_wspec(p, g->values[c].name, -1, 1, NULL, 1, err);
         }
     }
     free(taken);
@@ -1025,6 +1181,7 @@ void mp_plan_free(mp_plan *p)
     for (int i = 0; i < p->npairs; i++) {
         free(p->pairs[i].in);
         free(p->pairs[i].fix);
+        free(p->pairs[i].nrep);
     }
     free(p->pairs);
     for (int i = 0; i < p->nws; i++)
@@ -1320,12 +1477,12 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
             continue;
         int64_t d[TERN_GRAPH_MAX_RANK];
         memcpy(d, gv->constant->dims, sizeof d);
-        d[ws->axis] /= p->tp;
+        d[ws->axis] /= p->tp / ws->rep;
         tern_host_tensor *c;
         if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, gv->constant->rank, d, &c, err)))
             break;
-        mp_shard_copy_g(gv->constant->f, c->f, c->rank, gv->constant->dims, ws->axis, p->tp, r, 0, ws->ngroups,
-                        ws->groups);
+        mp_shard_copy_g(gv->constant->f, c->f, c->rank, gv->constant->dims, ws->axis, p->tp / ws->rep, r / ws->rep, 0,
+                        ws->ngroups, ws->groups);
         tern_host_tensor_free(gv->constant);
         gv->constant = c;
         gv->rank = c->rank;
