@@ -1,6 +1,7 @@
 /* Private to the training layer: tensor and pipeline parallelism (docs/training.md, "Tensor and pipeline
- * parallelism"). tensor_parallel.c plans a layout tp x pp x dp over the model - the Megatron linear pairs it shards,
- * the pipeline cuts, the segments - and builds each segment's graphs; pipeline_parallel.c runs the step: every
+ * parallelism"). tp_pairs.c finds the Megatron linear pairs tensor parallelism shards; tensor_parallel.c plans a
+ * layout tp x pp x dp over the model - the pairs, the pipeline cuts, the segments - and builds each segment's graphs;
+ * pipeline_parallel.c runs the step: every
  * (data, pipeline, tensor) rank's segment programs, the collectives between them and the 1F1B schedule's time. */
 #ifndef TERN_MP_INTERNAL_H
 #define TERN_MP_INTERNAL_H
@@ -99,6 +100,15 @@ typedef struct {
     char **frozen;               /* the model's initializers kept constant (freeze.c), by name */
     int nfrozen;
 } mp_plan;
+
+/* tp_pairs.c: the pair rule. isw marks the plan graph's weights. */
+tern_status mp_find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err);
+int mp_is_linear(const tern_graph_node *n);
+/* the 2-D weight behind linear node n's second input (*w; *trans: multiplied by its transpose), K and N; 0 none */
+int mp_linear_kn(const tern_graph *g, const unsigned char *isw, const tern_graph_node *n, int *w, int64_t *k,
+                 int64_t *nn, int *trans);
+/* every output of node i is a constant of the plan graph (folded shape arithmetic) */
+int mp_known_const(const tern_graph *g, int i);
 
 /* tensor_parallel.c */
 tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err);
