@@ -93,6 +93,13 @@ typedef struct {
     int dp_exact;             /* fixed reduction tree: the gradient is the sum over dp_chunks row chunks in one
                                  tree whatever the rank count, so 1, 2, 4 ... ranks agree bit for bit */
     int64_t dp_chunks;        /* dp_exact: the tree's leaves (a power of two that ranks divides; 0: ranks) */
+    /* Over MPI processes (docs/training.md, "Over MPI processes"): the transport of `mpirun -np K`
+     * (transport.h). The ranks' chips are spread over the K processes as tern_fabric_set_transport spreads them;
+     * each process runs only its own ranks' programs and the collectives cross processes, with the same bits
+     * and predicted times as one process. Every process calls every tern_train_* function in the same order; a
+     * failure on any process is returned by all (tern_transport_agree). Data parallelism only: other trainers
+     * refuse K > 1. NULL: one process. */
+    const struct tern_transport *transport;
     int no_fused_attention;   /* 1: differentiate attention blocks node by node (MatMul, Softmax, ... rules)
                                  instead of one fused tern.AttentionGrad each (docs/training.md) */
     int no_fused_optimizer;   /* 1: the optimizer update node by node instead of one fused tern.SGDUpdate /
@@ -197,6 +204,10 @@ tern_status tern_train_save_checkpoint(const tern_trainer *t, const char *path, 
 tern_status tern_train_load_checkpoint(tern_trainer *t, const char *path, uint64_t *data_pos, uint64_t *order,
                                        tern_error *err);
 uint64_t tern_train_step_count(const tern_trainer *t); /* steps done (a resumed run counts the checkpoint's) */
+/* Over MPI processes: gathers on process 0 what the files above write and only the ranks of other processes hold
+ * (ZeRO-1's optimizer state shards), so that process 0 alone writes checkpoints and the trained model.
+ * Collective (every process calls it, before each such write); one process: nothing to do. */
+tern_status tern_train_collect(tern_trainer *t, tern_error *err);
 
 /* Data parallelism: what the last step did. ranks 1 (and zeros) for a one-core trainer. */
 typedef struct {
@@ -214,6 +225,7 @@ void tern_train_dp_stats(const tern_trainer *t, tern_train_dp_info *out);
 /* Rank `rank`'s copy of weight i after the last step (every rank updates its own; they are equal bit for bit,
  * which each step checks). NULL for a rank that does not exist or in timing-only mode (ranks past 0). */
 const float *tern_train_rank_weight(const tern_trainer *t, unsigned rank, size_t i, size_t *count);
+/* (Over MPI processes: NULL for a rank another process runs.) */
 
 /* Tensor / pipeline parallelism: the layout and the last step's time (all 1 and zeros without one). */
 typedef struct {

@@ -38,6 +38,15 @@ struct tern_transport {
     void (*abort)(void *ctx, const char *msg);
 };
 
+/* One verdict after a phase that may fail on some processes only (docs/multichip.md, "MPI"): every process
+ * passes its own status (err filled when it failed) and a key that orders failures the way one process would meet
+ * them (a rank, a step). Returns TERN_OK when no process failed; otherwise every process returns the failure with
+ * the smallest key (the lowest process among equal keys), its code and message copied into err, so each reports
+ * the same error. t NULL: st as it is. Collective. */
+tern_status tern_transport_agree(const tern_transport *t, tern_status st, uint64_t key, tern_error *err);
+/* buf[0..bytes) := process root's bytes, on every process (exactly: the others add zero words). Collective. */
+tern_status tern_transport_bcast(const tern_transport *t, unsigned root, void *buf, size_t bytes, tern_error *err);
+
 /* The one-process transport (static, read-only). */
 const tern_transport *tern_transport_single(void);
 

@@ -1,19 +1,23 @@
 /* `tern train`: trains an ONNX model on the simulated NeuronCore through the tern_train_* API (train.h). It
  * reads the data and labels (.npy), takes batches of consecutive rows wrapping around at the end (or of a seeded
  * permutation of the rows with --shuffle SEED), runs the compiled training step per batch and prints per step the
- * loss, the gradient norm, the predicted step time, samples/s and MFU; it writes the trained model as ONNX. */
+ * loss, the gradient norm, the predicted step time, samples/s and MFU; it writes the trained model as ONNX.
+ * Under `mpirun -np K` data-parallel ranks spread over the processes (docs/training.md, "Over MPI processes"):
+ * every process reads the data and runs its own ranks; process 0 prints and writes every file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "tern/npy.h"
 #include "tern/runtime.h"
 #include "tern/train.h"
+#include "tern/transport.h"
 
 static double host_now(void) /* --progress: host seconds */
 {
@@ -111,7 +115,86 @@ static int fail(const char *msg)
     return 1;
 }
 
+/* A run under mpirun. Process 0 speaks for it; the others' stdout goes to /dev/null and their stderr to a
+ * temporary file (cap), which they write to their real stderr only for a failure process 0 did not meet (a file
+ * only one host lacks, memory): a deterministic error, which every process meets, is printed once. */
+typedef struct {
+    const tern_transport *tr;
+    int realerr; /* a process other than 0: its real stderr */
+    FILE *cap;
+    int known;   /* every process knows the run failed (each returns 1 without another round) */
+} mpi_run;
+
+/* Every process calls this at the same points, with whether it failed since the last (the steps' own failures are
+ * agreed inside tern_train_step_inputs): 1 when any did. Of processes failing where process 0 did not, the lowest
+ * releases its captured messages. One process: `failed` itself. */
+static int any_failed(mpi_run *m, int failed)
+{
+    if (!m)
+        return failed;
+    const tern_transport *tr = m->tr;
+    uint64_t v[3] = {(uint64_t)(failed != 0), (uint64_t)(failed && tr->me == 0), failed ? tr->nprocs - tr->me : 0};
+    tern_error e;
+    fflush(stderr);
+    if (tr->allreduce(tr->ctx, v, 3, TERN_XOP_MAX, &e))
+        tr->abort(tr->ctx, e.msg);
+    if (m->cap && failed && !v[1] && tr->nprocs - v[2] == tr->me) {
+        dprintf(m->realerr, "tern train: process %u of %u stopped (process 0 did not):\n", tr->me, tr->nprocs);
+        char buf[4096];
+        ssize_t n;
+        off_t at = 0;
+        while ((n = pread(fileno(m->cap), buf, sizeof buf, at)) > 0) {
+            at += n;
+            if (write(m->realerr, buf, (size_t)n) != n)
+                break;
+        }
+    }
+    if (m->cap && ftruncate(fileno(m->cap), 0) == 0)
+        lseek(fileno(m->cap), 0, SEEK_SET);
+    if (v[0])
+        m->known = 1;
+    return v[0] != 0;
+}
+
+static int train_main(int argc, char **argv, mpi_run *mr);
+
 int tern_cmd_train(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    tern_transport *tr = NULL;
+    tern_error err = {0};
+    if (tern_mpi_init(&argc, &argv, &tr, &err)) {
+        if (tern_mpi_launched_rank() == 0)
+            fprintf(stderr, "tern train: %s\n", err.msg);
+        return 1;
+    }
+    if (!tr)
+        return train_main(argc, argv, NULL);
+    mpi_run m = {tr, -1, NULL, 0};
+    if (tr->me != 0) {
+        fflush(stderr);
+        m.realerr = dup(2);
+        m.cap = tmpfile();
+        if (m.realerr < 0 || !m.cap || !freopen("/dev/null", "w", stdout) || dup2(fileno(m.cap), 2) < 0)
+            tr->abort(tr->ctx, "tern train: cannot silence a process other than 0");
+    }
+    int rc = train_main(argc, argv, &m);
+    uint64_t v = (uint64_t)rc; /* one exit status for every process */
+    if (tr->allreduce(tr->ctx, &v, 1, TERN_XOP_MAX, &err) == TERN_OK)
+        rc = (int)v;
+    if (m.cap)
+        fclose(m.cap);
+    if (m.realerr >= 0)
+        close(m.realerr);
+    tern_mpi_finalize(tr);
+    return rc;
+}
+
+static int train_main(int argc, char **argv, mpi_run *mr)
 {
     const char *model = NULL, *labels = NULL, *outp = NULL, *dump = NULL, *loss = "cross-entropy";
     const char *ckpt = NULL, *resume = NULL;
@@ -395,6 +478,10 @@ int tern_cmd_train(int argc, char **argv)
     o.batch = batch;
     o.timing_only = timing;
     o.grads_as_outputs = dump != NULL;
+    o.transport = mr ? mr->tr : NULL;
+    int writer = !mr || mr->tr->me == 0; /* process 0 alone prints progress and writes files */
+    if (!writer)
+        progress = 0;
     if (o.loss != TERN_LOSS_OUTPUT && !labels) {
         fprintf(stderr, "tern train: --loss %s needs --labels\n", loss);
         return 2;
@@ -625,7 +712,8 @@ int tern_cmd_train(int argc, char **argv)
     uint64_t order = shuffle ? seed + 1 : 0; /* recorded in checkpoints: a resumed run must read the same order */
     char ckpath[4096], rspath[4096];
     if (ckpt) {
-        mkdir(ckpt, 0777); /* an existing directory is fine; a failure shows when the file is written */
+        if (writer)
+            mkdir(ckpt, 0777); /* an existing directory is fine; a failure shows when the file is written */
         snprintf(ckpath, sizeof ckpath, "%s/checkpoint.tck", ckpt);
     }
     if (resume) {
@@ -650,6 +738,11 @@ int tern_cmd_train(int argc, char **argv)
         pos = (int64_t)p;
         first = (int64_t)tern_train_step_count(t);
     }
+    if (any_failed(mr, 0)) { /* under mpirun: another process failed to read its files or build its ranks */
+        if (json)
+            printf("]}\n");
+        goto done;
+    }
     tern_train_step_info info;
     double total = 0;
     for (int64_t s = first; s < steps; s++) {
@@ -668,7 +761,9 @@ int tern_cmd_train(int argc, char **argv)
         if (tern_train_step_inputs(t, feed, ndata, lab, lab ? (size_t)step_rows * lrow : 0, &info, &err)) {
             if (json)
                 printf("]}\n");
-            fail(err.msg);
+            fail(err.msg); /* under mpirun every process returns the same failure (process 0 prints it) */
+            if (mr)
+                mr->known = 1;
             goto done;
         }
         total += info.step_seconds;
@@ -692,12 +787,20 @@ int tern_cmd_train(int argc, char **argv)
                     (unsigned long long)info.step, (long long)steps, host_now() - t_start, per,
                     per * (double)(steps - s - 1));
         }
-        if (ckpt && ((every && info.step % (uint64_t)every == 0) || s == steps - 1) &&
-            tern_train_save_checkpoint(t, ckpath, (uint64_t)pos, order, &err)) {
-            if (json)
-                printf("]}\n");
-            fail(err.msg);
-            goto done;
+        if (ckpt && ((every && info.step % (uint64_t)every == 0) || s == steps - 1)) {
+            /* under mpirun process 0 gathers what other processes' ranks hold, then writes alone */
+            int bad = tern_train_collect(t, &err) || (writer && tern_train_save_checkpoint(t, ckpath, (uint64_t)pos,
+                                                                                             order, &err));
+            if (bad) {
+                if (json)
+                    printf("]}\n");
+                fail(err.msg);
+            }
+            if (any_failed(mr, bad)) {
+                if (json && !bad)
+                    printf("]}\n");
+                goto done;
+            }
         }
     }
     tern_train_dp_info dpi;
@@ -748,7 +851,7 @@ int tern_cmd_train(int argc, char **argv)
         printf("predicted device time for %lld steps: %.4f ms (%.1f samples/s)\n", (long long)(steps - first),
                total * 1e3,
                total > 0 ? (double)((steps - first) * step_rows) / total : 0.0);
-    if (dump) {
+    if (dump && writer) {
         for (size_t i = 0; i < tern_train_weight_count(t); i++) {
             size_t n;
             const float *g = tern_train_grad(t, i, &n);
@@ -771,7 +874,7 @@ int tern_cmd_train(int argc, char **argv)
             }
         }
     }
-    if (outp && !timing) {
+    if (outp && !timing && writer) {
         if (tern_train_save_onnx(t, outp, &err)) {
             fail(err.msg);
             goto done;
@@ -779,8 +882,12 @@ int tern_cmd_train(int argc, char **argv)
         if (!json)
             printf("wrote %s\n", outp);
     }
+    if (any_failed(mr, 0)) /* process 0's writes */
+        goto done;
     rc = 0;
 done:
+    if (mr && rc && !mr->known) /* this process failed on its own: the others learn it at their next point */
+        any_failed(mr, 1);
     tern_train_free(t);
     for (size_t k = 0; k < ndata; k++) {
         tern_npy_free(&din[k].npy);

@@ -59,18 +59,19 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < TERN_ARRAY_LEN(commands); i++)
         if (!strcmp(cmd, commands[i].name)) {
-            /* Only `tern collective`, `tern launch` and `tern run` (a batch split) spread over MPI processes; any
-             * other command started by mpirun with more than one process would run K identical copies and print K
-             * times, so it is refused. */
+            /* Only `tern collective`, `tern launch`, `tern run` (a batch split) and `tern train` (data parallelism)
+             * spread over MPI processes; any other command started by mpirun with more than one process would run K
+             * identical copies and print K times, so it is refused. */
             const char *np = getenv("OMPI_COMM_WORLD_SIZE");
             if (!np)
                 np = getenv("PMI_SIZE");
             if (np && atoi(np) > 1 && strcmp(cmd, "collective") != 0 && strcmp(cmd, "launch") != 0 &&
-                strcmp(cmd, "run") != 0) {
+                strcmp(cmd, "run") != 0 && strcmp(cmd, "train") != 0) {
                 if (!getenv("OMPI_COMM_WORLD_RANK") || atoi(getenv("OMPI_COMM_WORLD_RANK")) == 0)
                     fprintf(stderr,
                             "tern %s: started by mpirun with %s processes, but only `tern collective`, `tern "
-                            "launch` and `tern run` run over MPI processes; run tern %s without mpirun\n",
+                            "launch`, `tern run` and `tern train` run over MPI processes; run tern %s without "
+                            "mpirun\n",
                             cmd, np, cmd);
                 return 1;
             }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tern/transport.h"
 
@@ -43,6 +44,76 @@ unsigned tern_mpi_launched_rank(void)
     return env_uint(names);
 }
 
+tern_status tern_transport_agree(const tern_transport *t, tern_status st, uint64_t key, tern_error *err)
+{
+    if (!t)
+        return st;
+    tern_error e2;
+    if (key == UINT64_MAX)
+        key--;
+    uint64_t v = st ? key : UINT64_MAX;
+    if (t->allreduce(t->ctx, &v, 1, TERN_XOP_MIN, &e2))
+        t->abort(t->ctx, e2.msg);
+    if (v == UINT64_MAX)
+        return TERN_OK;
+    uint64_t who = st && key == v ? t->me : UINT64_MAX;
+    if (t->allreduce(t->ctx, &who, 1, TERN_XOP_MIN, &e2))
+        t->abort(t->ctx, e2.msg);
+    /* the chosen process sends its code and message to every process (itself included) */
+    unsigned K = t->nprocs;
+    size_t len = who == t->me ? strnlen(err->msg, sizeof err->msg - 1) : 0, one = 4 + len;
+    uint64_t *sc = calloc(2 * (size_t)K, sizeof *sc);
+    unsigned char *send = who == t->me ? malloc(one * K) : NULL;
+    if (!sc || (who == t->me && !send))
+        t->abort(t->ctx, "transport: out of memory agreeing on an error");
+    for (unsigned q = 0; send && q < K; q++) {
+        uint32_t code = (uint32_t)err->code;
+        memcpy(send + q * one, &code, 4);
+        memcpy(send + q * one + 4, err->msg, len);
+        sc[q] = one;
+    }
+    void *recv = NULL;
+    if (t->exchange(t->ctx, send, sc, &recv, sc + K, &e2))
+        t->abort(t->ctx, e2.msg);
+    uint64_t got = sc[K + who];
+    uint32_t code = 0;
+    if (got < 4 || !recv)
+        t->abort(t->ctx, "transport: agreeing on an error: the failing process sent no message");
+    const unsigned char *r = recv;
+    for (unsigned q = 0; q < who; q++)
+        r += sc[K + q];
+    memcpy(&code, r, 4);
+    err->code = (tern_status)code;
+    memcpy(err->msg, r + 4, got - 4);
+    err->msg[got - 4] = 0;
+    free(recv);
+    free(send);
+    free(sc);
+    return err->code ? err->code : TERN_ERR_INVALID;
+}
+
+tern_status tern_transport_bcast(const tern_transport *t, unsigned root, void *buf, size_t bytes, tern_error *err)
+{
+    if (!t || t->nprocs < 2 || bytes == 0)
+        return TERN_OK;
+    /* an allreduce of 64-bit words in which only the root's are nonzero: the sum is its bytes, exactly */
+    enum { WORDS = 1 << 24 };
+    uint64_t *w = malloc(sizeof *w * (bytes / 8 + 1 < WORDS ? bytes / 8 + 1 : WORDS));
+    if (!w) /* the others would wait in the allreduce: end them all */
+        t->abort(t->ctx, "transport: out of memory for a broadcast");
+    tern_status st = TERN_OK;
+    for (size_t at = 0; at < bytes && !st; at += (size_t)WORDS * 8) {
+        size_t n = bytes - at < (size_t)WORDS * 8 ? bytes - at : (size_t)WORDS * 8, nw = (n + 7) / 8;
+        memset(w, 0, nw * 8);
+        if (t->me == root)
+            memcpy(w, (unsigned char *)buf + at, n);
+        if (!(st = t->allreduce(t->ctx, w, nw, TERN_XOP_SUM, err)))
+            memcpy((unsigned char *)buf + at, w, n);
+    }
+    free(w);
+    return st;
+}
+
 #ifndef TERN_HAVE_MPI
 
 int tern_mpi_available(void) { return 0; }
@@ -66,6 +137,7 @@ void tern_mpi_finalize(tern_transport *t) { (void)t; }
 
 typedef struct {
     MPI_Comm comm;
+    int errfd; /* a copy of stderr at MPI_Init: abort messages still show when a command silenced its stderr */
 } mpi_ctx;
 
 #define CHUNK (1ull << 30)
@@ -242,8 +314,8 @@ static void mpi_abort(void *vctx, const char *msg)
     mpi_ctx *c = vctx;
     int me = 0;
     MPI_Comm_rank(c->comm, &me);
-    fprintf(stderr, "%s (process %d ends the run)\n", msg, me);
     fflush(stderr);
+    dprintf(c->errfd >= 0 ? c->errfd : 2, "%s (process %d ends the run)\n", msg, me);
     MPI_Abort(c->comm, 1);
     abort();
 }
@@ -267,6 +339,7 @@ tern_status tern_mpi_init(int *argc, char ***argv, tern_transport **out, tern_er
         return tern_error_set(err, TERN_ERR_NOMEM, "MPI transport: out of memory");
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
+    c->errfd = dup(2);
     int K, me;
     MPI_Comm_size(c->comm, &K);
     MPI_Comm_rank(c->comm, &me);
@@ -281,6 +354,8 @@ void tern_mpi_finalize(tern_transport *t)
         return;
     mpi_ctx *c = t->ctx;
     MPI_Comm_free(&c->comm);
+    if (c->errfd >= 0)
+        close(c->errfd);
     free(c);
     free(t);
     int fin = 0;

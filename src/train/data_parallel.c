@@ -15,69 +15,19 @@
  * all-reduce is recursive halving-doubling (distance N/2 first), so each element is the same K-leaf tree (pairs
  * at distance K/2, K/4, ..., 1) on 1, 2, 4, ... K ranks: bit for bit the same step.
  *
- * ZeRO stage 1 shards the optimizer state: the flat gradient is reduce-scattered (rank r gets block r), a shard
- * update graph (the step graph's update nodes on a flat shard) updates block r of the weights and its state, and
- * an all-gather of the updated blocks, each carrying its shard's sum of squared gradients, gives every rank the
- * whole weights and the global norm (summed in rank order). Every rank's weights are checked equal bit for bit. */
-#include "train_internal.h"
-
-#include "tern/collective.h"
-#include "tern/fabric.h"
+ * ZeRO stage 1 (dp_zero.c) shards the optimizer state over the ranks. Every rank's weights are checked equal bit
+ * for bit.
+ *
+ * Over MPI processes (tern_train_opts.transport) each process owns whole chips of the ranks (the fabric's
+ * ownership) and runs, holds and joins collectives with only its own ranks; each phase over the ranks ends with one
+ * reduction that takes the slowest rank's time and agrees on failures (train_dp_phase_end), so every number
+ * printed, every bit and every error is the one-process run's. */
+#include "dp_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    float **val;    /* [nw] this rank's weights (rank 0: t->w[i].val instead) */
-    float **st[2];  /* [nw] its optimizer state (rank 0: t->w[i].state[k]); ZeRO: st[k][0] is the shard */
-} dp_rank;
-
-struct train_dp {
-    int64_t ranks, chunks, per_rank; /* N, K, K / N */
-    int64_t batch;                   /* the whole step's rows (t->o.batch holds the rows of one chunk) */
-    int exact, zero;
-    double gscale;                   /* applied to the summed gradient and loss */
-    tern_exe exe_grad, exe_zero, exe_znorm, exe_zlamb;
-    tern_rt *rt_zlamb;               /* ZeRO with LAMB: the first pass (state, direction r, per-tensor sums) */
-    size_t ntr;                      /* ZeRO with LAMB: trained tensors (the per-tensor sums' length) */
-    float **seg;                     /* ZeRO with LAMB: [ranks] [shard x ntr] 1 where an element is tensor t's */
-    float **rdir, **lbuf, *rsq;      /* ZeRO with LAMB: [ranks] r; [ranks] the sums' all-gather; [ranks] sum g^2 */
-    tern_rt *rt_grad, *rt_zero, *rt_upd, *rt_znorm; /* rt_znorm: ZeRO with clipping, the shard's sum of squares */
-    double flops_grad;
-    tern_fabric *fab;
-    tern_coll_comm *comm;
-    tern_coll_algo algo, algo_ran;
-    size_t total;                    /* trained elements */
-    size_t flat;                     /* total + 1: the loss partial rides last */
-    size_t count;                    /* the gradient collective's elements: flat, or ranks x shard (ZeRO) */
-    size_t shard;                    /* ZeRO: elements per rank */
-    size_t *off;                     /* [nw] offset of a trained weight in the flat buffer */
-    float **leaf;                    /* [per_rank] chunk gradients of the rank being computed */
-    float **gbuf;                    /* [ranks] the gradient buffer each rank reduces */
-    float **wbuf;                    /* ZeRO: [ranks] the all-gather buffer, ranks x (shard + 1) */
-    float *tmp, *tmp2;
-    dp_rank *rk;
-    uint64_t state_total, state_rank, grad_bytes;
-    double t_compute, t_comm, t_update;
-    uint64_t synced_step;
-    float **synced_ptr;              /* [nw] t->w[i].val when the ranks were last made equal to it */
-    char **bn_out;                   /* [nw] a BatchNormalization running statistic: the gradient graph's output of
-                                      * its update ("train.new.<w>"); NULL for other weights */
-    float **bn_new;                  /* [nw] rank 0's updated running statistic, committed with the step */
-};
-
-#define DP_P "train.dp.p"
-#define DP_G "train.dp.g"
-#define DP_SHARD "train.dp.shard"
-#define DP_SUMSQ "train.dp.sumsq"
-#define DP_SUMSQ_ALL "train.dp.sumsq.all" /* ZeRO with clipping: the global sum of squares, the shards' in rank order */
-#define DP_R "train.dp.r"                  /* ZeRO with LAMB: the shard's update direction */
-#define DP_SEG "train.dp.seg"              /* ZeRO with LAMB: [shard, tensors] which tensor each element is in */
-#define DP_PSQ "train.dp.psq"              /* ZeRO with LAMB: per tensor, the shard's sum of p^2 (.all: every rank's) */
-#define DP_RSQ "train.dp.rsq"              /* the same of r^2 */
-#define DP_ROW 8192 /* a long ZeRO shard is padded to whole rows of this many elements (its norm's reduction) */
 
 static tern_status oom(tern_error *err)
 {
@@ -152,11 +102,12 @@ void train_dp_free(tern_trainer *t)
     }
     free(dp->bn_out);
     free(dp->bn_new);
+    free(dp->local);
     free(dp);
     t->dp = NULL;
 }
 
-/* Frees the per-rank copies (ranks 1..N-1 own theirs; ZeRO: every rank owns its state shard). */
+/* Frees the per-rank copies (the local ranks but r0 own theirs; ZeRO: every local rank owns its state shard). */
 static void free_ranks(tern_trainer *t)
 {
     struct train_dp *dp = t->dp;
@@ -165,10 +116,10 @@ static void free_ranks(tern_trainer *t)
     for (int64_t r = 0; r < dp->ranks; r++) {
         dp_rank *k = &dp->rk[r];
         for (size_t i = 0; i < t->nw; i++) {
-            if (r > 0 && k->val)
+            if (r != dp->r0 && k->val)
                 free(k->val[i]);
             for (int s = 0; s < 2; s++)
-                if (k->st[s] && (r > 0 || dp->zero) && (i == 0 || !dp->zero))
+                if (k->st[s] && (r != dp->r0 || dp->zero) && (i == 0 || !dp->zero))
                     free(k->st[s][i]);
         }
         free(k->val);
@@ -179,14 +130,70 @@ static void free_ranks(tern_trainer *t)
     dp->rk = NULL;
 }
 
-static float *rank_val(tern_trainer *t, int64_t r, size_t i)
+float *train_dp_val(tern_trainer *t, int64_t r, size_t i)
 {
-    return r == 0 ? t->w[i].val : t->dp->rk[r].val[i];
+    return r == t->dp->r0 ? t->w[i].val : t->dp->rk[r].val[i];
 }
 
 static float *rank_state(tern_trainer *t, int64_t r, size_t i, int k)
 {
-    return r == 0 ? t->w[i].state[k] : t->dp->rk[r].st[k][i];
+    return r == t->dp->r0 ? t->w[i].state[k] : t->dp->rk[r].st[k][i];
+}
+
+/* The end of a phase that ran this process's ranks (docs/training.md, "Over MPI processes"): *secs becomes the
+ * slowest rank's seconds over every process, and every process returns one verdict: when any failed, the failure
+ * with the smallest key (the rank, in the order one process meets them), message and all. Non-negative doubles
+ * order as their bit patterns, so the maximum of the bits is the maximum of the values, exactly. One process
+ * (no transport): st as it is. */
+tern_status train_dp_phase_end(const struct train_dp *dp, tern_status st, uint64_t key, double *secs, tern_error *err)
+{
+    const tern_transport *tr = dp->tr;
+    if (!tr)
+        return st;
+    uint64_t v[2] = {0, st ? UINT64_MAX - key : 0};
+    if (secs)
+        memcpy(&v[0], secs, sizeof v[0]);
+    tern_error e2;
+    if (tr->allreduce(tr->ctx, v, 2, TERN_XOP_MAX, &e2))
+        tr->abort(tr->ctx, e2.msg);
+    if (secs)
+        memcpy(secs, &v[0], sizeof v[0]);
+    return v[1] ? tern_transport_agree(tr, st, key, err) : TERN_OK;
+}
+
+/* FNV-1a over 64-bit words (a multiply per word, not per byte: it runs over every weight each step). */
+uint64_t train_dp_hash(uint64_t h, const void *p, size_t bytes)
+{
+    const unsigned char *b = p;
+    for (; bytes >= 8; bytes -= 8, b += 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    for (; bytes; bytes--, b++)
+        h = (h ^ *b) * 0x100000001b3ull;
+    return h;
+}
+
+/* Over MPI processes: every process's hash h of what its ranks hold must be the same (the ranks of one process
+ * are compared element by element with its first rank; across processes, the first ranks by their hashes). */
+tern_status train_dp_cross_check(const struct train_dp *dp, uint64_t h, uint64_t step, const char *what,
+                               tern_error *err)
+{
+    const tern_transport *tr = dp->tr;
+    if (!tr || tr->nprocs < 2)
+        return TERN_OK;
+    uint64_t v[2] = {h, ~h};
+    tern_error e2;
+    if (tr->allreduce(tr->ctx, v, 2, TERN_XOP_MAX, &e2))
+        tr->abort(tr->ctx, e2.msg);
+    if (v[0] == ~v[1])
+        return TERN_OK;
+    return tern_error_set(err, TERN_ERR_INVALID,
+                          "train: step %llu: the ranks of the %u processes hold different %s (hashes %016llx .. "
+                          "%016llx; every rank must equal rank 0)",
+                          (unsigned long long)step, tr->nprocs, what, (unsigned long long)~v[1],
+                          (unsigned long long)v[0]);
 }
 
 /* Live-code pruning: a node is kept when an output of the graph depends on it, an input when a kept node reads
@@ -350,212 +357,6 @@ int train_name_value(ad_ctx *a, int v, const char *name)
     return y;
 }
 
-static int zadd_input2(ad_ctx *a, const char *name, int64_t n0, int64_t n1)
-{
-    int id = train_flat_input(a, name, n0);
-    if (id >= 0) {
-        a->g->values[id].rank = 2;
-        a->g->values[id].dims[1] = n1;
-    }
-    return id;
-}
-
-/* Per tensor, the sum over the shard of x's elements in that tensor: x [S] times seg [S, T], summed over S (in
- * rows of DP_ROW first when the shard is longer, as the norm's reduction). */
-static int seg_sum(ad_ctx *a, int x, int seg, size_t S, size_t T)
-{
-    ad_shape col = {.rank = 2, .d = {(int64_t)S, 1}};
-    int prod = ad_op2(a, "Mul", ad_reshape(a, x, &col), seg);
-    int64_t ax0 = 0, ax1 = 1;
-    if (S > DP_ROW) {
-        ad_shape rows = {.rank = 3, .d = {(int64_t)(S / DP_ROW), DP_ROW, (int64_t)T}};
-        return ad_reduce(a, "ReduceSum", ad_reduce(a, "ReduceSum", ad_reshape(a, prod, &rows), 1, &ax1, 0), 1, &ax0,
-                         0);
-    }
-    return ad_reduce(a, "ReduceSum", prod, 1, &ax0, 0);
-}
-
-/* ZeRO-1 with LAMB, whose trust ratio ||p|| / ||r|| is per tensor while a shard holds pieces of several: two
- * passes around an all-gather of per-tensor sums. Pass 1 (phase 1): the step graph's LAMB state update and
- * direction on the shard (r = m/bc1 / (sqrt(v)/sqrt(bc2) + eps) + wd p, written as build_update writes it), the
- * new state, r, sum(g^2) and per tensor the shard's sums of p^2 and r^2. Pass 2 (phase 2): from every rank's sums
- * (added in rank order) the trust ratio per tensor (1 when either norm is 0), spread to the elements through seg
- * (one nonzero per row: exact), and p - r (trust lr). */
-static tern_status build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern_error *err)
-{
-    struct train_dp *dp = t->dp;
-    const tern_train_opts *o = &t->o;
-    tern_graph *g = calloc(1, sizeof *g);
-    if (!g)
-        return oom(err);
-    g->opset = 17;
-    g->ir_version = 8;
-    ad_ctx a;
-    tern_status st = ad_init(&a, g, err);
-    size_t S = dp->shard, T = dp->ntr;
-    int outs[8], no = 0;
-    if (!st) {
-        ad_shape one = {.rank = 1, .d = {1}};
-        int p = train_flat_input(&a, DP_P, (int64_t)S), seg = zadd_input2(&a, DP_SEG, (int64_t)S, (int64_t)T);
-        if (phase == 1) {
-            int gin = train_flat_input(&a, DP_G, (int64_t)S), gs = train_flat_input(&a, TRAIN_GSCALE, 1);
-            int st0 = train_flat_input(&a, "train.state0." DP_SHARD, (int64_t)S);
-            int st1 = train_flat_input(&a, "train.state1." DP_SHARD, (int64_t)S);
-            int bc2 = train_flat_input(&a, TRAIN_BC2_SQRT, 1), bc1 = train_flat_input(&a, TRAIN_BC1, 1);
-            int gr = ad_op2(&a, "Mul", gin, gs), sq = ad_op2(&a, "Mul", gr, gr), sumsq;
-            if (S > DP_ROW) {
-                ad_shape rc = {.rank = 2, .d = {(int64_t)(S / DP_ROW), DP_ROW}};
-                int64_t ax = 1;
-                sumsq = ad_reduce(&a, "ReduceSum", ad_reduce(&a, "ReduceSum", ad_reshape(&a, sq, &rc), 1, &ax, 0), 0,
-                                  NULL, 0);
-            } else {
-                sumsq = ad_reduce(&a, "ReduceSum", sq, 0, NULL, 0);
-            }
-            int gu = gr;
-            if (o->clip_norm > 0) {
-                int gnorm = ad_op1(&a, "Sqrt", train_flat_input(&a, DP_SUMSQ_ALL, 1));
-                int coef = ad_op2(&a, "Min",
-                                  ad_op2(&a, "Div", ad_const_f(&a, (float)o->clip_norm),
-                                         ad_op2(&a, "Add", gnorm, ad_const_f(&a, (float)1e-6))),
-                                  ad_const_f(&a, 1.0f));
-                gu = ad_op2(&a, "Mul", gr, coef);
-            }
-            int m = ad_op2(&a, "Add", ad_op2(&a, "Mul", st0, ad_const_f(&a, (float)o->beta1)),
-                           ad_op2(&a, "Mul", gu, ad_const_f(&a, (float)(1 - o->beta1))));
-            int v = ad_op2(&a, "Add", ad_op2(&a, "Mul", st1, ad_const_f(&a, (float)o->beta2)),
-                           ad_op2(&a, "Mul", ad_op2(&a, "Mul", gu, gu), ad_const_f(&a, (float)(1 - o->beta2))));
-            int denom = ad_op2(&a, "Add", ad_op2(&a, "Div", ad_op1(&a, "Sqrt", v), bc2), ad_const_f(&a, (float)o->eps));
-            int r = ad_op2(&a, "Div", ad_op2(&a, "Div", m, bc1), denom);
-            if (o->weight_decay != 0)
-                r = ad_op2(&a, "Add", r, ad_op2(&a, "Mul", p, ad_const_f(&a, (float)o->weight_decay)));
-            outs[no++] = train_name_value(&a, m, "train.state0.new." DP_SHARD);
-            outs[no++] = train_name_value(&a, v, "train.state1.new." DP_SHARD);
-            outs[no++] = train_name_value(&a, r, DP_R);
-            outs[no++] = train_name_value(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
-            outs[no++] = train_name_value(&a, seg_sum(&a, ad_op2(&a, "Mul", p, p), seg, S, T), DP_PSQ);
-            outs[no++] = train_name_value(&a, seg_sum(&a, ad_op2(&a, "Mul", r, r), seg, S, T), DP_RSQ);
-        } else {
-            int r = train_flat_input(&a, DP_R, (int64_t)S), lr = train_flat_input(&a, TRAIN_STEP_SIZE, 1);
-            int wn = ad_op1(&a, "Sqrt", train_flat_input(&a, DP_PSQ ".all", (int64_t)T));
-            int rn = ad_op1(&a, "Sqrt", train_flat_input(&a, DP_RSQ ".all", (int64_t)T));
-            int in[3] = {ad_op2(&a, "Greater", ad_op2(&a, "Mul", wn, rn), ad_const_f(&a, 0.0f)),
-                         ad_op2(&a, "Div", wn, rn), ad_const_f(&a, 1.0f)};
-            ad_shape rowt = {.rank = 2, .d = {1, (int64_t)T}};
-            int64_t ax1 = 1;
-            int te = ad_reduce(&a, "ReduceSum", ad_op2(&a, "Mul", seg, ad_reshape(&a, ad_op(&a, "Where", 3, in), &rowt)),
-                               1, &ax1, 0);
-            int np = ad_op2(&a, "Sub", p, ad_op2(&a, "Mul", r, ad_op2(&a, "Mul", te, lr)));
-            outs[no++] = train_name_value(&a, np, DP_P ".new");
-        }
-        if (a.failed) {
-            st = err->code;
-        } else {
-            st = train_set_outputs(g, outs, no, err);
-        }
-    }
-    ad_free(&a);
-    if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
-        tern_error_prefix(err, "train: ZeRO LAMB graph: ");
-    if (!st)
-        st = phase == 1 ? train_compile_load(t, g, &dp->exe_zlamb, &dp->rt_zlamb, NULL, hbm, "ZeRO LAMB pass 1", err)
-                        : train_compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO LAMB pass 2", err);
-    tern_graph_free(g);
-    return st;
-}
-
-/* ZeRO-1's shard update graph: a flat shard of p and g (shard elements), the state shards, the step's scalars;
- * g x gscale through the step graph's own update nodes; outputs the new p, the new state and sum(g^2). With
- * clipping, g x gscale is multiplied by the step graph's coefficient min(clip / (sqrt(S) + 1e-6), 1) of the global
- * sum of squares S (an input: the shards' sums gathered first). norm_only: the graph of that first pass, g and
- * gscale in, the shard's sum of (g x gscale)^2 out. */
-static tern_status build_zero(tern_trainer *t, int norm_only, uint64_t *hbm, tern_error *err)
-{
-    struct train_dp *dp = t->dp;
-    tern_graph *g = calloc(1, sizeof *g);
-    if (!g)
-        return oom(err);
-    g->opset = 17;
-    g->ir_version = 8;
-    ad_ctx a;
-    tern_status st = ad_init(&a, g, err);
-    train_weight zw;
-    memset(&zw, 0, sizeof zw);
-    zw.name = DP_SHARD;
-    zw.rank = 1;
-    zw.dims[0] = (int64_t)dp->shard;
-    zw.count = dp->shard;
-    zw.n_state = t->w[0].n_state;
-    for (size_t i = 0; i < t->nw; i++)
-        if (t->w[i].trained)
-            zw.n_state = t->w[i].n_state;
-    char nin[2][64], nout[2][64];
-    for (int k = 0; k < zw.n_state; k++) {
-        snprintf(nin[k], sizeof nin[k], "train.state%d.%s", k, DP_SHARD);
-        snprintf(nout[k], sizeof nout[k], "train.state%d.new.%s", k, DP_SHARD);
-        zw.state_in[k] = nin[k];
-        zw.state_out[k] = nout[k];
-    }
-    if (!st) {
-        const tern_train_opts *o = &t->o;
-        int p = norm_only ? -1 : train_flat_input(&a, DP_P, (int64_t)dp->shard);
-        int gin = train_flat_input(&a, DP_G, (int64_t)dp->shard);
-        int gs = train_flat_input(&a, TRAIN_GSCALE, 1);
-        int gr = ad_op2(&a, "Mul", gin, gs);
-        int sc[4] = {-1, -1, -1, -1};
-        if (norm_only) {
-        } else if (o->optimizer == TERN_OPT_SGD) {
-            sc[0] = train_flat_input(&a, TRAIN_LR, 1);
-        } else {
-            sc[0] = train_flat_input(&a, TRAIN_STEP_SIZE, 1);
-            sc[1] = train_flat_input(&a, TRAIN_BC2_SQRT, 1);
-            if (o->optimizer == TERN_OPT_ADAMW && o->weight_decay != 0)
-                sc[2] = train_flat_input(&a, TRAIN_DECAY, 1);
-        }
-        int so[2] = {-1, -1};
-        /* the compiler reduces at most 4 x 16384 elements per output: a long shard sums rows of DP_ROW first */
-        int sq = ad_op2(&a, "Mul", gr, gr), sumsq;
-        if (dp->shard > DP_ROW) {
-            ad_shape rc = {.rank = 2, .d = {(int64_t)(dp->shard / DP_ROW), DP_ROW}};
-            int64_t ax = 1;
-            sumsq = ad_reduce(&a, "ReduceSum", ad_reduce(&a, "ReduceSum", ad_reshape(&a, sq, &rc), 1, &ax, 0), 0,
-                              NULL, 0);
-        } else {
-            sumsq = ad_reduce(&a, "ReduceSum", sq, 0, NULL, 0);
-        }
-        ad_shape one = {.rank = 1, .d = {1}};
-        int outs[4], no = 0;
-        if (!norm_only) {
-            int gu = gr;
-            if (o->clip_norm > 0) { /* the step graph's clipping (step_graph.c), of the gathered global sum */
-                int gnorm = ad_op1(&a, "Sqrt", train_flat_input(&a, DP_SUMSQ_ALL, 1));
-                int coef = ad_op2(&a, "Min",
-                                  ad_op2(&a, "Div", ad_const_f(&a, (float)o->clip_norm),
-                                         ad_op2(&a, "Add", gnorm, ad_const_f(&a, (float)1e-6))),
-                                  ad_const_f(&a, 1.0f));
-                gu = ad_op2(&a, "Mul", gr, coef);
-            }
-            int np = train_update_nodes(t, &a, &zw, p, gu, sc, so);
-            outs[no++] = train_name_value(&a, np, DP_P ".new");
-            for (int k = 0; k < zw.n_state; k++)
-                outs[no++] = train_name_value(&a, so[k], nout[k]);
-        }
-        outs[no++] = train_name_value(&a, ad_reshape(&a, sumsq, &one), DP_SUMSQ);
-        if (a.failed) {
-            st = err->code;
-        } else {
-            st = train_set_outputs(g, outs, no, err);
-        }
-    }
-    ad_free(&a);
-    if (!st && ((st = graph_compact(g, NULL, err)) || (st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
-        tern_error_prefix(err, "train: ZeRO shard update graph: ");
-    if (!st)
-        st = norm_only ? train_compile_load(t, g, &dp->exe_znorm, &dp->rt_znorm, NULL, hbm, "ZeRO shard norm", err)
-                       : train_compile_load(t, g, &dp->exe_zero, &dp->rt_zero, NULL, hbm, "ZeRO shard update", err);
-    tern_graph_free(g);
-    return st;
-}
-
 /* Every rank's copy made equal to t->w (the start, or after a checkpoint was loaded into t->w). */
 static tern_status sync_ranks(tern_trainer *t, tern_error *err)
 {
@@ -567,11 +368,14 @@ static tern_status sync_ranks(tern_trainer *t, tern_error *err)
         same = dp->synced_ptr[i] == t->w[i].val;
     if (same)
         return TERN_OK;
+    int64_t r0 = dp->r0;
     if (!dp->rk) {
         dp->rk = calloc((size_t)dp->ranks, sizeof *dp->rk);
         if (!dp->rk)
             return oom(err);
         for (int64_t r = 0; r < dp->ranks; r++) {
+            if (!dp->local[r])
+                continue;
             dp_rank *k = &dp->rk[r];
             k->val = calloc(t->nw + 1, sizeof *k->val);
             k->st[0] = calloc(t->nw + 1, sizeof *k->st[0]);
@@ -580,9 +384,9 @@ static tern_status sync_ranks(tern_trainer *t, tern_error *err)
                 return oom(err);
             for (size_t i = 0; i < t->nw; i++) {
                 const train_weight *w = &t->w[i];
-                if (r > 0 && !(k->val[i] = malloc(w->count * sizeof(float) + 1)))
+                if (r != r0 && !(k->val[i] = malloc(w->count * sizeof(float) + 1)))
                     return oom(err);
-                for (int s = 0; s < w->n_state && r > 0 && !dp->zero; s++)
+                for (int s = 0; s < w->n_state && r != r0 && !dp->zero; s++)
                     if (!(k->st[s][i] = malloc(w->count * sizeof(float) + 1)))
                         return oom(err);
             }
@@ -592,11 +396,11 @@ static tern_status sync_ranks(tern_trainer *t, tern_error *err)
         }
     }
     for (int64_t r = 0; r < dp->ranks; r++)
-        for (size_t i = 0; i < t->nw; i++) {
+        for (size_t i = 0; dp->local[r] && i < t->nw; i++) {
             const train_weight *w = &t->w[i];
-            if (r > 0)
+            if (r != r0)
                 memcpy(dp->rk[r].val[i], w->val, w->count * sizeof(float));
-            for (int s = 0; s < w->n_state && r > 0 && !dp->zero; s++)
+            for (int s = 0; s < w->n_state && r != r0 && !dp->zero; s++)
                 memcpy(dp->rk[r].st[s][i], w->state[s], w->count * sizeof(float));
             /* ZeRO: rank r keeps elements [r*shard, (r+1)*shard) of the flat state */
             for (int s = 0; s < w->n_state && dp->zero && w->trained; s++)
@@ -658,6 +462,9 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
                  (double)(o->accumulate > 1 ? o->accumulate : 1);
     dp->algo = o->dp_exact ? TERN_ALGO_RDH : TERN_ALGO_AUTO;
     dp->algo_ran = dp->algo;
+    if (!(dp->local = calloc((size_t)n, 1)))
+        return oom(err);
+    memset(dp->local, 1, (size_t)n);
     tern_status st;
     if (n > 1) {
         tern_fabric_opts fo;
@@ -678,6 +485,20 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
         fo.ranks = (unsigned)n;
         if ((st = tern_fabric_load(t->machine, &fo, &dp->fab, err)))
             return tern_error_prefix(err, "train: %lld data-parallel ranks on '%s': ", (long long)n, t->machine);
+        /* over MPI processes: each owns whole chips with their ranks (more processes than chips: refused) */
+        if (o->transport && (st = tern_fabric_set_transport(dp->fab, o->transport, err)))
+            return tern_error_prefix(err, "train: %lld data-parallel ranks (--cores) over MPI processes: ",
+                                     (long long)n);
+        if (o->transport) {
+            dp->tr = o->transport;
+            dp->r0 = -1;
+            for (int64_t r = 0; r < n; r++) {
+                dp->local[r] = (unsigned char)tern_fabric_rank_is_local(dp->fab, (unsigned)r);
+                if (dp->local[r] && dp->r0 < 0)
+                    dp->r0 = r;
+            }
+            TERN_ASSERT(dp->r0 >= 0); /* tern_fabric_set_transport gives every process a chip with ranks */
+        }
         if ((st = tern_coll_comm_create(dp->fab, &dp->comm, err)))
             return st;
     }
@@ -740,12 +561,12 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
         for (size_t i = 0; i < t->nw; i++)
             dp->ntr += t->w[i].trained != 0;
         if (o->optimizer == TERN_OPT_LAMB) {
-            if ((st = build_zlamb(t, 1, &hbm, err)) || (st = build_zlamb(t, 2, &hbm, err)))
+            if ((st = train_dp_build_zlamb(t, 1, &hbm, err)) || (st = train_dp_build_zlamb(t, 2, &hbm, err)))
                 return st;
-        } else if ((st = build_zero(t, 0, &hbm, err))) {
+        } else if ((st = train_dp_build_zero(t, 0, &hbm, err))) {
             return st;
         }
-        if (o->clip_norm > 0 && (st = build_zero(t, 1, &hbm, err)))
+        if (o->clip_norm > 0 && (st = train_dp_build_zero(t, 1, &hbm, err)))
             return st;
         t->rt = dp->rt_zero;
     } else {
@@ -780,6 +601,8 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
             if (!(dp->leaf[i] = calloc(dp->flat + 1, sizeof(float))))
                 return oom(err);
         for (int64_t r = 0; r < n; r++) {
+            if (!dp->local[r])
+                continue;
             if (!(dp->gbuf[r] = calloc(dp->count + 1, sizeof(float))))
                 return oom(err);
             if (dp->zero && !(dp->wbuf[r] = calloc((size_t)n * (dp->shard + 1) + 1, sizeof(float))))
@@ -794,6 +617,8 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
             if (!dp->seg || !dp->rdir || !dp->lbuf || !dp->rsq)
                 return oom(err);
             for (int64_t r = 0; r < n; r++) {
+                if (!dp->local[r])
+                    continue;
                 if (!(dp->seg[r] = calloc(S * T + 1, sizeof(float))) || !(dp->rdir[r] = calloc(S + 1, sizeof(float))) ||
                     !(dp->lbuf[r] = calloc((size_t)n * 2 * T + 1, sizeof(float))))
                     return oom(err);
@@ -817,13 +642,13 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
 }
 
 /* n floats into input `name` of rt (pure BF16: a BF16 weight or state converted, exactly: it holds BF16 values) */
-static tern_status set_in(tern_trainer *t, tern_rt *rt, const char *name, const float *v, size_t n, tern_error *err)
+tern_status train_dp_set_in(tern_trainer *t, tern_rt *rt, const char *name, const float *v, size_t n, tern_error *err)
 {
     t->rt = rt;
     return train_set_f(t, name, v, n, err);
 }
 
-static tern_status run_collective(tern_trainer *t, tern_coll_op op, uint64_t count, float **bufs, double *secs,
+tern_status train_dp_collective(tern_trainer *t, tern_coll_op op, uint64_t count, float **bufs, double *secs,
                                   tern_error *err)
 {
     struct train_dp *dp = t->dp;
@@ -837,8 +662,9 @@ static tern_status run_collective(tern_trainer *t, tern_coll_op op, uint64_t cou
     d.count = count;
     d.algo = dp->algo;
     tern_status st = TERN_OK;
-    for (int64_t r = 0; r < dp->ranks && !st; r++)
-        st = tern_coll_comm_join(dp->comm, (unsigned)r, &d, bufs ? bufs[r] : NULL, bufs ? bufs[r] : NULL, err);
+    for (int64_t r = 0; r < dp->ranks && !st; r++) /* over MPI processes: each joins its own ranks */
+        if (dp->local[r])
+            st = tern_coll_comm_join(dp->comm, (unsigned)r, &d, bufs ? bufs[r] : NULL, bufs ? bufs[r] : NULL, err);
     tern_coll_result res;
     if (!st)
         st = tern_coll_comm_run(dp->comm, &res, err);
@@ -881,15 +707,15 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
                                   labels ? (const char *)labels + (size_t)j * ls * lsz : NULL, ls, step, inv, err);
             for (size_t w = 0; w < t->nw && !st; w++)
                 if (exe_has_input(xe, t->w[w].name)) /* micro-batch m > 0: rank 0's running statistics so far */
-                    st = set_in(t, dp->rt_grad, t->w[w].name,
-                                r == 0 && m > 0 && dp->bn_out[w] ? dp->bn_new[w] : rank_val(t, r, w), t->w[w].count,
+                    st = train_dp_set_in(t, dp->rt_grad, t->w[w].name,
+                                r == 0 && m > 0 && dp->bn_out[w] ? dp->bn_new[w] : train_dp_val(t, r, w), t->w[w].count,
                                 err);
             if (acc && m == 0)
                 memset(dp->gbuf[r], 0, dp->count * sizeof(float));
             for (size_t w = 0; acc && w < t->nw && !st; w++)
                 if (t->w[w].trained) {
                     gacc_name(&t->w[w], 0, nm, sizeof nm);
-                    st = set_in(t, dp->rt_grad, nm, dp->gbuf[r] + dp->off[w], t->w[w].count, err);
+                    st = train_dp_set_in(t, dp->rt_grad, nm, dp->gbuf[r] + dp->off[w], t->w[w].count, err);
                 }
         }
         tern_run_stats rs;
@@ -935,7 +761,7 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
     return TERN_OK;
 }
 
-static tern_status rank_differs(tern_trainer *t, int64_t r, const char *what, const float *a, const float *b, size_t n,
+tern_status train_dp_rank_differs(tern_trainer *t, int64_t r, const char *what, const float *a, const float *b, size_t n,
                                 tern_error *err)
 {
     for (size_t e = 0; e < n; e++)
@@ -947,7 +773,8 @@ static tern_status rank_differs(tern_trainer *t, int64_t r, const char *what, co
 }
 
 /* Non-ZeRO: every rank runs the update graph on its own weights, state and reduced gradient. nv[(r*nw + i)*3 + k]
- * receives rank r's new weight (k 0) and state (k 1, 2). */
+ * receives rank r's new weight (k 0) and state (k 1, 2); each is compared with the process's first rank r0's (rank 0
+ * in one process). */
 static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *secs, tern_error *err)
 {
     struct train_dp *dp = t->dp;
@@ -955,22 +782,26 @@ static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *
     tern_status st = TERN_OK;
     tern_rt *rt = dp->rt_upd;
     t->rt = rt;
-    int64_t nr = t->o.timing_only ? 1 : dp->ranks; /* timing-only: the ranks run one program on no data */
-    for (int64_t r = 0; r < nr && !st; r++) {
+    int64_t r0 = dp->r0, fr = 0; /* fr: the rank that failed */
+    double worst = 0;
+    for (int64_t r = r0; r < dp->ranks && !st; r++) {
+        if (!dp->local[r])
+            continue;
+        fr = r;
         double lr;
         if (!t->o.timing_only) {
             st = train_set_step_scalars(t, step, &lr, err);
             if (!st)
-                st = set_in(t, rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
+                st = train_dp_set_in(t, rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
             for (size_t i = 0; i < t->nw && !st; i++) {
                 train_weight *w = &t->w[i];
                 if (!w->trained)
                     continue;
-                st = set_in(t, rt, w->name, rank_val(t, r, i), w->count, err);
+                st = train_dp_set_in(t, rt, w->name, train_dp_val(t, r, i), w->count, err);
                 for (int k = 0; k < w->n_state && !st; k++)
-                    st = set_in(t, rt, w->state_in[k], rank_state(t, r, i, k), w->count, err);
+                    st = train_dp_set_in(t, rt, w->state_in[k], rank_state(t, r, i, k), w->count, err);
                 if (!st)
-                    st = set_in(t, rt, w->acc_in, dp->gbuf[r] + dp->off[i], w->count, err);
+                    st = train_dp_set_in(t, rt, w->acc_in, dp->gbuf[r] + dp->off[i], w->count, err);
             }
         }
         tern_run_stats rs;
@@ -979,22 +810,22 @@ static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *
         if (st || (st = tern_rt_execute(rt, &rs, err)))
             break;
         double s = (double)rs.time_ps * 1e-12;
-        if (s > *secs)
-            *secs = s;
-        if (t->o.timing_only)
+        if (s > worst)
+            worst = s;
+        if (t->o.timing_only) /* the ranks run one program on no data: the first stands for all */
             break;
         float g;
         if ((st = tern_rt_get_output(rt, TRAIN_GNORM, &g, sizeof g, err)))
             break;
-        if (r == 0)
+        if (r == r0)
             *gn = g;
         else if (memcmp(&g, &(float){(float)*gn}, sizeof g))
             st = tern_error_set(err, TERN_ERR_INVALID, "train: step %llu: rank %lld's gradient norm %.9g differs from "
                                 "rank 0's %.9g", (unsigned long long)step, (long long)r, (double)g, *gn);
         if (!st && !isfinite(g))
-            return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the gradient norm is not finite (%g)",
-                                  (unsigned long long)step, (double)g);
-        if (!st && r == 0)
+            st = tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the gradient norm is not finite (%g)",
+                                (unsigned long long)step, (double)g);
+        if (!st && r == r0)
             for (size_t i = 0; i < t->nw && !st; i++)
                 if (t->w[i].grad)
                     st = tern_rt_get_output(rt, t->w[i].grad_out, t->w[i].grad, t->w[i].count * sizeof(float), err);
@@ -1005,8 +836,10 @@ static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *
             for (int k = 0; k <= w->n_state && !st; k++) {
                 float *b = malloc(w->count * sizeof(float) + 1);
                 nv[((size_t)r * t->nw + i) * 3 + (size_t)k] = b;
-                if (!b)
-                    return oom(err);
+                if (!b) {
+                    st = oom(err);
+                    break;
+                }
                 const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
                 size_t at;
                 t->rt = rt;
@@ -1016,278 +849,16 @@ static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *
                     st = tern_error_set(err, TERN_ERR_RANGE,
                                         "train: step %llu: '%s' is not finite (element %zu = %g); gradient norm %g",
                                         (unsigned long long)step, nm, at, (double)b[at], *gn);
-                if (!st && r > 0)
-                    st = rank_differs(t, r, nm, b, nv[i * 3 + (size_t)k], w->count, err);
+                if (!st && r != r0)
+                    st = train_dp_rank_differs(t, r, nm, b, nv[((size_t)r0 * t->nw + i) * 3 + (size_t)k], w->count, err);
             }
         }
     }
-    return st;
-}
-
-/* ZeRO-1: rank r updates block r of the flat weights with its state shard; the all-gather spreads the blocks,
- * each followed by its shard's sum of squared gradients. nv as update_full (states stay in dp: nzs). */
-static tern_status update_zero(tern_trainer *t, float **nv, float **nzs, double *gn, float *loss, double *upd,
-                               double *comm, tern_error *err)
-{
-    struct train_dp *dp = t->dp;
-    uint64_t step = t->step + 1;
-    tern_status st = TERN_OK;
-    tern_rt *rt = dp->rt_zero;
-    t->rt = rt;
-    size_t S = dp->shard, B = S + 1;
-    int nst = 0;
-    for (size_t i = 0; i < t->nw; i++)
-        if (t->w[i].trained)
-            nst = t->w[i].n_state;
-    int timing = t->o.timing_only;
-    float sq_all = 0; /* with clipping: the global sum of squares, before the shard update needs it */
-    if (dp->rt_znorm) {
-        /* each rank's shard sum of (g x gscale)^2 (the same sum the update graph reports), all-gathered (one
-         * element per rank) and added in rank order on every rank, as the norm below */
-        double un = 0;
-        for (int64_t r = 0; r < (timing ? 1 : dp->ranks) && !st; r++) {
-            size_t lo = (size_t)r * S;
-            if (!timing) {
-                float *g = dp->tmp;
-                memcpy(g, dp->gbuf[r] + lo, S * sizeof(float));
-                if (dp->total >= lo && dp->total < lo + S)
-                    g[dp->total - lo] = 0;
-                st = set_in(t, dp->rt_znorm, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
-                if (!st)
-                    st = set_in(t, dp->rt_znorm, DP_G, g, S, err);
-            }
-            tern_run_stats rs;
-            if (st || (st = tern_rt_execute(dp->rt_znorm, &rs, err)))
-                return st;
-            if ((double)rs.time_ps * 1e-12 > un)
-                un = (double)rs.time_ps * 1e-12;
-            if (!timing && (st = tern_rt_get_output(dp->rt_znorm, DP_SUMSQ, dp->wbuf[r] + r, sizeof(float), err)))
-                return st;
-        }
-        *upd += un;
-        if ((st = run_collective(t, TERN_COLL_ALL_GATHER, (uint64_t)dp->ranks, timing ? NULL : dp->wbuf, comm, err)))
-            return st;
-        for (int64_t b = 0; !timing && b < dp->ranks; b++)
-            sq_all += dp->wbuf[0][b];
-        for (int64_t r = 1; !timing && r < dp->ranks; r++)
-            if (memcmp(dp->wbuf[r], dp->wbuf[0], (size_t)dp->ranks * sizeof(float)) != 0)
-                return tern_error_set(err, TERN_ERR_INVALID,
-                                      "train: step %llu: rank %lld's gathered shard norms differ from rank 0's",
-                                      (unsigned long long)step, (long long)r);
-    }
-    int lamb = dp->rt_zlamb != NULL;
-    size_t T = dp->ntr;
-    double lr_step = tern_train_lr(&t->o, step);
-    if (lamb) {
-        /* LAMB pass 1 on every rank, then the per-tensor sums of p^2 and r^2 all-gathered (2 T per rank) */
-        double u1 = 0;
-        double bc1 = 1 - pow(t->o.beta1, (double)step), bc2 = 1 - pow(t->o.beta2, (double)step);
-        for (int64_t r = 0; r < (timing ? 1 : dp->ranks) && !st; r++) {
-            tern_rt *r1 = dp->rt_zlamb;
-            size_t lo = (size_t)r * S;
-            if (!timing) {
-                float *g = dp->tmp, *p = dp->tmp2;
-                memcpy(g, dp->gbuf[r] + lo, S * sizeof(float));
-                memset(p, 0, S * sizeof(float));
-                if (dp->total >= lo && dp->total < lo + S)
-                    g[dp->total - lo] = 0;
-                for (size_t i = 0; i < t->nw; i++) {
-                    const train_weight *w = &t->w[i];
-                    if (!w->trained || dp->off[i] + w->count <= lo || dp->off[i] >= lo + S)
-                        continue;
-                    size_t a = dp->off[i] > lo ? dp->off[i] : lo,
-                           b = dp->off[i] + w->count < lo + S ? dp->off[i] + w->count : lo + S;
-                    memcpy(p + (a - lo), rank_val(t, r, i) + (a - dp->off[i]), (b - a) * sizeof(float));
-                }
-                float sc1[3] = {(float)dp->gscale, (float)sqrt(bc2), (float)bc1};
-                st = set_in(t, r1, TRAIN_GSCALE, &sc1[0], 1, err);
-                if (!st)
-                    st = set_in(t, r1, TRAIN_BC2_SQRT, &sc1[1], 1, err);
-                if (!st)
-                    st = set_in(t, r1, TRAIN_BC1, &sc1[2], 1, err);
-                if (!st)
-                    st = set_in(t, r1, DP_P, p, S, err);
-                if (!st)
-                    st = set_in(t, r1, DP_G, g, S, err);
-                if (!st)
-                    st = set_in(t, r1, DP_SEG, dp->seg[r], S * T, err);
-                if (!st && dp->rt_znorm)
-                    st = set_in(t, r1, DP_SUMSQ_ALL, &sq_all, 1, err);
-                for (int k = 0; k < 2 && !st; k++) {
-                    char nm[64];
-                    snprintf(nm, sizeof nm, "train.state%d.%s", k, DP_SHARD);
-                    st = set_in(t, r1, nm, dp->rk[r].st[k][0], S, err);
-                }
-            }
-            tern_run_stats rs;
-            if (st || (st = tern_rt_execute(r1, &rs, err)))
-                return st;
-            if ((double)rs.time_ps * 1e-12 > u1)
-                u1 = (double)rs.time_ps * 1e-12;
-            if (timing)
-                break;
-            float *lb = dp->lbuf[r] + (size_t)r * 2 * T;
-            if ((st = tern_rt_get_output(r1, DP_R, dp->rdir[r], S * sizeof(float), err)) ||
-                (st = tern_rt_get_output(r1, DP_SUMSQ, &dp->rsq[r], sizeof(float), err)) ||
-                (st = tern_rt_get_output(r1, DP_PSQ, lb, T * sizeof(float), err)) ||
-                (st = tern_rt_get_output(r1, DP_RSQ, lb + T, T * sizeof(float), err)))
-                return st;
-            for (int k = 0; k < 2 && !st; k++) {
-                char nm[64];
-                snprintf(nm, sizeof nm, "train.state%d.new.%s", k, DP_SHARD);
-                float *b = malloc(S * sizeof(float) + 1);
-                nzs[(size_t)r * 2 + (size_t)k] = b;
-                if (!b)
-                    return oom(err);
-                if ((st = tern_rt_get_output(r1, nm, b, S * sizeof(float), err)))
-                    return st;
-            }
-        }
-        *upd += u1;
-        if ((st = run_collective(t, TERN_COLL_ALL_GATHER, (uint64_t)dp->ranks * 2 * T, timing ? NULL : dp->lbuf, comm,
-                                 err)))
-            return st;
-    }
-    t->rt = rt; /* the step's scalars below go to the update graph */
-    double u0 = *upd, ub = 0;
-    for (int64_t r = 0; r < (timing ? 1 : dp->ranks) && !st; r++) {
-        size_t lo = (size_t)r * S;
-        double lr;
-        if (!timing) {
-            float *g = dp->tmp, *p = dp->tmp2;
-            memcpy(g, dp->gbuf[r] + lo, S * sizeof(float));
-            memset(p, 0, S * sizeof(float));
-            if (dp->total >= lo && dp->total < lo + S)
-                g[dp->total - lo] = 0; /* the loss partial's place: no gradient */
-            for (size_t i = 0; i < t->nw; i++) {
-                const train_weight *w = &t->w[i];
-                if (!w->trained || dp->off[i] + w->count <= lo || dp->off[i] >= lo + S)
-                    continue;
-                size_t a = dp->off[i] > lo ? dp->off[i] : lo, b = dp->off[i] + w->count < lo + S ? dp->off[i] + w->count
-                                                                                                    : lo + S;
-                memcpy(p + (a - lo), rank_val(t, r, i) + (a - dp->off[i]), (b - a) * sizeof(float));
-            }
-            if (lamb) { /* pass 2: p, r, which tensor each element is in, every rank's sums, lr */
-                float sums[2][64], *sp = T <= 64 ? sums[0] : malloc(2 * T * sizeof(float));
-                if (!sp)
-                    return oom(err);
-                memset(sp, 0, 2 * T * sizeof(float));
-                for (int64_t b = 0; b < dp->ranks; b++) /* the shards' sums in rank order */
-                    for (size_t q = 0; q < 2 * T; q++)
-                        sp[q] += dp->lbuf[r][(size_t)b * 2 * T + q];
-                float lrf = (float)lr_step;
-                lr = lr_step;
-                st = set_in(t, rt, DP_P, p, S, err);
-                if (!st)
-                    st = set_in(t, rt, DP_R, dp->rdir[r], S, err);
-                if (!st)
-                    st = set_in(t, rt, DP_SEG, dp->seg[r], S * T, err);
-                if (!st)
-                    st = set_in(t, rt, DP_PSQ ".all", sp, T, err);
-                if (!st)
-                    st = set_in(t, rt, DP_RSQ ".all", sp + T, T, err);
-                if (!st)
-                    st = set_in(t, rt, TRAIN_STEP_SIZE, &lrf, 1, err);
-                if (sp != sums[0])
-                    free(sp);
-            }
-            if (!lamb)
-                st = train_set_step_scalars(t, step, &lr, err);
-            if (!st && !lamb)
-                st = set_in(t, rt, TRAIN_GSCALE, (float[]){(float)dp->gscale}, 1, err);
-            if (!st && !lamb)
-                st = set_in(t, rt, DP_P, p, S, err);
-            if (!st && !lamb)
-                st = set_in(t, rt, DP_G, g, S, err);
-            if (!st && dp->rt_znorm && !lamb)
-                st = set_in(t, rt, DP_SUMSQ_ALL, &sq_all, 1, err);
-            for (int k = 0; k < nst && !st && !lamb; k++) {
-                char nm[64];
-                snprintf(nm, sizeof nm, "train.state%d.%s", k, DP_SHARD);
-                st = set_in(t, rt, nm, dp->rk[r].st[k][0], S, err);
-            }
-        }
-        tern_run_stats rs;
-        if (st || (st = tern_rt_execute(rt, &rs, err)))
-            break;
-        double s = (double)rs.time_ps * 1e-12;
-        if (s > ub)
-            ub = s;
-        *upd = u0 + ub;
-        if (timing)
-            break;
-        float *blk = dp->wbuf[r] + (size_t)r * B;
-        if ((st = tern_rt_get_output(rt, DP_P ".new", blk, S * sizeof(float), err)) ||
-            (!lamb && (st = tern_rt_get_output(rt, DP_SUMSQ, blk + S, sizeof(float), err))))
-            break;
-        if (lamb)
-            blk[S] = dp->rsq[r];
-        for (int k = 0; k < nst && !st && !lamb; k++) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "train.state%d.new.%s", k, DP_SHARD);
-            float *b = malloc(S * sizeof(float) + 1);
-            nzs[(size_t)r * 2 + (size_t)k] = b;
-            if (!b)
-                return oom(err);
-            if ((st = tern_rt_get_output(rt, nm, b, S * sizeof(float), err)))
-                break;
-        }
-        if (!st && dp->total >= lo && dp->total < lo + S)
-            blk[dp->total - lo] = dp->gbuf[r][dp->total]; /* the reduced loss rides the all-gather to every rank */
-    }
-    if (st)
+    if ((st = train_dp_phase_end(dp, st, (uint64_t)fr, &worst, err)))
         return st;
-    if ((st = run_collective(t, TERN_COLL_ALL_GATHER, (uint64_t)dp->ranks * B, timing ? NULL : dp->wbuf, comm, err)))
-        return st;
-    if (timing)
-        return TERN_OK;
-    for (int64_t r = 0; r < dp->ranks && !st; r++) {
-        const float *wb = dp->wbuf[r];
-        float sq = 0;
-        for (int64_t b = 0; b < dp->ranks; b++) /* the global norm: the shards' sums in rank order */
-            sq += wb[(size_t)b * B + S];
-        float g = sqrtf(sq), l = wb[(dp->total / S) * B + dp->total % S];
-        if (r == 0) {
-            *gn = g;
-            *loss = l;
-            if (!isfinite(l))
-                return TERN_OK; /* the caller reports the loss first */
-            if (!isfinite(g))
-                return tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the gradient norm is not finite (%g)",
-                                      (unsigned long long)step, (double)g);
-        }
-        for (size_t i = 0; i < t->nw && !st; i++) {
-            const train_weight *w = &t->w[i];
-            if (!w->trained)
-                continue;
-            float *b = malloc(w->count * sizeof(float) + 1);
-            nv[((size_t)r * t->nw + i) * 3] = b;
-            if (!b)
-                return oom(err);
-            for (size_t e = 0; e < w->count; e++) {
-                size_t f = dp->off[i] + e;
-                b[e] = wb[(f / S) * B + f % S];
-            }
-            size_t at;
-            if (train_first_nonfinite(b, w->count, &at))
-                st = tern_error_set(err, TERN_ERR_RANGE,
-                                    "train: step %llu: '%s' is not finite (element %zu = %g); gradient norm %g",
-                                    (unsigned long long)step, w->out_name, at, (double)b[at], *gn);
-            if (!st && r > 0)
-                st = rank_differs(t, r, w->out_name, b, nv[i * 3], w->count, err);
-        }
-    }
-    for (int64_t r = 0; r < dp->ranks && !st; r++)
-        for (int k = 0; k < nst && !st; k++) {
-            size_t at;
-            const float *b = nzs[(size_t)r * 2 + (size_t)k];
-            if (train_first_nonfinite(b, S, &at))
-                st = tern_error_set(err, TERN_ERR_RANGE,
-                                    "train: step %llu: rank %lld's optimizer state %d shard is not finite (flat element "
-                                    "%zu = %g)",
-                                    (unsigned long long)step, (long long)r, k, (size_t)r * S + at, (double)b[at]);
-        }
-    return st;
+    if (worst > *secs)
+        *secs = worst;
+    return TERN_OK;
 }
 
 tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const void *labels, size_t label_count,
@@ -1297,8 +868,9 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
     uint64_t step = t->step + 1;
     int64_t k = dp->chunks;
     int timing = t->o.timing_only;
+    int64_t r0 = dp->r0;
     tern_status st;
-    if ((st = sync_ranks(t, err)))
+    if ((st = train_dp_phase_end(dp, sync_ranks(t, err), 0, NULL, err)))
         return st;
     size_t xs = t->data_bytes, ls = 0; /* one chunk's packed rows (train_internal.h) */
     int64_t A = t->o.accumulate > 1 ? t->o.accumulate : 1; /* micro-batches of k chunks each */
@@ -1314,7 +886,6 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
     }
     size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
     double compute = 0, comm = 0, upd = 0;
-    int64_t nr = timing ? 1 : dp->ranks; /* timing-only: one rank's program stands for all (the same, no data) */
     /* accumulation: micro-batch m is rows [m B, (m + 1) B) of the step's A B, split over the ranks as a step's
      * batch is; each rank's programs run one after another, so the compute is the slowest rank's sum */
     for (int64_t m = 0; m < A; m++) {
@@ -1328,17 +899,25 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
             inv = counted ? 1.0f / (float)counted : 0.0f;
             invp = &inv;
         }
+        /* this process's ranks (timing-only: its first: one rank's program stands for all, the same, no data) */
         double worst = 0;
-        for (int64_t r = 0; r < nr; r++) {
+        int64_t fr = r0;
+        for (int64_t r = r0; r < dp->ranks && !st; r++) {
+            if (!dp->local[r])
+                continue;
             double s = 0;
-            if ((st = rank_grads(t, r, xm, xs, lm, ls, invp, m, &s, err)))
-                return st;
+            fr = r;
+            st = rank_grads(t, r, xm, xs, lm, ls, invp, m, &s, err);
             if (s > worst)
                 worst = s;
+            if (timing)
+                break;
         }
+        if ((st = train_dp_phase_end(dp, st, (uint64_t)fr, &worst, err)))
+            return st;
         compute += worst;
     }
-    if ((st = run_collective(t, dp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, dp->count,
+    if ((st = train_dp_collective(t, dp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, dp->count,
                              timing ? NULL : dp->gbuf, &comm, err)))
         return st;
     size_t nslot = (size_t)dp->ranks * t->nw * 3;
@@ -1348,24 +927,34 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
         return oom(err);
     }
     double gn = NAN;
-    float loss = timing ? NAN : dp->gbuf[0][dp->total]; /* non-ZeRO: every rank holds the reduced loss */
+    float loss = timing ? NAN : dp->gbuf[r0][dp->total]; /* non-ZeRO: every rank holds the reduced loss */
     if (!timing && !isfinite(loss) && !dp->zero)
         st = tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the loss is not finite (%g)",
                             (unsigned long long)step, (double)loss);
     if (!st)
-        st = dp->zero ? update_zero(t, nv, nzs, &gn, &loss, &upd, &comm, err) : update_full(t, nv, &gn, &upd, err);
+        st = dp->zero ? train_dp_update_zero(t, nv, nzs, &gn, &loss, &upd, &comm, err) : update_full(t, nv, &gn, &upd, err);
     if (!st && !timing && !isfinite(loss))
         st = tern_error_set(err, TERN_ERR_RANGE, "train: step %llu: the loss is not finite (%g)",
                             (unsigned long long)step, (double)loss);
+    if (!st && !timing && dp->tr && dp->tr->nprocs > 1) { /* the first ranks of the processes agree too */
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (size_t i = 0; i < t->nw; i++)
+            for (int q = 0; q < 3; q++) {
+                const float *v = nv[((size_t)r0 * t->nw + i) * 3 + (size_t)q];
+                if (v)
+                    h = train_dp_hash(h, v, t->w[i].count * sizeof(float));
+            }
+        st = train_dp_cross_check(dp, h, step, dp->zero ? "weights" : "weights and optimizer state", err);
+    }
     if (!st && !timing) { /* commit: every rank takes its own new weights and state */
         for (int64_t r = 0; r < dp->ranks; r++)
-            for (size_t i = 0; i < t->nw; i++)
+            for (size_t i = 0; dp->local[r] && i < t->nw; i++)
                 for (int q = 0; q < 3; q++) {
                     float **src = &nv[((size_t)r * t->nw + i) * 3 + (size_t)q];
                     if (!*src)
                         continue;
-                    float **dst = q == 0 ? (r == 0 ? &t->w[i].val : &dp->rk[r].val[i])
-                                         : (r == 0 ? &t->w[i].state[q - 1] : &dp->rk[r].st[q - 1][i]);
+                    float **dst = q == 0 ? (r == r0 ? &t->w[i].val : &dp->rk[r].val[i])
+                                         : (r == r0 ? &t->w[i].state[q - 1] : &dp->rk[r].st[q - 1][i]);
                     free(*dst);
                     *dst = *src;
                     *src = NULL;
@@ -1377,19 +966,26 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
                     dp->rk[r].st[q][0] = nzs[r * 2 + q];
                     nzs[r * 2 + q] = NULL;
                 }
-        /* ZeRO: the whole state, gathered on the host for checkpoints (no device traffic is modelled for it) */
+        /* ZeRO: the whole state, gathered on the host for checkpoints (no device traffic is modelled for it);
+         * over MPI processes, the shards of this process's ranks (tern_train_collect brings the others) */
         for (size_t i = 0; dp->zero && i < t->nw; i++) {
             train_weight *w = &t->w[i];
             for (int q = 0; q < w->n_state && w->trained; q++)
                 for (size_t e = 0; e < w->count; e++) {
                     size_t f = dp->off[i] + e;
-                    w->state[q][e] = dp->rk[f / dp->shard].st[q][0][f % dp->shard];
+                    if (dp->local[f / dp->shard])
+                        w->state[q][e] = dp->rk[f / dp->shard].st[q][0][f % dp->shard];
                 }
         }
-        /* BatchNormalization's running statistics: rank 0's, broadcast to every rank (DDP's buffers) */
-        for (size_t i = 0; i < t->nw; i++)
+        /* BatchNormalization's running statistics: rank 0's, broadcast to every rank (DDP's buffers); over MPI
+         * processes rank 0's process sends them to the others first */
+        for (size_t i = 0; i < t->nw && !st; i++)
+            if (dp->bn_out[i])
+                st = tern_transport_bcast(dp->tr, 0, dp->bn_new[i], t->w[i].count * sizeof(float), err);
+        for (size_t i = 0; i < t->nw && !st; i++)
             for (int64_t r = 0; dp->bn_out[i] && r < dp->ranks; r++)
-                memcpy(rank_val(t, r, i), dp->bn_new[i], t->w[i].count * sizeof(float));
+                if (dp->local[r])
+                    memcpy(train_dp_val(t, r, i), dp->bn_new[i], t->w[i].count * sizeof(float));
         dp->synced_step = step;
         for (size_t i = 0; i < t->nw; i++)
             dp->synced_ptr[i] = t->w[i].val;
@@ -1448,9 +1044,13 @@ const float *tern_train_rank_weight(const tern_trainer *t, unsigned rank, size_t
 {
     if (i >= t->nw)
         return NULL;
-    if (rank == 0)
+    if (!t->dp)
+        return rank == 0 ? tern_train_weight(t, i, count) : NULL;
+    if (rank >= t->dp->ranks || !t->dp->local[rank])
+        return NULL;
+    if (rank == t->dp->r0)
         return tern_train_weight(t, i, count);
-    if (!t->dp || rank >= t->dp->ranks || !t->dp->rk)
+    if (!t->dp->rk)
         return NULL;
     *count = t->w[i].count;
     return t->dp->rk[rank].val[i];

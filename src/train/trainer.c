@@ -6,6 +6,7 @@
  * only then takes the updated weights and state for the next step. */
 #include "train_internal.h"
 #include "mp_internal.h"
+#include "tern/transport.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -126,6 +127,18 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
     if (o->matmul_dtype != TERN_DTYPE_FP32 && o->matmul_dtype != TERN_DTYPE_BF16)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: precision %s (fp32 or bf16 matmuls)",
                               tern_dtype_name(o->matmul_dtype));
+    /* over MPI processes: data parallelism spreads its ranks' chips (data_parallel.c); nothing else yet */
+    unsigned K = o->transport ? o->transport->nprocs : 1;
+    if (K > 1 && (o->tp > 1 || o->pp > 1 || o->micro > 1 || o->vpp > 1))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: a tensor/pipeline layout (tp=%lld, pp=%lld) over MPI processes is not built yet: "
+                              "run it without mpirun (%u processes here)",
+                              (long long)(o->tp > 1 ? o->tp : 1), (long long)(o->pp > 1 ? o->pp : 1), K);
+    if (K > 1 && o->ranks < 2)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: %u MPI processes for 1 core: only data-parallel training (--cores N) spreads "
+                              "over processes, each running whole chips of the ranks; run it without mpirun",
+                              K);
     return TERN_OK;
 }
 

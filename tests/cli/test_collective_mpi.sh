@@ -84,8 +84,8 @@ expect_fail "2 processes for the 1 chip that hold the 2 ranks of 'trn1.32xlarge'
 n=$(grep -c "processes for the" "$tmp/err")
 [ "$n" -eq 1 ] && ok || bad "the refusal was printed $n times (only process 0 prints)"
 
-# every command but collective and launch refuses to run as K copies under mpirun
-expect_fail "tern info: started by mpirun with 2 processes, but only \`tern collective\`, \`tern launch\` and \`tern run\` run over MPI processes" \
+# every command but collective, launch, run and train refuses to run as K copies under mpirun
+expect_fail "tern info: started by mpirun with 2 processes, but only \`tern collective\`, \`tern launch\`, \`tern run\` and \`tern train\` run over MPI processes" \
     -np 2 "$TERN" info trn1
 
 echo "$pass passed, $fail failed"

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Data-parallel training over MPI processes (docs/training.md, "Over MPI processes"): `mpirun -np K tern train
+# --cores N` spreads the ranks' chips over K processes; each runs only its own ranks' programs, the gradient
+# collectives cross processes, and process 0 alone prints and writes. For K = 1, 2 and 4 the whole stdout (losses,
+# norms, predicted times, the data-parallel summary), the trained ONNX and the checkpoint are byte for byte those of
+# the run without mpirun:
+# - plain data parallelism (the attention block of the multi-instance tests, 8 ranks of trn1.32xlarge, AdamW), and
+#   with TERN_THREADS=2 under K = 2;
+# - ZeRO-1 with clipping, with LAMB, and with --accumulate 2; the fixed reduction tree; pure BF16 (bf16-sr);
+# - a cluster: 64 ranks of 2xtrn1.32xlarge (the all-reduce crosses EFA), --json;
+# - the BatchNorm CNN of test_train_dp_bn.sh (rank 0's running statistics reach every process), accumulated;
+# - timing-only, 32 ranks;
+# - a checkpoint written under K = 2 resumes under K = 4 to the one-process model.
+# Failures: a class label out of range in rank 5's rows (met by one process only) ends every process with the
+# one-process message and exit status; a process that cannot read its data (an MPMD launch) stops the run with its
+# own message; more processes than chips, one core, and a tensor-parallel layout are refused naming the rule.
+set -u
+TERN=${1:?usage: test_train_mpi.sh TERN_BIN}
+. "$(dirname "$0")/../mpi_lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+PY=/usr/bin/python3
+
+"$PY" "$here/../attention_block.py" "$tmp" 128 || { echo "NOT OK: the test model could not be made" >&2; exit 1; }
+cd "$tmp" || exit 1
+
+same() { # same NAME K: the K-process run's stdout, model and checkpoint against the one-process run's
+    local n=$1 k=$2
+    if cmp -s "$n.0.txt" "$n.$k.txt"; then ok; else bad "$n, mpirun -np $k: stdout differs: $(diff "$n.0.txt" "$n.$k.txt" | head -6)"; fi
+    if [ -f "$n.0.onnx" ]; then
+        if cmp -s "$n.0.onnx" "$n.$k.onnx"; then ok; else bad "$n, mpirun -np $k: the trained ONNX differs"; fi
+    fi
+    if [ -f "ck_$n.0/checkpoint.tck" ]; then
+        if cmp -s "ck_$n.0/checkpoint.tck" "ck_$n.$k/checkpoint.tck"; then ok; else bad "$n, mpirun -np $k: the checkpoint differs"; fi
+    fi
+}
+case_() { # case_ NAME "K..." ARGS...: one process, then mpirun -np K for each K; -o and --checkpoint unless timing-only
+    local n=$1 ks=$2
+    shift 2
+    local files=()
+    case " $* " in *" --timing-only "*) ;; *) files=(-o "$n.@.onnx" --checkpoint "ck_$n.@") ;; esac
+    expect 0 "$TERN" train "$@" "${files[@]//@/0}"
+    sed "s/\.0\.onnx$/.K.onnx/" "$tmp/out" >"$n.0.txt"
+    for k in $ks; do
+        expect 0 "${MPI[@]}" -np "$k" "$TERN" train "$@" "${files[@]//@/$k}"
+        sed "s/\.$k\.onnx$/.K.onnx/" "$tmp/out" >"$n.$k.txt"
+        same "$n" "$k"
+    done
+}
+A=(m.onnx --data x.npy --labels y.npy --precision fp32 --steps 3)
+case_ dp "1 2 4" "${A[@]}" --batch 16 --machine trn1.32xlarge --cores 8
+contains dp.0.txt "data parallel: 8 ranks on trn1.32xlarge, 2 rows each"
+contains dp.0.txt "step 3/3: loss "
+# the host thread count changes nothing either
+expect 0 env TERN_THREADS=2 "${MPI[@]}" -np 2 "$TERN" train "${A[@]}" --batch 16 --machine trn1.32xlarge --cores 8
+if cmp -s <(grep -v '^wrote' dp.0.txt) "$tmp/out"; then ok; else bad "TERN_THREADS=2, mpirun -np 2: stdout differs"; fi
+case_ zero "1 2 4" "${A[@]}" --batch 16 --machine trn1.32xlarge --cores 8 --zero 1 --clip-norm 0.5
+contains zero.0.txt "optimizer state: "
+case_ lamb "4" "${A[@]}" --batch 16 --machine trn1.32xlarge --cores 8 --zero 1 --optimizer lamb --clip-norm 0.5
+case_ accum "2 4" "${A[@]}" --batch 16 --machine trn1.32xlarge --cores 8 --zero 1 --accumulate 2
+case_ exact "2" "${A[@]}" --batch 16 --machine trn1.32xlarge --cores 8 --dp-exact --dp-chunks 16
+case_ bf16 "2" m.onnx --data x.npy --labels y.npy --steps 3 --precision bf16-sr --batch 16 --machine trn1.32xlarge --cores 8
+case_ cluster "1 2 4" "${A[@]}" --batch 64 --machine 2xtrn1.32xlarge --cores 64 --json
+contains cluster.0.txt '"ranks":64'
+contains cluster.0.txt '"dp_algorithm":"hier"'
+case_ timing "4" "${A[@]}" --batch 64 --machine trn1.32xlarge --cores 32 --timing-only
+contains timing.0.txt "data parallel, last step: "
+
+# BatchNorm: rank 0's running statistics, kept and written, reach every process's ranks
+mkdir -p bn
+if "$PY" "$here/digits_ref.py" bn 1 32 sgd 0.05 cnn-bn >bn/ref.txt 2>&1; then
+    case_ bn "2 4" bn/mlp.onnx --data bn/x.npy --labels bn/y.npy --optimizer sgd --lr 0.05 --momentum 0.9 \
+        --batch 16 --accumulate 2 --steps 3 --precision fp32 --machine trn1.32xlarge --cores 8
+else
+    bad "the BatchNorm CNN could not be made: $(tail -3 bn/ref.txt)"
+fi
+
+# a checkpoint written by 2 processes resumes under 4 to the model one process trains in one go (ZeRO-1: the state
+# shards of every process are in it)
+Z=("${A[@]}" --batch 16 --machine trn1.32xlarge --cores 8 --zero 1)
+expect 0 "$TERN" train "${Z[@]}" --steps 5 -o whole.onnx
+expect 0 "${MPI[@]}" -np 2 "$TERN" train "${Z[@]}" --steps 2 --checkpoint half
+expect 0 "${MPI[@]}" -np 4 "$TERN" train "${Z[@]}" --steps 5 --resume half -o resumed.onnx
+if cmp -s whole.onnx resumed.onnx; then ok; else bad "a checkpoint of 2 processes resumed under 4 differs from one process's run"; fi
+
+# a failure only the process that runs rank 5 meets: every process ends, process 0 prints the one-process message
+"$PY" -c "import numpy as np; y = np.load('y.npy'); y[16 + 11] = 17; np.save('ybad.npy', y)"
+B=(m.onnx --data x.npy --labels ybad.npy --precision fp32 --steps 3 --batch 16 --machine trn1.32xlarge --cores 8)
+expect 1 "$TERN" train "${B[@]}"
+cp "$tmp/out" bad.0.txt
+cp "$tmp/err" bad.0.err
+contains bad.0.err "rank 5: train: step 2: labels row 1: class 17 outside [0, 10)"
+for k in 2 4; do
+    expect 1 "${MPI[@]}" -np $k "$TERN" train "${B[@]}"
+    if cmp -s bad.0.txt "$tmp/out"; then ok; else bad "rank 5's failure, -np $k: stdout differs from one process's"; fi
+    n=$(grep -c "^tern train: " "$tmp/err")
+    if [ "$n" -eq 1 ] && grep -qxF "$(cat bad.0.err)" "$tmp/err"; then ok; else
+        bad "rank 5's failure, -np $k: expected the one-process message once, got: $(head -c 400 "$tmp/err")"; fi
+done
+# a failure process 0 does not meet (an MPMD launch: process 1 cannot read its data) stops the run with its message
+expect 1 "$TERN_MPIEXEC" --allow-run-as-root --oversubscribe -np 1 "$TERN" train "${A[@]}" --batch 16 \
+    --machine trn1.32xlarge --cores 8 : -np 1 "$TERN" train m.onnx --data nothere.npy --labels y.npy --precision fp32 \
+    --steps 3 --batch 16 --machine trn1.32xlarge --cores 8
+contains "$tmp/err" "tern train: process 1 of 2 stopped (process 0 did not):"
+contains "$tmp/err" "nothere.npy"
+# refused
+expect 1 "${MPI[@]}" -np 4 "$TERN" train "${A[@]}" --batch 16 --machine trn1.32xlarge --cores 4
+contains "$tmp/err" "4 processes for the 2 chips that hold the 4 ranks of 'trn1.32xlarge': a process owns whole chips, so run at most 2"
+[ "$(grep -c '^tern train' "$tmp/err")" -eq 1 ] && ok || bad "the refusal was printed more than once: $(cat "$tmp/err")"
+expect 1 "${MPI[@]}" -np 2 "$TERN" train "${A[@]}" --batch 16
+contains "$tmp/err" "2 MPI processes for 1 core: only data-parallel training (--cores N) spreads over processes"
+expect 1 "${MPI[@]}" -np 2 "$TERN" train "${A[@]}" --batch 16 --machine trn1.32xlarge --layout tp=2,dp=2
+contains "$tmp/err" "a tensor/pipeline layout (tp=2, pp=1) over MPI processes is not built yet"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
