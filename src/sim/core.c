@@ -8,6 +8,7 @@
 
 #include "sim/core_internal.h"
 #include "sim/host_threads.h"
+#include "sim/matmul.h"
 
 static const char *const operand_names[TERN_INSTR_OPERANDS] = {"dst", "in0", "in1", "in2", "extra"};
 const char *operand_name(int slot) { return slot >= 0 && slot < TERN_INSTR_OPERANDS ? operand_names[slot] : "?"; }
@@ -47,6 +48,13 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
         c->opts = *opts;
     if (!c->opts.max_instructions)
         c->opts.max_instructions = 1000000000ull;
+    if (c->opts.matmul_path == TERN_MATMUL_AUTO) {
+        tern_status st = matmul_choose_kernel(&c->mm_dp, err);
+        if (st) {
+            free(c);
+            return st;
+        }
+    }
     size_t sbuf_bytes = (size_t)cfg->partitions * cfg->sbuf_partition_bytes;
     size_t psum_bytes = (size_t)cfg->partitions * cfg->psum_banks * cfg->psum_bank_bytes;
     c->sbuf = malloc(sbuf_bytes);
@@ -58,8 +66,10 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
     c->registers = calloc((size_t)TERN_ENGINE_COUNT * cfg->num_registers, sizeof *c->registers);
     c->stationary = malloc((size_t)cfg->pe_rows * cfg->pe_cols * 2 * sizeof(float));
     c->stat_pairs = c->stat_pairs_own = malloc((size_t)(cfg->pe_rows + 1) / 2 * cfg->pe_cols * 2 * sizeof(uint32_t));
+    /* panels of the largest stationary: 2 * pe_rows contraction rows (double-row fp8) */
+    c->stat_panels = c->stat_panels_own = malloc(matmul_panel_floats(2 * cfg->pe_rows, cfg->pe_cols) * sizeof(float));
     if (!c->sbuf || !c->psum || !c->psum_bank_state || !c->hbm_pages || !c->semaphores || !c->registers ||
-        !c->stationary || !c->stat_pairs) {
+        !c->stationary || !c->stat_pairs || !c->stat_panels) {
         tern_core_free(c);
         return tern_error_set(err, TERN_ERR_NOMEM, "core %s: cannot allocate %zu bytes of SBUF and PSUM", cfg->name,
                               sbuf_bytes + psum_bytes);
@@ -85,6 +95,7 @@ void tern_core_free(tern_core *core)
     free(core->registers);
     free(core->stationary);
     free(core->stat_pairs_own);
+    free(core->stat_panels_own);
     for (int i = 0; i < STAT_CACHE_ENTRIES; i++)
         free(core->stat_cache[i].pairs);
     free(core->mov_pairs);

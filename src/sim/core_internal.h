@@ -14,7 +14,8 @@
 /* PSUM bank bookkeeping for accumulation groups (per partition, per bank). */
 enum { PSUM_BANK_UNTOUCHED = 0, PSUM_BANK_MATMUL = 1, PSUM_BANK_OTHER = 2 };
 
-/* A moving operand already packed as bf16 pairs (matmul.c), valid until SBUF under it is written. */
+/* A moving operand already packed as bf16 pairs, or a stationary one as pairs or fp32 panels (matmul.c), valid
+ * until SBUF under it is written. `pairs` holds the packed words (an fp32 panel value's bits for panels). */
 #define MOV_CACHE_ENTRIES 8
 #define STAT_CACHE_ENTRIES 16
 typedef struct {
@@ -49,6 +50,12 @@ struct tern_core {
     int stat_cache_live;
     int stat_fast;
     int stat_f32;         /* `stationary` holds the fp32 form */
+    float *stat_panels;   /* the stationary in panels for the fp32 chain on bf16 rows (matmul.c), valid when stat_pan:
+                             the core's own buffer or a stationary cache entry's */
+    float *stat_panels_own;
+    int stat_pan;
+    int mm_dp;            /* bf16 operands multiply through the dot-product kernel (matmul_choose_kernel), else the
+                             fp32 chain; fixed when the core is created */
     uint32_t *mov_pairs;  /* scratch: moving operand as bf16 pairs */
     size_t mov_pairs_cap;
     uint16_t *u16_scratch;

@@ -236,9 +236,9 @@ static int fast_dtype(uint8_t dt)
 
 /* The entry of a packed-operand cache (moving or stationary) for the operand at (partition, K rows, byte offset,
  * W columns): a valid one (*hit = 1), or a free or least-recently-used one made ready to be filled (*hit = 0);
- * NULL if no memory. */
+ * NULL if no memory. words: the packed form's size in 32-bit words. */
 static mov_cache_entry *cache_slot(mov_cache_entry *cache, int n, int *live, uint64_t *tick, uint32_t start,
-                                   uint32_t K, uint64_t off, uint32_t W, int *hit)
+                                   uint32_t K, uint64_t off, uint32_t W, size_t words, int *hit)
 {
     mov_cache_entry *victim = NULL;
     (*tick)++;
@@ -252,13 +252,12 @@ static mov_cache_entry *cache_slot(mov_cache_entry *cache, int n, int *live, uin
         if (!victim || (!m->valid && victim->valid) || (m->valid == victim->valid && m->last_use < victim->last_use))
             victim = m;
     }
-    size_t npairs = (size_t)(K + 1) / 2 * W;
-    if (victim->cap < npairs) {
-        uint32_t *p = realloc(victim->pairs, npairs * sizeof *p);
+    if (victim->cap < words) {
+        uint32_t *p = realloc(victim->pairs, words * sizeof *p);
         if (!p)
             return NULL;
         victim->pairs = p;
-        victim->cap = npairs;
+        victim->cap = words;
     }
     if (victim->valid) {
         victim->valid = 0;
@@ -275,15 +274,41 @@ static mov_cache_entry *cache_slot(mov_cache_entry *cache, int n, int *live, uin
     return victim;
 }
 
-/* LoadStationary: latch the operand; as bf16 pairs when it qualifies for the dot-product path, else (or
- * also, for fp8) as fp32. */
+/* LoadStationary: latch the operand. For bf16 operands, in the form the host's kernel reads (matmul_choose_kernel):
+ * bf16 pairs when it qualifies for the dot-product path, fp32 panels for the chain; else (or also, for fp8) as
+ * fp32. */
 static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t M,
                                    tern_error *err)
 {
     core->stat_fast = 0;
     core->stat_f32 = 0;
-    int want_fast = core->opts.matmul_path == TERN_MATMUL_AUTO && fast_dtype(a->dtype) && matmul_bf16_supported();
+    core->stat_pan = 0;
+    const int is_auto = core->opts.matmul_path == TERN_MATMUL_AUTO;
+    int want_fast = is_auto && core->mm_dp && fast_dtype(a->dtype);
     core->stat_pairs = core->stat_pairs_own;
+    core->stat_panels = core->stat_panels_own;
+    if (is_auto && !core->mm_dp && a->dtype == TERN_DTYPE_BF16) {
+        size_t stride;
+        const uint16_t *rows = bf16_rows(core, cx, a, K, M, NULL, &stride);
+        if (rows) {
+            /* As the pairs below: the panels of an SBUF operand latched again are reused. */
+            int hit = 0;
+            uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
+            mov_cache_entry *e = cache_slot(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
+                                            &core->mov_cache_tick, a->start_partition, K, off, M,
+                                            matmul_panel_floats(K, M), &hit);
+            float *panels = e ? (float *)(void *)e->pairs : core->stat_panels_own;
+            if (!e || !hit)
+                matmul_pack_panels_bf16(rows, stride, K, M, panels);
+            if (e && !hit) {
+                e->valid = 1;
+                core->stat_cache_live++;
+            }
+            core->stat_panels = panels;
+            core->stat_pan = 1;
+            return TERN_OK;
+        }
+    }
     if (want_fast && a->dtype == TERN_DTYPE_BF16) {
         size_t stride;
         const uint16_t *rows = bf16_rows(core, cx, a, K, M, NULL, &stride);
@@ -293,7 +318,8 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
             int hit = 0;
             uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
             mov_cache_entry *e = cache_slot(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
-                                            &core->mov_cache_tick, a->start_partition, K, off, M, &hit);
+                                            &core->mov_cache_tick, a->start_partition, K, off, M,
+                                            (size_t)(K + 1) / 2 * M, &hit);
             if (e && hit) {
                 core->stat_pairs = e->pairs;
                 core->stat_fast = 1;
@@ -322,12 +348,17 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
     return TERN_OK;
 }
 
-/* The stationary as fp32 for the general paths (unpacked from the pairs when only those were kept). */
+/* The stationary as fp32 for the general paths (unpacked from the pairs or panels when only those were kept). */
 static void stationary_f32(tern_core *core)
 {
     if (core->stat_f32)
         return;
     uint32_t K = core->stat_k, M = core->stat_m;
+    if (core->stat_pan) {
+        matmul_panels_to_f32(core->stat_panels, K, M, core->stationary);
+        core->stat_f32 = 1;
+        return;
+    }
     for (uint32_t k = 0; k < K; k++)
         for (uint32_t m = 0; m < M; m++) {
             uint32_t pair = core->stat_pairs[(size_t)(k / 2) * M + m];
@@ -406,7 +437,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             if (rows && !have_x) {
                 uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
                 slot = cache_slot(core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, &core->mov_cache_tick,
-                                  a->start_partition, K, off, N, &cached);
+                                  a->start_partition, K, off, N, npairs, &cached);
             }
             uint32_t *pairs_buf = slot ? slot->pairs : NULL;
             if (rows && !slot) {
@@ -445,16 +476,28 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
         }
         if (!done && !core->stat_fast && dst_plain && a->dtype == TERN_DTYPE_BF16 &&
             !(ins->flags & TERN_FLAG_DOUBLE_ROW) && core->opts.matmul_path == TERN_MATMUL_AUTO) {
-            /* Hosts without the bf16 dot product (AVX2): the fp32 chain reads the bf16 rows in place and writes
-             * the PSUM rows directly. A transpose (identity moving operand) keeps its shortcut below. */
+            /* The fp32 chain (hosts where it is the faster kernel, or without the bf16 dot product): it reads the
+             * bf16 rows in place and writes the PSUM rows directly; a transpose (identity moving operand) copies
+             * the panels straight to the PSUM rows. */
             size_t stride = 0;
             const uint16_t *rows = bf16_rows(core, cx, a, K, N, NULL, &stride);
-            if (rows && !bf16_identity(rows, stride, K, N)) {
-                stationary_f32(core);
+            if (rows && core->stat_pan && bf16_identity(rows, stride, K, N)) {
+                /* a transpose through the array, from the panels straight to the PSUM rows */
                 size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
                 int64_t reg = ap_reg_offset(core, cx->engine, d);
                 uint8_t *o = core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4);
-                done = matmul_f32_bf16x_run(core_pool(core), core->stationary, rows, stride, o, pb, K, M, N, acc);
+                done = matmul_identity_panels(core->stat_panels, K, M, o, pb, acc);
+            } else if (rows && !bf16_identity(rows, stride, K, N)) {
+                if (!core->stat_pan) { /* latched as fp32 (an fp8 or strided operand): panels once per latch */
+                    stationary_f32(core);
+                    matmul_pack_panels_f32(core->stationary, K, M, core->stat_panels_own);
+                    core->stat_panels = core->stat_panels_own;
+                    core->stat_pan = 1;
+                }
+                size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
+                int64_t reg = ap_reg_offset(core, cx->engine, d);
+                uint8_t *o = core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4);
+                done = matmul_f32_bf16x_run(core_pool(core), core->stat_panels, rows, stride, o, pb, K, M, N, acc);
             }
         }
         if (!done) {

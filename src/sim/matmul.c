@@ -18,9 +18,12 @@
  *     the library picks for the host CPU, and on an AMD Zen 4 host it differed from the chain, so the
  *     simulator no longer uses a BLAS.) Hosts with neither run the reference loop.
  * Work is split over the core's thread pool by rows of the output, so results never depend on thread count. */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim/matmul.h"
 
@@ -88,6 +91,25 @@ int bf16_fast_ok(uint16_t b)
 {
     unsigned e = (b >> 7) & 0xFFu;
     return (b & 0x7FFFu) == 0 || (e >= 127u - 50u && e < 127u + 51u);
+}
+
+int matmul_identity_panels(const float *panels, uint32_t K, uint32_t M, uint8_t *out, size_t out_stride,
+                           int accumulate)
+{
+    for (size_t i = 0; i < matmul_panel_floats(K, M); i++)
+        if (!isfinite(panels[i]))
+            return 0;
+    for (uint32_t m = 0; m < M; m++) {
+        const float *src = panels + (size_t)(m / PANEL_W) * K * PANEL_W + m % PANEL_W;
+        float *o = (float *)(void *)(out + (size_t)m * out_stride);
+        if (accumulate)
+            for (uint32_t n = 0; n < K; n++)
+                o[n] = o[n] + (src[(size_t)n * PANEL_W] + 0.0f);
+        else
+            for (uint32_t n = 0; n < K; n++)
+                o[n] = src[(size_t)n * PANEL_W] + 0.0f;
+    }
+    return 1;
 }
 
 int matmul_bf16_supported(void)
@@ -166,6 +188,7 @@ int matmul_pack_pairs(const uint16_t *rows, size_t row_stride, uint32_t K, uint3
 #if HAVE_X86
 #define MB 6
 #define NB 4
+_Static_assert(MB == PANEL_W, "the AVX-512 kernels' row block is the panel width");
 /* One block of ROWS x 64 outputs, accumulators held in registers for the whole k loop. ROWS is a constant
  * at every call site, so the compiler unrolls everything and never spills. */
 __attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
@@ -343,6 +366,7 @@ static void f32_part(void *ctx, unsigned part, unsigned nparts)
  * broadcast stationary value fill 15 of the 16 ymm registers. */
 #define MB2 6
 #define NB2 2
+_Static_assert(MB2 == PANEL_W, "the AVX2 kernels' row block is the panel width");
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 f32_micro_avx2(const f32_job *j, uint32_t m0, uint32_t n0, const __m256i *mask, const int full, const int ROWS)
 {
@@ -426,21 +450,68 @@ static int have_avx2_fma(void)
 }
 #endif
 
-#if HAVE_X86
-/* ---- bf16 moving rows straight from SBUF, fp32 FMA chain (AVX2 + FMA) ----
+/* ---- bf16 moving rows straight from SBUF, fp32 FMA chain (AVX-512, or AVX2 + FMA) ----
  * The moving operand is read as bf16 rows from SBUF and widened block by block (a bf16 value is the high half of
  * the fp32 of the same value, so widening is exact), the chain is the fp32 one above, and outputs go straight to
- * their PSUM rows: no gather of the whole operand into an fp32 buffer and no scatter of the result. */
+ * their PSUM rows: no gather of the whole operand into an fp32 buffer and no scatter of the result. The
+ * stationary comes in panels (matmul_pack_panels_*), packed once per LoadStationary by the caller. */
 typedef struct {
-    const float *sp;  /* the stationary in panels of MB2 columns: panel p holds k-major rows of MB2 values */
+    const float *sp;  /* the stationary in panels of PANEL_W columns: panel p holds k-major rows of PANEL_W values */
     const uint16_t *x;
     size_t x_stride;
     uint8_t *out;
     size_t out_stride;
     uint32_t K, M, N;
     int accumulate;
+    uint32_t cblocks, rparts; /* the part grid: column blocks, and row-panel groups per column group */
 } bx_job;
 
+size_t matmul_panel_floats(uint32_t K, uint32_t M) { return (size_t)(M + PANEL_W - 1) / PANEL_W * PANEL_W * K; }
+
+/* Row by row: the row widened to fp32 (exact) into a zero-padded buffer, then 6-value pieces to their panels. The
+ * per-element form (a bounds test and a 2-byte load per value) cost 14 % of a 2048^3 GEMM's matmul time. */
+void matmul_pack_panels_bf16(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M, float *panels)
+{
+    uint32_t np = (M + PANEL_W - 1) / PANEL_W;
+    uint32_t row[(PANEL_W * 64 + 16)]; /* M <= 384 here (the PE columns); larger M takes the loop below */
+    if (np * PANEL_W > sizeof row / sizeof row[0]) {
+        for (uint32_t p = 0; p < np; p++)
+            for (uint32_t k = 0; k < K; k++)
+                for (uint32_t i = 0; i < PANEL_W; i++) {
+                    uint32_t bits = p * PANEL_W + i < M ? (uint32_t)rows[(size_t)k * stride + p * PANEL_W + i] << 16 : 0;
+                    memcpy(&panels[((size_t)p * K + k) * PANEL_W + i], &bits, 4);
+                }
+        return;
+    }
+    for (uint32_t m = M; m < np * PANEL_W; m++)
+        row[m] = 0;
+    for (uint32_t k = 0; k < K; k++) {
+        const uint16_t *r = rows + (size_t)k * stride;
+        for (uint32_t m = 0; m < M; m++) /* vectorised: a widening shift */
+            row[m] = (uint32_t)r[m] << 16;
+        float *d = panels + (size_t)k * PANEL_W;
+        for (uint32_t p = 0; p < np; p++)
+            memcpy(d + (size_t)p * K * PANEL_W, row + p * PANEL_W, PANEL_W * sizeof(float));
+    }
+}
+
+void matmul_pack_panels_f32(const float *s, uint32_t K, uint32_t M, float *panels)
+{
+    uint32_t np = (M + PANEL_W - 1) / PANEL_W;
+    for (uint32_t p = 0; p < np; p++)
+        for (uint32_t k = 0; k < K; k++)
+            for (uint32_t i = 0; i < PANEL_W; i++)
+                panels[((size_t)p * K + k) * PANEL_W + i] = p * PANEL_W + i < M ? s[(size_t)k * M + p * PANEL_W + i] : 0.0f;
+}
+
+void matmul_panels_to_f32(const float *panels, uint32_t K, uint32_t M, float *s)
+{
+    for (uint32_t k = 0; k < K; k++)
+        for (uint32_t m = 0; m < M; m++)
+            s[(size_t)k * M + m] = panels[((size_t)(m / PANEL_W) * K + k) * PANEL_W + m % PANEL_W];
+}
+
+#if HAVE_X86
 /* Operands are packed before the k loop because SBUF rows lie a partition apart (a multiple of 4 KiB): read in
  * place, the K rows of a column block all fall into one cache set and evict each other. The moving block
  * (K x 16, widened to fp32: exact) and the stationary panels (K x 6) are contiguous instead. */
@@ -452,13 +523,13 @@ bx_micro(const bx_job *j, const float *xp, uint32_t m0, uint32_t n0, const int R
     for (int i = 0; i < ROWS; i++)
         for (int v = 0; v < NB2; v++)
             acc[i][v] = _mm256_setzero_ps();
-    const float *sp = j->sp + (size_t)(m0 / MB2) * j->K * MB2;
+    const float *sp = j->sp + (size_t)(m0 / PANEL_W) * j->K * PANEL_W;
     for (uint32_t k = 0; k < j->K; k++) {
         const float *xr = xp + (size_t)k * 8 * NB2;
         __m256 b[NB2];
         for (int v = 0; v < NB2; v++)
             b[v] = _mm256_load_ps(xr + 8 * v);
-        const float *sr = sp + (size_t)k * MB2;
+        const float *sr = sp + (size_t)k * PANEL_W;
         for (int i = 0; i < ROWS; i++) {
             __m256 a = _mm256_broadcast_ss(sr + i);
             for (int v = 0; v < NB2; v++)
@@ -484,14 +555,14 @@ bx_micro(const bx_job *j, const float *xp, uint32_t m0, uint32_t n0, const int R
     }
 }
 
-/* Rows [0, M) of outputs for the columns [n0, n0 + ncols) whose moving block is packed in xp. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void bx_rows(const bx_job *j, const float *xp,
-                                                                               uint32_t n0, const uint32_t ncols)
+/* Rows of panels [p0, p1) of outputs for the columns [n0, n0 + ncols) whose moving block is packed in xp. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+bx_rows(const bx_job *j, const float *xp, uint32_t n0, const uint32_t ncols, uint32_t p0, uint32_t p1)
 {
-    uint32_t m0 = 0;
-    for (; m0 + MB2 <= j->M; m0 += MB2)
+    uint32_t m0 = p0 * PANEL_W, m1 = p1 * PANEL_W < j->M ? p1 * PANEL_W : j->M;
+    for (; m0 + MB2 <= m1; m0 += MB2)
         bx_micro(j, xp, m0, n0, MB2, ncols);
-    switch (j->M - m0) {
+    switch (m1 - m0) {
     case 5: bx_micro(j, xp, m0, n0, 5, ncols); break;
     case 4: bx_micro(j, xp, m0, n0, 4, ncols); break;
     case 3: bx_micro(j, xp, m0, n0, 3, ncols); break;
@@ -505,7 +576,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void bx_rows(co
  * the same vector kernel, their block padded with zeros: each output's chain is still its own fma chain over k
  * ascending, and the padding lanes are computed but never stored. (They used to run one scalar fma at a time,
  * latency-bound, which cost more than the whole vector part of a 128 x 128 x 196 multiply.) */
-__attribute__((target("avx2,fma"))) static void bx_tail(const bx_job *j, float *xp, uint32_t n0, uint32_t c1)
+__attribute__((target("avx2,fma"))) static void bx_tail(const bx_job *j, float *xp, uint32_t n0, uint32_t c1,
+                                                         uint32_t p0, uint32_t p1)
 {
     const uint32_t ncols = c1 - n0;
     for (uint32_t k = 0; k < j->K; k++) {
@@ -516,10 +588,11 @@ __attribute__((target("avx2,fma"))) static void bx_tail(const bx_job *j, float *
             memcpy(&dst[c], &bits, 4);
         }
     }
-    bx_rows(j, xp, n0, ncols);
+    bx_rows(j, xp, n0, ncols, p0, p1);
 }
 
-__attribute__((target("avx2,fma"))) static void bx_block(const bx_job *j, uint32_t c0, uint32_t c1)
+__attribute__((target("avx2,fma"))) static void bx_block(const bx_job *j, uint32_t c0, uint32_t c1, uint32_t p0,
+                                                          uint32_t p1)
 {
     _Alignas(32) float xp[BX_MAXK * 8 * NB2];
     uint32_t n0 = c0;
@@ -531,49 +604,158 @@ __attribute__((target("avx2,fma"))) static void bx_block(const bx_job *j, uint32
                 _mm256_store_ps(xp + (size_t)k * 8 * NB2 + 8 * v, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
             }
         }
-        bx_rows(j, xp, n0, 8 * NB2);
+        bx_rows(j, xp, n0, 8 * NB2, p0, p1);
     }
     if (n0 < c1)
-        bx_tail(j, xp, n0, c1);
+        bx_tail(j, xp, n0, c1, p0, p1);
+}
+
+/* ---- the same with AVX-512: 6 rows x 4 vectors of 16 accumulators (24 of the 32 zmm registers), the moving
+ * block 64 columns wide. The stationary value is broadcast from memory into each fma (embedded broadcast), so a
+ * k step is 4 loads, 6 broadcasts and 24 fmas: bound by the two FMA ports, like the chain itself. ---- */
+#define NB3 4
+#define BW3 (16 * NB3)
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void
+bx3_micro(const bx_job *j, const float *xp, uint32_t m0, uint32_t n0, const int ROWS, const int NV, __mmask16 last)
+{
+    __m512 acc[MB][NB3];
+    for (int i = 0; i < ROWS; i++)
+        for (int v = 0; v < NV; v++)
+            acc[i][v] = _mm512_setzero_ps();
+    const float *sp = j->sp + (size_t)(m0 / PANEL_W) * j->K * PANEL_W;
+    for (uint32_t k = 0; k < j->K; k++) {
+        const float *xr = xp + (size_t)k * BW3;
+        __m512 b[NB3];
+        for (int v = 0; v < NV; v++)
+            b[v] = _mm512_load_ps(xr + 16 * v);
+        const float *sr = sp + (size_t)k * PANEL_W;
+        for (int i = 0; i < ROWS; i++) {
+            __m512 a = _mm512_set1_ps(sr[i]);
+            for (int v = 0; v < NV; v++)
+                acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+        }
+    }
+    for (int i = 0; i < ROWS; i++) {
+        float *o = (float *)(void *)(j->out + (size_t)(m0 + (uint32_t)i) * j->out_stride) + n0;
+        for (int v = 0; v < NV; v++) {
+            __mmask16 mk = v == NV - 1 ? last : (__mmask16)0xFFFF;
+            __m512 r = acc[i][v];
+            if (j->accumulate)
+                r = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, o + 16 * v), r); /* old + sum, as the other paths */
+            _mm512_mask_storeu_ps(o + 16 * v, mk, r);
+        }
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void
+bx3_rows_nv(const bx_job *j, const float *xp, uint32_t n0, uint32_t m0, uint32_t m1, const int NV, __mmask16 last)
+{
+    for (; m0 + MB <= m1; m0 += MB)
+        bx3_micro(j, xp, m0, n0, MB, NV, last);
+    switch (m1 - m0) {
+    case 5: bx3_micro(j, xp, m0, n0, 5, NV, last); break;
+    case 4: bx3_micro(j, xp, m0, n0, 4, NV, last); break;
+    case 3: bx3_micro(j, xp, m0, n0, 3, NV, last); break;
+    case 2: bx3_micro(j, xp, m0, n0, 2, NV, last); break;
+    case 1: bx3_micro(j, xp, m0, n0, 1, NV, last); break;
+    default: break;
+    }
+}
+
+/* Columns [n0, n0 + ncols), ncols <= 64, rows of panels [p0, p1): only the vectors that hold columns are
+ * computed (the block past ncols is zero padding), and only existing columns are stored. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void bx3_rows(const bx_job *j, const float *xp, uint32_t n0,
+                                                                           uint32_t ncols, uint32_t p0, uint32_t p1)
+{
+    uint32_t m0 = p0 * PANEL_W, m1 = p1 * PANEL_W < j->M ? p1 * PANEL_W : j->M;
+    int nv = (int)((ncols + 15) / 16);
+    uint32_t rem = ncols - 16u * (uint32_t)(nv - 1);
+    __mmask16 last = (__mmask16)(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
+    switch (nv) {
+    case 4: bx3_rows_nv(j, xp, n0, m0, m1, 4, last); break;
+    case 3: bx3_rows_nv(j, xp, n0, m0, m1, 3, last); break;
+    case 2: bx3_rows_nv(j, xp, n0, m0, m1, 2, last); break;
+    default: bx3_rows_nv(j, xp, n0, m0, m1, 1, last); break;
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void bx3_block(const bx_job *j, uint32_t c0, uint32_t c1,
+                                                                            uint32_t p0, uint32_t p1)
+{
+    _Alignas(64) float xp[BX_MAXK * BW3];
+    for (uint32_t n0 = c0; n0 < c1; n0 += BW3) {
+        uint32_t ncols = c1 - n0 < BW3 ? c1 - n0 : BW3;
+        int nv = (int)((ncols + 15) / 16);
+        for (uint32_t k = 0; k < j->K; k++) {
+            const uint16_t *xr = j->x + (size_t)k * j->x_stride + n0;
+            float *dst = xp + (size_t)k * BW3;
+            for (int v = 0; v < nv; v++) {
+                uint32_t left = ncols - 16u * (uint32_t)v;
+                __mmask16 mk = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+                __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, xr + 16 * v)); /* padding: +0 */
+                _mm512_store_si512(dst + 16 * v, _mm512_slli_epi32(w, 16));
+            }
+        }
+        bx3_rows(j, xp, n0, ncols, p0, p1);
+    }
+}
+
+/* Part `part` of the grid: column group part / rparts (in whole blocks), row-panel group part % rparts. */
+static void bx_part_range(const bx_job *j, uint32_t width, unsigned part, unsigned nparts, uint32_t *c0,
+                          uint32_t *c1, uint32_t *p0, uint32_t *p1)
+{
+    unsigned cparts = nparts / j->rparts;
+    col_range(j->N, width, part / j->rparts, cparts, c0, c1);
+    uint32_t panels = (j->M + PANEL_W - 1) / PANEL_W, r = part % j->rparts;
+    *p0 = (uint32_t)((uint64_t)panels * r / j->rparts);
+    *p1 = (uint32_t)((uint64_t)panels * (r + 1) / j->rparts);
 }
 
 static void bx_part(void *ctx, unsigned part, unsigned nparts)
 {
     const bx_job *j = ctx;
-    uint32_t c0, c1;
-    col_range(j->N, 8 * NB2, part, nparts, &c0, &c1);
-    if (c0 < c1)
-        bx_block(j, c0, c1);
+    uint32_t c0, c1, p0, p1;
+    bx_part_range(j, 8 * NB2, part, nparts, &c0, &c1, &p0, &p1);
+    if (c0 < c1 && p0 < p1)
+        bx_block(j, c0, c1, p0, p1);
+}
+
+static void bx3_part(void *ctx, unsigned part, unsigned nparts)
+{
+    const bx_job *j = ctx;
+    uint32_t c0, c1, p0, p1;
+    bx_part_range(j, BW3, part, nparts, &c0, &c1, &p0, &p1);
+    if (c0 < c1 && p0 < p1)
+        bx3_block(j, c0, c1, p0, p1);
 }
 #endif
 
-int matmul_f32_bf16x_run(tern_pool *pool, const float *s, const uint16_t *x_rows, size_t x_stride, uint8_t *out,
+int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x_rows, size_t x_stride, uint8_t *out,
                          size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate)
 {
 #if HAVE_X86
-    if (!have_avx2_fma() || K > BX_MAXK || K == 0 || M == 0)
+    const int wide = have_avx512f() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    if ((!wide && !have_avx2_fma()) || K > BX_MAXK || K == 0 || M == 0 || N == 0)
         return 0;
-    /* stationary panels: panel p = columns [p*MB2, p*MB2+MB2) of s, k-major, zero-padded past M */
-    uint32_t panels = (M + MB2 - 1) / MB2;
-    float *sp = calloc((size_t)panels * K * MB2, sizeof *sp);
-    if (!sp)
-        return 0;
-    for (uint32_t p = 0; p < panels; p++)
-        for (uint32_t k = 0; k < K; k++)
-            for (uint32_t i = 0; i < MB2 && p * MB2 + i < M; i++)
-                sp[((size_t)p * K + k) * MB2 + i] = s[(size_t)k * M + p * MB2 + i];
-    bx_job j = {sp, x_rows, x_stride, out, out_stride, K, M, N, accumulate};
-    unsigned blocks = (N + 8 * NB2 - 1) / (8 * NB2);
-    unsigned parts = pool_threads(pool);
-    if (parts > blocks)
-        parts = blocks;
+    bx_job j = {panels, x_rows, x_stride, out, out_stride, K, M, N, accumulate, 0, 1};
+    /* The part grid: column blocks first; when there are fewer blocks than threads (a convolution's 49 or 196
+     * columns), groups of row panels too. Each output's chain is computed whole by one part, so any grid gives
+     * the same bits. */
+    uint32_t width = wide ? BW3 : 8 * NB2;
+    unsigned blocks = (N + width - 1) / width, panels_n = (M + PANEL_W - 1) / PANEL_W;
+    unsigned threads = pool_threads(pool), cparts = threads < blocks ? threads : blocks, rparts = 1;
     if ((uint64_t)M * N * K < 65536)
-        parts = 1;
-    pool_run(pool, bx_part, &j, parts ? parts : 1);
-    free(sp);
+        cparts = 1, threads = 1;
+    if (cparts < threads) {
+        rparts = threads / cparts;
+        if (rparts > panels_n)
+            rparts = panels_n;
+    }
+    j.rparts = rparts;
+    pool_run(pool, wide ? bx3_part : bx_part, &j, cparts * rparts);
     return 1;
 #else
-    (void)pool, (void)s, (void)x_rows, (void)x_stride, (void)out, (void)out_stride, (void)K, (void)M, (void)N;
+    (void)pool, (void)panels, (void)x_rows, (void)x_stride, (void)out, (void)out_stride, (void)K, (void)M, (void)N;
     (void)accumulate;
     return 0;
 #endif
@@ -610,4 +792,88 @@ void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out,
     (void)pool;
     matmul_reference(s, x, out, K, M, N);
 #endif
+}
+
+/* ---- which kernel multiplies bf16 operands on this host ----
+ * Both compute the same bits; which is faster depends on the CPU. On the AMD Zen 4 hosts of earlier sessions
+ * vdpbf16ps did 32 products per instruction at the rate of vfmadd231ps (16), so the dot products won; on the
+ * Intel Xeon with AMX of this session vdpbf16ps ran at 1.62 G/s against 6.68 G/s for vfmadd231ps (zmm, per core:
+ * 52 against 107 G products/s), so the fp32 chain wins. Rather than a table of CPUs, the first use times both
+ * kernels on one in-cache multiply (K = 128, M = 96, N = 256, single thread, best of 3 alternating runs each,
+ * about 2 ms) and keeps the faster for the process. The choice changes speed only, never a result. */
+#if HAVE_X86
+__attribute__((target("avx512f"))) static double probe_dp(const bf16_job *j)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    bf16_block(j, 0, j->N);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+}
+
+static double probe_fma(const bx_job *j)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    bx3_block(j, 0, j->N, 0, (j->M + PANEL_W - 1) / PANEL_W);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+}
+#endif
+
+static int probe_choice = -1; /* 1: dot products faster on this host; written once under probe_once */
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+static void probe(void)
+{
+    probe_choice = 0;
+#if HAVE_X86
+    if (!matmul_bf16_supported() || !have_avx512f() || !__builtin_cpu_supports("avx512vl"))
+        return;
+    enum { K = 128, M = 96, N = 256 };
+    uint16_t *s = malloc(sizeof *s * K * M), *x = malloc(sizeof *x * K * N);
+    uint32_t *sp = malloc(sizeof *sp * (K / 2) * M), *xpairs = malloc(sizeof *xpairs * (K / 2) * N);
+    float *panels = malloc(sizeof *panels * matmul_panel_floats(K, M)), *out = malloc(sizeof *out * M * N);
+    if (s && x && sp && xpairs && panels && out) {
+        uint32_t r = 12345;
+        for (size_t i = 0; i < (size_t)K * M; i++)
+            s[i] = (uint16_t)(0x3F00u + ((r = r * 1664525u + 1013904223u) >> 24)); /* [0.5, 2) */
+        for (size_t i = 0; i < (size_t)K * N; i++)
+            x[i] = (uint16_t)(0x3F00u + ((r = r * 1664525u + 1013904223u) >> 24));
+        matmul_pack_pairs(s, M, K, M, sp);
+        matmul_pack_pairs(x, N, K, N, xpairs);
+        matmul_pack_panels_bf16(s, M, K, M, panels);
+        bf16_job dj;
+        memset(&dj, 0, sizeof dj);
+        dj.s = sp, dj.x_pairs = xpairs, dj.K = K, dj.M = M, dj.N = N, dj.out = (uint8_t *)out;
+        dj.out_stride = sizeof(float) * N, dj.prepacked = 1;
+        bx_job fj = {panels, x, N, (uint8_t *)out, sizeof(float) * N, K, M, N, 0, 0, 1};
+        double tdp = 1e30, tfma = 1e30;
+        for (int t = 0; t < 3; t++) {
+            double a = probe_dp(&dj), b = probe_fma(&fj);
+            tdp = a < tdp ? a : tdp;
+            tfma = b < tfma ? b : tfma;
+        }
+        probe_choice = tdp < tfma;
+    }
+    free(s), free(x), free(sp), free(xpairs), free(panels), free(out);
+#endif
+}
+
+tern_status matmul_choose_kernel(int *use_dp, tern_error *err)
+{
+    const char *e = getenv("TERN_MATMUL");
+    *use_dp = 0;
+    if (e && !strcmp(e, "fma"))
+        return TERN_OK;
+    if (e && !strcmp(e, "dpbf16")) {
+        *use_dp = matmul_bf16_supported(); /* a host without AVX512-BF16 has only the chain */
+        return TERN_OK;
+    }
+    if (e && *e && strcmp(e, "auto"))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "environment TERN_MATMUL=\"%s\": not a matmul kernel (fma, dpbf16 or auto)", e);
+    pthread_once(&probe_once, probe);
+    *use_dp = probe_choice == 1;
+    return TERN_OK;
 }

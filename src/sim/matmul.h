@@ -19,12 +19,31 @@ int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint
 int matmul_f32_supported(void);
 void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 
-/* bf16 moving rows (row k at x_rows + k*x_stride) times the fp32 stationary s [K][M], the fp32 FMA chain (AVX2 +
- * FMA), written straight to fp32 output rows (row m at out + m*out_stride bytes; accumulate: old + sum).
- * Bit-identical to matmul_reference on the widened operand. Returns 0, having written nothing, on hosts without
- * AVX2 + FMA (or when TERN_SIMD caps below avx2). */
-int matmul_f32_bf16x_run(tern_pool *pool, const float *s, const uint16_t *x_rows, size_t x_stride, uint8_t *out,
+/* The stationary [K][M] in panels of PANEL_W columns for the kernel below: panel p holds, k-major, the PANEL_W
+ * values of columns [p*PANEL_W, p*PANEL_W + PANEL_W) of each row (zero past M). matmul_panel_floats floats. */
+#define PANEL_W 6
+size_t matmul_panel_floats(uint32_t K, uint32_t M);
+void matmul_pack_panels_bf16(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M, float *panels);
+void matmul_pack_panels_f32(const float *s, uint32_t K, uint32_t M, float *panels);
+void matmul_panels_to_f32(const float *panels, uint32_t K, uint32_t M, float *s);
+
+/* matmul_identity for a stationary in panels, written to fp32 rows (row m at out + m*out_stride bytes; accumulate:
+ * old + result), the moving operand known to be the K x K identity: 1 if it applied, 0 (nothing written) if a
+ * stationary value is not finite. */
+int matmul_identity_panels(const float *panels, uint32_t K, uint32_t M, uint8_t *out, size_t out_stride,
+                           int accumulate);
+
+/* bf16 moving rows (row k at x_rows + k*x_stride) times the stationary in panels, the fp32 FMA chain (AVX-512, or
+ * AVX2 + FMA), written straight to fp32 output rows (row m at out + m*out_stride bytes; accumulate: old + sum).
+ * Bit-identical to matmul_reference on the widened operands. Returns 0, having written nothing, on hosts without
+ * AVX2 + FMA (or when TERN_SIMD caps below avx2), or for K outside [1, 128]. */
+int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x_rows, size_t x_stride, uint8_t *out,
                          size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate);
+
+/* Which kernel multiplies bf16 operands: *use_dp = 1 for the AVX512-BF16 dot products, 0 for the fp32 FMA chain.
+ * TERN_MATMUL=fma|dpbf16 forces one (dpbf16 falls back to the chain on a host without AVX512-BF16); unset or
+ * "auto", the faster on this host, timed once per process. Any other value is an error naming it. */
+tern_status matmul_choose_kernel(int *use_dp, tern_error *err);
 
 /* Can this host run the bf16 dot-product path? */
 int matmul_bf16_supported(void);

@@ -1,8 +1,9 @@
 /* TensorE: LoadStationary + MultiplyMoving semantics (overwrite, accumulation groups, every input dtype, ragged
- * shapes), bit-identity of the three matmul implementations (reference loop, OpenBLAS, AVX512-BF16) including
+ * shapes), bit-identity of the matmul implementations (reference loop, fp32 FMA chain kernels, AVX512-BF16) including
  * the inputs that must leave the fast path (subnormals, huge values), v3 transpose mode, and every rule. */
 #include "check.h"
 #include "sim_test_util.h"
+#include "sim/matmul.h"
 
 static uint64_t rng_state = 12345;
 static double urand(void)
@@ -28,16 +29,16 @@ static tern_core *core_with(const char *machine, int path)
     return core;
 }
 
-/* Program: LS stationary [K,M] at SBUF offset 0, MM moving [K,N] at offset 64 KiB into PSUM offset 0. */
-static tern_status run_mm(tern_core *core, tern_dtype dt, unsigned K, unsigned M, unsigned N, int accumulate,
-                          tern_error *err)
+/* Program: LS stationary [K,M] of sdt at SBUF offset 0, MM moving [K,N] of xdt at 64 KiB into PSUM offset 0. */
+static tern_status run_mm2(tern_core *core, tern_dtype sdt, tern_dtype xdt, unsigned K, unsigned M, unsigned N,
+                           int accumulate, tern_error *err)
 {
     tern_program prog;
     tern_program_init(&prog);
     tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
-    ls.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, dt, 0, K, 0, M);
+    ls.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, sdt, 0, K, 0, M);
     tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
-    mm.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, dt, 0, K, 65536, N);
+    mm.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, xdt, 0, K, 65536, N);
     mm.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, M, 0, N);
     if (accumulate)
         mm.flags |= TERN_FLAG_ACCUMULATE;
@@ -48,6 +49,12 @@ static tern_status run_mm(tern_core *core, tern_dtype dt, unsigned K, unsigned M
         st = tern_core_run(core, &prog, NULL, err);
     tern_program_free(&prog);
     return st;
+}
+
+static tern_status run_mm(tern_core *core, tern_dtype dt, unsigned K, unsigned M, unsigned N, int accumulate,
+                          tern_error *err)
+{
+    return run_mm2(core, dt, dt, K, M, N, accumulate, err);
 }
 
 /* Fill stationary and moving with values of a kind, rounded to dt. kind 0: uniform [-1,1); 1: with subnormal
@@ -70,25 +77,28 @@ static void fill(float *v, size_t n, tern_dtype dt, int kind)
     }
 }
 
-static void paths_agree(tern_dtype dt, unsigned K, unsigned M, unsigned N, int kind)
+/* The stationary of dtype sdt, the moving of xdt (the same but for a mixed pair: an fp8 stationary, latched as
+ * fp32, against bf16 moving rows read in place). */
+static void paths_agree2(tern_dtype sdt, tern_dtype dt, unsigned K, unsigned M, unsigned N, int kind)
 {
-    char name[128];
-    snprintf(name, sizeof name, "matmul paths agree %s K=%u M=%u N=%u kind %d", tern_dtype_name(dt), K, M, N, kind);
+    char name[160];
+    snprintf(name, sizeof name, "matmul paths agree %s%s%s K=%u M=%u N=%u kind %d", sdt != dt ? tern_dtype_name(sdt) : "",
+             sdt != dt ? " x " : "", tern_dtype_name(dt), K, M, N, kind);
     TEST_BEGIN(name);
     float *s = malloc(sizeof(float) * K * M), *x = malloc(sizeof(float) * K * N);
     float *out[3], *init = malloc(sizeof(float) * M * N);
-    fill(s, (size_t)K * M, dt, kind);
+    fill(s, (size_t)K * M, sdt, kind);
     fill(x, (size_t)K * N, dt, kind);
     fill(init, (size_t)M * N, TERN_DTYPE_FP32, 0);
     const int paths[3] = {TERN_MATMUL_REFERENCE, TERN_MATMUL_FP32, TERN_MATMUL_AUTO};
     for (int p = 0; p < 3; p++) {
         tern_core *core = core_with("neuroncore-v2", paths[p]);
         tern_error err;
-        st_write(core, TERN_MEM_SBUF, 0, K, 0, dt, s, M);
+        st_write(core, TERN_MEM_SBUF, 0, K, 0, sdt, s, M);
         st_write(core, TERN_MEM_SBUF, 0, K, 65536, dt, x, N);
         /* first an overwrite, then an accumulate on top of it */
-        CHECK_EQ_INT(run_mm(core, dt, K, M, N, 0, &err), TERN_OK);
-        CHECK_EQ_INT(run_mm(core, dt, K, M, N, 1, &err), TERN_OK);
+        CHECK_EQ_INT(run_mm2(core, sdt, dt, K, M, N, 0, &err), TERN_OK);
+        CHECK_EQ_INT(run_mm2(core, sdt, dt, K, M, N, 1, &err), TERN_OK);
         out[p] = malloc(sizeof(float) * M * N);
         st_read(core, TERN_MEM_PSUM, 0, M, 0, TERN_DTYPE_FP32, out[p], N);
         tern_core_free(core);
@@ -112,6 +122,11 @@ static void paths_agree(tern_dtype dt, unsigned K, unsigned M, unsigned N, int k
     free(s);
     free(x);
     free(init);
+}
+
+static void paths_agree(tern_dtype dt, unsigned K, unsigned M, unsigned N, int kind)
+{
+    paths_agree2(dt, dt, K, M, N, kind);
 }
 
 static void semantics(void)
@@ -451,18 +466,18 @@ static void double_row(void)
 
 /* A transpose through the array: the moving operand is the identity. The shortcut must give the fma chain's
  * bits (-0 becomes +0, subnormals kept) and must step aside when a stationary value is infinite or NaN. */
-static void identity_agrees(int special)
+static void identity_agrees(int special, tern_dtype dt)
 {
     char name[96];
-    snprintf(name, sizeof name, "identity moving operand matches the reference (%s)",
-             special ? "with inf and NaN" : "signed zeros, subnormals");
+    snprintf(name, sizeof name, "identity moving operand matches the reference (%s, %s)",
+             special ? "with inf and NaN" : "signed zeros, subnormals", tern_dtype_name(dt));
     TEST_BEGIN(name);
     const unsigned K = 96, M = 80, N = 96;
-    float *s = malloc(sizeof(float) * K * M), *x = calloc((size_t)K * N, sizeof(float)), *out[2];
-    fill(s, (size_t)K * M, TERN_DTYPE_FP32, 2);
+    float *s = malloc(sizeof(float) * K * M), *x = calloc((size_t)K * N, sizeof(float)), *out[2][2];
+    fill(s, (size_t)K * M, dt, 2);
     s[5] = -0.0f;
-    s[17] = 0x1p-140f;
-    s[18] = -0x1p-149f;
+    s[17] = tern_num_round_f32(dt, 0x1p-130f, NULL, 0); /* subnormal in fp32 and bf16 */
+    s[18] = -0x1p-149f * (dt == TERN_DTYPE_FP32);
     if (special) {
         s[K * M / 2] = INFINITY;
         s[K * M / 3] = NAN;
@@ -473,39 +488,55 @@ static void identity_agrees(int special)
     for (int p = 0; p < 2; p++) {
         tern_core *core = core_with("neuroncore-v2", paths[p]);
         tern_error err;
-        st_write(core, TERN_MEM_SBUF, 0, K, 0, TERN_DTYPE_FP32, s, M);
-        st_write(core, TERN_MEM_SBUF, 0, K, 65536, TERN_DTYPE_FP32, x, N);
-        CHECK_EQ_INT(run_mm(core, TERN_DTYPE_FP32, K, M, N, 0, &err), TERN_OK);
-        out[p] = malloc(sizeof(float) * M * N);
-        st_read(core, TERN_MEM_PSUM, 0, M, 0, TERN_DTYPE_FP32, out[p], N);
+        st_write(core, TERN_MEM_SBUF, 0, K, 0, dt, s, M);
+        st_write(core, TERN_MEM_SBUF, 0, K, 65536, dt, x, N);
+        /* an overwrite, then an accumulate on top of it */
+        for (int acc = 0; acc < 2; acc++) {
+            CHECK_EQ_INT(run_mm(core, dt, K, M, N, acc, &err), TERN_OK);
+            out[p][acc] = malloc(sizeof(float) * M * N);
+            st_read(core, TERN_MEM_PSUM, 0, M, 0, TERN_DTYPE_FP32, out[p][acc], N);
+        }
         tern_core_free(core);
     }
     size_t bad = 0;
-    for (size_t i = 0; i < (size_t)M * N; i++)
-        if (memcmp(&out[0][i], &out[1][i], 4) != 0)
-            bad++;
+    for (int acc = 0; acc < 2; acc++)
+        for (size_t i = 0; i < (size_t)M * N; i++)
+            if (memcmp(&out[0][acc][i], &out[1][acc][i], 4) != 0)
+                bad++;
     CHECK_MSG(bad == 0, "%zu outputs differ from the reference loop", bad);
     if (!special) {
-        CHECK_MSG(signbit(out[1][(size_t)5 * N + 0]) == 0, "-0 through the chain must come out +0");
-        CHECK_MSG(out[1][(size_t)17 * N + 0] == 0x1p-140f, "subnormal kept");
+        CHECK_MSG(signbit(out[1][0][(size_t)5 * N + 0]) == 0, "-0 through the chain must come out +0");
+        CHECK_MSG(out[1][0][(size_t)17 * N + 0] == s[17] && s[17] != 0, "subnormal kept");
+        CHECK_MSG(out[1][1][(size_t)17 * N + 0] == 2 * s[17], "subnormal accumulated");
     } else {
         /* s[48][0] is infinite: inf * 0 poisons every other output of row m = 0 */
-        CHECK_MSG(isnan(out[1][0]), "inf * 0 in the chain must give NaN");
+        CHECK_MSG(isnan(out[1][0][0]), "inf * 0 in the chain must give NaN");
     }
-    free(out[0]);
-    free(out[1]);
+    for (int p = 0; p < 2; p++)
+        for (int acc = 0; acc < 2; acc++)
+            free(out[p][acc]);
     free(s);
     free(x);
 }
 
 int main(void)
 {
+    /* which kernel AUTO runs for bf16 operands in this process (TERN_MATMUL, else the faster on this host) */
+    int use_dp = 0;
+    tern_error kerr;
+    if (matmul_choose_kernel(&use_dp, &kerr)) {
+        fprintf(stderr, "%s\n", kerr.msg);
+        return 2;
+    }
+    printf("bf16 matmul kernel: %s\n", use_dp ? "AVX512-BF16 dot products" : "fp32 FMA chain");
     semantics();
     double_row();
     moving_cache_invalidation();
     rules();
-    identity_agrees(0);
-    identity_agrees(1);
+    identity_agrees(0, TERN_DTYPE_FP32);
+    identity_agrees(1, TERN_DTYPE_FP32);
+    identity_agrees(0, TERN_DTYPE_BF16);
+    identity_agrees(1, TERN_DTYPE_BF16);
     paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 0);
     paths_agree(TERN_DTYPE_BF16, 127, 100, 300, 0);
     paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 1);
@@ -519,5 +550,17 @@ int main(void)
     paths_agree(TERN_DTYPE_FP8_E4M3, 128, 128, 512, 0);
     paths_agree(TERN_DTYPE_FP8_E5M2, 33, 7, 17, 2);
     paths_agree(TERN_DTYPE_FP8_E4M3_NEURON, 128, 128, 512, 0);
+    /* every tail of the chain kernels' blocks: 6-row panels, 16- and 64-column blocks, K from 1 */
+    paths_agree(TERN_DTYPE_BF16, 1, 1, 1, 0);
+    paths_agree(TERN_DTYPE_BF16, 5, 7, 1, 2);
+    paths_agree(TERN_DTYPE_BF16, 128, 128, 15, 3);
+    paths_agree(TERN_DTYPE_BF16, 128, 6, 16, 1);
+    paths_agree(TERN_DTYPE_BF16, 17, 13, 17, 3);
+    paths_agree(TERN_DTYPE_BF16, 128, 128, 63, 2);
+    paths_agree(TERN_DTYPE_BF16, 128, 11, 65, 3);
+    paths_agree(TERN_DTYPE_BF16, 40, 128, 130, 1);
+    paths_agree(TERN_DTYPE_BF16, 128, 1, 511, 3);
+    paths_agree2(TERN_DTYPE_FP8_E4M3, TERN_DTYPE_BF16, 128, 100, 77, 0);
+    paths_agree2(TERN_DTYPE_FP8_E5M2, TERN_DTYPE_BF16, 64, 31, 200, 2);
     return check_report();
 }
