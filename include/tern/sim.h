@@ -121,9 +121,11 @@ typedef struct {
                                  would pass it, in both modes; 0 = unlimited */
 } tern_core_options;
 
-/* Matmul implementations; all give bit-identical results (docs/isa.md), they differ only in speed. AUTO: the
- * AVX512-BF16 dot products when the inputs allow, else the fp32 FMA kernel; FP32: the fp32 FMA kernel only;
- * REFERENCE: the defining loop. TERN_MATMUL_BLAS is the old name of FP32 (the simulator no longer calls a BLAS). */
+/* Matmul implementations; all give bit-identical results (docs/isa.md), they differ only in speed. AUTO: for bf16
+ * operands the faster kernel on this host (the AVX512-BF16 dot products when the inputs allow, or the fp32 FMA chain
+ * on bf16 rows; the environment's TERN_MATMUL=fma|dpbf16 forces one), else the fp32 FMA kernel; FP32: the fp32 FMA
+ * kernel on gathered operands only; REFERENCE: the defining loop. TERN_MATMUL_BLAS is the old name of FP32 (the
+ * simulator no longer calls a BLAS). */
 enum { TERN_MATMUL_AUTO = 0, TERN_MATMUL_REFERENCE = 1, TERN_MATMUL_FP32 = 2 };
 #define TERN_MATMUL_BLAS TERN_MATMUL_FP32
 

@@ -12,12 +12,18 @@
  *     every nonzero input has magnitude in [2^-50, 2^51): then every product and every partial sum is a
  *     multiple of 2^-114 (never subnormal) and below 2^110 (never overflows). bf16 and fp8 inputs qualify
  *     (their values are exactly bf16 values); otherwise the fp32 path runs.
- *   - fp32 FMA (AVX-512, or AVX2 + FMA on hosts without it): a register-blocked kernel that keeps one accumulator per output and applies the fma
- *     chain over k ascending, vectorised across outputs, so it is the reference loop by construction. (An
- *     earlier version called OpenBLAS sgemm for K <= 128; its accumulation order depends on the microkernel
- *     the library picks for the host CPU, and on an AMD Zen 4 host it differed from the chain, so the
- *     simulator no longer uses a BLAS.) Hosts with neither run the reference loop.
- * Work is split over the core's thread pool by rows of the output, so results never depend on thread count. */
+ *   - fp32 FMA (AVX-512, or AVX2 + FMA on hosts without it): register-blocked kernels that keep one accumulator per
+ *     output and apply the fma chain over k ascending, vectorised across outputs, so they are the reference loop
+ *     by construction. For bf16 operands they read the moving rows in place (widened to fp32, exact) against the
+ *     stationary packed once per latch into panels. (An earlier version called OpenBLAS sgemm for K <= 128; its
+ *     accumulation order depends on the microkernel the library picks for the host CPU, and on an AMD Zen 4 host
+ *     it differed from the chain, so the simulator no longer uses a BLAS.) Hosts with neither run the reference.
+ * Which of the two runs bf16 operands is chosen per host (matmul_choose_kernel, end of file): the dot products
+ * won on AMD Zen 4, the fp32 chain wins on Intel Xeons whose vdpbf16ps issues at a quarter of vfmadd231ps's rate.
+ * AMX (TDPBF16PS) is not one of the paths: it adds the accumulator after summing an instruction's products, so
+ * it is not the chain once K > 16 (tests/sim/test_amx_semantics.c, docs/isa-semantics.md).
+ * Work is split over the core's thread pool by blocks of output columns (and groups of row panels), each output
+ * computed whole by one part, so results never depend on the thread count. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
