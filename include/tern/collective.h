@@ -54,9 +54,12 @@ tern_status tern_reduce_op_from_name(const char *s, tern_reduce_op *out, tern_er
  * all-reduce: in and out count elements; all-gather: out count elements, member m contributing block m;
  * reduce-scatter: in count elements, member m receiving block m; all-to-all: equal blocks of count/N elements
  * (a remainder is not moved), block j of member m's in going to block m of member j's out; permute: all of in
- * goes to the target's out; all-to-allv: member i sends vcounts[i*N + j] elements to member j, its in holding the
- * blocks for j = 0..N-1 back to back and member j's out receiving those from i = 0..N-1 back to back (every row
- * and column of vcounts sums to at most count). Blocks split count as [m*count/N, (m+1)*count/N). */
+ * goes to the target's out; all-to-allv: member i sends vcounts[i*N + j] elements to member j, from offset
+ * sdispls[i*N + j] of its in to offset rdispls[j*N + i] of member j's out (MPI_Alltoallv's displacements, each
+ * row the table of the member whose buffer it indexes); sdispls NULL: i's blocks for j = 0..N-1 sit back to back
+ * in its in, rdispls NULL: j's blocks from i = 0..N-1 land back to back in its out. Every block lies inside count
+ * elements, and a member's receive blocks do not overlap; elements of out that no block reaches are left as they
+ * were. Blocks split count as [m*count/N, (m+1)*count/N). */
 typedef struct {
     tern_coll_op op;
     tern_reduce_op reduce;
@@ -68,6 +71,8 @@ typedef struct {
     const unsigned *pairs;       /* permute: npairs (source, target) rank pairs; NULL = each group's ring shift */
     unsigned npairs;
     const uint64_t *vcounts;     /* all-to-allv: group_size x group_size counts, the same for every group */
+    const uint64_t *sdispls;     /* all-to-allv: N x N send offsets [sender][receiver]; NULL = back to back */
+    const uint64_t *rdispls;     /* all-to-allv: N x N receive offsets [receiver][sender]; NULL = back to back */
 } tern_coll_desc;
 
 typedef struct {
@@ -93,25 +98,27 @@ tern_status tern_collective_run(tern_fabric *f, const tern_coll_desc *d, const v
  * (block m for reduce-scatter; nothing for a rank that is no permute target). algo must be resolved. */
 tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc *d, tern_coll_algo algo,
                                       const void *const *in, unsigned rank, void *expect, tern_error *err);
-/* [lo, hi) of the elements of `rank`'s out that the collective defines (for comparisons). */
+/* [lo, hi) of the elements of `rank`'s out that the collective defines (for comparisons). For an all-to-allv with
+ * receive displacements it is the hull of the received blocks: gaps between them keep what out held before (the
+ * reference leaves them as expect held them), so callers that compare clear both first. */
 void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsigned rank, uint64_t *lo,
                              uint64_t *hi);
 
 /* ---- collectives as programs call them: every rank joins with its own call ----
  * A communicator over a fabric collects, for the next collective, each rank's description and buffers (SPMD: the
  * ranks of a data-parallel job each all-reduce their own gradients). tern_coll_comm_run then checks that every
- * rank joined and that all agree on the operation, dtype, reduction, count, algorithm, groups, pairs and counts,
- * and runs it: functionally when the ranks gave buffers, timing-only when none did. A rank that never joined, or
- * ranks that disagree, fail with a message naming the collective (its operation and sequence number), the ranks
- * and their values. Under MPI (a fabric with a transport) each process joins its own ranks; the descriptions
+ * rank joined and that all agree on the operation, dtype, reduction, count, algorithm, groups, pairs, counts and
+ * displacements, and runs it: functionally when the ranks gave buffers, timing-only when none did. A rank that
+ * never joined, or ranks that disagree, fail with a message naming the collective (its operation and sequence
+ * number), the ranks and their values. Under MPI (a fabric with a transport) each process joins its own ranks; the descriptions
  * travel between processes, and a process that does not reach the collective within the timeout ends the run on
  * every process with the ranks it owns named (the alternative is a hang). */
 typedef struct tern_coll_comm tern_coll_comm;
 tern_status tern_coll_comm_create(tern_fabric *f, tern_coll_comm **out, tern_error *err);
 void tern_coll_comm_free(tern_coll_comm *c);
 void tern_coll_comm_set_timeout(tern_coll_comm *c, uint64_t ms); /* wait for other processes; default 60000 */
-/* Rank `rank` (one this process owns) joins the next collective. d (and its groups, pairs, vcounts), in and out
- * must stay valid until tern_coll_comm_run returns; in and out NULL: timing-only. */
+/* Rank `rank` (one this process owns) joins the next collective. d (and its groups, pairs, vcounts, sdispls,
+ * rdispls), in and out must stay valid until tern_coll_comm_run returns; in and out NULL: timing-only. */
 tern_status tern_coll_comm_join(tern_coll_comm *c, unsigned rank, const tern_coll_desc *d, const void *in,
                                 void *out, tern_error *err);
 tern_status tern_coll_comm_run(tern_coll_comm *c, tern_coll_result *res, tern_error *err);

@@ -2,10 +2,10 @@
  * collective with its own description and buffers, and the run checks what a real job gets wrong before anything
  * moves: a rank that never joined (in one process it simply has not called join; under MPI its process has not
  * arrived within the timeout, which would otherwise be a hang), and ranks that disagree on the operation, dtype,
- * reduction, count, algorithm, replica groups, permute pairs or all-to-allv counts. Each rank's call is reduced
- * to a fixed-size fingerprint (the arrays by a 64-bit hash), fingerprints travel between processes by one gather
- * with a deadline, and every process then reaches the same verdict from the same fingerprints, so a deterministic
- * error is reported identically everywhere (rank 0 prints it) and no process is left waiting. */
+ * reduction, count, algorithm, replica groups, permute pairs or all-to-allv counts and displacements. Each rank's
+ * call is reduced to a fixed-size fingerprint (the arrays by a 64-bit hash), fingerprints travel between processes
+ * by one gather with a deadline, and every process then reaches the same verdict from the same fingerprints, so a
+ * deterministic error is reported identically everywhere (rank 0 prints it) and no process is left waiting. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,7 @@
 
 typedef struct {
     uint32_t joined, op, reduce, dtype, algo, ngroups, group_size, npairs, bufs, pad;
-    uint64_t count, groups_h, pairs_h, vcounts_h;
+    uint64_t count, groups_h, pairs_h, vcounts_h, sdispls_h, rdispls_h;
 } fingerprint;
 
 struct tern_coll_comm {
@@ -118,9 +118,14 @@ tern_status tern_coll_comm_join(tern_coll_comm *c, unsigned rank, const tern_col
         p->npairs = d->npairs;
         p->pairs_h = fnv(0xcbf29ce484222325ull, d->pairs, sizeof *d->pairs * 2 * (size_t)d->npairs);
     }
-    if (d->op == TERN_COLL_ALL_TO_ALLV && d->vcounts) {
+    if (d->op == TERN_COLL_ALL_TO_ALLV) {
         size_t n = d->groups ? d->group_size : c->R;
-        p->vcounts_h = fnv(0xcbf29ce484222325ull, d->vcounts, sizeof *d->vcounts * n * n);
+        if (d->vcounts)
+            p->vcounts_h = fnv(0xcbf29ce484222325ull, d->vcounts, sizeof *d->vcounts * n * n);
+        if (d->sdispls) /* 0: back to back (a table's hash is never 0 in practice) */
+            p->sdispls_h = fnv(0xcbf29ce484222325ull, d->sdispls, sizeof *d->sdispls * n * n);
+        if (d->rdispls)
+            p->rdispls_h = fnv(0xcbf29ce484222325ull, d->rdispls, sizeof *d->rdispls * n * n);
     }
     return TERN_OK;
 }
@@ -146,9 +151,13 @@ static void rank_list(const unsigned char *set, unsigned R, char *buf, size_t ca
     }
 }
 
-typedef enum { F_OP, F_DTYPE, F_REDUCE, F_COUNT, F_ALGO, F_GROUPS, F_PAIRS, F_VCOUNTS, F_BUFS, F_COUNT_ } field;
+typedef enum {
+    F_OP, F_DTYPE, F_REDUCE, F_COUNT, F_ALGO, F_GROUPS, F_PAIRS, F_VCOUNTS, F_SDISPLS, F_RDISPLS, F_BUFS, F_COUNT_
+} field;
 static const char *const FIELD_NAMES[] = {"operation", "dtype", "reduction", "count", "algorithm",
-                                          "replica groups", "permute pairs", "all-to-allv counts", "buffers"};
+                                          "replica groups", "permute pairs", "all-to-allv counts",
+                                          "all-to-allv send displacements", "all-to-allv receive displacements",
+                                          "buffers"};
 
 static void value_of(const fingerprint *p, field k, char *buf, size_t cap)
 {
@@ -167,6 +176,15 @@ static void value_of(const fingerprint *p, field k, char *buf, size_t cap)
         break;
     case F_PAIRS: snprintf(buf, cap, "%u pairs (hash %016llx)", p->npairs, (unsigned long long)p->pairs_h); break;
     case F_VCOUNTS: snprintf(buf, cap, "counts hash %016llx", (unsigned long long)p->vcounts_h); break;
+    case F_SDISPLS:
+    case F_RDISPLS: {
+        uint64_t h = k == F_SDISPLS ? p->sdispls_h : p->rdispls_h;
+        if (h)
+            snprintf(buf, cap, "displacements hash %016llx", (unsigned long long)h);
+        else
+            snprintf(buf, cap, "none (back to back)");
+        break;
+    }
     default: snprintf(buf, cap, "%s", p->bufs ? "buffers (functional)" : "no buffers (timing-only)"); break;
     }
 }
@@ -183,6 +201,8 @@ static int differs(const fingerprint *a, const fingerprint *b, field k)
     case F_GROUPS: return a->ngroups != b->ngroups || a->group_size != b->group_size || a->groups_h != b->groups_h;
     case F_PAIRS: return a->npairs != b->npairs || a->pairs_h != b->pairs_h;
     case F_VCOUNTS: return a->vcounts_h != b->vcounts_h;
+    case F_SDISPLS: return a->sdispls_h != b->sdispls_h;
+    case F_RDISPLS: return a->rdispls_h != b->rdispls_h;
     default: return a->bufs != b->bufs;
     }
 }

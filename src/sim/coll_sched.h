@@ -28,10 +28,14 @@ typedef struct {
     const uint32_t *readers;
 } coll_plan;
 
-/* Events in time order, ties by rank then step: the one order in which the fabric's resources are reserved. */
+/* Events in time order, ties by rank then step: the one order in which the fabric's resources are reserved. An
+ * event without pulls (a rank with nothing to move in a step, as all-to-allv's empty blocks give) completes at its
+ * own time and may release another event at that same time, so at equal times events without pulls come first
+ * (idle = 1): every event released at time t is then in the heap before the first event with pulls at t is
+ * served, and those are served in (rank, step) order, as the distributed engine sorts them. */
 typedef struct {
     uint64_t t;
-    uint32_t rank, step;
+    uint32_t rank, step, idle;
 } coll_event;
 void coll_heap_push(coll_event *h, size_t *n, coll_event e);
 coll_event coll_heap_pop(coll_event *h, size_t *n);

@@ -183,6 +183,75 @@ static unsigned nodes_of_group(const tern_fabric *f, const group *g, unsigned *p
     return used;
 }
 
+/* all-to-allv's blocks over a group of n members: every block inside the buffer (back to back: each row and column
+ * sums to at most count; with displacements: each offset + count at most count, overflow-checked), and no two
+ * blocks a member receives overlapping (with receive displacements), since the result would then depend on the
+ * order the blocks land in. */
+static tern_status check_vblocks(const tern_coll_desc *d, unsigned n, tern_error *err)
+{
+    const uint64_t *c = d->vcounts, *sd = d->sdispls, *rd = d->rdispls, cnt = d->count;
+    if (!c)
+        return tern_error_set(err, TERN_ERR_INVALID, "all-to-allv: no counts (vcounts, %u x %u elements)", n, n);
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t row = 0, col = 0;
+        for (unsigned j = 0; j < n; j++) {
+            uint64_t s = c[(size_t)i * n + j], r = c[(size_t)j * n + i];
+            row = s > UINT64_MAX - row ? UINT64_MAX : row + s; /* saturating: above count either way */
+            col = r > UINT64_MAX - col ? UINT64_MAX : col + r;
+            if (sd && (sd[(size_t)i * n + j] > cnt || s > cnt - sd[(size_t)i * n + j]))
+                return tern_error_set(err, TERN_ERR_INVALID,
+                                      "all-to-allv: member %u's block for member %u (%llu elements at send offset "
+                                      "%llu) ends past the buffer's %llu elements (count)", i, j,
+                                      (unsigned long long)s, (unsigned long long)sd[(size_t)i * n + j],
+                                      (unsigned long long)cnt);
+            if (rd && (rd[(size_t)i * n + j] > cnt || r > cnt - rd[(size_t)i * n + j]))
+                return tern_error_set(err, TERN_ERR_INVALID,
+                                      "all-to-allv: member %u's block from member %u (%llu elements at receive "
+                                      "offset %llu) ends past the buffer's %llu elements (count)", i, j,
+                                      (unsigned long long)r, (unsigned long long)rd[(size_t)i * n + j],
+                                      (unsigned long long)cnt);
+        }
+        if ((!sd && row > cnt) || (!rd && col > cnt))
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "all-to-allv: member %u %s %llu elements back to back, more than the buffer's %llu "
+                                  "(count)", i, !sd && row > cnt ? "sends" : "receives",
+                                  (unsigned long long)(!sd && row > cnt ? row : col), (unsigned long long)cnt);
+    }
+    if (!rd)
+        return TERN_OK;
+    /* receive blocks of member j: sort the non-empty ones by offset, each must start at or after the previous end */
+    unsigned *ord = malloc(sizeof *ord * (n ? n : 1));
+    if (!ord)
+        return tern_error_set(err, TERN_ERR_NOMEM, "all-to-allv: out of memory");
+    tern_status st = TERN_OK;
+    for (unsigned j = 0; j < n && !st; j++) {
+        const uint64_t *off = rd + (size_t)j * n;
+        unsigned k = 0;
+        for (unsigned i = 0; i < n; i++) {
+            if (!c[(size_t)i * n + j])
+                continue;
+            unsigned b = k++;
+            while (b > 0 && off[ord[b - 1]] > off[i]) {
+                ord[b] = ord[b - 1];
+                b--;
+            }
+            ord[b] = i;
+        }
+        for (unsigned q = 1; q < k && !st; q++) {
+            unsigned a = ord[q - 1], b = ord[q];
+            uint64_t aend = off[a] + c[(size_t)a * n + j];
+            if (off[b] < aend)
+                st = tern_error_set(err, TERN_ERR_INVALID,
+                                    "all-to-allv: member %u receives the blocks of members %u ([%llu, %llu)) and %u "
+                                    "([%llu, %llu)) at overlapping offsets (receive blocks must not overlap)", j, a,
+                                    (unsigned long long)off[a], (unsigned long long)aend, b,
+                                    (unsigned long long)off[b], (unsigned long long)(off[b] + c[(size_t)b * n + j]));
+        }
+    }
+    free(ord);
+    return st;
+}
+
 static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const groups *gs, tern_coll_algo *out,
                            tern_error *err)
 {
@@ -226,22 +295,9 @@ static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const 
             return tern_error_set(err, TERN_ERR_INVALID, "%s: algorithm '%s' not supported (mesh or ring)", op,
                                   tern_coll_algo_name(a));
         if (d->op == TERN_COLL_ALL_TO_ALLV) {
-            if (!d->vcounts)
-                return tern_error_set(err, TERN_ERR_INVALID, "all-to-allv: no counts (vcounts, %u x %u elements)", n,
-                                      n);
-            for (unsigned i = 0; i < n; i++) {
-                uint64_t row = 0, col = 0;
-                for (unsigned j = 0; j < n; j++) {
-                    row += d->vcounts[(size_t)i * n + j];
-                    col += d->vcounts[(size_t)j * n + i];
-                }
-                if (row > d->count || col > d->count)
-                    return tern_error_set(err, TERN_ERR_INVALID,
-                                          "all-to-allv: member %u %s %llu elements, more than the buffer's %llu "
-                                          "(count)", i, row > d->count ? "sends" : "receives",
-                                          (unsigned long long)(row > d->count ? row : col),
-                                          (unsigned long long)d->count);
-            }
+            tern_status st = check_vblocks(d, n, err);
+            if (st)
+                return st;
         }
         break;
     default:
@@ -403,10 +459,15 @@ static int build_group(const tern_fabric *f, const tern_coll_desc *d, tern_coll_
             free(rd);
             return 0;
         }
+        /* sd[p*n + m]: p's send offset for m; rd[p*n + m]: where m puts p's block (back to back unless given) */
         for (unsigned i = 0; i < n; i++)
             for (unsigned j = 0; j < n; j++) {
-                sd[(size_t)i * n + j] = j ? sd[(size_t)i * n + j - 1] + c[(size_t)i * n + j - 1] : 0;
-                rd[(size_t)i * n + j] = i ? rd[(size_t)(i - 1) * n + j] + c[(size_t)(i - 1) * n + j] : 0;
+                sd[(size_t)i * n + j] = d->sdispls ? d->sdispls[(size_t)i * n + j]
+                                        : j       ? sd[(size_t)i * n + j - 1] + c[(size_t)i * n + j - 1]
+                                                  : 0;
+                rd[(size_t)i * n + j] = d->rdispls ? d->rdispls[(size_t)j * n + i]
+                                        : i       ? rd[(size_t)(i - 1) * n + j] + c[(size_t)(i - 1) * n + j]
+                                                  : 0;
             }
         for (unsigned t = 0; t < n; t++)
             for (unsigned m = 0; m < n; m++) {
@@ -628,6 +689,8 @@ static int ev_less(const event *a, const event *b)
 {
     if (a->t != b->t)
         return a->t < b->t;
+    if (a->idle != b->idle)
+        return a->idle > b->idle;
     if (a->rank != b->rank)
         return a->rank < b->rank;
     return a->step < b->step;
@@ -760,7 +823,7 @@ static tern_status execute(tern_fabric *f, const tern_coll_desc *d, sched *s, co
     size_t nh = 0;
     uint64_t span = 0;
     for (unsigned r = 0; S && r < R; r++)
-        coll_heap_push(heap, &nh, (event){0, r, 0});
+        coll_heap_push(heap, &nh, (event){0, r, 0, begin[r] == begin[r + 1]});
     while (nh) {
         event e = coll_heap_pop(heap, &nh);
         size_t key = (size_t)e.step * R + e.rank;
@@ -779,13 +842,14 @@ static tern_status execute(tern_fabric *f, const tern_coll_desc *d, sched *s, co
             if (ready[nk] < end)
                 ready[nk] = end;
             if (--deps[nk] == 0)
-                coll_heap_push(heap, &nh, (event){ready[nk], e.rank, e.step + 1});
+                coll_heap_push(heap, &nh, (event){ready[nk], e.rank, e.step + 1, begin[nk] == begin[nk + 1]});
             for (size_t i = rbegin[key]; i < rbegin[key + 1]; i++) {
                 size_t rk = (size_t)(e.step + 1) * R + readers[i];
                 if (ready[rk] < end)
                     ready[rk] = end;
                 if (--deps[rk] == 0)
-                    coll_heap_push(heap, &nh, (event){ready[rk], readers[i], e.step + 1});
+                    coll_heap_push(heap, &nh,
+                                   (event){ready[rk], readers[i], e.step + 1, begin[rk] == begin[rk + 1]});
             }
         }
     }
@@ -951,12 +1015,19 @@ tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc
         goto out;
     }
     if (d->op == TERN_COLL_ALL_TO_ALLV) {
+        if ((st = check_vblocks(d, n, err)))
+            goto out;
+        /* block p -> me: from p's send offset for me to me's receive offset for p (back to back when not given) */
         uint64_t at = 0;
         for (unsigned p = 0; p < n; p++) {
             uint64_t from = 0, k = d->vcounts[(size_t)p * n + me];
-            for (unsigned j = 0; j < me; j++)
-                from += d->vcounts[(size_t)p * n + j];
-            memcpy((unsigned char *)expect + at * c.es, (const unsigned char *)in[g->rank[p]] + from * c.es,
+            if (d->sdispls)
+                from = d->sdispls[(size_t)p * n + me];
+            else
+                for (unsigned j = 0; j < me; j++)
+                    from += d->vcounts[(size_t)p * n + j];
+            uint64_t to = d->rdispls ? d->rdispls[(size_t)me * n + p] : at;
+            memcpy((unsigned char *)expect + to * c.es, (const unsigned char *)in[g->rank[p]] + from * c.es,
                    k * c.es);
             at += k;
         }
@@ -1045,8 +1116,19 @@ void tern_collective_defined(const tern_fabric *f, const tern_coll_desc *d, unsi
                     unsigned n = gs.g[i].n;
                     if (d->op == TERN_COLL_ALL_TO_ALLV) {
                         *hi = 0;
-                        for (unsigned p = 0; d->vcounts && p < n; p++)
+                        for (unsigned p = 0; d->vcounts && !d->rdispls && p < n; p++)
                             *hi += d->vcounts[(size_t)p * n + j];
+                        /* receive displacements: the hull of the non-empty blocks */
+                        for (unsigned p = 0, any = 0; d->vcounts && d->rdispls && p < n; p++) {
+                            uint64_t k = d->vcounts[(size_t)p * n + j], o = d->rdispls[(size_t)j * n + p];
+                            if (!k)
+                                continue;
+                            if (!any || o < *lo)
+                                *lo = o;
+                            if (!any || o + k > *hi)
+                                *hi = o + k;
+                            any = 1;
+                        }
                     } else if (d->op == TERN_COLL_ALL_TO_ALL) {
                         *hi = d->count / n * n;
                     } else if (d->op == TERN_COLL_REDUCE_SCATTER) {

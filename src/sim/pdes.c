@@ -150,7 +150,8 @@ static void arrive(engine *e, size_t key, uint64_t t)
         e->ready[key] = t;
     if (--e->deps[key] == 0)
         coll_heap_push(e->heap, &e->nh,
-                       (coll_event){e->ready[key], (uint32_t)(key % e->p->R), (uint32_t)(key / e->p->R)});
+                       (coll_event){e->ready[key], (uint32_t)(key % e->p->R), (uint32_t)(key / e->p->R),
+                                    e->p->begin[key] == e->p->begin[key + 1]});
 }
 
 static void complete(engine *e, coll_event ev, uint64_t end)
@@ -238,7 +239,7 @@ tern_status coll_pdes_time(tern_fabric *f, const coll_plan *p, const tern_coll_d
     tern_fabric_reset(f);
     for (unsigned r = 0; S && r < R; r++)
         if (owner[r] == e.me)
-            coll_heap_push(e.heap, &e.nh, (coll_event){0, r, 0});
+            coll_heap_push(e.heap, &e.nh, (coll_event){0, r, 0, p->begin[r] == p->begin[r + 1]});
     for (;;) {
         uint64_t T = e.nh ? e.heap[0].t : UINT64_MAX;
         if ((st = t->allreduce(t->ctx, &T, 1, TERN_XOP_MIN, err)))

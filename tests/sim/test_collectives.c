@@ -99,7 +99,7 @@ static int run_case(const char *spec, unsigned nodes, unsigned ranks, tern_coll_
     for (unsigned i = 0; i < R; i++)
         for (unsigned j = 0; j < R; j++)
             vc[i * R + j] = (uint64_t)((7 * i + 3 * j) % 5) * (count / (5 * R));
-    tern_coll_desc d = {op, red, dt, count, algo, NULL, 0, 0, NULL, 0, op == TERN_COLL_ALL_TO_ALLV ? vc : NULL};
+    tern_coll_desc d = {op, red, dt, count, algo, NULL, 0, 0, NULL, 0, op == TERN_COLL_ALL_TO_ALLV ? vc : NULL, NULL, NULL};
     void **in = calloc(R, sizeof *in), **out = calloc(R, sizeof *out), **out2 = calloc(R, sizeof *out2);
     void *ref = malloc(count * es);
     for (unsigned r = 0; r < R; r++) {
@@ -242,7 +242,7 @@ static void test_order_matters(void)
     const void *in[4] = {v[0], v[1], v[2], v[3]};
     float ring[4], mesh[4];
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 4, TERN_ALGO_RING, NULL, 0, 0,
-                        NULL, 0, NULL};
+                        NULL, 0, NULL, NULL, NULL};
     tern_error err;
     CHECK(tern_collective_reference(f, &d, TERN_ALGO_RING, in, 0, ring, &err) == TERN_OK);
     CHECK(tern_collective_reference(f, &d, TERN_ALGO_MESH, in, 0, mesh, &err) == TERN_OK);
@@ -275,7 +275,7 @@ static void test_groups(void)
         o[r] = out[r];
     }
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_RING, groups, 2, 4,
-                        NULL, 0, NULL};
+                        NULL, 0, NULL, NULL, NULL};
     tern_coll_result res;
     tern_error err = {0};
     CHECK(tern_collective_run(f, &d, in, o, &res, &err) == TERN_OK);
@@ -304,7 +304,7 @@ static void test_groups(void)
     /* permute pairs */
     unsigned pairs[4] = {0, 5, 5, 0};
     tern_coll_desc p = {TERN_COLL_PERMUTE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_AUTO, NULL, 0, 0,
-                        pairs, 2, NULL};
+                        pairs, 2, NULL, NULL, NULL};
     CHECK(tern_collective_run(f, &p, in, o, &res, &err) == TERN_OK);
     CHECK_EQ_INT(out[5][3], 3);
     CHECK_EQ_INT(out[0][3], 503);
@@ -401,7 +401,7 @@ static void test_pdes_large(void)
     for (size_t i = 0; i < TERN_ARRAY_LEN(cases); i++) {
         tern_fabric *f = fabric(cases[i].spec, 0, 0);
         tern_coll_desc d = {cases[i].op, TERN_REDUCE_SUM, TERN_DTYPE_FP32, cases[i].bytes / 4, TERN_ALGO_AUTO, NULL,
-                            0, 0, NULL, 0, NULL};
+                            0, 0, NULL, 0, NULL, NULL, NULL};
         tern_coll_result a, b;
         tern_error err;
         CHECK(tern_collective_time(f, &d, &a, &err) == TERN_OK);
@@ -431,7 +431,7 @@ static void test_comm(void)
         pout[r] = direct[r];
     }
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_RING, NULL, 0, 0, NULL,
-                        0, NULL};
+                        0, NULL, NULL, NULL};
     tern_coll_result a, b;
     CHECK(tern_collective_run(f, &d, pin, pout, &a, &err) == TERN_OK);
     for (unsigned r = 0; r < 8; r++)
@@ -473,6 +473,160 @@ static void test_comm(void)
     tern_fabric_free(f);
 }
 
+/* all-to-allv with MPI_Alltoallv's displacements: member i puts its block for j in slot n-1-j of its in (offset j mod
+ * 2 inside it) and member j receives the block from i in slot n-1-i of its out (offset 1): reversed, with gaps on
+ * both sides. The result is checked against a direct copy computed here (gaps keep the sentinel out held), against
+ * tern_collective_reference, and its time against timing-only, the distributed engine and the same counts back to
+ * back (offsets change no transfer's size or route, so the picoseconds are equal). The empty blocks leave ranks
+ * without pulls in some steps; on trn2.48xlarge's 16 ranks the ring once served a step released at the same time
+ * by such a rank after later ranks' steps in the one-process loop (82,615,477 ps) but in rank order in the
+ * distributed engine (82,615,946 ps): coll_event's idle flag makes both serve the rank order. */
+static void test_alltoallv_displs(void)
+{
+    TEST_BEGIN("all-to-allv displacements");
+    const struct {
+        const char *spec;
+        unsigned nodes, ranks, strided;
+    } fabs_[] = {{"trn1.32xlarge", 0, 8, 0}, {"trn1.32xlarge", 0, 8, 1}, {"2xtrn1.32xlarge", 0, 4, 0},
+                 {"trn2.48xlarge", 0, 16, 0}, {"trn2-ultraserver", 4, 8, 0}};
+    const uint64_t C = 960;
+    for (size_t fi = 0; fi < TERN_ARRAY_LEN(fabs_); fi++) {
+        tern_fabric *f = fabric(fabs_[fi].spec, fabs_[fi].nodes, fabs_[fi].ranks);
+        unsigned R = tern_fabric_ranks(f), n = fabs_[fi].strided ? R / 2 : R;
+        unsigned *groups = malloc(sizeof *groups * R);
+        for (unsigned g = 0; g < R / n; g++) /* strided: groups {0, 2, 4, ..} and {1, 3, 5, ..} */
+            for (unsigned m = 0; m < n; m++)
+                groups[g * n + m] = fabs_[fi].strided ? g + 2 * m : m;
+        uint64_t *vc = malloc(sizeof *vc * n * n), *sd = malloc(sizeof *sd * n * n), *rd = malloc(sizeof *rd * n * n);
+        uint64_t slot = C / n;
+        for (unsigned i = 0; i < n; i++)
+            for (unsigned j = 0; j < n; j++) {
+                vc[i * n + j] = (uint64_t)((3 * i + 5 * j) % 4) * (C / (4 * n));
+                sd[i * n + j] = (n - 1 - j) * slot + j % 2;
+                rd[j * n + i] = (n - 1 - i) * slot + 1;
+            }
+        float **in = malloc(sizeof *in * R), **out = malloc(sizeof *out * R), *want = malloc(sizeof *want * C),
+              *ref = malloc(sizeof *ref * C);
+        for (unsigned r = 0; r < R; r++) {
+            in[r] = malloc(sizeof(float) * C);
+            out[r] = malloc(sizeof(float) * C);
+            fill(TERN_DTYPE_FP32, in[r], C, r, 0);
+        }
+        for (int a = 0; a < 2; a++) {
+            tern_coll_desc d = {TERN_COLL_ALL_TO_ALLV, TERN_REDUCE_SUM, TERN_DTYPE_FP32, C,
+                                a ? TERN_ALGO_MESH : TERN_ALGO_RING, fabs_[fi].strided ? groups : NULL,
+                                fabs_[fi].strided ? 2 : 0, fabs_[fi].strided ? n : 0, NULL, 0, vc, sd, rd};
+            tern_coll_result fr, tr, pr, packed;
+            tern_error err = {0};
+            for (int pass = 0; pass < 2; pass++) { /* the one-process loop, then the distributed engine */
+                for (unsigned r = 0; r < R; r++)
+                    for (uint64_t e = 0; e < C; e++)
+                        out[r][e] = -1e30f;
+                tern_coll_result *res = pass ? &pr : &fr;
+                tern_status st = tern_collective_run(f, &d, (const void *const *)in, (void *const *)out, res, &err);
+                CHECK_MSG(st == TERN_OK, "%s %s: %s", fabs_[fi].spec, tern_coll_algo_name(d.algo), err.msg);
+                unsigned bad = 0, badref = 0;
+                for (unsigned g = 0; st == TERN_OK && g < R / n; g++)
+                    for (unsigned j = 0; j < n; j++) {
+                        unsigned rj = groups[g * n + j];
+                        for (uint64_t e = 0; e < C; e++)
+                            want[e] = ref[e] = -1e30f;
+                        uint64_t hlo = C, hhi = 0; /* the hull of the non-empty receive blocks */
+                        for (unsigned i = 0; i < n; i++) { /* the definition: a copy per block */
+                            memcpy(want + rd[j * n + i], in[groups[g * n + i]] + sd[i * n + j],
+                                   sizeof(float) * vc[i * n + j]);
+                            if (vc[i * n + j] && rd[j * n + i] < hlo)
+                                hlo = rd[j * n + i];
+                            if (vc[i * n + j] && rd[j * n + i] + vc[i * n + j] > hhi)
+                                hhi = rd[j * n + i] + vc[i * n + j];
+                        }
+                        bad += memcmp(out[rj], want, sizeof(float) * C) != 0;
+                        uint64_t lo, hi;
+                        tern_collective_defined(f, &d, rj, &lo, &hi);
+                        CHECK(tern_collective_reference(f, &d, d.algo, (const void *const *)in, rj, ref, &err) ==
+                              TERN_OK);
+                        badref += memcmp(ref, want, sizeof(float) * C) != 0 || lo != hlo || hi != hhi;
+                    }
+                CHECK_MSG(bad == 0 && badref == 0, "%s %s %s: %u ranks differ from the definition, %u from the "
+                          "reference", fabs_[fi].spec, tern_coll_algo_name(d.algo), pass ? "pdes" : "loop", bad,
+                          badref);
+                CHECK(tern_fabric_set_transport(f, pass ? NULL : tern_transport_single(), &err) == TERN_OK);
+            }
+            CHECK(tern_collective_time(f, &d, &tr, &err) == TERN_OK);
+            tern_coll_desc b2b = d;
+            b2b.sdispls = b2b.rdispls = NULL;
+            CHECK(tern_collective_time(f, &b2b, &packed, &err) == TERN_OK);
+            CHECK_MSG(fr.time_ps == tr.time_ps && fr.time_ps == pr.time_ps && fr.time_ps == packed.time_ps &&
+                          fr.time_ps > 0,
+                      "%s %s: functional %llu ps, timing-only %llu, pdes %llu, back to back %llu",
+                      fabs_[fi].spec, tern_coll_algo_name(d.algo), (unsigned long long)fr.time_ps,
+                      (unsigned long long)tr.time_ps, (unsigned long long)pr.time_ps,
+                      (unsigned long long)packed.time_ps);
+        }
+        for (unsigned r = 0; r < R; r++) {
+            free(in[r]);
+            free(out[r]);
+        }
+        free(in), free(out), free(want), free(ref), free(vc), free(sd), free(rd), free(groups);
+        tern_fabric_free(f);
+    }
+
+    /* bad displacements: each names the members, the offsets and the rule */
+    tern_fabric *f = fabric("trn1.32xlarge", 0, 4);
+    uint64_t vc[16], sd[16], rd[16];
+    for (unsigned i = 0; i < 4; i++)
+        for (unsigned j = 0; j < 4; j++) {
+            vc[i * 4 + j] = 10;
+            sd[i * 4 + j] = 20 * j;
+            rd[j * 4 + i] = 20 * i;
+        }
+    tern_coll_desc d = {TERN_COLL_ALL_TO_ALLV, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 80, TERN_ALGO_AUTO, NULL, 0, 0,
+                        NULL, 0, vc, sd, rd};
+    tern_coll_result res;
+    tern_error err = {0};
+    CHECK_MSG(tern_collective_time(f, &d, &res, &err) == TERN_OK, "%s", err.msg);
+    sd[1 * 4 + 2] = 71;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "member 1's block for member 2 (10 elements at send offset 71) ends past the "
+                                "buffer's 80 elements");
+    sd[1 * 4 + 2] = UINT64_MAX - 3; /* no wrap-around */
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "ends past");
+    sd[1 * 4 + 2] = 40;
+    rd[3 * 4 + 0] = 75;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "member 3's block from member 0 (10 elements at receive offset 75) ends past");
+    rd[3 * 4 + 0] = 25;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "member 3 receives the blocks of members 1 ([20, 30)) and 0 ([25, 35)) at "
+                                "overlapping offsets");
+    vc[1 * 4 + 3] = 0; /* an empty block overlaps nothing */
+    CHECK_MSG(tern_collective_time(f, &d, &res, &err) == TERN_OK, "%s", err.msg);
+    rd[3 * 4 + 0] = 0;
+    vc[1 * 4 + 3] = 10;
+    /* ranks that disagree on the displacements are named */
+    tern_coll_comm *c = NULL;
+    CHECK(tern_coll_comm_create(f, &c, &err) == TERN_OK);
+    uint64_t rd2[16];
+    memcpy(rd2, rd, sizeof rd);
+    rd2[0] = 1;
+    tern_coll_desc d2 = d;
+    d2.rdispls = rd2;
+    for (unsigned r = 0; r < 4; r++)
+        CHECK(tern_coll_comm_join(c, r, r == 3 ? &d2 : &d, NULL, NULL, &err) == TERN_OK);
+    CHECK(tern_coll_comm_run(c, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "all-to-allv #1: ranks disagree on the all-to-allv receive displacements: ranks 0..2 "
+                                "pass displacements hash");
+    d2 = d;
+    d2.sdispls = NULL;
+    for (unsigned r = 0; r < 4; r++)
+        CHECK(tern_coll_comm_join(c, r, r == 0 ? &d2 : &d, NULL, NULL, &err) == TERN_OK);
+    CHECK(tern_coll_comm_run(c, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "send displacements: rank 0 passes none (back to back), ranks 1..3 pass");
+    tern_coll_comm_free(c);
+    tern_fabric_free(f);
+}
+
 /* C7: 2 ranks (the two cores of one trn1 chip), fp32 all-reduce, nccom-test; within 15 % at every size. */
 static void test_calibration(void)
 {
@@ -485,7 +639,7 @@ static void test_calibration(void)
                {1ull << 30, 18930}, {8, 58}, {1 << 10, 58}, {32 << 10, 58}};
     for (size_t i = 0; i < TERN_ARRAY_LEN(pts); i++) {
         tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, pts[i].bytes / 4, TERN_ALGO_AUTO,
-                            NULL, 0, 0, NULL, 0, NULL};
+                            NULL, 0, 0, NULL, 0, NULL, NULL, NULL};
         tern_coll_result res;
         tern_error err;
         CHECK(tern_collective_time(f, &d, &res, &err) == TERN_OK);
@@ -506,5 +660,6 @@ int main(void)
     test_calibration();
     test_pdes_large();
     test_comm();
+    test_alltoallv_displs();
     return check_report();
 }
