@@ -182,7 +182,8 @@ typedef enum {
     TERN_KCOLL_ALL_GATHER,
     TERN_KCOLL_REDUCE_SCATTER,
     TERN_KCOLL_ALL_TO_ALL,
-    TERN_KCOLL_PERMUTE /* each group's ring shift: member m receives member m-1's buffer */
+    TERN_KCOLL_PERMUTE /* each group's ring shift: member m receives member m-1's buffer (explicit pairs:
+                        * tern_kernel_permute) */
 } tern_kernel_coll;
 void tern_kernel_collective(tern_kernel *k, tern_kernel_coll op, tern_view dst, tern_view src, tern_alu_op reduce,
                             int32_t groups, int algorithm);
@@ -195,10 +196,20 @@ void tern_kernel_reduce_scatter(tern_kernel *k, tern_view dst, tern_view src, te
 /* All-to-allv (issued from Sync): counts is an HBM int32 tensor of n x n elements (n the group size, the same on
  * every rank): member i sends counts[i][j] elements to member j; i's send blocks sit back to back in src in j
  * order (offset of block j = counts[i][0] + .. + counts[i][j-1]), j's receive blocks back to back in dst in i order;
- * every row and column sums to at most src's elements (dst has as many); dst past the received blocks is written
- * 0. The counts are read when the collective's trigger ends (its source is): they wait for their writers like src. */
+ * every row and column sums to at most src's elements (dst has as many). With 3 x n x n elements, counts is
+ * followed by MPI_Alltoallv's displacements: sdispls[i][j], the offset in member i's src of its block for j, then
+ * rdispls[j][i], the offset in member j's dst of the block from i (each block inside the buffer, a member's
+ * receive blocks not overlapping). Every element of dst that no block reaches is written 0. The table is read
+ * when the collective's trigger ends (its source is): it waits for its writers like src. A kernel that knows only
+ * its own row (MoE dispatch) all-gathers the rows first. */
 void tern_kernel_all_to_allv(tern_kernel *k, tern_view dst, tern_view src, tern_view counts, int32_t groups,
                              int algorithm);
+/* Permute with explicit pairs (issued from Sync), as the runtime's permute and XLA's collective-permute take them:
+ * pairs is an HBM int32 tensor of 2 x npairs elements, (source, target) rank pairs of the launch (not members of
+ * a group: the collective spans every rank), each rank at most once as a source and once as a target, the same on
+ * every rank. Each target's dst receives its source's whole src (same element count); a rank that is no target
+ * gets zeros. One pair is a send/receive. Read when the trigger ends, like all-to-allv's counts. */
+void tern_kernel_permute(tern_kernel *k, tern_view dst, tern_view src, tern_view pairs, int algorithm);
 
 #ifdef __cplusplus
 }

@@ -8,13 +8,16 @@
  * from one engine (Sync unless told otherwise), as a DMA queue is fed by one engine. The collective runs only in a
  * multi-rank launch (tern_ranks_run, tern_rt_ranks_*, `tern launch`). Operand shapes follow NKI's
  * nki.collectives: all-reduce, all-to-all and permute keep the element count; all-gather's destination is the
- * group size times its source; reduce-scatter's source is the group size times its destination. */
+ * group size times its source; reduce-scatter's source is the group size times its destination. All-to-allv's
+ * counts (and displacements) and permute's explicit (source, target) pairs travel in operand B, an HBM int32
+ * tensor that the collective reads like its source. */
 #include <string.h>
 
 #include "kernel/builder_internal.h"
 #include "tern/collective.h"
 #include "tern/kernel_lib.h"
 
+/* counts: operand B, all-to-allv's counts (and displacements) or permute's pairs; NULL for the others */
 static void emit_collective(tern_kernel *k, tern_engine e, int op, tern_view dst, tern_view src,
                             const tern_view *counts, tern_alu_op reduce, int32_t groups, int algorithm)
 {
@@ -24,12 +27,20 @@ static void emit_collective(tern_kernel *k, tern_engine e, int op, tern_view dst
         kfail(k, TERN_ERR_INVALID, "collective: operation %d unknown (all-reduce 0 .. permute 4)", (int)op);
         return;
     }
-    if (counts && (!kview_ok(k, counts, "all-to-allv") || counts->ap.mem != TERN_MEM_HBM ||
+    const char *what = op == TERN_COLL_PERMUTE ? "permute" : "all-to-allv";
+    const char *table = op == TERN_COLL_PERMUTE ? "pairs" : "counts";
+    if (counts && (!kview_ok(k, counts, what) || counts->ap.mem != TERN_MEM_HBM ||
                    counts->ap.dtype != TERN_DTYPE_INT32)) {
         if (!k->failed)
-            kfail(k, TERN_ERR_INVALID, "all-to-allv: counts '%s' must be an HBM int32 tensor (%s, %s)",
+            kfail(k, TERN_ERR_INVALID, "%s: %s '%s' must be an HBM int32 tensor (%s, %s)", what, table,
                   k->regions[counts->region].name, tern_mem_name((tern_mem)counts->ap.mem),
                   tern_dtype_name((tern_dtype)counts->ap.dtype));
+        return;
+    }
+    uint64_t nb = counts ? (uint64_t)counts->ap.num_partitions * tern_ap_free_elems(&counts->ap) : 0;
+    if (counts && op == TERN_COLL_PERMUTE && nb % 2) {
+        kfail(k, TERN_ERR_INVALID, "permute: pairs '%s' hold (source, target) pairs, an even number of int32 "
+              "elements, not %llu", k->regions[counts->region].name, (unsigned long long)nb);
         return;
     }
     if (!kview_ok(k, &dst, "collective") || !kview_ok(k, &src, "collective"))
@@ -76,6 +87,11 @@ void tern_kernel_all_to_allv(tern_kernel *k, tern_view dst, tern_view src, tern_
                              int algorithm)
 {
     emit_collective(k, TERN_ENGINE_AUTO, TERN_COLL_ALL_TO_ALLV, dst, src, &counts, TERN_ALU_BYPASS, groups, algorithm);
+}
+
+void tern_kernel_permute(tern_kernel *k, tern_view dst, tern_view src, tern_view pairs, int algorithm)
+{
+    emit_collective(k, TERN_ENGINE_AUTO, TERN_COLL_PERMUTE, dst, src, &pairs, TERN_ALU_BYPASS, 0, algorithm);
 }
 
 void tern_kernel_collective(tern_kernel *k, tern_kernel_coll op, tern_view dst, tern_view src, tern_alu_op reduce,

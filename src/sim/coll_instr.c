@@ -6,7 +6,9 @@
  * ends, and the executor below is reached only by a run on a single core, which it refuses by name.
  * Encoding: imm_i0 = operation (tern_coll_op, 0..5) + 256 x algorithm (tern_coll_algo); op0 = add/max/min;
  * imm_i1 = replica groups (0 all ranks, g > 0 consecutive groups of g, -g groups of g ranks R/g apart); B (IN1)
- * = all-to-allv's counts, an HBM int32 tensor of n x n elements (n the group size, checked at the join). */
+ * = all-to-allv's counts, an HBM int32 tensor of n x n elements (n the group size, checked at the join), or 3 x n
+ * x n (counts, send displacements, receive displacements); or permute's explicit (source, target) rank pairs, 2 x
+ * npairs int32 elements (imm_i1 0: the pairs name ranks of the whole launch; without B each group's ring shift). */
 #include <stdio.h>
 
 #include "sim/rules.h"
@@ -53,17 +55,28 @@ tern_status check_op_COLLECTIVE(const tern_core *core, const exec_ctx *cx, const
                           "reduce-scatter, all-to-all, permute, all-to-allv)",
                           op, TERN_COLL_ALL_TO_ALLV);
     const tern_ap *b = &ins->ap[TERN_AP_IN1];
-    if (op == TERN_COLL_ALL_TO_ALLV) {
-        if (!b->ndims)
-            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1,
-                              "all-to-allv needs its counts: an HBM int32 tensor of n x n elements (B)");
+    if (op == TERN_COLL_ALL_TO_ALLV && !b->ndims)
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1,
+                          "all-to-allv needs its counts: an HBM int32 tensor of n x n elements (B)");
+    if (op == TERN_COLL_ALL_TO_ALLV || (op == TERN_COLL_PERMUTE && b->ndims)) {
+        const char *what = op == TERN_COLL_PERMUTE ? "permute pairs" : "all-to-allv counts";
         if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN1, REACH_HBM, err)))
             return st;
         if (b->dtype != TERN_DTYPE_INT32)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1, "%s are int32, not %s", what,
+                              tern_dtype_name((tern_dtype)b->dtype));
+        uint64_t nb = ap_elems(b);
+        if (op == TERN_COLL_PERMUTE && (nb == 0 || nb % 2))
             return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1,
-                              "all-to-allv counts are int32, not %s", tern_dtype_name((tern_dtype)b->dtype));
+                              "permute pairs (B) are (source, target) rank pairs: an even number of int32 elements, "
+                              "not %llu", (unsigned long long)nb);
+        if (op == TERN_COLL_PERMUTE && ins->imm_i1 != 0)
+            return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
+                              "permute pairs (B) name ranks of the whole launch: replica groups imm_i1 must be 0, "
+                              "not %d", ins->imm_i1);
     } else if (b->ndims) {
-        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1, "only all-to-allv takes B (its counts), not %s",
+        return rules_fail(err, TERN_ERR_INVALID, cx, ins, TERN_AP_IN1,
+                          "only all-to-allv (its counts) and permute (its pairs) take B, not %s",
                           tern_coll_op_name((tern_coll_op)op));
     }
     if (algo < 0 || algo >= TERN_ALGO_COUNT)

@@ -74,7 +74,8 @@ typedef struct {
     int64_t dst_reg;       /* the destination's register offset at the join */
     tern_coll_desc desc;
     unsigned *groups;      /* owned */
-    uint64_t *vcounts;     /* all-to-allv: the n x n counts read from B at the join (owned) */
+    uint64_t *vcounts;     /* all-to-allv: the n x n counts (then the displacements) read from B at the join */
+    unsigned *pairs;       /* permute: the (source, target) pairs read from B at the join (owned) */
     unsigned char *in, *out; /* owned (functional) */
     uint64_t src_elems, dst_elems;
     unsigned member, group_n;
@@ -111,7 +112,9 @@ static void join_free(join_rec *j)
 {
     free(j->groups);
     free(j->vcounts);
+    free(j->pairs);
     j->vcounts = NULL;
+    j->pairs = NULL;
     free(j->in);
     free(j->out);
     j->groups = NULL;
@@ -218,21 +221,29 @@ static tern_status on_join(void *vctx, unsigned engine, size_t pc, const tern_in
                                   (unsigned long long)(j->src_elems / gs), (unsigned long long)j->dst_elems);
         }
         break;
-    case TERN_COLL_ALL_TO_ALLV: {
-        /* the counts are read from HBM at the join, in both modes (they decide the schedule and its time) */
+    case TERN_COLL_ALL_TO_ALLV:
+    case TERN_COLL_PERMUTE: {
+        /* B, read from HBM at the join in both modes (it decides the schedule and its time): all-to-allv's n x n
+         * counts, optionally followed by the send and receive displacements; permute's (source, target) pairs */
         cd->count = j->src_elems;
         const tern_ap *b = &ins->ap[TERN_AP_IN1];
-        uint64_t nb = (uint64_t)b->num_partitions * tern_ap_free_elems(b);
-        if (nb != (uint64_t)gs * gs) {
+        if (cd->op == TERN_COLL_PERMUTE && !b->ndims)
+            break; /* each group's ring shift */
+        int a2av = cd->op == TERN_COLL_ALL_TO_ALLV;
+        uint64_t nb = (uint64_t)b->num_partitions * tern_ap_free_elems(b), nn = (uint64_t)gs * gs;
+        if (a2av && nb != nn && nb != 3 * nn) {
             join_free(j);
             return tern_error_set(err, TERN_ERR_INVALID,
-                                  "%s: rank %u: all-to-allv over %u ranks needs %u x %u counts (B), it has %llu "
-                                  "elements",
-                                  what, r, gs, gs, gs, (unsigned long long)nb);
+                                  "%s: rank %u: all-to-allv over %u ranks needs %u x %u counts (B), or 3 x %u x %u "
+                                  "(counts, send and receive displacements), it has %llu elements",
+                                  what, r, gs, gs, gs, gs, gs, (unsigned long long)nb);
         }
-        int32_t *c32 = malloc(sizeof *c32 * nb);
-        j->vcounts = malloc(sizeof *j->vcounts * nb);
-        if (!c32 || !j->vcounts) {
+        int32_t *c32 = malloc(sizeof *c32 * (nb ? nb : 1));
+        if (a2av)
+            j->vcounts = malloc(sizeof *j->vcounts * nb);
+        else
+            j->pairs = malloc(sizeof *j->pairs * (nb ? nb : 1));
+        if (!c32 || (a2av ? !j->vcounts : !j->pairs)) {
             free(c32);
             join_free(j);
             return tern_error_set(err, TERN_ERR_NOMEM, "%s: rank %u: out of memory", what, r);
@@ -240,23 +251,44 @@ static tern_status on_join(void *vctx, unsigned engine, size_t pc, const tern_in
         if ((st = hbm_ap_io(core, b, ap_reg_offset(core, (tern_engine)engine, b), (unsigned char *)c32, 0, err))) {
             free(c32);
             join_free(j);
-            return tern_error_prefix(err, "%s: rank %u: counts: ", what, r);
+            return tern_error_prefix(err, "%s: rank %u: %s: ", what, r, a2av ? "counts" : "pairs");
         }
+        static const char *const table[3] = {"count", "send displacement", "receive displacement"};
         for (uint64_t i = 0; i < nb; i++) {
-            if (c32[i] < 0) {
-                tern_error_set(err, TERN_ERR_INVALID,
-                               "%s: rank %u: all-to-allv count [%llu][%llu] (member %llu to member %llu) is %d, "
-                               "not >= 0",
-                               what, r, (unsigned long long)(i / gs), (unsigned long long)(i % gs),
-                               (unsigned long long)(i / gs), (unsigned long long)(i % gs), c32[i]);
+            if (c32[i] < 0 || (!a2av && (uint32_t)c32[i] >= run->R)) {
+                if (a2av)
+                    tern_error_set(err, TERN_ERR_INVALID,
+                                   "%s: rank %u: all-to-allv %s [%llu][%llu] is %d, not >= 0", what, r,
+                                   table[i / nn], (unsigned long long)(i % nn / gs), (unsigned long long)(i % gs),
+                                   c32[i]);
+                else
+                    tern_error_set(err, TERN_ERR_INVALID,
+                                   "%s: rank %u: permute pair %llu's %s is rank %d, outside the launch's 0..%u",
+                                   what, r, (unsigned long long)(i / 2), i % 2 ? "target" : "source", c32[i],
+                                   run->R - 1);
                 free(c32);
                 join_free(j);
                 return TERN_ERR_INVALID;
             }
-            j->vcounts[i] = (uint64_t)c32[i];
+            if (a2av)
+                j->vcounts[i] = (uint64_t)c32[i];
+            else
+                j->pairs[i] = (unsigned)c32[i];
         }
         free(c32);
-        cd->vcounts = j->vcounts;
+        if (a2av) {
+            cd->vcounts = j->vcounts;
+            cd->sdispls = nb == 3 * nn ? j->vcounts + nn : NULL;
+            cd->rdispls = nb == 3 * nn ? j->vcounts + 2 * nn : NULL;
+        } else {
+            cd->pairs = j->pairs;
+            cd->npairs = (unsigned)(nb / 2);
+            /* pairs span the launch: the collective layer takes no groups with them */
+            free(j->groups);
+            j->groups = NULL;
+            cd->groups = NULL;
+            cd->ngroups = cd->group_size = 0;
+        }
         break;
     }
     default: cd->count = j->src_elems; break;

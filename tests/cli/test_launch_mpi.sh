@@ -118,6 +118,82 @@ for m in "trn1.32xlarge --ranks 8" "2xtrn1.32xlarge --ranks 8 --nodes 2"; do
 done
 
 
+# permute with explicit pairs (0->5, 5->0, 3->7, 6->1, set by memsets inside the kernel: `tern launch` fills inputs
+# with random values) across the EFA of 2xtrn1.32xlarge, and all-to-allv whose counts and displacements the kernel
+# computes (iota, VectorE; tests/runtime/test_kernel_permute.c) over replica groups of 4 strided ranks (imm_i1=-4):
+# the same output without mpirun and for K = 1, 2 and 4
+cat >"$tmp/perm.s" <<'PROG'
+.machine trn1.32xlarge
+.semaphores 64
+.tensor x input fp32 [128,64] @0x1000
+.tensor pr scratch int32 [1,8] @0x9000
+.tensor y output fp32 [128,64] @0x9040
+
+.engine vector
+    memset dst=sbuf[0:1]+0:int32[[1,1]] signal=s1
+    memset dst=sbuf[0:1]+0x4:int32[[1,1]] imm0=5 signal=s1
+    memset dst=sbuf[0:1]+0x8:int32[[1,1]] imm0=5 signal=s1
+    memset dst=sbuf[0:1]+0xc:int32[[1,1]] signal=s1
+    memset dst=sbuf[0:1]+0x10:int32[[1,1]] imm0=3 signal=s1
+    memset dst=sbuf[0:1]+0x14:int32[[1,1]] imm0=7 signal=s1
+    memset dst=sbuf[0:1]+0x18:int32[[1,1]] imm0=6 signal=s1
+    memset dst=sbuf[0:1]+0x1c:int32[[1,1]] imm0=1 signal=s1
+
+.engine sync
+    dma_copy dst=hbm[0:1]+0x9000:int32[[8,1],[1,8]] in0=sbuf[0:1]+0:int32[[1,8]] wait=s1>=8 signal=s5
+    collective dst=hbm[0:1]+0x9040:fp32[[64,128],[1,64]] in0=hbm[0:1]+0x1000:fp32[[64,128],[1,64]] in1=hbm[0:1]+0x9000:int32[[8,1],[1,8]] imm_i0=4 wait=s5>=1 signal=s21
+PROG
+cat >"$tmp/a2av.s" <<'PROG'
+.machine trn1.32xlarge
+.semaphores 64
+.tensor x input fp32 [128,64] @0x1000
+.tensor meta scratch int32 [12,4] @0x9000
+.tensor y output fp32 [128,64] @0x90c0
+
+.engine vector
+    tensor_scalar dst=sbuf[0:4]+0:int32[[1,4]] in0=sbuf[0:4]+0:int32[[1,4]] op0=mult imm0=3.0 wait=s3>=1 signal=s1
+    tensor_scalar dst=sbuf[0:4]+0x10:int32[[1,4]] in0=sbuf[0:4]+0x10:int32[[1,4]] op0=mult imm0=20.0 op1=add imm1=3.0 wait=s3>=2 signal=s1
+    tensor_scalar dst=sbuf[0:4]+0x20:int32[[1,4]] in0=sbuf[0:4]+0x20:int32[[1,4]] op0=mult imm0=-50.0 op1=add imm1=151.0 wait=s3>=3 signal=s1
+
+.engine gpsimd
+    iota dst=sbuf[0:4]+0:int32[[1,4]] imm_i1=4 signal=s3
+    iota dst=sbuf[0:4]+0x10:int32[[1,4]] signal=s3
+    iota dst=sbuf[0:4]+0x20:int32[[1,4]] signal=s3
+
+.engine sync
+    dma_copy dst=hbm[0:1]+0x9000:int32[[4,4],[1,4]] in0=sbuf[0:4]+0:int32[[1,4]] wait=s1>=1 signal=s5
+    dma_copy dst=hbm[0:1]+0x9040:int32[[4,4],[1,4]] in0=sbuf[0:4]+0x10:int32[[1,4]] queue=1 wait=s1>=2 signal=s6
+    dma_copy dst=hbm[0:1]+0x9080:int32[[4,4],[1,4]] in0=sbuf[0:4]+0x20:int32[[1,4]] queue=2 wait=s1>=3 signal=s7
+    sem_wait wait=s5>=1
+    sem_wait wait=s6>=1
+    collective dst=hbm[0:1]+0x90c0:fp32[[64,128],[1,64]] in0=hbm[0:1]+0x1000:fp32[[64,128],[1,64]] in1=hbm[0:1]+0x9000:int32[[4,12],[1,4]] imm_i0=261 imm_i1=-4 wait=s7>=1 signal=s21
+PROG
+for run in "perm.s --machine 2xtrn1.32xlarge --ranks 8 --nodes 2 --json" "a2av.s --machine trn1.32xlarge --ranks 8"; do
+    # shellcheck disable=SC2086
+    args=(launch "$tmp/"$run)
+    if ! "$TERN" "${args[@]}" >"$tmp/k0" 2>"$tmp/err"; then
+        bad "$run without mpirun: $(head -c 300 "$tmp/err")"
+        continue
+    fi
+    cp "$tmp/k0" "$tmp/first_${run%%.s*}"
+    n=$(grep -c 'permute direct\|"op":"permute"\|all-to-allv ring' "$tmp/k0")
+    [ "$n" -eq 1 ] && ok || bad "$run: the collective is not in the output: $(head -c 300 "$tmp/k0")"
+    for k in 1 2 4; do
+        if "${MPI[@]}" -np $k "$TERN" "${args[@]}" >"$tmp/k$k" 2>"$tmp/err"; then
+            if cmp -s "$tmp/k0" "$tmp/k$k"; then ok; else
+                bad "$run: -np $k output differs from one process: $(diff "$tmp/k0" "$tmp/k$k" | head -c 600)"; fi
+        else
+            bad "$run: mpirun -np $k failed: $(head -c 300 "$tmp/err")"
+        fi
+    done
+done
+# the non-targets of the permute (ranks 2, 3, 4, 6) all hold zeros: one hash; the targets each their source's
+if python3 - "$tmp/first_perm" <<'EOF'; then ok; else bad "permute: targets' and non-targets' hashes"; fi
+import json, sys
+h = {r["rank"]: r["hash"] for r in json.load(open(sys.argv[1]))["ranks_out"]}
+assert len({h[2], h[3], h[4], h[6]}) == 1 and len({h[0], h[1], h[5], h[7], h[2]}) == 5, h
+EOF
+
 expect_fail() { # message, then the mpirun arguments
     local want=$1
     shift
