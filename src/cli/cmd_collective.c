@@ -27,10 +27,13 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: tern collective OP --machine SPEC [--ranks N] [--nodes M] [--lnc K] [--dtype T]\n"
             "                      [--sizes A:B | --size A] [--step F] [--algorithm auto|ring|mesh|rdh|hier|direct]\n"
-            "                      [--reduce sum|max|min] [--groups 0,1;2,3] [--check] [--timing-only] [--json]\n"
-            "                      [--join-timeout S]\n"
+            "                      [--reduce sum|max|min] [--groups 0,1;2,3] [--pairs S:T,S:T] [--displs packed|reversed]\n"
+            "                      [--check] [--timing-only] [--json] [--join-timeout S]\n"
             "\n"
-            "OP: all-reduce, all-gather, reduce-scatter, all-to-all, all-to-allv, permute.\n"
+            "OP: all-reduce, all-gather, reduce-scatter, all-to-all, all-to-allv, permute, send-recv (a permute of one\n"
+            "pair, by default rank 0 to the last rank). --pairs gives permute's (source:target) rank pairs (default:\n"
+            "each group's ring shift); --displs reversed places all-to-allv's blocks in reverse order at the end of\n"
+            "the buffers (MPI_Alltoallv displacements; default packed: back to back from 0).\n"
             "SPEC: an instance or system (trn1.32xlarge, trn2.48xlarge, trn2-ultraserver) or NxINSTANCE, a cluster\n"
             "over EFA (2xtrn1.32xlarge). Sizes take B, KiB, MiB, GiB; each row is the last times F (default 2).\n"
             "--ranks takes the first N ranks (spread equally over --nodes instances); --check runs functionally and\n"
@@ -112,6 +115,44 @@ bad:
     return 0;
 }
 
+/* "S:T,S:T": permute's (source, target) rank pairs; ranks are checked against the fabric by the collective */
+static int parse_pairs(const char *s, unsigned **pairs, unsigned *npairs)
+{
+    size_t cap = 16, n = 0;
+    unsigned *p = malloc(cap * sizeof *p);
+    if (!p)
+        return 0;
+    for (const char *c = s;;) {
+        for (int side = 0; side < 2; side++) {
+            char *end;
+            if (*c < '0' || *c > '9')
+                goto bad;
+            unsigned long v = strtoul(c, &end, 10);
+            if (v > 100000000ul || (side == 0 && *end != ':'))
+                goto bad;
+            if (n == cap) {
+                unsigned *q = realloc(p, 2 * cap * sizeof *p);
+                if (!q)
+                    goto bad;
+                p = q;
+                cap *= 2;
+            }
+            p[n++] = (unsigned)v;
+            c = end + (side == 0);
+        }
+        if (!*c)
+            break;
+        if (*c++ != ',')
+            goto bad;
+    }
+    *pairs = p;
+    *npairs = (unsigned)(n / 2);
+    return 1;
+bad:
+    free(p);
+    return 0;
+}
+
 /* Deterministic inputs: a hash of (rank, element) mapped to [-4, 4) and rounded to the dtype. */
 static void fill_input(tern_dtype t, void *buf, uint64_t count, unsigned rank)
 {
@@ -138,14 +179,31 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 }
 
 /* all-to-allv's counts for the CLI: member i sends floor(2 (count/n) ((i + j) mod n) / n) elements to member j, a
- * skewed pattern (zero to almost twice the even share) whose rows and columns each sum to at most count. */
-static uint64_t *make_vcounts(uint64_t count, unsigned n)
+ * skewed pattern (zero to almost twice the even share) whose rows and columns each sum to at most count. With
+ * reversed displacements (3 n x n values: counts, sdispls, rdispls) member i's send blocks sit in reverse j order
+ * at the end of its in (a gap of count - row sum first) and member j's receive blocks in reverse i order at the end
+ * of its out: neither side back to back from 0. */
+static uint64_t *make_vcounts(uint64_t count, unsigned n, int reversed)
 {
-    uint64_t *v = malloc(sizeof *v * (size_t)n * n);
-    if (v)
-        for (unsigned i = 0; i < n; i++)
-            for (unsigned j = 0; j < n; j++)
-                v[(size_t)i * n + j] = 2 * (count / n) * ((i + j) % n) / n;
+    size_t nn = (size_t)n * n;
+    uint64_t *v = malloc(sizeof *v * nn * (reversed ? 3 : 1));
+    if (!v)
+        return NULL;
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned j = 0; j < n; j++)
+            v[(size_t)i * n + j] = 2 * (count / n) * ((i + j) % n) / n;
+    if (reversed) {
+        uint64_t *sd = v + nn, *rd = v + 2 * nn;
+        for (unsigned i = 0; i < n; i++) {
+            uint64_t at = count, rat = count;
+            for (unsigned j = n; j-- > 0;) {
+                at -= v[(size_t)i * n + j];
+                sd[(size_t)i * n + j] = at;
+                rat -= v[(size_t)j * n + i];
+                rd[(size_t)i * n + j] = rat; /* rdispls[i][j]: where member i puts member j's block */
+            }
+        }
+    }
     return v;
 }
 
@@ -194,7 +252,7 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
 {
     ctx c = {tr, tr && tr->me != 0};
     const char *op_name = NULL, *machine = NULL, *dtype_name = "fp32", *algo_name = "auto", *reduce_name = "sum";
-    const char *sizes = "8B:1GiB", *groups_text = NULL;
+    const char *sizes = "8B:1GiB", *groups_text = NULL, *pairs_text = NULL, *displs = "packed";
     uint64_t ranks = 0, nodes = 0, lnc = 0, step = 2, join_timeout = 60;
     int check = 0, json = 0, timing_only = 0;
     for (int i = 1; i < argc; i++) {
@@ -214,6 +272,12 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
                 return 2;
         } else if (!strcmp(a, "--sizes") || !strcmp(a, "--size")) {
             if (!(sizes = tern_arg_value(CMD, argc, argv, &i, "sizes such as 8B:1GiB")))
+                return 2;
+        } else if (!strcmp(a, "--pairs")) {
+            if (!(pairs_text = tern_arg_value(CMD, argc, argv, &i, "rank pairs such as 0:5,5:0")))
+                return 2;
+        } else if (!strcmp(a, "--displs")) {
+            if (!(displs = tern_arg_value(CMD, argc, argv, &i, "packed or reversed")))
                 return 2;
         } else if (!strcmp(a, "--groups")) {
             if (!(groups_text = tern_arg_value(CMD, argc, argv, &i, "replica groups such as 0,1;2,3")))
@@ -251,17 +315,35 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
         ERR("--check needs a functional run; it cannot be combined with --timing-only\n");
         return 2;
     }
+    int send_recv = !strcmp(op_name, "send-recv"), reversed = !strcmp(displs, "reversed");
+    const char *opname = send_recv ? "send-recv" : op_name;
+    if ((pairs_text || send_recv) && groups_text) {
+        ERR("--groups: permute pairs (--pairs, send-recv) name ranks of the whole fabric, not of replica groups\n");
+        return 2;
+    }
+    if (strcmp(displs, "packed") && !reversed) {
+        ERR("--displs '%s': expected packed or reversed\n", displs);
+        return 1;
+    }
     tern_error err = {0};
     tern_coll_desc d = {0};
     tern_coll_algo algo;
     tern_dtype dt;
-    if (tern_coll_op_from_name(op_name, &d.op, &err) || tern_coll_algo_from_name(algo_name, &algo, &err) ||
+    if (tern_coll_op_from_name(send_recv ? "permute" : op_name, &d.op, &err) || tern_coll_algo_from_name(algo_name, &algo, &err) ||
         tern_reduce_op_from_name(reduce_name, &d.reduce, &err) || tern_dtype_from_name(dtype_name, &dt, &err)) {
         ERR("%s\n", err.msg);
         return 1;
     }
     d.algo = algo;
     d.dtype = dt;
+    if (pairs_text && d.op != TERN_COLL_PERMUTE) {
+        ERR("--pairs: only permute and send-recv take rank pairs, not %s\n", op_name);
+        return 2;
+    }
+    if (reversed && d.op != TERN_COLL_ALL_TO_ALLV) {
+        ERR("--displs reversed: only all-to-allv takes displacements, not %s\n", op_name);
+        return 2;
+    }
     size_t es = tern_dtype_size(dt);
     uint64_t lo, hi;
     {
@@ -299,6 +381,30 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
         d.group_size = gsz;
     }
     unsigned group_n = groups ? gsz : R;
+    unsigned *pairs = NULL, npairs = 0;
+    if (pairs_text || send_recv) {
+        if (pairs_text && !parse_pairs(pairs_text, &pairs, &npairs)) {
+            ERR("--pairs '%s': expected SOURCE:TARGET rank pairs separated by ',' (0:5,5:0)\n", pairs_text);
+            free(groups);
+            tern_fabric_free(f);
+            return 1;
+        }
+        if (!pairs_text && (pairs = malloc(2 * sizeof *pairs))) { /* send-recv: rank 0 to the last rank */
+            pairs[0] = 0;
+            pairs[1] = R - 1;
+            npairs = 1;
+        }
+        if (send_recv && npairs != 1) {
+            ERR("send-recv: --pairs '%s' has %u pairs; a send/receive is one pair (use permute for more)\n",
+                pairs_text, npairs);
+            free(pairs);
+            free(groups);
+            tern_fabric_free(f);
+            return 1;
+        }
+        d.pairs = pairs;
+        d.npairs = npairs;
+    }
     int rc = 0;
     int distributed = tr && tr->nprocs > 1;
     void **in = calloc(R, sizeof *in), **out = calloc(R, sizeof *out), **all_in = NULL;
@@ -317,12 +423,14 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
         tern_coll_desc probe = d;
         tern_coll_algo a;
         probe.count = lo / es;
-        if (d.op == TERN_COLL_ALL_TO_ALLV && !(vcounts = make_vcounts(probe.count, group_n))) {
+        if (d.op == TERN_COLL_ALL_TO_ALLV && !(vcounts = make_vcounts(probe.count, group_n, reversed))) {
             ERR("out of memory\n");
             rc = 1;
             goto done;
         }
         probe.vcounts = vcounts;
+        probe.sdispls = vcounts && reversed ? vcounts + (size_t)group_n * group_n : NULL;
+        probe.rdispls = vcounts && reversed ? vcounts + 2 * (size_t)group_n * group_n : NULL;
         if (tern_collective_resolve(f, &probe, &a, &err)) {
             ERR("%s\n", err.msg);
             rc = 1;
@@ -332,12 +440,12 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
     if (json)
         OUT("{\"machine\":\"%s\",\"operation\":\"%s\",\"ranks\":%u,\"nodes\":%u,\"lnc\":%u,\"dtype\":\"%s\","
             "\"reduce\":\"%s\",\"processes\":%u,\"rows\":[",
-            tern_fabric_machine_name(f), tern_coll_op_name(d.op), R, tern_fabric_nodes(f), tern_fabric_lnc(f),
+            tern_fabric_machine_name(f), opname, R, tern_fabric_nodes(f), tern_fabric_lnc(f),
             tern_dtype_name(dt), tern_reduce_op_name(d.reduce), tern_fabric_procs(f));
     else
         OUT("tern collective %s: %s, %u ranks on %u instance%s (lnc %u), %s%s%s%s\n"
             "%14s %14s %12s %12s %12s %10s %11s%s\n",
-            tern_coll_op_name(d.op), tern_fabric_machine_name(f), R, tern_fabric_nodes(f),
+            opname, tern_fabric_machine_name(f), R, tern_fabric_nodes(f),
             tern_fabric_nodes(f) == 1 ? "" : "s", tern_fabric_lnc(f), tern_dtype_name(dt),
             d.op == TERN_COLL_ALL_REDUCE || d.op == TERN_COLL_REDUCE_SCATTER ? " " : "",
             d.op == TERN_COLL_ALL_REDUCE || d.op == TERN_COLL_REDUCE_SCATTER ? tern_reduce_op_name(d.reduce) : "",
@@ -355,12 +463,14 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
         d.count = bytes / es;
         if (d.op == TERN_COLL_ALL_TO_ALLV) {
             free(vcounts);
-            if (!(vcounts = make_vcounts(d.count, group_n))) {
+            if (!(vcounts = make_vcounts(d.count, group_n, reversed))) {
                 local_failure(&c, "out of memory for all-to-allv counts");
                 rc = 1;
                 break;
             }
             d.vcounts = vcounts;
+            d.sdispls = reversed ? vcounts + (size_t)group_n * group_n : NULL;
+            d.rdispls = reversed ? vcounts + 2 * (size_t)group_n * group_n : NULL;
         }
         uint64_t total = 2 * (uint64_t)R * bytes;
         int functional = check || (!timing_only && total <= FUNCTIONAL_DEFAULT_BYTES);
@@ -446,16 +556,28 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
             }
             verdict = "ok";
             uint64_t failed = 0;
+            /* all-reduce and all-gather give every member of a group the same buffer: one reference per group (the
+             * reference recomputes each element from every member's input, so per rank it would cost R times) */
+            int same = d.op == TERN_COLL_ALL_REDUCE || d.op == TERN_COLL_ALL_GATHER;
+            unsigned have = UINT32_MAX;
             for (unsigned r = 0; r < R && !failed; r++) {
                 if (!tern_fabric_rank_is_local(f, r))
                     continue;
                 uint64_t a, b;
                 tern_collective_defined(f, &d, r, &a, &b);
+                unsigned grp = 0;
+                for (unsigned i = 0; groups && i < ng * gsz; i++)
+                    if (groups[i] == r)
+                        grp = i / gsz;
+                if (same && grp == have)
+                    goto compare;
+                have = grp;
                 if (tern_collective_reference(f, &d, res.algo, ref_in, r, expect, &err)) {
                     local_failure(&c, err.msg);
                     rc = 1;
                     goto done;
                 }
+            compare:
                 for (uint64_t e = a; e < b; e++)
                     if (memcmp((unsigned char *)out[r] + e * es, (unsigned char *)expect + e * es, es)) {
                         uint32_t got = 0, want = 0;
@@ -520,6 +642,7 @@ done:
     free(vcounts);
     free(expect);
     free(groups);
+    free(pairs);
     tern_coll_comm_free(comm);
     tern_fabric_free(f);
     return rc;

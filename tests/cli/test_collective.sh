@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI test for `tern collective`: the table, the --json shape (parsed by python3), --check on trn1.32xlarge,
-# trn2.48xlarge, the Trn2 UltraServer and a 2-instance trn1 cluster for every operation, functional and
+# trn2.48xlarge, the Trn2 UltraServer and a 2-instance trn1 cluster for every operation (all-to-allv with and
+# without displacements, permute by ring shift and by pairs, send-recv) and dtype, functional and
 # timing-only giving the same times, the error cases (exit 1, message naming the thing, rule and value), and the
 # published 2-rank trn1 all-reduce curve (nccom-test) within 15 % at every size.
 set -u
@@ -45,12 +46,16 @@ times = [r["time_us"] for r in rows]
 assert all(t >= 58.0 for t in times) and times[-1] > times[0], times
 EOF
 
-# --check everywhere, every operation
+# --check everywhere, every operation (send-recv: rank 0 to the last rank; all-to-allv also with its blocks placed by
+# displacements)
 for m in "trn1.32xlarge" "trn2.48xlarge" "trn2-ultraserver --ranks 64 --nodes 4" "2xtrn1.32xlarge"; do
-    for op in all-reduce all-gather reduce-scatter all-to-all permute; do
+    for op in all-reduce all-gather reduce-scatter all-to-all all-to-allv "all-to-allv --displs reversed" \
+        "all-to-allv --algorithm ring" permute send-recv "permute --pairs 0:3,3:1,1:0"; do
         # shellcheck disable=SC2086
         expect 0 "$TERN" collective $op --machine $m --sizes 4KiB:8KiB --check
         contains "$tmp/out" " ok"
+        n=$(grep -c ' ok$' "$tmp/out")
+        [ "$n" -eq 2 ] && ok || bad "$m $op: $n of 2 rows checked ok"
         if grep -q 'mismatch\|failed' "$tmp/err"; then bad "$m $op: $(cat "$tmp/err")"; else ok; fi
     done
     for a in ring mesh rdh; do
@@ -58,7 +63,39 @@ for m in "trn1.32xlarge" "trn2.48xlarge" "trn2-ultraserver --ranks 64 --nodes 4"
         expect 0 "$TERN" collective all-reduce --machine $m --sizes 2KiB --algorithm $a --check --dtype bf16
         contains "$tmp/out" " ok"
     done
+    # the other dtypes and reductions (fp32 accumulation, rounded once per step to the dtype)
+    for dr in "fp16 max" "fp8_e4m3 min" "fp8_e5m2 sum" "fp8_e4m3_neuron max" "int32 sum"; do
+        set -- $dr
+        # shellcheck disable=SC2086
+        expect 0 "$TERN" collective reduce-scatter --machine $m --sizes 2KiB --algorithm ring --check --dtype $1 --reduce $2
+        contains "$tmp/out" " ok"
+    done
 done
+# the hierarchical all-reduce where it applies: across the UltraServer's instances, and over replica groups that
+# cross the instances of a cluster
+expect 0 "$TERN" collective all-reduce --machine trn2-ultraserver --sizes 1MiB --algorithm hier --check --json
+contains "$tmp/out" '"algorithm":"hier"'
+contains "$tmp/out" '"check":"ok"'
+expect 0 "$TERN" collective all-reduce --machine 2xtrn1.32xlarge --ranks 8 --nodes 2 --groups '0,1,4,5;2,3,6,7' --sizes 4KiB --check --json
+contains "$tmp/out" '"algorithm":"hier"'
+contains "$tmp/out" '"check":"ok"'
+# a send/receive across EFA takes the EFA hop and bandwidth: slower than one inside a chip
+"$TERN" collective send-recv --machine 2xtrn1.32xlarge --sizes 4MiB --json >"$tmp/far.json"
+"$TERN" collective send-recv --machine 2xtrn1.32xlarge --pairs 0:1 --sizes 4MiB --json >"$tmp/near.json"
+if python3 - "$tmp/far.json" "$tmp/near.json" <<'EOF'; then ok; else bad "send-recv across EFA not slower than on one chip"; fi
+import json, sys
+far, near = (json.load(open(p)) for p in sys.argv[1:])
+assert far["operation"] == "send-recv" and far["rows"][0]["time_us"] > 1.5 * near["rows"][0]["time_us"], (far, near)
+EOF
+# displacements move no transfer: the same time as back to back
+"$TERN" collective all-to-allv --machine trn2.48xlarge --sizes 64KiB:1MiB --step 4 --algorithm ring --json >"$tmp/p.json"
+"$TERN" collective all-to-allv --machine trn2.48xlarge --sizes 64KiB:1MiB --step 4 --algorithm ring --displs reversed --json >"$tmp/r.json"
+if python3 - "$tmp/p.json" "$tmp/r.json" <<'EOF'; then ok; else bad "all-to-allv: displacements changed the time or not the bits"; fi
+import json, sys
+p, r = (json.load(open(f))["rows"] for f in sys.argv[1:])
+assert [x["time_ps"] for x in p] == [x["time_ps"] for x in r]
+assert all(x["hash"] != y["hash"] for x, y in zip(p, r)), (p, r)
+EOF
 expect 0 "$TERN" collective all-reduce --machine 2xtrn1.32xlarge --sizes 16KiB --check --json
 contains "$tmp/out" '"algorithm":"hier"'
 contains "$tmp/out" '"check":"ok"'
@@ -115,6 +152,22 @@ expect 1 "$TERN" collective broadcast --machine trn1.32xlarge --sizes 1KiB
 contains "$tmp/err" "operation 'broadcast'"
 expect 1 "$TERN" collective all-to-all --machine trn1.32xlarge --algorithm rdh --sizes 1KiB
 contains "$tmp/err" "all-to-all: algorithm 'rdh' not supported"
+expect 1 "$TERN" collective permute --machine trn1.32xlarge --pairs 0:5,1:5 --sizes 1KiB
+contains "$tmp/err" "permute pair 1 (1 -> 5): target already used by another pair"
+expect 1 "$TERN" collective permute --machine trn1.32xlarge --pairs 0:40 --sizes 1KiB
+contains "$tmp/err" "permute pair 0 (0 -> 40): rank out of range (fabric of 32 ranks)"
+expect 1 "$TERN" collective permute --machine trn1.32xlarge --pairs 0-5 --sizes 1KiB
+contains "$tmp/err" "--pairs '0-5': expected SOURCE:TARGET"
+expect 1 "$TERN" collective send-recv --machine trn1.32xlarge --pairs 0:1,1:0 --sizes 1KiB
+contains "$tmp/err" "send-recv: --pairs '0:1,1:0' has 2 pairs"
+expect 1 "$TERN" collective all-to-allv --machine trn1.32xlarge --displs sideways --sizes 1KiB
+contains "$tmp/err" "--displs 'sideways'"
+expect 2 "$TERN" collective all-reduce --machine trn1.32xlarge --pairs 0:1 --sizes 1KiB
+contains "$tmp/err" "only permute and send-recv take rank pairs"
+expect 2 "$TERN" collective all-gather --machine trn1.32xlarge --displs reversed --sizes 1KiB
+contains "$tmp/err" "only all-to-allv takes displacements"
+expect 2 "$TERN" collective send-recv --machine trn1.32xlarge --ranks 4 --groups '0,1;2,3' --sizes 1KiB
+contains "$tmp/err" "name ranks of the whole fabric"
 expect 2 "$TERN" collective all-reduce --machine trn1.32xlarge --step 1
 expect 2 "$TERN" collective all-reduce --machine trn1.32xlarge --bogus
 
