@@ -10,6 +10,7 @@
 #include "sim/fabric_internal.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,17 @@ tern_status tern_fabric_load(const char *spec, const tern_fabric_opts *o, tern_f
     if (st)
         return st;
     st = tern_machine_find(name, path, sizeof path, err);
+    if (st == TERN_ERR_NOT_FOUND && (strchr(name, '/') || (strlen(name) > 5 && !strcmp(name + strlen(name) - 5,
+                                                                                        ".json")))) {
+        /* a path: say why the file did not open rather than call it an unknown instance */
+        FILE *fp = fopen(name, "rb");
+        int e = errno;
+        if (fp)
+            fclose(fp);
+        return tern_error_set(err, TERN_ERR_NOT_FOUND,
+                              "machine spec '%s': cannot read the machine or cluster file '%s' (%s)", spec, name,
+                              fp ? "not a machine or cluster description" : strerror(e));
+    }
     if (st == TERN_ERR_NOT_FOUND)
         return tern_error_set(err, TERN_ERR_NOT_FOUND,
                               "machine spec '%s': unknown instance '%s' (`tern info` lists the catalogue)", spec,

@@ -126,6 +126,8 @@ EOF
 # errors: exit 1 and a message naming the thing, the rule and the value
 expect 1 "$TERN" collective all-reduce --machine 2xnosuch --sizes 1KiB
 contains "$tmp/err" "unknown instance 'nosuch'"
+expect 1 "$TERN" collective all-reduce --machine "$tmp/none/cluster.json" --sizes 1KiB
+contains "$tmp/err" "cannot read the machine or cluster file '$tmp/none/cluster.json' (No such file or directory)"
 expect 1 "$TERN" collective all-reduce --machine 2x --sizes 1KiB
 contains "$tmp/err" "cluster spec '2x'"
 expect 1 "$TERN" collective all-reduce --machine 0xtrn1.32xlarge --sizes 1KiB
