@@ -46,6 +46,8 @@ typedef struct {
     int no_layernorm_fusion;/* keep a LayerNormalization after a linear layer as its own node (else the layer's
                                epilogue normalises each output row on chip) */
     int no_fusion;          /* no graph fusion at all (TERN_GRAPH_NO_FUSION; training steps) */
+    int no_elementwise_fusion; /* lower every elementwise node on its own (else chains of elementwise nodes of one
+                               shape run as one pass over SBUF tiles, the same bits; docs/compiler.md) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
     /* Symbolic input dims are bound by name (dims) and from the shapes of the data given for inputs
@@ -70,6 +72,8 @@ typedef struct {
     uint64_t weight_bytes;         /* per core: constants */
     double model_flops;            /* 2 x MACs of the model's matmuls (whole batch) */
     int fused_attention;           /* tern.Attention nodes in the optimised graph (the attention fusion's) */
+    int fused_elementwise;         /* elementwise nodes lowered as members of a fused group */
+    int elementwise_groups;        /* those groups (each one pass over SBUF tiles) */
     /* With tern_compile_opts.explain: one row per node of the optimised graph the compiler reached, in order,
      * filled even when the compile fails (the failing node's row says why); NULL otherwise. Free with
      * tern_compile_report_free. */

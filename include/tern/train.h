@@ -104,6 +104,8 @@ typedef struct {
                                  instead of one fused tern.AttentionGrad each (docs/training.md) */
     int no_fused_optimizer;   /* 1: the optimizer update node by node instead of one fused tern.SGDUpdate /
                                  tern.AdamUpdate per weight (bit-identical; docs/training.md "The step graph") */
+    int no_fused_elementwise; /* 1: every elementwise node of the step lowered on its own instead of chains as one
+                                 pass over SBUF tiles (bit-identical; docs/compiler.md "Elementwise fusion") */
     /* Tensor and pipeline parallelism (docs/training.md): a layout tp x pp x ranks (ranks: the data replicas) of
      * the machine's cores; the model's Megatron linear pairs split over tp ranks, its linear layers staged over pp
      * in `micro` micro-batches (0: pp) on a 1F1B schedule. tp, pp <= 1: neither. vpp > 1: Megatron's interleaved

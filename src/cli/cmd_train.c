@@ -61,6 +61,8 @@ static void usage(FILE *f)
             "  --seed N              Dropout (training mode) masks: their seed (default 0; docs/training.md)\n"
             "  --no-fused-attention  attention blocks' backward node by node, not one fused tern.AttentionGrad\n"
             "  --no-fused-optimizer  the optimizer update node by node, not one fused tern.SGDUpdate/AdamUpdate\n"
+            "  --no-fuse-elementwise every elementwise node lowered on its own, not chains as one pass over SBUF\n"
+            "                        (the same bits; for comparisons)\n"
             "  --freeze NAME         keep initializer NAME (or a glob: 'blocks.*.cos') constant, untrained;\n"
             "                        repeatable. Additive attention masks are constant by default\n"
             "                        (--no-auto-freeze trains them; docs/training.md)\n"
@@ -389,6 +391,8 @@ static int train_main(int argc, char **argv, mpi_run *mr)
             o.no_fused_attention = 1;
         } else if (!strcmp(a, "--no-fused-optimizer")) {
             o.no_fused_optimizer = 1;
+        } else if (!strcmp(a, "--no-fuse-elementwise")) {
+            o.no_fused_elementwise = 1;
         } else if (!strcmp(a, "--freeze")) {
             VAL("an initializer name or glob");
             if (o.n_freeze == sizeof freeze / sizeof *freeze) {

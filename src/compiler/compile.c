@@ -211,6 +211,30 @@ tern_dtype cc_float_out_dtype(compile_ctx *c, int k)
     return id >= 0 && c->v[id].narrow ? c->o->matmul_dtype : TERN_DTYPE_FP32;
 }
 
+/* Output names: the training step (and the data-parallel and layout graphs) names each of its outputs by an
+ * Identity of an anonymous value (the new weight of an optimizer update, a gradient, the loss). Copying the value
+ * into the output's tensor is an HBM round trip of every weight and optimizer state per step. Instead the value is
+ * placed as the output's tensor when its producer places it (cc_out), and the Identity becomes a view (cc_alias).
+ * Only a node's own output qualifies (a value some lowering places as a view of another keeps the copy), one
+ * output per value, and only when the Identity does not change the element type. */
+static void plan_output_names(compile_ctx *c)
+{
+    tern_graph *g = c->g;
+    int nn = tern_graph_node_count(g);
+    for (int i = 0; i < nn; i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        if (n->op_id != TERN_GOP_IDENTITY || n->n_inputs < 1 || n->n_outputs < 1 || n->inputs[0] < 0 ||
+            n->outputs[0] < 0)
+            continue;
+        int v = n->inputs[0], o = n->outputs[0];
+        const tern_graph_value *vv = tern_graph_value_at(g, v), *ov = tern_graph_value_at(g, o);
+        if (!(ov->flags & TERN_VALUE_OUTPUT) || (vv->flags & (TERN_VALUE_OUTPUT | TERN_VALUE_INPUT)) ||
+            vv->producer < 0 || vv->constant || vv->type != ov->type || c->v[v].out_as)
+            continue;
+        c->v[v].out_as = o + 1;
+    }
+}
+
 /* Narrow storage: an fp32 activation made by a linear layer, an attention or a layer norm whose every reader
  * takes it only as a matmul operand (input 0 of a linear layer; Q, K or V of an attention) is stored in the matmul
  * dtype (BF16) instead: its readers would round it to BF16 (RNE) on the way to TensorE anyway, so the store's
@@ -279,6 +303,10 @@ cc_value *cc_out(compile_ctx *c, int k, tern_dtype dt)
     if (gv->flags & TERN_VALUE_OUTPUT) {
         tern_compile_io_name(gv->name, name, sizeof name);
         x->flat = new_tensor(c, name, TERN_KIO_OUTPUT, dt, x->numel);
+    } else if (x->out_as) { /* the graph output its Identity names: this value's storage is that tensor */
+        tern_compile_io_name(tern_graph_value_at(c->g, x->out_as - 1)->name, name, sizeof name);
+        x->flat = new_tensor(c, name, TERN_KIO_OUTPUT, dt, x->numel);
+        x->as_output = 1;
     } else {
         snprintf(name, sizeof name, "t%u", c->names++);
         x->flat = new_tensor(c, name, TERN_KIO_SCRATCH, dt, x->numel);
@@ -296,6 +324,20 @@ cc_value *cc_alias(compile_ctx *c, int k, int j)
         return NULL;
     const tern_graph_value *gv = tern_graph_value_at(c->g, id);
     cc_value *x = &c->v[id];
+    if ((gv->flags & TERN_VALUE_OUTPUT) && src->as_output && src->out_as == id + 1 && src->owner == cc_in_id(c, j)) {
+        /* the source was placed as this output's tensor (plan_output_names): a view, no copy */
+        int last_use = x->last_use;
+        *x = *src;
+        shape_from(x, gv);
+        x->owner = src->owner;
+        x->scratch = 0;
+        x->released = 0;
+        x->last_use = last_use;
+        x->out_as = 0;
+        x->as_output = 0;
+        c->aliased++;
+        return x;
+    }
     if (gv->flags & TERN_VALUE_OUTPUT) { /* a graph output needs its own interface tensor: copy */
         x = cc_out(c, k, src->dt);
         if (x)
@@ -560,6 +602,8 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
             return c->err->code;
     }
     plan_narrow(c);
+    plan_output_names(c);
+    cc_fuse_plan(c);
     /* Nodes in order. */
     for (int i = 0; i < nn; i++) {
         c->node = i;
@@ -567,7 +611,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
         tern_compile_node_rule *row = NULL;
         if (c->o->explain && !(row = explain_row(c, i, n)))
             return cc_fail(c, TERN_ERR_NOMEM, "out of memory for the --explain rows");
-        for (int k = 0; k < n->n_inputs; k++)
+        for (int k = 0; k < n->n_inputs && !cc_fuse_member(c, i); k++)
             if (n->inputs[k] >= 0 && !c->v[n->inputs[k]].placed)
                 return cc_fail(c, TERN_ERR_INVALID, "input %d ('%s') has no device placement", k,
                                tern_graph_value_at(g, n->inputs[k])->name);
@@ -587,6 +631,14 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
             } else {
                 first_full = first_full < 0 ? k : first_full;
             }
+        }
+        const char *fused_rule = NULL;
+        if (cc_fuse_node(c, i, &fused_rule)) { /* a member of an elementwise group (emitted at its last) */
+            if (row) {
+                row->rule = fused_rule;
+                row->file = "fuse_elementwise.c";
+            }
+            goto lowered;
         }
         tern_op_id opid = (tern_op_id)n->op_id;
         char declined[256];
@@ -642,6 +694,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
             }
             rule->lower(c);
         }
+    lowered:
         if (!cc_ok(c))
             return c->err->code;
         c->lowered++;
@@ -1023,6 +1076,8 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
             free(c.rules);
         }
     }
+    cc_fuse_counts(&c, &r.fused_elementwise, &r.elementwise_groups);
+    cc_fuse_free(&c);
     if (!st) {
         r.lowered = c.lowered;
         r.lowered_empty = c.lowered_empty;

@@ -33,6 +33,10 @@ typedef struct {
                              [dims[1], dims[0]] row-major; only linear layers with run-time weights read it */
     int early;            /* computed ahead of its node by an earlier linear layer reading the same input (one GEMM
                              with the weights side by side, lower_linear.c): its node emits nothing */
+    int out_as;           /* 1 + the id of a graph output that is an Identity of this value (the training step names
+                             its outputs so): the value is placed as that output's tensor, and the Identity is then a
+                             view of it instead of a copy (compile.c, plan_output_names); 0: none */
+    int as_output;        /* placed as the tensor of graph output out_as - 1 */
 } cc_value;
 
 typedef struct {
@@ -58,6 +62,7 @@ typedef struct {
     int at_held;
     int at_src, at_last; /* the input's value id; the last node that reads it as a linear layer's input */
     tern_view at_view;
+    struct cc_fusion *fuse; /* the elementwise groups (fuse_elementwise.c); NULL: none */
 } compile_ctx;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
@@ -142,6 +147,14 @@ const char *cc_rule_file(const cc_rule *r); /* the file of the set holding r */
  * taking it as input 0 against a run-time 2-D weight. Those readers want the transpose of their input 0, which is
  * then the source itself: no copy either way. why[len] says why not. */
 int cc_transpose_folds(compile_ctx *c, char *why, size_t len);
+/* Elementwise fusion (fuse_elementwise.c): cc_fuse_plan groups chains of elementwise nodes of one shape before
+ * lowering (and keeps their inputs live until their group runs); cc_fuse_node takes node i when it is a group
+ * member (*rule names the fusion): the group is emitted at its last member, the others emit nothing. */
+void cc_fuse_plan(compile_ctx *c);
+int cc_fuse_node(compile_ctx *c, int i, const char **rule);
+int cc_fuse_member(const compile_ctx *c, int i);
+void cc_fuse_counts(const compile_ctx *c, int *nodes, int *groups);
+void cc_fuse_free(compile_ctx *c);
 /* tern.Attention, the fused attention (lower_attention.c). */
 int cc_lower_attention(compile_ctx *c);
 /* tern.AttentionGrad, the fused flash-attention backward (lower_attention_bwd.c). */

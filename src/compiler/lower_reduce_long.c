@@ -206,9 +206,16 @@ static int one_element(compile_ctx *c, char *why, size_t len)
     return 1;
 }
 
+/* A reduction over one element per output is its input (a ReduceSum over a batch of 1: every batched weight
+ * gradient of a batch-1 training step). An fp32 input is aliased (a view, as Reshape: no copy, the same bits);
+ * another float dtype is copied, widened to fp32 exactly by the DMA. */
 static int lower_copy(compile_ctx *c)
 {
     cc_value *x = cc_in(c, 0);
+    if (x && x->dt == TERN_DTYPE_FP32) {
+        cc_alias(c, 0, 0); /* a graph output gets its own tensor, copied (cc_alias) */
+        return 1;
+    }
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
     if (x && y && y->numel)
         cc_copy(c, cc_view2d(c, y, 0, 1, y->numel, y->numel), cc_view2d(c, x, 0, 1, x->numel, x->numel));

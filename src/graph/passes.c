@@ -1201,6 +1201,56 @@ tern_status tern_graph_fuse(tern_graph *g, int *fused, tern_error *err)
     return tern_graph_fuse_flags(g, 0, fused, err);
 }
 
+/* The permutation of Transpose node n for rank r (the attribute, or the reversal ONNX defaults to); 0 when the
+ * attribute does not fit the rank. */
+static int transpose_perm(const tern_graph_node *n, int r, int64_t *perm)
+{
+    size_t np = 0;
+    const int64_t *p = graph_attr_ints(n, "perm", &np);
+    if (p && np != (size_t)r)
+        return 0;
+    for (int d = 0; d < r; d++) {
+        perm[d] = p ? p[d] : r - 1 - d;
+        if (perm[d] < 0 || perm[d] >= r)
+            return 0;
+    }
+    return 1;
+}
+
+/* Transpose(Transpose(x)) whose permutations compose to the identity is x itself: its readers read x. A training
+ * step makes one per linear layer (the forward's W^T, the backward's (W^T)^T for dX = dY W), each a weight-sized
+ * copy; a transpose moves bits, so the readers see the same values. Not a fusion: always done. The outer
+ * Transpose, left unread, is pruned. Returns the pairs folded. */
+static int fold_transpose_pairs(tern_graph *g)
+{
+    int hits = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tern_graph_node *n = &g->nodes[i];
+        if (n->op_id != TERN_GOP_TRANSPOSE || n->domain[0] || n->n_inputs < 1 || n->n_outputs < 1)
+            continue;
+        int y = n->outputs[0], v = n->inputs[0];
+        if (y < 0 || v < 0 || (g->values[y].flags & TERN_VALUE_OUTPUT) || g->values[v].producer < 0)
+            continue;
+        const tern_graph_node *m = &g->nodes[g->values[v].producer];
+        int x = m->n_inputs > 0 ? m->inputs[0] : -1, r = g->values[y].rank;
+        if (m->op_id != TERN_GOP_TRANSPOSE || m->domain[0] || x < 0 || r < 1 || r > TERN_GRAPH_MAX_RANK ||
+            g->values[x].rank != r || g->values[x].type != g->values[y].type)
+            continue;
+        int64_t po[TERN_GRAPH_MAX_RANK], pi[TERN_GRAPH_MAX_RANK];
+        int ident = transpose_perm(n, r, po) && transpose_perm(m, r, pi);
+        for (int d = 0; d < r && ident; d++) /* y[.., i_d, ..] = v[.., i_po[d] ..] = x[.., i_pi[po[d]] ..] */
+            ident = pi[po[d]] == d && g->values[x].dims[d] == g->values[y].dims[d];
+        if (!ident)
+            continue;
+        for (int k = i + 1; k < g->n_nodes; k++)
+            for (int q = 0; q < g->nodes[k].n_inputs; q++)
+                if (g->nodes[k].inputs[q] == y)
+                    g->nodes[k].inputs[q] = x;
+        hits++;
+    }
+    return hits;
+}
+
 tern_status tern_graph_optimize(tern_graph *g, tern_error *err) { return tern_graph_optimize_flags(g, 0, err); }
 
 tern_status tern_graph_optimize_flags(tern_graph *g, unsigned flags, tern_error *err)
@@ -1208,6 +1258,7 @@ tern_status tern_graph_optimize_flags(tern_graph *g, unsigned flags, tern_error 
     tern_status st;
     if ((st = tern_graph_fold_constants(g, NULL, err)))
         return st;
+    fold_transpose_pairs(g);
     tern_graph_prune(g);
     if (!(flags & TERN_GRAPH_NO_FUSION) && (st = tern_graph_fuse_flags(g, flags, NULL, err)))
         return st;

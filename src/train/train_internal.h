@@ -25,6 +25,8 @@ typedef struct {
     char *grad_out;
     char *acc_in, *acc_out;     /* accumulation: the summed gradient's input and the micro-step's output */
     float *acc;
+    float *spare[3];            /* where a step's new value (0) and state (1, 2) land before its checks pass; then
+                                 * swapped with val / state, so no step allocates (and first touches) new buffers */
 } train_weight;
 
 /* A Dropout in training mode: replaced by Mul(x, mask) with the mask fed per step (train_dropout_mask). */
