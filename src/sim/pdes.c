@@ -70,6 +70,8 @@ typedef struct {
 
 static int bb_put(bbuf *b, const void *data, size_t n)
 {
+    if (!n)
+        return 1; /* nothing to add (data may be NULL: an empty block) */
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->n + n)
