@@ -445,8 +445,8 @@ tern_status coll_pdes_move(tern_fabric *f, const coll_plan *p, const tern_coll_d
         }
         for (size_t i = a; i < b; i++) {
             const coll_pull *pl = &p->pull[i];
-            if (owner[pl->dst] != me)
-                continue;
+            if (owner[pl->dst] != me || !pl->n)
+                continue; /* another process's, or an empty block (nothing sent for it; recv may be NULL) */
             const unsigned char *src;
             if (owner[pl->src] == me) {
                 src = (const unsigned char *)(pl->src_in ? in[pl->src] : out[pl->src]) + pl->src_off * es;
