@@ -40,11 +40,13 @@ typedef enum {
     TERN_ALGO_RDH,
     TERN_ALGO_HIER,   /* intra-instance reduce-scatter, inter-instance all-reduce, intra-instance all-gather */
     TERN_ALGO_DIRECT, /* permute: one transfer per pair */
+    TERN_ALGO_KANGARING, /* ring over one primary of each pair of a chip's ranks, with 3-way reduction and
+                          * duplicated writes (Neuron's KangaRing; docs/multichip.md) */
     TERN_ALGO_COUNT
 } tern_coll_algo;
 
 const char *tern_coll_op_name(tern_coll_op op);       /* "all-reduce", "all-gather", ..., "all-to-allv" */
-const char *tern_coll_algo_name(tern_coll_algo a);    /* "auto", "ring", "mesh", "rdh", "hier", "direct" */
+const char *tern_coll_algo_name(tern_coll_algo a);    /* "auto", "ring", "mesh", "rdh", "hier", "direct", "kangaring" */
 const char *tern_reduce_op_name(tern_reduce_op r);    /* "sum", "max", "min" */
 tern_status tern_coll_op_from_name(const char *s, tern_coll_op *out, tern_error *err);
 tern_status tern_coll_algo_from_name(const char *s, tern_coll_algo *out, tern_error *err);

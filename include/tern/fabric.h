@@ -93,13 +93,16 @@ uint64_t tern_fabric_setup_ps(const tern_fabric *f);
 uint64_t tern_fabric_min_latency_ps(const tern_fabric *f);
 
 /* One timestamped transfer. The destination rank's collective DMA pulls `bytes` from the source rank's HBM; a
- * reducing transfer also reads the destination's own copy (2 reads, 1 write per element, as DMA compute does). */
+ * reducing transfer also reads `reduce` blocks of the destination chip (1: its own copy, 2 reads and 1 write per
+ * element, as DMA compute does; 2: its own and its chip partner's, KangaRing's 3R1W), and a duplicated write (dup
+ * = 1) also writes the result to the partner on the destination chip (KangaRing's 1R2W). */
 typedef struct {
     unsigned src, dst;
     uint64_t bytes;
-    int reduce;
+    int reduce;        /* 0 copy, 1 or 2 local blocks read besides the incoming one */
     uint64_t ready_ps; /* earliest start */
     uint64_t seq;      /* caller's sequence number, for the record */
+    int dup;           /* 1: the write goes to a second rank on the destination chip too */
 } tern_fabric_xfer;
 
 /* Reserve the route's resources first come first served and return the completion time (ps). */

@@ -26,7 +26,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tern collective OP --machine SPEC [--ranks N] [--nodes M] [--lnc K] [--dtype T]\n"
-            "                      [--sizes A:B | --size A] [--step F] [--algorithm auto|ring|mesh|rdh|hier|direct]\n"
+            "                      [--sizes A:B | --size A] [--step F]\n"
+            "                      [--algorithm auto|ring|mesh|rdh|hier|direct|kangaring]\n"
             "                      [--reduce sum|max|min] [--groups 0,1;2,3] [--pairs S:T,S:T] [--displs packed|reversed]\n"
             "                      [--check] [--timing-only] [--json] [--join-timeout S]\n"
             "\n"

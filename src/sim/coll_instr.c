@@ -4,7 +4,7 @@
  * nothing could wait for its results) and its executor entry point. A collective has no effect a core can compute
  * alone: in a multi-rank launch the scheduler hands it to the multi-rank runner (rank_run.c) when its trigger
  * ends, and the executor below is reached only by a run on a single core, which it refuses by name.
- * Encoding: imm_i0 = operation (tern_coll_op, 0..5) + 256 x algorithm (tern_coll_algo); op0 = add/max/min;
+ * Encoding: imm_i0 = operation (tern_coll_op, 0..5) + 256 x algorithm (tern_coll_algo, 0..6); op0 = add/max/min;
  * imm_i1 = replica groups (0 all ranks, g > 0 consecutive groups of g, -g groups of g ranks R/g apart); B (IN1)
  * = all-to-allv's counts, an HBM int32 tensor of n x n elements (n the group size, checked at the join), or 3 x n
  * x n (counts, send displacements, receive displacements); or permute's explicit (source, target) rank pairs, 2 x

@@ -1,7 +1,10 @@
 /* Private to the collective engine: a collective's schedule as collective.c builds it, shared with the
  * conservative parallel engine of pdes.c. A pull moves n elements from rank src (its in or out buffer) into rank
  * dst's out buffer, copying or reducing; pulls are sorted by (step, dst) and keep their emission order inside,
- * and the event (step, rank) depends on (step-1, rank) and on (step-1, p) for every peer p it pulls from. */
+ * and the event (step, rank) depends on (step-1, rank) and on (step-1, p) for every peer p it pulls from.
+ * KangaRing's pulls also involve the destination's partner on its chip: a three-way reduction (reduce = 2) writes
+ * op(op(in[primary], incoming), in[secondary]) over the pair (dst, partner), dst being the secondary when
+ * `secondary` is set, and a duplicated write (dup) copies the result to the partner's out as well. */
 #ifndef TERN_SIM_COLL_SCHED_H
 #define TERN_SIM_COLL_SCHED_H
 
@@ -13,9 +16,11 @@
 
 typedef struct {
     uint32_t step, dst, src;
-    uint8_t reduce, src_in;
+    unsigned reduce : 2;      /* 0 copy, 1 op(local, incoming), 2 three-way (above) */
+    unsigned src_in : 1, dup : 1, secondary : 1;
+    signed int pdelta : 8;    /* KangaRing: the partner is rank dst + pdelta (a rank of dst's chip) */
     uint64_t src_off, dst_off, n;
-} coll_pull;
+} coll_pull;                  /* 40 bytes: the schedule's memory (fabric.c's host-memory estimate) */
 
 typedef struct {
     unsigned R, S;           /* ranks, steps */
@@ -35,12 +40,17 @@ typedef struct {
  * served, and those are served in (rank, step) order, as the distributed engine sorts them. */
 typedef struct {
     uint64_t t;
-    uint32_t rank, step, idle;
+    uint32_t rank;
+    uint32_t step : 31, idle : 1;
 } coll_event;
 void coll_heap_push(coll_event *h, size_t *n, coll_event e);
 coll_event coll_heap_pop(coll_event *h, size_t *n);
 
 void coll_reduce_into(tern_dtype t, tern_reduce_op op, void *restrict dst, const void *restrict src, uint64_t n);
+/* Apply pull p on its destination's side, src pointing at the n incoming elements (the source's block, or its copy
+ * from another process); in/out are every local rank's buffers. Returns the host bytes read and written. */
+uint64_t coll_pull_apply(const tern_coll_desc *d, const coll_pull *p, const void *src, const void *const *in,
+                         void *const *out);
 
 /* The schedule's span over a fabric with a transport (pdes.c): each process serves its own ranks' events and
  * its own resources, windows of the fabric's lookahead at a time. Same result as the one-process loop. */

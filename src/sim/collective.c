@@ -16,7 +16,7 @@
 
 static const char *const OP_NAMES[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "permute",
                                        "all-to-allv"};
-static const char *const ALGO_NAMES[] = {"auto", "ring", "mesh", "rdh", "hier", "direct"};
+static const char *const ALGO_NAMES[] = {"auto", "ring", "mesh", "rdh", "hier", "direct", "kangaring"};
 static const char *const RED_NAMES[] = {"sum", "max", "min"};
 
 const char *tern_coll_op_name(tern_coll_op op) { return (unsigned)op < TERN_COLL_OP_COUNT ? OP_NAMES[op] : "?"; }
@@ -43,7 +43,7 @@ tern_status tern_coll_algo_from_name(const char *s, tern_coll_algo *out, tern_er
             return TERN_OK;
         }
     return tern_error_set(err, TERN_ERR_NOT_FOUND,
-                          "algorithm '%s': unknown (expected auto, ring, mesh, rdh, hier, direct)", s);
+                          "algorithm '%s': unknown (expected auto, ring, mesh, rdh, hier, direct, kangaring)", s);
 }
 
 tern_status tern_reduce_op_from_name(const char *s, tern_reduce_op *out, tern_error *err)
@@ -183,6 +183,39 @@ static unsigned nodes_of_group(const tern_fabric *f, const group *g, unsigned *p
     return used;
 }
 
+/* KangaRing's pairs: the members in ring order, two by two (ring[2j], ring[2j+1]), each pair on one chip (the
+ * ring visits a chip's ranks consecutively). Returns the fewest members any chip holding members holds, 0 when the
+ * members do not pair up that way. */
+static unsigned kanga_per_chip(const tern_fabric *f, const group *g)
+{
+    if (g->n < 2 || g->n % 2)
+        return 0;
+    unsigned fewest = UINT32_MAX, run = 0, prev = UINT32_MAX;
+    for (unsigned k = 0; k < g->n; k++) {
+        tern_rank_place p;
+        tern_fabric_place(f, g->rank[g->ring[k]], &p);
+        if (k % 2 && p.chip_global != prev)
+            return 0; /* a pair across two chips */
+        if (p.chip_global != prev && run) {
+            fewest = run < fewest ? run : fewest;
+            run = 0;
+        }
+        run++;
+        prev = p.chip_global;
+    }
+    return run < fewest ? run : fewest;
+}
+
+static unsigned kanga_groups(const tern_fabric *f, const groups *gs)
+{
+    unsigned fewest = UINT32_MAX;
+    for (unsigned i = 0; i < gs->ngroups; i++) {
+        unsigned k = kanga_per_chip(f, &gs->g[i]);
+        fewest = k < fewest ? k : fewest;
+    }
+    return fewest;
+}
+
 /* all-to-allv's blocks over a group of n members: every block inside the buffer (back to back: each row and column
  * sums to at most count; with displacements: each offset + count at most count, overflow-checked), and no two
  * blocks a member receives overlapping (with receive displacements), since the result would then depend on the
@@ -279,6 +312,8 @@ static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const 
             a = TERN_ALGO_MESH;
         else if (bytes <= 56000000 && is_pow2(n))
             a = TERN_ALGO_RDH;
+        else if (kanga_groups(f, gs) >= 4)
+            a = TERN_ALGO_KANGARING; /* every chip's four ranks (Trn2's LNC=2) in the group: KangaRing, not ring */
         else
             a = TERN_ALGO_RING;
     }
@@ -301,8 +336,13 @@ static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const 
         }
         break;
     default:
+        if (a == TERN_ALGO_KANGARING && !kanga_groups(f, gs))
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "%s: algorithm kangaring pairs each chip's ranks (ring-consecutive members two by "
+                                  "two on one chip), but the %u-rank group%s do not pair up that way", op, n,
+                                  gs->ngroups > 1 ? "s" : "");
         if (a == TERN_ALGO_DIRECT || (a == TERN_ALGO_HIER && d->op != TERN_COLL_ALL_REDUCE))
-            return tern_error_set(err, TERN_ERR_INVALID, "%s: algorithm '%s' not supported (ring, mesh, rdh%s)", op,
+            return tern_error_set(err, TERN_ERR_INVALID, "%s: algorithm '%s' not supported (ring, mesh, rdh, kangaring%s)", op,
                                   tern_coll_algo_name(a), d->op == TERN_COLL_ALL_REDUCE ? ", hier" : "");
         if (a == TERN_ALGO_RDH && !is_pow2(n))
             return tern_error_set(err, TERN_ERR_INVALID,
@@ -328,8 +368,8 @@ typedef struct {
     int oom;
 } sched;
 
-static void emit(sched *s, unsigned step, unsigned dst, unsigned src, uint64_t src_off, uint64_t dst_off, uint64_t n,
-                 int reduce, int src_in)
+static void emitk(sched *s, unsigned step, unsigned dst, unsigned src, uint64_t src_off, uint64_t dst_off,
+                  uint64_t n, int reduce, int src_in, unsigned partner, int dup, int secondary)
 {
     if (s->oom)
         return;
@@ -343,9 +383,19 @@ static void emit(sched *s, unsigned step, unsigned dst, unsigned src, uint64_t s
         s->p = p;
         s->cap = cap;
     }
-    s->p[s->np++] = (pull){step, dst, src, (uint8_t)reduce, (uint8_t)src_in, src_off, dst_off, n};
+    /* the partner shares dst's chip, whose ranks are consecutive: a small offset */
+    int delta = partner == UINT32_MAX ? 0 : (int)((int64_t)partner - (int64_t)dst);
+    TERN_ASSERT(delta > -128 && delta < 128);
+    s->p[s->np++] = (pull){step, dst, src, (unsigned)reduce, (unsigned)src_in, (unsigned)dup, (unsigned)secondary,
+                           delta, src_off, dst_off, n};
     if (step + 1 > s->nsteps)
         s->nsteps = step + 1;
+}
+
+static void emit(sched *s, unsigned step, unsigned dst, unsigned src, uint64_t src_off, uint64_t dst_off, uint64_t n,
+                 int reduce, int src_in)
+{
+    emitk(s, step, dst, src, src_off, dst_off, n, reduce, src_in, UINT32_MAX, 0, 0);
 }
 
 static uint64_t blk(uint64_t count, unsigned n, unsigned i) { return (uint64_t)((unsigned __int128)count * i / n); }
@@ -432,6 +482,84 @@ static int build_hier(const tern_fabric *f, const group *g, uint64_t count, sche
     return ok;
 }
 
+/* KangaRing (Neuron's intra-node ring variant, docs/multichip.md): the members pair up on their chips, ring order
+ * two by two, and two cycles run at once over disjoint halves of every block: cycle 0 over the pairs in ring order
+ * with the first member of each pair as its primary, on the first half of each block; cycle 1 over the pairs in
+ * reverse order with the second member as primary, on the second half (so every rank's DMA works, in one cycle,
+ * and the two cycles use opposite link directions). Pair q's "pair block" is the half of its primary's block and
+ * the half of its secondary's. Reduce-scatter: step 0, the primary of pair k+1 folds its secondary's share of pair
+ * block k into its own (a local 2R1W); steps 1..M-2, the next primary pulls the partial sum and adds its own and
+ * its secondary's share in one 3R1W; step M-1, pair k's primary and secondary each finish their part that way
+ * (all-reduce: each duplicating its write to the other, 1R1W + 1W). All-gather: M-1 steps in which the next
+ * primary pulls the pair block and duplicates the write to its secondary (1R2W); an all-gather on its own first
+ * swaps each pair's two parts inside the chip. kP/kS: the primary/secondary member at cycle position q. */
+static unsigned kP(const group *g, unsigned M, int cyc, unsigned q) { return g->ring[2 * (cyc ? M - 1 - q : q) + !!cyc]; }
+static unsigned kS(const group *g, unsigned M, int cyc, unsigned q) { return g->ring[2 * (cyc ? M - 1 - q : q) + !cyc]; }
+
+/* the half of member m's block that cycle cyc moves */
+static void kpart(uint64_t count, unsigned n, unsigned m, int cyc, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t a = blk(count, n, m), b = blk(count, n, m + 1), mid = a + (b - a) / 2;
+    *lo = cyc ? mid : a;
+    *hi = cyc ? b : mid;
+}
+
+static void build_kanga(const tern_coll_desc *d, const group *g, sched *s)
+{
+    unsigned n = g->n, M = n / 2;
+    int rs = d->op == TERN_COLL_ALL_REDUCE || d->op == TERN_COLL_REDUCE_SCATTER;
+    int ag = d->op == TERN_COLL_ALL_REDUCE || d->op == TERN_COLL_ALL_GATHER, ar = d->op == TERN_COLL_ALL_REDUCE;
+    unsigned rs_steps = rs ? (M > 1 ? M : 1) : 0;
+    uint64_t lo, hi;
+#define R_(m) g->rank[m]
+    for (int cyc = 0; cyc < 2; cyc++) {
+        for (unsigned k = 0; rs && k < M; k++) /* pair block k, ending at pair k */
+            for (int part = 0; part < 2; part++) {
+                unsigned owner = part ? kS(g, M, cyc, k) : kP(g, M, cyc, k);
+                kpart(d->count, n, owner, cyc, &lo, &hi);
+                if (hi == lo)
+                    continue;
+                if (M == 1) { /* one pair: each finishes its own part from the other's input */
+                    unsigned me = owner, other = part ? kP(g, M, cyc, k) : kS(g, M, cyc, k);
+                    emitk(s, 0, R_(me), R_(other), lo, lo, hi - lo, 1, 1, R_(other), ar, 0);
+                    continue;
+                }
+                unsigned q = (k + 1) % M;
+                emit(s, 0, R_(kP(g, M, cyc, q)), R_(kS(g, M, cyc, q)), lo, lo, hi - lo, 1, 1);
+                for (unsigned t = 1; t + 1 < M; t++) {
+                    unsigned to = (k + t + 1) % M, from = (k + t) % M;
+                    emitk(s, t, R_(kP(g, M, cyc, to)), R_(kP(g, M, cyc, from)), lo, lo, hi - lo, 2, 0,
+                          R_(kS(g, M, cyc, to)), 0, 0);
+                }
+                unsigned from = (k + M - 1) % M;
+                unsigned me = part ? kS(g, M, cyc, k) : kP(g, M, cyc, k);
+                unsigned mate = part ? kP(g, M, cyc, k) : kS(g, M, cyc, k);
+                emitk(s, M - 1, R_(me), R_(kP(g, M, cyc, from)), lo, lo, hi - lo, 2, 0, R_(mate), ar, part);
+            }
+        for (unsigned k = 0; ag && !rs && k < M; k++) /* all-gather alone: each pair swaps its two parts */
+            for (int part = 0; part < 2; part++) {
+                unsigned owner = part ? kS(g, M, cyc, k) : kP(g, M, cyc, k);
+                unsigned mate = part ? kP(g, M, cyc, k) : kS(g, M, cyc, k);
+                kpart(d->count, n, owner, cyc, &lo, &hi);
+                if (hi > lo)
+                    emit(s, 0, R_(mate), R_(owner), lo, lo, hi - lo, 0, 0);
+            }
+        for (unsigned k = 0; ag && k < M; k++)
+            for (unsigned u = 0; u + 1 < M; u++) {
+                unsigned to = (k + u + 1) % M;
+                for (int part = 0; part < 2; part++) {
+                    unsigned owner = part ? kS(g, M, cyc, k) : kP(g, M, cyc, k);
+                    unsigned from = u == 0 ? owner : kP(g, M, cyc, (k + u) % M);
+                    kpart(d->count, n, owner, cyc, &lo, &hi);
+                    if (hi > lo)
+                        emitk(s, rs_steps + u, R_(kP(g, M, cyc, to)), R_(from), lo, lo, hi - lo, 0, 0,
+                              R_(kS(g, M, cyc, to)), 1, 0);
+                }
+            }
+    }
+#undef R_
+}
+
 static int build_group(const tern_fabric *f, const tern_coll_desc *d, tern_coll_algo a, const group *g,
                        const unsigned *pairs, unsigned npairs, sched *s)
 {
@@ -497,6 +625,10 @@ static int build_group(const tern_fabric *f, const tern_coll_desc *d, tern_coll_
         return 1;
     if (a == TERN_ALGO_HIER)
         return build_hier(f, g, count, s);
+    if (a == TERN_ALGO_KANGARING) {
+        build_kanga(d, g, s);
+        return 1;
+    }
     if (a == TERN_ALGO_RING) {
         scratch w;
         int ok = scratch_get(&w, n);
@@ -681,6 +813,48 @@ void coll_reduce_into(tern_dtype t, tern_reduce_op op, void *restrict dst, const
         set_bits(dst, es, i, red1(t, op, get_bits(dst, es, i), get_bits(src, es, i)));
 }
 
+/* dst = op(op(a, b), c) element by element (dst may be a or c: each element is read before it is written) */
+static void reduce3(tern_dtype t, tern_reduce_op op, void *dst, const void *a, const void *b, const void *c,
+                    uint64_t n)
+{
+    size_t es = tern_dtype_size(t);
+    if (t == TERN_DTYPE_FP32 && op == TERN_REDUCE_SUM) {
+        float *o = dst;
+        const float *x = a, *y = b, *z = c;
+        for (uint64_t i = 0; i < n; i++)
+            o[i] = (x[i] + y[i]) + z[i];
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        set_bits(dst, es, i, red1(t, op, red1(t, op, get_bits(a, es, i), get_bits(b, es, i)), get_bits(c, es, i)));
+}
+
+uint64_t coll_pull_apply(const tern_coll_desc *d, const coll_pull *p, const void *src, const void *const *in,
+                         void *const *out)
+{
+    size_t es = tern_dtype_size(d->dtype);
+    uint64_t bytes = p->n * es, hb;
+    unsigned char *dst = (unsigned char *)out[p->dst] + p->dst_off * es;
+    unsigned partner = (unsigned)((int64_t)p->dst + p->pdelta);
+    if (p->reduce == 2) { /* KangaRing: the pair's primary, the incoming partial sum, the pair's secondary */
+        unsigned a = p->secondary ? partner : p->dst, c = p->secondary ? p->dst : partner;
+        reduce3(d->dtype, d->reduce, dst, (const unsigned char *)in[a] + p->dst_off * es, src,
+                (const unsigned char *)in[c] + p->dst_off * es, p->n);
+        hb = 4 * bytes;
+    } else if (p->reduce) {
+        coll_reduce_into(d->dtype, d->reduce, dst, src, p->n);
+        hb = 3 * bytes;
+    } else {
+        memmove(dst, src, bytes);
+        hb = 2 * bytes;
+    }
+    if (p->dup) { /* the duplicated write to the partner on the same chip */
+        memcpy((unsigned char *)out[partner] + p->dst_off * es, dst, bytes);
+        hb += 2 * bytes;
+    }
+    return hb;
+}
+
 /* ---- the engine ---- */
 
 typedef coll_event event;
@@ -830,14 +1004,14 @@ static tern_status execute(tern_fabric *f, const tern_coll_desc *d, sched *s, co
         uint64_t end = e.t;
         for (size_t i = begin[key]; i < begin[key + 1]; i++) {
             const pull *p = &sorted[i];
-            tern_fabric_xfer x = {p->src, p->dst, p->n * es, p->reduce, e.t, i};
+            tern_fabric_xfer x = {p->src, p->dst, p->n * es, p->reduce, e.t, i, p->dup};
             uint64_t t = tern_fabric_transfer(f, &x);
             if (t > end)
                 end = t;
         }
         if (end > span)
             span = end;
-        if (e.step + 1 < S) {
+        if ((unsigned)e.step + 1 < S) {
             size_t nk = key + R;
             if (ready[nk] < end)
                 ready[nk] = end;
@@ -872,14 +1046,7 @@ static tern_status execute(tern_fabric *f, const tern_coll_desc *d, sched *s, co
         for (size_t i = 0; i < s->np; i++) {
             const pull *p = &sorted[i];
             const unsigned char *src = (const unsigned char *)(p->src_in ? in[p->src] : out[p->src]) + p->src_off * es;
-            unsigned char *dst = (unsigned char *)out[p->dst] + p->dst_off * es;
-            if (p->reduce) {
-                coll_reduce_into(d->dtype, d->reduce, dst, src, p->n);
-                hb += 3 * p->n * es;
-            } else {
-                memmove(dst, src, p->n * es);
-                hb += 2 * p->n * es;
-            }
+            hb += coll_pull_apply(d, p, src, in, out);
         }
         res->host_bytes = hb;
     }
@@ -924,11 +1091,11 @@ tern_status coll_rank_hbm_bytes(const tern_fabric *f, const tern_coll_desc *d, u
         return st;
     size_t es = tern_dtype_size(d->dtype);
     /* as the fabric reserves HBM (tern_fabric_transfer): the source reads b, the destination writes b (a reducing
-     * pull also reads its local block: 2b) */
+     * pull also reads its local block: 2b; KangaRing's three-way one two local blocks: 3b; a duplicated write b more) */
     for (size_t i = 0; i < s.np; i++) {
         const pull *p = &s.p[i];
         bytes[p->src] += p->n * es;
-        bytes[p->dst] += p->n * es * (p->reduce ? 2u : 1u);
+        bytes[p->dst] += p->n * es * (1u + p->reduce + p->dup);
     }
     free(s.p);
     groups_free(&gs);
@@ -965,6 +1132,30 @@ static uint32_t ring_value(const refctx *c, const uint32_t *x, unsigned n, unsig
     uint32_t acc = x[(k + 1) % n];
     for (unsigned t = 2; t <= n; t++)
         acc = red1(c->d->dtype, c->d->reduce, x[(k + t) % n], acc);
+    return acc;
+}
+
+/* KangaRing, element e of member m's block: the cycle that moves e's half, pair k holding m at cycle position k;
+ * acc = op(x[P(k+1)], x[S(k+1)]), then acc = op(op(x[P(k+t)], acc), x[S(k+t)]) for t = 2..M. One pair (M = 1):
+ * op(x[m], x[its partner]), each member finishing its own part. */
+static uint32_t kanga_value(const refctx *c, const group *g, const unsigned *pos, uint64_t e, unsigned m)
+{
+    unsigned n = g->n, M = n / 2;
+    uint64_t a = blk(c->d->count, n, m), b = blk(c->d->count, n, m + 1);
+    int cyc = e >= a + (b - a) / 2;
+    unsigned j = pos[m] / 2, k = cyc ? M - 1 - j : j;
+    tern_dtype t = c->d->dtype;
+    tern_reduce_op op = c->d->reduce;
+    if (M == 1) {
+        unsigned mate = kP(g, M, cyc, 0) == m ? kS(g, M, cyc, 0) : kP(g, M, cyc, 0);
+        return red1(t, op, x_of(c, g->rank[m], e), x_of(c, g->rank[mate], e));
+    }
+    unsigned q = (k + 1) % M;
+    uint32_t acc = red1(t, op, x_of(c, g->rank[kP(g, M, cyc, q)], e), x_of(c, g->rank[kS(g, M, cyc, q)], e));
+    for (unsigned s = 2; s <= M; s++) {
+        q = (k + s) % M;
+        acc = red1(t, op, red1(t, op, x_of(c, g->rank[kP(g, M, cyc, q)], e), acc), x_of(c, g->rank[kS(g, M, cyc, q)], e));
+    }
     return acc;
 }
 
@@ -1077,6 +1268,8 @@ tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc
                 for (unsigned k = 0; k < n; k++)
                     x[k] = x_of(&c, g->rank[g->ring[k]], e);
                 r = ring_value(&c, x, n, pos[m]);
+            } else if (algo == TERN_ALGO_KANGARING) {
+                r = kanga_value(&c, g, pos, e, m);
             } else if (algo == TERN_ALGO_MESH) {
                 r = x_of(&c, g->rank[m], e);
                 for (unsigned t = 1; t < n; t++)

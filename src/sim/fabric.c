@@ -489,9 +489,11 @@ static void route_of(const tern_fabric *f, const tern_fabric_xfer *x, route *r)
     tern_fabric_place(f, x->dst, &pd);
     memset(r, 0, sizeof *r);
     uint64_t b = x->bytes;
-    add(r, x->dst, occupancy(b * (x->reduce ? 2 : 1), f->dma_bw_rank));
+    uint64_t reads = 1 + (uint64_t)(x->reduce > 0 ? x->reduce : 0), writes = 1 + (uint64_t)(x->dup > 0);
+    add(r, x->dst, occupancy(b * reads, f->dma_bw_rank));
     add(r, chip_res(f, ps.chip_global, 0), occupancy(b, f->hbm_bw));
-    add(r, chip_res(f, pd.chip_global, 0), occupancy(b * (x->reduce ? 2 : 1), f->hbm_bw));
+    /* the destination chip's HBM: its local reads and the write(s) */
+    add(r, chip_res(f, pd.chip_global, 0), occupancy(b * (reads - 1 + writes), f->hbm_bw));
     if (ps.chip_global == pd.chip_global)
         return;
     if (ps.unit != pd.unit) {
@@ -505,7 +507,7 @@ static void route_of(const tern_fabric *f, const tern_fabric_xfer *x, route *r)
 
 void tern_fabric_route_hops(const tern_fabric *f, unsigned src, unsigned dst, unsigned *links, unsigned *efa)
 {
-    tern_fabric_xfer x = {src, dst, 0, 0, 0, 0};
+    tern_fabric_xfer x = {src, dst, 0, 0, 0, 0, 0};
     route r;
     route_of(f, &x, &r);
     *links = r.links;

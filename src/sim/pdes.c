@@ -162,7 +162,7 @@ static void complete(engine *e, coll_event ev, uint64_t end)
     if (end > e->span)
         e->span = end;
     e->done++;
-    if (ev.step + 1 >= p->S)
+    if ((unsigned)ev.step + 1 >= p->S)
         return;
     size_t key = (size_t)ev.step * p->R + ev.rank, next = key + p->R - ev.rank;
     arrive(e, key + p->R, end);
@@ -277,7 +277,7 @@ tern_status coll_pdes_time(tern_fabric *f, const coll_plan *p, const tern_coll_d
             size_t key = (size_t)win[w].step * R + win[w].rank;
             for (size_t i = p->begin[key]; i < p->begin[key + 1]; i++, nslot++) {
                 const coll_pull *pl = &p->pull[i];
-                tern_fabric_xfer x = {pl->src, pl->dst, pl->n * es, pl->reduce, win[w].t, i};
+                tern_fabric_xfer x = {pl->src, pl->dst, pl->n * es, pl->reduce, win[w].t, i, pl->dup};
                 uint64_t res[TERN_FABRIC_ROUTE_MAX], occ[TERN_FABRIC_ROUTE_MAX];
                 unsigned n = tern_fabric_route_resources(f, &x, res, occ, &xlat[nslot]);
                 xend[nslot] = win[w].t;
@@ -454,14 +454,7 @@ tern_status coll_pdes_move(tern_fabric *f, const coll_plan *p, const tern_coll_d
                 src = (const unsigned char *)recv + cursor[owner[pl->src]];
                 cursor[owner[pl->src]] += pl->n * es;
             }
-            unsigned char *dst = (unsigned char *)out[pl->dst] + pl->dst_off * es;
-            if (pl->reduce) {
-                coll_reduce_into(d->dtype, d->reduce, dst, src, pl->n);
-                hb += 3 * pl->n * es;
-            } else {
-                memmove(dst, src, pl->n * es);
-                hb += 2 * pl->n * es;
-            }
+            hb += coll_pull_apply(d, pl, src, in, out); /* the partner (KangaRing) is on dst's chip: here too */
         }
         free(recv);
     }

@@ -58,9 +58,14 @@ for m in "trn1.32xlarge" "trn2.48xlarge" "trn2-ultraserver --ranks 64 --nodes 4"
         [ "$n" -eq 2 ] && ok || bad "$m $op: $n of 2 rows checked ok"
         if grep -q 'mismatch\|failed' "$tmp/err"; then bad "$m $op: $(cat "$tmp/err")"; else ok; fi
     done
-    for a in ring mesh rdh; do
+    for a in ring mesh rdh kangaring; do
         # shellcheck disable=SC2086
         expect 0 "$TERN" collective all-reduce --machine $m --sizes 2KiB --algorithm $a --check --dtype bf16
+        contains "$tmp/out" " ok"
+    done
+    for op in all-gather reduce-scatter; do
+        # shellcheck disable=SC2086
+        expect 0 "$TERN" collective $op --machine $m --sizes 8KiB --algorithm kangaring --check --dtype fp16 --reduce max
         contains "$tmp/out" " ok"
     done
     # the other dtypes and reductions (fp32 accumulation, rounded once per step to the dtype)
@@ -71,6 +76,16 @@ for m in "trn1.32xlarge" "trn2.48xlarge" "trn2-ultraserver --ranks 64 --nodes 4"
         contains "$tmp/out" " ok"
     done
 done
+# KangaRing above 56 MB where every chip's four ranks (trn2 at LNC=2) are in the group, faster than the ring there;
+# the ring on trn1 (two ranks per chip), whose published 2-rank curve is the ring's
+"$TERN" collective all-reduce --machine trn2.48xlarge --sizes 16MiB:256MiB --step 4 --json >"$tmp/auto.json"
+"$TERN" collective all-reduce --machine trn2.48xlarge --sizes 16MiB:256MiB --step 4 --json --algorithm ring >"$tmp/ring.json"
+if python3 - "$tmp/auto.json" "$tmp/ring.json" <<'EOF'; then ok; else bad "trn2 auto above 56 MB: not kangaring, or not faster than ring"; fi
+import json, sys
+a, r = (json.load(open(p))["rows"] for p in sys.argv[1:])
+assert [x["algorithm"] for x in a] == ["rdh", "kangaring", "kangaring"], a
+assert all(x["time_us"] < y["time_us"] for x, y in zip(a[1:], r[1:])), (a, r)
+EOF
 # the hierarchical all-reduce where it applies: across the UltraServer's instances, and over replica groups that
 # cross the instances of a cluster
 expect 0 "$TERN" collective all-reduce --machine trn2-ultraserver --sizes 1MiB --algorithm hier --check --json
@@ -154,6 +169,8 @@ expect 1 "$TERN" collective broadcast --machine trn1.32xlarge --sizes 1KiB
 contains "$tmp/err" "operation 'broadcast'"
 expect 1 "$TERN" collective all-to-all --machine trn1.32xlarge --algorithm rdh --sizes 1KiB
 contains "$tmp/err" "all-to-all: algorithm 'rdh' not supported"
+expect 1 "$TERN" collective all-reduce --machine trn1.32xlarge --ranks 8 --groups '0,2,4,6;1,3,5,7' --algorithm kangaring --sizes 1KiB
+contains "$tmp/err" "algorithm kangaring pairs each chip's ranks (ring-consecutive members two by two on one chip), but the 4-rank groups do not pair up that way"
 expect 1 "$TERN" collective permute --machine trn1.32xlarge --pairs 0:5,1:5 --sizes 1KiB
 contains "$tmp/err" "permute pair 1 (1 -> 5): target already used by another pair"
 expect 1 "$TERN" collective permute --machine trn1.32xlarge --pairs 0:40 --sizes 1KiB

@@ -64,7 +64,8 @@ done
 # and the distributed engine)
 for run in "trn2.48xlarge all-to-allv --algorithm ring --ranks 16" "trn2.48xlarge all-to-allv --displs reversed" \
     "trn2.48xlarge permute --pairs 0:63,63:0,17:40,40:17,5:6" "trn2-ultraserver all-reduce" \
-    "trn2-ultraserver send-recv" "2xtrn1.32xlarge all-to-allv --displs reversed --algorithm ring"; do
+    "trn2-ultraserver send-recv" "2xtrn1.32xlarge all-to-allv --displs reversed --algorithm ring" \
+    "trn2.48xlarge all-reduce" "trn2.48xlarge reduce-scatter --algorithm kangaring --reduce min"; do
     set -- $run
     m=$1
     shift

@@ -283,6 +283,8 @@ int main(void)
     check_case("all-reduce 8 ranks strided groups of 4", 8, TERN_KCOLL_ALL_REDUCE, -4, TERN_ALGO_RING);
     check_case("all-gather 4 ranks", 4, TERN_KCOLL_ALL_GATHER, 0, TERN_ALGO_AUTO);
     check_case("reduce-scatter 4 ranks ring", 4, TERN_KCOLL_REDUCE_SCATTER, 0, TERN_ALGO_RING);
+    check_case("all-reduce 8 ranks kangaring", 8, TERN_KCOLL_ALL_REDUCE, 0, TERN_ALGO_KANGARING);
+    check_case("reduce-scatter 4 ranks kangaring", 4, TERN_KCOLL_REDUCE_SCATTER, 0, TERN_ALGO_KANGARING);
     check_case("all-to-all 4 ranks", 4, TERN_KCOLL_ALL_TO_ALL, 0, TERN_ALGO_AUTO);
     check_case("permute 4 ranks", 4, TERN_KCOLL_PERMUTE, 0, TERN_ALGO_AUTO);
     /* two instances over EFA, 2 ranks on each: the hierarchical all-reduce */

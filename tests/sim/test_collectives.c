@@ -191,8 +191,8 @@ static void test_matrix(void)
     } fabs_[] = {{"trn1.32xlarge", 0, 2}, {"trn1.32xlarge", 0, 8}, {"trn2.48xlarge", 0, 4},
                  {"trn2.48xlarge", 0, 16}, {"2xtrn1.32xlarge", 0, 4}, {"trn2-ultraserver", 4, 8},
                  {"trn1.32xlarge", 0, 6}};
-    const tern_coll_algo algos[] = {TERN_ALGO_RING, TERN_ALGO_MESH, TERN_ALGO_RDH, TERN_ALGO_HIER, TERN_ALGO_DIRECT,
-                                    TERN_ALGO_AUTO};
+    const tern_coll_algo algos[] = {TERN_ALGO_RING, TERN_ALGO_MESH,   TERN_ALGO_RDH,      TERN_ALGO_HIER,
+                                    TERN_ALGO_DIRECT, TERN_ALGO_AUTO, TERN_ALGO_KANGARING};
     for (size_t fi = 0; fi < TERN_ARRAY_LEN(fabs_); fi++)
         for (unsigned op = 0; op < TERN_COLL_OP_COUNT; op++)
             for (size_t ai = 0; ai < TERN_ARRAY_LEN(algos); ai++) {
@@ -204,6 +204,7 @@ static void test_matrix(void)
                                      ? (a == TERN_ALGO_RING || a == TERN_ALGO_MESH)
                                                               : (a != TERN_ALGO_DIRECT &&
                                                                  (a != TERN_ALGO_HIER || op == TERN_COLL_ALL_REDUCE) &&
+                                                                 /* every fabric here pairs its ranks on chips */
                                                                  (a != TERN_ALGO_RDH || fabs_[fi].ranks != 6)));
                 if (!supported)
                     continue;
@@ -225,7 +226,7 @@ static void test_dtypes(void)
     TEST_BEGIN("dtypes");
     const tern_dtype dts[] = {TERN_DTYPE_BF16, TERN_DTYPE_FP16, TERN_DTYPE_FP8_E4M3, TERN_DTYPE_FP8_E5M2,
                               TERN_DTYPE_FP8_E4M3_NEURON, TERN_DTYPE_INT32};
-    const tern_coll_algo algos[] = {TERN_ALGO_RING, TERN_ALGO_MESH, TERN_ALGO_RDH};
+    const tern_coll_algo algos[] = {TERN_ALGO_RING, TERN_ALGO_MESH, TERN_ALGO_RDH, TERN_ALGO_KANGARING};
     for (size_t i = 0; i < TERN_ARRAY_LEN(dts); i++)
         for (size_t a = 0; a < TERN_ARRAY_LEN(algos); a++)
             for (unsigned r = 0; r < 3; r++)
@@ -335,9 +336,9 @@ static void test_fabric(void)
     tern_fabric_route_hops(f, 0, 6, &links, &efa); /* chip 3 = (0,3): one hop over the wrap link */
     CHECK_EQ_INT(links, 1);
     /* contention: two transfers over the same link take longer than one */
-    tern_fabric_xfer x = {0, 2, 1 << 20, 0, 0, 0};
+    tern_fabric_xfer x = {0, 2, 1 << 20, 0, 0, 0, 0};
     uint64_t one = tern_fabric_transfer(f, &x);
-    tern_fabric_xfer y = {1, 3, 1 << 20, 0, 0, 1};
+    tern_fabric_xfer y = {1, 3, 1 << 20, 0, 0, 1, 0};
     uint64_t two = tern_fabric_transfer(f, &y);
     CHECK_MSG(two > one, "second transfer on a shared link: %llu ps, first %llu ps", (unsigned long long)two,
               (unsigned long long)one);
@@ -627,6 +628,96 @@ static void test_alltoallv_displs(void)
     tern_fabric_free(f);
 }
 
+/* KangaRing: its own reduction order (bits differ from ring's where association matters, and match its reference),
+ * half the ring's steps, fewer DMA bytes per rank and so less time than the ring on trn2.48xlarge's 64 ranks at
+ * large sizes, chosen by auto there (every chip's four ranks in the group) but not on trn1 (two per chip: the
+ * published 2-rank curve is the ring's), the distributed engine's picoseconds, and groups that cannot pair. */
+static void test_kangaring(void)
+{
+    TEST_BEGIN("kangaring");
+    tern_fabric *f = fabric("trn2.48xlarge", 0, 0);
+    CHECK_EQ_INT(tern_fabric_ranks(f), 64);
+    tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, (256ull << 20) / 4, TERN_ALGO_RING,
+                        NULL, 0, 0, NULL, 0, NULL, NULL, NULL};
+    tern_coll_result ring, kr, au, pd;
+    tern_error err = {0};
+    CHECK(tern_collective_time(f, &d, &ring, &err) == TERN_OK);
+    d.algo = TERN_ALGO_KANGARING;
+    CHECK_MSG(tern_collective_time(f, &d, &kr, &err) == TERN_OK, "%s", err.msg);
+    d.algo = TERN_ALGO_AUTO;
+    CHECK(tern_collective_time(f, &d, &au, &err) == TERN_OK);
+    CHECK_EQ_INT(au.algo, TERN_ALGO_KANGARING);
+    CHECK_EQ_INT(au.time_ps, kr.time_ps);
+    CHECK_EQ_INT(ring.steps, 2 * 63);
+    CHECK_EQ_INT(kr.steps, 2 * 32 - 1); /* 32 pairs: M reduce-scatter steps (one a local fold), M - 1 all-gather */
+    CHECK_MSG(kr.time_ps < ring.time_ps * 0.8, "256 MiB over 64 trn2 ranks: kangaring %.1f us, ring %.1f us",
+              kr.time_ps * 1e-6, ring.time_ps * 1e-6);
+    printf("all-reduce 256 MiB over trn2.48xlarge's 64 ranks: ring %.1f us, kangaring %.1f us\n", ring.time_ps * 1e-6,
+           kr.time_ps * 1e-6);
+    CHECK(tern_fabric_set_transport(f, tern_transport_single(), &err) == TERN_OK);
+    CHECK(tern_collective_time(f, &d, &pd, &err) == TERN_OK && pd.time_ps == kr.time_ps);
+    tern_fabric_free(f);
+    /* 16 ranks = 4 whole chips: auto still picks it; 8 ranks of trn1 (two per chip): ring */
+    f = fabric("trn2.48xlarge", 0, 16);
+    d.count = (64ull << 20) / 4;
+    CHECK(tern_collective_time(f, &d, &au, &err) == TERN_OK && au.algo == TERN_ALGO_KANGARING);
+    d.count = 1000; /* small: mesh, as before */
+    CHECK(tern_collective_time(f, &d, &au, &err) == TERN_OK && au.algo == TERN_ALGO_MESH);
+    tern_fabric_free(f);
+    f = fabric("trn1.32xlarge", 0, 8);
+    d.count = (256ull << 20) / 4;
+    CHECK(tern_collective_time(f, &d, &au, &err) == TERN_OK && au.algo == TERN_ALGO_RING);
+
+    /* the reduction order: 4 trn1 ranks = 2 pairs, random fp32 values (association shows somewhere) */
+    d.count = 4096;
+    float *in[4], *out[4], *ref = malloc(sizeof(float) * 4096), *rref = malloc(sizeof(float) * 4096);
+    for (unsigned r = 0; r < 4; r++) {
+        in[r] = malloc(sizeof(float) * 4096);
+        out[r] = malloc(sizeof(float) * 4096);
+        fill(TERN_DTYPE_FP32, in[r], 4096, r, 0);
+    }
+    tern_fabric_free(f);
+    f = fabric("trn1.32xlarge", 0, 4);
+    d.algo = TERN_ALGO_KANGARING;
+    tern_coll_result res;
+    CHECK(tern_collective_run(f, &d, (const void *const *)in, (void *const *)out, &res, &err) == TERN_OK);
+    CHECK(tern_collective_reference(f, &d, TERN_ALGO_KANGARING, (const void *const *)in, 2, ref, &err) == TERN_OK);
+    CHECK(tern_collective_reference(f, &d, TERN_ALGO_RING, (const void *const *)in, 2, rref, &err) == TERN_OK);
+    CHECK(memcmp(out[2], ref, sizeof(float) * 4096) == 0 && memcmp(out[0], ref, sizeof(float) * 4096) == 0);
+    CHECK_MSG(memcmp(ref, rref, sizeof(float) * 4096) != 0, "kangaring and ring orders should round differently");
+    /* in place (in == out), as data-parallel training calls it */
+    for (unsigned r = 0; r < 4; r++)
+        memcpy(out[r], in[r], sizeof(float) * 4096);
+    CHECK(tern_collective_run(f, &d, (const void *const *)out, (void *const *)out, &res, &err) == TERN_OK);
+    CHECK(memcmp(out[1], ref, sizeof(float) * 4096) == 0 && memcmp(out[3], ref, sizeof(float) * 4096) == 0);
+    for (unsigned r = 0; r < 4; r++)
+        free(in[r]), free(out[r]);
+    free(ref), free(rref);
+    tern_fabric_free(f);
+
+    /* groups that do not pair on chips: each rank of a strided group on its own chip; an odd group */
+    f = fabric("trn1.32xlarge", 0, 8);
+    unsigned strided[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    d.groups = strided;
+    d.ngroups = 2;
+    d.group_size = 4;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "all-reduce: algorithm kangaring pairs each chip's ranks");
+    tern_fabric_free(f);
+    f = fabric("trn1.32xlarge", 0, 6);
+    unsigned threes[6] = {0, 1, 2, 3, 4, 5};
+    d.groups = threes;
+    d.ngroups = 2;
+    d.group_size = 3;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "the 3-rank groups do not pair up that way");
+    d.op = TERN_COLL_ALL_TO_ALL;
+    d.groups = NULL;
+    CHECK(tern_collective_time(f, &d, &res, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "all-to-all: algorithm 'kangaring' not supported (mesh or ring)");
+    tern_fabric_free(f);
+}
+
 /* C7: 2 ranks (the two cores of one trn1 chip), fp32 all-reduce, nccom-test; within 15 % at every size. */
 static void test_calibration(void)
 {
@@ -661,5 +752,6 @@ int main(void)
     test_pdes_large();
     test_comm();
     test_alltoallv_displs();
+    test_kangaring();
     return check_report();
 }
