@@ -307,7 +307,7 @@ static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const 
         else if (d->op == TERN_COLL_ALL_TO_ALL || d->op == TERN_COLL_ALL_TO_ALLV)
             a = TERN_ALGO_MESH;
         else if (nodes > 1)
-            a = d->op == TERN_COLL_ALL_REDUCE && eq ? TERN_ALGO_HIER : TERN_ALGO_RING;
+            a = eq ? TERN_ALGO_HIER : TERN_ALGO_RING;
         else if (bytes < 1000000)
             a = TERN_ALGO_MESH;
         else if (bytes <= 56000000 && is_pow2(n))
@@ -341,9 +341,10 @@ static tern_status resolve(const tern_fabric *f, const tern_coll_desc *d, const 
                                   "%s: algorithm kangaring pairs each chip's ranks (ring-consecutive members two by "
                                   "two on one chip), but the %u-rank group%s do not pair up that way", op, n,
                                   gs->ngroups > 1 ? "s" : "");
-        if (a == TERN_ALGO_DIRECT || (a == TERN_ALGO_HIER && d->op != TERN_COLL_ALL_REDUCE))
-            return tern_error_set(err, TERN_ERR_INVALID, "%s: algorithm '%s' not supported (ring, mesh, rdh, kangaring%s)", op,
-                                  tern_coll_algo_name(a), d->op == TERN_COLL_ALL_REDUCE ? ", hier" : "");
+        if (a == TERN_ALGO_DIRECT)
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "%s: algorithm '%s' not supported (ring, mesh, rdh, hier, kangaring)", op,
+                                  tern_coll_algo_name(a));
         if (a == TERN_ALGO_RDH && !is_pow2(n))
             return tern_error_set(err, TERN_ERR_INVALID,
                                   "%s: algorithm rdh needs a power-of-two group size, got %u ranks", op, n);
@@ -400,27 +401,46 @@ static void emit(sched *s, unsigned step, unsigned dst, unsigned src, uint64_t s
 
 static uint64_t blk(uint64_t count, unsigned n, unsigned i) { return (uint64_t)((unsigned __int128)count * i / n); }
 
-/* Ring reduce-scatter over ranks[0..n) in ring order: the block that ends at position k is [lo[k], hi[k]); it
- * starts at position k+1 and gathers one rank per step (acc = op(local, incoming)). n-1 steps from step0. */
-static void ring_rs(sched *s, unsigned step0, const unsigned *ranks, unsigned n, const uint64_t *lo,
-                    const uint64_t *hi)
+/* Ring reduce-scatter over ranks[0..n) in ring order: the block that ends at position k is the nr ranges
+ * [lo[k*nr + r], hi[k*nr + r]) (one pull each); it starts at position k+1 and gathers one rank per step (acc =
+ * op(local, incoming)). n-1 steps from step0. */
+static void ring_rs_sets(sched *s, unsigned step0, const unsigned *ranks, unsigned n, unsigned nr, const uint64_t *lo,
+                         const uint64_t *hi)
 {
     for (unsigned st = 0; st + 1 < n; st++)
         for (unsigned j = 0; j < n; j++) {
             unsigned k = (unsigned)(((uint64_t)j + 2u * n - 2 - st) % n);
-            emit(s, step0 + st, ranks[j], ranks[(j + n - 1) % n], lo[k], lo[k], hi[k] - lo[k], 1, 0);
+            for (unsigned r = 0; r < nr; r++) {
+                size_t i = (size_t)k * nr + r;
+                emit(s, step0 + st, ranks[j], ranks[(j + n - 1) % n], lo[i], lo[i], hi[i] - lo[i], 1, 0);
+            }
         }
 }
 
-/* Ring all-gather: position k starts holding [lo[k], hi[k]); n-1 steps of pulls from the previous position. */
-static void ring_ag(sched *s, unsigned step0, const unsigned *ranks, unsigned n, const uint64_t *lo,
-                    const uint64_t *hi)
+/* Ring all-gather: position k starts holding its nr ranges; n-1 steps of pulls from the previous position. */
+static void ring_ag_sets(sched *s, unsigned step0, const unsigned *ranks, unsigned n, unsigned nr, const uint64_t *lo,
+                         const uint64_t *hi)
 {
     for (unsigned st = 0; st + 1 < n; st++)
         for (unsigned j = 0; j < n; j++) {
             unsigned k = (unsigned)(((uint64_t)j + 2u * n - 1 - st) % n);
-            emit(s, step0 + st, ranks[j], ranks[(j + n - 1) % n], lo[k], lo[k], hi[k] - lo[k], 0, 0);
+            for (unsigned r = 0; r < nr; r++) {
+                size_t i = (size_t)k * nr + r;
+                emit(s, step0 + st, ranks[j], ranks[(j + n - 1) % n], lo[i], lo[i], hi[i] - lo[i], 0, 0);
+            }
         }
+}
+
+static void ring_rs(sched *s, unsigned step0, const unsigned *ranks, unsigned n, const uint64_t *lo,
+                    const uint64_t *hi)
+{
+    ring_rs_sets(s, step0, ranks, n, 1, lo, hi);
+}
+
+static void ring_ag(sched *s, unsigned step0, const unsigned *ranks, unsigned n, const uint64_t *lo,
+                    const uint64_t *hi)
+{
+    ring_ag_sets(s, step0, ranks, n, 1, lo, hi);
 }
 
 typedef struct {
@@ -444,6 +464,48 @@ static void scratch_put(scratch *w)
 }
 
 /* Hierarchical all-reduce: members sorted by (node, ring position); L per node, M nodes. */
+/* Hierarchical reduce-scatter and all-gather (the Neuron runtime's, docs/multichip.md): M instances of L members,
+ * (q, j) the j-th member of instance q in ring order. Reduce-scatter: a ring reduce-scatter inside each instance in
+ * which position j's block is the set of the blocks of members (q', j) for every q', then a ring reduce-scatter
+ * over the instances among the members of local index j, so that member (q, j) ends with its own block. All-gather
+ * the other way round: first across the instances among each local index (less traffic over EFA), then inside each
+ * instance with the same sets. */
+static int build_hier_split(const tern_fabric *f, const tern_coll_desc *d, const group *g, sched *s)
+{
+    unsigned n = g->n, eq, M = nodes_of_group(f, g, &eq), L = n / M;
+    uint64_t count = d->count;
+    unsigned *rk = malloc(sizeof *rk * n), *across = malloc(sizeof *across * M);
+    uint64_t *ilo = malloc(sizeof *ilo * n), *ihi = malloc(sizeof *ihi * n);
+    uint64_t *alo = malloc(sizeof *alo * M), *ahi = malloc(sizeof *ahi * M);
+    int ok = rk && across && ilo && ihi && alo && ahi;
+    for (unsigned k = 0; ok && k < n; k++)
+        rk[k] = g->rank[g->ring[k]];
+    for (unsigned j = 0; ok && j < L; j++) /* intra position j: the blocks of members (q', j) */
+        for (unsigned q = 0; q < M; q++) {
+            unsigned m = g->ring[q * L + j];
+            ilo[(size_t)j * M + q] = blk(count, n, m);
+            ihi[(size_t)j * M + q] = blk(count, n, m + 1);
+        }
+    int rs = d->op == TERN_COLL_REDUCE_SCATTER;
+    for (unsigned q = 0; ok && rs && q < M; q++)
+        ring_rs_sets(s, 0, rk + (size_t)q * L, L, M, ilo, ihi);
+    for (unsigned j = 0; ok && j < L; j++) {
+        for (unsigned q = 0; q < M; q++) {
+            across[q] = rk[(size_t)q * L + j];
+            alo[q] = ilo[(size_t)j * M + q];
+            ahi[q] = ihi[(size_t)j * M + q];
+        }
+        if (rs)
+            ring_rs(s, L - 1, across, M, alo, ahi);
+        else
+            ring_ag(s, 0, across, M, alo, ahi);
+    }
+    for (unsigned q = 0; ok && !rs && q < M; q++)
+        ring_ag_sets(s, M - 1, rk + (size_t)q * L, L, M, ilo, ihi);
+    free(rk), free(across), free(ilo), free(ihi), free(alo), free(ahi);
+    return ok;
+}
+
 static int build_hier(const tern_fabric *f, const group *g, uint64_t count, sched *s)
 {
     unsigned n = g->n, eq, M = nodes_of_group(f, g, &eq), L = n / M;
@@ -624,7 +686,7 @@ static int build_group(const tern_fabric *f, const tern_coll_desc *d, tern_coll_
     if (n == 1)
         return 1;
     if (a == TERN_ALGO_HIER)
-        return build_hier(f, g, count, s);
+        return d->op == TERN_COLL_ALL_REDUCE ? build_hier(f, g, count, s) : build_hier_split(f, d, g, s);
     if (a == TERN_ALGO_KANGARING) {
         build_kanga(d, g, s);
         return 1;
@@ -1241,6 +1303,20 @@ tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc
     unsigned first = d->op == TERN_COLL_REDUCE_SCATTER ? me : 0, last = d->op == TERN_COLL_REDUCE_SCATTER ? me + 1 : n;
     if (n == 1) {
         memcpy(expect, in[rank], count * c.es);
+        goto out;
+    }
+    if (algo == TERN_ALGO_HIER && d->op == TERN_COLL_REDUCE_SCATTER) {
+        /* member (q, j) = me: inside every instance q' the ring's block ending at position j, then the ring over
+         * the instances' partial sums ending at position q */
+        unsigned eq, M = nodes_of_group(f, g, &eq), L = n / M, q = pos[me] / L, j = pos[me] % L;
+        for (uint64_t e = blk(count, n, me); e < blk(count, n, me + 1); e++) {
+            for (unsigned node = 0; node < M; node++) {
+                for (unsigned k = 0; k < L; k++)
+                    x[k] = x_of(&c, g->rank[g->ring[node * L + k]], e);
+                v[node] = L > 1 ? ring_value(&c, x, L, j) : x[0];
+            }
+            set_bits(expect, c.es, e, M > 1 ? ring_value(&c, v, M, q) : v[0]);
+        }
         goto out;
     }
     if (algo == TERN_ALGO_HIER) {

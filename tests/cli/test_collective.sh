@@ -94,6 +94,20 @@ contains "$tmp/out" '"check":"ok"'
 expect 0 "$TERN" collective all-reduce --machine 2xtrn1.32xlarge --ranks 8 --nodes 2 --groups '0,1,4,5;2,3,6,7' --sizes 4KiB --check --json
 contains "$tmp/out" '"algorithm":"hier"'
 contains "$tmp/out" '"check":"ok"'
+# across instances all-gather and reduce-scatter are hierarchical too: each instance's j-th ranks over EFA in
+# parallel instead of one flat ring crossing EFA in one place
+for op in all-gather reduce-scatter; do
+    "$TERN" collective $op --machine 2xtrn1.32xlarge --sizes 8B:128MiB --step 64 --json >"$tmp/h.json"
+    "$TERN" collective $op --machine 2xtrn1.32xlarge --sizes 8B:128MiB --step 64 --json --algorithm ring >"$tmp/r.json"
+    if python3 - "$tmp/h.json" "$tmp/r.json" <<'EOF'; then ok; else bad "$op across instances: not hier, or not faster than the flat ring"; fi
+import json, sys
+h, r = (json.load(open(p))["rows"] for p in sys.argv[1:])
+assert all(x["algorithm"] == "hier" for x in h), h
+assert all(x["time_us"] < y["time_us"] for x, y in zip(h, r)), (h, r)
+EOF
+    expect 0 "$TERN" collective $op --machine 2xtrn1.32xlarge --ranks 8 --nodes 2 --groups '0,1,4,5;2,3,6,7' --sizes 4KiB --algorithm hier --check --reduce min
+    contains "$tmp/out" " ok"
+done
 # a send/receive across EFA takes the EFA hop and bandwidth: slower than one inside a chip
 "$TERN" collective send-recv --machine 2xtrn1.32xlarge --sizes 4MiB --json >"$tmp/far.json"
 "$TERN" collective send-recv --machine 2xtrn1.32xlarge --pairs 0:1 --sizes 4MiB --json >"$tmp/near.json"

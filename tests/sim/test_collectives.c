@@ -188,9 +188,9 @@ static void test_matrix(void)
     struct {
         const char *spec;
         unsigned nodes, ranks;
-    } fabs_[] = {{"trn1.32xlarge", 0, 2}, {"trn1.32xlarge", 0, 8}, {"trn2.48xlarge", 0, 4},
-                 {"trn2.48xlarge", 0, 16}, {"2xtrn1.32xlarge", 0, 4}, {"trn2-ultraserver", 4, 8},
-                 {"trn1.32xlarge", 0, 6}};
+    } fabs_[] = {{"trn1.32xlarge", 0, 2},    {"trn1.32xlarge", 0, 8},    {"trn2.48xlarge", 0, 4},
+                 {"trn2.48xlarge", 0, 16},   {"2xtrn1.32xlarge", 0, 4},  {"trn2-ultraserver", 4, 8},
+                 {"2xtrn1.32xlarge", 2, 8},  {"trn1.32xlarge", 0, 6}};
     const tern_coll_algo algos[] = {TERN_ALGO_RING, TERN_ALGO_MESH,   TERN_ALGO_RDH,      TERN_ALGO_HIER,
                                     TERN_ALGO_DIRECT, TERN_ALGO_AUTO, TERN_ALGO_KANGARING};
     for (size_t fi = 0; fi < TERN_ARRAY_LEN(fabs_); fi++)
@@ -203,7 +203,6 @@ static void test_matrix(void)
                                  : op == TERN_COLL_ALL_TO_ALL || op == TERN_COLL_ALL_TO_ALLV
                                      ? (a == TERN_ALGO_RING || a == TERN_ALGO_MESH)
                                                               : (a != TERN_ALGO_DIRECT &&
-                                                                 (a != TERN_ALGO_HIER || op == TERN_COLL_ALL_REDUCE) &&
                                                                  /* every fabric here pairs its ranks on chips */
                                                                  (a != TERN_ALGO_RDH || fabs_[fi].ranks != 6)));
                 if (!supported)
