@@ -28,11 +28,12 @@ static void usage(FILE *out)
             "usage: tern collective OP --machine SPEC [--ranks N] [--nodes M] [--lnc K] [--dtype T]\n"
             "                      [--sizes A:B | --size A] [--step F]\n"
             "                      [--algorithm auto|ring|mesh|rdh|hier|direct|kangaring]\n"
-            "                      [--reduce sum|max|min] [--groups 0,1;2,3] [--pairs S:T,S:T] [--displs packed|reversed]\n"
+            "                      [--reduce sum|max|min] [--groups 0,1;2,3] [--pairs S:T,S:T]\n"
+            "                      [--displs packed|reversed]\n"
             "                      [--check] [--timing-only] [--json] [--join-timeout S]\n"
             "\n"
-            "OP: all-reduce, all-gather, reduce-scatter, all-to-all, all-to-allv, permute, send-recv (a permute of one\n"
-            "pair, by default rank 0 to the last rank). --pairs gives permute's (source:target) rank pairs (default:\n"
+            "OP: all-reduce, all-gather, reduce-scatter, all-to-all, all-to-allv, permute, send-recv (a permute of\n"
+            "one pair, by default rank 0 to the last rank). --pairs gives permute's (source:target) rank pairs (default:\n"
             "each group's ring shift); --displs reversed places all-to-allv's blocks in reverse order at the end of\n"
             "the buffers (MPI_Alltoallv displacements; default packed: back to back from 0).\n"
             "SPEC: an instance or system (trn1.32xlarge, trn2.48xlarge, trn2-ultraserver) or NxINSTANCE, a cluster\n"
@@ -330,7 +331,8 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
     tern_coll_desc d = {0};
     tern_coll_algo algo;
     tern_dtype dt;
-    if (tern_coll_op_from_name(send_recv ? "permute" : op_name, &d.op, &err) || tern_coll_algo_from_name(algo_name, &algo, &err) ||
+    if (tern_coll_op_from_name(send_recv ? "permute" : op_name, &d.op, &err) ||
+        tern_coll_algo_from_name(algo_name, &algo, &err) ||
         tern_reduce_op_from_name(reduce_name, &d.reduce, &err) || tern_dtype_from_name(dtype_name, &dt, &err)) {
         ERR("%s\n", err.msg);
         return 1;

@@ -555,8 +555,15 @@ static int build_hier(const tern_fabric *f, const group *g, uint64_t count, sche
  * (all-reduce: each duplicating its write to the other, 1R1W + 1W). All-gather: M-1 steps in which the next
  * primary pulls the pair block and duplicates the write to its secondary (1R2W); an all-gather on its own first
  * swaps each pair's two parts inside the chip. kP/kS: the primary/secondary member at cycle position q. */
-static unsigned kP(const group *g, unsigned M, int cyc, unsigned q) { return g->ring[2 * (cyc ? M - 1 - q : q) + !!cyc]; }
-static unsigned kS(const group *g, unsigned M, int cyc, unsigned q) { return g->ring[2 * (cyc ? M - 1 - q : q) + !cyc]; }
+static unsigned kP(const group *g, unsigned M, int cyc, unsigned q)
+{
+    return g->ring[2 * (cyc ? M - 1 - q : q) + !!cyc];
+}
+
+static unsigned kS(const group *g, unsigned M, int cyc, unsigned q)
+{
+    return g->ring[2 * (cyc ? M - 1 - q : q) + !cyc];
+}
 
 /* the half of member m's block that cycle cyc moves */
 static void kpart(uint64_t count, unsigned n, unsigned m, int cyc, uint64_t *lo, uint64_t *hi)
@@ -1153,7 +1160,8 @@ tern_status coll_rank_hbm_bytes(const tern_fabric *f, const tern_coll_desc *d, u
         return st;
     size_t es = tern_dtype_size(d->dtype);
     /* as the fabric reserves HBM (tern_fabric_transfer): the source reads b, the destination writes b (a reducing
-     * pull also reads its local block: 2b; KangaRing's three-way one two local blocks: 3b; a duplicated write b more) */
+     * pull also reads its local block: 2b; KangaRing's three-way one two local blocks: 3b; a duplicated write b
+     * more) */
     for (size_t i = 0; i < s.np; i++) {
         const pull *p = &s.p[i];
         bytes[p->src] += p->n * es;
@@ -1216,7 +1224,8 @@ static uint32_t kanga_value(const refctx *c, const group *g, const unsigned *pos
     uint32_t acc = red1(t, op, x_of(c, g->rank[kP(g, M, cyc, q)], e), x_of(c, g->rank[kS(g, M, cyc, q)], e));
     for (unsigned s = 2; s <= M; s++) {
         q = (k + s) % M;
-        acc = red1(t, op, red1(t, op, x_of(c, g->rank[kP(g, M, cyc, q)], e), acc), x_of(c, g->rank[kS(g, M, cyc, q)], e));
+        uint32_t xp = x_of(c, g->rank[kP(g, M, cyc, q)], e), xs = x_of(c, g->rank[kS(g, M, cyc, q)], e);
+        acc = red1(t, op, red1(t, op, xp, acc), xs);
     }
     return acc;
 }
