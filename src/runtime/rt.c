@@ -356,12 +356,13 @@ tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, s
     if (bytes != want)
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: input '%s' takes %llu bytes (%s), %zu given", name,
                               (unsigned long long)want, tern_dtype_name(io->dtype), bytes);
-    uint8_t *copy = malloc(bytes ? bytes : 1);
+    /* an input's size is fixed: its buffer is kept from one setting to the next (a training step sets every weight
+     * and optimizer state each step: a fresh buffer each time would be first touched, page by page, every step) */
+    uint8_t *copy = rt->inputs[i] ? rt->inputs[i] : malloc(bytes ? bytes : 1);
     if (!copy)
         return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory for input '%s'", name);
-    if (bytes)
-        memcpy(copy, data, bytes); /* 0 bytes for a zero-size input (data may be NULL) */
-    free(rt->inputs[i]);
+    if (bytes && (const void *)copy != data)
+        memmove(copy, data, bytes); /* 0 bytes for a zero-size input (data may be NULL) */
     rt->inputs[i] = copy;
     rt->input_set[i] = 1;
     return TERN_OK;
