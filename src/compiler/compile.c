@@ -253,8 +253,10 @@ static void plan_narrow(compile_ctx *c)
         ok[id] = 0;
     for (int i = 0; i < nn; i++) {
         const tern_graph_node *n = tern_graph_node_at(g, i);
-        /* Attention's and LayerNormalization's rules store through a cast (tern_lib_layernorm) */
-        int narrow = (tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_NARROW_STORE) != 0;
+        /* Attention's and LayerNormalization's rules store through a cast (tern_lib_layernorm); a Transpose
+         * stores through its DMA's or VectorE's cast (a training step's W^T, read as the linear layers' weight) */
+        int narrow = (tern_op_flags((tern_op_id)n->op_id) & TERN_OPF_NARROW_STORE) != 0 ||
+                     n->op_id == TERN_GOP_TRANSPOSE;
         int lin = cc_node_is_linear(g, i);
         /* outputs: the first; a linear layer's second too (its fused norm's, pre-LN fusion) */
         int nout = lin ? n->n_outputs : 1;
@@ -273,7 +275,14 @@ static void plan_narrow(compile_ctx *c)
             int id = n->inputs[j];
             if (id < 0 || !ok[id])
                 continue;
-            ok[id] = ((att && j <= 2) || (lin && j == 0)) ? 1 : 0;
+            const tern_graph_value *pv = tern_graph_value_at(g, id);
+            int tr = pv->producer >= 0 && tern_graph_node_at(g, pv->producer)->op_id == TERN_GOP_TRANSPOSE;
+            /* a transposed value: only as a MatMul's run-time second operand (cast to the matmul dtype on the way
+             * to TensorE by every matmul.linear path); anything else: as the first operand of a linear layer */
+            if (tr)
+                ok[id] = n->op_id == TERN_GOP_MATMUL && j == 1 && n->inputs[0] != id ? 1 : 0;
+            else
+                ok[id] = ((att && j <= 2) || (lin && j == 0)) ? 1 : 0;
         }
     }
     for (int id = 0; id < c->nv; id++)

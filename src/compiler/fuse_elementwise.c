@@ -650,6 +650,24 @@ static void release_rows(compile_ctx *c, fz_ext *e, int ne)
             tern_kernel_release(c->k, e[k].cur);
 }
 
+/* The view of operand o for the current tile: a member's tile or column, a loaded tile or column, or the chunk's
+ * row tile cut to the tile's rows. */
+static tern_view opnd_view(compile_ctx *c, const fz_opnd *o, int slot, const tern_view *tiles, const fz_ext *e,
+                           uint64_t rp)
+{
+    switch (o->src) {
+    case SRC_NONE: break;
+    case SRC_MEMBER:
+    case SRC_COLVAL: return tiles[o->id]; /* an Expand member's "tile" is its column */
+    case SRC_FULL:
+    case SRC_SCOL:
+    case SRC_COL: return e[slot].cur;
+    case SRC_BIAS:
+    case SRC_ROWB: return tern_view_slice(c->k, e[slot].cur, 0, 0, rp, 1);
+    }
+    return tern_view_none();
+}
+
 static void emit_group(compile_ctx *c, fz_group *G)
 {
     const int saved = c->node;
@@ -712,6 +730,36 @@ static void emit_group(compile_ctx *c, fz_group *G)
         default: break;
         }
     }
+    /* Two members in one instruction: a member whose fp32 output only one later member reads, as that member's
+     * tile operand, runs as the first op of that member's instruction (tensor_scalar's op0 before op1, or
+     * scalar_tensor_tensor's scalar op before its tensor op): the instruction computes the first op in fp32 and
+     * applies the second to that fp32 value, exactly what the two instructions did through the fp32 tile between
+     * them; VectorE makes one pass instead of two. pre[j] = k: member k runs inside member j. */
+    int pre[FZ_MAX_MEMBERS], inside[FZ_MAX_MEMBERS];
+    for (int k = 0; k < G->n; k++)
+        pre[k] = inside[k] = -1;
+    for (int k = 0; k < G->n; k++) {
+        fz_member *m = &G->m[k];
+        if (m->stored || odt[k] != TERN_DTYPE_FP32 || (m->kind != OP_IMM && m->kind != OP_COLS) || pre[k] >= 0)
+            continue;
+        int refs = 0, j = -1;
+        for (int q = k + 1; q < G->n; q++) {
+            const fz_opnd *ops[2] = {&G->m[q].a, &G->m[q].b};
+            for (int o = 0; o < 2; o++)
+                if ((ops[o]->src == SRC_MEMBER || ops[o]->src == SRC_COLVAL) && ops[o]->id == k) {
+                    refs++;
+                    j = q;
+                }
+        }
+        if (refs != 1 || G->m[j].a.src != SRC_MEMBER || G->m[j].a.id != k || pre[j] >= 0 || inside[j] >= 0)
+            continue;
+        fz_kind kj = G->m[j].kind;
+        /* scalar_tensor_tensor has no REV0: a reversed column op (s op x) stays on its own before a tensor op */
+        if (kj == OP_IMM || kj == OP_COLS || (kj == OP_TT && !(m->kind == OP_COLS && m->rev))) {
+            pre[j] = k;
+            inside[k] = j;
+        }
+    }
     /* column chunk width: every member's tile, two of each loaded tile (the next tile's loads are issued before
      * this tile computes) and the row tiles within the budget */
     uint64_t per_col = 0;
@@ -754,23 +802,33 @@ static void emit_group(compile_ctx *c, fz_group *G)
         }
         for (int k = 0; k < G->n && cc_ok(c); k++) {
             fz_member *m = &G->m[k];
-            tern_view A = tern_view_none(), Bv = tern_view_none();
-            const fz_opnd *ops[2] = {&m->a, &m->b};
-            tern_view *outs[2] = {&A, &Bv};
-            const int slots[2] = {slot_a[k], slot_b[k]};
-            for (int o = 0; o < 2; o++) {
-                switch (ops[o]->src) {
-                case SRC_NONE: break;
-                case SRC_MEMBER: *outs[o] = tiles[ops[o]->id]; break;
-                case SRC_COLVAL: *outs[o] = tiles[ops[o]->id]; break; /* the Expand's column */
-                case SRC_FULL:
-                case SRC_SCOL:
-                case SRC_COL: *outs[o] = e[slots[o]].cur; break;
-                case SRC_BIAS:
-                case SRC_ROWB: *outs[o] = tern_view_slice(c->k, e[slots[o]].cur, 0, 0, cur.rp, 1); break;
-                }
-            }
             owns[k] = 0;
+            if (inside[k] >= 0)
+                continue; /* runs as the first op of member inside[k]'s instruction */
+            tern_view A = opnd_view(c, &m->a, slot_a[k], tiles, e, cur.rp);
+            tern_view Bv = opnd_view(c, &m->b, slot_b[k], tiles, e, cur.rp);
+            if (pre[k] >= 0) { /* member p's op, then this member's, in one instruction */
+                const fz_member *pm = &G->m[pre[k]];
+                tern_view PA = opnd_view(c, &pm->a, slot_a[pre[k]], tiles, e, cur.rp);
+                tern_view PS = opnd_view(c, &pm->b, slot_b[pre[k]], tiles, e, cur.rp);
+                tiles[k] = tern_kernel_sbuf(c->k, odt[k], (uint32_t)cur.rp, (uint32_t)cur.cw, "fz_out");
+                owns[k] = 1;
+                tern_view Y = tiles[k], none = tern_view_none();
+                int pcol = pm->kind == OP_COLS;
+                if (m->kind == OP_TT) {
+                    tern_kernel_scalar_tensor_tensor_ap(c->k, Y, PA, pm->op, pcol ? PS : none, pm->imm, m->op, Bv);
+                } else {
+                    int col = m->kind == OP_COLS;
+                    tern_kernel_tensor_scalar_ap(c->k, VE, Y, PA, pm->op, pcol ? PS : none, pm->imm, m->op,
+                                                 col ? Bv : none, m->imm,
+                                                 (pcol && pm->rev ? TERN_FLAG_REV0 : 0u) |
+                                                     (col && m->rev ? TERN_FLAG_REV1 : 0u));
+                }
+                if (m->stored)
+                    tern_kernel_store(c->k, cc_view2d(c, outv[k], cur.r0 * C + cur.c0, (uint32_t)cur.rp, cur.cw, C),
+                                      Y);
+                continue;
+            }
             if (m->kind == OP_EXPAND) {
                 tiles[k] = A; /* its input's column tile */
                 if (m->stored) { /* materialised as expand.copy does: the column over the tile, exactly */

@@ -760,7 +760,9 @@ static int lower_transpose(compile_ctx *c)
         return 1;
     }
     cc_value *x = cc_in(c, 0);
-    cc_value *y = cc_out(c, 0, x ? x->dt : TERN_DTYPE_FP32);
+    /* narrow storage (compile.c): read only as a linear layer's run-time weight, stored in the matmul dtype */
+    int id = cc_out_id(c, 0);
+    cc_value *y = cc_out(c, 0, id >= 0 && c->v[id].narrow ? c->o->matmul_dtype : x ? x->dt : TERN_DTYPE_FP32);
     if (!x || !y)
         return 1;
     int64_t perm[CC_MAX_RANK];

@@ -150,23 +150,24 @@ static void update_tile(tern_kernel *k, const tern_optim_update *u, const opt_ti
             tern_kernel_tensor_tensor(k, VEC, gw, g, a, TERN_ALU_ADD);
             g = gw;
         }
+        /* Two nodes in one instruction where the first's fp32 result is read only by the second: (m b1) + ...
+         * and (v b2) + ... as scalar_tensor_tensor, / sqrt(bc2) then + eps as one two-op tensor_scalar. Each
+         * computes the first op in fp32 and applies the second to that fp32 value, as the two instructions did
+         * through the fp32 tile between them: the same bits, one VectorE pass fewer each. */
         tern_view m = tmp(k, t, "opt_m"), v = tmp(k, t, "opt_v");
-        ts_imm(k, a, t->s0, TERN_ALU_MULT, u->beta1); /* m = m b1 + g (1 - b1) */
-        ts_imm(k, b, g, TERN_ALU_MULT, u->one_minus_beta1);
-        tern_kernel_tensor_tensor(k, VEC, m, a, b, TERN_ALU_ADD);
+        ts_imm(k, b, g, TERN_ALU_MULT, u->one_minus_beta1); /* m = m b1 + g (1 - b1) */
+        tern_kernel_scalar_tensor_tensor(k, m, t->s0, TERN_ALU_MULT, u->beta1, TERN_ALU_ADD, b);
         store(k, u->out_s0, t, m);
-        ts_imm(k, a, t->s1, TERN_ALU_MULT, u->beta2); /* v = v b2 + (g g) (1 - b2) */
-        tern_kernel_tensor_tensor(k, VEC, b, g, g, TERN_ALU_MULT);
+        tern_kernel_tensor_tensor(k, VEC, b, g, g, TERN_ALU_MULT); /* v = v b2 + (g g) (1 - b2) */
         ts_imm(k, b, b, TERN_ALU_MULT, u->one_minus_beta2);
-        tern_kernel_tensor_tensor(k, VEC, v, a, b, TERN_ALU_ADD);
+        tern_kernel_scalar_tensor_tensor(k, v, t->s1, TERN_ALU_MULT, u->beta2, TERN_ALU_ADD, b);
         store(k, u->out_s1, t, v);
         /* denom = sqrt(v) / sqrt(bc2) + eps */
         tern_kernel_activation(k, a, v, TERN_ACT_SQRT, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
-        ts_col(k, a, a, TERN_ALU_DIVIDE, bc2);
-        ts_imm(k, a, a, TERN_ALU_ADD, u->eps);
+        tern_kernel_tensor_scalar_ap(k, VEC, a, a, TERN_ALU_DIVIDE, bc2, 0.0f, TERN_ALU_ADD, kview_invalid(), u->eps,
+                                     0u);
         if (lamb) { /* r = (m / bc1) / denom [+ p * wd] */
-            ts_col(k, b, m, TERN_ALU_DIVIDE, lr);
-            tern_kernel_tensor_tensor(k, VEC, b, b, a, TERN_ALU_DIVIDE);
+            tern_kernel_scalar_tensor_tensor_ap(k, b, m, TERN_ALU_DIVIDE, lr, 0.0f, TERN_ALU_DIVIDE, a);
             if (u->weight_decay != 0) {
                 ts_imm(k, a, t->p, TERN_ALU_MULT, u->weight_decay);
                 tern_kernel_tensor_tensor(k, VEC, b, b, a, TERN_ALU_ADD);
