@@ -35,7 +35,7 @@
 #include "compiler/lower_tiles.h"
 #include "graph/graph_internal.h"
 
-enum { FZ_MAX_MEMBERS = 40, FZ_MAX_EXT = 20, FZ_CHUNK = 2048, FZ_SBUF_BUDGET = 96 * 1024 };
+enum { FZ_MAX_MEMBERS = 40, FZ_MAX_EXT = 20, FZ_CHUNK = 2048, FZ_SBUF_BUDGET = 96 * 1024, FZ_MAX_DISTANCE = 32 };
 
 typedef enum {
     OP_TT,     /* tensor_tensor(op, a, b) on VectorE */
@@ -372,6 +372,21 @@ static int is_ext(const fz_opnd *o) { return o->src != SRC_NONE && o->src != SRC
 
 /* Resolves every node of L (sorted) into its member; 0 when one cannot be, when a value of L is read outside L by
  * a node before L's last (the group is emitted at its last node), or past the size limits. */
+/* Whether the group, emitted at `last`, would hold value v live well past its own last reader (a forward value
+ * read by a chain that ends in the backward, a recomputed segment's): the group reads its inputs where it is
+ * emitted. Graph inputs and constants live anyway. */
+static int extends_life(const struct cc_fusion *p, const tern_graph *g, int v, int last)
+{
+    const tern_graph_value *x = gval(g, v);
+    if (x->producer < 0 || (x->flags & TERN_VALUE_OUTPUT))
+        return 0;
+    int end = -1;
+    for (int r = p->reader_at[v]; r < p->reader_at[v + 1]; r++)
+        if (p->readers[r] > end)
+            end = p->readers[r];
+    return end < last - FZ_MAX_DISTANCE;
+}
+
 static int resolve(const struct cc_fusion *p, const tern_graph *g, fz_list *L)
 {
     int last = L->node[L->n - 1], ext = 0;
@@ -379,6 +394,14 @@ static int resolve(const struct cc_fusion *p, const tern_graph *g, fz_list *L)
         if (!make_member(g, L, k, &L->m[k]))
             return 0;
         ext += is_ext(&L->m[k].a) + is_ext(&L->m[k].b);
+        /* a member whose in-group operands come from far back would hold the group's earlier inputs live across
+         * the distance (a forward chain continued in the backward, a recomputed segment): not joined */
+        const fz_opnd *ops[2] = {&L->m[k].a, &L->m[k].b};
+        for (int o = 0; o < 2; o++)
+            if (((ops[o]->src == SRC_MEMBER || ops[o]->src == SRC_COLVAL) &&
+                 L->node[k] - L->node[ops[o]->id] > FZ_MAX_DISTANCE) ||
+                (is_ext(ops[o]) && extends_life(p, g, ops[o]->id, last)))
+                return 0;
         int v = L->m[k].out;
         for (int r = p->reader_at[v]; r < p->reader_at[v + 1]; r++) {
             int rd = p->readers[r], in = 0;
