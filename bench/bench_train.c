@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tern/npy.h"
 #include "tern/train.h"
@@ -25,6 +26,20 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The host's 1-minute load average (/proc/loadavg), printed beside the host times: a shared host's load moves
+ * them by 2x and more, so a ratio taken at a high load is not a result (docs/performance.md). -1 when unknown. */
+static double load_avg(void)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    double l = -1;
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
 }
 
 static int exists(const char *p)
@@ -159,7 +174,7 @@ static int functional(const char *src, const char *bin)
         fprintf(stderr, "bench_train: %s: token rows missing\n", dir);
         return 1;
     }
-    double t0 = now();
+    double load0 = load_avg(), t0 = now();
     tern_trainer *t = trainer(dir, 0, TERN_DTYPE_FP32);
     if (!t) {
         free(x);
@@ -190,6 +205,8 @@ static int functional(const char *src, const char *bin)
     char core[64] = "?";
     int threads = 0, blas = 0;
     double torch = torch_step(src, core, sizeof core, &threads, &blas);
+    printf("gpt2_train_host_load: %.1f at the start, %.1f at the end (1-minute load average; %ld CPUs)\n", load0,
+           load_avg(), sysconf(_SC_NPROCESSORS_ONLN));
     printf("gpt2_train_sim_create_s: %.2f\n", create);
     printf("gpt2_train_sim_first_step_s: %.2f\n", first);
     printf("gpt2_train_sim_s: %.3f\n", best);
