@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "sim/act.h"
 #include "sim/host_threads.h"
 #include "sim/rules.h"
 
@@ -90,7 +91,7 @@ static tern_status check_scalar(const tern_core *core, const exec_ctx *cx, const
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 /* func(x) in double; x is the fp32 affine result. NaN in gives NaN out for every function. */
-static double act(tern_act_func f, double x)
+double act_eval(tern_act_func f, double x)
 {
     const double rsqrt2 = 0.70710678118654752440, rsqrt2pi = 0.39894228040143267794;
     switch (f) {
@@ -139,6 +140,7 @@ typedef struct {
     uint32_t P;
     size_t N;
     int want_sum;
+    int simd; /* act_row_simd computes f on this host */
 } act_job;
 
 static void act_part(void *ctx, unsigned part, unsigned nparts)
@@ -149,13 +151,15 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
         float acc = 0.0f, sc = j->scale[p], b = j->bias[p];
         const float *in = &j->in[(size_t)p * j->in_stride];
         float *row = &j->out[(size_t)p * j->out_stride];
-        if (j->f == TERN_ACT_COPY) { /* the affine step alone: copy returns its fp32 input, so no round trip */
+        if (j->simd) {
+            act_row_simd(j->f, in, row, j->N, sc, b);
+        } else if (j->f == TERN_ACT_COPY) { /* the affine step alone: copy returns its fp32 input, so no round trip */
             for (size_t i = 0; i < j->N; i++) {
                 float t = in[i] * sc;
                 row[i] = t + b;
             }
         } else if (j->f == TERN_ACT_RELU) {
-            /* act()'s relu in fp32: t > 0 gives t, NaN gives itself (t is an arithmetic result, so already quiet,
+            /* act_eval's relu in fp32: t > 0 gives t, NaN gives itself (t is an arithmetic result, so already quiet,
              * and the double round trip keeps a quiet NaN's bits), anything else +0. A loop the compiler
              * vectorises. */
             for (size_t i = 0; i < j->N; i++) {
@@ -167,7 +171,7 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
             for (size_t i = 0; i < j->N; i++) {
                 float t = in[i] * sc;
                 t = t + b;
-                row[i] = (float)act(j->f, (double)t);
+                row[i] = (float)act_eval(j->f, (double)t);
             }
         }
         if (j->want_sum) { /* in element order: a serial chain, so only when the instruction asks for it */
@@ -237,7 +241,8 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
         for (uint32_t p = 0; p < P; p++)
             scale[p] = ins->imm0.f;
     }
-    act_job j = {(tern_act_func)ins->func, x, x, N, N, bias, scale, sum, P, N, (ins->flags & TERN_FLAG_REDUCE) != 0};
+    act_job j = {(tern_act_func)ins->func, x, x, N, N, bias, scale, sum, P, N, (ins->flags & TERN_FLAG_REDUCE) != 0,
+                 act_simd_has((tern_act_func)ins->func) && act_simd_enabled()};
     if (in_rows) {
         j.in = (const float *)(const void *)in_rows;
         j.out = (float *)(void *)out_rows;

@@ -1,0 +1,176 @@
+/* ScalarE's activation rows with AVX-512, giving exactly exec_scalar.c's values (act_eval): the fp32 affine step
+ * t = in * sc + b (a product and a sum, each rounded: this file is compiled with -ffp-contract=off so they never
+ * fuse), then the function of t.
+ *   - copy and relu are fp32 operations on t, the same IEEE operations as the scalar loop, so the same bits.
+ *   - exp, sigmoid, silu and the tanh-form GELU are act_eval's double expressions, operation for operation, with
+ *     libm's exp replaced by a vector exp (reduction by ln 2 in two parts, a degree-13 polynomial, scaling by
+ *     2^k): within a few double ulps of libm's. Rounding a double to fp32 can only differ between two such
+ *     values when they lie on either side of an fp32 rounding boundary, so a lane whose double result is within
+ *     2^8 ulps of a midpoint between fp32 values (one lane in two million), outside the normal fp32 range, NaN,
+ *     or whose exp argument is beyond +-700 is recomputed by act_eval itself. tests/sim/test_act_exhaustive.c
+ *     checks every fp32 input of each function against act_eval.
+ * Functions not listed keep the scalar loop. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/act.h"
+#include "tern/base.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
+
+int act_simd_has(tern_act_func f)
+{
+    switch (f) {
+    case TERN_ACT_COPY:
+    case TERN_ACT_RELU:
+    case TERN_ACT_EXP:
+    case TERN_ACT_SIGMOID:
+    case TERN_ACT_SILU:
+    case TERN_ACT_GELU_TANH: return 1;
+    default: return 0;
+    }
+}
+
+#if HAVE_X86
+static int avx512_ok(void)
+{
+    const char *e = getenv("TERN_SIMD"); /* "portable" and "avx2" cap the vector level, as for conversions */
+    if (e && (!strcmp(e, "portable") || !strcmp(e, "avx2")))
+        return 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+}
+
+#define VT __attribute__((target("avx512f,avx512dq"), always_inline)) static inline
+
+/* exp(x) for |x| <= 700 (a normal double result). */
+VT __m512d vexp(__m512d x)
+{
+    const __m512d inv_ln2 = _mm512_set1_pd(0x1.71547652b82fep0);
+    const __m512d ln2_hi = _mm512_set1_pd(0x1.62e42fee00000p-1); /* 32 significant bits: k * ln2_hi exact */
+    const __m512d ln2_lo = _mm512_set1_pd(0x1.a39ef35793c76p-33);
+    __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(x, inv_ln2), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fnmadd_pd(k, ln2_hi, x);
+    r = _mm512_fnmadd_pd(k, ln2_lo, r); /* |r| <= 0.3466: the degree-13 Taylor polynomial's error is 4e-18 */
+    static const double c[14] = {1.0,
+                                 1.0,
+                                 0.5,
+                                 1.0 / 6,
+                                 1.0 / 24,
+                                 1.0 / 120,
+                                 1.0 / 720,
+                                 1.0 / 5040,
+                                 1.0 / 40320,
+                                 1.0 / 362880,
+                                 1.0 / 3628800,
+                                 1.0 / 39916800,
+                                 1.0 / 479001600,
+                                 1.0 / 6227020800.0};
+    __m512d p = _mm512_set1_pd(c[13]);
+    for (int i = 12; i >= 0; i--)
+        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[i]));
+    return _mm512_scalef_pd(p, k);
+}
+
+/* Lanes whose double y might round to another fp32 than a value a few ulps away: within 2^8 double ulps of a
+ * midpoint between fp32 values (the low 29 mantissa bits near 1 << 28), or outside the normal fp32 range
+ * [2^-126, 2^128) in magnitude (zero and NaN included). */
+VT __mmask8 unsure(__m512d y)
+{
+    __m512i low = _mm512_and_si512(_mm512_castpd_si512(y), _mm512_set1_epi64(0x1FFFFFFF));
+    __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(low, _mm512_set1_epi64(0x10000000)));
+    __mmask8 m = _mm512_cmplt_epi64_mask(dist, _mm512_set1_epi64(256));
+    __m512d a = _mm512_abs_pd(y);
+    m |= _mm512_cmp_pd_mask(a, _mm512_set1_pd(0x1p-126), _CMP_NGE_UQ);
+    m |= _mm512_cmp_pd_mask(a, _mm512_set1_pd(0x1p128), _CMP_NLT_UQ);
+    return m;
+}
+
+/* The double part of one function on 8 lanes; *bad gets the lanes act_eval must redo. */
+VT __m512d fn8(tern_act_func f, __m512d x, __mmask8 *bad)
+{
+    const __m512d one = _mm512_set1_pd(1.0), lim = _mm512_set1_pd(700.0);
+    __m512d z, y;
+    switch (f) {
+    case TERN_ACT_EXP: z = x; break;
+    case TERN_ACT_SIGMOID:
+    case TERN_ACT_SILU: z = _mm512_sub_pd(_mm512_setzero_pd(), x); break; /* -x, exact */
+    default: {                                                             /* GELU_TANH */
+        const __m512d k = _mm512_set1_pd(0.79788456080286535588);
+        /* -2.0 * (k * (x + 0.044715 * x * x * x)), evaluated left to right as in act_eval */
+        __m512d c = _mm512_mul_pd(_mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.044715), x), x), x);
+        z = _mm512_mul_pd(_mm512_set1_pd(-2.0), _mm512_mul_pd(k, _mm512_add_pd(x, c)));
+        break;
+    }
+    }
+    __mmask8 out = _mm512_cmp_pd_mask(_mm512_abs_pd(z), lim, _CMP_NLE_UQ); /* beyond +-700, or NaN */
+    __m512d e = vexp(_mm512_mask_blend_pd(out, z, _mm512_setzero_pd()));
+    switch (f) {
+    case TERN_ACT_EXP: y = e; break;
+    case TERN_ACT_SIGMOID: y = _mm512_div_pd(one, _mm512_add_pd(one, e)); break;
+    case TERN_ACT_SILU: y = _mm512_mul_pd(x, _mm512_div_pd(one, _mm512_add_pd(one, e))); break;
+    default: y = _mm512_div_pd(x, _mm512_add_pd(one, e)); break;
+    }
+    *bad = out | unsure(y);
+    return y;
+}
+
+__attribute__((target("avx512f,avx512dq"))) static void row(tern_act_func f, const float *in, float *out, size_t n,
+                                                            float sc, float b)
+{
+    const __m512 vs = _mm512_set1_ps(sc), vb = _mm512_set1_ps(b);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 mk = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, in + i), vs), vb);
+        __m512 r;
+        if (f == TERN_ACT_COPY) {
+            r = t;
+        } else if (f == TERN_ACT_RELU) {
+            /* t > 0: t; NaN: t (already quiet: an arithmetic result); else +0 */
+            __mmask16 keep = _mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_NLE_UQ);
+            r = _mm512_maskz_mov_ps(keep, t);
+        } else {
+            __mmask8 bad_lo, bad_hi;
+            __m512d lo = fn8(f, _mm512_cvtps_pd(_mm512_castps512_ps256(t)), &bad_lo);
+            __m512d hi = fn8(f, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t), 1))),
+                             &bad_hi);
+            r = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+            __mmask16 bad = (__mmask16)(((unsigned)bad_hi << 8 | bad_lo) & mk);
+            if (bad) { /* the rare lanes: act_eval itself, from the same fp32 t */
+                float tv[16], rv[16];
+                _mm512_storeu_ps(tv, t);
+                _mm512_storeu_ps(rv, r);
+                for (int l = 0; l < 16; l++)
+                    if (bad >> l & 1)
+                        rv[l] = (float)act_eval(f, (double)tv[l]);
+                r = _mm512_loadu_ps(rv);
+            }
+        }
+        _mm512_mask_storeu_ps(out + i, mk, r);
+    }
+}
+#endif
+
+int act_simd_enabled(void)
+{
+#if HAVE_X86
+    return avx512_ok();
+#else
+    return 0;
+#endif
+}
+
+void act_row_simd(tern_act_func f, const float *in, float *out, size_t n, float sc, float b)
+{
+#if HAVE_X86
+    row(f, in, out, n, sc, b);
+#else
+    (void)f, (void)in, (void)out, (void)n, (void)sc, (void)b;
+    TERN_ASSERT(0);
+#endif
+}
