@@ -2,9 +2,9 @@
  * t = in * sc + b (a product and a sum, each rounded: this file is compiled with -ffp-contract=off so they never
  * fuse), then the function of t.
  *   - copy and relu are fp32 operations on t, the same IEEE operations as the scalar loop, so the same bits.
- *   - exp, sigmoid, silu and the tanh-form GELU are act_eval's double expressions, operation for operation, with
- *     libm's exp replaced by a vector exp (reduction by ln 2 in two parts, a degree-13 polynomial, scaling by
- *     2^k): within a few double ulps of libm's. Rounding a double to fp32 can only differ between two such
+ *   - exp, sigmoid, silu and both GELUs are act_eval's double expressions, operation for operation, with libm's
+ *     exp and erfc replaced by vector ones (exp: reduction by ln 2 in two parts, a degree-13 polynomial, scaling
+ *     by 2^k; erfc: below): within a few double ulps of libm's. Rounding a double to fp32 can only differ between two such
  *     values when they lie on either side of an fp32 rounding boundary, so a lane whose double result is within
  *     2^8 ulps of a midpoint between fp32 values (one lane in two million), outside the normal fp32 range, NaN,
  *     or whose exp argument is beyond +-700 is recomputed by act_eval itself. tests/sim/test_act_exhaustive.c
@@ -32,6 +32,7 @@ int act_simd_has(tern_act_func f)
     case TERN_ACT_EXP:
     case TERN_ACT_SIGMOID:
     case TERN_ACT_SILU:
+    case TERN_ACT_GELU:
     case TERN_ACT_GELU_TANH: return 1;
     default: return 0;
     }
@@ -91,11 +92,54 @@ VT __mmask8 unsure(__m512d y)
     return m;
 }
 
+/* erfc(a) for 0 <= a <= 26: exp(-a^2) P(t) / (1 + 2a) with t = (a - 3.75) / (a + 3.75) in [-1, 1), P the
+ * degree-24 polynomial fitted to (1 + 2a) exp(a^2) erfc(a) (the mapping of Shepherd and Laframboise, Math. Comp.
+ * 36 (1981) 249-253; coefficients from scripts/gen_erfc_poly.py, a Chebyshev fit in mpmath converted to powers
+ * of t): relative error below 5e-16 in double. a^2 is split exactly (hi + lo, an fma) so that exp(-a^2) loses
+ * nothing to the square's rounding: exp(-hi - lo) = exp(-hi) (1 - lo) to within lo^2. */
+VT __m512d verfc(__m512d a)
+{
+    static const double P[25] = {
+        0x1.3ccda0b5d5dc2p+0, -0x1.1f367683f89a5p-3, 0x1.d5f294815a405p-9,  0x1.510169d09665bp-4,
+        -0x1.bda9309a2949ap-4, 0x1.7a14188a9ce2ap-4,  -0x1.e0d0fa6ddfe85p-5, 0x1.d0b0037d167adp-6,
+        -0x1.3f603c398c6c5p-7, 0x1.cc3a0e7d2150cp-10, 0x1.33fb2968decd9p-12, -0x1.303fa4966bc38p-12,
+        0x1.b1439865f8d9ep-15, 0x1.778b933adcce7p-16, -0x1.800077b775cf3p-17, -0x1.055686d42aa63p-20,
+        0x1.d6339f66a50f8p-20, -0x1.eb803840c0574p-25, -0x1.15be4201dc721p-22, 0x1.8fa9fe49c359bp-26,
+        0x1.4c37f59c36e71p-25, -0x1.014cd7201b5adp-28, -0x1.638dcc665be8dp-28, 0x1.561b105822235p-32,
+        0x1.d3744857e262bp-32};
+    const __m512d k = _mm512_set1_pd(3.75), one = _mm512_set1_pd(1.0);
+    __m512d t = _mm512_div_pd(_mm512_sub_pd(a, k), _mm512_add_pd(a, k));
+    __m512d p = _mm512_set1_pd(P[24]);
+    for (int i = 23; i >= 0; i--)
+        p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(P[i]));
+    __m512d hi = _mm512_mul_pd(a, a), lo = _mm512_fmsub_pd(a, a, hi);
+    __m512d e = vexp(_mm512_sub_pd(_mm512_setzero_pd(), hi));
+    e = _mm512_fnmadd_pd(e, lo, e);
+    return _mm512_div_pd(_mm512_mul_pd(e, p), _mm512_fmadd_pd(_mm512_set1_pd(2.0), a, one));
+}
+
+/* The erf-form GELU, 0.5 * x * erfc(-x * rsqrt2) as act_eval groups it; erfc(z) = 2 - erfc(-z) for z < 0. */
+VT __m512d gelu8(__m512d x, __mmask8 *bad)
+{
+    const __m512d rsqrt2 = _mm512_set1_pd(0.70710678118654752440);
+    __m512d z = _mm512_mul_pd(_mm512_sub_pd(_mm512_setzero_pd(), x), rsqrt2);
+    __m512d a = _mm512_abs_pd(z);
+    __mmask8 out = _mm512_cmp_pd_mask(a, _mm512_set1_pd(26.0), _CMP_NLE_UQ); /* beyond 26, or NaN */
+    __m512d e = verfc(_mm512_mask_blend_pd(out, a, _mm512_setzero_pd()));
+    __mmask8 neg = _mm512_cmp_pd_mask(z, _mm512_setzero_pd(), _CMP_LT_OQ);
+    e = _mm512_mask_sub_pd(e, neg, _mm512_set1_pd(2.0), e);
+    __m512d y = _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.5), x), e);
+    *bad = out | unsure(y);
+    return y;
+}
+
 /* The double part of one function on 8 lanes; *bad gets the lanes act_eval must redo. */
 VT __m512d fn8(tern_act_func f, __m512d x, __mmask8 *bad)
 {
     const __m512d one = _mm512_set1_pd(1.0), lim = _mm512_set1_pd(700.0);
     __m512d z, y;
+    if (f == TERN_ACT_GELU)
+        return gelu8(x, bad);
     switch (f) {
     case TERN_ACT_EXP: z = x; break;
     case TERN_ACT_SIGMOID:

@@ -17,7 +17,8 @@ static const struct {
     const char *name;
     tern_act_func f;
 } funcs[] = {{"copy", TERN_ACT_COPY},       {"relu", TERN_ACT_RELU}, {"exp", TERN_ACT_EXP},
-             {"sigmoid", TERN_ACT_SIGMOID}, {"silu", TERN_ACT_SILU}, {"gelu_tanh", TERN_ACT_GELU_TANH}};
+             {"sigmoid", TERN_ACT_SIGMOID}, {"silu", TERN_ACT_SILU}, {"gelu_tanh", TERN_ACT_GELU_TANH},
+             {"gelu", TERN_ACT_GELU}};
 
 /* x86's rule for an operation with a NaN operand, which the scalar loop's compiled code follows (mulss/addss with
  * the element in the destination register) and the vector row too: the first operand's NaN, quieted, else the
@@ -166,7 +167,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[1], funcs[i].name))
             fi = (int)i;
     if (argc > 2 || (argc == 2 && fi < 0)) {
-        fprintf(stderr, "usage: test_act_exhaustive [copy|relu|exp|sigmoid|silu|gelu_tanh]\n");
+        fprintf(stderr, "usage: test_act_exhaustive [copy|relu|exp|sigmoid|silu|gelu_tanh|gelu]\n");
         return 2;
     }
     if (!act_simd_enabled()) {

@@ -1,0 +1,35 @@
+#!/usr/bin/python3
+"""The coefficients of src/sim/act_simd.c's vector erfc: P(t) ~ (1 + 2a) exp(a^2) erfc(a) with a = 3.75 (1 + t) / (1 - t),
+t in [-1, 1] (Shepherd and Laframboise's mapping, Math. Comp. 36 (1981) 249-253). A degree-24 Chebyshev fit in
+mpmath at 50 digits (interpolation at 40 Chebyshev-Gauss nodes), converted to powers of t and printed as C hex
+doubles, lowest power first. Run: /usr/bin/python3 scripts/gen_erfc_poly.py"""
+import mpmath as mp
+
+mp.mp.dps = 50
+K = mp.mpf("3.75")
+N = 24
+M = N + 16
+
+
+def f(t):
+    if t == 1:
+        return 2 / mp.sqrt(mp.pi)
+    a = K * (1 + t) / (1 - t)
+    return (1 + 2 * a) * mp.exp(a * a) * mp.erfc(a)
+
+
+nodes = [mp.cos(mp.pi * (k + mp.mpf(1) / 2) / M) for k in range(M)]
+vals = [f(t) for t in nodes]
+c = [2 * mp.fsum(vals[k] * mp.cos(mp.pi * j * (k + mp.mpf(1) / 2) / M) for k in range(M)) / M for j in range(N + 1)]
+c[0] /= 2
+# T_n(t) as power coefficients: T_{n} = 2 t T_{n-1} - T_{n-2}
+T = [[mp.mpf(1)], [mp.mpf(0), mp.mpf(1)]]
+for n in range(2, N + 1):
+    a = [mp.mpf(0)] + [2 * v for v in T[n - 1]]
+    b = T[n - 2] + [mp.mpf(0)] * (len(a) - len(T[n - 2]))
+    T.append([a[i] - b[i] for i in range(len(a))])
+power = [mp.mpf(0)] * (N + 1)
+for j in range(N + 1):
+    for i, v in enumerate(T[j]):
+        power[i] += c[j] * v
+print(", ".join(float(v).hex() for v in power))
