@@ -214,20 +214,6 @@ static const uint16_t *bf16_rows(tern_core *core, const exec_ctx *cx, const tern
     return u;
 }
 
-/* Is the bf16 operand (K rows of W) the identity, zeros of either sign off the diagonal? */
-static int bf16_identity(const uint16_t *rows, size_t stride, uint32_t K, uint32_t W)
-{
-    if (K != W)
-        return 0;
-    for (uint32_t k = 0; k < K; k++)
-        for (uint32_t n = 0; n < W; n++) {
-            uint16_t v = rows[(size_t)k * stride + n];
-            if (n == k ? v != 0x3F80u : (v & 0x7FFFu) != 0)
-                return 0;
-        }
-    return 1;
-}
-
 static int fast_dtype(uint8_t dt)
 {
     return dt == TERN_DTYPE_BF16 || dt == TERN_DTYPE_FP8_E4M3 || dt == TERN_DTYPE_FP8_E5M2 ||
@@ -481,13 +467,13 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
              * the panels straight to the PSUM rows. */
             size_t stride = 0;
             const uint16_t *rows = bf16_rows(core, cx, a, K, N, NULL, &stride);
-            if (rows && core->stat_pan && bf16_identity(rows, stride, K, N)) {
+            if (rows && core->stat_pan && matmul_bf16_is_identity(rows, stride, K, N)) {
                 /* a transpose through the array, from the panels straight to the PSUM rows */
                 size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
                 int64_t reg = ap_reg_offset(core, cx->engine, d);
                 uint8_t *o = core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4);
                 done = matmul_identity_panels(core->stat_panels, K, M, o, pb, acc);
-            } else if (rows && !bf16_identity(rows, stride, K, N)) {
+            } else if (rows && !matmul_bf16_is_identity(rows, stride, K, N)) {
                 if (!core->stat_pan) { /* latched as fp32 (an fp8 or strided operand): panels once per latch */
                     stationary_f32(core);
                     matmul_pack_panels_f32(core->stationary, K, M, core->stat_panels_own);

@@ -50,6 +50,14 @@ static int simd_cap(void)
     return !strcmp(e, "portable") ? 0 : !strcmp(e, "avx2") ? 1 : 2;
 }
 
+#if HAVE_X86
+static int have_avx512f(void) { return simd_cap() >= 2 && __builtin_cpu_supports("avx512f"); }
+static int have_avx2_fma(void)
+{
+    return simd_cap() >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
 /* Part `part` of `nparts` of N columns, in whole blocks of `width`: [*c0, *c1). A fixed function of the shape, so
  * the split (and so the result) never depends on the thread count. */
 static void col_range(uint32_t N, uint32_t width, unsigned part, unsigned nparts, uint32_t *c0, uint32_t *c1)
@@ -99,15 +107,52 @@ int bf16_fast_ok(uint16_t b)
     return (b & 0x7FFFu) == 0 || (e >= 127u - 50u && e < 127u + 51u);
 }
 
+/* 1 when some value of the panels is an infinity or a NaN (exponent all ones); branch-free so it vectorises. */
+static int panels_nonfinite(const float *panels, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &panels[i], 4);
+        bad |= (u & 0x7F800000u) == 0x7F800000u;
+    }
+    return bad != 0;
+}
+
+#if HAVE_X86
+/* Output row m of a transpose: o[n] (+)= s[n][m] + 0 for n < K, 16 at a time gathered from the panel (stride 6). */
+__attribute__((target("avx512f"))) static void transpose_row(const float *src, float *o, uint32_t K, int accumulate)
+{
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(PANEL_W));
+    const __m512 zero = _mm512_setzero_ps();
+    for (uint32_t n = 0; n < K; n += 16) {
+        __mmask16 mk = K - n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - n)) - 1u);
+        __m512 v = _mm512_add_ps(_mm512_mask_i32gather_ps(zero, mk, idx, src + (size_t)n * PANEL_W, 4), zero);
+        if (accumulate)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, o + n), v);
+        _mm512_mask_storeu_ps(o + n, mk, v);
+    }
+}
+#endif
+
 int matmul_identity_panels(const float *panels, uint32_t K, uint32_t M, uint8_t *out, size_t out_stride,
                            int accumulate)
 {
-    for (size_t i = 0; i < matmul_panel_floats(K, M); i++)
-        if (!isfinite(panels[i]))
-            return 0;
+    if (panels_nonfinite(panels, matmul_panel_floats(K, M)))
+        return 0;
+#if HAVE_X86
+    const int wide = have_avx512f();
+#endif
     for (uint32_t m = 0; m < M; m++) {
         const float *src = panels + (size_t)(m / PANEL_W) * K * PANEL_W + m % PANEL_W;
         float *o = (float *)(void *)(out + (size_t)m * out_stride);
+#if HAVE_X86
+        if (wide) {
+            transpose_row(src, o, K, accumulate);
+            continue;
+        }
+#endif
         if (accumulate)
             for (uint32_t n = 0; n < K; n++)
                 o[n] = o[n] + (src[(size_t)n * PANEL_W] + 0.0f);
@@ -115,6 +160,43 @@ int matmul_identity_panels(const float *panels, uint32_t K, uint32_t M, uint8_t 
             for (uint32_t n = 0; n < K; n++)
                 o[n] = src[(size_t)n * PANEL_W] + 0.0f;
     }
+    return 1;
+}
+
+#if HAVE_X86
+/* Row k of W bf16 values is e_k (0x3F80 at k, zeros of either sign elsewhere): 32 lanes at a time. */
+__attribute__((target("avx512f,avx512bw"))) static int identity_row_512(const uint16_t *r, uint32_t k, uint32_t W)
+{
+    const __m512i mag = _mm512_set1_epi16(0x7FFF);
+    for (uint32_t n = 0; n < W; n += 32) {
+        __mmask32 mk = W - n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << (W - n)) - 1u);
+        __mmask32 nz = _mm512_mask_test_epi16_mask(mk, _mm512_maskz_loadu_epi16(mk, r + n), mag);
+        __mmask32 want = k >= n && k < n + 32 ? (__mmask32)(1u << (k - n)) : 0;
+        if (nz != want)
+            return 0;
+    }
+    return r[k] == 0x3F80u;
+}
+#endif
+
+int matmul_bf16_is_identity(const uint16_t *rows, size_t stride, uint32_t K, uint32_t W)
+{
+    if (K != W)
+        return 0;
+#if HAVE_X86
+    if (simd_cap() >= 2 && __builtin_cpu_supports("avx512bw")) {
+        for (uint32_t k = 0; k < K; k++)
+            if (!identity_row_512(rows + (size_t)k * stride, k, W))
+                return 0;
+        return 1;
+    }
+#endif
+    for (uint32_t k = 0; k < K; k++)
+        for (uint32_t n = 0; n < W; n++) {
+            uint16_t v = rows[(size_t)k * stride + n];
+            if (n == k ? v != 0x3F80u : (v & 0x7FFFu) != 0)
+                return 0;
+        }
     return 1;
 }
 
@@ -448,13 +530,6 @@ static void f32_part_avx2(void *ctx, unsigned part, unsigned nparts)
 
 #endif
 
-#if HAVE_X86
-static int have_avx512f(void) { return simd_cap() >= 2 && __builtin_cpu_supports("avx512f"); }
-static int have_avx2_fma(void)
-{
-    return simd_cap() >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#endif
 
 /* ---- bf16 moving rows straight from SBUF, fp32 FMA chain (AVX-512, or AVX2 + FMA) ----
  * The moving operand is read as bf16 rows from SBUF and widened block by block (a bf16 value is the high half of

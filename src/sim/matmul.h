@@ -32,6 +32,8 @@ void matmul_panels_to_f32(const float *panels, uint32_t K, uint32_t M, float *s)
  * stationary value is not finite. */
 int matmul_identity_panels(const float *panels, uint32_t K, uint32_t M, uint8_t *out, size_t out_stride,
                            int accumulate);
+/* Is the bf16 operand (K rows of W, row k at rows + k*stride) the identity, zeros of either sign off the diagonal? */
+int matmul_bf16_is_identity(const uint16_t *rows, size_t stride, uint32_t K, uint32_t W);
 
 /* bf16 moving rows (row k at x_rows + k*x_stride) times the stationary in panels, the fp32 FMA chain (AVX-512, or
  * AVX2 + FMA), written straight to fp32 output rows (row m at out + m*out_stride bytes; accumulate: old + sum).
