@@ -245,6 +245,9 @@ typedef struct {
     double tied_seconds;       /* tied weights' gradients exchanged between the first and last stage */
     double kv_seconds;         /* key/value heads replicated over tensor ranks (tp exceeds them): their gradients
                                   all-reduced over the ranks sharing a head */
+    int64_t vocab;             /* > 0: the token embedding (and the LM head, cross-entropy) split by this vocabulary
+                                  over the tensor ranks (vocab_head: 1 when the head is too) */
+    int vocab_head;
     int zero;                  /* 1: ZeRO-1, the optimizer state in dp blocks (reduce-scatter, block update,
                                   all-gather: dp_comm_seconds is both collectives) */
 } tern_train_mp_info;

@@ -701,6 +701,10 @@ static int train_main(int argc, char **argv, mpi_run *mr)
                    mpi.pairs, mpi.programs, (long long)mpi.micro, (long long)(batch / (mpi.dp * mpi.micro)),
                    mpi.vpp > 1 ? "n interleaved" : "", mpi.vpp > 1 ? " (vpp: model chunks per stage)" : "",
                    mpi.zero ? "; ZeRO-1: optimizer state in blocks over the data replicas" : "");
+        if (!json && mpi.vocab > 0) /* only layouts that split a vocabulary say so */
+            printf("layout: vocabulary parallelism: the %lld-token vocabulary of the embedding%s split over the tensor "
+                   "ranks\n",
+                   (long long)mpi.vocab, mpi.vocab_head ? ", LM head and cross-entropy" : "");
         tern_train_dp_stats(t, &dpi);
         if (!json && (dpi.ranks > 1 || dpi.chunks > 1))
             printf("data parallel: %lld ranks on %s, %lld rows each (%lld gradient chunks%s), %.3f MiB of gradients "
@@ -834,13 +838,16 @@ static int train_main(int argc, char **argv, mpi_run *mr)
                dpi.compute_seconds * 1e3, dpi.comm_seconds * 1e3, dpi.algorithm, dpi.update_seconds * 1e3);
     tern_train_mp_info mpj;
     tern_train_mp_stats(t, &mpj);
-    char vppj[192] = ""; /* only interleaved layouts carry "vpp", only replicated K/V heads "kv_ms" (the other
-                            layouts' --json unchanged) */
+    char vppj[256] = ""; /* only interleaved layouts carry "vpp", replicated K/V heads "kv_ms", a split vocabulary
+                            "vocab" (the other layouts' --json unchanged) */
     if (mpj.vpp > 1)
         snprintf(vppj, sizeof vppj, ",\"vpp\":%lld,\"pipeline_1f1b_ms\":%.6f,\"bubble_1f1b_ms\":%.6f",
                  (long long)mpj.vpp, mpj.plain_pipeline_seconds * 1e3, mpj.plain_bubble_seconds * 1e3);
     if (mpj.kv_seconds > 0)
         snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"kv_ms\":%.6f", mpj.kv_seconds * 1e3);
+    if (mpj.vocab > 0)
+        snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"vocab\":%lld,\"vocab_head\":%d",
+                 (long long)mpj.vocab, mpj.vocab_head);
     if (json)
         printf("],\"predicted_seconds\":%.9g,\"ranks\":%lld,\"dp_chunks\":%lld,\"zero\":%d,\"dp_algorithm\":\"%s\","
                "\"dp_compute_ms\":%.6f,\"dp_comm_ms\":%.6f,\"dp_update_ms\":%.6f,\"state_bytes_per_rank\":%llu,"

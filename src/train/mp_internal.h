@@ -48,6 +48,8 @@ typedef struct {
     int64_t groups[TERN_GRAPH_MAX_RANK];
     int rep;              /* 1; > 1: a key/value projection whose heads tp exceeds: split tp / rep ways, tensor rank
                              r holding block r / rep (rep ranks share it: their gradients are summed over them) */
+    int64_t blk;          /* > 0: blocks of blk along the axis, the last padded with zeros (a vocabulary tp does not
+                             divide); 0: the axis / (tp / rep) exactly */
 } mp_wspec;
 
 /* A value that crosses from one segment to a later one (or the data input). */
@@ -57,7 +59,9 @@ typedef struct {
     int rank;
     int64_t dims[TERN_GRAPH_MAX_RANK];
     int from;             /* producing segment */
-    int partial;          /* produced by a pair's b: all-reduced over the tensor ranks in the forward */
+    int partial;          /* produced by a pair's b (or the vocabulary-parallel embedding): all-reduced over the
+                             tensor ranks in the forward */
+    int vsplit;           /* the LM head's logits: each tensor rank's own vocabulary columns (count, dims a rank's) */
 } mp_xv;
 
 /* A segment program: a scratch trainer whose t.g/t.rt/t.w are the segment's (weights include its crossing
@@ -69,8 +73,14 @@ typedef struct {
     double flops;
 } mp_prog;
 
+/* mp_seg.vocab: vocabulary parallelism (vocab_parallel.c) */
+#define MP_VOCAB_EMBED 1  /* the token embedding's Gather: rows split, looked up where in range, partial output */
+#define MP_VOCAB_HEAD 2   /* the LM head: columns split, the rank's logits out */
+#define MP_VOCAB_LOSS 3   /* the cross-entropy across the tensor group (no graph: mp_plan's vce programs) */
+
 typedef struct {
     int pair;             /* -1: replicated over the tensor ranks */
+    int vocab;            /* 0, or MP_VOCAB_*: split by vocabulary over the tensor ranks */
     int stage;
     int *nodes, nn;       /* plan-graph node indices */
     int *xin, nxin;       /* crossing values read (mp_xv indices) */
@@ -99,10 +109,23 @@ typedef struct {
                                     Transpose): no segment's own, copied into every segment that reads them */
     char **frozen;               /* the model's initializers kept constant (freeze.c), by name */
     int nfrozen;
+    /* vocabulary parallelism (vocab_parallel.c): the token embedding's Gather and the LM head's node (-1 none), the
+     * vocabulary V and each rank's block of it (ceil(V / tp): the last rank's padded), the cross-entropy programs */
+    int vemb, vhead;
+    char *vweight[2];            /* the embedding's and the head's weight names */
+    int64_t vocab, vblk;
+    tern_exe vce[3];
+    tern_rt *vcrt[3];
+    double vce_sec[3];           /* timing-only: each program's time (-1 not run yet) */
+    int64_t vrows;               /* rows of a micro-batch's logits */
 } mp_plan;
 
 /* tp_pairs.c: the pair rule. isw marks the plan graph's weights. */
 tern_status mp_find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err);
+/* a weight's layout over the tensor ranks (axis -1: replicated; grp: the pair whose Split groups it follows) */
+tern_status mp_add_wspec(mp_plan *p, const char *name, int axis, int rank0, const mp_pair *grp, int rep, int64_t blk,
+                         tern_error *err);
+int mp_pair_of(const mp_plan *p, int node);
 int mp_is_linear(const tern_graph_node *n);
 /* the 2-D weight behind linear node n's second input (*w; *trans: multiplied by its transpose), K and N; 0 none */
 int mp_linear_kn(const tern_graph *g, const unsigned char *isw, const tern_graph_node *n, int *w, int64_t *k,
@@ -122,7 +145,27 @@ void mp_shard_copy(const float *full, float *shard, int rank, const int64_t *dim
 /* the same for an axis made of groups (ngroups sizes), rank r taking block r of each */
 void mp_shard_copy_g(const float *full, float *shard, int rank, const int64_t *dims, int axis, int64_t tp, int64_t r,
                      int back, int ngroups, const int64_t *groups);
+/* tensor rank r's shard of a weight laid out as ws says (replicated blocks, padded blocks, groups) */
+void mp_shard_copy_ws(const mp_wspec *ws, const float *full, float *shard, int rank, const int64_t *dims, int64_t tp,
+                      int64_t r, int back);
+/* the shard's length along ws->axis */
+int64_t mp_shard_len(const mp_wspec *ws, const int64_t *dims, int64_t tp);
 /* compile + load and live-code pruning: train_compile_load, train_prune_dead (train_internal.h) */
+
+/* vocab_parallel.c: vocabulary-parallel embedding and cross-entropy (Megatron-LM's) */
+#define MP_VOFF "tern.mp.voff"
+tern_status mp_vocab_find(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err);
+int mp_vocab_of(const mp_plan *p, int node);
+/* in a segment graph whose weights are rank shards: the embedding's Gather looks up ids - MP_VOFF (an input) where
+ * they fall in the rank's block, zeros elsewhere */
+tern_status mp_vocab_embed_graph(const mp_plan *p, tern_graph *g, tern_error *err);
+tern_status mp_vocab_build(tern_trainer *t, mp_plan *p, uint64_t *hbm, double *flops, tern_error *err);
+/* One micro-batch's cross-entropy across the tensor group: l[r] rank r's logits (rows x vblk), labels the rows'
+ * classes; dl[r] gets the gradient of the loss (times inv) for rank r's logits, *loss the loss (times inv), *secs
+ * the programs' and collectives' time. l NULL: timed only. */
+tern_status mp_vocab_ce(tern_trainer *t, mp_plan *p, tern_fabric *tpfab, float *const *l, float *const *dl,
+                        const int64_t *labels, size_t rows, float inv, double *loss, double *secs, tern_error *err);
+void mp_vocab_free(mp_plan *p);
 
 /* pipeline_parallel.c */
 tern_status train_mp_create(tern_trainer *t, tern_error *err);

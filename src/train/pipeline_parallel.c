@@ -51,6 +51,7 @@ typedef struct {
     int tied;               /* > 0: a copy of the weight an earlier stage holds too (tied embeddings): its
                                gradients are summed over the stages, its norm counted once */
     int rep;                /* mp_wspec's: > 1 key/value heads replicated over rep tensor ranks (block r / rep) */
+    int64_t blk;            /* mp_wspec's: > 0 blocks of blk along the axis, the last padded (a vocabulary) */
     int64_t groups[TERN_GRAPH_MAX_RANK];
     size_t count, off;      /* shard elements, offset in the stage's flat vector */
     int rank;
@@ -227,6 +228,19 @@ static tern_status build_update(tern_trainer *t, size_t len, int nst, tern_exe *
     return st;
 }
 
+/* the layout of a stage's weight as mp_shard_copy_ws takes it */
+static mp_wspec wt_spec(const mp_wt *w)
+{
+    mp_wspec ws;
+    memset(&ws, 0, sizeof ws);
+    ws.axis = w->axis;
+    ws.ngroups = w->ngroups;
+    memcpy(ws.groups, w->groups, sizeof ws.groups);
+    ws.rep = w->rep;
+    ws.blk = w->blk;
+    return ws;
+}
+
 static int find_full(const tern_trainer *t, const char *name)
 {
     for (size_t i = 0; i < t->nw; i++)
@@ -254,9 +268,10 @@ static void scatter(tern_trainer *t)
                         memset(dst, 0, w->count * sizeof(float));
                     else if (w->axis < 0)
                         memcpy(dst, src, w->count * sizeof(float));
-                    else
-                        mp_shard_copy_g(src, dst, w->rank, w->dims, w->axis, tp / w->rep, r / w->rep, 0, w->ngroups,
-                                        w->groups);
+                    else {
+                        mp_wspec ws = wt_spec(w);
+                        mp_shard_copy_ws(&ws, src, dst, w->rank, w->dims, tp, r, 0);
+                    }
                 }
             }
         }
@@ -280,11 +295,11 @@ static void gather(tern_trainer *t)
                     size_t ix = (size_t)(s * tp + r);
                     const float *src = (q < 0 ? mp->val[ix] : mp->st[q][ix]) + w->off;
                     float *dst = q < 0 ? fw->val : fw->state[q];
+                    mp_wspec ws = wt_spec(w);
                     if (w->axis < 0)
                         memcpy(dst, src, w->count * sizeof(float));
                     else
-                        mp_shard_copy_g(dst, (float *)src, w->rank, w->dims, w->axis, tp / w->rep, r / w->rep, 1,
-                                        w->ngroups, w->groups);
+                        mp_shard_copy_ws(&ws, dst, (float *)src, w->rank, w->dims, tp, r, 1);
                 }
         }
     }
@@ -475,7 +490,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         mp_seg *sg = &p->seg[k];
         tern_trainer *m = &sg->prog.m;
         mp_stage *S = &mp->stg[sg->stage];
-        flops += sg->prog.flops * (sg->pair >= 0 ? (double)tp : 1.0);
+        flops += sg->prog.flops * (sg->pair >= 0 || sg->vocab ? (double)tp : 1.0);
         mp->sidx[k] = malloc(sizeof(int) * (m->nw + 1));
         if (!mp->sidx[k])
             return oom(err);
@@ -502,12 +517,13 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                 w->name = dupstr(m->w[i].name);
                 if (!w->name)
                     return oom(err);
-                const mp_wspec *ws = sg->pair >= 0 ? mp_wspec_of(p, w->name) : NULL;
+                const mp_wspec *ws = sg->pair >= 0 || sg->vocab ? mp_wspec_of(p, w->name) : NULL;
                 w->full = full;
                 w->axis = ws ? ws->axis : -1;
                 w->rank0 = ws && ws->rank0_only;
                 w->ngroups = ws ? ws->ngroups : 1;
                 w->rep = ws ? ws->rep : 1;
+                w->blk = ws ? ws->blk : 0;
                 if (ws)
                     memcpy(w->groups, ws->groups, sizeof w->groups);
                 w->count = m->w[i].count;
@@ -528,10 +544,11 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
             for (int64_t s0 = 0; s0 < s && !w->tied; s0++)
                 for (int q = 0; q < mp->stg[s0].nw; q++)
                     if (!strcmp(mp->stg[s0].w[q].name, w->name)) {
-                        if (w->axis >= 0 || mp->stg[s0].w[q].axis >= 0)
+                        const mp_wt *w0 = &mp->stg[s0].w[q]; /* split alike in both (the vocabulary) or in neither */
+                        if (w->axis != w0->axis || w->blk != w0->blk || w->rep != w0->rep || w->ngroups != w0->ngroups)
                             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                                                   "train: weight '%s' is read by stages %lld and %lld and split by "
-                                                  "tensor parallelism in one; not supported",
+                                                  "tensor parallelism differently in them; not supported",
                                                   w->name, (long long)s0, (long long)s);
                         w->tied = 1;
                         mp->tied_count += w->count;
@@ -728,6 +745,10 @@ static tern_status feed_seg(tern_trainer *t, int k, int64_t r, tern_rt *rt, tern
         }
         st = tern_rt_set_input(rt, m->w[i].name, v, n * sizeof(float), err);
     }
+    if (!st && sg->vocab == MP_VOCAB_EMBED) { /* the rank's first vocabulary row (int32 on the device) */
+        int32_t off = (int32_t)(r * mp->p.vblk);
+        st = tern_rt_set_input(rt, MP_VOFF, &off, sizeof off, err);
+    }
     return st;
 }
 
@@ -783,7 +804,16 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
         tern_trainer *m = &sg->prog.m;
         double tmax = 0, fsec = 0;
         size_t ix0 = (size_t)sg->stage * (size_t)tp;
-        for (int64_t r = 0; r < tp && !st; r++) {
+        if (sg->vocab == MP_VOCAB_LOSS) { /* the cross-entropy across the tensor group: the logits' gradients */
+            float *lg[64], *dl[64];
+            size_t off = xoff(p, sg->xin[0]);
+            for (int64_t r = 0; r < tp; r++) {
+                lg[r] = mp->act[r] + off;
+                dl[r] = mp->gx[r] + off;
+            }
+            st = mp_vocab_ce(t, p, mp->tpfab, lg, dl, labels, ls, inv ? *inv : 0.0f, loss, &tmax, err);
+        }
+        for (int64_t r = 0; r < tp && !st && sg->vocab != MP_VOCAB_LOSS; r++) {
             st = train_feed_rows(m, m->nin ? x : NULL, m->nin ? m->data_bytes : 0, sg->last ? labels : NULL, ls, step,
                                  inv, err);
             if (!st)
@@ -831,7 +861,7 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
         for (int q = 0; q < sg->nxin && !st; q++) {
             int xi = sg->xin[q];
             size_t off = xoff(p, xi), n = p->xv[xi].count;
-            if (sg->pair >= 0)
+            if (sg->pair >= 0 || sg->vocab == MP_VOCAB_HEAD) /* a column-parallel input's gradient (Megatron's f) */
                 st = tp_allreduce(mp, mp->gx, off, n, &tb[sg->stage], err);
             for (int64_t r = 0; r < tp && !st; r++)
                 for (size_t j = 0; j < n; j++)
@@ -873,11 +903,17 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
     }
     for (int k = p->nseg - 1; k >= 0 && !st; k--) { /* backward */
         mp_seg *sg = &p->seg[k];
-        if (mp->ps_g[k] < 0 && (st = run_prog(sg->prog.m.rt, &mp->ps_g[k], err)))
-            return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
-        double tmax = mp->ps_g[k] > 0 ? mp->ps_g[k] : 0;
+        double tmax = 0;
+        if (sg->vocab == MP_VOCAB_LOSS) { /* the cross-entropy across the group, as micro_batch adds it */
+            if ((st = mp_vocab_ce(t, p, mp->tpfab, NULL, NULL, NULL, 0, 0.0f, NULL, &tmax, err)))
+                return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
+        } else {
+            if (mp->ps_g[k] < 0 && (st = run_prog(sg->prog.m.rt, &mp->ps_g[k], err)))
+                return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
+            tmax = mp->ps_g[k] > 0 ? mp->ps_g[k] : 0;
+        }
         for (int q = 0; q < sg->nxin && !st; q++)
-            if (sg->pair >= 0)
+            if (sg->pair >= 0 || sg->vocab == MP_VOCAB_HEAD)
                 st = tp_allreduce(mp, NULL, 0, p->xv[sg->xin[q]].count, &tb[sg->stage], err);
         double fsec = sg->last ? 0 : mp->fsec[k];
         tb[sg->stage] += tmax > fsec ? tmax - fsec : 0;
@@ -1451,5 +1487,7 @@ void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
     out->p2p_seconds = mp->p2p_f;
     out->tied_seconds = mp->t_tied;
     out->kv_seconds = mp->t_kv;
+    out->vocab = mp->p.vemb >= 0 ? mp->p.vocab : 0;
+    out->vocab_head = mp->p.vhead >= 0;
     out->zero = mp->zero;
 }

@@ -68,7 +68,7 @@ static int crossing(const tern_graph *g, const int *ord, int n, int q, const int
     return count;
 }
 
-static int pair_of(const mp_plan *p, int node)
+int mp_pair_of(const mp_plan *p, int node)
 {
     for (int i = 0; i < p->npairs; i++)
         if (p->pairs[i].in[node])
@@ -160,7 +160,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         }
         p->wd[i] = (unsigned char)only;
     }
-    if (p->tp > 1 && (st = mp_find_pairs(t, p, isw, err))) {
+    if ((p->tp > 1 && (st = mp_find_pairs(t, p, isw, err))) || (st = mp_vocab_find(t, p, isw, err))) {
         free(isw);
         return st;
     }
@@ -189,7 +189,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     for (int i = 0; i < n; i++) {
         if (placed[i] || g->nodes[i].op_id == TERN_GOP_CONSTANT || p->wd[i] || mp_known_const(g, i))
             continue;
-        int pi = pair_of(p, i);
+        int pi = mp_pair_of(p, i);
         if (pi >= 0) {
             const mp_pair *pr = &p->pairs[pi];
             for (int j = pr->a + 1; j < pr->b; j++)
@@ -256,7 +256,8 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         int q = lo, found = -1, fv = -1;
         char names[512] = "", lab[256];
         for (; q <= hi && found < 0; q++) {
-            if (q > 0 && q < no && pair_of(p, ord[q - 1]) >= 0 && pair_of(p, ord[q - 1]) == pair_of(p, ord[q]))
+            if (q > 0 && q < no && mp_pair_of(p, ord[q - 1]) >= 0 &&
+                mp_pair_of(p, ord[q - 1]) == mp_pair_of(p, ord[q]))
                 continue;
             names[0] = 0;
             int c = crossing(g, ord, no, q, pos, p->data_val, &fv, names, sizeof names);
@@ -290,18 +291,21 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         st = oom(err);
     int stage = 0;
     for (int k = 0; k < no && !st; k++) {
-        int node = ord[k], pi = pair_of(p, node);
+        int node = ord[k], pi = mp_pair_of(p, node), vk = mp_vocab_of(p, node);
         while (stage + 1 < p->pp && k >= cut[stage + 1]) {
             stage++;
             p->stage_first[stage] = p->nseg;
         }
         mp_seg *cur = p->nseg ? &p->seg[p->nseg - 1] : NULL;
         int fresh = !cur || cur->pair != pi || cur->stage != stage || (pi >= 0 && cur->nn && segof[ord[k - 1]] < 0);
-        if (!fresh && pi >= 0 && cur->nn && pair_of(p, ord[k - 1]) != pi)
+        if (!fresh && pi >= 0 && cur->nn && mp_pair_of(p, ord[k - 1]) != pi)
+            fresh = 1;
+        if (cur && (vk || cur->vocab)) /* the vocabulary-parallel embedding and head: a segment each */
             fresh = 1;
         if (fresh) {
             cur = &p->seg[p->nseg++];
             cur->pair = pi;
+            cur->vocab = vk;
             cur->stage = stage;
             cur->nodes = malloc(sizeof(int) * ((size_t)no + 1));
             if (!cur->nodes) {
@@ -316,10 +320,11 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         p->stage_first[s] = p->nseg;
     p->stage_first[p->pp] = p->nseg;
     /* the loss reads the model output; when a pair computes it (its partial sums), a segment of its own after the
-     * pair's all-reduce holds the loss */
-    if (!st && p->nseg && p->seg[p->nseg - 1].pair >= 0) {
+     * pair's all-reduce holds the loss; after the vocabulary-parallel head, the cross-entropy across the group */
+    if (!st && p->nseg && (p->seg[p->nseg - 1].pair >= 0 || p->seg[p->nseg - 1].vocab == MP_VOCAB_HEAD)) {
         mp_seg *ls = &p->seg[p->nseg++];
         ls->pair = -1;
+        ls->vocab = p->seg[p->nseg - 2].vocab == MP_VOCAB_HEAD ? MP_VOCAB_LOSS : 0;
         ls->stage = (int)p->pp - 1;
         ls->nodes = malloc(sizeof(int));
         if (!ls->nodes)
@@ -380,7 +385,8 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
                     x->rank = gv->rank;
                     memcpy(x->dims, gv->dims, sizeof x->dims);
                     x->from = segof[pr];
-                    x->partial = p->seg[segof[pr]].pair >= 0 && pr == p->pairs[p->seg[segof[pr]].pair].b;
+                    x->partial = (p->seg[segof[pr]].pair >= 0 && pr == p->pairs[p->seg[segof[pr]].pair].b) ||
+                                 p->seg[segof[pr]].vocab == MP_VOCAB_EMBED;
                     xid[v] = p->nxv++;
                     mp_seg *src = &p->seg[segof[pr]];
                     src->xout[src->nxout++] = xid[v];
@@ -417,7 +423,13 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
             x->rank = gv->rank;
             memcpy(x->dims, gv->dims, sizeof x->dims);
             x->from = p->nseg - 2;
-            x->partial = 1;
+            x->partial = ls->vocab != MP_VOCAB_LOSS;
+            if (ls->vocab == MP_VOCAB_LOSS) { /* the head's logits: a rank's vocabulary columns */
+                x->vsplit = 1;
+                x->dims[x->rank - 1] = p->vblk;
+                x->count = (size_t)(cnt / p->vocab * p->vblk);
+                p->vrows = cnt / p->vocab;
+            }
             mp_seg *src = &p->seg[p->nseg - 2];
             src->xout[src->nxout++] = p->nxv;
             ls->xin[ls->nxin++] = p->nxv;
@@ -477,6 +489,7 @@ void mp_plan_free(mp_plan *p)
     free(p->seg);
     free(p->stage_first);
     free(p->wd);
+    mp_vocab_free(p);
     tern_graph_free(p->g);
     memset(p, 0, sizeof *p);
 }
@@ -523,6 +536,36 @@ void mp_shard_copy_g(const float *full, float *shard, int rank, const int64_t *d
             goff += (size_t)groups[c];
             soff += blk;
         }
+    }
+}
+
+int64_t mp_shard_len(const mp_wspec *ws, const int64_t *dims, int64_t tp)
+{
+    return ws->blk > 0 ? ws->blk : dims[ws->axis] / (tp / ws->rep);
+}
+
+void mp_shard_copy_ws(const mp_wspec *ws, const float *full, float *shard, int rank, const int64_t *dims, int64_t tp,
+                      int64_t r, int back)
+{
+    if (ws->ngroups > 1) {
+        mp_shard_copy_g(full, shard, rank, dims, ws->axis, tp, r, back, ws->ngroups, ws->groups);
+        return;
+    }
+    /* block r / rep of blk along the axis; the part past the axis's end (a padded last block) is zeros */
+    size_t outer = 1, inner = 1, len = (size_t)dims[ws->axis], blk = (size_t)mp_shard_len(ws, dims, tp);
+    for (int d = 0; d < ws->axis; d++)
+        outer *= (size_t)dims[d];
+    for (int d = ws->axis + 1; d < rank; d++)
+        inner *= (size_t)dims[d];
+    size_t lo = (size_t)(r / ws->rep) * blk, n = lo < len ? (len - lo < blk ? len - lo : blk) : 0;
+    for (size_t o = 0; o < outer; o++) {
+        float *sh = shard + o * blk * inner;
+        if (n && back)
+            memcpy((float *)full + (o * len + lo) * inner, sh, n * inner * sizeof(float));
+        else if (n)
+            memcpy(sh, full + (o * len + lo) * inner, n * inner * sizeof(float));
+        if (!back)
+            memset(sh + n * inner, 0, (blk - n) * inner * sizeof(float));
     }
 }
 
@@ -735,29 +778,31 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     free(keep), free(xin);
     /* rank r's shards */
     const mp_pair *pr = sg->pair >= 0 ? &p->pairs[sg->pair] : NULL;
-    for (int v = 0; v < g->n_values && !st && pr; v++) {
+    int split = pr || sg->vocab;
+    for (int v = 0; v < g->n_values && !st && split; v++) {
         tern_graph_value *gv = &g->values[v];
         const mp_wspec *ws = gv->constant ? mp_wspec_of(p, gv->name) : NULL;
         if (!ws || ws->axis < 0)
             continue;
         int64_t d[TERN_GRAPH_MAX_RANK];
         memcpy(d, gv->constant->dims, sizeof d);
-        d[ws->axis] /= p->tp / ws->rep;
+        d[ws->axis] = mp_shard_len(ws, gv->constant->dims, p->tp);
         tern_host_tensor *c;
         if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, gv->constant->rank, d, &c, err)))
             break;
-        mp_shard_copy_g(gv->constant->f, c->f, c->rank, gv->constant->dims, ws->axis, p->tp / ws->rep, r / ws->rep, 0,
-                        ws->ngroups, ws->groups);
+        mp_shard_copy_ws(ws, gv->constant->f, c->f, c->rank, gv->constant->dims, p->tp, r, 0);
         tern_host_tensor_free(gv->constant);
         gv->constant = c;
         gv->rank = c->rank;
         memcpy(gv->dims, c->dims, sizeof gv->dims);
     }
-    if (!st && pr) /* shapes of the split values come again from inference */
+    if (!st && split) /* shapes of the split values come again from inference */
         for (int v = 0; v < g->n_values; v++)
             if (!(g->values[v].flags & (TERN_VALUE_INPUT | TERN_VALUE_INITIALIZER)) && !g->values[v].constant)
                 graph_value_reset_shape(&g->values[v]);
     if (!st)
+        st = graph_compact(g, NULL, err);
+    if (!st && sg->vocab == MP_VOCAB_EMBED && !(st = mp_vocab_embed_graph(p, g, err)))
         st = graph_compact(g, NULL, err);
     if (!st && with_loss && !sg->last) {
         ad_ctx a;
@@ -829,6 +874,13 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
         tern_trainer *m = &sg->prog.m;
         tern_exe_init(&m->exe);
         tern_exe_init(&sg->prog.fexe);
+        if (sg->vocab == MP_VOCAB_LOSS) { /* the cross-entropy across the group: programs of its own */
+            if ((st = mp_vocab_build(t, p, &hbm, &sg->prog.flops, err)))
+                break;
+            if (!(sg->xw = calloc(1, sizeof(int))))
+                st = oom(err);
+            continue;
+        }
         if ((st = seg_graph(t, p, k, 0, 1, m, err)) || (st = train_build_step_graph(m, TRAIN_GRAPH_GRADS, err)))
             break;
         if (m->ndrop) {

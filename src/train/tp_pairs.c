@@ -110,8 +110,8 @@ int mp_linear_kn(const tern_graph *g, const unsigned char *isw, const tern_graph
     return 1;
 }
 
-static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, const mp_pair *grp, int rep,
-                             tern_error *err)
+tern_status mp_add_wspec(mp_plan *p, const char *name, int axis, int rank0, const mp_pair *grp, int rep,
+                         int64_t blk, tern_error *err)
 {
     for (int i = 0; i < p->nws; i++)
         if (!strcmp(p->ws[i].name, name))
@@ -130,6 +130,7 @@ static tern_status add_wspec(mp_plan *p, const char *name, int axis, int rank0, 
     if (grp)
         memcpy(p->ws[p->nws].groups, grp->groups, sizeof grp->groups);
     p->ws[p->nws].rep = rep > 1 ? rep : 1;
+    p->ws[p->nws].blk = blk;
     if (!p->ws[p->nws].name)
         return oom(err);
     p->nws++;
@@ -709,7 +710,7 @@ tern_status mp_find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw,
         int64_t k0, n0;
         mp_linear_kn(g, isw, na, &wa, &k0, &n0, &tba);
         mp_linear_kn(g, isw, nb, &wb, &k0, &n0, &tbb);
-        st = add_wspec(p, g->values[wa].name, tba ? 0 : 1, 0, &pr, pr.nrep[pr.a], err);
+        st = mp_add_wspec(p, g->values[wa].name, tba ? 0 : 1, 0, &pr, pr.nrep[pr.a], 0, err);
         if (!st && na->op_id == TERN_GOP_GEMM && na->n_inputs > 2 && na->inputs[2] >= 0) {
             int c = na->inputs[2];
             if (!is_weight_val(g, c, isw) || g->values[c].rank != 1 || g->values[c].dims[0] != pr.n)
@@ -719,22 +720,22 @@ tern_status mp_find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw,
                                     tern_graph_node_label(g, pr.a, lab, sizeof lab), g->values[c].name,
                                     (long long)pr.n);
             else
-                st = add_wspec(p, g->values[c].name, 0, 0, &pr, pr.nrep[pr.a], err);
+                st = mp_add_wspec(p, g->values[c].name, 0, 0, &pr, pr.nrep[pr.a], 0, err);
         }
         for (int c = 0; c < pr.nco && !st; c++) {
             int wc = -1, tbcc = 0;
             mp_linear_kn(g, isw, &g->nodes[pr.co[c]], &wc, &k0, &n0, &tbcc);
-            st = add_wspec(p, g->values[wc].name, tbcc ? 0 : 1, 0, NULL, pr.nrep[pr.co[c]], err);
+            st = mp_add_wspec(p, g->values[wc].name, tbcc ? 0 : 1, 0, NULL, pr.nrep[pr.co[c]], 0, err);
         }
         for (int j = 0; j < g->n_nodes && !st; j++)
             if (pr.in[j] && j != pr.a && j != pr.b && !is_co(&pr, j))
                 for (int q = 0; q < g->nodes[j].n_inputs && !st; q++) {
                     int v = g->nodes[j].inputs[q];
                     if (is_weight_val(g, v, isw))
-                        st = add_wspec(p, g->values[v].name, 0, 0, &pr, pr.nrep[j], err);
+                        st = mp_add_wspec(p, g->values[v].name, 0, 0, &pr, pr.nrep[j], 0, err);
                 }
         if (!st)
-            st = add_wspec(p, g->values[wb].name, tbb ? 1 : 0, 0, NULL, 1, err);
+            st = mp_add_wspec(p, g->values[wb].name, tbb ? 1 : 0, 0, NULL, 1, 0, err);
         if (!st && nb->op_id == TERN_GOP_GEMM && nb->n_inputs > 2 && nb->inputs[2] >= 0) {
             int c = nb->inputs[2];
             if (!is_weight_val(g, c, isw) && !is_scalar_const(g, c))
@@ -743,7 +744,7 @@ tern_status mp_find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw,
                                     "scalar",
                                     tern_graph_node_label(g, pr.b, lab, sizeof lab), g->values[c].name);
             else if (is_weight_val(g, c, isw))
-                st = add_wspec(p, g->values[c].name, -1, 1, NULL, 1, err);
+                st = mp_add_wspec(p, g->values[c].name, -1, 1, NULL, 1, 0, err);
         }
     }
     free(taken);

@@ -94,7 +94,7 @@ contains "$tmp/err" "--freeze 'blocks.0.nothing' names no initializer"
 # heads and 1 of the 2 K/V heads per rank) and SwiGLU MLP split, 4 pairs; 20 steps follow one core's losses within
 # 1e-5 relative (measured 1.1e-7), the trained weights one core's within 1e-4 of their largest value, buffers kept.
 # tp=4: 1 query head a rank and its K/V head, replicated over 2 ranks whose gradients are summed (kv_ms); measured
-# 1.3e-7 and weights within 1.1e-6
+# 1.3e-7 and weights within 1.1e-6. Both split the 64-token vocabulary of the embedding and the (untied) LM head.
 for n in 2 4; do
     expect 0 "$TERN" train "${args[@]}" --steps 20 --machine trn1.32xlarge --layout tp=$n --json -o "$tmp/tp$n.onnx"
     cp "$tmp/out" "$tmp/tp$n.json"
@@ -117,8 +117,9 @@ for n in (2, 4):
     pairs, kv = tp["layout"]["pairs"], tp["layout"].get("kv_ms", 0)
     print(f"llama tp={n}: {pairs} pairs, loss rel {rel:.2e}, trained weights within {err:.2e} of one core's, "
           f"buffers unchanged: {same}, constants {tp.get('constants') == one.get('constants')}, K/V all-reduce {kv} ms")
+    voc = (tp["layout"].get("vocab"), tp["layout"].get("vocab_head"))  # the embedding and untied head split
     fail |= not (pairs == 4 and rel <= 1e-5 and err <= 1e-4 and same and tp.get("constants") == one.get("constants")
-                 and (kv > 0) == (n == 4))
+                 and (kv > 0) == (n == 4) and voc == (64, 1))
 sys.exit(1 if fail else 0)
 PYEOF
 # --no-auto-freeze: the mask is a trained weight again (22 tensors), only the --freeze ones listed
