@@ -33,8 +33,13 @@
  * chunk, so the values are pp = P V's), chunk g on stage g mod P (core_of: the fabric's ranks); the span comes from
  * the planner's interleaved 1F1B (plan_pipeline_schedule2, src/plan/pipeline.c); a stage's update time is its
  * chunks' in turn, the data-parallel collectives one per local chunk in turn (dp_coll). M a multiple of P; no
- * ZeRO-1. */
+ * ZeRO-1.
+ *
+ * Over MPI processes (mp_procs.c): a process holds whole data replicas (dlocal), runs their micro-batches only (each
+ * micro-batch's loss and times apart, merged and added in micro-batch order) and joins the replicas' collectives
+ * with their buffers; the update runs on the first local replica's reduced gradient (d0). */
 #include "mp_internal.h"
+#include "mp_procs.h"
 
 #include "plan/plan_internal.h"
 
@@ -99,6 +104,10 @@ struct train_mp {
     double *ps_f, *ps_g;       /* timing-only: [seg] the forward / gradient program's time (-1 not run yet) */
     uint64_t synced_step;
     float **synced_ptr;
+    /* over MPI processes (mp_procs.c): this process's data replicas (every one without a transport), the first */
+    const tern_transport *tr;
+    unsigned char *dlocal;
+    int64_t d0;
 };
 
 static tern_status oom(tern_error *err)
@@ -159,6 +168,7 @@ void train_mp_free(tern_trainer *t)
         free(mp->zb[k]);
     tern_rt_free(mp->zrt);
     tern_exe_free(&mp->zexe);
+    free(mp->dlocal);
     mp_plan_free(&mp->p);
     tern_fabric_free(mp->fab);
     tern_fabric_free(mp->tpfab);
@@ -370,8 +380,8 @@ static tern_status alloc_values(tern_trainer *t, tern_error *err)
                 if (!(mp->st[q][ix] = calloc(f + 1, sizeof(float))))
                     return oom(err);
         }
-    for (int64_t i = 0; i < mp->n; i++)
-        if (!(mp->gacc[i] = calloc(mp->maxflat + 1, sizeof(float))))
+    for (int64_t i = 0; i < mp->n; i++) /* this process's data replicas' */
+        if (mp->dlocal[i / (pp * tp)] && !(mp->gacc[i] = calloc(mp->maxflat + 1, sizeof(float))))
             return oom(err);
     size_t xtot = 0, xmax = 1;
     for (int i = 0; i < p->nxv; i++) {
@@ -461,6 +471,9 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                               (long long)o->batch, (long long)dp, (long long)micro);
     fo.ranks = (unsigned)mp->cores;
     if ((st = tern_fabric_load(t->machine, &fo, &mp->fab, err)))
+        return st;
+    mp->tr = o->transport && o->transport->nprocs > 1 ? o->transport : NULL; /* whole data replicas a process */
+    if ((st = train_mp_procs_setup(mp->fab, mp->tr, tp, pp, dp, o->zero, &mp->dlocal, &mp->d0, err)))
         return st;
     pp *= V; /* from here on pp counts the model chunks (the plan's stages; the plain layouts: the stages) */
     fo.ranks = (unsigned)tp;
@@ -877,7 +890,8 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
 }
 
 /* Timing-only: one micro-batch's times into tf / tb as micro_batch adds them (the same sums in the same order, so
- * the same doubles), with no values: every tensor rank, micro-batch and data replica runs the same program on its
+ * the same doubles; each micro-batch's apart, then added in micro-batch order, as the functional step), with no
+ * values: every tensor rank, micro-batch and data replica runs the same program on its
  * own shapes, and a program's time does not depend on the values, so each program is run once (rank 0, no inputs
  * set) and its time reused; the all-reduces are timed by tern_collective_time (tern_collective_run's time). */
 static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, tern_error *err)
@@ -1022,9 +1036,9 @@ static tern_status kv_coll(struct train_mp *mp, float **bufs, double *secs, tern
                         unsigned k = core_of(mp, d, c * P + s, r);
                         const mp_stage *S = &mp->stg[c * P + s];
                         groups[gi++] = k;
-                        in[k] = out[k] = bufs ? bk[k] : NULL;
+                        in[k] = out[k] = bufs && mp->dlocal[d] ? bk[k] : NULL; /* another process's: none */
                         size_t o = 0;
-                        for (int i = 0; bufs && i < S->nw; i++)
+                        for (int i = 0; bufs && mp->dlocal[d] && i < S->nw; i++)
                             if (S->w[i].rep == R) {
                                 memcpy(bk[k] + o, bufs[rank_of(mp, d, c * P + s, r)] + S->w[i].off,
                                        S->w[i].count * sizeof(float));
@@ -1047,7 +1061,7 @@ static tern_status kv_coll(struct train_mp *mp, float **bufs, double *secs, tern
             if (!st)
                 total += (double)res.time_ps * 1e-12;
             for (int64_t d = 0; d < dp && bufs && !st; d++)
-                for (int64_t s = 0; s < P; s++)
+                for (int64_t s = 0; s < P && mp->dlocal[d]; s++)
                     for (int64_t r = 0; r < tp; r++) {
                         const mp_stage *S = &mp->stg[c * P + s];
                         const float *b = bk[core_of(mp, d, c * P + s, r)];
@@ -1208,9 +1222,18 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
     tern_status st = TERN_OK;
     for (int64_t s = 0; s < pp; s++)
         mp->tf[s] = mp->tb[s] = 0;
-    for (int64_t d = 0; d < dp && !st; d++)
-        for (int64_t j = 0; j < M && !st; j++)
-            st = micro_batch_timing(t, mp->tf, mp->tb, err);
+    double *fb = calloc(2 * (size_t)pp + 1, sizeof *fb); /* one micro-batch's, added as the functional step adds */
+    if (!fb)
+        return oom(err);
+    for (int64_t c = 0; c < dp * M && !st; c++) {
+        memset(fb, 0, 2 * (size_t)pp * sizeof *fb);
+        st = micro_batch_timing(t, fb, fb + pp, err);
+        for (int64_t s = 0; s < pp && !st; s++) {
+            mp->tf[s] += fb[s];
+            mp->tb[s] += fb[pp + s];
+        }
+    }
+    free(fb);
     if (st)
         return st;
     double tdp = 0, tupd = 0, secs = 0;
@@ -1275,16 +1298,34 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     if (t->o.timing_only)
         return step_timing(t, info, err);
     for (int64_t i = 0; i < mp->n; i++)
-        memset(mp->gacc[i], 0, mp->maxflat * sizeof(float));
+        if (mp->gacc[i])
+            memset(mp->gacc[i], 0, mp->maxflat * sizeof(float));
     for (int64_t s = 0; s < pp; s++)
         mp->tf[s] = mp->tb[s] = 0;
-    double loss = 0;
+    /* each micro-batch's loss and per-stage times apart (mv), then added in micro-batch order: over MPI processes a
+     * process runs its own data replicas' micro-batches and the others' entries come to it (mp_procs.c) */
+    size_t nmv = (size_t)K * (1 + 2 * (size_t)pp);
+    double *mv = calloc(nmv + 1, sizeof *mv), loss = 0;
+    if (!mv)
+        return oom(err);
+    int64_t fc = 0;
     for (int64_t d = 0; d < dp && !st; d++)
-        for (int64_t j = 0; j < M && !st; j++) {
+        for (int64_t j = 0; j < M && !st && mp->dlocal[d]; j++) {
             int64_t c = d * M + j; /* micro-batch c: rows [c mb, (c + 1) mb) */
+            fc = c;
             st = micro_batch(t, d, x ? (const char *)x + (size_t)c * xs : NULL,
-                             (const char *)labels + (size_t)c * ls * lsz, ls, invp, &loss, mp->tf, mp->tb, err);
+                             (const char *)labels + (size_t)c * ls * lsz, ls, invp, &mv[c], mv + K + c * pp,
+                             mv + K + (K + c) * pp, err);
         }
+    st = train_mp_procs_merge(mp->tr, st, (uint64_t)fc, mv, nmv, err);
+    for (int64_t c = 0; c < K && !st; c++) {
+        loss += mv[c];
+        for (int64_t s = 0; s < pp; s++) {
+            mp->tf[s] += mv[K + c * pp + s];
+            mp->tb[s] += mv[K + (K + c) * pp + s];
+        }
+    }
+    free(mv);
     if (st)
         return st;
     loss *= mp->gscale;
@@ -1320,7 +1361,8 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                             w0 = &mp->stg[s0].w[q];
                 if (!w0)
                     continue;
-                float *g0 = mp->gacc[rank_of(mp, 0, s0 - 1, r)] + w0->off, *g1 = mp->gacc[rank_of(mp, 0, s, r)] + w->off;
+                float *g0 = mp->gacc[rank_of(mp, mp->d0, s0 - 1, r)] + w0->off,
+                      *g1 = mp->gacc[rank_of(mp, mp->d0, s, r)] + w->off;
                 for (size_t e = 0; e < w->count; e++) {
                     g0[e] = g0[e] + g1[e];
                     g1[e] = g0[e];
@@ -1331,7 +1373,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     double sq = 0;
     for (int64_t s = 0; s < pp; s++)
         for (int64_t r = 0; r < tp; r++) {
-            const float *g = mp->gacc[rank_of(mp, 0, s, r)];
+            const float *g = mp->gacc[rank_of(mp, mp->d0, s, r)]; /* every replica's: the first this process has */
             for (int i = 0; i < mp->stg[s].nw; i++) {
                 const mp_wt *w = &mp->stg[s].w[i];
                 if ((w->axis < 0 && r > 0) || w->tied || r % w->rep) /* a replicated head's block once */
@@ -1375,7 +1417,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
             if (!st)
                 st = tern_rt_set_input(S->urt, "tern.mp.p", mp->val[ix], S->flat * sizeof(float), err);
             if (!st)
-                st = tern_rt_set_input(S->urt, "tern.mp.g", mp->gacc[rank_of(mp, 0, s, r)], S->flat * sizeof(float),
+                st = tern_rt_set_input(S->urt, "tern.mp.g", mp->gacc[rank_of(mp, mp->d0, s, r)], S->flat * sizeof(float),
                                        err);
             for (int q = 0; q < mp->nst && !st; q++) {
                 char nm[64];

@@ -129,14 +129,10 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
     if (o->matmul_dtype != TERN_DTYPE_FP32 && o->matmul_dtype != TERN_DTYPE_BF16)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: precision %s (fp32 or bf16 matmuls)",
                               tern_dtype_name(o->matmul_dtype));
-    /* over MPI processes: data parallelism spreads its ranks' chips (data_parallel.c); nothing else yet */
+    /* over MPI processes: data parallelism spreads its ranks' chips (data_parallel.c), a tensor/pipeline layout
+     * its data replicas (mp_procs.c, which refuses one replica) */
     unsigned K = o->transport ? o->transport->nprocs : 1;
-    if (K > 1 && (o->tp > 1 || o->pp > 1 || o->micro > 1 || o->vpp > 1))
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: a tensor/pipeline layout (tp=%lld, pp=%lld) over MPI processes is not built yet: "
-                              "run it without mpirun (%u processes here)",
-                              (long long)(o->tp > 1 ? o->tp : 1), (long long)(o->pp > 1 ? o->pp : 1), K);
-    if (K > 1 && o->ranks < 2)
+    if (K > 1 && o->ranks < 2 && !(o->tp > 1 || o->pp > 1 || o->micro > 1 || o->vpp > 1))
         return tern_error_set(err, TERN_ERR_INVALID,
                               "train: %u MPI processes for 1 core: only data-parallel training (--cores N) spreads "
                               "over processes, each running whole chips of the ranks; run it without mpirun",

@@ -10,10 +10,16 @@
 # - a cluster: 64 ranks of 2xtrn1.32xlarge (the all-reduce crosses EFA), --json;
 # - the BatchNorm CNN of test_train_dp_bn.sh (rank 0's running statistics reach every process), accumulated;
 # - timing-only, 32 ranks;
-# - a checkpoint written under K = 2 resumes under K = 4 to the one-process model.
+# - a checkpoint written under K = 2 resumes under K = 4 to the one-process model;
+# - tensor/pipeline layouts, each process holding whole data replicas: the 4-layer MLP of test_train_layout_timing.sh
+#   on tp=2,pp=2,dp=4,micro=2 (K = 1, 2, 4, clipped) and pp=2,vpp=2,dp=4 (K = 2, 4), the GPT of gpt_ref.py (heads
+#   and MLPs split, the tied embedding in the first and last stage) on tp=2,pp=2,dp=4 (K = 2, 4), grouped-query
+#   attention on tp=4,dp=2 (replicated key/value heads, K = 2), timing-only, and a layout checkpoint of K = 2 resumed
+#   under K = 4.
 # Failures: a class label out of range in rank 5's rows (met by one process only) ends every process with the
-# one-process message and exit status; a process that cannot read its data (an MPMD launch) stops the run with its
-# own message; more processes than chips, one core, and a tensor-parallel layout are refused naming the rule.
+# one-process message and exit status, and in data replica 3's rows of a layout likewise; a process that cannot read
+# its data (an MPMD launch) stops the run with its own message; more processes than chips, one core, a layout with
+# one data replica or a replica spanning processes, and ZeRO-1 in a layout are refused naming the rule.
 set -u
 TERN=${1:?usage: test_train_mpi.sh TERN_BIN}
 . "$(dirname "$0")/../mpi_lib.sh"
@@ -108,7 +114,86 @@ contains "$tmp/err" "4 processes for the 2 chips that hold the 4 ranks of 'trn1.
 [ "$(grep -c '^tern train' "$tmp/err")" -eq 1 ] && ok || bad "the refusal was printed more than once: $(cat "$tmp/err")"
 expect 1 "${MPI[@]}" -np 2 "$TERN" train "${A[@]}" --batch 16
 contains "$tmp/err" "2 MPI processes for 1 core: only data-parallel training (--cores N) spreads over processes"
-expect 1 "${MPI[@]}" -np 2 "$TERN" train "${A[@]}" --batch 16 --machine trn1.32xlarge --layout tp=2,dp=2
-contains "$tmp/err" "a tensor/pipeline layout (tp=2, pp=1) over MPI processes is not built yet"
+
+# tensor/pipeline layouts: a process holds whole data replicas
+"$PY" - <<'PYEOF' || bad "the MLP could not be made"
+import numpy as np
+import torch
+torch.manual_seed(0)
+nn = torch.nn
+mlp = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.Tanh(), nn.Linear(64, 128), nn.ReLU(),
+                    nn.Linear(128, 10))
+torch.onnx.export(mlp, torch.randn(1, 64), "mlp.onnx", input_names=["x"], output_names=["logits"],
+                  dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}}, opset_version=17)
+rng = np.random.default_rng(1)
+np.save("mx.npy", rng.standard_normal((96, 64)).astype(np.float32))
+y = rng.integers(0, 10, 96).astype(np.int64)
+np.save("my.npy", y)
+y[32 + 29] = 17  # step 2, data replica 3 (8 rows each), its second micro-batch
+np.save("mybad.npy", y)
+PYEOF
+L=(mlp.onnx --data mx.npy --labels my.npy --batch 32 --precision fp32 --machine trn1.32xlarge --steps 3)
+case_ tpp "1 2 4" "${L[@]}" --layout tp=2,pp=2,dp=4,micro=2 --clip-norm 0.5
+contains tpp.0.txt "layout tp=2,pp=2,dp=4 on trn1.32xlarge"
+case_ vpp "2 4" "${L[@]}" --layout pp=2,vpp=2,dp=4,micro=2
+case_ ltime "2" "${L[@]}" --layout tp=2,pp=2,dp=4,micro=2 --timing-only --json
+mkdir -p gpt
+if "$PY" "$here/gpt_ref.py" gpt 1 2 1e-3 >gpt/ref.txt 2>&1; then
+    case_ gpt "2 4" gpt/gpt.onnx --data gpt/x.npy --labels gpt/y.npy --batch 8 --precision fp32 --steps 2 \
+        --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2
+    contains gpt.0.txt "tied weights"
+else
+    bad "the GPT could not be made: $(tail -3 gpt/ref.txt)"
+fi
+# grouped-query attention on tp=4 (key/value heads replicated over pairs of tensor ranks, their all-reduce)
+"$PY" - <<'PYEOF' || bad "the GQA model could not be made"
+import numpy as np
+import torch
+nn = torch.nn
+class Attn(nn.Module):  # 4 query heads over 2 key/value heads, as test_train_tp_kv.sh's gqa
+    def __init__(s, E=32, H=4, KV=2):
+        super().__init__()
+        s.H, s.KV, s.D = H, KV, E // H
+        s.q, s.o, s.head = nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, 10)
+        s.k, s.v = nn.Linear(E, KV * s.D, bias=False), nn.Linear(E, KV * s.D)
+        s.ln = nn.LayerNorm(E)
+    def forward(s, x):
+        B, S, E = x.shape
+        D, n = s.D, s.H // s.KV
+        h = s.ln(x)
+        q = s.q(h).reshape(B, S, s.H, D).transpose(1, 2)
+        rep = lambda t: t.reshape(B, S, s.KV, D).transpose(1, 2)[:, :, None].expand(B, s.KV, n, S, D).reshape(
+            B, s.H, S, D)
+        a = ((q @ rep(s.k(h)).transpose(-1, -2)) * D ** -0.5).softmax(-1)
+        return s.head((x + s.o((a @ rep(s.v(h))).transpose(1, 2).reshape(B, S, E))).mean(1))
+torch.manual_seed(0)
+torch.onnx.export(Attn(), torch.randn(1, 8, 32), "gqa.onnx", input_names=["x"], output_names=["logits"],
+                  dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}}, opset_version=17)
+PYEOF
+case_ gqa "2" gqa.onnx --data x.npy --labels y.npy --batch 8 --precision fp32 --steps 3 --machine trn1.32xlarge \
+    --layout tp=4,dp=2
+contains gqa.0.txt "replicated K/V heads' gradients"
+expect 0 "$TERN" train "${L[@]}" --layout tp=2,pp=2,dp=4,micro=2 --steps 4 -o lwhole.onnx
+expect 0 "${MPI[@]}" -np 2 "$TERN" train "${L[@]}" --layout tp=2,pp=2,dp=4,micro=2 --steps 2 --checkpoint lhalf
+expect 0 "${MPI[@]}" -np 4 "$TERN" train "${L[@]}" --layout tp=2,pp=2,dp=4,micro=2 --steps 4 --resume lhalf -o lres.onnx
+if cmp -s lwhole.onnx lres.onnx; then ok; else bad "a layout checkpoint of 2 processes resumed under 4 differs from one process's run"; fi
+LB=(mlp.onnx --data mx.npy --labels mybad.npy --batch 32 --precision fp32 --machine trn1.32xlarge --steps 3
+    --layout tp=2,pp=2,dp=4,micro=2)
+expect 1 "$TERN" train "${LB[@]}"
+cp "$tmp/out" lbad.0.txt
+cp "$tmp/err" lbad.0.err
+contains lbad.0.err "class 17 outside [0, 10)"
+for k in 2 4; do
+    expect 1 "${MPI[@]}" -np $k "$TERN" train "${LB[@]}"
+    if cmp -s lbad.0.txt "$tmp/out"; then ok; else bad "replica 3's failure, -np $k: stdout differs from one process's"; fi
+    if [ "$(grep -c "^tern train: " "$tmp/err")" -eq 1 ] && grep -qxF "$(cat lbad.0.err)" "$tmp/err"; then ok; else
+        bad "replica 3's failure, -np $k: expected the one-process message once, got: $(head -c 400 "$tmp/err")"; fi
+done
+expect 1 "${MPI[@]}" -np 2 "$TERN" train "${L[@]}" --layout tp=2,pp=2
+contains "$tmp/err" "2 MPI processes for a layout with 1 data replica (tp=2, pp=2): a process holds whole data replicas"
+expect 1 "${MPI[@]}" -np 4 "$TERN" train "${L[@]}" --layout tp=2,pp=2,dp=2
+contains "$tmp/err" "data replica 0 (ranks 0..3) would span processes 0 and 1"
+expect 1 "${MPI[@]}" -np 2 "$TERN" train "${L[@]}" --layout tp=2,pp=2,dp=2 --zero 1
+contains "$tmp/err" "ZeRO-1 in a tensor/pipeline layout over MPI processes is not built yet"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
