@@ -412,9 +412,6 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                               "train: vpp=%lld (interleaved 1F1B): micro=%lld micro-batches must be a multiple of "
                               "pp=%lld (they go round the stages in groups of pp, as Megatron requires)",
                               (long long)V, (long long)micro, (long long)pp);
-    if (V > 1 && o->zero)
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: vpp=%lld (interleaved 1F1B) with ZeRO-1 is not supported yet", (long long)V);
     if (o->zero && (o->zero != 1 || dp < 2 || o->clip_norm > 0))
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: ZeRO stage %d in a layout needs stage 1, data replicas (dp > 1: %lld) and no "
@@ -1092,7 +1089,9 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
     struct train_mp *mp = t->mp;
     int64_t tp = mp->p.tp, pp = mp->p.pp, dp = mp->p.dp;
     size_t Z = mp->zshard;
-    tern_status st = TERN_OK;
+    /* a core updates its block of each of its chunks in turn (interleaved: V chunks a stage) */
+    double *usum = calloc((size_t)(dp * mp->P * tp) + 1, sizeof(double));
+    tern_status st = usum ? TERN_OK : oom(err);
     for (int64_t s = 0; s < pp && !st; s++)
         for (int64_t r = 0; r < tp && !st; r++) {
             size_t ix = (size_t)(s * tp + r), flat = mp->stg[s].flat;
@@ -1125,8 +1124,10 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
                 double secs = 0;
                 if (!st)
                     st = run_prog(mp->zrt, &secs, err);
-                if (secs > *upd)
-                    *upd = secs;
+                double *u = &usum[core_of(mp, d, s, r)];
+                *u += secs;
+                if (*u > *upd)
+                    *upd = *u;
                 if (!st)
                     st = tern_rt_get_output(mp->zrt, "tern.mp.p.new", mp->wbuf[rank_of(mp, d, s, r)] + lo,
                                             Z * sizeof(float), err);
@@ -1146,6 +1147,7 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
             size_t ix = (size_t)(s * tp + r);
             memcpy(nv[ix * 3], mp->wbuf[rank_of(mp, 0, s, r)], mp->stg[s].flat * sizeof(float));
         }
+    free(usum);
     return st;
 }
 
@@ -1245,7 +1247,8 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
     if (mp->zero) {
         if ((st = run_prog(mp->zrt, &secs, err)))
             return st;
-        tupd = secs > 0 ? secs : 0;
+        for (int64_t c = 0; c < mp->V && secs > 0; c++) /* a core's block of each of its V chunks, in turn */
+            tupd += secs;
         if ((st = dp_coll(mp, TERN_COLL_ALL_GATHER, NULL, mp->maxflat, &tdp, err)))
             return st;
     }
