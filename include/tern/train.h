@@ -97,8 +97,8 @@ typedef struct {
      * (transport.h). The ranks' chips are spread over the K processes as tern_fabric_set_transport spreads them;
      * each process runs only its own ranks' programs and the collectives cross processes, with the same bits
      * and predicted times as one process. Every process calls every tern_train_* function in the same order; a
-     * failure on any process is returned by all (tern_transport_agree). Data parallelism only: other trainers
-     * refuse K > 1. NULL: one process. */
+     * failure on any process is returned by all (tern_transport_agree). A tensor/pipeline layout spreads by whole
+     * data replicas; one core or one replica refuses K > 1. NULL: one process. */
     const struct tern_transport *transport;
     int no_fused_attention;   /* 1: differentiate attention blocks node by node (MatMul, Softmax, ... rules)
                                  instead of one fused tern.AttentionGrad each (docs/training.md) */
@@ -207,7 +207,8 @@ tern_status tern_train_load_checkpoint(tern_trainer *t, const char *path, uint64
                                        tern_error *err);
 uint64_t tern_train_step_count(const tern_trainer *t); /* steps done (a resumed run counts the checkpoint's) */
 /* Over MPI processes: gathers on process 0 what the files above write and only the ranks of other processes hold
- * (ZeRO-1's optimizer state shards), so that process 0 alone writes checkpoints and the trained model.
+ * (ZeRO-1's optimizer state shards or a layout's blocks), so that process 0 alone writes checkpoints and the
+ * trained model.
  * Collective (every process calls it, before each such write); one process: nothing to do. */
 tern_status tern_train_collect(tern_trainer *t, tern_error *err);
 

@@ -7,6 +7,7 @@
  * around an all-gather of them. Over MPI processes each process runs its own ranks' blocks, and process 0 gathers
  * the other processes' state shards when a checkpoint is written (tern_train_collect). */
 #include "dp_internal.h"
+#include "mp_procs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -520,6 +521,8 @@ tern_status train_dp_update_zero(tern_trainer *t, float **nv, float **nzs, doubl
 
 tern_status tern_train_collect(tern_trainer *t, tern_error *err)
 {
+    if (t->mp) /* a tensor/pipeline layout's ZeRO-1 state blocks */
+        return train_mp_collect(t, err);
     struct train_dp *dp = t->dp;
     if (!dp || !dp->tr || dp->tr->nprocs < 2 || !dp->zero || t->o.timing_only || !dp->rk)
         return TERN_OK;

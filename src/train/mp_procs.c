@@ -3,14 +3,16 @@
  * activations between stages, the tensor all-reduces and a replica's micro-batches stay inside one process, and only
  * the data replicas' gradient collectives (on the machine's fabric, joined by each process for its own replicas)
  * cross processes. Every process then holds the all-reduced gradient and runs every (stage, tensor rank)'s update on
- * it, as each replica's ranks do, so the weights are everywhere and process 0 writes them. */
+ * it, as each replica's ranks do, so the weights are everywhere and process 0 writes them. With ZeRO-1 a process
+ * updates its replicas' blocks only; the reduce-scattered gradient blocks (for the global norm) and, for a
+ * checkpoint, the state blocks travel between processes here. */
 #include "mp_procs.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 tern_status train_mp_procs_setup(tern_fabric *fab, const tern_transport *tr, int64_t tp, int64_t pp, int64_t dp,
-                                 int zero, unsigned char **dlocal, int64_t *d0, tern_error *err)
+                                 unsigned char **dlocal, int64_t *d0, tern_error *err)
 {
     *d0 = 0;
     if (!(*dlocal = malloc((size_t)dp)))
@@ -24,10 +26,6 @@ tern_status train_mp_procs_setup(tern_fabric *fab, const tern_transport *tr, int
                               "train: %u MPI processes for a layout with 1 data replica (tp=%lld, pp=%lld): a process "
                               "holds whole data replicas (dp=N), so run it without mpirun",
                               K, (long long)tp, (long long)pp);
-    if (K > 1 && zero)
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: ZeRO-1 in a tensor/pipeline layout over MPI processes is not built yet (its "
-                              "norm reads every replica's block): run it without mpirun or without --zero");
     tern_status st = tern_fabric_set_transport(fab, tr, err);
     if (st)
         return tern_error_prefix(err, "train: layout tp=%lld,pp=%lld,dp=%lld over MPI processes: ", (long long)tp,
@@ -70,6 +68,61 @@ tern_status train_mp_procs_merge(const tern_transport *tr, tern_status st, uint6
     if (tr->allreduce(tr->ctx, w, n, TERN_XOP_SUM, &e2))
         tr->abort(tr->ctx, e2.msg);
     memcpy(v, w, sizeof *w * n);
+    free(w);
+    return TERN_OK;
+}
+
+tern_status train_mp_procs_max(const tern_transport *tr, tern_status st, uint64_t key, double *v, tern_error *err)
+{
+    if (!tr)
+        return st;
+    if ((st = tern_transport_agree(tr, st, key, err)))
+        return st;
+    uint64_t w;
+    memcpy(&w, v, sizeof w);
+    tern_error e2;
+    if (tr->allreduce(tr->ctx, &w, 1, TERN_XOP_MAX, &e2))
+        tr->abort(tr->ctx, e2.msg);
+    memcpy(v, &w, sizeof w);
+    return TERN_OK;
+}
+
+tern_status train_mp_procs_blocks(const tern_transport *tr, const unsigned char *dlocal, int64_t dp, size_t Z,
+                                  float *const *vec, const size_t *len, size_t n, tern_error *err)
+{
+    (void)err;
+    if (!tr)
+        return TERN_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += len ? len[i] : (size_t)dp * Z;
+    size_t words = (total * sizeof(float) + 7) / 8;
+    uint64_t *w = calloc(words + 1, sizeof *w);
+    if (!w) /* the others would wait in the allreduce: end them all */
+        tr->abort(tr->ctx, "train: out of memory exchanging the ZeRO-1 blocks");
+    unsigned char *b = (unsigned char *)w;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t L = len ? len[i] : (size_t)dp * Z;
+        for (int64_t d = 0; d < dp; d++) {
+            size_t lo = (size_t)d * Z, hi = lo + Z < L ? lo + Z : L;
+            if (dlocal[d] && lo < hi)
+                memcpy(b + (at + lo) * sizeof(float), vec[i] + lo, (hi - lo) * sizeof(float));
+        }
+        at += L;
+    }
+    /* in chunks, so that a count always fits MPI's int */
+    tern_error e2;
+    for (size_t o = 0; o < words; o += (size_t)1 << 28)
+        if (tr->allreduce(tr->ctx, w + o, words - o < ((size_t)1 << 28) ? words - o : (size_t)1 << 28, TERN_XOP_SUM,
+                          &e2))
+            tr->abort(tr->ctx, e2.msg);
+    at = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t L = len ? len[i] : (size_t)dp * Z;
+        memcpy(vec[i], b + at * sizeof(float), L * sizeof(float));
+        at += L;
+    }
     free(w);
     return TERN_OK;
 }

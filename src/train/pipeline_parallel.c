@@ -37,7 +37,9 @@
  *
  * Over MPI processes (mp_procs.c): a process holds whole data replicas (dlocal), runs their micro-batches only (each
  * micro-batch's loss and times apart, merged and added in micro-batch order) and joins the replicas' collectives
- * with their buffers; the update runs on the first local replica's reduced gradient (d0). */
+ * with their buffers; the update runs on the first local replica's reduced gradient (d0); ZeRO-1: a process updates
+ * its replicas' blocks, the blocks of the others come for the norm and, for checkpoints, the state's
+ * (train_mp_collect). */
 #include "mp_internal.h"
 #include "mp_procs.h"
 
@@ -470,7 +472,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     if ((st = tern_fabric_load(t->machine, &fo, &mp->fab, err)))
         return st;
     mp->tr = o->transport && o->transport->nprocs > 1 ? o->transport : NULL; /* whole data replicas a process */
-    if ((st = train_mp_procs_setup(mp->fab, mp->tr, tp, pp, dp, o->zero, &mp->dlocal, &mp->d0, err)))
+    if ((st = train_mp_procs_setup(mp->fab, mp->tr, tp, pp, dp, &mp->dlocal, &mp->d0, err)))
         return st;
     pp *= V; /* from here on pp counts the model chunks (the plan's stages; the plain layouts: the stages) */
     fo.ranks = (unsigned)tp;
@@ -611,8 +613,8 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         mp->wbuf = calloc((size_t)mp->n, sizeof *mp->wbuf);
         if (!mp->wbuf)
             return oom(err);
-        for (int64_t i = 0; i < mp->n; i++)
-            if (!(mp->wbuf[i] = calloc(mp->maxflat + 1, sizeof(float))))
+        for (int64_t i = 0; i < mp->n; i++) /* this process's data replicas' */
+            if (mp->dlocal[i / (pp * tp)] && !(mp->wbuf[i] = calloc(mp->maxflat + 1, sizeof(float))))
                 return oom(err);
         for (int k = 0; k < 4; k++)
             if (!(mp->zb[k] = calloc(mp->zshard + 1, sizeof(float))))
@@ -1092,6 +1094,7 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
     /* a core updates its block of each of its chunks in turn (interleaved: V chunks a stage) */
     double *usum = calloc((size_t)(dp * mp->P * tp) + 1, sizeof(double));
     tern_status st = usum ? TERN_OK : oom(err);
+    uint64_t fkey = 0;
     for (int64_t s = 0; s < pp && !st; s++)
         for (int64_t r = 0; r < tp && !st; r++) {
             size_t ix = (size_t)(s * tp + r), flat = mp->stg[s].flat;
@@ -1099,6 +1102,9 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
                 if (!(nv[ix * 3 + (size_t)(q + 1)] = calloc(flat + 1, sizeof(float))))
                     st = oom(err);
             for (int64_t d = 0; d < dp && !st; d++) {
+                if (!mp->dlocal[d]) /* another process's replica updates its block */
+                    continue;
+                fkey = (uint64_t)((s * tp + r) * dp + d);
                 size_t lo = (size_t)d * Z, n = lo < flat ? (flat - lo < Z ? flat - lo : Z) : 0;
                 for (int k = 0; k < 4; k++)
                     memset(mp->zb[k], 0, Z * sizeof(float));
@@ -1140,12 +1146,13 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
             }
         }
     t->rt = NULL;
+    st = train_mp_procs_max(mp->tr, st, fkey, upd, err); /* over MPI processes: the slowest core anywhere */
     if (!st)
         st = dp_coll(mp, TERN_COLL_ALL_GATHER, mp->wbuf, mp->maxflat, comm, err);
     for (int64_t s = 0; s < pp && !st; s++)
         for (int64_t r = 0; r < tp; r++) {
             size_t ix = (size_t)(s * tp + r);
-            memcpy(nv[ix * 3], mp->wbuf[rank_of(mp, 0, s, r)], mp->stg[s].flat * sizeof(float));
+            memcpy(nv[ix * 3], mp->wbuf[rank_of(mp, mp->d0, s, r)], mp->stg[s].flat * sizeof(float));
         }
     free(usum);
     return st;
@@ -1346,9 +1353,14 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
     for (int64_t s = 0; s < pp && mp->zero; s++)
         for (int64_t r = 0; r < tp; r++)
-            for (int64_t d = 1; d < dp; d++)
-                memcpy(mp->gacc[rank_of(mp, 0, s, r)] + (size_t)d * mp->zshard,
-                       mp->gacc[rank_of(mp, d, s, r)] + (size_t)d * mp->zshard, mp->zshard * sizeof(float));
+            for (int64_t d = 0; d < dp; d++)
+                if (d != mp->d0 && mp->dlocal[d])
+                    memcpy(mp->gacc[rank_of(mp, mp->d0, s, r)] + (size_t)d * mp->zshard,
+                           mp->gacc[rank_of(mp, d, s, r)] + (size_t)d * mp->zshard, mp->zshard * sizeof(float));
+    /* over MPI processes the other processes' replicas' blocks come too (the norm reads them all) */
+    if (mp->zero && (st = train_mp_procs_blocks(mp->tr, mp->dlocal, dp, mp->zshard,
+                                                mp->gacc + (size_t)(mp->d0 * pp * tp), NULL, (size_t)(pp * tp), err)))
+        return st;
     /* tied weights: every copy gets the sum of the stages' gradients, in stage order */
     for (int64_t s = 1; s < pp && mp->tied_count; s++)
         for (int i = 0; i < mp->stg[s].nw; i++) {
@@ -1506,6 +1518,25 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
         return st;
     gather(t);
     return finish_step(t, tdp, tupd, loss, gn, info, err);
+}
+
+tern_status train_mp_collect(tern_trainer *t, tern_error *err)
+{
+    struct train_mp *mp = t->mp;
+    if (!mp || !mp->tr || !mp->zero || t->o.timing_only)
+        return TERN_OK;
+    size_t nsr = (size_t)(mp->p.pp * mp->p.tp), *len = malloc(sizeof *len * nsr + 1);
+    if (!len)
+        return oom(err);
+    for (size_t ix = 0; ix < nsr; ix++)
+        len[ix] = mp->stg[ix / (size_t)mp->p.tp].flat;
+    tern_status st = TERN_OK;
+    for (int q = 0; q < mp->nst && !st; q++)
+        st = train_mp_procs_blocks(mp->tr, mp->dlocal, mp->p.dp, mp->zshard, mp->st[q], len, nsr, err);
+    free(len);
+    if (!st)
+        gather(t);
+    return st;
 }
 
 void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
