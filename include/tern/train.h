@@ -109,8 +109,12 @@ typedef struct {
     /* Tensor and pipeline parallelism (docs/training.md): a layout tp x pp x ranks (ranks: the data replicas) of
      * the machine's cores; the model's Megatron linear pairs split over tp ranks, its linear layers staged over pp
      * in `micro` micro-batches (0: pp) on a 1F1B schedule. tp, pp <= 1: neither. vpp > 1: Megatron's interleaved
-     * 1F1B, the model in pp x vpp chunks, chunk g on stage g mod pp (micro a multiple of pp). */
+     * 1F1B, the model in pp x vpp chunks, chunk g on stage g mod pp (micro a multiple of pp). sp = 1 (tp > 1):
+     * Megatron's sequence parallelism - the nodes between tensor-parallel regions (norms, residual adds) run on each
+     * tensor rank's 1/tp of a micro-batch's rows, all-gathered before a column-parallel layer and reduce-scattered
+     * after a row-parallel one (docs/training.md, "Sequence parallelism"). */
     int64_t tp, pp, micro, vpp;
+    int sp;
     /* Initializers kept constant (not trained, written back unchanged; docs/training.md "Constants"): freeze
      * holds n_freeze exact names or fnmatch(3) globs ("blocks.*.cos"; "blocks.0.*" for a prefix), each of which
      * must match an initializer (else an error naming it); the pointers need only live through tern_train_create.
@@ -251,6 +255,13 @@ typedef struct {
     int vocab_head;
     int zero;                  /* 1: ZeRO-1, the optimizer state in dp blocks (reduce-scatter, block update,
                                   all-gather: dp_comm_seconds is both collectives) */
+    int sp;                    /* 1: sequence parallelism (tern_train_opts.sp) */
+    double sp_seconds;         /* sp: the gradients of the weights the row-sharded programs read (the norms'),
+                                  all-reduced over each tensor group */
+    double tp_act_seconds;     /* one micro-batch's tensor-group collectives on activations and their gradients
+                                  (all-reduces; with sp, reduce-scatters and all-gathers), all stages */
+    double tp_act_bytes;       /* the bytes one tensor rank sends in them on a ring (all-reduce 2 (tp - 1) / tp of
+                                  the buffer, reduce-scatter and all-gather (tp - 1) / tp each) */
 } tern_train_mp_info;
 void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out);
 

@@ -76,7 +76,8 @@ static void usage(FILE *f)
             "  --layout tp=A,pp=B,dp=C[,micro=M]  tensor x pipeline x data parallelism over A*B*C cores: Megatron\n"
             "                        linear pairs split over A ranks, the linear layers in B stages (M micro-batches,\n"
             "                        default B, on a 1F1B schedule), C data replicas (docs/training.md); vpp=V:\n"
-            "                        interleaved 1F1B, B x V model chunks, V per stage (M a multiple of B)\n"
+            "                        interleaved 1F1B, B x V model chunks, V per stage (M a multiple of B); sp=1\n"
+            "                        (A > 1): sequence parallelism, the norms between the pairs on 1/A of the rows\n"
             "  --zero 1              ZeRO stage 1: optimizer state sharded over the ranks (reduce-scatter, shard\n"
             "                        update, all-gather)\n"
             "  --dp-exact            fixed reduction tree: gradients summed over --dp-chunks K row chunks (default\n"
@@ -340,20 +341,25 @@ static int train_main(int argc, char **argv, mpi_run *mr)
             snprintf(buf, sizeof buf, "%s", v);
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
                 char *eq = strchr(tok, '=');
-                int64_t *dst = NULL, val;
+                int64_t *dst = NULL, val, spv = 0;
                 if (eq) {
                     *eq = 0;
                     dst = !strcmp(tok, "tp") ? &o.tp : !strcmp(tok, "pp") ? &o.pp : !strcmp(tok, "dp") ? &o.ranks
-                          : !strcmp(tok, "micro") ? &o.micro : !strcmp(tok, "vpp") ? &o.vpp : NULL;
+                          : !strcmp(tok, "micro") ? &o.micro : !strcmp(tok, "vpp") ? &o.vpp
+                          : !strcmp(tok, "sp") ? &spv : NULL;
                 }
                 if (!dst) {
-                    fprintf(stderr, "tern train: --layout '%s': '%s' is not tp=N, pp=N, dp=N, vpp=N or micro=N\n", v,
+                    fprintf(stderr,
+                            "tern train: --layout '%s': '%s' is not tp=N, pp=N, dp=N, vpp=N, micro=N or sp=0|1\n", v,
                             tok);
                     return 2;
                 }
-                if ((rc = tern_arg_int("train", "--layout", eq + 1, 1, 1 << 20, &val)))
+                if ((rc = tern_arg_int("train", "--layout", eq + 1, dst == &spv ? 0 : 1, dst == &spv ? 1 : 1 << 20,
+                                       &val)))
                     return rc;
                 *dst = val;
+                if (dst == &spv) /* sequence parallelism (docs/training.md) */
+                    o.sp = (int)spv;
             }
         } else if (!strcmp(a, "--cores")) {
             VAL("a core count");
@@ -701,6 +707,11 @@ static int train_main(int argc, char **argv, mpi_run *mr)
                    mpi.pairs, mpi.programs, (long long)mpi.micro, (long long)(batch / (mpi.dp * mpi.micro)),
                    mpi.vpp > 1 ? "n interleaved" : "", mpi.vpp > 1 ? " (vpp: model chunks per stage)" : "",
                    mpi.zero ? "; ZeRO-1: optimizer state in blocks over the data replicas" : "");
+        if (!json && mpi.sp) /* only sequence-parallel layouts say so */
+            printf("layout: sequence parallelism: the programs between the tensor-parallel regions on 1/%lld of a "
+                   "micro-batch's rows a tensor rank, reduce-scattered after a row-parallel layer and all-gathered "
+                   "before a column-parallel one\n",
+                   (long long)mpi.tp);
         if (!json && mpi.vocab > 0) /* only layouts that split a vocabulary say so */
             printf("layout: vocabulary parallelism: the %lld-token vocabulary of the embedding%s split over the tensor "
                    "ranks\n",
@@ -817,15 +828,23 @@ static int train_main(int argc, char **argv, mpi_run *mr)
     {
         tern_train_mp_info mpi;
         tern_train_mp_stats(t, &mpi);
-        char kv[96] = ""; /* only layouts that replicate key/value heads name their gradients' all-reduce */
+        char kv[160] = ""; /* only layouts that replicate key/value heads (or are sequence-parallel) name those
+                              gradients' all-reduce */
+        if (mpi.sp)
+            snprintf(kv, sizeof kv, ", sequence-parallel norms' gradients %.4f ms", mpi.sp_seconds * 1e3);
         if (mpi.kv_seconds > 0)
-            snprintf(kv, sizeof kv, ", replicated K/V heads' gradients %.4f ms", mpi.kv_seconds * 1e3);
+            snprintf(kv + strlen(kv), sizeof kv - strlen(kv), ", replicated K/V heads' gradients %.4f ms",
+                     mpi.kv_seconds * 1e3);
         if (!json && (mpi.tp > 1 || mpi.pp > 1))
             printf("layout, last step: pipeline %.4f ms (%s bubbles %.4f ms, stage transfer %.4f ms), data-parallel "
                    "collectives %.4f ms, tied weights %.4f ms%s, update %.4f ms\n",
                    mpi.pipeline_seconds * 1e3, mpi.vpp > 1 ? "interleaved 1F1B" : "1F1B", mpi.bubble_seconds * 1e3,
                    mpi.p2p_seconds * 1e3,
                    mpi.dp_comm_seconds * 1e3, mpi.tied_seconds * 1e3, kv, mpi.update_seconds * 1e3);
+        if (!json && mpi.tp > 1)
+            printf("layout, last step: tensor-group collectives on activations %.4f ms, %.0f bytes a rank, per "
+                   "micro-batch\n",
+                   mpi.tp_act_seconds * 1e3, mpi.tp_act_bytes);
         if (!json && mpi.vpp > 1)
             printf("layout, last step: plain 1F1B of the same chunks (%lld consecutive a stage): pipeline %.4f ms, "
                    "bubbles %.4f ms\n",
@@ -838,8 +857,8 @@ static int train_main(int argc, char **argv, mpi_run *mr)
                dpi.compute_seconds * 1e3, dpi.comm_seconds * 1e3, dpi.algorithm, dpi.update_seconds * 1e3);
     tern_train_mp_info mpj;
     tern_train_mp_stats(t, &mpj);
-    char vppj[256] = ""; /* only interleaved layouts carry "vpp", replicated K/V heads "kv_ms", a split vocabulary
-                            "vocab" (the other layouts' --json unchanged) */
+    char vppj[512] = ""; /* only interleaved layouts carry "vpp", replicated K/V heads "kv_ms", a split vocabulary
+                            "vocab", sequence parallelism "sp"; tensor groups their activation collectives */
     if (mpj.vpp > 1)
         snprintf(vppj, sizeof vppj, ",\"vpp\":%lld,\"pipeline_1f1b_ms\":%.6f,\"bubble_1f1b_ms\":%.6f",
                  (long long)mpj.vpp, mpj.plain_pipeline_seconds * 1e3, mpj.plain_bubble_seconds * 1e3);
@@ -848,6 +867,11 @@ static int train_main(int argc, char **argv, mpi_run *mr)
     if (mpj.vocab > 0)
         snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"vocab\":%lld,\"vocab_head\":%d",
                  (long long)mpj.vocab, mpj.vocab_head);
+    if (mpj.sp)
+        snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"sp\":1,\"sp_ms\":%.6f", mpj.sp_seconds * 1e3);
+    if (mpj.tp > 1)
+        snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"tp_act_ms\":%.6f,\"tp_act_bytes\":%.0f",
+                 mpj.tp_act_seconds * 1e3, mpj.tp_act_bytes);
     if (json)
         printf("],\"predicted_seconds\":%.9g,\"ranks\":%lld,\"dp_chunks\":%lld,\"zero\":%d,\"dp_algorithm\":\"%s\","
                "\"dp_compute_ms\":%.6f,\"dp_comm_ms\":%.6f,\"dp_update_ms\":%.6f,\"state_bytes_per_rank\":%llu,"

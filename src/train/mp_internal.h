@@ -62,6 +62,9 @@ typedef struct {
     int partial;          /* produced by a pair's b (or the vocabulary-parallel embedding): all-reduced over the
                              tensor ranks in the forward */
     int vsplit;           /* the LM head's logits: each tensor rank's own vocabulary columns (count, dims a rank's) */
+    int sp;               /* sequence parallelism: held as row shards, tensor rank r's rows [r count / tp, (r + 1)
+                             count / tp) at that place of its buffer; gathered before a program that reads it whole */
+    int64_t sdims[TERN_GRAPH_MAX_RANK]; /* sp: a rank's shard (dims[0] / tp rows), as the row-sharded programs see it */
 } mp_xv;
 
 /* A segment program: a scratch trainer whose t.g/t.rt/t.w are the segment's (weights include its crossing
@@ -86,6 +89,7 @@ typedef struct {
     int *xin, nxin;       /* crossing values read (mp_xv indices) */
     int *xout, nxout;     /* crossing values written */
     int last;             /* holds the model output and the loss */
+    int sp;               /* sequence parallelism: runs on each tensor rank's 1/tp of the micro-batch's rows */
     mp_prog prog;         /* compiled once: every tensor rank runs it on its own shards */
     int *xw;              /* [m.nw] the crossing value a program weight stands for, -1 a model weight */
 } mp_seg;
@@ -118,6 +122,10 @@ typedef struct {
     tern_rt *vcrt[3];
     double vce_sec[3];           /* timing-only: each program's time (-1 not run yet) */
     int64_t vrows;               /* rows of a micro-batch's logits */
+    /* sequence parallelism (docs/training.md): the programs between tensor-parallel regions on mb / tp rows; gsp
+     * the plan graph at that batch (the row-sharded programs' constants: shapes folded for their rows) */
+    int sp;
+    tern_graph *gsp;
 } mp_plan;
 
 /* tp_pairs.c: the pair rule. isw marks the plan graph's weights. */
@@ -166,6 +174,10 @@ tern_status mp_vocab_build(tern_trainer *t, mp_plan *p, uint64_t *hbm, double *f
 tern_status mp_vocab_ce(tern_trainer *t, mp_plan *p, tern_fabric *tpfab, float *const *l, float *const *dl,
                         const int64_t *labels, size_t rows, float inv, double *loss, double *secs, tern_error *err);
 void mp_vocab_free(mp_plan *p);
+
+/* sequence_parallel.c: with p->sp, the plan graph at mb / tp rows (p->gsp), the row-sharded segments (mp_seg.sp)
+ * and crossing values (mp_xv.sp, sdims), each checked to compute a row from that row alone */
+tern_status mp_sp_plan(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err);
 
 /* pipeline_parallel.c */
 tern_status train_mp_create(tern_trainer *t, tern_error *err);

@@ -11,7 +11,7 @@
  * summed over micro-batches in order, all-reduced over the data replicas (one collective over the machine, a group
  * per (stage, tensor rank)), and each (stage, tensor rank) updates its flat weight vector with the step graph's own
  * optimizer nodes on the device (key/value heads replicated over tensor ranks - tp exceeds them - first have their
- * gradients all-reduced over the ranks sharing a head: kv_coll). Cross-entropy feeds 1 / (the whole batch's counted
+ * gradients all-reduced over the ranks sharing a head: group_coll). Cross-entropy feeds 1 / (the whole batch's counted
  * rows) to every micro-batch, MSE scales the sum by 1 / (dp micro).
  *
  * Time. The values do not depend on the order the host runs the programs in; the time does, and comes from the
@@ -59,6 +59,8 @@ typedef struct {
                                gradients are summed over the stages, its norm counted once */
     int rep;                /* mp_wspec's: > 1 key/value heads replicated over rep tensor ranks (block r / rep) */
     int64_t blk;            /* mp_wspec's: > 0 blocks of blk along the axis, the last padded (a vocabulary) */
+    int sp;                 /* sequence parallelism: read by row-sharded programs only, so each tensor rank's gradient
+                               is its rows' part, summed over the tensor group (sp_coll) */
     int64_t groups[TERN_GRAPH_MAX_RANK];
     size_t count, off;      /* shard elements, offset in the stage's flat vector */
     int rank;
@@ -100,6 +102,11 @@ struct train_mp {
     size_t tied_count;
     double t_kv;               /* the replicated key/value heads' gradient all-reduces over the ranks sharing one */
     int kvrep[8], nkvrep;      /* the replications present (each a collective of its own group size) */
+    double t_sp;               /* sequence parallelism: the row-sharded programs' weight gradients summed over each
+                                  tensor group */
+    size_t spmax;              /* the largest chunk's elements of those weights (one bucket a chunk) */
+    unsigned char *gath;       /* [nxv] sequence parallelism: the row-sharded value gathered this micro-batch */
+    double act_sec, act_bytes; /* one micro-batch's tensor-group collectives on activations: time, ring bytes a rank */
     size_t kvmax[8];           /* the largest chunk's elements of weights replicated kvrep[i] ways */
     double t_span, t_work, t_dp, t_upd, t_tp;
     double t_span1, t_work1;   /* interleaved: plain 1F1B of the same chunks, stage s holding s V .. s V + V - 1 */
@@ -171,6 +178,7 @@ void train_mp_free(tern_trainer *t)
     tern_rt_free(mp->zrt);
     tern_exe_free(&mp->zexe);
     free(mp->dlocal);
+    free(mp->gath);
     mp_plan_free(&mp->p);
     tern_fabric_free(mp->fab);
     tern_fabric_free(mp->tpfab);
@@ -468,6 +476,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         return tern_error_set(err, TERN_ERR_INVALID,
                               "train: batch %lld does not split over %lld data replicas x %lld micro-batches",
                               (long long)o->batch, (long long)dp, (long long)micro);
+    mp->p.sp = o->sp;
     fo.ranks = (unsigned)mp->cores;
     if ((st = tern_fabric_load(t->machine, &fo, &mp->fab, err)))
         return st;
@@ -486,6 +495,25 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     tern_graph_free(t->g);
     t->g = NULL;
     mp_plan *p = &mp->p;
+    if (p->sp) { /* a tensor rank's share of a micro-batch: whole rows, 1/tp of the tokens */
+        int ids = t->nin == 1 && t->in[0].is_int;
+        int64_t mb = p->mb, tok = mb * (ids ? (int64_t)t->in[0].row : 1);
+        if (tok % tp)
+            return tern_error_set(err, TERN_ERR_INVALID,
+                                  "train: sp=1 (sequence parallelism): tp=%lld does not divide the %lld %s of a "
+                                  "micro-batch (%lld rows of %lld); each tensor rank holds 1/tp of them between the "
+                                  "tensor-parallel regions",
+                                  (long long)tp, (long long)tok, ids ? "tokens" : "rows", (long long)mb,
+                                  (long long)(ids ? (int64_t)t->in[0].row : 1));
+        if (mb % tp)
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "train: sp=1 (sequence parallelism): tp=%lld divides the %lld tokens of a "
+                                  "micro-batch but not its %lld rows: each tensor rank holds whole rows (rows [r mb / "
+                                  "tp, (r + 1) mb / tp), the tokens [r T / tp, (r + 1) T / tp) of the [T, hidden] "
+                                  "activation); splitting inside a row (its positions) is not built - give at least "
+                                  "tp rows a micro-batch",
+                                  (long long)tp, (long long)tok, (long long)mb);
+    }
     if ((st = mp_plan_build(t, p, err)) || (st = mp_build_programs(t, p, err)))
         return st;
     /* the stages' weights */
@@ -546,7 +574,28 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                 e = S->nw++;
             }
             mp->sidx[k][i] = e;
+            S->w[e].sp |= sg->sp ? 1 : 2; /* bit 0: a row-sharded program reads it; bit 1: another does */
         }
+    }
+    /* sequence parallelism: a weight read by row-sharded programs has a partial gradient on each tensor rank (its
+     * rows'), summed over the group; one that other programs of the stage read too (their gradient whole on every
+     * rank) would need the two apart: refused */
+    for (int64_t s = 0; s < pp; s++) {
+        size_t cnt = 0;
+        for (int i = 0; i < mp->stg[s].nw; i++) {
+            mp_wt *w = &mp->stg[s].w[i];
+            if (w->sp == 3)
+                return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                      "train: sp=1 (sequence parallelism): weight '%s' is read both between the "
+                                      "tensor-parallel regions (row-sharded) and by a program that reads whole rows "
+                                      "(stage %lld); not supported",
+                                      w->name, (long long)s);
+            w->sp = w->sp == 1 && w->axis < 0;
+            if (w->sp)
+                cnt += w->count;
+        }
+        if (cnt > mp->spmax)
+            mp->spmax = cnt;
     }
     /* a weight in two stages (tied embeddings): summed over its stages after the data-parallel all-reduce, as
      * Megatron all-reduces the embedding's gradient between the first and last stage */
@@ -630,12 +679,13 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     t->peak = 2.0 * cfg.pe_rows * cfg.pe_cols * cfg.timing.clock_hz[TERN_ENGINE_TENSOR];
     /* buffers (timing-only: the programs' times, no values: none of the shards' buffers) */
     mp->fsec = calloc((size_t)p->nseg + 1, sizeof(double));
+    mp->gath = calloc((size_t)p->nxv + 1, 1);
     mp->tf = calloc((size_t)pp, sizeof(double));
     mp->tb = calloc((size_t)pp, sizeof(double));
     mp->synced_ptr = calloc(t->nw + 1, sizeof *mp->synced_ptr);
     mp->ps_f = malloc(sizeof(double) * ((size_t)p->nseg + 1));
     mp->ps_g = malloc(sizeof(double) * ((size_t)p->nseg + 1));
-    if (!mp->fsec || !mp->tf || !mp->tb || !mp->synced_ptr || !mp->ps_f || !mp->ps_g)
+    if (!mp->fsec || !mp->tf || !mp->tb || !mp->synced_ptr || !mp->ps_f || !mp->ps_g || !mp->gath)
         return oom(err);
     for (int k = 0; k < p->nseg; k++)
         mp->ps_f[k] = mp->ps_g[k] = -1;
@@ -645,8 +695,8 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     for (int64_t s = 0; s + 1 < pp; s++) {
         const mp_seg *lastk = &p->seg[p->stage_first[s + 1] - 1];
         size_t cnt = 0;
-        for (int q = 0; q < lastk->nxout; q++)
-            cnt += p->xv[lastk->xout[q]].count;
+        for (int q = 0; q < lastk->nxout; q++) /* row shards: each tensor rank sends its own */
+            cnt += p->xv[lastk->xout[q]].count / (p->xv[lastk->xout[q]].sp ? (size_t)tp : 1);
         double a = 0, b = 0;
         if ((st = p2p_time(mp, s, cnt, 0, &a, err)) || (st = p2p_time(mp, s, cnt, 1, &b, err)))
             return st;
@@ -696,9 +746,11 @@ static size_t xoff(const mp_plan *p, int x)
     return o;
 }
 
-/* tensor-group all-reduce of count floats at offset off of every tensor rank's buf (functional) */
-static tern_status tp_allreduce(struct train_mp *mp, float **buf, size_t off, size_t count, double *secs,
-                                tern_error *err)
+/* A tensor-group collective (all-reduce; under sequence parallelism reduce-scatter or all-gather, rank r's block the
+ * rows [r count / tp, (r + 1) count / tp), in place) of count floats at offset off of every tensor rank's buf
+ * (functional; buf NULL: timed only). Its time and the bytes a rank sends on a ring go to the micro-batch's tally. */
+static tern_status tp_coll(struct train_mp *mp, tern_coll_op op, float **buf, size_t off, size_t count, double *secs,
+                           tern_error *err)
 {
     int64_t tp = mp->p.tp;
     if (tp < 2)
@@ -713,7 +765,7 @@ static tern_status tp_allreduce(struct train_mp *mp, float **buf, size_t off, si
     }
     tern_coll_desc d;
     memset(&d, 0, sizeof d);
-    d.op = TERN_COLL_ALL_REDUCE;
+    d.op = op;
     d.reduce = TERN_REDUCE_SUM;
     d.dtype = TERN_DTYPE_FP32;
     d.count = count;
@@ -722,9 +774,57 @@ static tern_status tp_allreduce(struct train_mp *mp, float **buf, size_t off, si
     tern_status st = buf ? tern_collective_run(mp->tpfab, &d, in, out, &res, err) /* timing-only: no buf */
                          : tern_collective_time(mp->tpfab, &d, &res, err);
     if (st)
-        return tern_error_prefix(err, "train: tensor-parallel all-reduce: ");
-    *secs += (double)res.time_ps * 1e-12;
+        return tern_error_prefix(err, "train: tensor-parallel %s: ", tern_coll_op_name(op));
+    double sec = (double)res.time_ps * 1e-12;
+    *secs += sec;
+    mp->act_sec += sec;
+    mp->act_bytes += (op == TERN_COLL_ALL_REDUCE ? 2.0 : 1.0) * (double)(tp - 1) / (double)tp * (double)count * 4.0;
     return TERN_OK;
+}
+
+/* Sequence parallelism: before a program that reads whole rows (a column-parallel pair, the vocabulary-parallel
+ * head, the loss's program), the row-sharded values it reads all-gathered over the tensor group (once a
+ * micro-batch: a later reader finds them whole). buf NULL: timed only. */
+static tern_status sp_gather_in(struct train_mp *mp, const mp_seg *sg, float **buf, double *secs, tern_error *err)
+{
+    const mp_plan *p = &mp->p;
+    tern_status st = TERN_OK;
+    if (sg->sp)
+        return TERN_OK;
+    for (int q = 0; q < sg->nxin && !st; q++) {
+        int xi = sg->xin[q];
+        if (!p->xv[xi].sp || mp->gath[xi])
+            continue;
+        size_t off = 0;
+        for (int i = 0; i < xi; i++)
+            off += p->xv[i].count;
+        mp->gath[xi] = 1;
+        st = tp_coll(mp, TERN_COLL_ALL_GATHER, buf, off, p->xv[xi].count, secs, err);
+    }
+    return st;
+}
+
+/* Sequence parallelism, before a gradient program that reads whole rows: its row-sharded inputs gathered (the
+ * loss's program, which runs forward and backward in one, reads them first here), and the gradients of its
+ * row-sharded outputs - each rank holds its rows' - all-gathered (the backward of the reduce-scatter after a
+ * row-parallel layer, or of the vocabulary-parallel embedding's). buf NULL: timed only. */
+static tern_status sp_backward_gather(struct train_mp *mp, const mp_seg *sg, float **act, float **dact, double *secs,
+                                      tern_error *err)
+{
+    const mp_plan *p = &mp->p;
+    if (sg->sp || !p->sp)
+        return TERN_OK;
+    tern_status st = sp_gather_in(mp, sg, act, secs, err);
+    for (int q = 0; q < sg->nxout && !st && !sg->last; q++) {
+        int xi = sg->xout[q];
+        if (!p->xv[xi].sp)
+            continue;
+        size_t off = 0;
+        for (int i = 0; i < xi; i++)
+            off += p->xv[i].count;
+        st = tp_coll(mp, TERN_COLL_ALL_GATHER, dact, off, p->xv[xi].count, secs, err);
+    }
+    return st;
 }
 
 static tern_status run_prog(tern_rt *rt, double *secs, tern_error *err)
@@ -747,8 +847,8 @@ static tern_status feed_seg(tern_trainer *t, int k, int64_t r, tern_rt *rt, tern
     for (size_t i = 0; i < m->nw && !st; i++) {
         const float *v;
         size_t n = m->w[i].count;
-        if (sg->xw[i] >= 0) {
-            v = mp->act[r] + xoff(&mp->p, sg->xw[i]);
+        if (sg->xw[i] >= 0) { /* a row-sharded program reads the rank's rows */
+            v = mp->act[r] + xoff(&mp->p, sg->xw[i]) + (sg->sp ? (size_t)r * n : 0);
         } else if (mp->sidx[k][i] >= 0) {
             v = mp->val[ix] + mp->stg[sg->stage].w[mp->sidx[k][i]].off;
         } else { /* an untrained weight: the model's value (replicated; never split) */
@@ -774,17 +874,21 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
     int64_t tp = p->tp;
     uint64_t step = t->step + 1;
     tern_status st = TERN_OK;
+    mp->act_sec = mp->act_bytes = 0;
+    memset(mp->gath, 0, (size_t)p->nxv);
     for (int k = 0; k < p->nseg && !st; k++) { /* forward */
         mp_seg *sg = &p->seg[k];
         if (sg->last)
             break;
         double tmax = 0;
+        st = sp_gather_in(mp, sg, mp->act, &tf[sg->stage], err);
         for (int64_t r = 0; r < tp && !st; r++) {
             tern_trainer *m = &sg->prog.m;
             tern_rt *save = m->rt;
             m->rt = sg->prog.frt;
-            if (m->nin)
-                st = train_feed_rows(m, x, m->data_bytes, NULL, 0, step, NULL, err);
+            if (m->nin) /* a row-sharded program: the rank's rows of the data */
+                st = train_feed_rows(m, (const char *)x + (sg->sp ? (size_t)r * m->data_bytes : 0), m->data_bytes,
+                                     NULL, 0, step, NULL, err);
             m->rt = save;
             if (!st)
                 st = feed_seg(t, k, r, sg->prog.frt, err);
@@ -795,15 +899,18 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
                 tmax = s;
             for (int q = 0; q < sg->nxout && !st; q++) {
                 const mp_xv *xv = &p->xv[sg->xout[q]];
-                st = tern_rt_get_output(sg->prog.frt, xv->name, mp->act[r] + xoff(p, sg->xout[q]),
-                                        xv->count * sizeof(float), err);
+                size_t n = sg->sp ? xv->count / (size_t)tp : xv->count; /* a row-sharded program: the rank's rows */
+                st = tern_rt_get_output(sg->prog.frt, xv->name,
+                                        mp->act[r] + xoff(p, sg->xout[q]) + (sg->sp ? (size_t)r * n : 0),
+                                        n * sizeof(float), err);
             }
         }
         tf[sg->stage] += tmax;
         mp->fsec[k] = tmax;
-        for (int q = 0; q < sg->nxout && !st; q++)
+        for (int q = 0; q < sg->nxout && !st; q++) /* partial sums: all-reduced, or reduce-scattered to row shards */
             if (p->xv[sg->xout[q]].partial)
-                st = tp_allreduce(mp, mp->act, xoff(p, sg->xout[q]), p->xv[sg->xout[q]].count, &tf[sg->stage], err);
+                st = tp_coll(mp, p->xv[sg->xout[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->act,
+                             xoff(p, sg->xout[q]), p->xv[sg->xout[q]].count, &tf[sg->stage], err);
         if (st)
             return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
     }
@@ -825,16 +932,20 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
             }
             st = mp_vocab_ce(t, p, mp->tpfab, lg, dl, labels, ls, inv ? *inv : 0.0f, loss, &tmax, err);
         }
+        if (!st && sg->vocab != MP_VOCAB_LOSS)
+            st = sp_backward_gather(mp, sg, mp->act, mp->dact, &tb[sg->stage], err);
         for (int64_t r = 0; r < tp && !st && sg->vocab != MP_VOCAB_LOSS; r++) {
-            st = train_feed_rows(m, m->nin ? x : NULL, m->nin ? m->data_bytes : 0, sg->last ? labels : NULL, ls, step,
-                                 inv, err);
+            st = train_feed_rows(m, m->nin ? (const char *)x + (sg->sp ? (size_t)r * m->data_bytes : 0) : NULL,
+                                 m->nin ? m->data_bytes : 0, sg->last ? labels : NULL, ls, step, inv, err);
             if (!st)
                 st = feed_seg(t, k, r, m->rt, err);
             for (int q = 0; q < sg->nxout && !st && !sg->last; q++) {
                 const mp_xv *xv = &p->xv[sg->xout[q]];
                 char nm[512];
+                size_t n = sg->sp ? xv->count / (size_t)tp : xv->count;
                 snprintf(nm, sizeof nm, MP_DY "%s", xv->name);
-                st = tern_rt_set_input(m->rt, nm, mp->dact[r] + xoff(p, sg->xout[q]), xv->count * sizeof(float), err);
+                st = tern_rt_set_input(m->rt, nm, mp->dact[r] + xoff(p, sg->xout[q]) + (sg->sp ? (size_t)r * n : 0),
+                                       n * sizeof(float), err);
             }
             double s = 0;
             if (!st)
@@ -855,7 +966,7 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
                 if ((st = tern_rt_get_output(m->rt, w->acc_out, b, w->count * sizeof(float), err)))
                     break;
                 if (sg->xw[i] >= 0) { /* an input gradient: kept per rank until the group's all-reduce */
-                    float *dst = mp->gx[r] + xoff(p, sg->xw[i]);
+                    float *dst = mp->gx[r] + xoff(p, sg->xw[i]) + (sg->sp ? (size_t)r * w->count : 0);
                     memcpy(dst, b, w->count * sizeof(float));
                     continue;
                 }
@@ -873,11 +984,17 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
         for (int q = 0; q < sg->nxin && !st; q++) {
             int xi = sg->xin[q];
             size_t off = xoff(p, xi), n = p->xv[xi].count;
+            int spx = p->xv[xi].sp;
             if (sg->pair >= 0 || sg->vocab == MP_VOCAB_HEAD) /* a column-parallel input's gradient (Megatron's f) */
-                st = tp_allreduce(mp, mp->gx, off, n, &tb[sg->stage], err);
-            for (int64_t r = 0; r < tp && !st; r++)
+                st = tp_coll(mp, spx ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gx, off, n, &tb[sg->stage],
+                             err);
+            if (spx) /* row shards: a rank's gradient is its rows' (another program's is whole on every rank) */
+                n /= (size_t)tp;
+            for (int64_t r = 0; r < tp && !st; r++) {
+                size_t o = off + (spx ? (size_t)r * n : 0);
                 for (size_t j = 0; j < n; j++)
-                    mp->dact[r][off + j] += mp->gx[r][off + j];
+                    mp->dact[r][o + j] += mp->gx[r][o + j];
+            }
         }
         /* the gradient program recomputes the forward (not charged: the forward program's time is taken off) */
         fsec = sg->last ? 0 : mp->fsec[k];
@@ -899,10 +1016,14 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
     mp_plan *p = &mp->p;
     uint64_t step = t->step + 1;
     tern_status st = TERN_OK;
+    mp->act_sec = mp->act_bytes = 0;
+    memset(mp->gath, 0, (size_t)p->nxv);
     for (int k = 0; k < p->nseg && !st; k++) { /* forward */
         mp_seg *sg = &p->seg[k];
         if (sg->last)
             break;
+        if ((st = sp_gather_in(mp, sg, NULL, &tf[sg->stage], err)))
+            return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
         if (mp->ps_f[k] < 0 && (st = run_prog(sg->prog.frt, &mp->ps_f[k], err)))
             return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
         double tmax = mp->ps_f[k] > 0 ? mp->ps_f[k] : 0;
@@ -910,7 +1031,8 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
         mp->fsec[k] = tmax;
         for (int q = 0; q < sg->nxout && !st; q++)
             if (p->xv[sg->xout[q]].partial)
-                st = tp_allreduce(mp, NULL, 0, p->xv[sg->xout[q]].count, &tf[sg->stage], err);
+                st = tp_coll(mp, p->xv[sg->xout[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, 0,
+                             p->xv[sg->xout[q]].count, &tf[sg->stage], err);
         if (st)
             return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
     }
@@ -921,13 +1043,16 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
             if ((st = mp_vocab_ce(t, p, mp->tpfab, NULL, NULL, NULL, 0, 0.0f, NULL, &tmax, err)))
                 return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
         } else {
+            if ((st = sp_backward_gather(mp, sg, NULL, NULL, &tb[sg->stage], err)))
+                return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
             if (mp->ps_g[k] < 0 && (st = run_prog(sg->prog.m.rt, &mp->ps_g[k], err)))
                 return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
             tmax = mp->ps_g[k] > 0 ? mp->ps_g[k] : 0;
         }
         for (int q = 0; q < sg->nxin && !st; q++)
             if (sg->pair >= 0 || sg->vocab == MP_VOCAB_HEAD)
-                st = tp_allreduce(mp, NULL, 0, p->xv[sg->xin[q]].count, &tb[sg->stage], err);
+                st = tp_coll(mp, p->xv[sg->xin[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, 0,
+                             p->xv[sg->xin[q]].count, &tb[sg->stage], err);
         double fsec = sg->last ? 0 : mp->fsec[k];
         tb[sg->stage] += tmax > fsec ? tmax - fsec : 0;
         if (st)
@@ -1006,11 +1131,20 @@ static tern_status dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, s
     return TERN_OK;
 }
 
-/* Key/value heads replicated over R tensor ranks (tp exceeds them): a replica's gradient holds its own query heads'
- * part only, so the R ranks sharing a head all-reduce theirs - the weights replicated R ways packed into one bucket
- * (the largest chunk's), a collective over those subgroups of every tensor group on the machine's fabric, one per
- * local chunk (interleaved) in turn - and every replica then updates the same bytes. bufs NULL: timed only. */
-static tern_status kv_coll(struct train_mp *mp, float **bufs, double *secs, tern_error *err)
+/* the weights a group all-reduce packs: replicated over R ranks (key/value heads), or (sp) read row-sharded */
+static int packed(const mp_wt *w, int64_t R, int sp)
+{
+    return sp ? w->sp : w->rep == R;
+}
+
+/* Gradients summed over subgroups of R neighbouring tensor ranks, one bucket a chunk. Key/value heads replicated
+ * over R tensor ranks (tp exceeds them): a replica's gradient holds its own query heads' part only, so the R ranks
+ * sharing a head all-reduce theirs - the weights replicated R ways packed into one bucket (the largest chunk's), a
+ * collective over those subgroups of every tensor group on the machine's fabric, one per local chunk (interleaved)
+ * in turn - and every replica then updates the same bytes. Sequence parallelism (sp, R = tp): the weights the
+ * row-sharded programs read (the norms'), whose gradient on each rank is its rows' part (Megatron all-reduces the
+ * sequence-parallel LayerNorms' gradients over the tensor group the same way). bufs NULL: timed only. */
+static tern_status group_coll(struct train_mp *mp, float **bufs, int sp, double *secs, tern_error *err)
 {
     int64_t tp = mp->p.tp, P = mp->P, dp = mp->p.dp, nc = mp->cores;
     unsigned *groups = malloc(sizeof(unsigned) * (size_t)nc + 1);
@@ -1019,9 +1153,9 @@ static tern_status kv_coll(struct train_mp *mp, float **bufs, double *secs, tern
     float **bk = calloc((size_t)nc + 1, sizeof *bk);
     tern_status st = !groups || !in || !out || !bk ? oom(err) : TERN_OK;
     double total = 0;
-    for (int e = 0; e < mp->nkvrep && !st; e++) {
-        int64_t R = mp->kvrep[e];
-        size_t cnt = mp->kvmax[e];
+    for (int e = 0; e < (sp ? 1 : mp->nkvrep) && !st; e++) {
+        int64_t R = sp ? tp : mp->kvrep[e];
+        size_t cnt = sp ? mp->spmax : mp->kvmax[e];
         for (int64_t k = 0; k < nc && bufs && !st; k++) {
             free(bk[k]);
             if (!(bk[k] = calloc(cnt + 1, sizeof(float))))
@@ -1038,7 +1172,7 @@ static tern_status kv_coll(struct train_mp *mp, float **bufs, double *secs, tern
                         in[k] = out[k] = bufs && mp->dlocal[d] ? bk[k] : NULL; /* another process's: none */
                         size_t o = 0;
                         for (int i = 0; bufs && mp->dlocal[d] && i < S->nw; i++)
-                            if (S->w[i].rep == R) {
+                            if (packed(&S->w[i], R, sp)) {
                                 memcpy(bk[k] + o, bufs[rank_of(mp, d, c * P + s, r)] + S->w[i].off,
                                        S->w[i].count * sizeof(float));
                                 o += S->w[i].count;
@@ -1066,7 +1200,7 @@ static tern_status kv_coll(struct train_mp *mp, float **bufs, double *secs, tern
                         const float *b = bk[core_of(mp, d, c * P + s, r)];
                         size_t o = 0;
                         for (int i = 0; i < S->nw; i++)
-                            if (S->w[i].rep == R) {
+                            if (packed(&S->w[i], R, sp)) {
                                 memcpy(bufs[rank_of(mp, d, c * P + s, r)] + S->w[i].off, b + o,
                                        S->w[i].count * sizeof(float));
                                 o += S->w[i].count;
@@ -1078,7 +1212,8 @@ static tern_status kv_coll(struct train_mp *mp, float **bufs, double *secs, tern
         free(bk[k]);
     free(bk), free(groups), free(in), free(out);
     if (st)
-        return tern_error_prefix(err, "train: replicated key/value heads' gradient all-reduce: ");
+        return tern_error_prefix(err, sp ? "train: sequence parallelism: the norms' gradient all-reduce: "
+                                         : "train: replicated key/value heads' gradient all-reduce: ");
     *secs = total;
     return TERN_OK;
 }
@@ -1210,7 +1345,7 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
     memset(&in, 0, sizeof in);
     in.step = step;
     in.lr = tern_train_lr(&t->o, step);
-    in.step_seconds = span + mp->t_kv + tdp + mp->t_tied + tupd;
+    in.step_seconds = span + mp->t_sp + mp->t_kv + tdp + mp->t_tied + tupd;
     in.samples_per_s = in.step_seconds > 0 ? (double)p->batch / in.step_seconds : 0;
     in.mfu = t->peak > 0 && in.step_seconds > 0 ? t->flops / (t->peak * (double)mp->cores * in.step_seconds) * 100 : 0;
     in.loss = loss;
@@ -1246,7 +1381,9 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
     if (st)
         return st;
     double tdp = 0, tupd = 0, secs = 0;
-    if (mp->nkvrep && (st = kv_coll(mp, NULL, &mp->t_kv, err)))
+    if (mp->spmax && (st = group_coll(mp, NULL, 1, &mp->t_sp, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
+    if (mp->nkvrep && (st = group_coll(mp, NULL, 0, &mp->t_kv, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
     if (dp > 1 && (st = dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, mp->maxflat,
                                 &tdp, err)))
@@ -1346,7 +1483,10 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
      * reduce-scatter (replica d holds block d reduced), the blocks copied to replica 0's buffer for the norm */
     double tdp = 0;
     /* replicated key/value heads: the ranks sharing a head sum their gradients first (on every data replica) */
-    if (mp->nkvrep && (st = kv_coll(mp, mp->gacc, &mp->t_kv, err)))
+    /* sequence parallelism: the row-sharded programs' weights (the norms') have each rank's rows' part: summed */
+    if (mp->spmax && (st = group_coll(mp, mp->gacc, 1, &mp->t_sp, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
+    if (mp->nkvrep && (st = group_coll(mp, mp->gacc, 0, &mp->t_kv, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
     if (dp > 1 && (st = dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gacc, mp->maxflat,
                                 &tdp, err)))
@@ -1484,20 +1624,24 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                                         q < 0 ? "weights" : "optimizer state", at);
             }
     t->rt = NULL;
-    /* the replicas of a key/value head updated the same bytes (the all-reduce gave them one sum): checked */
-    for (int64_t s = 0; s < pp && !st && mp->nkvrep; s++)
+    /* the replicas of a key/value head, and the tensor ranks' copies of a weight the row-sharded programs read, updated
+     * the same bytes (the all-reduce gave them one sum): checked */
+    for (int64_t s = 0; s < pp && !st && (mp->nkvrep || mp->spmax); s++)
         for (int i = 0; i < mp->stg[s].nw && !st; i++) {
             const mp_wt *w = &mp->stg[s].w[i];
-            for (int64_t r = 0; r < tp && !st && w->rep > 1; r++)
-                for (int q = -1; q < mp->nst && r % w->rep; q++) {
-                    size_t a = (size_t)(s * tp + r), b0 = (size_t)(s * tp + r - r % w->rep);
+            int64_t R = w->sp ? tp : w->rep;
+            for (int64_t r = 0; r < tp && !st && R > 1; r++)
+                for (int q = -1; q < mp->nst && r % R; q++) {
+                    size_t a = (size_t)(s * tp + r), b0 = (size_t)(s * tp + r - r % R);
                     if (memcmp(nv[a * 3 + (size_t)(q + 1)] + w->off, nv[b0 * 3 + (size_t)(q + 1)] + w->off,
                                w->count * sizeof(float))) {
                         st = tern_error_set(err, TERN_ERR_INVALID,
                                             "train: step %llu: internal: tensor ranks %lld and %lld hold different "
-                                            "%s of the replicated key/value head weight '%s' (stage %lld)",
-                                            (unsigned long long)step, (long long)(r - r % w->rep), (long long)r,
-                                            q < 0 ? "values" : "optimizer state", w->name, (long long)s);
+                                            "%s of the %s weight '%s' (stage %lld)",
+                                            (unsigned long long)step, (long long)(r - r % R), (long long)r,
+                                            q < 0 ? "values" : "optimizer state",
+                                            w->sp ? "sequence-parallel" : "replicated key/value head", w->name,
+                                            (long long)s);
                         break;
                     }
                 }
@@ -1566,4 +1710,8 @@ void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
     out->vocab = mp->p.vemb >= 0 ? mp->p.vocab : 0;
     out->vocab_head = mp->p.vhead >= 0;
     out->zero = mp->zero;
+    out->sp = mp->p.sp;
+    out->sp_seconds = mp->t_sp;
+    out->tp_act_seconds = mp->act_sec;
+    out->tp_act_bytes = mp->act_bytes;
 }

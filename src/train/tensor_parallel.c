@@ -444,6 +444,8 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         else if (pr >= 0)
             p->seg[p->nseg - 1].last = 1;
     }
+    if (!st && p->sp) /* sequence parallelism: the programs between the tensor-parallel regions on row shards */
+        st = mp_sp_plan(t, p, isw, err);
     free(xid);
     free(lin);
     free(isw), free(ord), free(pos), free(segof), free(cut);
@@ -491,6 +493,7 @@ void mp_plan_free(mp_plan *p)
     free(p->wd);
     mp_vocab_free(p);
     tern_graph_free(p->g);
+    tern_graph_free(p->gsp);
     memset(p, 0, sizeof *p);
 }
 
@@ -603,7 +606,8 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     mp_seg *sg = &p->seg[k];
     memset(m, 0, sizeof *m);
     m->o = t->o;
-    m->o.batch = p->mb;
+    m->o.batch = sg->sp ? p->mb / p->tp : p->mb; /* sequence parallelism: a rank's rows */
+    const tern_graph *pg = sg->sp ? p->gsp : p->g;  /* the plan's constants (folded shapes) for those rows */
     m->o.grads_as_outputs = 0;
     m->o.freeze = (const char *const *)p->frozen; /* the plan's constants by exact name, absent ones allowed */
     m->o.n_freeze = (size_t)p->nfrozen;
@@ -641,7 +645,8 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
             break;
         }
         tern_host_tensor *c;
-        if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, x->rank, x->dims, &c, err)))
+        const int64_t *xd = sg->sp ? x->sdims : x->dims; /* a row-sharded program reads the rank's rows */
+        if ((st = tern_host_tensor_new(TERN_ELEM_FLOAT, x->rank, xd, &c, err)))
             break;
         tern_graph_value *gv = &g->values[v];
         tern_host_tensor_free(gv->constant);
@@ -649,7 +654,7 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
         gv->flags = TERN_VALUE_INITIALIZER;
         gv->type = TERN_ELEM_FLOAT;
         gv->rank = x->rank;
-        memcpy(gv->dims, x->dims, sizeof gv->dims);
+        memcpy(gv->dims, xd, sizeof gv->dims);
         xin[v] = 1;
     }
     for (int i = 0; i < g->n_nodes && !st; i++) /* the producers are dropped: the placeholders are their values */
@@ -761,16 +766,16 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
             if (v < 0 || made[v] || (g->values[v].flags & (TERN_VALUE_INPUT | TERN_VALUE_INITIALIZER)) ||
                 g->values[v].constant)
                 continue;
-            int pv = graph_lookup(p->g, g->values[v].name);
+            int pv = graph_lookup(pg, g->values[v].name);
             tern_host_tensor *c = NULL;
-            if (pv < 0 || !p->g->values[pv].constant) {
+            if (pv < 0 || !pg->values[pv].constant) {
                 char lab[256];
                 st = tern_error_set(err, TERN_ERR_INVALID,
                                     "train: layout plan: internal: %s reads '%s', which no program computes",
                                     tern_graph_node_label(g, i, lab, sizeof lab), g->values[v].name);
                 break;
             }
-            if ((st = tern_host_tensor_clone(p->g->values[pv].constant, &c, err)) || (st = const_node(g, v, c, err)))
+            if ((st = tern_host_tensor_clone(pg->values[pv].constant, &c, err)) || (st = const_node(g, v, c, err)))
                 break;
             made[v] = 1;
         }
@@ -827,7 +832,7 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
                 dv->flags = TERN_VALUE_INPUT;
                 dv->type = TERN_ELEM_FLOAT;
                 dv->rank = x->rank;
-                memcpy(dv->dims, x->dims, sizeof dv->dims);
+                memcpy(dv->dims, sg->sp ? x->sdims : x->dims, sizeof dv->dims);
                 int s = ad_reduce(&a, "ReduceSum", ad_op2(&a, "Mul", y, dy), 0, NULL, 0);
                 acc = acc < 0 ? s : ad_op2(&a, "Add", acc, s);
             }

@@ -129,6 +129,13 @@ static tern_status check_opts(const tern_train_opts *o, tern_error *err)
     if (o->matmul_dtype != TERN_DTYPE_FP32 && o->matmul_dtype != TERN_DTYPE_BF16)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "train: precision %s (fp32 or bf16 matmuls)",
                               tern_dtype_name(o->matmul_dtype));
+    if (o->sp < 0 || o->sp > 1)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: sp=%d (sequence parallelism: 0 or 1)", o->sp);
+    if (o->sp && o->tp <= 1)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: sp=1 (sequence parallelism) needs tensor parallelism (tp > 1; tp=%lld): it "
+                              "splits the rows between the tensor-parallel regions over the tensor ranks",
+                              (long long)(o->tp > 1 ? o->tp : 1));
     /* over MPI processes: data parallelism spreads its ranks' chips (data_parallel.c), a tensor/pipeline layout
      * its data replicas (mp_procs.c, which refuses one replica) */
     unsigned K = o->transport ? o->transport->nprocs : 1;

@@ -1,0 +1,195 @@
+/* Sequence parallelism (Megatron-LM's, Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+ * Transformer Models"; docs/training.md, "Sequence parallelism"): the plan's part. Under tensor parallelism the
+ * nodes between the tensor-parallel regions - LayerNorm/RMSNorm, residual adds, the position embedding's add - run
+ * replicated, every tensor rank computing the same [tokens, hidden] rows. With sp = 1 each tensor rank computes
+ * only its 1/tp of them: the programs of those segments are compiled for mb / tp rows (whole rows of the
+ * micro-batch: tensor rank r holds rows [r mb / tp, (r + 1) mb / tp), which are the tokens [r T / tp, (r + 1) T / tp)
+ * of the [T, hidden] activation), every crossing value is held as row shards, gathered before a program that reads
+ * it whole (a column-parallel pair, the vocabulary-parallel head, the loss's program) and reduce-scattered instead
+ * of all-reduced where a row-parallel layer (or the vocabulary-parallel embedding) leaves partial sums
+ * (pipeline_parallel.c runs them). The weights those programs read (the norms') then get partial gradients, summed
+ * over the tensor group once a step.
+ *
+ * A row-sharded program must compute each row from that row alone. It is checked on the model itself: the plan
+ * graph is built a second time at mb / tp rows (gsp; its folded shapes are the sharded programs' constants), and
+ * every value such a program computes, and every value crossing between programs, must be the full one with its
+ * leading (row) axis divided by tp and nothing else changed; a Concat, Split or Gather along that axis (which would
+ * mix rows) is refused naming the node. */
+#include "mp_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tern_status oom(tern_error *err)
+{
+    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+}
+
+/* the value named like g's v in gsp has v's shape with the leading axis divided by tp */
+static int row_shard_of(const tern_graph_value *full, const tern_graph_value *shard, int64_t tp)
+{
+    if (!shard || full->rank < 1 || shard->rank != full->rank || shard->dims[0] * tp != full->dims[0])
+        return 0;
+    for (int d = 1; d < full->rank; d++)
+        if (shard->dims[d] != full->dims[d])
+            return 0;
+    return 1;
+}
+
+static void dims_text(const tern_graph_value *v, char *buf, size_t n)
+{
+    size_t u = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < v->rank && u < n; d++)
+        u += (size_t)snprintf(buf + u, n - u, "%s%lld", d ? ", " : "", (long long)v->dims[d]);
+    if (u < n)
+        snprintf(buf + u, n - u, "]");
+}
+
+/* The plan graph at mb / tp rows, its weights (named as p->g's, isw) inputs as there. */
+static tern_status load_gsp(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err)
+{
+    tern_trainer q;
+    memset(&q, 0, sizeof q);
+    q.o = t->o;
+    q.o.batch = p->mb / p->tp;
+    q.path = t->path;
+    tern_status st;
+    if ((st = tern_graph_load_onnx(t->path, &q.g, err)) || (st = train_bind_data(&q, err)) ||
+        (st = graph_sort(q.g, err))) {
+        tern_graph_free(q.g);
+        free(q.data_name);
+        return st;
+    }
+    free(q.data_name);
+    tern_graph *g = p->gsp = q.g;
+    int nw = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        int pv = graph_lookup(p->g, g->values[v].name);
+        nw += pv >= 0 && isw[pv] && g->values[v].constant;
+    }
+    int *in = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + nw + 1));
+    if (!in)
+        return oom(err);
+    g->inputs = in;
+    for (int v = 0; v < g->n_values; v++) {
+        tern_graph_value *gv = &g->values[v];
+        int pv = graph_lookup(p->g, gv->name);
+        if (pv < 0 || !isw[pv] || !gv->constant)
+            continue;
+        gv->type = TERN_ELEM_FLOAT;
+        gv->rank = gv->constant->rank;
+        memcpy(gv->dims, gv->constant->dims, sizeof gv->dims);
+        tern_host_tensor_free(gv->constant);
+        gv->constant = NULL;
+        gv->flags = TERN_VALUE_INPUT;
+        g->inputs[g->n_inputs++] = v;
+    }
+    if ((st = tern_graph_infer(g, err)))
+        return tern_error_prefix(err, "train: sp=1 (sequence parallelism): the model on %lld rows a tensor rank: ",
+                                 (long long)(p->mb / p->tp));
+    if (g->n_nodes != p->g->n_nodes)
+        return tern_error_set(err, TERN_ERR_INVALID, "train: sp=1: internal: the model reloaded differs");
+    return TERN_OK;
+}
+
+tern_status mp_sp_plan(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err)
+{
+    tern_status st = load_gsp(t, p, isw, err);
+    if (st)
+        return st;
+    const tern_graph *g = p->g, *gs = p->gsp;
+    char lab[256], d0[96], d1[96];
+    /* rowdep: a value computed from the rows (the data, another program's activations); the others - a position
+     * embedding's lookup of its table, say - are the same on every rank and need not be split */
+    unsigned char *rowdep = calloc((size_t)g->n_values + 1, 1), *inseg = calloc((size_t)g->n_nodes + 1, 1);
+    if (!rowdep || !inseg) {
+        free(rowdep), free(inseg);
+        return oom(err);
+    }
+    for (int k = 0; k < p->nseg && !st; k++) {
+        mp_seg *sg = &p->seg[k];
+        sg->sp = sg->pair < 0 && !sg->vocab && !sg->last && sg->nn > 0;
+        for (int e = 0; e < sg->nn; e++)
+            inseg[sg->nodes[e]] = (unsigned char)sg->sp;
+        for (int e = 0; e < sg->nn && sg->sp && !st; e++) {
+            int i = sg->nodes[e];
+            const tern_graph_node *nd = &g->nodes[i];
+            int op = nd->op_id, dep = 0;
+            for (int q = 0; q < nd->n_inputs; q++) {
+                int v = nd->inputs[q], pr = v >= 0 ? g->values[v].producer : -1;
+                if (v < 0 || g->values[v].constant || isw[v])
+                    continue;
+                dep |= v == p->data_val || rowdep[v] ||
+                       (pr >= 0 && !inseg[pr] && g->nodes[pr].op_id != TERN_GOP_CONSTANT && !p->wd[pr] &&
+                        !mp_known_const(g, pr));
+            }
+            for (int q = 0; q < nd->n_outputs; q++)
+                if (nd->outputs[q] >= 0)
+                    rowdep[nd->outputs[q]] = (unsigned char)dep;
+            if (!dep)
+                continue;
+            /* nodes that could mix rows while keeping the shapes right: refused along the row axis */
+            int ax = -1;
+            if (op == TERN_GOP_CONCAT || op == TERN_GOP_SPLIT || op == TERN_GOP_GATHER) {
+                int r0 = nd->n_inputs && nd->inputs[0] >= 0 ? g->values[nd->inputs[0]].rank : 1;
+                int64_t a = tern_graph_attr_int(nd, "axis", 0);
+                ax = (int)(a < 0 ? a + r0 : a);
+                /* a Gather from a weight (an embedding's table) reads rows of the table, not of the activation */
+                if (op == TERN_GOP_GATHER && nd->n_inputs && nd->inputs[0] >= 0 && isw[nd->inputs[0]])
+                    ax = -1;
+            }
+            if (ax == 0) {
+                st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                      "train: sp=1 (sequence parallelism): %s, between the tensor-parallel regions, "
+                                      "works along the rows of the micro-batch (axis 0); a tensor rank holds only "
+                                      "1/tp of them there, so it cannot run row-sharded",
+                                      tern_graph_node_label(g, i, lab, sizeof lab));
+                break;
+            }
+            for (int q = 0; q < nd->n_outputs && !st; q++) {
+                int v = nd->outputs[q];
+                if (v < 0 || g->values[v].constant)
+                    continue;
+                int sv = graph_lookup(gs, g->values[v].name);
+                const tern_graph_value *sh = sv >= 0 ? &gs->values[sv] : NULL;
+                if (!row_shard_of(&g->values[v], sh, p->tp)) {
+                    dims_text(&g->values[v], d0, sizeof d0);
+                    if (sh)
+                        dims_text(sh, d1, sizeof d1);
+                    st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                          "train: sp=1 (sequence parallelism): %s, between the tensor-parallel "
+                                          "regions, gives '%s' %s on a micro-batch of %lld rows but %s on %lld: not "
+                                          "the rows split tp=%lld ways along its leading axis, so it does not compute "
+                                          "each row from that row alone and cannot run row-sharded",
+                                          tern_graph_node_label(g, i, lab, sizeof lab), g->values[v].name, d0,
+                                          (long long)p->mb, sh ? d1 : "nothing", (long long)(p->mb / p->tp),
+                                          (long long)p->tp);
+                }
+            }
+        }
+        for (int e = 0; e < sg->nn; e++)
+            inseg[sg->nodes[e]] = 0;
+    }
+    free(rowdep), free(inseg);
+    if (st)
+        return st;
+    for (int x = 0; x < p->nxv; x++) {
+        mp_xv *xv = &p->xv[x];
+        if (xv->vsplit) /* the LM head's logits: full rows, the rank's vocabulary columns (the loss reads them) */
+            continue;
+        int v = graph_lookup(g, xv->name), sv = graph_lookup(gs, xv->name);
+        if (v < 0 || !row_shard_of(&g->values[v], sv >= 0 ? &gs->values[sv] : NULL, p->tp) || xv->count % p->tp) {
+            if (v >= 0)
+                dims_text(&g->values[v], d0, sizeof d0);
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "train: sp=1 (sequence parallelism): '%s' %s, crossing from program %d to a later "
+                                  "one, does not have the micro-batch's %lld rows as its leading axis; it cannot be "
+                                  "held as row shards",
+                                  xv->name, v >= 0 ? d0 : "?", xv->from, (long long)p->mb);
+        }
+        xv->sp = 1;
+        memcpy(xv->sdims, gs->values[sv].dims, sizeof xv->sdims);
+    }
+    return TERN_OK;
+}
