@@ -501,18 +501,18 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         if (tok % tp)
             return tern_error_set(err, TERN_ERR_INVALID,
                                   "train: sp=1 (sequence parallelism): tp=%lld does not divide the %lld %s of a "
-                                  "micro-batch (%lld rows of %lld); each tensor rank holds 1/tp of them between the "
+                                  "micro-batch (%lld row%s of %lld); each tensor rank holds 1/tp of them between the "
                                   "tensor-parallel regions",
                                   (long long)tp, (long long)tok, ids ? "tokens" : "rows", (long long)mb,
-                                  (long long)(ids ? (int64_t)t->in[0].row : 1));
+                                  mb == 1 ? "" : "s", (long long)(ids ? (int64_t)t->in[0].row : 1));
         if (mb % tp)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                                   "train: sp=1 (sequence parallelism): tp=%lld divides the %lld tokens of a "
-                                  "micro-batch but not its %lld rows: each tensor rank holds whole rows (rows [r mb / "
+                                  "micro-batch but not its %lld row%s: each tensor rank holds whole rows (rows [r mb / "
                                   "tp, (r + 1) mb / tp), the tokens [r T / tp, (r + 1) T / tp) of the [T, hidden] "
                                   "activation); splitting inside a row (its positions) is not built - give at least "
                                   "tp rows a micro-batch",
-                                  (long long)tp, (long long)tok, (long long)mb);
+                                  (long long)tp, (long long)tok, (long long)mb, mb == 1 ? "" : "s");
     }
     if ((st = mp_plan_build(t, p, err)) || (st = mp_build_programs(t, p, err)))
         return st;

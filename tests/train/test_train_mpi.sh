@@ -13,7 +13,8 @@
 # - a checkpoint written under K = 2 resumes under K = 4 to the one-process model;
 # - tensor/pipeline layouts, each process holding whole data replicas: the 4-layer MLP of test_train_layout_timing.sh
 #   on tp=2,pp=2,dp=4,micro=2 (K = 1, 2, 4, clipped) and pp=2,vpp=2,dp=4 (K = 2, 4), the GPT of gpt_ref.py (heads
-#   and MLPs split, the tied embedding in the first and last stage) on tp=2,pp=2,dp=4 (K = 2, 4), grouped-query
+#   and MLPs split, the tied embedding in the first and last stage) on tp=2,pp=2,dp=4 (K = 2, 4) and with sequence
+#   parallelism (sp=1, K = 2), grouped-query
 #   attention on tp=4,dp=2 (replicated key/value heads, K = 2), timing-only, ZeRO-1 on tp=2,pp=2,dp=4 (K = 2, 4) and
 #   on pp=2,vpp=2,dp=4 (K = 2), and a layout checkpoint of K = 2 resumed under K = 4.
 # Failures: a class label out of range in rank 5's rows (met by one process only) ends every process with the
@@ -146,6 +147,10 @@ if "$PY" "$here/gpt_ref.py" gpt 1 2 1e-3 >gpt/ref.txt 2>&1; then
     case_ gpt "2 4" gpt/gpt.onnx --data gpt/x.npy --labels gpt/y.npy --batch 8 --precision fp32 --steps 2 \
         --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2
     contains gpt.0.txt "tied weights"
+    # sequence parallelism: the norms on row shards, their gradients all-reduced over each tensor group
+    case_ gptsp "2" gpt/gpt.onnx --data gpt/x.npy --labels gpt/y.npy --batch 16 --precision fp32 --steps 2 \
+        --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2,sp=1
+    contains gptsp.0.txt "sequence-parallel norms' gradients"
 else
     bad "the GPT could not be made: $(tail -3 gpt/ref.txt)"
 fi
