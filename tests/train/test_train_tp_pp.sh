@@ -151,7 +151,7 @@ err "batch 16 does not split over 3 data replicas x 1 micro-batches" --batch 16 
 err "micro-batches need pipeline stages" --batch 16 --layout micro=2
 err "ZeRO stage 1 in a layout needs stage 1, data replicas (dp > 1: 1)" --batch 16 --layout tp=2 --zero 1
 expect 2 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --machine $M --layout pz=2
-contains "$tmp/err" "'pz' is not tp=N, pp=N, dp=N, vpp=N or micro=N"
+contains "$tmp/err" "'pz' is not tp=N, pp=N, dp=N, vpp=N, micro=N or sp=0|1"
 expect 1 "$TERN" train "$tmp/ln.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 16 --steps 1 --machine $M \
     --layout tp=2
 contains "$tmp/err" "no column/row-parallel linear pair"

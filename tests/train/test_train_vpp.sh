@@ -139,6 +139,6 @@ print(f"pp=2,vpp=2,dp=2 ZeRO-1: step {a['steps'][-1]['step_ms']:.4f} ms, update 
 sys.exit(0 if same and L["zero"] == 1 and L["vpp"] == 2 else 1)
 PYEOF
 expect 2 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --machine $M --layout v=2
-contains "$tmp/err" "'v' is not tp=N, pp=N, dp=N, vpp=N or micro=N"
+contains "$tmp/err" "'v' is not tp=N, pp=N, dp=N, vpp=N, micro=N or sp=0|1"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
