@@ -35,6 +35,13 @@
  * chunks' in turn, the data-parallel collectives one per local chunk in turn (dp_coll). M a multiple of P; no
  * ZeRO-1.
  *
+ * Sequence parallelism (sp = 1; sequence_parallel.c plans it): the segments between the tensor-parallel regions run
+ * on each tensor rank's rows of the micro-batch, every crossing value (but the vocabulary-parallel logits) held as
+ * row shards in place in its buffer; partial sums are reduce-scattered instead of all-reduced, a program reading
+ * whole rows first all-gathers its row-sharded inputs (sp_gather_in), and its backward all-gathers the gradients of
+ * its row-sharded outputs and reduce-scatters its column-parallel inputs' (sp_backward_gather); the row-sharded
+ * programs' weights are summed over each tensor group once a step (group_coll), as the replicated K/V heads' are.
+ *
  * Over MPI processes (mp_procs.c): a process holds whole data replicas (dlocal), runs their micro-batches only (each
  * micro-batch's loss and times apart, merged and added in micro-batch order) and joins the replicas' collectives
  * with their buffers; the update runs on the first local replica's reduced gradient (d0); ZeRO-1: a process updates
