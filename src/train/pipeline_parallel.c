@@ -1316,11 +1316,9 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
         free(f), free(b);
         return oom(err);
     }
-    double tpt = 0;
     for (int64_t s = 0; s < pp; s++) {
         f[s] = mp->tf[s] / (double)K;
         b[s] = mp->tb[s] / (double)K;
-        tpt += f[s] + b[s];
     }
     double span = 0, work = 0;
     st = schedule_span(mp->P, mp->V, M, f, b, mp->p2p_f, mp->p2p_b, &span, &work, err);
