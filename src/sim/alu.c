@@ -14,6 +14,7 @@
  * Facts: trainium-arch.md §4.1, §8 ("ALU operators exposed by NKI"), SDK nki.api.shared.rst (bitvec vs arithmetic). */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sim/core_internal.h"
 
@@ -66,7 +67,10 @@ static int32_t f2i_sat(float x)
     return (int32_t)x;
 }
 
-float alu_apply_f32(tern_alu_op op, float a, float b)
+/* Never inlined: inlined into an array loop, GCC may swap fminf's or fmaxf's operands (it treats them as
+ * commutative), and with two NaN operands that changes which payload comes back. Every caller, in this file or
+ * not, runs this one compiled function. */
+__attribute__((noinline)) float alu_apply_f32(tern_alu_op op, float a, float b)
 {
     switch (op) {
     case TERN_ALU_BYPASS: return a;
@@ -179,56 +183,69 @@ int32_t alu_apply_i32(tern_alu_op op, int32_t a, int32_t b)
     return 0;
 }
 
-/* Array forms for the hot elementwise paths: the common operators as plain loops the compiler vectorises
- * (same IEEE operations, so bit-identical to alu_apply_f32), the rest element by element. */
-void alu_apply_f32_vv(tern_alu_op op, float *x, const float *y, size_t n)
+/* Array forms for the hot elementwise paths: the common operators as loops the compiler vectorises, the rest
+ * element by element through alu_apply_f32. They give alu_apply_f32's bits, NaN payloads included: when both
+ * operands of an arithmetic operator are NaN, the x86 scalar instruction alu_apply_f32 compiles to returns its
+ * first operand (quieted), but a vectorised loop may have its operands swapped (the compiler treats + and * as
+ * commutative), so each fast loop says explicitly that a NaN first operand wins (nan_first). With one NaN
+ * operand, or none, the operation itself already gives the one possible result. */
+static inline float nan_first(float a, float r)
+{
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    u |= 0x00400000u; /* quieted, as the instruction returns a signalling NaN */
+    float q;
+    memcpy(&q, &u, sizeof q);
+    return a != a ? q : r;
+}
+
+/* x[i] = op(x[i], y[i]) (rev 0) or op(y[i], x[i]) (rev 1) for the operators with a fast loop; 0 if none */
+static int vv_fast(tern_alu_op op, float *x, const float *y, int rev, size_t n)
 {
     switch (op) {
-    case TERN_ALU_ADD:
-        for (size_t i = 0; i < n; i++)
-            x[i] = x[i] + y[i];
-        return;
-    case TERN_ALU_SUBTRACT:
-        for (size_t i = 0; i < n; i++)
-            x[i] = x[i] - y[i];
-        return;
-    case TERN_ALU_MULT:
-        for (size_t i = 0; i < n; i++)
-            x[i] = x[i] * y[i];
-        return;
-    case TERN_ALU_DIVIDE:
-        for (size_t i = 0; i < n; i++)
-            x[i] = x[i] / y[i];
-        return;
     case TERN_ALU_BYPASS:
-    case TERN_ALU_MAX:
-    case TERN_ALU_MIN:
-    case TERN_ALU_ABS_MAX:
-    case TERN_ALU_ABS_MIN:
-    case TERN_ALU_POW:
-    case TERN_ALU_IS_EQ:
-    case TERN_ALU_NOT_EQ:
-    case TERN_ALU_IS_GT:
-    case TERN_ALU_IS_GE:
-    case TERN_ALU_IS_LT:
-    case TERN_ALU_IS_LE:
-    case TERN_ALU_LOGICAL_AND:
-    case TERN_ALU_LOGICAL_OR:
-    case TERN_ALU_LOGICAL_XOR:
-    case TERN_ALU_BITWISE_AND:
-    case TERN_ALU_BITWISE_OR:
-    case TERN_ALU_BITWISE_XOR:
-    case TERN_ALU_SHIFT_LEFT:
-    case TERN_ALU_SHIFT_RIGHT:
-    case TERN_ALU_AVERAGE:
-    case TERN_ALU_MOD:
-    case TERN_ALU_RSQRT:
-    case TERN_ALU_ABS:
-    case TERN_ALU_COUNT:
-        break; /* no vector fast path: the scalar definition below */
+        if (rev)
+            for (size_t i = 0; i < n; i++)
+                x[i] = y[i];
+        return 1;
+#define VV_LOOP(expr)                                                                                              \
+    if (rev)                                                                                                       \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            float a = y[i], b = x[i];                                                                              \
+            x[i] = nan_first(a, expr);                                                                             \
+        }                                                                                                          \
+    else                                                                                                           \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            float a = x[i], b = y[i];                                                                              \
+            x[i] = nan_first(a, expr);                                                                             \
+        }                                                                                                          \
+    return 1
+    case TERN_ALU_ADD: VV_LOOP(a + b);
+    case TERN_ALU_SUBTRACT: VV_LOOP(a - b);
+    case TERN_ALU_MULT: VV_LOOP(a * b);
+    case TERN_ALU_DIVIDE: VV_LOOP(a / b);
+#undef VV_LOOP
+    default: return 0;
     }
-    for (size_t i = 0; i < n; i++)
-        x[i] = alu_apply_f32(op, x[i], y[i]);
+}
+
+void alu_apply_f32_vv(tern_alu_op op, float *x, const float *y, size_t n)
+{
+    if (!vv_fast(op, x, y, 0, n))
+        for (size_t i = 0; i < n; i++)
+            x[i] = alu_apply_f32(op, x[i], y[i]);
+}
+
+void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, size_t n)
+{
+    if (vv_fast(op, x, y, reverse, n))
+        return;
+    if (reverse)
+        for (size_t i = 0; i < n; i++)
+            x[i] = alu_apply_f32(op, y[i], x[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            x[i] = alu_apply_f32(op, x[i], y[i]);
 }
 
 void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
@@ -239,48 +256,24 @@ void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
             for (size_t i = 0; i < n; i++)
                 x[i] = s;
         return;
-    case TERN_ALU_ADD:
-        for (size_t i = 0; i < n; i++)
-            x[i] = x[i] + s;
-        return;
-    case TERN_ALU_MULT:
-        for (size_t i = 0; i < n; i++)
-            x[i] = x[i] * s;
-        return;
-    case TERN_ALU_SUBTRACT:
-        if (reverse)
-            for (size_t i = 0; i < n; i++)
-                x[i] = s - x[i];
-        else
-            for (size_t i = 0; i < n; i++)
-                x[i] = x[i] - s;
-        return;
-    case TERN_ALU_DIVIDE:
-    case TERN_ALU_MAX:
-    case TERN_ALU_MIN:
-    case TERN_ALU_ABS_MAX:
-    case TERN_ALU_ABS_MIN:
-    case TERN_ALU_POW:
-    case TERN_ALU_IS_EQ:
-    case TERN_ALU_NOT_EQ:
-    case TERN_ALU_IS_GT:
-    case TERN_ALU_IS_GE:
-    case TERN_ALU_IS_LT:
-    case TERN_ALU_IS_LE:
-    case TERN_ALU_LOGICAL_AND:
-    case TERN_ALU_LOGICAL_OR:
-    case TERN_ALU_LOGICAL_XOR:
-    case TERN_ALU_BITWISE_AND:
-    case TERN_ALU_BITWISE_OR:
-    case TERN_ALU_BITWISE_XOR:
-    case TERN_ALU_SHIFT_LEFT:
-    case TERN_ALU_SHIFT_RIGHT:
-    case TERN_ALU_AVERAGE:
-    case TERN_ALU_MOD:
-    case TERN_ALU_RSQRT:
-    case TERN_ALU_ABS:
-    case TERN_ALU_COUNT:
-        break; /* no vector fast path: the scalar definition below */
+#define VS_LOOP(expr)                                                                                              \
+    if (reverse)                                                                                                   \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            float a = s, b = x[i];                                                                                 \
+            x[i] = nan_first(a, expr);                                                                             \
+        }                                                                                                          \
+    else                                                                                                           \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            float a = x[i], b = s;                                                                                 \
+            x[i] = nan_first(a, expr);                                                                             \
+        }                                                                                                          \
+    return
+    case TERN_ALU_ADD: VS_LOOP(a + b);
+    case TERN_ALU_SUBTRACT: VS_LOOP(a - b);
+    case TERN_ALU_MULT: VS_LOOP(a * b);
+    case TERN_ALU_DIVIDE: VS_LOOP(a / b); /* the norms' and AdamW's divisions by a per-partition scalar */
+#undef VS_LOOP
+    default: break; /* no vector fast path: the scalar definition below */
     }
     if (reverse)
         for (size_t i = 0; i < n; i++)

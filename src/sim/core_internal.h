@@ -154,6 +154,8 @@ int alu_is_bitwise(tern_alu_op op);
 /* x[i] = x[i] op y[i]; and x[i] = x[i] op s (reverse: s op x[i]); bit-identical to alu_apply_f32. */
 void alu_apply_f32_vv(tern_alu_op op, float *x, const float *y, size_t n);
 void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n);
+/* x[i] = op(x[i], y[i]), or op(y[i], x[i]) when reverse: the bits of alu_apply_f32 element by element */
+void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, size_t n);
 
 /* Seed for the stochastic-rounding stream of one instruction. */
 uint64_t sr_stream_of(const exec_ctx *cx);

@@ -636,11 +636,31 @@ static tern_status exec_tensor_scalar(tern_core *core, const exec_ctx *cx, const
         return ap_scatter_i32(core, cx->engine, d, x, err);
     }
     float *x = NULL, *s0 = NULL, *s1 = NULL;
-    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
-        return st;
     if ((ins->flags & TERN_FLAG_S0_AP) && (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &s0, err)))
         return st;
     if ((ins->flags & TERN_FLAG_S1_AP) && (st = gather_f(core, cx, ins, TERN_AP_IN2, 2, &s1, err)))
+        return st;
+    /* fp32 rows on chip (the optimizer's and the norms' scalings): computed in the destination rows, as
+     * exec_tensor_tensor does; the [P, 1] scalars are already copies, so they may alias anything */
+    size_t sa = 0, sd = 0;
+    float *ra, *rd;
+    if (d->num_partitions == P && (rd = f32_rows(core, cx->engine, d, N, &sd)) &&
+        (ra = f32_rows(core, cx->engine, a, N, &sa))) {
+        int da = rows_relation(core, d, (uint8_t *)rd, sd * 4, a, (uint8_t *)ra, sa * 4, N);
+        if (da != 2) {
+            psum_mark(core, d, 0);
+            sbuf_written(core, cx->engine, d);
+            for (uint32_t p = 0; p < P; p++) {
+                float *o = rd + (size_t)p * sd, v0 = s0 ? s0[p] : ins->imm0.f, v1 = s1 ? s1[p] : ins->imm1.f;
+                if (da == 1)
+                    memcpy(o, ra + (size_t)p * sa, N * 4);
+                alu_apply_f32_vs(op0, o, v0, rev0, N);
+                alu_apply_f32_vs(op1, o, v1, rev1, N);
+            }
+            return TERN_OK;
+        }
+    }
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
     for (uint32_t p = 0; p < P; p++) {
         float v0 = s0 ? s0[p] : ins->imm0.f, v1 = s1 ? s1[p] : ins->imm1.f;
@@ -657,19 +677,40 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
     uint32_t P = a->num_partitions;
     size_t N = (size_t)tern_ap_free_elems(a);
     int rev0 = (ins->flags & TERN_FLAG_REV0) != 0, rev1 = (ins->flags & TERN_FLAG_REV1) != 0;
+    const tern_ap *b = &ins->ap[TERN_AP_IN1], *d = &ins->ap[TERN_AP_DST];
     float *x = NULL, *y = NULL, *s0 = NULL;
     tern_status st;
-    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
-        return st;
     if ((ins->flags & TERN_FLAG_S0_AP) && (st = gather_f(core, cx, ins, TERN_AP_IN2, 2, &s0, err)))
         return st;
-    for (uint32_t p = 0; p < P; p++) {
-        float v0 = s0 ? s0[p] : ins->imm0.f;
-        for (size_t i = 0; i < N; i++) {
-            size_t k = (size_t)p * N + i;
-            float t = rev0 ? alu_apply_f32(op0, v0, x[k]) : alu_apply_f32(op0, x[k], v0);
-            x[k] = rev1 ? alu_apply_f32(op1, y[k], t) : alu_apply_f32(op1, t, y[k]);
+    /* fp32 rows on chip (AdamW's moments, fused elementwise chains): computed in the destination rows when they
+     * are the first input's or overlap it not at all, and overlap the second input not at all (each row is
+     * passed over twice, so the second input must not change under it); the result's bits are the dense
+     * path's, as exec_tensor_tensor's are */
+    size_t sa = 0, sb = 0, sd = 0;
+    float *ra, *rb, *rd;
+    if (b->num_partitions == P && d->num_partitions == P && (rd = f32_rows(core, cx->engine, d, N, &sd)) &&
+        (ra = f32_rows(core, cx->engine, a, N, &sa)) && (rb = f32_rows(core, cx->engine, b, N, &sb))) {
+        int da = rows_relation(core, d, (uint8_t *)rd, sd * 4, a, (uint8_t *)ra, sa * 4, N);
+        int db = rows_relation(core, d, (uint8_t *)rd, sd * 4, b, (uint8_t *)rb, sb * 4, N);
+        if (da != 2 && db == 1) {
+            psum_mark(core, d, 0);
+            sbuf_written(core, cx->engine, d);
+            for (uint32_t p = 0; p < P; p++) {
+                float *o = rd + (size_t)p * sd;
+                if (da == 1)
+                    memcpy(o, ra + (size_t)p * sa, N * 4);
+                alu_apply_f32_vs(op0, o, s0 ? s0[p] : ins->imm0.f, rev0, N);
+                alu_apply_f32_vvr(op1, o, rb + (size_t)p * sb, rev1, N);
+            }
+            return TERN_OK;
         }
+    }
+    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
+        return st;
+    for (uint32_t p = 0; p < P; p++) {
+        float *row = x + (size_t)p * N;
+        alu_apply_f32_vs(op0, row, s0 ? s0[p] : ins->imm0.f, rev0, N);
+        alu_apply_f32_vvr(op1, row, y + (size_t)p * N, rev1, N);
     }
     return put_f(core, cx, ins, TERN_AP_DST, x, err);
 }

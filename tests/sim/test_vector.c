@@ -2,6 +2,7 @@
  * computed here (with an independent RNE rounding to bf16/fp16/fp8), and one test per rule each must reject,
  * checking that the message names the operand and the value. */
 #include "check.h"
+#include "sim/core_internal.h" /* alu_apply_f32: the scalar definition the row paths must match bit for bit */
 #include "sim/sim_test_util.h"
 
 #define SB TERN_MEM_SBUF
@@ -421,6 +422,158 @@ static void test_stt(void)
     ins.op0 = TERN_ALU_ADD;
     ins.ap[TERN_AP_IN0] = st_ap1(PS, F32, 0, P, 512, N);
     ST_EXPECT_FAIL(v2, &ins, "operand in1", "PSUM");
+}
+
+/* Adversarial fp32 bit patterns: signed zeros, infinities, NaNs with different signs and payloads, subnormals,
+ * the extremes of the normal range, values whose products and quotients overflow or underflow, then pseudo-random
+ * finite values of every exponent. */
+static uint32_t adv_bits(uint32_t i)
+{
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
+                                       0x7fc01234u, 0xffe00001u, 0x7f800001u, 0xff812345u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu,
+                                       0x00800000u, 0x80800000u, 0x7f7fffffu, 0xff7fffffu, 0x3f800000u, 0xbf800000u,
+                                       0x5f000000u, 0x1f000000u, 0x3f800001u, 0x4b000000u, 0x34000000u, 0xc0400000u};
+    const uint32_t ns = (uint32_t)(sizeof special / sizeof special[0]);
+    if (i < ns)
+        return special[i];
+    uint32_t x = i * 2654435761u;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    return x;
+}
+
+static float bits_f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t f_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* tensor_scalar and scalar_tensor_tensor on fp32 rows compute in the destination rows (in place, or into rows
+ * apart from the inputs) and otherwise through dense gathers; each layout must give, bit for bit, alu_apply_f32
+ * element by element, for every arithmetic operator pair, both reverse flags and adversarial values. */
+static void test_row_paths(void)
+{
+    enum { P = 5, N = 67, A = 0, B = 1024, D = 2048, S = 4096, W = 8192 };
+    static const tern_alu_op ops[] = {TERN_ALU_BYPASS,  TERN_ALU_ADD,     TERN_ALU_SUBTRACT, TERN_ALU_MULT,
+                                      TERN_ALU_DIVIDE,  TERN_ALU_MAX,     TERN_ALU_MIN,      TERN_ALU_ABS_MAX,
+                                      TERN_ALU_POW,     TERN_ALU_IS_GE,   TERN_ALU_MOD,      TERN_ALU_AVERAGE};
+    const unsigned nops = (unsigned)(sizeof ops / sizeof ops[0]);
+    uint32_t a[P * N], b[P * N], a2[P * 2 * N], col[P], col2[P], got[P * N];
+    for (uint32_t i = 0; i < P * N; i++) {
+        a[i] = adv_bits(i);
+        b[i] = adv_bits(P * N - 1 - i + 7);
+        a2[2 * i] = a[i];
+        a2[2 * i + 1] = 0x7fc0dead; /* never read: the strided operand skips it */
+    }
+    for (uint32_t p = 0; p < P; p++)
+        col[p] = adv_bits(3 * p + 1), col2[p] = adv_bits(5 * p + 2);
+    st_write_bits(v2, SB, 0, P, S, F32, col, 1);
+    st_write_bits(v2, SB, 0, P, S + 64, F32, col2, 1);
+    int32_t step2 = 2;
+    uint32_t numN = N;
+    int bad_ts = 0, bad_stt = 0, runs = 0;
+    for (unsigned i0 = 0; i0 < nops; i0++)
+        for (unsigned i1 = 0; i1 < nops; i1++)
+            for (int rev = 0; rev < 4; rev++)
+                for (int layout = 0; layout < 3; layout++) { /* 0: in place, 1: apart, 2: strided input (dense) */
+                    tern_alu_op op0 = ops[i0], op1 = ops[i1];
+                    int r0 = rev & 1, r1 = (rev >> 1) & 1;
+                    tern_ap ain = layout == 2 ? st_ap(SB, F32, 0, P, W, 1, &step2, &numN) : st_ap1(SB, F32, 0, P, A, N);
+                    tern_ap dst = st_ap1(SB, F32, 0, P, layout == 0 ? A : D, N);
+                    /* tensor_scalar, s0 from a [P, 1] operand, s1 an immediate */
+                    st_write_bits(v2, SB, 0, P, A, F32, a, N);
+                    st_write_bits(v2, SB, 0, P, W, F32, a2, 2 * N);
+                    tern_instr ins = ts(VE, op0, 0, op1, bits_f(col2[rev]), dst, ain);
+                    ins.flags = (uint16_t)(TERN_FLAG_S0_AP | (r0 ? TERN_FLAG_REV0 : 0) | (r1 ? TERN_FLAG_REV1 : 0));
+                    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, S, 1);
+                    ST_EXPECT_OK(v2, &ins);
+                    st_read_bits(v2, SB, 0, P, layout == 0 ? A : D, F32, got, N);
+                    for (uint32_t p = 0; p < P; p++)
+                        for (uint32_t i = 0; i < N; i++) {
+                            float x = bits_f(a[p * N + i]), v0 = bits_f(col[p]), v1 = bits_f(col2[rev]);
+                            float t = r0 ? alu_apply_f32(op0, v0, x) : alu_apply_f32(op0, x, v0);
+                            float e = r1 ? alu_apply_f32(op1, v1, t) : alu_apply_f32(op1, t, v1);
+                            bad_ts += got[p * N + i] != f_bits(e);
+                        }
+                    /* scalar_tensor_tensor, B in PSUM; s0 an immediate or a [P, 1] operand */
+                    st_write_bits(v2, SB, 0, P, A, F32, a, N);
+                    st_write_bits(v2, PS, 0, P, B, F32, b, N);
+                    ins = st_instr(TERN_OP_SCALAR_TENSOR_TENSOR, VE);
+                    ins.op0 = (uint8_t)op0;
+                    ins.op1 = (uint8_t)op1;
+                    ins.imm0.f = bits_f(col2[rev]);
+                    ins.flags = (uint16_t)((r0 ? TERN_FLAG_REV0 : 0) | (r1 ? TERN_FLAG_REV1 : 0));
+                    if (i1 & 1) {
+                        ins.flags |= TERN_FLAG_S0_AP;
+                        ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, P, S, 1);
+                    }
+                    ins.ap[TERN_AP_DST] = dst;
+                    ins.ap[TERN_AP_IN0] = ain;
+                    ins.ap[TERN_AP_IN1] = st_ap1(PS, F32, 0, P, B, N);
+                    ST_EXPECT_OK(v2, &ins);
+                    st_read_bits(v2, SB, 0, P, layout == 0 ? A : D, F32, got, N);
+                    for (uint32_t p = 0; p < P; p++)
+                        for (uint32_t i = 0; i < N; i++) {
+                            float x = bits_f(a[p * N + i]), y = bits_f(b[p * N + i]);
+                            float v0 = (i1 & 1) ? bits_f(col[p]) : bits_f(col2[rev]);
+                            float t = r0 ? alu_apply_f32(op0, v0, x) : alu_apply_f32(op0, x, v0);
+                            float e = r1 ? alu_apply_f32(op1, y, t) : alu_apply_f32(op1, t, y);
+                            bad_stt += got[p * N + i] != f_bits(e);
+                        }
+                    runs++;
+                }
+    TEST_BEGIN("tensor_scalar on fp32 rows (in place, apart, dense) = alu_apply_f32 bit for bit");
+    CHECK_EQ_INT(bad_ts, 0);
+    TEST_BEGIN("scalar_tensor_tensor on fp32 rows (in place, apart, dense) = alu_apply_f32 bit for bit");
+    CHECK_EQ_INT(bad_stt, 0);
+    CHECK_EQ_INT(runs, (int)(nops * nops * 4 * 3));
+
+    TEST_BEGIN("tensor_tensor on fp32 rows (in place, apart, dense) = alu_apply_f32 bit for bit");
+    int bad_tt = 0;
+    for (unsigned i0 = 0; i0 < nops; i0++)
+        for (int layout = 0; layout < 3; layout++) {
+            st_write_bits(v2, SB, 0, P, A, F32, a, N);
+            st_write_bits(v2, SB, 0, P, W, F32, a2, 2 * N);
+            st_write_bits(v2, SB, 0, P, B, F32, b, N);
+            tern_ap ain = layout == 2 ? st_ap(SB, F32, 0, P, W, 1, &step2, &numN) : st_ap1(SB, F32, 0, P, A, N);
+            tern_instr ins = tt(ops[i0] == TERN_ALU_POW ? GP : VE, ops[i0], st_ap1(SB, F32, 0, P, layout == 0 ? A : D, N),
+                                ain, st_ap1(SB, F32, 0, P, B, N));
+            ST_EXPECT_OK(v2, &ins);
+            st_read_bits(v2, SB, 0, P, layout == 0 ? A : D, F32, got, N);
+            for (uint32_t i = 0; i < P * N; i++)
+                bad_tt += got[i] != f_bits(alu_apply_f32(ops[i0], bits_f(a[i]), bits_f(b[i])));
+        }
+    CHECK_EQ_INT(bad_tt, 0);
+
+    TEST_BEGIN("scalar_tensor_tensor whose destination is its second input (dense path) = alu_apply_f32");
+    int bad = 0;
+    for (unsigned i0 = 0; i0 < nops; i0++) {
+        st_write_bits(v2, SB, 0, P, A, F32, a, N);
+        st_write_bits(v2, SB, 0, P, B, F32, b, N);
+        tern_instr ins = st_instr(TERN_OP_SCALAR_TENSOR_TENSOR, VE);
+        ins.op0 = (uint8_t)ops[i0];
+        ins.op1 = (uint8_t)ops[nops - 1 - i0];
+        ins.imm0.f = 1.5f;
+        ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, B, N);
+        ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, A, N);
+        ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, B, N);
+        ST_EXPECT_OK(v2, &ins);
+        st_read_bits(v2, SB, 0, P, B, F32, got, N);
+        for (uint32_t i = 0; i < P * N; i++) {
+            float t = alu_apply_f32(ops[i0], bits_f(a[i]), 1.5f);
+            bad += got[i] != f_bits(alu_apply_f32(ops[nops - 1 - i0], t, bits_f(b[i])));
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
 }
 
 static tern_instr tred(tern_alu_op op, int axes, tern_ap d, tern_ap a)
@@ -848,6 +1001,7 @@ int main(void)
     test_tensor_tensor();
     test_tensor_scalar();
     test_stt();
+    test_row_paths();
     test_tensor_reduce();
     test_copies();
     test_bn();
