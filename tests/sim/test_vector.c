@@ -912,6 +912,45 @@ static void test_misc(void)
     ins.ap[TERN_AP_DST] = st_ap1(SB, TERN_DTYPE_INT16, 0, P, 3000, F);
     ST_EXPECT_FAIL(v2, &ins, "operand dst", "[4, 6]", "[6, 4]");
 
+    TEST_BEGIN("transpose_ve row to row (fp32, bf16, fp8: apart, overlapping, strided) = the element moves");
+    {
+        static const tern_dtype dts[] = {F32, TERN_DTYPE_BF16, TERN_DTYPE_FP8_E4M3};
+        static const uint32_t shapes[][2] = {{32, 32}, {32, 7}, {5, 32}, {1, 1}, {17, 29}};
+        uint32_t src[32 * 32 * 2], out[32 * 32];
+        int bad_t = 0, runs_t = 0;
+        for (unsigned di = 0; di < 3; di++)
+            for (unsigned si = 0; si < 5; si++)
+                for (int layout = 0; layout < 4; layout++) {
+                    /* 0: SBUF to PSUM; 1: SBUF rows apart; 2: output rows over the input's (square: in place);
+                       3: a strided input */
+                    tern_dtype dt = dts[di];
+                    uint32_t TP = shapes[si][0], TF = shapes[si][1], mask = tern_dtype_size(dt) == 4 ? 0xffffffffu
+                                                                         : tern_dtype_size(dt) == 2 ? 0xffffu : 0xffu;
+                    if (layout == 2 && TP != TF)
+                        continue;
+                    for (uint32_t i = 0; i < 32 * 32 * 2; i++)
+                        src[i] = adv_bits(i * 7 + di + si) & mask;
+                    int32_t st2 = 2;
+                    uint32_t nf = TF;
+                    tern_ap in = layout == 3 ? st_ap(SB, dt, 32, TP, 6000, 1, &st2, &nf) : st_ap1(SB, dt, 32, TP, 6000, TF);
+                    st_write_bits(v2, SB, 32, TP, 6000, dt, src, layout == 3 ? 2 * TF : TF);
+                    tern_mem om = layout == 0 ? PS : SB;
+                    uint64_t off = layout == 2 ? 6000 : 9000;
+                    unsigned op0 = layout == 2 ? 32 : 0;
+                    ins = st_instr(TERN_OP_TRANSPOSE_VE, VE);
+                    ins.ap[TERN_AP_IN0] = in;
+                    ins.ap[TERN_AP_DST] = st_ap1(om, dt, op0, TF, off, TP);
+                    ST_EXPECT_OK(v2, &ins);
+                    st_read_bits(v2, om, op0, TF, off, dt, out, TP);
+                    for (uint32_t p = 0; p < TP; p++)
+                        for (uint32_t f = 0; f < TF; f++)
+                            bad_t += out[f * TP + p] != src[p * (layout == 3 ? 2 * TF : TF) + (layout == 3 ? 2 * f : f)];
+                    runs_t++;
+                }
+        CHECK_EQ_INT(bad_t, 0);
+        CHECK_EQ_INT(runs_t, 3 * (5 * 4 - 3));
+    }
+
     TEST_BEGIN("max8: the 8 largest, descending, duplicates kept, bf16 output");
     float m[20];
     for (int i = 0; i < 20; i++)
