@@ -199,8 +199,16 @@ static inline float nan_first(float a, float r)
     return a != a ? q : r;
 }
 
+/* Cloned for the host's vector width (GCC picks the clone at load time): the loops are single IEEE operations and
+ * selects, so every clone gives the same bits; the wider ones make nan_first's select one blend per vector. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ALU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ALU_CLONES
+#endif
+
 /* x[i] = op(x[i], y[i]) (rev 0) or op(y[i], x[i]) (rev 1) for the operators with a fast loop; 0 if none */
-static int vv_fast(tern_alu_op op, float *x, const float *y, int rev, size_t n)
+ALU_CLONES static int vv_fast(tern_alu_op op, float *x, const float *y, int rev, size_t n)
 {
     switch (op) {
     case TERN_ALU_BYPASS:
@@ -248,7 +256,7 @@ void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, si
             x[i] = alu_apply_f32(op, x[i], y[i]);
 }
 
-void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
+ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
 {
     switch (op) {
     case TERN_ALU_BYPASS:
