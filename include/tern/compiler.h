@@ -74,6 +74,8 @@ typedef struct {
     int fused_attention;           /* tern.Attention nodes in the optimised graph (the attention fusion's) */
     int fused_elementwise;         /* elementwise nodes lowered as members of a fused group */
     int elementwise_groups;        /* those groups (each one pass over SBUF tiles) */
+    int matmul_sums;               /* trees of Adds over linear-layer products computed on chip (one GEMM each) */
+    int matmul_sum_products;       /* the products they sum */
     /* With tern_compile_opts.explain: one row per node of the optimised graph the compiler reached, in order,
      * filled even when the compile fails (the failing node's row says why); NULL otherwise. Free with
      * tern_compile_report_free. */

@@ -33,6 +33,21 @@ void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs,
  * dtype, and so do the outs; n_out == 1 is tern_lib_gemm's instruction stream. */
 void tern_lib_gemm_multi(tern_kernel *k, unsigned n_out, const tern_view *outs, tern_view lhsT, const tern_view *rhss,
                          const tern_gemm_opts *opts);
+/* A sum of GEMM products computed on chip: terms t_j = lhsT_j[K_j, M]^T @ rhs_j[K_j, N] (each K_j within one K
+ * block of opts, so each t_j is one fp32 PSUM accumulation group per output tile, as tern_lib_gemm's) combined by
+ * a tree of additions: node i is round_dt(x_a + x_b), an operand x being term j's value t_j + 0 (what
+ * tern_lib_gemm stores into an fp32 output) or an earlier node's result; the last node is out[M, N] (its dt is
+ * out's dtype). Each term and each node but the last is an operand exactly once. Per output tile, the first term
+ * of a node goes from PSUM to an fp32 SBUF tile on ScalarE (x * 1 + 0: t + 0), and VectorE adds the other
+ * operand (read from PSUM: x + t equals x + (t + 0) for every x that is itself a sum or a t + 0, -0 included)
+ * into a tile of the node's dtype: the values and roundings of the separate GEMMs (fp32 outputs) followed by the
+ * Adds, without the fp32 products and partial sums going through HBM. */
+typedef struct {
+    int a, b;      /* operands: j >= 0 term j, -1 - i node i (i before this node) */
+    tern_dtype dt; /* the dtype the sum is rounded to (the dtype its value is stored in when not fused) */
+} tern_gemm_sum_node;
+void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const tern_view *lhsT, const tern_view *rhs,
+                       unsigned n_nodes, const tern_gemm_sum_node *nodes, const tern_gemm_opts *opts);
 
 /* out[M,N] = act(a[M,K] @ w[K,N] + bias[N]), fused: the only HBM traffic is a, w, bias and out (no
  * temporaries). a: 2-D HBM [M, K], any float dtype; w: 2-D HBM [K, N] in a TensorE dtype (bf16 normally; fp32,

@@ -299,6 +299,9 @@ int tern_cmd_compile(int argc, char **argv)
         if (rep.elementwise_groups)
             printf("; %d elementwise node%s fused into %d pass%s", rep.fused_elementwise,
                    rep.fused_elementwise > 1 ? "s" : "", rep.elementwise_groups, rep.elementwise_groups > 1 ? "es" : "");
+        if (rep.matmul_sums)
+            printf("; %d linear-layer products summed on chip in %d GEMM%s", rep.matmul_sum_products,
+                   rep.matmul_sums, rep.matmul_sums > 1 ? "s" : "");
         if (rep.lowered_empty) /* their outputs have zero elements: no storage, no instructions */
             printf("; %d node%s with only zero-size outputs lowered to nothing", rep.lowered_empty,
                    rep.lowered_empty > 1 ? "s" : "");

@@ -63,6 +63,7 @@ typedef struct {
     int at_src, at_last; /* the input's value id; the last node that reads it as a linear layer's input */
     tern_view at_view;
     struct cc_fusion *fuse; /* the elementwise groups (fuse_elementwise.c); NULL: none */
+    struct cc_msum *msum;   /* the sums of linear-layer products made on chip (fuse_matmul_sum.c); NULL: none */
 } compile_ctx;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
@@ -155,6 +156,15 @@ int cc_fuse_node(compile_ctx *c, int i, const char **rule);
 int cc_fuse_member(const compile_ctx *c, int i);
 void cc_fuse_counts(const compile_ctx *c, int *nodes, int *groups);
 void cc_fuse_free(compile_ctx *c);
+/* Sums of linear-layer products (fuse_matmul_sum.c): cc_msum_plan finds trees of Adds over MatMuls with run-time
+ * weights (a backward's input gradients) before the elementwise grouping, which leaves their nodes alone, and keeps
+ * the products' inputs live until the root; cc_msum_node takes node i when it belongs to one (*rule names the
+ * fusion): the root Add emits one tern_lib_gemm_sum, the others nothing. */
+void cc_msum_plan(compile_ctx *c);
+int cc_msum_node(compile_ctx *c, int i, const char **rule);
+int cc_msum_member(const compile_ctx *c, int i);
+void cc_msum_counts(const compile_ctx *c, int *sums, int *products);
+void cc_msum_free(compile_ctx *c);
 /* tern.Attention, the fused attention (lower_attention.c). */
 int cc_lower_attention(compile_ctx *c);
 /* tern.AttentionGrad, the fused flash-attention backward (lower_attention_bwd.c). */

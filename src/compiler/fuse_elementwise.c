@@ -507,7 +507,7 @@ void cc_fuse_plan(compile_ctx *c)
         L->n = 1;
         L->node[0] = i;
         fz_member alone;
-        if (!make_member(g, L, 0, &alone))
+        if (cc_msum_member(c, i) || !make_member(g, L, 0, &alone)) /* an Add of a sum of products: taken there */
             continue;
         const tern_graph_value *y = gval(g, alone.out);
         /* the live groups producing its inputs, with its output's shape */

@@ -248,3 +248,192 @@ done:
     free(rhs_tiles);
     free(lhs_tiles);
 }
+
+#define GEMM_SUM_MAX 16
+
+/* The checks of tern_lib_gemm_sum: shapes, one K block per term, a tree using every term and node once. */
+static int gemm_sum_check(tern_kernel *k, tern_view out, unsigned nt, const tern_view *lhsT, const tern_view *rhs,
+                          unsigned nn, const tern_gemm_sum_node *nodes, uint64_t BK)
+{
+    if (nt < 2 || nt > GEMM_SUM_MAX || nn != nt - 1) {
+        kfail(k, TERN_ERR_INVALID, "gemm_sum: %u terms and %u additions (2 to %d terms, one addition fewer)", nt, nn,
+              GEMM_SUM_MAX);
+        return 0;
+    }
+    if (!kview_ok(k, &out, "gemm_sum out") || tern_view_rank(&out) != 2) {
+        if (!k->failed)
+            kfail(k, TERN_ERR_INVALID, "gemm_sum: out must be 2-D (rank %u)", tern_view_rank(&out));
+        return 0;
+    }
+    uint64_t M = tern_view_dim(&out, 0), N = tern_view_dim(&out, 1);
+    for (unsigned j = 0; j < nt; j++) {
+        if (!kview_ok(k, &lhsT[j], "gemm_sum lhsT") || !kview_ok(k, &rhs[j], "gemm_sum rhs"))
+            return 0;
+        if (tern_view_rank(&lhsT[j]) != 2 || tern_view_rank(&rhs[j]) != 2) {
+            kfail(k, TERN_ERR_INVALID, "gemm_sum: term %u: lhsT and rhs must be 2-D (ranks %u, %u)", j,
+                  tern_view_rank(&lhsT[j]), tern_view_rank(&rhs[j]));
+            return 0;
+        }
+        uint64_t K = tern_view_dim(&lhsT[j], 0);
+        if (tern_view_dim(&lhsT[j], 1) != M || tern_view_dim(&rhs[j], 0) != K || tern_view_dim(&rhs[j], 1) != N) {
+            kfail(k, TERN_ERR_INVALID,
+                  "gemm_sum: term %u: lhsT [%llu, %llu] and rhs [%llu, %llu] do not make the [%llu, %llu] output", j,
+                  (unsigned long long)K, (unsigned long long)tern_view_dim(&lhsT[j], 1),
+                  (unsigned long long)tern_view_dim(&rhs[j], 0), (unsigned long long)tern_view_dim(&rhs[j], 1),
+                  (unsigned long long)M, (unsigned long long)N);
+            return 0;
+        }
+        if (K > BK) {
+            kfail(k, TERN_ERR_INVALID, "gemm_sum: term %u contracts over %llu, more than one K block (%llu)", j,
+                  (unsigned long long)K, (unsigned long long)BK);
+            return 0;
+        }
+    }
+    unsigned used_t[GEMM_SUM_MAX] = {0}, used_n[GEMM_SUM_MAX] = {0};
+    for (unsigned i = 0; i < nn; i++) {
+        int ops[2] = {nodes[i].a, nodes[i].b};
+        for (int o = 0; o < 2; o++) {
+            int x = ops[o];
+            if (x >= 0 ? (unsigned)x >= nt : (unsigned)(-1 - x) >= i) {
+                kfail(k, TERN_ERR_INVALID, "gemm_sum: addition %u: operand %d is neither a term (0..%u) nor an "
+                      "earlier addition", i, x, nt - 1);
+                return 0;
+            }
+            if (x >= 0 ? used_t[x]++ : used_n[-1 - x]++) {
+                kfail(k, TERN_ERR_INVALID, "gemm_sum: addition %u: operand %d is used twice", i, x);
+                return 0;
+            }
+        }
+        if (!tern_dtype_is_float(nodes[i].dt) || (i == nn - 1 && nodes[i].dt != (tern_dtype)out.ap.dtype)) {
+            kfail(k, TERN_ERR_INVALID, "gemm_sum: addition %u: dtype %s (a float dtype; the last one out's)", i,
+                  tern_dtype_name(nodes[i].dt));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const tern_view *lhsT, const tern_view *rhs,
+                       unsigned n_nodes, const tern_gemm_sum_node *nodes, const tern_gemm_opts *opts_in)
+{
+    tern_gemm_opts opts;
+    if (opts_in)
+        opts = *opts_in;
+    else
+        tern_gemm_opts_default(&opts);
+    const tern_core_config *c = &k->cfg;
+    const uint64_t TM = c->pe_cols, TK = c->pe_rows, TN = c->moving_free_max;
+    if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {
+        kfail(k, TERN_ERR_INVALID, "gemm_sum: block sizes must be >= 1 tile (got %u x %u x %u)", opts.tiles_in_block_m,
+              opts.tiles_in_block_n, opts.tiles_in_block_k);
+        return;
+    }
+    const uint64_t BM = TM * opts.tiles_in_block_m, BN = TN * opts.tiles_in_block_n, BK = TK * opts.tiles_in_block_k;
+    if (!gemm_sum_check(k, out, n_terms, lhsT, rhs, n_nodes, nodes, BK))
+        return;
+    const uint64_t M = tern_view_dim(&out, 0), N = tern_view_dim(&out, 1);
+    const uint64_t nbm = ceil_div(M, BM), nbn = ceil_div(N, BN);
+    uint64_t kt[GEMM_SUM_MAX], kt0[GEMM_SUM_MAX + 1]; /* each term's K tiles, and where they start in the arrays */
+    kt0[0] = 0;
+    for (unsigned j = 0; j < n_terms; j++) {
+        kt[j] = ceil_div(tern_view_dim(&lhsT[j], 0), TK);
+        kt0[j + 1] = kt0[j] + kt[j];
+    }
+    tern_view *rhs_tiles = calloc(kt0[n_terms], sizeof *rhs_tiles);
+    tern_view *lhs_tiles = calloc(kt0[n_terms], sizeof *lhs_tiles);
+    tern_view *accs = calloc(opts.tiles_in_block_m, sizeof *accs);
+    if (!rhs_tiles || !lhs_tiles || !accs) {
+        kfail(k, TERN_ERR_NOMEM, "gemm_sum: out of memory");
+        goto done;
+    }
+    for (uint64_t n = 0; n < nbn && !k->failed; n++) {
+        uint64_t n0 = n * BN, bn_len = min_u64(BN, N - n0), tiles_n = ceil_div(bn_len, TN);
+        for (unsigned j = 0; j < n_terms; j++) {
+            uint64_t K = tern_view_dim(&lhsT[j], 0);
+            for (uint64_t bk = 0; bk < kt[j]; bk++) {
+                uint64_t r0 = bk * TK, r1 = min_u64(r0 + TK, K);
+                tern_view *t = &rhs_tiles[kt0[j] + bk];
+                *t = tern_kernel_sbuf(k, (tern_dtype)rhs[j].ap.dtype, (uint32_t)(r1 - r0), (uint32_t)bn_len, "gsum_rhs");
+                tern_kernel_load(k, *t, tern_view_block(k, rhs[j], r0, r1, n0, n0 + bn_len));
+            }
+        }
+        for (uint64_t m = 0; m < nbm && !k->failed; m++) {
+            uint64_t m0 = m * BM, bm_len = min_u64(BM, M - m0), tiles_m = ceil_div(bm_len, TM);
+            for (unsigned j = 0; j < n_terms; j++) {
+                uint64_t K = tern_view_dim(&lhsT[j], 0);
+                for (uint64_t bk = 0; bk < kt[j]; bk++) {
+                    uint64_t r0 = bk * TK, r1 = min_u64(r0 + TK, K);
+                    tern_view *t = &lhs_tiles[kt0[j] + bk];
+                    *t = tern_kernel_sbuf(k, (tern_dtype)lhsT[j].ap.dtype, (uint32_t)(r1 - r0), (uint32_t)bm_len,
+                                          "gsum_lhsT");
+                    tern_kernel_load(k, *t, tern_view_block(k, lhsT[j], r0, r1, m0, m0 + bm_len));
+                }
+            }
+            for (uint64_t bm = 0; bm < tiles_m; bm++)
+                accs[bm] = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, (uint32_t)min_u64(TM, bm_len - bm * TM),
+                                            (uint32_t)bn_len, "gsum_out");
+            for (uint64_t bn = 0; bn < tiles_n; bn++)
+                for (uint64_t bm = 0; bm < tiles_m && !k->failed; bm++) {
+                    uint32_t rows = (uint32_t)min_u64(TM, bm_len - bm * TM);
+                    uint32_t cols = (uint32_t)min_u64(TN, bn_len - bn * TN);
+                    /* every term's product: one PSUM group each, the K tiles in order (tern_lib_gemm's) */
+                    tern_view ps[GEMM_SUM_MAX], res[GEMM_SUM_MAX];
+                    for (unsigned j = 0; j < n_terms; j++) {
+                        ps[j] = tern_kernel_psum(k, TERN_DTYPE_FP32, rows, cols, "gsum_psum");
+                        for (uint64_t bk = 0; bk < kt[j]; bk++) {
+                            tern_view lt = lhs_tiles[kt0[j] + bk], rt = rhs_tiles[kt0[j] + bk];
+                            uint64_t kk = tern_view_dim(&lt, 0);
+                            tern_kernel_matmul(k, ps[j], tern_view_block(k, lt, 0, kk, bm * TM, bm * TM + rows),
+                                               tern_view_block(k, rt, 0, kk, bn * TN, bn * TN + cols), bk > 0);
+                        }
+                    }
+                    for (unsigned i = 0; i < n_nodes; i++) {
+                        int a = nodes[i].a, b = nodes[i].b;
+                        if (a >= 0 && b < 0) { /* the node's result first, a term second */
+                            a = nodes[i].b;
+                            b = nodes[i].a;
+                        }
+                        tern_view dst = i == n_nodes - 1
+                                            ? tern_view_block(k, accs[bm], 0, rows, bn * TN, bn * TN + cols)
+                                            : tern_kernel_sbuf(k, nodes[i].dt, rows, cols, "gsum_part");
+                        tern_view x, s = kview_invalid();
+                        if (a >= 0) { /* two terms: t_a + 0 in fp32 on ScalarE */
+                            s = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rows, cols, "gsum_first");
+                            tern_kernel_activation(k, s, ps[a], TERN_ACT_COPY, 1.0f, kview_invalid(), kview_invalid(),
+                                                   kview_invalid());
+                            x = s;
+                        } else {
+                            x = res[-1 - a];
+                        }
+                        tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, dst, x, b >= 0 ? ps[b] : res[-1 - b],
+                                                  TERN_ALU_ADD);
+                        if (s.region >= 0)
+                            tern_kernel_release(k, s);
+                        if (a < 0)
+                            tern_kernel_release(k, res[-1 - a]);
+                        if (b < 0)
+                            tern_kernel_release(k, res[-1 - b]);
+                        res[i] = dst;
+                    }
+                    for (unsigned j = 0; j < n_terms; j++)
+                        tern_kernel_release(k, ps[j]);
+                }
+            for (unsigned j = 0; j < n_terms; j++)
+                for (uint64_t bk = 0; bk < kt[j]; bk++)
+                    tern_kernel_release(k, lhs_tiles[kt0[j] + bk]);
+            for (uint64_t bm = 0; bm < tiles_m; bm++) {
+                tern_kernel_store(k, tern_view_block(k, out, m0 + bm * TM, m0 + bm * TM + tern_view_dim(&accs[bm], 0),
+                                                     n0, n0 + bn_len),
+                                  accs[bm]);
+                tern_kernel_release(k, accs[bm]);
+            }
+        }
+        for (unsigned j = 0; j < n_terms; j++)
+            for (uint64_t bk = 0; bk < kt[j]; bk++)
+                tern_kernel_release(k, rhs_tiles[kt0[j] + bk]);
+    }
+done:
+    free(rhs_tiles);
+    free(lhs_tiles);
+    free(accs);
+}
