@@ -33,6 +33,13 @@ void tern_lib_gemm(tern_kernel *k, tern_view out, tern_view lhsT, tern_view rhs,
  * dtype, and so do the outs; n_out == 1 is tern_lib_gemm's instruction stream. */
 void tern_lib_gemm_multi(tern_kernel *k, unsigned n_out, const tern_view *outs, tern_view lhsT, const tern_view *rhss,
                          const tern_gemm_opts *opts);
+/* tern_lib_gemm_multi of lhsT = a^T, as tern_lib_transpose(lhsT in lhs_dt, a) would make it, without lhsT in HBM:
+ * each lhsT tile is made when the GEMM needs it, from a's rows loaded once per (K block, M block), by the
+ * instructions tern_lib_transpose runs for its 128 x 128 blocks (the PE array, VectorE's copy casting to lhs_dt):
+ * the same values, so the same bits as the transpose followed by tern_lib_gemm_multi. The tiles are made once per
+ * N block of the outputs side by side: best when those are one block (at most 1,024 columns by default). */
+void tern_lib_gemm_multi_rows(tern_kernel *k, unsigned n_out, const tern_view *outs, tern_view a, tern_dtype lhs_dt,
+                              const tern_view *rhss, const tern_gemm_opts *opts);
 /* A sum of GEMM products computed on chip: terms t_j = lhsT_j[K_j, M]^T @ rhs_j[K_j, N] (each K_j within one K
  * block of opts, so each t_j is one fp32 PSUM accumulation group per output tile, as tern_lib_gemm's) combined by
  * a tree of additions: node i is round_dt(x_a + x_b), an operand x being term j's value t_j + 0 (what
@@ -46,8 +53,11 @@ typedef struct {
     int a, b;      /* operands: j >= 0 term j, -1 - i node i (i before this node) */
     tern_dtype dt; /* the dtype the sum is rounded to (the dtype its value is stored in when not fused) */
 } tern_gemm_sum_node;
-void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const tern_view *lhsT, const tern_view *rhs,
-                       unsigned n_nodes, const tern_gemm_sum_node *nodes, const tern_gemm_opts *opts);
+/* rows_dt < 0: lhsT[j] is [K_j, M]; else lhsT[j] is a_j [M, K_j], each tile transposed on chip into rows_dt as
+ * tern_lib_gemm_multi_rows does (the same values as tern_lib_transpose's). */
+void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const tern_view *lhsT, int rows_dt,
+                       const tern_view *rhs, unsigned n_nodes, const tern_gemm_sum_node *nodes,
+                       const tern_gemm_opts *opts);
 
 /* out[M,N] = act(a[M,K] @ w[K,N] + bias[N]), fused: the only HBM traffic is a, w, bias and out (no
  * temporaries). a: 2-D HBM [M, K], any float dtype; w: 2-D HBM [K, N] in a TensorE dtype (bf16 normally; fp32,

@@ -6,7 +6,7 @@
  * on them there and in SBUF, and only the root's value is stored.
  *
  * Bits: each term is the product its own MatMul would make (matmul2d in lower_linear.c: its input transposed
- * through tern_lib_transpose, its weight in the matmul dtype, tern_lib_gemm's tiles with K in one block, so its
+ * as tern_lib_transpose does, on chip or through HBM by matmul2d's rule, its weight in the matmul dtype, tern_lib_gemm's tiles with K in one block, so its
  * fp32 output is psum + 0), each Add is the fp32 addition binary.alu (or an elementwise group) would make, rounded
  * to the dtype its value would be stored in (tern_lib_gemm_sum's comment gives why reading a term from PSUM
  * gives the same sums). tests/compiler/test_matmul_sum.sh compares byte for byte against the same graphs with the
@@ -234,6 +234,14 @@ static void emit(compile_ctx *c, const ms_tree *T)
     uint64_t M = (uint64_t)y->dims[0], N = (uint64_t)y->dims[1];
     tern_view aT[MS_MAX_TERMS], w[MS_MAX_TERMS];
     int wcopy[MS_MAX_TERMS] = {0}, made = 0;
+    tern_gemm_opts go;
+    tern_gemm_opts_default(&go);
+    go.acc_dtype = TERN_DTYPE_FP32;
+    go.tiles_in_block_m = 8; /* as matmul2d */
+    go.tiles_in_block_k = MS_TILES_K;
+    /* the inputs transposed on chip when matmul2d would (at most two N blocks wide, lower_linear.c), else as its
+     * HBM route */
+    int rows = N <= 2 * (uint64_t)c->cfg.moving_free_max * go.tiles_in_block_n;
     for (; made < T->nterms && cc_ok(c); made++) {
         const tern_graph_node *m = tern_graph_node_at(g, T->term[made]);
         cc_value *a = &c->v[m->inputs[0]], *b = &c->v[m->inputs[1]];
@@ -245,25 +253,24 @@ static void emit(compile_ctx *c, const ms_tree *T)
         uint64_t K = (uint64_t)a->dims[1];
         /* matmul2d's operands: the input transposed into the matmul dtype, the weight in it (read in place when
          * stored so) */
-        aT[made] = cc_temp(c, mdt, K, M);
-        tern_lib_transpose(c->k, aT[made], cc_view2d(c, a, 0, M, K, K));
+        if (rows) {
+            aT[made] = cc_view2d(c, a, 0, M, K, K);
+        } else {
+            aT[made] = cc_temp(c, mdt, K, M);
+            tern_lib_transpose(c->k, aT[made], cc_view2d(c, a, 0, M, K, K));
+        }
         wcopy[made] = b->dt != mdt;
         w[made] = wcopy[made] ? cc_temp(c, mdt, K, N) : cc_view2d(c, b, 0, K, N, N);
         if (wcopy[made])
             cc_copy(c, w[made], cc_view2d(c, b, 0, K, N, N));
         c->model_flops += 2.0 * (double)M * (double)N * (double)K;
     }
-    if (cc_ok(c)) {
-        tern_gemm_opts go;
-        tern_gemm_opts_default(&go);
-        go.acc_dtype = TERN_DTYPE_FP32;
-        go.tiles_in_block_m = 8; /* as matmul2d */
-        go.tiles_in_block_k = MS_TILES_K;
-        tern_lib_gemm_sum(c->k, cc_view2d(c, y, 0, M, N, N), (unsigned)T->nterms, aT, w, (unsigned)T->nadds,
-                          T->tree, &go);
-    }
+    if (cc_ok(c))
+        tern_lib_gemm_sum(c->k, cc_view2d(c, y, 0, M, N, N), (unsigned)T->nterms, aT, rows ? (int)mdt : -1, w,
+                          (unsigned)T->nadds, T->tree, &go);
     for (int j = 0; j < made; j++) {
-        tern_kernel_release(c->k, aT[j]);
+        if (!rows)
+            tern_kernel_release(c->k, aT[j]);
         if (wcopy[j])
             tern_kernel_release(c->k, w[j]);
     }

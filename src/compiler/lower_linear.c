@@ -97,18 +97,67 @@ static int lower_gemm(compile_ctx *c)
 
 /* out[M, N] = a[M, K] @ w where w is [K, N] (w_view, already in the matmul dtype): a is transposed on chip into
  * the matmul dtype, then the tutorial-blocked GEMM runs. */
+#define LINEAR_GROUP_MAX 8 /* linear layers lowered as one GEMM (linear_group) */
+
+/* A GEMM's transposed input, when only this GEMM reads it, is made on chip, tile by tile as the GEMM needs it
+ * (tern_lib_gemm_multi_rows: the same instructions per 128 x 128 block as tern_lib_transpose, so the same bits),
+ * instead of going through HBM (a write and a read of the input's size), when the outputs side by side span at
+ * most two N blocks of the GEMM's: the tiles are made once per N block, so a second block repeats the transposes
+ * (TensorE and a VectorE copy of the input's size) that the HBM route makes once; on a v2 core that VectorE copy
+ * takes about as long as the write and read through HBM it saves, so wider outputs keep the HBM route. */
+static int transpose_on_chip(const compile_ctx *c, const tern_gemm_opts *go, uint64_t N)
+{
+    return N <= 2 * (uint64_t)c->cfg.moving_free_max * go->tiles_in_block_n;
+}
+
+/* The rows per tern_lib_gemm_multi_rows call for an [M, K] input a (dtype adt) and N output columns side by side
+ * (dtype odt): its SBUF per partition (the fp32 accumulators of every row block across K blocks, a K block's
+ * weight and lhsT tiles, the input's strips of 512 columns, an output row being packed) within the SBUF, less
+ * 8 KiB for what else is live; halved until it fits (each call then streams the weights again: the bits do not
+ * depend on the row blocks). 0: not even one row block fits (the HBM route then). */
+static uint64_t rows_per_call(const compile_ctx *c, const tern_gemm_opts *go, uint64_t M, uint64_t K, uint64_t N,
+                              tern_dtype adt, tern_dtype odt)
+{
+    const uint64_t TM = c->cfg.pe_cols, TK = c->cfg.pe_rows, TN = c->cfg.moving_free_max;
+    const uint64_t BM = TM * go->tiles_in_block_m, BN = TN * go->tiles_in_block_n, BK = TK * go->tiles_in_block_k;
+    const uint64_t bn = N < BN ? N : BN, tk = (K < BK ? K + TK - 1 : BK) / TK, md = tern_dtype_size(c->o->matmul_dtype);
+    const uint64_t budget = c->cfg.sbuf_partition_bytes - 8192;
+    for (uint64_t R = M; R >= 1; R = R > BM ? (R / 2 + BM - 1) / BM * BM : 0) {
+        uint64_t rb = R < BM ? R : BM, nbm = (R + BM - 1) / BM;
+        uint64_t accs = K > BK ? nbm * go->tiles_in_block_m * bn * 4 : go->tiles_in_block_m * bn * tern_dtype_size(odt);
+        uint64_t strips = (rb + TM - 1) / TM * TK * 4 * tern_dtype_size(adt); /* tern_lib_transpose's 512 columns */
+        uint64_t need = accs + tk * bn * md + tk * rb * md + strips + bn * tern_dtype_size(odt);
+        if (need <= budget)
+            return R;
+        if (R <= BM)
+            break;
+    }
+    return 0;
+}
+
 static void matmul2d(compile_ctx *c, tern_view out, tern_view a, tern_view w, uint64_t M, uint64_t K, uint64_t N)
 {
     tern_dtype mdt = c->o->matmul_dtype;
-    tern_view aT = cc_temp(c, mdt, K, M);
-    tern_lib_transpose(c->k, aT, a);
     tern_gemm_opts go;
     tern_gemm_opts_default(&go);
     go.acc_dtype = TERN_DTYPE_FP32;
     /* SBUF accumulators in fp32 need smaller blocks than the tutorial's bf16 ones. */
     go.tiles_in_block_m = 8;
-    tern_lib_gemm(c->k, out, aT, w, &go);
-    tern_kernel_release(c->k, aT);
+    uint64_t R = transpose_on_chip(c, &go, N)
+                     ? rows_per_call(c, &go, M, K, N, (tern_dtype)a.ap.dtype, (tern_dtype)out.ap.dtype)
+                     : 0;
+    if (R) {
+        for (uint64_t r0 = 0; r0 < M && cc_ok(c); r0 += R) {
+            uint64_t r1 = r0 + R < M ? r0 + R : M;
+            tern_view o = tern_view_block(c->k, out, r0, r1, 0, N), ar = tern_view_block(c->k, a, r0, r1, 0, K);
+            tern_lib_gemm_multi_rows(c->k, 1, &o, ar, mdt, &w, &go);
+        }
+    } else {
+        tern_view aT = cc_temp(c, mdt, K, M);
+        tern_lib_transpose(c->k, aT, a);
+        tern_lib_gemm(c->k, out, aT, w, &go);
+        tern_kernel_release(c->k, aT);
+    }
     c->model_flops += 2.0 * (double)M * (double)N * (double)K;
 }
 
@@ -152,6 +201,24 @@ static void matmul2d_shared(compile_ctx *c, int id, unsigned n, const tern_view 
         matmul2d(c, out[0], a, w[0], M, K, tern_view_dim(&w[0], 1));
         return;
     }
+    uint64_t N = 0;
+    for (unsigned j = 0; j < n; j++)
+        N += tern_view_dim(&w[j], 1);
+    uint64_t R = !c->at_held && last < 0 && transpose_on_chip(c, &go, N)
+                     ? rows_per_call(c, &go, M, K, N, (tern_dtype)a.ap.dtype, (tern_dtype)out[0].ap.dtype)
+                     : 0;
+    if (R) { /* the group's only GEMM: its input transposed on chip */
+        for (uint64_t r0 = 0; r0 < M && cc_ok(c); r0 += R) {
+            uint64_t r1 = r0 + R < M ? r0 + R : M;
+            tern_view o[LINEAR_GROUP_MAX + 1];
+            for (unsigned j = 0; j < n; j++)
+                o[j] = tern_view_block(c->k, out[j], r0, r1, 0, tern_view_dim(&w[j], 1));
+            tern_lib_gemm_multi_rows(c->k, n, o, tern_view_block(c->k, a, r0, r1, 0, K), mdt, w, &go);
+        }
+        for (unsigned j = 0; j < n; j++)
+            c->model_flops += 2.0 * (double)M * (double)tern_view_dim(&w[j], 1) * (double)K;
+        return;
+    }
     if (!c->at_held) {
         c->at_view = cc_temp(c, mdt, K, M);
         tern_lib_transpose(c->k, c->at_view, a);
@@ -172,7 +239,6 @@ static void matmul2d_shared(compile_ctx *c, int id, unsigned n, const tern_view 
  * For a folded transpose X^T, the same input is any 2-D Transpose of X (each dW = X^T dY has its own).
  * They are lowered with the current layer as one multi-output GEMM (tern_lib_gemm_multi), their outputs placed
  * now and marked early. */
-#define LINEAR_GROUP_MAX 8
 
 /* The source of value id when a 2-D Transpose (perm absent or [1, 0]) makes it; else -1. */
 static int transpose_src(const tern_graph *g, int id)
