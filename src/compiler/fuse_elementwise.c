@@ -394,13 +394,13 @@ static int resolve(const struct cc_fusion *p, const tern_graph *g, fz_list *L)
         if (!make_member(g, L, k, &L->m[k]))
             return 0;
         ext += is_ext(&L->m[k].a) + is_ext(&L->m[k].b);
-        /* a member whose in-group operands come from far back would hold the group's earlier inputs live across
-         * the distance (a forward chain continued in the backward, a recomputed segment): not joined */
+        /* the group reads its inputs where it is emitted (its last node): an input it would hold live well past
+         * its own last reader outside the group (a forward chain continued in the backward, a recomputed segment)
+         * keeps the group apart. In-group values never reach HBM, so how far back a member's in-group operand was
+         * computed holds nothing live by itself (the optimizer update's chains span the norms between them) */
         const fz_opnd *ops[2] = {&L->m[k].a, &L->m[k].b};
         for (int o = 0; o < 2; o++)
-            if (((ops[o]->src == SRC_MEMBER || ops[o]->src == SRC_COLVAL) &&
-                 L->node[k] - L->node[ops[o]->id] > FZ_MAX_DISTANCE) ||
-                (is_ext(ops[o]) && extends_life(p, g, ops[o]->id, last)))
+            if (is_ext(ops[o]) && extends_life(p, g, ops[o]->id, last))
                 return 0;
         int v = L->m[k].out;
         for (int r = p->reader_at[v]; r < p->reader_at[v + 1]; r++) {
