@@ -188,4 +188,90 @@ void train_mp_free(tern_trainer *t);
 #define MP_LOSS "tern.mp.loss"
 #define MP_DY "tern.mp.dy."
 
+
+/* The layout step's state (pipeline_parallel.c runs it; mp_comm.c holds its collectives). */
+typedef struct {
+    char *name;
+    int full;               /* index in t->w */
+    int axis, rank0;        /* mp_wspec: split axis (-1 replicated); rank 0 only (ranks > 0 hold zeros) */
+    int ngroups;            /* the split axis in groups (fused QKV) */
+    int tied;               /* > 0: a copy of the weight an earlier stage holds too (tied embeddings): its
+                               gradients are summed over the stages, its norm counted once */
+    int rep;                /* mp_wspec's: > 1 key/value heads replicated over rep tensor ranks (block r / rep) */
+    int64_t blk;            /* mp_wspec's: > 0 blocks of blk along the axis, the last padded (a vocabulary) */
+    int sp;                 /* sequence parallelism: read by row-sharded programs only, so each tensor rank's gradient
+                               is its rows' part, summed over the tensor group (sp_coll) */
+    int64_t groups[TERN_GRAPH_MAX_RANK];
+    size_t count, off;      /* shard elements, offset in the stage's flat vector */
+    int rank;
+    int64_t dims[TERN_GRAPH_MAX_RANK]; /* the full weight's */
+} mp_wt;
+
+typedef struct {
+    mp_wt *w;
+    int nw;
+    size_t flat;
+    tern_exe uexe;
+    tern_rt *urt;
+} mp_stage;
+
+struct train_mp {
+    mp_plan p;                 /* p.pp: the model chunks, pp x vpp (the plain layouts: pp) */
+    int64_t n;                 /* tp p.pp dp: the buffers' (data replica, chunk, tensor rank) */
+    int64_t P, V, cores;       /* the layout's pp and vpp (chunk g on stage g mod P); its tp pp dp NeuronCores */
+    mp_stage *stg;
+    int **sidx;                /* [seg][m.nw] the program weight's entry in its stage (-1 crossing or untrained) */
+    float **val, **st[2];      /* [s tp + r] flat weights and optimizer state */
+    float **gacc;              /* [(d pp + s) tp + r] gradients summed over micro-batches, padded to maxflat */
+    size_t maxflat;
+    float **act, **dact, **gx; /* [r][x offset] activations, their gradients, one program's input gradients */
+    float *tmp;
+    double *fsec;              /* [seg] the forward program's time of the current micro-batch */
+    int nst;
+    double gscale;
+    tern_fabric *fab, *tpfab;
+    double *tf, *tb;           /* [s] forward / backward time of one micro-batch on stage s */
+    double p2p_f, p2p_b;       /* [per cut, the largest] activation / gradient transfer */
+    int zero;                  /* ZeRO-1 over the data replicas: each updates block d of every flat vector */
+    size_t zshard;             /* elements of a block (the longest stage's flat / dp, rounded up) */
+    tern_exe zexe;
+    tern_rt *zrt;
+    float **wbuf;              /* [rank] the all-gather's buffer, dp x zshard */
+    float *zb[4];              /* one block's p, g, state */
+    double t_tied;             /* exchanging tied weights' gradients between their stages */
+    size_t tied_count;
+    double t_kv;               /* the replicated key/value heads' gradient all-reduces over the ranks sharing one */
+    int kvrep[8], nkvrep;      /* the replications present (each a collective of its own group size) */
+    double t_sp;               /* sequence parallelism: the row-sharded programs' weight gradients summed over each
+                                  tensor group */
+    size_t spmax;              /* the largest chunk's elements of those weights (one bucket a chunk) */
+    unsigned char *gath;       /* [nxv] sequence parallelism: the row-sharded value gathered this micro-batch */
+    double act_sec, act_bytes; /* one micro-batch's tensor-group collectives on activations: time, ring bytes a rank */
+    size_t kvmax[8];           /* the largest chunk's elements of weights replicated kvrep[i] ways */
+    double t_span, t_work, t_dp, t_upd, t_tp;
+    double t_span1, t_work1;   /* interleaved: plain 1F1B of the same chunks, stage s holding s V .. s V + V - 1 */
+    double *ps_f, *ps_g;       /* timing-only: [seg] the forward / gradient program's time (-1 not run yet) */
+    uint64_t synced_step;
+    float **synced_ptr;
+    /* over MPI processes (mp_procs.c): this process's data replicas (every one without a transport), the first */
+    const tern_transport *tr;
+    unsigned char *dlocal;
+    int64_t d0;
+};
+
+
+/* mp_comm.c: the layout step's ranks and collectives */
+unsigned mp_rank_of(const struct train_mp *mp, int64_t d, int64_t s, int64_t r);
+unsigned mp_core_of(const struct train_mp *mp, int64_t d, int64_t g, int64_t r);
+tern_status mp_p2p_time(struct train_mp *mp, int64_t s, size_t count, int dir, double *secs, tern_error *err);
+size_t mp_xoff(const mp_plan *p, int x);
+tern_status mp_tp_coll(struct train_mp *mp, tern_coll_op op, float **buf, size_t off, size_t count, double *secs,
+                       tern_error *err);
+tern_status mp_sp_gather_in(struct train_mp *mp, const mp_seg *sg, float **buf, double *secs, tern_error *err);
+tern_status mp_sp_backward_gather(struct train_mp *mp, const mp_seg *sg, float **act, float **dact, double *secs,
+                                  tern_error *err);
+tern_status mp_dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, size_t count, double *secs,
+                       tern_error *err);
+tern_status mp_group_coll(struct train_mp *mp, float **bufs, int sp, double *secs, tern_error *err);
+
 #endif

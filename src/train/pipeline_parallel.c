@@ -30,17 +30,17 @@
  * collectives timed by tern_collective_time: the same predicted step to the picosecond (test_train_layout_timing).
  *
  * Interleaved (vpp = V > 1): the plan's stages are the P x V chunks (p.pp = P V; buffers, programs and update per
- * chunk, so the values are pp = P V's), chunk g on stage g mod P (core_of: the fabric's ranks); the span comes from
+ * chunk, so the values are pp = P V's), chunk g on stage g mod P (mp_core_of, mp_comm.c: the fabric's ranks); the span comes from
  * the planner's interleaved 1F1B (plan_pipeline_schedule2, src/plan/pipeline.c); a stage's update time is its
- * chunks' in turn, the data-parallel collectives one per local chunk in turn (dp_coll). M a multiple of P; no
+ * chunks' in turn, the data-parallel collectives one per local chunk in turn (mp_dp_coll, mp_comm.c). M a multiple of P; no
  * ZeRO-1.
  *
  * Sequence parallelism (sp = 1; sequence_parallel.c plans it): the segments between the tensor-parallel regions run
  * on each tensor rank's rows of the micro-batch, every crossing value (but the vocabulary-parallel logits) held as
  * row shards in place in its buffer; partial sums are reduce-scattered instead of all-reduced, a program reading
- * whole rows first all-gathers its row-sharded inputs (sp_gather_in), and its backward all-gathers the gradients of
- * its row-sharded outputs and reduce-scatters its column-parallel inputs' (sp_backward_gather); the row-sharded
- * programs' weights are summed over each tensor group once a step (group_coll), as the replicated K/V heads' are.
+ * whole rows first all-gathers its row-sharded inputs (mp_sp_gather_in, mp_comm.c), and its backward all-gathers the gradients of
+ * its row-sharded outputs and reduce-scatters its column-parallel inputs' (mp_sp_backward_gather, mp_comm.c); the row-sharded
+ * programs' weights are summed over each tensor group once a step (mp_group_coll, mp_comm.c), as the replicated K/V heads' are.
  *
  * Over MPI processes (mp_procs.c): a process holds whole data replicas (dlocal), runs their micro-batches only (each
  * micro-batch's loss and times apart, merged and added in micro-batch order) and joins the replicas' collectives
@@ -56,75 +56,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    char *name;
-    int full;               /* index in t->w */
-    int axis, rank0;        /* mp_wspec: split axis (-1 replicated); rank 0 only (ranks > 0 hold zeros) */
-    int ngroups;            /* the split axis in groups (fused QKV) */
-    int tied;               /* > 0: a copy of the weight an earlier stage holds too (tied embeddings): its
-                               gradients are summed over the stages, its norm counted once */
-    int rep;                /* mp_wspec's: > 1 key/value heads replicated over rep tensor ranks (block r / rep) */
-    int64_t blk;            /* mp_wspec's: > 0 blocks of blk along the axis, the last padded (a vocabulary) */
-    int sp;                 /* sequence parallelism: read by row-sharded programs only, so each tensor rank's gradient
-                               is its rows' part, summed over the tensor group (sp_coll) */
-    int64_t groups[TERN_GRAPH_MAX_RANK];
-    size_t count, off;      /* shard elements, offset in the stage's flat vector */
-    int rank;
-    int64_t dims[TERN_GRAPH_MAX_RANK]; /* the full weight's */
-} mp_wt;
-
-typedef struct {
-    mp_wt *w;
-    int nw;
-    size_t flat;
-    tern_exe uexe;
-    tern_rt *urt;
-} mp_stage;
-
-struct train_mp {
-    mp_plan p;                 /* p.pp: the model chunks, pp x vpp (the plain layouts: pp) */
-    int64_t n;                 /* tp p.pp dp: the buffers' (data replica, chunk, tensor rank) */
-    int64_t P, V, cores;       /* the layout's pp and vpp (chunk g on stage g mod P); its tp pp dp NeuronCores */
-    mp_stage *stg;
-    int **sidx;                /* [seg][m.nw] the program weight's entry in its stage (-1 crossing or untrained) */
-    float **val, **st[2];      /* [s tp + r] flat weights and optimizer state */
-    float **gacc;              /* [(d pp + s) tp + r] gradients summed over micro-batches, padded to maxflat */
-    size_t maxflat;
-    float **act, **dact, **gx; /* [r][x offset] activations, their gradients, one program's input gradients */
-    float *tmp;
-    double *fsec;              /* [seg] the forward program's time of the current micro-batch */
-    int nst;
-    double gscale;
-    tern_fabric *fab, *tpfab;
-    double *tf, *tb;           /* [s] forward / backward time of one micro-batch on stage s */
-    double p2p_f, p2p_b;       /* [per cut, the largest] activation / gradient transfer */
-    int zero;                  /* ZeRO-1 over the data replicas: each updates block d of every flat vector */
-    size_t zshard;             /* elements of a block (the longest stage's flat / dp, rounded up) */
-    tern_exe zexe;
-    tern_rt *zrt;
-    float **wbuf;              /* [rank] the all-gather's buffer, dp x zshard */
-    float *zb[4];              /* one block's p, g, state */
-    double t_tied;             /* exchanging tied weights' gradients between their stages */
-    size_t tied_count;
-    double t_kv;               /* the replicated key/value heads' gradient all-reduces over the ranks sharing one */
-    int kvrep[8], nkvrep;      /* the replications present (each a collective of its own group size) */
-    double t_sp;               /* sequence parallelism: the row-sharded programs' weight gradients summed over each
-                                  tensor group */
-    size_t spmax;              /* the largest chunk's elements of those weights (one bucket a chunk) */
-    unsigned char *gath;       /* [nxv] sequence parallelism: the row-sharded value gathered this micro-batch */
-    double act_sec, act_bytes; /* one micro-batch's tensor-group collectives on activations: time, ring bytes a rank */
-    size_t kvmax[8];           /* the largest chunk's elements of weights replicated kvrep[i] ways */
-    double t_span, t_work, t_dp, t_upd, t_tp;
-    double t_span1, t_work1;   /* interleaved: plain 1F1B of the same chunks, stage s holding s V .. s V + V - 1 */
-    double *ps_f, *ps_g;       /* timing-only: [seg] the forward / gradient program's time (-1 not run yet) */
-    uint64_t synced_step;
-    float **synced_ptr;
-    /* over MPI processes (mp_procs.c): this process's data replicas (every one without a transport), the first */
-    const tern_transport *tr;
-    unsigned char *dlocal;
-    int64_t d0;
-};
 
 static tern_status oom(tern_error *err)
 {
@@ -330,45 +261,6 @@ static void gather(tern_trainer *t)
                 }
         }
     }
-}
-
-static unsigned rank_of(const struct train_mp *mp, int64_t d, int64_t s, int64_t r)
-{
-    return (unsigned)((d * mp->p.pp + s) * mp->p.tp + r);
-}
-
-/* the NeuronCore (fabric rank) of data replica d, chunk g, tensor rank r: chunk g runs on stage g mod P */
-static unsigned core_of(const struct train_mp *mp, int64_t d, int64_t g, int64_t r)
-{
-    return (unsigned)((d * mp->P + g % mp->P) * mp->p.tp + r);
-}
-
-/* A permute between stage s's and s + 1's tensor ranks (dir 0) or back (dir 1) of count floats: its time. */
-static tern_status p2p_time(struct train_mp *mp, int64_t s, size_t count, int dir, double *secs, tern_error *err)
-{
-    unsigned *pairs = malloc(sizeof(unsigned) * 2 * (size_t)mp->p.tp + 1);
-    if (!pairs)
-        return oom(err);
-    for (int64_t r = 0; r < mp->p.tp; r++) {
-        unsigned a = core_of(mp, 0, s, r), b = core_of(mp, 0, s + 1, r);
-        pairs[2 * r] = dir ? b : a;
-        pairs[2 * r + 1] = dir ? a : b;
-    }
-    tern_coll_desc d;
-    memset(&d, 0, sizeof d);
-    d.op = TERN_COLL_PERMUTE;
-    d.dtype = TERN_DTYPE_FP32;
-    d.count = count;
-    d.algo = TERN_ALGO_DIRECT;
-    d.pairs = pairs;
-    d.npairs = (unsigned)mp->p.tp;
-    tern_coll_result res;
-    tern_status st = tern_collective_time(mp->fab, &d, &res, err);
-    free(pairs);
-    if (st)
-        return tern_error_prefix(err, "train: pipeline transfer after stage %lld: ", (long long)s);
-    *secs = (double)res.time_ps * 1e-12;
-    return TERN_OK;
 }
 
 /* The functional run's buffers: every (stage, tensor rank)'s flat weights and state, the gradients, the crossing
@@ -705,7 +597,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         for (int q = 0; q < lastk->nxout; q++) /* row shards: each tensor rank sends its own */
             cnt += p->xv[lastk->xout[q]].count / (p->xv[lastk->xout[q]].sp ? (size_t)tp : 1);
         double a = 0, b = 0;
-        if ((st = p2p_time(mp, s, cnt, 0, &a, err)) || (st = p2p_time(mp, s, cnt, 1, &b, err)))
+        if ((st = mp_p2p_time(mp, s, cnt, 0, &a, err)) || (st = mp_p2p_time(mp, s, cnt, 1, &b, err)))
             return st;
         if (a > mp->p2p_f)
             mp->p2p_f = a;
@@ -717,7 +609,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         if (!pairs)
             return oom(err);
         for (int64_t r = 0; r < tp; r++) {
-            unsigned a = core_of(mp, 0, 0, r), b = core_of(mp, 0, pp - 1, r);
+            unsigned a = mp_core_of(mp, 0, 0, r), b = mp_core_of(mp, 0, pp - 1, r);
             pairs[4 * r] = a, pairs[4 * r + 1] = b, pairs[4 * r + 2] = b, pairs[4 * r + 3] = a;
         }
         tern_coll_desc d;
@@ -745,95 +637,6 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     return TERN_OK;
 }
 
-static size_t xoff(const mp_plan *p, int x)
-{
-    size_t o = 0;
-    for (int i = 0; i < x; i++)
-        o += p->xv[i].count;
-    return o;
-}
-
-/* A tensor-group collective (all-reduce; under sequence parallelism reduce-scatter or all-gather, rank r's block the
- * rows [r count / tp, (r + 1) count / tp), in place) of count floats at offset off of every tensor rank's buf
- * (functional; buf NULL: timed only). Its time and the bytes a rank sends on a ring go to the micro-batch's tally. */
-static tern_status tp_coll(struct train_mp *mp, tern_coll_op op, float **buf, size_t off, size_t count, double *secs,
-                           tern_error *err)
-{
-    int64_t tp = mp->p.tp;
-    if (tp < 2)
-        return TERN_OK;
-    const void *in[64];
-    void *out[64];
-    if (tp > 64)
-        return tern_error_set(err, TERN_ERR_RANGE, "train: tp=%lld (at most 64)", (long long)tp);
-    for (int64_t r = 0; r < tp; r++) {
-        in[r] = buf ? buf[r] + off : NULL;
-        out[r] = buf ? buf[r] + off : NULL;
-    }
-    tern_coll_desc d;
-    memset(&d, 0, sizeof d);
-    d.op = op;
-    d.reduce = TERN_REDUCE_SUM;
-    d.dtype = TERN_DTYPE_FP32;
-    d.count = count;
-    d.algo = TERN_ALGO_AUTO;
-    tern_coll_result res;
-    tern_status st = buf ? tern_collective_run(mp->tpfab, &d, in, out, &res, err) /* timing-only: no buf */
-                         : tern_collective_time(mp->tpfab, &d, &res, err);
-    if (st)
-        return tern_error_prefix(err, "train: tensor-parallel %s: ", tern_coll_op_name(op));
-    double sec = (double)res.time_ps * 1e-12;
-    *secs += sec;
-    mp->act_sec += sec;
-    mp->act_bytes += (op == TERN_COLL_ALL_REDUCE ? 2.0 : 1.0) * (double)(tp - 1) / (double)tp * (double)count * 4.0;
-    return TERN_OK;
-}
-
-/* Sequence parallelism: before a program that reads whole rows (a column-parallel pair, the vocabulary-parallel
- * head, the loss's program), the row-sharded values it reads all-gathered over the tensor group (once a
- * micro-batch: a later reader finds them whole). buf NULL: timed only. */
-static tern_status sp_gather_in(struct train_mp *mp, const mp_seg *sg, float **buf, double *secs, tern_error *err)
-{
-    const mp_plan *p = &mp->p;
-    tern_status st = TERN_OK;
-    if (sg->sp)
-        return TERN_OK;
-    for (int q = 0; q < sg->nxin && !st; q++) {
-        int xi = sg->xin[q];
-        if (!p->xv[xi].sp || mp->gath[xi])
-            continue;
-        size_t off = 0;
-        for (int i = 0; i < xi; i++)
-            off += p->xv[i].count;
-        mp->gath[xi] = 1;
-        st = tp_coll(mp, TERN_COLL_ALL_GATHER, buf, off, p->xv[xi].count, secs, err);
-    }
-    return st;
-}
-
-/* Sequence parallelism, before a gradient program that reads whole rows: its row-sharded inputs gathered (the
- * loss's program, which runs forward and backward in one, reads them first here), and the gradients of its
- * row-sharded outputs - each rank holds its rows' - all-gathered (the backward of the reduce-scatter after a
- * row-parallel layer, or of the vocabulary-parallel embedding's). buf NULL: timed only. */
-static tern_status sp_backward_gather(struct train_mp *mp, const mp_seg *sg, float **act, float **dact, double *secs,
-                                      tern_error *err)
-{
-    const mp_plan *p = &mp->p;
-    if (sg->sp || !p->sp)
-        return TERN_OK;
-    tern_status st = sp_gather_in(mp, sg, act, secs, err);
-    for (int q = 0; q < sg->nxout && !st && !sg->last; q++) {
-        int xi = sg->xout[q];
-        if (!p->xv[xi].sp)
-            continue;
-        size_t off = 0;
-        for (int i = 0; i < xi; i++)
-            off += p->xv[i].count;
-        st = tp_coll(mp, TERN_COLL_ALL_GATHER, dact, off, p->xv[xi].count, secs, err);
-    }
-    return st;
-}
-
 static tern_status run_prog(tern_rt *rt, double *secs, tern_error *err)
 {
     tern_run_stats rs;
@@ -855,7 +658,7 @@ static tern_status feed_seg(tern_trainer *t, int k, int64_t r, tern_rt *rt, tern
         const float *v;
         size_t n = m->w[i].count;
         if (sg->xw[i] >= 0) { /* a row-sharded program reads the rank's rows */
-            v = mp->act[r] + xoff(&mp->p, sg->xw[i]) + (sg->sp ? (size_t)r * n : 0);
+            v = mp->act[r] + mp_xoff(&mp->p, sg->xw[i]) + (sg->sp ? (size_t)r * n : 0);
         } else if (mp->sidx[k][i] >= 0) {
             v = mp->val[ix] + mp->stg[sg->stage].w[mp->sidx[k][i]].off;
         } else { /* an untrained weight: the model's value (replicated; never split) */
@@ -888,7 +691,7 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
         if (sg->last)
             break;
         double tmax = 0;
-        st = sp_gather_in(mp, sg, mp->act, &tf[sg->stage], err);
+        st = mp_sp_gather_in(mp, sg, mp->act, &tf[sg->stage], err);
         for (int64_t r = 0; r < tp && !st; r++) {
             tern_trainer *m = &sg->prog.m;
             tern_rt *save = m->rt;
@@ -908,7 +711,7 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
                 const mp_xv *xv = &p->xv[sg->xout[q]];
                 size_t n = sg->sp ? xv->count / (size_t)tp : xv->count; /* a row-sharded program: the rank's rows */
                 st = tern_rt_get_output(sg->prog.frt, xv->name,
-                                        mp->act[r] + xoff(p, sg->xout[q]) + (sg->sp ? (size_t)r * n : 0),
+                                        mp->act[r] + mp_xoff(p, sg->xout[q]) + (sg->sp ? (size_t)r * n : 0),
                                         n * sizeof(float), err);
             }
         }
@@ -916,13 +719,13 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
         mp->fsec[k] = tmax;
         for (int q = 0; q < sg->nxout && !st; q++) /* partial sums: all-reduced, or reduce-scattered to row shards */
             if (p->xv[sg->xout[q]].partial)
-                st = tp_coll(mp, p->xv[sg->xout[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->act,
-                             xoff(p, sg->xout[q]), p->xv[sg->xout[q]].count, &tf[sg->stage], err);
+                st = mp_tp_coll(mp, p->xv[sg->xout[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->act,
+                             mp_xoff(p, sg->xout[q]), p->xv[sg->xout[q]].count, &tf[sg->stage], err);
         if (st)
             return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
     }
     for (int64_t r = 0; r < tp; r++) {
-        size_t tot = xoff(p, p->nxv);
+        size_t tot = mp_xoff(p, p->nxv);
         memset(mp->dact[r], 0, tot * sizeof(float));
     }
     for (int k = p->nseg - 1; k >= 0 && !st; k--) { /* backward */
@@ -932,7 +735,7 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
         size_t ix0 = (size_t)sg->stage * (size_t)tp;
         if (sg->vocab == MP_VOCAB_LOSS) { /* the cross-entropy across the tensor group: the logits' gradients */
             float *lg[64], *dl[64];
-            size_t off = xoff(p, sg->xin[0]);
+            size_t off = mp_xoff(p, sg->xin[0]);
             for (int64_t r = 0; r < tp; r++) {
                 lg[r] = mp->act[r] + off;
                 dl[r] = mp->gx[r] + off;
@@ -940,7 +743,7 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
             st = mp_vocab_ce(t, p, mp->tpfab, lg, dl, labels, ls, inv ? *inv : 0.0f, loss, &tmax, err);
         }
         if (!st && sg->vocab != MP_VOCAB_LOSS)
-            st = sp_backward_gather(mp, sg, mp->act, mp->dact, &tb[sg->stage], err);
+            st = mp_sp_backward_gather(mp, sg, mp->act, mp->dact, &tb[sg->stage], err);
         for (int64_t r = 0; r < tp && !st && sg->vocab != MP_VOCAB_LOSS; r++) {
             st = train_feed_rows(m, m->nin ? (const char *)x + (sg->sp ? (size_t)r * m->data_bytes : 0) : NULL,
                                  m->nin ? m->data_bytes : 0, sg->last ? labels : NULL, ls, step, inv, err);
@@ -951,7 +754,7 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
                 char nm[512];
                 size_t n = sg->sp ? xv->count / (size_t)tp : xv->count;
                 snprintf(nm, sizeof nm, MP_DY "%s", xv->name);
-                st = tern_rt_set_input(m->rt, nm, mp->dact[r] + xoff(p, sg->xout[q]) + (sg->sp ? (size_t)r * n : 0),
+                st = tern_rt_set_input(m->rt, nm, mp->dact[r] + mp_xoff(p, sg->xout[q]) + (sg->sp ? (size_t)r * n : 0),
                                        n * sizeof(float), err);
             }
             double s = 0;
@@ -973,7 +776,7 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
                 if ((st = tern_rt_get_output(m->rt, w->acc_out, b, w->count * sizeof(float), err)))
                     break;
                 if (sg->xw[i] >= 0) { /* an input gradient: kept per rank until the group's all-reduce */
-                    float *dst = mp->gx[r] + xoff(p, sg->xw[i]) + (sg->sp ? (size_t)r * w->count : 0);
+                    float *dst = mp->gx[r] + mp_xoff(p, sg->xw[i]) + (sg->sp ? (size_t)r * w->count : 0);
                     memcpy(dst, b, w->count * sizeof(float));
                     continue;
                 }
@@ -990,10 +793,10 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
         }
         for (int q = 0; q < sg->nxin && !st; q++) {
             int xi = sg->xin[q];
-            size_t off = xoff(p, xi), n = p->xv[xi].count;
+            size_t off = mp_xoff(p, xi), n = p->xv[xi].count;
             int spx = p->xv[xi].sp;
             if (sg->pair >= 0 || sg->vocab == MP_VOCAB_HEAD) /* a column-parallel input's gradient (Megatron's f) */
-                st = tp_coll(mp, spx ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gx, off, n, &tb[sg->stage],
+                st = mp_tp_coll(mp, spx ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gx, off, n, &tb[sg->stage],
                              err);
             if (spx) /* row shards: a rank's gradient is its rows' (another program's is whole on every rank) */
                 n /= (size_t)tp;
@@ -1029,7 +832,7 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
         mp_seg *sg = &p->seg[k];
         if (sg->last)
             break;
-        if ((st = sp_gather_in(mp, sg, NULL, &tf[sg->stage], err)))
+        if ((st = mp_sp_gather_in(mp, sg, NULL, &tf[sg->stage], err)))
             return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
         if (mp->ps_f[k] < 0 && (st = run_prog(sg->prog.frt, &mp->ps_f[k], err)))
             return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
@@ -1038,7 +841,7 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
         mp->fsec[k] = tmax;
         for (int q = 0; q < sg->nxout && !st; q++)
             if (p->xv[sg->xout[q]].partial)
-                st = tp_coll(mp, p->xv[sg->xout[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, 0,
+                st = mp_tp_coll(mp, p->xv[sg->xout[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, 0,
                              p->xv[sg->xout[q]].count, &tf[sg->stage], err);
         if (st)
             return tern_error_prefix(err, "train: step %llu: forward program %d: ", (unsigned long long)step, k);
@@ -1050,7 +853,7 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
             if ((st = mp_vocab_ce(t, p, mp->tpfab, NULL, NULL, NULL, 0, 0.0f, NULL, &tmax, err)))
                 return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
         } else {
-            if ((st = sp_backward_gather(mp, sg, NULL, NULL, &tb[sg->stage], err)))
+            if ((st = mp_sp_backward_gather(mp, sg, NULL, NULL, &tb[sg->stage], err)))
                 return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
             if (mp->ps_g[k] < 0 && (st = run_prog(sg->prog.m.rt, &mp->ps_g[k], err)))
                 return tern_error_prefix(err, "train: step %llu: gradient program %d: ", (unsigned long long)step, k);
@@ -1058,7 +861,7 @@ static tern_status micro_batch_timing(tern_trainer *t, double *tf, double *tb, t
         }
         for (int q = 0; q < sg->nxin && !st; q++)
             if (sg->pair >= 0 || sg->vocab == MP_VOCAB_HEAD)
-                st = tp_coll(mp, p->xv[sg->xin[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, 0,
+                st = mp_tp_coll(mp, p->xv[sg->xin[q]].sp ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, 0,
                              p->xv[sg->xin[q]].count, &tb[sg->stage], err);
         double fsec = sg->last ? 0 : mp->fsec[k];
         tb[sg->stage] += tmax > fsec ? tmax - fsec : 0;
@@ -1088,140 +891,6 @@ static tern_status schedule_span(int64_t P, int64_t V, int64_t M, const double *
         if (wk > *work)
             *work = wk;
     }
-    return TERN_OK;
-}
-
-/* A collective over every (stage, tensor rank)'s data-parallel group on the machine's fabric (functional). */
-static tern_status dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, size_t count, double *secs,
-                           tern_error *err)
-{
-    int64_t tp = mp->p.tp, P = mp->P, dp = mp->p.dp, nc = mp->cores;
-    unsigned *groups = malloc(sizeof(unsigned) * (size_t)nc + 1);
-    const void **in = malloc(sizeof(void *) * (size_t)nc + 1);
-    void **out = malloc(sizeof(void *) * (size_t)nc + 1);
-    if (!groups || !in || !out) {
-        free(groups), free(in), free(out);
-        return oom(err);
-    }
-    /* interleaved: one collective per local chunk c (chunks c P .. c P + P - 1, one on each stage), in turn */
-    double total = 0;
-    tern_status st = TERN_OK;
-    for (int64_t c = 0; c < mp->V && !st; c++) {
-        for (int64_t s = 0, gi = 0; s < P; s++)
-            for (int64_t r = 0; r < tp; r++)
-                for (int64_t d = 0; d < dp; d++) {
-                    unsigned k = core_of(mp, d, c * P + s, r);
-                    groups[gi++] = k;
-                    in[k] = bufs ? bufs[rank_of(mp, d, c * P + s, r)] : NULL;
-                    out[k] = (void *)in[k];
-                }
-        tern_coll_desc cd;
-        memset(&cd, 0, sizeof cd);
-        cd.op = op;
-        cd.reduce = TERN_REDUCE_SUM;
-        cd.dtype = TERN_DTYPE_FP32;
-        cd.count = count;
-        cd.algo = TERN_ALGO_AUTO;
-        cd.groups = groups;
-        cd.ngroups = (unsigned)(P * tp);
-        cd.group_size = (unsigned)dp;
-        tern_coll_result res;
-        st = bufs ? tern_collective_run(mp->fab, &cd, in, out, &res, err) /* timing-only: no bufs */
-                  : tern_collective_time(mp->fab, &cd, &res, err);
-        if (!st)
-            total += (double)res.time_ps * 1e-12;
-    }
-    free(groups), free(in), free(out);
-    if (st)
-        return tern_error_prefix(err, "train: data-parallel gradient %s: ", tern_coll_op_name(op));
-    *secs += total;
-    return TERN_OK;
-}
-
-/* the weights a group all-reduce packs: replicated over R ranks (key/value heads), or (sp) read row-sharded */
-static int packed(const mp_wt *w, int64_t R, int sp)
-{
-    return sp ? w->sp : w->rep == R;
-}
-
-/* Gradients summed over subgroups of R neighbouring tensor ranks, one bucket a chunk. Key/value heads replicated
- * over R tensor ranks (tp exceeds them): a replica's gradient holds its own query heads' part only, so the R ranks
- * sharing a head all-reduce theirs - the weights replicated R ways packed into one bucket (the largest chunk's), a
- * collective over those subgroups of every tensor group on the machine's fabric, one per local chunk (interleaved)
- * in turn - and every replica then updates the same bytes. Sequence parallelism (sp, R = tp): the weights the
- * row-sharded programs read (the norms'), whose gradient on each rank is its rows' part (Megatron all-reduces the
- * sequence-parallel LayerNorms' gradients over the tensor group the same way). bufs NULL: timed only. */
-static tern_status group_coll(struct train_mp *mp, float **bufs, int sp, double *secs, tern_error *err)
-{
-    int64_t tp = mp->p.tp, P = mp->P, dp = mp->p.dp, nc = mp->cores;
-    unsigned *groups = malloc(sizeof(unsigned) * (size_t)nc + 1);
-    const void **in = calloc((size_t)nc + 1, sizeof *in);
-    void **out = calloc((size_t)nc + 1, sizeof *out);
-    float **bk = calloc((size_t)nc + 1, sizeof *bk);
-    tern_status st = !groups || !in || !out || !bk ? oom(err) : TERN_OK;
-    double total = 0;
-    for (int e = 0; e < (sp ? 1 : mp->nkvrep) && !st; e++) {
-        int64_t R = sp ? tp : mp->kvrep[e];
-        size_t cnt = sp ? mp->spmax : mp->kvmax[e];
-        for (int64_t k = 0; k < nc && bufs && !st; k++) {
-            free(bk[k]);
-            if (!(bk[k] = calloc(cnt + 1, sizeof(float))))
-                st = oom(err);
-        }
-        for (int64_t c = 0; c < mp->V && !st; c++) {
-            int64_t gi = 0;
-            for (int64_t d = 0; d < dp; d++)
-                for (int64_t s = 0; s < P; s++)
-                    for (int64_t r = 0; r < tp; r++) { /* groups of R neighbouring tensor ranks */
-                        unsigned k = core_of(mp, d, c * P + s, r);
-                        const mp_stage *S = &mp->stg[c * P + s];
-                        groups[gi++] = k;
-                        in[k] = out[k] = bufs && mp->dlocal[d] ? bk[k] : NULL; /* another process's: none */
-                        size_t o = 0;
-                        for (int i = 0; bufs && mp->dlocal[d] && i < S->nw; i++)
-                            if (packed(&S->w[i], R, sp)) {
-                                memcpy(bk[k] + o, bufs[rank_of(mp, d, c * P + s, r)] + S->w[i].off,
-                                       S->w[i].count * sizeof(float));
-                                o += S->w[i].count;
-                            }
-                    }
-            tern_coll_desc cd;
-            memset(&cd, 0, sizeof cd);
-            cd.op = TERN_COLL_ALL_REDUCE;
-            cd.reduce = TERN_REDUCE_SUM;
-            cd.dtype = TERN_DTYPE_FP32;
-            cd.count = cnt;
-            cd.algo = TERN_ALGO_AUTO;
-            cd.groups = groups;
-            cd.ngroups = (unsigned)(nc / R);
-            cd.group_size = (unsigned)R;
-            tern_coll_result res;
-            st = bufs ? tern_collective_run(mp->fab, &cd, in, out, &res, err)
-                      : tern_collective_time(mp->fab, &cd, &res, err);
-            if (!st)
-                total += (double)res.time_ps * 1e-12;
-            for (int64_t d = 0; d < dp && bufs && !st; d++)
-                for (int64_t s = 0; s < P && mp->dlocal[d]; s++)
-                    for (int64_t r = 0; r < tp; r++) {
-                        const mp_stage *S = &mp->stg[c * P + s];
-                        const float *b = bk[core_of(mp, d, c * P + s, r)];
-                        size_t o = 0;
-                        for (int i = 0; i < S->nw; i++)
-                            if (packed(&S->w[i], R, sp)) {
-                                memcpy(bufs[rank_of(mp, d, c * P + s, r)] + S->w[i].off, b + o,
-                                       S->w[i].count * sizeof(float));
-                                o += S->w[i].count;
-                            }
-                    }
-        }
-    }
-    for (int64_t k = 0; bk && k < nc; k++)
-        free(bk[k]);
-    free(bk), free(groups), free(in), free(out);
-    if (st)
-        return tern_error_prefix(err, sp ? "train: sequence parallelism: the norms' gradient all-reduce: "
-                                         : "train: replicated key/value heads' gradient all-reduce: ");
-    *secs = total;
     return TERN_OK;
 }
 
@@ -1262,7 +931,7 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
                 if (!st)
                     st = tern_rt_set_input(mp->zrt, "tern.mp.p", mp->zb[0], Z * sizeof(float), err);
                 if (!st)
-                    st = tern_rt_set_input(mp->zrt, "tern.mp.g", mp->gacc[rank_of(mp, d, s, r)] + lo, Z * sizeof(float),
+                    st = tern_rt_set_input(mp->zrt, "tern.mp.g", mp->gacc[mp_rank_of(mp, d, s, r)] + lo, Z * sizeof(float),
                                            err);
                 for (int q = 0; q < mp->nst && !st; q++) {
                     char nm[64];
@@ -1272,12 +941,12 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
                 double secs = 0;
                 if (!st)
                     st = run_prog(mp->zrt, &secs, err);
-                double *u = &usum[core_of(mp, d, s, r)];
+                double *u = &usum[mp_core_of(mp, d, s, r)];
                 *u += secs;
                 if (*u > *upd)
                     *upd = *u;
                 if (!st)
-                    st = tern_rt_get_output(mp->zrt, "tern.mp.p.new", mp->wbuf[rank_of(mp, d, s, r)] + lo,
+                    st = tern_rt_get_output(mp->zrt, "tern.mp.p.new", mp->wbuf[mp_rank_of(mp, d, s, r)] + lo,
                                             Z * sizeof(float), err);
                 for (int q = 0; q < mp->nst && !st; q++) {
                     char nm[64];
@@ -1290,11 +959,11 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
     t->rt = NULL;
     st = train_mp_procs_max(mp->tr, st, fkey, upd, err); /* over MPI processes: the slowest core anywhere */
     if (!st)
-        st = dp_coll(mp, TERN_COLL_ALL_GATHER, mp->wbuf, mp->maxflat, comm, err);
+        st = mp_dp_coll(mp, TERN_COLL_ALL_GATHER, mp->wbuf, mp->maxflat, comm, err);
     for (int64_t s = 0; s < pp && !st; s++)
         for (int64_t r = 0; r < tp; r++) {
             size_t ix = (size_t)(s * tp + r);
-            memcpy(nv[ix * 3], mp->wbuf[rank_of(mp, mp->d0, s, r)], mp->stg[s].flat * sizeof(float));
+            memcpy(nv[ix * 3], mp->wbuf[mp_rank_of(mp, mp->d0, s, r)], mp->stg[s].flat * sizeof(float));
         }
     free(usum);
     return st;
@@ -1386,11 +1055,11 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
     if (st)
         return st;
     double tdp = 0, tupd = 0, secs = 0;
-    if (mp->spmax && (st = group_coll(mp, NULL, 1, &mp->t_sp, err)))
+    if (mp->spmax && (st = mp_group_coll(mp, NULL, 1, &mp->t_sp, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
-    if (mp->nkvrep && (st = group_coll(mp, NULL, 0, &mp->t_kv, err)))
+    if (mp->nkvrep && (st = mp_group_coll(mp, NULL, 0, &mp->t_kv, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
-    if (dp > 1 && (st = dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, mp->maxflat,
+    if (dp > 1 && (st = mp_dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, mp->maxflat,
                                 &tdp, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
     if (mp->zero) {
@@ -1398,7 +1067,7 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
             return st;
         for (int64_t c = 0; c < mp->V && secs > 0; c++) /* a core's block of each of its V chunks, in turn */
             tupd += secs;
-        if ((st = dp_coll(mp, TERN_COLL_ALL_GATHER, NULL, mp->maxflat, &tdp, err)))
+        if ((st = mp_dp_coll(mp, TERN_COLL_ALL_GATHER, NULL, mp->maxflat, &tdp, err)))
             return st;
     }
     double *usum = calloc((size_t)mp->P + 1, sizeof(double)); /* a stage updates its chunks in turn */
@@ -1489,19 +1158,19 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     double tdp = 0;
     /* replicated key/value heads: the ranks sharing a head sum their gradients first (on every data replica) */
     /* sequence parallelism: the row-sharded programs' weights (the norms') have each rank's rows' part: summed */
-    if (mp->spmax && (st = group_coll(mp, mp->gacc, 1, &mp->t_sp, err)))
+    if (mp->spmax && (st = mp_group_coll(mp, mp->gacc, 1, &mp->t_sp, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
-    if (mp->nkvrep && (st = group_coll(mp, mp->gacc, 0, &mp->t_kv, err)))
+    if (mp->nkvrep && (st = mp_group_coll(mp, mp->gacc, 0, &mp->t_kv, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
-    if (dp > 1 && (st = dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gacc, mp->maxflat,
+    if (dp > 1 && (st = mp_dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gacc, mp->maxflat,
                                 &tdp, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
     for (int64_t s = 0; s < pp && mp->zero; s++)
         for (int64_t r = 0; r < tp; r++)
             for (int64_t d = 0; d < dp; d++)
                 if (d != mp->d0 && mp->dlocal[d])
-                    memcpy(mp->gacc[rank_of(mp, mp->d0, s, r)] + (size_t)d * mp->zshard,
-                           mp->gacc[rank_of(mp, d, s, r)] + (size_t)d * mp->zshard, mp->zshard * sizeof(float));
+                    memcpy(mp->gacc[mp_rank_of(mp, mp->d0, s, r)] + (size_t)d * mp->zshard,
+                           mp->gacc[mp_rank_of(mp, d, s, r)] + (size_t)d * mp->zshard, mp->zshard * sizeof(float));
     /* over MPI processes the other processes' replicas' blocks come too (the norm reads them all) */
     if (mp->zero && (st = train_mp_procs_blocks(mp->tr, mp->dlocal, dp, mp->zshard,
                                                 mp->gacc + (size_t)(mp->d0 * pp * tp), NULL, (size_t)(pp * tp), err)))
@@ -1521,8 +1190,8 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                             w0 = &mp->stg[s0].w[q];
                 if (!w0)
                     continue;
-                float *g0 = mp->gacc[rank_of(mp, mp->d0, s0 - 1, r)] + w0->off,
-                      *g1 = mp->gacc[rank_of(mp, mp->d0, s, r)] + w->off;
+                float *g0 = mp->gacc[mp_rank_of(mp, mp->d0, s0 - 1, r)] + w0->off,
+                      *g1 = mp->gacc[mp_rank_of(mp, mp->d0, s, r)] + w->off;
                 for (size_t e = 0; e < w->count; e++) {
                     g0[e] = g0[e] + g1[e];
                     g1[e] = g0[e];
@@ -1533,7 +1202,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     double sq = 0;
     for (int64_t s = 0; s < pp; s++)
         for (int64_t r = 0; r < tp; r++) {
-            const float *g = mp->gacc[rank_of(mp, mp->d0, s, r)]; /* every replica's: the first this process has */
+            const float *g = mp->gacc[mp_rank_of(mp, mp->d0, s, r)]; /* every replica's: the first this process has */
             for (int i = 0; i < mp->stg[s].nw; i++) {
                 const mp_wt *w = &mp->stg[s].w[i];
                 if ((w->axis < 0 && r > 0) || w->tied || r % w->rep) /* a replicated head's block once */
@@ -1577,7 +1246,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
             if (!st)
                 st = tern_rt_set_input(S->urt, "tern.mp.p", mp->val[ix], S->flat * sizeof(float), err);
             if (!st)
-                st = tern_rt_set_input(S->urt, "tern.mp.g", mp->gacc[rank_of(mp, mp->d0, s, r)], S->flat * sizeof(float),
+                st = tern_rt_set_input(S->urt, "tern.mp.g", mp->gacc[mp_rank_of(mp, mp->d0, s, r)], S->flat * sizeof(float),
                                        err);
             for (int q = 0; q < mp->nst && !st; q++) {
                 char nm[64];
