@@ -285,7 +285,7 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
                                             matmul_panel_floats(K, M), &hit);
             float *panels = e ? (float *)(void *)e->pairs : core->stat_panels_own;
             if (!e || !hit)
-                matmul_pack_panels_bf16(rows, stride, K, M, panels);
+                matmul_pack_panels_bf16(core_pool(core), rows, stride, K, M, panels);
             if (e && !hit) {
                 e->valid = 1;
                 core->stat_cache_live++;

@@ -550,14 +550,17 @@ typedef struct {
 size_t matmul_panel_floats(uint32_t K, uint32_t M) { return (size_t)(M + PANEL_W - 1) / PANEL_W * PANEL_W * K; }
 
 /* Row by row: the row widened to fp32 (exact) into a zero-padded buffer, then 6-value pieces to their panels. The
- * per-element form (a bounds test and a 2-byte load per value) cost 14 % of a 2048^3 GEMM's matmul time. */
-void matmul_pack_panels_bf16(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M, float *panels)
+ * per-element form (a bounds test and a 2-byte load per value) cost 14 % of a 2048^3 GEMM's matmul time. Rows
+ * [k0, k1) only: parts of a pool job each take a range of rows (their writes are disjoint). */
+#define PACK_AHEAD 16
+static void pack_panels_rows(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M, float *panels, uint32_t k0,
+                             uint32_t k1)
 {
     uint32_t np = (M + PANEL_W - 1) / PANEL_W;
     uint32_t row[(PANEL_W * 64 + 16)]; /* M <= 384 here (the PE columns); larger M takes the loop below */
     if (np * PANEL_W > sizeof row / sizeof row[0]) {
         for (uint32_t p = 0; p < np; p++)
-            for (uint32_t k = 0; k < K; k++)
+            for (uint32_t k = k0; k < k1; k++)
                 for (uint32_t i = 0; i < PANEL_W; i++) {
                     uint32_t bits = p * PANEL_W + i < M ? (uint32_t)rows[(size_t)k * stride + p * PANEL_W + i] << 16 : 0;
                     memcpy(&panels[((size_t)p * K + k) * PANEL_W + i], &bits, 4);
@@ -566,14 +569,53 @@ void matmul_pack_panels_bf16(const uint16_t *rows, size_t stride, uint32_t K, ui
     }
     for (uint32_t m = M; m < np * PANEL_W; m++)
         row[m] = 0;
-    for (uint32_t k = 0; k < K; k++) {
+    /* SBUF rows lie a partition apart, each on a page of its own, so the hardware prefetcher never follows them and
+     * a cold operand (the usual case: DMA'd in a while ago) costs a full miss per line, one row at a time. Asking
+     * for the lines PACK_AHEAD rows ahead keeps that many rows' misses in flight. */
+    const size_t row_bytes = (size_t)M * 2;
+    for (uint32_t k = k0; k < k1 && k < k0 + PACK_AHEAD; k++)
+        for (size_t b = 0; b < row_bytes; b += 64)
+            __builtin_prefetch((const uint8_t *)(rows + (size_t)k * stride) + b, 0, 3);
+    for (uint32_t k = k0; k < k1; k++) {
         const uint16_t *r = rows + (size_t)k * stride;
+        if (k + PACK_AHEAD < k1)
+            for (size_t b = 0; b < row_bytes; b += 64)
+                __builtin_prefetch((const uint8_t *)(r + (size_t)PACK_AHEAD * stride) + b, 0, 3);
         for (uint32_t m = 0; m < M; m++) /* vectorised: a widening shift */
             row[m] = (uint32_t)r[m] << 16;
         float *d = panels + (size_t)k * PANEL_W;
         for (uint32_t p = 0; p < np; p++)
             memcpy(d + (size_t)p * K * PANEL_W, row + p * PANEL_W, PANEL_W * sizeof(float));
     }
+}
+
+typedef struct {
+    const uint16_t *rows;
+    size_t stride;
+    uint32_t K, M;
+    float *panels;
+} pack_job;
+
+static void pack_panels_part(void *ctx, unsigned part, unsigned nparts)
+{
+    const pack_job *j = ctx;
+    uint32_t k0 = (uint32_t)((uint64_t)j->K * part / nparts), k1 = (uint32_t)((uint64_t)j->K * (part + 1) / nparts);
+    if (k0 < k1)
+        pack_panels_rows(j->rows, j->stride, j->K, j->M, j->panels, k0, k1);
+}
+
+/* The pack is bound by the misses on the SBUF rows, not by arithmetic: the pool's threads each take a range of rows
+ * so their misses overlap (the bits are the same whoever packs a row). Small operands stay on the caller. */
+void matmul_pack_panels_bf16(tern_pool *pool, const uint16_t *rows, size_t stride, uint32_t K, uint32_t M,
+                             float *panels)
+{
+    pack_job j = {rows, stride, K, M, panels};
+    unsigned parts = 2 * pool_threads(pool); /* two per thread: claimed as threads come free */
+    if ((uint64_t)K * M < 4096)
+        parts = 1;
+    if (parts > K)
+        parts = K;
+    pool_run(pool, pack_panels_part, &j, parts ? parts : 1);
 }
 
 void matmul_pack_panels_f32(const float *s, uint32_t K, uint32_t M, float *panels)
@@ -767,9 +809,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void bx3_block(const
     for (uint32_t n0 = c0; n0 < c1; n0 += BW3) {
         uint32_t ncols = c1 - n0 < BW3 ? c1 - n0 : BW3;
         int nv = (int)((ncols + 15) / 16);
+        /* the rows a partition apart, cold: their misses overlapped as in matmul_pack_panels_bf16 */
+        for (uint32_t k = 0; k < j->K && k < PACK_AHEAD; k++)
+            for (uint32_t b = 0; b < ncols * 2; b += 64)
+                __builtin_prefetch((const uint8_t *)(j->x + (size_t)k * j->x_stride + n0) + b, 0, 3);
         for (uint32_t k = 0; k < j->K; k++) {
             const uint16_t *xr = j->x + (size_t)k * j->x_stride + n0;
             float *dst = xp + (size_t)k * BW3;
+            if (k + PACK_AHEAD < j->K)
+                for (uint32_t b = 0; b < ncols * 2; b += 64)
+                    __builtin_prefetch((const uint8_t *)(xr + (size_t)PACK_AHEAD * j->x_stride) + b, 0, 3);
             for (int v = 0; v < nv; v++) {
                 uint32_t left = ncols - 16u * (uint32_t)v;
                 __mmask16 mk = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
@@ -827,6 +876,10 @@ int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x
     unsigned threads = pool_threads(pool), cparts = threads < blocks ? threads : blocks, rparts = 1;
     if ((uint64_t)M * N * K < 65536)
         cparts = 1, threads = 1;
+    /* More parts than threads when there are the blocks for it: parts are claimed as threads come free, so a thread
+     * the host descheduled for a while (a shared host) costs its one part, not half the multiply. */
+    if (threads > 1 && blocks >= 2 * threads)
+        cparts = blocks < 4 * threads ? blocks : 4 * threads;
     if (cparts < threads) {
         rparts = threads / cparts;
         if (rparts > panels_n)
@@ -923,7 +976,7 @@ static void probe(void)
             x[i] = (uint16_t)(0x3F00u + ((r = r * 1664525u + 1013904223u) >> 24));
         matmul_pack_pairs(s, M, K, M, sp);
         matmul_pack_pairs(x, N, K, N, xpairs);
-        matmul_pack_panels_bf16(s, M, K, M, panels);
+        matmul_pack_panels_bf16(NULL, s, M, K, M, panels);
         bf16_job dj;
         memset(&dj, 0, sizeof dj);
         dj.s = sp, dj.x_pairs = xpairs, dj.K = K, dj.M = M, dj.N = N, dj.out = (uint8_t *)out;

@@ -20,10 +20,12 @@ int matmul_f32_supported(void);
 void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
 
 /* The stationary [K][M] in panels of PANEL_W columns for the kernel below: panel p holds, k-major, the PANEL_W
- * values of columns [p*PANEL_W, p*PANEL_W + PANEL_W) of each row (zero past M). matmul_panel_floats floats. */
+ * values of columns [p*PANEL_W, p*PANEL_W + PANEL_W) of each row (zero past M). matmul_panel_floats floats.
+ * matmul_pack_panels_bf16 spreads rows over the pool's threads (NULL: the caller alone); the same panels either way. */
 #define PANEL_W 6
 size_t matmul_panel_floats(uint32_t K, uint32_t M);
-void matmul_pack_panels_bf16(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M, float *panels);
+void matmul_pack_panels_bf16(tern_pool *pool, const uint16_t *rows, size_t stride, uint32_t K, uint32_t M,
+                             float *panels);
 void matmul_pack_panels_f32(const float *s, uint32_t K, uint32_t M, float *panels);
 void matmul_panels_to_f32(const float *panels, uint32_t K, uint32_t M, float *s);
 
