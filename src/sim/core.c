@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "sim/core_internal.h"
 #include "sim/host_threads.h"
@@ -20,6 +21,27 @@ void instr_label(const exec_ctx *cx, const tern_instr *ins, char *buf, size_t le
 }
 
 static uint8_t fill_byte(const tern_core_options *o) { return o->fill_nan ? 0xFF : 0x00; }
+
+/* SBUF in 2 MiB transparent huge pages where the kernel allows them (madvise mode): an operand's rows lie a
+ * partition apart, each on a 4 KiB page of its own, so a matmul's 128 rows missed the TLB on every row (a nested
+ * page walk under a hypervisor), a third of what packing the operands cost (perf, 2048^3 GEMM). 24 MiB is 12 huge pages. Only
+ * SBUF: the HBM pages' first touch (gigabytes) cost more in huge pages on a VM than their TLB misses saved
+ * (docs/performance.md). */
+#define SBUF_HUGE_BYTES ((size_t)2 << 20)
+static void *sbuf_alloc(size_t bytes)
+{
+#if defined(MADV_HUGEPAGE)
+    if (bytes >= SBUF_HUGE_BYTES) {
+        size_t rounded = (bytes + SBUF_HUGE_BYTES - 1) & ~(SBUF_HUGE_BYTES - 1);
+        void *p = aligned_alloc(SBUF_HUGE_BYTES, rounded);
+        if (p) {
+            (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: small pages if refused */
+            return p;
+        }
+    }
+#endif
+    return malloc(bytes);
+}
 
 tern_status tern_core_create(const tern_core_config *cfg, const tern_core_options *opts, tern_core **out,
                              tern_error *err)
@@ -57,7 +79,7 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
     }
     size_t sbuf_bytes = (size_t)cfg->partitions * cfg->sbuf_partition_bytes;
     size_t psum_bytes = (size_t)cfg->partitions * cfg->psum_banks * cfg->psum_bank_bytes;
-    c->sbuf = malloc(sbuf_bytes);
+    c->sbuf = sbuf_alloc(sbuf_bytes);
     c->psum = malloc(psum_bytes);
     c->psum_bank_state = calloc((size_t)cfg->partitions * cfg->psum_banks, 1);
     c->hbm_page_count = (cfg->hbm_bytes + HBM_PAGE_BYTES - 1) >> HBM_PAGE_SHIFT;
