@@ -157,6 +157,18 @@ tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, s
 /* 1 when this process holds core c (always without a transport). */
 int tern_rt_core_is_local(const tern_rt *rt, unsigned core);
 tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err);
+/* Bytes [offset, offset + bytes) of an output (the whole-model array's): a large output read piece by piece
+ * through a buffer the caches hold (a training step's non-finite check of its updated weights). */
+tern_status tern_rt_get_output_range(tern_rt *rt, const char *name, uint64_t offset, void *data, size_t bytes,
+                                     tern_error *err);
+/* Device-resident state (docs/runtime.md): the last execution's output `output` becomes input `input` of the
+ * executions that follow, copied from HBM to HBM on each core (never through the host), so a training step's
+ * updated weights and optimizer state feed the next step where they are. Both must have the same dtype, size and
+ * batch split. The input then counts as set and no execution rewrites it, until tern_rt_set_input gives it a
+ * host value again. Functional runs only. */
+tern_status tern_rt_carry(tern_rt *rt, const char *output, const char *input, tern_error *err);
+/* An input's current value: the host value last set, or what HBM holds for a carried one. */
+tern_status tern_rt_get_input(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err);
 /* Run every core; the predicted time is the slowest core's, plus the on-device gather of split outputs when the
  * cores split a batch (tern_rt_gather). stats (optional) gets the sum over cores, with time_ps = the launch's. */
 tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err);

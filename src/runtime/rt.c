@@ -15,13 +15,16 @@
 #include "tern/transport.h"
 #include "tern/runtime.h"
 
+enum { INPUT_HOST = 1, INPUT_DEVICE = 2 };
+
 struct tern_rt {
     tern_exe exe;
     tern_core_config cfg;
     tern_rt_options opts;
     tern_core **cores;
     uint8_t **inputs; /* host copies, whole model, per input */
-    int *input_set;
+    int *input_set;   /* 0: unset; INPUT_HOST: inputs[i], written to HBM before each execution; INPUT_DEVICE: the
+                         value is in HBM already (tern_rt_carry) and no execution rewrites it */
     tern_run_stats *stats;
     tern_batch_ranks *batch; /* the batch split as ranks of one launch; NULL: the cores run alone */
 };
@@ -364,7 +367,7 @@ tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, s
     if (bytes && (const void *)copy != data)
         memmove(copy, data, bytes); /* 0 bytes for a zero-size input (data may be NULL) */
     rt->inputs[i] = copy;
-    rt->input_set[i] = 1;
+    rt->input_set[i] = INPUT_HOST;
     return TERN_OK;
 }
 
@@ -387,8 +390,8 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
                 const tern_program_tensor *t = tern_program_find_tensor(prog, x->inputs[i].name);
                 uint64_t off, bytes;
                 slice_of(x, &x->inputs[i], c, &off, &bytes);
-                if (!t && bytes == 0)
-                    continue; /* a zero-size input: nothing to write */
+                if ((!t && bytes == 0) || rt->input_set[i] == INPUT_DEVICE)
+                    continue; /* a zero-size input: nothing to write; a carried one: in HBM already */
                 if (tern_program_tensor_bytes(t) != bytes)
                     return tern_error_set(err, TERN_ERR_INVALID,
                                           "runtime: core %u's tensor '%s' holds %llu bytes, its share of the input is "
@@ -428,37 +431,137 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
     return TERN_OK;
 }
 
-tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err)
+/* Bytes [off, off + n) of io (output oi when out, else input oi) as the cores' HBM holds it: a gathered output
+ * from core 0's gathered buffer, a split one from each core's share, else core 0's (every core holds all of it). */
+static tern_status hbm_range(tern_rt *rt, const tern_exe_io *io, size_t oi, int out, uint64_t off, uint8_t *data,
+                             uint64_t n, tern_error *err)
 {
     const tern_exe *x = &rt->exe;
+    uint64_t at;
+    if (n == 0)
+        return TERN_OK;
+    if (!rt->cores[0])
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: %s '%s': core 0 runs on process 0, not this one",
+                              out ? "output" : "input", tern_exe_io_name(io));
+    if (out && tern_batch_ranks_gathered(rt->batch, oi, &at)) /* gathered on the device: core 0 holds all of it */
+        return tern_core_hbm_read(rt->cores[0], at + off, data, n, err);
+    for (unsigned c = 0; c < x->cores; c++) {
+        const tern_program_tensor *t = tern_program_find_tensor(&x->programs[c], io->name);
+        uint64_t so, sn;
+        slice_of(x, io, c, &so, &sn);
+        uint64_t lo = off > so ? off : so, hi = off + n < so + sn ? off + n : so + sn;
+        if (lo < hi) {
+            if (!rt->cores[c])
+                return tern_error_set(err, TERN_ERR_INVALID, "runtime: '%s': core %u runs on another process",
+                                      tern_exe_io_name(io), c);
+            tern_status st = tern_core_hbm_read(rt->cores[c], t->hbm_addr + (lo - so), data + (lo - off), hi - lo, err);
+            if (st)
+                return st;
+        }
+        if (!io->split_batch || x->cores == 1)
+            break; /* every core computed all of it: take core 0's */
+    }
+    return TERN_OK;
+}
+
+tern_status tern_rt_get_output_range(tern_rt *rt, const char *name, uint64_t offset, void *data, size_t bytes,
+                                     tern_error *err)
+{
     size_t oi = 0;
-    const tern_exe_io *io = find_io(x->outputs, x->num_outputs, name, &oi);
+    const tern_exe_io *io = find_io(rt->exe.outputs, rt->exe.num_outputs, name, &oi);
+    if (!io)
+        return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no output named '%s'", name);
+    uint64_t want = tern_exe_io_bytes(io);
+    if (offset > want || bytes > want - offset)
+        return tern_error_set(err, TERN_ERR_RANGE, "runtime: output '%s' holds %llu bytes (%s); bytes [%llu, +%zu) "
+                              "requested",
+                              name, (unsigned long long)want, tern_dtype_name(io->dtype), (unsigned long long)offset,
+                              bytes);
+    if (rt->opts.mode != TERN_MODE_FUNCTIONAL)
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': a timing-only run computes no values", name);
+    return hbm_range(rt, io, oi, 1, offset, data, bytes, err);
+}
+
+tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err)
+{
+    const tern_exe_io *io = find_io(rt->exe.outputs, rt->exe.num_outputs, name, NULL);
     if (!io)
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no output named '%s'", name);
     uint64_t want = tern_exe_io_bytes(io);
     if (bytes != want)
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s' holds %llu bytes (%s), %zu requested", name,
                               (unsigned long long)want, tern_dtype_name(io->dtype), bytes);
-    if (rt->opts.mode != TERN_MODE_FUNCTIONAL)
-        return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': a timing-only run computes no values", name);
-    if (want == 0)
-        return TERN_OK; /* a zero-size output: nothing to read (data may be NULL) */
-    uint64_t at;
-    if (!rt->cores[0])
-        return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': core 0 runs on process 0, not this one",
-                              name);
-    if (tern_batch_ranks_gathered(rt->batch, oi, &at)) /* gathered on the device: core 0 holds all of it */
-        return tern_core_hbm_read(rt->cores[0], at, data, want, err);
-    for (unsigned c = 0; c < x->cores; c++) {
-        const tern_program_tensor *t = tern_program_find_tensor(&x->programs[c], io->name);
-        uint64_t off, n;
-        slice_of(x, io, c, &off, &n);
-        tern_status st = tern_core_hbm_read(rt->cores[c], t->hbm_addr, (uint8_t *)data + off, n, err);
-        if (st)
-            return st;
-        if (!io->split_batch)
-            break; /* every core computed all of it: take core 0's */
+    return tern_rt_get_output_range(rt, name, 0, data, bytes, err);
+}
+
+tern_status tern_rt_get_input(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err)
+{
+    size_t i = 0;
+    const tern_exe_io *io = find_io(rt->exe.inputs, rt->exe.num_inputs, name, &i);
+    if (!io)
+        return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no input named '%s'", name);
+    uint64_t want = tern_exe_io_bytes(io);
+    if (bytes != want)
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: input '%s' takes %llu bytes (%s), %zu requested", name,
+                              (unsigned long long)want, tern_dtype_name(io->dtype), bytes);
+    if (!rt->input_set[i])
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: input '%s' was not set", name);
+    if (rt->input_set[i] == INPUT_HOST) {
+        if (bytes)
+            memcpy(data, rt->inputs[i], bytes);
+        return TERN_OK;
     }
+    return hbm_range(rt, io, i, 0, 0, data, bytes, err);
+}
+
+tern_status tern_rt_carry(tern_rt *rt, const char *output, const char *input, tern_error *err)
+{
+    const tern_exe *x = &rt->exe;
+    size_t oi = 0, ii = 0;
+    const tern_exe_io *out = find_io(x->outputs, x->num_outputs, output, &oi);
+    const tern_exe_io *in = find_io(x->inputs, x->num_inputs, input, &ii);
+    if (!out || !in)
+        return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: carry: no %s named '%s'", out ? "input" : "output",
+                              out ? input : output);
+    uint64_t bytes = tern_exe_io_bytes(out);
+    if (out->dtype != in->dtype || out->text_bytes != in->text_bytes || bytes != tern_exe_io_bytes(in) ||
+        (x->cores > 1 && out->split_batch != in->split_batch))
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "runtime: carry: output '%s' (%llu bytes of %s%s) cannot become input '%s' (%llu bytes "
+                              "of %s%s): the dtype, the size and the batch split must agree",
+                              output, (unsigned long long)bytes, tern_dtype_name(out->dtype),
+                              out->split_batch ? ", split" : "", input,
+                              (unsigned long long)tern_exe_io_bytes(in), tern_dtype_name(in->dtype),
+                              in->split_batch ? ", split" : "");
+    if (rt->opts.mode != TERN_MODE_FUNCTIONAL)
+        return tern_error_set(err, TERN_ERR_INVALID, "runtime: carry: output '%s': a timing-only run computes no values",
+                              output);
+    /* through a buffer the caches hold: one read and one write of the tensor's memory */
+    enum { CHUNK = 1u << 18 };
+    uint8_t *buf = bytes ? malloc(bytes < CHUNK ? bytes : CHUNK) : NULL;
+    if (bytes && !buf)
+        return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
+    tern_status st = TERN_OK;
+    for (unsigned c = 0; c < x->cores && !st; c++) {
+        if (!rt->cores[c])
+            continue; /* another process's core carries its own */
+        const tern_program_tensor *to = tern_program_find_tensor(&x->programs[c], out->name);
+        const tern_program_tensor *ti = tern_program_find_tensor(&x->programs[c], in->name);
+        uint64_t so, n;
+        slice_of(x, out, c, &so, &n);
+        for (uint64_t d = 0; d < n && !st; d += CHUNK) {
+            size_t k = (size_t)(n - d < CHUNK ? n - d : CHUNK);
+            st = tern_core_hbm_read(rt->cores[c], to->hbm_addr + d, buf, k, err);
+            if (!st)
+                st = tern_core_hbm_write(rt->cores[c], ti->hbm_addr + d, buf, k, err);
+        }
+    }
+    free(buf);
+    if (st)
+        return tern_error_prefix(err, "runtime: carry '%s' to '%s': ", output, input);
+    free(rt->inputs[ii]); /* the host copy is stale now */
+    rt->inputs[ii] = NULL;
+    rt->input_set[ii] = INPUT_DEVICE;
     return TERN_OK;
 }
 

@@ -65,6 +65,9 @@ static void put_floats(wbuf *w, const float *f, size_t n)
 tern_status tern_train_save_checkpoint(const tern_trainer *t, const char *path, uint64_t data_pos, uint64_t order,
                                        tern_error *err)
 {
+    tern_status sst = train_sync_host(t, err); /* device-resident weights and state: the current ones */
+    if (sst)
+        return sst;
     wbuf w = {0};
     put(&w, CKPT_MAGIC, 8);
     put_u32(&w, CKPT_VERSION);
@@ -173,6 +176,10 @@ static int fail_at(rbuf *r, size_t at, const char *fmt, ...)
 tern_status tern_train_load_checkpoint(tern_trainer *t, const char *path, uint64_t *data_pos, uint64_t *order,
                                        tern_error *err)
 {
+    /* device-resident weights: the host copies current first, so a weight the file leaves alone keeps its value */
+    tern_status sst = train_sync_host(t, err);
+    if (sst)
+        return sst;
     FILE *f = fopen(path, "rb");
     if (!f)
         return tern_error_set(err, TERN_ERR_IO, "checkpoint: cannot open '%s': %s", path, strerror(errno));
@@ -288,6 +295,7 @@ tern_status tern_train_load_checkpoint(tern_trainer *t, const char *path, uint64
     if (r.bad)
         return err->code;
     t->step = step;
+    t->dev_valid = 0; /* the next step sets the loaded weights and state on the device */
     if (data_pos)
         *data_pos = pos;
     if (order)

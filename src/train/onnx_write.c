@@ -77,7 +77,9 @@ tern_status tern_train_save_onnx(const tern_trainer *t, const char *path, tern_e
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    tern_status st = read_all(t->path, &buf, &len, err);
+    tern_status st = train_sync_host(t, err); /* device-resident weights: the current ones */
+    if (!st)
+        st = read_all(t->path, &buf, &len, err);
     if (st)
         return st;
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);

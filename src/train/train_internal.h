@@ -76,6 +76,12 @@ struct tern_trainer {
     uint64_t hbm, state_bytes;  /* the step's HBM footprint per core; weights + optimizer state (host copies) */
     size_t nodes;
     float *scratch;             /* target buffer, read-out buffer */
+    /* Device-resident weights (one-core trainer, trainer.c): with `carry`, a step that passes its checks makes its
+     * updated weights and optimizer state the next step's inputs in HBM (tern_rt_carry) instead of taking them to
+     * the host and setting them again. dev_valid: the runtime's inputs hold the current weights and state, so a
+     * step sets none; dev_ahead: they are newer than w[].val / state[], which train_sync_host fetches when read
+     * (tern_train_weight, checkpoints, the ONNX export). */
+    int carry, dev_valid, dev_ahead;
     train_dropout *drop;
     size_t ndrop;
     struct train_dp *dp;        /* data parallelism (data_parallel.c); NULL: one core */
@@ -154,6 +160,9 @@ void train_free_weights(train_weight *w, size_t nw);
 tern_status train_set_f(tern_trainer *t, const char *name, const float *v, size_t n, tern_error *err);
 tern_status train_get_f(tern_trainer *t, const char *name, float *v, size_t n, tern_error *err);
 void train_set_rounding(tern_trainer *t, uint64_t step, int64_t micro);
+/* Brings the weights and optimizer state from the device into w[].val / state[] when the device's are newer
+ * (dev_ahead; the host copies are a cache of them, so t stays logically const); then marks them current. */
+tern_status train_sync_host(const tern_trainer *t, tern_error *err);
 /* 1 and the index of the first NaN or infinity in v[0..n), else 0: a step names the first tensor and element that went non-finite. */
 int train_first_nonfinite(const float *v, size_t n, size_t *at);
 /* The mask of dropout k at step `step` (1-based): element e kept (scaled by 1 / (1 - ratio)) when the e-th draw of

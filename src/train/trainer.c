@@ -342,6 +342,39 @@ static tern_status build_micro(tern_trainer *t, tern_error *err)
     return st;
 }
 
+/* The loaded step's interface entry called `name` (the model's name, else the program tensor's, as the runtime
+ * looks it up). */
+static const tern_exe_io *exe_io(const tern_exe *x, const char *name, int out)
+{
+    size_t n = out ? x->num_outputs : x->num_inputs;
+    const tern_exe_io *io = out ? x->outputs : x->inputs;
+    for (int by_tensor = 0; by_tensor < 2; by_tensor++)
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(by_tensor ? io[i].name : tern_exe_io_name(&io[i]), name))
+                return &io[i];
+    return NULL;
+}
+
+/* 1 when every updated weight and state output can become its input on the device (tern_rt_carry's rule). */
+static int carry_eligible(const tern_trainer *t)
+{
+    const tern_exe *x = tern_rt_exe(t->rt);
+    for (size_t i = 0; i < t->nw; i++) {
+        const train_weight *w = &t->w[i];
+        if (!w->trained && !w->out_name)
+            continue;
+        for (int k = 0; k < 1 + w->n_state; k++) {
+            const tern_exe_io *in = exe_io(x, k == 0 ? w->name : w->state_in[k - 1], 0);
+            const tern_exe_io *out = exe_io(x, k == 0 ? w->out_name : w->state_out[k - 1], 1);
+            if (!in || !out || in->dtype != out->dtype || in->text_bytes || out->text_bytes ||
+                tern_exe_io_bytes(in) != tern_exe_io_bytes(out) || tern_exe_io_bytes(in) != w->count * 
+                tern_dtype_size((tern_dtype)in->dtype) || (x->cores > 1 && in->split_batch != out->split_batch))
+                return 0;
+        }
+    }
+    return 1;
+}
+
 tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in, tern_trainer **out, tern_error *err)
 {
     *out = NULL;
@@ -444,6 +477,7 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
         tern_train_free(t);
         return st;
     }
+    t->carry = !o.timing_only && o.accumulate <= 1 && carry_eligible(t);
     size_t sc = t->target_count > t->read_count ? t->target_count : t->read_count;
     t->scratch = calloc(sc + 1, sizeof(float));
     if (!t->scratch) {
@@ -512,8 +546,9 @@ const char *tern_train_weight_name(const tern_trainer *t, size_t i)
 
 const float *tern_train_weight(const tern_trainer *t, size_t i, size_t *count)
 {
-    if (i >= t->nw)
-        return NULL;
+    tern_error e;
+    if (i >= t->nw || train_sync_host(t, &e))
+        return NULL; /* a read of the device's HBM that failed: out of host memory */
     *count = t->w[i].count;
     return t->w[i].val;
 }
@@ -848,6 +883,93 @@ tern_status train_set_step_scalars(tern_trainer *t, uint64_t step, double *lr_ou
     return st;
 }
 
+/* The device-resident update (t->carry): every updated weight and state checked for non-finite values where it
+ * lies in HBM, a piece at a time through a buffer the caches hold, in the order of the host path below (same
+ * message); then, only when all pass, each output becomes its input for the next step (tern_rt_carry). A failed
+ * check carries nothing: the inputs keep the last good step's values. */
+static tern_status check_and_carry(tern_trainer *t, uint64_t step, const tern_train_step_info *in, tern_error *err)
+{
+    enum { CHUNK = 1 << 16 }; /* floats */
+    float *buf = malloc(CHUNK * sizeof(float));
+    uint16_t *half = t->o.bf16_weights ? malloc(CHUNK * sizeof(uint16_t)) : NULL;
+    tern_status st = TERN_OK;
+    if (!buf || (t->o.bf16_weights && !half))
+        st = tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+    for (size_t i = 0; i < t->nw && !st; i++) {
+        const train_weight *w = &t->w[i];
+        if (!w->trained && !w->out_name) /* a running statistic has a new value, no state */
+            continue;
+        for (int k = 0; k < 1 + w->n_state && !st; k++) {
+            const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
+            int bf = t->o.bf16_weights && io_dtype(t->rt, nm, 1) == TERN_DTYPE_BF16;
+            for (size_t e = 0; e < w->count && !st; e += CHUNK) {
+                size_t n = w->count - e < CHUNK ? w->count - e : CHUNK, at;
+                if (bf) {
+                    st = tern_rt_get_output_range(t->rt, nm, (uint64_t)e * 2, half, n * 2, err);
+                    if (!st)
+                        st = tern_convert_to_f32(buf, TERN_DTYPE_BF16, half, n, err);
+                } else {
+                    st = tern_rt_get_output_range(t->rt, nm, (uint64_t)e * 4, buf, n * 4, err);
+                }
+                if (!st && train_first_nonfinite(buf, n, &at))
+                    st = tern_error_set(err, TERN_ERR_RANGE,
+                                        "train: step %llu: '%s' is not finite (element %zu = %g); loss %g, gradient "
+                                        "norm %g",
+                                        (unsigned long long)step, nm, e + at, (double)buf[at], in->loss,
+                                        in->grad_norm);
+            }
+        }
+    }
+    free(buf);
+    free(half);
+    for (size_t i = 0; i < t->nw && !st; i++) {
+        const train_weight *w = &t->w[i];
+        if (!w->trained && !w->out_name)
+            continue;
+        for (int k = 0; k < 1 + w->n_state && !st; k++)
+            st = tern_rt_carry(t->rt, k == 0 ? w->out_name : w->state_out[k - 1], k == 0 ? w->name : w->state_in[k - 1],
+                               err);
+    }
+    if (st)
+        return st;
+    /* the weights that are not updated stay host-set inputs (rewritten each execution): every input is current */
+    t->dev_valid = t->dev_ahead = 1;
+    return TERN_OK;
+}
+
+/* From the device: the current weights and state of a device-resident trainer into the host copies. */
+tern_status train_sync_host(const tern_trainer *ct, tern_error *err)
+{
+    tern_trainer *t = (tern_trainer *)ct; /* the host copies cache the device's values: t is logically const */
+    if (!t->dev_ahead)
+        return TERN_OK;
+    for (size_t i = 0; i < t->nw; i++) {
+        train_weight *w = &t->w[i];
+        if (!w->trained && !w->out_name)
+            continue;
+        for (int k = 0; k < 1 + w->n_state; k++) {
+            const char *nm = k == 0 ? w->name : w->state_in[k - 1];
+            float *v = k == 0 ? w->val : w->state[k - 1];
+            tern_status st;
+            if (t->o.bf16_weights && io_dtype(t->rt, nm, 0) == TERN_DTYPE_BF16) {
+                uint16_t *b = malloc(w->count * sizeof(uint16_t) + 1);
+                if (!b)
+                    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+                st = tern_rt_get_input(t->rt, nm, b, w->count * sizeof(uint16_t), err);
+                if (!st)
+                    st = tern_convert_to_f32(v, TERN_DTYPE_BF16, b, w->count, err);
+                free(b);
+            } else {
+                st = tern_rt_get_input(t->rt, nm, v, w->count * sizeof(float), err);
+            }
+            if (st)
+                return tern_error_prefix(err, "train: the weights from the device: ");
+        }
+    }
+    t->dev_ahead = 0;
+    return TERN_OK;
+}
+
 /* One step on packed data (train_internal.h): x_bytes of whole rows. */
 static tern_status step_packed(tern_trainer *t, const void *x, size_t x_count, const void *labels, size_t label_count,
                                tern_train_step_info *info, tern_error *err)
@@ -888,7 +1010,7 @@ static tern_status step_packed(tern_trainer *t, const void *x, size_t x_count, c
     }
     if ((st = train_feed_rows(t, x, x_count, labels, label_count, step, NULL, err)))
         return st;
-    for (size_t i = 0; i < t->nw; i++) {
+    for (size_t i = 0; i < t->nw && !t->dev_valid; i++) { /* else the last step's outputs, carried in HBM */
         train_weight *w = &t->w[i];
         if ((st = set_f(t, w->name, w->val, w->count, err)))
             return st;
@@ -951,6 +1073,14 @@ static tern_status step_packed(tern_trainer *t, const void *x, size_t x_count, c
                 continue;
             if (w->grad && (st = tern_rt_get_output(t->rt, w->grad_out, w->grad, w->count * sizeof(float), err)))
                 return st;
+        }
+        if (t->carry) {
+            if ((st = check_and_carry(t, step, &in, err)))
+                return st;
+            t->step = step;
+            if (info)
+                *info = in;
+            return TERN_OK;
         }
         st = TERN_OK;
         for (size_t i = 0; i < t->nw && !st; i++) {
