@@ -29,20 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tern_status oom(tern_error *err)
-{
-    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-}
-
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 static int is_pow2(int64_t v)
 {
     return v > 0 && (v & (v - 1)) == 0;
@@ -203,7 +189,7 @@ tern_status train_prune_dead(tern_graph *g, tern_error *err)
     unsigned char *live = calloc((size_t)g->n_values + 1, 1), *keep = calloc((size_t)g->n_nodes + 1, 1);
     if (!live || !keep) {
         free(live), free(keep);
-        return oom(err);
+        return train_oom(err);
     }
     for (int k = 0; k < g->n_outputs; k++)
         live[g->outputs[k]] = 1;
@@ -315,7 +301,7 @@ tern_status train_set_outputs(tern_graph *g, const int *outs, int no, tern_error
 {
     g->outputs = malloc(sizeof(int) * (size_t)no);
     if (!g->outputs)
-        return oom(err);
+        return train_oom(err);
     for (int k = 0; k < no; k++) {
         g->outputs[g->n_outputs++] = outs[k];
         g->values[outs[k]].flags |= TERN_VALUE_OUTPUT;
@@ -349,7 +335,7 @@ int train_name_value(ad_ctx *a, int v, const char *name)
     int y = ad_op1(a, "Identity", v);
     if (y < 0)
         return -1;
-    char *nm = dupstr(name);
+    char *nm = train_strdup(name);
     if (!nm)
         return ad_fail(a, TERN_ERR_NOMEM, "train: out of memory");
     free(a->g->values[y].name);
@@ -372,7 +358,7 @@ static tern_status sync_ranks(tern_trainer *t, tern_error *err)
     if (!dp->rk) {
         dp->rk = calloc((size_t)dp->ranks, sizeof *dp->rk);
         if (!dp->rk)
-            return oom(err);
+            return train_oom(err);
         for (int64_t r = 0; r < dp->ranks; r++) {
             if (!dp->local[r])
                 continue;
@@ -381,18 +367,18 @@ static tern_status sync_ranks(tern_trainer *t, tern_error *err)
             k->st[0] = calloc(t->nw + 1, sizeof *k->st[0]);
             k->st[1] = calloc(t->nw + 1, sizeof *k->st[1]);
             if (!k->val || !k->st[0] || !k->st[1])
-                return oom(err);
+                return train_oom(err);
             for (size_t i = 0; i < t->nw; i++) {
                 const train_weight *w = &t->w[i];
                 if (r != r0 && !(k->val[i] = malloc(w->count * sizeof(float) + 1)))
-                    return oom(err);
+                    return train_oom(err);
                 for (int s = 0; s < w->n_state && r != r0 && !dp->zero; s++)
                     if (!(k->st[s][i] = malloc(w->count * sizeof(float) + 1)))
-                        return oom(err);
+                        return train_oom(err);
             }
             for (int s = 0; s < 2 && dp->zero; s++)
                 if (!(k->st[s][0] = calloc(dp->shard + 1, sizeof(float))))
-                    return oom(err);
+                    return train_oom(err);
         }
     }
     for (int64_t r = 0; r < dp->ranks; r++)
@@ -445,7 +431,7 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
                               "ZeRO or --precision fp32 or bf16");
     struct train_dp *dp = calloc(1, sizeof *dp);
     if (!dp)
-        return oom(err);
+        return train_oom(err);
     t->dp = dp;
     tern_exe_init(&dp->exe_grad);
     tern_exe_init(&dp->exe_zero);
@@ -463,7 +449,7 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     dp->algo = o->dp_exact ? TERN_ALGO_RDH : TERN_ALGO_AUTO;
     dp->algo_ran = dp->algo;
     if (!(dp->local = calloc((size_t)n, 1)))
-        return oom(err);
+        return train_oom(err);
     memset(dp->local, 1, (size_t)n);
     tern_status st;
     if (n > 1) {
@@ -530,15 +516,15 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     dp->bn_out = calloc(t->nw + 1, sizeof *dp->bn_out);
     dp->bn_new = calloc(t->nw + 1, sizeof *dp->bn_new);
     if (!dp->off || !dp->synced_ptr || !dp->bn_out || !dp->bn_new)
-        return oom(err);
+        return train_oom(err);
     for (size_t i = 0; i < t->nw; i++) {
         const train_weight *w = &t->w[i];
         char nm[512];
         snprintf(nm, sizeof nm, "train.new.%s", w->name);
         if (w->trained || !exe_has_output(&dp->exe_grad, nm))
             continue;
-        if (!(dp->bn_out[i] = dupstr(nm)) || !(dp->bn_new[i] = calloc(w->count + 1, sizeof(float))))
-            return oom(err);
+        if (!(dp->bn_out[i] = train_strdup(nm)) || !(dp->bn_new[i] = calloc(w->count + 1, sizeof(float))))
+            return train_oom(err);
     }
     int nst = 0;
     for (size_t i = 0; i < t->nw; i++) {
@@ -588,7 +574,7 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     size_t sc = t->target_count > t->read_count ? t->target_count : t->read_count;
     t->scratch = calloc(sc + 1, sizeof(float));
     if (!t->scratch)
-        return oom(err);
+        return train_oom(err);
     if (!o->timing_only) {
         dp->leaf = calloc((size_t)dp->per_rank, sizeof *dp->leaf);
         dp->gbuf = calloc((size_t)n, sizeof *dp->gbuf);
@@ -596,17 +582,17 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
         dp->tmp = calloc(dp->count + dp->flat + 1, sizeof(float));
         dp->tmp2 = calloc(dp->count + 1, sizeof(float));
         if (!dp->leaf || !dp->gbuf || (dp->zero && !dp->wbuf) || !dp->tmp || !dp->tmp2)
-            return oom(err);
+            return train_oom(err);
         for (int64_t i = 0; i < dp->per_rank; i++)
             if (!(dp->leaf[i] = calloc(dp->flat + 1, sizeof(float))))
-                return oom(err);
+                return train_oom(err);
         for (int64_t r = 0; r < n; r++) {
             if (!dp->local[r])
                 continue;
             if (!(dp->gbuf[r] = calloc(dp->count + 1, sizeof(float))))
-                return oom(err);
+                return train_oom(err);
             if (dp->zero && !(dp->wbuf[r] = calloc((size_t)n * (dp->shard + 1) + 1, sizeof(float))))
-                return oom(err);
+                return train_oom(err);
         }
         if (dp->zero && o->optimizer == TERN_OPT_LAMB) {
             size_t S = dp->shard, T = dp->ntr;
@@ -615,13 +601,13 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
             dp->lbuf = calloc((size_t)n, sizeof *dp->lbuf);
             dp->rsq = calloc((size_t)n, sizeof *dp->rsq);
             if (!dp->seg || !dp->rdir || !dp->lbuf || !dp->rsq)
-                return oom(err);
+                return train_oom(err);
             for (int64_t r = 0; r < n; r++) {
                 if (!dp->local[r])
                     continue;
                 if (!(dp->seg[r] = calloc(S * T + 1, sizeof(float))) || !(dp->rdir[r] = calloc(S + 1, sizeof(float))) ||
                     !(dp->lbuf[r] = calloc((size_t)n * 2 * T + 1, sizeof(float))))
-                    return oom(err);
+                    return train_oom(err);
                 size_t ti = 0;
                 for (size_t i = 0; i < t->nw; i++) {
                     if (!t->w[i].trained)
@@ -837,7 +823,7 @@ static tern_status update_full(tern_trainer *t, float **nv, double *gn, double *
                 float *b = malloc(w->count * sizeof(float) + 1);
                 nv[((size_t)r * t->nw + i) * 3 + (size_t)k] = b;
                 if (!b) {
-                    st = oom(err);
+                    st = train_oom(err);
                     break;
                 }
                 const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
@@ -924,7 +910,7 @@ tern_status train_dp_step(tern_trainer *t, const void *x, size_t x_bytes, const 
     float **nv = calloc(nslot + 1, sizeof *nv), **nzs = calloc((size_t)dp->ranks * 2 + 1, sizeof *nzs);
     if (!nv || !nzs) {
         free(nv), free(nzs);
-        return oom(err);
+        return train_oom(err);
     }
     double gn = NAN;
     float loss = timing ? NAN : dp->gbuf[r0][dp->total]; /* non-ZeRO: every rank holds the reduced loss */

@@ -14,11 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tern_status oom(tern_error *err)
-{
-    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-}
-
 static int zadd_input2(ad_ctx *a, const char *name, int64_t n0, int64_t n1)
 {
     int id = train_flat_input(a, name, n0);
@@ -56,7 +51,7 @@ tern_status train_dp_build_zlamb(tern_trainer *t, int phase, uint64_t *hbm, tern
     const tern_train_opts *o = &t->o;
     tern_graph *g = calloc(1, sizeof *g);
     if (!g)
-        return oom(err);
+        return train_oom(err);
     g->opset = 17;
     g->ir_version = 8;
     ad_ctx a;
@@ -142,7 +137,7 @@ tern_status train_dp_build_zero(tern_trainer *t, int norm_only, uint64_t *hbm, t
     struct train_dp *dp = t->dp;
     tern_graph *g = calloc(1, sizeof *g);
     if (!g)
-        return oom(err);
+        return train_oom(err);
     g->opset = 17;
     g->ir_version = 8;
     ad_ctx a;
@@ -361,7 +356,7 @@ tern_status train_dp_update_zero(tern_trainer *t, float **nv, float **nzs, doubl
                 float *b = malloc(S * sizeof(float) + 1);
                 nzs[(size_t)r * 2 + (size_t)k] = b;
                 if (!b)
-                    st = oom(err);
+                    st = train_oom(err);
                 else
                     st = tern_rt_get_output(r1, nm, b, S * sizeof(float), err);
             }
@@ -386,7 +381,7 @@ tern_status train_dp_update_zero(tern_trainer *t, float **nv, float **nzs, doubl
             if (lamb) { /* pass 2: p, r, which tensor each element is in, every rank's sums, lr */
                 float sums[2][64], *sp = T <= 64 ? sums[0] : malloc(2 * T * sizeof(float));
                 if (!sp) {
-                    st = oom(err);
+                    st = train_oom(err);
                     break;
                 }
                 memset(sp, 0, 2 * T * sizeof(float));
@@ -445,7 +440,7 @@ tern_status train_dp_update_zero(tern_trainer *t, float **nv, float **nzs, doubl
             float *b = malloc(S * sizeof(float) + 1);
             nzs[(size_t)r * 2 + (size_t)k] = b;
             if (!b)
-                st = oom(err);
+                st = train_oom(err);
             else
                 st = tern_rt_get_output(rt, nm, b, S * sizeof(float), err);
         }
@@ -489,7 +484,7 @@ tern_status train_dp_update_zero(tern_trainer *t, float **nv, float **nzs, doubl
             float *b = malloc(w->count * sizeof(float) + 1);
             nv[((size_t)r * t->nw + i) * 3] = b;
             if (!b) {
-                st = oom(err);
+                st = train_oom(err);
                 break;
             }
             for (size_t e = 0; e < w->count; e++) {

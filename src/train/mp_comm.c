@@ -8,11 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tern_status oom(tern_error *err)
-{
-    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-}
-
 unsigned mp_rank_of(const struct train_mp *mp, int64_t d, int64_t s, int64_t r)
 {
     return (unsigned)((d * mp->p.pp + s) * mp->p.tp + r);
@@ -29,7 +24,7 @@ tern_status mp_p2p_time(struct train_mp *mp, int64_t s, size_t count, int dir, d
 {
     unsigned *pairs = malloc(sizeof(unsigned) * 2 * (size_t)mp->p.tp + 1);
     if (!pairs)
-        return oom(err);
+        return train_oom(err);
     for (int64_t r = 0; r < mp->p.tp; r++) {
         unsigned a = mp_core_of(mp, 0, s, r), b = mp_core_of(mp, 0, s + 1, r);
         pairs[2 * r] = dir ? b : a;
@@ -151,7 +146,7 @@ tern_status mp_dp_coll(struct train_mp *mp, tern_coll_op op, float **bufs, size_
     void **out = malloc(sizeof(void *) * (size_t)nc + 1);
     if (!groups || !in || !out) {
         free(groups), free(in), free(out);
-        return oom(err);
+        return train_oom(err);
     }
     /* interleaved: one collective per local chunk c (chunks c P .. c P + P - 1, one on each stage), in turn */
     double total = 0;
@@ -208,7 +203,7 @@ tern_status mp_group_coll(struct train_mp *mp, float **bufs, int sp, double *sec
     const void **in = calloc((size_t)nc + 1, sizeof *in);
     void **out = calloc((size_t)nc + 1, sizeof *out);
     float **bk = calloc((size_t)nc + 1, sizeof *bk);
-    tern_status st = !groups || !in || !out || !bk ? oom(err) : TERN_OK;
+    tern_status st = !groups || !in || !out || !bk ? train_oom(err) : TERN_OK;
     double total = 0;
     for (int e = 0; e < (sp ? 1 : mp->nkvrep) && !st; e++) {
         int64_t R = sp ? tp : mp->kvrep[e];
@@ -216,7 +211,7 @@ tern_status mp_group_coll(struct train_mp *mp, float **bufs, int sp, double *sec
         for (int64_t k = 0; k < nc && bufs && !st; k++) {
             free(bk[k]);
             if (!(bk[k] = calloc(cnt + 1, sizeof(float))))
-                st = oom(err);
+                st = train_oom(err);
         }
         for (int64_t c = 0; c < mp->V && !st; c++) {
             int64_t gi = 0;

@@ -57,20 +57,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tern_status oom(tern_error *err)
-{
-    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-}
-
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 void train_mp_free(tern_trainer *t)
 {
     struct train_mp *mp = t->mp;
@@ -132,7 +118,7 @@ static tern_status build_update(tern_trainer *t, size_t len, int nst, tern_exe *
 {
     tern_graph *g = calloc(1, sizeof *g);
     if (!g)
-        return oom(err);
+        return train_oom(err);
     g->opset = 17;
     g->ir_version = 8;
     ad_ctx a;
@@ -279,19 +265,19 @@ static tern_status alloc_values(tern_trainer *t, tern_error *err)
     mp->dact = calloc((size_t)tp, sizeof *mp->dact);
     mp->gx = calloc((size_t)tp, sizeof *mp->gx);
     if (!mp->val || !mp->st[0] || !mp->st[1] || !mp->gacc || !mp->act || !mp->dact || !mp->gx)
-        return oom(err);
+        return train_oom(err);
     for (int64_t s = 0; s < pp; s++)
         for (int64_t r = 0; r < tp; r++) {
             size_t ix = (size_t)(s * tp + r), f = mp->stg[s].flat;
             if (!(mp->val[ix] = calloc(f + 1, sizeof(float))))
-                return oom(err);
+                return train_oom(err);
             for (int q = 0; q < mp->nst; q++)
                 if (!(mp->st[q][ix] = calloc(f + 1, sizeof(float))))
-                    return oom(err);
+                    return train_oom(err);
         }
     for (int64_t i = 0; i < mp->n; i++) /* this process's data replicas' */
         if (mp->dlocal[i / (pp * tp)] && !(mp->gacc[i] = calloc(mp->maxflat + 1, sizeof(float))))
-            return oom(err);
+            return train_oom(err);
     size_t xtot = 0, xmax = 1;
     for (int i = 0; i < p->nxv; i++) {
         xtot += p->xv[i].count;
@@ -301,9 +287,9 @@ static tern_status alloc_values(tern_trainer *t, tern_error *err)
     for (int64_t r = 0; r < tp; r++)
         if (!(mp->act[r] = calloc(xtot + 1, sizeof(float))) || !(mp->dact[r] = calloc(xtot + 1, sizeof(float))) ||
             !(mp->gx[r] = calloc(xtot + 1, sizeof(float))))
-            return oom(err);
+            return train_oom(err);
     if (!(mp->tmp = calloc((size_t)tp * xmax + mp->maxflat + 1, sizeof(float))))
-        return oom(err);
+        return train_oom(err);
     return TERN_OK;
 }
 
@@ -337,7 +323,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                                                                                                      : "--loss-output");
     struct train_mp *mp = calloc(1, sizeof *mp);
     if (!mp)
-        return oom(err);
+        return train_oom(err);
     t->mp = mp;
     tern_exe_init(&mp->zexe);
     mp->zero = o->zero;
@@ -419,7 +405,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     mp->stg = calloc((size_t)pp, sizeof *mp->stg);
     mp->sidx = calloc((size_t)p->nseg + 1, sizeof *mp->sidx);
     if (!mp->stg || !mp->sidx)
-        return oom(err);
+        return train_oom(err);
     mp->nst = 0;
     for (size_t i = 0; i < t->nw; i++)
         if (t->w[i].trained)
@@ -432,7 +418,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         flops += sg->prog.flops * (sg->pair >= 0 || sg->vocab ? (double)tp : 1.0);
         mp->sidx[k] = malloc(sizeof(int) * (m->nw + 1));
         if (!mp->sidx[k])
-            return oom(err);
+            return train_oom(err);
         for (size_t i = 0; i < m->nw; i++) {
             mp->sidx[k][i] = -1;
             if (sg->xw[i] >= 0 || !m->w[i].trained)
@@ -449,13 +435,13 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                                           m->w[i].name, k);
                 mp_wt *nw = realloc(S->w, sizeof *nw * (size_t)(S->nw + 1));
                 if (!nw)
-                    return oom(err);
+                    return train_oom(err);
                 S->w = nw;
                 mp_wt *w = &S->w[S->nw];
                 memset(w, 0, sizeof *w);
-                w->name = dupstr(m->w[i].name);
+                w->name = train_strdup(m->w[i].name);
                 if (!w->name)
-                    return oom(err);
+                    return train_oom(err);
                 const mp_wspec *ws = sg->pair >= 0 || sg->vocab ? mp_wspec_of(p, w->name) : NULL;
                 w->full = full;
                 w->axis = ws ? ws->axis : -1;
@@ -560,13 +546,13 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     if (mp->zero && !o->timing_only) { /* timing-only: no values, no buffers */
         mp->wbuf = calloc((size_t)mp->n, sizeof *mp->wbuf);
         if (!mp->wbuf)
-            return oom(err);
+            return train_oom(err);
         for (int64_t i = 0; i < mp->n; i++) /* this process's data replicas' */
             if (mp->dlocal[i / (pp * tp)] && !(mp->wbuf[i] = calloc(mp->maxflat + 1, sizeof(float))))
-                return oom(err);
+                return train_oom(err);
         for (int k = 0; k < 4; k++)
             if (!(mp->zb[k] = calloc(mp->zshard + 1, sizeof(float))))
-                return oom(err);
+                return train_oom(err);
     }
     t->hbm = hbm;
     t->flops = flops * (double)micro * (double)dp;
@@ -585,7 +571,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     mp->ps_f = malloc(sizeof(double) * ((size_t)p->nseg + 1));
     mp->ps_g = malloc(sizeof(double) * ((size_t)p->nseg + 1));
     if (!mp->fsec || !mp->tf || !mp->tb || !mp->synced_ptr || !mp->ps_f || !mp->ps_g || !mp->gath)
-        return oom(err);
+        return train_oom(err);
     for (int k = 0; k < p->nseg; k++)
         mp->ps_f[k] = mp->ps_g[k] = -1;
     if (!o->timing_only && (st = alloc_values(t, err)))
@@ -607,7 +593,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     if (mp->tied_count) { /* the first and last stages' tensor ranks exchange the tied gradients (both ways at once) */
         unsigned *pairs = malloc(sizeof(unsigned) * 4 * (size_t)tp + 1);
         if (!pairs)
-            return oom(err);
+            return train_oom(err);
         for (int64_t r = 0; r < tp; r++) {
             unsigned a = mp_core_of(mp, 0, 0, r), b = mp_core_of(mp, 0, pp - 1, r);
             pairs[4 * r] = a, pairs[4 * r + 1] = b, pairs[4 * r + 2] = b, pairs[4 * r + 3] = a;
@@ -631,7 +617,7 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
     size_t sc = t->target_count > t->read_count ? t->target_count : t->read_count;
     t->scratch = calloc(sc + 1, sizeof(float));
     if (!t->scratch)
-        return oom(err);
+        return train_oom(err);
     if (!o->timing_only)
         scatter(t);
     return TERN_OK;
@@ -904,14 +890,14 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
     size_t Z = mp->zshard;
     /* a core updates its block of each of its chunks in turn (interleaved: V chunks a stage) */
     double *usum = calloc((size_t)(dp * mp->P * tp) + 1, sizeof(double));
-    tern_status st = usum ? TERN_OK : oom(err);
+    tern_status st = usum ? TERN_OK : train_oom(err);
     uint64_t fkey = 0;
     for (int64_t s = 0; s < pp && !st; s++)
         for (int64_t r = 0; r < tp && !st; r++) {
             size_t ix = (size_t)(s * tp + r), flat = mp->stg[s].flat;
             for (int q = -1; q < mp->nst && !st; q++)
                 if (!(nv[ix * 3 + (size_t)(q + 1)] = calloc(flat + 1, sizeof(float))))
-                    st = oom(err);
+                    st = train_oom(err);
             for (int64_t d = 0; d < dp && !st; d++) {
                 if (!mp->dlocal[d]) /* another process's replica updates its block */
                     continue;
@@ -983,7 +969,7 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
     double *f = malloc(sizeof(double) * (size_t)pp + 1), *b = malloc(sizeof(double) * (size_t)pp + 1);
     if (!f || !b) {
         free(f), free(b);
-        return oom(err);
+        return train_oom(err);
     }
     for (int64_t s = 0; s < pp; s++) {
         f[s] = mp->tf[s] / (double)K;
@@ -995,7 +981,7 @@ static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double 
         /* for comparison: plain 1F1B over P stages of V consecutive chunks each (the chunks' times summed) */
         double *f1 = calloc((size_t)mp->P + 1, sizeof(double)), *b1 = calloc((size_t)mp->P + 1, sizeof(double));
         if (!f1 || !b1)
-            st = oom(err);
+            st = train_oom(err);
         for (int64_t g = 0; g < pp && !st; g++) {
             f1[g / mp->V] += f[g];
             b1[g / mp->V] += b[g];
@@ -1042,7 +1028,7 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
         mp->tf[s] = mp->tb[s] = 0;
     double *fb = calloc(2 * (size_t)pp + 1, sizeof *fb); /* one micro-batch's, added as the functional step adds */
     if (!fb)
-        return oom(err);
+        return train_oom(err);
     for (int64_t c = 0; c < dp * M && !st; c++) {
         memset(fb, 0, 2 * (size_t)pp * sizeof *fb);
         st = micro_batch_timing(t, fb, fb + pp, err);
@@ -1072,7 +1058,7 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
     }
     double *usum = calloc((size_t)mp->P + 1, sizeof(double)); /* a stage updates its chunks in turn */
     if (!usum)
-        return oom(err);
+        return train_oom(err);
     for (int64_t s = 0; s < pp && !mp->zero; s++) {
         if ((st = run_prog(mp->stg[s].urt, &secs, err))) {
             free(usum);
@@ -1128,7 +1114,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     size_t nmv = (size_t)K * (1 + 2 * (size_t)pp);
     double *mv = calloc(nmv + 1, sizeof *mv), loss = 0;
     if (!mv)
-        return oom(err);
+        return train_oom(err);
     int64_t fc = 0;
     for (int64_t d = 0; d < dp && !st; d++)
         for (int64_t j = 0; j < M && !st && mp->dlocal[d]; j++) {
@@ -1229,7 +1215,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     double *usum = calloc((size_t)(mp->P * tp) + 1, sizeof(double)); /* a stage updates its chunks in turn */
     if (!nv || !usum) {
         free(nv), free(usum);
-        return oom(err);
+        return train_oom(err);
     }
     if (mp->zero)
         st = update_zero(t, step, (float)(mp->gscale * coef), nv, &tupd, &tdp, err);
@@ -1264,7 +1250,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                 float *b = malloc(S->flat * sizeof(float) + 1);
                 nv[ix * 3 + (size_t)(q + 1)] = b;
                 if (!b) {
-                    st = oom(err);
+                    st = train_oom(err);
                     break;
                 }
                 char nm[64];
@@ -1345,7 +1331,7 @@ tern_status train_mp_collect(tern_trainer *t, tern_error *err)
         return TERN_OK;
     size_t nsr = (size_t)(mp->p.pp * mp->p.tp), *len = malloc(sizeof *len * nsr + 1);
     if (!len)
-        return oom(err);
+        return train_oom(err);
     for (size_t ix = 0; ix < nsr; ix++)
         len[ix] = mp->stg[ix / (size_t)mp->p.tp].flat;
     tern_status st = TERN_OK;

@@ -21,11 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tern_status oom(tern_error *err)
-{
-    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-}
-
 /* the value named like g's v in gsp has v's shape with the leading axis divided by tp */
 static int row_shard_of(const tern_graph_value *full, const tern_graph_value *shard, int64_t tp)
 {
@@ -70,7 +65,7 @@ static tern_status load_gsp(tern_trainer *t, mp_plan *p, const unsigned char *is
     }
     int *in = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + nw + 1));
     if (!in)
-        return oom(err);
+        return train_oom(err);
     g->inputs = in;
     for (int v = 0; v < g->n_values; v++) {
         tern_graph_value *gv = &g->values[v];
@@ -105,7 +100,7 @@ tern_status mp_sp_plan(tern_trainer *t, mp_plan *p, const unsigned char *isw, te
     unsigned char *rowdep = calloc((size_t)g->n_values + 1, 1), *inseg = calloc((size_t)g->n_nodes + 1, 1);
     if (!rowdep || !inseg) {
         free(rowdep), free(inseg);
-        return oom(err);
+        return train_oom(err);
     }
     for (int k = 0; k < p->nseg && !st; k++) {
         mp_seg *sg = &p->seg[k];

@@ -14,20 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tern_status oom(tern_error *err)
-{
-    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-}
-
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 /* values produced before position q of ord[] (or the data input) and read at or after it */
 static int crossing(const tern_graph *g, const int *ord, int n, int q, const int *pos, int data_val, int *first_v,
                     char *names, size_t nl)
@@ -107,14 +93,14 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     size_t nfz = tern_train_frozen_count(t);
     p->frozen = calloc(nfz + 1, sizeof *p->frozen);
     if (!p->frozen)
-        return oom(err);
+        return train_oom(err);
     for (size_t k = 0; k < nfz; k++)
-        if (!(p->frozen[p->nfrozen++] = dupstr(tern_train_frozen_name(t, k, NULL))))
-            return oom(err);
+        if (!(p->frozen[p->nfrozen++] = train_strdup(tern_train_frozen_name(t, k, NULL))))
+            return train_oom(err);
     /* weights (as the step graph finds them) become inputs before inference, so nothing reading them folds */
     unsigned char *isw = calloc((size_t)g->n_values + 1, 1);
     if (!isw)
-        return oom(err);
+        return train_oom(err);
     int nwin = 0;
     for (int v = 0; v < g->n_values; v++) {
         tern_graph_value *gv = &g->values[v];
@@ -125,7 +111,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     int *in = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + nwin + 1));
     if (!in) {
         free(isw);
-        return oom(err);
+        return train_oom(err);
     }
     g->inputs = in;
     for (int v = 0; v < g->n_values; v++)
@@ -146,7 +132,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     p->wd = calloc((size_t)g->n_nodes + 1, 1);
     if (!p->wd) {
         free(isw);
-        return oom(err);
+        return train_oom(err);
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const tern_graph_node *nd = &g->nodes[i];
@@ -170,7 +156,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     int *cut = calloc((size_t)p->pp + 1, sizeof(int));
     if (!ord || !pos || !segof || !cut) {
         free(isw), free(ord), free(pos), free(segof), free(cut);
-        return oom(err);
+        return train_oom(err);
     }
     /* execution order: a pair's nodes contiguous (the nodes between a and b that are not the pair's go first).
      * Nodes whose outputs the plan knows as constants (the shape arithmetic of a dynamic-batch export) run in no
@@ -180,7 +166,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     unsigned char *placed = calloc((size_t)n + 1, 1);
     if (!placed) {
         free(isw), free(ord), free(pos), free(segof), free(cut);
-        return oom(err);
+        return train_oom(err);
     }
     for (int i = 0; i < n; i++) {
         pos[i] = -1;
@@ -216,7 +202,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     unsigned char *lin = calloc((size_t)n + 1, 1);
     if (!lin) {
         free(isw), free(ord), free(pos), free(segof), free(cut);
-        return oom(err);
+        return train_oom(err);
     }
     /* ... whose weight nothing else reads: a tied output projection (the embedding's transpose) is not a layer */
     int nlin = 0;
@@ -262,7 +248,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
             names[0] = 0;
             int c = crossing(g, ord, no, q, pos, p->data_val, &fv, names, sizeof names);
             if (c < 0) {
-                st = oom(err);
+                st = train_oom(err);
                 break;
             }
             if (c == 1 && fv >= 0 && fv != p->data_val && g->values[fv].type == TERN_ELEM_FLOAT)
@@ -288,7 +274,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
     p->seg = calloc((size_t)no + 1, sizeof *p->seg);
     p->stage_first = calloc((size_t)p->pp + 1, sizeof(int));
     if (!st && (!p->seg || !p->stage_first))
-        st = oom(err);
+        st = train_oom(err);
     int stage = 0;
     for (int k = 0; k < no && !st; k++) {
         int node = ord[k], pi = mp_pair_of(p, node), vk = mp_vocab_of(p, node);
@@ -309,7 +295,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
             cur->stage = stage;
             cur->nodes = malloc(sizeof(int) * ((size_t)no + 1));
             if (!cur->nodes) {
-                st = oom(err);
+                st = train_oom(err);
                 break;
             }
         }
@@ -328,7 +314,7 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         ls->stage = (int)p->pp - 1;
         ls->nodes = malloc(sizeof(int));
         if (!ls->nodes)
-            st = oom(err);
+            st = train_oom(err);
         p->stage_first[p->pp] = p->nseg;
     }
     /* crossing values */
@@ -337,12 +323,12 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
         sg->xin = malloc(sizeof(int) * ((size_t)g->n_values + 1));
         sg->xout = malloc(sizeof(int) * ((size_t)g->n_values + 1));
         if (!sg->xin || !sg->xout)
-            st = oom(err);
+            st = train_oom(err);
     }
     p->xv = calloc((size_t)g->n_values + 1, sizeof *p->xv);
     int *xid = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     if (!st && (!p->xv || !xid))
-        st = oom(err);
+        st = train_oom(err);
     for (int v = 0; xid && v < g->n_values; v++)
         xid[v] = -1;
     for (int k = 0; k < p->nseg && !st; k++) {
@@ -376,9 +362,9 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
                 }
                 if (xid[v] < 0) {
                     mp_xv *x = &p->xv[p->nxv];
-                    x->name = dupstr(gv->name);
+                    x->name = train_strdup(gv->name);
                     if (!x->name) {
-                        st = oom(err);
+                        st = train_oom(err);
                         break;
                     }
                     x->count = (size_t)cnt;
@@ -416,9 +402,9 @@ tern_status mp_plan_build(tern_trainer *t, mp_plan *p, tern_error *err)
             int64_t cnt = 1;
             for (int d = 0; d < gv->rank; d++)
                 cnt *= gv->dims[d];
-            x->name = dupstr(gv->name);
+            x->name = train_strdup(gv->name);
             if (!x->name)
-                st = oom(err);
+                st = train_oom(err);
             x->count = (size_t)cnt;
             x->rank = gv->rank;
             memcpy(x->dims, gv->dims, sizeof x->dims);
@@ -580,7 +566,7 @@ static tern_status const_node(tern_graph *g, int v, tern_host_tensor *c, tern_er
     int id = graph_add_node(g, "Constant", "", nm, 0, 1, 1);
     if (id < 0) {
         tern_host_tensor_free(c);
-        return oom(err);
+        return train_oom(err);
     }
     tern_graph_node *n = &g->nodes[id];
     n->outputs[0] = v;
@@ -589,7 +575,7 @@ static tern_status const_node(tern_graph *g, int v, tern_host_tensor *c, tern_er
     n->attrs[0].t = c;
     n->n_attrs = 1;
     if (!n->attrs[0].name)
-        return oom(err);
+        return train_oom(err);
     graph_value_reset_shape(&g->values[v]);
     g->values[v].flags &= ~(unsigned)(TERN_VALUE_INPUT | TERN_VALUE_INITIALIZER);
     return TERN_OK;
@@ -624,7 +610,7 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     unsigned char *keep = calloc((size_t)g->n_nodes + 1, 1), *xin = calloc((size_t)g->n_values + 1, 1);
     if (!keep || !xin) {
         free(keep), free(xin);
-        return oom(err);
+        return train_oom(err);
     }
     for (int e = 0; e < sg->nn; e++)
         keep[sg->nodes[e]] = 1;
@@ -663,7 +649,7 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
                 int v = g->nodes[i].outputs[q];
                 g->nodes[i].outputs[q] = graph_add_value(g, NULL);
                 if (g->nodes[i].outputs[q] < 0)
-                    st = oom(err);
+                    st = train_oom(err);
                 (void)v;
             }
     /* the data input only where the segment reads it */
@@ -687,7 +673,7 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     int *outs = malloc(sizeof(int) * ((size_t)sg->nxout + (size_t)g->n_outputs + 2));
     int nout = 0;
     if (!st && !outs)
-        st = oom(err);
+        st = train_oom(err);
     for (int q = 0; q < sg->nxout && !st; q++) {
         int v = graph_lookup(g, p->xv[sg->xout[q]].name);
         outs[nout++] = v;
@@ -713,13 +699,13 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     const mp_pair *fp = sg->pair >= 0 ? &p->pairs[sg->pair] : NULL;
     int *fixv = fp ? malloc(sizeof(int) * ((size_t)fp->nfix + 1)) : NULL;
     if (fp && !fixv)
-        st = oom(err);
+        st = train_oom(err);
     for (int q = 0; fp && q < fp->nfix && !st; q++) {
         char nm[64];
         snprintf(nm, sizeof nm, "tern.mp.fix.%d", q);
         int v = graph_add_value(g, nm);
         if (v < 0) {
-            st = oom(err);
+            st = train_oom(err);
             break;
         }
         g->nodes[fp->fix[q].node].inputs[1] = v;
@@ -729,9 +715,9 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     if (!st && fp) {
         fixname = calloc((size_t)fp->nfix + 1, sizeof *fixname);
         for (int q = 0; fixname && q < fp->nfix; q++)
-            fixname[q] = dupstr(g->values[fixv[q]].name);
+            fixname[q] = train_strdup(g->values[fixv[q]].name);
         if (!fixname)
-            st = oom(err);
+            st = train_oom(err);
     }
     free(fixv);
     if (!st)
@@ -739,7 +725,7 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     /* values a kept node reads that nothing here computes: the plan graph's constants (shapes, masks) */
     unsigned char *made = !st ? calloc((size_t)g->n_values + 1, 1) : NULL;
     if (!st && !made)
-        st = oom(err);
+        st = train_oom(err);
     for (int i = 0; made && i < g->n_nodes; i++)
         for (int q = 0; q < g->nodes[i].n_outputs; q++)
             if (g->nodes[i].outputs[q] >= 0)
@@ -839,7 +825,7 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
             ad_shape one = {.rank = 1, .d = {1}};
             int l = a.failed ? -1 : ad_op1(&a, "Identity", ad_reshape(&a, acc, &one));
             if (l >= 0) {
-                char *nm = dupstr(MP_LOSS);
+                char *nm = train_strdup(MP_LOSS);
                 if (!nm) {
                     ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
                 } else {
@@ -883,7 +869,7 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
             if ((st = mp_vocab_build(t, p, &hbm, &sg->prog.flops, err)))
                 break;
             if (!(sg->xw = calloc(1, sizeof(int))))
-                st = oom(err);
+                st = train_oom(err);
             continue;
         }
         if ((st = seg_graph(t, p, k, 0, 1, m, err)) || (st = train_build_step_graph(m, TRAIN_GRAPH_GRADS, err)))
@@ -903,7 +889,7 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
         m->scratch = calloc(sc + 1, sizeof(float));
         sg->xw = malloc(sizeof(int) * (m->nw + 1));
         if (!m->scratch || !sg->xw) {
-            st = oom(err);
+            st = train_oom(err);
             break;
         }
         for (size_t i = 0; i < m->nw; i++) {
@@ -930,7 +916,7 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
                 cnt++;
         int *in = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + cnt + 1));
         if (!in) {
-            st = oom(err);
+            st = train_oom(err);
         } else {
             g->inputs = in;
             for (int v = 0; v < g->n_values; v++) {

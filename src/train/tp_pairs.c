@@ -34,20 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tern_status oom(tern_error *err)
-{
-    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-}
-
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 static int is_weight_val(const tern_graph *g, int v, const unsigned char *isw)
 {
     return v >= 0 && v < g->n_values && isw[v];
@@ -121,9 +107,9 @@ tern_status mp_add_wspec(mp_plan *p, const char *name, int axis, int rank0, cons
                                   name);
     mp_wspec *nw = realloc(p->ws, sizeof *nw * (size_t)(p->nws + 1));
     if (!nw)
-        return oom(err);
+        return train_oom(err);
     p->ws = nw;
-    p->ws[p->nws].name = dupstr(name);
+    p->ws[p->nws].name = train_strdup(name);
     p->ws[p->nws].axis = axis;
     p->ws[p->nws].rank0_only = rank0;
     p->ws[p->nws].ngroups = grp ? grp->ngroups : 1;
@@ -132,7 +118,7 @@ tern_status mp_add_wspec(mp_plan *p, const char *name, int axis, int rank0, cons
     p->ws[p->nws].rep = rep > 1 ? rep : 1;
     p->ws[p->nws].blk = blk;
     if (!p->ws[p->nws].name)
-        return oom(err);
+        return train_oom(err);
     p->nws++;
     return TERN_OK;
 }
@@ -662,7 +648,7 @@ tern_status mp_find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw,
     tern_graph *g = p->g;
     unsigned char *taken = calloc((size_t)g->n_nodes + 1, 1);
     if (!taken)
-        return oom(err);
+        return train_oom(err);
     char why[768] = "", first[768] = "";
     tern_status st = TERN_OK;
     for (int i = 0; i < g->n_nodes && !st; i++) {
@@ -697,7 +683,7 @@ tern_status mp_find_pairs(tern_trainer *t, mp_plan *p, const unsigned char *isw,
             free(pr.in);
             free(pr.fix);
             free(pr.nrep);
-            st = oom(err);
+            st = train_oom(err);
             break;
         }
         p->pairs = np;

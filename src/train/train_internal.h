@@ -115,6 +115,9 @@ struct tern_trainer {
 #define TRAIN_GRAPH_MICRO 1
 #define TRAIN_GRAPH_GRADS 2
 #define TRAIN_GRAPH_UPDATE 3
+/* "train: out of memory" (TERN_ERR_NOMEM), and a copy of a string (NULL when out of memory): the layers' one pair */
+tern_status train_oom(tern_error *err);
+char *train_strdup(const char *s);
 tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *err);
 /* freeze.c: why initializer v stays constant ("--freeze", "attention mask") or NULL; the check of o->freeze's
  * names against t->g, recording the constant list in t->frozen when record; its free. */

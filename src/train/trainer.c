@@ -1214,3 +1214,17 @@ tern_status tern_train_step_inputs(tern_trainer *t, const tern_train_data *data,
     free(x);
     return st;
 }
+
+tern_status train_oom(tern_error *err)
+{
+    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
+}
+
+char *train_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}

@@ -25,20 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tern_status oom(tern_error *err)
-{
-    return tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
-}
-
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 int mp_vocab_of(const mp_plan *p, int node)
 {
     if (node < 0)
@@ -125,9 +111,9 @@ tern_status mp_vocab_find(tern_trainer *t, mp_plan *p, const unsigned char *isw,
     p->vhead = head;
     p->vocab = V;
     p->vblk = blk;
-    if (!(p->vweight[0] = dupstr(g->values[wv].name)) ||
-        (wh >= 0 && !(p->vweight[1] = dupstr(g->values[wh].name))))
-        return oom(err);
+    if (!(p->vweight[0] = train_strdup(g->values[wv].name)) ||
+        (wh >= 0 && !(p->vweight[1] = train_strdup(g->values[wh].name))))
+        return train_oom(err);
     tern_status st = mp_add_wspec(p, g->values[wv].name, 0, 0, NULL, 1, blk, err);
     if (!st && wh >= 0 && wh != wv)
         st = mp_add_wspec(p, g->values[wh].name, trans ? 0 : 1, 0, NULL, 1, blk, err);
@@ -164,7 +150,7 @@ tern_status mp_vocab_embed_graph(const mp_plan *p, tern_graph *g, tern_error *er
     int *in = off >= 0 && raw >= 0 ? realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1)) : NULL;
     if (!in || ad_grow(&a) < 0) {
         ad_free(&a);
-        return oom(err);
+        return train_oom(err);
     }
     g->inputs = in;
     g->inputs[g->n_inputs++] = off;
@@ -211,7 +197,7 @@ static tern_status ce_program(tern_trainer *t, const mp_plan *p, int which, tern
     int64_t R = p->vrows, B = p->vblk;
     tern_graph *g = calloc(1, sizeof *g);
     if (!g)
-        return oom(err);
+        return train_oom(err);
     g->opset = 17;
     g->ir_version = 8;
     ad_ctx a;
@@ -346,7 +332,7 @@ tern_status mp_vocab_ce(tern_trainer *t, mp_plan *p, tern_fabric *tpfab, float *
                               rows, (long long)R);
     float *buf = calloc((size_t)tp * (2 * rb + (size_t)B + 4 * (size_t)R) + 1, sizeof(float));
     if (!buf)
-        return oom(err);
+        return train_oom(err);
     float *tg[64], *pad[64], *mx[64], *stt[64];
     for (int64_t r = 0; r < tp; r++) {
         tg[r] = buf + (size_t)r * rb;
