@@ -125,24 +125,9 @@ static int trailing_col_last(const tern_graph_value *full, const tern_graph_valu
 {
     if (!same_dims(full, y->rank, y->dims) || y->rank < 1 || col->rank > y->rank || numel_of(col) >= numel_of(y))
         return 0;
-    int k = y->rank;
-    while (k > 0) {
-        int xd = k - 1 - (y->rank - col->rank);
-        if (xd >= 0 && col->dims[xd] != 1)
-            break;
-        k--;
-    }
-    if (k == 0)
+    uint64_t in;
+    if (!cc_trailing_inner(y->rank, y->dims, col->rank, col->dims, &in))
         return 0;
-    uint64_t in = 1;
-    for (int d = 0; d < y->rank; d++) {
-        int xd = d - (y->rank - col->rank);
-        int64_t cd = xd < 0 ? 1 : col->dims[xd];
-        if (d < k && cd != y->dims[d])
-            return 0;
-        if (d >= k)
-            in *= (uint64_t)y->dims[d];
-    }
     return in == (uint64_t)y->dims[y->rank - 1] && numel_of(y) / in == numel_of(col);
 }
 

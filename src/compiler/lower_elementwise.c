@@ -633,6 +633,32 @@ static int alu_of(tern_op_id id, tern_alu_op *out)
     }
 }
 
+/* The shape rule of a trailing column (below), on dims alone: cdims (right-aligned) equal ydims up to some axis k
+ * and are 1 from k on, with k > 0; *inner = the product of ydims from k on. Shared with fuse_elementwise.c. */
+int cc_trailing_inner(int yrank, const int64_t *ydims, int crank, const int64_t *cdims, uint64_t *inner)
+{
+    int k = yrank;
+    while (k > 0) {
+        int xd = k - 1 - (yrank - crank);
+        if (xd >= 0 && cdims[xd] != 1)
+            break;
+        k--;
+    }
+    if (k == 0)
+        return 0;
+    uint64_t in = 1;
+    for (int d = 0; d < yrank; d++) {
+        int xd = d - (yrank - crank);
+        int64_t cd = xd < 0 ? 1 : cdims[xd];
+        if (d < k && cd != ydims[d])
+            return 0;
+        if (d >= k)
+            in *= (uint64_t)ydims[d];
+    }
+    *inner = in;
+    return 1;
+}
+
 /* Whether col broadcasts against full (shaped like y) along trailing axes only: right-aligned, col's dims equal
  * y's up to some axis k and are 1 from k on ([.., S, 1] against [.., S, H]; [N, C, 1, 1] against [N, C, H, W]).
  * Then y is [rows, inner] with inner = y's dims from k on, and col holds one value per row, contiguous. An
@@ -641,24 +667,9 @@ static int trailing_col(const cc_value *full, const cc_value *col, const cc_valu
 {
     if (!cc_same_shape(full, y) || y->rank < 1 || col->rank > y->rank || y->numel == 0 || col->numel >= y->numel)
         return 0;
-    int k = y->rank;
-    while (k > 0) {
-        int xd = k - 1 - (y->rank - col->rank);
-        if (xd >= 0 && col->dims[xd] != 1)
-            break;
-        k--;
-    }
-    if (k == 0)
+    uint64_t in;
+    if (!cc_trailing_inner(y->rank, y->dims, col->rank, col->dims, &in))
         return 0;
-    uint64_t in = 1;
-    for (int d = 0; d < y->rank; d++) {
-        int xd = d - (y->rank - col->rank);
-        int64_t cd = xd < 0 ? 1 : col->dims[xd];
-        if (d < k && cd != y->dims[d])
-            return 0;
-        if (d >= k)
-            in *= (uint64_t)y->dims[d];
-    }
     *inner = in;
     *rows = y->numel / in;
     return *rows == col->numel;

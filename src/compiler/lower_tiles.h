@@ -61,4 +61,8 @@ void tile_strided_copy(compile_ctx *c, cc_value *dst, uint64_t dst_off, cc_value
 cc_value *tile_broadcast_to(compile_ctx *c, cc_value *x, cc_value *out, cc_value *tmp);
 void tile_release_tmp(compile_ctx *c, cc_value *tmp, cc_value *used);
 
+/* lower_elementwise.c: whether cdims is a trailing column of ydims (1 from some axis k > 0 on, equal before);
+ * *inner the product of ydims from k on */
+int cc_trailing_inner(int yrank, const int64_t *ydims, int crank, const int64_t *cdims, uint64_t *inner);
+
 #endif
