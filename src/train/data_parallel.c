@@ -277,19 +277,16 @@ static tern_status build_grad(tern_trainer *t, uint64_t *hbm, tern_error *err)
     for (size_t i = 0; !st && i < t->nw; i++)
         if (i >= m.nw || strcmp(m.w[i].name, t->w[i].name) || m.w[i].trained != t->w[i].trained)
             st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the gradient graph's weights differ");
-    if (!st && m.ndrop)
-        st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                            "train: Dropout in training mode with data parallelism is not supported yet");
+    /* the gradient graph reads the update graph's masks (the same model: the same names and shapes) */
+    for (size_t k = 0; !st && k < m.ndrop; k++)
+        if (k >= t->ndrop || strcmp(m.drop[k].input, t->drop[k].input) || m.drop[k].count != t->drop[k].count)
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the gradient graph's Dropouts differ");
     if (!st)
         st = train_prune_dead(m.g, err);
     if (!st)
         st = train_compile_load(t, m.g, &dp->exe_grad, &dp->rt_grad, &dp->flops_grad, hbm, "gradient graph", err);
     train_free_weights(m.w, m.nw);
-    for (size_t k = 0; k < m.ndrop; k++) {
-        free(m.drop[k].input);
-        free(m.drop[k].mask);
-    }
-    free(m.drop);
+    train_dropout_free(m.drop, m.ndrop);
     free(m.data_name);
     free(m.read_out);
     tern_graph_free(m.g);
@@ -502,9 +499,6 @@ tern_status train_dp_create(tern_trainer *t, tern_error *err)
     if ((st = tern_graph_load_onnx(t->path, &t->g, err)) || (st = train_bind_data(t, err)) ||
         (st = train_build_step_graph(t, TRAIN_GRAPH_UPDATE, err)))
         return st;
-    if (t->ndrop)
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: Dropout in training mode with data parallelism is not supported yet");
     t->nodes = (size_t)t->g->n_nodes;
     if ((st = train_prune_dead(t->g, err)) || (st = build_grad(t, &hbm, err)))
         return st;
@@ -704,6 +698,8 @@ static tern_status rank_grads(tern_trainer *t, int64_t r, const void *x, size_t 
                     st = train_dp_set_in(t, dp->rt_grad, nm, dp->gbuf[r] + dp->off[w], t->w[w].count, err);
                 }
         }
+        if (!st) /* chunk j of micro-batch m: block m K + j of the step's rows, whichever rank runs it */
+            st = train_feed_masks(t, dp->rt_grad, step, m * dp->chunks + j, 0, err);
         tern_run_stats rs;
         t->rt = dp->rt_grad;
         train_set_rounding(t, step, m * dp->chunks + j); /* chunk j's seed whichever rank runs it */

@@ -660,9 +660,9 @@ static tern_status feed_seg(tern_trainer *t, int k, int64_t r, tern_rt *rt, tern
     return st;
 }
 
-/* One micro-batch (rows x, labels) of data replica d: forward and backward through every segment, the weight
+/* One micro-batch (rows x, labels; micro-batch c of the step, whose Dropout masks it draws) of data replica d: forward and backward through every segment, the weight
  * gradients added into gacc; its loss partial added to *loss; per-stage forward / backward times into tf / tb. */
-static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const void *labels, size_t ls,
+static tern_status micro_batch(tern_trainer *t, int64_t d, int64_t c, const void *x, const void *labels, size_t ls,
                                const float *inv, double *loss, double *tf, double *tb, tern_error *err)
 {
     struct train_mp *mp = t->mp;
@@ -688,6 +688,8 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
             m->rt = save;
             if (!st)
                 st = feed_seg(t, k, r, sg->prog.frt, err);
+            if (!st)
+                st = train_feed_masks(m, sg->prog.frt, step, c, r, err);
             double s = 0;
             if (!st)
                 st = run_prog(sg->prog.frt, &s, err);
@@ -735,6 +737,8 @@ static tern_status micro_batch(tern_trainer *t, int64_t d, const void *x, const 
                                  m->nin ? m->data_bytes : 0, sg->last ? labels : NULL, ls, step, inv, err);
             if (!st)
                 st = feed_seg(t, k, r, m->rt, err);
+            if (!st)
+                st = train_feed_masks(m, m->rt, step, c, r, err);
             for (int q = 0; q < sg->nxout && !st && !sg->last; q++) {
                 const mp_xv *xv = &p->xv[sg->xout[q]];
                 char nm[512];
@@ -1120,7 +1124,7 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
         for (int64_t j = 0; j < M && !st && mp->dlocal[d]; j++) {
             int64_t c = d * M + j; /* micro-batch c: rows [c mb, (c + 1) mb) */
             fc = c;
-            st = micro_batch(t, d, x ? (const char *)x + (size_t)c * xs : NULL,
+            st = micro_batch(t, d, c, x ? (const char *)x + (size_t)c * xs : NULL,
                              (const char *)labels + (size_t)c * ls * lsz, ls, invp, &mv[c], mv + K + c * pp,
                              mv + K + (K + c) * pp, err);
         }

@@ -475,62 +475,7 @@ tern_status train_build_step_graph(tern_trainer *t, int grads_only, tern_error *
         return a.failed ? err->code : tern_error_prefix(err, "train: ");
     }
     /* Dropout in training mode: Mul(x, mask), the mask a per-step input (the compiler builds no random mask) */
-    for (int i = 0; i < g->n_nodes && !a.failed; i++) {
-        tern_graph_node *n = &g->nodes[i];
-        if (n->op_id != TERN_GOP_DROPOUT || n->n_inputs < 3 || n->inputs[2] < 0)
-            continue;
-        const tern_graph_value *mv = &g->values[n->inputs[2]];
-        if (!mv->constant || tern_host_tensor_get(mv->constant, 0) == 0)
-            continue;
-        double ratio = 0.5;
-        if (n->inputs[1] >= 0) {
-            const tern_graph_value *rv = &g->values[n->inputs[1]];
-            if (!rv->constant) {
-                ad_fail_node(&a, i, "Dropout's ratio is not constant");
-                break;
-            }
-            ratio = tern_host_tensor_get(rv->constant, 0);
-        }
-        if (n->n_outputs > 1 && n->outputs[1] >= 0 && tern_graph_value_uses(g, n->outputs[1]) > 0) {
-            ad_fail_node(&a, i, "Dropout's mask output is read; training mode supports the data output only");
-            break;
-        }
-        ad_shape sx = ad_shape_of(&a, n->inputs[0]);
-        int64_t cnt;
-        if (ad_shape_numel(&sx, &cnt) || !(ratio >= 0 && ratio < 1)) {
-            ad_fail_node(&a, i, "Dropout in training mode needs a static shape and a ratio in [0, 1) (%g)", ratio);
-            break;
-        }
-        train_dropout *nd = realloc(t->drop, sizeof *nd * (t->ndrop + 1));
-        if (!nd) {
-            ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
-            break;
-        }
-        t->drop = nd;
-        train_dropout *dd = &t->drop[t->ndrop++];
-        memset(dd, 0, sizeof *dd);
-        dd->input = fmt_name("train.mask.", n->name);
-        dd->count = (size_t)cnt;
-        dd->ratio = ratio;
-        dd->mask = calloc(dd->count + 1, sizeof(float));
-        if (!dd->input || !dd->mask) {
-            ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
-            break;
-        }
-        int x = n->inputs[0];
-        int m = add_input(&a, dd->input, sx.rank, sx.d);
-        n = &g->nodes[i];
-        if (m < 0 || graph_node_set_op(n, "", "Mul")) {
-            ad_fail(&a, TERN_ERR_NOMEM, "train: out of memory");
-            break;
-        }
-        n->inputs[0] = x;
-        n->inputs[1] = m;
-        n->n_inputs = 2;
-        n->n_outputs = 1;
-        while (n->n_attrs > 0)
-            graph_attr_clear(&n->attrs[--n->n_attrs]);
-    }
+    train_dropout_rewrite(t, &a);
     if (a.failed) {
         free(wid);
         ad_free(&a);

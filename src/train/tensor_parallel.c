@@ -467,7 +467,7 @@ void mp_plan_free(mp_plan *p)
         free(m->data_name);
         free(m->read_out);
         free(m->scratch);
-        free(m->drop);
+        train_dropout_free(m->drop, m->ndrop);
         tern_rt_free(m->rt);
         tern_exe_free(&m->exe);
         tern_graph_free(m->g);
@@ -599,6 +599,8 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     m->o.n_freeze = (size_t)p->nfrozen;
     m->o.no_auto_freeze = 1;
     m->freeze_exact = 1;
+    m->drop_ref = p->g; /* Dropout masks: keyed and shaped by the whole model's (dropout.c) */
+    m->drop_tp = p->tp;
     m->path = t->path;
     tern_status st;
     if ((st = tern_graph_load_onnx(t->path, &m->g, err)) || (st = train_bind_data(m, err)) ||
@@ -854,6 +856,61 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     return st;
 }
 
+/* Dropout in training mode in a segment program: each tensor rank draws its block of the split axis
+ * (dropout.c). That block is contiguous in the whole tensor unless the axis is a fused QKV output's (split per
+ * group) or the node computes on key/value heads replicated over ranks: those are refused. */
+static tern_status drop_check(const mp_plan *p, const mp_seg *sg, const tern_trainer *m, tern_error *err)
+{
+    const mp_pair *fp = sg->pair >= 0 ? &p->pairs[sg->pair] : NULL;
+    for (size_t q = 0; q < m->ndrop; q++) {
+        const train_dropout *d = &m->drop[q];
+        if (d->split < 0 || d->ref_node < 0)
+            continue;
+        char lab[256];
+        tern_graph_node_label(p->g, d->ref_node, lab, sizeof lab);
+        if (!fp && sg->sp && !sg->vocab && d->split == 0)
+            continue; /* sequence parallelism: rank r's rows, block r of the leading axis */
+        if (sg->vocab || !fp)
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "train: %s (Dropout in training mode): split along axis %d outside a tensor-parallel "
+                                  "pair; its ranks' mask blocks are not known",
+                                  lab, d->split);
+        if ((fp->ngroups > 1 && d->gdims[d->split] == fp->n) || (fp->nrep && fp->nrep[d->ref_node] > 1))
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "train: %s (Dropout in training mode): on %s, whose tensor ranks do not hold "
+                                  "contiguous blocks of axis %d; not built",
+                                  lab, fp->nrep && fp->nrep[d->ref_node] > 1 ? "replicated key/value heads"
+                                                                              : "a fused QKV output",
+                                  d->split);
+    }
+    return TERN_OK;
+}
+
+/* The forward program f's Dropouts as Mul(x, mask) with the gradient program m's mask inputs */
+static tern_status fwd_masks(tern_trainer *f, const tern_trainer *m, tern_error *err)
+{
+    ad_ctx a;
+    tern_status st = ad_init(&a, f->g, err);
+    if (st)
+        return st;
+    if (train_dropout_rewrite(f, &a) < 0)
+        st = err->code ? err->code : TERN_ERR_INVALID;
+    ad_free(&a);
+    for (size_t q = 0; !st && q < f->ndrop; q++) {
+        size_t j = 0;
+        while (j < m->ndrop && strcmp(m->drop[j].input, f->drop[q].input))
+            j++;
+        if (j == m->ndrop || m->drop[j].count != f->drop[q].count || m->drop[j].key != f->drop[q].key)
+            st = tern_error_set(err, TERN_ERR_INVALID,
+                                "train: internal: the forward program's Dropout '%s' is not its gradient program's",
+                                f->drop[q].input);
+    }
+    train_dropout_free(f->drop, f->ndrop);
+    f->drop = NULL;
+    f->ndrop = 0;
+    return st;
+}
+
 /* Every segment's gradient program (and forward program but on the last), compiled once for all tensor ranks (each
  * runs it on its own shards, fed as inputs). */
 tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
@@ -874,12 +931,8 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
         }
         if ((st = seg_graph(t, p, k, 0, 1, m, err)) || (st = train_build_step_graph(m, TRAIN_GRAPH_GRADS, err)))
             break;
-        if (m->ndrop) {
-            st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                "train: Dropout in training mode with tensor or pipeline parallelism is not supported "
-                                "yet");
+        if ((st = drop_check(p, sg, m, err)))
             break;
-        }
         char what[64];
         snprintf(what, sizeof what, "gradient program %d of the layout", k);
         if ((st = train_prune_dead(m->g, err)) ||
@@ -936,6 +989,8 @@ tern_status mp_build_programs(tern_trainer *t, mp_plan *p, tern_error *err)
         snprintf(what, sizeof what, "forward program %d of the layout", k);
         if (!st && ((st = graph_sort(g, err)) || (st = tern_graph_infer(g, err))))
             tern_error_prefix(err, "train: %s: ", what);
+        if (!st) /* its Dropouts read the gradient program's masks (the same names, shapes and keys) */
+            st = fwd_masks(&f, m, err);
         if (!st)
             st = train_compile_load(t, g, &sg->prog.fexe, &sg->prog.frt, NULL, &hbm, what, err);
         tern_graph_free(g);

@@ -29,12 +29,18 @@ typedef struct {
                                  * swapped with val / state, so no step allocates (and first touches) new buffers */
 } train_weight;
 
-/* A Dropout in training mode: replaced by Mul(x, mask) with the mask fed per step (train_dropout_mask). */
+/* A Dropout in training mode: replaced by Mul(x, mask) with the mask fed per execution (dropout.c). */
 typedef struct {
     char *input;                /* the mask's graph input, "train.mask.<node>" */
-    size_t count;
+    size_t count;               /* this program's elements (ldims) */
     double ratio;
     float *mask;
+    size_t key;                 /* k: its place among the whole model's training-mode Dropouts */
+    int rank;
+    int64_t gdims[TERN_GRAPH_MAX_RANK]; /* the tensor of one chunk (micro-batch) on one core, all tensor ranks' */
+    int64_t ldims[TERN_GRAPH_MAX_RANK]; /* this program's part of it */
+    int split;                  /* -1, or the axis split tp ways: tensor rank r holds block r (ldims = gdims / tp) */
+    int ref_node;               /* the Dropout's node in t->drop_ref, -1 without one */
 } train_dropout;
 
 /* A data input of the model (every graph input that is not an initializer). Held in the trainer itself, so a
@@ -84,6 +90,9 @@ struct tern_trainer {
     int carry, dev_valid, dev_ahead;
     train_dropout *drop;
     size_t ndrop;
+    const tern_graph *drop_ref; /* a layout's program (tensor_parallel.c): the whole model, whose Dropouts give each
+                                 * Dropout here its key and whole tensor; NULL: this graph is the whole model */
+    int64_t drop_tp;            /* the tensor ranks a layout's program's Dropout parts may be split over */
     struct train_dp *dp;        /* data parallelism (data_parallel.c); NULL: one core */
     struct train_mp *mp;        /* tensor / pipeline parallelism (pipeline_parallel.c); NULL: none */
     ad_att_report att;          /* the fused attention backward's plan (grad_attention.c) */
@@ -168,9 +177,19 @@ void train_set_rounding(tern_trainer *t, uint64_t step, int64_t micro);
 tern_status train_sync_host(const tern_trainer *t, tern_error *err);
 /* 1 and the index of the first NaN or infinity in v[0..n), else 0: a step names the first tensor and element that went non-finite. */
 int train_first_nonfinite(const float *v, size_t n, size_t *at);
-/* The mask of dropout k at step `step` (1-based): element e kept (scaled by 1 / (1 - ratio)) when the e-th draw of
- * splitmix64 seeded with seed ^ step * 0xD1B54A32D192ED03 ^ (k + 1) * 0x8CB92BA72F3D8DD7, as u = (z >> 11) 2^-53,
- * is at least ratio; 0 otherwise. */
+/* dropout.c. The mask of dropout k at step `step` (1-based) over `count` elements: element e kept (scaled by
+ * 1 / (1 - ratio)) when the e-th draw of splitmix64 seeded with seed ^ step * 0xD1B54A32D192ED03 ^ (k + 1) *
+ * 0x8CB92BA72F3D8DD7, as u = (z >> 11) 2^-53, is at least ratio; 0 otherwise. */
 void train_dropout_mask(uint64_t seed, uint64_t step, size_t k, double ratio, float *mask, size_t count);
+/* d->mask for chunk `chunk` of the step (the chunk's block of the leading axis) and tensor rank trank (block trank
+ * of d->split): the same draws as the one-core whole-batch mask gives those elements. */
+void train_dropout_part(uint64_t seed, uint64_t step, const train_dropout *d, int64_t chunk, int64_t trank);
+/* Each training-mode Dropout of a->g becomes Mul(x, train.mask.<node>), recorded in t->drop (t->drop_ref: keyed
+ * and shaped by the whole model's); returns 0 or -1 with a failed. */
+int train_dropout_rewrite(tern_trainer *t, ad_ctx *a);
+/* Sets every mask of t->drop that rt's executable reads, for chunk `chunk` and tensor rank trank of step `step`. */
+tern_status train_feed_masks(const tern_trainer *t, tern_rt *rt, uint64_t step, int64_t chunk, int64_t trank,
+                             tern_error *err);
+void train_dropout_free(train_dropout *d, size_t n);
 
 #endif

@@ -86,11 +86,7 @@ void tern_train_free(tern_trainer *t)
     train_mp_free(t);
     train_free_weights(t->w, t->nw);
     train_frozen_free(t);
-    for (size_t k = 0; k < t->ndrop; k++) {
-        free(t->drop[k].input);
-        free(t->drop[k].mask);
-    }
-    free(t->drop);
+    train_dropout_free(t->drop, t->ndrop);
     tern_rt_free(t->rt);
     tern_exe_free(&t->exe);
     tern_rt_free(t->rt_micro);
@@ -286,9 +282,6 @@ static tern_status build_micro(tern_trainer *t, tern_error *err)
 {
     if (t->o.accumulate <= 1)
         return TERN_OK;
-    if (t->ndrop)
-        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: Dropout in training mode with gradient accumulation is not supported yet");
     tern_trainer m;
     memset(&m, 0, sizeof m);
     m.o = t->o;
@@ -331,11 +324,11 @@ static tern_status build_micro(tern_trainer *t, tern_error *err)
         free(m.w[i].out_name);
     }
     free(m.w);
-    for (size_t k = 0; k < m.ndrop; k++) {
-        free(m.drop[k].input);
-        free(m.drop[k].mask);
-    }
-    free(m.drop);
+    /* the micro-step reads the step graph's masks (the same model: the same names and shapes) */
+    for (size_t k = 0; k < m.ndrop && !st; k++)
+        if (k >= t->ndrop || strcmp(m.drop[k].input, t->drop[k].input) || m.drop[k].count != t->drop[k].count)
+            st = tern_error_set(err, TERN_ERR_INVALID, "train: internal: the micro-step graph's Dropouts differ");
+    train_dropout_free(m.drop, m.ndrop);
     free(m.data_name);
     free(m.read_out);
     tern_graph_free(m.g);
@@ -576,24 +569,6 @@ uint64_t tern_train_hbm_bytes(const tern_trainer *t, uint64_t *weights_and_state
 size_t tern_train_graph_nodes(const tern_trainer *t)
 {
     return t->nodes;
-}
-
-static uint64_t mix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-void train_dropout_mask(uint64_t seed, uint64_t step, size_t k, double ratio, float *mask, size_t count)
-{
-    uint64_t s = seed ^ (step * 0xD1B54A32D192ED03ull) ^ ((uint64_t)(k + 1) * 0x8CB92BA72F3D8DD7ull);
-    float keep = (float)(1.0 / (1.0 - ratio));
-    for (size_t e = 0; e < count; e++) {
-        double u = (double)(mix64(&s) >> 11) * 0x1.0p-53;
-        mask[e] = u >= ratio ? keep : 0.0f;
-    }
 }
 
 /* The device dtype of the loaded executable's input (out = 0) or output (out = 1) `name`: fp32, except the BF16
@@ -838,6 +813,8 @@ static tern_status micro_steps(tern_trainer *t, const void *x, const void *label
             if (!st && wt->trained)
                 st = set_f(t, wt->acc_in, wt->acc, wt->count, err);
         }
+        if (!st) /* micro-batch i: block i of the step's rows */
+            st = train_feed_masks(t, t->rt, step, i, 0, err);
         tern_run_stats rs;
         float l = 0;
         if (!st)
@@ -1018,12 +995,8 @@ static tern_status step_packed(tern_trainer *t, const void *x, size_t x_count, c
             if ((st = set_f(t, w->state_in[k], w->state[k], w->count, err)))
                 return st;
     }
-    for (size_t k = 0; k < t->ndrop; k++) {
-        train_dropout *dd = &t->drop[k];
-        train_dropout_mask(t->o.seed, step, k, dd->ratio, dd->mask, dd->count);
-        if ((st = set_f(t, dd->input, dd->mask, dd->count, err)))
-            return st;
-    }
+    if ((st = train_feed_masks(t, t->rt, step, nmb - 1, 0, err))) /* the last micro-batch's block */
+        return st;
     const tern_train_opts *o = &t->o;
     double lr;
     if ((st = train_set_step_scalars(t, step, &lr, err)))

@@ -16,7 +16,8 @@
 #   and MLPs split, the tied embedding in the first and last stage) on tp=2,pp=2,dp=4 (K = 2, 4) and with sequence
 #   parallelism (sp=1, K = 2), grouped-query
 #   attention on tp=4,dp=2 (replicated key/value heads, K = 2), timing-only, ZeRO-1 on tp=2,pp=2,dp=4 (K = 2, 4) and
-#   on pp=2,vpp=2,dp=4 (K = 2), and a layout checkpoint of K = 2 resumed under K = 4.
+#   on pp=2,vpp=2,dp=4 (K = 2), and a layout checkpoint of K = 2 resumed under K = 4;
+# - training-mode Dropout (the GPT of gpt_dropout.py): data parallelism over 4 ranks and tp=2,pp=2,dp=4,sp=1 (K = 2).
 # Failures: a class label out of range in rank 5's rows (met by one process only) ends every process with the
 # one-process message and exit status, and in data replica 3's rows of a layout likewise; a process that cannot read
 # its data (an MPMD launch) stops the run with its own message; more processes than chips, one core, a layout with
@@ -153,6 +154,16 @@ if "$PY" "$here/gpt_ref.py" gpt 1 2 1e-3 >gpt/ref.txt 2>&1; then
     contains gptsp.0.txt "sequence-parallel norms' gradients"
 else
     bad "the GPT could not be made: $(tail -3 gpt/ref.txt)"
+fi
+# training-mode Dropout: each process draws its replicas' and ranks' blocks of the one-core masks
+mkdir -p gdrop
+if "$PY" "$here/gpt_dropout.py" gdrop 8 >gdrop/gen.txt 2>&1; then
+    case_ dropdp "2" gdrop/gpt.onnx --data gdrop/x.npy --labels gdrop/y.npy --batch 8 --precision fp32 --steps 2 \
+        --machine trn1.32xlarge --cores 4
+    case_ dropsp "2" gdrop/gpt.onnx --data gdrop/x.npy --labels gdrop/y.npy --batch 16 --precision fp32 --steps 2 \
+        --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2,sp=1
+else
+    bad "the GPT with Dropout could not be made: $(tail -3 gdrop/gen.txt)"
 fi
 # grouped-query attention on tp=4 (key/value heads replicated over pairs of tensor ranks, their all-reduce)
 "$PY" - <<'PYEOF' || bad "the GQA model could not be made"
