@@ -258,6 +258,8 @@ typedef struct {
     int sp;                    /* 1: sequence parallelism (tern_train_opts.sp) */
     double sp_seconds;         /* sp: the gradients of the weights the row-sharded programs read (the norms'),
                                   all-reduced over each tensor group */
+    double zero_norm_seconds;  /* ZeRO-1 with clipping: the norm's one-element all-reduce over the data replicas (part
+                                  of dp_comm_seconds; 0 otherwise) */
     double tp_act_seconds;     /* one micro-batch's tensor-group collectives on activations and their gradients
                                   (all-reduces; with sp, reduce-scatters and all-gathers), all stages */
     double tp_act_bytes;       /* the bytes one tensor rank sends in them on a ring (all-reduce 2 (tp - 1) / tp of

@@ -835,6 +835,10 @@ static int train_main(int argc, char **argv, mpi_run *mr)
         if (mpi.kv_seconds > 0)
             snprintf(kv + strlen(kv), sizeof kv - strlen(kv), ", replicated K/V heads' gradients %.4f ms",
                      mpi.kv_seconds * 1e3);
+        if (mpi.zero_norm_seconds > 0) /* ZeRO-1 with clipping */
+            snprintf(kv + strlen(kv), sizeof kv - strlen(kv),
+                     ", ZeRO-1 clipping norm's all-reduce %.4f ms (within the data-parallel collectives)",
+                     mpi.zero_norm_seconds * 1e3);
         if (!json && (mpi.tp > 1 || mpi.pp > 1))
             printf("layout, last step: pipeline %.4f ms (%s bubbles %.4f ms, stage transfer %.4f ms), data-parallel "
                    "collectives %.4f ms, tied weights %.4f ms%s, update %.4f ms\n",
@@ -869,6 +873,9 @@ static int train_main(int argc, char **argv, mpi_run *mr)
                  (long long)mpj.vocab, mpj.vocab_head);
     if (mpj.sp)
         snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"sp\":1,\"sp_ms\":%.6f", mpj.sp_seconds * 1e3);
+    if (mpj.zero_norm_seconds > 0)
+        snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"zero_norm_ms\":%.6f",
+                 mpj.zero_norm_seconds * 1e3);
     if (mpj.tp > 1)
         snprintf(vppj + strlen(vppj), sizeof vppj - strlen(vppj), ",\"tp_act_ms\":%.6f,\"tp_act_bytes\":%.0f",
                  mpj.tp_act_seconds * 1e3, mpj.tp_act_bytes);

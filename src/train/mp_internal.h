@@ -238,6 +238,7 @@ struct train_mp {
     tern_rt *zrt;
     float **wbuf;              /* [rank] the all-gather's buffer, dp x zshard */
     float *zb[4];              /* one block's p, g, state */
+    double t_znorm;            /* ZeRO-1 with clipping: the norm's one-element all-reduce over the data replicas (in t_dp) */
     double t_tied;             /* exchanging tied weights' gradients between their stages */
     size_t tied_count;
     double t_kv;               /* the replicated key/value heads' gradient all-reduces over the ranks sharing one */

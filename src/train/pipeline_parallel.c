@@ -307,10 +307,9 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                               "train: vpp=%lld (interleaved 1F1B): micro=%lld micro-batches must be a multiple of "
                               "pp=%lld (they go round the stages in groups of pp, as Megatron requires)",
                               (long long)V, (long long)micro, (long long)pp);
-    if (o->zero && (o->zero != 1 || dp < 2 || o->clip_norm > 0))
+    if (o->zero && (o->zero != 1 || dp < 2))
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                              "train: ZeRO stage %d in a layout needs stage 1, data replicas (dp > 1: %lld) and no "
-                              "clipping (the norm before the shard update is a second all-reduce, not built)",
+                              "train: ZeRO stage %d in a layout needs stage 1 and data replicas (dp > 1: %lld)",
                               o->zero, (long long)dp);
     if (o->dp_exact || o->accumulate > 1 || o->recompute || o->bf16_weights ||
         o->optimizer == TERN_OPT_LAMB || o->loss == TERN_LOSS_OUTPUT)
@@ -535,9 +534,6 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
             return st;
     }
     if (mp->zero) {
-        if (mp->tied_count)
-            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                  "train: ZeRO-1 with weights tied across pipeline stages is not supported yet");
         mp->zshard = (mp->maxflat + (size_t)dp - 1) / (size_t)dp;
         mp->maxflat = mp->zshard * (size_t)dp;
         if ((st = build_update(t, mp->zshard, mp->nst, &mp->zexe, &mp->zrt, &hbm, err)))
@@ -959,6 +955,19 @@ static tern_status update_zero(tern_trainer *t, uint64_t step, float gs, float *
     return st;
 }
 
+/* ZeRO-1 with clipping: each data replica holds only its block of the reduced gradients, so the global norm the
+ * clipping needs is the blocks' sums of squares all-reduced over the data replicas before any block's update: a
+ * second, one-element all-reduce per (chunk, tensor rank) group, timed here (the host computes the norm itself from
+ * every block, as without ZeRO, so the trained bytes are the unsharded layout's). */
+static tern_status zero_norm_coll(struct train_mp *mp, double *tdp, tern_error *err)
+{
+    double s = 0;
+    tern_status st = mp_dp_coll(mp, TERN_COLL_ALL_REDUCE, NULL, 1, &s, err);
+    mp->t_znorm = s;
+    *tdp += s;
+    return st;
+}
+
 /* The step's time from the per-stage forward / backward sums of its K micro-batches (mp->tf, mp->tb): the 1F1B
  * span, then the data-parallel collectives tdp, the tied weights' exchange and the slowest update tupd. */
 static tern_status finish_step(tern_trainer *t, double tdp, double tupd, double loss, double gn,
@@ -1051,6 +1060,8 @@ static tern_status step_timing(tern_trainer *t, tern_train_step_info *info, tern
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
     if (dp > 1 && (st = mp_dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, NULL, mp->maxflat,
                                 &tdp, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
+    if (mp->zero && t->o.clip_norm > 0 && (st = zero_norm_coll(mp, &tdp, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)(t->step + 1));
     if (mp->zero) {
         if ((st = run_prog(mp->zrt, &secs, err)))
@@ -1155,6 +1166,8 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
     if (dp > 1 && (st = mp_dp_coll(mp, mp->zero ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE, mp->gacc, mp->maxflat,
                                 &tdp, err)))
         return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
+    if (mp->zero && t->o.clip_norm > 0 && (st = zero_norm_coll(mp, &tdp, err)))
+        return tern_error_prefix(err, "train: step %llu: ", (unsigned long long)step);
     for (int64_t s = 0; s < pp && mp->zero; s++)
         for (int64_t r = 0; r < tp; r++)
             for (int64_t d = 0; d < dp; d++)
@@ -1188,6 +1201,14 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                 }
             }
         }
+    /* ZeRO-1: the tied sums were made in the first local replica's buffer, which holds every block; each local
+     * replica's block update reads its own block, so the blocks go back */
+    for (int64_t s = 0; s < pp && mp->zero && mp->tied_count; s++)
+        for (int64_t r = 0; r < tp; r++)
+            for (int64_t d = 0; d < dp; d++)
+                if (d != mp->d0 && mp->dlocal[d])
+                    memcpy(mp->gacc[mp_rank_of(mp, d, s, r)] + (size_t)d * mp->zshard,
+                           mp->gacc[mp_rank_of(mp, mp->d0, s, r)] + (size_t)d * mp->zshard, mp->zshard * sizeof(float));
     /* the global gradient norm: each split weight's shards once, a replicated weight once */
     double sq = 0;
     for (int64_t s = 0; s < pp; s++)
@@ -1376,6 +1397,7 @@ void tern_train_mp_stats(const tern_trainer *t, tern_train_mp_info *out)
     out->zero = mp->zero;
     out->sp = mp->p.sp;
     out->sp_seconds = mp->t_sp;
+    out->zero_norm_seconds = mp->t_znorm;
     out->tp_act_seconds = mp->act_sec;
     out->tp_act_bytes = mp->act_bytes;
 }

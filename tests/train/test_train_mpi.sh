@@ -17,6 +17,7 @@
 #   parallelism (sp=1, K = 2), grouped-query
 #   attention on tp=4,dp=2 (replicated key/value heads, K = 2), timing-only, ZeRO-1 on tp=2,pp=2,dp=4 (K = 2, 4) and
 #   on pp=2,vpp=2,dp=4 (K = 2), and a layout checkpoint of K = 2 resumed under K = 4;
+# - ZeRO-1 with the GPT's tied embedding and clipping (K = 2);
 # - training-mode Dropout (the GPT of gpt_dropout.py): data parallelism over 4 ranks and tp=2,pp=2,dp=4,sp=1 (K = 2).
 # Failures: a class label out of range in rank 5's rows (met by one process only) ends every process with the
 # one-process message and exit status, and in data replica 3's rows of a layout likewise; a process that cannot read
@@ -148,6 +149,9 @@ if "$PY" "$here/gpt_ref.py" gpt 1 2 1e-3 >gpt/ref.txt 2>&1; then
     case_ gpt "2 4" gpt/gpt.onnx --data gpt/x.npy --labels gpt/y.npy --batch 8 --precision fp32 --steps 2 \
         --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2
     contains gpt.0.txt "tied weights"
+    # ZeRO-1 with the tied embedding and clipping: every process's replicas update their blocks of the tied sums
+    case_ gptzero "2" gpt/gpt.onnx --data gpt/x.npy --labels gpt/y.npy --batch 8 --precision fp32 --steps 2 \
+        --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2 --zero 1 --clip-norm 1
     # sequence parallelism: the norms on row shards, their gradients all-reduced over each tensor group
     case_ gptsp "2" gpt/gpt.onnx --data gpt/x.npy --labels gpt/y.npy --batch 16 --precision fp32 --steps 2 \
         --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2,sp=1

@@ -13,7 +13,8 @@
 # a missing all-reduce or a lost micro-batch moves the loss by 1e-3 or more. The trained ONNX of tp=2,pp=2 holds
 # the reassembled weights (within 1e-5 of one core's). Then the errors: a tp that does not divide a pair's width or the
 # heads, a pp that does not divide the linear layers, a layout larger than the machine, a model with no pair, no cut.
-# Also: a layout's checkpoint resumes bit for bit, ZeRO-1 trains the same bytes, MSE with SGD momentum matches;
+# Also: a layout's checkpoint resumes bit for bit, ZeRO-1 trains the same bytes (with clipping too, and with the
+# GPT's embedding tied across stages), MSE with SGD momentum matches;
 # a LLaMA-style model's SwiGLU MLPs (gate and up column-parallel side by side) and grouped-query attention on tp=2
 # follow one core's losses.
 set -u
@@ -122,6 +123,36 @@ expect 0 "$TERN" train "${Z[@]}" -o "$tmp/z0.onnx"
 expect 0 "$TERN" train "${Z[@]}" --zero 1 -o "$tmp/z1.onnx"
 contains "$tmp/out" "ZeRO-1: optimizer state in blocks over the data replicas"
 if cmp -s "$tmp/z0.onnx" "$tmp/z1.onnx"; then ok; else bad "ZeRO-1 on tp=2,pp=2,dp=2 trains another model"; fi
+# ZeRO-1 with clipping: the global norm reads every replica's block (a one-element all-reduce over the replicas,
+# timed), so the bytes are those of clipping without ZeRO; the clip acts (another model than unclipped); timing-only
+# predicts the functional step
+expect 0 "$TERN" train "${Z[@]}" --clip-norm 0.05 -o "$tmp/zc0.onnx" --json
+cp "$tmp/out" "$tmp/zc0.json"
+expect 0 "$TERN" train "${Z[@]}" --clip-norm 0.05 --zero 1 -o "$tmp/zc1.onnx"
+contains "$tmp/out" "ZeRO-1 clipping norm's all-reduce"
+if cmp -s "$tmp/zc0.onnx" "$tmp/zc1.onnx"; then ok; else bad "ZeRO-1 with clipping on tp=2,pp=2,dp=2 trains another model"; fi
+if cmp -s "$tmp/z0.onnx" "$tmp/zc0.onnx"; then bad "clipping at 0.05 did not act"; else ok; fi
+expect 0 "$TERN" train "${Z[@]}" --clip-norm 0.05 --zero 1 --json
+cp "$tmp/out" "$tmp/zc1.json"
+expect 0 "$TERN" train "${Z[@]}" --clip-norm 0.05 --zero 1 --json --timing-only
+if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "ZeRO-1 with clipping: timing (above)"; fi
+import json, sys
+d = sys.argv[1]
+a, b, c = (json.load(open(f"{d}/{n}")) for n in ("zc1.json", "out", "zc0.json"))
+sa, sb = [s["step_ms"] for s in a["steps"]], [s["step_ms"] for s in b["steps"]]
+z = a["layout"].get("zero_norm_ms", 0)
+good = sa == sb and z > 0 and b["layout"].get("zero_norm_ms") == z and "zero_norm_ms" not in c["layout"]
+print(f"{'ok' if good else 'NOT OK'}: ZeRO-1 + clipping: the norm's all-reduce {z} ms, timing-only steps equal {sa == sb}")
+sys.exit(0 if good else 1)
+PYEOF
+# ZeRO-1 with the GPT's embedding tied across the first and last stage (its stage copies' gradients summed after
+# the replicas' reduce-scatter, each replica's block of the sum updated), with clipping: the unsharded bytes
+GZ=("$tmp/gpt/gpt.onnx" --data "$tmp/gpt/x.npy" --labels "$tmp/gpt/y.npy" --batch 8 --steps 4 --lr 1e-3
+    --precision fp32 --machine $M --layout tp=2,pp=2,dp=2,micro=2 --clip-norm 1)
+expect 0 "$TERN" train "${GZ[@]}" -o "$tmp/gz0.onnx"
+contains "$tmp/out" "tied weights"
+expect 0 "$TERN" train "${GZ[@]}" --zero 1 -o "$tmp/gz1.onnx"
+if cmp -s "$tmp/gz0.onnx" "$tmp/gz1.onnx"; then ok; else bad "ZeRO-1 with tied embeddings trains another model"; fi
 "$PY" -c "import numpy as np; np.save('$tmp/t.npy', np.random.default_rng(3).standard_normal((96, 10)).astype(np.float32))"
 for L in "" "--layout tp=2,pp=2,dp=2"; do
     expect 0 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/t.npy" --loss mse --optimizer sgd \
@@ -149,7 +180,7 @@ err "pp=3 does not divide the model's 4 linear layers" --batch 24 --layout pp=3
 err "layout tp=4,pp=2,dp=8 needs 64 NeuronCores; 'trn1.32xlarge' has 32" --batch 16 --layout tp=4,pp=2,dp=8
 err "batch 16 does not split over 3 data replicas x 1 micro-batches" --batch 16 --layout tp=2,dp=3
 err "micro-batches need pipeline stages" --batch 16 --layout micro=2
-err "ZeRO stage 1 in a layout needs stage 1, data replicas (dp > 1: 1)" --batch 16 --layout tp=2 --zero 1
+err "ZeRO stage 1 in a layout needs stage 1 and data replicas (dp > 1: 1)" --batch 16 --layout tp=2 --zero 1
 expect 2 "$TERN" train "$tmp/mlp.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --steps 1 --machine $M --layout pz=2
 contains "$tmp/err" "'pz' is not tp=N, pp=N, dp=N, vpp=N, micro=N or sp=0|1"
 expect 1 "$TERN" train "$tmp/ln.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --batch 16 --steps 1 --machine $M \
