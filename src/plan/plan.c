@@ -951,9 +951,11 @@ tern_status tern_plan_run(const tern_model_cfg *c, const tern_plan_opts *o, tern
                 continue;
             if (o->global_batch % dp)
                 continue;
-            for (int mb = 1; mb <= 4; mb *= 2) {
-                if (o->fixed.microbatch > 0 ? mb != o->fixed.microbatch : (mb > 2))
-                    continue;
+            /* micro-batches: a fixed one as given; else 1, 2, 4, ... while a micro-batch holds at most 16,384 tokens
+             * (Llama at 8,192: 1 and 2; BERT at 128: up to 64, as its published runs use 16 to 64) */
+            for (int64_t mb = o->fixed.microbatch > 0 ? o->fixed.microbatch : 1;
+                 o->fixed.microbatch > 0 ? mb == o->fixed.microbatch : (mb <= 64 && (mb == 1 || mb * o->seq <= 16384));
+                 mb = o->fixed.microbatch > 0 ? mb + 1 : mb * 2) {
                 if ((o->global_batch / dp) % mb)
                     continue;
                 for (int z = 0; z <= 1; z++) {

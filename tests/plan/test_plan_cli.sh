@@ -160,5 +160,14 @@ echo '{"instances":{}}' > "$tmp/none.json"
 expect 0 "$TERN" plan --model $M/bert-base.json --cluster trn1.32xlarge --seq 512 --global-batch 64 --layout tp=1,pp=1,mb=2,zero=1,recompute=0 --price-file "$tmp/none.json" --quiet
 contains "$tmp/out" "no published on-demand price"
 
+# micro-batches: a fixed one of any size (BERT's published phase-1 micro-batch 16); the search goes 1, 2, 4, ... while a
+# micro-batch holds at most 16,384 tokens (at sequence 128: up to 64)
+expect 0 "$TERN" plan --model $M/bert-base.json --cluster trn1.32xlarge --seq 128 --global-batch 2048 --layout tp=1,pp=1,mb=16 --json --quiet
+if $PY -c "import json; d=json.load(open('$tmp/out')); assert d['plans'] and all(p['layout']['microbatch']==16 for p in d['plans'])"; then ok; else bad "mb=16 fixed: $(head -c 300 "$tmp/out")"; fi
+expect 0 "$TERN" plan --model $M/bert-base.json --cluster trn1.32xlarge --seq 128 --global-batch 2048 --layout tp=1,pp=1,zero=1,recompute=0 --top 20 --json --quiet
+if $PY -c "import json; d=json.load(open('$tmp/out')); m=sorted({p['layout']['microbatch'] for p in d['plans']}); assert m==[1,2,4,8,16,32,64], m"; then ok; else bad "the micro-batch search at sequence 128: $(head -c 300 "$tmp/out")"; fi
+expect 1 "$TERN" plan --model $M/bert-base.json --cluster trn1.32xlarge --seq 128 --global-batch 2048 --layout tp=1,pp=1,dp=32,mb=3 --quiet
+contains "$tmp/err" "global batch 2048 is not divisible by dp x microbatch = 32 x 3"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
