@@ -189,6 +189,9 @@ void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in);
  * transposes on v2 (tern_lib_transpose's identity matmul would turn -0 into +0 and spread an Inf or NaN over its
  * output row). Any dtypes the DMA can cast between; the Transpose op uses it. */
 void tern_lib_transpose_exact(tern_kernel *k, tern_view out, tern_view in);
+/* n transposes as one pipelined stream (outs[m] = ins[m]^T, every out of one dtype): on v2 the strips of all of them
+ * go through the same rotating buffers, so a batch of small slices overlaps as one large transpose does. */
+void tern_lib_transpose_exact_n(tern_kernel *k, size_t n, const tern_view *outs, const tern_view *ins);
 
 /* Embedding lookup: out[i, :] = table[ids[i], :] for ids (int32, 1-D [n] or 2-D [n, 1]) staged into SBUF 128
  * at a time and one DMA gather per 128 rows. An id outside [0, vocab) stops the run with an error. */

@@ -780,8 +780,19 @@ static int lower_transpose(compile_ctx *c)
     if (last2 && tern_dtype_is_float(x->dt) && x->dims[x->rank - 1] >= 32 && x->dims[x->rank - 2] >= 32) {
         uint64_t R = (uint64_t)x->dims[x->rank - 2], C = (uint64_t)x->dims[x->rank - 1];
         uint64_t batches = x->numel / (R * C);
-        for (uint64_t b = 0; b < batches && cc_ok(c); b++)
-            tern_lib_transpose_exact(c->k, cc_view2d(c, y, b * R * C, C, R, R), cc_view2d(c, x, b * R * C, R, C, C));
+        tern_view *vo = malloc(sizeof(tern_view) * (size_t)batches + 1), *vi = malloc(sizeof(tern_view) * (size_t)batches + 1);
+        if (!vo || !vi) {
+            free(vo), free(vi);
+            cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+            return 1;
+        }
+        for (uint64_t b = 0; b < batches && cc_ok(c); b++) {
+            vo[b] = cc_view2d(c, y, b * R * C, C, R, R);
+            vi[b] = cc_view2d(c, x, b * R * C, R, C, C);
+        }
+        if (cc_ok(c)) /* one pipelined stream over the batch slices (kernel_lib.h) */
+            tern_lib_transpose_exact_n(c->k, (size_t)batches, vo, vi);
+        free(vo), free(vi);
         return 1;
     }
     /* The output's innermost dim comes from a strided source dim (e.g. [B,S,H,D] -> [B,H,D,S], attention's K):
@@ -804,6 +815,12 @@ static int lower_transpose(compile_ctx *c)
                 no++;
             }
         uint64_t R = (uint64_t)x->dims[p], C = (uint64_t)x->dims[r - 1], slices = x->numel / (R * C);
+        tern_view *vo = malloc(sizeof(tern_view) * (size_t)slices + 1), *vi = malloc(sizeof(tern_view) * (size_t)slices + 1);
+        if (!vo || !vi) {
+            free(vo), free(vi);
+            cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+            return 1;
+        }
         for (uint64_t sl = 0; sl < slices && cc_ok(c); sl++) {
             uint64_t xo = 0, yo = 0;
             for (int d = 0; d < no; d++) {
@@ -811,14 +828,17 @@ static int lower_transpose(compile_ctx *c)
                 yo += (uint64_t)(idx[d] * oy[d]);
             }
             /* in: [R rows (stride xs[p]), C contiguous]; out: [C rows (stride ys[q]), R contiguous] */
-            tern_lib_transpose_exact(c->k, cc_view2d(c, y, yo, C, R, (uint64_t)ys[q]),
-                                     cc_view2d(c, x, xo, R, C, (uint64_t)xs[p]));
+            vo[sl] = cc_view2d(c, y, yo, C, R, (uint64_t)ys[q]);
+            vi[sl] = cc_view2d(c, x, xo, R, C, (uint64_t)xs[p]);
             for (int d = no - 1; d >= 0; d--) {
                 if (++idx[d] < odims[d])
                     break;
                 idx[d] = 0;
             }
         }
+        if (cc_ok(c)) /* one pipelined stream over the slices (kernel_lib.h) */
+            tern_lib_transpose_exact_n(c->k, (size_t)slices, vo, vi);
+        free(vo), free(vi);
         return 1;
     }
     tile_strided_copy(c, y, 0, x, 0, y->rank, y->dims, st);

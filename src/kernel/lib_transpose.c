@@ -120,45 +120,132 @@ void tern_lib_transpose(tern_kernel *k, tern_view out, tern_view in)
         tern_kernel_release(k, ident);
 }
 
-/* An exact transpose for data movement (the Transpose op): transpose_pe on v3+ (tern_lib_transpose), and on v2,
- * where the PE array can only multiply by an identity (an Inf or NaN would spread over its output row, -0 would
- * become +0), VectorE's bit-exact 32 x 32 transposes: each [<=128 rows, <=512 cols] strip is loaded in out's
- * dtype (the DMA casts), every 32 x 32 block moves to its mirrored place in a [<=128, rows] output tile, and one
- * DMA stores the tile. */
+/* An exact transpose for data movement (the Transpose op): each [<=128 rows, <=512 cols] strip is loaded, every
+ * block moves to its mirrored place in a [<=128, rows] output tile, and one DMA stores the tile. On v3+ a block is
+ * 128 x 128 through transpose_pe (the bits kept in PSUM, then copied to the tile in out's dtype); on v2, where the
+ * PE array can only multiply by an identity (an Inf or NaN would spread over its output row, -0 would become +0),
+ * 32 x 32 through VectorE's bit-exact transposes, the strip loaded in out's dtype (the DMA casts). The strips of
+ * all n pairs stream through three rotating buffers, each loaded two strips ahead. */
 void tern_lib_transpose_exact(tern_kernel *k, tern_view out, tern_view in)
 {
-    if (k->cfg.generation >= 3) {
-        tern_lib_transpose(k, out, in);
-        return;
+    tern_lib_transpose_exact_n(k, 1, &out, &in);
+}
+
+void tern_lib_transpose_exact_n(tern_kernel *k, size_t n, const tern_view *outs_v, const tern_view *ins_v)
+{
+    uint64_t maxR = 0, maxC = 0;
+    tern_dtype odt = TERN_DTYPE_FP32;
+    for (size_t m = 0; m < n; m++) {
+        if (!transpose_shapes_ok(k, &outs_v[m], &ins_v[m]))
+            return;
+        if (m && outs_v[m].ap.dtype != outs_v[0].ap.dtype) {
+            kfail(k, TERN_ERR_INVALID, "transpose: the batch's outputs differ in dtype (%s, %s)",
+                  tern_dtype_name((tern_dtype)outs_v[0].ap.dtype), tern_dtype_name((tern_dtype)outs_v[m].ap.dtype));
+            return;
+        }
+        odt = (tern_dtype)outs_v[m].ap.dtype;
+        maxR = tern_view_dim(&ins_v[m], 0) > maxR ? tern_view_dim(&ins_v[m], 0) : maxR;
+        maxC = tern_view_dim(&ins_v[m], 1) > maxC ? tern_view_dim(&ins_v[m], 1) : maxC;
     }
-    if (!transpose_shapes_ok(k, &out, &in))
-        return;
-    const uint64_t R = tern_view_dim(&in, 0), C = tern_view_dim(&in, 1);
-    const tern_dtype odt = (tern_dtype)out.ap.dtype;
     /* V x V blocks (VectorE's transpose limit, 32). A block of V partitions must start at a multiple of a quarter
      * of the partitions (the start-partition rule): where that quarter is above V (over 128 partitions), each
      * strip and output tile holds one block row, so every block starts at partition 0. */
-    const uint64_t V = k->cfg.vector_transpose_max ? k->cfg.vector_transpose_max : 32, CW = 512;
-    const uint64_t T = k->cfg.partitions / 4 > V ? V : k->cfg.partitions < 128 ? k->cfg.partitions : 128;
-    for (uint64_t r0 = 0; r0 < R && !k->failed; r0 += T) {
-        uint64_t rb = min_u64(T, R - r0);
-        for (uint64_t c0 = 0; c0 < C && !k->failed; c0 += CW) {
-            uint64_t cw = min_u64(CW, C - c0);
-            tern_view strip = tern_kernel_sbuf(k, odt, (uint32_t)rb, (uint32_t)cw, "transpose_in");
-            tern_kernel_load(k, strip, tern_view_block(k, in, r0, r0 + rb, c0, c0 + cw));
-            for (uint64_t b0 = 0; b0 < cw && !k->failed; b0 += T) {
-                uint64_t cb = min_u64(T, cw - b0);
-                tern_view o = tern_kernel_sbuf(k, odt, (uint32_t)cb, (uint32_t)rb, "transpose_out");
-                for (uint64_t i = 0; i < rb; i += V)
-                    for (uint64_t j = 0; j < cb; j += V) {
-                        uint64_t ni = min_u64(V, rb - i), nj = min_u64(V, cb - j);
-                        tern_kernel_transpose_ve(k, tern_view_block(k, o, j, j + nj, i, i + ni),
-                                                 tern_view_block(k, strip, i, i + ni, b0 + j, b0 + j + nj));
-                    }
-                tern_kernel_store(k, tern_view_block(k, out, c0 + b0, c0 + b0 + cb, r0, r0 + rb), o);
-                tern_kernel_release(k, o);
+    const int pe = k->cfg.generation >= 3; /* v3+: transpose_pe through PSUM, 128 x 128 blocks */
+    const uint64_t PE = k->cfg.pe_rows < k->cfg.pe_cols ? k->cfg.pe_rows : k->cfg.pe_cols;
+    const uint64_t V = pe ? PE : k->cfg.vector_transpose_max ? k->cfg.vector_transpose_max : 32, CW = 512;
+    const uint64_t T = pe ? PE : k->cfg.partitions / 4 > V ? V : k->cfg.partitions < 128 ? k->cfg.partitions : 128;
+    const tern_dtype idt = (tern_dtype)ins_v[0].ap.dtype;
+    if (pe && maxR >= 4 * PE && maxC >= 4 * PE) {
+        /* large slices: tern_lib_transpose's 512 x 512 groups (4 blocks a PSUM bank, 512-column stores) move more
+         * a DMA than one block at a time does */
+        for (size_t m = 0; m < n && !k->failed; m++)
+            tern_lib_transpose(k, outs_v[m], ins_v[m]);
+        return;
+    }
+    if (pe && !ktensor_dtype(idt)) {
+        kfail(k, TERN_ERR_INVALID, "transpose: in dtype %s is not a TensorE dtype (fp32, bf16, fp16, fp8)",
+              tern_dtype_name(idt));
+        return;
+    }
+    if (pe)
+        for (size_t m = 1; m < n; m++)
+            if (ins_v[m].ap.dtype != ins_v[0].ap.dtype) {
+                kfail(k, TERN_ERR_INVALID, "transpose: the batch's inputs differ in dtype (%s, %s)",
+                      tern_dtype_name(idt), tern_dtype_name((tern_dtype)ins_v[m].ap.dtype));
+                return;
             }
-            tern_kernel_release(k, strip);
+    /* NB strips and output tiles in turn (allocated once, at their largest), so loads, transposes and stores of
+     * neighbouring strips overlap instead of waiting on one buffer's reuse */
+    enum { NB = 3 };
+    /* the strips of every pair in order (by rows of T, then columns of CW), each loaded NB - 1 strips ahead: the
+     * engine that issues the DMAs runs its instructions in order, and a store waits for its tile's transposes, so
+     * a load issued after the previous strip's store would wait for that strip's transposes too */
+    uint64_t total = 0;
+    for (size_t m = 0; m < n; m++) {
+        uint64_t R = tern_view_dim(&ins_v[m], 0), C = tern_view_dim(&ins_v[m], 1);
+        total += ((R + T - 1) / T) * ((C + CW - 1) / CW);
+    }
+    if (total == 0)
+        return;
+    const uint64_t sp = min_u64(T, maxR), sf = min_u64(CW, maxC), op_ = min_u64(T, maxC);
+    tern_view strips[NB], outs[NB];
+    for (int q = 0; q < NB; q++) {
+        strips[q] = tern_kernel_sbuf(k, pe ? idt : odt, (uint32_t)sp, (uint32_t)sf, "transpose_in"); /* v2: the DMA casts */
+        outs[q] = tern_kernel_sbuf(k, odt, (uint32_t)op_, (uint32_t)sp, "transpose_out");
+    }
+    size_t lm = 0, tm = 0;          /* the pair whose strips are being loaded / transposed */
+    uint64_t lbase = 0, tbase = 0;  /* the index of that pair's first strip */
+    unsigned no = 0;
+    for (uint64_t i = 0; i < total + NB - 1 && !k->failed; i++) {
+        if (i < total) { /* load strip i */
+            uint64_t C, ncs, R;
+            for (;;) {
+                R = tern_view_dim(&ins_v[lm], 0), C = tern_view_dim(&ins_v[lm], 1), ncs = (C + CW - 1) / CW;
+                if (i - lbase < ((R + T - 1) / T) * ncs)
+                    break;
+                lbase += ((R + T - 1) / T) * ncs;
+                lm++;
+            }
+            uint64_t s = i - lbase, r0 = (s / ncs) * T, c0 = (s % ncs) * CW;
+            uint64_t rb = min_u64(T, R - r0), cw = min_u64(CW, C - c0);
+            tern_kernel_load(k, tern_view_block(k, strips[i % NB], 0, rb, 0, cw),
+                             tern_view_block(k, ins_v[lm], r0, r0 + rb, c0, c0 + cw));
         }
+        if (i < NB - 1)
+            continue;
+        uint64_t j = i - (NB - 1), C, ncs, R; /* transpose and store strip j */
+        for (;;) {
+            R = tern_view_dim(&ins_v[tm], 0), C = tern_view_dim(&ins_v[tm], 1), ncs = (C + CW - 1) / CW;
+            if (j - tbase < ((R + T - 1) / T) * ncs)
+                break;
+            tbase += ((R + T - 1) / T) * ncs;
+            tm++;
+        }
+        uint64_t s = j - tbase, r0 = (s / ncs) * T, c0 = (s % ncs) * CW;
+        uint64_t rb = min_u64(T, R - r0), cw = min_u64(CW, C - c0);
+        tern_view strip = tern_view_block(k, strips[j % NB], 0, rb, 0, cw);
+        for (uint64_t b0 = 0; b0 < cw && !k->failed; b0 += T) {
+            uint64_t cb = min_u64(T, cw - b0);
+            tern_view o = tern_view_block(k, outs[no++ % NB], 0, cb, 0, rb);
+            if (pe) { /* the block through the array into PSUM (its dtype kept), then to the output tile */
+                tern_view ps = tern_kernel_psum(k, idt, (uint32_t)cb, (uint32_t)rb, "transpose_psum");
+                tern_kernel_transpose_pe(k, ps, tern_view_block(k, strip, 0, rb, b0, b0 + cb));
+                tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, o, ps);
+                tern_kernel_release(k, ps);
+                tern_kernel_store(k, tern_view_block(k, outs_v[tm], c0 + b0, c0 + b0 + cb, r0, r0 + rb), o);
+                continue;
+            }
+            for (uint64_t ii = 0; ii < rb; ii += V)
+                for (uint64_t jj = 0; jj < cb; jj += V) {
+                    uint64_t ni = min_u64(V, rb - ii), nj = min_u64(V, cb - jj);
+                    tern_kernel_transpose_ve(k, tern_view_block(k, o, jj, jj + nj, ii, ii + ni),
+                                             tern_view_block(k, strip, ii, ii + ni, b0 + jj, b0 + jj + nj));
+                }
+            tern_kernel_store(k, tern_view_block(k, outs_v[tm], c0 + b0, c0 + b0 + cb, r0, r0 + rb), o);
+        }
+    }
+    for (int q = NB - 1; q >= 0; q--) {
+        tern_kernel_release(k, outs[q]);
+        tern_kernel_release(k, strips[q]);
     }
 }
