@@ -55,6 +55,14 @@ void train_dropout_part(uint64_t seed, uint64_t step, const train_dropout *d, in
     }
     /* the chunk's block of the leading axis: whole blocks of the tensor of one chunk */
     uint64_t base = (uint64_t)chunk * (uint64_t)gstride[0];
+    if (d->split == TRAIN_DROP_TOKENS) { /* token block trank of the chunk: contiguous */
+        base += (uint64_t)trank * (uint64_t)d->count;
+        for (size_t e = 0; e < d->count; e++) {
+            double u = (double)(draw_at(s, base + e) >> 11) * 0x1.0p-53;
+            d->mask[e] = u >= d->ratio ? keep : 0.0f;
+        }
+        return;
+    }
     int64_t inner = R > 0 ? d->ldims[R - 1] : 1;
     size_t e = 0;
     if (R == 0) {
@@ -155,7 +163,14 @@ int train_dropout_rewrite(tern_trainer *t, ad_ctx *a)
                 return ad_fail_node(a, i, "internal: the whole model's Dropout input has rank %d, the program's %d",
                                     rv->rank, sx.rank);
             memcpy(dd.gdims, rv->dims, sizeof dd.gdims);
-            for (int d = 0; d < sx.rank; d++) {
+            /* sequence parallelism inside a row: [1, S b / tp, ...] of [b, S, ...] is token block r of the chunk */
+            int tok = sx.rank >= 2 && t->drop_tp > 1 && sx.d[0] == 1 && rv->dims[0] > 1 &&
+                      rv->dims[0] * rv->dims[1] == sx.d[1] * t->drop_tp;
+            for (int d = 2; d < sx.rank && tok; d++)
+                tok = rv->dims[d] == sx.d[d];
+            if (tok)
+                dd.split = TRAIN_DROP_TOKENS;
+            for (int d = 0; d < sx.rank && !tok; d++) {
                 if (rv->dims[d] == sx.d[d])
                     continue;
                 if (dd.split >= 0 || t->drop_tp < 2 || sx.d[d] <= 0 || rv->dims[d] != sx.d[d] * t->drop_tp) {

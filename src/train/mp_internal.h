@@ -125,6 +125,9 @@ typedef struct {
     /* sequence parallelism (docs/training.md): the programs between tensor-parallel regions on mb / tp rows; gsp
      * the plan graph at that batch (the row-sharded programs' constants: shapes folded for their rows) */
     int sp;
+    int64_t sp_sub;              /* > 1: sequence parallelism inside a row (mb dividing tp): tensor rank r holds token
+                                    block r of the micro-batch's mb x S, positions of one row (sequence_parallel.c);
+                                    sp_sub = tp / mb blocks a row. 0: whole rows (gsp) */
     tern_graph *gsp;
 } mp_plan;
 

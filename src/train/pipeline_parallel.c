@@ -389,14 +389,14 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
                                   "tensor-parallel regions",
                                   (long long)tp, (long long)tok, ids ? "tokens" : "rows", (long long)mb,
                                   mb == 1 ? "" : "s", (long long)(ids ? (int64_t)t->in[0].row : 1));
-        if (mb % tp)
+        if (mb % tp && tp % mb)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                                   "train: sp=1 (sequence parallelism): tp=%lld divides the %lld tokens of a "
-                                  "micro-batch but not its %lld row%s: each tensor rank holds whole rows (rows [r mb / "
-                                  "tp, (r + 1) mb / tp), the tokens [r T / tp, (r + 1) T / tp) of the [T, hidden] "
-                                  "activation); splitting inside a row (its positions) is not built - give at least "
-                                  "tp rows a micro-batch",
-                                  (long long)tp, (long long)tok, (long long)mb, mb == 1 ? "" : "s");
+                                  "micro-batch but neither divides nor is a multiple of its %lld rows: a tensor rank "
+                                  "holds whole rows (mb a multiple of tp) or positions of one row (mb dividing tp)",
+                                  (long long)tp, (long long)tok, (long long)mb);
+        if (mb % tp) /* positions of one row: block r of the micro-batch's tokens (sequence_parallel.c) */
+            p->sp_sub = tp / mb;
     }
     if ((st = mp_plan_build(t, p, err)) || (st = mp_build_programs(t, p, err)))
         return st;

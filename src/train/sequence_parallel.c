@@ -17,6 +17,8 @@
  * mix rows) is refused naming the node. */
 #include "mp_internal.h"
 
+#include "graph/op_params.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,8 +90,170 @@ static tern_status load_gsp(tern_trainer *t, mp_plan *p, const unsigned char *is
     return TERN_OK;
 }
 
+/* ---- inside a row (p->sp_sub > 1: a micro-batch of mb rows, mb dividing tp) ----
+ * Tensor rank r holds tokens [r T / tp, (r + 1) T / tp) of the micro-batch's T = mb x S, a block of positions of one
+ * row: its programs see [1, S mb / tp, ...]. The model cannot be loaded at that sequence length (its shapes hold S),
+ * so the row-sharded programs are the plan graph's nodes on shard-shaped placeholders, re-inferred, and each node
+ * that computes from the rows must work position by position: elementwise ops whose other operands do not span
+ * the two token axes (a position table's add would need the rank's positions: refused), Cast, Identity, Dropout
+ * (its mask drawn by position, dropout.c), LayerNormalization over the last axis, reductions, Softmax-family ops
+ * over the last axis only, and a MatMul of the rows by a weight. Anything else is refused naming the node. */
+
+/* 1 when operand v of a node whose output has rank R does not span axes 0 and 1 (right-aligned broadcasting) */
+static int spans_tokens(const tern_graph *g, int v, int R)
+{
+    const tern_graph_value *x = &g->values[v];
+    for (int d = 0; d < x->rank; d++) {
+        int ax = d + (R - x->rank);
+        if (ax <= 1 && x->dims[d] != 1)
+            return 1;
+    }
+    return 0;
+}
+
+/* 1 when node i reads only the last axis for its axis-wise work; why says what it does otherwise */
+static int per_position(const tern_graph *g, int i, const unsigned char *rowdep, char *why, size_t wl)
+{
+    const tern_graph_node *nd = &g->nodes[i];
+    int op = nd->op_id, y = nd->n_outputs ? nd->outputs[0] : -1;
+    int R = y >= 0 ? g->values[y].rank : 0;
+    tern_op_family f = tern_op_family_of((tern_op_id)op);
+    if (R < 2) {
+        snprintf(why, wl, "its output has rank %d, not [rows, positions, ...]", R);
+        return 0;
+    }
+    if (f == TERN_OP_FAMILY_ELEMENTWISE_UNARY || f == TERN_OP_FAMILY_ELEMENTWISE_BINARY ||
+        f == TERN_OP_FAMILY_ELEMENTWISE_VARIADIC || f == TERN_OP_FAMILY_ELEMENTWISE_SELECT ||
+        op == TERN_GOP_CAST || op == TERN_GOP_IDENTITY || op == TERN_GOP_DROPOUT) {
+        for (int q = 0; q < nd->n_inputs; q++) {
+            int v = nd->inputs[q];
+            if (v >= 0 && !rowdep[v] && g->values[v].rank >= 0 && spans_tokens(g, v, R)) {
+                snprintf(why, wl, "its operand '%s' spans the positions (a rank holds only some of them)",
+                         g->values[v].name);
+                return 0;
+            }
+        }
+        return 1;
+    }
+    if (op == TERN_GOP_LAYER_NORMALIZATION || f == TERN_OP_FAMILY_AXIS) {
+        int64_t a = tern_graph_attr_int(nd, "axis", -1);
+        if (op != TERN_GOP_LAYER_NORMALIZATION && op != TERN_GOP_SOFTMAX && op != TERN_GOP_LOG_SOFTMAX) {
+            snprintf(why, wl, "it works along an axis other ops than the softmax family may mix positions on");
+            return 0;
+        }
+        if (a != -1 && a != R - 1) {
+            snprintf(why, wl, "it works along axis %lld, not the last", (long long)a);
+            return 0;
+        }
+        return 1;
+    }
+    if (f == TERN_OP_FAMILY_REDUCE) {
+        int given = nd->n_inputs > 1 && nd->inputs[1] >= 0;
+        const tern_host_tensor *ax = given ? g->values[nd->inputs[1]].constant : NULL;
+        graph_axes_args aa;
+        char w2[160];
+        if (graph_reduce_axes_decode(nd, tern_graph_opset(g), given, ax, &aa, w2, sizeof w2) || !aa.known ||
+            aa.n != 1 || !(aa.axes[0] == -1 || aa.axes[0] == R - 1) || !tern_graph_attr_int(nd, "keepdims", 1)) {
+            snprintf(why, wl, "it reduces other axes than the last (keeping it)");
+            return 0;
+        }
+        return 1;
+    }
+    if (op == TERN_GOP_MATMUL && nd->n_inputs == 2 && nd->inputs[1] >= 0 && !rowdep[nd->inputs[1]] &&
+        g->values[nd->inputs[1]].rank == 2)
+        return 1;
+    snprintf(why, wl, "a %s node is not known to compute each position from that position alone",
+             tern_op_info((tern_op_id)op)->name);
+    return 0;
+}
+
+/* the token-block shard of a crossing value [mb, S, ...]: [1, S mb / tp, ...]; 0 when it has no such shape */
+static int token_shard(const mp_plan *p, const mp_xv *xv, int64_t *sd)
+{
+    if (xv->rank < 2 || xv->dims[0] != p->mb || (xv->dims[1] * p->mb) % p->tp)
+        return 0;
+    memcpy(sd, xv->dims, sizeof xv->dims);
+    sd[0] = 1;
+    sd[1] = xv->dims[1] * p->mb / p->tp;
+    return 1;
+}
+
+static tern_status sp_plan_sub(mp_plan *p, const unsigned char *isw, tern_error *err)
+{
+    const tern_graph *g = p->g;
+    char lab[256], why[200], d0[96];
+    tern_status st = TERN_OK;
+    unsigned char *rowdep = calloc((size_t)g->n_values + 1, 1), *inseg = calloc((size_t)g->n_nodes + 1, 1);
+    if (!rowdep || !inseg) {
+        free(rowdep), free(inseg);
+        return train_oom(err);
+    }
+    for (int k = 0; k < p->nseg && !st; k++) {
+        mp_seg *sg = &p->seg[k];
+        sg->sp = sg->pair < 0 && !sg->vocab && !sg->last && sg->nn > 0;
+        for (int e = 0; e < sg->nn; e++)
+            inseg[sg->nodes[e]] = (unsigned char)sg->sp;
+        for (int e = 0; e < sg->nn && sg->sp && !st; e++) {
+            int i = sg->nodes[e];
+            const tern_graph_node *nd = &g->nodes[i];
+            int dep = 0;
+            for (int q = 0; q < nd->n_inputs; q++) {
+                int v = nd->inputs[q], pr = v >= 0 ? g->values[v].producer : -1;
+                if (v < 0 || g->values[v].constant || isw[v])
+                    continue;
+                if (v == p->data_val) {
+                    st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                        "train: sp=1 (sequence parallelism) inside a row: %s reads the data between "
+                                        "the tensor-parallel regions; a rank's positions of it are not fed (give at "
+                                        "least tp rows a micro-batch)",
+                                        tern_graph_node_label(g, i, lab, sizeof lab));
+                    break;
+                }
+                if (pr >= 0 && !inseg[pr] && g->nodes[pr].op_id != TERN_GOP_CONSTANT && !p->wd[pr] &&
+                    !mp_known_const(g, pr))
+                    rowdep[v] = 1; /* another program's activation: this rank's positions of it */
+                dep |= rowdep[v];
+            }
+            for (int q = 0; q < nd->n_outputs; q++)
+                if (nd->outputs[q] >= 0)
+                    rowdep[nd->outputs[q]] = (unsigned char)dep;
+            if (st || !dep)
+                continue;
+            if (!per_position(g, i, rowdep, why, sizeof why))
+                st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                    "train: sp=1 (sequence parallelism) inside a row (a micro-batch of %lld row%s over "
+                                    "tp=%lld): %s, between the tensor-parallel regions, cannot run on a rank's "
+                                    "positions: %s",
+                                    (long long)p->mb, p->mb == 1 ? "" : "s", (long long)p->tp,
+                                    tern_graph_node_label(g, i, lab, sizeof lab), why);
+        }
+        for (int e = 0; e < sg->nn; e++)
+            inseg[sg->nodes[e]] = 0;
+    }
+    free(rowdep), free(inseg);
+    for (int x = 0; x < p->nxv && !st; x++) {
+        mp_xv *xv = &p->xv[x];
+        if (xv->vsplit)
+            continue;
+        if (!token_shard(p, xv, xv->sdims) || xv->count % (size_t)p->tp) {
+            int v = graph_lookup(g, xv->name);
+            if (v >= 0)
+                dims_text(&g->values[v], d0, sizeof d0);
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "train: sp=1 (sequence parallelism) inside a row: '%s' %s, crossing from program %d "
+                                  "to a later one, is not [%lld rows, positions, ...] with tp=%lld dividing its "
+                                  "tokens; it cannot be held as blocks of positions",
+                                  xv->name, v >= 0 ? d0 : "?", xv->from, (long long)p->mb, (long long)p->tp);
+        }
+        xv->sp = 1;
+    }
+    return st;
+}
+
 tern_status mp_sp_plan(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err)
 {
+    if (p->sp_sub > 1)
+        return sp_plan_sub(p, isw, err);
     tern_status st = load_gsp(t, p, isw, err);
     if (st)
         return st;

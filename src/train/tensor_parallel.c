@@ -592,8 +592,9 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
     mp_seg *sg = &p->seg[k];
     memset(m, 0, sizeof *m);
     m->o = t->o;
-    m->o.batch = sg->sp ? p->mb / p->tp : p->mb; /* sequence parallelism: a rank's rows */
-    const tern_graph *pg = sg->sp ? p->gsp : p->g;  /* the plan's constants (folded shapes) for those rows */
+    /* sequence parallelism: a rank's rows (inside a row: one row, its positions on the crossing placeholders) */
+    m->o.batch = sg->sp ? (p->sp_sub > 1 ? 1 : p->mb / p->tp) : p->mb;
+    const tern_graph *pg = sg->sp && p->gsp ? p->gsp : p->g; /* the plan's constants (folded shapes) for those rows */
     m->o.grads_as_outputs = 0;
     m->o.freeze = (const char *const *)p->frozen; /* the plan's constants by exact name, absent ones allowed */
     m->o.n_freeze = (size_t)p->nfrozen;
@@ -789,6 +790,8 @@ static tern_status seg_graph(tern_trainer *t, mp_plan *p, int k, int64_t r, int 
         gv->rank = c->rank;
         memcpy(gv->dims, c->dims, sizeof gv->dims);
     }
+    if (!st && sg->sp && p->sp_sub > 1) /* inside a row: every computed shape again from the placeholders */
+        split = 1;
     if (!st && split) /* shapes of the split values come again from inference */
         for (int v = 0; v < g->n_values; v++)
             if (!(g->values[v].flags & (TERN_VALUE_INPUT | TERN_VALUE_INITIALIZER)) && !g->values[v].constant)
@@ -864,17 +867,19 @@ static tern_status drop_check(const mp_plan *p, const mp_seg *sg, const tern_tra
     const mp_pair *fp = sg->pair >= 0 ? &p->pairs[sg->pair] : NULL;
     for (size_t q = 0; q < m->ndrop; q++) {
         const train_dropout *d = &m->drop[q];
-        if (d->split < 0 || d->ref_node < 0)
+        if (d->split == -1 || d->ref_node < 0)
             continue;
         char lab[256];
         tern_graph_node_label(p->g, d->ref_node, lab, sizeof lab);
-        if (!fp && sg->sp && !sg->vocab && d->split == 0)
-            continue; /* sequence parallelism: rank r's rows, block r of the leading axis */
-        if (sg->vocab || !fp)
+        if (!fp && sg->sp && !sg->vocab &&
+            (d->split == 0 || d->split == TRAIN_DROP_TOKENS || (p->sp_sub > 1 && d->split == 1 && d->gdims[0] == 1)))
+            continue; /* sequence parallelism: rank r's rows or positions, token block r of the micro-batch */
+        if (sg->vocab || !fp || d->split < 0)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                  "train: %s (Dropout in training mode): split along axis %d outside a tensor-parallel "
-                                  "pair; its ranks' mask blocks are not known",
-                                  lab, d->split);
+                                  "train: %s (Dropout in training mode): split %s outside the places whose ranks' mask "
+                                  "blocks are known (a tensor-parallel pair's split axis, sequence parallelism's rows "
+                                  "or positions)",
+                                  lab, d->split < 0 ? "into token blocks" : "along one axis");
         if ((fp->ngroups > 1 && d->gdims[d->split] == fp->n) || (fp->nrep && fp->nrep[d->ref_node] > 1))
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                                   "train: %s (Dropout in training mode): on %s, whose tensor ranks do not hold "

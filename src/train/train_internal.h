@@ -39,9 +39,12 @@ typedef struct {
     int rank;
     int64_t gdims[TERN_GRAPH_MAX_RANK]; /* the tensor of one chunk (micro-batch) on one core, all tensor ranks' */
     int64_t ldims[TERN_GRAPH_MAX_RANK]; /* this program's part of it */
-    int split;                  /* -1, or the axis split tp ways: tensor rank r holds block r (ldims = gdims / tp) */
+    int split;                  /* -1, or the axis split tp ways: tensor rank r holds block r (ldims = gdims / tp);
+                                 * TRAIN_DROP_TOKENS: [1, S b / tp, ...] of [b, S, ...], token block r (sequence
+                                 * parallelism inside a row) */
     int ref_node;               /* the Dropout's node in t->drop_ref, -1 without one */
 } train_dropout;
+#define TRAIN_DROP_TOKENS (-2)
 
 /* A data input of the model (every graph input that is not an initializer). Held in the trainer itself, so a
  * scratch trainer (the micro-step's, a data-parallel gradient graph's) needs to free only data_name. */

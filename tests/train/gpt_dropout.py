@@ -5,7 +5,10 @@ the MLP's hidden activations (inside the tensor-parallel pair, split by columns)
 (torch.onnx.TrainingMode.TRAINING: each Dropout's training_mode input is true). Data: the byte-level rows of
 gpt_ref.py (/usr/share/common-licenses/GPL-3, rows of 32 bytes predicting the next byte).
 
-usage: gpt_dropout.py OUTDIR BATCH"""
+With a third argument `nopos` the model has no position embedding (the causal attention alone orders the tokens), so
+every node between the tensor-parallel regions works position by position (sequence parallelism inside a row).
+
+usage: gpt_dropout.py OUTDIR BATCH [nopos]"""
 import math
 import sys
 
@@ -15,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 out, batch = sys.argv[1], int(sys.argv[2])
+nopos = len(sys.argv) > 3 and sys.argv[3] == "nopos"
 torch.manual_seed(0)
 S, D, H, L, V, P = 32, 64, 4, 2, 256, 0.1
 
@@ -47,7 +51,8 @@ class GPT(nn.Module):
         self.lnf = nn.LayerNorm(D)
 
     def forward(self, ids):
-        x = self.drop(self.wte(ids) + self.wpe(torch.arange(ids.shape[1])))
+        x = self.wte(ids)
+        x = self.drop(x if nopos else x + self.wpe(torch.arange(ids.shape[1])))
         for b in self.blocks:
             x = b(x)
         return self.lnf(x) @ self.wte.weight.t()

@@ -18,7 +18,8 @@
 #   attention on tp=4,dp=2 (replicated key/value heads, K = 2), timing-only, ZeRO-1 on tp=2,pp=2,dp=4 (K = 2, 4) and
 #   on pp=2,vpp=2,dp=4 (K = 2), and a layout checkpoint of K = 2 resumed under K = 4;
 # - ZeRO-1 with the GPT's tied embedding and clipping (K = 2);
-# - training-mode Dropout (the GPT of gpt_dropout.py): data parallelism over 4 ranks and tp=2,pp=2,dp=4,sp=1 (K = 2).
+# - training-mode Dropout (the GPT of gpt_dropout.py): data parallelism over 4 ranks and tp=2,pp=2,dp=4,sp=1 (K = 2),
+#   and sequence parallelism inside a row (its position-free variant, tp=2,dp=4,sp=1 on one-row micro-batches, K = 2).
 # Failures: a class label out of range in rank 5's rows (met by one process only) ends every process with the
 # one-process message and exit status, and in data replica 3's rows of a layout likewise; a process that cannot read
 # its data (an MPMD launch) stops the run with its own message; more processes than chips, one core, a layout with
@@ -166,6 +167,14 @@ if "$PY" "$here/gpt_dropout.py" gdrop 8 >gdrop/gen.txt 2>&1; then
         --machine trn1.32xlarge --cores 4
     case_ dropsp "2" gdrop/gpt.onnx --data gdrop/x.npy --labels gdrop/y.npy --batch 16 --precision fp32 --steps 2 \
         --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2,sp=1
+    # sequence parallelism inside a row (micro-batches of one row, the position-free GPT): positions' blocks per rank
+    mkdir -p gnopos
+    if "$PY" "$here/gpt_dropout.py" gnopos 1 nopos >gnopos/gen.txt 2>&1; then
+        case_ droprow "2" gnopos/gpt.onnx --data gnopos/x.npy --labels gnopos/y.npy --batch 4 --precision fp32 \
+            --steps 2 --machine trn1.32xlarge --layout tp=2,dp=4,sp=1
+    else
+        bad "the position-free GPT could not be made: $(tail -3 gnopos/gen.txt)"
+    fi
 else
     bad "the GPT with Dropout could not be made: $(tail -3 gdrop/gen.txt)"
 fi

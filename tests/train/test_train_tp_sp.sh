@@ -17,8 +17,9 @@
 #     norms' gradient all-reduce;
 #   - ZeRO-1 on tp=2,dp=2,sp=1 trains the unsharded layout's bytes; --timing-only predicts the functional run's step
 #     and layout fields to the text; TERN_THREADS=1 and 2 give the same bytes;
-#   - sp=1 without tensor parallelism, a micro-batch whose tokens tp does not divide, one whose rows it does not
-#     divide, and sp=2 exit non-zero naming the rule and the values.
+#   - sp=1 without tensor parallelism, a micro-batch whose tokens tp does not divide, the GPT's micro-batch of one
+#     row (positions of a row: its position table's add reads every position; test_train_sp_row.sh has the models
+#     that train so), and sp=2 exit non-zero naming the rule and the values.
 # The weight checks leave out the key third of GPT's qkv bias (softmax ignores a constant per query: its gradient is
 # zero in exact arithmetic and AdamW walks it on rounding noise; test_train_tp_vocab.sh says more).
 set -u
@@ -145,7 +146,8 @@ PYEOF
 expect 1 "$TERN" train "${G[@]}" --batch 4 --steps 1 --machine $M --layout pp=2,sp=1
 contains "$tmp/err" "sp=1 (sequence parallelism) needs tensor parallelism (tp > 1; tp=1)"
 expect 1 "$TERN" train "${G[@]}" --batch 1 --steps 1 --machine $M --layout tp=2,sp=1
-contains "$tmp/err" "tp=2 divides the 32 tokens of a micro-batch but not its 1 row: each tensor rank holds whole rows"
+contains "$tmp/err" "inside a row (a micro-batch of 1 row over tp=2)" # positions of a row: the position table's add
+contains "$tmp/err" "cannot run on a rank's positions"
 expect 1 "$TERN" train "${L[@]}" --batch 1 --steps 1 --machine $M --layout tp=3,sp=1
 contains "$tmp/err" "sp=1 (sequence parallelism): tp=3 does not divide the 16 tokens of a micro-batch (1 row of 16)"
 expect 2 "$TERN" train "${G[@]}" --batch 4 --steps 1 --machine $M --layout tp=2,sp=2
