@@ -43,7 +43,7 @@ static tern_fabric *load(const char *spec)
 static uint64_t time_one(tern_fabric *f, uint64_t bytes)
 {
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, bytes / 4, TERN_ALGO_AUTO, NULL, 0, 0,
-                        NULL, 0, NULL, NULL, NULL};
+                        NULL, 0, NULL, NULL, NULL, 0};
     tern_coll_result res;
     tern_error err;
     if (tern_collective_time(f, &d, &res, &err)) {
@@ -106,7 +106,7 @@ int main(void)
     }
     double memcpy_bps = 2.0 * (double)bytes * R / best_mc;
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, bytes / 4, TERN_ALGO_AUTO, NULL, 0, 0,
-                        NULL, 0, NULL, NULL, NULL};
+                        NULL, 0, NULL, NULL, NULL, 0};
     tern_coll_result res;
     tern_error err;
     double best = 1e30;

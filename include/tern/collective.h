@@ -75,6 +75,9 @@ typedef struct {
     const uint64_t *vcounts;     /* all-to-allv: group_size x group_size counts, the same for every group */
     const uint64_t *sdispls;     /* all-to-allv: N x N send offsets [sender][receiver]; NULL = back to back */
     const uint64_t *rdispls;     /* all-to-allv: N x N receive offsets [receiver][sender]; NULL = back to back */
+    unsigned channels;           /* ring all-reduce/all-gather/reduce-scatter: 0 = every channel the topology gives
+                                    (one per direction of each edge-disjoint Hamiltonian cycle through the group's
+                                    chips, docs/multichip.md "Ring channels"), 1 = the single ring, N = at most N */
 } tern_coll_desc;
 
 typedef struct {
@@ -82,6 +85,7 @@ typedef struct {
     uint64_t time_ps;     /* predicted time: max(launch interval, setup + the schedule's span) */
     uint64_t span_ps;     /* the schedule alone, first pull to last completion */
     unsigned steps;
+    unsigned channels;    /* ring channels that ran (the most over the groups; 1 for a single ring or another algorithm) */
     uint64_t transfers;
     uint64_t host_bytes;  /* functional mode: bytes the host read and wrote moving data */
 } tern_coll_result;

@@ -27,7 +27,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: tern collective OP --machine SPEC [--ranks N] [--nodes M] [--lnc K] [--dtype T]\n"
             "                      [--sizes A:B | --size A] [--step F]\n"
-            "                      [--algorithm auto|ring|mesh|rdh|hier|direct|kangaring]\n"
+            "                      [--algorithm auto|ring|mesh|rdh|hier|direct|kangaring] [--channels N]\n"
             "                      [--reduce sum|max|min] [--groups 0,1;2,3] [--pairs S:T,S:T]\n"
             "                      [--displs packed|reversed]\n"
             "                      [--check] [--timing-only] [--json] [--join-timeout S]\n"
@@ -38,6 +38,8 @@ static void usage(FILE *out)
             "the buffers (MPI_Alltoallv displacements; default packed: back to back from 0).\n"
             "SPEC: an instance or system (trn1.32xlarge, trn2.48xlarge, trn2-ultraserver) or NxINSTANCE, a cluster\n"
             "over EFA (2xtrn1.32xlarge). Sizes take B, KiB, MiB, GiB; each row is the last times F (default 2).\n"
+            "--channels N caps the ring's channels (default: one per direction of each edge-disjoint Hamiltonian\n"
+            "cycle through the group's chips; 1: the single ring).\n"
             "--ranks takes the first N ranks (spread equally over --nodes instances); --check runs functionally and\n"
             "verifies every rank's output bit for bit against the host reference. Under `mpirun -np K` the chips are\n"
             "spread over K processes (same bits and times; only process 0 prints); --join-timeout S (default 60)\n"
@@ -255,7 +257,7 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
     ctx c = {tr, tr && tr->me != 0};
     const char *op_name = NULL, *machine = NULL, *dtype_name = "fp32", *algo_name = "auto", *reduce_name = "sum";
     const char *sizes = "8B:1GiB", *groups_text = NULL, *pairs_text = NULL, *displs = "packed";
-    uint64_t ranks = 0, nodes = 0, lnc = 0, step = 2, join_timeout = 60;
+    uint64_t ranks = 0, nodes = 0, lnc = 0, step = 2, join_timeout = 60, channels = 0;
     int check = 0, json = 0, timing_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -285,12 +287,13 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
             if (!(groups_text = tern_arg_value(CMD, argc, argv, &i, "replica groups such as 0,1;2,3")))
                 return 2;
         } else if (!strcmp(a, "--ranks") || !strcmp(a, "--nodes") || !strcmp(a, "--lnc") || !strcmp(a, "--step") ||
-                   !strcmp(a, "--join-timeout")) {
+                   !strcmp(a, "--join-timeout") || !strcmp(a, "--channels")) {
             if (!(v = tern_arg_value(CMD, argc, argv, &i, "a whole number")))
                 return 2;
             uint64_t *dst = !strcmp(a, "--ranks") ? &ranks : !strcmp(a, "--nodes") ? &nodes
-                            : !strcmp(a, "--lnc") ? &lnc : !strcmp(a, "--step") ? &step : &join_timeout;
-            if (tern_arg_uint(CMD, a, v, !strcmp(a, "--step") ? 2 : 1, 1000000, dst))
+                            : !strcmp(a, "--lnc") ? &lnc : !strcmp(a, "--step") ? &step
+                            : !strcmp(a, "--channels") ? &channels : &join_timeout;
+            if (tern_arg_uint(CMD, a, v, !strcmp(a, "--step") ? 2 : 1, !strcmp(a, "--channels") ? 8 : 1000000, dst))
                 return 2;
         } else if (!strcmp(a, "--check")) {
             check = 1;
@@ -339,6 +342,7 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
     }
     d.algo = algo;
     d.dtype = dt;
+    d.channels = (unsigned)channels;
     if (pairs_text && d.op != TERN_COLL_PERMUTE) {
         ERR("--pairs: only permute and send-recv take rank pairs, not %s\n", op_name);
         return 2;
@@ -613,12 +617,18 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
             if (functional)
                 snprintf(hs, sizeof hs, ",\"hash\":\"%016" PRIx64 "\"", hash);
             OUT("%s{\"bytes\":%" PRIu64 ",\"count\":%" PRIu64 ",\"time_us\":%.3f,\"time_ps\":%" PRIu64
-                ",\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"algorithm\":\"%s\",\"mode\":\"%s\"%s%s%s%s}",
+                ",\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"algorithm\":\"%s\",\"channels\":%u,\"mode\":\"%s\""
+                "%s%s%s%s}",
                 first_row ? "" : ",", bytes, d.count, us, res.time_ps, algbw, busbw, tern_coll_algo_name(res.algo),
-                mode, hs, check ? ",\"check\":\"" : "", verdict, check ? "\"" : "");
+                res.channels, mode, hs, check ? ",\"check\":\"" : "", verdict, check ? "\"" : "");
         } else {
+            char an[32];
+            if (res.channels > 1) /* the ring's channels (docs/multichip.md, "Ring channels") */
+                snprintf(an, sizeof an, "%s x%u", tern_coll_algo_name(res.algo), res.channels);
+            else
+                snprintf(an, sizeof an, "%s", tern_coll_algo_name(res.algo));
             OUT("%14" PRIu64 " %14" PRIu64 " %12.2f %12.3f %12.3f %10s %11s%s%s\n", bytes, d.count, us, algbw, busbw,
-                tern_coll_algo_name(res.algo), mode, check ? "          " : "", verdict);
+                an, mode, check ? "          " : "", verdict);
         }
         first_row = 0;
         if (functional)

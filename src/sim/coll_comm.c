@@ -14,7 +14,7 @@
 #include "tern/transport.h"
 
 typedef struct {
-    uint32_t joined, op, reduce, dtype, algo, ngroups, group_size, npairs, bufs, pad;
+    uint32_t joined, op, reduce, dtype, algo, ngroups, group_size, npairs, bufs, channels;
     uint64_t count, groups_h, pairs_h, vcounts_h, sdispls_h, rdispls_h;
 } fingerprint;
 
@@ -107,6 +107,7 @@ tern_status tern_coll_comm_join(tern_coll_comm *c, unsigned rank, const tern_col
     p->reduce = (uint32_t)d->reduce;
     p->dtype = (uint32_t)d->dtype;
     p->algo = (uint32_t)d->algo;
+    p->channels = d->channels;
     p->count = d->count;
     p->bufs = in != NULL;
     if (d->groups) {
@@ -166,7 +167,13 @@ static void value_of(const fingerprint *p, field k, char *buf, size_t cap)
     case F_DTYPE: snprintf(buf, cap, "%s", tern_dtype_name((tern_dtype)p->dtype)); break;
     case F_REDUCE: snprintf(buf, cap, "%s", tern_reduce_op_name((tern_reduce_op)p->reduce)); break;
     case F_COUNT: snprintf(buf, cap, "%llu elements", (unsigned long long)p->count); break;
-    case F_ALGO: snprintf(buf, cap, "%s", tern_coll_algo_name((tern_coll_algo)p->algo)); break;
+    case F_ALGO:
+        if (p->channels)
+            snprintf(buf, cap, "%s (at most %u ring channels)", tern_coll_algo_name((tern_coll_algo)p->algo),
+                     p->channels);
+        else
+            snprintf(buf, cap, "%s", tern_coll_algo_name((tern_coll_algo)p->algo));
+        break;
     case F_GROUPS:
         if (p->ngroups)
             snprintf(buf, cap, "%u groups of %u (hash %016llx)", p->ngroups, p->group_size,
@@ -197,7 +204,7 @@ static int differs(const fingerprint *a, const fingerprint *b, field k)
     case F_REDUCE:
         return a->reduce != b->reduce && (a->op == TERN_COLL_ALL_REDUCE || a->op == TERN_COLL_REDUCE_SCATTER);
     case F_COUNT: return a->count != b->count;
-    case F_ALGO: return a->algo != b->algo;
+    case F_ALGO: return a->algo != b->algo || a->channels != b->channels;
     case F_GROUPS: return a->ngroups != b->ngroups || a->group_size != b->group_size || a->groups_h != b->groups_h;
     case F_PAIRS: return a->npairs != b->npairs || a->pairs_h != b->pairs_h;
     case F_VCOUNTS: return a->vcounts_h != b->vcounts_h;

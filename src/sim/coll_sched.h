@@ -65,6 +65,14 @@ tern_status coll_pdes_move(tern_fabric *f, const coll_plan *p, const tern_coll_d
  * from its schedule as the fabric reserves the HBM at both ends of every pull: the source's read, the
  * destination's write (and its read of the local block when the pull reduces). rank_run.c shares a core's HBM
  * between these and the kernel's own DMA. */
+/* Ring channels (coll_ring.c): the members ranks[0..n) of one group in the fabric's ring order. Returns the number
+ * of channels C, 2 x the most edge-disjoint Hamiltonian cycles found through the chips holding them (joined where
+ * a route between them is one NeuronLink hop), each cycle once per direction; 1 (orders untouched) when the group
+ * spans fewer than 3 chips, crosses instances or has no such cycle. For C > 1, orders[c*n + k] is the index into
+ * ranks of the member at position k of channel c (a chip's members consecutive, in their ring order). */
+#define COLL_MAX_CHANNELS 8
+unsigned coll_ring_channels(const tern_fabric *f, const unsigned *ranks, unsigned n, unsigned *orders);
+
 tern_status coll_rank_hbm_bytes(const tern_fabric *f, const tern_coll_desc *d, uint64_t *bytes, tern_error *err);
 
 #endif

@@ -366,6 +366,7 @@ typedef struct {
     pull *p;
     size_t np, cap;
     unsigned nsteps;
+    unsigned channels; /* the most ring channels any group ran */
     int oom;
 } sched;
 
@@ -629,6 +630,44 @@ static void build_kanga(const tern_coll_desc *d, const group *g, sched *s)
 #undef R_
 }
 
+/* The ring's channels over group g (docs/multichip.md, "Ring channels"): orders (COLL_MAX_CHANNELS x n entries) gets
+ * orders[c*n + k] = the member at position k of channel c; returns their number C (1: the fabric's single ring,
+ * orders[k] = g->ring[k]). d->channels caps C (1: the single ring). 0 when out of memory. */
+static unsigned ring_channels(const tern_fabric *f, const tern_coll_desc *d, const group *g, unsigned *orders)
+{
+    unsigned n = g->n, C = 1;
+    if (d->channels != 1 && n > 2) {
+        unsigned *rk = malloc(sizeof *rk * n), *o = malloc(sizeof *o * (size_t)COLL_MAX_CHANNELS * n);
+        if (!rk || !o) {
+            free(rk);
+            free(o);
+            return 0;
+        }
+        for (unsigned k = 0; k < n; k++)
+            rk[k] = g->rank[g->ring[k]];
+        C = coll_ring_channels(f, rk, n, o);
+        if (d->channels && C > d->channels)
+            C = d->channels;
+        for (unsigned c = 0; C > 1 && c < C; c++)
+            for (unsigned k = 0; k < n; k++)
+                orders[(size_t)c * n + k] = g->ring[o[(size_t)c * n + k]];
+        free(rk);
+        free(o);
+    }
+    if (C == 1)
+        for (unsigned k = 0; k < n; k++)
+            orders[k] = g->ring[k];
+    return C;
+}
+
+/* Channel c's part of block m: the block [a, b) split in C as blocks are split over members. */
+static void chan_part(uint64_t count, unsigned n, unsigned m, unsigned C, unsigned c, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t a = blk(count, n, m), b = blk(count, n, m + 1);
+    *lo = a + blk(b - a, C, c);
+    *hi = a + blk(b - a, C, c + 1);
+}
+
 static int build_group(const tern_fabric *f, const tern_coll_desc *d, tern_coll_algo a, const group *g,
                        const unsigned *pairs, unsigned npairs, sched *s)
 {
@@ -699,20 +738,27 @@ static int build_group(const tern_fabric *f, const tern_coll_desc *d, tern_coll_
         return 1;
     }
     if (a == TERN_ALGO_RING) {
+        /* one ring per channel, each on its own links over its own part of every block, in the same steps: a
+         * rank's pulls of a step are its channels' in channel order (they share its DMA and its chip's HBM) */
         scratch w;
-        int ok = scratch_get(&w, n);
-        if (ok) {
+        unsigned *ord = malloc(sizeof *ord * (size_t)COLL_MAX_CHANNELS * n);
+        int ok = scratch_get(&w, n) && ord;
+        unsigned C = ok ? ring_channels(f, d, g, ord) : 0;
+        ok = ok && C > 0;
+        for (unsigned c = 0; ok && c < C; c++) {
             for (unsigned k = 0; k < n; k++) {
-                unsigned m = g->ring[k];
+                unsigned m = ord[(size_t)c * n + k];
                 w.ranks[k] = g->rank[m];
-                w.lo[k] = blk(count, n, m);
-                w.hi[k] = blk(count, n, m + 1);
+                chan_part(count, n, m, C, c, &w.lo[k], &w.hi[k]);
             }
             if (rs)
                 ring_rs(s, 0, w.ranks, n, w.lo, w.hi);
             if (ag)
                 ring_ag(s, rs ? n - 1 : 0, w.ranks, n, w.lo, w.hi);
         }
+        if (C > s->channels)
+            s->channels = C;
+        free(ord);
         scratch_put(&w);
         return ok;
     }
@@ -1142,6 +1188,7 @@ static tern_status run(tern_fabric *f, const tern_coll_desc *d, const void *cons
     if (st)
         return st;
     res->algo = a;
+    res->channels = s.channels ? s.channels : 1;
     st = execute(f, d, &s, in, out, res, err);
     free(s.p);
     groups_free(&gs);
@@ -1259,7 +1306,7 @@ tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc
     unsigned n = g->n;
     uint64_t count = d->count;
     uint32_t *x = malloc(sizeof *x * n), *v = malloc(sizeof *v * n);
-    unsigned *pos = malloc(sizeof *pos * n);
+    unsigned *pos = malloc(sizeof *pos * n), *ord = NULL, *cpos = NULL;
     if (!x || !v || !pos) {
         st = tern_error_set(err, TERN_ERR_NOMEM, "reference: out of memory");
         goto out;
@@ -1346,13 +1393,29 @@ tern_status tern_collective_reference(const tern_fabric *f, const tern_coll_desc
         }
         goto out;
     }
+    unsigned C = 1;
+    if (algo == TERN_ALGO_RING) {
+        /* each channel is a ring of its own order over its part of every block */
+        if (!(ord = malloc(sizeof *ord * (size_t)COLL_MAX_CHANNELS * n * 2)) || !(C = ring_channels(f, d, g, ord))) {
+            st = tern_error_set(err, TERN_ERR_NOMEM, "reference: out of memory");
+            goto out;
+        }
+        cpos = ord + (size_t)COLL_MAX_CHANNELS * n;
+        for (unsigned ch = 0; ch < C; ch++)
+            for (unsigned k = 0; k < n; k++)
+                cpos[(size_t)ch * n + ord[(size_t)ch * n + k]] = k;
+    }
     for (unsigned m = first; m < last; m++) {
         for (uint64_t e = blk(count, n, m); e < blk(count, n, m + 1); e++) {
             uint32_t r;
             if (algo == TERN_ALGO_RING) {
+                unsigned ch = 0;
+                uint64_t plo, phi;
+                for (chan_part(count, n, m, C, 0, &plo, &phi); e >= phi; chan_part(count, n, m, C, ch, &plo, &phi))
+                    ch++;
                 for (unsigned k = 0; k < n; k++)
-                    x[k] = x_of(&c, g->rank[g->ring[k]], e);
-                r = ring_value(&c, x, n, pos[m]);
+                    x[k] = x_of(&c, g->rank[ord[(size_t)ch * n + k]], e);
+                r = ring_value(&c, x, n, cpos[(size_t)ch * n + m]);
             } else if (algo == TERN_ALGO_KANGARING) {
                 r = kanga_value(&c, g, pos, e, m);
             } else if (algo == TERN_ALGO_MESH) {
@@ -1372,6 +1435,7 @@ out:
     free(x);
     free(v);
     free(pos);
+    free(ord);
     groups_free(&gs);
     return st;
 }

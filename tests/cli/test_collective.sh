@@ -204,5 +204,29 @@ contains "$tmp/err" "name ranks of the whole fabric"
 expect 2 "$TERN" collective all-reduce --machine trn1.32xlarge --step 1
 expect 2 "$TERN" collective all-reduce --machine trn1.32xlarge --bogus
 
+# ring channels (docs/multichip.md): trn1.32xlarge's ring runs 4 channels (2 edge-disjoint Hamiltonian cycles of the
+# 4x4 chip torus, both directions); a 256 MiB all-gather is faster than over the single ring (--channels 1); on one
+# chip (2 ranks, no links) the two are the same to the picosecond; --check passes over the channels
+"$TERN" collective all-gather --machine trn1.32xlarge --sizes 64MiB:256MiB --step 4 --algorithm ring --json >"$tmp/m.json"
+"$TERN" collective all-gather --machine trn1.32xlarge --sizes 64MiB:256MiB --step 4 --algorithm ring --channels 1 --json >"$tmp/s.json"
+"$TERN" collective all-reduce --machine trn1.32xlarge --ranks 2 --sizes 1MiB:256MiB --step 16 --json >"$tmp/m2.json"
+"$TERN" collective all-reduce --machine trn1.32xlarge --ranks 2 --sizes 1MiB:256MiB --step 16 --channels 1 --json >"$tmp/s2.json"
+if python3 - "$tmp/m.json" "$tmp/s.json" "$tmp/m2.json" "$tmp/s2.json" <<'EOF'; then ok; else bad "ring channels: not faster on trn1.32xlarge, or not equal on one chip"; fi
+import json, sys
+m, s, m2, s2 = (json.load(open(a))["rows"] for a in sys.argv[1:])
+assert [x["channels"] for x in m] == [4, 4] and [x["channels"] for x in s] == [1, 1], (m, s)
+for a, b in zip(m, s):
+    assert a["time_ps"] < 0.8 * b["time_ps"], (a, b)
+assert [x["time_ps"] for x in m2] == [x["time_ps"] for x in s2] and all(x["channels"] == 1 for x in m2), (m2, s2)
+EOF
+for op in all-reduce all-gather reduce-scatter; do
+    expect 0 "$TERN" collective $op --machine trn1.32xlarge --sizes 4B:1MiB --step 32 --algorithm ring --check --dtype bf16
+    contains "$tmp/out" "ring x4"
+    n=$(grep -c ' ok$' "$tmp/out")
+    [ "$n" -eq 4 ] && ok || bad "ring channels $op: $n of 4 rows checked ok"
+done
+expect 2 "$TERN" collective all-gather --machine trn1.32xlarge --channels 9 --sizes 1KiB
+contains "$tmp/err" "--channels"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

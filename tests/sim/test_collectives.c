@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../check.h"
+#include "sim/coll_sched.h"
 #include "tern/collective.h"
 #include "tern/fabric.h"
 #include "tern/num.h"
@@ -99,7 +100,7 @@ static int run_case(const char *spec, unsigned nodes, unsigned ranks, tern_coll_
     for (unsigned i = 0; i < R; i++)
         for (unsigned j = 0; j < R; j++)
             vc[i * R + j] = (uint64_t)((7 * i + 3 * j) % 5) * (count / (5 * R));
-    tern_coll_desc d = {op, red, dt, count, algo, NULL, 0, 0, NULL, 0, op == TERN_COLL_ALL_TO_ALLV ? vc : NULL, NULL, NULL};
+    tern_coll_desc d = {op, red, dt, count, algo, NULL, 0, 0, NULL, 0, op == TERN_COLL_ALL_TO_ALLV ? vc : NULL, NULL, NULL, 0};
     void **in = calloc(R, sizeof *in), **out = calloc(R, sizeof *out), **out2 = calloc(R, sizeof *out2);
     void *ref = malloc(count * es);
     for (unsigned r = 0; r < R; r++) {
@@ -242,7 +243,7 @@ static void test_order_matters(void)
     const void *in[4] = {v[0], v[1], v[2], v[3]};
     float ring[4], mesh[4];
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 4, TERN_ALGO_RING, NULL, 0, 0,
-                        NULL, 0, NULL, NULL, NULL};
+                        NULL, 0, NULL, NULL, NULL, 0};
     tern_error err;
     CHECK(tern_collective_reference(f, &d, TERN_ALGO_RING, in, 0, ring, &err) == TERN_OK);
     CHECK(tern_collective_reference(f, &d, TERN_ALGO_MESH, in, 0, mesh, &err) == TERN_OK);
@@ -275,7 +276,7 @@ static void test_groups(void)
         o[r] = out[r];
     }
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_RING, groups, 2, 4,
-                        NULL, 0, NULL, NULL, NULL};
+                        NULL, 0, NULL, NULL, NULL, 0};
     tern_coll_result res;
     tern_error err = {0};
     CHECK(tern_collective_run(f, &d, in, o, &res, &err) == TERN_OK);
@@ -304,7 +305,7 @@ static void test_groups(void)
     /* permute pairs */
     unsigned pairs[4] = {0, 5, 5, 0};
     tern_coll_desc p = {TERN_COLL_PERMUTE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_AUTO, NULL, 0, 0,
-                        pairs, 2, NULL, NULL, NULL};
+                        pairs, 2, NULL, NULL, NULL, 0};
     CHECK(tern_collective_run(f, &p, in, o, &res, &err) == TERN_OK);
     CHECK_EQ_INT(out[5][3], 3);
     CHECK_EQ_INT(out[0][3], 503);
@@ -401,7 +402,7 @@ static void test_pdes_large(void)
     for (size_t i = 0; i < TERN_ARRAY_LEN(cases); i++) {
         tern_fabric *f = fabric(cases[i].spec, 0, 0);
         tern_coll_desc d = {cases[i].op, TERN_REDUCE_SUM, TERN_DTYPE_FP32, cases[i].bytes / 4, TERN_ALGO_AUTO, NULL,
-                            0, 0, NULL, 0, NULL, NULL, NULL};
+                            0, 0, NULL, 0, NULL, NULL, NULL, 0};
         tern_coll_result a, b;
         tern_error err;
         CHECK(tern_collective_time(f, &d, &a, &err) == TERN_OK);
@@ -431,7 +432,7 @@ static void test_comm(void)
         pout[r] = direct[r];
     }
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 64, TERN_ALGO_RING, NULL, 0, 0, NULL,
-                        0, NULL, NULL, NULL};
+                        0, NULL, NULL, NULL, 0};
     tern_coll_result a, b;
     CHECK(tern_collective_run(f, &d, pin, pout, &a, &err) == TERN_OK);
     for (unsigned r = 0; r < 8; r++)
@@ -515,7 +516,7 @@ static void test_alltoallv_displs(void)
         for (int a = 0; a < 2; a++) {
             tern_coll_desc d = {TERN_COLL_ALL_TO_ALLV, TERN_REDUCE_SUM, TERN_DTYPE_FP32, C,
                                 a ? TERN_ALGO_MESH : TERN_ALGO_RING, fabs_[fi].strided ? groups : NULL,
-                                fabs_[fi].strided ? 2 : 0, fabs_[fi].strided ? n : 0, NULL, 0, vc, sd, rd};
+                                fabs_[fi].strided ? 2 : 0, fabs_[fi].strided ? n : 0, NULL, 0, vc, sd, rd, 0};
             tern_coll_result fr, tr, pr, packed;
             tern_error err = {0};
             for (int pass = 0; pass < 2; pass++) { /* the one-process loop, then the distributed engine */
@@ -581,7 +582,7 @@ static void test_alltoallv_displs(void)
             rd[j * 4 + i] = 20 * i;
         }
     tern_coll_desc d = {TERN_COLL_ALL_TO_ALLV, TERN_REDUCE_SUM, TERN_DTYPE_FP32, 80, TERN_ALGO_AUTO, NULL, 0, 0,
-                        NULL, 0, vc, sd, rd};
+                        NULL, 0, vc, sd, rd, 0};
     tern_coll_result res;
     tern_error err = {0};
     CHECK_MSG(tern_collective_time(f, &d, &res, &err) == TERN_OK, "%s", err.msg);
@@ -637,7 +638,7 @@ static void test_kangaring(void)
     tern_fabric *f = fabric("trn2.48xlarge", 0, 0);
     CHECK_EQ_INT(tern_fabric_ranks(f), 64);
     tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, (256ull << 20) / 4, TERN_ALGO_RING,
-                        NULL, 0, 0, NULL, 0, NULL, NULL, NULL};
+                        NULL, 0, 0, NULL, 0, NULL, NULL, NULL, 0};
     tern_coll_result ring, kr, au, pd;
     tern_error err = {0};
     CHECK(tern_collective_time(f, &d, &ring, &err) == TERN_OK);
@@ -729,7 +730,7 @@ static void test_calibration(void)
                {1ull << 30, 18930}, {8, 58}, {1 << 10, 58}, {32 << 10, 58}};
     for (size_t i = 0; i < TERN_ARRAY_LEN(pts); i++) {
         tern_coll_desc d = {TERN_COLL_ALL_REDUCE, TERN_REDUCE_SUM, TERN_DTYPE_FP32, pts[i].bytes / 4, TERN_ALGO_AUTO,
-                            NULL, 0, 0, NULL, 0, NULL, NULL, NULL};
+                            NULL, 0, 0, NULL, 0, NULL, NULL, NULL, 0};
         tern_coll_result res;
         tern_error err;
         CHECK(tern_collective_time(f, &d, &res, &err) == TERN_OK);
@@ -737,6 +738,113 @@ static void test_calibration(void)
         CHECK_MSG(fabs(e) <= 0.15, "%llu B: predicted %.1f us, published %.0f us (%+.1f %%)",
                   (unsigned long long)pts[i].bytes, us, pts[i].us, 100 * e);
     }
+    tern_fabric_free(f);
+}
+
+/* Ring channels (docs/multichip.md): trn1.32xlarge's 4x4 chip torus gives 2 edge-disjoint Hamiltonian cycles, each
+ * run in both directions, so 4 channels whose chip hops cover each of the 64 directed links exactly once; a large
+ * all-gather is faster over them than over the single ring; one chip (no links) keeps the single ring, to the ps;
+ * the channels' bits equal the reference's and differ from the single ring's where association shows. */
+static void test_ring_channels(void)
+{
+    TEST_BEGIN("ring channels");
+    tern_fabric *f = fabric("trn1.32xlarge", 0, 0);
+    unsigned R = tern_fabric_ranks(f), ring[32], ord[COLL_MAX_CHANNELS * 32];
+    CHECK_EQ_INT(R, 32);
+    tern_fabric_ring_order(f, ring);
+    unsigned C = coll_ring_channels(f, ring, R, ord);
+    CHECK_EQ_INT(C, 4);
+    unsigned char used[16][16];
+    memset(used, 0, sizeof used);
+    unsigned links_used = 0;
+    for (unsigned c = 0; c < C; c++) {
+        unsigned seen[32] = {0};
+        for (unsigned k = 0; k < R; k++) {
+            unsigned a = ring[ord[c * R + k]], b = ring[ord[c * R + (k + 1) % R]], links = 9, efa = 9;
+            seen[ord[c * R + k]]++;
+            tern_fabric_route_hops(f, a, b, &links, &efa);
+            CHECK_MSG(links <= 1 && efa == 0, "channel %u: ranks %u -> %u take %u links", c, a, b, links);
+            tern_rank_place pa, pb;
+            tern_fabric_place(f, a, &pa);
+            tern_fabric_place(f, b, &pb);
+            if (pa.chip != pb.chip) {
+                CHECK_MSG(!used[pa.chip][pb.chip], "link %u -> %u in two channels", pa.chip, pb.chip);
+                used[pa.chip][pb.chip] = 1;
+                links_used++;
+            } else {
+                CHECK(pa.core + 1 == pb.core); /* a chip's two ranks consecutive, in ring order */
+            }
+        }
+        for (unsigned m = 0; m < R; m++)
+            CHECK_MSG(seen[m] == 1, "channel %u visits member %u %u times", c, m, seen[m]);
+    }
+    CHECK_EQ_INT(links_used, 64); /* every directed link of the torus, once */
+
+    tern_coll_desc d = {TERN_COLL_ALL_GATHER, TERN_REDUCE_SUM, TERN_DTYPE_FP32, (256ull << 20) / 4, TERN_ALGO_RING,
+                        NULL, 0, 0, NULL, 0, NULL, NULL, NULL, 0};
+    tern_coll_result multi, single, pd;
+    tern_error err = {0};
+    CHECK(tern_collective_time(f, &d, &multi, &err) == TERN_OK);
+    d.channels = 1;
+    CHECK(tern_collective_time(f, &d, &single, &err) == TERN_OK);
+    CHECK_EQ_INT(multi.channels, 4);
+    CHECK_EQ_INT(single.channels, 1);
+    CHECK_EQ_INT(multi.steps, single.steps);
+    CHECK_MSG(multi.time_ps < single.time_ps * 0.8, "256 MiB all-gather over 32 trn1 ranks: %.1f us over 4 channels, "
+              "%.1f us over one ring", multi.time_ps * 1e-6, single.time_ps * 1e-6);
+    printf("all-gather 256 MiB over trn1.32xlarge's 32 ranks: one ring %.1f us, 4 channels %.1f us\n",
+           single.time_ps * 1e-6, multi.time_ps * 1e-6);
+    d.channels = 2; /* a cap: cycle 0 both ways */
+    CHECK(tern_collective_time(f, &d, &pd, &err) == TERN_OK && pd.channels == 2);
+    d.channels = 0;
+    CHECK(tern_fabric_set_transport(f, tern_transport_single(), &err) == TERN_OK);
+    CHECK(tern_collective_time(f, &d, &pd, &err) == TERN_OK && pd.time_ps == multi.time_ps);
+    tern_fabric_free(f);
+
+    /* one chip: no links, no channels; the same picoseconds as the single ring (the 2-rank calibration curve) */
+    f = fabric("trn1.32xlarge", 0, 2);
+    d.op = TERN_COLL_ALL_REDUCE;
+    d.count = (64ull << 20) / 4;
+    CHECK(tern_collective_time(f, &d, &multi, &err) == TERN_OK);
+    d.channels = 1;
+    CHECK(tern_collective_time(f, &d, &single, &err) == TERN_OK);
+    CHECK_EQ_INT(multi.channels, 1);
+    CHECK_EQ_INT(multi.time_ps, single.time_ps);
+    tern_fabric_free(f);
+
+    /* bits: a reduce-scatter and an all-reduce over the 4 channels equal the reference, and differ from the
+     * single ring's order on random fp32 inputs */
+    f = fabric("trn1.32xlarge", 0, 0);
+    enum { N = 32 * 4 * 64 };
+    float *in[32], *out[32], *ref = malloc(sizeof(float) * N), *sref = malloc(sizeof(float) * N);
+    for (unsigned r = 0; r < 32; r++) {
+        in[r] = malloc(sizeof(float) * N);
+        out[r] = malloc(sizeof(float) * N);
+        fill(TERN_DTYPE_FP32, in[r], N, r, 0);
+    }
+    tern_coll_result res;
+    for (int op = 0; op < 2; op++) {
+        d.op = op ? TERN_COLL_REDUCE_SCATTER : TERN_COLL_ALL_REDUCE;
+        d.count = N;
+        d.channels = 0;
+        CHECK(tern_collective_run(f, &d, (const void *const *)in, (void *const *)out, &res, &err) == TERN_OK);
+        CHECK_EQ_INT(res.channels, 4);
+        int differs = 0;
+        for (unsigned r = 0; r < 32; r++) {
+            uint64_t lo = op ? (uint64_t)N / 32 * r : 0, hi = op ? (uint64_t)N / 32 * (r + 1) : N;
+            d.channels = 0;
+            CHECK(tern_collective_reference(f, &d, TERN_ALGO_RING, (const void *const *)in, r, ref, &err) == TERN_OK);
+            d.channels = 1;
+            CHECK(tern_collective_reference(f, &d, TERN_ALGO_RING, (const void *const *)in, r, sref, &err) == TERN_OK);
+            CHECK_MSG(memcmp(out[r] + lo, ref + lo, sizeof(float) * (hi - lo)) == 0, "%s rank %u: not the reference",
+                      tern_coll_op_name(d.op), r);
+            differs |= memcmp(ref + lo, sref + lo, sizeof(float) * (hi - lo)) != 0;
+        }
+        CHECK_MSG(differs, "%s: 4 channels and the single ring should round differently", tern_coll_op_name(d.op));
+    }
+    for (unsigned r = 0; r < 32; r++)
+        free(in[r]), free(out[r]);
+    free(ref), free(sref);
     tern_fabric_free(f);
 }
 
@@ -752,5 +860,6 @@ int main(void)
     test_comm();
     test_alltoallv_displs();
     test_kangaring();
+    test_ring_channels();
     return check_report();
 }
