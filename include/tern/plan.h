@@ -98,6 +98,11 @@ typedef struct {
     const char *cluster;      /* "32xtrn1.32xlarge", a machine name or path */
     int64_t seq, global_batch;
     int precision_fp32;       /* 0: bf16 matmuls and activations, fp32 master weights + Adam; 1: fp32 throughout */
+    int tp_reduce_bf16;       /* the TP reduce-scatters' dtype under bf16: 0 fp32 (NxD's RowParallelLinear and
+                                 ColumnParallelLinear reduce_dtype default, torch.float32), 1 bf16 (a job run with
+                                 XLA_DOWNCAST_BF16=1, which stores fp32 tensors as bf16); docs/planner.md */
+    unsigned ring_channels;   /* cap on the ring collectives' channels (tern_coll_desc.channels): 0 all the topology
+                                 gives, 1 the single ring (for comparison) */
     tern_plan_layout fixed;   /* knobs < 0 are searched */
     const char *price_file;   /* NULL: data/prices.json beside the machine files */
     double tokens;            /* job size in tokens (0: none) */

@@ -18,6 +18,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tern plan --model CONFIG.json|MODEL.onnx --cluster SPEC --seq N --global-batch N [--precision bf16|fp32]\n"
+            "                 [--tp-reduce fp32|bf16] [--ring-channels N]\n"
             "                 [--layout tp=A,pp=B,vpp=V,dp=C,mb=D,zero=0|1,recompute=none|full|selective] [--top N]\n"
             "                 [--price-file F] [--svg FILE] [--config-out FILE] [--dump-graphs DIR]\n"
             "                 [--tokens T | --steps N] [--gpu-mfu F] [--json] [--quiet]\n"
@@ -30,6 +31,9 @@ static void usage(FILE *f)
             "              (32xtrn1.32xlarge); --machine is the same\n"
             "  --layout    fix some knobs; the others are searched (tp, pp, vpp = virtual stages per pipeline rank,\n"
             "              dp, mb = micro-batch, zero, recompute = none|full|selective or 0|1|2, ep = expert parallelism)\n"
+            "  --tp-reduce the dtype of the TP reduce-scatters under bf16 (default fp32, NxD's reduce_dtype; bf16\n"
+            "              for a job run with XLA_DOWNCAST_BF16=1)\n"
+            "  --ring-channels N  cap the ring collectives' channels (default: all the topology gives; 1: one ring)\n"
             "  --top       plans to print (default 5; the JSON holds them too)\n"
             "  --tokens    job size in tokens (1e12) for the job's cost and hours; --steps N likewise\n"
             "  --gpu-mfu   the MFU assumed for the GPU comparison (default 0.40)\n"
@@ -99,8 +103,9 @@ static void print_json(FILE *f, const tern_plan_out *o, size_t top, const tern_p
     else
         fprintf(f, "{");
     fprintf(f, "\"machine\":\"%s\",\"instances\":%u,\"ranks\":%u,\"seq\":%lld,\"global_batch\":%lld,"
-               "\"searched\":%zu,\"simulated_graphs\":%zu,\"collectives_timed\":%zu,\"host_s\":%.3f,",
-            o->machine, o->instances, o->ranks, (long long)op->seq, (long long)op->global_batch, o->searched,
+               "\"tp_reduce\":\"%s\",\"searched\":%zu,\"simulated_graphs\":%zu,\"collectives_timed\":%zu,\"host_s\":%.3f,",
+            o->machine, o->instances, o->ranks, (long long)op->seq, (long long)op->global_batch,
+            op->precision_fp32 || !op->tp_reduce_bf16 ? "fp32" : "bf16", o->searched,
             o->simulated, o->collectives, host_s);
     if (o->price_usd_h > 0)
         fprintf(f, "\"price_usd_per_hour\":%.4f,", o->price_usd_h);
@@ -219,9 +224,10 @@ static void print_table(FILE *f, const tern_plan_out *o, size_t top, const tern_
             fprintf(f, ", job $%.0f\n", u->job_cost_usd);
     }
     fprintf(f, "assumptions: bf16 matmuls with fp32 accumulation; fp32 gradients and Adam state (+ fp32 master "
-               "weights under bf16); TP inside an instance with sequence parallelism; TP collectives exposed; DP "
+               "weights under bf16); TP inside an instance with sequence parallelism; TP collectives exposed (reduce-scatters in %s); DP "
                "gradient reduction hidden behind the last micro-batch's backward except the first layer's share; "
-               "optimizer HBM-bound; MFU = 6 x params + attention FLOPs per token over the ranks' peak\n");
+               "optimizer HBM-bound; MFU = 6 x params + attention FLOPs per token over the ranks' peak\n",
+            op->precision_fp32 || !op->tp_reduce_bf16 ? "fp32" : "bf16");
 }
 
 /* Each simulated graph passes through several buffers of hundreds of MB (the kernels' programs, the executable's
@@ -350,6 +356,23 @@ int tern_cmd_plan(int argc, char **argv)
                     o.precision_fp32 = 1;
                 else {
                     fprintf(stderr, "%s: --precision %s: use bf16 or fp32\n", CMD, v);
+                    return 2;
+                }
+            } else if (!strcmp(a, "--ring-channels")) {
+                long long n = strtoll(v, &end, 10);
+                if (!end || *end || n < 1 || n > 8) {
+                    fprintf(stderr, "%s: --ring-channels '%s': expected an integer in [1, 8]\n", CMD, v);
+                    return 2;
+                }
+                o.ring_channels = (unsigned)n;
+                end = NULL;
+            } else if (!strcmp(a, "--tp-reduce")) {
+                if (!strcmp(v, "bf16"))
+                    o.tp_reduce_bf16 = 1;
+                else if (!strcmp(v, "fp32"))
+                    o.tp_reduce_bf16 = 0;
+                else {
+                    fprintf(stderr, "%s: --tp-reduce %s: use fp32 or bf16\n", CMD, v);
                     return 2;
                 }
             } else if (!strcmp(a, "--layout")) {

@@ -66,6 +66,7 @@ typedef struct {
                              4 EP (ep consecutive data-parallel indices of one stage and tensor index) */
     int ep;
     uint64_t bytes;
+    tern_dtype dt;
     double t;
 } coll_entry;
 
@@ -362,7 +363,7 @@ static tern_status coll_time_ep(planner *p, tern_coll_op op, int kind, int tp, i
     for (int i = 0; i < p->ncolls; i++) {
         coll_entry *e = &p->colls[i];
         if (e->op == op && e->kind == kind && e->tp == tp && e->pp == pp && e->dp == dp && e->ep == ep &&
-            e->bytes == bytes) {
+            e->bytes == bytes && e->dt == dt) {
             *out = e->t;
             return TERN_OK;
         }
@@ -371,7 +372,8 @@ static tern_status coll_time_ep(planner *p, tern_coll_op op, int kind, int tp, i
     unsigned *g = malloc(sizeof(unsigned) * R * 2);
     if (!g)
         return tern_error_set(err, TERN_ERR_NOMEM, "plan: out of memory for replica groups");
-    tern_coll_desc d = {.op = op, .dtype = dt, .count = bytes / tern_dtype_size(dt)};
+    tern_coll_desc d = {.op = op, .dtype = dt, .count = bytes / tern_dtype_size(dt),
+                        .channels = p->o->ring_channels};
     unsigned k = 0;
     if (kind == 0) { /* TP groups: every (stage, data index) */
         for (int s = 0; s < pp; s++)
@@ -425,7 +427,7 @@ static tern_status coll_time_ep(planner *p, tern_coll_op op, int kind, int tp, i
     if (p->ncolls < MAX_COLLS) {
         coll_entry *e = &p->colls[p->ncolls++];
         *e = (coll_entry){.op = op, .tp = tp, .pp = pp, .dp = dp, .ep = ep, .kind = kind, .bytes = bytes,
-                          .t = *out};
+                          .dt = dt, .t = *out};
     }
     return TERN_OK;
 }
@@ -533,9 +535,13 @@ static tern_status sched_of(planner *p, const tern_plan_layout *L, sched *S, ter
     shape_entry *sh = &p->shapes[si];
     double T = (double)(L->microbatch * o->seq);
     uint64_t act_bytes = (uint64_t)(T * (double)c->hidden * e);
+    /* the reduce-scatters of the row-parallel outputs (forward) and of the column-parallel input gradients
+     * (backward) run in NxD's reduce_dtype: fp32 unless the job downcasts (o->tp_reduce_bf16) */
+    tern_dtype rdt = fp32 || !o->tp_reduce_bf16 ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16;
+    uint64_t rs_bytes = (uint64_t)(T * (double)c->hidden * (double)tern_dtype_size(rdt));
     tern_status st;
     if ((st = coll_time(p, TERN_COLL_ALL_GATHER, 0, L->tp, L->pp, L->dp, act_bytes, adt, &S->ag, err)) ||
-        (st = coll_time(p, TERN_COLL_REDUCE_SCATTER, 0, L->tp, L->pp, L->dp, act_bytes, adt, &S->rs, err)))
+        (st = coll_time(p, TERN_COLL_REDUCE_SCATTER, 0, L->tp, L->pp, L->dp, rs_bytes, rdt, &S->rs, err)))
         return st;
     /* sequence parallelism: forward 2 all-gathers + 2 reduce-scatters per layer, the backward the same */
     S->tp_layer_f = 2 * (S->ag + S->rs);

@@ -102,6 +102,29 @@ PY
 expect 0 "$TERN" plan --model $M/llama-3.1-70b.json --cluster 32xtrn1.32xlarge --seq 8192 --global-batch 1024 --layout tp=32,pp=8,mb=1,zero=1,recompute=selective,vpp=1 --json --quiet
 if $PY -c "import json; p=json.load(open('$tmp/out'))['plans'][0]; assert p['fits'] and p['layout']['recompute']=='selective', p"; then ok; else bad "70B selective: $(head -c 400 "$tmp/out")"; fi
 
+# the TP reduce-scatters' dtype (NxD's reduce_dtype: fp32 by default, bf16 for a job with XLA_DOWNCAST_BF16=1) and
+# the ring's channels: fp32 reduce-scatters move twice the bytes (more TP time, same compute); the single ring
+# (--ring-channels 1) takes longer than the default channels; the JSON names the dtype
+for v in fp32 bf16 ring1; do
+    opt="--tp-reduce $v"
+    [ $v = ring1 ] && opt="--tp-reduce fp32 --ring-channels 1"
+    # shellcheck disable=SC2086
+    expect 0 "$TERN" plan --model $M/llama-3.1-8b.json --cluster trn1.32xlarge --seq 8192 --global-batch 32 --layout tp=32,mb=1,zero=0,recompute=selective $opt --json --quiet
+    cp "$tmp/out" "$tmp/red_$v.json"
+done
+if $PY - "$tmp" <<'PY'; then ok; else bad "--tp-reduce / --ring-channels: $(head -c 400 "$tmp/red_bf16.json")"; fi
+import json, sys
+d = {k: json.load(open("%s/red_%s.json" % (sys.argv[1], k))) for k in ("fp32", "bf16", "ring1")}
+assert d["fp32"]["tp_reduce"] == "fp32" and d["bf16"]["tp_reduce"] == "bf16", d["bf16"]["tp_reduce"]
+p = {k: v["plans"][0] for k, v in d.items()}
+assert p["bf16"]["tp_comm_s"] < p["fp32"]["tp_comm_s"] < p["ring1"]["tp_comm_s"], p
+assert p["bf16"]["layer_fwd_s"] == p["fp32"]["layer_fwd_s"] and p["bf16"]["step_s"] < p["fp32"]["step_s"], p
+PY
+expect 2 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 512 --global-batch 32 --tp-reduce fp16
+contains "$tmp/err" "--tp-reduce fp16: use fp32 or bf16"
+expect 2 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 512 --global-batch 32 --ring-channels 0
+contains "$tmp/err" "--ring-channels '0': expected an integer in [1, 8]"
+
 # --svg: the best plan's schedule, well-formed, one bar per scheduled op (2 x micro-batches x vpp per stage)
 expect 0 "$TERN" plan --model $M/gpt2.json --cluster trn1.32xlarge --seq 1024 --global-batch 16 --layout tp=4,pp=4,dp=2,mb=1,vpp=3,zero=0,recompute=none --svg "$tmp/t.svg" --json --quiet
 if $PY - "$tmp/t.svg" "$tmp/out" <<'PY'; then ok; else bad "svg: $(head -c 300 "$tmp/t.svg")"; fi
