@@ -131,6 +131,29 @@ void tern_lib_transpose_exact(tern_kernel *k, tern_view out, tern_view in)
     tern_lib_transpose_exact_n(k, 1, &out, &in);
 }
 
+/* Strip i of the stream (the pairs' strips in order, each pair's by rows of T then columns of CW): its pair (*m,
+ * advanced from the caller's last one, whose first strip is *base) and its place there. */
+typedef struct {
+    uint64_t r0, c0, rb, cw;
+} strip_pos;
+
+static strip_pos strip_at(const tern_view *ins, uint64_t T, uint64_t CW, uint64_t i, size_t *m, uint64_t *base)
+{
+    uint64_t R, C, ncs;
+    for (;;) {
+        R = tern_view_dim(&ins[*m], 0), C = tern_view_dim(&ins[*m], 1), ncs = (C + CW - 1) / CW;
+        if (i - *base < ((R + T - 1) / T) * ncs)
+            break;
+        *base += ((R + T - 1) / T) * ncs;
+        (*m)++;
+    }
+    uint64_t s = i - *base;
+    strip_pos p = {.r0 = (s / ncs) * T, .c0 = (s % ncs) * CW};
+    p.rb = min_u64(T, R - p.r0);
+    p.cw = min_u64(CW, C - p.c0);
+    return p;
+}
+
 void tern_lib_transpose_exact_n(tern_kernel *k, size_t n, const tern_view *outs_v, const tern_view *ins_v)
 {
     uint64_t maxR = 0, maxC = 0;
@@ -198,31 +221,15 @@ void tern_lib_transpose_exact_n(tern_kernel *k, size_t n, const tern_view *outs_
     unsigned no = 0;
     for (uint64_t i = 0; i < total + NB - 1 && !k->failed; i++) {
         if (i < total) { /* load strip i */
-            uint64_t C, ncs, R;
-            for (;;) {
-                R = tern_view_dim(&ins_v[lm], 0), C = tern_view_dim(&ins_v[lm], 1), ncs = (C + CW - 1) / CW;
-                if (i - lbase < ((R + T - 1) / T) * ncs)
-                    break;
-                lbase += ((R + T - 1) / T) * ncs;
-                lm++;
-            }
-            uint64_t s = i - lbase, r0 = (s / ncs) * T, c0 = (s % ncs) * CW;
-            uint64_t rb = min_u64(T, R - r0), cw = min_u64(CW, C - c0);
-            tern_kernel_load(k, tern_view_block(k, strips[i % NB], 0, rb, 0, cw),
-                             tern_view_block(k, ins_v[lm], r0, r0 + rb, c0, c0 + cw));
+            strip_pos ld = strip_at(ins_v, T, CW, i, &lm, &lbase);
+            tern_kernel_load(k, tern_view_block(k, strips[i % NB], 0, ld.rb, 0, ld.cw),
+                             tern_view_block(k, ins_v[lm], ld.r0, ld.r0 + ld.rb, ld.c0, ld.c0 + ld.cw));
         }
         if (i < NB - 1)
             continue;
-        uint64_t j = i - (NB - 1), C, ncs, R; /* transpose and store strip j */
-        for (;;) {
-            R = tern_view_dim(&ins_v[tm], 0), C = tern_view_dim(&ins_v[tm], 1), ncs = (C + CW - 1) / CW;
-            if (j - tbase < ((R + T - 1) / T) * ncs)
-                break;
-            tbase += ((R + T - 1) / T) * ncs;
-            tm++;
-        }
-        uint64_t s = j - tbase, r0 = (s / ncs) * T, c0 = (s % ncs) * CW;
-        uint64_t rb = min_u64(T, R - r0), cw = min_u64(CW, C - c0);
+        uint64_t j = i - (NB - 1); /* transpose and store strip j */
+        strip_pos sj = strip_at(ins_v, T, CW, j, &tm, &tbase);
+        uint64_t r0 = sj.r0, c0 = sj.c0, rb = sj.rb, cw = sj.cw;
         tern_view strip = tern_view_block(k, strips[j % NB], 0, rb, 0, cw);
         for (uint64_t b0 = 0; b0 < cw && !k->failed; b0 += T) {
             uint64_t cb = min_u64(T, cw - b0);

@@ -90,6 +90,32 @@ static tern_status load_gsp(tern_trainer *t, mp_plan *p, const unsigned char *is
     return TERN_OK;
 }
 
+/* Whether node i (of a row-sharded segment, inseg marking its nodes) computes from the rows: reads the data (then
+ * *reads_data), an activation of another program (marked in rowdep, this rank's rows or positions of it) or a value
+ * computed from those here; its outputs marked in rowdep likewise. The others - a position embedding's lookup of
+ * its table, say - are the same on every rank and need not be split. */
+static int row_dependent(const mp_plan *p, const unsigned char *isw, const unsigned char *inseg, unsigned char *rowdep,
+                         int i, int *reads_data)
+{
+    const tern_graph *g = p->g;
+    const tern_graph_node *nd = &g->nodes[i];
+    int dep = 0;
+    for (int q = 0; q < nd->n_inputs; q++) {
+        int v = nd->inputs[q], pr = v >= 0 ? g->values[v].producer : -1;
+        if (v < 0 || g->values[v].constant || isw[v])
+            continue;
+        if (v == p->data_val)
+            *reads_data = dep = 1;
+        if (pr >= 0 && !inseg[pr] && g->nodes[pr].op_id != TERN_GOP_CONSTANT && !p->wd[pr] && !mp_known_const(g, pr))
+            rowdep[v] = 1;
+        dep |= rowdep[v];
+    }
+    for (int q = 0; q < nd->n_outputs; q++)
+        if (nd->outputs[q] >= 0)
+            rowdep[nd->outputs[q]] = (unsigned char)dep;
+    return dep;
+}
+
 /* ---- inside a row (p->sp_sub > 1: a micro-batch of mb rows, mb dividing tp) ----
  * Tensor rank r holds tokens [r T / tp, (r + 1) T / tp) of the micro-batch's T = mb x S, a block of positions of one
  * row: its programs see [1, S mb / tp, ...]. The model cannot be loaded at that sequence length (its shapes hold S),
@@ -194,30 +220,17 @@ static tern_status sp_plan_sub(mp_plan *p, const unsigned char *isw, tern_error 
         for (int e = 0; e < sg->nn; e++)
             inseg[sg->nodes[e]] = (unsigned char)sg->sp;
         for (int e = 0; e < sg->nn && sg->sp && !st; e++) {
-            int i = sg->nodes[e];
-            const tern_graph_node *nd = &g->nodes[i];
-            int dep = 0;
-            for (int q = 0; q < nd->n_inputs; q++) {
-                int v = nd->inputs[q], pr = v >= 0 ? g->values[v].producer : -1;
-                if (v < 0 || g->values[v].constant || isw[v])
-                    continue;
-                if (v == p->data_val) {
-                    st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                        "train: sp=1 (sequence parallelism) inside a row: %s reads the data between "
-                                        "the tensor-parallel regions; a rank's positions of it are not fed (give at "
-                                        "least tp rows a micro-batch)",
-                                        tern_graph_node_label(g, i, lab, sizeof lab));
-                    break;
-                }
-                if (pr >= 0 && !inseg[pr] && g->nodes[pr].op_id != TERN_GOP_CONSTANT && !p->wd[pr] &&
-                    !mp_known_const(g, pr))
-                    rowdep[v] = 1; /* another program's activation: this rank's positions of it */
-                dep |= rowdep[v];
+            int i = sg->nodes[e], reads = 0;
+            int dep = row_dependent(p, isw, inseg, rowdep, i, &reads);
+            if (reads) {
+                st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                    "train: sp=1 (sequence parallelism) inside a row: %s reads the data between the "
+                                    "tensor-parallel regions; a rank's positions of it are not fed (give at least tp "
+                                    "rows a micro-batch)",
+                                    tern_graph_node_label(g, i, lab, sizeof lab));
+                break;
             }
-            for (int q = 0; q < nd->n_outputs; q++)
-                if (nd->outputs[q] >= 0)
-                    rowdep[nd->outputs[q]] = (unsigned char)dep;
-            if (st || !dep)
+            if (!dep)
                 continue;
             if (!per_position(g, i, rowdep, why, sizeof why))
                 st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
@@ -259,8 +272,7 @@ tern_status mp_sp_plan(tern_trainer *t, mp_plan *p, const unsigned char *isw, te
         return st;
     const tern_graph *g = p->g, *gs = p->gsp;
     char lab[256], d0[96], d1[96];
-    /* rowdep: a value computed from the rows (the data, another program's activations); the others - a position
-     * embedding's lookup of its table, say - are the same on every rank and need not be split */
+    /* rowdep: a value computed from the rows (row_dependent) */
     unsigned char *rowdep = calloc((size_t)g->n_values + 1, 1), *inseg = calloc((size_t)g->n_nodes + 1, 1);
     if (!rowdep || !inseg) {
         free(rowdep), free(inseg);
@@ -272,21 +284,10 @@ tern_status mp_sp_plan(tern_trainer *t, mp_plan *p, const unsigned char *isw, te
         for (int e = 0; e < sg->nn; e++)
             inseg[sg->nodes[e]] = (unsigned char)sg->sp;
         for (int e = 0; e < sg->nn && sg->sp && !st; e++) {
-            int i = sg->nodes[e];
+            int i = sg->nodes[e], reads = 0;
             const tern_graph_node *nd = &g->nodes[i];
-            int op = nd->op_id, dep = 0;
-            for (int q = 0; q < nd->n_inputs; q++) {
-                int v = nd->inputs[q], pr = v >= 0 ? g->values[v].producer : -1;
-                if (v < 0 || g->values[v].constant || isw[v])
-                    continue;
-                dep |= v == p->data_val || rowdep[v] ||
-                       (pr >= 0 && !inseg[pr] && g->nodes[pr].op_id != TERN_GOP_CONSTANT && !p->wd[pr] &&
-                        !mp_known_const(g, pr));
-            }
-            for (int q = 0; q < nd->n_outputs; q++)
-                if (nd->outputs[q] >= 0)
-                    rowdep[nd->outputs[q]] = (unsigned char)dep;
-            if (!dep)
+            int op = nd->op_id;
+            if (!row_dependent(p, isw, inseg, rowdep, i, &reads))
                 continue;
             /* nodes that could mix rows while keeping the shapes right: refused along the row axis */
             int ax = -1;
