@@ -58,6 +58,9 @@ typedef struct {
     const tern_input_shape *input_shapes;
     size_t num_input_shapes;
     int explain;            /* record, per node, the lowering rule that fired (tern_compile_report.rules) */
+    uint64_t hbm_io_align;  /* inputs and outputs of at least this many bytes start at a multiple of it in HBM (0:
+                               64 bytes, as every tensor; else a power of two >= 64): the trainer gives the
+                               simulator's page, tern_core_hbm_page_bytes, for tern_rt_carry (docs/training.md) */
 } tern_compile_opts;
 
 void tern_compile_opts_default(tern_compile_opts *o);

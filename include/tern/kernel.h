@@ -67,6 +67,10 @@ void tern_kernel_free(tern_kernel *k);
 tern_status tern_kernel_status(const tern_kernel *k, tern_error *err);
 
 /* ---- HBM tensors ---- */
+/* Inputs and outputs declared after this call whose size is at least `align` bytes start at a multiple of it (a
+ * power of two >= 64; 0 = only the 64 bytes every HBM tensor gets). The trainer asks for the simulator's HBM page
+ * (tern_core_hbm_page_bytes) so that its carried weights move between steps without a copy (tern_rt_carry). */
+void tern_kernel_set_io_align(tern_kernel *k, uint64_t align);
 tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind kind, tern_dtype dt, unsigned ndims,
                                  const uint64_t *shape);
 /* A constant tensor (weights): data in dt, row-major, copied; placed in HBM by whoever loads the program. */

@@ -162,10 +162,13 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
 tern_status tern_rt_get_output_range(tern_rt *rt, const char *name, uint64_t offset, void *data, size_t bytes,
                                      tern_error *err);
 /* Device-resident state (docs/runtime.md): the last execution's output `output` becomes input `input` of the
- * executions that follow, copied from HBM to HBM on each core (never through the host), so a training step's
- * updated weights and optimizer state feed the next step where they are. Both must have the same dtype, size and
- * batch split. The input then counts as set and no execution rewrites it, until tern_rt_set_input gives it a
- * host value again. Functional runs only. */
+ * executions that follow, moved from HBM to HBM on each core (never through the host), so a training step's
+ * updated weights and optimizer state feed the next step where they are. Where both tensors start at the same
+ * offset within an HBM page (tern_core_hbm_page_bytes; the trainer compiles with tern_compile_opts.hbm_io_align),
+ * their whole pages change owners instead of being copied; the rest is copied. Both must have the same dtype,
+ * size and batch split. The input then counts as set and no execution rewrites it, until tern_rt_set_input gives
+ * it a host value again. Until the next execution, tern_rt_get_output of the output reads the value where it went
+ * (the input), and is refused once that input has been set or carried to again. Functional runs only. */
 tern_status tern_rt_carry(tern_rt *rt, const char *output, const char *input, tern_error *err);
 /* An input's current value: the host value last set, or what HBM holds for a carried one. */
 tern_status tern_rt_get_input(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err);

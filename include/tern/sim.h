@@ -142,6 +142,17 @@ void tern_core_set_rounding(tern_core *core, tern_round rounding, uint64_t seed)
 /* Host access to device memory (for binding inputs and reading outputs). */
 tern_status tern_core_hbm_write(tern_core *core, uint64_t addr, const void *src, size_t bytes, tern_error *err);
 tern_status tern_core_hbm_read(tern_core *core, uint64_t addr, void *dst, size_t bytes, tern_error *err);
+/* Device to device: [dst, +bytes) gets the bytes [src, +bytes) holds. copy leaves src as it is (overlapping ranges
+ * as memmove). move may instead hand src's host pages to dst: afterwards src holds unspecified bytes (in practice
+ * dst's former ones, page by page, or its own), so a caller that moves must no longer read src. Whole pages of
+ * tern_core_hbm_page_bytes() that start at the same offset within a page in both ranges move without copying a
+ * byte; the rest (and overlapping ranges) is copied. A range outside HBM fails with TERN_ERR_RANGE, changing
+ * nothing. */
+tern_status tern_core_hbm_copy(tern_core *core, uint64_t dst, uint64_t src, uint64_t bytes, tern_error *err);
+tern_status tern_core_hbm_move(tern_core *core, uint64_t dst, uint64_t src, uint64_t bytes, tern_error *err);
+/* The granule of the simulator's HBM pages (host memory allocated on first touch): a compiler that places
+ * tensors that will be moved onto each other at multiples of it lets tern_core_hbm_move swap them whole. */
+uint64_t tern_core_hbm_page_bytes(void);
 /* Raw bytes of SBUF/PSUM partition p at byte offset (bounds-checked). */
 tern_status tern_core_onchip_write(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset,
                                    const void *src, size_t bytes, tern_error *err);

@@ -1030,8 +1030,12 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
                                   "compile: %u cores requested; %s has %u (%u per chip)", o.cores, o.machine, have,
                                   c.cfg.timing.cores_per_chip);
     }
+    if (o.hbm_io_align && (o.hbm_io_align < 64 || (o.hbm_io_align & (o.hbm_io_align - 1))))
+        return tern_error_set(err, TERN_ERR_INVALID, "compile: hbm_io_align %llu: not 0 or a power of two >= 64",
+                              (unsigned long long)o.hbm_io_align);
     if ((st = tern_kernel_create(&c.cfg, "model", &c.k, err)))
         return st;
+    tern_kernel_set_io_align(c.k, o.hbm_io_align);
     st = build_core(&c, g);
     tern_exe_io *ins = NULL, *outs = NULL;
     if (!st) {

@@ -144,6 +144,17 @@ static int sealed(tern_kernel *k, const char *what)
     return k->sealed;
 }
 
+void tern_kernel_set_io_align(tern_kernel *k, uint64_t align)
+{
+    if (k->failed || sealed(k, "io alignment"))
+        return;
+    if (align && (align < 64 || (align & (align - 1))))
+        kfail(k, TERN_ERR_INVALID, "input/output alignment %llu: not 0 or a power of two >= 64",
+              (unsigned long long)align);
+    else
+        k->io_align = align;
+}
+
 tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind kind, tern_dtype dt, unsigned ndims,
                                  const uint64_t *shape)
 {
@@ -184,7 +195,10 @@ tern_view tern_kernel_hbm_tensor(tern_kernel *k, const char *name, tern_kio_kind
     /* Constants and inputs are in HBM before the program starts: they may not share space that earlier
      * scratch tensors write during the run. */
     k->pools[2].fresh_only = kind == TERN_KIO_CONSTANT || kind == TERN_KIO_INPUT;
-    int taken = kalloc_take(&k->pools[2], bytes, 64, 0, &addr, &hz);
+    uint64_t align = (kind == TERN_KIO_INPUT || kind == TERN_KIO_OUTPUT) && k->io_align && bytes >= k->io_align
+                         ? k->io_align
+                         : 64;
+    int taken = kalloc_take(&k->pools[2], bytes, align, 0, &addr, &hz);
     k->pools[2].fresh_only = 0;
     if (taken) {
         uint64_t free_total, largest;

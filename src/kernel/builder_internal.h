@@ -102,6 +102,7 @@ struct tern_kernel {
     void **io_data; /* constant tensors' data (NULL for others), parallel to io */
     size_t nio, cap_io;
     uint64_t hbm_next;
+    uint64_t io_align; /* inputs and outputs of at least this many bytes start at a multiple of it (0: none) */
     kalloc pools[3]; /* SBUF, PSUM, HBM */
     uint64_t sbuf_peak;
     unsigned ncounters;

@@ -16,6 +16,7 @@
 #include "tern/runtime.h"
 
 enum { INPUT_HOST = 1, INPUT_DEVICE = 2 };
+#define OUT_GONE (-1)
 
 struct tern_rt {
     tern_exe exe;
@@ -25,6 +26,10 @@ struct tern_rt {
     uint8_t **inputs; /* host copies, whole model, per input */
     int *input_set;   /* 0: unset; INPUT_HOST: inputs[i], written to HBM before each execution; INPUT_DEVICE: the
                          value is in HBM already (tern_rt_carry) and no execution rewrites it */
+    /* Where each output's value is since the last execution: 0 its own tensor; i + 1 input i's, where tern_rt_carry
+     * moved it (the output's own pages then hold other bytes); OUT_GONE: moved to an input that has been set or
+     * carried to since, so the value is nowhere. */
+    int64_t *out_home;
     tern_run_stats *stats;
     tern_batch_ranks *batch; /* the batch split as ranks of one launch; NULL: the cores run alone */
 };
@@ -286,7 +291,8 @@ tern_status tern_rt_create(const tern_exe *x, const char *machine, const tern_rt
     rt->stats = calloc(rt->exe.cores, sizeof *rt->stats);
     rt->inputs = calloc(rt->exe.num_inputs ? rt->exe.num_inputs : 1, sizeof *rt->inputs);
     rt->input_set = calloc(rt->exe.num_inputs ? rt->exe.num_inputs : 1, sizeof *rt->input_set);
-    if (!rt->cores || !rt->stats || !rt->inputs || !rt->input_set) {
+    rt->out_home = calloc(rt->exe.num_outputs ? rt->exe.num_outputs : 1, sizeof *rt->out_home);
+    if (!rt->cores || !rt->stats || !rt->inputs || !rt->input_set || !rt->out_home) {
         tern_rt_free(rt);
         return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
     }
@@ -332,6 +338,7 @@ void tern_rt_free(tern_rt *rt)
             free(rt->inputs[i]);
     free(rt->inputs);
     free(rt->input_set);
+    free(rt->out_home);
     free(rt->cores);
     free(rt->stats);
     tern_batch_ranks_free(rt->batch);
@@ -340,6 +347,14 @@ void tern_rt_free(tern_rt *rt)
 }
 
 const tern_exe *tern_rt_exe(const tern_rt *rt) { return &rt->exe; }
+
+/* Input i gets a new value: an output whose value tern_rt_carry moved there has none any more. */
+static void input_overwritten(tern_rt *rt, size_t i)
+{
+    for (size_t o = 0; o < rt->exe.num_outputs; o++)
+        if (rt->out_home[o] == (int64_t)i + 1)
+            rt->out_home[o] = OUT_GONE;
+}
 
 void tern_rt_set_rounding(tern_rt *rt, tern_round rounding, uint64_t seed)
 {
@@ -368,6 +383,7 @@ tern_status tern_rt_set_input(tern_rt *rt, const char *name, const void *data, s
         memmove(copy, data, bytes); /* 0 bytes for a zero-size input (data may be NULL) */
     rt->inputs[i] = copy;
     rt->input_set[i] = INPUT_HOST;
+    input_overwritten(rt, i);
     return TERN_OK;
 }
 
@@ -381,6 +397,8 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
                                   tern_exe_io_name(&x->inputs[i]));
     tern_run_stats total;
     memset(&total, 0, sizeof total);
+    /* every execution writes every output where it lies (what tern_rt_carry moved away is rewritten) */
+    memset(rt->out_home, 0, (x->num_outputs ? x->num_outputs : 1) * sizeof *rt->out_home);
     for (unsigned c = 0; c < x->cores; c++) {
         const tern_program *prog = &x->programs[c];
         if (!rt->cores[c])
@@ -479,6 +497,15 @@ tern_status tern_rt_get_output_range(tern_rt *rt, const char *name, uint64_t off
                               bytes);
     if (rt->opts.mode != TERN_MODE_FUNCTIONAL)
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': a timing-only run computes no values", name);
+    if (rt->out_home[oi] == OUT_GONE)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "runtime: output '%s' was carried to an input that has been given another value since: "
+                              "it has no value until the next execution",
+                              name);
+    if (rt->out_home[oi] > 0) { /* carried: the value is the input's now */
+        size_t ii = (size_t)(rt->out_home[oi] - 1);
+        return hbm_range(rt, &rt->exe.inputs[ii], ii, 0, offset, data, bytes, err);
+    }
     return hbm_range(rt, io, oi, 1, offset, data, bytes, err);
 }
 
@@ -536,32 +563,44 @@ tern_status tern_rt_carry(tern_rt *rt, const char *output, const char *input, te
     if (rt->opts.mode != TERN_MODE_FUNCTIONAL)
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: carry: output '%s': a timing-only run computes no values",
                               output);
-    /* through a buffer the caches hold: one read and one write of the tensor's memory */
-    enum { CHUNK = 1u << 18 };
-    uint8_t *buf = bytes ? malloc(bytes < CHUNK ? bytes : CHUNK) : NULL;
-    if (bytes && !buf)
-        return tern_error_set(err, TERN_ERR_NOMEM, "runtime: out of memory");
+    if (rt->out_home[oi] == OUT_GONE)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "runtime: carry: output '%s' was carried to an input that has been given another value "
+                              "since: it has no value until the next execution",
+                              output);
+    /* The value's home: the output's tensor, or the input it was carried to before (then it stays there too and
+     * is copied, not moved). A move hands the output's HBM pages to the input where both tensors start at the
+     * same offset within a page (the trainer's compile aligns them, tern_compile_opts.hbm_io_align), so the
+     * bytes do not move; the output's own tensor is then garbage until the next execution rewrites it. */
+    size_t from_in = rt->out_home[oi] > 0 ? (size_t)(rt->out_home[oi] - 1) : SIZE_MAX;
+    if (from_in == ii)
+        return TERN_OK; /* carried there already */
+    const tern_exe_io *src = from_in != SIZE_MAX ? &x->inputs[from_in] : out;
     tern_status st = TERN_OK;
     for (unsigned c = 0; c < x->cores && !st; c++) {
         if (!rt->cores[c])
             continue; /* another process's core carries its own */
-        const tern_program_tensor *to = tern_program_find_tensor(&x->programs[c], out->name);
+        const tern_program_tensor *ts = tern_program_find_tensor(&x->programs[c], src->name);
         const tern_program_tensor *ti = tern_program_find_tensor(&x->programs[c], in->name);
         uint64_t so, n;
         slice_of(x, out, c, &so, &n);
-        for (uint64_t d = 0; d < n && !st; d += CHUNK) {
-            size_t k = (size_t)(n - d < CHUNK ? n - d : CHUNK);
-            st = tern_core_hbm_read(rt->cores[c], to->hbm_addr + d, buf, k, err);
-            if (!st)
-                st = tern_core_hbm_write(rt->cores[c], ti->hbm_addr + d, buf, k, err);
-        }
+        if (!n)
+            continue; /* a zero-size share has no tensor */
+        st = from_in != SIZE_MAX ? tern_core_hbm_copy(rt->cores[c], ti->hbm_addr, ts->hbm_addr, n, err)
+                                 : tern_core_hbm_move(rt->cores[c], ti->hbm_addr, ts->hbm_addr, n, err);
     }
-    free(buf);
-    if (st)
-        return tern_error_prefix(err, "runtime: carry '%s' to '%s': ", output, input);
-    free(rt->inputs[ii]); /* the host copy is stale now */
+    free(rt->inputs[ii]); /* the host copy is stale now (or, after a failure, the input is half written) */
     rt->inputs[ii] = NULL;
+    input_overwritten(rt, ii);
+    if (st) {
+        rt->input_set[ii] = 0; /* an execution refuses it until it is set again */
+        if (from_in == SIZE_MAX)
+            rt->out_home[oi] = OUT_GONE;
+        return tern_error_prefix(err, "runtime: carry '%s' to '%s': ", output, input);
+    }
     rt->input_set[ii] = INPUT_DEVICE;
+    if (from_in == SIZE_MAX)
+        rt->out_home[oi] = (int64_t)ii + 1;
     return TERN_OK;
 }
 

@@ -228,6 +228,91 @@ tern_status tern_core_hbm_read(tern_core *core, uint64_t addr, void *dst, size_t
     return hbm_copy(core, addr, dst, bytes, 0, err);
 }
 
+static tern_status hbm_span(const tern_core *c, const char *what, uint64_t addr, uint64_t bytes, tern_error *err)
+{
+    if (addr > c->cfg.hbm_bytes || bytes > c->cfg.hbm_bytes - addr)
+        return tern_error_set(err, TERN_ERR_RANGE, "HBM %s [0x%llx, +%llu) outside HBM of %llu bytes", what,
+                              (unsigned long long)addr, (unsigned long long)bytes,
+                              (unsigned long long)c->cfg.hbm_bytes);
+    return TERN_OK;
+}
+
+/* [dst, +bytes) = [src, +bytes) for ranges that do not overlap, page piece by page piece (no bounce buffer). */
+static tern_status hbm_copy_disjoint(tern_core *c, uint64_t dst, uint64_t src, uint64_t bytes, tern_error *err)
+{
+    while (bytes) {
+        uint64_t od = dst & (HBM_PAGE_BYTES - 1), os = src & (HBM_PAGE_BYTES - 1);
+        uint64_t n = HBM_PAGE_BYTES - (od > os ? od : os);
+        if (n > bytes)
+            n = bytes;
+        uint8_t *pd = hbm_page(c, dst >> HBM_PAGE_SHIFT), *ps = pd ? hbm_page(c, src >> HBM_PAGE_SHIFT) : NULL;
+        if (!ps)
+            return tern_error_set(err, TERN_ERR_NOMEM, "HBM copy at 0x%llx: out of host memory",
+                                  (unsigned long long)(pd ? src : dst));
+        memcpy(pd + od, ps + os, (size_t)n);
+        dst += n;
+        src += n;
+        bytes -= n;
+    }
+    return TERN_OK;
+}
+
+tern_status tern_core_hbm_copy(tern_core *core, uint64_t dst, uint64_t src, uint64_t bytes, tern_error *err)
+{
+    tern_status st;
+    if ((st = hbm_span(core, "copy destination", dst, bytes, err)) ||
+        (st = hbm_span(core, "copy source", src, bytes, err)))
+        return st;
+    if (dst == src || !bytes)
+        return TERN_OK;
+    if (dst + bytes <= src || src + bytes <= dst)
+        return hbm_copy_disjoint(core, dst, src, bytes, err);
+    /* overlapping: through a buffer, in the order memmove takes */
+    enum { CHUNK = 1u << 16 };
+    uint8_t buf[CHUNK];
+    for (uint64_t done = 0; done < bytes;) {
+        uint64_t n = bytes - done < CHUNK ? bytes - done : CHUNK;
+        uint64_t at = dst < src ? done : bytes - done - n;
+        if ((st = hbm_copy(core, src + at, buf, (size_t)n, 0, err)) ||
+            (st = hbm_copy(core, dst + at, buf, (size_t)n, 1, err)))
+            return st;
+        done += n;
+    }
+    return TERN_OK;
+}
+
+/* Pages whose every byte lies in both ranges change owners (a pointer swap: the bytes do not move); the pieces
+ * before and after them, and ranges whose offsets within a page differ, are copied. */
+tern_status tern_core_hbm_move(tern_core *core, uint64_t dst, uint64_t src, uint64_t bytes, tern_error *err)
+{
+    tern_status st;
+    if ((st = hbm_span(core, "move destination", dst, bytes, err)) ||
+        (st = hbm_span(core, "move source", src, bytes, err)))
+        return st;
+    if (dst == src || !bytes)
+        return TERN_OK;
+    if (!(dst + bytes <= src || src + bytes <= dst) || ((dst ^ src) & (HBM_PAGE_BYTES - 1)))
+        return tern_core_hbm_copy(core, dst, src, bytes, err);
+    uint64_t head = (HBM_PAGE_BYTES - (dst & (HBM_PAGE_BYTES - 1))) & (HBM_PAGE_BYTES - 1);
+    if (head > bytes)
+        head = bytes;
+    uint64_t pages = (bytes - head) >> HBM_PAGE_SHIFT, whole = pages << HBM_PAGE_SHIFT;
+    if ((st = hbm_copy_disjoint(core, dst, src, head, err)) ||
+        (st = hbm_copy_disjoint(core, dst + head + whole, src + head + whole, bytes - head - whole, err)))
+        return st;
+    /* a page never touched (NULL) reads as the fill byte wherever it goes */
+    uint8_t **pd = core->hbm_pages + ((dst + head) >> HBM_PAGE_SHIFT);
+    uint8_t **ps = core->hbm_pages + ((src + head) >> HBM_PAGE_SHIFT);
+    for (uint64_t i = 0; i < pages; i++) {
+        uint8_t *t = pd[i];
+        pd[i] = ps[i];
+        ps[i] = t;
+    }
+    return TERN_OK;
+}
+
+uint64_t tern_core_hbm_page_bytes(void) { return HBM_PAGE_BYTES; }
+
 static uint64_t onchip_partition_bytes(const tern_core *c, tern_mem mem)
 {
     return mem == TERN_MEM_SBUF ? c->cfg.sbuf_partition_bytes : (uint64_t)c->cfg.psum_banks * c->cfg.psum_bank_bytes;
@@ -984,27 +1069,68 @@ static tern_status parallel_rows(tern_core *core, const row_ref *from, const row
     return TERN_OK;
 }
 
+static uint32_t gcd32(uint32_t a, uint32_t b)
+{
+    while (b) {
+        uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Rows [0, n) of length len elements cut, in place, into n * f rows of len / f (rows holds n * f entries): the
+ * same bytes in the same order. */
+static void split_rows(row_ref *rows, size_t n, size_t f, size_t piece_bytes)
+{
+    for (size_t r = n; r-- > 0;) {
+        row_ref w = rows[r];
+        for (size_t k = f; k-- > 0;) {
+            row_ref *o = &rows[r * f + k];
+            o->ptr = w.ptr ? w.ptr + k * piece_bytes : NULL; /* an on-chip row, else an HBM one at addr */
+            o->addr = w.ptr ? w.addr : w.addr + k * piece_bytes;
+        }
+    }
+}
+
+/* Rows shorter than this are not worth a thread's share when the two sides' runs must be cut to a common
+ * length (a dense HBM block against SBUF partitions). */
+#define PARALLEL_SPLIT_ROW_BYTES 256u
+
+static int grow_rows(tern_core *core, size_t nd, size_t ns)
+{
+    if (core->row_refs_cap < nd) {
+        void *p = realloc(core->row_refs, nd * sizeof(row_ref));
+        if (p) {
+            core->row_refs = p;
+            core->row_refs_cap = nd;
+        }
+    }
+    if (core->row_refs_src_cap < ns) {
+        void *p = realloc(core->row_refs_src, ns * sizeof(row_ref));
+        if (p) {
+            core->row_refs_src = p;
+            core->row_refs_src_cap = ns;
+        }
+    }
+    return core->row_refs_cap >= nd && core->row_refs_src_cap >= ns;
+}
+
 tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err)
 {
     if (direct_ok(core, e, dst, src)) {
         uint32_t ld, ls;
         int dense;
         size_t nd = ap_runs(dst, &ld, &dense), ns = ap_runs(src, &ls, &dense);
-        if (core->row_refs_cap < nd) {
-            void *p = realloc(core->row_refs, nd * sizeof(row_ref));
-            if (p) {
-                core->row_refs = p;
-                core->row_refs_cap = nd;
-            }
-        }
-        if (core->row_refs_src_cap < ns) {
-            void *p = realloc(core->row_refs_src, ns * sizeof(row_ref));
-            if (p) {
-                core->row_refs_src = p;
-                core->row_refs_src_cap = ns;
-            }
-        }
-        if (core->row_refs_cap >= nd && core->row_refs_src_cap >= ns) {
+        size_t es = tern_dtype_size((tern_dtype)src->dtype);
+        /* Sides whose runs differ in length (a dense HBM block, one run, against the rows of SBUF partitions)
+         * are cut to a common length when the copy is large, so that it too splits over the threads. */
+        uint32_t common = ld == ls ? ld : gcd32(ld, ls);
+        size_t pieces = common ? nd * ld / common : 0;
+        int cut = ld != ls && common && (size_t)common * es >= PARALLEL_SPLIT_ROW_BYTES && pieces >= 4 &&
+                  nd * ld * es >= PARALLEL_COPY_BYTES && dst_injective(dst) &&
+                  grow_rows(core, pieces, pieces);
+        if (cut || grow_rows(core, nd, ns)) {
             rows_ctx rd = {core->row_refs, 0}, rs = {core->row_refs_src, 0};
             tern_status st = ap_walk(core, e, dst, collect_rows_run, &rd, err);
             if (!st)
@@ -1014,7 +1140,11 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
             TERN_ASSERT(rd.n == nd && rs.n == ns);
             psum_mark(core, dst, 0);
             sbuf_written(core, e, dst);
-            size_t es = tern_dtype_size((tern_dtype)src->dtype);
+            if (cut) {
+                split_rows(rd.rows, nd, ld / common, (size_t)common * es);
+                split_rows(rs.rows, ns, ls / common, (size_t)common * es);
+                return parallel_rows(core, rs.rows, rd.rows, pieces, (size_t)common * es, err);
+            }
             if (ld == ls && nd >= 4 && nd * ld * es >= PARALLEL_COPY_BYTES && dst_injective(dst))
                 return parallel_rows(core, rs.rows, rd.rows, nd, ld * es, err);
             /* serially, in dense order: each step copies what is left of the current run of the side that ends

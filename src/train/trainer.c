@@ -435,6 +435,12 @@ tern_status tern_train_create(const char *onnx_path, const tern_train_opts *o_in
      * bit for bit (test_train_recompute.sh) */
     co.no_fusion = o.recompute != 0;
     co.no_elementwise_fusion = o.no_fused_elementwise;
+    /* the updated weights and state move onto their inputs between steps (t->carry, below): inputs and outputs
+     * that start on an HBM page change owners page by page instead of being copied (tern_rt_carry). A timing-only
+     * step is compiled the same way, so that it predicts the functional step's time to the bit (the placement
+     * moves scratch tensors, and with them the waits between instructions, a little). */
+    if (o.accumulate <= 1)
+        co.hbm_io_align = tern_core_hbm_page_bytes();
     tern_compile_report rep;
     /* the compiler optimises the graph in place: compile a copy's worth by keeping t->g for names only */
     if ((st = tern_compile(t->g, &co, &t->exe, &rep, err))) {

@@ -77,6 +77,52 @@ int main(void)
         free(b);
     }
 
+    TEST_BEGIN("large copies whose sides' runs differ in length are cut to a common one: the same bytes");
+    {
+        /* HBM: 192 rows of 1024 fp32 every 2048 (gaps between them); SBUF: 128 partitions of 1536 (runs of 1024
+         * against 1536: cut into pieces of 512, 768 KB in all, split over 4 threads); and back to HBM */
+        enum { HR = 192, HC = 1024, HS = 2048, SP = 128, SC = 1536 };
+        tern_core_config cfg;
+        tern_core_options o;
+        tern_error e2;
+        tern_core *c4 = NULL;
+        memset(&o, 0, sizeof o);
+        o.threads = 4;
+        CHECK_EQ_INT(tern_core_config_load("trn1.2xlarge", &cfg, &e2), TERN_OK);
+        CHECK_EQ_INT(tern_core_create(&cfg, &o, &c4, &e2), TERN_OK);
+        float *h = malloc(sizeof(float) * HR * HS), *got = malloc(sizeof(float) * HR * HS);
+        for (int i = 0; i < HR * HS; i++)
+            h[i] = (float)i;
+        CHECK_EQ_INT(tern_core_hbm_write(c4, 0, h, sizeof(float) * HR * HS, &e2), TERN_OK);
+        int32_t hs[2] = {HS, 1};
+        uint32_t hn[2] = {HR, HC};
+        tern_ap hbm = st_ap(TERN_MEM_HBM, TERN_DTYPE_FP32, 0, 1, 0, 2, hs, hn);
+        tern_instr ld = dma(st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, SP, 0, SC), hbm);
+        CHECK_MSG(st_run(c4, &ld, &e2) == TERN_OK, "%s", e2.msg);
+        int bad = 0;
+        for (unsigned p = 0; p < SP && !bad; p++) {
+            CHECK_EQ_INT(tern_core_onchip_read(c4, TERN_MEM_SBUF, p, 0, got, sizeof(float) * SC, &e2), TERN_OK);
+            for (unsigned j = 0; j < SC; j++) {
+                unsigned idx = p * SC + j; /* dense order */
+                if (got[j] != h[idx / HC * HS + idx % HC])
+                    bad = 1;
+            }
+        }
+        CHECK_MSG(!bad, "HBM -> SBUF: a piece landed in the wrong place");
+        tern_ap back = hbm;
+        back.offset = sizeof(float) * HR * HS; /* a fresh region: its gaps must stay zero */
+        tern_instr stb = dma(back, st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, SP, 0, SC));
+        CHECK_MSG(st_run(c4, &stb, &e2) == TERN_OK, "%s", e2.msg);
+        CHECK_EQ_INT(tern_core_hbm_read(c4, back.offset, got, sizeof(float) * HR * HS, &e2), TERN_OK);
+        for (int i = 0; i < HR * HS && !bad; i++)
+            if (got[i] != (i % HS < HC ? h[i] : 0.0f))
+                bad = 1;
+        CHECK_MSG(!bad, "SBUF -> HBM: a piece landed in the wrong place, or a gap was written");
+        free(h);
+        free(got);
+        tern_core_free(c4);
+    }
+
     tern_core *core = st_core("trn1.2xlarge");
     tern_error err;
 
