@@ -23,6 +23,65 @@
 #include <string.h>
 
 #include "sim/rules.h"
+#include "sim/host_threads.h"
+
+/* ---- fp32 rows on chip, split over the core's host threads ----
+ * tensor_tensor, tensor_scalar and scalar_tensor_tensor compute fp32 tiles in the destination rows (see each
+ * one). Row p of the result reads only row p of the inputs (and scalar p), and the rows of different partitions
+ * are different memories, so however the partitions are split over the threads, each element is computed by the
+ * same operator calls as on one thread: the same bits. Tiles under ROWS_PARALLEL_ELEMS stay on the calling
+ * thread (a fork-join costs more than they do). */
+#define ROWS_PARALLEL_ELEMS (64u * 1024u)
+enum { ROWS_TT, ROWS_TS, ROWS_STT };
+typedef struct {
+    int kind, copy_a;          /* copy_a: the destination rows are not the first input's: copy them first */
+    uint32_t P;
+    float *rd;
+    const float *ra, *rb;      /* rb: the second input's rows (TT, STT) */
+    size_t sd, sa, sb, N;      /* row strides in floats; elements per row */
+    tern_alu_op op0, op1;
+    int rev0, rev1;
+    const float *s0, *s1;      /* per-partition scalars, or NULL for imm0 / imm1 */
+    float imm0, imm1;
+} rows_job;
+
+static void rows_part(void *ctx, unsigned part, unsigned nparts)
+{
+    const rows_job *j = ctx;
+    uint32_t p0 = (uint32_t)((uint64_t)j->P * part / nparts), p1 = (uint32_t)((uint64_t)j->P * (part + 1) / nparts);
+    for (uint32_t p = p0; p < p1; p++) {
+        float *o = j->rd + (size_t)p * j->sd;
+        if (j->copy_a)
+            memcpy(o, j->ra + (size_t)p * j->sa, j->N * 4);
+        switch (j->kind) {
+        case ROWS_TT:
+            alu_apply_f32_vv(j->op0, o, j->rb + (size_t)p * j->sb, j->N);
+            break;
+        case ROWS_TS:
+            alu_apply_f32_vs(j->op0, o, j->s0 ? j->s0[p] : j->imm0, j->rev0, j->N);
+            alu_apply_f32_vs(j->op1, o, j->s1 ? j->s1[p] : j->imm1, j->rev1, j->N);
+            break;
+        default: /* ROWS_STT */
+            alu_apply_f32_vs(j->op0, o, j->s0 ? j->s0[p] : j->imm0, j->rev0, j->N);
+            alu_apply_f32_vvr(j->op1, o, j->rb + (size_t)p * j->sb, j->rev1, j->N);
+            break;
+        }
+    }
+}
+
+static void rows_run(tern_core *core, const rows_job *j)
+{
+    unsigned parts = 1;
+    if ((uint64_t)j->P * j->N >= ROWS_PARALLEL_ELEMS) {
+        parts = pool_threads(core_pool(core));
+        if (parts > j->P)
+            parts = j->P;
+    }
+    if (parts <= 1)
+        rows_part((void *)j, 0, 1);
+    else
+        pool_run(core_pool(core), rows_part, (void *)j, parts);
+}
 
 /* ---- shared rule helpers ---- */
 
@@ -593,12 +652,8 @@ static tern_status exec_tensor_tensor(tern_core *core, const exec_ctx *cx, const
         if ((da == 0 && db != 2) || (da == 1 && db == 1)) {
             psum_mark(core, d, 0); /* what the scatter does before writing */
             sbuf_written(core, cx->engine, d);
-            for (uint32_t p = 0; p < P; p++) {
-                float *o = rd + (size_t)p * sd;
-                if (da == 1)
-                    memcpy(o, ra + (size_t)p * sa, N * 4);
-                alu_apply_f32_vv(op, o, rb + (size_t)p * sb, N);
-            }
+            rows_job j = {ROWS_TT, da == 1, P, rd, ra, rb, sd, sa, sb, N, op, op, 0, 0, NULL, NULL, 0, 0};
+            rows_run(core, &j);
             return TERN_OK;
         }
     }
@@ -650,13 +705,9 @@ static tern_status exec_tensor_scalar(tern_core *core, const exec_ctx *cx, const
         if (da != 2) {
             psum_mark(core, d, 0);
             sbuf_written(core, cx->engine, d);
-            for (uint32_t p = 0; p < P; p++) {
-                float *o = rd + (size_t)p * sd, v0 = s0 ? s0[p] : ins->imm0.f, v1 = s1 ? s1[p] : ins->imm1.f;
-                if (da == 1)
-                    memcpy(o, ra + (size_t)p * sa, N * 4);
-                alu_apply_f32_vs(op0, o, v0, rev0, N);
-                alu_apply_f32_vs(op1, o, v1, rev1, N);
-            }
+            rows_job j = {ROWS_TS, da == 1, P, rd, ra, NULL, sd, sa, 0, N, op0, op1, rev0, rev1, s0, s1,
+                          ins->imm0.f, ins->imm1.f};
+            rows_run(core, &j);
             return TERN_OK;
         }
     }
@@ -695,13 +746,9 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
         if (da != 2 && db == 1) {
             psum_mark(core, d, 0);
             sbuf_written(core, cx->engine, d);
-            for (uint32_t p = 0; p < P; p++) {
-                float *o = rd + (size_t)p * sd;
-                if (da == 1)
-                    memcpy(o, ra + (size_t)p * sa, N * 4);
-                alu_apply_f32_vs(op0, o, s0 ? s0[p] : ins->imm0.f, rev0, N);
-                alu_apply_f32_vvr(op1, o, rb + (size_t)p * sb, rev1, N);
-            }
+            rows_job j = {ROWS_STT, da == 1, P, rd, ra, rb, sd, sa, sb, N, op0, op1, rev0, rev1, s0, NULL,
+                          ins->imm0.f, 0};
+            rows_run(core, &j);
             return TERN_OK;
         }
     }

@@ -460,6 +460,90 @@ static uint32_t f_bits(float f)
 /* tensor_scalar and scalar_tensor_tensor on fp32 rows compute in the destination rows (in place, or into rows
  * apart from the inputs) and otherwise through dense gathers; each layout must give, bit for bit, alu_apply_f32
  * element by element, for every arithmetic operator pair, both reverse flags and adversarial values. */
+/* Large fp32 tiles computed in the destination rows are split over the host threads by partition: with 4
+ * threads the bits are the operators' (checked against the same fp32 operations here) for tensor_tensor in place
+ * and into other rows, tensor_scalar with [P,1] scalars, and scalar_tensor_tensor. */
+static void test_rows_threads(void)
+{
+    enum { P = 128, N = 1024 }; /* 128K elements: above the size that splits */
+    tern_core_config cfg;
+    tern_core_options o;
+    tern_error err;
+    tern_core *c = NULL;
+    memset(&o, 0, sizeof o);
+    o.threads = 4;
+    if (tern_core_config_load("trn1.2xlarge", &cfg, &err) || tern_core_create(&cfg, &o, &c, &err)) {
+        CHECK_MSG(0, "core: %s", err.msg);
+        return;
+    }
+    float *a = malloc(sizeof(float) * P * N), *b = malloc(sizeof(float) * P * N), *d = malloc(sizeof(float) * P * N);
+    float col[P], col2[P];
+    fill(a, (size_t)P * N, 31);
+    fill(b, (size_t)P * N, 32);
+    fill(col, P, 33);
+    fill(col2, P, 34);
+    const uint64_t A = 0, B = 4 * N, D = 8 * N, S0 = 12 * N, S1 = S0 + 64;
+    st_write(c, SB, 0, P, A, F32, a, N);
+    st_write(c, SB, 0, P, B, F32, b, N);
+    st_write(c, SB, 0, P, S0, F32, col, 1);
+    st_write(c, SB, 0, P, S1, F32, col2, 1);
+    int bad = 0;
+
+    TEST_BEGIN("threads: tensor_tensor into other rows, then in place");
+    tern_instr ins = st_instr(TERN_OP_TENSOR_TENSOR, VE);
+    ins.op0 = TERN_ALU_MULT;
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, D, N);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, A, N);
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, B, N);
+    CHECK_MSG(st_run(c, &ins, &err) == TERN_OK, "%s", err.msg);
+    st_read(c, SB, 0, P, D, F32, d, N);
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != a[i] * b[i];
+    ins.op0 = TERN_ALU_SUBTRACT;
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, D, N); /* D = D - B */
+    CHECK_MSG(st_run(c, &ins, &err) == TERN_OK, "%s", err.msg);
+    st_read(c, SB, 0, P, D, F32, d, N);
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != a[i] * b[i] - b[i];
+    CHECK_EQ_INT(bad, 0);
+
+    TEST_BEGIN("threads: tensor_scalar with [P,1] scalars");
+    ins = st_instr(TERN_OP_TENSOR_SCALAR, VE);
+    ins.op0 = TERN_ALU_MULT;
+    ins.op1 = TERN_ALU_ADD;
+    ins.flags = TERN_FLAG_S0_AP | TERN_FLAG_S1_AP;
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, D, N);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, A, N);
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, S0, 1);
+    ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, P, S1, 1);
+    CHECK_MSG(st_run(c, &ins, &err) == TERN_OK, "%s", err.msg);
+    st_read(c, SB, 0, P, D, F32, d, N);
+    bad = 0;
+    for (int p = 0; p < P; p++)
+        for (int i = 0; i < N; i++)
+            bad += d[p * N + i] != a[p * N + i] * col[p] + col2[p];
+    CHECK_EQ_INT(bad, 0);
+
+    TEST_BEGIN("threads: scalar_tensor_tensor (A subtract s0) mult B");
+    ins = st_instr(TERN_OP_SCALAR_TENSOR_TENSOR, VE);
+    ins.op0 = TERN_ALU_SUBTRACT;
+    ins.op1 = TERN_ALU_MULT;
+    ins.imm0.f = 0.75f;
+    ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, D, N);
+    ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, A, N);
+    ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, B, N);
+    CHECK_MSG(st_run(c, &ins, &err) == TERN_OK, "%s", err.msg);
+    st_read(c, SB, 0, P, D, F32, d, N);
+    bad = 0;
+    for (int i = 0; i < P * N; i++)
+        bad += d[i] != (a[i] - 0.75f) * b[i];
+    CHECK_EQ_INT(bad, 0);
+    free(a);
+    free(b);
+    free(d);
+    tern_core_free(c);
+}
+
 static void test_row_paths(void)
 {
     enum { P = 5, N = 67, A = 0, B = 1024, D = 2048, S = 4096, W = 8192 };
@@ -1041,6 +1125,7 @@ int main(void)
     test_tensor_scalar();
     test_stt();
     test_row_paths();
+    test_rows_threads();
     test_tensor_reduce();
     test_copies();
     test_bn();
