@@ -161,6 +161,14 @@ tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t
  * through a buffer the caches hold (a training step's non-finite check of its updated weights). */
 tern_status tern_rt_get_output_range(tern_rt *rt, const char *name, uint64_t offset, void *data, size_t bytes,
                                      tern_error *err);
+/* The same bytes without a copy: fn(ctx, at, data, n, err) is called on consecutive pieces of them where HBM holds
+ * them (at: the piece's offset from `offset`; data valid during the call only, read-only). Pieces end at the
+ * simulator's HBM pages (tern_core_hbm_page_bytes); tensors start 64-byte aligned, so a piece holds whole
+ * elements. Stops at fn's first non-zero status, which it returns (a training step's non-finite check of its
+ * updated weights reads 0.5 GB this way). */
+typedef tern_status (*tern_rt_scan_fn)(void *ctx, uint64_t at, const void *data, size_t n, tern_error *err);
+tern_status tern_rt_scan_output(tern_rt *rt, const char *name, uint64_t offset, uint64_t bytes, tern_rt_scan_fn fn,
+                                void *ctx, tern_error *err);
 /* Device-resident state (docs/runtime.md): the last execution's output `output` becomes input `input` of the
  * executions that follow, moved from HBM to HBM on each core (never through the host), so a training step's
  * updated weights and optimizer state feed the next step where they are. Where both tensors start at the same

@@ -153,6 +153,10 @@ tern_status tern_core_hbm_move(tern_core *core, uint64_t dst, uint64_t src, uint
 /* The granule of the simulator's HBM pages (host memory allocated on first touch): a compiler that places
  * tensors that will be moved onto each other at multiples of it lets tern_core_hbm_move swap them whole. */
 uint64_t tern_core_hbm_page_bytes(void);
+/* A read-only host pointer to the HBM bytes at addr, for reading a large range without copying it: *bytes (in:
+ * wanted, out: given) is cut at the end of addr's page. Valid until the next write to, move in or run on the core;
+ * NULL (err set) for a range outside HBM or out of host memory. */
+const void *tern_core_hbm_peek(tern_core *core, uint64_t addr, uint64_t *bytes, tern_error *err);
 /* Raw bytes of SBUF/PSUM partition p at byte offset (bounds-checked). */
 tern_status tern_core_onchip_write(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset,
                                    const void *src, size_t bytes, tern_error *err);

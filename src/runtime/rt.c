@@ -450,9 +450,12 @@ tern_status tern_rt_execute(tern_rt *rt, tern_run_stats *stats, tern_error *err)
 }
 
 /* Bytes [off, off + n) of io (output oi when out, else input oi) as the cores' HBM holds it: a gathered output
- * from core 0's gathered buffer, a split one from each core's share, else core 0's (every core holds all of it). */
-static tern_status hbm_range(tern_rt *rt, const tern_exe_io *io, size_t oi, int out, uint64_t off, uint8_t *data,
-                             uint64_t n, tern_error *err)
+ * from core 0's gathered buffer, a split one from each core's share, else core 0's (every core holds all of it).
+ * Each run of HBM bytes goes to visit(ctx, core, addr, at, len): at is its offset from off. */
+typedef tern_status (*hbm_visit)(void *ctx, tern_core *core, uint64_t addr, uint64_t at, uint64_t len,
+                                 tern_error *err);
+static tern_status hbm_range_visit(tern_rt *rt, const tern_exe_io *io, size_t oi, int out, uint64_t off, uint64_t n,
+                                   hbm_visit visit, void *ctx, tern_error *err)
 {
     const tern_exe *x = &rt->exe;
     uint64_t at;
@@ -462,7 +465,7 @@ static tern_status hbm_range(tern_rt *rt, const tern_exe_io *io, size_t oi, int 
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: %s '%s': core 0 runs on process 0, not this one",
                               out ? "output" : "input", tern_exe_io_name(io));
     if (out && tern_batch_ranks_gathered(rt->batch, oi, &at)) /* gathered on the device: core 0 holds all of it */
-        return tern_core_hbm_read(rt->cores[0], at + off, data, n, err);
+        return visit(ctx, rt->cores[0], at + off, 0, n, err);
     for (unsigned c = 0; c < x->cores; c++) {
         const tern_program_tensor *t = tern_program_find_tensor(&x->programs[c], io->name);
         uint64_t so, sn;
@@ -472,7 +475,7 @@ static tern_status hbm_range(tern_rt *rt, const tern_exe_io *io, size_t oi, int 
             if (!rt->cores[c])
                 return tern_error_set(err, TERN_ERR_INVALID, "runtime: '%s': core %u runs on another process",
                                       tern_exe_io_name(io), c);
-            tern_status st = tern_core_hbm_read(rt->cores[c], t->hbm_addr + (lo - so), data + (lo - off), hi - lo, err);
+            tern_status st = visit(ctx, rt->cores[c], t->hbm_addr + (lo - so), lo - off, hi - lo, err);
             if (st)
                 return st;
         }
@@ -482,19 +485,55 @@ static tern_status hbm_range(tern_rt *rt, const tern_exe_io *io, size_t oi, int 
     return TERN_OK;
 }
 
-tern_status tern_rt_get_output_range(tern_rt *rt, const char *name, uint64_t offset, void *data, size_t bytes,
-                                     tern_error *err)
+static tern_status visit_read(void *ctx, tern_core *core, uint64_t addr, uint64_t at, uint64_t len, tern_error *err)
+{
+    return tern_core_hbm_read(core, addr, (uint8_t *)ctx + at, (size_t)len, err);
+}
+
+static tern_status hbm_range(tern_rt *rt, const tern_exe_io *io, size_t oi, int out, uint64_t off, uint8_t *data,
+                             uint64_t n, tern_error *err)
+{
+    return hbm_range_visit(rt, io, oi, out, off, n, visit_read, data, err);
+}
+
+typedef struct {
+    tern_rt_scan_fn fn;
+    void *ctx;
+} scan_ctx;
+
+/* a run of HBM bytes as the pieces of its pages, each handed to the caller where it lies */
+static tern_status visit_scan(void *vctx, tern_core *core, uint64_t addr, uint64_t at, uint64_t len, tern_error *err)
+{
+    const scan_ctx *s = vctx;
+    while (len) {
+        uint64_t n = len;
+        const void *p = tern_core_hbm_peek(core, addr, &n, err);
+        if (!p)
+            return err ? err->code : TERN_ERR_RANGE;
+        tern_status st = s->fn(s->ctx, at, p, (size_t)n, err);
+        if (st)
+            return st;
+        addr += n;
+        at += n;
+        len -= n;
+    }
+    return TERN_OK;
+}
+
+/* Which output's bytes [offset, +bytes) to read, and from where (the output, or the input it was carried to). */
+static tern_status output_home(tern_rt *rt, const char *name, uint64_t offset, uint64_t bytes,
+                               const tern_exe_io **io, size_t *index, int *out, tern_error *err)
 {
     size_t oi = 0;
-    const tern_exe_io *io = find_io(rt->exe.outputs, rt->exe.num_outputs, name, &oi);
-    if (!io)
+    const tern_exe_io *o = find_io(rt->exe.outputs, rt->exe.num_outputs, name, &oi);
+    if (!o)
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "runtime: no output named '%s'", name);
-    uint64_t want = tern_exe_io_bytes(io);
+    uint64_t want = tern_exe_io_bytes(o);
     if (offset > want || bytes > want - offset)
-        return tern_error_set(err, TERN_ERR_RANGE, "runtime: output '%s' holds %llu bytes (%s); bytes [%llu, +%zu) "
+        return tern_error_set(err, TERN_ERR_RANGE, "runtime: output '%s' holds %llu bytes (%s); bytes [%llu, +%llu) "
                               "requested",
-                              name, (unsigned long long)want, tern_dtype_name(io->dtype), (unsigned long long)offset,
-                              bytes);
+                              name, (unsigned long long)want, tern_dtype_name(o->dtype), (unsigned long long)offset,
+                              (unsigned long long)bytes);
     if (rt->opts.mode != TERN_MODE_FUNCTIONAL)
         return tern_error_set(err, TERN_ERR_INVALID, "runtime: output '%s': a timing-only run computes no values", name);
     if (rt->out_home[oi] == OUT_GONE)
@@ -503,10 +542,36 @@ tern_status tern_rt_get_output_range(tern_rt *rt, const char *name, uint64_t off
                               "it has no value until the next execution",
                               name);
     if (rt->out_home[oi] > 0) { /* carried: the value is the input's now */
-        size_t ii = (size_t)(rt->out_home[oi] - 1);
-        return hbm_range(rt, &rt->exe.inputs[ii], ii, 0, offset, data, bytes, err);
+        *index = (size_t)(rt->out_home[oi] - 1);
+        *io = &rt->exe.inputs[*index];
+        *out = 0;
+    } else {
+        *index = oi;
+        *io = o;
+        *out = 1;
     }
-    return hbm_range(rt, io, oi, 1, offset, data, bytes, err);
+    return TERN_OK;
+}
+
+tern_status tern_rt_get_output_range(tern_rt *rt, const char *name, uint64_t offset, void *data, size_t bytes,
+                                     tern_error *err)
+{
+    const tern_exe_io *io;
+    size_t i;
+    int out;
+    tern_status st = output_home(rt, name, offset, bytes, &io, &i, &out, err);
+    return st ? st : hbm_range(rt, io, i, out, offset, data, bytes, err);
+}
+
+tern_status tern_rt_scan_output(tern_rt *rt, const char *name, uint64_t offset, uint64_t bytes, tern_rt_scan_fn fn,
+                                void *ctx, tern_error *err)
+{
+    const tern_exe_io *io;
+    size_t i;
+    int out;
+    scan_ctx s = {fn, ctx};
+    tern_status st = output_home(rt, name, offset, bytes, &io, &i, &out, err);
+    return st ? st : hbm_range_visit(rt, io, i, out, offset, bytes, visit_scan, &s, err);
 }
 
 tern_status tern_rt_get_output(tern_rt *rt, const char *name, void *data, size_t bytes, tern_error *err)

@@ -313,6 +313,22 @@ tern_status tern_core_hbm_move(tern_core *core, uint64_t dst, uint64_t src, uint
 
 uint64_t tern_core_hbm_page_bytes(void) { return HBM_PAGE_BYTES; }
 
+const void *tern_core_hbm_peek(tern_core *core, uint64_t addr, uint64_t *bytes, tern_error *err)
+{
+    if (hbm_span(core, "read", addr, *bytes, err))
+        return NULL;
+    uint64_t off = addr & (HBM_PAGE_BYTES - 1);
+    if (*bytes > HBM_PAGE_BYTES - off)
+        *bytes = HBM_PAGE_BYTES - off;
+    uint8_t *p = hbm_page(core, addr >> HBM_PAGE_SHIFT);
+    if (!p) {
+        tern_error_set(err, TERN_ERR_NOMEM, "HBM page at 0x%llx: out of host memory",
+                       (unsigned long long)(addr & ~(HBM_PAGE_BYTES - 1)));
+        return NULL;
+    }
+    return p + off;
+}
+
 static uint64_t onchip_partition_bytes(const tern_core *c, tern_mem mem)
 {
     return mem == TERN_MEM_SBUF ? c->cfg.sbuf_partition_bytes : (uint64_t)c->cfg.psum_banks * c->cfg.psum_bank_bytes;

@@ -867,16 +867,53 @@ tern_status train_set_step_scalars(tern_trainer *t, uint64_t step, double *lr_ou
 }
 
 /* The device-resident update (t->carry): every updated weight and state checked for non-finite values where it
- * lies in HBM, a piece at a time through a buffer the caches hold, in the order of the host path below (same
+ * lies in HBM, page by page without a copy (tern_rt_scan_output), in the order of the host path below (same
  * message); then, only when all pass, each output becomes its input for the next step (tern_rt_carry). A failed
  * check carries nothing: the inputs keep the last good step's values. */
+typedef struct {
+    float *buf;                 /* bf16 pieces widened here (CHUNK floats) */
+    int bf;                     /* the tensor is bf16 */
+    const char *name;
+    uint64_t step;
+    const tern_train_step_info *in;
+} scan_check;
+
+/* One piece of an updated tensor where HBM holds it (tern_rt_scan_output): the first non-finite value, if any,
+ * named with its element index. */
+static tern_status scan_piece(void *ctx, uint64_t at, const void *data, size_t n, tern_error *err)
+{
+    enum { CHUNK = 1 << 16 }; /* floats */
+    const scan_check *c = ctx;
+    size_t es = c->bf ? 2 : 4;
+    if (n % es || at % es)
+        return tern_error_set(err, TERN_ERR_INVALID,
+                              "train: internal: '%s': a piece of %zu bytes at %llu splits an element", c->name, n,
+                              (unsigned long long)at);
+    size_t count = n / es, base = (size_t)(at / es), bad;
+    for (size_t e = 0; e < count; e += CHUNK) {
+        size_t m = count - e < CHUNK ? count - e : CHUNK;
+        const float *v = (const float *)data + e;
+        if (c->bf) {
+            tern_status st = tern_convert_to_f32(c->buf, TERN_DTYPE_BF16, (const uint16_t *)data + e, m, err);
+            if (st)
+                return st;
+            v = c->buf;
+        }
+        if (train_first_nonfinite(v, m, &bad))
+            return tern_error_set(err, TERN_ERR_RANGE,
+                                  "train: step %llu: '%s' is not finite (element %zu = %g); loss %g, gradient norm %g",
+                                  (unsigned long long)c->step, c->name, base + e + bad, (double)v[bad],
+                                  c->in->loss, c->in->grad_norm);
+    }
+    return TERN_OK;
+}
+
 static tern_status check_and_carry(tern_trainer *t, uint64_t step, const tern_train_step_info *in, tern_error *err)
 {
     enum { CHUNK = 1 << 16 }; /* floats */
-    float *buf = malloc(CHUNK * sizeof(float));
-    uint16_t *half = t->o.bf16_weights ? malloc(CHUNK * sizeof(uint16_t)) : NULL;
+    float *buf = t->o.bf16_weights ? malloc(CHUNK * sizeof(float)) : NULL;
     tern_status st = TERN_OK;
-    if (!buf || (t->o.bf16_weights && !half))
+    if (t->o.bf16_weights && !buf)
         st = tern_error_set(err, TERN_ERR_NOMEM, "train: out of memory");
     for (size_t i = 0; i < t->nw && !st; i++) {
         const train_weight *w = &t->w[i];
@@ -884,27 +921,11 @@ static tern_status check_and_carry(tern_trainer *t, uint64_t step, const tern_tr
             continue;
         for (int k = 0; k < 1 + w->n_state && !st; k++) {
             const char *nm = k == 0 ? w->out_name : w->state_out[k - 1];
-            int bf = t->o.bf16_weights && io_dtype(t->rt, nm, 1) == TERN_DTYPE_BF16;
-            for (size_t e = 0; e < w->count && !st; e += CHUNK) {
-                size_t n = w->count - e < CHUNK ? w->count - e : CHUNK, at;
-                if (bf) {
-                    st = tern_rt_get_output_range(t->rt, nm, (uint64_t)e * 2, half, n * 2, err);
-                    if (!st)
-                        st = tern_convert_to_f32(buf, TERN_DTYPE_BF16, half, n, err);
-                } else {
-                    st = tern_rt_get_output_range(t->rt, nm, (uint64_t)e * 4, buf, n * 4, err);
-                }
-                if (!st && train_first_nonfinite(buf, n, &at))
-                    st = tern_error_set(err, TERN_ERR_RANGE,
-                                        "train: step %llu: '%s' is not finite (element %zu = %g); loss %g, gradient "
-                                        "norm %g",
-                                        (unsigned long long)step, nm, e + at, (double)buf[at], in->loss,
-                                        in->grad_norm);
-            }
+            scan_check c = {buf, t->o.bf16_weights && io_dtype(t->rt, nm, 1) == TERN_DTYPE_BF16, nm, step, in};
+            st = tern_rt_scan_output(t->rt, nm, 0, (uint64_t)w->count * (c.bf ? 2 : 4), scan_piece, &c, err);
         }
     }
     free(buf);
-    free(half);
     for (size_t i = 0; i < t->nw && !st; i++) {
         const train_weight *w = &t->w[i];
         if (!w->trained && !w->out_name)

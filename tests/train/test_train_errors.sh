@@ -2,7 +2,7 @@
 # Bad input to `tern train`: each is an error (exit 1, or 2 for usage) whose message names the tensor, the
 # expected and the given value - data of the wrong dtype or shape, labels out of range or of the wrong count, a
 # loss output that is not a scalar, an op on the path to the loss with no gradient rule (named with its node),
-# a run that diverges (the step and the first non-finite tensor). Also: ignore_index rows count for nothing,
+# a run that diverges (the step and the first non-finite tensor, a loss or an updated weight). Also: ignore_index rows count for nothing,
 # --timing-only predicts a step time, --shuffle is reproducible.
 set -u
 TERN=${1:?usage: test_train_errors.sh TERN_BIN}
@@ -69,6 +69,12 @@ expect 1 $TERN train "$tmp/lin.onnx" --data "$tmp/x.npy" --labels "$tmp/yf.npy" 
     --steps 40 --batch 4
 contains "$tmp/err" "is not finite"
 contains "$tmp/err" "tern train: train: step "
+# an updated weight that overflows while the loss and the gradients stay finite (a weight decay that multiplies the
+# weights by -1e10 a step; cross-entropy's gradient is bounded): found where it lies in HBM, named with its element
+expect 1 $TERN train "$tmp/lin.onnx" --data "$tmp/x.npy" --labels "$tmp/y.npy" --optimizer adamw --lr 1e6 \
+    --weight-decay 1e4 --steps 8 --batch 4
+contains "$tmp/err" "'train.new.w' is not finite (element "
+contains "$tmp/err" " = inf); loss "
 expect 2 $T --optimizer lion
 contains "$tmp/err" "--optimizer 'lion': expected sgd, adam, adamw or lamb"
 expect 2 $T --label-smoothing 1.5
