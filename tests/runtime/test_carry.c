@@ -58,6 +58,27 @@ static uint64_t hbm_addr(const tern_exe *x, const char *name)
     return t ? t->hbm_addr : UINT64_MAX;
 }
 
+/* tern_rt_scan_output's pieces, copied back into place (ctx); stops with an error at byte `stop_at` */
+typedef struct {
+    uint8_t *dst;
+    uint64_t next, stop_at;
+    int pieces;
+} scan_sink;
+
+static tern_status sink(void *ctx, uint64_t at, const void *data, size_t n, tern_error *err)
+{
+    scan_sink *s = ctx;
+    if (at != s->next)
+        return tern_error_set(err, TERN_ERR_INVALID, "piece at %llu, expected %llu", (unsigned long long)at,
+                              (unsigned long long)s->next);
+    if (at + n > s->stop_at)
+        return tern_error_set(err, TERN_ERR_RANGE, "sink: stop at %llu", (unsigned long long)s->stop_at);
+    memcpy(s->dst + at, data, n);
+    s->next = at + n;
+    s->pieces++;
+    return TERN_OK;
+}
+
 /* Steps of the pair on three runtimes: the host round trip, carries between page-aligned tensors, carries
  * between unaligned ones (the copy); every output and predicted time agrees. */
 static void pages(const tern_core_config *cfg)
@@ -133,11 +154,34 @@ static void pages(const tern_core_config *cfg)
     }
     CHECK(isfinite(h[0][n - 1]) && h[0][n - 1] != 0 && isfinite(h[1][7]));
 
+    TEST_BEGIN("an output scanned where HBM holds it, page by page, is its bytes, after its carry too");
+    {
+        scan_sink sk = {(uint8_t *)got, 0, UINT64_MAX, 0};
+        memset(got, 0, bytes);
+        CHECK_MSG(tern_rt_scan_output(dev, "ya", 0, bytes, sink, &sk, &err) == TERN_OK, "%s", err.msg);
+        CHECK(!memcmp(got, h[0], bytes) && sk.next == bytes);
+        CHECK(sk.pieces >= 3); /* 2.05 MiB over 1 MiB pages */
+        scan_sink part = {(uint8_t *)got, 0, UINT64_MAX, 0}; /* bytes [1000, +5000): pieces at 0.. from there */
+        CHECK_EQ_INT(tern_rt_scan_output(unal, "yb", 1000, 5000, sink, &part, &err), TERN_OK);
+        CHECK(part.next == 5000 && !memcmp(got, (char *)h[1] + 1000, 5000));
+        scan_sink stop = {(uint8_t *)got, 0, page + 100, 0};
+        CHECK_EQ_INT(tern_rt_scan_output(dev, "ya", 0, bytes, sink, &stop, &err), TERN_ERR_RANGE);
+        CHECK_STR_CONTAINS(err.msg, "sink: stop at");
+        CHECK_EQ_INT(tern_rt_scan_output(dev, "ya", 8, bytes, sink, &sk, &err), TERN_ERR_RANGE);
+        CHECK_STR_CONTAINS(err.msg, "output 'ya' holds 2150400 bytes");
+        CHECK_EQ_INT(tern_rt_scan_output(dev, "nope", 0, 4, sink, &sk, &err), TERN_ERR_NOT_FOUND);
+    }
+
     TEST_BEGIN("an output carried to an input that is set again has no value until the next execution");
     CHECK_EQ_INT(tern_rt_set_input(dev, "a", a0, bytes, &err), TERN_OK);
     CHECK_EQ_INT(tern_rt_get_output(dev, "ya", got, bytes, &err), TERN_ERR_INVALID);
     CHECK_STR_CONTAINS(err.msg, "output 'ya' was carried to an input that has been given another value since");
     CHECK_EQ_INT(tern_rt_get_output_range(dev, "ya", 0, got, 4, &err), TERN_ERR_INVALID);
+    {
+        scan_sink sk = {(uint8_t *)got, 0, UINT64_MAX, 0};
+        CHECK_EQ_INT(tern_rt_scan_output(dev, "ya", 0, 4, sink, &sk, &err), TERN_ERR_INVALID);
+        CHECK_STR_CONTAINS(err.msg, "was carried to an input");
+    }
     CHECK_EQ_INT(tern_rt_carry(dev, "ya", "a", &err), TERN_ERR_INVALID);
     CHECK_STR_CONTAINS(err.msg, "carry: output 'ya' was carried to an input");
     CHECK_EQ_INT(tern_rt_get_output(dev, "yb", got, bytes, &err), TERN_OK); /* b was not touched */
