@@ -502,6 +502,29 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                 matmul_f32_run(core_pool(core), core->stationary, x, out, K, M, N);
             else
                 matmul_reference(core->stationary, x, out, K, M, N);
+            /* an fp32 destination in rows of N on M partitions (the PSUM tile of an fp32 matmul): the sum, or the
+             * product, goes straight into the rows, one pass instead of gathering the old rows, adding into the
+             * buffer and scattering it back (fp32 gathers and scatters are plain copies: the same bits, the old
+             * value the first operand of each add as below) */
+            size_t len = 0, ps = 0;
+            uint8_t *rows_d = d->dtype == TERN_DTYPE_FP32 && d->num_partitions == M
+                                  ? ap_onchip_rows(core, cx->engine, d, &len, &ps)
+                                  : NULL;
+            if (rows_d && len == N && (uintptr_t)rows_d % 4 == 0 && ps % 4 == 0) {
+                psum_mark(core, d, 0); /* what the scatter does before writing */
+                sbuf_written(core, cx->engine, d);
+                for (uint32_t m = 0; m < M; m++) {
+                    float *o = (float *)(void *)(rows_d + (size_t)m * ps);
+                    const float *r = out + (size_t)m * N;
+                    if (acc)
+                        for (uint32_t n = 0; n < N; n++)
+                            o[n] = o[n] + r[n];
+                    else
+                        memcpy(o, r, (size_t)N * 4);
+                }
+                psum_mark(core, d, 1);
+                return TERN_OK;
+            }
             if (acc) {
                 if ((st = ap_gather_f32(core, cx->engine, d, old, err)))
                     return st;
