@@ -492,16 +492,29 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             float *old = acc ? core_scratch(core, 2, (size_t)M * N) : NULL;
             if (!out || (acc && !old))
                 return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for a %ux%ux%u matmul", K, M, N);
-            if (!have_x && (st = ap_gather_f32(core, cx->engine, a, x, err)))
-                return st;
+            /* an fp32 moving operand in rows of N on K partitions is read where it lies, not gathered first */
+            const float *xp = x;
+            size_t xs = N;
+            if (!have_x) {
+                size_t xlen = 0, xps = 0;
+                const uint8_t *xr = a->dtype == TERN_DTYPE_FP32 && a->num_partitions == K
+                                        ? ap_onchip_rows(core, cx->engine, a, &xlen, &xps)
+                                        : NULL;
+                if (xr && xlen == N && (uintptr_t)xr % 4 == 0 && xps % 4 == 0) {
+                    xp = (const float *)(const void *)xr;
+                    xs = xps / 4;
+                } else if ((st = ap_gather_f32(core, cx->engine, a, x, err))) {
+                    return st;
+                }
+            }
             if (core->opts.matmul_path == TERN_MATMUL_REFERENCE)
-                matmul_reference(core->stationary, x, out, K, M, N);
-            else if (matmul_identity(core->stationary, x, out, K, M, N))
+                matmul_reference_rows(core->stationary, xp, xs, out, K, M, N);
+            else if (matmul_identity_rows(core->stationary, xp, xs, out, K, M, N))
                 ; /* a transpose through the array */
             else if (matmul_f32_supported())
-                matmul_f32_run(core_pool(core), core->stationary, x, out, K, M, N);
+                matmul_f32_run_rows(core_pool(core), core->stationary, xp, xs, out, K, M, N);
             else
-                matmul_reference(core->stationary, x, out, K, M, N);
+                matmul_reference_rows(core->stationary, xp, xs, out, K, M, N);
             /* an fp32 destination in rows of N on M partitions (the PSUM tile of an fp32 matmul): the sum, or the
              * product, goes straight into the rows, one pass instead of gathering the old rows, adding into the
              * buffer and scattering it back (fp32 gathers and scatters are plain copies: the same bits, the old

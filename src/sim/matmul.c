@@ -70,11 +70,16 @@ static void col_range(uint32_t N, uint32_t width, unsigned part, unsigned nparts
 
 void matmul_reference(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
 {
+    matmul_reference_rows(s, x, N, out, K, M, N);
+}
+
+void matmul_reference_rows(const float *s, const float *x, size_t xs, float *out, uint32_t K, uint32_t M, uint32_t N)
+{
     for (uint32_t m = 0; m < M; m++)
         for (uint32_t n = 0; n < N; n++) {
             float acc = 0.0f;
             for (uint32_t k = 0; k < K; k++)
-                acc = fmaf(s[(size_t)k * M + m], x[(size_t)k * N + n], acc);
+                acc = fmaf(s[(size_t)k * M + m], x[(size_t)k * xs + n], acc);
             out[(size_t)m * N + n] = acc;
         }
 }
@@ -84,10 +89,15 @@ void matmul_reference(const float *s, const float *x, float *out, uint32_t K, ui
  * NaN times 0 would poison the chain). Returns 0, having written nothing, when that does not hold. */
 int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
 {
+    return matmul_identity_rows(s, x, N, out, K, M, N);
+}
+
+int matmul_identity_rows(const float *s, const float *x, size_t xs, float *out, uint32_t K, uint32_t M, uint32_t N)
+{
     if (K != N)
         return 0;
     for (uint32_t k = 0; k < K; k++) {
-        const float *r = x + (size_t)k * N;
+        const float *r = x + (size_t)k * xs;
         for (uint32_t n = 0; n < N; n++)
             if (r[n] != (n == k ? 1.0f : 0.0f))
                 return 0;
@@ -389,6 +399,7 @@ typedef struct {
     const float *s, *x;
     float *out;
     uint32_t K, M, N;
+    size_t xs;                  /* floats from one row of x to the next (N when dense) */
 } f32_job;
 
 #if HAVE_X86
@@ -400,7 +411,7 @@ f32_micro(const f32_job *j, uint32_t m0, uint32_t n0, const __mmask16 *mask, con
         for (int v = 0; v < NB; v++)
             acc[i][v] = _mm512_setzero_ps();
     for (uint32_t k = 0; k < j->K; k++) {
-        const float *xr = j->x + (size_t)k * j->N + n0;
+        const float *xr = j->x + (size_t)k * j->xs + n0;
         __m512 b[NB];
         for (int v = 0; v < NB; v++)
             b[v] = _mm512_maskz_loadu_ps(mask[v], xr + 16 * v);
@@ -463,7 +474,7 @@ f32_micro_avx2(const f32_job *j, uint32_t m0, uint32_t n0, const __m256i *mask, 
         for (int v = 0; v < NB2; v++)
             acc[i][v] = _mm256_setzero_ps();
     for (uint32_t k = 0; k < j->K; k++) {
-        const float *xr = j->x + (size_t)k * j->N + n0;
+        const float *xr = j->x + (size_t)k * j->xs + n0;
         __m256 b[NB2];
         for (int v = 0; v < NB2; v++)
             b[v] = full ? _mm256_loadu_ps(xr + 8 * v) : _mm256_maskload_ps(xr + 8 * v, mask[v]);
@@ -906,11 +917,20 @@ int matmul_f32_supported(void)
 
 void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N)
 {
+    matmul_f32_run_rows(pool, s, x, N, out, K, M, N);
+}
+
+void matmul_f32_run_rows(tern_pool *pool, const float *s, const float *x, size_t xs, float *out, uint32_t K, uint32_t M,
+                         uint32_t N)
+{
 #if HAVE_X86
-    f32_job j = {s, x, out, K, M, N};
+    f32_job j = {s, x, out, K, M, N, xs};
     const int wide = have_avx512f();
     if (!wide && !have_avx2_fma()) {
-        matmul_reference(s, x, out, K, M, N);
+        if (xs == N)
+            matmul_reference(s, x, out, K, M, N);
+        else
+            matmul_reference_rows(s, x, xs, out, K, M, N);
         return;
     }
     /* Parts split the columns; each output's chain is computed whole by one part, so any split gives the
@@ -924,7 +944,7 @@ void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out,
     pool_run(pool, wide ? f32_part : f32_part_avx2, &j, parts ? parts : 1);
 #else
     (void)pool;
-    matmul_reference(s, x, out, K, M, N);
+    matmul_reference_rows(s, x, xs, out, K, M, N);
 #endif
 }
 

@@ -18,6 +18,11 @@ int matmul_identity(const float *s, const float *x, float *out, uint32_t K, uint
 /* The fp32 fma chain vectorised across outputs (AVX-512 or AVX2+FMA), bit-identical to matmul_reference. */
 int matmul_f32_supported(void);
 void matmul_f32_run(tern_pool *pool, const float *s, const float *x, float *out, uint32_t K, uint32_t M, uint32_t N);
+/* The three above with the moving operand's rows xs floats apart (x[k*xs+n]: read in place from SBUF rows). */
+void matmul_reference_rows(const float *s, const float *x, size_t xs, float *out, uint32_t K, uint32_t M, uint32_t N);
+int matmul_identity_rows(const float *s, const float *x, size_t xs, float *out, uint32_t K, uint32_t M, uint32_t N);
+void matmul_f32_run_rows(tern_pool *pool, const float *s, const float *x, size_t xs, float *out, uint32_t K, uint32_t M,
+                         uint32_t N);
 
 /* The stationary [K][M] in panels of PANEL_W columns for the kernel below: panel p holds, k-major, the PANEL_W
  * values of columns [p*PANEL_W, p*PANEL_W + PANEL_W) of each row (zero past M). matmul_panel_floats floats.
