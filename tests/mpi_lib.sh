@@ -6,6 +6,8 @@ if [ -z "${TERN_MPIEXEC:-}" ]; then
     echo "skipped: this build has no MPI (install libopenmpi-dev and openmpi-bin, scripts/install-deps.sh)"
     exit 77
 fi
-MPI=("$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
+# timeout: a launch that hangs (mpirun once stayed after both of its processes had exited, its test waiting 43 minutes)
+# fails its test after 10 minutes instead of holding the suite
+MPI=(timeout -k 10 600 "$TERN_MPIEXEC" --allow-run-as-root --oversubscribe)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 mkdir -p "$tmp/ompi" && export TMPDIR="$tmp/ompi"
