@@ -704,7 +704,7 @@ static int train_main(int argc, char **argv, mpi_run *mr)
             printf("layout tp=%lld,pp=%lld,dp=%lld on %s: %d linear pairs split over the tensor ranks, %d segment "
                    "programs, %lld micro-batches of %lld rows on a%s 1F1B schedule%s%s\n",
                    (long long)mpi.tp, (long long)mpi.pp, (long long)mpi.dp, o.machine ? o.machine : "trn1.2xlarge",
-                   mpi.pairs, mpi.programs, (long long)mpi.micro, (long long)(batch / (mpi.dp * mpi.micro)),
+                   mpi.pairs, mpi.programs, (long long)mpi.micro, (long long)(step_rows / (mpi.dp * mpi.micro)),
                    mpi.vpp > 1 ? "n interleaved" : "", mpi.vpp > 1 ? " (vpp: model chunks per stage)" : "",
                    mpi.zero ? "; ZeRO-1: optimizer state in blocks over the data replicas" : "");
         if (!json && mpi.sp) /* only sequence-parallel layouts say so */

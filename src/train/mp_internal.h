@@ -241,6 +241,7 @@ struct train_mp {
     tern_rt *zrt;
     float **wbuf;              /* [rank] the all-gather's buffer, dp x zshard */
     float *zb[4];              /* one block's p, g, state */
+    int64_t acc;               /* --accumulate A: the step's groups of the batch (p.micro and p.batch include them) */
     double t_znorm;            /* ZeRO-1 with clipping: the norm's one-element all-reduce over the data replicas (in t_dp) */
     double t_tied;             /* exchanging tied weights' gradients between their stages */
     size_t tied_count;

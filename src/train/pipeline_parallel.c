@@ -311,12 +311,11 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: ZeRO stage %d in a layout needs stage 1 and data replicas (dp > 1: %lld)",
                               o->zero, (long long)dp);
-    if (o->dp_exact || o->accumulate > 1 || o->recompute || o->bf16_weights ||
-        o->optimizer == TERN_OPT_LAMB || o->loss == TERN_LOSS_OUTPUT)
+    if (o->dp_exact || o->recompute || o->bf16_weights || o->optimizer == TERN_OPT_LAMB || o->loss == TERN_LOSS_OUTPUT)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "train: tensor/pipeline parallelism (tp=%lld, pp=%lld) with %s is not supported yet",
                               (long long)tp, (long long)pp,
-                              o->dp_exact ? "the fixed reduction tree" : o->accumulate > 1 ? "accumulation"
+                              o->dp_exact ? "the fixed reduction tree"
                               : o->recompute ? "recomputation"
                               : o->bf16_weights ? "pure BF16 weights" : o->optimizer == TERN_OPT_LAMB ? "LAMB"
                                                                                                      : "--loss-output");
@@ -360,6 +359,18 @@ tern_status train_mp_create(tern_trainer *t, tern_error *err)
         return tern_error_set(err, TERN_ERR_INVALID,
                               "train: batch %lld does not split over %lld data replicas x %lld micro-batches",
                               (long long)o->batch, (long long)dp, (long long)micro);
+    /* gradient accumulation (--accumulate A): a step of A groups of the batch's rows, each data replica running A x
+     * micro micro-batches of the same rows (Megatron's accumulation: contiguous rows a replica); cross-entropy
+     * normalises each group by its own counted rows and the step's gradient is the groups' mean, as one core's
+     * accumulation is (train_mp_step) */
+    int64_t A = o->accumulate > 1 ? o->accumulate : 1;
+    if (A > 1 && (micro > INT64_MAX / A || o->batch > INT64_MAX / A))
+        return tern_error_set(err, TERN_ERR_RANGE, "train: --accumulate %lld: the step's %lld x %lld rows overflow",
+                              (long long)A, (long long)o->batch, (long long)A);
+    mp->acc = A;
+    mp->p.micro = micro * A;
+    mp->p.batch = o->batch * A;
+    o->batch *= A; /* the step's rows: the data one step reads */
     mp->p.sp = o->sp;
     fo.ranks = (unsigned)mp->cores;
     if ((st = tern_fabric_load(t->machine, &fo, &mp->fab, err)))
@@ -1109,16 +1120,23 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
                               (unsigned long long)step, labels ? label_count : 0, (long long)K);
     size_t ls = label_count / (size_t)K, xs = t->data_bytes / (size_t)K;
     size_t lsz = t->o.loss == TERN_LOSS_CROSS_ENTROPY ? sizeof(int64_t) : sizeof(float);
-    float inv = 0, *invp = NULL;
+    /* cross-entropy: 1 / (the counted rows of the micro-batch's group) / A; without accumulation one group */
+    int64_t A = mp->acc > 1 ? mp->acc : 1, KG = K / A;
+    float *inv = NULL;
     if (t->o.loss == TERN_LOSS_CROSS_ENTROPY) {
-        size_t counted = 0;
-        for (size_t i = 0; i < label_count; i++)
-            counted += ((const int64_t *)labels)[i] != t->o.ignore_index;
-        inv = counted ? 1.0f / (float)counted : 0.0f;
-        invp = &inv;
+        if (!(inv = calloc((size_t)A + 1, sizeof(float))))
+            return train_oom(err);
+        for (int64_t g = 0; g < A; g++) {
+            size_t counted = 0, n = ls * (size_t)KG;
+            for (size_t i = 0; i < n; i++)
+                counted += ((const int64_t *)labels)[(size_t)g * n + i] != t->o.ignore_index;
+            inv[g] = counted ? (float)(1.0 / ((double)counted * (double)A)) : 0.0f;
+        }
     }
-    if (t->o.timing_only)
+    if (t->o.timing_only) {
+        free(inv);
         return step_timing(t, info, err);
+    }
     for (int64_t i = 0; i < mp->n; i++)
         if (mp->gacc[i])
             memset(mp->gacc[i], 0, mp->maxflat * sizeof(float));
@@ -1128,17 +1146,20 @@ tern_status train_mp_step(tern_trainer *t, const void *x, size_t x_count, const 
      * process runs its own data replicas' micro-batches and the others' entries come to it (mp_procs.c) */
     size_t nmv = (size_t)K * (1 + 2 * (size_t)pp);
     double *mv = calloc(nmv + 1, sizeof *mv), loss = 0;
-    if (!mv)
+    if (!mv) {
+        free(inv);
         return train_oom(err);
+    }
     int64_t fc = 0;
     for (int64_t d = 0; d < dp && !st; d++)
         for (int64_t j = 0; j < M && !st && mp->dlocal[d]; j++) {
-            int64_t c = d * M + j; /* micro-batch c: rows [c mb, (c + 1) mb) */
+            int64_t c = d * M + j; /* micro-batch c: rows [c mb, (c + 1) mb), of group c / KG */
             fc = c;
             st = micro_batch(t, d, c, x ? (const char *)x + (size_t)c * xs : NULL,
-                             (const char *)labels + (size_t)c * ls * lsz, ls, invp, &mv[c], mv + K + c * pp,
-                             mv + K + (K + c) * pp, err);
+                             (const char *)labels + (size_t)c * ls * lsz, ls, inv ? &inv[c / KG] : NULL, &mv[c],
+                             mv + K + c * pp, mv + K + (K + c) * pp, err);
         }
+    free(inv);
     st = train_mp_procs_merge(mp->tr, st, (uint64_t)fc, mv, nmv, err);
     for (int64_t c = 0; c < K && !st; c++) {
         loss += mv[c];

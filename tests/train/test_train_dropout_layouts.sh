@@ -10,7 +10,11 @@
 #     1e-5 relative of one core's (the layouts' tolerance: reduction order; test_train_tp_sp.sh) and trained weights
 #     within 2e-4 of each tensor's largest value;
 #   - the test can fail: --seed 1 draws other masks and its losses differ from seed 0's by more than 1e-3;
-#   - the masks are fed, not compiled: timing-only predicts the functional run's step on tp=2,pp=2.
+#   - gradient accumulation under layouts (tp=2, tp=2,pp=2,sp=1, tp=2,dp=2 with ZeRO-1; each replica runs A x micro
+#     micro-batches) follows the same bound; with ignored labels it follows one core's --accumulate (each micro-step
+#     normalised by its own counted rows) within 1e-5, not one core's whole batch (more than 1e-4 away);
+#   - the masks are fed, not compiled: timing-only predicts the functional run's step on tp=2,pp=2 with
+#     --accumulate 2.
 set -u
 TERN=${1:?usage: test_train_dropout_layouts.sh TERN_BIN}
 PY=/usr/bin/python3
@@ -40,6 +44,15 @@ run tp2pp2 8 --machine $M --layout tp=2,pp=2,micro=2
 run all 8 --machine $M --layout tp=2,pp=2,dp=2,micro=2,sp=1
 run vpp 8 --machine $M --layout pp=2,vpp=2,micro=2
 run rc 8 --recompute
+run acc_tp2 4 --accumulate 2 --machine $M --layout tp=2
+run acc_pp 4 --accumulate 2 --machine $M --layout tp=2,pp=2,micro=2,sp=1
+run acc_zero 2 --accumulate 4 --machine $M --layout tp=2,dp=2 --zero 1
+# gradient accumulation normalises each micro-step by its own counted rows (PyTorch's (loss / K).backward() per
+# micro-batch): with ignored labels (byte 32, spaces, uneven over the groups) a layout's --accumulate follows one
+# core's --accumulate, not one core's whole batch
+run ig_one 8 --ignore-index 32
+run ig_acc 4 --accumulate 2 --ignore-index 32
+run ig_acc_pp 4 --accumulate 2 --ignore-index 32 --machine $M --layout tp=2,pp=2,micro=2
 if "$PY" - "$tmp" <<'PYEOF'; then ok; else bad "a run with Dropout differs from one core's (above)"; fi
 import json, sys
 import numpy as np
@@ -58,20 +71,25 @@ def werr(w1, w):
     return e
 rel = lambda r, t: max(abs(a - b) / abs(a) for a, b in zip(r, t)) if len(r) == len(t) == 6 else 1.0
 r, w1, fail = L("one"), W("one"), False
-for n in ("acc", "dp2", "dp4", "tp2", "tp4", "tp2sp", "tp2pp2", "all", "vpp", "rc"):
+for n in ("acc", "dp2", "dp4", "tp2", "tp4", "tp2sp", "tp2pp2", "all", "vpp", "rc", "acc_tp2", "acc_pp", "acc_zero"):
     t, e = rel(r, L(n)), werr(w1, W(n))
     good = t <= 1e-5 and e <= 2e-4
     fail |= not good
     print(f"{'ok' if good else 'NOT OK'}: {n}: loss {L(n)[0]:.6f} -> {L(n)[-1]:.6f}, max rel vs one core {t:.2e}, "
           f"weights {e:.2e}")
+ra, rw = rel(L("ig_acc"), L("ig_acc_pp")), rel(L("ig_one"), L("ig_acc_pp"))
+good = ra <= 1e-5 and rw > 1e-4
+fail |= not good
+print(f"{'ok' if good else 'NOT OK'}: ignored labels: a layout's --accumulate {ra:.2e} from one core's --accumulate, {rw:.2e} "
+      f"from one core's whole batch")
 s = rel(r, L("seed1"))
 fail |= not s > 1e-3
 print(f"{'ok' if s > 1e-3 else 'NOT OK'}: seed 1 draws other masks: losses {s:.2e} relative from seed 0's")
 sys.exit(1 if fail else 0)
 PYEOF
-expect 0 "$TERN" train "${G[@]}" --batch 8 --steps 2 --machine $M --layout tp=2,pp=2 --json
+expect 0 "$TERN" train "${G[@]}" --batch 4 --accumulate 2 --steps 2 --machine $M --layout tp=2,pp=2 --json
 cp "$tmp/out" "$tmp/f.json"
-expect 0 "$TERN" train "${G[@]}" --batch 8 --steps 2 --machine $M --layout tp=2,pp=2 --json --timing-only
+expect 0 "$TERN" train "${G[@]}" --batch 4 --accumulate 2 --steps 2 --machine $M --layout tp=2,pp=2 --json --timing-only
 if "$PY" -c "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(0 if [s['step_ms'] for s in a['steps']] == [s['step_ms'] for s in b['steps']] else 1)" \
     "$tmp/f.json" "$tmp/out"; then ok; else bad "timing-only predicts another step than the functional run with Dropout"; fi
 # refused: a Dropout on key/value heads replicated over tensor ranks (tp=4 over 2 heads: a rank holds block r / 2,
