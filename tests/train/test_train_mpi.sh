@@ -19,6 +19,7 @@
 #   on pp=2,vpp=2,dp=4 (K = 2), and a layout checkpoint of K = 2 resumed under K = 4;
 # - ZeRO-1 with the GPT's tied embedding and clipping (K = 2);
 # - training-mode Dropout (the GPT of gpt_dropout.py): data parallelism over 4 ranks and tp=2,pp=2,dp=4,sp=1 (K = 2),
+#   --accumulate 2 on tp=2,dp=4 with ignored labels (K = 2),
 #   and sequence parallelism inside a row (its position-free variant, tp=2,dp=4,sp=1 on one-row micro-batches, K = 2).
 # Failures: a class label out of range in rank 5's rows (met by one process only) ends every process with the
 # one-process message and exit status, and in data replica 3's rows of a layout likewise; a process that cannot read
@@ -167,6 +168,9 @@ if "$PY" "$here/gpt_dropout.py" gdrop 8 >gdrop/gen.txt 2>&1; then
         --machine trn1.32xlarge --cores 4
     case_ dropsp "2" gdrop/gpt.onnx --data gdrop/x.npy --labels gdrop/y.npy --batch 16 --precision fp32 --steps 2 \
         --machine trn1.32xlarge --layout tp=2,pp=2,dp=4,micro=2,sp=1
+    # gradient accumulation under a layout, ignored labels normalised per micro-step
+    case_ dropacc "2" gdrop/gpt.onnx --data gdrop/x.npy --labels gdrop/y.npy --batch 4 --accumulate 2 --precision fp32 \
+        --steps 2 --machine trn1.32xlarge --layout tp=2,dp=4 --ignore-index 32
     # sequence parallelism inside a row (micro-batches of one row, the position-free GPT): positions' blocks per rank
     mkdir -p gnopos
     if "$PY" "$here/gpt_dropout.py" gnopos 1 nopos >gnopos/gen.txt 2>&1; then
