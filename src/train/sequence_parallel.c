@@ -204,10 +204,15 @@ static int token_shard(const mp_plan *p, const mp_xv *xv, int64_t *sd)
     return 1;
 }
 
-static tern_status sp_plan_sub(mp_plan *p, const unsigned char *isw, tern_error *err)
+/* A check of one node of a row-sharded segment that computes from the rows (reads: it reads the data itself) */
+typedef tern_status (*sp_check_fn)(const mp_plan *p, const unsigned char *isw, const unsigned char *rowdep, int i,
+                                   int reads, tern_error *err);
+
+/* Marks the row-sharded segments (those between the tensor-parallel regions: mp_seg.sp) and runs check on each of
+ * their nodes that computes from the rows (row_dependent), in the segments' order; the first failure stops it. */
+static tern_status sp_walk(mp_plan *p, const unsigned char *isw, sp_check_fn check, tern_error *err)
 {
     const tern_graph *g = p->g;
-    char lab[256], why[200], d0[96];
     tern_status st = TERN_OK;
     unsigned char *rowdep = calloc((size_t)g->n_values + 1, 1), *inseg = calloc((size_t)g->n_nodes + 1, 1);
     if (!rowdep || !inseg) {
@@ -221,29 +226,43 @@ static tern_status sp_plan_sub(mp_plan *p, const unsigned char *isw, tern_error 
             inseg[sg->nodes[e]] = (unsigned char)sg->sp;
         for (int e = 0; e < sg->nn && sg->sp && !st; e++) {
             int i = sg->nodes[e], reads = 0;
-            int dep = row_dependent(p, isw, inseg, rowdep, i, &reads);
-            if (reads) {
-                st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                    "train: sp=1 (sequence parallelism) inside a row: %s reads the data between the "
-                                    "tensor-parallel regions; a rank's positions of it are not fed (give at least tp "
-                                    "rows a micro-batch)",
-                                    tern_graph_node_label(g, i, lab, sizeof lab));
-                break;
-            }
-            if (!dep)
-                continue;
-            if (!per_position(g, i, rowdep, why, sizeof why))
-                st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                    "train: sp=1 (sequence parallelism) inside a row (a micro-batch of %lld row%s over "
-                                    "tp=%lld): %s, between the tensor-parallel regions, cannot run on a rank's "
-                                    "positions: %s",
-                                    (long long)p->mb, p->mb == 1 ? "" : "s", (long long)p->tp,
-                                    tern_graph_node_label(g, i, lab, sizeof lab), why);
+            if (row_dependent(p, isw, inseg, rowdep, i, &reads))
+                st = check(p, isw, rowdep, i, reads, err);
         }
         for (int e = 0; e < sg->nn; e++)
             inseg[sg->nodes[e]] = 0;
     }
     free(rowdep), free(inseg);
+    return st;
+}
+
+/* inside a row: the node works position by position and does not read the data */
+static tern_status check_sub(const mp_plan *p, const unsigned char *isw, const unsigned char *rowdep, int i, int reads,
+                             tern_error *err)
+{
+    const tern_graph *g = p->g;
+    char lab[256], why[200];
+    (void)isw;
+    if (reads)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: sp=1 (sequence parallelism) inside a row: %s reads the data between the "
+                              "tensor-parallel regions; a rank's positions of it are not fed (give at least tp rows a "
+                              "micro-batch)",
+                              tern_graph_node_label(g, i, lab, sizeof lab));
+    if (!per_position(g, i, rowdep, why, sizeof why))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: sp=1 (sequence parallelism) inside a row (a micro-batch of %lld row%s over "
+                              "tp=%lld): %s, between the tensor-parallel regions, cannot run on a rank's positions: %s",
+                              (long long)p->mb, p->mb == 1 ? "" : "s", (long long)p->tp,
+                              tern_graph_node_label(g, i, lab, sizeof lab), why);
+    return TERN_OK;
+}
+
+static tern_status sp_plan_sub(mp_plan *p, const unsigned char *isw, tern_error *err)
+{
+    const tern_graph *g = p->g;
+    char d0[96];
+    tern_status st = sp_walk(p, isw, check_sub, err);
     for (int x = 0; x < p->nxv && !st; x++) {
         mp_xv *xv = &p->xv[x];
         if (xv->vsplit)
@@ -263,6 +282,54 @@ static tern_status sp_plan_sub(mp_plan *p, const unsigned char *isw, tern_error 
     return st;
 }
 
+/* whole rows: the node does not work along the row axis, and each value it gives is its full one with the leading
+ * axis divided by tp in the plan graph at mb / tp rows (gsp) */
+static tern_status check_rows(const mp_plan *p, const unsigned char *isw, const unsigned char *rowdep, int i, int reads,
+                              tern_error *err)
+{
+    const tern_graph *g = p->g, *gs = p->gsp;
+    const tern_graph_node *nd = &g->nodes[i];
+    int op = nd->op_id;
+    char lab[256], d0[96], d1[96];
+    (void)rowdep, (void)reads;
+    /* nodes that could mix rows while keeping the shapes right: refused along the row axis */
+    int ax = -1;
+    if (op == TERN_GOP_CONCAT || op == TERN_GOP_SPLIT || op == TERN_GOP_GATHER) {
+        int r0 = nd->n_inputs && nd->inputs[0] >= 0 ? g->values[nd->inputs[0]].rank : 1;
+        int64_t a = tern_graph_attr_int(nd, "axis", 0);
+        ax = (int)(a < 0 ? a + r0 : a);
+        /* a Gather from a weight (an embedding's table) reads rows of the table, not of the activation */
+        if (op == TERN_GOP_GATHER && nd->n_inputs && nd->inputs[0] >= 0 && isw[nd->inputs[0]])
+            ax = -1;
+    }
+    if (ax == 0)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: sp=1 (sequence parallelism): %s, between the tensor-parallel regions, works along "
+                              "the rows of the micro-batch (axis 0); a tensor rank holds only 1/tp of them there, so it "
+                              "cannot run row-sharded",
+                              tern_graph_node_label(g, i, lab, sizeof lab));
+    for (int q = 0; q < nd->n_outputs; q++) {
+        int v = nd->outputs[q];
+        if (v < 0 || g->values[v].constant)
+            continue;
+        int sv = graph_lookup(gs, g->values[v].name);
+        const tern_graph_value *sh = sv >= 0 ? &gs->values[sv] : NULL;
+        if (row_shard_of(&g->values[v], sh, p->tp))
+            continue;
+        dims_text(&g->values[v], d0, sizeof d0);
+        if (sh)
+            dims_text(sh, d1, sizeof d1);
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "train: sp=1 (sequence parallelism): %s, between the tensor-parallel regions, gives '%s' "
+                              "%s on a micro-batch of %lld rows but %s on %lld: not the rows split tp=%lld ways along "
+                              "its leading axis, so it does not compute each row from that row alone and cannot run "
+                              "row-sharded",
+                              tern_graph_node_label(g, i, lab, sizeof lab), g->values[v].name, d0, (long long)p->mb,
+                              sh ? d1 : "nothing", (long long)(p->mb / p->tp), (long long)p->tp);
+    }
+    return TERN_OK;
+}
+
 tern_status mp_sp_plan(tern_trainer *t, mp_plan *p, const unsigned char *isw, tern_error *err)
 {
     if (p->sp_sub > 1)
@@ -271,67 +338,8 @@ tern_status mp_sp_plan(tern_trainer *t, mp_plan *p, const unsigned char *isw, te
     if (st)
         return st;
     const tern_graph *g = p->g, *gs = p->gsp;
-    char lab[256], d0[96], d1[96];
-    /* rowdep: a value computed from the rows (row_dependent) */
-    unsigned char *rowdep = calloc((size_t)g->n_values + 1, 1), *inseg = calloc((size_t)g->n_nodes + 1, 1);
-    if (!rowdep || !inseg) {
-        free(rowdep), free(inseg);
-        return train_oom(err);
-    }
-    for (int k = 0; k < p->nseg && !st; k++) {
-        mp_seg *sg = &p->seg[k];
-        sg->sp = sg->pair < 0 && !sg->vocab && !sg->last && sg->nn > 0;
-        for (int e = 0; e < sg->nn; e++)
-            inseg[sg->nodes[e]] = (unsigned char)sg->sp;
-        for (int e = 0; e < sg->nn && sg->sp && !st; e++) {
-            int i = sg->nodes[e], reads = 0;
-            const tern_graph_node *nd = &g->nodes[i];
-            int op = nd->op_id;
-            if (!row_dependent(p, isw, inseg, rowdep, i, &reads))
-                continue;
-            /* nodes that could mix rows while keeping the shapes right: refused along the row axis */
-            int ax = -1;
-            if (op == TERN_GOP_CONCAT || op == TERN_GOP_SPLIT || op == TERN_GOP_GATHER) {
-                int r0 = nd->n_inputs && nd->inputs[0] >= 0 ? g->values[nd->inputs[0]].rank : 1;
-                int64_t a = tern_graph_attr_int(nd, "axis", 0);
-                ax = (int)(a < 0 ? a + r0 : a);
-                /* a Gather from a weight (an embedding's table) reads rows of the table, not of the activation */
-                if (op == TERN_GOP_GATHER && nd->n_inputs && nd->inputs[0] >= 0 && isw[nd->inputs[0]])
-                    ax = -1;
-            }
-            if (ax == 0) {
-                st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                      "train: sp=1 (sequence parallelism): %s, between the tensor-parallel regions, "
-                                      "works along the rows of the micro-batch (axis 0); a tensor rank holds only "
-                                      "1/tp of them there, so it cannot run row-sharded",
-                                      tern_graph_node_label(g, i, lab, sizeof lab));
-                break;
-            }
-            for (int q = 0; q < nd->n_outputs && !st; q++) {
-                int v = nd->outputs[q];
-                if (v < 0 || g->values[v].constant)
-                    continue;
-                int sv = graph_lookup(gs, g->values[v].name);
-                const tern_graph_value *sh = sv >= 0 ? &gs->values[sv] : NULL;
-                if (!row_shard_of(&g->values[v], sh, p->tp)) {
-                    dims_text(&g->values[v], d0, sizeof d0);
-                    if (sh)
-                        dims_text(sh, d1, sizeof d1);
-                    st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                          "train: sp=1 (sequence parallelism): %s, between the tensor-parallel "
-                                          "regions, gives '%s' %s on a micro-batch of %lld rows but %s on %lld: not "
-                                          "the rows split tp=%lld ways along its leading axis, so it does not compute "
-                                          "each row from that row alone and cannot run row-sharded",
-                                          tern_graph_node_label(g, i, lab, sizeof lab), g->values[v].name, d0,
-                                          (long long)p->mb, sh ? d1 : "nothing", (long long)(p->mb / p->tp),
-                                          (long long)p->tp);
-                }
-            }
-        }
-        for (int e = 0; e < sg->nn; e++)
-            inseg[sg->nodes[e]] = 0;
-    }
-    free(rowdep), free(inseg);
+    char d0[96];
+    st = sp_walk(p, isw, check_rows, err);
     if (st)
         return st;
     for (int x = 0; x < p->nxv; x++) {
