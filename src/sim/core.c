@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "sim/core_internal.h"
+#include "sim/exec_lane.h"
 #include "sim/host_threads.h"
 #include "sim/matmul.h"
 
@@ -122,13 +123,18 @@ void tern_core_free(tern_core *core)
         free(core->stat_cache[i].pairs);
     free(core->mov_pairs);
     free(core->u16_scratch);
-    free(core->row_refs);
-    free(core->row_refs_src);
     for (int i = 0; i < MOV_CACHE_ENTRIES; i++)
         free(core->mov_cache[i].pairs);
-    pool_free(core->pool);
-    for (int i = 0; i < 6; i++)
-        free(core->scratch[i]);
+    pool_free(core->pool); /* its workers are joined: none runs lane work any more */
+    exec_lane_free(core->lane);
+    for (unsigned l = 0; l <= core->n_scratch_workers; l++) {
+        core_scratch_set *z = l ? &core->scratch_workers[l - 1] : &core->scratch_main;
+        free(z->row_refs);
+        free(z->row_refs_src);
+        for (int i = 0; i < 6; i++)
+            free(z->scratch[i]);
+    }
+    free(core->scratch_workers);
     free(core);
 }
 
@@ -159,22 +165,33 @@ int32_t tern_core_register(const tern_core *core, tern_engine e, uint32_t reg)
     return core->registers[(size_t)e * core->cfg.num_registers + reg];
 }
 
+static _Thread_local int on_lane;
+
+int core_on_lane(void) { return on_lane; }
+void core_set_lane(int on) { on_lane = on; }
+core_scratch_set *core_lane_scratch(tern_core *core)
+{
+    unsigned id = pool_thread_id();
+    return id && id <= core->n_scratch_workers ? &core->scratch_workers[id - 1] : &core->scratch_main;
+}
+
 float *core_scratch(tern_core *core, int slot, size_t n)
 {
     TERN_ASSERT(slot >= 0 && slot < 6);
+    core_scratch_set *z = core_lane_scratch(core);
     if (n == 0)
         n = 1;
-    if (core->scratch_cap[slot] < n) {
-        size_t cap = core->scratch_cap[slot] ? core->scratch_cap[slot] : 1024;
+    if (z->scratch_cap[slot] < n) {
+        size_t cap = z->scratch_cap[slot] ? z->scratch_cap[slot] : 1024;
         while (cap < n)
             cap *= 2;
-        float *p = realloc(core->scratch[slot], cap * sizeof(float));
+        float *p = realloc(z->scratch[slot], cap * sizeof(float));
         if (!p)
             return NULL;
-        core->scratch[slot] = p;
-        core->scratch_cap[slot] = cap;
+        z->scratch[slot] = p;
+        z->scratch_cap[slot] = cap;
     }
-    return core->scratch[slot];
+    return z->scratch[slot];
 }
 
 /* ---- HBM ---- */
@@ -1113,28 +1130,29 @@ static void split_rows(row_ref *rows, size_t n, size_t f, size_t piece_bytes)
  * length (a dense HBM block against SBUF partitions). */
 #define PARALLEL_SPLIT_ROW_BYTES 256u
 
-static int grow_rows(tern_core *core, size_t nd, size_t ns)
+static int grow_rows(core_scratch_set *z, size_t nd, size_t ns)
 {
-    if (core->row_refs_cap < nd) {
-        void *p = realloc(core->row_refs, nd * sizeof(row_ref));
+    if (z->row_refs_cap < nd) {
+        void *p = realloc(z->row_refs, nd * sizeof(row_ref));
         if (p) {
-            core->row_refs = p;
-            core->row_refs_cap = nd;
+            z->row_refs = p;
+            z->row_refs_cap = nd;
         }
     }
-    if (core->row_refs_src_cap < ns) {
-        void *p = realloc(core->row_refs_src, ns * sizeof(row_ref));
+    if (z->row_refs_src_cap < ns) {
+        void *p = realloc(z->row_refs_src, ns * sizeof(row_ref));
         if (p) {
-            core->row_refs_src = p;
-            core->row_refs_src_cap = ns;
+            z->row_refs_src = p;
+            z->row_refs_src_cap = ns;
         }
     }
-    return core->row_refs_cap >= nd && core->row_refs_src_cap >= ns;
+    return z->row_refs_cap >= nd && z->row_refs_src_cap >= ns;
 }
 
 tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err)
 {
     if (direct_ok(core, e, dst, src)) {
+        core_scratch_set *z = core_lane_scratch(core);
         uint32_t ld, ls;
         int dense;
         size_t nd = ap_runs(dst, &ld, &dense), ns = ap_runs(src, &ls, &dense);
@@ -1145,9 +1163,9 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
         size_t pieces = common ? nd * ld / common : 0;
         int cut = ld != ls && common && (size_t)common * es >= PARALLEL_SPLIT_ROW_BYTES && pieces >= 4 &&
                   nd * ld * es >= PARALLEL_COPY_BYTES && dst_injective(dst) &&
-                  grow_rows(core, pieces, pieces);
-        if (cut || grow_rows(core, nd, ns)) {
-            rows_ctx rd = {core->row_refs, 0}, rs = {core->row_refs_src, 0};
+                  grow_rows(z, pieces, pieces);
+        if (cut || grow_rows(z, nd, ns)) {
+            rows_ctx rd = {z->row_refs, 0}, rs = {z->row_refs_src, 0};
             tern_status st = ap_walk(core, e, dst, collect_rows_run, &rd, err);
             if (!st)
                 st = ap_walk(core, e, src, collect_rows_run, &rs, err);
@@ -1202,7 +1220,9 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
 
 void sbuf_written(tern_core *core, tern_engine e, const tern_ap *ap)
 {
-    if (ap->mem != TERN_MEM_SBUF || (!core->mov_cache_live && !core->stat_cache_live))
+    /* what the background lane writes was marked when it was queued (exec_lane.c): the caches are TensorE's, read
+     * and written where instructions commit only */
+    if (on_lane || ap->mem != TERN_MEM_SBUF || (!core->mov_cache_live && !core->stat_cache_live))
         return;
     int64_t lo, hi;
     ap_extent(ap, &lo, &hi);

@@ -28,6 +28,24 @@ typedef struct {
     uint64_t last_use;
 } mov_cache_entry;
 
+typedef struct {
+    void *row_refs;       /* destination rows of a direct copy (core.c) */
+    size_t row_refs_cap;
+    void *row_refs_src;   /* source rows of a parallel direct copy (core.c) */
+    size_t row_refs_src_cap;
+    float *scratch[6];    /* dense operands, grown on demand (core_scratch) */
+    size_t scratch_cap[6];
+} core_scratch_set;
+
+struct exec_lane;
+void exec_lane_free(struct exec_lane *lane); /* exec_lane.c */
+
+/* The calling thread's scratch set (the committing thread's, or a pool worker's: exec_lane.c). */
+core_scratch_set *core_lane_scratch(tern_core *core);
+/* 1 while the calling thread runs an instruction of the background lane. */
+int core_on_lane(void);
+void core_set_lane(int on);
+
 struct tern_core {
     tern_core_config cfg;
     tern_core_options opts;
@@ -60,17 +78,16 @@ struct tern_core {
     size_t mov_pairs_cap;
     uint16_t *u16_scratch;
     size_t u16_cap;
-    void *row_refs;       /* scratch: destination rows of a direct copy (core.c) */
-    size_t row_refs_cap;
-    void *row_refs_src;   /* scratch: source rows of a parallel direct copy (core.c) */
-    size_t row_refs_src_cap;
+    /* Scratch of the copy and gather/scatter paths, one set per host thread: the committing thread's, and one per
+     * pool worker for the background lane's instructions (exec_lane.c), made with the lane. */
+    core_scratch_set scratch_main;
+    core_scratch_set *scratch_workers;
+    unsigned n_scratch_workers;
+    struct exec_lane *lane; /* the background lane (exec_lane.c), created on first use */
     struct tern_pool *pool; /* created on first use */
     mov_cache_entry mov_cache[MOV_CACHE_ENTRIES];
     int mov_cache_live;   /* valid entries */
     uint64_t mov_cache_tick;
-    /* Scratch buffers for dense operands, grown on demand. */
-    float *scratch[6];
-    size_t scratch_cap[6];
 };
 
 /* Per-instruction execution context: which engine, its index in the stream and the count of instructions the

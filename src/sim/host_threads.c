@@ -25,9 +25,15 @@
 #define GEN_MASK ((1ull << 24) - 1)
 #define MAX_PARTS ((unsigned)PART_MASK)
 
+typedef struct {
+    struct tern_pool *p;
+    unsigned id;
+} worker_arg;
+
 struct tern_pool {
     unsigned nthreads; /* including the caller */
     pthread_t *workers;
+    worker_arg *args;
     pthread_mutex_t mu;
     pthread_cond_t work_cv;
     pool_fn fn;
@@ -38,7 +44,13 @@ struct tern_pool {
     atomic_uint done;        /* parts of the current job finished */
     atomic_int sleepers;     /* workers blocked on work_cv */
     atomic_int stop;
+    pool_bg_fn bg;           /* background work served between jobs (pool_set_background), or NULL */
+    void *bg_ctx;
 };
+
+/* On the pool's own threads: 1 + the worker's index (pool_thread_id); a pool_run there (from background work) runs
+ * its parts inline. */
+static _Thread_local unsigned on_worker;
 
 static void run_parts(tern_pool *p, unsigned long gen)
 {
@@ -61,20 +73,31 @@ static void run_parts(tern_pool *p, unsigned long gen)
  * runs; between bursts the worker sleeps rather than take a core the rest of the host may need. */
 #define SPIN_POLLS 1000
 
+static int bg_call(tern_pool *p, int run)
+{
+    pool_bg_fn fn = p->bg;
+    return fn ? fn(p->bg_ctx, run) : 0;
+}
+
 static void *worker(void *arg)
 {
-    tern_pool *p = arg;
+    worker_arg *wa = arg;
+    tern_pool *p = wa->p;
     unsigned long seen = 0;
+    on_worker = wa->id;
     while (!atomic_load(&p->stop)) {
         unsigned long g = atomic_load_explicit(&p->gen_atomic, memory_order_acquire);
         for (unsigned i = 0; i < SPIN_POLLS && g == seen; i++) {
-            cpu_relax();
+            if (bg_call(p, 1))
+                i = 0; /* background work done: keep polling */
+            else
+                cpu_relax();
             g = atomic_load_explicit(&p->gen_atomic, memory_order_acquire);
         }
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
-            while (!atomic_load(&p->stop) && (g = atomic_load(&p->gen_atomic)) == seen)
+            while (!atomic_load(&p->stop) && (g = atomic_load(&p->gen_atomic)) == seen && !bg_call(p, 0))
                 pthread_cond_wait(&p->work_cv, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
@@ -111,12 +134,15 @@ tern_pool *pool_create(unsigned threads)
     pthread_cond_init(&p->work_cv, NULL);
     if (p->nthreads > 1) {
         p->workers = calloc(p->nthreads - 1, sizeof *p->workers);
-        if (!p->workers) {
+        p->args = calloc(p->nthreads - 1, sizeof *p->args);
+        if (!p->workers || !p->args) {
             p->nthreads = 1;
             return p;
         }
         for (unsigned i = 0; i + 1 < p->nthreads; i++)
-            if (pthread_create(&p->workers[i], NULL, worker, p) != 0) {
+            p->args[i] = (worker_arg){p, i + 1};
+        for (unsigned i = 0; i + 1 < p->nthreads; i++)
+            if (pthread_create(&p->workers[i], NULL, worker, &p->args[i]) != 0) {
                 p->nthreads = i + 1; /* run with what started */
                 break;
             }
@@ -135,6 +161,7 @@ void pool_free(tern_pool *p)
     for (unsigned i = 0; i + 1 < p->nthreads; i++)
         pthread_join(p->workers[i], NULL);
     free(p->workers);
+    free(p->args);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->work_cv);
     free(p);
@@ -142,9 +169,30 @@ void pool_free(tern_pool *p)
 
 unsigned pool_threads(const tern_pool *p) { return p ? p->nthreads : 1; }
 
+unsigned pool_thread_id(void) { return on_worker; }
+
+void pool_set_background(tern_pool *p, pool_bg_fn fn, void *ctx)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->bg_ctx = ctx;
+    p->bg = fn;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void pool_wake(tern_pool *p)
+{
+    if (p && atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->work_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
 void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
 {
-    if (!p || p->nthreads <= 1 || nparts <= 1 || nparts > MAX_PARTS) {
+    if (!p || p->nthreads <= 1 || nparts <= 1 || nparts > MAX_PARTS || on_worker) {
         for (unsigned i = 0; i < nparts; i++)
             fn(ctx, i, nparts);
         return;

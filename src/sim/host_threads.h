@@ -15,6 +15,15 @@ unsigned pool_threads(const tern_pool *p);
  * any order and at the same time, so the caller must give them disjoint outputs: a part that writes what
  * another part writes (an overlapping destination pattern) would make the winner depend on scheduling. */
 void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts);
+/* Background work for the workers while no job runs: fn(ctx, 1) runs one piece if one is ready and returns 1 if
+ * it ran one; fn(ctx, 0) only says whether one is ready (a worker about to sleep asks). The producer calls
+ * pool_wake after queueing a piece. A pool_run inside background work runs its parts inline. Set once, before
+ * the work starts; fn and ctx must outlive the pool. */
+typedef int (*pool_bg_fn)(void *ctx, int run);
+void pool_set_background(tern_pool *p, pool_bg_fn fn, void *ctx);
+void pool_wake(tern_pool *p);
+/* 0 on a thread that is no pool's worker, else 1 + the worker's index in its pool (< pool_threads). */
+unsigned pool_thread_id(void);
 /* Host threads to use: $TERN_THREADS if set (1..64), else the online CPUs (at most 64). */
 unsigned pool_default_threads(void);
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "sim/core_internal.h"
+#include "sim/exec_lane.h"
 #include "sim/rules.h"
 #include "sim/schedule.h"
 #include "sim/timing.h"
@@ -116,6 +117,7 @@ typedef struct {
     sched_coll_fn coll_fn;     /* multi-rank runs (rank_run.c): a collective instruction joins its collective */
     void *coll_ctx;
     uint64_t total;            /* instructions committed, for the max_instructions guard */
+    exec_lane *lane;           /* functional single-core runs: the background lane (exec_lane.c) */
     unsigned pick;             /* the engine sched_peek found */
     int64_t pick_t;
     /* Multi-rank runs: the HBM shared with the chip's collective engines (rank_run.c). hres: this core's DMA HBM
@@ -489,9 +491,9 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     }
     if (tern_opcode_is_control(op)) {
         next = exec_control(c, e, ins, pc);
-    } else if (!coll) {
+    } else if (!coll && !r->timing_only) {
         exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
-        if (!r->timing_only && (st = executor_of[op](c, &cx, ins, err)))
+        if ((st = exec_lane_submit(c, r->lane, executor_of[op], &cx, ins, err)))
             return st;
     }
 
@@ -687,6 +689,11 @@ tern_status sched_begin(tern_core *core, const tern_program *prog, tern_run_stat
         r->sems[s].base = core->semaphores[s];
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++)
         r->ss[e].done = prog->streams[e].count == 0;
+    /* The background lane: single-core functional runs (a multi-rank run's collectives read HBM where they
+     * commit); TERN_LANE=0 turns it off (the results are the same either way) */
+    const char *ad = getenv("TERN_LANE");
+    if (!coll_fn && !r->timing_only && !(ad && ad[0] == '0'))
+        r->lane = exec_lane_get(core);
     *out = S;
     return TERN_OK;
 }
@@ -783,6 +790,8 @@ tern_status sched_end(sched *S, tern_status st)
 {
     if (!S)
         return st;
+    if (S->r.lane && exec_lane_drain(S->r.lane, NULL) && !st) /* run_schedule drained already; a safety net */
+        st = TERN_ERR_INVALID;
     /* launch and completion of the run (runtime, first instruction fetch): once per run (machine file) */
     if (!st)
         S->r.stats->time_ps += (int64_t)llround(S->r.core->cfg.timing.launch_s * 1e12);
@@ -808,6 +817,15 @@ static tern_status run_schedule(tern_core *core, const tern_program *prog, tern_
         }
         if ((st = sched_step(S, err)))
             break;
+    }
+    /* every queued transfer finishes before the run ends; one that failed was committed before whatever else
+     * stopped the run, so its error is the run's */
+    tern_error e2;
+    tern_status ls = exec_lane_drain(S->r.lane, &e2);
+    if (ls) {
+        st = ls;
+        if (err)
+            *err = e2;
     }
     return sched_end(S, st);
 }

@@ -1,0 +1,395 @@
+/* The background lane: in a functional single-core run with more than one host thread, the committing thread hands
+ * some instructions to an in-order queue that the pool's worker executes while it goes on with the next ones. The
+ * results are those of executing every instruction in commit order, bit for bit, because any two instructions
+ * whose bytes conflict (one writes what the other reads or writes) still execute in commit order:
+ * - the lane executes its instructions one at a time, in the order they were queued;
+ * - an instruction the committing thread executes itself waits first for every queued instruction it conflicts
+ *   with (and runs queued work meanwhile rather than spin);
+ * - what it queues has only queued instructions before it that it may conflict with, and everything the
+ *   committing thread executed before it has finished.
+ * What goes to the lane: every dma_copy, and a VectorE, ScalarE or GpSimdE instruction that conflicts with queued
+ * work (rather than wait for it). Kept where they commit: TensorE (its latched stationary operand and the packed-
+ * operand caches are its own state), control, collectives, text, gathers and scatters (their rows come from index
+ * values), and any instruction with a register-addressed operand (its address is the registers' at commit).
+ * Shared state, kept safe the same way:
+ * - bytes: each operand's bounding box of partitions x bytes; PSUM boxes widen to whole banks, which also covers
+ *   the per-bank record of who wrote last (psum_mark);
+ * - TensorE's packed-operand caches are told about a queued instruction's destination when it is queued, by the
+ *   committing thread, which alone reads and writes them (a TensorE instruction that reads those bytes conflicts
+ *   and waits for the writer);
+ * - the lane has its own scratch buffers (core_lane_scratch), and its pool_run calls run inline;
+ * - only DMA and collectives reach HBM, and collectives and gathers wait for the whole queue, so HBM pages are
+ *   allocated by one thread at a time.
+ * The run ends (and the runtime reads the core's memories) only once the queue is empty; an error in a queued
+ * instruction is reported as the run's error before any later instruction's, as in commit order. */
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/core_internal.h"
+#include "sim/exec_lane.h"
+#include "sim/host_threads.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* A memory box: partitions [p0, p1) x bytes [b0, b1) of one memory (HBM: one partition of byte addresses). */
+typedef struct {
+    uint8_t mem, write;
+    uint32_t p0, p1;
+    uint64_t b0, b1;
+} lane_box;
+
+#define LANE_CAP 64u /* queued instructions at most (a power of two) */
+#define LANE_DEPS 8u /* earlier queued instructions a queued one waits for by name; more: it waits for all */
+enum { T_PENDING = 0, T_RUNNING = 1, T_DONE = 2 };
+#define NO_FAIL ULONG_MAX
+
+typedef struct {
+    const tern_instr *ins;
+    lane_exec_fn fn;
+    exec_ctx cx;
+    unsigned n, ndeps;
+    int dep_all; /* waits for every earlier one */
+    lane_box box[TERN_INSTR_OPERANDS];
+    unsigned long deps[LANE_DEPS];
+    atomic_ulong tag; /* index * 4 + state: a slot's next occupant never passes for this one */
+} lane_task;
+
+struct exec_lane {
+    tern_core *core;
+    lane_task ring[LANE_CAP];
+    atomic_ulong tail;     /* tasks queued so far (written by the committing thread) */
+    atomic_ulong frontier; /* tasks [0, frontier) have finished */
+    atomic_uint running;   /* tasks being executed now */
+    atomic_ulong fail_idx; /* the lowest failed task, or NO_FAIL: later ones are not started */
+    pthread_mutex_t fail_mu;
+    tern_status st;        /* that task's status and error */
+    tern_error err;
+    uint64_t queued, waits; /* counts, for tests (exec_lane_counts) */
+};
+
+/* The bytes an access pattern can touch (a bounding box). */
+static lane_box box_of(const tern_core *core, const tern_ap *ap, int write)
+{
+    lane_box b;
+    int64_t es = (int64_t)tern_dtype_size((tern_dtype)ap->dtype), lo = 0, hi = 0;
+    for (unsigned k = 0; k < ap->ndims && k < TERN_AP_MAX_DIMS; k++) {
+        int64_t d = (int64_t)ap->dims[k].step * (int64_t)(ap->dims[k].num ? ap->dims[k].num - 1 : 0);
+        if (d < 0)
+            lo += d;
+        else
+            hi += d;
+    }
+    b.mem = ap->mem;
+    b.write = (uint8_t)write;
+    if (ap->mem == TERN_MEM_HBM) {
+        int64_t pd = ap->partition_step * (int64_t)(ap->num_partitions ? ap->num_partitions - 1 : 0);
+        if (pd < 0)
+            lo += pd;
+        else
+            hi += pd;
+        b.p0 = 0;
+        b.p1 = 1;
+    } else {
+        b.p0 = ap->start_partition;
+        b.p1 = (uint32_t)ap->start_partition + ap->num_partitions;
+    }
+    int64_t first = (int64_t)ap->offset + lo * es;
+    b.b0 = first > 0 ? (uint64_t)first : 0;
+    b.b1 = ap->offset + (uint64_t)((hi + 1) * es);
+    if (ap->mem == TERN_MEM_PSUM) { /* whole banks */
+        uint64_t bank = core->cfg.psum_bank_bytes ? core->cfg.psum_bank_bytes : 1;
+        b.b0 -= b.b0 % bank;
+        b.b1 = (b.b1 + bank - 1) / bank * bank;
+    }
+    if (ap->offset_reg != TERN_REG_NONE) { /* anywhere in its partitions */
+        b.b0 = 0;
+        b.b1 = UINT64_MAX;
+    }
+    return b;
+}
+
+static unsigned boxes_of(const tern_core *core, const tern_instr *ins, lane_box *out)
+{
+    unsigned n = 0;
+    for (int s = 0; s < TERN_INSTR_OPERANDS; s++)
+        if (ins->ap[s].ndims && ins->ap[s].mem != TERN_MEM_NONE)
+            out[n++] = box_of(core, &ins->ap[s], s == TERN_AP_DST || s == TERN_AP_EXTRA);
+    return n;
+}
+
+static int conflict(const lane_box *x, const lane_box *y)
+{
+    return (x->write | y->write) && x->mem == y->mem && x->p0 < y->p1 && y->p0 < x->p1 && x->b0 < y->b1 &&
+           y->b0 < x->b1;
+}
+
+static int task_done(exec_lane *L, unsigned long i)
+{
+    if (i < atomic_load_explicit(&L->frontier, memory_order_acquire))
+        return 1;
+    return atomic_load_explicit(&L->ring[i & (LANE_CAP - 1)].tag, memory_order_acquire) == i * 4 + T_DONE;
+}
+
+static int task_ready(exec_lane *L, const lane_task *q, unsigned long k)
+{
+    if (q->dep_all)
+        return atomic_load_explicit(&L->frontier, memory_order_acquire) >= k;
+    for (unsigned i = 0; i < q->ndeps; i++)
+        if (!task_done(L, q->deps[i]))
+            return 0;
+    return 1;
+}
+
+static void advance_frontier(exec_lane *L)
+{
+    for (;;) {
+        unsigned long f = atomic_load(&L->frontier);
+        if (f >= atomic_load(&L->tail) ||
+            atomic_load_explicit(&L->ring[f & (LANE_CAP - 1)].tag, memory_order_acquire) != f * 4 + T_DONE)
+            return;
+        atomic_compare_exchange_weak(&L->frontier, &f, f + 1);
+    }
+}
+
+/* Run one queued task whose earlier conflicting tasks have all finished: 1 if this thread ran one (run = 0: only
+ * say whether one is ready). */
+static int try_run(exec_lane *L, int run)
+{
+    unsigned long f = atomic_load_explicit(&L->frontier, memory_order_acquire), t = atomic_load(&L->tail),
+                  stop = atomic_load(&L->fail_idx);
+    for (unsigned long k = f; k < t && k < stop; k++) {
+        lane_task *q = &L->ring[k & (LANE_CAP - 1)];
+        unsigned long want = k * 4 + T_PENDING;
+        if (atomic_load_explicit(&q->tag, memory_order_acquire) != want || !task_ready(L, q, k))
+            continue;
+        if (!run)
+            return 1;
+        atomic_fetch_add(&L->running, 1);
+        if (!atomic_compare_exchange_strong(&q->tag, &want, k * 4 + T_RUNNING)) {
+            atomic_fetch_sub(&L->running, 1);
+            continue;
+        }
+        int was = core_on_lane();
+        core_set_lane(1);
+        tern_error e;
+        tern_status st = q->fn(L->core, &q->cx, q->ins, &e);
+        core_set_lane(was);
+        if (st) {
+            pthread_mutex_lock(&L->fail_mu);
+            if (k < atomic_load(&L->fail_idx)) {
+                L->st = st;
+                L->err = e;
+                atomic_store(&L->fail_idx, k);
+            }
+            pthread_mutex_unlock(&L->fail_mu);
+        }
+        atomic_store_explicit(&q->tag, k * 4 + T_DONE, memory_order_release);
+        atomic_fetch_sub(&L->running, 1);
+        advance_frontier(L);
+        return 1;
+    }
+    return 0;
+}
+
+static int lane_bg(void *ctx, int run) { return try_run(ctx, run); }
+
+exec_lane *exec_lane_get(tern_core *core)
+{
+    if (core->lane)
+        return core->lane;
+    tern_pool *p = core_pool(core);
+    if (!p || pool_threads(p) < 2)
+        return NULL;
+    exec_lane *L = calloc(1, sizeof *L);
+    core_scratch_set *w = calloc(pool_threads(p) - 1, sizeof *w);
+    if (!L || !w) {
+        free(L);
+        free(w);
+        return NULL;
+    }
+    L->core = core;
+    atomic_store(&L->fail_idx, NO_FAIL);
+    pthread_mutex_init(&L->fail_mu, NULL);
+    core->scratch_workers = w;
+    core->n_scratch_workers = pool_threads(p) - 1;
+    core->lane = L;
+    pool_set_background(p, lane_bg, L);
+    return L;
+}
+
+void exec_lane_free(exec_lane *L)
+{
+    if (!L)
+        return;
+    pthread_mutex_destroy(&L->fail_mu);
+    free(L);
+}
+
+void exec_lane_counts(const exec_lane *L, uint64_t *queued, uint64_t *waits)
+{
+    *queued = L ? L->queued : 0;
+    *waits = L ? L->waits : 0;
+}
+
+/* May ins run on the lane? */
+static int lane_ok(const tern_instr *ins)
+{
+    for (int s = 0; s < TERN_INSTR_OPERANDS; s++)
+        if (ins->ap[s].ndims && ins->ap[s].offset_reg != TERN_REG_NONE)
+            return 0;
+    if (ins->opcode == TERN_OP_DMA_COPY)
+        return 1;
+    switch (tern_opcode_get((tern_opcode)ins->opcode)->family) {
+    case TERN_ISA_FAMILY_VECTOR:
+    case TERN_ISA_FAMILY_ACTIVATION:
+    case TERN_ISA_FAMILY_GPSIMD: return 1;
+    default: return 0;
+    }
+}
+
+/* Spin until cond holds, running ready tasks here meanwhile. */
+#define WAIT_WHILE(L, cond)                                                                                        \
+    do {                                                                                                           \
+        unsigned spins_ = 0;                                                                                       \
+        while (cond) {                                                                                             \
+            if (try_run((L), 1)) {                                                                                 \
+                spins_ = 0;                                                                                        \
+                continue;                                                                                          \
+            }                                                                                                      \
+            if (++spins_ < 4096)                                                                                   \
+                cpu_relax();                                                                                       \
+            else                                                                                                   \
+                sched_yield();                                                                                     \
+        }                                                                                                          \
+    } while (0)
+
+/* Every task before the first failure (all of them if none) has finished and nothing runs. */
+static int settled(exec_lane *L)
+{
+    unsigned long f = atomic_load_explicit(&L->frontier, memory_order_acquire), fail = atomic_load(&L->fail_idx);
+    return (f >= atomic_load(&L->tail) || (fail != NO_FAIL && f > fail)) && atomic_load(&L->running) == 0;
+}
+
+static tern_status take_failure(exec_lane *L, tern_error *err)
+{
+    WAIT_WHILE(L, !settled(L));
+    tern_status st = L->st;
+    if (err)
+        *err = L->err;
+    /* the tasks after it are dropped: the queue is empty again */
+    atomic_store(&L->frontier, atomic_load(&L->tail));
+    atomic_store(&L->fail_idx, NO_FAIL);
+    return st;
+}
+
+tern_status exec_lane_drain(exec_lane *L, tern_error *err)
+{
+    if (!L)
+        return TERN_OK;
+    WAIT_WHILE(L, !settled(L));
+    if (atomic_load(&L->fail_idx) != NO_FAIL)
+        return take_failure(L, err);
+    return TERN_OK;
+}
+
+/* The queued tasks that conflict with boxes mine[0..n): into deps (at most LANE_DEPS; *all when more). */
+static unsigned deps_of(exec_lane *L, const lane_box *mine, unsigned n, unsigned long t, unsigned long *deps, int *all)
+{
+    unsigned nd = 0;
+    *all = 0;
+    for (unsigned long k = atomic_load_explicit(&L->frontier, memory_order_acquire); k < t; k++) {
+        const lane_task *q = &L->ring[k & (LANE_CAP - 1)];
+        if (task_done(L, k))
+            continue;
+        int hit = 0;
+        for (unsigned i = 0; i < n && !hit; i++)
+            for (unsigned j = 0; j < q->n && !hit; j++)
+                hit = conflict(&mine[i], &q->box[j]);
+        if (!hit)
+            continue;
+        if (nd == LANE_DEPS) {
+            *all = 1;
+            return nd;
+        }
+        deps[nd++] = k;
+    }
+    return nd;
+}
+
+static int deps_done(exec_lane *L, const unsigned long *deps, unsigned nd, int all, unsigned long t)
+{
+    if (all)
+        return atomic_load_explicit(&L->frontier, memory_order_acquire) >= t;
+    for (unsigned i = 0; i < nd; i++)
+        if (!task_done(L, deps[i]))
+            return 0;
+    return 1;
+}
+
+tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, const exec_ctx *cx,
+                             const tern_instr *ins, tern_error *err)
+{
+    if (!L)
+        return fn(core, cx, ins, err);
+    if (atomic_load(&L->fail_idx) != NO_FAIL)
+        return take_failure(L, err);
+    unsigned long t = atomic_load(&L->tail);
+    lane_box mine[TERN_INSTR_OPERANDS];
+    unsigned n = boxes_of(core, ins, mine);
+    if (lane_ok(ins)) {
+        if (t - atomic_load(&L->frontier) >= LANE_CAP) { /* full: make room */
+            L->waits++;
+            WAIT_WHILE(L, t - atomic_load(&L->frontier) >= LANE_CAP && atomic_load(&L->fail_idx) == NO_FAIL);
+            if (atomic_load(&L->fail_idx) != NO_FAIL)
+                return take_failure(L, err);
+        }
+        lane_task *q = &L->ring[t & (LANE_CAP - 1)];
+        q->ins = ins;
+        q->fn = fn;
+        q->cx = *cx;
+        q->cx.stats = NULL; /* executors never count; the stats belong to the committing thread */
+        q->n = n;
+        memcpy(q->box, mine, n * sizeof *mine);
+        q->ndeps = deps_of(L, mine, n, t, q->deps, &q->dep_all);
+        /* TensorE's packed-operand caches under what it writes die now, where they are used */
+        sbuf_written(core, cx->engine, &ins->ap[TERN_AP_DST]);
+        if (ins->ap[TERN_AP_EXTRA].ndims)
+            sbuf_written(core, cx->engine, &ins->ap[TERN_AP_EXTRA]);
+        atomic_store_explicit(&q->tag, t * 4 + T_PENDING, memory_order_release);
+        atomic_store(&L->tail, t + 1);
+        L->queued++;
+        pool_wake(core_pool(core));
+        return TERN_OK;
+    }
+    /* here: after the queued tasks it conflicts with (every one, for a gather, a scatter or text, whose rows depend
+     * on values, or an instruction that reaches HBM) */
+    unsigned long deps[LANE_DEPS];
+    int all = 0;
+    unsigned nd = 0;
+    int whole = ins->opcode == TERN_OP_DMA_GATHER || ins->opcode == TERN_OP_DMA_SCATTER ||
+                tern_opcode_get((tern_opcode)ins->opcode)->family == TERN_ISA_FAMILY_TEXT;
+    for (unsigned i = 0; i < n; i++)
+        whole |= mine[i].mem == TERN_MEM_HBM;
+    if (whole)
+        all = 1;
+    else
+        nd = deps_of(L, mine, n, t, deps, &all);
+    if (all || nd) {
+        if (!deps_done(L, deps, nd, all, t)) {
+            L->waits++;
+            WAIT_WHILE(L, !deps_done(L, deps, nd, all, t) && atomic_load(&L->fail_idx) == NO_FAIL);
+        }
+        if (atomic_load(&L->fail_idx) != NO_FAIL)
+            return take_failure(L, err);
+    }
+    return fn(core, cx, ins, err);
+}
