@@ -196,16 +196,22 @@ float *core_scratch(tern_core *core, int slot, size_t n)
 
 /* ---- HBM ---- */
 
+/* The host page under an HBM page, made (filled) on first touch. Two instructions of the background lane
+ * (exec_lane.c) may touch a new page at once, at different bytes: the first to publish its page wins and the
+ * other's is dropped before anything is written to it. */
 static uint8_t *hbm_page(tern_core *c, uint64_t page)
 {
-    if (!c->hbm_pages[page]) {
-        uint8_t *p = malloc(HBM_PAGE_BYTES);
-        if (!p)
-            return NULL;
-        memset(p, fill_byte(&c->opts), HBM_PAGE_BYTES);
-        c->hbm_pages[page] = p;
-    }
-    return c->hbm_pages[page];
+    uint8_t *have = __atomic_load_n(&c->hbm_pages[page], __ATOMIC_ACQUIRE);
+    if (have)
+        return have;
+    uint8_t *p = malloc(HBM_PAGE_BYTES);
+    if (!p)
+        return NULL;
+    memset(p, fill_byte(&c->opts), HBM_PAGE_BYTES);
+    if (__atomic_compare_exchange_n(&c->hbm_pages[page], &have, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return p;
+    free(p);
+    return have;
 }
 
 /* Copy between HBM [addr, addr+bytes) and host memory; dir 0 = read from HBM, 1 = write to HBM. */

@@ -1,0 +1,311 @@
+/* The background lane (src/sim/exec_lane.c): with more than one host thread, DMA, VectorE, ScalarE and GpSimdE
+ * instructions run on the pool's workers while the committing thread goes on, and every result must still be that
+ * of executing the instructions in commit order. Random programs on five engines with no semaphores (so commit
+ * order alone orders their conflicting accesses) over overlapping SBUF tiles, PSUM banks and HBM blocks: DMA loads,
+ * stores, casts and on-chip copies, VectorE / ScalarE / GpSimdE arithmetic, TensorE matmuls (whose packed-operand
+ * caches must die when a queued write lands under them), register-addressed operands (executed in place after
+ * every conflicting queued instruction). Each program runs on cores with 1 host thread (no lane: the reference), 2
+ * and 4, and with TERN_LANE=0: SBUF, PSUM, HBM and the predicted times must be the same bytes. */
+#include "check.h"
+#include "sim_test_util.h"
+
+#include "sim/core_internal.h"
+#include "sim/exec_lane.h"
+
+#define SB TERN_MEM_SBUF
+#define PS TERN_MEM_PSUM
+#define HB TERN_MEM_HBM
+#define F32 TERN_DTYPE_FP32
+#define BF16 TERN_DTYPE_BF16
+
+enum { NT = 64 };             /* fp32 elements per partition of a tile */
+enum { PE_BASE = 8192 };      /* bf16 TensorE tiles [128, 128] at PE_BASE + 128 * i: they overlap */
+enum { HBM_BLOCK = 128 * NT * 4 };
+
+static uint64_t rng_state;
+static unsigned rnd(unsigned n)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)((rng_state >> 33) % n);
+}
+
+/* fp32 tiles [np, NT] at byte offsets 128 * k (k < 12): neighbours overlap by half */
+static tern_ap tile(unsigned k, unsigned start, unsigned np) { return st_ap1(SB, F32, start, np, 128u * k, NT); }
+
+/* HBM blocks of [128, NT] fp32 at HBM_BLOCK / 2 * k: neighbours overlap by half */
+static tern_ap hblock(unsigned k, unsigned start, unsigned np)
+{
+    int32_t s = 1;
+    uint32_t n = NT;
+    tern_ap ap = st_ap(HB, F32, 0, np, (uint64_t)HBM_BLOCK / 2 * k + (uint64_t)start * NT * 4, 1, &s, &n);
+    ap.partition_step = NT;
+    return ap;
+}
+
+static void halves(unsigned *start, unsigned *np)
+{
+    unsigned h = rnd(4);
+    *start = h == 1 ? 64 : 0;
+    *np = h >= 2 ? 128 : 64;
+}
+
+static tern_instr random_instr(tern_engine e, int *pe_latched)
+{
+    unsigned s, n;
+    halves(&s, &n);
+    tern_instr ins;
+    switch (e) {
+    case TERN_ENGINE_SYNC: {
+        unsigned kind = rnd(5);
+        ins = st_instr(TERN_OP_DMA_COPY, e);
+        ins.queue = (uint8_t)rnd(4);
+        if (kind == 0) { /* load */
+            ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
+            ins.ap[TERN_AP_IN0] = hblock(rnd(6), s, n);
+        } else if (kind == 1) { /* store */
+            ins.ap[TERN_AP_DST] = hblock(rnd(6), s, n);
+            ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
+        } else if (kind == 2) { /* load with a cast into a TensorE tile */
+            int32_t st = 1;
+            uint32_t num = 128;
+            tern_ap src = st_ap(HB, F32, 0, 128, (uint64_t)HBM_BLOCK / 2 * rnd(5), 1, &st, &num);
+            src.partition_step = 128;
+            ins.ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, PE_BASE + 128u * rnd(3), 128);
+            ins.ap[TERN_AP_IN0] = src;
+        } else if (kind == 3) { /* on chip */
+            ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
+            ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
+        } else { /* PSUM is out of DMA's reach: a second store instead */
+            ins.ap[TERN_AP_DST] = hblock(rnd(6), 0, 128);
+            ins.ap[TERN_AP_IN0] = tile(rnd(12), 0, 128);
+        }
+        return ins;
+    }
+    case TERN_ENGINE_VECTOR:
+    case TERN_ENGINE_GPSIMD: {
+        unsigned kind = rnd(e == TERN_ENGINE_VECTOR ? 4 : 2);
+        if (kind == 0) {
+            ins = st_instr(TERN_OP_TENSOR_TENSOR, e);
+            ins.op0 = (uint8_t)(rnd(2) ? TERN_ALU_ADD : TERN_ALU_MULT);
+            ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
+            ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
+            ins.ap[TERN_AP_IN1] = tile(rnd(12), s, n);
+        } else if (kind == 1 && e == TERN_ENGINE_GPSIMD) {
+            ins = st_instr(TERN_OP_MEMSET, e);
+            ins.imm0.f = (float)rnd(7) - 3.0f;
+            ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
+        } else if (kind == 1) {
+            ins = st_instr(TERN_OP_TENSOR_SCALAR, e);
+            ins.op0 = TERN_ALU_MULT;
+            ins.op1 = TERN_ALU_ADD;
+            ins.imm0.f = 0.5f + (float)rnd(4) * 0.25f;
+            ins.imm1.f = (float)rnd(5) - 2.0f;
+            ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
+            ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
+        } else if (kind == 2) { /* PSUM (a matmul's result, or a bank VectorE wrote) to SBUF */
+            ins = st_instr(TERN_OP_TENSOR_COPY, e);
+            ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
+            ins.ap[TERN_AP_IN0] = st_ap1(PS, F32, s, n, 256u * rnd(12), NT);
+        } else { /* into PSUM bank 0 (matmuls accumulate in bank 1: an accumulation there always follows a matmul) */
+            ins = st_instr(TERN_OP_TENSOR_TENSOR, e);
+            ins.op0 = TERN_ALU_ADD;
+            ins.ap[TERN_AP_DST] = st_ap1(PS, F32, s, n, 256u * rnd(8), NT);
+            ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
+            ins.ap[TERN_AP_IN1] = st_ap1(PS, F32, s, n, 256u * rnd(12), NT);
+        }
+        return ins;
+    }
+    case TERN_ENGINE_SCALAR:
+        ins = st_instr(TERN_OP_ACTIVATION, e);
+        ins.func = (uint8_t)(rnd(2) ? TERN_ACT_COPY : TERN_ACT_SIGMOID);
+        ins.imm0.f = 1.0f;
+        ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
+        ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
+        return ins;
+    default: /* TensorE: latch a stationary tile, then multiply a moving one into PSUM */
+        if (!*pe_latched || rnd(3) == 0) {
+            *pe_latched = 1;
+            ins = st_instr(TERN_OP_LOAD_STATIONARY, e);
+            ins.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, PE_BASE + 128u * rnd(3), 128);
+            return ins;
+        }
+        ins = st_instr(TERN_OP_MULTIPLY_MOVING, e);
+        ins.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, PE_BASE + 128u * rnd(3), NT);
+        {
+            unsigned k = rnd(12); /* banks 0 and 1; accumulate only where a matmul wrote first, in bank 1 */
+            ins.ap[TERN_AP_DST] = st_ap1(PS, F32, 0, 128, 256u * k, NT);
+            if (k >= 8 && (*pe_latched >> k & 1) && rnd(2))
+                ins.flags |= TERN_FLAG_ACCUMULATE;
+            *pe_latched |= 1 << k;
+        }
+        return ins;
+    }
+}
+
+/* A program of about `len` instructions per engine; a few VectorE and SyncE instructions address through a
+ * register (set on the same engine just before). */
+static void random_program(tern_program *prog, unsigned len)
+{
+    tern_error err;
+    const tern_engine es[5] = {TERN_ENGINE_SYNC, TERN_ENGINE_VECTOR, TERN_ENGINE_SCALAR, TERN_ENGINE_GPSIMD,
+                               TERN_ENGINE_TENSOR};
+    int latched = 0;
+    for (unsigned i = 0; i < 5 * len; i++) {
+        tern_engine e = es[rnd(5)];
+        tern_instr ins = random_instr(e, &latched);
+        if ((e == TERN_ENGINE_VECTOR || e == TERN_ENGINE_SYNC) && rnd(10) == 0) {
+            tern_instr set = st_instr(TERN_OP_REG_SET, e);
+            set.rd = 3;
+            set.imm_i0 = 32 * (int32_t)rnd(3); /* elements: 128 bytes of fp32 */
+            ins.ap[TERN_AP_DST].offset_reg = 3;
+            if (ins.ap[TERN_AP_DST].mem == HB || ins.ap[TERN_AP_DST].mem == PS)
+                ins.ap[TERN_AP_DST].offset_reg = TERN_REG_NONE;
+            if (tern_program_append(prog, &set, &err))
+                fprintf(stderr, "append: %s\n", err.msg);
+        }
+        if (tern_program_append(prog, &ins, &err))
+            fprintf(stderr, "append: %s\n", err.msg);
+    }
+}
+
+typedef struct {
+    uint8_t *sbuf, *psum, *hbm;
+    size_t sbuf_n, psum_n, hbm_n;
+    int64_t time_ps;
+    uint64_t queued;
+} snapshot;
+
+static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, snapshot *out)
+{
+    tern_core_config cfg;
+    tern_core_options o;
+    tern_error err;
+    tern_core *core = NULL;
+    memset(&o, 0, sizeof o);
+    o.threads = threads;
+    if (tern_core_config_load("trn1.2xlarge", &cfg, &err) || tern_core_create(&cfg, &o, &core, &err)) {
+        CHECK_MSG(0, "core: %s", err.msg);
+        exit(1);
+    }
+    /* the same starting values everywhere */
+    uint64_t keep = rng_state;
+    rng_state = seed;
+    enum { SBUF_BYTES = 9 * 1024, PSUM_BYTES = 4096, HBM_BYTES = 4 * HBM_BLOCK };
+    uint8_t row[SBUF_BYTES];
+    float vals[SBUF_BYTES / 4];
+    for (unsigned p = 0; p < 128; p++) {
+        for (unsigned i = 0; i < SBUF_BYTES / 4; i++)
+            vals[i] = (float)((int)rnd(2001) - 1000) / 256.0f;
+        memcpy(row, vals, sizeof row);
+        tern_core_onchip_write(core, SB, p, 0, row, SBUF_BYTES, &err);
+        memset(row, 0, PSUM_BYTES);
+        tern_core_onchip_write(core, PS, p, 0, row, PSUM_BYTES, &err);
+    }
+    float *h = malloc(HBM_BYTES);
+    for (unsigned i = 0; i < HBM_BYTES / 4; i++)
+        h[i] = (float)((int)rnd(2001) - 1000) / 512.0f;
+    tern_core_hbm_write(core, 0, h, HBM_BYTES, &err);
+    free(h);
+    rng_state = keep;
+    tern_run_stats st;
+    tern_status s = tern_core_run(core, prog, &st, &err);
+    CHECK_MSG(s == TERN_OK, "run: %s", s ? err.msg : "");
+    out->time_ps = st.time_ps;
+    out->sbuf_n = (size_t)128 * SBUF_BYTES;
+    out->psum_n = (size_t)128 * PSUM_BYTES;
+    out->hbm_n = HBM_BYTES;
+    out->sbuf = malloc(out->sbuf_n);
+    out->psum = malloc(out->psum_n);
+    out->hbm = malloc(out->hbm_n);
+    for (unsigned p = 0; p < 128; p++) {
+        tern_core_onchip_read(core, SB, p, 0, out->sbuf + (size_t)p * SBUF_BYTES, SBUF_BYTES, &err);
+        tern_core_onchip_read(core, PS, p, 0, out->psum + (size_t)p * PSUM_BYTES, PSUM_BYTES, &err);
+    }
+    tern_core_hbm_read(core, 0, out->hbm, HBM_BYTES, &err);
+    uint64_t waits;
+    exec_lane_counts(core->lane, &out->queued, &waits);
+    tern_core_free(core);
+}
+
+static void snap_free(snapshot *s)
+{
+    free(s->sbuf);
+    free(s->psum);
+    free(s->hbm);
+}
+
+static int same(const snapshot *a, const snapshot *b)
+{
+    return a->time_ps == b->time_ps && !memcmp(a->sbuf, b->sbuf, a->sbuf_n) && !memcmp(a->psum, b->psum, a->psum_n) &&
+           !memcmp(a->hbm, b->hbm, a->hbm_n);
+}
+
+int main(void)
+{
+    TEST_BEGIN("random programs: the lane with 2 and 4 host threads gives commit order's bytes and times");
+    unsigned bad = 0, queued_total = 0;
+    for (unsigned prog_i = 0; prog_i < 40; prog_i++) {
+        rng_state = 0x9E3779B97F4A7C15ull * (prog_i + 1);
+        tern_program prog;
+        tern_program_init(&prog);
+        random_program(&prog, 12 + prog_i * 3);
+        snapshot ref, two, four, off;
+        uint64_t seed = 1000 + prog_i;
+        run_on(&prog, 1, seed, &ref);
+        run_on(&prog, 2, seed, &two);
+        run_on(&prog, 4, seed, &four);
+        setenv("TERN_LANE", "0", 1);
+        run_on(&prog, 2, seed, &off);
+        unsetenv("TERN_LANE");
+        CHECK_EQ_INT((int)ref.queued, 0);
+        CHECK_EQ_INT((int)off.queued, 0);
+        if (!same(&ref, &two) || !same(&ref, &four) || !same(&ref, &off)) {
+            bad++;
+            fprintf(stderr, "program %u: results differ (2 threads %d, 4 threads %d, lane off %d)\n", prog_i,
+                    same(&ref, &two), same(&ref, &four), same(&ref, &off));
+        }
+        queued_total += (unsigned)(two.queued + four.queued);
+        snap_free(&ref);
+        snap_free(&two);
+        snap_free(&four);
+        snap_free(&off);
+        tern_program_free(&prog);
+    }
+    CHECK_EQ_INT((int)bad, 0);
+    CHECK_MSG(queued_total > 1000, "the lane ran only %u instructions", queued_total);
+
+    TEST_BEGIN("the lane's work really overlaps: a TensorE instruction reading a tile a queued DMA writes waits");
+    {
+        /* load a stationary tile by DMA, then latch it: the latch must see the loaded bytes, not the old ones */
+        tern_program prog;
+        tern_program_init(&prog);
+        tern_error err;
+        tern_instr ld = st_instr(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
+        int32_t st = 1;
+        uint32_t num = 128;
+        tern_ap src = st_ap(HB, F32, 0, 128, 0, 1, &st, &num);
+        src.partition_step = 128;
+        ld.ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, PE_BASE, 128);
+        ld.ap[TERN_AP_IN0] = src;
+        ld.signal_sem = 0;
+        tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+        ls.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, PE_BASE, 128);
+        ls.wait_sem = 0;
+        ls.wait_value = 1;
+        tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+        mm.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, PE_BASE + 256, NT);
+        mm.ap[TERN_AP_DST] = st_ap1(PS, F32, 0, 128, 0, NT);
+        CHECK_EQ_INT(tern_program_append(&prog, &ld, &err), TERN_OK);
+        CHECK_EQ_INT(tern_program_append(&prog, &ls, &err), TERN_OK);
+        CHECK_EQ_INT(tern_program_append(&prog, &mm, &err), TERN_OK);
+        snapshot ref, two;
+        run_on(&prog, 1, 7, &ref);
+        run_on(&prog, 2, 7, &two);
+        CHECK(same(&ref, &two));
+        CHECK_EQ_INT((int)two.queued, 1);
+        snap_free(&ref);
+        snap_free(&two);
+        tern_program_free(&prog);
+    }
+    return check_report();
+}
