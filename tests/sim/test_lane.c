@@ -21,6 +21,7 @@
 enum { NT = 64 };             /* fp32 elements per partition of a tile */
 enum { PE_BASE = 8192 };      /* bf16 TensorE tiles [128, 128] at PE_BASE + 128 * i: they overlap */
 enum { HBM_BLOCK = 128 * NT * 4 };
+#define FRESH (4u << 20) /* HBM nothing writes before the run */
 
 static uint64_t rng_state;
 static unsigned rnd(unsigned n)
@@ -62,8 +63,10 @@ static tern_instr random_instr(tern_engine e, int *pe_latched)
         if (kind == 0) { /* load */
             ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
             ins.ap[TERN_AP_IN0] = hblock(rnd(6), s, n);
-        } else if (kind == 1) { /* store */
+        } else if (kind == 1) { /* store, a third of them to HBM pages first touched during the run */
             ins.ap[TERN_AP_DST] = hblock(rnd(6), s, n);
+            if (rnd(3) == 0)
+                ins.ap[TERN_AP_DST].offset += FRESH;
             ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
         } else if (kind == 2) { /* load with a cast into a TensorE tile */
             int32_t st = 1;
@@ -213,7 +216,7 @@ static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, sn
     out->time_ps = st.time_ps;
     out->sbuf_n = (size_t)128 * SBUF_BYTES;
     out->psum_n = (size_t)128 * PSUM_BYTES;
-    out->hbm_n = HBM_BYTES;
+    out->hbm_n = 2 * (size_t)HBM_BYTES; /* the blocks written before the run, and the fresh ones */
     out->sbuf = malloc(out->sbuf_n);
     out->psum = malloc(out->psum_n);
     out->hbm = malloc(out->hbm_n);
@@ -222,6 +225,7 @@ static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, sn
         tern_core_onchip_read(core, PS, p, 0, out->psum + (size_t)p * PSUM_BYTES, PSUM_BYTES, &err);
     }
     tern_core_hbm_read(core, 0, out->hbm, HBM_BYTES, &err);
+    tern_core_hbm_read(core, FRESH, out->hbm + HBM_BYTES, HBM_BYTES, &err);
     uint64_t waits;
     exec_lane_counts(core->lane, &out->queued, &waits);
     tern_core_free(core);
