@@ -56,10 +56,13 @@ typedef struct {
     const tern_instr *ins;
     lane_exec_fn fn;
     exec_ctx cx;
-    unsigned n, ndeps;
-    int dep_all; /* waits for every earlier one */
+    unsigned n;
     lane_box box[TERN_INSTR_OPERANDS];
-    unsigned long deps[LANE_DEPS];
+    /* What it waits for, read by claimers before they own the slot (a late reader may see the slot's next
+     * occupant's: its claim then fails on the tag), hence atomics. */
+    atomic_uint ndeps;
+    atomic_int dep_all; /* waits for every earlier one */
+    atomic_ulong deps[LANE_DEPS];
     atomic_ulong tag; /* index * 4 + state: a slot's next occupant never passes for this one */
 } lane_task;
 
@@ -141,10 +144,11 @@ static int task_done(exec_lane *L, unsigned long i)
 
 static int task_ready(exec_lane *L, const lane_task *q, unsigned long k)
 {
-    if (q->dep_all)
+    if (atomic_load_explicit(&q->dep_all, memory_order_relaxed))
         return atomic_load_explicit(&L->frontier, memory_order_acquire) >= k;
-    for (unsigned i = 0; i < q->ndeps; i++)
-        if (!task_done(L, q->deps[i]))
+    unsigned nd = atomic_load_explicit(&q->ndeps, memory_order_relaxed);
+    for (unsigned i = 0; i < nd && i < LANE_DEPS; i++)
+        if (!task_done(L, atomic_load_explicit(&q->deps[i], memory_order_relaxed)))
             return 0;
     return 1;
 }
@@ -359,7 +363,13 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, con
         q->cx.stats = NULL; /* executors never count; the stats belong to the committing thread */
         q->n = n;
         memcpy(q->box, mine, n * sizeof *mine);
-        q->ndeps = deps_of(L, mine, n, t, q->deps, &q->dep_all);
+        unsigned long deps[LANE_DEPS];
+        int all = 0;
+        unsigned nd = deps_of(L, mine, n, t, deps, &all);
+        for (unsigned i = 0; i < nd; i++)
+            atomic_store_explicit(&q->deps[i], deps[i], memory_order_relaxed);
+        atomic_store_explicit(&q->ndeps, nd, memory_order_relaxed);
+        atomic_store_explicit(&q->dep_all, all, memory_order_relaxed);
         /* TensorE's packed-operand caches under what it writes die now, where they are used */
         sbuf_written(core, cx->engine, &ins->ap[TERN_AP_DST]);
         if (ins->ap[TERN_AP_EXTRA].ndims)

@@ -44,8 +44,8 @@ struct tern_pool {
     atomic_uint done;        /* parts of the current job finished */
     atomic_int sleepers;     /* workers blocked on work_cv */
     atomic_int stop;
-    pool_bg_fn bg;           /* background work served between jobs (pool_set_background), or NULL */
-    void *bg_ctx;
+    _Atomic(pool_bg_fn) bg;  /* background work served between jobs (pool_set_background), or NULL */
+    _Atomic(void *) bg_ctx;
 };
 
 /* On the pool's own threads: 1 + the worker's index (pool_thread_id); a pool_run there (from background work) runs
@@ -75,8 +75,8 @@ static void run_parts(tern_pool *p, unsigned long gen)
 
 static int bg_call(tern_pool *p, int run)
 {
-    pool_bg_fn fn = p->bg;
-    return fn ? fn(p->bg_ctx, run) : 0;
+    pool_bg_fn fn = atomic_load_explicit(&p->bg, memory_order_acquire);
+    return fn ? fn(atomic_load_explicit(&p->bg_ctx, memory_order_relaxed), run) : 0;
 }
 
 static void *worker(void *arg)
@@ -175,10 +175,8 @@ void pool_set_background(tern_pool *p, pool_bg_fn fn, void *ctx)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
-    p->bg_ctx = ctx;
-    p->bg = fn;
-    pthread_mutex_unlock(&p->mu);
+    atomic_store_explicit(&p->bg_ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->bg, fn, memory_order_release);
 }
 
 void pool_wake(tern_pool *p)
