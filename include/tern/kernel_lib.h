@@ -16,6 +16,11 @@ extern "C" {
 typedef struct {
     unsigned tiles_in_block_m, tiles_in_block_n, tiles_in_block_k;
     int acc_dtype; /* tern_dtype of the SBUF accumulators across K blocks; -1 = the lhsT dtype (tutorial) */
+    int rhs_dtype; /* tern_dtype the rhs tiles are loaded as (a casting DMA, RNE); -1 = the rhs's own */
+    /* Optional fp32 [M, 1] HBM view (region -1: none, the default): out[i, :] = sum + row_bias[i], added in fp32 as
+     * the output tiles leave PSUM or the accumulators (one rounding, as a separate tensor_scalar add of the stored
+     * fp32 product would give; fp32 outputs only). */
+    tern_view row_bias;
 } tern_gemm_opts;
 
 void tern_gemm_opts_default(tern_gemm_opts *o);

@@ -440,8 +440,7 @@ static double *host_doubles(compile_ctx *c, const cc_value *v, size_t want)
  * col[Cg*kd*kh*kw, N*Do*Ho*Wo], row (ci*kd + a)*kh*kw + i*kw + j, filled per output depth od from the input plane
  * od*sd + a*dd - pd (a plane in the depth padding: zeros). */
 static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
-                            int64_t Coutg,
-                            int64_t Cout, cc_value *w)
+                            int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias)
 {
     tern_dtype mdt = c->o->matmul_dtype;
     int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, Kg = Cg * KK, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo,
@@ -465,6 +464,31 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
                 wt[k * Coutg + co] = (float)tern_host_tensor_get(w->host, (size_t)((grp * Coutg + co) * Kg + k));
         lhsT = const_f32(c, mdt, (uint64_t)Kg, (uint64_t)Coutg, wt);
         free(wt);
+    }
+    /* A pointwise convolution (1 x 1 x 1 kernel, unit strides, no padding) multiplies the input itself: the im2col
+     * matrix would be x cast to the matmul dtype, row for row, so the GEMM reads x's [Cg, Ho*Wo] rows per image and
+     * its DMA casts them (RNE, as the im2col copies round) into the rhs tiles: the same operands, the same
+     * products in the same order, without the copy through HBM. */
+    if (KK == 1 && g->sh == 1 && g->sw == 1 && g->sd == 1 && !g->ph && !g->pw && !g->pd && !g->ph_end &&
+        !g->pw_end && !g->pd_end && g->Ho == g->H && g->Wo == g->W && g->Do == g->D && cc_ok(c)) {
+        tern_gemm_opts go;
+        tern_gemm_opts_default(&go);
+        go.acc_dtype = TERN_DTYPE_FP32;
+        go.tiles_in_block_m = 8;
+        go.rhs_dtype = (int)mdt;
+        if (bias.region >= 0)
+            go.row_bias = tern_view_block(c->k, bias, (uint64_t)(grp * Coutg), (uint64_t)((grp + 1) * Coutg), 0, 1);
+        for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
+            tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
+                                      (uint64_t)OS);
+            tern_view rhs = cc_view2d(c, x, (uint64_t)((n * g->C + grp * Cg) * DHW), (uint64_t)Cg, (uint64_t)OS,
+                                      (uint64_t)DHW);
+            tern_lib_gemm(c->k, out, lhsT, rhs, &go);
+        }
+        if (lhsT_temp)
+            tern_kernel_release(c->k, lhsT);
+        c->model_flops += 2.0 * (double)Coutg * (double)Kg * (double)NP;
+        return;
     }
     tern_view col = cc_temp(c, mdt, (uint64_t)Kg, (uint64_t)NP);
     if (!cc_ok(c))
@@ -521,6 +545,8 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     tern_gemm_opts_default(&go);
     go.acc_dtype = TERN_DTYPE_FP32;
     go.tiles_in_block_m = 8; /* fp32 SBUF accumulators: smaller blocks than the tutorial's bf16 ones */
+    if (bias.region >= 0) /* added as the output tiles leave the accumulators: no pass over y of its own */
+        go.row_bias = tern_view_block(c->k, bias, (uint64_t)(grp * Coutg), (uint64_t)((grp + 1) * Coutg), 0, 1);
     for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
         tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
                                   (uint64_t)OS);
@@ -576,13 +602,11 @@ static int lower_conv(compile_ctx *c)
         free(bias);
         return 1;
     }
+    /* The bias is added by the GEMMs as their fp32 outputs leave the accumulators: the same fp32 add, once, that a
+     * pass over y would make (tern_gemm_opts.row_bias). */
+    tern_view bv = bias ? per_row_const(c, bias, 1, Cout) : tern_view_none();
     for (int64_t grp = 0; grp < group && cc_ok(c); grp++)
-        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w);
-    if (bias && cc_ok(c)) {
-        uint64_t rows = (uint64_t)(g.N * Cout), cols = (uint64_t)(g.Do * g.Ho * g.Wo);
-        tern_view yv = cc_view2d(c, y, 0, rows, cols, cols);
-        row_affine(c, yv, yv, tern_view_none(), per_row_const(c, bias, g.N, Cout), rows, cols);
-    }
+        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv);
     free(bias);
     return 1;
 }

@@ -17,6 +17,18 @@ void tern_gemm_opts_default(tern_gemm_opts *o)
     o->tiles_in_block_n = 2;
     o->tiles_in_block_k = 8;
     o->acc_dtype = -1;
+    o->rhs_dtype = -1;
+    o->row_bias = tern_view_none();
+}
+
+/* The bias of output rows [row0, row0 + rows) on chip (fp32 [rows, 1]), or none. */
+static tern_view bias_tile(tern_kernel *k, const tern_gemm_opts *o, uint64_t row0, uint32_t rows)
+{
+    if (o->row_bias.region < 0)
+        return tern_view_none();
+    tern_view t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rows, 1, "gemm_bias");
+    tern_kernel_load(k, t, tern_view_block(k, o->row_bias, row0, row0 + rows, 0, 1));
+    return t;
 }
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -209,6 +221,14 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
             return;
         }
     }
+    if (opts.row_bias.region >= 0 &&
+        (!kview_ok(k, &opts.row_bias, "gemm row_bias") || tern_view_rank(&opts.row_bias) != 2 ||
+         tern_view_dim(&opts.row_bias, 0) != M || tern_view_dim(&opts.row_bias, 1) != 1 ||
+         opts.row_bias.ap.dtype != TERN_DTYPE_FP32 || out.ap.dtype != TERN_DTYPE_FP32)) {
+        if (!k->failed)
+            kfail(k, TERN_ERR_INVALID, "gemm: row_bias must be fp32 [%llu, 1] with an fp32 out", (unsigned long long)M);
+        return;
+    }
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {
         kfail(k, TERN_ERR_INVALID, "gemm: block sizes must be >= 1 tile (got %u x %u x %u)", opts.tiles_in_block_m,
               opts.tiles_in_block_n, opts.tiles_in_block_k);
@@ -217,14 +237,14 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
     const tern_core_config *c = &k->cfg;
     const uint64_t TM = c->pe_cols, TK = c->pe_rows, TN = c->moving_free_max;
     const uint64_t BM = TM * opts.tiles_in_block_m, BN = TN * opts.tiles_in_block_n, BK = TK * opts.tiles_in_block_k;
-    tern_dtype in_l = L->dt, in_r = (tern_dtype)rhs.ap.dtype;
+    tern_dtype in_l = L->dt, in_r = opts.rhs_dtype >= 0 ? (tern_dtype)opts.rhs_dtype : (tern_dtype)rhs.ap.dtype;
     tern_dtype acc = opts.acc_dtype < 0 ? in_l : (tern_dtype)opts.acc_dtype;
     const uint64_t nbm = ceil_div(M, BM), nbn = ceil_div(N, BN), nbk = ceil_div(K, BK);
 
     /* SBUF accumulators for one N block: [nbm][tiles_m][tiles_n] tiles of [TM, TN]. */
     size_t nacc = (size_t)nbm * opts.tiles_in_block_m * opts.tiles_in_block_n;
     tern_view *accs = calloc(nacc, sizeof *accs);
-    tern_view *rhs_tiles = calloc(opts.tiles_in_block_k, sizeof *rhs_tiles);
+    tern_view *rhs_tiles = calloc((size_t)opts.tiles_in_block_k + opts.tiles_in_block_m, sizeof *rhs_tiles);
     tern_view *lhs_tiles = calloc(opts.tiles_in_block_k, sizeof *lhs_tiles);
     if (!accs || !rhs_tiles || !lhs_tiles) {
         kfail(k, TERN_ERR_NOMEM, "gemm: out of memory");
@@ -247,9 +267,12 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
             for (uint64_t m = 0; m < nbm && !k->failed; m++) {
                 uint64_t m0 = m * BM, bm_len = min_u64(BM, M - m0), tiles_m = ceil_div(bm_len, TM);
                 load_lhs(k, L, lhs_tiles, 0, tiles_k, K, TK, m0, bm_len);
-                for (uint64_t bm = 0; bm < tiles_m; bm++)
+                tern_view *bias = rhs_tiles + tiles_k; /* room past the rhs tiles: tiles_in_block_m more */
+                for (uint64_t bm = 0; bm < tiles_m; bm++) {
                     accs[bm] = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, (uint32_t)min_u64(TM, bm_len - bm * TM),
                                                 (uint32_t)bn_len, "gemm_out");
+                    bias[bm] = bias_tile(k, &opts, m0 + bm * TM, (uint32_t)min_u64(TM, bm_len - bm * TM));
+                }
                 for (uint64_t bn = 0; bn < tiles_n; bn++)
                     for (uint64_t bm = 0; bm < tiles_m; bm++) {
                         uint32_t rows = (uint32_t)min_u64(TM, bm_len - bm * TM);
@@ -261,9 +284,13 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                             tern_view mv = tern_view_block(k, rhs_tiles[bk], 0, kk, bn * TN, bn * TN + cols);
                             tern_kernel_matmul(k, ps, st, mv, bk > 0);
                         }
-                        tern_kernel_tensor_scalar(k, TERN_ENGINE_AUTO,
-                                                  tern_view_block(k, accs[bm], 0, rows, bn * TN, bn * TN + cols), ps,
-                                                  TERN_ALU_ADD, 0.0f, TERN_ALU_BYPASS, 0.0f);
+                        tern_view dst = tern_view_block(k, accs[bm], 0, rows, bn * TN, bn * TN + cols);
+                        if (bias[bm].region >= 0) /* psum + bias: the one rounding of (psum + 0) + bias */
+                            tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, ps, TERN_ALU_ADD, bias[bm], 0.0f,
+                                                         TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
+                        else
+                            tern_kernel_tensor_scalar(k, TERN_ENGINE_AUTO, dst, ps, TERN_ALU_ADD, 0.0f,
+                                                      TERN_ALU_BYPASS, 0.0f);
                         tern_kernel_release(k, ps);
                     }
                 for (uint64_t bk = 0; bk < tiles_k; bk++)
@@ -272,6 +299,8 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                     uint64_t row0 = m0 + bm * TM, rows = tern_view_dim(&accs[bm], 0);
                     store_cols(k, ov, accs[bm], col0, n_out, row0, rows, n0, n0 + bn_len);
                     tern_kernel_release(k, accs[bm]);
+                    if (bias[bm].region >= 0)
+                        tern_kernel_release(k, bias[bm]);
                 }
             }
             for (uint64_t bk = 0; bk < tiles_k; bk++)
@@ -326,12 +355,20 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
             for (uint64_t bm = 0; bm < tiles_m; bm++) {
                 uint32_t rows = (uint32_t)min_u64(TM, bm_len - bm * TM);
                 tern_view packed = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, rows, (uint32_t)bn_len, "gemm_out");
+                tern_view bias = bias_tile(k, &opts, m0 + bm * TM, rows);
                 for (uint64_t bn = 0; bn < tiles_n; bn++) {
                     tern_view *a = &accs[(m * opts.tiles_in_block_m + bm) * opts.tiles_in_block_n + bn];
                     uint64_t cols = tern_view_dim(a, 1);
-                    tern_kernel_tensor_copy(k, TERN_ENGINE_AUTO, tern_view_block(k, packed, 0, rows, bn * TN, bn * TN + cols), *a);
+                    tern_view dst = tern_view_block(k, packed, 0, rows, bn * TN, bn * TN + cols);
+                    if (bias.region >= 0) /* the fp32 accumulator + bias, as the copy then an add would give */
+                        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, *a, TERN_ALU_ADD, bias, 0.0f,
+                                                     TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
+                    else
+                        tern_kernel_tensor_copy(k, TERN_ENGINE_AUTO, dst, *a);
                     tern_kernel_release(k, *a);
                 }
+                if (bias.region >= 0)
+                    tern_kernel_release(k, bias);
                 uint64_t row0 = m0 + bm * TM;
                 store_cols(k, ov, packed, col0, n_out, row0, rows, n0, n0 + bn_len);
                 tern_kernel_release(k, packed);
@@ -439,6 +476,10 @@ void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const te
         tern_gemm_opts_default(&opts);
     const tern_core_config *c = &k->cfg;
     const uint64_t TM = c->pe_cols, TK = c->pe_rows, TN = c->moving_free_max;
+    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0) {
+        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias and rhs_dtype are tern_lib_gemm's options only");
+        return;
+    }
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {
         kfail(k, TERN_ERR_INVALID, "gemm_sum: block sizes must be >= 1 tile (got %u x %u x %u)", opts.tiles_in_block_m,
               opts.tiles_in_block_n, opts.tiles_in_block_k);

@@ -289,8 +289,16 @@ static tern_status take_failure(exec_lane *L, tern_error *err)
     tern_status st = L->st;
     if (err)
         *err = L->err;
-    /* the tasks after it are dropped: the queue is empty again */
-    atomic_store(&L->frontier, atomic_load(&L->tail));
+    /* the tasks after it are dropped, each marked done so that no late claimer runs it; one that won its claim
+     * first is waited for; then the queue is empty again */
+    unsigned long t = atomic_load(&L->tail);
+    for (unsigned long k = atomic_load(&L->frontier); k < t; k++) {
+        unsigned long want = k * 4 + T_PENDING;
+        atomic_compare_exchange_strong(&L->ring[k & (LANE_CAP - 1)].tag, &want, k * 4 + T_DONE);
+    }
+    while (atomic_load(&L->running))
+        cpu_relax();
+    atomic_store(&L->frontier, t);
     atomic_store(&L->fail_idx, NO_FAIL);
     return st;
 }

@@ -134,6 +134,97 @@ static void exact_order(void)
     tern_core_free(core);
 }
 
+/* rhs_dtype and row_bias (a pointwise convolution's GEMM: fp32 activations cast to bf16 by the loads, the bias added
+ * as the tiles leave PSUM or the accumulators): bit for bit the GEMM of the rhs rounded to bf16 beforehand, plus the
+ * bias added in fp32 afterwards. Both paths: one K block, and several (K beyond the block's 128 * bk rows). */
+static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int fused, const float *a, const float *b,
+                            const float *bias)
+{
+    tern_core_config cfg;
+    tern_core *core = ktu_core("neuroncore-v2", &cfg);
+    tern_kernel *k = NULL;
+    tern_error err;
+    tern_kernel_create(&cfg, "gemm_bias", &k, &err);
+    tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, K, M);
+    tern_view rhs = tern_kernel_input2d(k, "rhs", fused ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16, K, N);
+    tern_view bv = tern_kernel_input2d(k, "bias", TERN_DTYPE_FP32, M, 1);
+    tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, M, N);
+    tern_gemm_opts o;
+    tern_gemm_opts_default(&o);
+    o.acc_dtype = TERN_DTYPE_FP32;
+    o.tiles_in_block_k = bk;
+    if (fused) {
+        o.rhs_dtype = TERN_DTYPE_BF16;
+        o.row_bias = bv;
+    }
+    tern_lib_gemm(k, out, lhsT, rhs, &o);
+    CHECK_EQ_INT(tern_kernel_status(k, &err), TERN_OK);
+    float *y = calloc((size_t)M * N, sizeof(float));
+    tern_kernel_write_f32(k, core, "lhsT", a, (size_t)K * M, &err);
+    tern_kernel_write_f32(k, core, "rhs", b, (size_t)K * N, &err); /* bf16 rhs: rounded (RNE) on the way in */
+    tern_kernel_write_f32(k, core, "bias", bias, M, &err);
+    CHECK_EQ_INT(tern_kernel_run(k, core, NULL, &err), TERN_OK);
+    tern_kernel_read_f32(k, core, "out", y, (size_t)M * N, &err);
+    if (!fused)
+        for (unsigned m = 0; m < M; m++)
+            for (unsigned n = 0; n < N; n++) {
+                volatile float v = y[(size_t)m * N + n] + bias[m];
+                y[(size_t)m * N + n] = v;
+            }
+    tern_kernel_free(k);
+    tern_core_free(core);
+    return y;
+}
+
+static void bias_cast(void)
+{
+    const unsigned shapes[2][4] = {{200, 300, 128, 8}, {130, 257, 300, 1}}; /* M, N, K, bk */
+    for (int sh = 0; sh < 2; sh++) {
+        unsigned M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], bk = shapes[sh][3];
+        char name[128];
+        snprintf(name, sizeof name, "gemm %ux%ux%u, %s K block: rhs cast by its loads and the bias fused are exact", M, N,
+                 K, bk * 128 >= K ? "one" : "several");
+        TEST_BEGIN(name);
+        float *a = malloc(sizeof(float) * K * M), *b = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * M);
+        ktu_fill(a, (size_t)K * M, TERN_DTYPE_BF16, 11);
+        ktu_fill(b, (size_t)K * N, TERN_DTYPE_FP32, 12); /* not bf16 values: the cast matters */
+        ktu_fill(bias, M, TERN_DTYPE_FP32, 13);
+        float *fused = bias_cast_run(M, N, K, bk, 1, a, b, bias), *ref = bias_cast_run(M, N, K, bk, 0, a, b, bias);
+        size_t diff = 0, nonzero = 0;
+        for (size_t i = 0; i < (size_t)M * N; i++) {
+            diff += memcmp(&fused[i], &ref[i], 4) != 0;
+            nonzero += ref[i] != 0.0f;
+        }
+        CHECK_MSG(diff == 0, "%zu of %u outputs differ", diff, M * N);
+        CHECK(nonzero > (size_t)M * N / 2);
+        free(a);
+        free(b);
+        free(bias);
+        free(fused);
+        free(ref);
+    }
+    TEST_BEGIN("gemm row_bias of the wrong shape is refused");
+    {
+        tern_core_config cfg;
+        tern_core *core = ktu_core("neuroncore-v2", &cfg);
+        tern_kernel *k = NULL;
+        tern_error err;
+        tern_kernel_create(&cfg, "gemm_bias_bad", &k, &err);
+        tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
+        tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
+        tern_view bv = tern_kernel_input2d(k, "bias", TERN_DTYPE_FP32, 63, 1);
+        tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, 64, 32);
+        tern_gemm_opts o;
+        tern_gemm_opts_default(&o);
+        o.row_bias = bv;
+        tern_lib_gemm(k, out, lhsT, rhs, &o);
+        CHECK(tern_kernel_status(k, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "row_bias must be fp32 [64, 1]");
+        tern_kernel_free(k);
+        tern_core_free(core);
+    }
+}
+
 int main(void)
 {
     const gemm_case cases[] = {
@@ -153,5 +244,6 @@ int main(void)
     const gemm_case v3 = {256, 600, 300, TERN_DTYPE_BF16, TERN_DTYPE_FP32, 2, 2, 2, TERN_DTYPE_FP32};
     run_case("neuroncore-v3", &v3);
     exact_order();
+    bias_cast();
     return check_report();
 }
