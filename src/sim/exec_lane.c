@@ -77,6 +77,7 @@ struct exec_lane {
     tern_status st;        /* that task's status and error */
     tern_error err;
     uint64_t queued, waits; /* counts, for tests (exec_lane_counts) */
+    unsigned long fault;    /* test aid (TERN_LANE_FAULT=k): the k-th queued instruction (from 1) fails; 0: none */
 };
 
 /* The bytes an access pattern can touch (a bounding box). */
@@ -185,7 +186,10 @@ static int try_run(exec_lane *L, int run)
         int was = core_on_lane();
         core_set_lane(1);
         tern_error e;
-        tern_status st = q->fn(L->core, &q->cx, q->ins, &e);
+        tern_status st = L->fault && k + 1 == L->fault
+                             ? tern_error_set(&e, TERN_ERR_INVALID, "lane: injected fault at queued instruction %lu (%s #%zu)",
+                                              k + 1, tern_engine_name(q->cx.engine), q->cx.pc)
+                             : q->fn(L->core, &q->cx, q->ins, &e);
         core_set_lane(was);
         if (st) {
             pthread_mutex_lock(&L->fail_mu);
@@ -221,6 +225,8 @@ exec_lane *exec_lane_get(tern_core *core)
         return NULL;
     }
     L->core = core;
+    const char *fault = getenv("TERN_LANE_FAULT");
+    L->fault = fault ? strtoul(fault, NULL, 10) : 0;
     atomic_store(&L->fail_idx, NO_FAIL);
     pthread_mutex_init(&L->fail_mu, NULL);
     core->scratch_workers = w;

@@ -178,7 +178,9 @@ typedef struct {
     uint64_t queued;
 } snapshot;
 
-static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, snapshot *out)
+enum { SBUF_BYTES = 9 * 1024, PSUM_BYTES = 4096, HBM_BYTES = 4 * HBM_BLOCK };
+
+static tern_core *new_core(unsigned threads)
 {
     tern_core_config cfg;
     tern_core_options o;
@@ -190,10 +192,15 @@ static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, sn
         CHECK_MSG(0, "core: %s", err.msg);
         exit(1);
     }
-    /* the same starting values everywhere */
+    return core;
+}
+
+/* The same starting values everywhere (the fresh HBM pages are left alone). */
+static void init_state(tern_core *core, uint64_t seed)
+{
+    tern_error err;
     uint64_t keep = rng_state;
     rng_state = seed;
-    enum { SBUF_BYTES = 9 * 1024, PSUM_BYTES = 4096, HBM_BYTES = 4 * HBM_BLOCK };
     uint8_t row[SBUF_BYTES];
     float vals[SBUF_BYTES / 4];
     for (unsigned p = 0; p < 128; p++) {
@@ -210,10 +217,12 @@ static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, sn
     tern_core_hbm_write(core, 0, h, HBM_BYTES, &err);
     free(h);
     rng_state = keep;
-    tern_run_stats st;
-    tern_status s = tern_core_run(core, prog, &st, &err);
-    CHECK_MSG(s == TERN_OK, "run: %s", s ? err.msg : "");
-    out->time_ps = st.time_ps;
+}
+
+static void snap(tern_core *core, int64_t time_ps, snapshot *out)
+{
+    tern_error err;
+    out->time_ps = time_ps;
     out->sbuf_n = (size_t)128 * SBUF_BYTES;
     out->psum_n = (size_t)128 * PSUM_BYTES;
     out->hbm_n = 2 * (size_t)HBM_BYTES; /* the blocks written before the run, and the fresh ones */
@@ -228,6 +237,17 @@ static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, sn
     tern_core_hbm_read(core, FRESH, out->hbm + HBM_BYTES, HBM_BYTES, &err);
     uint64_t waits;
     exec_lane_counts(core->lane, &out->queued, &waits);
+}
+
+static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, snapshot *out)
+{
+    tern_core *core = new_core(threads);
+    init_state(core, seed);
+    tern_run_stats st;
+    tern_error err;
+    tern_status s = tern_core_run(core, prog, &st, &err);
+    CHECK_MSG(s == TERN_OK, "run: %s", s ? err.msg : "");
+    snap(core, st.time_ps, out);
     tern_core_free(core);
 }
 
@@ -309,6 +329,42 @@ int main(void)
         CHECK_EQ_INT((int)two.queued, 1);
         snap_free(&ref);
         snap_free(&two);
+        tern_program_free(&prog);
+    }
+    TEST_BEGIN("a queued instruction that fails is the run's error; the lane is whole again for the next run");
+    {
+        rng_state = 0x5EED;
+        tern_program prog;
+        tern_program_init(&prog);
+        random_program(&prog, 60);
+        snapshot ref, again;
+        run_on(&prog, 1, 99, &ref);
+        for (unsigned at = 1; at <= 41; at += 20) {
+            char v[16];
+            snprintf(v, sizeof v, "%u", at);
+            setenv("TERN_LANE_FAULT", v, 1); /* read when the core's lane is made, at its first run */
+            tern_core *core = new_core(2);
+            init_state(core, 99);
+            tern_error err;
+            tern_status st = tern_core_run(core, &prog, NULL, &err);
+            unsetenv("TERN_LANE_FAULT");
+            CHECK_EQ_INT(st, TERN_ERR_INVALID);
+            char want[64];
+            snprintf(want, sizeof want, "injected fault at queued instruction %u (", at);
+            if (st)
+                CHECK_STR_CONTAINS(err.msg, want);
+            /* the same core, its memories reset: the next run gives the reference bytes (no dropped instruction
+             * ran late, the queue's counters are consistent) */
+            init_state(core, 99);
+            tern_run_stats rs;
+            st = tern_core_run(core, &prog, &rs, &err);
+            CHECK_MSG(st == TERN_OK, "run after the fault: %s", st ? err.msg : "");
+            snap(core, rs.time_ps, &again);
+            CHECK(same(&ref, &again));
+            snap_free(&again);
+            tern_core_free(core);
+        }
+        snap_free(&ref);
         tern_program_free(&prog);
     }
     return check_report();
