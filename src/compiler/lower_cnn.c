@@ -435,64 +435,12 @@ static double *host_doubles(compile_ctx *c, const cc_value *v, size_t want)
     return d;
 }
 
-/* im2col + GEMM for one group: col[Kg = Cg*kh*kw, N*Ho*Wo] (matmul dtype; row ci*kh*kw + i*kw + j holds input
- * channel ci shifted by kernel offset (i, j)), then per image out[Coutg, Ho*Wo] = (W_g^T)^T @ col_n. 3-D:
- * col[Cg*kd*kh*kw, N*Do*Ho*Wo], row (ci*kd + a)*kh*kw + i*kw + j, filled per output depth od from the input plane
- * od*sd + a*dd - pd (a plane in the depth padding: zeros). */
-static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
-                            int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias)
+/* Fill the im2col matrix col[Cg*KK, N*OS] of group grp (conv_gemm_group); 0 when the rows do not fit SBUF tiles. */
+static int im2col_fill(compile_ctx *c, tern_view col, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg)
 {
     tern_dtype mdt = c->o->matmul_dtype;
-    int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, Kg = Cg * KK, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo,
-            NP = g->N * OS, HW = g->H * g->W, DHW = g->D * HW;
-    /* W_g^T [Kg, Coutg]: the stationary operand (lhsT) of the GEMM. Constant weights are transposed on the host;
-     * run-time ones (a weight that is a model input) on chip, cast to the matmul dtype on the way. */
-    tern_view lhsT;
-    int lhsT_temp = !w->host;
-    if (lhsT_temp) {
-        lhsT = cc_temp(c, mdt, (uint64_t)Kg, (uint64_t)Coutg);
-        tern_lib_transpose(c->k, lhsT,
-                           cc_view2d(c, w, (uint64_t)(grp * Coutg * Kg), (uint64_t)Coutg, (uint64_t)Kg, (uint64_t)Kg));
-    } else {
-        float *wt = malloc(sizeof(float) * (size_t)(Kg * Coutg));
-        if (!wt) {
-            cc_fail(c, TERN_ERR_NOMEM, "out of memory");
-            return;
-        }
-        for (int64_t co = 0; co < Coutg; co++)
-            for (int64_t k = 0; k < Kg; k++)
-                wt[k * Coutg + co] = (float)tern_host_tensor_get(w->host, (size_t)((grp * Coutg + co) * Kg + k));
-        lhsT = const_f32(c, mdt, (uint64_t)Kg, (uint64_t)Coutg, wt);
-        free(wt);
-    }
-    /* A pointwise convolution (1 x 1 x 1 kernel, unit strides, no padding) multiplies the input itself: the im2col
-     * matrix would be x cast to the matmul dtype, row for row, so the GEMM reads x's [Cg, Ho*Wo] rows per image and
-     * its DMA casts them (RNE, as the im2col copies round) into the rhs tiles: the same operands, the same
-     * products in the same order, without the copy through HBM. */
-    if (KK == 1 && g->sh == 1 && g->sw == 1 && g->sd == 1 && !g->ph && !g->pw && !g->pd && !g->ph_end &&
-        !g->pw_end && !g->pd_end && g->Ho == g->H && g->Wo == g->W && g->Do == g->D && cc_ok(c)) {
-        tern_gemm_opts go;
-        tern_gemm_opts_default(&go);
-        go.acc_dtype = TERN_DTYPE_FP32;
-        go.tiles_in_block_m = 8;
-        go.rhs_dtype = (int)mdt;
-        if (bias.region >= 0)
-            go.row_bias = tern_view_block(c->k, bias, (uint64_t)(grp * Coutg), (uint64_t)((grp + 1) * Coutg), 0, 1);
-        for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
-            tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
-                                      (uint64_t)OS);
-            tern_view rhs = cc_view2d(c, x, (uint64_t)((n * g->C + grp * Cg) * DHW), (uint64_t)Cg, (uint64_t)OS,
-                                      (uint64_t)DHW);
-            tern_lib_gemm(c->k, out, lhsT, rhs, &go);
-        }
-        if (lhsT_temp)
-            tern_kernel_release(c->k, lhsT);
-        c->model_flops += 2.0 * (double)Coutg * (double)Kg * (double)NP;
-        return;
-    }
-    tern_view col = cc_temp(c, mdt, (uint64_t)Kg, (uint64_t)NP);
-    if (!cc_ok(c))
-        return;
+    int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo, NP = g->N * OS,
+            HW = g->H * g->W, DHW = g->D * HW;
     /* Per image, block of up to 128 channels and chunk of output rows: the padded input rows come on chip once,
      * each kernel offset's strided window is copied (cast to the matmul dtype) into a contiguous tile, alternating
      * VectorE and ScalarE, and stored as a [channels, rows x Wo] block of the im2col rows ci*kh*kw + i*kw + j. */
@@ -500,8 +448,7 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     if (ohc < 1) {
         cc_fail(c, TERN_ERR_UNSUPPORTED, "input rows of %lld elements with a %lld-row kernel do not fit SBUF tiles",
                 (long long)g->W, (long long)g->kh);
-        tern_kernel_release(c->k, col);
-        return;
+        return 0;
     }
     tern_view xv = cc_view2d(c, x, 0, 1, x->numel, x->numel);
     unsigned flip = 0;
@@ -541,19 +488,73 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
                 tern_kernel_release(c->k, in);
             }
         }
+    return 1;
+}
+
+/* im2col + GEMM for one group: col[Kg = Cg*kh*kw, N*Ho*Wo] (matmul dtype; row ci*kh*kw + i*kw + j holds input
+ * channel ci shifted by kernel offset (i, j)), then per image out[Coutg, Ho*Wo] = (W_g^T)^T @ col_n. 3-D:
+ * col[Cg*kd*kh*kw, N*Do*Ho*Wo], row (ci*kd + a)*kh*kw + i*kw + j, filled per output depth od from the input plane
+ * od*sd + a*dd - pd (a plane in the depth padding: zeros). */
+static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
+                            int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias)
+{
+    tern_dtype mdt = c->o->matmul_dtype;
+    int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, Kg = Cg * KK, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo,
+            NP = g->N * OS, HW = g->H * g->W, DHW = g->D * HW;
+    /* W_g^T [Kg, Coutg]: the stationary operand (lhsT) of the GEMM. Constant weights are transposed on the host;
+     * run-time ones (a weight that is a model input) on chip, cast to the matmul dtype on the way. */
+    tern_view lhsT;
+    int lhsT_temp = !w->host;
+    if (lhsT_temp) {
+        lhsT = cc_temp(c, mdt, (uint64_t)Kg, (uint64_t)Coutg);
+        tern_lib_transpose(c->k, lhsT,
+                           cc_view2d(c, w, (uint64_t)(grp * Coutg * Kg), (uint64_t)Coutg, (uint64_t)Kg, (uint64_t)Kg));
+    } else {
+        float *wt = malloc(sizeof(float) * (size_t)(Kg * Coutg));
+        if (!wt) {
+            cc_fail(c, TERN_ERR_NOMEM, "out of memory");
+            return;
+        }
+        for (int64_t co = 0; co < Coutg; co++)
+            for (int64_t k = 0; k < Kg; k++)
+                wt[k * Coutg + co] = (float)tern_host_tensor_get(w->host, (size_t)((grp * Coutg + co) * Kg + k));
+        lhsT = const_f32(c, mdt, (uint64_t)Kg, (uint64_t)Coutg, wt);
+        free(wt);
+    }
+    /* A pointwise convolution (1 x 1 x 1 kernel, unit strides, no padding) multiplies the input itself: the im2col
+     * matrix would be x cast to the matmul dtype, row for row, so the GEMM reads x's [Cg, Ho*Wo] rows per image and
+     * its DMA casts them (RNE, as the im2col copies round) into the rhs tiles: the same operands, the same
+     * products in the same order, without the copy through HBM. */
+    int pointwise = KK == 1 && g->sh == 1 && g->sw == 1 && g->sd == 1 && !g->ph && !g->pw && !g->pd && !g->ph_end &&
+                    !g->pw_end && !g->pd_end && g->Ho == g->H && g->Wo == g->W && g->Do == g->D;
+    tern_view col = tern_view_none();
+    if (!pointwise) {
+        col = cc_temp(c, mdt, (uint64_t)Kg, (uint64_t)NP);
+        if (!cc_ok(c))
+            return;
+        if (!im2col_fill(c, col, x, g, grp, Cg)) {
+            tern_kernel_release(c->k, col);
+            return;
+        }
+    }
     tern_gemm_opts go;
     tern_gemm_opts_default(&go);
     go.acc_dtype = TERN_DTYPE_FP32;
     go.tiles_in_block_m = 8; /* fp32 SBUF accumulators: smaller blocks than the tutorial's bf16 ones */
+    go.rhs_dtype = (int)mdt; /* the pointwise case's cast; im2col rows already are */
     if (bias.region >= 0) /* added as the output tiles leave the accumulators: no pass over y of its own */
         go.row_bias = tern_view_block(c->k, bias, (uint64_t)(grp * Coutg), (uint64_t)((grp + 1) * Coutg), 0, 1);
     for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
         tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
                                   (uint64_t)OS);
-        tern_view rhs = tern_view_block(c->k, col, 0, (uint64_t)Kg, (uint64_t)(n * OS), (uint64_t)((n + 1) * OS));
+        tern_view rhs = pointwise ? cc_view2d(c, x, (uint64_t)((n * g->C + grp * Cg) * DHW), (uint64_t)Cg,
+                                              (uint64_t)OS, (uint64_t)DHW)
+                                  : tern_view_block(c->k, col, 0, (uint64_t)Kg, (uint64_t)(n * OS),
+                                                    (uint64_t)((n + 1) * OS));
         tern_lib_gemm(c->k, out, lhsT, rhs, &go);
     }
-    tern_kernel_release(c->k, col);
+    if (!pointwise)
+        tern_kernel_release(c->k, col);
     if (lhsT_temp)
         tern_kernel_release(c->k, lhsT);
     c->model_flops += 2.0 * (double)Coutg * (double)Kg * (double)NP;

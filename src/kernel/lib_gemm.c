@@ -244,9 +244,10 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
     /* SBUF accumulators for one N block: [nbm][tiles_m][tiles_n] tiles of [TM, TN]. */
     size_t nacc = (size_t)nbm * opts.tiles_in_block_m * opts.tiles_in_block_n;
     tern_view *accs = calloc(nacc, sizeof *accs);
-    tern_view *rhs_tiles = calloc((size_t)opts.tiles_in_block_k + opts.tiles_in_block_m, sizeof *rhs_tiles);
+    tern_view *rhs_tiles = calloc(opts.tiles_in_block_k, sizeof *rhs_tiles);
     tern_view *lhs_tiles = calloc(opts.tiles_in_block_k, sizeof *lhs_tiles);
-    if (!accs || !rhs_tiles || !lhs_tiles) {
+    tern_view *bias = calloc(opts.tiles_in_block_m, sizeof *bias); /* one K block: the bias of each row tile */
+    if (!accs || !rhs_tiles || !lhs_tiles || !bias) {
         kfail(k, TERN_ERR_NOMEM, "gemm: out of memory");
         goto done;
     }
@@ -267,7 +268,6 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
             for (uint64_t m = 0; m < nbm && !k->failed; m++) {
                 uint64_t m0 = m * BM, bm_len = min_u64(BM, M - m0), tiles_m = ceil_div(bm_len, TM);
                 load_lhs(k, L, lhs_tiles, 0, tiles_k, K, TK, m0, bm_len);
-                tern_view *bias = rhs_tiles + tiles_k; /* room past the rhs tiles: tiles_in_block_m more */
                 for (uint64_t bm = 0; bm < tiles_m; bm++) {
                     accs[bm] = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, (uint32_t)min_u64(TM, bm_len - bm * TM),
                                                 (uint32_t)bn_len, "gemm_out");
@@ -355,20 +355,20 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
             for (uint64_t bm = 0; bm < tiles_m; bm++) {
                 uint32_t rows = (uint32_t)min_u64(TM, bm_len - bm * TM);
                 tern_view packed = tern_kernel_sbuf(k, (tern_dtype)out.ap.dtype, rows, (uint32_t)bn_len, "gemm_out");
-                tern_view bias = bias_tile(k, &opts, m0 + bm * TM, rows);
+                tern_view bt = bias_tile(k, &opts, m0 + bm * TM, rows);
                 for (uint64_t bn = 0; bn < tiles_n; bn++) {
                     tern_view *a = &accs[(m * opts.tiles_in_block_m + bm) * opts.tiles_in_block_n + bn];
                     uint64_t cols = tern_view_dim(a, 1);
                     tern_view dst = tern_view_block(k, packed, 0, rows, bn * TN, bn * TN + cols);
-                    if (bias.region >= 0) /* the fp32 accumulator + bias, as the copy then an add would give */
-                        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, *a, TERN_ALU_ADD, bias, 0.0f,
+                    if (bt.region >= 0) /* the fp32 accumulator + bias, as the copy then an add would give */
+                        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, *a, TERN_ALU_ADD, bt, 0.0f,
                                                      TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
                     else
                         tern_kernel_tensor_copy(k, TERN_ENGINE_AUTO, dst, *a);
                     tern_kernel_release(k, *a);
                 }
-                if (bias.region >= 0)
-                    tern_kernel_release(k, bias);
+                if (bt.region >= 0)
+                    tern_kernel_release(k, bt);
                 uint64_t row0 = m0 + bm * TM;
                 store_cols(k, ov, packed, col0, n_out, row0, rows, n0, n0 + bn_len);
                 tern_kernel_release(k, packed);
@@ -379,6 +379,7 @@ done:
     free(accs);
     free(rhs_tiles);
     free(lhs_tiles);
+    free(bias);
 }
 
 #define GEMM_SUM_MAX 16

@@ -417,7 +417,7 @@ static bool span_bytes(int64_t off, int64_t reg, int64_t lo, int64_t hi, size_t 
 }
 
 /* Smallest and largest element offsets (relative to the base) the free pattern reaches. */
-static void ap_extent(const tern_ap *ap, int64_t *lo, int64_t *hi)
+void ap_extent(const tern_ap *ap, int64_t *lo, int64_t *hi)
 {
     int64_t mn = 0, mx = 0;
     for (unsigned k = 0; k < ap->ndims; k++) {

@@ -107,6 +107,9 @@ const char *operand_name(int slot); /* "dst", "in0", ... */
 /* Resolve the register offset of an AP (elements) for this engine. */
 int64_t ap_reg_offset(const tern_core *core, tern_engine e, const tern_ap *ap);
 
+/* The element offsets an AP's free dimensions reach, relative to its first element: [*lo, *hi] (lo <= 0 <= hi). */
+void ap_extent(const tern_ap *ap, int64_t *lo, int64_t *hi);
+
 /* Check that every byte the AP touches lies inside its memory (after the register offset). */
 tern_status ap_check_bounds(const tern_core *core, tern_engine e, const tern_ap *ap, const char *what,
                             tern_error *err);

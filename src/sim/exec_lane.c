@@ -1,27 +1,30 @@
 /* The background lane: in a functional single-core run with more than one host thread, the committing thread hands
- * some instructions to an in-order queue that the pool's worker executes while it goes on with the next ones. The
+ * some instructions to a window of up to LANE_CAP queued instructions, which the pool's workers (and the committing
+ * thread, whenever it would otherwise wait) execute as a dataflow graph while it goes on with the next ones. The
  * results are those of executing every instruction in commit order, bit for bit, because any two instructions
  * whose bytes conflict (one writes what the other reads or writes) still execute in commit order:
- * - the lane executes its instructions one at a time, in the order they were queued;
- * - an instruction the committing thread executes itself waits first for every queued instruction it conflicts
- *   with (and runs queued work meanwhile rather than spin);
- * - what it queues has only queued instructions before it that it may conflict with, and everything the
- *   committing thread executed before it has finished.
- * What goes to the lane: every dma_copy, and a VectorE, ScalarE or GpSimdE instruction that conflicts with queued
- * work (rather than wait for it). Kept where they commit: TensorE (its latched stationary operand and the packed-
- * operand caches are its own state), control, collectives, text, gathers and scatters (their rows come from index
- * values), and any instruction with a register-addressed operand (its address is the registers' at commit).
+ * - a queued instruction starts only once every earlier queued instruction it conflicts with has finished (named
+ *   when it is queued, up to LANE_DEPS of them; with more it waits for every earlier one), so later conflicting
+ *   ones wait for it in turn; non-conflicting ones may run at once, on different threads;
+ * - an instruction the committing thread executes itself first waits for every queued instruction it conflicts
+ *   with (running ready queued work meanwhile rather than spin);
+ * - everything the committing thread executed before an instruction it queues has finished.
+ * What goes to the lane: every dma_copy and every VectorE, ScalarE and GpSimdE instruction. Kept where they commit:
+ * TensorE (its latched stationary operand and the packed-operand caches are its own state), control, collectives,
+ * text, gathers and scatters (their rows come from index values), and any instruction with a register-addressed
+ * operand (its address is the registers' at commit).
  * Shared state, kept safe the same way:
  * - bytes: each operand's bounding box of partitions x bytes; PSUM boxes widen to whole banks, which also covers
  *   the per-bank record of who wrote last (psum_mark);
  * - TensorE's packed-operand caches are told about a queued instruction's destination when it is queued, by the
  *   committing thread, which alone reads and writes them (a TensorE instruction that reads those bytes conflicts
  *   and waits for the writer);
- * - the lane has its own scratch buffers (core_lane_scratch), and its pool_run calls run inline;
- * - only DMA and collectives reach HBM, and collectives and gathers wait for the whole queue, so HBM pages are
- *   allocated by one thread at a time.
+ * - each pool worker has its own scratch buffers (core_lane_scratch), and pool_run inside a worker runs inline;
+ * - only DMA and collectives reach HBM; gathers, scatters and anything else reaching HBM where it commits wait for
+ *   the whole queue, and queued DMAs that touch a new HBM page at once publish it with a compare-and-swap.
  * The run ends (and the runtime reads the core's memories) only once the queue is empty; an error in a queued
- * instruction is reported as the run's error before any later instruction's, as in commit order. */
+ * instruction is reported as the run's error before any later instruction's, as in commit order, and the queued
+ * instructions after it are dropped. */
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -76,7 +79,7 @@ struct exec_lane {
     pthread_mutex_t fail_mu;
     tern_status st;        /* that task's status and error */
     tern_error err;
-    uint64_t queued, waits; /* counts, for tests (exec_lane_counts) */
+    uint64_t queued;        /* instructions queued since the lane was made (exec_lane_queued) */
     unsigned long fault;    /* test aid (TERN_LANE_FAULT=k): the k-th queued instruction (from 1) fails; 0: none */
 };
 
@@ -84,14 +87,8 @@ struct exec_lane {
 static lane_box box_of(const tern_core *core, const tern_ap *ap, int write)
 {
     lane_box b;
-    int64_t es = (int64_t)tern_dtype_size((tern_dtype)ap->dtype), lo = 0, hi = 0;
-    for (unsigned k = 0; k < ap->ndims && k < TERN_AP_MAX_DIMS; k++) {
-        int64_t d = (int64_t)ap->dims[k].step * (int64_t)(ap->dims[k].num ? ap->dims[k].num - 1 : 0);
-        if (d < 0)
-            lo += d;
-        else
-            hi += d;
-    }
+    int64_t es = (int64_t)tern_dtype_size((tern_dtype)ap->dtype), lo, hi;
+    ap_extent(ap, &lo, &hi);
     b.mem = ap->mem;
     b.write = (uint8_t)write;
     if (ap->mem == TERN_MEM_HBM) {
@@ -244,11 +241,7 @@ void exec_lane_free(exec_lane *L)
     free(L);
 }
 
-void exec_lane_counts(const exec_lane *L, uint64_t *queued, uint64_t *waits)
-{
-    *queued = L ? L->queued : 0;
-    *waits = L ? L->waits : 0;
-}
+uint64_t exec_lane_queued(const exec_lane *L) { return L ? L->queued : 0; }
 
 /* May ins run on the lane? */
 static int lane_ok(const tern_instr *ins)
@@ -365,7 +358,6 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, con
     unsigned n = boxes_of(core, ins, mine);
     if (lane_ok(ins)) {
         if (t - atomic_load(&L->frontier) >= LANE_CAP) { /* full: make room */
-            L->waits++;
             WAIT_WHILE(L, t - atomic_load(&L->frontier) >= LANE_CAP && atomic_load(&L->fail_idx) == NO_FAIL);
             if (atomic_load(&L->fail_idx) != NO_FAIL)
                 return take_failure(L, err);
@@ -408,10 +400,7 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, con
     else
         nd = deps_of(L, mine, n, t, deps, &all);
     if (all || nd) {
-        if (!deps_done(L, deps, nd, all, t)) {
-            L->waits++;
-            WAIT_WHILE(L, !deps_done(L, deps, nd, all, t) && atomic_load(&L->fail_idx) == NO_FAIL);
-        }
+        WAIT_WHILE(L, !deps_done(L, deps, nd, all, t) && atomic_load(&L->fail_idx) == NO_FAIL);
         if (atomic_load(&L->fail_idx) != NO_FAIL)
             return take_failure(L, err);
     }

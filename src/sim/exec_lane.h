@@ -1,5 +1,6 @@
-/* Private to sim: the background lane, an in-order queue of instructions that the pool's worker executes while the
- * committing thread goes on (exec_lane.c has the rules that keep every result that of commit order). */
+/* Private to sim: the background lane, a window of queued instructions that the pool's workers execute as a dataflow
+ * graph while the committing thread goes on (exec_lane.c has the rules that keep every result that of commit
+ * order). */
 #ifndef TERN_SIM_EXEC_LANE_H
 #define TERN_SIM_EXEC_LANE_H
 
@@ -19,7 +20,7 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *lane, lane_exec_fn fn, 
 /* Wait for every queued instruction; the first failure's error, if any (the queue is then empty). lane may be
  * NULL. */
 tern_status exec_lane_drain(exec_lane *lane, tern_error *err);
-/* Instructions queued and waits for queued work, since the lane was created (tests). */
-void exec_lane_counts(const exec_lane *lane, uint64_t *queued, uint64_t *waits);
+/* Instructions queued since the lane was created (tests). */
+uint64_t exec_lane_queued(const exec_lane *lane);
 
 #endif

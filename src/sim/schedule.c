@@ -790,8 +790,6 @@ tern_status sched_end(sched *S, tern_status st)
 {
     if (!S)
         return st;
-    if (S->r.lane && exec_lane_drain(S->r.lane, NULL) && !st) /* run_schedule drained already; a safety net */
-        st = TERN_ERR_INVALID;
     /* launch and completion of the run (runtime, first instruction fetch): once per run (machine file) */
     if (!st)
         S->r.stats->time_ps += (int64_t)llround(S->r.core->cfg.timing.launch_s * 1e12);

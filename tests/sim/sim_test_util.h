@@ -27,6 +27,22 @@ static inline tern_core *st_core(const char *machine)
     return core;
 }
 
+/* The same with `threads` host threads (core options otherwise default). */
+static inline tern_core *st_core_threads(const char *machine, unsigned threads)
+{
+    tern_core_config cfg;
+    tern_core_options o;
+    tern_error err;
+    tern_core *core = NULL;
+    memset(&o, 0, sizeof o);
+    o.threads = threads;
+    if (tern_core_config_load(machine, &cfg, &err) || tern_core_create(&cfg, &o, &core, &err)) {
+        fprintf(stderr, "cannot build core %s: %s\n", machine, err.msg);
+        exit(2);
+    }
+    return core;
+}
+
 /* An access pattern: partitions [start, start+np), byte offset, up to 4 dims given as {step, num} pairs
  * (outermost first); nd == 0 gives an unused operand. */
 static inline tern_ap st_ap(tern_mem mem, tern_dtype dt, unsigned start, unsigned np, uint64_t offset, unsigned nd,

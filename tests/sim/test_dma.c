@@ -34,16 +34,8 @@ static tern_ap hbm2d(tern_dtype dt, uint64_t addr, unsigned rows, int64_t row_st
  * threads) and an activation over the tile, on a core with `threads` host threads; returns the HBM result. */
 static void threaded_round_trip(unsigned threads, float *out)
 {
-    tern_core_config cfg;
-    tern_core_options o;
     tern_error err;
-    tern_core *core = NULL;
-    memset(&o, 0, sizeof o);
-    o.threads = threads;
-    if (tern_core_config_load("trn1.2xlarge", &cfg, &err) || tern_core_create(&cfg, &o, &core, &err)) {
-        CHECK_MSG(0, "core: %s", err.msg);
-        return;
-    }
+    tern_core *core = st_core_threads("trn1.2xlarge", threads);
     enum { R = 128, C = 2048 };
     float *in = malloc(sizeof(float) * R * C);
     for (int i = 0; i < R * C; i++)

@@ -180,20 +180,7 @@ typedef struct {
 
 enum { SBUF_BYTES = 9 * 1024, PSUM_BYTES = 4096, HBM_BYTES = 4 * HBM_BLOCK };
 
-static tern_core *new_core(unsigned threads)
-{
-    tern_core_config cfg;
-    tern_core_options o;
-    tern_error err;
-    tern_core *core = NULL;
-    memset(&o, 0, sizeof o);
-    o.threads = threads;
-    if (tern_core_config_load("trn1.2xlarge", &cfg, &err) || tern_core_create(&cfg, &o, &core, &err)) {
-        CHECK_MSG(0, "core: %s", err.msg);
-        exit(1);
-    }
-    return core;
-}
+static tern_core *new_core(unsigned threads) { return st_core_threads("trn1.2xlarge", threads); }
 
 /* The same starting values everywhere (the fresh HBM pages are left alone). */
 static void init_state(tern_core *core, uint64_t seed)
@@ -235,8 +222,7 @@ static void snap(tern_core *core, int64_t time_ps, snapshot *out)
     }
     tern_core_hbm_read(core, 0, out->hbm, HBM_BYTES, &err);
     tern_core_hbm_read(core, FRESH, out->hbm + HBM_BYTES, HBM_BYTES, &err);
-    uint64_t waits;
-    exec_lane_counts(core->lane, &out->queued, &waits);
+    out->queued = exec_lane_queued(core->lane);
 }
 
 static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, snapshot *out)
