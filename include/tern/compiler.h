@@ -47,7 +47,8 @@ typedef struct {
                                epilogue normalises each output row on chip) */
     int no_fusion;          /* no graph fusion at all (TERN_GRAPH_NO_FUSION; training steps) */
     int no_elementwise_fusion; /* lower every elementwise node on its own (else chains of elementwise nodes of one
-                               shape run as one pass over SBUF tiles, the same bits; docs/compiler.md) */
+                               shape run as one pass over SBUF tiles, and a Relu after a convolution rides on its
+                               GEMM, the same bits; docs/compiler.md, docs/compiler-cnn.md) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
     /* Symbolic input dims are bound by name (dims) and from the shapes of the data given for inputs
@@ -79,6 +80,7 @@ typedef struct {
     int elementwise_groups;        /* those groups (each one pass over SBUF tiles) */
     int matmul_sums;               /* trees of Adds over linear-layer products computed on chip (one GEMM each) */
     int matmul_sum_products;       /* the products they sum */
+    int fused_conv_relu;           /* Relu nodes applied by their Conv's GEMMs as the tiles leave PSUM */
     /* With tern_compile_opts.explain: one row per node of the optimised graph the compiler reached, in order,
      * filled even when the compile fails (the failing node's row says why); NULL otherwise. Free with
      * tern_compile_report_free. */

@@ -21,6 +21,10 @@ typedef struct {
      * the output tiles leave PSUM or the accumulators (one rounding, as a separate tensor_scalar add of the stored
      * fp32 product would give; fp32 outputs only). */
     tern_view row_bias;
+    /* 1: out = Relu(sum [+ row_bias]), applied as the fp32 tiles leave PSUM or the accumulators (one ScalarE
+     * activation: relu(sum * 1 + bias), each step rounded to fp32, the same bits as storing the fp32 sum and running
+     * a Relu activation over it); fp32 outputs only. 0 (the default): no activation. */
+    int relu;
 } tern_gemm_opts;
 
 void tern_gemm_opts_default(tern_gemm_opts *o);

@@ -163,8 +163,8 @@ static void compile_usage(FILE *f)
                "  --no-attention-layouts  fused attention on materialised [B, H, S, D] operands (for comparisons)\n"
                "  --no-fuse-residual  keep the Add after a linear layer as its own node (for comparisons)\n"
                "  --no-fuse-layernorm  keep a LayerNormalization after a linear layer as its own node (for comparisons)\n"
-               "  --no-fuse-elementwise  lower every elementwise node on its own, not chains as one pass (the same\n"
-               "             bits; for comparisons)\n"
+               "  --no-fuse-elementwise  lower every elementwise node on its own, not chains as one pass nor a Relu\n"
+               "             in its convolution's GEMM (the same bits; for comparisons)\n"
                "  --explain  print, per node of the optimised graph, the lowering rule that fired (and the rules\n"
                "             passed over, with why), or why none applied\n");
 }
@@ -299,6 +299,10 @@ int tern_cmd_compile(int argc, char **argv)
         if (rep.elementwise_groups)
             printf("; %d elementwise node%s fused into %d pass%s", rep.fused_elementwise,
                    rep.fused_elementwise > 1 ? "s" : "", rep.elementwise_groups, rep.elementwise_groups > 1 ? "es" : "");
+        if (rep.fused_conv_relu)
+            printf("; %d Relu node%s applied by %s convolution%s", rep.fused_conv_relu,
+                   rep.fused_conv_relu > 1 ? "s" : "", rep.fused_conv_relu > 1 ? "their" : "its",
+                   rep.fused_conv_relu > 1 ? "s" : "");
         if (rep.matmul_sums)
             printf("; %d linear-layer products summed on chip in %d GEMM%s", rep.matmul_sum_products,
                    rep.matmul_sums, rep.matmul_sums > 1 ? "s" : "");

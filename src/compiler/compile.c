@@ -613,6 +613,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
     plan_narrow(c);
     plan_output_names(c);
     cc_msum_plan(c);
+    cc_conv_relu_plan(c);
     cc_fuse_plan(c);
     /* Nodes in order. */
     for (int i = 0; i < nn; i++) {
@@ -621,7 +622,8 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
         tern_compile_node_rule *row = NULL;
         if (c->o->explain && !(row = explain_row(c, i, n)))
             return cc_fail(c, TERN_ERR_NOMEM, "out of memory for the --explain rows");
-        for (int k = 0; k < n->n_inputs && !cc_fuse_member(c, i) && !cc_msum_member(c, i); k++)
+        for (int k = 0; k < n->n_inputs && !cc_fuse_member(c, i) && !cc_msum_member(c, i) && !cc_conv_relu_member(c, i);
+             k++)
             if (n->inputs[k] >= 0 && !c->v[n->inputs[k]].placed)
                 return cc_fail(c, TERN_ERR_INVALID, "input %d ('%s') has no device placement", k,
                                tern_graph_value_at(g, n->inputs[k])->name);
@@ -647,6 +649,13 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
             if (row) {
                 row->rule = fused_rule;
                 row->file = "fuse_matmul_sum.c";
+            }
+            goto lowered;
+        }
+        if (cc_conv_relu_node(c, i, &fused_rule)) { /* a Relu its Conv applied (its output is the Conv's) */
+            if (row) {
+                row->rule = fused_rule;
+                row->file = "lower_cnn.c";
             }
             goto lowered;
         }
@@ -1101,6 +1110,8 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
     cc_fuse_free(&c);
     cc_msum_counts(&c, &r.matmul_sums, &r.matmul_sum_products);
     cc_msum_free(&c);
+    r.fused_conv_relu = c.conv_relus;
+    free(c.conv_relu);
     if (!st) {
         r.lowered = c.lowered;
         r.lowered_empty = c.lowered_empty;

@@ -496,7 +496,7 @@ static int im2col_fill(compile_ctx *c, tern_view col, cc_value *x, const cnn_geo
  * col[Cg*kd*kh*kw, N*Do*Ho*Wo], row (ci*kd + a)*kh*kw + i*kw + j, filled per output depth od from the input plane
  * od*sd + a*dd - pd (a plane in the depth padding: zeros). */
 static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
-                            int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias)
+                            int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias, int relu)
 {
     tern_dtype mdt = c->o->matmul_dtype;
     int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, Kg = Cg * KK, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo,
@@ -544,6 +544,7 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     go.rhs_dtype = (int)mdt; /* the pointwise case's cast; im2col rows already are */
     if (bias.region >= 0) /* added as the output tiles leave the accumulators: no pass over y of its own */
         go.row_bias = tern_view_block(c->k, bias, (uint64_t)(grp * Coutg), (uint64_t)((grp + 1) * Coutg), 0, 1);
+    go.relu = relu; /* a fused Relu (fuse.conv_relu): relu(sum + bias) as the tiles leave */
     for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
         tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
                                   (uint64_t)OS);
@@ -560,11 +561,100 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     c->model_flops += 2.0 * (double)Coutg * (double)Kg * (double)NP;
 }
 
+/* ---- Relu after a convolution (fuse.conv_relu) ----
+ * A Relu node whose input is the output of a Conv that takes the GEMM path (not depthwise) and that nothing else
+ * reads (nor is a graph output): the Conv's GEMMs write the Relu's output, each fp32 tile leaving PSUM or the
+ * accumulators through one ScalarE activation relu(sum * 1 + bias) (tern_gemm_opts.relu). Node by node, the Conv
+ * stores the fp32 sum + bias and the Relu's rule (unary.act) runs relu(y * 1 + 0) over it: y * 1 is y, y + 0 is y
+ * except that -0 becomes +0, which Relu maps to +0 either way, and a NaN stays that NaN; so the fused program
+ * gives the same bits, without the Relu's pass over the tensor (a load, an activation and a store per tile). Off
+ * with tern_compile_opts.no_elementwise_fusion (`--no-fused-elementwise`). */
+static int conv_gemm_path(const tern_graph *g, const tern_graph_node *n)
+{
+    if (n->n_inputs < 2 || n->inputs[1] < 0 || n->inputs[0] < 0)
+        return 0;
+    const tern_graph_value *x = tern_graph_value_at(g, n->inputs[0]), *w = tern_graph_value_at(g, n->inputs[1]);
+    if (w->rank < 3 || w->rank != x->rank)
+        return 0;
+    int64_t group = tern_graph_attr_int(n, "group", 1), Cout = w->dims[0], Cg = w->dims[1];
+    return !(group > 1 && Cg == 1 && Cout == group); /* depthwise: a window walk on VectorE */
+}
+
+void cc_conv_relu_plan(compile_ctx *c)
+{
+    const tern_graph *g = c->g;
+    int nn = tern_graph_node_count(g), nv = tern_graph_value_count(g);
+    c->conv_relus = 0;
+    if (c->o->no_elementwise_fusion || nn <= 0)
+        return;
+    int *readers = calloc((size_t)nv + 1, sizeof *readers);
+    c->conv_relu = malloc((size_t)nn * sizeof *c->conv_relu);
+    if (!readers || !c->conv_relu) {
+        free(readers);
+        free(c->conv_relu);
+        c->conv_relu = NULL; /* no fusion: every node lowered on its own */
+        return;
+    }
+    for (int i = 0; i < nn; i++) {
+        c->conv_relu[i] = -1;
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0)
+                readers[n->inputs[k]]++;
+    }
+    for (int r = 0; r < nn; r++) {
+        const tern_graph_node *n = tern_graph_node_at(g, r);
+        if (n->op_id != TERN_GOP_RELU || n->domain[0] || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0 ||
+            n->outputs[0] < 0)
+            continue;
+        int v = n->inputs[0];
+        const tern_graph_value *gv = tern_graph_value_at(g, v), *out = tern_graph_value_at(g, n->outputs[0]);
+        if (readers[v] != 1 || (gv->flags & TERN_VALUE_OUTPUT) || gv->producer < 0 || gv->type != TERN_ELEM_FLOAT ||
+            out->type != TERN_ELEM_FLOAT || cc_msum_member(c, r))
+            continue;
+        const tern_graph_node *conv = tern_graph_node_at(g, gv->producer);
+        if (conv->op_id != TERN_GOP_CONV || conv->domain[0] || conv->n_outputs != 1 || conv->outputs[0] != v ||
+            !conv_gemm_path(g, conv) || c->conv_relu[gv->producer] >= 0)
+            continue;
+        c->conv_relu[gv->producer] = r;
+        c->conv_relu[r] = gv->producer;
+        c->conv_relus++;
+    }
+    free(readers);
+}
+
+int cc_conv_relu_of(const compile_ctx *c, int i)
+{
+    if (!c->conv_relu || i < 0 || i >= tern_graph_node_count(c->g) ||
+        tern_graph_node_at(c->g, i)->op_id != TERN_GOP_CONV)
+        return -1;
+    return c->conv_relu[i];
+}
+
+int cc_conv_relu_member(const compile_ctx *c, int i)
+{
+    return c->conv_relu && i >= 0 && i < tern_graph_node_count(c->g) && c->conv_relu[i] >= 0 &&
+           tern_graph_node_at(c->g, i)->op_id == TERN_GOP_RELU;
+}
+
+int cc_conv_relu_node(compile_ctx *c, int i, const char **rule)
+{
+    if (!cc_conv_relu_member(c, i))
+        return 0;
+    *rule = "fuse.conv_relu";
+    return 1;
+}
+
 static int lower_conv(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *w = cc_in(c, 1), *b = cc_in(c, 2);
+    /* with a fused Relu, the GEMMs write the Relu's output (placed as that node's) and the Conv's own is never made */
+    int relu = cc_conv_relu_of(c, c->node), self = c->node;
+    if (relu >= 0)
+        c->node = relu;
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    c->node = self;
     if (!x || !w || !y)
         return 1;
     if (w->rank != x->rank) {
@@ -607,7 +697,7 @@ static int lower_conv(compile_ctx *c)
      * pass over y would make (tern_gemm_opts.row_bias). */
     tern_view bv = bias ? per_row_const(c, bias, 1, Cout) : tern_view_none();
     for (int64_t grp = 0; grp < group && cc_ok(c); grp++)
-        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv);
+        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, relu >= 0);
     free(bias);
     return 1;
 }

@@ -229,6 +229,10 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
             kfail(k, TERN_ERR_INVALID, "gemm: row_bias must be fp32 [%llu, 1] with an fp32 out", (unsigned long long)M);
         return;
     }
+    if (opts.relu && out.ap.dtype != TERN_DTYPE_FP32) {
+        kfail(k, TERN_ERR_INVALID, "gemm: relu needs an fp32 out (out is %s)", tern_dtype_name((tern_dtype)out.ap.dtype));
+        return;
+    }
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {
         kfail(k, TERN_ERR_INVALID, "gemm: block sizes must be >= 1 tile (got %u x %u x %u)", opts.tiles_in_block_m,
               opts.tiles_in_block_n, opts.tiles_in_block_k);
@@ -285,7 +289,10 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                             tern_kernel_matmul(k, ps, st, mv, bk > 0);
                         }
                         tern_view dst = tern_view_block(k, accs[bm], 0, rows, bn * TN, bn * TN + cols);
-                        if (bias[bm].region >= 0) /* psum + bias: the one rounding of (psum + 0) + bias */
+                        if (opts.relu) /* relu(psum * 1 + bias): relu of the fp32 value the lines below store */
+                            tern_kernel_activation(k, dst, ps, TERN_ACT_RELU, 1.0f, bias[bm], tern_view_none(),
+                                                   tern_view_none());
+                        else if (bias[bm].region >= 0) /* psum + bias: the one rounding of (psum + 0) + bias */
                             tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, ps, TERN_ALU_ADD, bias[bm], 0.0f,
                                                          TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
                         else
@@ -360,7 +367,9 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                     tern_view *a = &accs[(m * opts.tiles_in_block_m + bm) * opts.tiles_in_block_n + bn];
                     uint64_t cols = tern_view_dim(a, 1);
                     tern_view dst = tern_view_block(k, packed, 0, rows, bn * TN, bn * TN + cols);
-                    if (bt.region >= 0) /* the fp32 accumulator + bias, as the copy then an add would give */
+                    if (opts.relu) /* relu(acc * 1 + bias), as the copy, add and a Relu activation would give */
+                        tern_kernel_activation(k, dst, *a, TERN_ACT_RELU, 1.0f, bt, tern_view_none(), tern_view_none());
+                    else if (bt.region >= 0) /* the fp32 accumulator + bias, as the copy then an add would give */
                         tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, *a, TERN_ALU_ADD, bt, 0.0f,
                                                      TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
                     else
@@ -477,8 +486,8 @@ void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const te
         tern_gemm_opts_default(&opts);
     const tern_core_config *c = &k->cfg;
     const uint64_t TM = c->pe_cols, TK = c->pe_rows, TN = c->moving_free_max;
-    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0) {
-        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias and rhs_dtype are tern_lib_gemm's options only");
+    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0 || opts.relu) {
+        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias, rhs_dtype and relu are tern_lib_gemm's options only");
         return;
     }
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {

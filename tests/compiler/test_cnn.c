@@ -73,6 +73,97 @@ done:
     return worst;
 }
 
+/* Compile DIR/<name>.onnx (no_fuse: tern_compile_opts.no_elementwise_fusion), run it on in[0..nin) and fill
+ * out[0..nout); *time_ps the predicted time, *fused the report's fused_conv_relu. 0 on failure (reported). */
+static int run_fused(const char *name, const float *in, uint64_t nin, float *out, uint64_t nout, tern_dtype mdt,
+                     int no_fuse, uint64_t *time_ps, int *fused)
+{
+    char path[512];
+    tern_error err;
+    tern_compile_opts o;
+    tern_compile_opts_default(&o);
+    o.matmul_dtype = mdt;
+    o.no_elementwise_fusion = no_fuse;
+    tern_exe exe;
+    tern_compile_report rep;
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    if (tern_compile_onnx(path, &o, &exe, &rep, &err)) {
+        CHECK_MSG(0, "%s: compile failed: %s", name, err.msg);
+        return 0;
+    }
+    *fused = rep.fused_conv_relu;
+    tern_rt *rt = NULL;
+    tern_run_stats st;
+    int ok = !tern_rt_create(&exe, "trn1.2xlarge", NULL, &rt, &err) &&
+             !tern_rt_set_input(rt, "image", in, nin * sizeof(float), &err) && !tern_rt_execute(rt, &st, &err) &&
+             !tern_rt_get_output(rt, "output", out, nout * sizeof(float), &err);
+    CHECK_MSG(ok, "%s: run failed: %s", name, err.msg);
+    *time_ps = ok ? st.time_ps : 0;
+    tern_rt_free(rt);
+    tern_exe_free(&exe);
+    return ok;
+}
+
+/* fuse.conv_relu (lower_cnn.c): the Relus after resnet_tiny's convolutions applied by the Conv's GEMMs give the
+ * node-by-node program's bits, on the reference image and on one with NaN, infinities, -0 and huge values (whose
+ * NaNs and infinities spread through the convolutions), in fp32 and bf16, in less predicted time. */
+static void check_conv_relu_fusion(void)
+{
+    char path[512];
+    tern_error err;
+    tern_npy in;
+    memset(&in, 0, sizeof in);
+    snprintf(path, sizeof path, "%s/resnet_tiny.in.npy", dir);
+    if (tern_npy_read(path, &in, &err)) {
+        CHECK_MSG(0, "resnet_tiny: %s", err.msg);
+        return;
+    }
+    uint64_t nin = tern_npy_count(&in), nout = 10;
+    float *x = malloc(sizeof(float) * nin), *a = malloc(sizeof(float) * nout), *b = malloc(sizeof(float) * nout);
+    if (!x || !a || !b) {
+        CHECK_MSG(0, "out of memory");
+        goto done;
+    }
+    static const char *const kind[3] = {"", " -0 and huge", " NaN and inf"};
+    for (int special = 0; special < 3; special++) {
+        for (uint64_t i = 0; i < nin; i++) {
+            x[i] = (float)tern_npy_get(&in, i);
+            if (special == 1 && i % 7 == 3) /* -0 and huge finite values (sums of +-1e30 terms cancel to +-0 too) */
+                x[i] = i % 3 == 0 ? -0.0f : (i % 3 == 1 ? 1e30f : -1e30f);
+        }
+        if (special == 2) { /* spread by the convolutions and the global pool: every output is NaN */
+            const float v[] = {NAN, INFINITY, -INFINITY, 3e38f, -3e38f};
+            for (uint64_t i = 0; i < 5; i++)
+                x[(i * 997 + 13) % nin] = v[i];
+        }
+        for (int d = 0; d < 2; d++) {
+            tern_dtype mdt = d ? TERN_DTYPE_BF16 : TERN_DTYPE_FP32;
+            char line[96];
+            snprintf(line, sizeof line, "conv+relu fusion %s%s", d ? "bf16" : "fp32", kind[special]);
+            TEST_BEGIN(line);
+            uint64_t ta = 0, tb = 0;
+            int fa = 0, fb = 0;
+            if (!run_fused("resnet_tiny", x, nin, a, nout, mdt, 0, &ta, &fa) ||
+                !run_fused("resnet_tiny", x, nin, b, nout, mdt, 1, &tb, &fb))
+                continue;
+            CHECK_MSG(fa >= 3 && fb == 0, "fused Relu nodes: %d (expected >= 3), %d unfused (expected 0)", fa, fb);
+            CHECK_MSG(!memcmp(a, b, sizeof(float) * nout), "fused and node-by-node outputs differ (first %g vs %g)",
+                      (double)a[0], (double)b[0]);
+            CHECK_MSG(ta < tb, "predicted time %llu ps fused, %llu node by node: not shorter", (unsigned long long)ta,
+                      (unsigned long long)tb);
+            int nonfinite = 0;
+            for (uint64_t i = 0; i < nout; i++)
+                nonfinite += !isfinite(a[i]);
+            CHECK_MSG(special == 2 ? nonfinite > 0 : nonfinite == 0, "%d of the outputs are not finite", nonfinite);
+        }
+    }
+done:
+    free(x);
+    free(a);
+    free(b);
+    tern_npy_free(&in);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -128,6 +219,7 @@ int main(void)
         /* 7 bf16 matmul layers in series, each adding ~0.4% relative rounding noise (see above), which grows
          * about as sqrt(layers) to ~1% of the logit scale; 3% of max |ref| bounds it (observed ~0.3%). */
         CHECK_MSG(e >= 0 && e <= 0.03 * rmax, "max |tern - torch| = %g, tolerance %g", e, 0.03 * rmax);
+        check_conv_relu_fusion();
 
     }
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -134,11 +134,12 @@ static void exact_order(void)
     tern_core_free(core);
 }
 
-/* rhs_dtype and row_bias (a pointwise convolution's GEMM: fp32 activations cast to bf16 by the loads, the bias added
- * as the tiles leave PSUM or the accumulators): bit for bit the GEMM of the rhs rounded to bf16 beforehand, plus the
- * bias added in fp32 afterwards. Both paths: one K block, and several (K beyond the block's 128 * bk rows). */
-static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int fused, const float *a, const float *b,
-                            const float *bias)
+/* rhs_dtype, row_bias and relu (a pointwise convolution's GEMM: fp32 activations cast to bf16 by the loads, the bias
+ * added and a Relu applied as the tiles leave PSUM or the accumulators): bit for bit the GEMM of the rhs rounded to
+ * bf16 beforehand, plus the bias added in fp32 afterwards, then Relu (ScalarE's: x > 0 ? x : NaN stays, else +0).
+ * Both paths: one K block, and several (K beyond the block's 128 * bk rows). */
+static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int fused, int relu, const float *a,
+                            const float *b, const float *bias)
 {
     tern_core_config cfg;
     tern_core *core = ktu_core("neuroncore-v2", &cfg);
@@ -156,6 +157,7 @@ static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int
     if (fused) {
         o.rhs_dtype = TERN_DTYPE_BF16;
         o.row_bias = bv;
+        o.relu = relu;
     }
     tern_lib_gemm(k, out, lhsT, rhs, &o);
     CHECK_EQ_INT(tern_kernel_status(k, &err), TERN_OK);
@@ -169,7 +171,7 @@ static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int
         for (unsigned m = 0; m < M; m++)
             for (unsigned n = 0; n < N; n++) {
                 volatile float v = y[(size_t)m * N + n] + bias[m];
-                y[(size_t)m * N + n] = v;
+                y[(size_t)m * N + n] = relu && !(v > 0) && v == v ? 0.0f : v;
             }
     tern_kernel_free(k);
     tern_core_free(core);
@@ -189,19 +191,25 @@ static void bias_cast(void)
         ktu_fill(a, (size_t)K * M, TERN_DTYPE_BF16, 11);
         ktu_fill(b, (size_t)K * N, TERN_DTYPE_FP32, 12); /* not bf16 values: the cast matters */
         ktu_fill(bias, M, TERN_DTYPE_FP32, 13);
-        float *fused = bias_cast_run(M, N, K, bk, 1, a, b, bias), *ref = bias_cast_run(M, N, K, bk, 0, a, b, bias);
-        size_t diff = 0, nonzero = 0;
-        for (size_t i = 0; i < (size_t)M * N; i++) {
-            diff += memcmp(&fused[i], &ref[i], 4) != 0;
-            nonzero += ref[i] != 0.0f;
+        for (int relu = 0; relu < 2; relu++) {
+            float *fused = bias_cast_run(M, N, K, bk, 1, relu, a, b, bias),
+                  *ref = bias_cast_run(M, N, K, bk, 0, relu, a, b, bias);
+            size_t diff = 0, nonzero = 0, zero = 0;
+            for (size_t i = 0; i < (size_t)M * N; i++) {
+                diff += memcmp(&fused[i], &ref[i], 4) != 0;
+                nonzero += ref[i] != 0.0f;
+                zero += ref[i] == 0.0f;
+            }
+            CHECK_MSG(diff == 0, "relu %d: %zu of %u outputs differ", relu, diff, M * N);
+            CHECK(nonzero > (size_t)M * N / (relu ? 4 : 2));
+            if (relu)
+                CHECK_MSG(zero > (size_t)M * N / 4, "relu: only %zu zeros", zero);
+            free(fused);
+            free(ref);
         }
-        CHECK_MSG(diff == 0, "%zu of %u outputs differ", diff, M * N);
-        CHECK(nonzero > (size_t)M * N / 2);
         free(a);
         free(b);
         free(bias);
-        free(fused);
-        free(ref);
     }
     TEST_BEGIN("gemm row_bias of the wrong shape is refused");
     {
@@ -220,6 +228,25 @@ static void bias_cast(void)
         tern_lib_gemm(k, out, lhsT, rhs, &o);
         CHECK(tern_kernel_status(k, &err) != TERN_OK);
         CHECK_STR_CONTAINS(err.msg, "row_bias must be fp32 [64, 1]");
+        tern_kernel_free(k);
+        tern_core_free(core);
+    }
+    TEST_BEGIN("gemm relu with a bf16 out is refused");
+    {
+        tern_core_config cfg;
+        tern_core *core = ktu_core("neuroncore-v2", &cfg);
+        tern_kernel *k = NULL;
+        tern_error err;
+        tern_kernel_create(&cfg, "gemm_relu_bad", &k, &err);
+        tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
+        tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
+        tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_BF16, 64, 32);
+        tern_gemm_opts o;
+        tern_gemm_opts_default(&o);
+        o.relu = 1;
+        tern_lib_gemm(k, out, lhsT, rhs, &o);
+        CHECK(tern_kernel_status(k, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "relu needs an fp32 out (out is bf16)");
         tern_kernel_free(k);
         tern_core_free(core);
     }
