@@ -25,6 +25,11 @@ typedef struct {
      * activation: relu(sum * 1 + bias), each step rounded to fp32, the same bits as storing the fp32 sum and running
      * a Relu activation over it); fp32 outputs only. 0 (the default): no activation. */
     int relu;
+    /* Optional fp32 [M, N] HBM view (region -1: none, the default; one output only): out = (sum [+ row_bias]) +
+     * residual, or residual + (sum [+ row_bias]) with residual_first, one fp32 add per element (VectorE
+     * tensor_tensor, as an Add of the stored fp32 output would make), then relu if set; fp32 outputs only. */
+    tern_view residual;
+    int residual_first;
 } tern_gemm_opts;
 
 void tern_gemm_opts_default(tern_gemm_opts *o);

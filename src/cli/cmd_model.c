@@ -299,10 +299,9 @@ int tern_cmd_compile(int argc, char **argv)
         if (rep.elementwise_groups)
             printf("; %d elementwise node%s fused into %d pass%s", rep.fused_elementwise,
                    rep.fused_elementwise > 1 ? "s" : "", rep.elementwise_groups, rep.elementwise_groups > 1 ? "es" : "");
-        if (rep.fused_conv_relu)
-            printf("; %d Relu node%s applied by %s convolution%s", rep.fused_conv_relu,
-                   rep.fused_conv_relu > 1 ? "s" : "", rep.fused_conv_relu > 1 ? "their" : "its",
-                   rep.fused_conv_relu > 1 ? "s" : "");
+        if (rep.fused_conv_relu || rep.fused_conv_add)
+            printf("; %d Relu and %d Add node%s applied by the convolutions before them", rep.fused_conv_relu,
+                   rep.fused_conv_add, rep.fused_conv_add == 1 ? "" : "s");
         if (rep.matmul_sums)
             printf("; %d linear-layer products summed on chip in %d GEMM%s", rep.matmul_sum_products,
                    rep.matmul_sums, rep.matmul_sums > 1 ? "s" : "");

@@ -613,7 +613,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
     plan_narrow(c);
     plan_output_names(c);
     cc_msum_plan(c);
-    cc_conv_relu_plan(c);
+    cc_conv_epi_plan(c);
     cc_fuse_plan(c);
     /* Nodes in order. */
     for (int i = 0; i < nn; i++) {
@@ -622,7 +622,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
         tern_compile_node_rule *row = NULL;
         if (c->o->explain && !(row = explain_row(c, i, n)))
             return cc_fail(c, TERN_ERR_NOMEM, "out of memory for the --explain rows");
-        for (int k = 0; k < n->n_inputs && !cc_fuse_member(c, i) && !cc_msum_member(c, i) && !cc_conv_relu_member(c, i);
+        for (int k = 0; k < n->n_inputs && !cc_fuse_member(c, i) && !cc_msum_member(c, i) && !cc_conv_epi_member(c, i);
              k++)
             if (n->inputs[k] >= 0 && !c->v[n->inputs[k]].placed)
                 return cc_fail(c, TERN_ERR_INVALID, "input %d ('%s') has no device placement", k,
@@ -652,7 +652,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
             }
             goto lowered;
         }
-        if (cc_conv_relu_node(c, i, &fused_rule)) { /* a Relu its Conv applied (its output is the Conv's) */
+        if (cc_conv_epi_node(c, i, &fused_rule)) { /* an Add or Relu its Conv applied (the Conv wrote its output) */
             if (row) {
                 row->rule = fused_rule;
                 row->file = "lower_cnn.c";
@@ -1111,7 +1111,8 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
     cc_msum_counts(&c, &r.matmul_sums, &r.matmul_sum_products);
     cc_msum_free(&c);
     r.fused_conv_relu = c.conv_relus;
-    free(c.conv_relu);
+    r.fused_conv_add = c.conv_adds;
+    free(c.conv_epi);
     if (!st) {
         r.lowered = c.lowered;
         r.lowered_empty = c.lowered_empty;

@@ -64,8 +64,9 @@ typedef struct {
     tern_view at_view;
     struct cc_fusion *fuse; /* the elementwise groups (fuse_elementwise.c); NULL: none */
     struct cc_msum *msum;   /* the sums of linear-layer products made on chip (fuse_matmul_sum.c); NULL: none */
-    int *conv_relu;         /* per node (cc_conv_relu_plan): a Conv's fused Relu node, that Relu's Conv; -1 none */
-    int conv_relus;         /* Relu nodes fused into their Conv */
+    int *conv_epi;          /* per node (cc_conv_epi_plan): for a Conv, the last node of its fused epilogue (whose
+                               output its GEMMs write); for a fused Add or Relu, its Conv; -1 none */
+    int conv_relus, conv_adds; /* Relu and Add nodes fused into their Conv */
 } compile_ctx;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
@@ -162,14 +163,14 @@ void cc_fuse_free(compile_ctx *c);
  * weights (a backward's input gradients) before the elementwise grouping, which leaves their nodes alone, and keeps
  * the products' inputs live until the root; cc_msum_node takes node i when it belongs to one (*rule names the
  * fusion): the root Add emits one tern_lib_gemm_sum, the others nothing. */
-/* Relu after a convolution (lower_cnn.c): cc_conv_relu_plan finds Relu nodes whose input is a Conv output read by
- * nothing else, for the Conv's GEMMs to apply as their fp32 tiles leave PSUM (tern_gemm_opts.relu): the Relu's
- * output is then the Conv's, and its own pass over the tensor goes. cc_conv_relu_node takes such a Relu node (*rule
- * names the fusion); cc_conv_relu_of gives a Conv's fused Relu node, -1 for none. */
-void cc_conv_relu_plan(compile_ctx *c);
-int cc_conv_relu_node(compile_ctx *c, int i, const char **rule);
-int cc_conv_relu_of(const compile_ctx *c, int i);
-int cc_conv_relu_member(const compile_ctx *c, int i); /* node i is a Relu its Conv applies */
+/* A convolution's epilogue (lower_cnn.c): cc_conv_epi_plan finds, after a Conv whose output nothing else reads, a
+ * Relu, or a residual Add of a tensor of its shape (and a Relu after that), for the Conv's GEMMs to apply as their
+ * fp32 tiles leave (tern_gemm_opts.relu, .residual): the last node's output is then the Conv's, and the other
+ * nodes' passes over the tensor go. cc_conv_epi_node takes such an Add or Relu node (*rule names the fusion);
+ * cc_conv_epi_member says whether node i is one. */
+void cc_conv_epi_plan(compile_ctx *c);
+int cc_conv_epi_node(compile_ctx *c, int i, const char **rule);
+int cc_conv_epi_member(const compile_ctx *c, int i);
 void cc_msum_plan(compile_ctx *c);
 int cc_msum_node(compile_ctx *c, int i, const char **rule);
 int cc_msum_member(const compile_ctx *c, int i);

@@ -492,8 +492,8 @@ void cc_fuse_plan(compile_ctx *c)
         L->n = 1;
         L->node[0] = i;
         fz_member alone;
-        /* an Add of a sum of products, a Relu its Conv applies: taken there */
-        if (cc_msum_member(c, i) || cc_conv_relu_member(c, i) || !make_member(g, L, 0, &alone))
+        /* an Add of a sum of products, an Add or Relu its Conv applies: taken there */
+        if (cc_msum_member(c, i) || cc_conv_epi_member(c, i) || !make_member(g, L, 0, &alone))
             continue;
         const tern_graph_value *y = gval(g, alone.out);
         /* the live groups producing its inputs, with its output's shape */

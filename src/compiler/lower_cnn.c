@@ -496,7 +496,8 @@ static int im2col_fill(compile_ctx *c, tern_view col, cc_value *x, const cnn_geo
  * col[Cg*kd*kh*kw, N*Do*Ho*Wo], row (ci*kd + a)*kh*kw + i*kw + j, filled per output depth od from the input plane
  * od*sd + a*dd - pd (a plane in the depth padding: zeros). */
 static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
-                            int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias, int relu)
+                            int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias, int relu, cc_value *res,
+                            int res_first)
 {
     tern_dtype mdt = c->o->matmul_dtype;
     int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, Kg = Cg * KK, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo,
@@ -544,10 +545,14 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     go.rhs_dtype = (int)mdt; /* the pointwise case's cast; im2col rows already are */
     if (bias.region >= 0) /* added as the output tiles leave the accumulators: no pass over y of its own */
         go.row_bias = tern_view_block(c->k, bias, (uint64_t)(grp * Coutg), (uint64_t)((grp + 1) * Coutg), 0, 1);
-    go.relu = relu; /* a fused Relu (fuse.conv_relu): relu(sum + bias) as the tiles leave */
+    go.relu = relu;               /* a fused Relu (fuse.conv_relu) */
+    go.residual_first = res_first; /* a fused residual Add (fuse.conv_add): its other operand, per image below */
     for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
         tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
                                   (uint64_t)OS);
+        if (res)
+            go.residual = cc_view2d(c, res, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
+                                    (uint64_t)OS);
         tern_view rhs = pointwise ? cc_view2d(c, x, (uint64_t)((n * g->C + grp * Cg) * DHW), (uint64_t)Cg,
                                               (uint64_t)OS, (uint64_t)DHW)
                                   : tern_view_block(c->k, col, 0, (uint64_t)Kg, (uint64_t)(n * OS),
@@ -561,17 +566,22 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     c->model_flops += 2.0 * (double)Coutg * (double)Kg * (double)NP;
 }
 
-/* ---- Relu after a convolution (fuse.conv_relu) ----
- * A Relu node whose input is the output of a Conv that takes the GEMM path (not depthwise) and that nothing else
- * reads (nor is a graph output): the Conv's GEMMs write the Relu's output, each fp32 tile leaving PSUM or the
- * accumulators through one ScalarE activation relu(sum * 1 + bias) (tern_gemm_opts.relu). Node by node, the Conv
- * stores the fp32 sum + bias and the Relu's rule (unary.act) runs relu(y * 1 + 0) over it: y * 1 is y, y + 0 is y
- * except that -0 becomes +0, which Relu maps to +0 either way, and a NaN stays that NaN; so the fused program
- * gives the same bits, without the Relu's pass over the tensor (a load, an activation and a store per tile). Off
- * with tern_compile_opts.no_elementwise_fusion (`--no-fused-elementwise`). */
+/* ---- a convolution's epilogue (fuse.conv_relu, fuse.conv_add) ----
+ * After a Conv that takes the GEMM path (not depthwise) and whose output nothing else reads (nor is it a graph
+ * output): a Relu, or a residual Add of a tensor of the Conv's shape that is ready before the Conv (its other
+ * operand: a ResNet block's shortcut), optionally followed by a Relu that alone reads the Add. The Conv's GEMMs
+ * write the last node's output, its fp32 tiles leaving PSUM or the accumulators through the nodes' instructions:
+ *   - Relu alone: one ScalarE activation relu(sum * 1 + bias) instead of the bias add (tern_gemm_opts.relu). Node
+ *     by node the Conv stores the fp32 sum + bias and the Relu's rule (unary.act) computes relu(y * 1 + 0) from it;
+ *     y * 1 is y, y + 0 is y except that -0 becomes +0, which Relu maps to +0 either way; a NaN stays that NaN;
+ *   - Add [+ Relu]: the bias add as before, then VectorE's fp32 add of the loaded shortcut tile in the Add's operand
+ *     order (tern_gemm_opts.residual), then Relu's activation relu(z * 1 + 0): the instructions binary.alu and
+ *     unary.act (or their elementwise group) would run on the stored values.
+ * The same bits, without the Conv's store, the other nodes' loads and their passes over the tensor. Off with
+ * tern_compile_opts.no_elementwise_fusion (`--no-fuse-elementwise`). */
 static int conv_gemm_path(const tern_graph *g, const tern_graph_node *n)
 {
-    if (n->n_inputs < 2 || n->inputs[1] < 0 || n->inputs[0] < 0)
+    if (n->n_inputs < 2 || n->inputs[1] < 0 || n->inputs[0] < 0 || n->n_outputs != 1 || n->outputs[0] < 0)
         return 0;
     const tern_graph_value *x = tern_graph_value_at(g, n->inputs[0]), *w = tern_graph_value_at(g, n->inputs[1]);
     if (w->rank < 3 || w->rank != x->rank)
@@ -580,81 +590,178 @@ static int conv_gemm_path(const tern_graph *g, const tern_graph_node *n)
     return !(group > 1 && Cg == 1 && Cout == group); /* depthwise: a window walk on VectorE */
 }
 
-void cc_conv_relu_plan(compile_ctx *c)
+/* The only reader of value v (-1: none, several, or v is a graph output or not fp32). */
+static int sole_reader(const tern_graph *g, const int *readers, const int *reader, int v)
+{
+    const tern_graph_value *gv = tern_graph_value_at(g, v);
+    if (readers[v] != 1 || (gv->flags & TERN_VALUE_OUTPUT) || gv->type != TERN_ELEM_FLOAT)
+        return -1;
+    return reader[v];
+}
+
+/* A Conv node of the GEMM path whose output (fp32) only node r reads, and that no epilogue has yet; else -1. */
+static int conv_before(compile_ctx *c, const int *readers, const int *reader, int v, int r)
+{
+    const tern_graph *g = c->g;
+    const tern_graph_value *gv = tern_graph_value_at(g, v);
+    if (gv->producer < 0 || sole_reader(g, readers, reader, v) != r)
+        return -1;
+    const tern_graph_node *n = tern_graph_node_at(g, gv->producer);
+    if (n->op_id != TERN_GOP_CONV || n->domain[0] || !conv_gemm_path(g, n) || c->conv_epi[gv->producer] >= 0)
+        return -1;
+    return gv->producer;
+}
+
+static int is_plain(const tern_graph_node *n, tern_op_id op, int ins)
+{
+    return n->op_id == (int)op && !n->domain[0] && n->n_inputs == ins && n->n_outputs == 1 && n->outputs[0] >= 0;
+}
+
+/* A Relu that alone reads value v (fp32 out), not yet taken; else -1. */
+static int relu_after(compile_ctx *c, const int *readers, const int *reader, int v)
+{
+    int r = sole_reader(c->g, readers, reader, v);
+    if (r < 0 || c->conv_epi[r] >= 0 || cc_msum_member(c, r))
+        return -1;
+    const tern_graph_node *n = tern_graph_node_at(c->g, r);
+    if (!is_plain(n, TERN_GOP_RELU, 1) || tern_graph_value_at(c->g, n->outputs[0])->type != TERN_ELEM_FLOAT)
+        return -1;
+    return r;
+}
+
+static int same_shape(const tern_graph_value *a, const tern_graph_value *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return 0;
+    return 1;
+}
+
+void cc_conv_epi_plan(compile_ctx *c)
 {
     const tern_graph *g = c->g;
     int nn = tern_graph_node_count(g), nv = tern_graph_value_count(g);
-    c->conv_relus = 0;
+    c->conv_relus = c->conv_adds = 0;
     if (c->o->no_elementwise_fusion || nn <= 0)
         return;
-    int *readers = calloc((size_t)nv + 1, sizeof *readers);
-    c->conv_relu = malloc((size_t)nn * sizeof *c->conv_relu);
-    if (!readers || !c->conv_relu) {
+    int *readers = calloc((size_t)nv + 1, sizeof *readers), *reader = malloc(((size_t)nv + 1) * sizeof *reader);
+    c->conv_epi = malloc((size_t)nn * sizeof *c->conv_epi);
+    if (!readers || !reader || !c->conv_epi) {
         free(readers);
-        free(c->conv_relu);
-        c->conv_relu = NULL; /* no fusion: every node lowered on its own */
+        free(reader);
+        free(c->conv_epi);
+        c->conv_epi = NULL; /* no fusion: every node lowered on its own */
         return;
     }
     for (int i = 0; i < nn; i++) {
-        c->conv_relu[i] = -1;
+        c->conv_epi[i] = -1;
         const tern_graph_node *n = tern_graph_node_at(g, i);
         for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0)
+            if (n->inputs[k] >= 0) {
                 readers[n->inputs[k]]++;
+                reader[n->inputs[k]] = i;
+            }
+    }
+    /* residual Adds first: the Conv whose output is one operand, the other operand ready before that Conv (of the
+     * two Convs an Add may have, the later) */
+    for (int a = 0; a < nn; a++) {
+        const tern_graph_node *n = tern_graph_node_at(g, a);
+        if (!is_plain(n, TERN_GOP_ADD, 2) || n->inputs[0] < 0 || n->inputs[1] < 0 || n->inputs[0] == n->inputs[1] ||
+            cc_msum_member(c, a) || tern_graph_value_at(g, n->outputs[0])->type != TERN_ELEM_FLOAT)
+            continue;
+        int best = -1;
+        for (int side = 0; side < 2; side++) {
+            int v = n->inputs[side], o = n->inputs[1 - side], conv = conv_before(c, readers, reader, v, a);
+            const tern_graph_value *ov = tern_graph_value_at(g, o);
+            if (conv < 0 || ov->type != TERN_ELEM_FLOAT || !same_shape(ov, tern_graph_value_at(g, v)) ||
+                !same_shape(ov, tern_graph_value_at(g, n->outputs[0])) || ov->producer >= conv)
+                continue;
+            if (best < 0 || conv > best)
+                best = conv;
+        }
+        if (best < 0)
+            continue;
+        int r = relu_after(c, readers, reader, n->outputs[0]);
+        c->conv_epi[best] = r >= 0 ? r : a;
+        c->conv_epi[a] = best;
+        c->conv_adds++;
+        if (r >= 0) {
+            c->conv_epi[r] = best;
+            c->conv_relus++;
+        }
     }
     for (int r = 0; r < nn; r++) {
         const tern_graph_node *n = tern_graph_node_at(g, r);
-        if (n->op_id != TERN_GOP_RELU || n->domain[0] || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0 ||
-            n->outputs[0] < 0)
+        if (!is_plain(n, TERN_GOP_RELU, 1) || n->inputs[0] < 0 || c->conv_epi[r] >= 0 || cc_msum_member(c, r) ||
+            tern_graph_value_at(g, n->outputs[0])->type != TERN_ELEM_FLOAT)
             continue;
-        int v = n->inputs[0];
-        const tern_graph_value *gv = tern_graph_value_at(g, v), *out = tern_graph_value_at(g, n->outputs[0]);
-        if (readers[v] != 1 || (gv->flags & TERN_VALUE_OUTPUT) || gv->producer < 0 || gv->type != TERN_ELEM_FLOAT ||
-            out->type != TERN_ELEM_FLOAT || cc_msum_member(c, r))
+        int conv = conv_before(c, readers, reader, n->inputs[0], r);
+        if (conv < 0)
             continue;
-        const tern_graph_node *conv = tern_graph_node_at(g, gv->producer);
-        if (conv->op_id != TERN_GOP_CONV || conv->domain[0] || conv->n_outputs != 1 || conv->outputs[0] != v ||
-            !conv_gemm_path(g, conv) || c->conv_relu[gv->producer] >= 0)
-            continue;
-        c->conv_relu[gv->producer] = r;
-        c->conv_relu[r] = gv->producer;
+        c->conv_epi[conv] = r;
+        c->conv_epi[r] = conv;
         c->conv_relus++;
     }
     free(readers);
+    free(reader);
 }
 
-int cc_conv_relu_of(const compile_ctx *c, int i)
+int cc_conv_epi_member(const compile_ctx *c, int i)
 {
-    if (!c->conv_relu || i < 0 || i >= tern_graph_node_count(c->g) ||
-        tern_graph_node_at(c->g, i)->op_id != TERN_GOP_CONV)
-        return -1;
-    return c->conv_relu[i];
+    return c->conv_epi && i >= 0 && i < tern_graph_node_count(c->g) && c->conv_epi[i] >= 0 &&
+           tern_graph_node_at(c->g, i)->op_id != TERN_GOP_CONV;
 }
 
-int cc_conv_relu_member(const compile_ctx *c, int i)
+int cc_conv_epi_node(compile_ctx *c, int i, const char **rule)
 {
-    return c->conv_relu && i >= 0 && i < tern_graph_node_count(c->g) && c->conv_relu[i] >= 0 &&
-           tern_graph_node_at(c->g, i)->op_id == TERN_GOP_RELU;
-}
-
-int cc_conv_relu_node(compile_ctx *c, int i, const char **rule)
-{
-    if (!cc_conv_relu_member(c, i))
+    if (!cc_conv_epi_member(c, i))
         return 0;
-    *rule = "fuse.conv_relu";
+    *rule = tern_graph_node_at(c->g, i)->op_id == TERN_GOP_ADD ? "fuse.conv_add" : "fuse.conv_relu";
     return 1;
+}
+
+/* The epilogue of Conv node i: the node whose output its GEMMs write (-1: none), Relu or not, and the residual Add's
+ * other operand (-1: none) with its place in the Add. */
+static int conv_epilogue(compile_ctx *c, int i, int *relu, int *res, int *res_first)
+{
+    *relu = 0;
+    *res = -1;
+    *res_first = 0;
+    if (!c->conv_epi || c->conv_epi[i] < 0)
+        return -1;
+    const tern_graph *g = c->g;
+    int last = c->conv_epi[i], add = last, y = tern_graph_node_at(g, i)->outputs[0];
+    if (tern_graph_node_at(g, last)->op_id == TERN_GOP_RELU) {
+        *relu = 1;
+        int p = tern_graph_value_at(g, tern_graph_node_at(g, last)->inputs[0])->producer;
+        add = p != i ? p : -1;
+    }
+    if (add >= 0) {
+        const tern_graph_node *a = tern_graph_node_at(g, add);
+        *res_first = a->inputs[0] != y;
+        *res = a->inputs[*res_first ? 0 : 1];
+    }
+    return last;
 }
 
 static int lower_conv(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0), *w = cc_in(c, 1), *b = cc_in(c, 2);
-    /* with a fused Relu, the GEMMs write the Relu's output (placed as that node's) and the Conv's own is never made */
-    int relu = cc_conv_relu_of(c, c->node), self = c->node;
-    if (relu >= 0)
-        c->node = relu;
+    /* with a fused epilogue, the GEMMs write its last node's output (placed as that node's) and the Conv's own is
+     * never made */
+    int relu, res_id, res_first, last = conv_epilogue(c, c->node, &relu, &res_id, &res_first), self = c->node;
+    if (last >= 0)
+        c->node = last;
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
     c->node = self;
+    cc_value *res = res_id >= 0 && c->v[res_id].placed ? &c->v[res_id] : NULL;
+    if (res_id >= 0 && !res) {
+        cc_fail(c, TERN_ERR_INVALID, "the residual operand of the fused Add has no device placement");
+        return 1;
+    }
     if (!x || !w || !y)
         return 1;
     if (w->rank != x->rank) {
@@ -697,7 +804,7 @@ static int lower_conv(compile_ctx *c)
      * pass over y would make (tern_gemm_opts.row_bias). */
     tern_view bv = bias ? per_row_const(c, bias, 1, Cout) : tern_view_none();
     for (int64_t grp = 0; grp < group && cc_ok(c); grp++)
-        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, relu >= 0);
+        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, relu, res, res_first);
     free(bias);
     return 1;
 }

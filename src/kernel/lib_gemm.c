@@ -19,6 +19,7 @@ void tern_gemm_opts_default(tern_gemm_opts *o)
     o->acc_dtype = -1;
     o->rhs_dtype = -1;
     o->row_bias = tern_view_none();
+    o->residual = tern_view_none();
 }
 
 /* The bias of output rows [row0, row0 + rows) on chip (fp32 [rows, 1]), or none. */
@@ -33,6 +34,25 @@ static tern_view bias_tile(tern_kernel *k, const tern_gemm_opts *o, uint64_t row
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* The residual's epilogue on an output row tile [rows, c1 - c0] (rows from row0, columns [c0, c1) of the output)
+ * about to be stored: + residual (in the option's order), then Relu. */
+static void residual_epilogue(tern_kernel *k, const tern_gemm_opts *o, tern_view tile, uint64_t row0, uint64_t rows,
+                              uint64_t c0, uint64_t c1)
+{
+    if (o->residual.region < 0)
+        return;
+    tern_view r = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)rows, (uint32_t)(c1 - c0), "gemm_residual");
+    tern_kernel_load(k, r, tern_view_block(k, o->residual, row0, row0 + rows, c0, c1));
+    if (o->residual_first)
+        tern_kernel_tensor_tensor(k, TERN_ENGINE_AUTO, tile, r, tile, TERN_ALU_ADD);
+    else
+        tern_kernel_tensor_tensor(k, TERN_ENGINE_AUTO, tile, tile, r, TERN_ALU_ADD);
+    tern_kernel_release(k, r);
+    if (o->relu) /* relu(z * 1 + 0): a Relu activation over the stored sum */
+        tern_kernel_activation(k, tile, tile, TERN_ACT_RELU, 1.0f, tern_view_none(), tern_view_none(),
+                               tern_view_none());
+}
 
 /* The column range [c0, c1) of the side-by-side rhs (the concatenation of rhs[0..n-1] along N) loaded into
  * columns [0, c1 - c0) of the SBUF tile dst, rows [r0, r1): one DMA per rhs the range covers (one for n == 1,
@@ -233,6 +253,16 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
         kfail(k, TERN_ERR_INVALID, "gemm: relu needs an fp32 out (out is %s)", tern_dtype_name((tern_dtype)out.ap.dtype));
         return;
     }
+    if (opts.residual.region >= 0 &&
+        (!kview_ok(k, &opts.residual, "gemm residual") || n_out != 1 || tern_view_rank(&opts.residual) != 2 ||
+         tern_view_dim(&opts.residual, 0) != M || tern_view_dim(&opts.residual, 1) != N ||
+         opts.residual.ap.dtype != TERN_DTYPE_FP32 || out.ap.dtype != TERN_DTYPE_FP32)) {
+        if (!k->failed)
+            kfail(k, TERN_ERR_INVALID, "gemm: residual must be fp32 [%llu, %llu] with one fp32 out",
+                  (unsigned long long)M, (unsigned long long)N);
+        return;
+    }
+    const int evac_relu = opts.relu && opts.residual.region < 0; /* with a residual, Relu comes after the add */
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {
         kfail(k, TERN_ERR_INVALID, "gemm: block sizes must be >= 1 tile (got %u x %u x %u)", opts.tiles_in_block_m,
               opts.tiles_in_block_n, opts.tiles_in_block_k);
@@ -289,7 +319,7 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                             tern_kernel_matmul(k, ps, st, mv, bk > 0);
                         }
                         tern_view dst = tern_view_block(k, accs[bm], 0, rows, bn * TN, bn * TN + cols);
-                        if (opts.relu) /* relu(psum * 1 + bias): relu of the fp32 value the lines below store */
+                        if (evac_relu) /* relu(psum * 1 + bias): relu of the fp32 value the lines below store */
                             tern_kernel_activation(k, dst, ps, TERN_ACT_RELU, 1.0f, bias[bm], tern_view_none(),
                                                    tern_view_none());
                         else if (bias[bm].region >= 0) /* psum + bias: the one rounding of (psum + 0) + bias */
@@ -304,6 +334,7 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                     tern_kernel_release(k, lhs_tiles[bk]);
                 for (uint64_t bm = 0; bm < tiles_m; bm++) {
                     uint64_t row0 = m0 + bm * TM, rows = tern_view_dim(&accs[bm], 0);
+                    residual_epilogue(k, &opts, accs[bm], row0, rows, n0, n0 + bn_len);
                     store_cols(k, ov, accs[bm], col0, n_out, row0, rows, n0, n0 + bn_len);
                     tern_kernel_release(k, accs[bm]);
                     if (bias[bm].region >= 0)
@@ -367,7 +398,7 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                     tern_view *a = &accs[(m * opts.tiles_in_block_m + bm) * opts.tiles_in_block_n + bn];
                     uint64_t cols = tern_view_dim(a, 1);
                     tern_view dst = tern_view_block(k, packed, 0, rows, bn * TN, bn * TN + cols);
-                    if (opts.relu) /* relu(acc * 1 + bias), as the copy, add and a Relu activation would give */
+                    if (evac_relu) /* relu(acc * 1 + bias), as the copy, add and a Relu activation would give */
                         tern_kernel_activation(k, dst, *a, TERN_ACT_RELU, 1.0f, bt, tern_view_none(), tern_view_none());
                     else if (bt.region >= 0) /* the fp32 accumulator + bias, as the copy then an add would give */
                         tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, *a, TERN_ALU_ADD, bt, 0.0f,
@@ -379,6 +410,7 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                 if (bt.region >= 0)
                     tern_kernel_release(k, bt);
                 uint64_t row0 = m0 + bm * TM;
+                residual_epilogue(k, &opts, packed, row0, rows, n0, n0 + bn_len);
                 store_cols(k, ov, packed, col0, n_out, row0, rows, n0, n0 + bn_len);
                 tern_kernel_release(k, packed);
             }
@@ -486,8 +518,8 @@ void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const te
         tern_gemm_opts_default(&opts);
     const tern_core_config *c = &k->cfg;
     const uint64_t TM = c->pe_cols, TK = c->pe_rows, TN = c->moving_free_max;
-    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0 || opts.relu) {
-        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias, rhs_dtype and relu are tern_lib_gemm's options only");
+    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0 || opts.relu || opts.residual.region >= 0) {
+        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias, rhs_dtype, relu and residual are tern_lib_gemm's options only");
         return;
     }
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {

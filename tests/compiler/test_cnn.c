@@ -74,9 +74,10 @@ done:
 }
 
 /* Compile DIR/<name>.onnx (no_fuse: tern_compile_opts.no_elementwise_fusion), run it on in[0..nin) and fill
- * out[0..nout); *time_ps the predicted time, *fused the report's fused_conv_relu. 0 on failure (reported). */
+ * out[0..nout); *time_ps the predicted time, *fused the report's fused_conv_relu, *adds its fused_conv_add. 0 on
+ * failure (reported). */
 static int run_fused(const char *name, const float *in, uint64_t nin, float *out, uint64_t nout, tern_dtype mdt,
-                     int no_fuse, uint64_t *time_ps, int *fused)
+                     int no_fuse, uint64_t *time_ps, int *fused, int *adds)
 {
     char path[512];
     tern_error err;
@@ -92,6 +93,7 @@ static int run_fused(const char *name, const float *in, uint64_t nin, float *out
         return 0;
     }
     *fused = rep.fused_conv_relu;
+    *adds = rep.fused_conv_add;
     tern_rt *rt = NULL;
     tern_run_stats st;
     int ok = !tern_rt_create(&exe, "trn1.2xlarge", NULL, &rt, &err) &&
@@ -104,9 +106,10 @@ static int run_fused(const char *name, const float *in, uint64_t nin, float *out
     return ok;
 }
 
-/* fuse.conv_relu (lower_cnn.c): the Relus after resnet_tiny's convolutions applied by the Conv's GEMMs give the
- * node-by-node program's bits, on the reference image and on one with NaN, infinities, -0 and huge values (whose
- * NaNs and infinities spread through the convolutions), in fp32 and bf16, in less predicted time. */
+/* fuse.conv_relu and fuse.conv_add (lower_cnn.c): the Relus and residual Adds after resnet_tiny's convolutions
+ * applied by the Conv's GEMMs give the node-by-node program's bits, on the reference image and on ones with -0 and
+ * huge values, and with NaN and infinities (which spread through the convolutions), in fp32 and bf16, in less
+ * predicted time. */
 static void check_conv_relu_fusion(void)
 {
     char path[512];
@@ -142,11 +145,14 @@ static void check_conv_relu_fusion(void)
             snprintf(line, sizeof line, "conv+relu fusion %s%s", d ? "bf16" : "fp32", kind[special]);
             TEST_BEGIN(line);
             uint64_t ta = 0, tb = 0;
-            int fa = 0, fb = 0;
-            if (!run_fused("resnet_tiny", x, nin, a, nout, mdt, 0, &ta, &fa) ||
-                !run_fused("resnet_tiny", x, nin, b, nout, mdt, 1, &tb, &fb))
+            int fa = 0, fb = 0, aa = 0, ab = 0;
+            if (!run_fused("resnet_tiny", x, nin, a, nout, mdt, 0, &ta, &fa, &aa) ||
+                !run_fused("resnet_tiny", x, nin, b, nout, mdt, 1, &tb, &fb, &ab))
                 continue;
-            CHECK_MSG(fa >= 3 && fb == 0, "fused Relu nodes: %d (expected >= 3), %d unfused (expected 0)", fa, fb);
+            /* resnet_tiny: a stem conv + Relu, then per block conv + Relu, conv + Add(shortcut) + Relu */
+            CHECK_MSG(fa == 5 && aa == 2 && fb == 0 && ab == 0,
+                      "fused Relu / Add nodes: %d / %d (expected 5 / 2), without fusion %d / %d (expected 0 / 0)", fa, aa,
+                      fb, ab);
             CHECK_MSG(!memcmp(a, b, sizeof(float) * nout), "fused and node-by-node outputs differ (first %g vs %g)",
                       (double)a[0], (double)b[0]);
             CHECK_MSG(ta < tb, "predicted time %llu ps fused, %llu node by node: not shorter", (unsigned long long)ta,
