@@ -47,8 +47,8 @@ typedef struct {
                                epilogue normalises each output row on chip) */
     int no_fusion;          /* no graph fusion at all (TERN_GRAPH_NO_FUSION; training steps) */
     int no_elementwise_fusion; /* lower every elementwise node on its own (else chains of elementwise nodes of one
-                               shape run as one pass over SBUF tiles, and a Relu after a convolution rides on its
-                               GEMM, the same bits; docs/compiler.md, docs/compiler-cnn.md) */
+                               shape run as one pass over SBUF tiles, and a Relu or residual Add after a convolution
+                               rides on its GEMM, the same bits; docs/compiler.md, docs/compiler-cnn.md) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
     /* Symbolic input dims are bound by name (dims) and from the shapes of the data given for inputs

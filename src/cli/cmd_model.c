@@ -164,7 +164,7 @@ static void compile_usage(FILE *f)
                "  --no-fuse-residual  keep the Add after a linear layer as its own node (for comparisons)\n"
                "  --no-fuse-layernorm  keep a LayerNormalization after a linear layer as its own node (for comparisons)\n"
                "  --no-fuse-elementwise  lower every elementwise node on its own, not chains as one pass nor a Relu\n"
-               "             in its convolution's GEMM (the same bits; for comparisons)\n"
+               "             or residual Add in its convolution's GEMM (the same bits; for comparisons)\n"
                "  --explain  print, per node of the optimised graph, the lowering rule that fired (and the rules\n"
                "             passed over, with why), or why none applied\n");
 }

@@ -134,12 +134,12 @@ static void exact_order(void)
     tern_core_free(core);
 }
 
-/* rhs_dtype, row_bias and relu (a pointwise convolution's GEMM: fp32 activations cast to bf16 by the loads, the bias
- * added and a Relu applied as the tiles leave PSUM or the accumulators): bit for bit the GEMM of the rhs rounded to
+/* rhs_dtype, row_bias, relu and residual (a pointwise convolution's GEMM: fp32 activations cast to bf16 by the loads, the bias
+ * added, a residual added and a Relu applied as the tiles leave PSUM or the accumulators): bit for bit the GEMM of the rhs rounded to
  * bf16 beforehand, plus the bias added in fp32 afterwards, then Relu (ScalarE's: x > 0 ? x : NaN stays, else +0).
  * Both paths: one K block, and several (K beyond the block's 128 * bk rows). */
-static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int fused, int relu, const float *a,
-                            const float *b, const float *bias)
+static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int fused, int relu, int res,
+                            const float *a, const float *b, const float *bias, const float *rv)
 {
     tern_core_config cfg;
     tern_core *core = ktu_core("neuroncore-v2", &cfg);
@@ -150,6 +150,7 @@ static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int
     tern_view rhs = tern_kernel_input2d(k, "rhs", fused ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16, K, N);
     tern_view bv = tern_kernel_input2d(k, "bias", TERN_DTYPE_FP32, M, 1);
     tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, M, N);
+    tern_view resv = tern_kernel_input2d(k, "res", TERN_DTYPE_FP32, M, N);
     tern_gemm_opts o;
     tern_gemm_opts_default(&o);
     o.acc_dtype = TERN_DTYPE_FP32;
@@ -158,6 +159,10 @@ static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int
         o.rhs_dtype = TERN_DTYPE_BF16;
         o.row_bias = bv;
         o.relu = relu;
+        if (res) {
+            o.residual = resv;
+            o.residual_first = res == 2;
+        }
     }
     tern_lib_gemm(k, out, lhsT, rhs, &o);
     CHECK_EQ_INT(tern_kernel_status(k, &err), TERN_OK);
@@ -165,12 +170,17 @@ static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int
     tern_kernel_write_f32(k, core, "lhsT", a, (size_t)K * M, &err);
     tern_kernel_write_f32(k, core, "rhs", b, (size_t)K * N, &err); /* bf16 rhs: rounded (RNE) on the way in */
     tern_kernel_write_f32(k, core, "bias", bias, M, &err);
+    tern_kernel_write_f32(k, core, "res", rv, (size_t)M * N, &err);
     CHECK_EQ_INT(tern_kernel_run(k, core, NULL, &err), TERN_OK);
     tern_kernel_read_f32(k, core, "out", y, (size_t)M * N, &err);
     if (!fused)
         for (unsigned m = 0; m < M; m++)
             for (unsigned n = 0; n < N; n++) {
                 volatile float v = y[(size_t)m * N + n] + bias[m];
+                if (res == 1)
+                    v = v + rv[(size_t)m * N + n];
+                else if (res == 2)
+                    v = rv[(size_t)m * N + n] + v;
                 y[(size_t)m * N + n] = relu && !(v > 0) && v == v ? 0.0f : v;
             }
     tern_kernel_free(k);
@@ -188,19 +198,22 @@ static void bias_cast(void)
                  K, bk * 128 >= K ? "one" : "several");
         TEST_BEGIN(name);
         float *a = malloc(sizeof(float) * K * M), *b = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * M);
+        float *rv = malloc(sizeof(float) * M * N);
         ktu_fill(a, (size_t)K * M, TERN_DTYPE_BF16, 11);
         ktu_fill(b, (size_t)K * N, TERN_DTYPE_FP32, 12); /* not bf16 values: the cast matters */
         ktu_fill(bias, M, TERN_DTYPE_FP32, 13);
-        for (int relu = 0; relu < 2; relu++) {
-            float *fused = bias_cast_run(M, N, K, bk, 1, relu, a, b, bias),
-                  *ref = bias_cast_run(M, N, K, bk, 0, relu, a, b, bias);
+        ktu_fill(rv, (size_t)M * N, TERN_DTYPE_FP32, 14);
+        for (int mode = 0; mode < 6; mode++) {
+            int relu = mode & 1, res = mode >> 1; /* residual: none, after the sum, before it */
+            float *fused = bias_cast_run(M, N, K, bk, 1, relu, res, a, b, bias, rv),
+                  *ref = bias_cast_run(M, N, K, bk, 0, relu, res, a, b, bias, rv);
             size_t diff = 0, nonzero = 0, zero = 0;
             for (size_t i = 0; i < (size_t)M * N; i++) {
                 diff += memcmp(&fused[i], &ref[i], 4) != 0;
                 nonzero += ref[i] != 0.0f;
                 zero += ref[i] == 0.0f;
             }
-            CHECK_MSG(diff == 0, "relu %d: %zu of %u outputs differ", relu, diff, M * N);
+            CHECK_MSG(diff == 0, "relu %d, residual %d: %zu of %u outputs differ", relu, res, diff, M * N);
             CHECK(nonzero > (size_t)M * N / (relu ? 4 : 2));
             if (relu)
                 CHECK_MSG(zero > (size_t)M * N / 4, "relu: only %zu zeros", zero);
@@ -210,6 +223,7 @@ static void bias_cast(void)
         free(a);
         free(b);
         free(bias);
+        free(rv);
     }
     TEST_BEGIN("gemm row_bias of the wrong shape is refused");
     {
@@ -247,6 +261,26 @@ static void bias_cast(void)
         tern_lib_gemm(k, out, lhsT, rhs, &o);
         CHECK(tern_kernel_status(k, &err) != TERN_OK);
         CHECK_STR_CONTAINS(err.msg, "relu needs an fp32 out (out is bf16)");
+        tern_kernel_free(k);
+        tern_core_free(core);
+    }
+    TEST_BEGIN("gemm residual of the wrong shape is refused");
+    {
+        tern_core_config cfg;
+        tern_core *core = ktu_core("neuroncore-v2", &cfg);
+        tern_kernel *k = NULL;
+        tern_error err;
+        tern_kernel_create(&cfg, "gemm_res_bad", &k, &err);
+        tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
+        tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
+        tern_view rv = tern_kernel_input2d(k, "res", TERN_DTYPE_FP32, 64, 31);
+        tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, 64, 32);
+        tern_gemm_opts o;
+        tern_gemm_opts_default(&o);
+        o.residual = rv;
+        tern_lib_gemm(k, out, lhsT, rhs, &o);
+        CHECK(tern_kernel_status(k, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "residual must be fp32 [64, 32]");
         tern_kernel_free(k);
         tern_core_free(core);
     }
