@@ -157,6 +157,7 @@ int cc_transpose_folds(compile_ctx *c, char *why, size_t len);
 void cc_fuse_plan(compile_ctx *c);
 int cc_fuse_node(compile_ctx *c, int i, const char **rule);
 int cc_fuse_member(const compile_ctx *c, int i);
+int cc_fuse_emitted_at(const compile_ctx *c, int i); /* where node i's group is emitted (its last member); -1: none */
 void cc_fuse_counts(const compile_ctx *c, int *nodes, int *groups);
 void cc_fuse_free(compile_ctx *c);
 /* Sums of linear-layer products (fuse_matmul_sum.c): cc_msum_plan finds trees of Adds over MatMuls with run-time
@@ -169,6 +170,9 @@ void cc_fuse_free(compile_ctx *c);
  * nodes' passes over the tensor go. cc_conv_epi_node takes such an Add or Relu node (*rule names the fusion);
  * cc_conv_epi_member says whether node i is one. */
 void cc_conv_epi_plan(compile_ctx *c);
+/* After the elementwise plan: an epilogue whose residual operand an elementwise group or a sum of products would
+ * make only after its Conv (where the group is emitted) is given up: the Add and its Relu are lowered on their own. */
+void cc_conv_epi_settle(compile_ctx *c);
 int cc_conv_epi_node(compile_ctx *c, int i, const char **rule);
 int cc_conv_epi_member(const compile_ctx *c, int i);
 void cc_msum_plan(compile_ctx *c);

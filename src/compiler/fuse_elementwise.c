@@ -915,6 +915,14 @@ void cc_fuse_counts(const compile_ctx *c, int *nodes, int *groups)
     *groups = c->fuse ? c->fuse->fused_groups : 0;
 }
 
+int cc_fuse_emitted_at(const compile_ctx *c, int i)
+{
+    if (!c->fuse || i < 0 || i >= c->fuse->nn || c->fuse->group_of[i] < 0)
+        return -1;
+    const fz_group *G = &c->fuse->groups[c->fuse->group_of[i]];
+    return G->m[G->n - 1].node;
+}
+
 int cc_fuse_member(const compile_ctx *c, int i)
 {
     return c->fuse && i < c->fuse->nn && c->fuse->group_of[i] >= 0;

@@ -746,6 +746,29 @@ static int conv_epilogue(compile_ctx *c, int i, int *relu, int *res, int *res_fi
     return last;
 }
 
+void cc_conv_epi_settle(compile_ctx *c)
+{
+    const tern_graph *g = c->g;
+    int nn = tern_graph_node_count(g);
+    for (int i = 0; c->conv_epi && i < nn; i++) {
+        int relu, res, first;
+        if (tern_graph_node_at(g, i)->op_id != TERN_GOP_CONV || conv_epilogue(c, i, &relu, &res, &first) < 0 || res < 0)
+            continue;
+        int p = tern_graph_value_at(g, res)->producer;
+        if (p < 0 || (cc_fuse_emitted_at(c, p) <= i && !cc_msum_member(c, p)))
+            continue;
+        int last = c->conv_epi[i], add = last;
+        if (relu) {
+            add = tern_graph_value_at(g, tern_graph_node_at(g, last)->inputs[0])->producer;
+            c->conv_epi[last] = -1;
+            c->conv_relus--;
+        }
+        c->conv_epi[add] = -1;
+        c->conv_adds--;
+        c->conv_epi[i] = -1;
+    }
+}
+
 static int lower_conv(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
