@@ -18,12 +18,13 @@ typedef struct {
     int acc_dtype; /* tern_dtype of the SBUF accumulators across K blocks; -1 = the lhsT dtype (tutorial) */
     int rhs_dtype; /* tern_dtype the rhs tiles are loaded as (a casting DMA, RNE); -1 = the rhs's own */
     /* Optional fp32 [M, 1] HBM view (region -1: none, the default): out[i, :] = sum + row_bias[i], added in fp32 as
-     * the output tiles leave PSUM or the accumulators (one rounding, as a separate tensor_scalar add of the stored
-     * fp32 product would give; fp32 outputs only). */
+     * the output tiles leave PSUM or the accumulators (one fp32 rounding, as a separate tensor_scalar add of the
+     * stored fp32 product would give), then rounded once to out's dtype: a bf16 out holds the fp32 result's
+     * rounding, as a cast of the fp32 output would. Float outputs. */
     tern_view row_bias;
     /* 1: out = Relu(sum [+ row_bias]), applied as the fp32 tiles leave PSUM or the accumulators (one ScalarE
      * activation: relu(sum * 1 + bias), each step rounded to fp32, the same bits as storing the fp32 sum and running
-     * a Relu activation over it); fp32 outputs only. 0 (the default): no activation. */
+     * a Relu activation over it), rounded once to out's dtype. Float outputs. 0 (the default): no activation. */
     int relu;
     /* Optional fp32 [M, N] HBM view (region -1: none, the default; one output only): out = (sum [+ row_bias]) +
      * residual, or residual + (sum [+ row_bias]) with residual_first, one fp32 add per element (VectorE

@@ -616,6 +616,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
     cc_conv_epi_plan(c);
     cc_fuse_plan(c);
     cc_conv_epi_settle(c);
+    cc_conv_narrow(c);
     /* Nodes in order. */
     for (int i = 0; i < nn; i++) {
         c->node = i;

@@ -173,6 +173,10 @@ void cc_conv_epi_plan(compile_ctx *c);
 /* After the elementwise plan: an epilogue whose residual operand an elementwise group or a sum of products would
  * make only after its Conv (where the group is emitted) is given up: the Add and its Relu are lowered on their own. */
 void cc_conv_epi_settle(compile_ctx *c);
+/* With a BF16 matmul dtype: a convolution's output (after its epilogue, without a residual) that only convolutions
+ * of the GEMM path read, as their input, is stored in BF16 (narrow): they would round it to BF16 (RNE) anyway. Off
+ * with no_elementwise_fusion, as the epilogues. */
+void cc_conv_narrow(compile_ctx *c);
 int cc_conv_epi_node(compile_ctx *c, int i, const char **rule);
 int cc_conv_epi_member(const compile_ctx *c, int i);
 void cc_msum_plan(compile_ctx *c);

@@ -222,11 +222,11 @@ static int64_t chunk_rows(const cnn_geom *g)
 /* Load the padded input rows for output rows [oc0, oc0 + on) of p planes (plane q at element base + q*pstep of
  * xv, each H x W) into a new fp32 tile [p, rin, Wp]; blank: a plane in the depth padding, all fill (no load). */
 static tern_view load_padded(compile_ctx *c, tern_view xv, uint64_t base, int64_t pstep, uint32_t p, const cnn_geom *g,
-                             int64_t oc0, int64_t on, float fill, int blank)
+                             int64_t oc0, int64_t on, float fill, int blank, tern_dtype dt)
 {
     int64_t rin = tile_rows(g, on), Wp = tile_cols(g), ih0 = oc0 * g->sh - g->ph;
     uint32_t shape[2] = {(uint32_t)rin, (uint32_t)Wp};
-    tern_view t = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "cnn_in");
+    tern_view t = tern_kernel_tile(c->k, TERN_MEM_SBUF, dt, p, 2, shape, "cnn_in");
     int64_t v0 = ih0 < 0 ? 0 : ih0, v1 = ih0 + rin < g->H ? ih0 + rin : g->H;
     if (v0 > 0 && v0 >= v1)
         v0 = v1;
@@ -362,7 +362,7 @@ static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom
                     continue;
                 if (in.region >= 0)
                     tern_kernel_release(c->k, in);
-                in = load_padded(c, xv, (uint64_t)(r0 * DHW + id * HW), DHW, p, g, oc0, on, fill, 0);
+                in = load_padded(c, xv, (uint64_t)(r0 * DHW + id * HW), DHW, p, g, oc0, on, fill, 0, TERN_DTYPE_FP32);
                 for (int64_t i = 0; i < g->kh && cc_ok(c); i++)
                     for (int64_t j = 0; j < g->kw && cc_ok(c); j++) {
                         tern_view t = window_view(c, in, g, i, j, on);
@@ -460,8 +460,9 @@ static int im2col_fill(compile_ctx *c, tern_view col, cc_value *x, const cnn_geo
             for (int64_t a = 0; a < g->kd && cc_ok(c); a++) {
                 int64_t on = g->Ho - oc0 < ohc ? g->Ho - oc0 : ohc, id = od * g->sd + a * g->dd - g->pd;
                 int blank = id < 0 || id >= g->D;
+                /* an input stored in the matmul dtype (narrow) stays in it: the windows are copies, not casts */
                 tern_view in = load_padded(c, xv, (uint64_t)((n * g->C + grp * Cg + cb) * DHW + (blank ? 0 : id) * HW),
-                                           DHW, p, g, oc0, on, 0.0f, blank);
+                                           DHW, p, g, oc0, on, 0.0f, blank, x->dt == mdt ? mdt : TERN_DTYPE_FP32);
                 uint32_t shape[2] = {(uint32_t)on, (uint32_t)g->Wo};
                 tern_view ct[2];
                 ct[0] = tern_kernel_tile(c->k, TERN_MEM_SBUF, mdt, p, 2, shape, "im2col_a");
@@ -769,6 +770,39 @@ void cc_conv_epi_settle(compile_ctx *c)
     }
 }
 
+void cc_conv_narrow(compile_ctx *c)
+{
+    const tern_graph *g = c->g;
+    int nn = tern_graph_node_count(g);
+    if (c->o->matmul_dtype != TERN_DTYPE_BF16 || c->o->no_elementwise_fusion || nn <= 0)
+        return;
+    for (int i = 0; i < nn; i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        int relu, res, first;
+        if (n->op_id != TERN_GOP_CONV || n->domain[0] || !conv_gemm_path(g, n))
+            continue;
+        int last = conv_epilogue(c, i, &relu, &res, &first);
+        if (res >= 0) /* the residual add runs on the fp32 output tile */
+            continue;
+        int v = tern_graph_node_at(g, last >= 0 ? last : i)->outputs[0];
+        const tern_graph_value *gv = tern_graph_value_at(g, v);
+        if (v < 0 || gv->type != TERN_ELEM_FLOAT || (gv->flags & TERN_VALUE_OUTPUT) || c->v[v].out_as)
+            continue;
+        int readers = 0, ok = 1;
+        for (int r = 0; r < nn && ok; r++) {
+            const tern_graph_node *m = tern_graph_node_at(g, r);
+            for (int k = 0; k < m->n_inputs && ok; k++) {
+                if (m->inputs[k] != v)
+                    continue;
+                readers++;
+                ok = k == 0 && m->op_id == TERN_GOP_CONV && !m->domain[0] && conv_gemm_path(g, m);
+            }
+        }
+        if (ok && readers > 0)
+            c->v[v].narrow = 1;
+    }
+}
+
 static int lower_conv(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
@@ -778,7 +812,9 @@ static int lower_conv(compile_ctx *c)
     int relu, res_id, res_first, last = conv_epilogue(c, c->node, &relu, &res_id, &res_first), self = c->node;
     if (last >= 0)
         c->node = last;
-    cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    /* stored in the matmul dtype when only convolutions read it (cc_conv_narrow) */
+    int yid = cc_out_id(c, 0);
+    cc_value *y = cc_out(c, 0, yid >= 0 && c->v[yid].narrow ? c->o->matmul_dtype : TERN_DTYPE_FP32);
     c->node = self;
     cc_value *res = res_id >= 0 && c->v[res_id].placed ? &c->v[res_id] : NULL;
     if (res_id >= 0 && !res) {

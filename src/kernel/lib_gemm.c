@@ -241,16 +241,17 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
             return;
         }
     }
+    const int float_out = tern_dtype_is_float((tern_dtype)out.ap.dtype);
     if (opts.row_bias.region >= 0 &&
         (!kview_ok(k, &opts.row_bias, "gemm row_bias") || tern_view_rank(&opts.row_bias) != 2 ||
          tern_view_dim(&opts.row_bias, 0) != M || tern_view_dim(&opts.row_bias, 1) != 1 ||
-         opts.row_bias.ap.dtype != TERN_DTYPE_FP32 || out.ap.dtype != TERN_DTYPE_FP32)) {
+         opts.row_bias.ap.dtype != TERN_DTYPE_FP32 || !float_out)) {
         if (!k->failed)
-            kfail(k, TERN_ERR_INVALID, "gemm: row_bias must be fp32 [%llu, 1] with an fp32 out", (unsigned long long)M);
+            kfail(k, TERN_ERR_INVALID, "gemm: row_bias must be fp32 [%llu, 1] with a float out", (unsigned long long)M);
         return;
     }
-    if (opts.relu && out.ap.dtype != TERN_DTYPE_FP32) {
-        kfail(k, TERN_ERR_INVALID, "gemm: relu needs an fp32 out (out is %s)", tern_dtype_name((tern_dtype)out.ap.dtype));
+    if (opts.relu && !float_out) {
+        kfail(k, TERN_ERR_INVALID, "gemm: relu needs a float out (out is %s)", tern_dtype_name((tern_dtype)out.ap.dtype));
         return;
     }
     if (opts.residual.region >= 0 &&

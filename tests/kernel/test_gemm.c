@@ -138,7 +138,17 @@ static void exact_order(void)
  * added, a residual added and a Relu applied as the tiles leave PSUM or the accumulators): bit for bit the GEMM of the rhs rounded to
  * bf16 beforehand, plus the bias added in fp32 afterwards, then Relu (ScalarE's: x > 0 ? x : NaN stays, else +0).
  * Both paths: one K block, and several (K beyond the block's 128 * bk rows). */
-static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int fused, int relu, int res,
+/* fp32 -> bf16, round to nearest even (finite values) */
+static float bf16_rne(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int fused, int relu, int res, int bf16_out,
                             const float *a, const float *b, const float *bias, const float *rv)
 {
     tern_core_config cfg;
@@ -149,7 +159,7 @@ static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int
     tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, K, M);
     tern_view rhs = tern_kernel_input2d(k, "rhs", fused ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16, K, N);
     tern_view bv = tern_kernel_input2d(k, "bias", TERN_DTYPE_FP32, M, 1);
-    tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, M, N);
+    tern_view out = tern_kernel_output2d(k, "out", fused && bf16_out ? TERN_DTYPE_BF16 : TERN_DTYPE_FP32, M, N);
     tern_view resv = tern_kernel_input2d(k, "res", TERN_DTYPE_FP32, M, N);
     tern_gemm_opts o;
     tern_gemm_opts_default(&o);
@@ -181,7 +191,8 @@ static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int
                     v = v + rv[(size_t)m * N + n];
                 else if (res == 2)
                     v = rv[(size_t)m * N + n] + v;
-                y[(size_t)m * N + n] = relu && !(v > 0) && v == v ? 0.0f : v;
+                v = relu && !(v > 0) && v == v ? 0.0f : v;
+                y[(size_t)m * N + n] = bf16_out ? bf16_rne(v) : v; /* a bf16 out: the fp32 result rounded once */
             }
     tern_kernel_free(k);
     tern_core_free(core);
@@ -203,17 +214,19 @@ static void bias_cast(void)
         ktu_fill(b, (size_t)K * N, TERN_DTYPE_FP32, 12); /* not bf16 values: the cast matters */
         ktu_fill(bias, M, TERN_DTYPE_FP32, 13);
         ktu_fill(rv, (size_t)M * N, TERN_DTYPE_FP32, 14);
-        for (int mode = 0; mode < 6; mode++) {
-            int relu = mode & 1, res = mode >> 1; /* residual: none, after the sum, before it */
-            float *fused = bias_cast_run(M, N, K, bk, 1, relu, res, a, b, bias, rv),
-                  *ref = bias_cast_run(M, N, K, bk, 0, relu, res, a, b, bias, rv);
+        for (int mode = 0; mode < 8; mode++) {
+            /* residual: none, after the sum, before it; modes 6 and 7: bias (and Relu) into a bf16 out */
+            int relu = mode & 1, res = mode < 6 ? mode >> 1 : 0, bf = mode >= 6;
+            float *fused = bias_cast_run(M, N, K, bk, 1, relu, res, bf, a, b, bias, rv),
+                  *ref = bias_cast_run(M, N, K, bk, 0, relu, res, bf, a, b, bias, rv);
             size_t diff = 0, nonzero = 0, zero = 0;
             for (size_t i = 0; i < (size_t)M * N; i++) {
                 diff += memcmp(&fused[i], &ref[i], 4) != 0;
                 nonzero += ref[i] != 0.0f;
                 zero += ref[i] == 0.0f;
             }
-            CHECK_MSG(diff == 0, "relu %d, residual %d: %zu of %u outputs differ", relu, res, diff, M * N);
+            CHECK_MSG(diff == 0, "relu %d, residual %d, bf16 out %d: %zu of %u outputs differ", relu, res, bf, diff,
+                      M * N);
             CHECK(nonzero > (size_t)M * N / (relu ? 4 : 2));
             if (relu)
                 CHECK_MSG(zero > (size_t)M * N / 4, "relu: only %zu zeros", zero);
@@ -241,26 +254,7 @@ static void bias_cast(void)
         o.row_bias = bv;
         tern_lib_gemm(k, out, lhsT, rhs, &o);
         CHECK(tern_kernel_status(k, &err) != TERN_OK);
-        CHECK_STR_CONTAINS(err.msg, "row_bias must be fp32 [64, 1]");
-        tern_kernel_free(k);
-        tern_core_free(core);
-    }
-    TEST_BEGIN("gemm relu with a bf16 out is refused");
-    {
-        tern_core_config cfg;
-        tern_core *core = ktu_core("neuroncore-v2", &cfg);
-        tern_kernel *k = NULL;
-        tern_error err;
-        tern_kernel_create(&cfg, "gemm_relu_bad", &k, &err);
-        tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
-        tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
-        tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_BF16, 64, 32);
-        tern_gemm_opts o;
-        tern_gemm_opts_default(&o);
-        o.relu = 1;
-        tern_lib_gemm(k, out, lhsT, rhs, &o);
-        CHECK(tern_kernel_status(k, &err) != TERN_OK);
-        CHECK_STR_CONTAINS(err.msg, "relu needs an fp32 out (out is bf16)");
+        CHECK_STR_CONTAINS(err.msg, "row_bias must be fp32 [64, 1] with a float out");
         tern_kernel_free(k);
         tern_core_free(core);
     }
@@ -275,8 +269,20 @@ static void bias_cast(void)
         tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
         tern_view rv = tern_kernel_input2d(k, "res", TERN_DTYPE_FP32, 64, 31);
         tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, 64, 32);
+        tern_view out16 = tern_kernel_output2d(k, "out16", TERN_DTYPE_BF16, 64, 32);
+        tern_view rv_ok = tern_kernel_input2d(k, "res_ok", TERN_DTYPE_FP32, 64, 32);
         tern_gemm_opts o;
         tern_gemm_opts_default(&o);
+        o.residual = rv_ok; /* a bf16 out: the residual adds run on fp32 output tiles only */
+        tern_lib_gemm(k, out16, lhsT, rhs, &o);
+        CHECK(tern_kernel_status(k, &err) != TERN_OK);
+        CHECK_STR_CONTAINS(err.msg, "residual must be fp32 [64, 32] with one fp32 out");
+        tern_kernel_free(k);
+        tern_kernel_create(&cfg, "gemm_res_bad2", &k, &err);
+        lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
+        rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
+        rv = tern_kernel_input2d(k, "res", TERN_DTYPE_FP32, 64, 31);
+        out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, 64, 32);
         o.residual = rv;
         tern_lib_gemm(k, out, lhsT, rhs, &o);
         CHECK(tern_kernel_status(k, &err) != TERN_OK);
