@@ -175,15 +175,17 @@ void cc_strides(const cc_value *x, int64_t *st)
     }
 }
 
-int cc_same_shape(const cc_value *a, const cc_value *b)
+int cc_dims_equal(int ra, const int64_t *a, int rb, const int64_t *b)
 {
-    if (a->rank != b->rank)
+    if (ra != rb)
         return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
+    for (int d = 0; d < ra; d++)
+        if (a[d] != b[d])
             return 0;
     return 1;
 }
+
+int cc_same_shape(const cc_value *a, const cc_value *b) { return cc_dims_equal(a->rank, a->dims, b->rank, b->dims); }
 
 tern_dtype cc_out_dtype(compile_ctx *c, int k)
 {

@@ -110,6 +110,7 @@ static inline int64_t cc_norm_axis(int64_t a, int rank) { return a < 0 ? a + ran
 /* Row-major element strides of x's dims. */
 void cc_strides(const cc_value *x, int64_t *st);
 int cc_same_shape(const cc_value *a, const cc_value *b);
+int cc_dims_equal(int ra, const int64_t *a, int rb, const int64_t *b); /* the same rank and dims */
 /* The device dtype of the current node's output k (64-bit integers become 32-bit ones). */
 tern_dtype cc_out_dtype(compile_ctx *c, int k);
 

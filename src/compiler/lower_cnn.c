@@ -632,12 +632,7 @@ static int relu_after(compile_ctx *c, const int *readers, const int *reader, int
 
 static int same_shape(const tern_graph_value *a, const tern_graph_value *b)
 {
-    if (a->rank != b->rank)
-        return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return 0;
-    return 1;
+    return cc_dims_equal(a->rank, a->dims, b->rank, b->dims);
 }
 
 void cc_conv_epi_plan(compile_ctx *c)

@@ -199,6 +199,32 @@ static float *bias_cast_run(unsigned M, unsigned N, unsigned K, unsigned bk, int
     return y;
 }
 
+/* A [64, 32] GEMM (K 128) with a bias of bias_rows rows and a residual of res_cols columns (0: none), out in
+ * out_dt, is refused with a message containing want. */
+static void gemm_refused(const char *name, tern_dtype out_dt, unsigned bias_rows, unsigned res_cols, const char *want)
+{
+    TEST_BEGIN(name);
+    tern_core_config cfg;
+    tern_core *core = ktu_core("neuroncore-v2", &cfg);
+    tern_kernel *k = NULL;
+    tern_error err;
+    tern_kernel_create(&cfg, "gemm_bad", &k, &err);
+    tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
+    tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
+    tern_view out = tern_kernel_output2d(k, "out", out_dt, 64, 32);
+    tern_gemm_opts o;
+    tern_gemm_opts_default(&o);
+    if (bias_rows)
+        o.row_bias = tern_kernel_input2d(k, "bias", TERN_DTYPE_FP32, bias_rows, 1);
+    if (res_cols)
+        o.residual = tern_kernel_input2d(k, "res", TERN_DTYPE_FP32, 64, res_cols);
+    tern_lib_gemm(k, out, lhsT, rhs, &o);
+    CHECK(tern_kernel_status(k, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, want);
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
 static void bias_cast(void)
 {
     const unsigned shapes[2][4] = {{200, 300, 128, 8}, {130, 257, 300, 1}}; /* M, N, K, bk */
@@ -238,58 +264,13 @@ static void bias_cast(void)
         free(bias);
         free(rv);
     }
-    TEST_BEGIN("gemm row_bias of the wrong shape is refused");
-    {
-        tern_core_config cfg;
-        tern_core *core = ktu_core("neuroncore-v2", &cfg);
-        tern_kernel *k = NULL;
-        tern_error err;
-        tern_kernel_create(&cfg, "gemm_bias_bad", &k, &err);
-        tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
-        tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
-        tern_view bv = tern_kernel_input2d(k, "bias", TERN_DTYPE_FP32, 63, 1);
-        tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, 64, 32);
-        tern_gemm_opts o;
-        tern_gemm_opts_default(&o);
-        o.row_bias = bv;
-        tern_lib_gemm(k, out, lhsT, rhs, &o);
-        CHECK(tern_kernel_status(k, &err) != TERN_OK);
-        CHECK_STR_CONTAINS(err.msg, "row_bias must be fp32 [64, 1] with a float out");
-        tern_kernel_free(k);
-        tern_core_free(core);
-    }
-    TEST_BEGIN("gemm residual of the wrong shape is refused");
-    {
-        tern_core_config cfg;
-        tern_core *core = ktu_core("neuroncore-v2", &cfg);
-        tern_kernel *k = NULL;
-        tern_error err;
-        tern_kernel_create(&cfg, "gemm_res_bad", &k, &err);
-        tern_view lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
-        tern_view rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
-        tern_view rv = tern_kernel_input2d(k, "res", TERN_DTYPE_FP32, 64, 31);
-        tern_view out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, 64, 32);
-        tern_view out16 = tern_kernel_output2d(k, "out16", TERN_DTYPE_BF16, 64, 32);
-        tern_view rv_ok = tern_kernel_input2d(k, "res_ok", TERN_DTYPE_FP32, 64, 32);
-        tern_gemm_opts o;
-        tern_gemm_opts_default(&o);
-        o.residual = rv_ok; /* a bf16 out: the residual adds run on fp32 output tiles only */
-        tern_lib_gemm(k, out16, lhsT, rhs, &o);
-        CHECK(tern_kernel_status(k, &err) != TERN_OK);
-        CHECK_STR_CONTAINS(err.msg, "residual must be fp32 [64, 32] with one fp32 out");
-        tern_kernel_free(k);
-        tern_kernel_create(&cfg, "gemm_res_bad2", &k, &err);
-        lhsT = tern_kernel_input2d(k, "lhsT", TERN_DTYPE_BF16, 128, 64);
-        rhs = tern_kernel_input2d(k, "rhs", TERN_DTYPE_BF16, 128, 32);
-        rv = tern_kernel_input2d(k, "res", TERN_DTYPE_FP32, 64, 31);
-        out = tern_kernel_output2d(k, "out", TERN_DTYPE_FP32, 64, 32);
-        o.residual = rv;
-        tern_lib_gemm(k, out, lhsT, rhs, &o);
-        CHECK(tern_kernel_status(k, &err) != TERN_OK);
-        CHECK_STR_CONTAINS(err.msg, "residual must be fp32 [64, 32]");
-        tern_kernel_free(k);
-        tern_core_free(core);
-    }
+    gemm_refused("gemm row_bias of the wrong shape is refused", TERN_DTYPE_FP32, 63, 0,
+                 "row_bias must be fp32 [64, 1] with a float out");
+    gemm_refused("gemm residual of the wrong shape is refused", TERN_DTYPE_FP32, 0, 31,
+                 "residual must be fp32 [64, 32] with one fp32 out");
+    /* the residual adds run on fp32 output tiles only */
+    gemm_refused("gemm residual with a bf16 out is refused", TERN_DTYPE_BF16, 0, 32,
+                 "residual must be fp32 [64, 32] with one fp32 out");
 }
 
 int main(void)
