@@ -718,26 +718,31 @@ int cc_conv_epi_node(compile_ctx *c, int i, const char **rule)
     return 1;
 }
 
-/* The epilogue of Conv node i: the node whose output its GEMMs write (-1: none), Relu or not, and the residual Add's
- * other operand (-1: none) with its place in the Add. */
-static int conv_epilogue(compile_ctx *c, int i, int *relu, int *res, int *res_first)
+/* The epilogue of Conv node i: the node whose output its GEMMs write (-1: none); whether a Relu ends it; its
+ * residual Add node (-1: none), and that Add's other operand with its place in the Add. */
+typedef struct {
+    int relu, add, res, res_first;
+} conv_epi;
+
+static int conv_epilogue(compile_ctx *c, int i, conv_epi *e)
 {
-    *relu = 0;
-    *res = -1;
-    *res_first = 0;
+    e->relu = 0;
+    e->add = e->res = -1;
+    e->res_first = 0;
     if (!c->conv_epi || c->conv_epi[i] < 0)
         return -1;
     const tern_graph *g = c->g;
-    int last = c->conv_epi[i], add = last, y = tern_graph_node_at(g, i)->outputs[0];
+    int last = c->conv_epi[i], y = tern_graph_node_at(g, i)->outputs[0];
+    e->add = last;
     if (tern_graph_node_at(g, last)->op_id == TERN_GOP_RELU) {
-        *relu = 1;
+        e->relu = 1;
         int p = tern_graph_value_at(g, tern_graph_node_at(g, last)->inputs[0])->producer;
-        add = p != i ? p : -1;
+        e->add = p != i ? p : -1;
     }
-    if (add >= 0) {
-        const tern_graph_node *a = tern_graph_node_at(g, add);
-        *res_first = a->inputs[0] != y;
-        *res = a->inputs[*res_first ? 0 : 1];
+    if (e->add >= 0) {
+        const tern_graph_node *a = tern_graph_node_at(g, e->add);
+        e->res_first = a->inputs[0] != y;
+        e->res = a->inputs[e->res_first ? 0 : 1];
     }
     return last;
 }
@@ -747,19 +752,18 @@ void cc_conv_epi_settle(compile_ctx *c)
     const tern_graph *g = c->g;
     int nn = tern_graph_node_count(g);
     for (int i = 0; c->conv_epi && i < nn; i++) {
-        int relu, res, first;
-        if (tern_graph_node_at(g, i)->op_id != TERN_GOP_CONV || conv_epilogue(c, i, &relu, &res, &first) < 0 || res < 0)
+        conv_epi e;
+        int last;
+        if (tern_graph_node_at(g, i)->op_id != TERN_GOP_CONV || (last = conv_epilogue(c, i, &e)) < 0 || e.res < 0)
             continue;
-        int p = tern_graph_value_at(g, res)->producer;
+        int p = tern_graph_value_at(g, e.res)->producer;
         if (p < 0 || (cc_fuse_emitted_at(c, p) <= i && !cc_msum_member(c, p)))
             continue;
-        int last = c->conv_epi[i], add = last;
-        if (relu) {
-            add = tern_graph_value_at(g, tern_graph_node_at(g, last)->inputs[0])->producer;
+        if (e.relu) {
             c->conv_epi[last] = -1;
             c->conv_relus--;
         }
-        c->conv_epi[add] = -1;
+        c->conv_epi[e.add] = -1;
         c->conv_adds--;
         c->conv_epi[i] = -1;
     }
@@ -768,34 +772,34 @@ void cc_conv_epi_settle(compile_ctx *c)
 void cc_conv_narrow(compile_ctx *c)
 {
     const tern_graph *g = c->g;
-    int nn = tern_graph_node_count(g);
+    int nn = tern_graph_node_count(g), nv = tern_graph_value_count(g);
     if (c->o->matmul_dtype != TERN_DTYPE_BF16 || c->o->no_elementwise_fusion || nn <= 0)
         return;
+    /* per value: 1 when every reader is a GEMM-path Conv reading it as its input, -1 when some reader is not */
+    signed char *conv_read = calloc((size_t)nv + 1, 1);
+    if (!conv_read)
+        return; /* an optimisation only */
+    for (int r = 0; r < nn; r++) {
+        const tern_graph_node *m = tern_graph_node_at(g, r);
+        int conv = m->op_id == TERN_GOP_CONV && !m->domain[0] && conv_gemm_path(g, m);
+        for (int k = 0; k < m->n_inputs; k++)
+            if (m->inputs[k] >= 0 && conv_read[m->inputs[k]] >= 0)
+                conv_read[m->inputs[k]] = (signed char)(conv && k == 0 ? 1 : -1);
+    }
     for (int i = 0; i < nn; i++) {
         const tern_graph_node *n = tern_graph_node_at(g, i);
-        int relu, res, first;
+        conv_epi e;
         if (n->op_id != TERN_GOP_CONV || n->domain[0] || !conv_gemm_path(g, n))
             continue;
-        int last = conv_epilogue(c, i, &relu, &res, &first);
-        if (res >= 0) /* the residual add runs on the fp32 output tile */
+        int last = conv_epilogue(c, i, &e);
+        if (e.res >= 0) /* the residual add runs on the fp32 output tile */
             continue;
         int v = tern_graph_node_at(g, last >= 0 ? last : i)->outputs[0];
         const tern_graph_value *gv = tern_graph_value_at(g, v);
-        if (v < 0 || gv->type != TERN_ELEM_FLOAT || (gv->flags & TERN_VALUE_OUTPUT) || c->v[v].out_as)
-            continue;
-        int readers = 0, ok = 1;
-        for (int r = 0; r < nn && ok; r++) {
-            const tern_graph_node *m = tern_graph_node_at(g, r);
-            for (int k = 0; k < m->n_inputs && ok; k++) {
-                if (m->inputs[k] != v)
-                    continue;
-                readers++;
-                ok = k == 0 && m->op_id == TERN_GOP_CONV && !m->domain[0] && conv_gemm_path(g, m);
-            }
-        }
-        if (ok && readers > 0)
+        if (gv->type == TERN_ELEM_FLOAT && !(gv->flags & TERN_VALUE_OUTPUT) && !c->v[v].out_as && conv_read[v] == 1)
             c->v[v].narrow = 1;
     }
+    free(conv_read);
 }
 
 static int lower_conv(compile_ctx *c)
@@ -804,15 +808,16 @@ static int lower_conv(compile_ctx *c)
     cc_value *x = cc_in(c, 0), *w = cc_in(c, 1), *b = cc_in(c, 2);
     /* with a fused epilogue, the GEMMs write its last node's output (placed as that node's) and the Conv's own is
      * never made */
-    int relu, res_id, res_first, last = conv_epilogue(c, c->node, &relu, &res_id, &res_first), self = c->node;
+    conv_epi e;
+    int last = conv_epilogue(c, c->node, &e), self = c->node;
     if (last >= 0)
         c->node = last;
     /* stored in the matmul dtype when only convolutions read it (cc_conv_narrow) */
     int yid = cc_out_id(c, 0);
     cc_value *y = cc_out(c, 0, yid >= 0 && c->v[yid].narrow ? c->o->matmul_dtype : TERN_DTYPE_FP32);
     c->node = self;
-    cc_value *res = res_id >= 0 && c->v[res_id].placed ? &c->v[res_id] : NULL;
-    if (res_id >= 0 && !res) {
+    cc_value *res = e.res >= 0 && c->v[e.res].placed ? &c->v[e.res] : NULL;
+    if (e.res >= 0 && !res) {
         cc_fail(c, TERN_ERR_INVALID, "the residual operand of the fused Add has no device placement");
         return 1;
     }
@@ -858,7 +863,7 @@ static int lower_conv(compile_ctx *c)
      * pass over y would make (tern_gemm_opts.row_bias). */
     tern_view bv = bias ? per_row_const(c, bias, 1, Cout) : tern_view_none();
     for (int64_t grp = 0; grp < group && cc_ok(c); grp++)
-        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, relu, res, res_first);
+        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, e.relu, res, e.res_first);
     free(bias);
     return 1;
 }

@@ -35,6 +35,22 @@ static tern_view bias_tile(tern_kernel *k, const tern_gemm_opts *o, uint64_t row
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+/* An output tile leaving PSUM or an fp32 accumulator (src) for dst: Relu of src * 1 + bias in one activation when
+ * relu (bias may be none), else src + bias, else src itself (a PSUM tile as psum + 0, one tensor_scalar, an
+ * accumulator as a copy): each rounded once into dst's dtype. */
+static void evacuate(tern_kernel *k, tern_view dst, tern_view src, tern_view bias, int relu, int from_psum)
+{
+    if (relu)
+        tern_kernel_activation(k, dst, src, TERN_ACT_RELU, 1.0f, bias, tern_view_none(), tern_view_none());
+    else if (bias.region >= 0) /* the one rounding of (src + 0) + bias: a matmul's fp32 sum is never -0 */
+        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, src, TERN_ALU_ADD, bias, 0.0f, TERN_ALU_BYPASS,
+                                     tern_view_none(), 0.0f, 0);
+    else if (from_psum)
+        tern_kernel_tensor_scalar(k, TERN_ENGINE_AUTO, dst, src, TERN_ALU_ADD, 0.0f, TERN_ALU_BYPASS, 0.0f);
+    else
+        tern_kernel_tensor_copy(k, TERN_ENGINE_AUTO, dst, src);
+}
+
 /* The residual's epilogue on an output row tile [rows, c1 - c0] (rows from row0, columns [c0, c1) of the output)
  * about to be stored: + residual (in the option's order), then Relu. */
 static void residual_epilogue(tern_kernel *k, const tern_gemm_opts *o, tern_view tile, uint64_t row0, uint64_t rows,
@@ -319,16 +335,8 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                             tern_view mv = tern_view_block(k, rhs_tiles[bk], 0, kk, bn * TN, bn * TN + cols);
                             tern_kernel_matmul(k, ps, st, mv, bk > 0);
                         }
-                        tern_view dst = tern_view_block(k, accs[bm], 0, rows, bn * TN, bn * TN + cols);
-                        if (evac_relu) /* relu(psum * 1 + bias): relu of the fp32 value the lines below store */
-                            tern_kernel_activation(k, dst, ps, TERN_ACT_RELU, 1.0f, bias[bm], tern_view_none(),
-                                                   tern_view_none());
-                        else if (bias[bm].region >= 0) /* psum + bias: the one rounding of (psum + 0) + bias */
-                            tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, ps, TERN_ALU_ADD, bias[bm], 0.0f,
-                                                         TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
-                        else
-                            tern_kernel_tensor_scalar(k, TERN_ENGINE_AUTO, dst, ps, TERN_ALU_ADD, 0.0f,
-                                                      TERN_ALU_BYPASS, 0.0f);
+                        evacuate(k, tern_view_block(k, accs[bm], 0, rows, bn * TN, bn * TN + cols), ps, bias[bm],
+                                 evac_relu, 1);
                         tern_kernel_release(k, ps);
                     }
                 for (uint64_t bk = 0; bk < tiles_k; bk++)
@@ -398,14 +406,7 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                 for (uint64_t bn = 0; bn < tiles_n; bn++) {
                     tern_view *a = &accs[(m * opts.tiles_in_block_m + bm) * opts.tiles_in_block_n + bn];
                     uint64_t cols = tern_view_dim(a, 1);
-                    tern_view dst = tern_view_block(k, packed, 0, rows, bn * TN, bn * TN + cols);
-                    if (evac_relu) /* relu(acc * 1 + bias), as the copy, add and a Relu activation would give */
-                        tern_kernel_activation(k, dst, *a, TERN_ACT_RELU, 1.0f, bt, tern_view_none(), tern_view_none());
-                    else if (bt.region >= 0) /* the fp32 accumulator + bias, as the copy then an add would give */
-                        tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_AUTO, dst, *a, TERN_ALU_ADD, bt, 0.0f,
-                                                     TERN_ALU_BYPASS, tern_view_none(), 0.0f, 0);
-                    else
-                        tern_kernel_tensor_copy(k, TERN_ENGINE_AUTO, dst, *a);
+                    evacuate(k, tern_view_block(k, packed, 0, rows, bn * TN, bn * TN + cols), *a, bt, evac_relu, 0);
                     tern_kernel_release(k, *a);
                 }
                 if (bt.region >= 0)
