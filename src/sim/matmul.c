@@ -52,6 +52,11 @@ static int simd_cap(void)
 
 #if HAVE_X86
 static int have_avx512f(void) { return simd_cap() >= 2 && __builtin_cpu_supports("avx512f"); }
+/* The bf16 kernels' 16-bit masked loads and 256-bit masked stores: AVX-512 BW and VL too. */
+static int have_avx512_bwvl(void)
+{
+    return have_avx512f() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
 static int have_avx2_fma(void)
 {
     return simd_cap() >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -564,12 +569,15 @@ size_t matmul_panel_floats(uint32_t K, uint32_t M) { return (size_t)(M + PANEL_W
  * per-element form (a bounds test and a 2-byte load per value) cost 14 % of a 2048^3 GEMM's matmul time. Rows
  * [k0, k1) only: parts of a pool job each take a range of rows (their writes are disjoint). */
 #define PACK_AHEAD 16
-#if HAVE_X86
-static int pack_wide(void)
+/* SBUF rows lie a partition apart, each on a page of its own, so the hardware prefetcher never follows them and a
+ * cold operand (the usual case: DMA'd in a while ago) costs a full miss per line, one row at a time. Asking for the
+ * lines PACK_AHEAD rows ahead keeps that many rows' misses in flight. */
+static inline void prefetch_row(const void *row, size_t bytes)
 {
-    return have_avx512f() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    for (size_t b = 0; b < bytes; b += 64)
+        __builtin_prefetch((const uint8_t *)row + b, 0, 3);
 }
-
+#if HAVE_X86
 /* Rows [k0, k1) straight from the bf16 row to each panel: a masked load of the panel's 6 values, widened and
  * stored with a masked 6-lane store (the padding past M loads as +0). Through a widened row buffer instead, half the
  * 24-byte pieces were read across two of the widening's 16-byte stores while those still sat in the store buffer:
@@ -583,13 +591,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_rows_avx51
     const size_t row_bytes = (size_t)M * 2, pstep = (size_t)K * PANEL_W;
     const __mmask8 six = (__mmask8)((1u << PANEL_W) - 1u), tail = (__mmask8)((1u << (M - full * PANEL_W)) - 1u);
     for (uint32_t k = k0; k < k1 && k < k0 + PACK_AHEAD; k++)
-        for (size_t b = 0; b < row_bytes; b += 64)
-            __builtin_prefetch((const uint8_t *)(rows + (size_t)k * stride) + b, 0, 3);
+        prefetch_row(rows + (size_t)k * stride, row_bytes);
     for (uint32_t k = k0; k < k1; k++) {
         const uint16_t *r = rows + (size_t)k * stride;
         if (k + PACK_AHEAD < k1)
-            for (size_t b = 0; b < row_bytes; b += 64)
-                __builtin_prefetch((const uint8_t *)(r + (size_t)PACK_AHEAD * stride) + b, 0, 3);
+            prefetch_row(r + (size_t)PACK_AHEAD * stride, row_bytes);
         float *d = panels + (size_t)k * PANEL_W;
         for (uint32_t p = 0; p < np; p++) {
             __m128i h = _mm_maskz_loadu_epi16(p < full ? six : tail, r + (size_t)p * PANEL_W);
@@ -604,7 +610,7 @@ static void pack_panels_rows(const uint16_t *rows, size_t stride, uint32_t K, ui
                              uint32_t k1)
 {
 #if HAVE_X86
-    if (pack_wide()) {
+    if (have_avx512_bwvl()) {
         pack_rows_avx512(rows, stride, K, M, panels, k0, k1);
         return;
     }
@@ -622,18 +628,13 @@ static void pack_panels_rows(const uint16_t *rows, size_t stride, uint32_t K, ui
     }
     for (uint32_t m = M; m < np * PANEL_W; m++)
         row[m] = 0;
-    /* SBUF rows lie a partition apart, each on a page of its own, so the hardware prefetcher never follows them and
-     * a cold operand (the usual case: DMA'd in a while ago) costs a full miss per line, one row at a time. Asking
-     * for the lines PACK_AHEAD rows ahead keeps that many rows' misses in flight. */
     const size_t row_bytes = (size_t)M * 2;
     for (uint32_t k = k0; k < k1 && k < k0 + PACK_AHEAD; k++)
-        for (size_t b = 0; b < row_bytes; b += 64)
-            __builtin_prefetch((const uint8_t *)(rows + (size_t)k * stride) + b, 0, 3);
+        prefetch_row(rows + (size_t)k * stride, row_bytes);
     for (uint32_t k = k0; k < k1; k++) {
         const uint16_t *r = rows + (size_t)k * stride;
         if (k + PACK_AHEAD < k1)
-            for (size_t b = 0; b < row_bytes; b += 64)
-                __builtin_prefetch((const uint8_t *)(r + (size_t)PACK_AHEAD * stride) + b, 0, 3);
+            prefetch_row(r + (size_t)PACK_AHEAD * stride, row_bytes);
         for (uint32_t m = 0; m < M; m++) /* vectorised: a widening shift */
             row[m] = (uint32_t)r[m] << 16;
         float *d = panels + (size_t)k * PANEL_W;
@@ -864,14 +865,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void bx3_block(const
         int nv = (int)((ncols + 15) / 16);
         /* the rows a partition apart, cold: their misses overlapped as in matmul_pack_panels_bf16 */
         for (uint32_t k = 0; k < j->K && k < PACK_AHEAD; k++)
-            for (uint32_t b = 0; b < ncols * 2; b += 64)
-                __builtin_prefetch((const uint8_t *)(j->x + (size_t)k * j->x_stride + n0) + b, 0, 3);
+            prefetch_row(j->x + (size_t)k * j->x_stride + n0, (size_t)ncols * 2);
         for (uint32_t k = 0; k < j->K; k++) {
             const uint16_t *xr = j->x + (size_t)k * j->x_stride + n0;
             float *dst = xp + (size_t)k * BW3;
             if (k + PACK_AHEAD < j->K)
-                for (uint32_t b = 0; b < ncols * 2; b += 64)
-                    __builtin_prefetch((const uint8_t *)(xr + (size_t)PACK_AHEAD * j->x_stride) + b, 0, 3);
+                prefetch_row(xr + (size_t)PACK_AHEAD * j->x_stride, (size_t)ncols * 2);
             for (int v = 0; v < nv; v++) {
                 uint32_t left = ncols - 16u * (uint32_t)v;
                 __mmask16 mk = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
@@ -917,7 +916,7 @@ int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x
                          size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate)
 {
 #if HAVE_X86
-    const int wide = have_avx512f() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    const int wide = have_avx512_bwvl();
     if ((!wide && !have_avx2_fma()) || K > BX_MAXK || K == 0 || M == 0 || N == 0)
         return 0;
     bx_job j = {panels, x_rows, x_stride, out, out_stride, K, M, N, accumulate, 0, 1};
