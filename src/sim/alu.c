@@ -207,10 +207,48 @@ static inline float nan_first(float a, float r)
 #define ALU_CLONES
 #endif
 
+/* Is any of x[0, n) a NaN? */
+ALU_CLONES static int any_nan(const float *x, size_t n)
+{
+    int r = 0;
+    for (size_t i = 0; i < n; i++)
+        r |= x[i] != x[i];
+    return r;
+}
+
+/* max and min without NaN operands. alu_apply_f32's fmaxf and fminf (glibc, x86-64) compare with maxss and minss
+ * when neither operand is a NaN: the first operand if it is greater (less), else the second, which also makes the
+ * second operand the result for two zeros of either sign. `a > b ? a : b` is exactly that, lane by lane (maxps).
+ * With a NaN operand fmaxf and fminf follow IEEE maxNum (a quiet NaN loses to a number, a signalling one wins,
+ * quieted), so rows holding a NaN take alu_apply_f32 element by element instead; tests/sim/test_vector.c checks
+ * both paths against it on adversarial values. */
+#define MINMAX_LOOP(A, B)                                                                                          \
+    do {                                                                                                           \
+        if (op == TERN_ALU_MAX)                                                                                    \
+            for (size_t i = 0; i < n; i++) {                                                                       \
+                float a = (A), b = (B);                                                                            \
+                x[i] = a > b ? a : b;                                                                              \
+            }                                                                                                      \
+        else                                                                                                       \
+            for (size_t i = 0; i < n; i++) {                                                                       \
+                float a = (A), b = (B);                                                                            \
+                x[i] = a < b ? a : b;                                                                              \
+            }                                                                                                      \
+    } while (0)
+
 /* x[i] = op(x[i], y[i]) (rev 0) or op(y[i], x[i]) (rev 1) for the operators with a fast loop; 0 if none */
 ALU_CLONES static int vv_fast(tern_alu_op op, float *x, const float *y, int rev, size_t n)
 {
     switch (op) {
+    case TERN_ALU_MAX:
+    case TERN_ALU_MIN:
+        if (any_nan(x, n) || any_nan(y, n))
+            return 0;
+        if (rev)
+            MINMAX_LOOP(y[i], x[i]);
+        else
+            MINMAX_LOOP(x[i], y[i]);
+        return 1;
     case TERN_ALU_BYPASS:
         if (rev)
             for (size_t i = 0; i < n; i++)
@@ -281,6 +319,15 @@ ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse,
     case TERN_ALU_MULT: VS_LOOP(a * b);
     case TERN_ALU_DIVIDE: VS_LOOP(a / b); /* the norms' and AdamW's divisions by a per-partition scalar */
 #undef VS_LOOP
+    case TERN_ALU_MAX: /* Relu as max(x, 0), Clip and Relu6 as max then min */
+    case TERN_ALU_MIN:
+        if (s != s || any_nan(x, n))
+            break;
+        if (reverse)
+            MINMAX_LOOP(s, x[i]);
+        else
+            MINMAX_LOOP(x[i], s);
+        return;
     default: break; /* no vector fast path: the scalar definition below */
     }
     if (reverse)
@@ -290,3 +337,4 @@ ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse,
         for (size_t i = 0; i < n; i++)
             x[i] = alu_apply_f32(op, x[i], s);
 }
+#undef MINMAX_LOOP

@@ -854,12 +854,52 @@ static tern_status exec_memset(tern_core *core, const exec_ctx *cx, const tern_i
     return put_f(core, cx, ins, TERN_AP_DST, b, err);
 }
 
+/* select on 4-byte rows on chip (a Clip's NaN pass, masks), computed in the destination rows: D = A != 0 ? B : C with
+ * B's or C's bits copied, A's test on its bits (fp32: any bit but the sign, so -0 is false and a NaN true; an
+ * integer: nonzero). Each element reads only the same element of A, B and C, so each of them may be D's rows
+ * themselves or must lie apart from them; 0 (nothing done) otherwise, and for any other layout or dtype. */
+static int select_rows(tern_core *core, const exec_ctx *cx, const tern_ap *a, const tern_ap *b, const tern_ap *c,
+                       const tern_ap *d)
+{
+    if (tern_dtype_size((tern_dtype)d->dtype) != 4 || b->dtype != d->dtype || c->dtype != d->dtype ||
+        tern_dtype_size((tern_dtype)a->dtype) != 4 || (a->dtype != TERN_DTYPE_FP32 && !dt_is_int(a->dtype)))
+        return 0;
+    uint32_t P = d->num_partitions;
+    if (a->num_partitions != P || b->num_partitions != P || c->num_partitions != P)
+        return 0;
+    const tern_ap *ops[4] = {d, a, b, c};
+    uint8_t *r[4];
+    size_t st[4], N = (size_t)tern_ap_free_elems(d);
+    for (int k = 0; k < 4; k++) {
+        size_t len = 0;
+        r[k] = ap_onchip_rows(core, cx->engine, ops[k], &len, &st[k]);
+        if (!r[k] || len != N || (uintptr_t)r[k] % 4 || st[k] % 4)
+            return 0;
+        if (k && rows_relation(core, d, r[0], st[0], ops[k], r[k], st[k], N) == 2)
+            return 0;
+    }
+    psum_mark(core, d, 0); /* what the scatter does before writing */
+    sbuf_written(core, cx->engine, d);
+    const uint32_t mask = a->dtype == TERN_DTYPE_FP32 ? 0x7fffffffu : 0xffffffffu;
+    for (uint32_t p = 0; p < P; p++) {
+        uint32_t *rd = (uint32_t *)(void *)(r[0] + (size_t)p * st[0]);
+        const uint32_t *ra = (const uint32_t *)(const void *)(r[1] + (size_t)p * st[1]),
+                       *rb = (const uint32_t *)(const void *)(r[2] + (size_t)p * st[2]),
+                       *rc = (const uint32_t *)(const void *)(r[3] + (size_t)p * st[3]);
+        for (size_t i = 0; i < N; i++)
+            rd[i] = (ra[i] & mask) ? rb[i] : rc[i];
+    }
+    return 1;
+}
+
 static tern_status exec_select(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     const tern_ap *a = &ins->ap[TERN_AP_IN0], *b = &ins->ap[TERN_AP_IN1], *c = &ins->ap[TERN_AP_IN2],
                   *d = &ins->ap[TERN_AP_DST];
     size_t n = (size_t)ap_elems(d);
     tern_status st;
+    if (select_rows(core, cx, a, b, c, d))
+        return TERN_OK;
     /* the predicate as 0/1 in slot 3 */
     int32_t *pr = NULL;
     if (dt_is_int(a->dtype)) {

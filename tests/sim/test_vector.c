@@ -544,6 +544,101 @@ static void test_rows_threads(void)
     tern_core_free(c);
 }
 
+/* max and min on fp32 rows take a vector loop when no operand is a NaN (alu.c); select on 4-byte rows computes in
+ * the destination rows (exec_vector.c's select_rows). Both must give the scalar definitions' bits: every ordered
+ * pair of signed zeros, subnormals, infinities and normals (rows without a NaN), rows holding NaNs of both kinds
+ * (the element-by-element path), and select's predicates (NaNs, -0, subnormals; int32) in every layout. */
+static void test_minmax_select_rows(void)
+{
+    static const uint32_t vals[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x00800000u,
+                                    0x3f800000u, 0xbf800000u, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u,
+                                    0x40c00000u, 0x3f800001u};
+    enum { NV = sizeof vals / sizeof vals[0], P = 4, N = NV * NV, A = 0, B = 1024, D = 2048, S = 3072 };
+    static const uint32_t nans[] = {0x7fc01234u, 0xffc00001u, 0x7f800001u, 0xff812345u};
+    uint32_t a[P * N], b[P * N], got[P * N], col[P];
+    for (uint32_t p = 0; p < P; p++) {
+        for (uint32_t i = 0; i < N; i++) { /* every ordered pair; rows 2 and 3 hold a NaN too */
+            a[p * N + i] = vals[i / NV];
+            b[p * N + i] = vals[i % NV];
+        }
+        col[p] = vals[(5 * p + 3) % NV];
+    }
+    a[2 * N + 17] = nans[0], b[2 * N + 40] = nans[2]; /* row 2: a quiet NaN in one operand, a signalling in the other */
+    a[3 * N + 5] = nans[3], b[3 * N + 5] = nans[1];  /* row 3: both NaN in one element */
+    st_write_bits(v2, SB, 0, P, S, F32, col, 1);
+    static const tern_alu_op mm[2] = {TERN_ALU_MAX, TERN_ALU_MIN};
+    int bad_tt = 0, bad_ts = 0;
+    for (int o = 0; o < 2; o++)
+        for (int layout = 0; layout < 2; layout++) { /* 0: in place, 1: apart */
+            uint64_t dst = layout == 0 ? A : D;
+            st_write_bits(v2, SB, 0, P, A, F32, a, N);
+            st_write_bits(v2, SB, 0, P, B, F32, b, N);
+            tern_instr ins = tt(VE, mm[o], st_ap1(SB, F32, 0, P, dst, N), st_ap1(SB, F32, 0, P, A, N),
+                                st_ap1(SB, F32, 0, P, B, N));
+            ST_EXPECT_OK(v2, &ins);
+            st_read_bits(v2, SB, 0, P, dst, F32, got, N);
+            for (uint32_t i = 0; i < P * N; i++)
+                bad_tt += got[i] != f_bits(alu_apply_f32(mm[o], bits_f(a[i]), bits_f(b[i])));
+            for (int rev = 0; rev < 2; rev++)
+                for (int sap = 0; sap < 3; sap++) { /* the scalar: an immediate 0, 6 or NaN, or a [P, 1] operand */
+                    float imm = sap == 0 ? 0.0f : sap == 1 ? 6.0f : bits_f(nans[rev]);
+                    st_write_bits(v2, SB, 0, P, A, F32, a, N);
+                    ins = ts(VE, mm[o], imm, TERN_ALU_BYPASS, 0.0f, st_ap1(SB, F32, 0, P, dst, N),
+                             st_ap1(SB, F32, 0, P, A, N));
+                    ins.flags = (uint16_t)(rev ? TERN_FLAG_REV0 : 0);
+                    if (sap == 1) {
+                        ins.flags |= TERN_FLAG_S0_AP;
+                        ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, S, 1);
+                    }
+                    ST_EXPECT_OK(v2, &ins);
+                    st_read_bits(v2, SB, 0, P, dst, F32, got, N);
+                    for (uint32_t p = 0; p < P; p++)
+                        for (uint32_t i = 0; i < N; i++) {
+                            float x = bits_f(a[p * N + i]), v = sap == 1 ? bits_f(col[p]) : imm;
+                            float e = rev ? alu_apply_f32(mm[o], v, x) : alu_apply_f32(mm[o], x, v);
+                            bad_ts += got[p * N + i] != f_bits(e);
+                        }
+                }
+        }
+    TEST_BEGIN("max and min on fp32 rows (tensor_tensor) = alu_apply_f32 for every pair of zeros, subnormals, infinities");
+    CHECK_EQ_INT(bad_tt, 0);
+    TEST_BEGIN("max and min against a scalar (tensor_scalar, both orders, NaN scalar) = alu_apply_f32");
+    CHECK_EQ_INT(bad_ts, 0);
+
+    /* select: predicate rows of fp32 specials (NaN payloads true, -0 false, subnormals true) or int32 */
+    uint32_t pr[P * N], pi[P * N];
+    for (uint32_t i = 0; i < P * N; i++) {
+        pr[i] = i % 7 == 0 ? nans[i % 4] : i % 7 == 1 ? 0x80000000u : i % 7 == 2 ? 0u : i % 7 == 3 ? 1u : a[i];
+        pi[i] = i % 3 == 0 ? 0u : i % 3 == 1 ? 0x80000000u : i;
+    }
+    enum { C = 4096, Q = 5120 };
+    int bad_sel = 0, cases = 0;
+    for (int pint = 0; pint < 2; pint++)
+        for (int layout = 0; layout < 5; layout++) { /* apart; D is A, B or C; D one element past C (dense path) */
+            const uint32_t *pv = pint ? pi : pr;
+            uint64_t qa = Q, qb = B, qc = C;
+            uint64_t dst = layout == 0 ? D : layout == 1 ? qa : layout == 2 ? qb : layout == 3 ? qc : qc + 4;
+            st_write_bits(v2, SB, 0, P, qa, pint ? TERN_DTYPE_INT32 : F32, pv, N);
+            st_write_bits(v2, SB, 0, P, qb, F32, a, N);
+            st_write_bits(v2, SB, 0, P, qc, F32, b, N);
+            tern_instr ins = st_instr(TERN_OP_SELECT, VE);
+            ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, P, dst, N);
+            ins.ap[TERN_AP_IN0] = st_ap1(SB, pint ? TERN_DTYPE_INT32 : F32, 0, P, qa, N);
+            ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, qb, N);
+            ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, P, qc, N);
+            ST_EXPECT_OK(v2, &ins);
+            st_read_bits(v2, SB, 0, P, dst, F32, got, N);
+            for (uint32_t i = 0; i < P * N; i++) {
+                int t = pint ? pv[i] != 0 : (pv[i] & 0x7fffffffu) != 0;
+                bad_sel += got[i] != (t ? a[i] : b[i]);
+            }
+            cases++;
+        }
+    TEST_BEGIN("select on 4-byte rows: NaN/-0/subnormal and int32 predicates, in place on each input, apart, offset");
+    CHECK_EQ_INT(bad_sel, 0);
+    CHECK_EQ_INT(cases, 10);
+}
+
 static void test_row_paths(void)
 {
     enum { P = 5, N = 67, A = 0, B = 1024, D = 2048, S = 4096, W = 8192 };
@@ -1125,6 +1220,7 @@ int main(void)
     test_tensor_scalar();
     test_stt();
     test_row_paths();
+    test_minmax_select_rows();
     test_rows_threads();
     test_tensor_reduce();
     test_copies();
