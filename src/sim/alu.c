@@ -271,6 +271,26 @@ ALU_CLONES static int vv_fast(tern_alu_op op, float *x, const float *y, int rev,
     case TERN_ALU_MULT: VV_LOOP(a * b);
     case TERN_ALU_DIVIDE: VV_LOOP(a / b);
 #undef VV_LOOP
+/* comparisons give 1.0 or 0.0 whatever the operands (a NaN compares unequal and unordered), so no NaN rule */
+#define CMP_LOOP(expr)                                                                                             \
+    if (rev)                                                                                                       \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            float a = y[i], b = x[i];                                                                              \
+            x[i] = (expr) ? 1.0f : 0.0f;                                                                           \
+        }                                                                                                          \
+    else                                                                                                           \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            float a = x[i], b = y[i];                                                                              \
+            x[i] = (expr) ? 1.0f : 0.0f;                                                                           \
+        }                                                                                                          \
+    return 1
+    case TERN_ALU_IS_EQ: CMP_LOOP(a == b); /* a Clip's or a Max's NaN test is x != x */
+    case TERN_ALU_NOT_EQ: CMP_LOOP(a != b);
+    case TERN_ALU_IS_GT: CMP_LOOP(a > b);
+    case TERN_ALU_IS_GE: CMP_LOOP(a >= b);
+    case TERN_ALU_IS_LT: CMP_LOOP(a < b);
+    case TERN_ALU_IS_LE: CMP_LOOP(a <= b);
+#undef CMP_LOOP
     default: return 0;
     }
 }
@@ -319,6 +339,25 @@ ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse,
     case TERN_ALU_MULT: VS_LOOP(a * b);
     case TERN_ALU_DIVIDE: VS_LOOP(a / b); /* the norms' and AdamW's divisions by a per-partition scalar */
 #undef VS_LOOP
+#define CMP_LOOP(expr)                                                                                             \
+    if (reverse)                                                                                                   \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            float a = s, b = x[i];                                                                                 \
+            x[i] = (expr) ? 1.0f : 0.0f;                                                                           \
+        }                                                                                                          \
+    else                                                                                                           \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            float a = x[i], b = s;                                                                                 \
+            x[i] = (expr) ? 1.0f : 0.0f;                                                                           \
+        }                                                                                                          \
+    return
+    case TERN_ALU_IS_EQ: CMP_LOOP(a == b);
+    case TERN_ALU_NOT_EQ: CMP_LOOP(a != b);
+    case TERN_ALU_IS_GT: CMP_LOOP(a > b); /* masks against a threshold */
+    case TERN_ALU_IS_GE: CMP_LOOP(a >= b);
+    case TERN_ALU_IS_LT: CMP_LOOP(a < b);
+    case TERN_ALU_IS_LE: CMP_LOOP(a <= b);
+#undef CMP_LOOP
     case TERN_ALU_MAX: /* Relu as max(x, 0), Clip and Relu6 as max then min */
     case TERN_ALU_MIN:
         if (s != s || any_nan(x, n))

@@ -544,10 +544,11 @@ static void test_rows_threads(void)
     tern_core_free(c);
 }
 
-/* max and min on fp32 rows take a vector loop when no operand is a NaN (alu.c); select on 4-byte rows computes in
- * the destination rows (exec_vector.c's select_rows). Both must give the scalar definitions' bits: every ordered
- * pair of signed zeros, subnormals, infinities and normals (rows without a NaN), rows holding NaNs of both kinds
- * (the element-by-element path), and select's predicates (NaNs, -0, subnormals; int32) in every layout. */
+/* max and min on fp32 rows take a vector loop when no operand is a NaN, comparisons always (alu.c); select on
+ * 4-byte rows computes in the destination rows (exec_vector.c's select_rows). All must give the scalar definitions'
+ * bits: every ordered pair of signed zeros, subnormals, infinities and normals (rows without a NaN), rows holding
+ * NaNs of both kinds (max and min element by element), and select's predicates (NaNs, -0, subnormals; int32) in
+ * every layout. */
 static void test_minmax_select_rows(void)
 {
     static const uint32_t vals[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x00800000u,
@@ -566,9 +567,10 @@ static void test_minmax_select_rows(void)
     a[2 * N + 17] = nans[0], b[2 * N + 40] = nans[2]; /* row 2: a quiet NaN in one operand, a signalling in the other */
     a[3 * N + 5] = nans[3], b[3 * N + 5] = nans[1];  /* row 3: both NaN in one element */
     st_write_bits(v2, SB, 0, P, S, F32, col, 1);
-    static const tern_alu_op mm[2] = {TERN_ALU_MAX, TERN_ALU_MIN};
+    static const tern_alu_op mm[] = {TERN_ALU_MAX,   TERN_ALU_MIN,   TERN_ALU_IS_EQ, TERN_ALU_NOT_EQ,
+                                     TERN_ALU_IS_GT, TERN_ALU_IS_GE, TERN_ALU_IS_LT, TERN_ALU_IS_LE};
     int bad_tt = 0, bad_ts = 0;
-    for (int o = 0; o < 2; o++)
+    for (int o = 0; o < (int)(sizeof mm / sizeof mm[0]); o++)
         for (int layout = 0; layout < 2; layout++) { /* 0: in place, 1: apart */
             uint64_t dst = layout == 0 ? A : D;
             st_write_bits(v2, SB, 0, P, A, F32, a, N);
@@ -600,9 +602,9 @@ static void test_minmax_select_rows(void)
                         }
                 }
         }
-    TEST_BEGIN("max and min on fp32 rows (tensor_tensor) = alu_apply_f32 for every pair of zeros, subnormals, infinities");
+    TEST_BEGIN("max, min, comparisons on fp32 rows (tensor_tensor) = alu_apply_f32: zeros, subnormals, infinities");
     CHECK_EQ_INT(bad_tt, 0);
-    TEST_BEGIN("max and min against a scalar (tensor_scalar, both orders, NaN scalar) = alu_apply_f32");
+    TEST_BEGIN("max, min, comparisons against a scalar (tensor_scalar, both orders, NaN scalar) = alu_apply_f32");
     CHECK_EQ_INT(bad_ts, 0);
 
     /* select: predicate rows of fp32 specials (NaN payloads true, -0 false, subnormals true) or int32 */
