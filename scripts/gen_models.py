@@ -346,14 +346,21 @@ def models():
                      "image"),
         # torchvision's ResNet-50 (bottleneck blocks 3-4-6-3), its layer configuration with seeded random weights
         # (no download: weights=None); needs Debian's python3-torchvision, imported only when this model is made
-        "resnet50": (lambda: _torchvision_resnet50(), lambda: torch.randn(1, 3, 224, 224), "image"),
+        "resnet50": (lambda: _torchvision("resnet50"), lambda: torch.randn(1, 3, 224, 224), "image"),
+        # opt-in CNNs for `bench_models NAME` (not in its default set): depthwise convolutions (MobileNetV2: Relu6 as
+        # Clip; EfficientNet-B0: SiLU and squeeze-excitation), dense connectivity (DenseNet-121), plain 3 x 3 stacks
+        # (VGG-11); torchvision's layer configurations with seeded random weights, as resnet50
+        "mobilenet_v2": (lambda: _torchvision("mobilenet_v2"), lambda: torch.randn(1, 3, 224, 224), "image"),
+        "efficientnet_b0": (lambda: _torchvision("efficientnet_b0"), lambda: torch.randn(1, 3, 224, 224), "image"),
+        "densenet121": (lambda: _torchvision("densenet121"), lambda: torch.randn(1, 3, 224, 224), "image"),
+        "vgg11": (lambda: _torchvision("vgg11"), lambda: torch.randn(1, 3, 224, 224), "image"),
     }
 
 
-def _torchvision_resnet50():
+def _torchvision(name):
     import torchvision
     torch.manual_seed(0)
-    return torchvision.models.resnet50(weights=None)
+    return getattr(torchvision.models, name)(weights=None)
 
 
 def export(name, outdir):

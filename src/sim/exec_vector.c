@@ -752,6 +752,26 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
             return TERN_OK;
         }
     }
+    /* The destination and the second input fp32 rows on chip, the first input any pattern (a depthwise
+     * convolution's step: its strided window times a per-channel weight, plus the accumulator that is also the
+     * destination): only the first input is gathered; each row is computed from it and from the second input's
+     * row read in place, then copied into its destination row. A row's reads all come before its write, and rows
+     * of different partitions never overlap, so the two may be the same rows or overlap in any way. The dense
+     * path's calls on the same values below: the same bits. */
+    if (b->num_partitions == P && d->num_partitions == P && (rd = f32_rows(core, cx->engine, d, N, &sd)) &&
+        (rb = f32_rows(core, cx->engine, b, N, &sb))) {
+        if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+            return st;
+        psum_mark(core, d, 0);
+        sbuf_written(core, cx->engine, d);
+        for (uint32_t p = 0; p < P; p++) {
+            float *row = x + (size_t)p * N;
+            alu_apply_f32_vs(op0, row, s0 ? s0[p] : ins->imm0.f, rev0, N);
+            alu_apply_f32_vvr(op1, row, rb + (size_t)p * sb, rev1, N);
+            memcpy(rd + (size_t)p * sd, row, N * sizeof(float));
+        }
+        return TERN_OK;
+    }
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)) || (st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
         return st;
     for (uint32_t p = 0; p < P; p++) {

@@ -735,7 +735,7 @@ static void test_row_paths(void)
         }
     CHECK_EQ_INT(bad_tt, 0);
 
-    TEST_BEGIN("scalar_tensor_tensor whose destination is its second input (dense path) = alu_apply_f32");
+    TEST_BEGIN("scalar_tensor_tensor whose destination is its second input (its rows read in place) = alu_apply_f32");
     int bad = 0;
     for (unsigned i0 = 0; i0 < nops; i0++) {
         st_write_bits(v2, SB, 0, P, A, F32, a, N);
