@@ -18,6 +18,8 @@
 
 #include "sim/core_internal.h"
 
+int alu_is_compare(unsigned op) { return op >= TERN_ALU_IS_EQ && op <= TERN_ALU_IS_LE; }
+
 int alu_is_bitwise(tern_alu_op op)
 {
     switch (op) {
@@ -236,9 +238,35 @@ ALU_CLONES static int any_nan(const float *x, size_t n)
             }                                                                                                      \
     } while (0)
 
+/* The comparisons give 1.0 or 0.0 whatever the operands (a NaN compares unequal and unordered), so no NaN rule: a
+ * switch over them, the operands A and B given per element. */
+#define CMP_LOOP(A, B, expr)                                                                                       \
+    for (size_t i = 0; i < n; i++) {                                                                               \
+        float a = (A), b = (B);                                                                                    \
+        x[i] = (expr) ? 1.0f : 0.0f;                                                                               \
+    }
+#define CMP_SWITCH(A, B)                                                                                           \
+    do {                                                                                                           \
+        switch (op) {                                                                                              \
+        case TERN_ALU_IS_EQ: CMP_LOOP(A, B, a == b) break; /* a Clip's or a Max's NaN test is x != x */          \
+        case TERN_ALU_NOT_EQ: CMP_LOOP(A, B, a != b) break;                                                        \
+        case TERN_ALU_IS_GT: CMP_LOOP(A, B, a > b) break;                                                          \
+        case TERN_ALU_IS_GE: CMP_LOOP(A, B, a >= b) break;                                                         \
+        case TERN_ALU_IS_LT: CMP_LOOP(A, B, a < b) break;                                                          \
+        default: CMP_LOOP(A, B, a <= b) break; /* TERN_ALU_IS_LE */                                                \
+        }                                                                                                          \
+    } while (0)
+
 /* x[i] = op(x[i], y[i]) (rev 0) or op(y[i], x[i]) (rev 1) for the operators with a fast loop; 0 if none */
 ALU_CLONES static int vv_fast(tern_alu_op op, float *x, const float *y, int rev, size_t n)
 {
+    if (alu_is_compare(op)) {
+        if (rev)
+            CMP_SWITCH(y[i], x[i]);
+        else
+            CMP_SWITCH(x[i], y[i]);
+        return 1;
+    }
     switch (op) {
     case TERN_ALU_MAX:
     case TERN_ALU_MIN:
@@ -271,26 +299,6 @@ ALU_CLONES static int vv_fast(tern_alu_op op, float *x, const float *y, int rev,
     case TERN_ALU_MULT: VV_LOOP(a * b);
     case TERN_ALU_DIVIDE: VV_LOOP(a / b);
 #undef VV_LOOP
-/* comparisons give 1.0 or 0.0 whatever the operands (a NaN compares unequal and unordered), so no NaN rule */
-#define CMP_LOOP(expr)                                                                                             \
-    if (rev)                                                                                                       \
-        for (size_t i = 0; i < n; i++) {                                                                           \
-            float a = y[i], b = x[i];                                                                              \
-            x[i] = (expr) ? 1.0f : 0.0f;                                                                           \
-        }                                                                                                          \
-    else                                                                                                           \
-        for (size_t i = 0; i < n; i++) {                                                                           \
-            float a = x[i], b = y[i];                                                                              \
-            x[i] = (expr) ? 1.0f : 0.0f;                                                                           \
-        }                                                                                                          \
-    return 1
-    case TERN_ALU_IS_EQ: CMP_LOOP(a == b); /* a Clip's or a Max's NaN test is x != x */
-    case TERN_ALU_NOT_EQ: CMP_LOOP(a != b);
-    case TERN_ALU_IS_GT: CMP_LOOP(a > b);
-    case TERN_ALU_IS_GE: CMP_LOOP(a >= b);
-    case TERN_ALU_IS_LT: CMP_LOOP(a < b);
-    case TERN_ALU_IS_LE: CMP_LOOP(a <= b);
-#undef CMP_LOOP
     default: return 0;
     }
 }
@@ -316,6 +324,13 @@ void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, si
 
 ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
 {
+    if (alu_is_compare(op)) { /* masks against a threshold */
+        if (reverse)
+            CMP_SWITCH(s, x[i]);
+        else
+            CMP_SWITCH(x[i], s);
+        return;
+    }
     switch (op) {
     case TERN_ALU_BYPASS:
         if (reverse)
@@ -339,25 +354,6 @@ ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse,
     case TERN_ALU_MULT: VS_LOOP(a * b);
     case TERN_ALU_DIVIDE: VS_LOOP(a / b); /* the norms' and AdamW's divisions by a per-partition scalar */
 #undef VS_LOOP
-#define CMP_LOOP(expr)                                                                                             \
-    if (reverse)                                                                                                   \
-        for (size_t i = 0; i < n; i++) {                                                                           \
-            float a = s, b = x[i];                                                                                 \
-            x[i] = (expr) ? 1.0f : 0.0f;                                                                           \
-        }                                                                                                          \
-    else                                                                                                           \
-        for (size_t i = 0; i < n; i++) {                                                                           \
-            float a = x[i], b = s;                                                                                 \
-            x[i] = (expr) ? 1.0f : 0.0f;                                                                           \
-        }                                                                                                          \
-    return
-    case TERN_ALU_IS_EQ: CMP_LOOP(a == b);
-    case TERN_ALU_NOT_EQ: CMP_LOOP(a != b);
-    case TERN_ALU_IS_GT: CMP_LOOP(a > b); /* masks against a threshold */
-    case TERN_ALU_IS_GE: CMP_LOOP(a >= b);
-    case TERN_ALU_IS_LT: CMP_LOOP(a < b);
-    case TERN_ALU_IS_LE: CMP_LOOP(a <= b);
-#undef CMP_LOOP
     case TERN_ALU_MAX: /* Relu as max(x, 0), Clip and Relu6 as max then min */
     case TERN_ALU_MIN:
         if (s != s || any_nan(x, n))
@@ -377,3 +373,5 @@ ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse,
             x[i] = alu_apply_f32(op, x[i], s);
 }
 #undef MINMAX_LOOP
+#undef CMP_SWITCH
+#undef CMP_LOOP

@@ -171,6 +171,8 @@ void exec_assert_operand(const tern_core *core, const tern_instr *ins, int slot,
 float alu_apply_f32(tern_alu_op op, float a, float b);
 int32_t alu_apply_i32(tern_alu_op op, int32_t a, int32_t b);
 int alu_is_bitwise(tern_alu_op op);
+/* is_equal .. is_le: a 1.0 or 0.0 result (the enum keeps them adjacent) */
+int alu_is_compare(unsigned op);
 /* x[i] = x[i] op y[i]; and x[i] = x[i] op s (reverse: s op x[i]); bit-identical to alu_apply_f32. */
 void alu_apply_f32_vv(tern_alu_op op, float *x, const float *y, size_t n);
 void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n);

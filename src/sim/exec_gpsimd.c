@@ -57,7 +57,6 @@ static tern_status check_pattern(const exec_ctx *cx, const tern_instr *ins, int 
     return TERN_OK;
 }
 
-static int is_cmp(unsigned op) { return op >= TERN_ALU_IS_EQ && op <= TERN_ALU_IS_LE; }
 
 /* The GPSIMD and TEXT families' opcodes, for their switches: each entry point (end of file) passes its own, so a
  * new row of either family needs a new member here and -Wswitch then names every switch that must handle it. */
@@ -76,7 +75,7 @@ static tern_status check_gpsimd(const tern_core *core, const exec_ctx *cx, const
         if ((st = rules_check_ap(core, cx, ins, TERN_AP_IN0, REACH_SBUF, err)) ||
             (st = check_pattern(cx, ins, TERN_AP_IN1, err)))
             return st;
-        if (!is_cmp(ins->op0))
+        if (!alu_is_compare(ins->op0))
             return rules_fail(err, TERN_ERR_INVALID, cx, ins, -1,
                               "op0 %u is not a comparison (is_equal, not_equal, is_gt, is_ge, is_lt, is_le)", ins->op0);
         if (a->num_partitions != d->num_partitions || tern_ap_free_elems(a) != tern_ap_free_elems(d))

@@ -577,6 +577,18 @@ static inline void prefetch_row(const void *row, size_t bytes)
     for (size_t b = 0; b < bytes; b += 64)
         __builtin_prefetch((const uint8_t *)row + b, 0, 3);
 }
+
+/* At row k of a walk over rows [k0, k1) (bytes of each from rows + i * stride): the first PACK_AHEAD rows when the
+ * walk starts, then the row PACK_AHEAD ahead. */
+static inline void prefetch_ahead(const uint16_t *rows, size_t stride, uint32_t k, uint32_t k0, uint32_t k1,
+                                  size_t bytes)
+{
+    if (k == k0)
+        for (uint32_t i = k0; i < k1 && i < k0 + PACK_AHEAD; i++)
+            prefetch_row(rows + (size_t)i * stride, bytes);
+    if (k + PACK_AHEAD < k1)
+        prefetch_row(rows + (size_t)(k + PACK_AHEAD) * stride, bytes);
+}
 #if HAVE_X86
 /* Rows [k0, k1) straight from the bf16 row to each panel: a masked load of the panel's 6 values, widened and
  * stored with a masked 6-lane store (the padding past M loads as +0). Through a widened row buffer instead, half the
@@ -590,12 +602,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_rows_avx51
     const uint32_t np = (M + PANEL_W - 1) / PANEL_W, full = M / PANEL_W;
     const size_t row_bytes = (size_t)M * 2, pstep = (size_t)K * PANEL_W;
     const __mmask8 six = (__mmask8)((1u << PANEL_W) - 1u), tail = (__mmask8)((1u << (M - full * PANEL_W)) - 1u);
-    for (uint32_t k = k0; k < k1 && k < k0 + PACK_AHEAD; k++)
-        prefetch_row(rows + (size_t)k * stride, row_bytes);
     for (uint32_t k = k0; k < k1; k++) {
         const uint16_t *r = rows + (size_t)k * stride;
-        if (k + PACK_AHEAD < k1)
-            prefetch_row(r + (size_t)PACK_AHEAD * stride, row_bytes);
+        prefetch_ahead(rows, stride, k, k0, k1, row_bytes);
         float *d = panels + (size_t)k * PANEL_W;
         for (uint32_t p = 0; p < np; p++) {
             __m128i h = _mm_maskz_loadu_epi16(p < full ? six : tail, r + (size_t)p * PANEL_W);
@@ -629,12 +638,9 @@ static void pack_panels_rows(const uint16_t *rows, size_t stride, uint32_t K, ui
     for (uint32_t m = M; m < np * PANEL_W; m++)
         row[m] = 0;
     const size_t row_bytes = (size_t)M * 2;
-    for (uint32_t k = k0; k < k1 && k < k0 + PACK_AHEAD; k++)
-        prefetch_row(rows + (size_t)k * stride, row_bytes);
     for (uint32_t k = k0; k < k1; k++) {
         const uint16_t *r = rows + (size_t)k * stride;
-        if (k + PACK_AHEAD < k1)
-            prefetch_row(r + (size_t)PACK_AHEAD * stride, row_bytes);
+        prefetch_ahead(rows, stride, k, k0, k1, row_bytes);
         for (uint32_t m = 0; m < M; m++) /* vectorised: a widening shift */
             row[m] = (uint32_t)r[m] << 16;
         float *d = panels + (size_t)k * PANEL_W;
@@ -864,13 +870,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void bx3_block(const
         uint32_t ncols = c1 - n0 < BW3 ? c1 - n0 : BW3;
         int nv = (int)((ncols + 15) / 16);
         /* the rows a partition apart, cold: their misses overlapped as in matmul_pack_panels_bf16 */
-        for (uint32_t k = 0; k < j->K && k < PACK_AHEAD; k++)
-            prefetch_row(j->x + (size_t)k * j->x_stride + n0, (size_t)ncols * 2);
         for (uint32_t k = 0; k < j->K; k++) {
             const uint16_t *xr = j->x + (size_t)k * j->x_stride + n0;
             float *dst = xp + (size_t)k * BW3;
-            if (k + PACK_AHEAD < j->K)
-                prefetch_row(xr + (size_t)PACK_AHEAD * j->x_stride, (size_t)ncols * 2);
+            prefetch_ahead(j->x + n0, j->x_stride, k, 0, j->K, (size_t)ncols * 2);
             for (int v = 0; v < nv; v++) {
                 uint32_t left = ncols - 16u * (uint32_t)v;
                 __mmask16 mk = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
