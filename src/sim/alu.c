@@ -375,3 +375,57 @@ ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse,
 #undef MINMAX_LOOP
 #undef CMP_SWITCH
 #undef CMP_LOOP
+
+/* ---- scalar_tensor_tensor over a window (a depthwise convolution's tap: window * weight + accumulator) ---- */
+
+static inline int stt_simple(tern_alu_op op) { return op == TERN_ALU_ADD || op == TERN_ALU_SUBTRACT || op == TERN_ALU_MULT; }
+
+static inline float stt_op(tern_alu_op op, float a, float b)
+{
+    return op == TERN_ALU_ADD ? a + b : op == TERN_ALU_SUBTRACT ? a - b : a * b;
+}
+
+/* One operator as alu_apply_f32_vs / alu_apply_f32_vvr compute it: the first operand (after the swap) wins when it
+ * is a NaN. */
+static inline float stt_apply(tern_alu_op op, int rev, float x, float y)
+{
+    float a = rev ? y : x, b = rev ? x : y;
+    return nan_first(a, stt_op(op, a, b));
+}
+
+ALU_CLONES int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int rev1, const float *s, float imm, uint32_t P,
+                              const float *src, size_t ps, uint32_t nr, ptrdiff_t sr, uint32_t nc, ptrdiff_t sc,
+                              const float *acc, size_t as, float *dst, size_t ds)
+{
+    if (!stt_simple(op0) || !stt_simple(op1))
+        return 0;
+    /* the depthwise form (mult, then add, no swaps) spelled out so that each loop vectorises; in place (dst the
+     * accumulator) as its own loop, since a write through one pointer and a read through another the compiler
+     * cannot prove apart would keep it scalar */
+    const int dw = op0 == TERN_ALU_MULT && op1 == TERN_ALU_ADD && !rev0 && !rev1;
+    for (uint32_t p = 0; p < P; p++) {
+        const float *sp = src + p * ps, *ap = acc + p * as;
+        float *dp = dst + p * ds;
+        const float v = s ? s[p] : imm;
+        for (uint32_t r = 0; r < nr; r++) {
+            const float *x = sp + (ptrdiff_t)r * sr;
+            const float *b = ap + (size_t)r * nc;
+            float *o = dp + (size_t)r * nc;
+            if (dw && o == b && sc == 1)
+                for (uint32_t c = 0; c < nc; c++) {
+                    float t = nan_first(x[c], x[c] * v);
+                    o[c] = nan_first(t, t + o[c]);
+                }
+            else if (dw && o == b)
+                for (uint32_t c = 0; c < nc; c++) {
+                    float xv = x[(ptrdiff_t)c * sc], t = nan_first(xv, xv * v);
+                    o[c] = nan_first(t, t + o[c]);
+                }
+            else
+                for (uint32_t c = 0; c < nc; c++)
+                    o[c] = stt_apply(op1, rev1, stt_apply(op0, rev0, x[(ptrdiff_t)c * sc], v), b[c]);
+        }
+    }
+    return 1;
+}
+

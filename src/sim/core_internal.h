@@ -4,6 +4,7 @@
 #ifndef TERN_SIM_CORE_INTERNAL_H
 #define TERN_SIM_CORE_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tern/sim.h"
@@ -132,6 +133,11 @@ tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, co
  * of partition 0's run (register offset applied), its length in elements and the bytes from one partition's run
  * to the next. NULL when the pattern is anything else (or lies in HBM). */
 uint8_t *ap_onchip_rows(const tern_core *core, tern_engine e, const tern_ap *ap, size_t *elems, size_t *pstride);
+/* An on-chip operand whose elements in each partition form at most two dimensions: element (r, c) of partition p at
+ * base + p * pstride + (r * sr + c * sc) * element size, r < nr, c < nc (steps may be zero or negative); NULL
+ * otherwise. */
+uint8_t *ap_onchip_2d(const tern_core *core, tern_engine e, const tern_ap *ap, uint32_t *nr, int32_t *sr, uint32_t *nc,
+                      int32_t *sc, size_t *pstride);
 /* Copy the elements of src to dst bit for bit (same element size), in dense order. */
 tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err);
 /* Invalidate cached data derived from SBUF bytes an AP (or a raw range) is about to change. */
@@ -176,6 +182,13 @@ int alu_is_compare(unsigned op);
 /* x[i] = x[i] op y[i]; and x[i] = x[i] op s (reverse: s op x[i]); bit-identical to alu_apply_f32. */
 void alu_apply_f32_vv(tern_alu_op op, float *x, const float *y, size_t n);
 void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n);
+/* The scalar_tensor_tensor of a window: for p < P and i = r * nc + c < nr * nc, dst[p * ds + i] =
+ * op1(op0(src[p * ps + r * sr + c * sc], s[p]), acc[p * as + i]) (s NULL: imm for every p; each operator's operands
+ * swapped by its rev flag), with alu_apply_f32_vs's and alu_apply_f32_vvr's bits; dst may be acc itself, and must
+ * overlap src nowhere. 0 (nothing written) unless op0 and op1 are each add, subtract or mult. */
+int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int rev1, const float *s, float imm, uint32_t P, const float *src,
+                   size_t ps, uint32_t nr, ptrdiff_t sr, uint32_t nc, ptrdiff_t sc, const float *acc, size_t as,
+                   float *dst, size_t ds);
 /* x[i] = op(x[i], y[i]), or op(y[i], x[i]) when reverse: the bits of alu_apply_f32 element by element */
 void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, size_t n);
 

@@ -607,6 +607,23 @@ static int rows_relation(const tern_core *core, const tern_ap *x, const uint8_t 
     return x0 + n * 4 <= y0 || y0 + n * 4 <= x0 ? 1 : 2;
 }
 
+/* Does the window (w: nr x nc elements at steps sr, sc in each partition) share no byte with the rows x (n fp32 per
+ * partition)? Offsets within a partition are the same in every partition, so bytes apart in one are apart in all. */
+static int window_apart(const tern_core *core, const tern_ap *x, const uint8_t *xr, size_t xs, size_t n,
+                        const tern_ap *w, const uint8_t *wr, size_t ws, uint32_t nr, int32_t sr, uint32_t nc,
+                        int32_t sc)
+{
+    if (x->mem != w->mem || x->start_partition + x->num_partitions <= w->start_partition ||
+        w->start_partition + w->num_partitions <= x->start_partition)
+        return 1;
+    const uint8_t *base = x->mem == TERN_MEM_SBUF ? core->sbuf : core->psum;
+    int64_t er = (int64_t)(nr - 1) * sr, ec = (int64_t)(nc - 1) * sc;
+    int64_t lo = (er < 0 ? er : 0) + (ec < 0 ? ec : 0), hi = (er > 0 ? er : 0) + (ec > 0 ? ec : 0);
+    int64_t x0 = (int64_t)((size_t)(xr - base) % xs), w0 = (int64_t)((size_t)(wr - base) % ws);
+    int64_t wlo = w0 + lo * 4, whi = w0 + (hi + 1) * 4;
+    return x0 + (int64_t)n * 4 <= wlo || whi <= x0;
+}
+
 /* fp32 operands that are one contiguous, 4-byte aligned run of n elements per partition: their partition 0 rows
  * and the stride between rows (in floats); NULL otherwise. */
 static float *f32_rows(const tern_core *core, tern_engine e, const tern_ap *ap, size_t n, size_t *stride)
@@ -751,6 +768,26 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
             rows_run(core, &j);
             return TERN_OK;
         }
+    }
+    /* The destination and the second input fp32 rows on chip, the first input an fp32 window of at most two
+     * dimensions per partition (a depthwise convolution's tap, [P, 7 x 7] to [P, 112 x 36] from the padded input
+     * tile) that the destination overlaps nowhere: one pass straight from the window (alu_stt_window, the same
+     * operators on the same values as the path below). The destination may be the second input's rows. */
+    uint32_t wnr, wnc;
+    int32_t wsr, wsc;
+    size_t wps;
+    uint8_t *win;
+    if (b->num_partitions == P && d->num_partitions == P && a->dtype == TERN_DTYPE_FP32 &&
+        (rd = f32_rows(core, cx->engine, d, N, &sd)) && (rb = f32_rows(core, cx->engine, b, N, &sb)) &&
+        (win = ap_onchip_2d(core, cx->engine, a, &wnr, &wsr, &wnc, &wsc, &wps)) && (size_t)wnr * wnc == N &&
+        (uintptr_t)win % 4 == 0 && wps % 4 == 0 &&
+        rows_relation(core, d, (uint8_t *)rd, sd * 4, b, (uint8_t *)rb, sb * 4, N) != 2 &&
+        window_apart(core, d, (uint8_t *)rd, sd * 4, N, a, win, wps, wnr, wsr, wnc, wsc)) {
+        psum_mark(core, d, 0);
+        sbuf_written(core, cx->engine, d);
+        if (alu_stt_window(op0, rev0, op1, rev1, s0, ins->imm0.f, P, (const float *)(const void *)win, wps / 4, wnr,
+                           wsr, wnc, wsc, rb, sb, rd, sd))
+            return TERN_OK;
     }
     /* The destination and the second input fp32 rows on chip, the first input any pattern (a depthwise
      * convolution's step: its strided window times a per-channel weight, plus the accumulator that is also the

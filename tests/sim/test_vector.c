@@ -757,6 +757,82 @@ static void test_row_paths(void)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* scalar_tensor_tensor whose first input is a window of a tile (a depthwise convolution's tap: rows of a padded
+ * input tile at a row step, columns at step 1 or 2) and whose destination and second input are fp32 rows: computed
+ * straight from the window when the destination overlaps it nowhere (the destination the second input itself, as
+ * the convolution accumulates, or rows apart), else through the dense path. Every layout must give alu_apply_f32
+ * element by element, for every pair of add / subtract / mult (the window path's operators) and others (the dense
+ * path's), both reverse flags, an immediate or a [P, 1] scalar, and adversarial values. */
+static void test_stt_window(void)
+{
+    enum { P = 20, R = 4, C = 9, WP = 24, TILE = 0, ACC = 1024, D = 2048, S = 4096, NS = 26 };
+    static const tern_alu_op ops[] = {TERN_ALU_ADD, TERN_ALU_SUBTRACT, TERN_ALU_MULT, TERN_ALU_DIVIDE, TERN_ALU_MAX};
+    const unsigned nops = (unsigned)(sizeof ops / sizeof ops[0]);
+    static uint32_t tile[P * WP * (R * 2 + 1)], acc[P * R * C], col[P], got[P * R * C];
+    const uint32_t TN = WP * (R * 2 + 1); /* tile elements per partition */
+    for (uint32_t i = 0; i < P * TN; i++)
+        tile[i] = adv_bits(i + 1000);
+    /* window element k and accumulator element k: the first NS * NS hold every ordered pair of the special values
+     * (NaNs of different payloads and signs, infinities, zeros, subnormals...), the rest pseudo-random values */
+    for (uint32_t k = 0; k < P * R * C; k++) {
+        uint32_t p = k / (R * C), r = k % (R * C) / C, c = k % C;
+        int special = k < NS * NS;
+        uint32_t wv = special ? adv_bits(k % NS) : adv_bits(3000 + k), av = special ? adv_bits(k / NS) : adv_bits(977 + k);
+        tile[p * TN + (2 * r + 1) * WP + 1 + c] = wv; /* the step-2 windows read these and random ones */
+        acc[k] = av;
+    }
+    for (uint32_t p = 0; p < P; p++)
+        col[p] = adv_bits(p % NS); /* NaN scalars among them */
+    st_write_bits(v2, SB, 0, P, S, F32, col, 1);
+    int bad = 0, runs = 0;
+    for (int layout = 0; layout < 4; layout++) /* 0: dst = in1; 1: dst apart; 2: dst over the window; 3: in1 in PSUM */
+        for (int cstep = 1; cstep <= 2; cstep++)
+            for (unsigned i0 = 0; i0 < nops; i0++)
+                for (unsigned i1 = 0; i1 < nops; i1++)
+                    for (int rev = 0; rev < 8; rev++) {
+                        tern_alu_op op0 = ops[i0], op1 = ops[i1];
+                        int r0 = rev & 1, r1 = (rev >> 1) & 1, sap = (rev >> 2) & 1;
+                        /* window: rows 2r + 1 of the tile, columns 1 + c * cstep */
+                        int32_t steps[2] = {2 * WP, cstep};
+                        uint32_t nums[2] = {R, C};
+                        uint64_t woff = TILE + (uint64_t)(WP + 1) * 4;
+                        tern_ap win = st_ap(SB, F32, 0, P, woff, 2, steps, nums);
+                        uint64_t doff = layout == 0 ? ACC : layout == 1 ? D : TILE + 4 * (WP + 3); /* 2: into the window */
+                        tern_mem accm = layout == 3 ? PS : SB;
+                        st_write_bits(v2, SB, 0, P, TILE, F32, tile, TN);
+                        st_write_bits(v2, accm, 0, P, ACC, F32, acc, R * C);
+                        tern_instr ins = st_instr(TERN_OP_SCALAR_TENSOR_TENSOR, VE);
+                        ins.op0 = (uint8_t)op0;
+                        ins.op1 = (uint8_t)op1;
+                        ins.imm0.f = bits_f(adv_bits(3 * (uint32_t)rev + 2));
+                        ins.flags = (uint16_t)((r0 ? TERN_FLAG_REV0 : 0) | (r1 ? TERN_FLAG_REV1 : 0));
+                        if (sap) {
+                            ins.flags |= TERN_FLAG_S0_AP;
+                            ins.ap[TERN_AP_IN2] = st_ap1(SB, F32, 0, P, S, 1);
+                        }
+                        ins.ap[TERN_AP_DST] = st_ap1(layout == 3 ? SB : SB, F32, 0, P, layout == 3 ? D : doff, R * C);
+                        ins.ap[TERN_AP_IN0] = win;
+                        ins.ap[TERN_AP_IN1] = st_ap1(accm, F32, 0, P, ACC, R * C);
+                        ST_EXPECT_OK(v2, &ins);
+                        st_read_bits(v2, SB, 0, P, layout == 3 ? D : doff, F32, got, R * C);
+                        for (uint32_t p = 0; p < P; p++)
+                            for (uint32_t r = 0; r < R; r++)
+                                for (uint32_t c = 0; c < C; c++) {
+                                    uint32_t i = r * C + c;
+                                    float x = bits_f(tile[p * TN + (2 * r + 1) * WP + 1 + c * (uint32_t)cstep]);
+                                    float y = bits_f(acc[p * R * C + i]);
+                                    float v = sap ? bits_f(col[p]) : ins.imm0.f;
+                                    float t = r0 ? alu_apply_f32(op0, v, x) : alu_apply_f32(op0, x, v);
+                                    float e = r1 ? alu_apply_f32(op1, y, t) : alu_apply_f32(op1, t, y);
+                                    bad += got[p * R * C + i] != f_bits(e);
+                                }
+                        runs++;
+                    }
+    TEST_BEGIN("scalar_tensor_tensor of a 2-D window (dst = in1, apart, over the window, in1 in PSUM) = alu_apply_f32");
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(runs, (int)(4 * 2 * nops * nops * 8));
+}
+
 static tern_instr tred(tern_alu_op op, int axes, tern_ap d, tern_ap a)
 {
     tern_instr ins = st_instr(TERN_OP_TENSOR_REDUCE, VE);
@@ -1221,6 +1297,7 @@ int main(void)
     test_tensor_tensor();
     test_tensor_scalar();
     test_stt();
+    test_stt_window();
     test_row_paths();
     test_minmax_select_rows();
     test_rows_threads();
