@@ -18,6 +18,10 @@
 
 #include "sim/core_internal.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 int alu_is_compare(unsigned op) { return op >= TERN_ALU_IS_EQ && op <= TERN_ALU_IS_LE; }
 
 int alu_is_bitwise(tern_alu_op op)
@@ -393,6 +397,44 @@ static inline float stt_apply(tern_alu_op op, int rev, float x, float y)
     return nan_first(a, stt_op(op, a, b));
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* One row of the depthwise form with AVX-512, for rows as short as a 7 x 7 map's 7 (too short for the compiler's
+ * 16-lane loop, which left them scalar): masked loads of the window (column step 1, or 2 gathered from two loads by
+ * a permute), then the same two IEEE operations and NaN rule as the scalar loop, lane by lane. Masked-off lanes
+ * are neither read nor written. */
+__attribute__((target("avx512f"))) static void stt_dw_row512(const float *x, ptrdiff_t sc, float v, const float *b,
+                                                             float *o, uint32_t nc)
+{
+    const __m512 vv = _mm512_set1_ps(v);
+    const __m512i quiet = _mm512_set1_epi32(0x00400000);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (uint32_t c = 0; c < nc; c += 16) {
+        uint32_t left = nc - c < 16 ? nc - c : 16;
+        __mmask16 m = (__mmask16)(left == 16 ? 0xFFFFu : (1u << left) - 1u);
+        __m512 xv;
+        if (sc == 1) {
+            xv = _mm512_maskz_loadu_ps(m, x + c);
+        } else { /* elements 2c, 2c + 2, ...: the first 2 * left - 1 floats from x + 2c */
+            uint32_t k = 2 * left - 1;
+            __mmask16 mlo = (__mmask16)(k >= 16 ? 0xFFFFu : (1u << k) - 1u);
+            __mmask16 mhi = (__mmask16)(k > 16 ? (1u << (k - 16)) - 1u : 0u);
+            __m512 lo = _mm512_maskz_loadu_ps(mlo, x + 2 * (size_t)c), hi = _mm512_maskz_loadu_ps(mhi, x + 2 * (size_t)c + 16);
+            xv = _mm512_permutex2var_ps(lo, even, hi);
+        }
+        __m512 t = _mm512_mul_ps(xv, vv);
+        t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q),
+                               _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(xv), quiet)));
+        __m512 r = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, b + c));
+        r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q),
+                               _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), quiet)));
+        _mm512_mask_storeu_ps(o + c, m, r);
+    }
+}
+#define HAVE_STT512 1
+#else
+#define HAVE_STT512 0
+#endif
+
 ALU_CLONES int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int rev1, const float *s, float imm, uint32_t P,
                               const float *src, size_t ps, uint32_t nr, ptrdiff_t sr, uint32_t nc, ptrdiff_t sc,
                               const float *acc, size_t as, float *dst, size_t ds)
@@ -403,6 +445,11 @@ ALU_CLONES int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int re
      * accumulator) as its own loop, since a write through one pointer and a read through another the compiler
      * cannot prove apart would keep it scalar */
     const int dw = op0 == TERN_ALU_MULT && op1 == TERN_ALU_ADD && !rev0 && !rev1;
+#if HAVE_STT512
+    const int wide = dw && (sc == 1 || sc == 2) && __builtin_cpu_supports("avx512f");
+#else
+    const int wide = 0;
+#endif
     for (uint32_t p = 0; p < P; p++) {
         const float *sp = src + p * ps, *ap = acc + p * as;
         float *dp = dst + p * ds;
@@ -411,6 +458,12 @@ ALU_CLONES int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int re
             const float *x = sp + (ptrdiff_t)r * sr;
             const float *b = ap + (size_t)r * nc;
             float *o = dp + (size_t)r * nc;
+#if HAVE_STT512
+            if (wide) {
+                stt_dw_row512(x, sc, v, b, o, nc);
+                continue;
+            }
+#endif
             if (dw && o == b && sc == 1)
                 for (uint32_t c = 0; c < nc; c++) {
                     float t = nan_first(x[c], x[c] * v);
