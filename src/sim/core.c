@@ -546,22 +546,6 @@ static void ap_norm(const tern_ap *ap, uint32_t num[4], int32_t step[4])
     }
 }
 
-uint8_t *ap_onchip_rows(const tern_core *core, tern_engine e, const tern_ap *ap, size_t *elems, size_t *pstride)
-{
-    if (ap->mem != TERN_MEM_SBUF && ap->mem != TERN_MEM_PSUM)
-        return NULL;
-    uint32_t num[4];
-    int32_t step[4];
-    ap_norm(ap, num, step);
-    if (num[0] != 1 || num[1] != 1 || num[2] != 1 || (num[3] != 1 && step[3] != 1))
-        return NULL;
-    uint64_t pb = onchip_partition_bytes(core, (tern_mem)ap->mem);
-    *elems = num[3];
-    *pstride = (size_t)pb;
-    return onchip_base(core, (tern_mem)ap->mem) + (size_t)ap->start_partition * pb + ap->offset +
-           ap_reg_offset(core, e, ap) * (int64_t)tern_dtype_size((tern_dtype)ap->dtype);
-}
-
 uint8_t *ap_onchip_2d(const tern_core *core, tern_engine e, const tern_ap *ap, uint32_t *nr, int32_t *sr, uint32_t *nc,
                       int32_t *sc, size_t *pstride)
 {
@@ -580,6 +564,17 @@ uint8_t *ap_onchip_2d(const tern_core *core, tern_engine e, const tern_ap *ap, u
     *pstride = (size_t)pb;
     return onchip_base(core, (tern_mem)ap->mem) + (size_t)ap->start_partition * pb + ap->offset +
            ap_reg_offset(core, e, ap) * (int64_t)tern_dtype_size((tern_dtype)ap->dtype);
+}
+
+uint8_t *ap_onchip_rows(const tern_core *core, tern_engine e, const tern_ap *ap, size_t *elems, size_t *pstride)
+{
+    uint32_t nr, nc;
+    int32_t sr, sc;
+    uint8_t *base = ap_onchip_2d(core, e, ap, &nr, &sr, &nc, &sc, pstride);
+    if (!base || nr != 1 || (nc != 1 && sc != 1))
+        return NULL;
+    *elems = nc;
+    return base;
 }
 
 static tern_status ap_walk(tern_core *c, tern_engine e, const tern_ap *ap, run_fn fn, void *ctx, tern_error *err)
