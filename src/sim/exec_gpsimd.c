@@ -263,6 +263,20 @@ static int cmp_zero(tern_alu_op op, int32_t v)
     return 0;
 }
 
+/* Are the rows x (partition stride xs) and y (ys), `bytes` per partition, the same rows or apart everywhere? */
+static int rows_apart_or_same(const tern_core *core, const tern_ap *x, const uint8_t *xr, size_t xs, const tern_ap *y,
+                              const uint8_t *yr, size_t ys, size_t bytes)
+{
+    if (xr == yr && xs == ys)
+        return 1;
+    if (x->mem != y->mem || x->start_partition + x->num_partitions <= y->start_partition ||
+        y->start_partition + y->num_partitions <= x->start_partition)
+        return 1;
+    const uint8_t *base = x->mem == TERN_MEM_SBUF ? core->sbuf : core->psum;
+    size_t x0 = (size_t)(xr - base) % xs, y0 = (size_t)(yr - base) % ys;
+    return xs == ys && (x0 + bytes <= y0 || y0 + bytes <= x0);
+}
+
 static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
@@ -274,6 +288,42 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
     affine_values(ins, &ins->ap[TERN_AP_IN1], d, v);
     tern_alu_op op = (tern_alu_op)ins->op0;
     tern_status st;
+    size_t es = tern_dtype_size((tern_dtype)d->dtype);
+    if (a->dtype == d->dtype && (es == 2 || es == 4) && core->opts.rounding == TERN_ROUND_RNE &&
+        a->num_partitions == d->num_partitions) {
+        /* rows on chip (a causal mask over [128, T] bf16 scores): each element kept or replaced in the destination
+         * row, reading the input row in place; the fill's bits are the same for every element when it rounds to
+         * nearest (no stochastic stream), and the kept elements' bits are copied, as the path below does. The
+         * destination must be the input's rows or overlap them nowhere. */
+        size_t na = 0, nd = 0, sa = 0, sd = 0;
+        uint8_t *ra = ap_onchip_rows(core, cx->engine, a, &na, &sa), *rd = ap_onchip_rows(core, cx->engine, d, &nd, &sd);
+        uint32_t P = d->num_partitions;
+        if (ra && rd && na == nd && (size_t)P * nd == n && rows_apart_or_same(core, a, ra, sa, d, rd, sd, nd * es)) {
+            tern_convert_opts o = TERN_CONVERT_OPTS_DEFAULT;
+            uint32_t fill = tern_num_encode((tern_dtype)d->dtype, ins->imm1.f, &o, 0);
+            /* cmp_zero(op, v) as lo <= v <= hi, inverted for not_equal: one branch-free test per element */
+            int32_t lo = op == TERN_ALU_IS_GT ? 1 : op == TERN_ALU_IS_LT || op == TERN_ALU_IS_LE ? INT32_MIN : 0;
+            int32_t hi = op == TERN_ALU_IS_GT || op == TERN_ALU_IS_GE ? INT32_MAX : op == TERN_ALU_IS_LT ? -1 : 0;
+            const int inv = op == TERN_ALU_NOT_EQ;
+            psum_mark(core, d, 0);
+            sbuf_written(core, cx->engine, d);
+            for (uint32_t p = 0; p < P; p++) {
+                const int32_t *vp = v + (size_t)p * nd;
+                if (es == 2) {
+                    const uint16_t *x = (const uint16_t *)(const void *)(ra + (size_t)p * sa);
+                    uint16_t *y = (uint16_t *)(void *)(rd + (size_t)p * sd), f = (uint16_t)fill;
+                    for (size_t i = 0; i < nd; i++)
+                        y[i] = ((vp[i] >= lo && vp[i] <= hi) ^ inv) ? x[i] : f;
+                } else {
+                    const uint32_t *x = (const uint32_t *)(const void *)(ra + (size_t)p * sa);
+                    uint32_t *y = (uint32_t *)(void *)(rd + (size_t)p * sd);
+                    for (size_t i = 0; i < nd; i++)
+                        y[i] = ((vp[i] >= lo && vp[i] <= hi) ^ inv) ? x[i] : fill;
+                }
+            }
+            return TERN_OK;
+        }
+    }
     if (a->dtype == d->dtype) {
         tern_ap ra = raw_view(a), rd = raw_view(d);
         int32_t *x = (int32_t *)(void *)xb;

@@ -266,11 +266,58 @@ static void test_partition_reduce(void)
     ST_EXPECT_FAIL(v2, &ins, "operand in0", "psum", "allowed: SBUF");
 }
 
+/* affine_select whose input and destination have the same 2- or 4-byte dtype and are rows on chip: the rows path
+ * (each element kept or filled in the destination row) for the destination the input itself or rows apart, and
+ * the gather-and-scatter path for a destination that overlaps the input one element over; every comparison, both
+ * widths; kept elements keep their bits (NaN payloads, -0), the rest are on_false rounded to the dtype. */
+static void test_affine_select_rows(void)
+{
+    enum { P = 6, N = 40, IN = 0, APART = 4096 };
+    static const tern_alu_op cmps[] = {TERN_ALU_IS_EQ, TERN_ALU_NOT_EQ, TERN_ALU_IS_GT,
+                                       TERN_ALU_IS_GE, TERN_ALU_IS_LT,  TERN_ALU_IS_LE};
+    int32_t step[1] = {-1};
+    uint32_t num[1] = {N};
+    int bad = 0, runs = 0;
+    for (int wide = 0; wide < 2; wide++)
+        for (unsigned c = 0; c < sizeof cmps / sizeof cmps[0]; c++)
+            for (int layout = 0; layout < 3; layout++) { /* 0: apart, 1: in place, 2: one element over (overlap) */
+                tern_dtype dt = wide ? F32 : TERN_DTYPE_BF16;
+                size_t es = wide ? 4 : 2;
+                uint32_t x[P * N], got[P * N];
+                for (uint32_t i = 0; i < P * N; i++) {
+                    uint32_t r = (i * 2654435761u) ^ (i >> 3) * 40503u;
+                    x[i] = wide ? (i % 7 == 0 ? 0x7FA00001u + i : i % 11 == 0 ? 0x80000000u : r)
+                                : (i % 7 == 0 ? 0x7FA1u : i % 11 == 0 ? 0x8000u : (r & 0xFFFFu));
+                }
+                st_write_bits(v2, SB, 0, P, IN, dt, x, N);
+                uint64_t doff = layout == 0 ? APART : layout == 1 ? IN : IN + es;
+                float on_false = -3.4028235e38f;
+                tern_instr ins = asel(cmps[c], st_ap1(SB, dt, 0, P, doff, N), st_ap1(SB, dt, 0, P, IN, N),
+                                      pattern(1, step, num), 5, 1, on_false);
+                ST_EXPECT_OK(v2, &ins);
+                st_read_bits(v2, SB, 0, P, doff, dt, got, N);
+                uint32_t fill = wide ? 0xFF7FFFFFu : tern_f32_to_bf16(on_false, NULL, 0);
+                for (int p = 0; p < P; p++)
+                    for (int i = 0; i < N; i++) {
+                        int32_t v = 5 + p - i;
+                        int keep = cmps[c] == TERN_ALU_IS_EQ ? v == 0 : cmps[c] == TERN_ALU_NOT_EQ ? v != 0
+                                 : cmps[c] == TERN_ALU_IS_GT ? v > 0 : cmps[c] == TERN_ALU_IS_GE ? v >= 0
+                                 : cmps[c] == TERN_ALU_IS_LT ? v < 0 : v <= 0;
+                        bad += got[p * N + i] != (keep ? x[p * N + i] : fill);
+                    }
+                runs++;
+            }
+    TEST_BEGIN("affine_select on same-dtype rows (apart, in place, overlapping) keeps bits or fills, every comparison");
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(runs, 2 * 6 * 3);
+}
+
 int main(void)
 {
     v2 = st_core("neuroncore-v2");
     test_iota();
     test_affine_select();
+    test_affine_select_rows();
     test_partition_reduce();
     tern_core_free(v2);
     return check_report();
