@@ -482,3 +482,42 @@ ALU_CLONES int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int re
     return 1;
 }
 
+/* ---- reductions of one row (tensor_reduce) ---- */
+
+/* The chain acc = x[0], then acc = op(acc, x[k]) for k ascending, for max or min over a row with no NaN: its value
+ * is the row's maximum (minimum), and since a tie replaces acc (a > b ? a : b, as fmaxf computes for numbers),
+ * among the elements equal to it the chain ends on the last one; equal values differ only in a zero's sign. So the
+ * value comes from sixteen lane-wise chains (any order gives it) and a zero's sign from the last zero. 0 when the
+ * row holds a NaN or op is neither (the caller runs the chain). */
+ALU_CLONES int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float *out)
+{
+    if (n == 0 || (op != TERN_ALU_MAX && op != TERN_ALU_MIN) || any_nan(x, n))
+        return 0;
+    const int mx = op == TERN_ALU_MAX;
+    float m = x[0];
+    size_t k = 1;
+    if (n >= 32) {
+        float acc[16];
+        for (int l = 0; l < 16; l++)
+            acc[l] = x[l];
+        for (k = 16; k + 16 <= n; k += 16)
+            for (int l = 0; l < 16; l++) {
+                float v = x[k + l];
+                acc[l] = mx ? (v > acc[l] ? v : acc[l]) : (v < acc[l] ? v : acc[l]);
+            }
+        m = acc[0];
+        for (int l = 1; l < 16; l++)
+            m = mx ? (acc[l] > m ? acc[l] : m) : (acc[l] < m ? acc[l] : m);
+    }
+    for (; k < n; k++)
+        m = mx ? (x[k] > m ? x[k] : m) : (x[k] < m ? x[k] : m);
+    if (m == 0.0f)
+        for (size_t i = n; i-- > 0;)
+            if (x[i] == 0.0f) {
+                m = x[i];
+                break;
+            }
+    *out = m;
+    return 1;
+}
+

@@ -849,14 +849,27 @@ static tern_status exec_tensor_reduce(tern_core *core, const exec_ctx *cx, const
         }
         return ap_scatter_i32(core, cx->engine, d, r, err);
     }
+    /* fp32 rows on chip: each group read in place; max and min out of order with the chain's bits
+     * (alu_reduce_minmax), add as the chain itself without a call per element */
+    size_t sa = 0;
+    float *ra = (op == TERN_ALU_MAX || op == TERN_ALU_MIN || op == TERN_ALU_ADD) && inner > 0
+                    ? f32_rows(core, cx->engine, a, N, &sa)
+                    : NULL;
     float *x = NULL;
-    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+    if (!ra && (st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
     for (size_t g = 0; g < nout; g++) {
-        const float *row = x + g * inner;
-        float acc = is_logical(op) ? (row[0] != 0.0f ? 1.0f : 0.0f) : row[0];
-        for (size_t k = 1; k < inner; k++)
-            acc = alu_apply_f32(op, acc, row[k]);
+        const float *row = ra ? ra + (g / outer) * sa + (g % outer) * inner : x + g * inner;
+        float acc;
+        if (ra && op == TERN_ALU_ADD) {
+            acc = row[0];
+            for (size_t k = 1; k < inner; k++)
+                acc = acc + row[k];
+        } else if (!ra || !alu_reduce_minmax(op, row, inner, &acc)) {
+            acc = is_logical(op) ? (row[0] != 0.0f ? 1.0f : 0.0f) : row[0];
+            for (size_t k = 1; k < inner; k++)
+                acc = alu_apply_f32(op, acc, row[k]);
+        }
         o[g] = neg ? -acc : acc;
     }
     return put_f(core, cx, ins, TERN_AP_DST, o, err);

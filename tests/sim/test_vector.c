@@ -843,6 +843,55 @@ static tern_instr tred(tern_alu_op op, int axes, tern_ap d, tern_ap a)
     return ins;
 }
 
+/* tensor_reduce max / min / add over fp32 rows on chip (read in place; max and min out of order): bit for bit the
+ * chain acc = x0, acc = alu_apply_f32(op, acc, xk), on rows of signed zeros only (the last zero's sign decides),
+ * ties of equal values, NaN rows (the chain itself), rows of 1 to 70 elements (the lane-wise part and its tail), one
+ * group per partition and several (an outer dimension), with and without negate. */
+static void test_reduce_rows(void)
+{
+    enum { P = 7, NMAX = 70, IN = 0, OUT = 2048 };
+    static const tern_alu_op ops[] = {TERN_ALU_MAX, TERN_ALU_MIN, TERN_ALU_ADD};
+    uint32_t x[P * NMAX], got[P * NMAX];
+    int bad = 0, runs = 0;
+    for (uint32_t n = 1; n <= NMAX; n += n < 40 ? 1 : 9)
+        for (int kind = 0; kind < 4; kind++) /* 0: adversarial values, 1: zeros of both signs, 2: ties, 3: NaNs */
+            for (unsigned oi = 0; oi < 3; oi++)
+                for (int groups = 1; groups <= 2; groups++) {
+                    if (n % (uint32_t)groups)
+                        continue;
+                    for (uint32_t i = 0; i < P * n; i++) {
+                        uint32_t r = adv_bits(i * 7 + n + (uint32_t)kind * 1000);
+                        x[i] = kind == 0 ? r
+                             : kind == 1 ? ((r >> 3) & 1 ? 0x80000000u : 0u)
+                             : kind == 2 ? ((r >> 5) & 1 ? 0x40400000u : (r & 0x80000000u) | 0x3f800000u)
+                                         : ((r >> 4) % 5 == 0 ? 0x7fc00000u | (r & 0xff) : r & 0x7f7fffffu);
+                    }
+                    st_write_bits(v2, SB, 0, P, IN, F32, x, n);
+                    uint32_t inner = n / (uint32_t)groups;
+                    int32_t steps[2] = {(int32_t)inner, 1};
+                    uint32_t nums[2] = {(uint32_t)groups, inner};
+                    tern_instr ins = tred(ops[oi], 1, st_ap1(SB, F32, 0, P, OUT, (uint32_t)groups),
+                                          groups == 1 ? st_ap1(SB, F32, 0, P, IN, n) : st_ap(SB, F32, 0, P, IN, 2, steps, nums));
+                    ins.flags = (uint16_t)(kind & 1 ? TERN_FLAG_NEGATE : 0);
+                    ST_EXPECT_OK(v2, &ins);
+                    st_read_bits(v2, SB, 0, P, OUT, F32, got, (uint32_t)groups);
+                    for (uint32_t p = 0; p < P; p++)
+                        for (uint32_t g = 0; g < (uint32_t)groups; g++) {
+                            const uint32_t *row = x + p * n + g * inner;
+                            float acc = bits_f(row[0]);
+                            for (uint32_t k = 1; k < inner; k++)
+                                acc = alu_apply_f32(ops[oi], acc, bits_f(row[k]));
+                            if (kind & 1)
+                                acc = -acc;
+                            bad += got[p * (uint32_t)groups + g] != f_bits(acc);
+                        }
+                    runs++;
+                }
+    TEST_BEGIN("tensor_reduce max / min / add over fp32 rows = the alu_apply_f32 chain bit for bit");
+    CHECK_EQ_INT(bad, 0);
+    CHECK(runs > 700);
+}
+
 static void test_tensor_reduce(void)
 {
     enum { P = 3, D1 = 3, D2 = 5 };
@@ -1298,6 +1347,7 @@ int main(void)
     test_tensor_scalar();
     test_stt();
     test_stt_window();
+    test_reduce_rows();
     test_row_paths();
     test_minmax_select_rows();
     test_rows_threads();
