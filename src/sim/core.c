@@ -695,6 +695,7 @@ typedef struct {
     const float *cf;
     const int32_t *ci;
     tern_convert_opts opts;
+    size_t row_n, row_stride; /* scatter from rows: element k of the dense order at cf + k / row_n * row_stride + k % row_n */
     uint8_t tmp[4096];
 } run_ctx;
 
@@ -832,9 +833,11 @@ static tern_status scatter_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint6
                                    uint32_t count, size_t dense, tern_error *err)
 {
     run_ctx *r = vctx;
+    /* the run's source: dense, or (rows) within one source row, since runs never cross a partition */
+    const float *src = r->row_n ? r->cf + dense / r->row_n * r->row_stride + dense % r->row_n : r->cf + dense;
     if (ptr && step == 1) {
         r->opts.offset = dense;
-        return tern_convert_from_f32(r->dt, ptr, r->cf + dense, count, &r->opts, err);
+        return tern_convert_from_f32(r->dt, ptr, src, count, &r->opts, err);
     }
     uint32_t done = 0;
     while (done < count) {
@@ -842,7 +845,7 @@ static tern_status scatter_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint6
         if (n > CHUNK_ELEMS(r))
             n = (uint32_t)CHUNK_ELEMS(r);
         r->opts.offset = dense + done;
-        tern_status st = tern_convert_from_f32(r->dt, r->tmp, r->cf + dense + done, n, &r->opts, err);
+        tern_status st = tern_convert_from_f32(r->dt, r->tmp, src + done, n, &r->opts, err);
         int64_t adv = (int64_t)done * step * (int64_t)r->es;
         if (!st)
             st = run_store(c, r, ptr ? ptr + adv : NULL, addr + (uint64_t)adv, step, n, r->tmp, err);
@@ -856,10 +859,18 @@ static tern_status scatter_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint6
 tern_status ap_scatter_f32(tern_core *core, tern_engine e, const tern_ap *ap, const float *in, uint64_t sr_stream,
                            tern_error *err)
 {
+    return ap_scatter_f32_rows(core, e, ap, in, 0, 0, sr_stream, err);
+}
+
+tern_status ap_scatter_f32_rows(tern_core *core, tern_engine e, const tern_ap *ap, const float *in, size_t row_n,
+                                size_t row_stride, uint64_t sr_stream, tern_error *err)
+{
     run_ctx r;
     r.dt = (tern_dtype)ap->dtype;
     r.es = tern_dtype_size(r.dt);
     r.cf = in;
+    r.row_n = row_n;
+    r.row_stride = row_stride;
     memset(&r.opts, 0, sizeof r.opts);
     r.opts.round = core->opts.rounding;
     r.opts.overflow = TERN_OVERFLOW_INF;

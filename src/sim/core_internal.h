@@ -126,6 +126,10 @@ tern_status ap_gather_i32(tern_core *core, tern_engine e, const tern_ap *ap, int
  * instruction for stochastic rounding. */
 tern_status ap_scatter_f32(tern_core *core, tern_engine e, const tern_ap *ap, const float *in, uint64_t sr_stream,
                            tern_error *err);
+/* The same from rows instead of a dense buffer: element k of the pattern's dense order (partition-major) comes from
+ * in[k / row_n * row_stride + k % row_n], row_n the pattern's elements per partition; row_n 0: dense. */
+tern_status ap_scatter_f32_rows(tern_core *core, tern_engine e, const tern_ap *ap, const float *in, size_t row_n,
+                                size_t row_stride, uint64_t sr_stream, tern_error *err);
 /* Write integers; float destinations get (float)value, integer destinations wrap to their width. */
 tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, const int32_t *in, tern_error *err);
 

@@ -883,6 +883,16 @@ static tern_status exec_tensor_copy(tern_core *core, const exec_ctx *cx, const t
     tern_status st;
     if (a->dtype == d->dtype)
         return ap_copy_raw(core, cx->engine, d, a, err); /* bits, at memcpy speed */
+    /* from fp32 rows on chip (a PSUM tile cast to bf16): converted straight from the rows, as the dense path's
+     * scatter converts its copy of them, when the destination's rows overlap the source's nowhere */
+    size_t N = (size_t)tern_ap_free_elems(a), sa = 0, dn = 0, sd = 0;
+    float *ra;
+    uint8_t *rd;
+    if (a->num_partitions == d->num_partitions && (ra = f32_rows(core, cx->engine, a, N, &sa)) &&
+        (rd = ap_onchip_rows(core, cx->engine, d, &dn, &sd)) && dn == N &&
+        window_apart(core, d, rd, sd, N * tern_dtype_size((tern_dtype)d->dtype) / 4 + 1, a, (uint8_t *)ra, sa * 4, 1,
+                     0, (uint32_t)N, 1))
+        return ap_scatter_f32_rows(core, cx->engine, d, ra, N, sa, sr_stream_of(cx), err);
     float *x = NULL;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;

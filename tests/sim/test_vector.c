@@ -892,6 +892,65 @@ static void test_reduce_rows(void)
     CHECK(runs > 700);
 }
 
+/* tensor_copy casting fp32 rows on chip: converted straight from the rows when the destination lies apart from them,
+ * through a dense copy otherwise (a strided source, a destination over the source); both must give the same
+ * bits, to nearest and stochastically (the draws are keyed by each element's dense index), for every narrow
+ * dtype, on adversarial values. */
+static void test_cast_rows(void)
+{
+    enum { P = 9, N = 37, SRC = 0, STRIDED = 1024, D1 = 2048, D2 = 3072 };
+    static const tern_dtype dts[] = {TERN_DTYPE_BF16, TERN_DTYPE_FP16, TERN_DTYPE_FP8_E4M3, TERN_DTYPE_FP8_E5M2,
+                                     TERN_DTYPE_INT8, TERN_DTYPE_INT32, TERN_DTYPE_TF32};
+    uint32_t x[P * N], x2[P * 2 * N], a[P * N], b[P * N];
+    for (uint32_t i = 0; i < P * N; i++) {
+        x[i] = i % 3 ? adv_bits(i) : 0x3f800000u + (i * 2654435761u >> 12); /* near 1: the roundings differ */
+        x2[2 * i] = x[i];
+        x2[2 * i + 1] = 0x7fc0beefu; /* never read */
+    }
+    int bad = 0, runs = 0;
+    for (int sr = 0; sr < 2; sr++) {
+        tern_core_options o;
+        memset(&o, 0, sizeof o);
+        o.rounding = sr ? TERN_ROUND_STOCHASTIC : TERN_ROUND_RNE;
+        o.seed = 99;
+        tern_core_config cfg;
+        tern_error err;
+        tern_core *c = NULL;
+        if (tern_core_config_load("neuroncore-v2", &cfg, &err) || tern_core_create(&cfg, &o, &c, &err)) {
+            CHECK_MSG(0, "core: %s", err.msg);
+            return;
+        }
+        for (unsigned t = 0; t < sizeof dts / sizeof dts[0]; t++) {
+            st_write_bits(c, SB, 0, P, SRC, F32, x, N);
+            st_write_bits(c, SB, 0, P, STRIDED, F32, x2, 2 * N);
+            int32_t two = 2;
+            uint32_t nn = N;
+            /* rows path, then the dense path (strided source) with the same values, same instruction position */
+            tern_instr ins = st_instr(TERN_OP_TENSOR_COPY, VE);
+            ins.ap[TERN_AP_DST] = st_ap1(SB, dts[t], 0, P, D1, N);
+            ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, SRC, N);
+            ST_EXPECT_OK(c, &ins);
+            ins.ap[TERN_AP_DST] = st_ap1(SB, dts[t], 0, P, D2, N);
+            ins.ap[TERN_AP_IN0] = st_ap(SB, F32, 0, P, STRIDED, 1, &two, &nn);
+            ST_EXPECT_OK(c, &ins);
+            st_read_bits(c, SB, 0, P, D1, dts[t], a, N);
+            st_read_bits(c, SB, 0, P, D2, dts[t], b, N);
+            bad += memcmp(a, b, sizeof a) != 0;
+            /* a destination over its own source (the dense path reads everything first) */
+            ins.ap[TERN_AP_DST] = st_ap1(SB, dts[t], 0, P, SRC + 4, N);
+            ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, SRC, N);
+            ST_EXPECT_OK(c, &ins);
+            st_read_bits(c, SB, 0, P, SRC + 4, dts[t], a, N);
+            bad += memcmp(a, b, sizeof a) != 0;
+            runs++;
+        }
+        tern_core_free(c);
+    }
+    TEST_BEGIN("tensor_copy casts from fp32 rows = the dense path, to nearest and stochastic, every narrow dtype");
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(runs, 14);
+}
+
 static void test_tensor_reduce(void)
 {
     enum { P = 3, D1 = 3, D2 = 5 };
@@ -1348,6 +1407,7 @@ int main(void)
     test_stt();
     test_stt_window();
     test_reduce_rows();
+    test_cast_rows();
     test_row_paths();
     test_minmax_select_rows();
     test_rows_threads();
