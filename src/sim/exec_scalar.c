@@ -225,7 +225,15 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
     } else {
         in_rows = NULL;
     }
-    if (!in_rows && (st = ap_gather_f32(core, cx->engine, a, x, err)))
+    /* fp32 input rows on chip to another dtype (a PSUM tile evacuated to bf16): the function reads the rows in
+     * place into the dense buffer the scatter converts, instead of a dense copy of them first */
+    uint8_t *src_rows = NULL;
+    size_t src_n = 0, src_ps = 0;
+    if (!in_rows && a->dtype == TERN_DTYPE_FP32 &&
+        (src_rows = ap_onchip_rows(core, cx->engine, a, &src_n, &src_ps)) &&
+        (src_n != N || (uintptr_t)src_rows % 4 != 0 || src_ps % 4 != 0))
+        src_rows = NULL;
+    if (!in_rows && !src_rows && (st = ap_gather_f32(core, cx->engine, a, x, err)))
         return st;
     if (ins->ap[TERN_AP_IN1].ndims) {
         if ((st = ap_gather_f32(core, cx->engine, &ins->ap[TERN_AP_IN1], bias, err)))
@@ -243,6 +251,10 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
     }
     act_job j = {(tern_act_func)ins->func, x, x, N, N, bias, scale, sum, P, N, (ins->flags & TERN_FLAG_REDUCE) != 0,
                  act_simd_has((tern_act_func)ins->func) && act_simd_enabled()};
+    if (src_rows) {
+        j.in = (const float *)(const void *)src_rows;
+        j.in_stride = src_ps / 4;
+    }
     if (in_rows) {
         j.in = (const float *)(const void *)in_rows;
         j.out = (float *)(void *)out_rows;

@@ -286,6 +286,63 @@ static void test_rules(void)
     CHECK(d[3] == (float)exp(1.0));
 }
 
+/* fp32 input rows to a narrow destination: the function reads the rows in place (the vector and the scalar
+ * functions alike) into the buffer the scatter converts; it must equal the dense path (a strided source holding
+ * the same values), with a [P,1] scale and bias and the reduction, and with the destination over the input. */
+static void test_rows_to_narrow(void)
+{
+    enum { P = 5, N = 45, SRC = 0, STRIDED = 1024, D1 = 2048, D2 = 3072, SUM1 = 3500, SUM2 = 3600, BIAS = 3700 };
+    static const tern_act_func fs[] = {TERN_ACT_COPY, TERN_ACT_RELU, TERN_ACT_EXP, TERN_ACT_GELU_TANH, TERN_ACT_TANH,
+                                       TERN_ACT_SIGMOID};
+    static const tern_dtype dts[] = {TERN_DTYPE_BF16, TERN_DTYPE_FP16, TERN_DTYPE_FP8_E4M3};
+    float x[P * N], x2[P * 2 * N], bias[P], scale[P];
+    for (int i = 0; i < P * N; i++) {
+        x[i] = (float)((i * 37) % 101) * 0.047f - 2.3f;
+        x2[2 * i] = x[i];
+        x2[2 * i + 1] = 1e30f; /* never read */
+    }
+    for (int p = 0; p < P; p++)
+        bias[p] = 0.25f * (float)p - 0.5f, scale[p] = 1.0f + 0.125f * (float)p;
+    st_write(v2, SB, 0, P, BIAS, F32, bias, 1);
+    st_write(v2, PS, 0, P, 64, F32, scale, 1);
+    int bad = 0, runs = 0;
+    int32_t two = 2;
+    uint32_t nn = N;
+    for (unsigned f = 0; f < sizeof fs / sizeof fs[0]; f++)
+        for (unsigned t = 0; t < sizeof dts / sizeof dts[0]; t++)
+            for (int over = 0; over < 2; over++) {
+                st_write(v2, SB, 0, P, SRC, F32, x, N);
+                st_write(v2, SB, 0, P, STRIDED, F32, x2, 2 * N);
+                uint16_t a[P * N], b[P * N];
+                float s1[P], s2[P];
+                tern_instr ins = act(fs[f], st_ap1(SB, dts[t], 0, P, over ? SRC + 2 : D1, N), st_ap1(SB, F32, 0, P, SRC, N));
+                ins.flags = TERN_FLAG_S0_AP | TERN_FLAG_REDUCE;
+                ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, BIAS, 1);
+                ins.ap[TERN_AP_IN2] = st_ap1(PS, F32, 0, P, 64, 1);
+                ins.ap[TERN_AP_EXTRA] = st_ap1(SB, F32, 0, P, SUM1, 1);
+                ST_EXPECT_OK(v2, &ins);
+                ins.ap[TERN_AP_DST] = st_ap1(SB, dts[t], 0, P, D2, N);
+                ins.ap[TERN_AP_IN0] = st_ap(SB, F32, 0, P, STRIDED, 1, &two, &nn);
+                ins.ap[TERN_AP_EXTRA] = st_ap1(SB, F32, 0, P, SUM2, 1);
+                ST_EXPECT_OK(v2, &ins);
+                size_t es = tern_dtype_size(dts[t]);
+                for (int p = 0; p < P; p++) {
+                    tern_error err;
+                    tern_core_onchip_read(v2, TERN_MEM_SBUF, (uint32_t)p, over ? SRC + 2 : D1, (uint8_t *)a + p * N * es,
+                                          N * es, &err);
+                    tern_core_onchip_read(v2, TERN_MEM_SBUF, (uint32_t)p, D2, (uint8_t *)b + p * N * es, N * es, &err);
+                }
+                st_read(v2, SB, 0, P, SUM1, F32, s1, 1);
+                st_read(v2, SB, 0, P, SUM2, F32, s2, 1);
+                bad += memcmp(a, b, (size_t)P * N * es) != 0;
+                bad += memcmp(s1, s2, sizeof s1) != 0;
+                runs++;
+            }
+    TEST_BEGIN("activation from fp32 rows to bf16 / fp16 / fp8 (rows read in place) = the dense path, bits and sums");
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(runs, 6 * 3 * 2);
+}
+
 int main(void)
 {
     v2 = st_core("neuroncore-v2");
@@ -293,6 +350,7 @@ int main(void)
     test_functions();
     test_affine_and_reduce();
     test_in_place();
+    test_rows_to_narrow();
     test_rules();
     tern_core_free(v2);
     tern_core_free(v3);
