@@ -1023,25 +1023,52 @@ static tern_status exec_bn_stats(tern_core *core, const exec_ctx *cx, const tern
     if (!o)
         return nomem(cx, ins, (size_t)P * 6, err);
     tern_status st;
-    if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
+    size_t xs = F; /* floats between partitions' rows: fp32 rows on chip are read in place */
+    if (!(x = f32_rows(core, cx->engine, a, F, &xs)) && (st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
-    for (uint32_t p = 0; p < P; p++) {
-        const float *row = x + (size_t)p * F;
-        for (int par = 0; par < 2; par++) {
-            double cnt = 0, sum = 0, m2 = 0;
-            for (size_t i = (size_t)par; i < F; i += 2) {
-                cnt += 1;
-                sum += row[i];
-            }
-            double mean = cnt > 0 ? sum / cnt : 0.0;
-            for (size_t i = (size_t)par; i < F; i += 2) {
-                double dv = row[i] - mean;
-                m2 += dv * dv;
-            }
-            o[p * 6 + par * 3 + 0] = (float)cnt;
-            o[p * 6 + par * 3 + 1] = (float)mean;
-            o[p * 6 + par * 3 + 2] = (float)m2;
+    /* Each (partition, parity) is its own chain in double, in element order: its count, its sum, its mean and the
+     * sum of squared deviations. Four partitions' eight chains advance together (each add waits for the one
+     * before it in its own chain only), in the same order within each chain, so the bits are those of running
+     * them one after another. */
+    enum { G = 4 };
+    for (uint32_t p0 = 0; p0 < P; p0 += G) {
+        uint32_t np = P - p0 < G ? P - p0 : G;
+        const float *row[G];
+        double sum[G][2], m2[G][2], mean[G][2];
+        for (uint32_t q = 0; q < G; q++) {
+            row[q] = x + (size_t)(p0 + (q < np ? q : 0)) * xs;
+            sum[q][0] = sum[q][1] = m2[q][0] = m2[q][1] = 0.0;
         }
+        const double cnt[2] = {(double)((F + 1) / 2), (double)(F / 2)};
+        size_t i = 0;
+        for (; i + 1 < F; i += 2)
+            for (uint32_t q = 0; q < G; q++) {
+                sum[q][0] += row[q][i];
+                sum[q][1] += row[q][i + 1];
+            }
+        if (i < F)
+            for (uint32_t q = 0; q < G; q++)
+                sum[q][0] += row[q][i];
+        for (uint32_t q = 0; q < G; q++)
+            for (int par = 0; par < 2; par++)
+                mean[q][par] = cnt[par] > 0 ? sum[q][par] / cnt[par] : 0.0;
+        for (i = 0; i + 1 < F; i += 2)
+            for (uint32_t q = 0; q < G; q++) {
+                double d0 = row[q][i] - mean[q][0], d1 = row[q][i + 1] - mean[q][1];
+                m2[q][0] += d0 * d0;
+                m2[q][1] += d1 * d1;
+            }
+        if (i < F)
+            for (uint32_t q = 0; q < G; q++) {
+                double d0 = row[q][i] - mean[q][0];
+                m2[q][0] += d0 * d0;
+            }
+        for (uint32_t q = 0; q < np; q++)
+            for (int par = 0; par < 2; par++) {
+                o[(p0 + q) * 6 + par * 3 + 0] = (float)cnt[par];
+                o[(p0 + q) * 6 + par * 3 + 1] = (float)mean[q][par];
+                o[(p0 + q) * 6 + par * 3 + 2] = (float)m2[q][par];
+            }
     }
     return put_f(core, cx, ins, TERN_AP_DST, o, err);
 }
