@@ -521,3 +521,21 @@ ALU_CLONES int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float
     return 1;
 }
 
+/* select on 4-byte rows: d[i] = (a[i] & mask) ? b[i] : c[i], bits copied. Sixteen at a time through a local
+ * block, both sources loaded (so the loop vectorises whatever the rows' aliasing: d may be a, b or c itself). */
+ALU_CLONES void alu_select_bits(uint32_t *d, const uint32_t *a, const uint32_t *b, const uint32_t *c, uint32_t mask,
+                                size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t t[16];
+        for (int l = 0; l < 16; l++) {
+            uint32_t bb = b[i + l], cc = c[i + l];
+            t[l] = (a[i + l] & mask) ? bb : cc;
+        }
+        memcpy(d + i, t, sizeof t);
+    }
+    for (; i < n; i++)
+        d[i] = (a[i] & mask) ? b[i] : c[i];
+}
+

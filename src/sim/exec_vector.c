@@ -966,8 +966,7 @@ static int select_rows(tern_core *core, const exec_ctx *cx, const tern_ap *a, co
         const uint32_t *ra = (const uint32_t *)(const void *)(r[1] + (size_t)p * st[1]),
                        *rb = (const uint32_t *)(const void *)(r[2] + (size_t)p * st[2]),
                        *rc = (const uint32_t *)(const void *)(r[3] + (size_t)p * st[3]);
-        for (size_t i = 0; i < N; i++)
-            rd[i] = (ra[i] & mask) ? rb[i] : rc[i];
+        alu_select_bits(rd, ra, rb, rc, mask, N);
     }
     return 1;
 }
