@@ -148,7 +148,7 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
     const act_job *j = ctx;
     uint32_t p0 = (uint32_t)((uint64_t)j->P * part / nparts), p1 = (uint32_t)((uint64_t)j->P * (part + 1) / nparts);
     for (uint32_t p = p0; p < p1; p++) {
-        float acc = 0.0f, sc = j->scale[p], b = j->bias[p];
+        float sc = j->scale[p], b = j->bias[p];
         const float *in = &j->in[(size_t)p * j->in_stride];
         float *row = &j->out[(size_t)p * j->out_stride];
         if (j->simd) {
@@ -174,10 +174,24 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
                 row[i] = (float)act_eval(j->f, (double)t);
             }
         }
-        if (j->want_sum) { /* in element order: a serial chain, so only when the instruction asks for it */
+    }
+    /* The sums, when the instruction asks for them: each partition's a serial chain in element order; eight
+     * partitions' chains advance together (each add waits on its own chain only), the same adds in the same order. */
+    if (j->want_sum) {
+        enum { G = 8 };
+        for (uint32_t pg = p0; pg < p1; pg += G) {
+            uint32_t ng = p1 - pg < G ? p1 - pg : G;
+            const float *r[G];
+            float acc[G];
+            for (uint32_t q = 0; q < G; q++) {
+                r[q] = &j->out[(size_t)(pg + (q < ng ? q : 0)) * j->out_stride];
+                acc[q] = 0.0f;
+            }
             for (size_t i = 0; i < j->N; i++)
-                acc += row[i];
-            j->sum[p] = acc;
+                for (uint32_t q = 0; q < G; q++)
+                    acc[q] += r[q][i];
+            for (uint32_t q = 0; q < ng; q++)
+                j->sum[pg + q] = acc[q];
         }
     }
 }

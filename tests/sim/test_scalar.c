@@ -343,6 +343,49 @@ static void test_rows_to_narrow(void)
     CHECK_EQ_INT(runs, 6 * 3 * 2);
 }
 
+/* The reduction's sum is each partition's fp32 chain over its results in element order, bit for bit: 13
+ * partitions (not a multiple of the eight chains run together), 300 elements, rows whose sum depends on the order
+ * (a huge value first and its negation halfway absorb what lies between), copy and exp. */
+static void test_sum_chain(void)
+{
+    enum { P = 13, N = 300 };
+    static float x[P * N], y[P * N];
+    float sum[P];
+    for (int i = 0; i < P * N; i++) {
+        int k = i % N;
+        x[i] = k == 0 ? 1e30f : k == N / 2 ? -1e30f : (float)((i * 37) % 101) * 0.01f - 0.4f;
+    }
+    st_write(v2, SB, 0, P, 0, F32, x, N);
+    int bad = 0;
+    for (int f = 0; f < 2; f++) {
+        tern_instr ins = act(f ? TERN_ACT_EXP : TERN_ACT_COPY, st_ap1(SB, F32, 0, P, 4096, N), st_ap1(SB, F32, 0, P, 0, N));
+        if (f)
+            ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 8192, N); /* exp of small values */
+        if (f) {
+            float z[P * N];
+            for (int i = 0; i < P * N; i++)
+                z[i] = (float)((i * 53) % 97) * 0.05f - 2.0f;
+            st_write(v2, SB, 0, P, 8192, F32, z, N);
+        }
+        ins.flags = TERN_FLAG_REDUCE;
+        ins.ap[TERN_AP_EXTRA] = st_ap1(SB, F32, 0, P, 12000, 1);
+        ST_EXPECT_OK(v2, &ins);
+        st_read(v2, SB, 0, P, 4096, F32, y, N);
+        st_read(v2, SB, 0, P, 12000, F32, sum, 1);
+        for (int p = 0; p < P; p++) {
+            float acc = 0.0f;
+            for (int i = 0; i < N; i++)
+                acc += y[p * N + i];
+            uint32_t ga, wa;
+            memcpy(&ga, &sum[p], 4);
+            memcpy(&wa, &acc, 4);
+            bad += ga != wa;
+        }
+    }
+    TEST_BEGIN("activation's sum = each partition's fp32 chain in element order, bit for bit");
+    CHECK_EQ_INT(bad, 0);
+}
+
 int main(void)
 {
     v2 = st_core("neuroncore-v2");
@@ -351,6 +394,7 @@ int main(void)
     test_affine_and_reduce();
     test_in_place();
     test_rows_to_narrow();
+    test_sum_chain();
     test_rules();
     tern_core_free(v2);
     tern_core_free(v3);
