@@ -577,6 +577,19 @@ uint8_t *ap_onchip_rows(const tern_core *core, tern_engine e, const tern_ap *ap,
     return base;
 }
 
+int onchip_rows_relation(const tern_core *core, const tern_ap *x, const uint8_t *xr, size_t xs, size_t xbytes,
+                         const tern_ap *y, const uint8_t *yr, size_t ys, size_t ybytes)
+{
+    if (xr == yr && xs == ys && xbytes == ybytes && x->num_partitions == y->num_partitions)
+        return 0;
+    if (x->mem != y->mem || x->start_partition + x->num_partitions <= y->start_partition ||
+        y->start_partition + y->num_partitions <= x->start_partition)
+        return 1;
+    const uint8_t *base = onchip_base(core, (tern_mem)x->mem);
+    size_t x0 = (size_t)(xr - base) % xs, y0 = (size_t)(yr - base) % ys;
+    return x0 + xbytes <= y0 || y0 + ybytes <= x0 ? 1 : 2;
+}
+
 static tern_status ap_walk(tern_core *c, tern_engine e, const tern_ap *ap, run_fn fn, void *ctx, tern_error *err)
 {
     size_t es = tern_dtype_size((tern_dtype)ap->dtype);

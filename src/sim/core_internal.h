@@ -137,6 +137,12 @@ tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, co
  * of partition 0's run (register offset applied), its length in elements and the bytes from one partition's run
  * to the next. NULL when the pattern is anything else (or lies in HBM). */
 uint8_t *ap_onchip_rows(const tern_core *core, tern_engine e, const tern_ap *ap, size_t *elems, size_t *pstride);
+/* Two sets of on-chip rows, one per partition of x and of y: x's bytes [xr, xr + xbytes) in its first partition and
+ * the same offsets in the others (rows xs apart), y's likewise. 0: the same rows; 1: no byte of one lies in the other
+ * (other memories, partitions apart, or byte ranges apart, since offsets within a partition are the same in every
+ * partition); 2: they overlap otherwise. */
+int onchip_rows_relation(const tern_core *core, const tern_ap *x, const uint8_t *xr, size_t xs, size_t xbytes,
+                         const tern_ap *y, const uint8_t *yr, size_t ys, size_t ybytes);
 /* An on-chip operand whose elements in each partition form at most two dimensions: element (r, c) of partition p at
  * base + p * pstride + (r * sr + c * sc) * element size, r < nr, c < nc (steps may be zero or negative); NULL
  * otherwise. */

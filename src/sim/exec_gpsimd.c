@@ -263,20 +263,6 @@ static int cmp_zero(tern_alu_op op, int32_t v)
     return 0;
 }
 
-/* Are the rows x (partition stride xs) and y (ys), `bytes` per partition, the same rows or apart everywhere? */
-static int rows_apart_or_same(const tern_core *core, const tern_ap *x, const uint8_t *xr, size_t xs, const tern_ap *y,
-                              const uint8_t *yr, size_t ys, size_t bytes)
-{
-    if (xr == yr && xs == ys)
-        return 1;
-    if (x->mem != y->mem || x->start_partition + x->num_partitions <= y->start_partition ||
-        y->start_partition + y->num_partitions <= x->start_partition)
-        return 1;
-    const uint8_t *base = x->mem == TERN_MEM_SBUF ? core->sbuf : core->psum;
-    size_t x0 = (size_t)(xr - base) % xs, y0 = (size_t)(yr - base) % ys;
-    return xs == ys && (x0 + bytes <= y0 || y0 + bytes <= x0);
-}
-
 static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
     const tern_ap *d = &ins->ap[TERN_AP_DST], *a = &ins->ap[TERN_AP_IN0];
@@ -298,7 +284,7 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
         size_t na = 0, nd = 0, sa = 0, sd = 0;
         uint8_t *ra = ap_onchip_rows(core, cx->engine, a, &na, &sa), *rd = ap_onchip_rows(core, cx->engine, d, &nd, &sd);
         uint32_t P = d->num_partitions;
-        if (ra && rd && na == nd && (size_t)P * nd == n && rows_apart_or_same(core, a, ra, sa, d, rd, sd, nd * es)) {
+        if (ra && rd && na == nd && (size_t)P * nd == n && onchip_rows_relation(core, a, ra, sa, nd * es, d, rd, sd, nd * es) != 2) {
             tern_convert_opts o = TERN_CONVERT_OPTS_DEFAULT;
             uint32_t fill = tern_num_encode((tern_dtype)d->dtype, ins->imm1.f, &o, 0);
             /* cmp_zero(op, v) as lo <= v <= hi, inverted for not_equal: one branch-free test per element */

@@ -226,15 +226,7 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
         (in_rows = ap_onchip_rows(core, cx->engine, a, &in_n, &in_ps)) &&
         (out_rows = ap_onchip_rows(core, cx->engine, d, &out_n, &out_ps)) && in_n == N && out_n == N &&
         (uintptr_t)in_rows % 4 == 0 && (uintptr_t)out_rows % 4 == 0 && in_ps % 4 == 0 && out_ps % 4 == 0) {
-        int same = in_rows == out_rows && in_ps == out_ps;
-        int disjoint = a->mem != d->mem ||
-                       a->start_partition + P <= d->start_partition || d->start_partition + P <= a->start_partition;
-        if (!same && !disjoint) { /* byte ranges within a partition */
-            uint8_t *base = a->mem == TERN_MEM_SBUF ? core->sbuf : core->psum;
-            size_t i0 = (size_t)(in_rows - base) % in_ps, o0 = (size_t)(out_rows - base) % out_ps;
-            disjoint = i0 + N * 4 <= o0 || o0 + N * 4 <= i0;
-        }
-        if (!same && !disjoint)
+        if (onchip_rows_relation(core, a, in_rows, in_ps, N * 4, d, out_rows, out_ps, N * 4) == 2)
             in_rows = NULL;
     } else {
         in_rows = NULL;

@@ -597,31 +597,18 @@ static int32_t int_op(tern_alu_op op, int32_t a, int32_t b, int is_unsigned)
 static int rows_relation(const tern_core *core, const tern_ap *x, const uint8_t *xr, size_t xs, const tern_ap *y,
                          const uint8_t *yr, size_t ys, size_t n)
 {
-    if (xr == yr && xs == ys && x->num_partitions == y->num_partitions)
-        return 0;
-    if (x->mem != y->mem || x->start_partition + x->num_partitions <= y->start_partition ||
-        y->start_partition + y->num_partitions <= x->start_partition)
-        return 1;
-    const uint8_t *base = x->mem == TERN_MEM_SBUF ? core->sbuf : core->psum;
-    size_t x0 = (size_t)(xr - base) % xs, y0 = (size_t)(yr - base) % ys;
-    return x0 + n * 4 <= y0 || y0 + n * 4 <= x0 ? 1 : 2;
+    return onchip_rows_relation(core, x, xr, xs, n * 4, y, yr, ys, n * 4);
 }
 
-/* Does the window (w: nr x nc elements at steps sr, sc in each partition) share no byte with the rows x (n fp32 per
- * partition)? Offsets within a partition are the same in every partition, so bytes apart in one are apart in all. */
-static int window_apart(const tern_core *core, const tern_ap *x, const uint8_t *xr, size_t xs, size_t n,
+/* Does the window (w: nr x nc elements at steps sr, sc in each partition, fp32) share no byte with the rows x
+ * (xbytes per partition)? */
+static int window_apart(const tern_core *core, const tern_ap *x, const uint8_t *xr, size_t xs, size_t xbytes,
                         const tern_ap *w, const uint8_t *wr, size_t ws, uint32_t nr, int32_t sr, uint32_t nc,
                         int32_t sc)
 {
-    if (x->mem != w->mem || x->start_partition + x->num_partitions <= w->start_partition ||
-        w->start_partition + w->num_partitions <= x->start_partition)
-        return 1;
-    const uint8_t *base = x->mem == TERN_MEM_SBUF ? core->sbuf : core->psum;
     int64_t er = (int64_t)(nr - 1) * sr, ec = (int64_t)(nc - 1) * sc;
     int64_t lo = (er < 0 ? er : 0) + (ec < 0 ? ec : 0), hi = (er > 0 ? er : 0) + (ec > 0 ? ec : 0);
-    int64_t x0 = (int64_t)((size_t)(xr - base) % xs), w0 = (int64_t)((size_t)(wr - base) % ws);
-    int64_t wlo = w0 + lo * 4, whi = w0 + (hi + 1) * 4;
-    return x0 + (int64_t)n * 4 <= wlo || whi <= x0;
+    return onchip_rows_relation(core, x, xr, xs, xbytes, w, wr + lo * 4, ws, (size_t)(hi - lo + 1) * 4) == 1;
 }
 
 /* fp32 operands that are one contiguous, 4-byte aligned run of n elements per partition: their partition 0 rows
@@ -782,7 +769,7 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
         (win = ap_onchip_2d(core, cx->engine, a, &wnr, &wsr, &wnc, &wsc, &wps)) && (size_t)wnr * wnc == N &&
         (uintptr_t)win % 4 == 0 && wps % 4 == 0 &&
         rows_relation(core, d, (uint8_t *)rd, sd * 4, b, (uint8_t *)rb, sb * 4, N) != 2 &&
-        window_apart(core, d, (uint8_t *)rd, sd * 4, N, a, win, wps, wnr, wsr, wnc, wsc)) {
+        window_apart(core, d, (uint8_t *)rd, sd * 4, N * 4, a, win, wps, wnr, wsr, wnc, wsc)) {
         psum_mark(core, d, 0);
         sbuf_written(core, cx->engine, d);
         if (alu_stt_window(op0, rev0, op1, rev1, s0, ins->imm0.f, P, (const float *)(const void *)win, wps / 4, wnr,
@@ -890,8 +877,8 @@ static tern_status exec_tensor_copy(tern_core *core, const exec_ctx *cx, const t
     uint8_t *rd;
     if (a->num_partitions == d->num_partitions && (ra = f32_rows(core, cx->engine, a, N, &sa)) &&
         (rd = ap_onchip_rows(core, cx->engine, d, &dn, &sd)) && dn == N &&
-        window_apart(core, d, rd, sd, N * tern_dtype_size((tern_dtype)d->dtype) / 4 + 1, a, (uint8_t *)ra, sa * 4, 1,
-                     0, (uint32_t)N, 1))
+        onchip_rows_relation(core, d, rd, sd, N * tern_dtype_size((tern_dtype)d->dtype), a, (uint8_t *)ra, sa * 4,
+                             N * 4) == 1)
         return ap_scatter_f32_rows(core, cx->engine, d, ra, N, sa, sr_stream_of(cx), err);
     float *x = NULL;
     if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
