@@ -441,12 +441,11 @@ ALU_CLONES int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int re
 {
     if (!stt_simple(op0) || !stt_simple(op1))
         return 0;
-    /* the depthwise form (mult, then add, no swaps) spelled out so that each loop vectorises; in place (dst the
-     * accumulator) as its own loop, since a write through one pointer and a read through another the compiler
-     * cannot prove apart would keep it scalar */
-    const int dw = op0 == TERN_ALU_MULT && op1 == TERN_ALU_ADD && !rev0 && !rev1;
+    /* the depthwise form (mult, then add, no swaps) with column step 1 or 2 in AVX-512 rows; anything else one
+     * element at a time */
 #if HAVE_STT512
-    const int wide = dw && (sc == 1 || sc == 2) && __builtin_cpu_supports("avx512f");
+    const int wide = op0 == TERN_ALU_MULT && op1 == TERN_ALU_ADD && !rev0 && !rev1 && (sc == 1 || sc == 2) &&
+                     __builtin_cpu_supports("avx512f");
 #else
     const int wide = 0;
 #endif
@@ -464,19 +463,8 @@ ALU_CLONES int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int re
                 continue;
             }
 #endif
-            if (dw && o == b && sc == 1)
-                for (uint32_t c = 0; c < nc; c++) {
-                    float t = nan_first(x[c], x[c] * v);
-                    o[c] = nan_first(t, t + o[c]);
-                }
-            else if (dw && o == b)
-                for (uint32_t c = 0; c < nc; c++) {
-                    float xv = x[(ptrdiff_t)c * sc], t = nan_first(xv, xv * v);
-                    o[c] = nan_first(t, t + o[c]);
-                }
-            else
-                for (uint32_t c = 0; c < nc; c++)
-                    o[c] = stt_apply(op1, rev1, stt_apply(op0, rev0, x[(ptrdiff_t)c * sc], v), b[c]);
+            for (uint32_t c = 0; c < nc; c++)
+                o[c] = stt_apply(op1, rev1, stt_apply(op0, rev0, x[(ptrdiff_t)c * sc], v), b[c]);
         }
     }
     return 1;

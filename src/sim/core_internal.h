@@ -196,14 +196,14 @@ void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n);
  * op1(op0(src[p * ps + r * sr + c * sc], s[p]), acc[p * as + i]) (s NULL: imm for every p; each operator's operands
  * swapped by its rev flag), with alu_apply_f32_vs's and alu_apply_f32_vvr's bits; dst may be acc itself, and must
  * overlap src nowhere. 0 (nothing written) unless op0 and op1 are each add, subtract or mult. */
+int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int rev1, const float *s, float imm, uint32_t P,
+                   const float *src, size_t ps, uint32_t nr, ptrdiff_t sr, uint32_t nc, ptrdiff_t sc, const float *acc,
+                   size_t as, float *dst, size_t ds);
 /* tensor_reduce's chain of max or min over one NaN-free row, computed out of order with its bits (alu.c); 0 (nothing
  * written) for a row holding a NaN or another operator. */
 int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float *out);
 /* select's rows of 4-byte elements: d[i] = (a[i] & mask) ? b[i] : c[i] (bits); d may be a, b or c itself. */
 void alu_select_bits(uint32_t *d, const uint32_t *a, const uint32_t *b, const uint32_t *c, uint32_t mask, size_t n);
-int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int rev1, const float *s, float imm, uint32_t P, const float *src,
-                   size_t ps, uint32_t nr, ptrdiff_t sr, uint32_t nc, ptrdiff_t sc, const float *acc, size_t as,
-                   float *dst, size_t ds);
 /* x[i] = op(x[i], y[i]), or op(y[i], x[i]) when reverse: the bits of alu_apply_f32 element by element */
 void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, size_t n);
 

@@ -227,15 +227,22 @@ static tern_status exec_iota(tern_core *core, const exec_ctx *cx, const tern_ins
     return ap_scatter_f32(core, cx->engine, d, b, sr_stream_of(cx), err);
 }
 
-static int cmp_zero(tern_alu_op op, int32_t v)
+/* affine_select's test of a pattern value v against zero, for each comparison: lo <= v <= hi, inverted for
+ * not_equal (a form with no branch per element). Other operators (check_gpsimd refuses them) never pass. */
+typedef struct {
+    int32_t lo, hi;
+    int inv;
+} zero_test;
+
+static zero_test zero_test_of(tern_alu_op op)
 {
     switch (op) {
-    case TERN_ALU_IS_EQ: return v == 0;
-    case TERN_ALU_NOT_EQ: return v != 0;
-    case TERN_ALU_IS_GT: return v > 0;
-    case TERN_ALU_IS_GE: return v >= 0;
-    case TERN_ALU_IS_LT: return v < 0;
-    case TERN_ALU_IS_LE: return v <= 0;
+    case TERN_ALU_IS_EQ: return (zero_test){0, 0, 0};
+    case TERN_ALU_NOT_EQ: return (zero_test){0, 0, 1};
+    case TERN_ALU_IS_GT: return (zero_test){1, INT32_MAX, 0};
+    case TERN_ALU_IS_GE: return (zero_test){0, INT32_MAX, 0};
+    case TERN_ALU_IS_LT: return (zero_test){INT32_MIN, -1, 0};
+    case TERN_ALU_IS_LE: return (zero_test){INT32_MIN, 0, 0};
     case TERN_ALU_BYPASS:
     case TERN_ALU_ADD:
     case TERN_ALU_SUBTRACT:
@@ -258,10 +265,12 @@ static int cmp_zero(tern_alu_op op, int32_t v)
     case TERN_ALU_MOD:
     case TERN_ALU_RSQRT:
     case TERN_ALU_ABS:
-    case TERN_ALU_COUNT: return 0; /* not a comparison: check_gpsimd refuses it */
+    case TERN_ALU_COUNT: break; /* not a comparison: check_gpsimd refuses it */
     }
-    return 0;
+    return (zero_test){1, 0, 0};
 }
+
+static inline int zero_test_keeps(zero_test z, int32_t v) { return (v >= z.lo && v <= z.hi) ^ z.inv; }
 
 static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
 {
@@ -272,7 +281,7 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
         return nomem(cx, ins, n, err);
     int32_t *v = (int32_t *)(void *)vb;
     affine_values(ins, &ins->ap[TERN_AP_IN1], d, v);
-    tern_alu_op op = (tern_alu_op)ins->op0;
+    const zero_test zt = zero_test_of((tern_alu_op)ins->op0);
     tern_status st;
     size_t es = tern_dtype_size((tern_dtype)d->dtype);
     if (a->dtype == d->dtype && (es == 2 || es == 4) && core->opts.rounding == TERN_ROUND_RNE &&
@@ -287,10 +296,6 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
         if (ra && rd && na == nd && (size_t)P * nd == n && onchip_rows_relation(core, a, ra, sa, nd * es, d, rd, sd, nd * es) != 2) {
             tern_convert_opts o = TERN_CONVERT_OPTS_DEFAULT;
             uint32_t fill = tern_num_encode((tern_dtype)d->dtype, ins->imm1.f, &o, 0);
-            /* cmp_zero(op, v) as lo <= v <= hi, inverted for not_equal: one branch-free test per element */
-            int32_t lo = op == TERN_ALU_IS_GT ? 1 : op == TERN_ALU_IS_LT || op == TERN_ALU_IS_LE ? INT32_MIN : 0;
-            int32_t hi = op == TERN_ALU_IS_GT || op == TERN_ALU_IS_GE ? INT32_MAX : op == TERN_ALU_IS_LT ? -1 : 0;
-            const int inv = op == TERN_ALU_NOT_EQ;
             psum_mark(core, d, 0);
             sbuf_written(core, cx->engine, d);
             for (uint32_t p = 0; p < P; p++) {
@@ -299,12 +304,12 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
                     const uint16_t *x = (const uint16_t *)(const void *)(ra + (size_t)p * sa);
                     uint16_t *y = (uint16_t *)(void *)(rd + (size_t)p * sd), f = (uint16_t)fill;
                     for (size_t i = 0; i < nd; i++)
-                        y[i] = ((vp[i] >= lo && vp[i] <= hi) ^ inv) ? x[i] : f;
+                        y[i] = zero_test_keeps(zt, vp[i]) ? x[i] : f;
                 } else {
                     const uint32_t *x = (const uint32_t *)(const void *)(ra + (size_t)p * sa);
                     uint32_t *y = (uint32_t *)(void *)(rd + (size_t)p * sd);
                     for (size_t i = 0; i < nd; i++)
-                        y[i] = ((vp[i] >= lo && vp[i] <= hi) ^ inv) ? x[i] : fill;
+                        y[i] = zero_test_keeps(zt, vp[i]) ? x[i] : fill;
                 }
             }
             return TERN_OK;
@@ -319,14 +324,14 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
         o.round = core->opts.rounding;
         o.seed = core->opts.seed ^ (sr_stream_of(cx) * 0x9E3779B97F4A7C15ull);
         for (size_t i = 0; i < n; i++)
-            if (!cmp_zero(op, v[i]))
+            if (!zero_test_keeps(zt, v[i]))
                 x[i] = (int32_t)tern_num_encode((tern_dtype)d->dtype, ins->imm1.f, &o, i);
         return ap_scatter_i32(core, cx->engine, &rd, x, err);
     }
     if ((st = ap_gather_f32(core, cx->engine, a, xb, err)))
         return st;
     for (size_t i = 0; i < n; i++)
-        if (!cmp_zero(op, v[i]))
+        if (!zero_test_keeps(zt, v[i]))
             xb[i] = ins->imm1.f;
     return ap_scatter_f32(core, cx->engine, d, xb, sr_stream_of(cx), err);
 }

@@ -216,30 +216,22 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
           *sum = core_scratch(core, 3, P);
     if (!x || !bias || !scale || !sum)
         return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for %zu elements", n);
-    /* fp32 rows to fp32 rows, each partition one contiguous run on both sides: computed from the input row
-     * straight into the output row (fp32 gathers and scatters are plain copies, so the bits are the same),
-     * when the output rows are the input rows themselves or overlap none of them. */
+    /* fp32 input rows on chip (each partition one contiguous, aligned run) are read in place, not gathered into a
+     * dense copy (fp32 gathers are plain copies, so the bits are the same). The results go straight into fp32
+     * output rows when those are the input rows themselves or overlap none of them; otherwise into the dense
+     * buffer the scatter converts (a PSUM tile evacuated to bf16). */
     const tern_ap *d = &ins->ap[TERN_AP_DST];
     size_t in_n = 0, out_n = 0, in_ps = 0, out_ps = 0;
-    uint8_t *in_rows = NULL, *out_rows = NULL;
-    if (a->dtype == TERN_DTYPE_FP32 && d->dtype == TERN_DTYPE_FP32 && d->num_partitions == P &&
-        (in_rows = ap_onchip_rows(core, cx->engine, a, &in_n, &in_ps)) &&
-        (out_rows = ap_onchip_rows(core, cx->engine, d, &out_n, &out_ps)) && in_n == N && out_n == N &&
-        (uintptr_t)in_rows % 4 == 0 && (uintptr_t)out_rows % 4 == 0 && in_ps % 4 == 0 && out_ps % 4 == 0) {
-        if (onchip_rows_relation(core, a, in_rows, in_ps, N * 4, d, out_rows, out_ps, N * 4) == 2)
-            in_rows = NULL;
-    } else {
+    uint8_t *in_rows = a->dtype == TERN_DTYPE_FP32 ? ap_onchip_rows(core, cx->engine, a, &in_n, &in_ps) : NULL;
+    if (in_rows && (in_n != N || (uintptr_t)in_rows % 4 != 0 || in_ps % 4 != 0))
         in_rows = NULL;
-    }
-    /* fp32 input rows on chip to another dtype (a PSUM tile evacuated to bf16): the function reads the rows in
-     * place into the dense buffer the scatter converts, instead of a dense copy of them first */
-    uint8_t *src_rows = NULL;
-    size_t src_n = 0, src_ps = 0;
-    if (!in_rows && a->dtype == TERN_DTYPE_FP32 &&
-        (src_rows = ap_onchip_rows(core, cx->engine, a, &src_n, &src_ps)) &&
-        (src_n != N || (uintptr_t)src_rows % 4 != 0 || src_ps % 4 != 0))
-        src_rows = NULL;
-    if (!in_rows && !src_rows && (st = ap_gather_f32(core, cx->engine, a, x, err)))
+    uint8_t *out_rows = in_rows && d->dtype == TERN_DTYPE_FP32 && d->num_partitions == P
+                            ? ap_onchip_rows(core, cx->engine, d, &out_n, &out_ps)
+                            : NULL;
+    if (out_rows && (out_n != N || (uintptr_t)out_rows % 4 != 0 || out_ps % 4 != 0 ||
+                     onchip_rows_relation(core, a, in_rows, in_ps, N * 4, d, out_rows, out_ps, N * 4) == 2))
+        out_rows = NULL;
+    if (!in_rows && (st = ap_gather_f32(core, cx->engine, a, x, err)))
         return st;
     if (ins->ap[TERN_AP_IN1].ndims) {
         if ((st = ap_gather_f32(core, cx->engine, &ins->ap[TERN_AP_IN1], bias, err)))
@@ -257,14 +249,12 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
     }
     act_job j = {(tern_act_func)ins->func, x, x, N, N, bias, scale, sum, P, N, (ins->flags & TERN_FLAG_REDUCE) != 0,
                  act_simd_has((tern_act_func)ins->func) && act_simd_enabled()};
-    if (src_rows) {
-        j.in = (const float *)(const void *)src_rows;
-        j.in_stride = src_ps / 4;
-    }
     if (in_rows) {
         j.in = (const float *)(const void *)in_rows;
-        j.out = (float *)(void *)out_rows;
         j.in_stride = in_ps / 4;
+    }
+    if (out_rows) {
+        j.out = (float *)(void *)out_rows;
         j.out_stride = out_ps / 4;
         psum_mark(core, d, 0); /* what ap_scatter_f32 does before writing */
         sbuf_written(core, cx->engine, d);
@@ -275,7 +265,7 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
     if (parts > P)
         parts = P;
     pool_run(core_pool(core), act_part, &j, parts ? parts : 1);
-    if (!in_rows && (st = ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_DST], x, sr_stream_of(cx), err)))
+    if (!out_rows && (st = ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_DST], x, sr_stream_of(cx), err)))
         return st;
     if (ins->flags & TERN_FLAG_REDUCE)
         return ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_EXTRA], sum, sr_stream_of(cx) ^ 0x5245445543ull, err);

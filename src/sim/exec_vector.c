@@ -756,34 +756,32 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
             return TERN_OK;
         }
     }
-    /* The destination and the second input fp32 rows on chip, the first input an fp32 window of at most two
-     * dimensions per partition (a depthwise convolution's tap, [P, 7 x 7] to [P, 112 x 36] from the padded input
-     * tile) that the destination overlaps nowhere: one pass straight from the window (alu_stt_window, the same
-     * operators on the same values as the path below). The destination may be the second input's rows. */
-    uint32_t wnr, wnc;
-    int32_t wsr, wsc;
-    size_t wps;
-    uint8_t *win;
-    if (b->num_partitions == P && d->num_partitions == P && a->dtype == TERN_DTYPE_FP32 &&
-        (rd = f32_rows(core, cx->engine, d, N, &sd)) && (rb = f32_rows(core, cx->engine, b, N, &sb)) &&
-        (win = ap_onchip_2d(core, cx->engine, a, &wnr, &wsr, &wnc, &wsc, &wps)) && (size_t)wnr * wnc == N &&
-        (uintptr_t)win % 4 == 0 && wps % 4 == 0 &&
-        rows_relation(core, d, (uint8_t *)rd, sd * 4, b, (uint8_t *)rb, sb * 4, N) != 2 &&
-        window_apart(core, d, (uint8_t *)rd, sd * 4, N * 4, a, win, wps, wnr, wsr, wnc, wsc)) {
-        psum_mark(core, d, 0);
-        sbuf_written(core, cx->engine, d);
-        if (alu_stt_window(op0, rev0, op1, rev1, s0, ins->imm0.f, P, (const float *)(const void *)win, wps / 4, wnr,
-                           wsr, wnc, wsc, rb, sb, rd, sd))
-            return TERN_OK;
-    }
-    /* The destination and the second input fp32 rows on chip, the first input any pattern (a depthwise
-     * convolution's step: its strided window times a per-channel weight, plus the accumulator that is also the
-     * destination): only the first input is gathered; each row is computed from it and from the second input's
-     * row read in place, then copied into its destination row. A row's reads all come before its write, and rows
-     * of different partitions never overlap, so the two may be the same rows or overlap in any way. The dense
-     * path's calls on the same values below: the same bits. */
+    /* The destination and the second input fp32 rows on chip, the first input any pattern. */
     if (b->num_partitions == P && d->num_partitions == P && (rd = f32_rows(core, cx->engine, d, N, &sd)) &&
         (rb = f32_rows(core, cx->engine, b, N, &sb))) {
+        /* The first input an fp32 window of at most two dimensions per partition (a depthwise convolution's tap,
+         * [P, 7 x 7] to [P, 112 x 36] from the padded input tile) that the destination overlaps nowhere: one pass
+         * straight from the window (alu_stt_window, the same operators on the same values as below). The
+         * destination may be the second input's rows. */
+        uint32_t wnr, wnc;
+        int32_t wsr, wsc;
+        size_t wps;
+        uint8_t *win;
+        if (a->dtype == TERN_DTYPE_FP32 &&
+            (win = ap_onchip_2d(core, cx->engine, a, &wnr, &wsr, &wnc, &wsc, &wps)) && (size_t)wnr * wnc == N &&
+            (uintptr_t)win % 4 == 0 && wps % 4 == 0 &&
+            rows_relation(core, d, (uint8_t *)rd, sd * 4, b, (uint8_t *)rb, sb * 4, N) != 2 &&
+            window_apart(core, d, (uint8_t *)rd, sd * 4, N * 4, a, win, wps, wnr, wsr, wnc, wsc) &&
+            alu_stt_window(op0, rev0, op1, rev1, s0, ins->imm0.f, P, (const float *)(const void *)win, wps / 4, wnr,
+                           wsr, wnc, wsc, rb, sb, rd, sd)) {
+            psum_mark(core, d, 0);
+            sbuf_written(core, cx->engine, d);
+            return TERN_OK;
+        }
+        /* Otherwise only the first input is gathered; each row is computed from it and from the second input's
+         * row read in place, then copied into its destination row. A row's reads all come before its write, and
+         * rows of different partitions never overlap, so the two may be the same rows or overlap in any way. The
+         * dense path's calls on the same values below: the same bits. */
         if ((st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
             return st;
         psum_mark(core, d, 0);

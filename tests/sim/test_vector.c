@@ -1171,6 +1171,21 @@ static void test_copies(void)
     ST_EXPECT_FAIL(v2, &ins, "operand dst", "psum", "allowed: SBUF");
 }
 
+/* bn_stats' definition for one parity of one row: count, mean and sum of squared deviations in double, in element
+ * order. */
+static void bn_ref(const float *row, uint32_t F, uint32_t par, double *c, double *mean, double *m2)
+{
+    double n = 0, sm = 0, q = 0;
+    for (uint32_t i = par; i < F; i += 2)
+        n += 1, sm += row[i];
+    double mu = n > 0 ? sm / n : 0.0;
+    for (uint32_t i = par; i < F; i += 2) {
+        double dv = row[i] - mu;
+        q += dv * dv;
+    }
+    *c = n, *mean = mu, *m2 = q;
+}
+
 /* bn_stats bit for bit against its definition (each partition's even and odd chains in double, in element order):
  * 7 partitions (not a multiple of the executor's group of 4), odd and even lengths, rows in place and strided
  * (the dense path), values of every magnitude with cancellation. */
@@ -1203,14 +1218,8 @@ static void test_bn_exact(void)
             st_read(v2, SB, 0, P, 12000, F32, got, 6);
             for (uint32_t p = 0; p < P; p++)
                 for (uint32_t par = 0; par < 2; par++) {
-                    double c = 0, sm = 0, m2 = 0;
-                    for (uint32_t i = par; i < F; i += 2)
-                        c += 1, sm += a[p * F + i];
-                    double mean = c > 0 ? sm / c : 0.0;
-                    for (uint32_t i = par; i < F; i += 2) {
-                        double dv = a[p * F + i] - mean;
-                        m2 += dv * dv;
-                    }
+                    double c, mean, m2;
+                    bn_ref(a + p * F, F, par, &c, &mean, &m2);
                     bad += f_bits(got[p * 6 + par * 3]) != f_bits((float)c);
                     bad += f_bits(got[p * 6 + par * 3 + 1]) != f_bits((float)mean);
                     bad += f_bits(got[p * 6 + par * 3 + 2]) != f_bits((float)m2);
@@ -1234,12 +1243,8 @@ static void test_bn(void)
     st_read(v2, SB, 0, P, 1000, F32, st6, 6);
     for (int p = 0; p < P; p++)
         for (int par = 0; par < 2; par++) {
-            double c = 0, s = 0, m2 = 0;
-            for (int i = par; i < F; i += 2)
-                c++, s += a[p * F + i];
-            double mean = s / c;
-            for (int i = par; i < F; i += 2)
-                m2 += (a[p * F + i] - mean) * (a[p * F + i] - mean);
+            double c, mean, m2;
+            bn_ref(a + p * F, F, (uint32_t)par, &c, &mean, &m2);
             CHECK_EQ_INT(st6[p * 6 + par * 3], (int)c);
             CHECK_MSG(st_ulps(st6[p * 6 + par * 3 + 1], (float)mean) <= 1, "mean got %.9g want %.9g",
                       st6[p * 6 + par * 3 + 1], mean);
