@@ -1197,6 +1197,129 @@ static int grow_rows(core_scratch_set *z, size_t nd, size_t ns)
     return z->row_refs_cap >= nd && z->row_refs_src_cap >= ns;
 }
 
+/* The contiguous runs of a pattern one after another, in ap_walk's order, without a callback or a row list: a
+ * copy of many short runs (a 7 x 7 tile into its padded frame: 28-byte runs, half a million per EfficientNet-B0
+ * inference) spent more on collecting its rows than on moving bytes. */
+typedef struct {
+    uint8_t *base;     /* on chip: the first run's host byte; NULL for HBM */
+    uint64_t addr;     /* HBM: the byte address of element 0 of partition 0 (before the register offset) */
+    int64_t el0;       /* HBM: the register offset, in elements */
+    int64_t pstep;     /* on chip: host bytes between partitions; HBM: elements (partition_step) */
+    int64_t step[3];   /* elements per index of the three outer free dimensions (ap_norm's d0..d2) */
+    uint32_t num[3], np, p, i[3];
+    size_t es;
+} run_iter;
+
+static void run_iter_init(const tern_core *c, tern_engine e, const tern_ap *ap, run_iter *it)
+{
+    uint32_t num[4];
+    int32_t step[4];
+    ap_norm(ap, num, step);
+    memset(it, 0, sizeof *it);
+    it->es = tern_dtype_size((tern_dtype)ap->dtype);
+    for (int k = 0; k < 3; k++) {
+        it->num[k] = num[k];
+        it->step[k] = step[k];
+    }
+    it->np = ap->num_partitions;
+    int64_t reg = ap_reg_offset(c, e, ap);
+    if (ap->mem == TERN_MEM_HBM) {
+        it->addr = ap->offset;
+        it->el0 = reg;
+        it->pstep = ap->partition_step;
+    } else {
+        it->pstep = (int64_t)onchip_partition_bytes(c, (tern_mem)ap->mem);
+        it->base = onchip_base(c, (tern_mem)ap->mem) + (size_t)ap->start_partition * (size_t)it->pstep + ap->offset +
+                   reg * (int64_t)it->es;
+    }
+}
+
+/* The current run (its host pointer, or NULL and its HBM address), then step to the next: ap_walk's loop nest,
+ * partitions outermost. */
+static uint8_t *run_iter_next(run_iter *it, uint64_t *addr)
+{
+    int64_t el = (int64_t)it->i[0] * it->step[0] + (int64_t)it->i[1] * it->step[1] + (int64_t)it->i[2] * it->step[2];
+    uint8_t *ptr = NULL;
+    if (it->base)
+        ptr = it->base + (int64_t)it->p * it->pstep + el * (int64_t)it->es;
+    else
+        *addr = it->addr + (uint64_t)(((int64_t)it->p * it->pstep + it->el0 + el) * (int64_t)it->es);
+    if (++it->i[2] == it->num[2]) {
+        it->i[2] = 0;
+        if (++it->i[1] == it->num[1]) {
+            it->i[1] = 0;
+            if (++it->i[0] == it->num[0]) {
+                it->i[0] = 0;
+                it->p++;
+            }
+        }
+    }
+    return ptr;
+}
+
+/* The host bytes of HBM [addr, addr + n) when they lie in one page (the usual case for a run), else NULL (the
+ * caller goes through hbm_copy). *page and *page_ptr remember the last page looked up. */
+static uint8_t *hbm_run_ptr(tern_core *c, uint64_t addr, size_t n, uint64_t *page, uint8_t **page_ptr)
+{
+    uint64_t pg = addr >> HBM_PAGE_SHIFT;
+    if (addr > c->cfg.hbm_bytes || n > c->cfg.hbm_bytes - addr || ((addr + n - 1) >> HBM_PAGE_SHIFT) != pg)
+        return NULL;
+    if (pg != *page || !*page_ptr) {
+        uint8_t *p = hbm_page(c, pg);
+        if (!p)
+            return NULL;
+        *page = pg;
+        *page_ptr = p;
+    }
+    return *page_ptr + (addr & (HBM_PAGE_BYTES - 1));
+}
+
+/* The current run of one side of a copy: its host bytes, or (an HBM run across a page boundary) NULL and its
+ * address. */
+static uint8_t *copy_run_next(tern_core *c, run_iter *it, size_t bytes, uint64_t *addr, uint64_t *page,
+                              uint8_t **page_ptr)
+{
+    uint8_t *p = run_iter_next(it, addr);
+    return p ? p : hbm_run_ptr(c, *addr, bytes, page, page_ptr);
+}
+
+/* Serially, in dense order: each step copies what is left of the current run of the side that ends first (the
+ * same bytes, in the same order, as the walk element by element). nd runs of ld_bytes on the destination side,
+ * ns of ls_bytes on the source side, the same total. */
+static tern_status copy_runs_serial(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src,
+                                    size_t nd, size_t bd, size_t ns, size_t bs, tern_error *err)
+{
+    run_iter id, is;
+    run_iter_init(core, e, dst, &id);
+    run_iter_init(core, e, src, &is);
+    uint64_t page = UINT64_MAX, da = 0, sa = 0;
+    uint8_t *page_ptr = NULL;
+    size_t i = 0, j = 0, oi = 0, oj = 0;
+    uint8_t *d = nd ? copy_run_next(core, &id, bd, &da, &page, &page_ptr) : NULL;
+    uint8_t *s = ns ? copy_run_next(core, &is, bs, &sa, &page, &page_ptr) : NULL;
+    while (i < nd && j < ns) {
+        size_t n = bd - oi < bs - oj ? bd - oi : bs - oj;
+        tern_status st = TERN_OK;
+        if (d && s)
+            memcpy(d + oi, s + oj, n);
+        else if (!d) /* an HBM destination run across pages (the source is on chip) */
+            st = hbm_copy(core, da + oi, s + oj, n, 1, err);
+        else
+            st = hbm_copy(core, sa + oj, d + oi, n, 0, err);
+        if (st)
+            return st;
+        if ((oi += n) == bd && ++i < nd) {
+            oi = 0;
+            d = copy_run_next(core, &id, bd, &da, &page, &page_ptr);
+        }
+        if ((oj += n) == bs && ++j < ns) {
+            oj = 0;
+            s = copy_run_next(core, &is, bs, &sa, &page, &page_ptr);
+        }
+    }
+    return TERN_OK;
+}
+
 tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_error *err)
 {
     if (direct_ok(core, e, dst, src)) {
@@ -1212,7 +1335,9 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
         int cut = ld != ls && common && (size_t)common * es >= PARALLEL_SPLIT_ROW_BYTES && pieces >= 4 &&
                   nd * ld * es >= PARALLEL_COPY_BYTES && dst_injective(dst) &&
                   grow_rows(z, pieces, pieces);
-        if (cut || grow_rows(z, nd, ns)) {
+        int parallel = !cut && ld == ls && nd >= 4 && nd * ld * es >= PARALLEL_COPY_BYTES && dst_injective(dst) &&
+                       grow_rows(z, nd, ns);
+        if (cut || parallel) { /* the rows of both sides collected, then split over the host threads */
             rows_ctx rd = {z->row_refs, 0}, rs = {z->row_refs_src, 0};
             tern_status st = ap_walk(core, e, dst, collect_rows_run, &rd, err);
             if (!st)
@@ -1227,27 +1352,11 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
                 split_rows(rs.rows, ns, ls / common, (size_t)common * es);
                 return parallel_rows(core, rs.rows, rd.rows, pieces, (size_t)common * es, err);
             }
-            if (ld == ls && nd >= 4 && nd * ld * es >= PARALLEL_COPY_BYTES && dst_injective(dst))
-                return parallel_rows(core, rs.rows, rd.rows, nd, ld * es, err);
-            /* serially, in dense order: each step copies what is left of the current run of the side that ends
-             * first (the same bytes, in the same order, as the walk element by element) */
-            const size_t bd = (size_t)ld * es, bs = (size_t)ls * es;
-            size_t i = 0, j = 0, oi = 0, oj = 0;
-            while (i < nd && j < ns) {
-                const row_ref *t = &rd.rows[i], *f = &rs.rows[j];
-                size_t n = bd - oi < bs - oj ? bd - oi : bs - oj;
-                if (t->ptr && f->ptr)
-                    memcpy(t->ptr + oi, f->ptr + oj, n);
-                else if ((st = t->ptr ? hbm_copy(core, f->addr + oj, t->ptr + oi, n, 0, err)
-                                      : hbm_copy(core, t->addr + oi, f->ptr + oj, n, 1, err)))
-                    return st;
-                if ((oi += n) == bd)
-                    i++, oi = 0;
-                if ((oj += n) == bs)
-                    j++, oj = 0;
-            }
-            return TERN_OK;
+            return parallel_rows(core, rs.rows, rd.rows, nd, ld * es, err);
         }
+        psum_mark(core, dst, 0);
+        sbuf_written(core, e, dst);
+        return copy_runs_serial(core, e, dst, src, nd, (size_t)ld * es, ns, (size_t)ls * es, err);
     }
     size_t es = tern_dtype_size((tern_dtype)src->dtype);
     TERN_ASSERT(es == tern_dtype_size((tern_dtype)dst->dtype));

@@ -56,8 +56,151 @@ static void threaded_round_trip(unsigned threads, float *out)
     tern_core_free(core);
 }
 
+/* ---- random same-dtype copies against a model of memory, element by element ---- */
+
+typedef struct {
+    tern_ap ap;
+    uint64_t lo, hi; /* HBM: the byte window the pattern reaches; on chip: the bytes of each partition */
+} rnd_side;
+
+static uint32_t rnd_next(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+/* The byte address (HBM) or partition * 1 MiB + byte (on chip) of dense element k of a pattern of nd dims. */
+static uint64_t rnd_elem_addr(const tern_ap *ap, uint64_t k, size_t es)
+{
+    uint64_t f = 1;
+    for (unsigned d = 0; d < ap->ndims; d++)
+        f *= ap->dims[d].num;
+    uint64_t p = k / f, r = k % f;
+    int64_t el = 0;
+    for (int d = (int)ap->ndims - 1; d >= 0; d--) {
+        el += (int64_t)(r % ap->dims[d].num) * ap->dims[d].step;
+        r /= ap->dims[d].num;
+    }
+    if (ap->mem == TERN_MEM_HBM)
+        return ap->offset + (uint64_t)(((int64_t)p * ap->partition_step + el) * (int64_t)es);
+    return (uint64_t)(ap->start_partition + p) * (1u << 20) + ap->offset + (uint64_t)(el * (int64_t)es);
+}
+
+/* A random pattern of `total` elements: np partitions and 1 to 3 free dimensions whose sizes multiply to
+ * total / np, steps of the contiguous extent, wider (gaps) or, on the source side, anything >= 1. */
+static tern_ap rnd_pattern(uint32_t *seed, tern_mem mem, tern_dtype dt, unsigned np, unsigned start, uint64_t f,
+                           uint64_t base)
+{
+    uint32_t nums[3];
+    int32_t steps[3];
+    unsigned nd = 1;
+    nums[0] = (uint32_t)f;
+    /* split f into up to 3 factors */
+    for (unsigned tries = 0; tries < 4 && nd < 3; tries++) {
+        uint32_t d = 2 + rnd_next(seed) % 7;
+        if (nums[nd - 1] % d == 0 && nums[nd - 1] > d) {
+            nums[nd] = nums[nd - 1] / d;
+            nums[nd - 1] = d;
+            nd++;
+        }
+    }
+    int64_t span = 1;
+    for (int d = (int)nd - 1; d >= 0; d--) {
+        uint32_t pick = rnd_next(seed) % 4;
+        int64_t st = pick == 0 ? span : span + (int64_t)(rnd_next(seed) % 9); /* dense, or with a gap */
+        if (d == (int)nd - 1)
+            st = pick == 3 ? 2 : 1; /* the innermost: contiguous, or every other element (not row-direct) */
+        steps[d] = (int32_t)st;
+        span = st * (int64_t)(nums[d] - 1) + span;
+    }
+    tern_ap ap = st_ap(mem, dt, start, np, base, nd, steps, nums);
+    if (mem == TERN_MEM_HBM)
+        ap.partition_step = span + (int64_t)(rnd_next(seed) % 40);
+    return ap;
+}
+
+static void test_random_copies(void)
+{
+    TEST_BEGIN("random same-dtype copies between HBM and SBUF, runs of any lengths across HBM pages: element by element");
+    tern_core *core = st_core("trn1.2xlarge");
+    tern_error err;
+    uint32_t seed = 12345;
+    const tern_dtype dts[3] = {TERN_DTYPE_FP32, TERN_DTYPE_BF16, TERN_DTYPE_FP8_E4M3};
+    enum { HBM_WIN = 1 << 16, SB_WIN = 4096 };
+    /* the window straddles the page boundary at 5 MiB, and every HBM pattern starts up to 2 KiB before it */
+    const uint64_t hbase = (5u << 20) - HBM_WIN / 2;
+    uint8_t *hb = malloc(HBM_WIN), *hm = malloc(HBM_WIN), *sb = malloc(32 * SB_WIN), *sm = malloc(32 * SB_WIN);
+    size_t bad = 0, cases = 0;
+    for (int c = 0; c < 400; c++) {
+        tern_dtype dt = dts[rnd_next(&seed) % 3];
+        size_t es = tern_dtype_size(dt);
+        unsigned np = 1 + rnd_next(&seed) % 8, kind = rnd_next(&seed) % 3; /* 0: HBM->SBUF 1: SBUF->HBM 2: SBUF->SBUF */
+        uint64_t f = 1 + rnd_next(&seed) % 90;
+        tern_ap src, dst;
+        uint64_t hoff = (5u << 20) - 1 - rnd_next(&seed) % 2048, soff = (rnd_next(&seed) % 64) * es;
+        if (kind == 0) {
+            src = rnd_pattern(&seed, TERN_MEM_HBM, dt, np, 0, f, hoff);
+            dst = rnd_pattern(&seed, TERN_MEM_SBUF, dt, np, 0, f, soff);
+        } else if (kind == 1) {
+            src = rnd_pattern(&seed, TERN_MEM_SBUF, dt, np, 0, f, soff);
+            dst = rnd_pattern(&seed, TERN_MEM_HBM, dt, np, 0, f, hoff);
+        } else {
+            src = rnd_pattern(&seed, TERN_MEM_SBUF, dt, np, 0, f, soff);
+            dst = rnd_pattern(&seed, TERN_MEM_SBUF, dt, np, 16, f, (rnd_next(&seed) % 64) * es);
+        }
+        if (rnd_next(&seed) % 3 == 0 && dst.ndims == 1 && dst.dims[0].step == 1) { /* one side one dense run */
+            dst.dims[0].num *= np;
+            dst.num_partitions = 1;
+        }
+        /* everything inside the windows? (the generator's gaps can reach past them: skip those) */
+        uint64_t n = (uint64_t)np * f, ok = 1;
+        for (uint64_t k = 0; k < n && ok; k++)
+            for (int side = 0; side < 2; side++) {
+                const tern_ap *a = side ? &dst : &src;
+                uint64_t ad = rnd_elem_addr(a, k, es);
+                ok &= a->mem == TERN_MEM_HBM ? ad >= hbase && ad + es <= hbase + HBM_WIN
+                                             : ad % (1u << 20) + es <= SB_WIN && ad >> 20 < 32;
+            }
+        if (!ok)
+            continue;
+        for (size_t i = 0; i < HBM_WIN; i++)
+            hb[i] = (uint8_t)rnd_next(&seed);
+        for (size_t i = 0; i < 32 * SB_WIN; i++)
+            sb[i] = (uint8_t)rnd_next(&seed);
+        CHECK_EQ_INT(tern_core_hbm_write(core, hbase, hb, HBM_WIN, &err), TERN_OK);
+        for (unsigned p = 0; p < 32; p++)
+            CHECK_EQ_INT(tern_core_onchip_write(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        /* the model: element k of the source to element k of the destination, in dense order */
+        memcpy(hm, hb, HBM_WIN);
+        memcpy(sm, sb, 32 * SB_WIN);
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t sa = rnd_elem_addr(&src, k, es), da = rnd_elem_addr(&dst, k, es);
+            const uint8_t *from = src.mem == TERN_MEM_HBM ? hb + (sa - hbase) : sb + (sa >> 20) * SB_WIN + sa % (1u << 20);
+            uint8_t *to = dst.mem == TERN_MEM_HBM ? hm + (da - hbase) : sm + (da >> 20) * SB_WIN + da % (1u << 20);
+            memcpy(to, from, es);
+        }
+        tern_instr ins = dma(dst, src);
+        tern_status st = st_run(core, &ins, &err);
+        CHECK_MSG(st == TERN_OK, "case %d: %s", c, err.msg);
+        CHECK_EQ_INT(tern_core_hbm_read(core, hbase, hb, HBM_WIN, &err), TERN_OK);
+        for (unsigned p = 0; p < 32; p++)
+            CHECK_EQ_INT(tern_core_onchip_read(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        int differ = memcmp(hb, hm, HBM_WIN) != 0 || memcmp(sb, sm, 32 * SB_WIN) != 0;
+        if (differ && bad < 3)
+            fprintf(stderr, "case %d: kind %u dtype %s np %u f %llu: bytes differ from the element-by-element model\n",
+                    c, kind, tern_dtype_name(dt), np, (unsigned long long)f);
+        bad += differ;
+        cases++;
+    }
+    CHECK_MSG(bad == 0, "%zu of %zu random copies differ", bad, cases);
+    CHECK_MSG(cases >= 200, "only %zu random copies fit the windows", cases);
+    free(hb), free(hm), free(sb), free(sm);
+    tern_core_free(core);
+}
+
 int main(void)
 {
+    test_random_copies();
     TEST_BEGIN("large copies and activations: the same bits with 1 and 4 host threads");
     {
         float *a = calloc(128 * 2048, sizeof(float)), *b = calloc(128 * 2048, sizeof(float));
