@@ -402,32 +402,58 @@ static inline float stt_apply(tern_alu_op op, int rev, float x, float y)
  * 16-lane loop, which left them scalar): masked loads of the window (column step 1, or 2 gathered from two loads by
  * a permute), then the same two IEEE operations and NaN rule as the scalar loop, lane by lane. Masked-off lanes
  * are neither read nor written. */
+/* Columns [c, c + left) of a window row (column step 1, or 2 gathered from two loads by a permute); lanes past
+ * left are zero and nothing past the row is read. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 dw_load512(const float *x, ptrdiff_t sc,
+                                                                                 uint32_t c, uint32_t left, __mmask16 m)
+{
+    if (sc == 1)
+        return _mm512_maskz_loadu_ps(m, x + c);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    uint32_t k = 2 * left - 1; /* elements 2c, 2c + 2, ...: the first 2 * left - 1 floats from x + 2c */
+    __mmask16 mlo = (__mmask16)(k >= 16 ? 0xFFFFu : (1u << k) - 1u);
+    __mmask16 mhi = (__mmask16)(k > 16 ? (1u << (k - 16)) - 1u : 0u);
+    __m512 lo = _mm512_maskz_loadu_ps(mlo, x + 2 * (size_t)c), hi = _mm512_maskz_loadu_ps(mhi, x + 2 * (size_t)c + 16);
+    return _mm512_permutex2var_ps(lo, even, hi);
+}
+
+/* One tap on 16 lanes: x * v, then + b, each operator's NaN rule as the scalar loop's (the first operand's NaN wins,
+ * quieted). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 dw_step512(__m512 xv, __m512 vv, __m512 b)
+{
+    const __m512i quiet = _mm512_set1_epi32(0x00400000);
+    __m512 t = _mm512_mul_ps(xv, vv);
+    t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q),
+                           _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(xv), quiet)));
+    __m512 r = _mm512_add_ps(t, b);
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q),
+                              _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), quiet)));
+}
+
 __attribute__((target("avx512f"))) static void stt_dw_row512(const float *x, ptrdiff_t sc, float v, const float *b,
                                                              float *o, uint32_t nc)
 {
     const __m512 vv = _mm512_set1_ps(v);
-    const __m512i quiet = _mm512_set1_epi32(0x00400000);
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     for (uint32_t c = 0; c < nc; c += 16) {
         uint32_t left = nc - c < 16 ? nc - c : 16;
         __mmask16 m = (__mmask16)(left == 16 ? 0xFFFFu : (1u << left) - 1u);
-        __m512 xv;
-        if (sc == 1) {
-            xv = _mm512_maskz_loadu_ps(m, x + c);
-        } else { /* elements 2c, 2c + 2, ...: the first 2 * left - 1 floats from x + 2c */
-            uint32_t k = 2 * left - 1;
-            __mmask16 mlo = (__mmask16)(k >= 16 ? 0xFFFFu : (1u << k) - 1u);
-            __mmask16 mhi = (__mmask16)(k > 16 ? (1u << (k - 16)) - 1u : 0u);
-            __m512 lo = _mm512_maskz_loadu_ps(mlo, x + 2 * (size_t)c), hi = _mm512_maskz_loadu_ps(mhi, x + 2 * (size_t)c + 16);
-            xv = _mm512_permutex2var_ps(lo, even, hi);
-        }
-        __m512 t = _mm512_mul_ps(xv, vv);
-        t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q),
-                               _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(xv), quiet)));
-        __m512 r = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, b + c));
-        r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q),
-                               _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), quiet)));
+        __m512 r = dw_step512(dw_load512(x, sc, c, left, m), vv, _mm512_maskz_loadu_ps(m, b + c));
         _mm512_mask_storeu_ps(o + c, m, r);
+    }
+}
+
+/* A row of the accumulator through n taps in turn, 16 columns at a time held in a register. */
+__attribute__((target("avx512f"))) static void stt_dw_chain_row512(const stt_tap *taps, unsigned n, size_t poff,
+                                                                   uint32_t r, const float *v, float *o, uint32_t nc)
+{
+    for (uint32_t c = 0; c < nc; c += 16) {
+        uint32_t left = nc - c < 16 ? nc - c : 16;
+        __mmask16 m = (__mmask16)(left == 16 ? 0xFFFFu : (1u << left) - 1u);
+        __m512 a = _mm512_maskz_loadu_ps(m, o + c);
+        for (unsigned t = 0; t < n; t++)
+            a = dw_step512(dw_load512(taps[t].src + poff + (ptrdiff_t)r * taps[t].sr, taps[t].sc, c, left, m),
+                           _mm512_set1_ps(v[t]), a);
+        _mm512_mask_storeu_ps(o + c, m, a);
     }
 }
 #define HAVE_STT512 1
@@ -465,6 +491,44 @@ ALU_CLONES int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int re
 #endif
             for (uint32_t c = 0; c < nc; c++)
                 o[c] = stt_apply(op1, rev1, stt_apply(op0, rev0, x[(ptrdiff_t)c * sc], v), b[c]);
+        }
+    }
+    return 1;
+}
+
+ALU_CLONES int alu_stt_window_chain(tern_alu_op op0, int rev0, tern_alu_op op1, int rev1, const stt_tap *taps, unsigned n,
+                                    uint32_t P, size_t ps, uint32_t nr, uint32_t nc, float *acc, size_t as)
+{
+    if (!stt_simple(op0) || !stt_simple(op1) || n == 0 || n > STT_CHAIN_MAX)
+        return 0;
+#if HAVE_STT512
+    int wide = op0 == TERN_ALU_MULT && op1 == TERN_ALU_ADD && !rev0 && !rev1 && __builtin_cpu_supports("avx512f");
+    for (unsigned t = 0; t < n; t++)
+        wide &= taps[t].sc == 1 || taps[t].sc == 2;
+#else
+    const int wide = 0;
+#endif
+    float v[STT_CHAIN_MAX];
+    for (uint32_t p = 0; p < P; p++) {
+        for (unsigned t = 0; t < n; t++)
+            v[t] = taps[t].s ? taps[t].s[p] : taps[t].imm;
+        for (uint32_t r = 0; r < nr; r++) {
+            float *o = acc + p * as + (size_t)r * nc;
+#if HAVE_STT512
+            if (wide) {
+                stt_dw_chain_row512(taps, n, p * ps, r, v, o, nc);
+                continue;
+            }
+#endif
+            for (uint32_t c = 0; c < nc; c++) {
+                float a = o[c];
+                for (unsigned t = 0; t < n; t++)
+                    a = stt_apply(op1, rev1, stt_apply(op0, rev0, taps[t].src[p * ps + (ptrdiff_t)r * taps[t].sr +
+                                                                               (ptrdiff_t)c * taps[t].sc],
+                                                          v[t]),
+                                  a);
+                o[c] = a;
+            }
         }
     }
     return 1;

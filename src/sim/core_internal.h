@@ -199,6 +199,28 @@ void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n);
 int alu_stt_window(tern_alu_op op0, int rev0, tern_alu_op op1, int rev1, const float *s, float imm, uint32_t P,
                    const float *src, size_t ps, uint32_t nr, ptrdiff_t sr, uint32_t nc, ptrdiff_t sc, const float *acc,
                    size_t as, float *dst, size_t ds);
+/* A chain of scalar_tensor_tensor taps into one fp32 accumulator (a depthwise convolution's kernel offsets, queued
+ * one after another): tap t reads the window src + p * ps + r * sr + c * sc of partition p, row r < nr, column
+ * c < nc, and its scalar s[p] (or imm when s is NULL). alu_stt_window_chain applies the taps in turn to each
+ * element, acc = op1(op0(window_t, scalar_t), acc) with alu_stt_window's rules, the accumulator read once and
+ * written once: the values of running the taps one instruction after another. 0 (nothing written) for operators
+ * other than add, subtract and mult, or more than STT_CHAIN_MAX taps. The windows must not overlap the
+ * accumulator. */
+#define STT_CHAIN_MAX 32
+typedef struct {
+    const float *src;
+    ptrdiff_t sr, sc;
+    const float *s;
+    float imm;
+} stt_tap;
+int alu_stt_window_chain(tern_alu_op op0, int rev0, tern_alu_op op1, int rev1, const stt_tap *taps, unsigned n,
+                         uint32_t P, size_t ps, uint32_t nr, uint32_t nc, float *acc, size_t as);
+/* Does `next` continue `prev` as one more tap of a chain (exec_vector.c): both scalar_tensor_tensor on one engine
+ * with the same operators, accumulating into the same fp32 destination, which is each one's second input? */
+int stt_chainable(const tern_instr *prev, const tern_instr *next);
+/* Execute a chain of n such instructions, as executing them one after another would (exec_vector.c). */
+tern_status exec_stt_chain(tern_core *core, const exec_ctx *cx, const tern_instr *const *ins, unsigned n,
+                           tern_error *err);
 /* tensor_reduce's chain of max or min over one NaN-free row, computed out of order with its bits (alu.c); 0 (nothing
  * written) for a row holding a NaN or another operator. */
 int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float *out);

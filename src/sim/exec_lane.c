@@ -52,7 +52,9 @@ typedef struct {
 
 #define LANE_CAP 64u /* queued instructions at most (a power of two) */
 #define LANE_DEPS 8u /* earlier queued instructions a queued one waits for by name; more: it waits for all */
-enum { T_PENDING = 0, T_RUNNING = 1, T_DONE = 2 };
+/* T_EXTEND: the committing thread is adding an instruction to the pending task (a chain), which nobody may claim
+ * meanwhile */
+enum { T_PENDING = 0, T_RUNNING = 1, T_DONE = 2, T_EXTEND = 3 };
 #define NO_FAIL ULONG_MAX
 
 typedef struct {
@@ -67,6 +69,11 @@ typedef struct {
     atomic_int dep_all; /* waits for every earlier one */
     atomic_ulong deps[LANE_DEPS];
     atomic_ulong tag; /* index * 4 + state: a slot's next occupant never passes for this one */
+    /* A chain (stt_chainable): instructions queued one after another that this task runs together, ins first. */
+    unsigned cn;
+    uint64_t first; /* the number of its first instruction among those queued (from 1; TERN_LANE_FAULT) */
+    const tern_instr *cins[STT_CHAIN_MAX];
+    exec_ctx ccx[STT_CHAIN_MAX];
 } lane_task;
 
 struct exec_lane {
@@ -80,7 +87,9 @@ struct exec_lane {
     tern_status st;        /* that task's status and error */
     tern_error err;
     uint64_t queued;        /* instructions queued since the lane was made (exec_lane_queued) */
-    unsigned long fault;    /* test aid (TERN_LANE_FAULT=k): the k-th queued instruction (from 1) fails; 0: none */
+    uint64_t chained;       /* of them, those queued into the task before them (chain_onto) */
+    unsigned long fault;    /* test aid (TERN_LANE_FAULT=k): the task holding the k-th queued instruction (from 1)
+                               fails, none of its instructions run; 0: none */
 };
 
 /* The bytes an access pattern can touch (a bounding box). */
@@ -183,10 +192,11 @@ static int try_run(exec_lane *L, int run)
         int was = core_on_lane();
         core_set_lane(1);
         tern_error e;
-        tern_status st = L->fault && k + 1 == L->fault
+        tern_status st = L->fault && L->fault >= q->first && L->fault < q->first + q->cn
                              ? tern_error_set(&e, TERN_ERR_INVALID, "lane: injected fault at queued instruction %lu (%s #%zu)",
-                                              k + 1, tern_engine_name(q->cx.engine), q->cx.pc)
-                             : q->fn(L->core, &q->cx, q->ins, &e);
+                                              L->fault, tern_engine_name(q->cx.engine), q->cx.pc)
+                         : q->cn > 1 ? exec_stt_chain(L->core, q->ccx, q->cins, q->cn, &e)
+                                     : q->fn(L->core, &q->cx, q->ins, &e);
         core_set_lane(was);
         if (st) {
             pthread_mutex_lock(&L->fail_mu);
@@ -242,6 +252,7 @@ void exec_lane_free(exec_lane *L)
 }
 
 uint64_t exec_lane_queued(const exec_lane *L) { return L ? L->queued : 0; }
+uint64_t exec_lane_chained(const exec_lane *L) { return L ? L->chained : 0; }
 
 /* May ins run on the lane? */
 static int lane_ok(const tern_instr *ins)
@@ -346,6 +357,58 @@ static int deps_done(exec_lane *L, const unsigned long *deps, unsigned nd, int a
     return 1;
 }
 
+/* Queue ins as one more instruction of the task queued last, when that task has not started and ins continues its
+ * chain (stt_chainable: a depthwise convolution's next tap into the same accumulator) and waits for nothing the task
+ * does not already wait for: the task then runs its instructions in order, as one (exec_stt_chain). 1 if done. */
+static int chain_onto(tern_core *core, exec_lane *L, const tern_instr *ins, const exec_ctx *cx, const lane_box *mine,
+                      unsigned n, unsigned long t)
+{
+    if (t == 0 || t - 1 < atomic_load_explicit(&L->frontier, memory_order_acquire))
+        return 0;
+    lane_task *q = &L->ring[(t - 1) & (LANE_CAP - 1)];
+    unsigned long pend = (t - 1) * 4 + T_PENDING;
+    /* only this thread writes a pending task, so these reads are stable unless a worker starts it, which the
+     * compare-and-swap below then detects */
+    if (atomic_load_explicit(&q->tag, memory_order_acquire) != pend || q->cn >= STT_CHAIN_MAX || q->n != n ||
+        !stt_chainable(q->cins[q->cn - 1], ins))
+        return 0;
+    for (unsigned i = 0; i < n; i++)
+        if (q->box[i].mem != mine[i].mem || q->box[i].write != mine[i].write || q->box[i].p0 != mine[i].p0 ||
+            q->box[i].p1 != mine[i].p1)
+            return 0;
+    unsigned long deps[LANE_DEPS];
+    int all = 0;
+    unsigned nd = deps_of(L, mine, n, t, deps, &all);
+    int q_all = atomic_load_explicit(&q->dep_all, memory_order_relaxed);
+    unsigned q_nd = atomic_load_explicit(&q->ndeps, memory_order_relaxed);
+    if (all && !q_all)
+        return 0;
+    for (unsigned i = 0; i < nd && !q_all; i++) {
+        int covered = deps[i] == t - 1;
+        for (unsigned j = 0; j < q_nd && !covered; j++)
+            covered = deps[i] == atomic_load_explicit(&q->deps[j], memory_order_relaxed);
+        if (!covered)
+            return 0;
+    }
+    if (!atomic_compare_exchange_strong(&q->tag, &pend, (t - 1) * 4 + T_EXTEND))
+        return 0; /* a worker started it */
+    q->cins[q->cn] = ins;
+    q->ccx[q->cn] = *cx;
+    q->ccx[q->cn].stats = NULL;
+    q->cn++;
+    for (unsigned i = 0; i < n; i++) { /* later instructions conflict with the whole chain */
+        if (mine[i].b0 < q->box[i].b0)
+            q->box[i].b0 = mine[i].b0;
+        if (mine[i].b1 > q->box[i].b1)
+            q->box[i].b1 = mine[i].b1;
+    }
+    sbuf_written(core, cx->engine, &ins->ap[TERN_AP_DST]);
+    L->queued++;
+    L->chained++;
+    atomic_store_explicit(&q->tag, (t - 1) * 4 + T_PENDING, memory_order_release);
+    return 1;
+}
+
 tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, const exec_ctx *cx,
                              const tern_instr *ins, tern_error *err)
 {
@@ -356,6 +419,8 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, con
     unsigned long t = atomic_load(&L->tail);
     lane_box mine[TERN_INSTR_OPERANDS];
     unsigned n = boxes_of(core, ins, mine);
+    if (lane_ok(ins) && chain_onto(core, L, ins, cx, mine, n, t))
+        return TERN_OK;
     if (lane_ok(ins)) {
         if (t - atomic_load(&L->frontier) >= LANE_CAP) { /* full: make room */
             WAIT_WHILE(L, t - atomic_load(&L->frontier) >= LANE_CAP && atomic_load(&L->fail_idx) == NO_FAIL);
@@ -369,6 +434,10 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, con
         q->cx.stats = NULL; /* executors never count; the stats belong to the committing thread */
         q->n = n;
         memcpy(q->box, mine, n * sizeof *mine);
+        q->cn = 1;
+        q->cins[0] = ins;
+        q->ccx[0] = q->cx;
+        q->first = L->queued + 1;
         unsigned long deps[LANE_DEPS];
         int all = 0;
         unsigned nd = deps_of(L, mine, n, t, deps, &all);

@@ -22,5 +22,7 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *lane, lane_exec_fn fn, 
 tern_status exec_lane_drain(exec_lane *lane, tern_error *err);
 /* Instructions queued since the lane was created (tests). */
 uint64_t exec_lane_queued(const exec_lane *lane);
+/* Of them, those that joined the task queued just before them as one more step of its chain (tests). */
+uint64_t exec_lane_chained(const exec_lane *lane);
 
 #endif

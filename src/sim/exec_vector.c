@@ -1231,6 +1231,86 @@ static void vector_entry(const tern_core *core, const exec_ctx *cx, const tern_i
         exec_assert_operand(core, ins, TERN_AP_IN0, mems);
 }
 
+/* ---- a chain of taps run as one (exec_lane.c queues a scalar_tensor_tensor that continues the one queued just
+ * before it into the same task) ---- */
+
+int stt_chainable(const tern_instr *prev, const tern_instr *next)
+{
+    const tern_ap *pd = &prev->ap[TERN_AP_DST], *nd = &next->ap[TERN_AP_DST];
+    return prev->opcode == TERN_OP_SCALAR_TENSOR_TENSOR && next->opcode == TERN_OP_SCALAR_TENSOR_TENSOR &&
+           prev->engine == next->engine && prev->op0 == next->op0 && prev->op1 == next->op1 &&
+           (prev->flags & (TERN_FLAG_REV0 | TERN_FLAG_REV1 | TERN_FLAG_S0_AP)) ==
+               (next->flags & (TERN_FLAG_REV0 | TERN_FLAG_REV1 | TERN_FLAG_S0_AP)) &&
+           pd->dtype == TERN_DTYPE_FP32 && !memcmp(pd, nd, sizeof *pd) && !memcmp(pd, &prev->ap[TERN_AP_IN1], sizeof *pd) &&
+           !memcmp(nd, &next->ap[TERN_AP_IN1], sizeof *nd);
+}
+
+/* Instructions ins[0..n) that stt_chainable linked (each accumulating into the same fp32 destination, which is
+ * also its second input): when the destination is fp32 rows on chip and every first input an fp32 window apart
+ * from them, one pass through alu_stt_window_chain; otherwise each in turn, as queued one by one. */
+tern_status exec_stt_chain(tern_core *core, const exec_ctx *cx, const tern_instr *const *ins, unsigned n,
+                           tern_error *err)
+{
+    const tern_instr *h = ins[0];
+    const tern_ap *d = &h->ap[TERN_AP_DST];
+    uint32_t P = d->num_partitions;
+    size_t N = (size_t)tern_ap_free_elems(d), sd = 0;
+    float *rd = n <= STT_CHAIN_MAX ? f32_rows(core, cx[0].engine, d, N, &sd) : NULL;
+    stt_tap taps[STT_CHAIN_MAX];
+    uint32_t nr = 0, nc = 0;
+    size_t ps = 0;
+    int fused = rd != NULL;
+    for (unsigned t = 0; t < n && fused; t++) {
+        const tern_ap *a = &ins[t]->ap[TERN_AP_IN0];
+        uint32_t wnr, wnc;
+        int32_t wsr, wsc;
+        size_t wps;
+        uint8_t *win;
+        fused = a->dtype == TERN_DTYPE_FP32 && a->num_partitions == P &&
+                (win = ap_onchip_2d(core, cx[t].engine, a, &wnr, &wsr, &wnc, &wsc, &wps)) &&
+                (size_t)wnr * wnc == N && (uintptr_t)win % 4 == 0 && wps % 4 == 0 && (t == 0 || (wnr == nr && wnc == nc && wps / 4 == ps)) &&
+                window_apart(core, d, (uint8_t *)rd, sd * 4, N * 4, a, win, wps, wnr, wsr, wnc, wsc);
+        if (fused) {
+            nr = wnr, nc = wnc, ps = wps / 4;
+            taps[t] = (stt_tap){(const float *)(const void *)win, wsr, wsc, NULL, ins[t]->imm0.f};
+        }
+    }
+    if (fused) {
+        /* every tap's [P, 1] scalars, gathered side by side */
+        float *sv = core_scratch(core, 2, (size_t)n * P);
+        if (!sv)
+            return nomem(&cx[0], h, (size_t)n * P, err);
+        for (unsigned t = 0; t < n; t++)
+            if (ins[t]->flags & TERN_FLAG_S0_AP) {
+                /* gathered before any tap writes: only when no tap's scalars lie in the accumulator's bytes */
+                const tern_ap *sa = &ins[t]->ap[TERN_AP_IN2];
+                size_t sn = 0, sps = 0;
+                uint8_t *sr = ap_onchip_rows(core, cx[t].engine, sa, &sn, &sps);
+                if (!sr || onchip_rows_relation(core, d, (uint8_t *)rd, sd * 4, N * 4, sa, sr, sps,
+                                                sn * tern_dtype_size((tern_dtype)sa->dtype)) != 1) {
+                    fused = 0;
+                    break;
+                }
+                tern_status st = ap_gather_f32(core, cx[t].engine, &ins[t]->ap[TERN_AP_IN2], sv + (size_t)t * P, err);
+                if (st)
+                    return st;
+                taps[t].s = sv + (size_t)t * P;
+            }
+        if (fused && alu_stt_window_chain((tern_alu_op)h->op0, (h->flags & TERN_FLAG_REV0) != 0, (tern_alu_op)h->op1,
+                                 (h->flags & TERN_FLAG_REV1) != 0, taps, n, P, ps, nr, nc, rd, sd)) {
+            psum_mark(core, d, 0);
+            sbuf_written(core, cx[0].engine, d);
+            return TERN_OK;
+        }
+    }
+    for (unsigned t = 0; t < n; t++) {
+        tern_status st = exec_op_SCALAR_TENSOR_TENSOR(core, &cx[t], ins[t], err);
+        if (st)
+            return st;
+    }
+    return TERN_OK;
+}
+
 #define VECTOR_OP(ID, check, exec, in0)                                                                               \
     tern_status check_op_##ID(const tern_core *core, const exec_ctx *cx, const tern_instr *ins, size_t count,      \
                               tern_error *err)                                                                   \

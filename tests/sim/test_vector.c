@@ -833,6 +833,105 @@ static void test_stt_window(void)
     CHECK_EQ_INT(runs, (int)(4 * 2 * nops * nops * 8));
 }
 
+/* A chain of scalar_tensor_tensor taps into one accumulator (exec_stt_chain, what the lane runs for a depthwise
+ * convolution's consecutive taps) against the same instructions run one by one as a program on a core of one host
+ * thread: every SBUF and PSUM byte the same. Chains of 2 to 32 taps, each tap's window a 2-D pattern of the tile
+ * (column step 1 or 2, rows 7 to 40 wide), the depthwise operators and others (both swaps), immediate or [P, 1]
+ * scalars (NaNs among them), special values in windows and accumulator; layouts where the fused pass applies
+ * (windows and scalars apart from the accumulator, which may be in PSUM) and where it must not (a window or the
+ * scalars inside the accumulator: each tap then sees the previous taps' writes). */
+static void test_stt_chain(void)
+{
+    enum { P = 19, R = 3, WP = 96, TILE = 0, ACC = 8192, S = 12288, NS = 26 };
+    const uint32_t TN = WP * (2 * R + 2); /* tile elements per partition */
+    static uint32_t tile[P * WP * (2 * R + 2)], acc[P * R * 40], col[P * 32], a_sb[P * 4096], b_sb[P * 4096],
+        a_ps[P * 2048], b_ps[P * 2048];
+    tern_core *seq = st_core_threads("neuroncore-v2", 1), *fus = st_core_threads("neuroncore-v2", 1);
+    static const tern_alu_op ops[][2] = {{TERN_ALU_MULT, TERN_ALU_ADD}, {TERN_ALU_ADD, TERN_ALU_MULT},
+                                         {TERN_ALU_SUBTRACT, TERN_ALU_SUBTRACT}, {TERN_ALU_MULT, TERN_ALU_MULT}};
+    static const unsigned lens[] = {2, 3, 8, 9, 25, 32};
+    static const uint32_t widths[] = {7, 16, 17, 40};
+    int bad = 0, runs = 0;
+    for (unsigned li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (unsigned wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (unsigned oi = 0; oi < sizeof ops / sizeof ops[0]; oi++)
+                for (int v = 0; v < 12; v++) { /* bits 0-1: layout; bit 2: S0 AP; v >= 8: swaps */
+                    unsigned n = lens[li];
+                    uint32_t C = widths[wi];
+                    int layout = v & 3, sap = (v >> 2) & 1, rev = v >= 8 ? (int)(1 + (li + wi) % 3) : 0;
+                    uint32_t seed = li * 1000 + wi * 100 + oi * 10 + (uint32_t)v;
+                    for (uint32_t i = 0; i < P * TN; i++)
+                        tile[i] = (i + seed) % 3 ? adv_bits(200 + (i * 7 + seed) % 5000) : adv_bits((i + seed) % NS);
+                    for (uint32_t k = 0; k < P * R * C; k++)
+                        acc[k] = k < NS * NS ? adv_bits(k / NS) : adv_bits(977 + k + seed);
+                    for (uint32_t i = 0; i < P * 32; i++)
+                        col[i] = (i + seed) % 5 ? adv_bits(100 + i) : adv_bits((i + seed) % NS);
+                    /* layout 0: the accumulator in SBUF apart; 1: in PSUM; 2: the last tap's window inside the
+                     * accumulator; 3: the scalars inside it (S0 AP) or, with immediates, apart as 0 */
+                    tern_mem am = layout == 1 ? PS : SB;
+                    uint64_t aoff = layout == 1 ? 0 : ACC;
+                    tern_core *cores[2] = {seq, fus};
+                    for (int k = 0; k < 2; k++) {
+                        st_write_bits(cores[k], SB, 0, P, TILE, F32, tile, TN);
+                        st_write_bits(cores[k], am, 0, P, aoff, F32, acc, R * C);
+                        st_write_bits(cores[k], SB, 0, P, S, F32, col, 32);
+                    }
+                    tern_instr ins[32];
+                    const tern_instr *ip[32];
+                    exec_ctx cx[32];
+                    for (unsigned t = 0; t < n; t++) {
+                        int cstep = 1 + (int)((t + seed) % 2);
+                        uint32_t i = t % 3, j = t / 3 % 3;
+                        int32_t steps[2] = {2 * WP, cstep};
+                        uint32_t nums[2] = {R, C};
+                        tern_ap win = st_ap(SB, F32, 0, P, TILE + (uint64_t)(i * WP + j) * 4, 2, steps, nums);
+                        if (layout == 2 && t == n - 1) { /* the last window: the accumulator's first row, R times */
+                            int32_t s2[2] = {0, 1};
+                            win = st_ap(am, F32, 0, P, aoff, 2, s2, nums);
+                        }
+                        ins[t] = st_instr(TERN_OP_SCALAR_TENSOR_TENSOR, VE);
+                        ins[t].op0 = (uint8_t)ops[oi][0];
+                        ins[t].op1 = (uint8_t)ops[oi][1];
+                        ins[t].imm0.f = bits_f(adv_bits(300 + t + seed));
+                        ins[t].flags = (uint16_t)((rev & 1 ? TERN_FLAG_REV0 : 0) | (rev & 2 ? TERN_FLAG_REV1 : 0));
+                        if (sap) {
+                            ins[t].flags |= TERN_FLAG_S0_AP;
+                            ins[t].ap[TERN_AP_IN2] = layout == 3 ? st_ap1(am, F32, 0, P, aoff + 4 * (t % C), 1)
+                                                                 : st_ap1(SB, F32, 0, P, S + 4 * t, 1);
+                        }
+                        ins[t].ap[TERN_AP_DST] = st_ap1(am, F32, 0, P, aoff, R * C);
+                        ins[t].ap[TERN_AP_IN0] = win;
+                        ins[t].ap[TERN_AP_IN1] = ins[t].ap[TERN_AP_DST];
+                        ip[t] = &ins[t];
+                        cx[t] = (exec_ctx){VE, t, t, NULL};
+                        if (t)
+                            CHECK(stt_chainable(&ins[t - 1], &ins[t]));
+                    }
+                    tern_program prog;
+                    tern_program_init(&prog);
+                    tern_error err;
+                    for (unsigned t = 0; t < n; t++)
+                        CHECK_EQ_INT(tern_program_append(&prog, &ins[t], &err), TERN_OK);
+                    CHECK_EQ_INT(tern_core_run(seq, &prog, NULL, &err), TERN_OK);
+                    tern_program_free(&prog);
+                    CHECK_EQ_INT(exec_stt_chain(fus, cx, ip, n, &err), TERN_OK);
+                    st_read_bits(seq, SB, 0, P, 0, F32, a_sb, 4096);
+                    st_read_bits(fus, SB, 0, P, 0, F32, b_sb, 4096);
+                    st_read_bits(seq, PS, 0, P, 0, F32, a_ps, 2048);
+                    st_read_bits(fus, PS, 0, P, 0, F32, b_ps, 2048);
+                    int differ = memcmp(a_sb, b_sb, sizeof a_sb) != 0 || memcmp(a_ps, b_ps, sizeof a_ps) != 0;
+                    if (differ && bad < 3)
+                        fprintf(stderr, "chain of %u, width %u, ops %u, variant %d: bytes differ\n", n, C, oi, v);
+                    bad += differ;
+                    runs++;
+                }
+    tern_core_free(seq);
+    tern_core_free(fus);
+    TEST_BEGIN("chains of scalar_tensor_tensor taps run as one = the same instructions one by one");
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(runs, 6 * 4 * 4 * 12);
+}
+
 static tern_instr tred(tern_alu_op op, int axes, tern_ap d, tern_ap a)
 {
     tern_instr ins = st_instr(TERN_OP_TENSOR_REDUCE, VE);
@@ -1460,6 +1559,7 @@ int main(void)
     test_tensor_scalar();
     test_stt();
     test_stt_window();
+    test_stt_chain();
     test_reduce_rows();
     test_cast_rows();
     test_bn_exact();
