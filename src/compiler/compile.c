@@ -310,6 +310,8 @@ cc_value *cc_out(compile_ctx *c, int k, tern_dtype dt)
         place_empty(x, dt, id);
         return x;
     }
+    if (x->home > 0 && cc_home_place(c, x, id, dt))
+        return x; /* in a Concat's buffer (cc_concat_plan) */
     char name[TERN_TENSOR_NAME_MAX];
     if (gv->flags & TERN_VALUE_OUTPUT) {
         tern_compile_io_name(gv->name, name, sizeof name);
@@ -619,6 +621,8 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
     cc_fuse_plan(c);
     cc_conv_epi_settle(c);
     cc_conv_narrow(c);
+    if (!c->o->no_elementwise_fusion)
+        cc_concat_plan(c);
     /* Nodes in order. */
     for (int i = 0; i < nn; i++) {
         c->node = i;
@@ -1116,7 +1120,9 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
     cc_msum_free(&c);
     r.fused_conv_relu = c.conv_relus;
     r.fused_conv_add = c.conv_adds;
+    r.concat_in_place = c.concats_in_place;
     free(c.conv_epi);
+    free(c.homes);
     if (!st) {
         r.lowered = c.lowered;
         r.lowered_empty = c.lowered_empty;

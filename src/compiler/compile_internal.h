@@ -37,7 +37,19 @@ typedef struct {
                              its outputs so): the value is placed as that output's tensor, and the Identity is then a
                              view of it instead of a copy (compile.c, plan_output_names); 0: none */
     int as_output;        /* placed as the tensor of graph output out_as - 1 */
+    int home;             /* 1 + the index of the shared buffer it is planned into (cc_concat_plan); 0: its own */
+    uint64_t home_off;    /* its first element's index in that buffer */
 } cc_value;
+
+/* A buffer that a chain of Concats and their inputs share (cc_concat_plan): each input is placed at its offset,
+ * each Concat's output is a view of its inputs' run of it, so the Concats copy nothing. */
+typedef struct {
+    uint64_t numel;
+    tern_dtype dt;
+    int owner;      /* the member placed first, which allocated it; -1 before */
+    int last_use;   /* the last node reading any member, or producing one */
+    tern_view flat;
+} cc_home;
 
 typedef struct {
     tern_graph *g;
@@ -67,6 +79,9 @@ typedef struct {
     int *conv_epi;          /* per node (cc_conv_epi_plan): for a Conv, the last node of its fused epilogue (whose
                                output its GEMMs write); for a fused Add or Relu, its Conv; -1 none */
     int conv_relus, conv_adds; /* Relu and Add nodes fused into their Conv */
+    cc_home *homes;         /* shared Concat buffers (cc_concat_plan) */
+    int nhomes;
+    int concats_in_place;   /* Concat inputs placed where the Concat's output wants them (no copy) */
 } compile_ctx;
 
 /* Record a failure naming the current node ("node \"x\" (Op #i): ..."). Returns the status. */
@@ -178,6 +193,10 @@ void cc_conv_epi_settle(compile_ctx *c);
  * of the GEMM path read, as their input, is stored in BF16 (narrow): they would round it to BF16 (RNE) anyway. Off
  * with no_elementwise_fusion, as the epilogues. */
 void cc_conv_narrow(compile_ctx *c);
+/* Concats whose inputs can be placed where the output wants them (lower_layout.c): plan the shared buffers
+ * (cc_value.home); cc_out places such a value there (cc_home_place: 0 when it cannot, and it is placed alone). */
+void cc_concat_plan(compile_ctx *c);
+int cc_home_place(compile_ctx *c, cc_value *x, int id, tern_dtype dt);
 int cc_conv_epi_node(compile_ctx *c, int i, const char **rule);
 int cc_conv_epi_member(const compile_ctx *c, int i);
 void cc_msum_plan(compile_ctx *c);

@@ -845,6 +845,145 @@ static int lower_transpose(compile_ctx *c)
     return 1;
 }
 
+/* ---- Concats in place (concat.in_place) ----
+ * A Concat along an axis with nothing but size-1 dimensions before it (a batch-1 NCHW tensor's channels) lays each
+ * input out as one contiguous run of its output. When the inputs are fp32 activations this compiler places itself
+ * (not graph inputs, outputs or constants, each input once), they can be placed there from the start: the Concat's
+ * output is then a view of its inputs' runs and it copies nothing. A DenseNet block concatenates all earlier
+ * features again for every layer (Concat(x0, f1), Concat(x0, f1, f2), ...): with one buffer for the block, each
+ * feature is written once where every later Concat wants it, instead of the block's features being copied once
+ * per layer. Planned before lowering, in node order: a Concat joins the buffer of its first input when every
+ * input already planned sits at the offset it wants, else starts a buffer of its own when none is planned yet,
+ * else keeps its copies. A value whose producer places it otherwise (a view of another, another dtype) is simply
+ * copied into its run by the Concat, so the plan can only save copies, never change a byte. */
+static int concat_member_ok(compile_ctx *c, int id)
+{
+    if (id < 0)
+        return 0;
+    const tern_graph_value *gv = tern_graph_value_at(c->g, id);
+    const cc_value *x = &c->v[id];
+    return gv->type == TERN_ELEM_FLOAT && gv->producer >= 0 && !gv->constant &&
+           !(gv->flags & (TERN_VALUE_INPUT | TERN_VALUE_OUTPUT)) && !x->narrow && !x->out_as && !x->tview &&
+           !x->early && gv->rank >= 1;
+}
+
+static uint64_t value_numel(const tern_graph_value *gv)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < gv->rank; d++) {
+        if (gv->dims[d] <= 0 || n > (uint64_t)INT32_MAX / (uint64_t)gv->dims[d])
+            return 0; /* unknown, empty or too large for one flat view: not planned */
+        n *= (uint64_t)gv->dims[d];
+    }
+    return n;
+}
+
+void cc_concat_plan(compile_ctx *c)
+{
+    tern_graph *g = c->g;
+    int nn = tern_graph_node_count(g);
+    for (int i = 0; i < nn; i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        if (n->op_id != TERN_GOP_CONCAT || n->n_outputs < 1 || n->n_inputs < 1 || !concat_member_ok(c, n->outputs[0]))
+            continue;
+        const tern_graph_value *yv = tern_graph_value_at(g, n->outputs[0]);
+        int64_t axis = cc_norm_axis(tern_graph_attr_int(n, "axis", 0), yv->rank);
+        int outer_one = axis >= 0 && axis < yv->rank;
+        for (int d = 0; d < axis && outer_one; d++)
+            outer_one = yv->dims[d] == 1;
+        uint64_t ytotal = value_numel(yv);
+        if (!outer_one || !ytotal)
+            continue;
+        /* the inputs: each once, each a planned or plannable fp32 activation */
+        int ok = 1;
+        uint64_t sum = 0;
+        for (int k = 0; k < n->n_inputs && ok; k++) {
+            int id = n->inputs[k];
+            ok = concat_member_ok(c, id) && value_numel(tern_graph_value_at(g, id)) > 0;
+            for (int j = 0; j < k && ok; j++)
+                ok = n->inputs[j] != id;
+            if (ok)
+                sum += value_numel(tern_graph_value_at(g, id));
+        }
+        if (!ok || sum != ytotal || c->v[n->outputs[0]].home)
+            continue;
+        const cc_value *x0 = &c->v[n->inputs[0]];
+        int home = x0->home;
+        uint64_t base = home ? x0->home_off : 0, at = base;
+        for (int k = 0; k < n->n_inputs && ok; k++) {
+            const cc_value *x = &c->v[n->inputs[k]];
+            ok = !x->home || (x->home == home && x->home_off == at);
+            at += value_numel(tern_graph_value_at(g, n->inputs[k]));
+        }
+        if (!ok)
+            continue;
+        if (!home) {
+            cc_home *h = realloc(c->homes, sizeof *h * (size_t)(c->nhomes + 1));
+            if (!h)
+                return; /* an optimisation only */
+            c->homes = h;
+            h[c->nhomes] = (cc_home){0, TERN_DTYPE_FP32, -1, -1, tern_view_none()};
+            home = ++c->nhomes;
+        }
+        cc_home *h = &c->homes[home - 1];
+        at = base;
+        for (int k = 0; k < n->n_inputs; k++) {
+            cc_value *x = &c->v[n->inputs[k]];
+            x->home = home;
+            x->home_off = at;
+            at += value_numel(tern_graph_value_at(g, n->inputs[k]));
+        }
+        cc_value *y = &c->v[n->outputs[0]];
+        y->home = home;
+        y->home_off = base;
+        if (at > h->numel)
+            h->numel = at;
+    }
+    /* each buffer lives from its first member's placement to the last node reading any member (or producing one
+     * nobody reads) */
+    for (int id = 0; id < c->nv; id++) {
+        cc_value *x = &c->v[id];
+        if (x->home <= 0)
+            continue;
+        cc_home *h = &c->homes[x->home - 1];
+        int prod = tern_graph_value_at(g, id)->producer;
+        if (x->last_use > h->last_use)
+            h->last_use = x->last_use;
+        if (prod > h->last_use)
+            h->last_use = prod;
+    }
+}
+
+int cc_home_place(compile_ctx *c, cc_value *x, int id, tern_dtype dt)
+{
+    cc_home *h = &c->homes[x->home - 1];
+    if (dt != h->dt || x->home_off + x->numel > h->numel)
+        return 0;
+    if (h->owner < 0) {
+        char name[32];
+        snprintf(name, sizeof name, "t%u", c->names++);
+        h->flat = tern_kernel_hbm_tensor(c->k, name, TERN_KIO_SCRATCH, dt, 1, &h->numel);
+        if (h->flat.region < 0)
+            return 0;
+        h->owner = id;
+        x->owner = id;
+        x->scratch = 1;
+        if (x->last_use < h->last_use)
+            x->last_use = h->last_use; /* the buffer outlives this value while any member is read */
+    } else {
+        const cc_value *o = &c->v[h->owner];
+        if (o->released)
+            return 0;
+        x->owner = h->owner;
+        x->scratch = 0;
+    }
+    x->flat = h->flat;
+    x->flat.ap.offset += x->home_off * tern_dtype_size(dt);
+    x->flat.ap.dims[0].num = (uint32_t)x->numel;
+    x->placed = 1;
+    return 1;
+}
+
 static int lower_concat(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
@@ -867,7 +1006,11 @@ static int lower_concat(compile_ctx *c)
             /* destination rows of this input: outer x (a * inner) at column offset at*inner, row stride total*inner */
             tern_view dst = cc_view2d(c, y, at * inner, outer, a * inner, total * inner);
             tern_view src = cc_view2d(c, x, 0, outer, a * inner, a * inner);
-            cc_copy(c, dst, src);
+            if (outer == 1 && y->home && x->home == y->home && dst.region == src.region &&
+                dst.ap.offset == src.ap.offset && x->dt == y->dt)
+                c->concats_in_place++; /* placed there by its producer (cc_concat_plan): nothing to copy */
+            else
+                cc_copy(c, dst, src);
         }
         at += a;
     }
