@@ -31,6 +31,11 @@ typedef struct {
      * tensor_tensor, as an Add of the stored fp32 output would make), then relu if set; fp32 outputs only. */
     tern_view residual;
     int residual_first;
+    /* 1: out = z * sigmoid(z), 2: out = sigmoid(z) * z, where z = sum [+ row_bias] as an fp32 tile about to be
+     * stored (a SiLU written as Sigmoid and Mul after a Conv): ScalarE's Sigmoid activation of z (scale 1, no bias)
+     * into a tile, then VectorE's fp32 multiply in that operand order, the instructions an elementwise pass over the
+     * stored fp32 output would run. fp32 out and accumulators; not with relu or residual. 0 (the default): none. */
+    int silu;
 } tern_gemm_opts;
 
 void tern_gemm_opts_default(tern_gemm_opts *o);

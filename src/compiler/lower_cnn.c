@@ -498,7 +498,7 @@ static int im2col_fill(compile_ctx *c, tern_view col, cc_value *x, const cnn_geo
  * od*sd + a*dd - pd (a plane in the depth padding: zeros). */
 static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
                             int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias, int relu, cc_value *res,
-                            int res_first)
+                            int res_first, int silu)
 {
     tern_dtype mdt = c->o->matmul_dtype;
     int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, Kg = Cg * KK, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo,
@@ -548,6 +548,7 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
         go.row_bias = tern_view_block(c->k, bias, (uint64_t)(grp * Coutg), (uint64_t)((grp + 1) * Coutg), 0, 1);
     go.relu = relu;               /* a fused Relu (fuse.conv_relu) */
     go.residual_first = res_first; /* a fused residual Add (fuse.conv_add): its other operand, per image below */
+    go.silu = silu;               /* a fused SiLU, Sigmoid and Mul (fuse.conv_silu) */
     for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
         tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
                                   (uint64_t)OS);
@@ -639,7 +640,7 @@ void cc_conv_epi_plan(compile_ctx *c)
 {
     const tern_graph *g = c->g;
     int nn = tern_graph_node_count(g), nv = tern_graph_value_count(g);
-    c->conv_relus = c->conv_adds = 0;
+    c->conv_relus = c->conv_adds = c->conv_silus = 0;
     if (c->o->no_elementwise_fusion || nn <= 0)
         return;
     int *readers = calloc((size_t)nv + 1, sizeof *readers), *reader = malloc(((size_t)nv + 1) * sizeof *reader);
@@ -688,6 +689,33 @@ void cc_conv_epi_plan(compile_ctx *c)
             c->conv_relus++;
         }
     }
+    /* SiLU as Sigmoid and Mul: y = Conv(...) read only by s = Sigmoid(y) and Mul(y, s) (either order), s read only
+     * by the Mul */
+    for (int m = 0; m < nn; m++) {
+        const tern_graph_node *n = tern_graph_node_at(g, m);
+        if (!is_plain(n, TERN_GOP_MUL, 2) || n->inputs[0] < 0 || n->inputs[1] < 0 || n->inputs[0] == n->inputs[1] ||
+            c->conv_epi[m] >= 0 || cc_msum_member(c, m) || tern_graph_value_at(g, n->outputs[0])->type != TERN_ELEM_FLOAT)
+            continue;
+        for (int side = 0; side < 2; side++) {
+            int y = n->inputs[side], sv = n->inputs[1 - side], sn = tern_graph_value_at(g, sv)->producer;
+            if (sn < 0 || c->conv_epi[sn] >= 0 || cc_msum_member(c, sn) ||
+                !is_plain(tern_graph_node_at(g, sn), TERN_GOP_SIGMOID, 1) ||
+                tern_graph_node_at(g, sn)->inputs[0] != y || sole_reader(g, readers, reader, sv) != m ||
+                readers[y] != 2 || (tern_graph_value_at(g, y)->flags & TERN_VALUE_OUTPUT) ||
+                tern_graph_value_at(g, y)->type != TERN_ELEM_FLOAT ||
+                !same_shape(tern_graph_value_at(g, y), tern_graph_value_at(g, n->outputs[0])))
+                continue;
+            int conv = tern_graph_value_at(g, y)->producer;
+            const tern_graph_node *cn = conv >= 0 ? tern_graph_node_at(g, conv) : NULL;
+            if (!cn || cn->op_id != TERN_GOP_CONV || cn->domain[0] || !conv_gemm_path(g, cn) || c->conv_epi[conv] >= 0)
+                continue;
+            c->conv_epi[conv] = m;
+            c->conv_epi[sn] = conv;
+            c->conv_epi[m] = conv;
+            c->conv_silus++;
+            break;
+        }
+    }
     for (int r = 0; r < nn; r++) {
         const tern_graph_node *n = tern_graph_node_at(g, r);
         if (!is_plain(n, TERN_GOP_RELU, 1) || n->inputs[0] < 0 || c->conv_epi[r] >= 0 || cc_msum_member(c, r) ||
@@ -714,7 +742,8 @@ int cc_conv_epi_node(compile_ctx *c, int i, const char **rule)
 {
     if (!cc_conv_epi_member(c, i))
         return 0;
-    *rule = tern_graph_node_at(c->g, i)->op_id == TERN_GOP_ADD ? "fuse.conv_add" : "fuse.conv_relu";
+    int op = tern_graph_node_at(c->g, i)->op_id;
+    *rule = op == TERN_GOP_ADD ? "fuse.conv_add" : op == TERN_GOP_RELU ? "fuse.conv_relu" : "fuse.conv_silu";
     return 1;
 }
 
@@ -722,17 +751,22 @@ int cc_conv_epi_node(compile_ctx *c, int i, const char **rule)
  * residual Add node (-1: none), and that Add's other operand with its place in the Add. */
 typedef struct {
     int relu, add, res, res_first;
+    int silu; /* tern_gemm_opts.silu: 1 Mul(y, Sigmoid(y)), 2 Mul(Sigmoid(y), y); 0 none */
 } conv_epi;
 
 static int conv_epilogue(compile_ctx *c, int i, conv_epi *e)
 {
-    e->relu = 0;
+    e->relu = e->silu = 0;
     e->add = e->res = -1;
     e->res_first = 0;
     if (!c->conv_epi || c->conv_epi[i] < 0)
         return -1;
     const tern_graph *g = c->g;
     int last = c->conv_epi[i], y = tern_graph_node_at(g, i)->outputs[0];
+    if (tern_graph_node_at(g, last)->op_id == TERN_GOP_MUL) {
+        e->silu = tern_graph_node_at(g, last)->inputs[0] == y ? 1 : 2;
+        return last;
+    }
     e->add = last;
     if (tern_graph_node_at(g, last)->op_id == TERN_GOP_RELU) {
         e->relu = 1;
@@ -792,7 +826,7 @@ void cc_conv_narrow(compile_ctx *c)
         if (n->op_id != TERN_GOP_CONV || n->domain[0] || !conv_gemm_path(g, n))
             continue;
         int last = conv_epilogue(c, i, &e);
-        if (e.res >= 0) /* the residual add runs on the fp32 output tile */
+        if (e.res >= 0 || e.silu) /* the residual add and the SiLU run on the fp32 output tile */
             continue;
         int v = tern_graph_node_at(g, last >= 0 ? last : i)->outputs[0];
         const tern_graph_value *gv = tern_graph_value_at(g, v);
@@ -863,7 +897,7 @@ static int lower_conv(compile_ctx *c)
      * pass over y would make (tern_gemm_opts.row_bias). */
     tern_view bv = bias ? per_row_const(c, bias, 1, Cout) : tern_view_none();
     for (int64_t grp = 0; grp < group && cc_ok(c); grp++)
-        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, e.relu, res, e.res_first);
+        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, e.relu, res, e.res_first, e.silu);
     free(bias);
     return 1;
 }

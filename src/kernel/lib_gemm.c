@@ -56,6 +56,17 @@ static void evacuate(tern_kernel *k, tern_view dst, tern_view src, tern_view bia
 static void residual_epilogue(tern_kernel *k, const tern_gemm_opts *o, tern_view tile, uint64_t row0, uint64_t rows,
                               uint64_t c0, uint64_t c1)
 {
+    if (o->silu) { /* z * sigmoid(z) or sigmoid(z) * z on the fp32 tile (tern_gemm_opts.silu) */
+        tern_view s = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)rows, (uint32_t)(c1 - c0), "gemm_sigmoid");
+        tern_kernel_activation(k, s, tile, TERN_ACT_SIGMOID, 1.0f, tern_view_none(), tern_view_none(),
+                               tern_view_none());
+        if (o->silu == 1)
+            tern_kernel_tensor_tensor(k, TERN_ENGINE_AUTO, tile, tile, s, TERN_ALU_MULT);
+        else
+            tern_kernel_tensor_tensor(k, TERN_ENGINE_AUTO, tile, s, tile, TERN_ALU_MULT);
+        tern_kernel_release(k, s);
+        return;
+    }
     if (o->residual.region < 0)
         return;
     tern_view r = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)rows, (uint32_t)(c1 - c0), "gemm_residual");
@@ -277,6 +288,13 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
         if (!k->failed)
             kfail(k, TERN_ERR_INVALID, "gemm: residual must be fp32 [%llu, %llu] with one fp32 out",
                   (unsigned long long)M, (unsigned long long)N);
+        return;
+    }
+    if (opts.silu && (opts.silu > 2 || opts.relu || opts.residual.region >= 0 || out.ap.dtype != TERN_DTYPE_FP32 ||
+                      (opts.acc_dtype >= 0 && opts.acc_dtype != TERN_DTYPE_FP32) ||
+                      (opts.acc_dtype < 0 && L->dt != TERN_DTYPE_FP32))) {
+        kfail(k, TERN_ERR_INVALID, "gemm: silu %d needs fp32 out and accumulators and neither relu nor residual",
+              opts.silu);
         return;
     }
     const int evac_relu = opts.relu && opts.residual.region < 0; /* with a residual, Relu comes after the add */
@@ -520,8 +538,8 @@ void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const te
         tern_gemm_opts_default(&opts);
     const tern_core_config *c = &k->cfg;
     const uint64_t TM = c->pe_cols, TK = c->pe_rows, TN = c->moving_free_max;
-    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0 || opts.relu || opts.residual.region >= 0) {
-        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias, rhs_dtype, relu and residual are tern_lib_gemm's options only");
+    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0 || opts.relu || opts.residual.region >= 0 || opts.silu) {
+        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias, rhs_dtype, relu, residual and silu are tern_lib_gemm's options only");
         return;
     }
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {

@@ -7,7 +7,10 @@
 #  - a grouped convolution (one GEMM per group) and a strided one with a Relu;
 #  - left alone: a Relu whose Conv output has a second reader, a Relu after a depthwise convolution (a window
 #    walk, no GEMM), and an Add whose other operand an elementwise group makes only after the Conv (the group is
-#    emitted at its last member): those nodes keep their own rules and the graph still compiles.
+#    emitted at its last member): those nodes keep their own rules and the graph still compiles;
+#  - a SiLU written as Sigmoid and Mul (fuse.conv_silu), the product in either operand order, after a plain and a
+#    strided Conv; left alone: the Conv's output read a third time, the Sigmoid's output read again (a graph
+#    output), a SiLU after a depthwise Conv.
 # Gets build/tern as $1.
 set -u
 TERN=${1:?usage: test_conv_epilogue.sh path/to/tern}
@@ -51,6 +54,21 @@ save("late_shortcut", [h.make_node("Mul", ["x", "half"], ["t"]), conv("x", "y", 
                        h.make_node("Relu", ["z"], ["out"])],
      [w("w1", [8, 8, 3, 3]), w("b1", [8]), nh.from_array(np.array(0.5, np.float32), "half"),
       nh.from_array(np.array(0.25, np.float32), "quarter")], ["out", "u"])
+# SiLU as Sigmoid and Mul (EfficientNet's): the product in both operand orders, and a strided one; left alone: the
+# Conv's output read a third time, the Sigmoid's output read again, a SiLU after a depthwise Conv
+sig = lambda i, o: h.make_node("Sigmoid", [i], [o])
+save("silu_right", [conv("x", "a", "w1", "b1", **p1), sig("a", "s"), h.make_node("Mul", ["a", "s"], ["out"])],
+     [w("w1", [8, 8, 3, 3]), w("b1", [8])], ["out"])
+save("silu_left", [conv("x", "a", "w1", "b1", strides=[2, 2], **p1), sig("a", "s"),
+                   h.make_node("Mul", ["s", "a"], ["m"]), conv("m", "out", "w2", "b2")],
+     [w("w1", [16, 8, 3, 3]), w("b1", [16]), w("w2", [8, 16, 1, 1]), w("b2", [8])], ["out"])
+save("silu_third_reader", [conv("x", "a", "w1", "b1", **p1), sig("a", "s"), h.make_node("Mul", ["a", "s"], ["out"]),
+                           h.make_node("Add", ["a", "a"], ["out2"])],
+     [w("w1", [8, 8, 3, 3]), w("b1", [8])], ["out", "out2"])
+save("silu_sigmoid_read", [conv("x", "a", "w1", "b1", **p1), sig("a", "s"), h.make_node("Mul", ["a", "s"], ["out"])],
+     [w("w1", [8, 8, 3, 3]), w("b1", [8])], ["out", "s"])
+save("silu_depthwise", [conv("x", "a", "w1", "b1", group=8, **p1), sig("a", "s"), h.make_node("Mul", ["a", "s"], ["out"])],
+     [w("w1", [8, 1, 3, 3]), w("b1", [8])], ["out"])
 x = rng.uniform(-2, 2, (1, 8, 10, 10)).astype(np.float32)
 x[0, 0, 0, :4] = [-0.0, 3e30, -3e30, 0.0]
 np.save(f"{d}/x.npy", x)
@@ -58,13 +76,17 @@ PY
 
 # name, Relu and Add nodes fused (as tern compile prints them, or none)
 cases=("res_right 2 1" "res_left 2 1" "two_convs 0 1" "grouped 2 0" "second_reader 0 0" "depthwise 0 0"
-       "late_shortcut 0 0")
+       "late_shortcut 0 0" "silu_right 0 0 1" "silu_left 0 0 1" "silu_third_reader 0 0 0" "silu_sigmoid_read 0 0 0"
+       "silu_depthwise 0 0 0")
 for m in trn1 trn2; do
     for c in "${cases[@]}"; do
         set -- $c
-        name=$1 relus=$2 adds=$3
+        name=$1 relus=$2 adds=$3 silus=${4:-0}
         expect 0 "$TERN" compile "$tmp/$name.onnx" -o "$tmp/$name.tern" --machine $m --explain
-        if [ "$relus$adds" = 00 ]; then
+        if [ "$silus" != 0 ]; then
+            contains "$tmp/out" "$silus SiLU"
+            contains "$tmp/out" "fuse.conv_silu"
+        elif [ "$relus$adds" = 00 ]; then
             if grep -q "fuse.conv_" "$tmp/out"; then bad "$name ($m): fused: $(grep fuse.conv_ "$tmp/out")"; else ok; fi
         else
             contains "$tmp/out" "$relus Relu and $adds Add node"
