@@ -261,6 +261,7 @@ typedef struct {
     int count_include_pad;     /* AVG */
     const float *dw_weights;   /* DW: [C, kh*kw] */
     const double *dw_bias;     /* DW: [C] or NULL */
+    int silu;                  /* DW: then a fused SiLU (fuse.conv_silu): 1 y * sigmoid(y), 2 sigmoid(y) * y */
 } walk_opts;
 
 /* y[r, oh, ow] = combine over kernel offsets (i, j) of x[r, oh*sh + i*dh - ph, ow*sw + j*dw - pw] for the
@@ -398,6 +399,16 @@ static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom
             } else if (wo->mode == WALK_DW && bt.region >= 0) {
                 tern_kernel_tensor_scalar_ap(c->k, TERN_ENGINE_AUTO, acc, acc, TERN_ALU_ADD, bt, 0.0f, TERN_ALU_BYPASS,
                                              tern_view_none(), 0.0f, 0);
+            }
+            if (wo->mode == WALK_DW && wo->silu) { /* the Sigmoid and the Mul an elementwise pass would run on y */
+                tern_view s = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "dw_sigmoid");
+                tern_kernel_activation(c->k, s, acc, TERN_ACT_SIGMOID, 1.0f, tern_view_none(), tern_view_none(),
+                                       tern_view_none());
+                if (wo->silu == 1)
+                    tern_kernel_tensor_tensor(c->k, TERN_ENGINE_AUTO, acc, acc, s, TERN_ALU_MULT);
+                else
+                    tern_kernel_tensor_tensor(c->k, TERN_ENGINE_AUTO, acc, s, acc, TERN_ALU_MULT);
+                tern_kernel_release(c->k, s);
             }
             uint32_t nums[1] = {(uint32_t)(on * g->Wo)};
             int32_t steps[1] = {1};
@@ -614,6 +625,13 @@ static int conv_before(compile_ctx *c, const int *readers, const int *reader, in
     return gv->producer;
 }
 
+/* A depthwise Conv that lower_conv runs as a window walk: constant weights (a run-time one takes the GEMMs). */
+static int depthwise_walk(const tern_graph *g, const tern_graph_node *n)
+{
+    return n->n_inputs >= 2 && n->inputs[1] >= 0 && !conv_gemm_path(g, n) &&
+           tern_graph_value_at(g, n->inputs[1])->constant != NULL;
+}
+
 static int is_plain(const tern_graph_node *n, tern_op_id op, int ins)
 {
     return n->op_id == (int)op && !n->domain[0] && n->n_inputs == ins && n->n_outputs == 1 && n->outputs[0] >= 0;
@@ -707,7 +725,8 @@ void cc_conv_epi_plan(compile_ctx *c)
                 continue;
             int conv = tern_graph_value_at(g, y)->producer;
             const tern_graph_node *cn = conv >= 0 ? tern_graph_node_at(g, conv) : NULL;
-            if (!cn || cn->op_id != TERN_GOP_CONV || cn->domain[0] || !conv_gemm_path(g, cn) || c->conv_epi[conv] >= 0)
+            if (!cn || cn->op_id != TERN_GOP_CONV || cn->domain[0] || c->conv_epi[conv] >= 0 ||
+                (!conv_gemm_path(g, cn) && !depthwise_walk(g, cn)))
                 continue;
             c->conv_epi[conv] = m;
             c->conv_epi[sn] = conv;
@@ -886,7 +905,7 @@ static int lower_conv(compile_ctx *c)
         }
         for (int64_t i = 0; i < Cout * KK; i++)
             wf[i] = (float)tern_host_tensor_get(w->host, (size_t)i);
-        walk_opts wo = {WALK_DW, 0, wf, bias};
+        walk_opts wo = {WALK_DW, 0, wf, bias, e.silu};
         window_walk(c, y, x, &g, &wo);
         c->model_flops += 2.0 * (double)y->numel * (double)KK;
         free(wf);
@@ -925,7 +944,7 @@ static int lower_pool(compile_ctx *c)
     if (!geom_of(c, &g, x, y, kern))
         return 1;
     walk_opts wo = {n->op_id == TERN_GOP_MAX_POOL ? WALK_MAX : WALK_AVG,
-                    (int)tern_graph_attr_int(n, "count_include_pad", 0), NULL, NULL};
+                    (int)tern_graph_attr_int(n, "count_include_pad", 0), NULL, NULL, 0};
     window_walk(c, y, x, &g, &wo);
     return 1;
 }

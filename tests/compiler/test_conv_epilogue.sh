@@ -9,8 +9,8 @@
 #    walk, no GEMM), and an Add whose other operand an elementwise group makes only after the Conv (the group is
 #    emitted at its last member): those nodes keep their own rules and the graph still compiles;
 #  - a SiLU written as Sigmoid and Mul (fuse.conv_silu), the product in either operand order, after a plain and a
-#    strided Conv; left alone: the Conv's output read a third time, the Sigmoid's output read again (a graph
-#    output), a SiLU after a depthwise Conv.
+#    strided Conv and after a depthwise one (its window walk applies it); left alone: the Conv's output read a third
+#    time, the Sigmoid's output read again (a graph output).
 # Gets build/tern as $1.
 set -u
 TERN=${1:?usage: test_conv_epilogue.sh path/to/tern}
@@ -54,8 +54,8 @@ save("late_shortcut", [h.make_node("Mul", ["x", "half"], ["t"]), conv("x", "y", 
                        h.make_node("Relu", ["z"], ["out"])],
      [w("w1", [8, 8, 3, 3]), w("b1", [8]), nh.from_array(np.array(0.5, np.float32), "half"),
       nh.from_array(np.array(0.25, np.float32), "quarter")], ["out", "u"])
-# SiLU as Sigmoid and Mul (EfficientNet's): the product in both operand orders, and a strided one; left alone: the
-# Conv's output read a third time, the Sigmoid's output read again, a SiLU after a depthwise Conv
+# SiLU as Sigmoid and Mul (EfficientNet's): the product in both operand orders, a strided Conv, a depthwise one (its
+# window walk); left alone: the Conv's output read a third time, the Sigmoid's output read again
 sig = lambda i, o: h.make_node("Sigmoid", [i], [o])
 save("silu_right", [conv("x", "a", "w1", "b1", **p1), sig("a", "s"), h.make_node("Mul", ["a", "s"], ["out"])],
      [w("w1", [8, 8, 3, 3]), w("b1", [8])], ["out"])
@@ -77,7 +77,7 @@ PY
 # name, Relu and Add nodes fused (as tern compile prints them, or none)
 cases=("res_right 2 1" "res_left 2 1" "two_convs 0 1" "grouped 2 0" "second_reader 0 0" "depthwise 0 0"
        "late_shortcut 0 0" "silu_right 0 0 1" "silu_left 0 0 1" "silu_third_reader 0 0 0" "silu_sigmoid_read 0 0 0"
-       "silu_depthwise 0 0 0")
+       "silu_depthwise 0 0 1")
 for m in trn1 trn2; do
     for c in "${cases[@]}"; do
         set -- $c
