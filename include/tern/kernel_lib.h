@@ -36,6 +36,11 @@ typedef struct {
      * into a tile, then VectorE's fp32 multiply in that operand order, the instructions an elementwise pass over the
      * stored fp32 output would run. fp32 out and accumulators; not with relu or residual. 0 (the default): none. */
     int silu;
+    /* 1: out = Clip(z, clip_lo, clip_hi) on the fp32 tile about to be stored (tern_lib_clip_tile: a ReLU6 after a
+     * Conv), the instructions the Clip rule runs on the stored output. fp32 out and accumulators; not with relu,
+     * residual or silu. 0 (the default): none. */
+    int clip;
+    float clip_lo, clip_hi;
 } tern_gemm_opts;
 
 void tern_gemm_opts_default(tern_gemm_opts *o);
@@ -140,6 +145,12 @@ int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w,
 /* Load a per-column row vector (HBM, 1-D [n] or 2-D [1, n]) replicated onto every partition of the SBUF tile
  * dst [P, n] with one DMA whose HBM side has partition step 0. */
 void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row);
+/* ONNX Clip of an fp32 SBUF tile: dst = isnan(in) ? in : min(max(in, lo), hi), as three VectorE instructions
+ * (tensor_scalar max then min into clamp; in != in into nan; select(nan, in, clamp) into dst: max and min are
+ * maxNum/minNum, so a NaN is put back by the select). clamp and nan are scratch tiles of in's shape; dst may be in
+ * or clamp. The Clip rule and the convolutions' fused Clip (fuse.conv_clip) both emit it, so both give the same
+ * bits. */
+void tern_lib_clip_tile(tern_kernel *k, tern_view dst, tern_view in, tern_view clamp, tern_view nan, float lo, float hi);
 
 /* out = f(in * scale) on ScalarE (activation), in column chunks of up to 2048 elements. */
 void tern_lib_unary(tern_kernel *k, tern_view out, tern_view in, tern_act_func f, float scale);

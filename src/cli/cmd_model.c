@@ -305,6 +305,9 @@ int tern_cmd_compile(int argc, char **argv)
         if (rep.fused_conv_silu)
             printf("; %d SiLU%s (Sigmoid and Mul) applied by the convolutions before them", rep.fused_conv_silu,
                    rep.fused_conv_silu > 1 ? "s" : "");
+        if (rep.fused_conv_clip)
+            printf("; %d Clip%s applied by the convolutions before them", rep.fused_conv_clip,
+                   rep.fused_conv_clip > 1 ? "s" : "");
         if (rep.concat_in_place)
             printf("; %d Concat input%s placed where the Concat wants %s (not copied)", rep.concat_in_place,
                    rep.concat_in_place > 1 ? "s" : "", rep.concat_in_place > 1 ? "them" : "it");

@@ -1121,6 +1121,7 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
     r.fused_conv_relu = c.conv_relus;
     r.fused_conv_add = c.conv_adds;
     r.fused_conv_silu = c.conv_silus;
+    r.fused_conv_clip = c.conv_clips;
     r.concat_in_place = c.concats_in_place;
     free(c.conv_epi);
     free(c.homes);

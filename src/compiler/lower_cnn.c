@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "compiler/compile_internal.h"
+#include "compiler/lower_tiles.h"
 
 /* ---- geometry ---- */
 
@@ -262,6 +263,8 @@ typedef struct {
     const float *dw_weights;   /* DW: [C, kh*kw] */
     const double *dw_bias;     /* DW: [C] or NULL */
     int silu;                  /* DW: then a fused SiLU (fuse.conv_silu): 1 y * sigmoid(y), 2 sigmoid(y) * y */
+    int clip;                  /* DW: then a fused Clip (fuse.conv_clip) to [clip_lo, clip_hi] */
+    float clip_lo, clip_hi;
 } walk_opts;
 
 /* y[r, oh, ow] = combine over kernel offsets (i, j) of x[r, oh*sh + i*dh - ph, ow*sw + j*dw - pw] for the
@@ -400,6 +403,13 @@ static void window_walk(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom
                 tern_kernel_tensor_scalar_ap(c->k, TERN_ENGINE_AUTO, acc, acc, TERN_ALU_ADD, bt, 0.0f, TERN_ALU_BYPASS,
                                              tern_view_none(), 0.0f, 0);
             }
+            if (wo->mode == WALK_DW && wo->clip) { /* the Clip rule's instructions on y */
+                tern_view cl = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "dw_clamp");
+                tern_view nn = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "dw_isnan");
+                tern_lib_clip_tile(c->k, acc, acc, cl, nn, wo->clip_lo, wo->clip_hi);
+                tern_kernel_release(c->k, nn);
+                tern_kernel_release(c->k, cl);
+            }
             if (wo->mode == WALK_DW && wo->silu) { /* the Sigmoid and the Mul an elementwise pass would run on y */
                 tern_view s = tern_kernel_tile(c->k, TERN_MEM_SBUF, TERN_DTYPE_FP32, p, 2, shape, "dw_sigmoid");
                 tern_kernel_activation(c->k, s, acc, TERN_ACT_SIGMOID, 1.0f, tern_view_none(), tern_view_none(),
@@ -509,7 +519,7 @@ static int im2col_fill(compile_ctx *c, tern_view col, cc_value *x, const cnn_geo
  * od*sd + a*dd - pd (a plane in the depth padding: zeros). */
 static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_geom *g, int64_t grp, int64_t Cg,
                             int64_t Coutg, int64_t Cout, cc_value *w, tern_view bias, int relu, cc_value *res,
-                            int res_first, int silu)
+                            int res_first, int silu, int clip, float clip_lo, float clip_hi)
 {
     tern_dtype mdt = c->o->matmul_dtype;
     int64_t KHW = g->kh * g->kw, KK = g->kd * KHW, Kg = Cg * KK, HoWo = g->Ho * g->Wo, OS = g->Do * HoWo,
@@ -560,6 +570,9 @@ static void conv_gemm_group(compile_ctx *c, cc_value *y, cc_value *x, const cnn_
     go.relu = relu;               /* a fused Relu (fuse.conv_relu) */
     go.residual_first = res_first; /* a fused residual Add (fuse.conv_add): its other operand, per image below */
     go.silu = silu;               /* a fused SiLU, Sigmoid and Mul (fuse.conv_silu) */
+    go.clip = clip;               /* a fused Clip (fuse.conv_clip) */
+    go.clip_lo = clip_lo;
+    go.clip_hi = clip_hi;
     for (int64_t n = 0; n < g->N && cc_ok(c); n++) {
         tern_view out = cc_view2d(c, y, (uint64_t)((n * Cout + grp * Coutg) * OS), (uint64_t)Coutg, (uint64_t)OS,
                                   (uint64_t)OS);
@@ -658,7 +671,7 @@ void cc_conv_epi_plan(compile_ctx *c)
 {
     const tern_graph *g = c->g;
     int nn = tern_graph_node_count(g), nv = tern_graph_value_count(g);
-    c->conv_relus = c->conv_adds = c->conv_silus = 0;
+    c->conv_relus = c->conv_adds = c->conv_silus = c->conv_clips = 0;
     if (c->o->no_elementwise_fusion || nn <= 0)
         return;
     int *readers = calloc((size_t)nv + 1, sizeof *readers), *reader = malloc(((size_t)nv + 1) * sizeof *reader);
@@ -735,6 +748,27 @@ void cc_conv_epi_plan(compile_ctx *c)
             break;
         }
     }
+    /* a Clip with compile-time bounds (ReLU6) that alone reads a Conv's output */
+    for (int r = 0; r < nn; r++) {
+        const tern_graph_node *n = tern_graph_node_at(g, r);
+        if (n->op_id != TERN_GOP_CLIP || n->domain[0] || n->n_inputs < 1 || n->n_inputs > 3 || n->n_outputs != 1 ||
+            n->outputs[0] < 0 || n->inputs[0] < 0 || c->conv_epi[r] >= 0 || cc_msum_member(c, r) ||
+            tern_graph_value_at(g, n->outputs[0])->type != TERN_ELEM_FLOAT)
+            continue;
+        int bounds = 1;
+        for (int k = 1; k < n->n_inputs; k++) {
+            const tern_graph_value *bv = n->inputs[k] >= 0 ? tern_graph_value_at(g, n->inputs[k]) : NULL;
+            bounds &= !bv || (bv->constant && bv->constant->count == 1);
+        }
+        int y = n->inputs[0], conv = tern_graph_value_at(g, y)->producer;
+        const tern_graph_node *cn = conv >= 0 ? tern_graph_node_at(g, conv) : NULL;
+        if (!bounds || sole_reader(g, readers, reader, y) != r || !cn || cn->op_id != TERN_GOP_CONV || cn->domain[0] ||
+            c->conv_epi[conv] >= 0 || (!conv_gemm_path(g, cn) && !depthwise_walk(g, cn)))
+            continue;
+        c->conv_epi[conv] = r;
+        c->conv_epi[r] = conv;
+        c->conv_clips++;
+    }
     for (int r = 0; r < nn; r++) {
         const tern_graph_node *n = tern_graph_node_at(g, r);
         if (!is_plain(n, TERN_GOP_RELU, 1) || n->inputs[0] < 0 || c->conv_epi[r] >= 0 || cc_msum_member(c, r) ||
@@ -762,7 +796,10 @@ int cc_conv_epi_node(compile_ctx *c, int i, const char **rule)
     if (!cc_conv_epi_member(c, i))
         return 0;
     int op = tern_graph_node_at(c->g, i)->op_id;
-    *rule = op == TERN_GOP_ADD ? "fuse.conv_add" : op == TERN_GOP_RELU ? "fuse.conv_relu" : "fuse.conv_silu";
+    *rule = op == TERN_GOP_ADD    ? "fuse.conv_add"
+            : op == TERN_GOP_RELU ? "fuse.conv_relu"
+            : op == TERN_GOP_CLIP ? "fuse.conv_clip"
+                                  : "fuse.conv_silu";
     return 1;
 }
 
@@ -771,17 +808,22 @@ int cc_conv_epi_node(compile_ctx *c, int i, const char **rule)
 typedef struct {
     int relu, add, res, res_first;
     int silu; /* tern_gemm_opts.silu: 1 Mul(y, Sigmoid(y)), 2 Mul(Sigmoid(y), y); 0 none */
+    int clip; /* a Clip (its bounds: the node's, read when the Conv is lowered) */
 } conv_epi;
 
 static int conv_epilogue(compile_ctx *c, int i, conv_epi *e)
 {
-    e->relu = e->silu = 0;
+    e->relu = e->silu = e->clip = 0;
     e->add = e->res = -1;
     e->res_first = 0;
     if (!c->conv_epi || c->conv_epi[i] < 0)
         return -1;
     const tern_graph *g = c->g;
     int last = c->conv_epi[i], y = tern_graph_node_at(g, i)->outputs[0];
+    if (tern_graph_node_at(g, last)->op_id == TERN_GOP_CLIP) {
+        e->clip = 1;
+        return last;
+    }
     if (tern_graph_node_at(g, last)->op_id == TERN_GOP_MUL) {
         e->silu = tern_graph_node_at(g, last)->inputs[0] == y ? 1 : 2;
         return last;
@@ -845,7 +887,7 @@ void cc_conv_narrow(compile_ctx *c)
         if (n->op_id != TERN_GOP_CONV || n->domain[0] || !conv_gemm_path(g, n))
             continue;
         int last = conv_epilogue(c, i, &e);
-        if (e.res >= 0 || e.silu) /* the residual add and the SiLU run on the fp32 output tile */
+        if (e.res >= 0 || e.silu || e.clip) /* the residual add, the SiLU and the Clip run on the fp32 output tile */
             continue;
         int v = tern_graph_node_at(g, last >= 0 ? last : i)->outputs[0];
         const tern_graph_value *gv = tern_graph_value_at(g, v);
@@ -865,6 +907,19 @@ static int lower_conv(compile_ctx *c)
     int last = conv_epilogue(c, c->node, &e), self = c->node;
     if (last >= 0)
         c->node = last;
+    float clip_lo = -INFINITY, clip_hi = INFINITY; /* the fused Clip's bounds, read as its rule reads them */
+    if (e.clip) {
+        float v;
+        int have;
+        if (!tile_const_scalar_in(c, 1, "min", &v, &have))
+            return 1;
+        if (have)
+            clip_lo = v;
+        if (!tile_const_scalar_in(c, 2, "max", &v, &have))
+            return 1;
+        if (have)
+            clip_hi = v;
+    }
     /* stored in the matmul dtype when only convolutions read it (cc_conv_narrow) */
     int yid = cc_out_id(c, 0);
     cc_value *y = cc_out(c, 0, yid >= 0 && c->v[yid].narrow ? c->o->matmul_dtype : TERN_DTYPE_FP32);
@@ -905,7 +960,7 @@ static int lower_conv(compile_ctx *c)
         }
         for (int64_t i = 0; i < Cout * KK; i++)
             wf[i] = (float)tern_host_tensor_get(w->host, (size_t)i);
-        walk_opts wo = {WALK_DW, 0, wf, bias, e.silu};
+        walk_opts wo = {WALK_DW, 0, wf, bias, e.silu, e.clip, clip_lo, clip_hi};
         window_walk(c, y, x, &g, &wo);
         c->model_flops += 2.0 * (double)y->numel * (double)KK;
         free(wf);
@@ -916,7 +971,8 @@ static int lower_conv(compile_ctx *c)
      * pass over y would make (tern_gemm_opts.row_bias). */
     tern_view bv = bias ? per_row_const(c, bias, 1, Cout) : tern_view_none();
     for (int64_t grp = 0; grp < group && cc_ok(c); grp++)
-        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, e.relu, res, e.res_first, e.silu);
+        conv_gemm_group(c, y, x, &g, grp, Cg, Cout / group, Cout, w, bv, e.relu, res, e.res_first, e.silu, e.clip,
+                        clip_lo, clip_hi);
     free(bias);
     return 1;
 }
@@ -944,7 +1000,7 @@ static int lower_pool(compile_ctx *c)
     if (!geom_of(c, &g, x, y, kern))
         return 1;
     walk_opts wo = {n->op_id == TERN_GOP_MAX_POOL ? WALK_MAX : WALK_AVG,
-                    (int)tern_graph_attr_int(n, "count_include_pad", 0), NULL, NULL, 0};
+                    (int)tern_graph_attr_int(n, "count_include_pad", 0), NULL, NULL, 0, 0, 0.0f, 0.0f};
     window_walk(c, y, x, &g, &wo);
     return 1;
 }

@@ -128,8 +128,7 @@ static void f_shrink(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_
 
 static void f_clip(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)
 {
-    tile_ts(c, o, in[0], TERN_ALU_MAX, x->a, TERN_ALU_MIN, x->b);
-    nan_keep(c, o, in[0], s[0]);
+    tern_lib_clip_tile(c->k, o, in[0], o, s[0], x->a, x->b); /* the convolutions' fused Clip emits the same */
 }
 
 static void f_prelu(compile_ctx *c, const ew_ctx *x, const tern_view *in, tern_view o, const tern_view *s)

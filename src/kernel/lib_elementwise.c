@@ -280,6 +280,13 @@ void tern_lib_reciprocal(tern_kernel *k, tern_view out, tern_view in)
     ew_run(k, &j);
 }
 
+void tern_lib_clip_tile(tern_kernel *k, tern_view dst, tern_view in, tern_view clamp, tern_view nan, float lo, float hi)
+{
+    tern_kernel_tensor_scalar(k, TERN_ENGINE_VECTOR, clamp, in, TERN_ALU_MAX, lo, TERN_ALU_MIN, hi);
+    tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, nan, in, in, TERN_ALU_NOT_EQ);
+    tern_kernel_select(k, dst, nan, in, clamp);
+}
+
 void tern_lib_bias_act(tern_kernel *k, tern_view out, tern_view in, tern_view bias, tern_act_func f)
 {
     if (!need_2d(k, "bias_act", "out", &out) || !need_2d(k, "bias_act", "in", &in) ||

@@ -67,6 +67,14 @@ static void residual_epilogue(tern_kernel *k, const tern_gemm_opts *o, tern_view
         tern_kernel_release(k, s);
         return;
     }
+    if (o->clip) { /* Clip(z, lo, hi) in place (tern_gemm_opts.clip) */
+        tern_view cl = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)rows, (uint32_t)(c1 - c0), "gemm_clamp");
+        tern_view nn = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)rows, (uint32_t)(c1 - c0), "gemm_isnan");
+        tern_lib_clip_tile(k, tile, tile, cl, nn, o->clip_lo, o->clip_hi);
+        tern_kernel_release(k, nn);
+        tern_kernel_release(k, cl);
+        return;
+    }
     if (o->residual.region < 0)
         return;
     tern_view r = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)rows, (uint32_t)(c1 - c0), "gemm_residual");
@@ -290,11 +298,13 @@ static void gemm_core(tern_kernel *k, unsigned n_out, const tern_view *outs, gem
                   (unsigned long long)M, (unsigned long long)N);
         return;
     }
-    if (opts.silu && (opts.silu > 2 || opts.relu || opts.residual.region >= 0 || out.ap.dtype != TERN_DTYPE_FP32 ||
-                      (opts.acc_dtype >= 0 && opts.acc_dtype != TERN_DTYPE_FP32) ||
-                      (opts.acc_dtype < 0 && L->dt != TERN_DTYPE_FP32))) {
-        kfail(k, TERN_ERR_INVALID, "gemm: silu %d needs fp32 out and accumulators and neither relu nor residual",
-              opts.silu);
+    if ((opts.silu || opts.clip) &&
+        (opts.silu > 2 || opts.clip > 1 || (opts.silu && opts.clip) || opts.relu || opts.residual.region >= 0 ||
+         out.ap.dtype != TERN_DTYPE_FP32 || (opts.acc_dtype >= 0 && opts.acc_dtype != TERN_DTYPE_FP32) ||
+         (opts.acc_dtype < 0 && L->dt != TERN_DTYPE_FP32))) {
+        kfail(k, TERN_ERR_INVALID,
+              "gemm: silu %d / clip %d need fp32 out and accumulators, one of them, and neither relu nor residual",
+              opts.silu, opts.clip);
         return;
     }
     const int evac_relu = opts.relu && opts.residual.region < 0; /* with a residual, Relu comes after the add */
@@ -538,8 +548,9 @@ void tern_lib_gemm_sum(tern_kernel *k, tern_view out, unsigned n_terms, const te
         tern_gemm_opts_default(&opts);
     const tern_core_config *c = &k->cfg;
     const uint64_t TM = c->pe_cols, TK = c->pe_rows, TN = c->moving_free_max;
-    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0 || opts.relu || opts.residual.region >= 0 || opts.silu) {
-        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias, rhs_dtype, relu, residual and silu are tern_lib_gemm's options only");
+    if (opts.row_bias.region >= 0 || opts.rhs_dtype >= 0 || opts.relu || opts.residual.region >= 0 || opts.silu ||
+        opts.clip) {
+        kfail(k, TERN_ERR_UNSUPPORTED, "gemm_sum: row_bias, rhs_dtype, relu, residual, silu and clip are tern_lib_gemm's options only");
         return;
     }
     if (!opts.tiles_in_block_m || !opts.tiles_in_block_n || !opts.tiles_in_block_k) {

@@ -10,7 +10,9 @@
 #    emitted at its last member): those nodes keep their own rules and the graph still compiles;
 #  - a SiLU written as Sigmoid and Mul (fuse.conv_silu), the product in either operand order, after a plain and a
 #    strided Conv and after a depthwise one (its window walk applies it); left alone: the Conv's output read a third
-#    time, the Sigmoid's output read again (a graph output).
+#    time, the Sigmoid's output read again (a graph output);
+#  - a Clip with compile-time bounds (ReLU6, fuse.conv_clip) after a Conv, a max-only one after a strided Conv, one
+#    after a depthwise Conv; left alone: a Clip of a Conv output that something else reads too.
 # Gets build/tern as $1.
 set -u
 TERN=${1:?usage: test_conv_epilogue.sh path/to/tern}
@@ -69,6 +71,19 @@ save("silu_sigmoid_read", [conv("x", "a", "w1", "b1", **p1), sig("a", "s"), h.ma
      [w("w1", [8, 8, 3, 3]), w("b1", [8])], ["out", "s"])
 save("silu_depthwise", [conv("x", "a", "w1", "b1", group=8, **p1), sig("a", "s"), h.make_node("Mul", ["a", "s"], ["out"])],
      [w("w1", [8, 1, 3, 3]), w("b1", [8])], ["out"])
+# Clip with compile-time bounds (MobileNetV2's ReLU6): after a Conv, a max-only Clip after a strided one, after a
+# depthwise one; left alone: a Clip of a Conv output that something else reads too
+c0, c6 = nh.from_array(np.array(0.0, np.float32), "c0"), nh.from_array(np.array(6.0, np.float32), "c6")
+clip = lambda i, o, lo, hi: h.make_node("Clip", [i, lo, hi], [o])
+save("clip6", [conv("x", "a", "w1", "b1", **p1), clip("a", "m", "c0", "c6"), conv("m", "out", "w2", "b2")],
+     [w("w1", [8, 8, 3, 3]), w("b1", [8]), w("w2", [8, 8, 1, 1]), w("b2", [8]), c0, c6], ["out"])
+save("clip_max_only", [conv("x", "a", "w1", "b1", strides=[2, 2], **p1), clip("a", "out", "", "c6")],
+     [w("w1", [8, 8, 3, 3]), w("b1", [8]), c6], ["out"])
+save("clip_depthwise", [conv("x", "a", "w1", "b1", group=8, **p1), clip("a", "out", "c0", "c6")],
+     [w("w1", [8, 1, 3, 3]), w("b1", [8]), c0, c6], ["out"])
+save("clip_second_reader", [conv("x", "a", "w1", "b1", **p1), clip("a", "out", "c0", "c6"),
+                            h.make_node("Add", ["a", "a"], ["out2"])],
+     [w("w1", [8, 8, 3, 3]), w("b1", [8]), c0, c6], ["out", "out2"])
 x = rng.uniform(-2, 2, (1, 8, 10, 10)).astype(np.float32)
 x[0, 0, 0, :4] = [-0.0, 3e30, -3e30, 0.0]
 np.save(f"{d}/x.npy", x)
@@ -77,13 +92,17 @@ PY
 # name, Relu and Add nodes fused (as tern compile prints them, or none)
 cases=("res_right 2 1" "res_left 2 1" "two_convs 0 1" "grouped 2 0" "second_reader 0 0" "depthwise 0 0"
        "late_shortcut 0 0" "silu_right 0 0 1" "silu_left 0 0 1" "silu_third_reader 0 0 0" "silu_sigmoid_read 0 0 0"
-       "silu_depthwise 0 0 1")
+       "silu_depthwise 0 0 1" "clip6 0 0 0 1" "clip_max_only 0 0 0 1" "clip_depthwise 0 0 0 1"
+       "clip_second_reader 0 0 0 0")
 for m in trn1 trn2; do
     for c in "${cases[@]}"; do
         set -- $c
-        name=$1 relus=$2 adds=$3 silus=${4:-0}
+        name=$1 relus=$2 adds=$3 silus=${4:-0} clips=${5:-0}
         expect 0 "$TERN" compile "$tmp/$name.onnx" -o "$tmp/$name.tern" --machine $m --explain
-        if [ "$silus" != 0 ]; then
+        if [ "$clips" != 0 ]; then
+            contains "$tmp/out" "$clips Clip"
+            contains "$tmp/out" "fuse.conv_clip"
+        elif [ "$silus" != 0 ]; then
             contains "$tmp/out" "$silus SiLU"
             contains "$tmp/out" "fuse.conv_silu"
         elif [ "$relus$adds" = 00 ]; then
