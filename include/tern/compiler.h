@@ -83,6 +83,7 @@ typedef struct {
     int fused_conv_relu;           /* Relu nodes applied by their Conv's GEMMs as the tiles leave PSUM */
     int fused_conv_add;            /* residual Add nodes applied by their Conv's GEMMs likewise */
     int fused_conv_silu;           /* SiLUs (a Sigmoid and a Mul of its input) applied by their Conv's GEMMs likewise */
+    int fused_bn_relu;             /* Relu nodes applied by the BatchNormalization pass before them */
     int fused_conv_clip;           /* Clips with compile-time bounds (ReLU6) applied by their Conv likewise */
     int concat_in_place;           /* Concat inputs their producers placed in the Concat's output (nothing copied) */
     /* With tern_compile_opts.explain: one row per node of the optimised graph the compiler reached, in order,

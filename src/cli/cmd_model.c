@@ -305,6 +305,9 @@ int tern_cmd_compile(int argc, char **argv)
         if (rep.fused_conv_silu)
             printf("; %d SiLU%s (Sigmoid and Mul) applied by the convolutions before them", rep.fused_conv_silu,
                    rep.fused_conv_silu > 1 ? "s" : "");
+        if (rep.fused_bn_relu)
+            printf("; %d Relu%s applied by the BatchNormalization before %s", rep.fused_bn_relu,
+                   rep.fused_bn_relu > 1 ? "s" : "", rep.fused_bn_relu > 1 ? "them" : "it");
         if (rep.fused_conv_clip)
             printf("; %d Clip%s applied by the convolutions before them", rep.fused_conv_clip,
                    rep.fused_conv_clip > 1 ? "s" : "");

@@ -1122,6 +1122,7 @@ static tern_status compile_graph(tern_graph *g, const tern_compile_opts *o_in, i
     r.fused_conv_add = c.conv_adds;
     r.fused_conv_silu = c.conv_silus;
     r.fused_conv_clip = c.conv_clips;
+    r.fused_bn_relu = c.bn_relus;
     r.concat_in_place = c.concats_in_place;
     free(c.conv_epi);
     free(c.homes);

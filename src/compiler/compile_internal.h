@@ -81,6 +81,7 @@ typedef struct {
     int conv_relus, conv_adds; /* Relu and Add nodes fused into their Conv */
     int conv_silus;            /* SiLUs (Sigmoid and Mul) fused into their Conv */
     int conv_clips;            /* Clips fused into their Conv */
+    int bn_relus;              /* Relus fused into the BatchNormalization before them */
     cc_home *homes;         /* shared Concat buffers (cc_concat_plan) */
     int nhomes;
     int concats_in_place;   /* Concat inputs placed where the Concat's output wants them (no copy) */

@@ -145,7 +145,7 @@ static tern_view hview(tern_view base, uint64_t off, uint32_t parts, int64_t pst
  * -1), optionally followed by relu; in and out are contiguous [rows, cols] HBM views (they may be the same). The
  * per-row vectors are fp32 constants [rows, 1]; each row block loads them once as [P, 1] per-partition scalars. */
 static void row_affine(compile_ctx *c, tern_view out, tern_view in, tern_view scale, tern_view shift, uint64_t rows,
-                       uint64_t cols)
+                       uint64_t cols, int relu)
 {
     const uint64_t chunk = 4096, P = c->cfg.partitions;
     for (uint64_t r0 = 0; r0 < rows && cc_ok(c); r0 += P) {
@@ -168,6 +168,9 @@ static void row_affine(compile_ctx *c, tern_view out, tern_view in, tern_view sc
             tern_alu_op op1 = scale.region >= 0 && shift.region >= 0 ? TERN_ALU_ADD : TERN_ALU_BYPASS;
             tern_kernel_tensor_scalar_ap(c->k, TERN_ENGINE_AUTO, t, t, op0, s0, 0.0f, op1,
                                          op1 == TERN_ALU_ADD ? bt : tern_view_none(), 0.0f, 0);
+            if (relu) /* a fused Relu (fuse.bn_relu): the Relu rule's activation, relu(y * 1 + 0), on the tile */
+                tern_kernel_activation(c->k, t, t, TERN_ACT_RELU, 1.0f, tern_view_none(), tern_view_none(),
+                                       tern_view_none());
             tern_kernel_store(c->k, tern_view_block(c->k, out, r0, r0 + p, c0, c0 + w), t);
             tern_kernel_release(c->k, t);
         }
@@ -671,7 +674,7 @@ void cc_conv_epi_plan(compile_ctx *c)
 {
     const tern_graph *g = c->g;
     int nn = tern_graph_node_count(g), nv = tern_graph_value_count(g);
-    c->conv_relus = c->conv_adds = c->conv_silus = c->conv_clips = 0;
+    c->conv_relus = c->conv_adds = c->conv_silus = c->conv_clips = c->bn_relus = 0;
     if (c->o->no_elementwise_fusion || nn <= 0)
         return;
     int *readers = calloc((size_t)nv + 1, sizeof *readers), *reader = malloc(((size_t)nv + 1) * sizeof *reader);
@@ -769,6 +772,19 @@ void cc_conv_epi_plan(compile_ctx *c)
         c->conv_epi[r] = conv;
         c->conv_clips++;
     }
+    /* a Relu that alone reads a BatchNormalization's output (DenseNet's pre-activation): the BN's pass applies it */
+    for (int b = 0; b < nn; b++) {
+        const tern_graph_node *n = tern_graph_node_at(g, b);
+        if (n->op_id != TERN_GOP_BATCH_NORMALIZATION || n->domain[0] || n->n_outputs < 1 || n->outputs[0] < 0 ||
+            c->conv_epi[b] >= 0 || tern_graph_attr_int(n, "training_mode", 0))
+            continue;
+        int r = relu_after(c, readers, reader, n->outputs[0]);
+        if (r < 0)
+            continue;
+        c->conv_epi[b] = r;
+        c->conv_epi[r] = b;
+        c->bn_relus++;
+    }
     for (int r = 0; r < nn; r++) {
         const tern_graph_node *n = tern_graph_node_at(g, r);
         if (!is_plain(n, TERN_GOP_RELU, 1) || n->inputs[0] < 0 || c->conv_epi[r] >= 0 || cc_msum_member(c, r) ||
@@ -787,8 +803,10 @@ void cc_conv_epi_plan(compile_ctx *c)
 
 int cc_conv_epi_member(const compile_ctx *c, int i)
 {
-    return c->conv_epi && i >= 0 && i < tern_graph_node_count(c->g) && c->conv_epi[i] >= 0 &&
-           tern_graph_node_at(c->g, i)->op_id != TERN_GOP_CONV;
+    if (!c->conv_epi || i < 0 || i >= tern_graph_node_count(c->g) || c->conv_epi[i] < 0)
+        return 0;
+    int op = tern_graph_node_at(c->g, i)->op_id;
+    return op != TERN_GOP_CONV && op != TERN_GOP_BATCH_NORMALIZATION;
 }
 
 int cc_conv_epi_node(compile_ctx *c, int i, const char **rule)
@@ -796,6 +814,10 @@ int cc_conv_epi_node(compile_ctx *c, int i, const char **rule)
     if (!cc_conv_epi_member(c, i))
         return 0;
     int op = tern_graph_node_at(c->g, i)->op_id;
+    if (tern_graph_node_at(c->g, c->conv_epi[i])->op_id == TERN_GOP_BATCH_NORMALIZATION) {
+        *rule = "fuse.bn_relu";
+        return 1;
+    }
     *rule = op == TERN_GOP_ADD    ? "fuse.conv_add"
             : op == TERN_GOP_RELU ? "fuse.conv_relu"
             : op == TERN_GOP_CLIP ? "fuse.conv_clip"
@@ -1046,7 +1068,12 @@ static int lower_batchnorm(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     cc_value *x = cc_in(c, 0);
+    /* with a fused Relu (fuse.bn_relu) the pass writes the Relu's output, and the BN's own is never made */
+    int relu = c->conv_epi && c->conv_epi[c->node] >= 0, self = c->node;
+    if (relu)
+        c->node = c->conv_epi[self];
     cc_value *y = cc_out(c, 0, TERN_DTYPE_FP32);
+    c->node = self;
     if (!x || !y)
         return 1;
     if (tern_graph_attr_int(n, "training_mode", 0)) {
@@ -1078,7 +1105,7 @@ static int lower_batchnorm(compile_ctx *c)
         }
         uint64_t rows = (uint64_t)(N * C), cols = rows ? x->numel / rows : 0;
         row_affine(c, cc_view2d(c, y, 0, rows, cols, cols), cc_view2d(c, x, 0, rows, cols, cols),
-                   per_row_const(c, p[0], N, C), per_row_const(c, p[1], N, C), rows, cols);
+                   per_row_const(c, p[0], N, C), per_row_const(c, p[1], N, C), rows, cols, relu);
     }
     for (int k = 0; k < 4; k++)
         free(p[k]);

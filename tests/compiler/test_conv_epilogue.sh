@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A convolution's epilogue (lower_cnn.c: fuse.conv_relu, fuse.conv_add): which Relu and residual Add nodes the
-# Conv's GEMMs take, and that every program gives the bytes of the same graph compiled with --no-fuse-elementwise
-# (each node on its own):
+# A convolution's epilogue (lower_cnn.c: fuse.conv_relu, fuse.conv_add, fuse.conv_silu, fuse.conv_clip) and a
+# BatchNormalization's (fuse.bn_relu): which nodes the Conv's GEMMs (or window walk, or the BN's pass) take, and
+# that every program gives the bytes of the same graph compiled with --no-fuse-elementwise (each node on its own):
 #  - residual Adds in both operand orders (the shortcut left and right), with and without a Relu after them, and
 #    an Add of two Convs' outputs (the later Conv takes it), on trn1 and trn2;
 #  - a grouped convolution (one GEMM per group) and a strided one with a Relu;
@@ -12,7 +12,9 @@
 #    strided Conv and after a depthwise one (its window walk applies it); left alone: the Conv's output read a third
 #    time, the Sigmoid's output read again (a graph output);
 #  - a Clip with compile-time bounds (ReLU6, fuse.conv_clip) after a Conv, a max-only one after a strided Conv, one
-#    after a depthwise Conv; left alone: a Clip of a Conv output that something else reads too.
+#    after a depthwise Conv; left alone: a Clip of a Conv output that something else reads too;
+#  - a Relu after a BatchNormalization (DenseNet's pre-activation, fuse.bn_relu: the BN's pass applies the Relu
+#    rule's activation); left alone: a BN output something else reads too.
 # Gets build/tern as $1.
 set -u
 TERN=${1:?usage: test_conv_epilogue.sh path/to/tern}
@@ -84,6 +86,18 @@ save("clip_depthwise", [conv("x", "a", "w1", "b1", group=8, **p1), clip("a", "ou
 save("clip_second_reader", [conv("x", "a", "w1", "b1", **p1), clip("a", "out", "c0", "c6"),
                             h.make_node("Add", ["a", "a"], ["out2"])],
      [w("w1", [8, 8, 3, 3]), w("b1", [8]), c0, c6], ["out", "out2"])
+# a Relu after a BatchNormalization (DenseNet's pre-activation, fuse.bn_relu); left alone: the BN's output read
+# again
+def bn(i, o):
+    return h.make_node("BatchNormalization", [i, "g", "be", "mu", "var"], [o], epsilon=1e-5)
+bnp = [nh.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "g"),
+       nh.from_array(rng.uniform(-0.5, 0.5, 8).astype(np.float32), "be"),
+       nh.from_array(rng.uniform(-0.5, 0.5, 8).astype(np.float32), "mu"),
+       nh.from_array(rng.uniform(0.5, 2.0, 8).astype(np.float32), "var")]
+save("bn_relu", [bn("x", "b"), h.make_node("Relu", ["b"], ["r"]), conv("r", "out", "w1", "b1")],
+     [w("w1", [8, 8, 1, 1]), w("b1", [8])] + bnp, ["out"])
+save("bn_relu_second_reader", [bn("x", "b"), h.make_node("Relu", ["b"], ["out"]), h.make_node("Add", ["b", "b"], ["out2"])],
+     bnp, ["out", "out2"])
 x = rng.uniform(-2, 2, (1, 8, 10, 10)).astype(np.float32)
 x[0, 0, 0, :4] = [-0.0, 3e30, -3e30, 0.0]
 np.save(f"{d}/x.npy", x)
@@ -93,20 +107,23 @@ PY
 cases=("res_right 2 1" "res_left 2 1" "two_convs 0 1" "grouped 2 0" "second_reader 0 0" "depthwise 0 0"
        "late_shortcut 0 0" "silu_right 0 0 1" "silu_left 0 0 1" "silu_third_reader 0 0 0" "silu_sigmoid_read 0 0 0"
        "silu_depthwise 0 0 1" "clip6 0 0 0 1" "clip_max_only 0 0 0 1" "clip_depthwise 0 0 0 1"
-       "clip_second_reader 0 0 0 0")
+       "clip_second_reader 0 0 0 0" "bn_relu 0 0 0 0 1" "bn_relu_second_reader 0 0 0 0 0")
 for m in trn1 trn2; do
     for c in "${cases[@]}"; do
         set -- $c
-        name=$1 relus=$2 adds=$3 silus=${4:-0} clips=${5:-0}
+        name=$1 relus=$2 adds=$3 silus=${4:-0} clips=${5:-0} bnrelus=${6:-0}
         expect 0 "$TERN" compile "$tmp/$name.onnx" -o "$tmp/$name.tern" --machine $m --explain
-        if [ "$clips" != 0 ]; then
+        if [ "$bnrelus" != 0 ]; then
+            contains "$tmp/out" "$bnrelus Relu applied by the BatchNormalization"
+            contains "$tmp/out" "fuse.bn_relu"
+        elif [ "$clips" != 0 ]; then
             contains "$tmp/out" "$clips Clip"
             contains "$tmp/out" "fuse.conv_clip"
         elif [ "$silus" != 0 ]; then
             contains "$tmp/out" "$silus SiLU"
             contains "$tmp/out" "fuse.conv_silu"
         elif [ "$relus$adds" = 00 ]; then
-            if grep -q "fuse.conv_" "$tmp/out"; then bad "$name ($m): fused: $(grep fuse.conv_ "$tmp/out")"; else ok; fi
+            if grep -q "fuse.conv_\|fuse.bn_" "$tmp/out"; then bad "$name ($m): fused: $(grep fuse. "$tmp/out")"; else ok; fi
         else
             contains "$tmp/out" "$relus Relu and $adds Add node"
         fi
