@@ -909,13 +909,15 @@ void cc_concat_plan(compile_ctx *c)
             continue;
         const cc_value *x0 = &c->v[n->inputs[0]];
         int home = x0->home;
-        uint64_t base = home ? x0->home_off : 0, at = base;
+        uint64_t base = home ? x0->home_off : 0, at = base, end = home ? c->homes[home - 1].numel : 0;
         for (int k = 0; k < n->n_inputs && ok; k++) {
             const cc_value *x = &c->v[n->inputs[k]];
-            ok = !x->home || (x->home == home && x->home_off == at);
+            /* a planned input where this Concat wants it; an unplanned one only past everything the buffer holds
+             * (two Concats extending one prefix with different values would otherwise share a run) */
+            ok = x->home ? x->home == home && x->home_off == at : at >= end;
             at += value_numel(tern_graph_value_at(g, n->inputs[k]));
         }
-        if (!ok)
+        if (!ok || at > (uint64_t)INT32_MAX) /* the buffer stays one flat view */
             continue;
         if (!home) {
             cc_home *h = realloc(c->homes, sizeof *h * (size_t)(c->nhomes + 1));

@@ -6,7 +6,8 @@
 #    in place), with a feature read again after the last Concat (the shared buffer must outlive the Concats);
 #  - a Concat of a Concat's output and a new feature (the earlier output is a prefix of the later one: 2 + 2);
 #  - left to copy: batch 2 (the inputs are not one run each), a graph input among the inputs, an input twice, two
-#    Concats wanting one value at different offsets (the second copies), an input made by a Reshape (a view of
+#    Concats wanting one value at different offsets (the second copies), two Concats extending one prefix with
+#    different values (the second copies; found in review: they shared a run), an input made by a Reshape (a view of
 #    another value: copied into its run), a Reshape of the first input as the second (a view of the buffer's
 #    own first run: copied into the second), and a Concat whose output is a graph output.
 # Gets build/tern as $1.
@@ -58,6 +59,20 @@ save("conflict", [conv("x", "a", "w1", "b1", **p1), conv("x", "b", "w2", "b2", *
                   h.make_node("Add", ["o1", "o2"], ["out"])],
      [w("w1", [4, 8, 3, 3]), w("b1", [4]), w("w2", [4, 8, 3, 3]), w("b2", [4]), w("w3", [5, 8, 1, 1]), w("b3", [5]),
       w("w4", [5, 8, 1, 1]), w("b4", [5])], ["out"])
+# two Concats extending one prefix with different values (the second copies: a and b cannot share a run), and a
+# third extending the first Concat's output while a longer Concat of the same prefix holds the run after it
+save("branch", [conv("x", "x0", "w1", "b1", **p1), conv("x", "a", "w2", "b2", **p1), cat(["x0", "a"], "yA"),
+                conv("x", "b", "w3", "b3", **p1), cat(["x0", "b"], "yB"), conv("yA", "oA", "w4", "b4"),
+                conv("yB", "oB", "w5", "b5"), h.make_node("Add", ["oA", "oB"], ["out"])],
+     [w("w1", [4, 8, 3, 3]), w("b1", [4]), w("w2", [4, 8, 3, 3]), w("b2", [4]), w("w3", [4, 8, 3, 3]), w("b3", [4]),
+      w("w4", [5, 8, 1, 1]), w("b4", [5]), w("w5", [5, 8, 1, 1]), w("b5", [5])], ["out"])
+save("branch3", [conv("x", "x0", "w1", "b1", **p1), conv("x", "a", "w2", "b2", **p1), cat(["x0", "a"], "yA"),
+                 conv("x", "b", "w3", "b3", **p1), cat(["x0", "a", "b"], "yB"), conv("x", "cc", "w6", "b6", **p1),
+                 cat(["yA", "cc"], "yC"), conv("yB", "oB", "w4", "b4"), conv("yC", "oC", "w5", "b5"),
+                 h.make_node("Add", ["oB", "oC"], ["out"])],
+     [w("w1", [4, 8, 3, 3]), w("b1", [4]), w("w2", [4, 8, 3, 3]), w("b2", [4]), w("w3", [4, 8, 3, 3]), w("b3", [4]),
+      w("w6", [4, 8, 3, 3]), w("b6", [4]), w("w4", [5, 12, 1, 1]), w("b4", [5]), w("w5", [5, 12, 1, 1]), w("b5", [5])],
+     ["out"])
 save("reshaped", [conv("x", "a", "w1", "b1", **p1), conv("x", "b", "w2", "b2", **p1),
                   h.make_node("Reshape", ["b", "shape"], ["br"]), cat(["a", "br"], "c"), conv("c", "out", "w3", "b3")],
      [w("w1", [4, 8, 3, 3]), w("b1", [4]), w("w2", [4, 8, 3, 3]), w("b2", [4]), w("w3", [5, 8, 1, 1]), w("b3", [5]),
@@ -77,7 +92,7 @@ for N in (1, 2):
 PY
 
 # name, batch, Concat inputs placed in place (as tern compile prints them; 0: the line is absent)
-cases=("block 1 9" "block_batch2 2 0" "nested 1 4" "graph_input 1 0" "twice 1 0" "conflict 1 2" "reshaped 1 1"
+cases=("block 1 9" "block_batch2 2 0" "nested 1 4" "graph_input 1 0" "twice 1 0" "conflict 1 2" "branch 1 2" "branch3 1 5" "reshaped 1 1"
        "self_view 1 1" "output_concat 1 0")
 for m in trn1 trn2; do
     for c in "${cases[@]}"; do
