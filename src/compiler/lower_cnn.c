@@ -629,23 +629,32 @@ static int sole_reader(const tern_graph *g, const int *readers, const int *reade
 }
 
 /* A Conv node of the GEMM path whose output (fp32) only node r reads, and that no epilogue has yet; else -1. */
-static int conv_before(compile_ctx *c, const int *readers, const int *reader, int v, int r)
-{
-    const tern_graph *g = c->g;
-    const tern_graph_value *gv = tern_graph_value_at(g, v);
-    if (gv->producer < 0 || sole_reader(g, readers, reader, v) != r)
-        return -1;
-    const tern_graph_node *n = tern_graph_node_at(g, gv->producer);
-    if (n->op_id != TERN_GOP_CONV || n->domain[0] || !conv_gemm_path(g, n) || c->conv_epi[gv->producer] >= 0)
-        return -1;
-    return gv->producer;
-}
-
 /* A depthwise Conv that lower_conv runs as a window walk: constant weights (a run-time one takes the GEMMs). */
 static int depthwise_walk(const tern_graph *g, const tern_graph_node *n)
 {
     return n->n_inputs >= 2 && n->inputs[1] >= 0 && !conv_gemm_path(g, n) &&
            tern_graph_value_at(g, n->inputs[1])->constant != NULL;
+}
+
+/* The Conv that makes value v, when its epilogue is still free: one that takes the GEMM path, or (walk_ok) a
+ * depthwise one run as a window walk; else -1. */
+static int conv_source(compile_ctx *c, int v, int walk_ok)
+{
+    const tern_graph *g = c->g;
+    int p = tern_graph_value_at(g, v)->producer;
+    if (p < 0)
+        return -1;
+    const tern_graph_node *n = tern_graph_node_at(g, p);
+    if (n->op_id != TERN_GOP_CONV || n->domain[0] || c->conv_epi[p] >= 0 ||
+        !(conv_gemm_path(g, n) || (walk_ok && depthwise_walk(g, n))))
+        return -1;
+    return p;
+}
+
+/* The GEMM-path Conv whose output v only node r reads; else -1. */
+static int conv_before(compile_ctx *c, const int *readers, const int *reader, int v, int r)
+{
+    return sole_reader(c->g, readers, reader, v) == r ? conv_source(c, v, 0) : -1;
 }
 
 static int is_plain(const tern_graph_node *n, tern_op_id op, int ins)
@@ -739,10 +748,8 @@ void cc_conv_epi_plan(compile_ctx *c)
                 tern_graph_value_at(g, y)->type != TERN_ELEM_FLOAT ||
                 !same_shape(tern_graph_value_at(g, y), tern_graph_value_at(g, n->outputs[0])))
                 continue;
-            int conv = tern_graph_value_at(g, y)->producer;
-            const tern_graph_node *cn = conv >= 0 ? tern_graph_node_at(g, conv) : NULL;
-            if (!cn || cn->op_id != TERN_GOP_CONV || cn->domain[0] || c->conv_epi[conv] >= 0 ||
-                (!conv_gemm_path(g, cn) && !depthwise_walk(g, cn)))
+            int conv = conv_source(c, y, 1);
+            if (conv < 0)
                 continue;
             c->conv_epi[conv] = m;
             c->conv_epi[sn] = conv;
@@ -763,10 +770,8 @@ void cc_conv_epi_plan(compile_ctx *c)
             const tern_graph_value *bv = n->inputs[k] >= 0 ? tern_graph_value_at(g, n->inputs[k]) : NULL;
             bounds &= !bv || (bv->constant && bv->constant->count == 1);
         }
-        int y = n->inputs[0], conv = tern_graph_value_at(g, y)->producer;
-        const tern_graph_node *cn = conv >= 0 ? tern_graph_node_at(g, conv) : NULL;
-        if (!bounds || sole_reader(g, readers, reader, y) != r || !cn || cn->op_id != TERN_GOP_CONV || cn->domain[0] ||
-            c->conv_epi[conv] >= 0 || (!conv_gemm_path(g, cn) && !depthwise_walk(g, cn)))
+        int y = n->inputs[0], conv = bounds && sole_reader(g, readers, reader, y) == r ? conv_source(c, y, 1) : -1;
+        if (conv < 0)
             continue;
         c->conv_epi[conv] = r;
         c->conv_epi[r] = conv;

@@ -590,34 +590,84 @@ int onchip_rows_relation(const tern_core *core, const tern_ap *x, const uint8_t 
     return x0 + xbytes <= y0 || y0 + ybytes <= x0 ? 1 : 2;
 }
 
-static tern_status ap_walk(tern_core *c, tern_engine e, const tern_ap *ap, run_fn fn, void *ctx, tern_error *err)
+/* The runs of a pattern (num[3] elements, step[3] apart) one after another: partitions outermost, then the
+ * normalised dimensions d0..d2 (ap_norm). ap_walk visits them through a callback; a copy steps through both sides'
+ * runs together without a row list (copy_runs_serial: a copy of many short runs, a 7 x 7 tile into its padded
+ * frame, 28-byte runs, half a million per EfficientNet-B0 inference, spent more on collecting its rows than on
+ * moving bytes). */
+typedef struct {
+    uint8_t *base;     /* on chip: the first run's host byte; NULL for HBM */
+    uint64_t addr;     /* HBM: the byte address of element 0 of partition 0 (before the register offset) */
+    int64_t el0;       /* HBM: the register offset, in elements */
+    int64_t pstep;     /* on chip: host bytes between partitions; HBM: elements (partition_step) */
+    int64_t step[3];   /* elements per index of the three outer free dimensions (ap_norm's d0..d2) */
+    uint32_t num[3], np, p, i[3];
+    size_t es;
+    uint32_t run_n;    /* elements per run and their step (d3) */
+    int32_t run_step;
+} run_iter;
+
+static void run_iter_init(const tern_core *c, tern_engine e, const tern_ap *ap, run_iter *it)
 {
-    size_t es = tern_dtype_size((tern_dtype)ap->dtype);
     uint32_t num[4];
     int32_t step[4];
     ap_norm(ap, num, step);
+    memset(it, 0, sizeof *it);
+    it->es = tern_dtype_size((tern_dtype)ap->dtype);
+    for (int k = 0; k < 3; k++) {
+        it->num[k] = num[k];
+        it->step[k] = step[k];
+    }
+    it->np = ap->num_partitions;
+    it->run_n = num[3];
+    it->run_step = step[3];
     int64_t reg = ap_reg_offset(c, e, ap);
-    int onchip = ap->mem != TERN_MEM_HBM;
-    uint64_t pb = onchip ? onchip_partition_bytes(c, (tern_mem)ap->mem) : 0;
-    uint8_t *base = onchip ? onchip_base(c, (tern_mem)ap->mem) : NULL;
-    size_t dense = 0;
-    for (uint32_t p = 0; p < ap->num_partitions; p++) {
-        for (uint32_t i0 = 0; i0 < num[0]; i0++)
-            for (uint32_t i1 = 0; i1 < num[1]; i1++)
-                for (uint32_t i2 = 0; i2 < num[2]; i2++) {
-                    int64_t el = reg + (int64_t)i0 * step[0] + (int64_t)i1 * step[1] + (int64_t)i2 * step[2];
-                    tern_status st;
-                    if (onchip) {
-                        uint8_t *ptr = base + (size_t)(ap->start_partition + p) * pb + ap->offset + el * (int64_t)es;
-                        st = fn(c, ctx, ptr, 0, step[3], num[3], dense, err);
-                    } else {
-                        uint64_t addr = ap->offset + (uint64_t)(((int64_t)p * ap->partition_step + el) * (int64_t)es);
-                        st = fn(c, ctx, NULL, addr, step[3], num[3], dense, err);
-                    }
-                    if (st)
-                        return st;
-                    dense += num[3];
-                }
+    if (ap->mem == TERN_MEM_HBM) {
+        it->addr = ap->offset;
+        it->el0 = reg;
+        it->pstep = ap->partition_step;
+    } else {
+        it->pstep = (int64_t)onchip_partition_bytes(c, (tern_mem)ap->mem);
+        it->base = onchip_base(c, (tern_mem)ap->mem) + (size_t)ap->start_partition * (size_t)it->pstep + ap->offset +
+                   reg * (int64_t)it->es;
+    }
+}
+
+/* The current run (its host pointer, or NULL and its HBM address), then step to the next: ap_walk's loop nest,
+ * partitions outermost. */
+static uint8_t *run_iter_next(run_iter *it, uint64_t *addr)
+{
+    int64_t el = (int64_t)it->i[0] * it->step[0] + (int64_t)it->i[1] * it->step[1] + (int64_t)it->i[2] * it->step[2];
+    uint8_t *ptr = NULL;
+    if (it->base)
+        ptr = it->base + (int64_t)it->p * it->pstep + el * (int64_t)it->es;
+    else
+        *addr = it->addr + (uint64_t)(((int64_t)it->p * it->pstep + it->el0 + el) * (int64_t)it->es);
+    if (++it->i[2] == it->num[2]) {
+        it->i[2] = 0;
+        if (++it->i[1] == it->num[1]) {
+            it->i[1] = 0;
+            if (++it->i[0] == it->num[0]) {
+                it->i[0] = 0;
+                it->p++;
+            }
+        }
+    }
+    return ptr;
+}
+
+static tern_status ap_walk(tern_core *c, tern_engine e, const tern_ap *ap, run_fn fn, void *ctx, tern_error *err)
+{
+    run_iter it;
+    run_iter_init(c, e, ap, &it);
+    size_t runs = (size_t)it.np * it.num[0] * it.num[1] * it.num[2], dense = 0;
+    for (size_t r = 0; r < runs; r++) {
+        uint64_t addr = 0;
+        uint8_t *ptr = run_iter_next(&it, &addr);
+        tern_status st = fn(c, ctx, ptr, addr, it.run_step, it.run_n, dense, err);
+        if (st)
+            return st;
+        dense += it.run_n;
     }
     return TERN_OK;
 }
@@ -1195,66 +1245,6 @@ static int grow_rows(core_scratch_set *z, size_t nd, size_t ns)
         }
     }
     return z->row_refs_cap >= nd && z->row_refs_src_cap >= ns;
-}
-
-/* The contiguous runs of a pattern one after another, in ap_walk's order, without a callback or a row list: a
- * copy of many short runs (a 7 x 7 tile into its padded frame: 28-byte runs, half a million per EfficientNet-B0
- * inference) spent more on collecting its rows than on moving bytes. */
-typedef struct {
-    uint8_t *base;     /* on chip: the first run's host byte; NULL for HBM */
-    uint64_t addr;     /* HBM: the byte address of element 0 of partition 0 (before the register offset) */
-    int64_t el0;       /* HBM: the register offset, in elements */
-    int64_t pstep;     /* on chip: host bytes between partitions; HBM: elements (partition_step) */
-    int64_t step[3];   /* elements per index of the three outer free dimensions (ap_norm's d0..d2) */
-    uint32_t num[3], np, p, i[3];
-    size_t es;
-} run_iter;
-
-static void run_iter_init(const tern_core *c, tern_engine e, const tern_ap *ap, run_iter *it)
-{
-    uint32_t num[4];
-    int32_t step[4];
-    ap_norm(ap, num, step);
-    memset(it, 0, sizeof *it);
-    it->es = tern_dtype_size((tern_dtype)ap->dtype);
-    for (int k = 0; k < 3; k++) {
-        it->num[k] = num[k];
-        it->step[k] = step[k];
-    }
-    it->np = ap->num_partitions;
-    int64_t reg = ap_reg_offset(c, e, ap);
-    if (ap->mem == TERN_MEM_HBM) {
-        it->addr = ap->offset;
-        it->el0 = reg;
-        it->pstep = ap->partition_step;
-    } else {
-        it->pstep = (int64_t)onchip_partition_bytes(c, (tern_mem)ap->mem);
-        it->base = onchip_base(c, (tern_mem)ap->mem) + (size_t)ap->start_partition * (size_t)it->pstep + ap->offset +
-                   reg * (int64_t)it->es;
-    }
-}
-
-/* The current run (its host pointer, or NULL and its HBM address), then step to the next: ap_walk's loop nest,
- * partitions outermost. */
-static uint8_t *run_iter_next(run_iter *it, uint64_t *addr)
-{
-    int64_t el = (int64_t)it->i[0] * it->step[0] + (int64_t)it->i[1] * it->step[1] + (int64_t)it->i[2] * it->step[2];
-    uint8_t *ptr = NULL;
-    if (it->base)
-        ptr = it->base + (int64_t)it->p * it->pstep + el * (int64_t)it->es;
-    else
-        *addr = it->addr + (uint64_t)(((int64_t)it->p * it->pstep + it->el0 + el) * (int64_t)it->es);
-    if (++it->i[2] == it->num[2]) {
-        it->i[2] = 0;
-        if (++it->i[1] == it->num[1]) {
-            it->i[1] = 0;
-            if (++it->i[0] == it->num[0]) {
-                it->i[0] = 0;
-                it->p++;
-            }
-        }
-    }
-    return ptr;
 }
 
 /* The host bytes of HBM [addr, addr + n) when they lie in one page (the usual case for a run), else NULL (the

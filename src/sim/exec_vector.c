@@ -611,6 +611,28 @@ static int window_apart(const tern_core *core, const tern_ap *x, const uint8_t *
     return onchip_rows_relation(core, x, xr, xs, xbytes, w, wr + lo * 4, ws, (size_t)(hi - lo + 1) * 4) == 1;
 }
 
+/* scalar_tensor_tensor's first input a as an fp32 window of at most two dimensions per partition (a depthwise
+ * convolution's tap from the padded input tile), n elements, 4-byte aligned, sharing no byte with the destination
+ * rows rd (sd floats apart): its tap (the scalar left unset), rows, columns and partition stride in floats; 0 when
+ * it is not one. */
+static int stt_window(const tern_core *core, tern_engine e, const tern_ap *a, const tern_ap *d, const float *rd,
+                      size_t sd, size_t n, stt_tap *tap, uint32_t *nr, uint32_t *nc, size_t *ps)
+{
+    uint32_t wnr, wnc;
+    int32_t wsr, wsc;
+    size_t wps;
+    uint8_t *win;
+    if (a->dtype != TERN_DTYPE_FP32 || !(win = ap_onchip_2d(core, e, a, &wnr, &wsr, &wnc, &wsc, &wps)) ||
+        (size_t)wnr * wnc != n || (uintptr_t)win % 4 != 0 || wps % 4 != 0 ||
+        !window_apart(core, d, (const uint8_t *)rd, sd * 4, n * 4, a, win, wps, wnr, wsr, wnc, wsc))
+        return 0;
+    *tap = (stt_tap){(const float *)(const void *)win, wsr, wsc, NULL, 0.0f};
+    *nr = wnr;
+    *nc = wnc;
+    *ps = wps / 4;
+    return 1;
+}
+
 /* fp32 operands that are one contiguous, 4-byte aligned run of n elements per partition: their partition 0 rows
  * and the stride between rows (in floats); NULL otherwise. */
 static float *f32_rows(const tern_core *core, tern_engine e, const tern_ap *ap, size_t n, size_t *stride)
@@ -763,17 +785,13 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
          * [P, 7 x 7] to [P, 112 x 36] from the padded input tile) that the destination overlaps nowhere: one pass
          * straight from the window (alu_stt_window, the same operators on the same values as below). The
          * destination may be the second input's rows. */
+        stt_tap w;
         uint32_t wnr, wnc;
-        int32_t wsr, wsc;
         size_t wps;
-        uint8_t *win;
-        if (a->dtype == TERN_DTYPE_FP32 &&
-            (win = ap_onchip_2d(core, cx->engine, a, &wnr, &wsr, &wnc, &wsc, &wps)) && (size_t)wnr * wnc == N &&
-            (uintptr_t)win % 4 == 0 && wps % 4 == 0 &&
-            rows_relation(core, d, (uint8_t *)rd, sd * 4, b, (uint8_t *)rb, sb * 4, N) != 2 &&
-            window_apart(core, d, (uint8_t *)rd, sd * 4, N * 4, a, win, wps, wnr, wsr, wnc, wsc) &&
-            alu_stt_window(op0, rev0, op1, rev1, s0, ins->imm0.f, P, (const float *)(const void *)win, wps / 4, wnr,
-                           wsr, wnc, wsc, rb, sb, rd, sd)) {
+        if (rows_relation(core, d, (uint8_t *)rd, sd * 4, b, (uint8_t *)rb, sb * 4, N) != 2 &&
+            stt_window(core, cx->engine, a, d, rd, sd, N, &w, &wnr, &wnc, &wps) &&
+            alu_stt_window(op0, rev0, op1, rev1, s0, ins->imm0.f, P, w.src, wps, wnr, w.sr, wnc, w.sc, rb, sb, rd,
+                           sd)) {
             psum_mark(core, d, 0);
             sbuf_written(core, cx->engine, d);
             return TERN_OK;
@@ -1263,16 +1281,12 @@ tern_status exec_stt_chain(tern_core *core, const exec_ctx *cx, const tern_instr
     for (unsigned t = 0; t < n && fused; t++) {
         const tern_ap *a = &ins[t]->ap[TERN_AP_IN0];
         uint32_t wnr, wnc;
-        int32_t wsr, wsc;
         size_t wps;
-        uint8_t *win;
-        fused = a->dtype == TERN_DTYPE_FP32 && a->num_partitions == P &&
-                (win = ap_onchip_2d(core, cx[t].engine, a, &wnr, &wsr, &wnc, &wsc, &wps)) &&
-                (size_t)wnr * wnc == N && (uintptr_t)win % 4 == 0 && wps % 4 == 0 && (t == 0 || (wnr == nr && wnc == nc && wps / 4 == ps)) &&
-                window_apart(core, d, (uint8_t *)rd, sd * 4, N * 4, a, win, wps, wnr, wsr, wnc, wsc);
+        fused = a->num_partitions == P && stt_window(core, cx[t].engine, a, d, rd, sd, N, &taps[t], &wnr, &wnc, &wps) &&
+                (t == 0 || (wnr == nr && wnc == nc && wps == ps));
         if (fused) {
-            nr = wnr, nc = wnc, ps = wps / 4;
-            taps[t] = (stt_tap){(const float *)(const void *)win, wsr, wsc, NULL, ins[t]->imm0.f};
+            nr = wnr, nc = wnc, ps = wps;
+            taps[t].imm = ins[t]->imm0.f;
         }
     }
     if (fused) {
