@@ -154,6 +154,7 @@ void tern_core_reset_control(tern_core *core)
     memset(core->semaphores, 0, core->cfg.num_semaphores * sizeof *core->semaphores);
     memset(core->registers, 0, (size_t)TERN_ENGINE_COUNT * core->cfg.num_registers * sizeof *core->registers);
     core->stat_loaded = 0;
+    core->stat_lazy = 0;
 }
 
 uint32_t tern_core_semaphore(const tern_core *core, uint32_t sem)
@@ -383,10 +384,17 @@ static tern_status onchip_copy(tern_core *c, tern_mem mem, uint32_t partition, u
     return TERN_OK;
 }
 
+/* Anything derived from SBUF bytes that a write must update: packed-operand caches, a lazily latched stationary, the
+ * known identity. */
+static int sbuf_tracked(const tern_core *core)
+{
+    return core->mov_cache_live || core->stat_cache_live || core->stat_lazy || core->ident_valid;
+}
+
 tern_status tern_core_onchip_write(tern_core *core, tern_mem mem, uint32_t partition, uint64_t offset,
                                    const void *src, size_t bytes, tern_error *err)
 {
-    if (mem == TERN_MEM_SBUF && (core->mov_cache_live || core->stat_cache_live))
+    if (mem == TERN_MEM_SBUF && sbuf_tracked(core))
         sbuf_range_written(core, partition, 1, (int64_t)offset, (int64_t)(offset + bytes));
     return onchip_copy(core, mem, partition, offset, (void *)src, bytes, 1, err);
 }
@@ -1365,11 +1373,12 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
 
 /* ---- the packed-moving-operand cache: entries die when SBUF under them is written ---- */
 
+
 void sbuf_written(tern_core *core, tern_engine e, const tern_ap *ap)
 {
     /* what the background lane writes was marked when it was queued (exec_lane.c): the caches are TensorE's, read
      * and written where instructions commit only */
-    if (on_lane || ap->mem != TERN_MEM_SBUF || (!core->mov_cache_live && !core->stat_cache_live))
+    if (on_lane || ap->mem != TERN_MEM_SBUF || !sbuf_tracked(core))
         return;
     int64_t lo, hi;
     ap_extent(ap, &lo, &hi);
@@ -1397,6 +1406,12 @@ static void cache_range_written(mov_cache_entry *cache, int n, int *live, uint32
 
 void sbuf_range_written(tern_core *core, uint32_t p0, uint32_t np, int64_t b0, int64_t b1)
 {
+    if (core->stat_lazy && p0 < core->stat_p0 + core->stat_k && core->stat_p0 < p0 + np && b0 < core->stat_b1 &&
+        core->stat_b0 < b1)
+        stat_materialize(core); /* from the bytes as they were latched: the write has not happened yet */
+    if (core->ident_valid && p0 < core->ident_p0 + core->ident_k && core->ident_p0 < p0 + np &&
+        b0 < core->ident_b0 + (int64_t)core->ident_k * 2 && core->ident_b0 < b1)
+        core->ident_valid = 0;
     cache_range_written(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live, p0, np, b0, b1);
     cache_range_written(core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, p0, np, b0, b1);
 }

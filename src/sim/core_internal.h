@@ -73,6 +73,20 @@ struct tern_core {
                              the core's own buffer or a stationary cache entry's */
     float *stat_panels_own;
     int stat_pan;
+    /* A bf16 stationary latched for the fp32 chain is packed into panels only when a multiply needs them
+     * (stat_materialize): a transpose (identity moving operand) reads its rows in place. Until then stat_lazy, with
+     * the rows, their SBUF place (partitions [stat_p0, stat_p0 + stat_k) x bytes [stat_b0, stat_b1)) and the cache
+     * entry the panels go to (NULL: stat_panels_own); a write there packs them first (sbuf_range_written). */
+    int stat_lazy;
+    const uint16_t *stat_rows;
+    size_t stat_stride;
+    mov_cache_entry *stat_entry;
+    uint32_t stat_p0;
+    int64_t stat_b0, stat_b1;
+    /* The last moving operand found to be the identity (a transpose's), by SBUF place, until written there. */
+    int ident_valid;
+    uint32_t ident_p0, ident_k;
+    int64_t ident_b0;
     int mm_dp;            /* bf16 operands multiply through the dot-product kernel (matmul_choose_kernel), else the
                              fp32 chain; fixed when the core is created */
     uint32_t *mov_pairs;  /* scratch: moving operand as bf16 pairs */
@@ -153,6 +167,8 @@ tern_status ap_copy_raw(tern_core *core, tern_engine e, const tern_ap *dst, cons
 /* Invalidate cached data derived from SBUF bytes an AP (or a raw range) is about to change. */
 void sbuf_written(tern_core *core, tern_engine e, const tern_ap *ap);
 void sbuf_range_written(tern_core *core, uint32_t p0, uint32_t np, int64_t b0, int64_t b1);
+/* Pack a lazily latched stationary now (exec_tensor.c): SBUF under it is about to change. */
+void stat_materialize(tern_core *core);
 
 /* Mark PSUM banks touched by an AP as written by a matmul or by another engine. */
 void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul);

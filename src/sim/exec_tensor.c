@@ -260,12 +260,31 @@ static mov_cache_entry *cache_slot(mov_cache_entry *cache, int n, int *live, uin
     return victim;
 }
 
+/* Pack the lazily latched stationary (load_stationary) into its panels: a multiply needs them, or SBUF under the
+ * rows is about to be written (sbuf_range_written). */
+void stat_materialize(tern_core *core)
+{
+    if (!core->stat_lazy)
+        return;
+    mov_cache_entry *e = core->stat_entry;
+    float *panels = e ? (float *)(void *)e->pairs : core->stat_panels_own;
+    matmul_pack_panels_bf16(core_pool(core), core->stat_rows, core->stat_stride, core->stat_k, core->stat_m, panels);
+    if (e) {
+        e->valid = 1;
+        core->stat_cache_live++;
+    }
+    core->stat_panels = panels;
+    core->stat_pan = 1;
+    core->stat_lazy = 0;
+}
+
 /* LoadStationary: latch the operand. For bf16 operands, in the form the host's kernel reads (matmul_choose_kernel):
  * bf16 pairs when it qualifies for the dot-product path, fp32 panels for the chain; else (or also, for fp8) as
  * fp32. */
 static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t M,
                                    tern_error *err)
 {
+    core->stat_lazy = 0;
     core->stat_fast = 0;
     core->stat_f32 = 0;
     core->stat_pan = 0;
@@ -283,15 +302,21 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
             mov_cache_entry *e = cache_slot(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
                                             &core->mov_cache_tick, a->start_partition, K, off, M,
                                             matmul_panel_floats(K, M), &hit);
-            float *panels = e ? (float *)(void *)e->pairs : core->stat_panels_own;
-            if (!e || !hit)
-                matmul_pack_panels_bf16(core_pool(core), rows, stride, K, M, panels);
-            if (e && !hit) {
-                e->valid = 1;
-                core->stat_cache_live++;
+            if (e && hit) {
+                core->stat_panels = (float *)(void *)e->pairs;
+                core->stat_pan = 1;
+                return TERN_OK;
             }
-            core->stat_panels = panels;
-            core->stat_pan = 1;
+            /* packed when a multiply needs the panels (stat_materialize); a transpose reads the rows in place */
+            core->stat_lazy = 1;
+            core->stat_rows = rows;
+            core->stat_stride = stride;
+            core->stat_entry = e;
+            core->stat_k = K;
+            core->stat_m = M;
+            core->stat_p0 = a->start_partition;
+            core->stat_b0 = (int64_t)off;
+            core->stat_b1 = (int64_t)(off + (uint64_t)M * 2);
             return TERN_OK;
         }
     }
@@ -355,6 +380,33 @@ static void stationary_f32(tern_core *core)
 }
 
 
+/* Is the bf16 moving operand (in place in SBUF) the K x K identity? The last one found is remembered by its place
+ * until SBUF there is written (sbuf_range_written). */
+static int moving_is_identity(tern_core *core, const tern_ap *a, const uint16_t *rows, size_t stride, uint32_t K,
+                              uint32_t N)
+{
+    if (K != N)
+        return 0;
+    int64_t b0 = (int64_t)((size_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes);
+    if (core->ident_valid && core->ident_p0 == a->start_partition && core->ident_k == K && core->ident_b0 == b0)
+        return 1;
+    if (!matmul_bf16_is_identity(rows, stride, K, N))
+        return 0;
+    core->ident_valid = 1;
+    core->ident_p0 = a->start_partition;
+    core->ident_k = K;
+    core->ident_b0 = b0;
+    return 1;
+}
+
+/* The PSUM rows of a plain fp32 destination (row m at the result + m * psum_stride bytes). */
+static size_t psum_stride(const tern_core *core) { return (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes; }
+static uint8_t *psum_rows(tern_core *core, const exec_ctx *cx, const tern_ap *d)
+{
+    int64_t reg = ap_reg_offset(core, cx->engine, d);
+    return core->psum + (size_t)d->start_partition * psum_stride(core) + d->offset + (size_t)(reg * 4);
+}
+
 tern_pool *core_pool(tern_core *core)
 {
     if (!core->pool)
@@ -402,11 +454,25 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                               "accumulate into PSUM not last written by a matmul group (undefined on the hardware; "
                               "start the group with an overwriting matmul)");
         uint32_t M = core->stat_m;
+        int dst_plain = d->dtype == TERN_DTYPE_FP32 && ap_contiguous(d);
+        if (core->stat_lazy) {
+            /* a transpose (identity moving operand) reads the latched rows in place; anything else packs them */
+            size_t stride = 0;
+            const uint16_t *rows = dst_plain && a->dtype == TERN_DTYPE_BF16 && !(ins->flags & TERN_FLAG_DOUBLE_ROW)
+                                       ? bf16_rows(core, cx, a, K, N, NULL, &stride)
+                                       : NULL;
+            if (rows && moving_is_identity(core, a, rows, stride, K, N) &&
+                matmul_transpose_bf16(core->stat_rows, core->stat_stride, K, M, psum_rows(core, cx, d), psum_stride(core),
+                                      acc)) {
+                psum_mark(core, d, 1);
+                return TERN_OK;
+            }
+            stat_materialize(core);
+        }
         float *x = core_scratch(core, 0, (size_t)K * N);
         if (!x)
             return rules_fail(err, TERN_ERR_NOMEM, cx, ins, -1, "out of host memory for a %ux%ux%u matmul", K, M, N);
         int have_x = 0, done = 0;
-        int dst_plain = d->dtype == TERN_DTYPE_FP32 && ap_contiguous(d);
         if (core->stat_fast && dst_plain && fast_dtype(a->dtype)) {
             size_t stride = 0;
             const uint16_t *rows = bf16_rows(core, cx, a, K, N, NULL, &stride);
@@ -438,8 +504,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                     pairs_buf = core->mov_pairs;
             }
             if (rows && pairs_buf) {
-                size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
-                int64_t reg = ap_reg_offset(core, cx->engine, d);
+                size_t pb = psum_stride(core);
                 bf16_job job;
                 memset(&job, 0, sizeof job);
                 job.s = core->stat_pairs;
@@ -450,7 +515,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                 job.K = K;
                 job.M = M;
                 job.N = N;
-                job.out = core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4);
+                job.out = psum_rows(core, cx, d);
                 job.out_stride = pb;
                 job.accumulate = acc;
                 done = matmul_bf16_run(core_pool(core), &job);
@@ -467,22 +532,20 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
              * the panels straight to the PSUM rows. */
             size_t stride = 0;
             const uint16_t *rows = bf16_rows(core, cx, a, K, N, NULL, &stride);
-            if (rows && core->stat_pan && matmul_bf16_is_identity(rows, stride, K, N)) {
+            if (rows && core->stat_pan && moving_is_identity(core, a, rows, stride, K, N)) {
                 /* a transpose through the array, from the panels straight to the PSUM rows */
-                size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
-                int64_t reg = ap_reg_offset(core, cx->engine, d);
-                uint8_t *o = core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4);
+                size_t pb = psum_stride(core);
+                uint8_t *o = psum_rows(core, cx, d);
                 done = matmul_identity_panels(core->stat_panels, K, M, o, pb, acc);
-            } else if (rows && !matmul_bf16_is_identity(rows, stride, K, N)) {
+            } else if (rows && !moving_is_identity(core, a, rows, stride, K, N)) {
                 if (!core->stat_pan) { /* latched as fp32 (an fp8 or strided operand): panels once per latch */
                     stationary_f32(core);
                     matmul_pack_panels_f32(core->stationary, K, M, core->stat_panels_own);
                     core->stat_panels = core->stat_panels_own;
                     core->stat_pan = 1;
                 }
-                size_t pb = (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes;
-                int64_t reg = ap_reg_offset(core, cx->engine, d);
-                uint8_t *o = core->psum + (size_t)d->start_partition * pb + d->offset + (size_t)(reg * 4);
+                size_t pb = psum_stride(core);
+                uint8_t *o = psum_rows(core, cx, d);
                 done = matmul_f32_bf16x_run(core_pool(core), core->stat_panels, rows, stride, o, pb, K, M, N, acc);
             }
         }

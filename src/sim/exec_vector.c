@@ -789,12 +789,14 @@ static tern_status exec_stt(tern_core *core, const exec_ctx *cx, const tern_inst
         uint32_t wnr, wnc;
         size_t wps;
         if (rows_relation(core, d, (uint8_t *)rd, sd * 4, b, (uint8_t *)rb, sb * 4, N) != 2 &&
-            stt_window(core, cx->engine, a, d, rd, sd, N, &w, &wnr, &wnc, &wps) &&
-            alu_stt_window(op0, rev0, op1, rev1, s0, ins->imm0.f, P, w.src, wps, wnr, w.sr, wnc, w.sc, rb, sb, rd,
-                           sd)) {
+            stt_window(core, cx->engine, a, d, rd, sd, N, &w, &wnr, &wnc, &wps)) {
+            /* before the write (a lazily latched stationary is packed from the bytes as they were); the path below,
+             * should this one decline, writes the destination too */
             psum_mark(core, d, 0);
             sbuf_written(core, cx->engine, d);
-            return TERN_OK;
+            if (alu_stt_window(op0, rev0, op1, rev1, s0, ins->imm0.f, P, w.src, wps, wnr, w.sr, wnc, w.sc, rb, sb, rd,
+                               sd))
+                return TERN_OK;
         }
         /* Otherwise only the first input is gathered; each row is computed from it and from the second input's
          * row read in place, then copied into its destination row. A row's reads all come before its write, and
@@ -1310,12 +1312,13 @@ tern_status exec_stt_chain(tern_core *core, const exec_ctx *cx, const tern_instr
                     return st;
                 taps[t].s = sv + (size_t)t * P;
             }
-        if (fused && alu_stt_window_chain((tern_alu_op)h->op0, (h->flags & TERN_FLAG_REV0) != 0, (tern_alu_op)h->op1,
-                                 (h->flags & TERN_FLAG_REV1) != 0, taps, n, P, ps, nr, nc, rd, sd)) {
+        if (fused) { /* marked before the write, as exec_stt does */
             psum_mark(core, d, 0);
             sbuf_written(core, cx[0].engine, d);
-            return TERN_OK;
         }
+        if (fused && alu_stt_window_chain((tern_alu_op)h->op0, (h->flags & TERN_FLAG_REV0) != 0, (tern_alu_op)h->op1,
+                                          (h->flags & TERN_FLAG_REV1) != 0, taps, n, P, ps, nr, nc, rd, sd))
+            return TERN_OK;
     }
     for (unsigned t = 0; t < n; t++) {
         tern_status st = exec_op_SCALAR_TENSOR_TENSOR(core, &cx[t], ins[t], err);

@@ -178,6 +178,106 @@ int matmul_identity_panels(const float *panels, uint32_t K, uint32_t M, uint8_t 
     return 1;
 }
 
+/* 1 when some bf16 value of the K rows of M is an infinity or a NaN (exponent all ones). */
+static int bf16_rows_nonfinite(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M)
+{
+    uint32_t bad = 0;
+    for (uint32_t k = 0; k < K; k++) {
+        const uint16_t *r = rows + (size_t)k * stride;
+        for (uint32_t m = 0; m < M; m++)
+            bad |= (r[m] & 0x7F80u) == 0x7F80u;
+    }
+    return bad != 0;
+}
+
+#if HAVE_X86
+/* One level of a 16 x 16 register transpose: rows i and i + s (bit s of i clear) exchange the elements whose column
+ * has bit s set with the other row's at the column s lower, i.e. bit s of the row and of the column swap. */
+#define TR_LEVEL(v, s)                                                                                             \
+    do {                                                                                                           \
+        __m512i ia_, ib_;                                                                                          \
+        {                                                                                                          \
+            int a_[16], b_[16];                                                                                    \
+            for (int c_ = 0; c_ < 16; c_++) {                                                                      \
+                a_[c_] = (c_ & (s)) ? 16 + c_ - (s) : c_;                                                          \
+                b_[c_] = (c_ & (s)) ? 16 + c_ : c_ + (s);                                                          \
+            }                                                                                                      \
+            ia_ = _mm512_loadu_si512(a_);                                                                          \
+            ib_ = _mm512_loadu_si512(b_);                                                                          \
+        }                                                                                                          \
+        for (int i_ = 0; i_ < 16; i_++)                                                                            \
+            if (!(i_ & (s))) {                                                                                     \
+                __m512 x_ = v[i_], y_ = v[i_ + (s)];                                                               \
+                v[i_] = _mm512_permutex2var_ps(x_, ia_, y_);                                                       \
+                v[i_ + (s)] = _mm512_permutex2var_ps(x_, ib_, y_);                                                 \
+            }                                                                                                      \
+    } while (0)
+
+/* out[m][n] (+)= bf16 rows[n][m] widened, + 0, for a block of up to 16 x 16: rows n0.. (nk of them), columns m0.. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static __mmask16 transpose_block16(const uint16_t *rows,
+                                                                                         size_t stride, uint32_t nk,
+                                                                                         uint32_t nm, uint8_t *out,
+                                                                                         size_t out_stride,
+                                                                                         int accumulate)
+{
+    __m512 v[16];
+    const __mmask16 mm = nm >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nm) - 1u);
+    const __mmask16 mk = nk >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nk) - 1u);
+    const __m256i ex = _mm256_set1_epi16(0x7F80);
+    __mmask16 bad = 0;
+    for (uint32_t i = 0; i < 16; i++) {
+        __m256i h = i < nk ? _mm256_maskz_loadu_epi16(mm, rows + (size_t)i * stride) : _mm256_setzero_si256();
+        bad |= _mm256_cmpeq_epi16_mask(_mm256_and_si256(h, ex), ex);
+        v[i] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    TR_LEVEL(v, 8);
+    TR_LEVEL(v, 4);
+    TR_LEVEL(v, 2);
+    TR_LEVEL(v, 1);
+    const __m512 zero = _mm512_setzero_ps();
+    for (uint32_t m = 0; m < nm; m++) {
+        float *o = (float *)(void *)(out + (size_t)m * out_stride);
+        __m512 r = _mm512_add_ps(v[m], zero);
+        if (accumulate)
+            r = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, o), r);
+        _mm512_mask_storeu_ps(o, mk, r);
+    }
+    return bad;
+}
+#endif
+
+int matmul_transpose_bf16(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M, uint8_t *out, size_t out_stride,
+                          int accumulate)
+{
+    /* An overwrite checks the values as it goes (a failure's partial output is then the caller's to overwrite);
+     * an accumulation first, since what it adds to cannot be restored. */
+    if (accumulate && bf16_rows_nonfinite(rows, stride, K, M))
+        return 0;
+#if HAVE_X86
+    if (have_avx512_bwvl()) {
+        unsigned bad = 0;
+        for (uint32_t n0 = 0; n0 < K; n0 += 16)
+            for (uint32_t m0 = 0; m0 < M; m0 += 16)
+                bad |= transpose_block16(rows + (size_t)n0 * stride + m0, stride, K - n0 < 16 ? K - n0 : 16,
+                                         M - m0 < 16 ? M - m0 : 16, out + (size_t)m0 * out_stride + (size_t)n0 * 4,
+                                         out_stride, accumulate);
+        return bad == 0;
+    }
+#endif
+    if (!accumulate && bf16_rows_nonfinite(rows, stride, K, M))
+        return 0;
+    for (uint32_t m = 0; m < M; m++) {
+        float *o = (float *)(void *)(out + (size_t)m * out_stride);
+        for (uint32_t n = 0; n < K; n++) {
+            uint32_t bits = (uint32_t)rows[(size_t)n * stride + m] << 16;
+            float x;
+            memcpy(&x, &bits, 4);
+            o[n] = accumulate ? o[n] + (x + 0.0f) : x + 0.0f;
+        }
+    }
+    return 1;
+}
+
 #if HAVE_X86
 /* Row k of W bf16 values is e_k (0x3F80 at k, zeros of either sign elsewhere): 32 lanes at a time. */
 __attribute__((target("avx512f,avx512bw"))) static int identity_row_512(const uint16_t *r, uint32_t k, uint32_t W)

@@ -39,6 +39,12 @@ void matmul_panels_to_f32(const float *panels, uint32_t K, uint32_t M, float *s)
  * stationary value is not finite. */
 int matmul_identity_panels(const float *panels, uint32_t K, uint32_t M, uint8_t *out, size_t out_stride,
                            int accumulate);
+/* The same from the stationary's bf16 rows as they lie in SBUF (K rows of M, row k at rows + k*stride), without
+ * packing them: out[m][n] (+)= rows[n][m] + 0 for m < M, n < K. 1 if it applied, 0 if a value is an infinity or a
+ * NaN: then an accumulation has written nothing, an overwrite possibly part of out (to be overwritten by the caller's
+ * general path). */
+int matmul_transpose_bf16(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M, uint8_t *out, size_t out_stride,
+                          int accumulate);
 /* Is the bf16 operand (K rows of W, row k at rows + k*stride) the identity, zeros of either sign off the diagonal? */
 int matmul_bf16_is_identity(const uint16_t *rows, size_t stride, uint32_t K, uint32_t W);
 

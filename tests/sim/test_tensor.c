@@ -519,6 +519,165 @@ static void identity_agrees(int special, tern_dtype dt)
     free(x);
 }
 
+/* Transposes of every block shape (16-wide register blocks and their tails), from a stationary latched without
+ * packing (the fp32-chain hosts): the reference loop's bits, an overwrite then an accumulate on top, with and without
+ * infinities and NaNs (which must leave the shortcut for the chain). */
+static void transpose_shapes(void)
+{
+    static const unsigned shapes[][2] = {{1, 1}, {5, 3}, {16, 16}, {17, 33}, {100, 7}, {31, 128}, {128, 64}, {128, 128}};
+    for (unsigned t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
+        for (int kind = 0; kind < 4; kind += 3) {
+            const unsigned K = shapes[t][0], M = shapes[t][1], N = K;
+            char name[128];
+            snprintf(name, sizeof name, "transpose K=%u M=%u kind %d: the reference's bits", K, M, kind);
+            TEST_BEGIN(name);
+            float *s = malloc(sizeof(float) * K * M), *x = calloc((size_t)K * N, sizeof(float)), *out[2][2];
+            fill(s, (size_t)K * M, TERN_DTYPE_BF16, kind);
+            for (unsigned k = 0; k < K; k++)
+                x[(size_t)k * N + k] = 1.0f;
+            const int paths[2] = {TERN_MATMUL_REFERENCE, TERN_MATMUL_AUTO};
+            for (int p = 0; p < 2; p++) {
+                tern_core *core = core_with("neuroncore-v2", paths[p]);
+                tern_error err;
+                st_write(core, TERN_MEM_SBUF, 0, K, 0, TERN_DTYPE_BF16, s, M);
+                st_write(core, TERN_MEM_SBUF, 0, K, 65536, TERN_DTYPE_BF16, x, N);
+                for (int acc = 0; acc < 2; acc++) {
+                    CHECK_EQ_INT(run_mm(core, TERN_DTYPE_BF16, K, M, N, acc, &err), TERN_OK);
+                    out[p][acc] = malloc(sizeof(float) * M * N);
+                    st_read(core, TERN_MEM_PSUM, 0, M, 0, TERN_DTYPE_FP32, out[p][acc], N);
+                }
+                tern_core_free(core);
+            }
+            size_t bad = 0;
+            for (int acc = 0; acc < 2; acc++)
+                for (size_t i = 0; i < (size_t)M * N; i++)
+                    bad += memcmp(&out[0][acc][i], &out[1][acc][i], 4) != 0;
+            CHECK_MSG(bad == 0, "%zu outputs differ from the reference loop", bad);
+            for (int p = 0; p < 2; p++)
+                for (int acc = 0; acc < 2; acc++)
+                    free(out[p][acc]);
+            free(s);
+            free(x);
+        }
+}
+
+/* A stationary latched without packing keeps the values it had when latched: a write to its bytes after the latch
+ * (an instruction on another engine, ordered by semaphores between the latch and the multiply) must not reach the
+ * multiply or a transpose; a latch after the write sees it. A moving operand remembered as the identity stops being
+ * one when an instruction or the host writes it. Each program runs on the reference path and on the fast one, on
+ * one and on two host threads (the background lane), and must give the same bits. */
+static void lazy_latch(void)
+{
+    TEST_BEGIN("stationary latched, then written: the multiply and the transpose see the latched values");
+    const unsigned K = 64, M = 48, N = 40;
+    const uint64_t SX = 65536, SI = 131072;
+    float *s = malloc(sizeof(float) * K * M), *x = malloc(sizeof(float) * K * N), *id = calloc((size_t)K * K, 4);
+    fill(s, (size_t)K * M, TERN_DTYPE_BF16, 0);
+    fill(x, (size_t)K * N, TERN_DTYPE_BF16, 0);
+    for (unsigned k = 0; k < K; k++)
+        id[(size_t)k * K + k] = 1.0f;
+    /* outputs: [0] S^T X, [1] S^T (transpose, latched values), [2] S'^T (after the write), [3] S'^T J (J: the
+     * identity with column 3 zeroed by an instruction), [4] S'^T J' (and a diagonal 2 written by the host) */
+    const uint64_t bank = 2048;
+    float *out[2][2][5];
+    tern_error err;
+    for (int th = 0; th < 2; th++)
+        for (int p = 0; p < 2; p++) {
+            tern_core_config cfg;
+            tern_core_options o = {0};
+            o.matmul_path = p ? TERN_MATMUL_AUTO : TERN_MATMUL_REFERENCE;
+            o.threads = th ? 2 : 1;
+            tern_core *core = NULL;
+            if (tern_core_config_load("neuroncore-v2", &cfg, &err) || tern_core_create(&cfg, &o, &core, &err)) {
+                fprintf(stderr, "%s\n", err.msg);
+                exit(2);
+            }
+            st_write(core, TERN_MEM_SBUF, 0, K, 0, TERN_DTYPE_BF16, s, M);
+            st_write(core, TERN_MEM_SBUF, 0, K, SX, TERN_DTYPE_BF16, x, N);
+            st_write(core, TERN_MEM_SBUF, 0, K, SI, TERN_DTYPE_BF16, id, K);
+            tern_program prog;
+            tern_program_init(&prog);
+            tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+            ls.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, K, 0, M);
+            ls.signal_sem = 0;
+            tern_instr ms = st_instr(TERN_OP_MEMSET, TERN_ENGINE_VECTOR); /* S rows 0..7, columns 2..5 */
+            ms.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 8, 2 * 2, 4);
+            ms.imm0.f = 9.0f;
+            ms.wait_sem = 0;
+            ms.wait_value = 1;
+            ms.signal_sem = 1;
+            tern_instr mm[5];
+            for (int i = 0; i < 5; i++) {
+                mm[i] = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+                mm[i].ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, K, i ? SI : SX, i ? K : N);
+                mm[i].ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, M, (uint64_t)i * bank, i ? K : N);
+            }
+            mm[0].wait_sem = 1;
+            mm[0].wait_value = 1;
+            tern_instr ms2 = st_instr(TERN_OP_MEMSET, TERN_ENGINE_VECTOR); /* J: the identity, rows 0..31 of column 3 zeroed */
+            ms2.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_BF16, 0, 32, SI + 3 * 2, 1);
+            ms2.imm0.f = 0.0f;
+            ms2.wait_sem = 2;
+            ms2.wait_value = 1;
+            ms2.signal_sem = 3;
+            mm[2].signal_sem = 2;
+            mm[3].wait_sem = 3;
+            mm[3].wait_value = 1;
+            CHECK_EQ_INT(tern_program_append(&prog, &ls, &err), TERN_OK);
+            CHECK_EQ_INT(tern_program_append(&prog, &ms, &err), TERN_OK);
+            CHECK_EQ_INT(tern_program_append(&prog, &mm[0], &err), TERN_OK);
+            CHECK_EQ_INT(tern_program_append(&prog, &mm[1], &err), TERN_OK);
+            tern_instr ls2 = ls; /* latched again: S' */
+            ls2.signal_sem = TERN_SEM_NONE;
+            CHECK_EQ_INT(tern_program_append(&prog, &ls2, &err), TERN_OK);
+            CHECK_EQ_INT(tern_program_append(&prog, &mm[2], &err), TERN_OK);
+            CHECK_EQ_INT(tern_program_append(&prog, &ms2, &err), TERN_OK);
+            CHECK_EQ_INT(tern_program_append(&prog, &mm[3], &err), TERN_OK);
+            tern_status st = tern_core_run(core, &prog, NULL, &err);
+            CHECK_MSG(st == TERN_OK, "run: %s", err.msg);
+            tern_program_free(&prog);
+            /* J' from the host: a diagonal 2 (row 20), then the transpose once more through a new program */
+            float two = 2.0f;
+            st_write(core, TERN_MEM_SBUF, 20, 1, SI + 20 * 2, TERN_DTYPE_BF16, &two, 1);
+            tern_program_init(&prog);
+            CHECK_EQ_INT(tern_program_append(&prog, &ls2, &err), TERN_OK);
+            CHECK_EQ_INT(tern_program_append(&prog, &mm[4], &err), TERN_OK);
+            st = tern_core_run(core, &prog, NULL, &err);
+            CHECK_MSG(st == TERN_OK, "second run: %s", err.msg);
+            tern_program_free(&prog);
+            for (int i = 0; i < 5; i++) {
+                unsigned w = i ? K : N;
+                out[th][p][i] = malloc(sizeof(float) * M * w);
+                st_read(core, TERN_MEM_PSUM, 0, M, (uint64_t)i * bank, TERN_DTYPE_FP32, out[th][p][i], w);
+            }
+            tern_core_free(core);
+        }
+    size_t bad = 0;
+    for (int th = 0; th < 2; th++)
+        for (int p = 0; p < 2; p++)
+            for (int i = 0; i < 5; i++)
+                bad += memcmp(out[th][p][i], out[0][0][i], sizeof(float) * M * (i ? K : N)) != 0;
+    CHECK_MSG(bad == 0, "%zu of 20 outputs differ from the reference on one thread", bad);
+    /* the values themselves: S[4][3] (row 4, column 3) was 9 only from the write on */
+    const float *t1 = out[1][1][1], *t2 = out[1][1][2], *t3 = out[1][1][3], *t4 = out[1][1][4];
+    CHECK_MSG(t1[3 * K + 4] == s[4 * M + 3] + 0.0f, "the transpose after the write must see the latched S[4][3]");
+    CHECK_MSG(t2[3 * K + 4] == 9.0f, "the transpose after a new latch must see the written S[4][3]");
+    /* J's column 3 is zero: so is column 3 of S'^T J, the rest is S'^T's */
+    size_t col3 = 0;
+    for (unsigned m = 0; m < M; m++)
+        col3 += t3[m * K + 3] != 0.0f || t3[m * K + 4] != t2[m * K + 4];
+    CHECK_MSG(col3 == 0 && t2[3] != 0.0f,
+              "a moving operand written after it was found to be the identity must be multiplied, not transposed");
+    CHECK_MSG(t4[5 * K + 20] == 2.0f * t2[5 * K + 20], "a host write to the identity must be seen too");
+    for (int th = 0; th < 2; th++)
+        for (int p = 0; p < 2; p++)
+            for (int i = 0; i < 5; i++)
+                free(out[th][p][i]);
+    free(s);
+    free(x);
+    free(id);
+}
+
 int main(void)
 {
     /* which kernel AUTO runs for bf16 operands in this process (TERN_MATMUL, else the faster on this host) */
@@ -537,6 +696,8 @@ int main(void)
     identity_agrees(1, TERN_DTYPE_FP32);
     identity_agrees(0, TERN_DTYPE_BF16);
     identity_agrees(1, TERN_DTYPE_BF16);
+    transpose_shapes();
+    lazy_latch();
     paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 0);
     paths_agree(TERN_DTYPE_BF16, 127, 100, 300, 0);
     paths_agree(TERN_DTYPE_BF16, 128, 128, 512, 1);
