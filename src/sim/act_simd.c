@@ -161,6 +161,22 @@ VT __m512d fn8(tern_act_func f, __m512d x, __mmask8 *bad)
     default: y = _mm512_div_pd(x, _mm512_add_pd(one, e)); break;
     }
     *bad = out | unsure(y);
+    if (*bad) {
+        /* z below -700 (a masked score's exp; -inf included): exp(z) < 2^-1000, so 1 + exp(z) is 1 in double and
+         * the other functions come out as with exp(z) = 0; exp itself rounds to fp32 +0 from z < -104 on (below
+         * 2^-150, half the least subnormal). Computed here rather than by act_eval, lane by lane. */
+        __mmask8 low = *bad & _mm512_cmp_pd_mask(z, _mm512_set1_pd(f == TERN_ACT_EXP ? -104.0 : -700.0), _CMP_LT_OQ);
+        if (low) {
+            __m512d y0;
+            switch (f) {
+            case TERN_ACT_EXP: y0 = _mm512_setzero_pd(); break;
+            case TERN_ACT_SIGMOID: y0 = one; break;
+            default: y0 = x; break; /* silu: x * 1, gelu_tanh: x / 1 */
+            }
+            y = _mm512_mask_blend_pd(low, y, y0);
+            *bad &= (__mmask8)~low;
+        }
+    }
     return y;
 }
 
