@@ -934,6 +934,30 @@ static tern_status exec_memset(tern_core *core, const exec_ctx *cx, const tern_i
             ib[i] = ins->imm0.i;
         return ap_scatter_i32(core, cx->engine, d, ib, err);
     }
+    /* Rows on chip rounded to nearest (or fp32, never rounded): every element gets the same bits, so the first
+     * partition's row is converted as the scatter converts it and copied to the others (a max pool's -FLT_MAX
+     * frame, [64, 113 x 113], went element by element through the conversion). Stochastic rounding keeps the scatter:
+     * its bits depend on each element's place. */
+    size_t len = 0, ps = 0;
+    const uint32_t P = d->num_partitions;
+    uint8_t *rows = P > 1 && (core->opts.rounding == TERN_ROUND_RNE || d->dtype == TERN_DTYPE_FP32)
+                        ? ap_onchip_rows(core, cx->engine, d, &len, &ps)
+                        : NULL;
+    if (rows && (size_t)len * P == n) {
+        tern_ap first = *d;
+        first.num_partitions = 1;
+        for (size_t i = 0; i < len; i++)
+            b[i] = ins->imm0.f;
+        tern_status st = ap_scatter_f32(core, cx->engine, &first, b, sr_stream_of(cx), err);
+        if (st)
+            return st;
+        psum_mark(core, d, 0);
+        sbuf_written(core, cx->engine, d);
+        const size_t bytes = len * tern_dtype_size((tern_dtype)d->dtype);
+        for (uint32_t p = 1; p < P; p++)
+            memcpy(rows + (size_t)p * ps, rows, bytes);
+        return TERN_OK;
+    }
     for (size_t i = 0; i < n; i++)
         b[i] = ins->imm0.f;
     return put_f(core, cx, ins, TERN_AP_DST, b, err);

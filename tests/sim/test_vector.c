@@ -1270,6 +1270,63 @@ static void test_copies(void)
     ST_EXPECT_FAIL(v2, &ins, "operand dst", "psum", "allowed: SBUF");
 }
 
+/* memset over many partitions rounded to nearest: every element has the bits of the value's single conversion
+ * (tern_num_encode), on contiguous and 2-D rows, for values that round, overflow, are subnormal or NaN; under
+ * stochastic rounding each element is still rounded on its own (both neighbours appear). */
+static void test_memset_rows(void)
+{
+    static const tern_dtype dts[] = {TERN_DTYPE_FP32, TERN_DTYPE_BF16, TERN_DTYPE_FP16, TERN_DTYPE_FP8_E4M3,
+                                     TERN_DTYPE_FP8_E5M2};
+    const float vals[] = {1.0f / 3.0f, -3.40282347e+38f, 65520.0f, 1e-40f, -0.0f, NAN};
+    const tern_convert_opts rne = TERN_CONVERT_OPTS_DEFAULT;
+    uint32_t *bits = malloc(sizeof(uint32_t) * 128 * 400);
+    for (unsigned t = 0; t < sizeof dts / sizeof dts[0]; t++)
+        for (unsigned v = 0; v < sizeof vals / sizeof vals[0]; v++)
+            for (int two_d = 0; two_d < 2; two_d++) {
+                char name[128];
+                snprintf(name, sizeof name, "memset rows: %s of %g, %s", tern_dtype_name(dts[t]), (double)vals[v],
+                         two_d ? "[128, 20 x 20]" : "[64, 37]");
+                TEST_BEGIN(name);
+                tern_instr ins = st_instr(TERN_OP_MEMSET, VE);
+                ins.imm0.f = vals[v];
+                unsigned np = two_d ? 128 : 64, n = two_d ? 400 : 37;
+                int32_t steps[2] = {20, 1};
+                uint32_t nums[2] = {20, 20};
+                ins.ap[TERN_AP_DST] = two_d ? st_ap(SB, dts[t], 0, np, 8192, 2, steps, nums)
+                                            : st_ap1(SB, dts[t], 64, np, 8192, n);
+                ST_EXPECT_OK(v2, &ins);
+                st_read_bits(v2, SB, two_d ? 0 : 64, np, 8192, dts[t], bits, n);
+                uint32_t want = tern_num_encode(dts[t], vals[v], &rne, 0);
+                size_t bad = 0;
+                for (size_t i = 0; i < (size_t)np * n; i++)
+                    bad += bits[i] != want;
+                CHECK_MSG(bad == 0, "%zu elements differ from 0x%x", bad, want);
+            }
+    TEST_BEGIN("memset rows under stochastic rounding: each element rounded on its own");
+    tern_core_set_rounding(v2, TERN_ROUND_STOCHASTIC, 7);
+    tern_instr ins = st_instr(TERN_OP_MEMSET, VE);
+    ins.imm0.f = 1.0f / 3.0f;
+    ins.ap[TERN_AP_DST] = st_ap1(SB, TERN_DTYPE_BF16, 0, 128, 8192, 64);
+    ST_EXPECT_OK(v2, &ins);
+    st_read_bits(v2, SB, 0, 128, 8192, TERN_DTYPE_BF16, bits, 64);
+    tern_core_set_rounding(v2, TERN_ROUND_RNE, 0);
+    size_t down = 0, up = 0, other = 0;
+    for (size_t i = 0; i < 128 * 64; i++) {
+        if (bits[i] == 0x3EAA)
+            down++;
+        else if (bits[i] == 0x3EAB)
+            up++;
+        else
+            other++;
+    }
+    CHECK_MSG(down > 0 && up > 0 && other == 0, "down %zu, up %zu, other %zu", down, up, other);
+    size_t same = 0; /* a partition's 64 draws equal to partition 0's: chance 2^-64 each, unless copied */
+    for (size_t p = 1; p < 128; p++)
+        same += !memcmp(bits + p * 64, bits, 64 * sizeof *bits);
+    CHECK_MSG(same == 0, "%zu partitions repeat partition 0's stochastic roundings", same);
+    free(bits);
+}
+
 /* bn_stats' definition for one parity of one row: count, mean and sum of squared deviations in double, in element
  * order. */
 static void bn_ref(const float *row, uint32_t F, uint32_t par, double *c, double *mean, double *m2)
@@ -1556,6 +1613,7 @@ int main(void)
     v3 = st_core("neuroncore-v3");
     v4 = st_core("neuroncore-v4");
     test_tensor_tensor();
+    test_memset_rows();
     test_tensor_scalar();
     test_stt();
     test_stt_window();
