@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <sys/mman.h>
 
 #include "sim/core_internal.h"
@@ -808,8 +811,112 @@ static tern_status gather_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64
     return TERN_OK;
 }
 
+/* An on-chip fp32 or bf16 pattern of at most two dimensions per partition (a window: a convolution's tap, a pool's
+ * strided view), read in place in dense order with the conversions' bits (fp32 as is; bf16 widened, a NaN quieted as
+ * num_decode_fmt does) and no call per run: a [128, 28 x 28] window of a padded tile is 3,584 runs. */
+#if defined(__x86_64__)
+/* 1 when the window rows below may use AVX-512 (F, BW, VL); TERN_SIMD=portable or avx2 turns them off, as for the
+ * conversions. */
+static int gather_avx512(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *s = getenv("TERN_SIMD");
+        v = !(s && (!strcmp(s, "portable") || !strcmp(s, "avx2"))) && __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    }
+    return v;
+}
+
+/* n elements at element step 1 or 2 from src into out (fp32 as is; bf16 widened, NaNs quieted): 1 if done. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static int gather_row512(float *out, const uint8_t *src, uint32_t n,
+                                                                     int32_t step, int bf16)
+{
+    const __m512i qbit = _mm512_set1_epi32(0x400000), mag = _mm512_set1_epi32(0x7FFFFFFF),
+                  inf = _mm512_set1_epi32(0x7F800000);
+    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    if (step != 1 && step != 2)
+        return 0;
+    for (uint32_t i = 0; i < n; i += 16) {
+        uint32_t k = n - i < 16 ? n - i : 16;
+        __mmask16 m = (__mmask16)((1u << k) - 1u);
+        __m512i u;
+        if (bf16) {
+            const uint16_t *h = (const uint16_t *)(const void *)src + (size_t)i * (size_t)step;
+            if (step == 1) {
+                u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h)), 16);
+            } else { /* the even halves of 32 bf16: the low 16 bits of each 32-bit lane */
+                __mmask32 m2 = k == 16 ? (__mmask32)0x7FFFFFFFu : (__mmask32)((1u << (2 * k - 1)) - 1u);
+                u = _mm512_slli_epi32(_mm512_maskz_loadu_epi16(m2, h), 16);
+            }
+            __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, mag), inf);
+            u = _mm512_mask_or_epi32(u, nan, u, qbit);
+        } else {
+            const float *f = (const float *)(const void *)src + (size_t)i * (size_t)step;
+            if (step == 1) {
+                u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, f));
+            } else {
+                uint32_t t = 2 * k - 1; /* elements spanned, none read past the last */
+                __mmask16 lo = t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << t) - 1u);
+                __mmask16 hi = t > 16 ? (__mmask16)((1u << (t - 16)) - 1u) : 0;
+                __m512 a = _mm512_maskz_loadu_ps(lo, f), b = _mm512_maskz_loadu_ps(hi, f + 16);
+                u = _mm512_castps_si512(_mm512_permutex2var_ps(a, evens, b));
+            }
+        }
+        _mm512_mask_storeu_epi32(out + i, m, u);
+    }
+    return 1;
+}
+#endif
+
+static int gather_2d(const tern_core *core, tern_engine e, const tern_ap *ap, float *out)
+{
+    if (ap->dtype != TERN_DTYPE_FP32 && ap->dtype != TERN_DTYPE_BF16)
+        return 0;
+    uint32_t nr, nc;
+    int32_t sr, sc;
+    size_t ps;
+    const uint8_t *base = ap_onchip_2d(core, e, ap, &nr, &sr, &nc, &sc, &ps);
+    if (!base)
+        return 0;
+    const int64_t es = (int64_t)tern_dtype_size((tern_dtype)ap->dtype);
+#if defined(__x86_64__)
+    const int wide = gather_avx512();
+#endif
+    for (uint32_t p = 0; p < ap->num_partitions; p++)
+        for (uint32_t r = 0; r < nr; r++) {
+            const uint8_t *src = base + (size_t)p * ps + (int64_t)r * sr * es;
+#if defined(__x86_64__)
+            if (wide && gather_row512(out, src, nc, sc, es == 2)) {
+                out += nc;
+                continue;
+            }
+#endif
+            if (es == 4) {
+                if (sc == 1) {
+                    memcpy(out, src, (size_t)nc * 4);
+                } else {
+                    for (uint32_t c = 0; c < nc; c++)
+                        memcpy(&out[c], src + (int64_t)c * sc * 4, 4);
+                }
+            } else {
+                for (uint32_t c = 0; c < nc; c++) {
+                    uint16_t h;
+                    memcpy(&h, src + (int64_t)c * sc * 2, 2);
+                    uint32_t u = (uint32_t)h << 16;
+                    u |= (u & 0x7FFFFFFFu) > 0x7F800000u ? 0x400000u : 0u;
+                    memcpy(&out[c], &u, 4);
+                }
+            }
+            out += nc;
+        }
+    return 1;
+}
+
 tern_status ap_gather_f32(tern_core *core, tern_engine e, const tern_ap *ap, float *out, tern_error *err)
 {
+    if (gather_2d(core, e, ap, out))
+        return TERN_OK;
     run_ctx r;
     r.dt = (tern_dtype)ap->dtype;
     r.es = tern_dtype_size(r.dt);

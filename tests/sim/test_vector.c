@@ -1270,6 +1270,124 @@ static void test_copies(void)
     ST_EXPECT_FAIL(v2, &ins, "operand dst", "psum", "allowed: SBUF");
 }
 
+/* An operand read through a window of at most two dimensions per partition (a convolution's tap, a pool's strided
+ * view), fp32 or bf16, element steps 1, 2 (the vector rows), 3, -1 and 0 (element by element), row lengths around
+ * the 16-lane blocks: activation copy (x * 1 + 0) into dense fp32 rows must give the definition's values element by
+ * element, NaN payloads, signalling NaNs (quieted), subnormals and infinities included. */
+static void test_window_reads(void)
+{
+    static const int32_t steps[] = {1, 2, 3, -1, 0};
+    static const uint32_t lens[] = {1, 7, 8, 9, 15, 16, 17, 31, 33};
+    uint32_t state = 12345;
+    uint32_t *src = malloc(sizeof(uint32_t) * 64 * 4096), *got = malloc(sizeof(uint32_t) * 64 * 512);
+    for (int bf = 0; bf < 2; bf++) {
+        const tern_dtype dt = bf ? TERN_DTYPE_BF16 : F32;
+        const unsigned es = bf ? 2 : 4, W = 2048; /* source row of W elements per partition at offset 0 */
+        for (unsigned i = 0; i < 64 * W; i++) {
+            state = state * 1664525u + 1013904223u;
+            uint32_t r = state >> 8;
+            static const uint32_t special[] = {0x7FC00001u, 0x7F800001u, 0xFF800000u, 0x80000000u, 0x00000003u,
+                                               0xFFA00005u};
+            uint32_t u = (r & 15) < 6 ? special[r & 15] : state * 2654435761u;
+            src[i] = bf ? (u >> 16) : u;
+        }
+        st_write_bits(v2, SB, 0, 64, 0, dt, src, W);
+        for (unsigned si = 0; si < sizeof steps / sizeof steps[0]; si++)
+            for (unsigned li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const int32_t sc = steps[si];
+                const uint32_t nc = lens[li], nr = 3;
+                const int32_t sr = 100;
+                const uint32_t first = 700; /* element index of (0, 0): room for negative steps */
+                char name[128];
+                snprintf(name, sizeof name, "window read %s: 3 rows x %u at step %d", tern_dtype_name(dt), nc, sc);
+                TEST_BEGIN(name);
+                tern_instr ins = st_instr(TERN_OP_ACTIVATION, SE);
+                ins.func = TERN_ACT_COPY;
+                ins.imm0.f = 1.0f;
+                int32_t st2[2] = {sr, sc};
+                uint32_t nm2[2] = {nr, nc};
+                ins.ap[TERN_AP_IN0] = st_ap(SB, dt, 0, 64, (uint64_t)first * es, 2, st2, nm2);
+                ins.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, 64, 65536, nr * nc);
+                ST_EXPECT_OK(v2, &ins);
+                st_read_bits(v2, SB, 0, 64, 65536, F32, got, nr * nc);
+                size_t bad = 0;
+                for (uint32_t p = 0; p < 64; p++)
+                    for (uint32_t r = 0; r < nr; r++)
+                        for (uint32_t c = 0; c < nc; c++) {
+                            uint32_t u = src[p * W + (uint32_t)((int32_t)first + (int32_t)r * sr + (int32_t)c * sc)];
+                            if (bf)
+                                u <<= 16;
+                            float x;
+                            memcpy(&x, &u, 4);
+                            volatile float one = 1.0f, zero = 0.0f;
+                            float t = x * one;
+                            t = t + zero;
+                            uint32_t want;
+                            memcpy(&want, &t, 4);
+                            bad += got[(size_t)p * nr * nc + r * nc + c] != want;
+                        }
+                CHECK_MSG(bad == 0, "%zu of %u elements differ from the definition", bad, 64 * nr * nc);
+                /* tensor_tensor with fp32 rows as destination and first input and the window second (only the window
+                 * gathered) against the same values with the first input laid out with gaps (everything gathered) */
+                {
+                    tern_instr tt = st_instr(TERN_OP_TENSOR_TENSOR, VE);
+                    tt.op0 = (uint8_t)(sc == 2 ? TERN_ALU_MAX : TERN_ALU_SUBTRACT);
+                    tt.ap[TERN_AP_IN1] = ins.ap[TERN_AP_IN0];
+                    int32_t gs[2] = {(int32_t)nc + 1, 1};
+                    uint32_t gn[2] = {nr, nc};
+                    uint32_t *rowsv = malloc(sizeof(uint32_t) * 64 * nr * nc), *gapv = calloc((size_t)64 * nr * (nc + 1), 4);
+                    for (size_t i = 0; i < (size_t)64 * nr * nc; i++) {
+                        state = state * 1664525u + 1013904223u;
+                        rowsv[i] = (state & 7) == 0 ? 0x7FC00123u : state;
+                    }
+                    for (uint32_t p = 0; p < 64; p++)
+                        for (uint32_t r = 0; r < nr; r++)
+                            memcpy(&gapv[(size_t)p * nr * (nc + 1) + r * (nc + 1)], &rowsv[(size_t)p * nr * nc + r * nc], nc * 4);
+                    st_write_bits(v2, SB, 0, 64, 65536, F32, rowsv, nr * nc);
+                    st_write_bits(v2, SB, 0, 64, 81920, F32, gapv, nr * (nc + 1));
+                    tt.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, 64, 65536, nr * nc);
+                    tt.ap[TERN_AP_IN0] = tt.ap[TERN_AP_DST];
+                    ST_EXPECT_OK(v2, &tt);
+                    uint32_t *r1 = malloc(sizeof(uint32_t) * 64 * nr * nc), *r2 = malloc(sizeof(uint32_t) * 64 * nr * nc);
+                    st_read_bits(v2, SB, 0, 64, 65536, F32, r1, nr * nc);
+                    tt.ap[TERN_AP_IN0] = st_ap(SB, F32, 0, 64, 81920, 2, gs, gn);
+                    tt.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, 64, 98304, nr * nc);
+                    ST_EXPECT_OK(v2, &tt);
+                    st_read_bits(v2, SB, 0, 64, 98304, F32, r2, nr * nc);
+                    size_t diff = 0;
+                    for (size_t i = 0; i < (size_t)64 * nr * nc; i++)
+                        diff += r1[i] != r2[i];
+                    CHECK_MSG(diff == 0, "tensor_tensor: %zu of %u elements differ between the rows and the dense path", diff,
+                              64 * nr * nc);
+                    free(rowsv);
+                    free(gapv);
+                    free(r1);
+                    free(r2);
+                }
+                if (!bf)
+                    continue;
+                /* bf16 to fp32 by tensor_copy: the widening itself, a NaN quieted with its payload kept */
+                tern_instr cp = st_instr(TERN_OP_TENSOR_COPY, VE);
+                cp.ap[TERN_AP_IN0] = ins.ap[TERN_AP_IN0];
+                cp.ap[TERN_AP_DST] = ins.ap[TERN_AP_DST];
+                ST_EXPECT_OK(v2, &cp);
+                st_read_bits(v2, SB, 0, 64, 65536, F32, got, nr * nc);
+                bad = 0;
+                for (uint32_t p = 0; p < 64; p++)
+                    for (uint32_t r = 0; r < nr; r++)
+                        for (uint32_t c = 0; c < nc; c++) {
+                            uint32_t u = src[p * W + (uint32_t)((int32_t)first + (int32_t)r * sr + (int32_t)c * sc)] << 16;
+                            if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+                                u |= 0x400000u;
+                            bad += got[(size_t)p * nr * nc + r * nc + c] != u;
+                        }
+                CHECK_MSG(bad == 0, "tensor_copy: %zu of %u elements differ from the widening", bad, 64 * nr * nc);
+            }
+    }
+    free(src);
+    free(got);
+}
+
 /* memset over many partitions rounded to nearest: every element has the bits of the value's single conversion
  * (tern_num_encode), on contiguous and 2-D rows, for values that round, overflow, are subnormal or NaN; under
  * stochastic rounding each element is still rounded on its own (both neighbours appear). */
@@ -1614,6 +1732,7 @@ int main(void)
     v4 = st_core("neuroncore-v4");
     test_tensor_tensor();
     test_memset_rows();
+    test_window_reads();
     test_tensor_scalar();
     test_stt();
     test_stt_window();
