@@ -570,6 +570,11 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                     return st;
                 }
             }
+            if (K == 1 && dst_plain && core->opts.matmul_path != TERN_MATMUL_REFERENCE &&
+                matmul_outer_rows(core->stationary, xp, psum_rows(core, cx, d), psum_stride(core), M, N, acc)) {
+                psum_mark(core, d, 1);
+                return TERN_OK;
+            }
             if (core->opts.matmul_path == TERN_MATMUL_REFERENCE)
                 matmul_reference_rows(core->stationary, xp, xs, out, K, M, N);
             else if (matmul_identity_rows(core->stationary, xp, xs, out, K, M, N))

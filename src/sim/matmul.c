@@ -294,6 +294,35 @@ __attribute__((target("avx512f,avx512bw"))) static int identity_row_512(const ui
 }
 #endif
 
+#if HAVE_X86
+__attribute__((target("avx512f"))) static void outer_row512(float sm, const float *x, float *o, uint32_t N, int accumulate)
+{
+    const __m512 s = _mm512_set1_ps(sm), zero = _mm512_setzero_ps();
+    for (uint32_t n = 0; n < N; n += 16) {
+        __mmask16 mk = N - n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n)) - 1u);
+        __m512 r = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(mk, x + n), zero);
+        if (accumulate)
+            r = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, o + n), r);
+        _mm512_mask_storeu_ps(o + n, mk, r);
+    }
+}
+#endif
+
+int matmul_outer_rows(const float *s, const float *x, uint8_t *out, size_t out_stride, uint32_t M, uint32_t N,
+                      int accumulate)
+{
+#if HAVE_X86
+    if (!have_avx512f())
+        return 0;
+    for (uint32_t m = 0; m < M; m++)
+        outer_row512(s[m], x, (float *)(void *)(out + (size_t)m * out_stride), N, accumulate);
+    return 1;
+#else
+    (void)s, (void)x, (void)out, (void)out_stride, (void)M, (void)N, (void)accumulate;
+    return 0;
+#endif
+}
+
 int matmul_bf16_is_identity(const uint16_t *rows, size_t stride, uint32_t K, uint32_t W)
 {
     if (K != W)

@@ -45,6 +45,11 @@ int matmul_identity_panels(const float *panels, uint32_t K, uint32_t M, uint8_t 
  * general path). */
 int matmul_transpose_bf16(const uint16_t *rows, size_t stride, uint32_t K, uint32_t M, uint8_t *out, size_t out_stride,
                           int accumulate);
+/* K = 1, an outer product (a bias row added to a tile through the array): out[m][n] (+)= fma(s[m], x[n], +0), the
+ * chain of one step, straight into fp32 rows (row m at out + m*out_stride bytes; accumulate: old + product). 1 if
+ * done, 0 (nothing written) on hosts without AVX-512 or when TERN_SIMD caps it. */
+int matmul_outer_rows(const float *s, const float *x, uint8_t *out, size_t out_stride, uint32_t M, uint32_t N,
+                      int accumulate);
 /* Is the bf16 operand (K rows of W, row k at rows + k*stride) the identity, zeros of either sign off the diagonal? */
 int matmul_bf16_is_identity(const uint16_t *rows, size_t stride, uint32_t K, uint32_t W);
 

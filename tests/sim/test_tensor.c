@@ -708,6 +708,9 @@ int main(void)
     paths_agree(TERN_DTYPE_BF16, 128, 128, 196, 2); /* 14 x 14 */
     paths_agree(TERN_DTYPE_FP16, 128, 128, 512, 0);
     paths_agree(TERN_DTYPE_FP32, 128, 64, 256, 2);
+    paths_agree(TERN_DTYPE_FP32, 1, 128, 512, 3); /* an outer product: a bias row added through the array */
+    paths_agree(TERN_DTYPE_FP32, 1, 7, 33, 3);
+    paths_agree(TERN_DTYPE_FP32, 1, 128, 512, 1);
     paths_agree(TERN_DTYPE_FP8_E4M3, 128, 128, 512, 0);
     paths_agree(TERN_DTYPE_FP8_E5M2, 33, 7, 17, 2);
     paths_agree(TERN_DTYPE_FP8_E4M3_NEURON, 128, 128, 512, 0);
