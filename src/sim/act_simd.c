@@ -152,6 +152,13 @@ VT __m512d fn8(tern_act_func f, __m512d x, __mmask8 *bad)
         break;
     }
     }
+    /* every lane below the limit under which the function no longer depends on exp(z) (below): a causal mask's
+     * block of scores, computed without the exponential */
+    __mmask8 low = _mm512_cmp_pd_mask(z, _mm512_set1_pd(f == TERN_ACT_EXP ? -104.0 : -700.0), _CMP_LT_OQ);
+    if (low == 0xFF) {
+        *bad = 0;
+        return f == TERN_ACT_EXP ? _mm512_setzero_pd() : f == TERN_ACT_SIGMOID ? one : x;
+    }
     __mmask8 out = _mm512_cmp_pd_mask(_mm512_abs_pd(z), lim, _CMP_NLE_UQ); /* beyond +-700, or NaN */
     __m512d e = vexp(_mm512_mask_blend_pd(out, z, _mm512_setzero_pd()));
     switch (f) {
@@ -164,8 +171,8 @@ VT __m512d fn8(tern_act_func f, __m512d x, __mmask8 *bad)
     if (*bad) {
         /* z below -700 (a masked score's exp; -inf included): exp(z) < 2^-1000, so 1 + exp(z) is 1 in double and
          * the other functions come out as with exp(z) = 0; exp itself rounds to fp32 +0 from z < -104 on (below
-         * 2^-150, half the least subnormal). Computed here rather than by act_eval, lane by lane. */
-        __mmask8 low = *bad & _mm512_cmp_pd_mask(z, _mm512_set1_pd(f == TERN_ACT_EXP ? -104.0 : -700.0), _CMP_LT_OQ);
+         * 2^-150, half the least subnormal). Computed here rather than by act_eval, lane by lane (`low`, above). */
+        low &= *bad;
         if (low) {
             __m512d y0;
             switch (f) {
