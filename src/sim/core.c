@@ -1040,6 +1040,40 @@ tern_status ap_scatter_f32(tern_core *core, tern_engine e, const tern_ap *ap, co
     return ap_scatter_f32_rows(core, e, ap, in, 0, 0, sr_stream, err);
 }
 
+/* A dense buffer into an on-chip window of two dimensions per partition (a tile's interior inside its padding):
+ * converted in one call (each element's rounding draw at its dense index, as the walk's per-run calls give it), then
+ * copied row by row in dense order, instead of a conversion call per run. 1 if done (*st its status). */
+static int scatter_2d(tern_core *core, tern_engine e, const tern_ap *ap, const float *in, const tern_convert_opts *o,
+                      tern_status *st, tern_error *err)
+{
+    uint32_t nr, nc;
+    int32_t sr, sc;
+    size_t ps;
+    uint8_t *base = ap_onchip_2d(core, e, ap, &nr, &sr, &nc, &sc, &ps);
+    if (!base || nr < 2) /* rows: the walk's one run per partition is one call already */
+        return 0;
+    const size_t es = tern_dtype_size((tern_dtype)ap->dtype), n = (size_t)ap->num_partitions * nr * nc;
+    uint8_t *tmp = (uint8_t *)(void *)core_scratch(core, 4, (n * es + 3) / 4);
+    if (!tmp)
+        return 0;
+    tern_convert_opts op = *o;
+    op.offset = 0;
+    if ((*st = tern_convert_from_f32((tern_dtype)ap->dtype, tmp, in, n, &op, err)))
+        return 1;
+    const uint8_t *src = tmp;
+    for (uint32_t p = 0; p < ap->num_partitions; p++)
+        for (uint32_t r = 0; r < nr; r++) {
+            uint8_t *dst = base + (size_t)p * ps + (int64_t)r * sr * (int64_t)es;
+            if (sc == 1)
+                memcpy(dst, src, (size_t)nc * es);
+            else
+                for (uint32_t c = 0; c < nc; c++)
+                    memcpy(dst + (int64_t)c * sc * (int64_t)es, src + (size_t)c * es, es);
+            src += (size_t)nc * es;
+        }
+    return 1;
+}
+
 tern_status ap_scatter_f32_rows(tern_core *core, tern_engine e, const tern_ap *ap, const float *in, size_t row_n,
                                 size_t row_stride, uint64_t sr_stream, tern_error *err)
 {
@@ -1055,6 +1089,9 @@ tern_status ap_scatter_f32_rows(tern_core *core, tern_engine e, const tern_ap *a
     r.opts.seed = core->opts.seed ^ (sr_stream * 0x9E3779B97F4A7C15ull);
     psum_mark(core, ap, 0);
     sbuf_written(core, e, ap);
+    tern_status st;
+    if (!row_n && scatter_2d(core, e, ap, in, &r.opts, &st, err))
+        return st;
     return ap_walk(core, e, ap, scatter_f32_run, &r, err);
 }
 

@@ -1388,6 +1388,93 @@ static void test_window_reads(void)
     free(got);
 }
 
+/* A result written into an on-chip window of two dimensions per partition (a tile's interior inside its padding):
+ * fp32 rows through activation copy (x * 1 + 0) into bf16 and fp32 windows at element steps 1, 2 and -1, each element
+ * the conversion of its value, the window's gaps untouched; under stochastic rounding each element's draw is the one
+ * it gets written as plain rows by the same instruction on a fresh core with the same seed. */
+static void test_window_writes(void)
+{
+    static const int32_t steps[] = {1, 2, -1};
+    const uint32_t P = 32, nr = 3, nc = 21, sr = 64, first = 300;
+    uint32_t *vals = malloc(sizeof(uint32_t) * P * nr * nc), *got = malloc(sizeof(uint32_t) * P * 512);
+    uint32_t state = 99;
+    for (size_t i = 0; i < (size_t)P * nr * nc; i++) {
+        state = state * 1664525u + 1013904223u;
+        vals[i] = (state & 15) == 0 ? 0x7FC00042u : (state & 15) == 1 ? 0x00000005u : 0x3F000000u + (state >> 9);
+    }
+    for (int bf = 0; bf < 2; bf++)
+        for (unsigned si = 0; si < 3; si++) {
+            const tern_dtype dt = bf ? TERN_DTYPE_BF16 : F32;
+            const int32_t sc = steps[si];
+            char name[96];
+            snprintf(name, sizeof name, "window write %s: 3 rows x %u at step %d", tern_dtype_name(dt), nc, sc);
+            TEST_BEGIN(name);
+            st_write_bits(v2, SB, 0, P, 65536, F32, vals, nr * nc);
+            for (uint32_t i = 0; i < P * 512; i++)
+                got[i] = bf ? 0x1234u : 0x12345678u; /* the gaps' marker */
+            st_write_bits(v2, SB, 0, P, 0, dt, got, 512);
+            tern_instr ins = st_instr(TERN_OP_ACTIVATION, SE);
+            ins.func = TERN_ACT_COPY;
+            ins.imm0.f = 1.0f;
+            int32_t st2[2] = {(int32_t)sr, sc};
+            uint32_t nm2[2] = {nr, nc};
+            ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 65536, nr * nc);
+            ins.ap[TERN_AP_DST] = st_ap(SB, dt, 0, P, (uint64_t)first * (bf ? 2 : 4), 2, st2, nm2);
+            ST_EXPECT_OK(v2, &ins);
+            st_read_bits(v2, SB, 0, P, 0, dt, got, 512);
+            const tern_convert_opts rne = TERN_CONVERT_OPTS_DEFAULT;
+            size_t bad = 0, touched = 0;
+            for (uint32_t p = 0; p < P; p++) {
+                for (uint32_t r = 0; r < nr; r++)
+                    for (uint32_t c = 0; c < nc; c++) {
+                        uint32_t u = vals[(size_t)p * nr * nc + r * nc + c];
+                        float x;
+                        memcpy(&x, &u, 4);
+                        volatile float one = 1.0f, zero = 0.0f;
+                        float t = x * one;
+                        t = t + zero;
+                        uint32_t want = tern_num_encode(dt, t, &rne, 0);
+                        bad += got[(size_t)p * 512 + (uint32_t)((int32_t)first + (int32_t)r * (int32_t)sr + (int32_t)c * sc)] != want;
+                    }
+                for (uint32_t i = 0; i < 512; i++)
+                    touched += got[(size_t)p * 512 + i] != (bf ? 0x1234u : 0x12345678u);
+            }
+            CHECK_MSG(bad == 0, "%zu of %u elements differ from their conversion", bad, P * nr * nc);
+            CHECK_MSG(touched == (size_t)P * nr * nc, "%zu elements changed, the window has %u", touched, P * nr * nc);
+        }
+    TEST_BEGIN("window write under stochastic rounding: each element's draw at its dense index");
+    uint32_t *rows = malloc(sizeof(uint32_t) * P * nr * nc);
+    for (int w = 0; w < 2; w++) {
+        tern_core *c = st_core("neuroncore-v2");
+        tern_core_set_rounding(c, TERN_ROUND_STOCHASTIC, 7);
+        st_write_bits(c, SB, 0, P, 65536, F32, vals, nr * nc);
+        tern_instr ins = st_instr(TERN_OP_ACTIVATION, SE);
+        ins.func = TERN_ACT_COPY;
+        ins.imm0.f = 1.0f;
+        int32_t st2[2] = {(int32_t)sr, 2};
+        uint32_t nm2[2] = {nr, nc};
+        ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 65536, nr * nc);
+        ins.ap[TERN_AP_DST] = w ? st_ap(SB, TERN_DTYPE_BF16, 0, P, first * 2, 2, st2, nm2)
+                                : st_ap1(SB, TERN_DTYPE_BF16, 0, P, 8192, nr * nc);
+        ST_EXPECT_OK(c, &ins);
+        if (!w) {
+            st_read_bits(c, SB, 0, P, 8192, TERN_DTYPE_BF16, rows, nr * nc);
+        } else {
+            st_read_bits(c, SB, 0, P, 0, TERN_DTYPE_BF16, got, 512);
+            size_t bad = 0;
+            for (uint32_t p = 0; p < P; p++)
+                for (uint32_t r = 0; r < nr; r++)
+                    for (uint32_t k = 0; k < nc; k++)
+                        bad += got[(size_t)p * 512 + first + r * sr + 2 * k] != rows[(size_t)p * nr * nc + r * nc + k];
+            CHECK_MSG(bad == 0, "%zu of %u elements drew differently from the rows", bad, P * nr * nc);
+        }
+        tern_core_free(c);
+    }
+    free(rows);
+    free(vals);
+    free(got);
+}
+
 /* memset over many partitions rounded to nearest: every element has the bits of the value's single conversion
  * (tern_num_encode), on contiguous and 2-D rows, for values that round, overflow, are subnormal or NaN; under
  * stochastic rounding each element is still rounded on its own (both neighbours appear). */
@@ -1733,6 +1820,7 @@ int main(void)
     test_tensor_tensor();
     test_memset_rows();
     test_window_reads();
+    test_window_writes();
     test_tensor_scalar();
     test_stt();
     test_stt_window();
