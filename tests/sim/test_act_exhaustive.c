@@ -18,7 +18,7 @@ static const struct {
     tern_act_func f;
 } funcs[] = {{"copy", TERN_ACT_COPY},       {"relu", TERN_ACT_RELU}, {"exp", TERN_ACT_EXP},
              {"sigmoid", TERN_ACT_SIGMOID}, {"silu", TERN_ACT_SILU}, {"gelu_tanh", TERN_ACT_GELU_TANH},
-             {"gelu", TERN_ACT_GELU}};
+             {"gelu", TERN_ACT_GELU},       {"tanh", TERN_ACT_TANH}};
 
 /* x86's rule for an operation with a NaN operand, which the scalar loop's compiled code follows (mulss/addss with
  * the element in the destination register) and the vector row too: the first operand's NaN, quieted, else the
