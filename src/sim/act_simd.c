@@ -4,7 +4,8 @@
  *   - copy and relu are fp32 operations on t, the same IEEE operations as the scalar loop, so the same bits.
  *   - exp, sigmoid, silu, tanh and both GELUs are act_eval's double expressions, operation for operation, with libm's
  *     exp and erfc replaced by vector ones (exp: reduction by ln 2 in two parts, a degree-13 polynomial, scaling
- *     by 2^k; erfc: below): within a few double ulps of libm's. Rounding a double to fp32 can only differ between two such
+ *     by 2^k; erfc: piecewise polynomials below 4, a rational mapping and exp above, see below): within a few
+ *     double ulps of libm's. Rounding a double to fp32 can only differ between two such
  *     values when they lie on either side of an fp32 rounding boundary, so a lane whose double result is within
  *     2^8 ulps of a midpoint between fp32 values (one lane in two million), outside the normal fp32 range, NaN,
  *     or whose exp argument is beyond +-700 is recomputed by act_eval itself. tests/sim/test_act_exhaustive.c
@@ -119,6 +120,42 @@ VT __m512d verfc(__m512d a)
     return _mm512_div_pd(_mm512_mul_pd(e, p), _mm512_fmadd_pd(_mm512_set1_pd(2.0), a, one));
 }
 
+/* erfc(a) for 0 <= a < 4 without an exponential or a division: on each interval [k/2, (k+1)/2) a degree-16
+ * polynomial in s = 4 (a - k/2 - 1/4), its coefficients picked per lane by a permute (relative error below 3e-15,
+ * scripts/gen_erfc_pieces.py, which prints this table: row j, the coefficient of s^j on the eight intervals). */
+static const double ERFC_PIECES[17][8] = {
+    {0x1.728558ee694fcp-1, 0x1.27c6d14c5e341p-2, 0x1.3bcd133aa0ffcp-4, 0x1.b4be201caa4b4p-7, 0x1.7f713f9cc9784p-10, 0x1.a609f7584d32bp-14, 0x1.20c1303550f0ep-18, 0x1.e87470e4f4246p-24},
+    {-0x1.0f5d1602f7e41p-2, -0x1.492e42d78d2c5p-3, -0x1.e4652fadcb6b2p-5, -0x1.b055303221015p-7, -0x1.d4143a9dfe965p-10, -0x1.3360ccd23db3ap-13, -0x1.e9b5e8d00ce76p-18, -0x1.d9371e2ff7c35p-23},
+    {0x1.0f5d1602f7e41p-6, 0x1.edc5644353c27p-6, 0x1.2ebf3dcc9f22fp-6, 0x1.7a4a8a2bdce13p-8, 0x1.074b60f8df349p-10, 0x1.a6a519a114d70p-14, 0x1.8de3cd290a7c0p-18, 0x1.bba3ac4cf8472p-23},
+    {0x1.3c974458cbdf6p-8, -0x1.b6e8591f66e55p-12, -0x1.571d01c5c56bfp-9, -0x1.7148c3d57c311p-10, -0x1.63ef61e824426p-12, -0x1.69cf466ccdf5ep-15, -0x1.9aa489e3cad26p-19, -0x1.0b6a7b0f1b59ep-23},
+    {-0x1.040e8a6d82e51p-11, -0x1.349b5eaa1459ap-11, 0x1.93a9a7bb7edb1p-16, 0x1.8a0da54306152p-13, 0x1.38a98327890e7p-14, 0x1.ab0c273ac263ep-17, 0x1.2c7d5ef053eacp-20, 0x1.d06f586093ecdp-25},
+    {-0x1.47e5cfee40d45p-14, 0x1.b42a1890ce128p-15, 0x1.8281ce0b35294p-15, -0x1.b22257dd02143p-18, -0x1.5d3b17bbe0c00p-17, -0x1.6935960665098p-19, -0x1.490a4d230e88dp-22, -0x1.3436bc9fc3cb9p-26},
+    {0x1.4c0b253ea7263p-17, 0x1.b8477966b3bf1p-18, -0x1.5d0003af70a14p-18, -0x1.25b378c92a32ep-19, 0x1.7cae0d45b1763p-21, 0x1.b2755bfd7350dp-22, 0x1.145464ea289bbp-24, 0x1.4357b5546dde7p-28},
+    {0x1.08d946cdb4b59p-20, -0x1.2e0afb0b94c00p-20, -0x1.db43c9738b942p-23, 0x1.8d10fb6bde332p-22, 0x1.5f8313b5c2753p-25, -0x1.52b6263ebd08cp-25, -0x1.647f721c2ebccp-27, -0x1.110de49c4b17ap-30},
+    {-0x1.3db6ffa1425e2p-23, -0x1.2db332fb41b4cp-25, 0x1.75672cec0dd51p-24, -0x1.7ec1d1d9f9368p-27, -0x1.0602e33b7fc28p-26, 0x1.75577263970d9p-30, 0x1.567479c9481e9p-30, 0x1.7566beee97972p-33},
+    {-0x1.5562353afecb0p-27, 0x1.04105cb84afbap-26, -0x1.cc2254673a6a9p-29, -0x1.d4cf0b6ff1c63p-29, 0x1.8352cd88ea2e2p-30, 0x1.2abb3c2fa3ca8p-32, -0x1.b2c31feca48afp-34, -0x1.99f5c516df4b5p-36},
+    {0x1.e5ffdc55c3db6p-30, -0x1.86234ad682ba5p-33, -0x1.a00750111dad6p-31, 0x1.d041ef0c776b4p-32, 0x1.80c130376d8e7p-37, -0x1.cd59245d1d0c5p-35, 0x1.38933d3f3a8f7p-39, 0x1.5d69036186ba7p-39},
+    {0x1.6689cd2600923p-34, -0x1.47258ee730133p-33, 0x1.53b13db4b1f83p-34, 0x1.6d7a19a433fbcp-40, -0x1.11325b1c91281p-36, 0x1.09d0ddf126d21p-38, 0x1.807069076833ep-41, -0x1.a04343ab505bfp-43},
+    {-0x1.357bb053473c6p-36, 0x1.bd5e14fbade5dp-38, 0x1.ba66fc915ace8p-39, -0x1.2007d40bfe021p-38, 0x1.7ca56911981a4p-40, 0x1.1f87dca2d7362p-44, -0x1.ff327766d3b0fp-44, 0x1.833454a2a7842p-48},
+    {-0x1.353a34fbe6c67p-41, 0x1.3da3aadc671d5p-40, -0x1.d4329bcf7aff1p-41, 0x1.2925393bb51b7p-42, 0x1.66a00bbc4069ep-46, -0x1.68d96341811e0p-45, 0x1.2660f7836a888p-47, 0x1.ecb3498124fcdp-51},
+    {0x1.5165ace068200p-43, -0x1.72df0eca79b70p-44, 0x1.93bab9820e7e3p-47, 0x1.3695b4b3a9bc3p-46, -0x1.cb1a3be4ea327p-47, 0x1.eaff3215b7b88p-49, -0x1.cd6cada333b4ap-57, -0x1.6e194030a9005p-53},
+    {0x1.a90bf4c959e82p-49, -0x1.d7ffe9cc6b716p-48, 0x1.a5261b77733b8p-48, -0x1.abd949ee80276p-49, 0x1.bb09795d0c9cep-51, 0x1.b92cba3b1d621p-58, -0x1.2098fc5c76149p-54, 0x1.e053b6cfd3a19p-57},
+    {-0x1.385d348753740p-50, 0x1.a6524cbad62f1p-51, -0x1.5b86e0b61de31p-52, 0x1.4a925dfe734cbp-55, 0x1.5b1ae3c82cd23p-55, -0x1.c5a0cc799f753p-56, 0x1.cdcd9713da7d0p-58, -0x1.a7b7f3a78bc96p-62},
+};
+
+VT __m512d verfc4(__m512d a)
+{
+    __m512d kf = _mm512_min_pd(_mm512_roundscale_pd(_mm512_add_pd(a, a), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
+                               _mm512_set1_pd(7.0));
+    __m512i k = _mm512_cvtpd_epi64(kf);
+    __m512d s = _mm512_mul_pd(_mm512_sub_pd(a, _mm512_fmadd_pd(kf, _mm512_set1_pd(0.5), _mm512_set1_pd(0.25))),
+                              _mm512_set1_pd(4.0));
+    __m512d p = _mm512_permutexvar_pd(k, _mm512_loadu_pd(ERFC_PIECES[16]));
+    for (int j = 15; j >= 0; j--)
+        p = _mm512_fmadd_pd(p, s, _mm512_permutexvar_pd(k, _mm512_loadu_pd(ERFC_PIECES[j])));
+    return p;
+}
+
 /* The erf-form GELU, 0.5 * x * erfc(-x * rsqrt2) as act_eval groups it; erfc(z) = 2 - erfc(-z) for z < 0. */
 VT __m512d gelu8(__m512d x, __mmask8 *bad)
 {
@@ -126,7 +163,9 @@ VT __m512d gelu8(__m512d x, __mmask8 *bad)
     __m512d z = _mm512_mul_pd(_mm512_sub_pd(_mm512_setzero_pd(), x), rsqrt2);
     __m512d a = _mm512_abs_pd(z);
     __mmask8 out = _mm512_cmp_pd_mask(a, _mm512_set1_pd(26.0), _CMP_NLE_UQ); /* beyond 26, or NaN */
-    __m512d e = verfc(_mm512_mask_blend_pd(out, a, _mm512_setzero_pd()));
+    __m512d ac = _mm512_mask_blend_pd(out, a, _mm512_setzero_pd());
+    __mmask8 near = _mm512_cmp_pd_mask(ac, _mm512_set1_pd(4.0), _CMP_LT_OQ);
+    __m512d e = near == 0xFF ? verfc4(ac) : near ? _mm512_mask_blend_pd(near, verfc(ac), verfc4(ac)) : verfc(ac);
     __mmask8 neg = _mm512_cmp_pd_mask(z, _mm512_setzero_pd(), _CMP_LT_OQ);
     e = _mm512_mask_sub_pd(e, neg, _mm512_set1_pd(2.0), e);
     __m512d y = _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.5), x), e);
