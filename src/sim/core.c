@@ -770,8 +770,12 @@ typedef struct {
     const int32_t *ci;
     tern_convert_opts opts;
     size_t row_n, row_stride; /* scatter from rows: element k of the dense order at cf + k / row_n * row_stride + k % row_n */
+    uint64_t page;            /* gathers: the HBM page whose host bytes page_ptr holds (UINT64_MAX: none yet) */
+    uint8_t *page_ptr;
     uint8_t tmp[4096];
 } run_ctx;
+
+static uint8_t *hbm_run_ptr(tern_core *c, uint64_t addr, size_t n, uint64_t *page, uint8_t **page_ptr);
 
 /* Bring a run into contiguous host memory: for on-chip contiguous runs, the memory itself; otherwise tmp. */
 static tern_status run_load(tern_core *c, run_ctx *r, uint8_t *ptr, uint64_t addr, int32_t step, uint32_t count,
@@ -793,6 +797,8 @@ static tern_status gather_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64
                                   uint32_t count, size_t dense, tern_error *err)
 {
     run_ctx *r = vctx;
+    if (!ptr && step == 1) /* an HBM run inside one page: its host bytes, through the page looked up last */
+        ptr = hbm_run_ptr(c, addr, (size_t)count * r->es, &r->page, &r->page_ptr);
     if (ptr && step == 1) /* fast path: convert straight from the memory */
         return tern_convert_to_f32(r->f + dense, r->dt, ptr, count, err);
     uint32_t done = 0;
@@ -921,6 +927,8 @@ tern_status ap_gather_f32(tern_core *core, tern_engine e, const tern_ap *ap, flo
     r.dt = (tern_dtype)ap->dtype;
     r.es = tern_dtype_size(r.dt);
     r.f = out;
+    r.page = UINT64_MAX;
+    r.page_ptr = NULL;
     return ap_walk(core, e, ap, gather_f32_run, &r, err);
 }
 

@@ -119,6 +119,62 @@ static tern_ap rnd_pattern(uint32_t *seed, tern_mem mem, tern_dtype dt, unsigned
     return ap;
 }
 
+/* Casting copies from HBM (bf16 to fp32: a gather through fp32) with random patterns whose runs start just before
+ * and straddle a 1 MiB page boundary: each element widened (a NaN quieted), the rest of SBUF untouched. */
+static void test_random_cast_gathers(void)
+{
+    TEST_BEGIN("random bf16 -> fp32 gathers from HBM across a page boundary: element by element");
+    tern_core *core = st_core("trn1.2xlarge");
+    tern_error err;
+    uint32_t seed = 777;
+    enum { HBM_WIN = 1 << 16, SB_WIN = 4096 };
+    const uint64_t hbase = (5u << 20) - HBM_WIN / 2;
+    uint8_t *hb = malloc(HBM_WIN), *sb = malloc(32 * SB_WIN), *sm = malloc(32 * SB_WIN);
+    size_t bad = 0, cases = 0;
+    for (int c = 0; c < 300; c++) {
+        unsigned np = 1 + rnd_next(&seed) % 8;
+        uint64_t f = 1 + rnd_next(&seed) % 90;
+        uint64_t hoff = (5u << 20) - 1 - rnd_next(&seed) % 2048, soff = (rnd_next(&seed) % 64) * 4;
+        tern_ap src = rnd_pattern(&seed, TERN_MEM_HBM, TERN_DTYPE_BF16, np, 0, f, hoff);
+        tern_ap dst = rnd_pattern(&seed, TERN_MEM_SBUF, TERN_DTYPE_FP32, np, 0, f, soff);
+        uint64_t n = (uint64_t)np * f, ok = 1;
+        for (uint64_t k = 0; k < n && ok; k++) {
+            uint64_t sa = rnd_elem_addr(&src, k, 2), da = rnd_elem_addr(&dst, k, 4);
+            ok &= sa >= hbase && sa + 2 <= hbase + HBM_WIN && da % (1u << 20) + 4 <= SB_WIN && da >> 20 < 32;
+        }
+        if (!ok)
+            continue;
+        for (size_t i = 0; i < HBM_WIN; i++)
+            hb[i] = (uint8_t)rnd_next(&seed);
+        for (size_t i = 0; i < 32 * SB_WIN; i++)
+            sb[i] = (uint8_t)rnd_next(&seed);
+        CHECK_EQ_INT(tern_core_hbm_write(core, hbase, hb, HBM_WIN, &err), TERN_OK);
+        for (unsigned p = 0; p < 32; p++)
+            CHECK_EQ_INT(tern_core_onchip_write(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        memcpy(sm, sb, 32 * SB_WIN);
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t sa = rnd_elem_addr(&src, k, 2), da = rnd_elem_addr(&dst, k, 4);
+            uint16_t h;
+            memcpy(&h, hb + (sa - hbase), 2);
+            uint32_t u = (uint32_t)h << 16;
+            if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+                u |= 0x400000u;
+            memcpy(sm + (da >> 20) * SB_WIN + da % (1u << 20), &u, 4);
+        }
+        tern_instr ins = dma(dst, src);
+        tern_status st = st_run(core, &ins, &err);
+        CHECK_MSG(st == TERN_OK, "case %d: %s", c, err.msg);
+        for (unsigned p = 0; p < 32; p++)
+            CHECK_EQ_INT(tern_core_onchip_read(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        bad += memcmp(sb, sm, 32 * SB_WIN) != 0;
+        cases++;
+    }
+    CHECK_MSG(bad == 0, "%zu of %zu random casting gathers differ", bad, cases);
+    CHECK_MSG(cases >= 100, "only %zu random casting gathers fit the windows", cases);
+    free(hb), free(sb), free(sm);
+    tern_core_free(core);
+}
+
 static void test_random_copies(void)
 {
     TEST_BEGIN("random same-dtype copies between HBM and SBUF, runs of any lengths across HBM pages: element by element");
@@ -201,6 +257,7 @@ static void test_random_copies(void)
 int main(void)
 {
     test_random_copies();
+    test_random_cast_gathers();
     TEST_BEGIN("large copies and activations: the same bits with 1 and 4 host threads");
     {
         float *a = calloc(128 * 2048, sizeof(float)), *b = calloc(128 * 2048, sizeof(float));
