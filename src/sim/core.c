@@ -2,6 +2,7 @@
  * 1 MiB pages, host access for inputs and outputs, and the access-pattern machinery every executor uses
  * (bounds, gather to dense fp32/int32, scatter with rounding). Layouts are known only here. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -825,11 +826,13 @@ static tern_status gather_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64
  * conversions. */
 static int gather_avx512(void)
 {
-    static int v = -1;
+    static _Atomic int cached = -1; /* lane workers may ask at once: the same answer, stored atomically */
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
         const char *s = getenv("TERN_SIMD");
         v = !(s && (!strcmp(s, "portable") || !strcmp(s, "avx2"))) && __builtin_cpu_supports("avx512f") &&
             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return v;
 }
