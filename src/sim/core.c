@@ -1024,6 +1024,8 @@ static tern_status scatter_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint6
     run_ctx *r = vctx;
     /* the run's source: dense, or (rows) within one source row, since runs never cross a partition */
     const float *src = r->row_n ? r->cf + dense / r->row_n * r->row_stride + dense % r->row_n : r->cf + dense;
+    if (!ptr && step == 1) /* an HBM run inside one page: converted straight into the page */
+        ptr = hbm_run_ptr(c, addr, (size_t)count * r->es, &r->page, &r->page_ptr);
     if (ptr && step == 1) {
         r->opts.offset = dense;
         return tern_convert_from_f32(r->dt, ptr, src, count, &r->opts, err);
@@ -1098,6 +1100,8 @@ tern_status ap_scatter_f32_rows(tern_core *core, tern_engine e, const tern_ap *a
     r.opts.round = core->opts.rounding;
     r.opts.overflow = TERN_OVERFLOW_INF;
     r.opts.seed = core->opts.seed ^ (sr_stream * 0x9E3779B97F4A7C15ull);
+    r.page = UINT64_MAX;
+    r.page_ptr = NULL;
     psum_mark(core, ap, 0);
     sbuf_written(core, e, ap);
     tern_status st;
@@ -1233,6 +1237,22 @@ static size_t ap_runs(const tern_ap *ap, uint32_t *len, int *dense)
     *len = num[3];
     *dense = num[3] == 1 || step[3] == 1;
     return (size_t)ap->num_partitions * num[0] * num[1] * num[2];
+}
+
+int ap_cast_rows(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, uint64_t sr_stream,
+                 tern_status *st, tern_error *err)
+{
+    size_t n = 0, ps = 0;
+    uint8_t *rows = src->dtype == TERN_DTYPE_FP32 && dst->mem != src->mem && tern_dtype_is_float((tern_dtype)dst->dtype)
+                        ? ap_onchip_rows(core, e, src, &n, &ps)
+                        : NULL;
+    uint32_t ld;
+    int dense;
+    (void)ap_runs(dst, &ld, &dense);
+    if (!rows || !n || !ld || n % ld || (uintptr_t)rows % 4 || ps % 4)
+        return 0;
+    *st = ap_scatter_f32_rows(core, e, dst, (const float *)(const void *)rows, n, ps / 4, sr_stream, err);
+    return 1;
 }
 
 /* Can src be copied into dst run by run (each side's contiguous runs, in the same dense order, without the bounce

@@ -151,6 +151,11 @@ tern_status ap_scatter_i32(tern_core *core, tern_engine e, const tern_ap *ap, co
  * of partition 0's run (register offset applied), its length in elements and the bytes from one partition's run
  * to the next. NULL when the pattern is anything else (or lies in HBM). */
 uint8_t *ap_onchip_rows(const tern_core *core, tern_engine e, const tern_ap *ap, size_t *elems, size_t *pstride);
+/* A cast from fp32 rows on chip (one contiguous run per partition) into a float pattern in another memory whose runs
+ * tile those rows (an SBUF tile stored to HBM as bf16): converted from the rows in place, the bits of gathering them
+ * and scattering the copy. 1 if it applied (*st its status), 0 if the operands are not of that form. */
+int ap_cast_rows(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, uint64_t sr_stream,
+                 tern_status *st, tern_error *err);
 /* Two sets of on-chip rows, one per partition of x and of y: x's bytes [xr, xr + xbytes) in its first partition and
  * the same offsets in the others (rows xs apart), y's likewise. 0: the same rows; 1: no byte of one lies in the other
  * (other memories, partitions apart, or byte ranges apart, since offsets within a partition are the same in every

@@ -68,11 +68,13 @@ static tern_status copy_ap(tern_core *core, const exec_ctx *cx, const tern_ap *d
 {
     if (src->dtype == dst->dtype) /* same dtype: the exact bits, at memcpy speed */
         return ap_copy_raw(core, cx->engine, dst, src, err);
+    tern_status st;
+    if (ap_cast_rows(core, cx->engine, dst, src, sr_stream_of(cx), &st, err)) /* fp32 rows, converted in place */
+        return st;
     size_t n = (size_t)ap_elems(src);
     float *buf = core_scratch(core, 3, n);
     if (!buf)
         return tern_error_set(err, TERN_ERR_NOMEM, "dma: out of host memory for %zu elements", n);
-    tern_status st;
     if (dtype_is_int((tern_dtype)src->dtype) && dtype_is_int((tern_dtype)dst->dtype)) {
         int32_t *ib = (int32_t *)(void *)buf;
         if ((st = ap_gather_i32(core, cx->engine, src, ib, err)))

@@ -171,6 +171,60 @@ static void test_random_cast_gathers(void)
     }
     CHECK_MSG(bad == 0, "%zu of %zu random casting gathers differ", bad, cases);
     CHECK_MSG(cases >= 100, "only %zu random casting gathers fit the windows", cases);
+
+    /* the other way: fp32 on chip (rows, or any pattern) stored to HBM as bf16, each element rounded to nearest even
+     * (tern_num_encode), the rest of the HBM window untouched */
+    TEST_BEGIN("random fp32 -> bf16 stores to HBM across a page boundary: element by element");
+    uint8_t *hm = malloc(HBM_WIN);
+    const tern_convert_opts rne = TERN_CONVERT_OPTS_DEFAULT;
+    size_t bad2 = 0, cases2 = 0, rows_cases = 0;
+    for (int c = 0; c < 300; c++) {
+        unsigned np = 1 + rnd_next(&seed) % 8;
+        uint64_t f = 1 + rnd_next(&seed) % 90;
+        uint64_t hoff = (5u << 20) - 1 - rnd_next(&seed) % 2048, soff = (rnd_next(&seed) % 64) * 4;
+        tern_ap src = rnd_pattern(&seed, TERN_MEM_SBUF, TERN_DTYPE_FP32, np, 0, f, soff);
+        tern_ap dst = rnd_pattern(&seed, TERN_MEM_HBM, TERN_DTYPE_BF16, np, 0, f, hoff);
+        if (c % 2 == 0) { /* plain rows on chip: the in-place path */
+            src = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, np, soff, (uint32_t)f);
+            rows_cases++;
+            if (c % 4 == 0 && np > 1) /* into one dense HBM run longer than a row: the rows do not tile it */
+                dst = st_ap1(TERN_MEM_HBM, TERN_DTYPE_BF16, 0, 1, hoff, (uint32_t)(np * f));
+        }
+        uint64_t n = (uint64_t)np * f, ok = 1;
+        for (uint64_t k = 0; k < n && ok; k++) {
+            uint64_t sa = rnd_elem_addr(&src, k, 4), da = rnd_elem_addr(&dst, k, 2);
+            ok &= da >= hbase && da + 2 <= hbase + HBM_WIN && sa % (1u << 20) + 4 <= SB_WIN && sa >> 20 < 32;
+        }
+        if (!ok) {
+            rows_cases -= c % 2 == 0;
+            continue;
+        }
+        for (size_t i = 0; i < HBM_WIN; i++)
+            hb[i] = (uint8_t)rnd_next(&seed);
+        for (size_t i = 0; i < 32 * SB_WIN; i++)
+            sb[i] = (uint8_t)rnd_next(&seed);
+        CHECK_EQ_INT(tern_core_hbm_write(core, hbase, hb, HBM_WIN, &err), TERN_OK);
+        for (unsigned p = 0; p < 32; p++)
+            CHECK_EQ_INT(tern_core_onchip_write(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        memcpy(hm, hb, HBM_WIN);
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t sa = rnd_elem_addr(&src, k, 4), da = rnd_elem_addr(&dst, k, 2);
+            float v;
+            memcpy(&v, sb + (sa >> 20) * SB_WIN + sa % (1u << 20), 4);
+            uint16_t h = (uint16_t)tern_num_encode(TERN_DTYPE_BF16, v, &rne, 0);
+            memcpy(hm + (da - hbase), &h, 2);
+        }
+        tern_instr ins = dma(dst, src);
+        tern_status st = st_run(core, &ins, &err);
+        CHECK_MSG(st == TERN_OK, "case %d: %s", c, err.msg);
+        CHECK_EQ_INT(tern_core_hbm_read(core, hbase, hb, HBM_WIN, &err), TERN_OK);
+        bad2 += memcmp(hb, hm, HBM_WIN) != 0;
+        cases2++;
+    }
+    CHECK_MSG(bad2 == 0, "%zu of %zu random casting stores differ", bad2, cases2);
+    CHECK_MSG(cases2 >= 100 && rows_cases >= 40, "only %zu random casting stores (%zu from rows) fit the windows", cases2,
+              rows_cases);
+    free(hm);
     free(hb), free(sb), free(sm);
     tern_core_free(core);
 }
