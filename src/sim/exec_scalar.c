@@ -187,9 +187,21 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
                 r[q] = &j->out[(size_t)(pg + (q < ng ? q : 0)) * j->out_stride];
                 acc[q] = 0.0f;
             }
-            for (size_t i = 0; i < j->N; i++)
-                for (uint32_t q = 0; q < G; q++)
-                    acc[q] += r[q][i];
+            /* the eight chains in registers (an array indexed in a loop stays in memory, each add then waiting on
+             * a store and a reload) */
+            float a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3], a4 = acc[4], a5 = acc[5], a6 = acc[6],
+                  a7 = acc[7];
+            for (size_t i = 0; i < j->N; i++) {
+                a0 += r[0][i];
+                a1 += r[1][i];
+                a2 += r[2][i];
+                a3 += r[3][i];
+                a4 += r[4][i];
+                a5 += r[5][i];
+                a6 += r[6][i];
+                a7 += r[7][i];
+            }
+            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
             for (uint32_t q = 0; q < ng; q++)
                 j->sum[pg + q] = acc[q];
         }
