@@ -1054,6 +1054,13 @@ static tern_status exec_select(tern_core *core, const exec_ctx *cx, const tern_i
     return put_f(core, cx, ins, TERN_AP_DST, x, err);
 }
 
+/* One step of a bn_stats chain of squared deviations: acc + (x - u)^2 in double, each operation rounded. */
+static inline double bn_sq(double acc, float x, double u)
+{
+    double d = (double)x - u;
+    return acc + d * d;
+}
+
 /* bn_stats: per partition, (count, mean, count*var) of the even-indexed then the odd-indexed elements (flattened
  * free index). Sums in double, each output rounded once to fp32; an empty group gives (0, 0, 0). */
 static tern_status exec_bn_stats(tern_core *core, const exec_ctx *cx, const tern_instr *ins, tern_error *err)
@@ -1082,29 +1089,36 @@ static tern_status exec_bn_stats(tern_core *core, const exec_ctx *cx, const tern
             sum[q][0] = sum[q][1] = m2[q][0] = m2[q][1] = 0.0;
         }
         const double cnt[2] = {(double)((F + 1) / 2), (double)(F / 2)};
+        /* the eight chains in registers (arrays indexed in loops stay in memory, each add then waiting on a store
+         * and a reload); the same adds in the same order */
+        const float *r0 = row[0], *r1 = row[1], *r2 = row[2], *r3 = row[3];
+        double s00 = 0, s01 = 0, s10 = 0, s11 = 0, s20 = 0, s21 = 0, s30 = 0, s31 = 0;
         size_t i = 0;
-        for (; i + 1 < F; i += 2)
-            for (uint32_t q = 0; q < G; q++) {
-                sum[q][0] += row[q][i];
-                sum[q][1] += row[q][i + 1];
-            }
+        for (; i + 1 < F; i += 2) {
+            s00 += r0[i], s01 += r0[i + 1], s10 += r1[i], s11 += r1[i + 1];
+            s20 += r2[i], s21 += r2[i + 1], s30 += r3[i], s31 += r3[i + 1];
+        }
         if (i < F)
-            for (uint32_t q = 0; q < G; q++)
-                sum[q][0] += row[q][i];
+            s00 += r0[i], s10 += r1[i], s20 += r2[i], s30 += r3[i];
+        sum[0][0] = s00, sum[0][1] = s01, sum[1][0] = s10, sum[1][1] = s11;
+        sum[2][0] = s20, sum[2][1] = s21, sum[3][0] = s30, sum[3][1] = s31;
         for (uint32_t q = 0; q < G; q++)
             for (int par = 0; par < 2; par++)
                 mean[q][par] = cnt[par] > 0 ? sum[q][par] / cnt[par] : 0.0;
-        for (i = 0; i + 1 < F; i += 2)
-            for (uint32_t q = 0; q < G; q++) {
-                double d0 = row[q][i] - mean[q][0], d1 = row[q][i + 1] - mean[q][1];
-                m2[q][0] += d0 * d0;
-                m2[q][1] += d1 * d1;
-            }
+        const double u00 = mean[0][0], u01 = mean[0][1], u10 = mean[1][0], u11 = mean[1][1], u20 = mean[2][0],
+                     u21 = mean[2][1], u30 = mean[3][0], u31 = mean[3][1];
+        double q00 = 0, q01 = 0, q10 = 0, q11 = 0, q20 = 0, q21 = 0, q30 = 0, q31 = 0;
+        for (i = 0; i + 1 < F; i += 2) {
+            q00 = bn_sq(q00, r0[i], u00), q01 = bn_sq(q01, r0[i + 1], u01);
+            q10 = bn_sq(q10, r1[i], u10), q11 = bn_sq(q11, r1[i + 1], u11);
+            q20 = bn_sq(q20, r2[i], u20), q21 = bn_sq(q21, r2[i + 1], u21);
+            q30 = bn_sq(q30, r3[i], u30), q31 = bn_sq(q31, r3[i + 1], u31);
+        }
         if (i < F)
-            for (uint32_t q = 0; q < G; q++) {
-                double d0 = row[q][i] - mean[q][0];
-                m2[q][0] += d0 * d0;
-            }
+            q00 = bn_sq(q00, r0[i], u00), q10 = bn_sq(q10, r1[i], u10), q20 = bn_sq(q20, r2[i], u20),
+            q30 = bn_sq(q30, r3[i], u30);
+        m2[0][0] = q00, m2[0][1] = q01, m2[1][0] = q10, m2[1][1] = q11;
+        m2[2][0] = q20, m2[2][1] = q21, m2[3][0] = q30, m2[3][1] = q31;
         for (uint32_t q = 0; q < np; q++)
             for (int par = 0; par < 2; par++) {
                 o[(p0 + q) * 6 + par * 3 + 0] = (float)cnt[par];
