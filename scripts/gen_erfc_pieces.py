@@ -1,11 +1,17 @@
 #!/usr/bin/python3
 """The coefficients of src/sim/act_simd.c's erfc below 4: on each of the eight intervals [k/2, (k+1)/2), erfc(a) as a
 degree-16 polynomial in s = 4 (a - c_k), c_k = k/2 + 1/4 (s in [-1, 1]): a Chebyshev fit in mpmath at 40 digits
-(interpolation at 28 Chebyshev-Gauss nodes) converted to powers of s. Relative error of the fits below 3e-15 on
-every interval (checked by this script at 2001 points each); the vector code needs 2^-44 (its `unsure` margin).
-Printed as the C table: row j holds the coefficient of s^j for the eight intervals.
+(interpolation at 28 Chebyshev-Gauss nodes, gen_erfc_poly.cheb_power) converted to powers of s. Relative error of
+the fits below 3e-15 on every interval (checked by this script at 2001 points each); the vector code needs 2^-44
+(its `unsure` margin). Printed as the C table: row j holds the coefficient of s^j for the eight intervals.
 Run: /usr/bin/python3 scripts/gen_erfc_pieces.py"""
+import os
+import sys
+
 import mpmath as mp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_erfc_poly import cheb_power  # noqa: E402
 
 mp.mp.dps = 40
 N, NI, W = 16, 8, mp.mpf(1) / 2
@@ -13,21 +19,7 @@ N, NI, W = 16, 8, mp.mpf(1) / 2
 
 def fit(k):
     c0, h = k * W + W / 2, W / 2
-    M = N + 12
-    nodes = [mp.cos(mp.pi * (j + mp.mpf(1) / 2) / M) for j in range(M)]
-    vals = [mp.erfc(c0 + h * t) for t in nodes]
-    c = [2 * mp.fsum(vals[j] * mp.cos(mp.pi * i * (j + mp.mpf(1) / 2) / M) for j in range(M)) / M for i in range(N + 1)]
-    c[0] /= 2
-    T = [[mp.mpf(1)], [mp.mpf(0), mp.mpf(1)]]
-    for n in range(2, N + 1):
-        a = [mp.mpf(0)] + [2 * v for v in T[n - 1]]
-        b = T[n - 2] + [mp.mpf(0)] * (len(a) - len(T[n - 2]))
-        T.append([a[i] - b[i] for i in range(len(a))])
-    power = [mp.mpf(0)] * (N + 1)
-    for j in range(N + 1):
-        for i, v in enumerate(T[j]):
-            power[i] += c[j] * v
-    return [float(v) for v in power]
+    return [float(v) for v in cheb_power(lambda t: mp.erfc(c0 + h * t), N, N + 12)]
 
 
 def worst(k, coef):

@@ -2,7 +2,6 @@
  * 1 MiB pages, host access for inputs and outputs, and the access-pattern machinery every executor uses
  * (bounds, gather to dense fp32/int32, scatter with rounding). Layouts are known only here. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -822,20 +821,9 @@ static tern_status gather_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64
  * strided view), read in place in dense order with the conversions' bits (fp32 as is; bf16 widened, a NaN quieted as
  * num_decode_fmt does) and no call per run: a [128, 28 x 28] window of a padded tile is 3,584 runs. */
 #if defined(__x86_64__)
-/* 1 when the window rows below may use AVX-512 (F, BW, VL); TERN_SIMD=portable or avx2 turns them off, as for the
- * conversions. */
-static int gather_avx512(void)
-{
-    static _Atomic int cached = -1; /* lane workers may ask at once: the same answer, stored atomically */
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *s = getenv("TERN_SIMD");
-        v = !(s && (!strcmp(s, "portable") || !strcmp(s, "avx2"))) && __builtin_cpu_supports("avx512f") &&
-            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
+/* 1 when the window rows below may use AVX-512: the conversions' level (num/convert.c: F, BW, VL and BF16, capped by
+ * TERN_SIMD), since they are those conversions' widening. */
+static int gather_avx512(void) { return !strcmp(tern_num_simd_level(), tern_simd_name(TERN_SIMD_AVX512)); }
 
 /* n elements at element step 1 or 2 from src into out (fp32 as is; bf16 widened, NaNs quieted): 1 if done. */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static int gather_row512(float *out, const uint8_t *src, uint32_t n,

@@ -182,15 +182,11 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
         for (uint32_t pg = p0; pg < p1; pg += G) {
             uint32_t ng = p1 - pg < G ? p1 - pg : G;
             const float *r[G];
-            float acc[G];
-            for (uint32_t q = 0; q < G; q++) {
+            for (uint32_t q = 0; q < G; q++)
                 r[q] = &j->out[(size_t)(pg + (q < ng ? q : 0)) * j->out_stride];
-                acc[q] = 0.0f;
-            }
             /* the eight chains in registers (an array indexed in a loop stays in memory, each add then waiting on
              * a store and a reload) */
-            float a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3], a4 = acc[4], a5 = acc[5], a6 = acc[6],
-                  a7 = acc[7];
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
             for (size_t i = 0; i < j->N; i++) {
                 a0 += r[0][i];
                 a1 += r[1][i];
@@ -201,7 +197,7 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
                 a6 += r[6][i];
                 a7 += r[7][i];
             }
-            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+            const float acc[G] = {a0, a1, a2, a3, a4, a5, a6, a7};
             for (uint32_t q = 0; q < ng; q++)
                 j->sum[pg + q] = acc[q];
         }

@@ -685,12 +685,13 @@ static tern_status exec_tensor_tensor(tern_core *core, const exec_ctx *cx, const
     }
     /* The destination and the first input fp32 rows, the second any pattern (a max pool's strided view of its
      * padded input): only the second is gathered (read whole before anything is written), then the rows as above. */
+    int da = 2;
     if (a->num_partitions == P && b->num_partitions == P && (rd = f32_rows(core, cx->engine, d, N, &sd)) &&
-        (ra = f32_rows(core, cx->engine, a, N, &sa)) && rows_relation(core, d, (uint8_t *)rd, sd * 4, a, (uint8_t *)ra, sa * 4, N) != 2) {
+        (ra = f32_rows(core, cx->engine, a, N, &sa)) &&
+        (da = rows_relation(core, d, (uint8_t *)rd, sd * 4, a, (uint8_t *)ra, sa * 4, N)) != 2) {
         float *y = NULL;
         if ((st = gather_f(core, cx, ins, TERN_AP_IN1, 1, &y, err)))
             return st;
-        int da = rows_relation(core, d, (uint8_t *)rd, sd * 4, a, (uint8_t *)ra, sa * 4, N);
         psum_mark(core, d, 0);
         sbuf_written(core, cx->engine, d);
         rows_job j = {ROWS_TT, da == 1, P, rd, ra, y, sd, sa, N, N, op, op, 0, 0, NULL, NULL, 0, 0};

@@ -119,6 +119,51 @@ static tern_ap rnd_pattern(uint32_t *seed, tern_mem mem, tern_dtype dt, unsigned
     return ap;
 }
 
+/* The random-pattern tests' windows: 64 KiB of HBM straddling the page boundary at 5 MiB (every HBM pattern starts
+ * up to 2 KiB before it) and the first SB_WIN bytes of 32 SBUF partitions, modelled as host bytes (hb, sb). */
+enum { HBM_WIN = 1 << 16, SB_WIN = 4096 };
+#define HBASE ((uint64_t)(5u << 20) - HBM_WIN / 2)
+
+/* Every one of the pattern's first n elements (es bytes each) inside its window? (the generator's gaps can reach
+ * past them: such cases are skipped) */
+static int in_window(const tern_ap *a, size_t es, uint64_t n)
+{
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t ad = rnd_elem_addr(a, k, es);
+        if (a->mem == TERN_MEM_HBM ? ad < HBASE || ad + es > HBASE + HBM_WIN : ad % (1u << 20) + es > SB_WIN || ad >> 20 >= 32)
+            return 0;
+    }
+    return 1;
+}
+
+/* The model's byte for address ad of a pattern in memory mem. */
+static uint8_t *win_byte(uint8_t *hb, uint8_t *sb, uint8_t mem, uint64_t ad)
+{
+    return mem == TERN_MEM_HBM ? hb + (ad - HBASE) : sb + (ad >> 20) * SB_WIN + ad % (1u << 20);
+}
+
+/* Random bytes into both windows, on the core and in hb, sb. */
+static void fill_windows(tern_core *core, uint32_t *seed, uint8_t *hb, uint8_t *sb)
+{
+    tern_error err;
+    for (size_t i = 0; i < HBM_WIN; i++)
+        hb[i] = (uint8_t)rnd_next(seed);
+    for (size_t i = 0; i < 32 * SB_WIN; i++)
+        sb[i] = (uint8_t)rnd_next(seed);
+    CHECK_EQ_INT(tern_core_hbm_write(core, HBASE, hb, HBM_WIN, &err), TERN_OK);
+    for (unsigned p = 0; p < 32; p++)
+        CHECK_EQ_INT(tern_core_onchip_write(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+}
+
+/* Both windows read back from the core into hb, sb. */
+static void read_windows(tern_core *core, uint8_t *hb, uint8_t *sb)
+{
+    tern_error err;
+    CHECK_EQ_INT(tern_core_hbm_read(core, HBASE, hb, HBM_WIN, &err), TERN_OK);
+    for (unsigned p = 0; p < 32; p++)
+        CHECK_EQ_INT(tern_core_onchip_read(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+}
+
 /* Casting copies from HBM (bf16 to fp32: a gather through fp32) with random patterns whose runs start just before
  * and straddle a 1 MiB page boundary: each element widened (a NaN quieted), the rest of SBUF untouched. */
 static void test_random_cast_gathers(void)
@@ -127,8 +172,6 @@ static void test_random_cast_gathers(void)
     tern_core *core = st_core("trn1.2xlarge");
     tern_error err;
     uint32_t seed = 777;
-    enum { HBM_WIN = 1 << 16, SB_WIN = 4096 };
-    const uint64_t hbase = (5u << 20) - HBM_WIN / 2;
     uint8_t *hb = malloc(HBM_WIN), *sb = malloc(32 * SB_WIN), *sm = malloc(32 * SB_WIN);
     size_t bad = 0, cases = 0;
     for (int c = 0; c < 300; c++) {
@@ -137,35 +180,23 @@ static void test_random_cast_gathers(void)
         uint64_t hoff = (5u << 20) - 1 - rnd_next(&seed) % 2048, soff = (rnd_next(&seed) % 64) * 4;
         tern_ap src = rnd_pattern(&seed, TERN_MEM_HBM, TERN_DTYPE_BF16, np, 0, f, hoff);
         tern_ap dst = rnd_pattern(&seed, TERN_MEM_SBUF, TERN_DTYPE_FP32, np, 0, f, soff);
-        uint64_t n = (uint64_t)np * f, ok = 1;
-        for (uint64_t k = 0; k < n && ok; k++) {
-            uint64_t sa = rnd_elem_addr(&src, k, 2), da = rnd_elem_addr(&dst, k, 4);
-            ok &= sa >= hbase && sa + 2 <= hbase + HBM_WIN && da % (1u << 20) + 4 <= SB_WIN && da >> 20 < 32;
-        }
-        if (!ok)
+        uint64_t n = (uint64_t)np * f;
+        if (!in_window(&src, 2, n) || !in_window(&dst, 4, n))
             continue;
-        for (size_t i = 0; i < HBM_WIN; i++)
-            hb[i] = (uint8_t)rnd_next(&seed);
-        for (size_t i = 0; i < 32 * SB_WIN; i++)
-            sb[i] = (uint8_t)rnd_next(&seed);
-        CHECK_EQ_INT(tern_core_hbm_write(core, hbase, hb, HBM_WIN, &err), TERN_OK);
-        for (unsigned p = 0; p < 32; p++)
-            CHECK_EQ_INT(tern_core_onchip_write(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        fill_windows(core, &seed, hb, sb);
         memcpy(sm, sb, 32 * SB_WIN);
         for (uint64_t k = 0; k < n; k++) {
-            uint64_t sa = rnd_elem_addr(&src, k, 2), da = rnd_elem_addr(&dst, k, 4);
             uint16_t h;
-            memcpy(&h, hb + (sa - hbase), 2);
+            memcpy(&h, win_byte(hb, sb, TERN_MEM_HBM, rnd_elem_addr(&src, k, 2)), 2);
             uint32_t u = (uint32_t)h << 16;
             if ((u & 0x7FFFFFFFu) > 0x7F800000u)
                 u |= 0x400000u;
-            memcpy(sm + (da >> 20) * SB_WIN + da % (1u << 20), &u, 4);
+            memcpy(win_byte(hb, sm, TERN_MEM_SBUF, rnd_elem_addr(&dst, k, 4)), &u, 4);
         }
         tern_instr ins = dma(dst, src);
         tern_status st = st_run(core, &ins, &err);
         CHECK_MSG(st == TERN_OK, "case %d: %s", c, err.msg);
-        for (unsigned p = 0; p < 32; p++)
-            CHECK_EQ_INT(tern_core_onchip_read(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        read_windows(core, hb, sb);
         bad += memcmp(sb, sm, 32 * SB_WIN) != 0;
         cases++;
     }
@@ -190,34 +221,23 @@ static void test_random_cast_gathers(void)
             if (c % 4 == 0 && np > 1) /* into one dense HBM run longer than a row: the rows do not tile it */
                 dst = st_ap1(TERN_MEM_HBM, TERN_DTYPE_BF16, 0, 1, hoff, (uint32_t)(np * f));
         }
-        uint64_t n = (uint64_t)np * f, ok = 1;
-        for (uint64_t k = 0; k < n && ok; k++) {
-            uint64_t sa = rnd_elem_addr(&src, k, 4), da = rnd_elem_addr(&dst, k, 2);
-            ok &= da >= hbase && da + 2 <= hbase + HBM_WIN && sa % (1u << 20) + 4 <= SB_WIN && sa >> 20 < 32;
-        }
-        if (!ok) {
+        uint64_t n = (uint64_t)np * f;
+        if (!in_window(&src, 4, n) || !in_window(&dst, 2, n)) {
             rows_cases -= c % 2 == 0;
             continue;
         }
-        for (size_t i = 0; i < HBM_WIN; i++)
-            hb[i] = (uint8_t)rnd_next(&seed);
-        for (size_t i = 0; i < 32 * SB_WIN; i++)
-            sb[i] = (uint8_t)rnd_next(&seed);
-        CHECK_EQ_INT(tern_core_hbm_write(core, hbase, hb, HBM_WIN, &err), TERN_OK);
-        for (unsigned p = 0; p < 32; p++)
-            CHECK_EQ_INT(tern_core_onchip_write(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        fill_windows(core, &seed, hb, sb);
         memcpy(hm, hb, HBM_WIN);
         for (uint64_t k = 0; k < n; k++) {
-            uint64_t sa = rnd_elem_addr(&src, k, 4), da = rnd_elem_addr(&dst, k, 2);
             float v;
-            memcpy(&v, sb + (sa >> 20) * SB_WIN + sa % (1u << 20), 4);
+            memcpy(&v, win_byte(hb, sb, TERN_MEM_SBUF, rnd_elem_addr(&src, k, 4)), 4);
             uint16_t h = (uint16_t)tern_num_encode(TERN_DTYPE_BF16, v, &rne, 0);
-            memcpy(hm + (da - hbase), &h, 2);
+            memcpy(win_byte(hm, sb, TERN_MEM_HBM, rnd_elem_addr(&dst, k, 2)), &h, 2);
         }
         tern_instr ins = dma(dst, src);
         tern_status st = st_run(core, &ins, &err);
         CHECK_MSG(st == TERN_OK, "case %d: %s", c, err.msg);
-        CHECK_EQ_INT(tern_core_hbm_read(core, hbase, hb, HBM_WIN, &err), TERN_OK);
+        read_windows(core, hb, sb);
         bad2 += memcmp(hb, hm, HBM_WIN) != 0;
         cases2++;
     }
@@ -236,9 +256,6 @@ static void test_random_copies(void)
     tern_error err;
     uint32_t seed = 12345;
     const tern_dtype dts[3] = {TERN_DTYPE_FP32, TERN_DTYPE_BF16, TERN_DTYPE_FP8_E4M3};
-    enum { HBM_WIN = 1 << 16, SB_WIN = 4096 };
-    /* the window straddles the page boundary at 5 MiB, and every HBM pattern starts up to 2 KiB before it */
-    const uint64_t hbase = (5u << 20) - HBM_WIN / 2;
     uint8_t *hb = malloc(HBM_WIN), *hm = malloc(HBM_WIN), *sb = malloc(32 * SB_WIN), *sm = malloc(32 * SB_WIN);
     size_t bad = 0, cases = 0;
     for (int c = 0; c < 400; c++) {
@@ -262,39 +279,20 @@ static void test_random_copies(void)
             dst.dims[0].num *= np;
             dst.num_partitions = 1;
         }
-        /* everything inside the windows? (the generator's gaps can reach past them: skip those) */
-        uint64_t n = (uint64_t)np * f, ok = 1;
-        for (uint64_t k = 0; k < n && ok; k++)
-            for (int side = 0; side < 2; side++) {
-                const tern_ap *a = side ? &dst : &src;
-                uint64_t ad = rnd_elem_addr(a, k, es);
-                ok &= a->mem == TERN_MEM_HBM ? ad >= hbase && ad + es <= hbase + HBM_WIN
-                                             : ad % (1u << 20) + es <= SB_WIN && ad >> 20 < 32;
-            }
-        if (!ok)
+        uint64_t n = (uint64_t)np * f;
+        if (!in_window(&src, es, n) || !in_window(&dst, es, n))
             continue;
-        for (size_t i = 0; i < HBM_WIN; i++)
-            hb[i] = (uint8_t)rnd_next(&seed);
-        for (size_t i = 0; i < 32 * SB_WIN; i++)
-            sb[i] = (uint8_t)rnd_next(&seed);
-        CHECK_EQ_INT(tern_core_hbm_write(core, hbase, hb, HBM_WIN, &err), TERN_OK);
-        for (unsigned p = 0; p < 32; p++)
-            CHECK_EQ_INT(tern_core_onchip_write(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        fill_windows(core, &seed, hb, sb);
         /* the model: element k of the source to element k of the destination, in dense order */
         memcpy(hm, hb, HBM_WIN);
         memcpy(sm, sb, 32 * SB_WIN);
-        for (uint64_t k = 0; k < n; k++) {
-            uint64_t sa = rnd_elem_addr(&src, k, es), da = rnd_elem_addr(&dst, k, es);
-            const uint8_t *from = src.mem == TERN_MEM_HBM ? hb + (sa - hbase) : sb + (sa >> 20) * SB_WIN + sa % (1u << 20);
-            uint8_t *to = dst.mem == TERN_MEM_HBM ? hm + (da - hbase) : sm + (da >> 20) * SB_WIN + da % (1u << 20);
-            memcpy(to, from, es);
-        }
+        for (uint64_t k = 0; k < n; k++)
+            memcpy(win_byte(hm, sm, dst.mem, rnd_elem_addr(&dst, k, es)),
+                   win_byte(hb, sb, src.mem, rnd_elem_addr(&src, k, es)), es);
         tern_instr ins = dma(dst, src);
         tern_status st = st_run(core, &ins, &err);
         CHECK_MSG(st == TERN_OK, "case %d: %s", c, err.msg);
-        CHECK_EQ_INT(tern_core_hbm_read(core, hbase, hb, HBM_WIN, &err), TERN_OK);
-        for (unsigned p = 0; p < 32; p++)
-            CHECK_EQ_INT(tern_core_onchip_read(core, TERN_MEM_SBUF, p, 0, sb + (size_t)p * SB_WIN, SB_WIN, &err), TERN_OK);
+        read_windows(core, hb, sb);
         int differ = memcmp(hb, hm, HBM_WIN) != 0 || memcmp(sb, sm, 32 * SB_WIN) != 0;
         if (differ && bad < 3)
             fprintf(stderr, "case %d: kind %u dtype %s np %u f %llu: bytes differ from the element-by-element model\n",

@@ -464,24 +464,13 @@ static void double_row(void)
     free(x);
 }
 
-/* A transpose through the array: the moving operand is the identity. The shortcut must give the fma chain's
- * bits (-0 becomes +0, subnormals kept) and must step aside when a stationary value is infinite or NaN. */
-static void identity_agrees(int special, tern_dtype dt)
+/* The stationary s [K][M] against the K x K identity (a transpose through the array) on the reference path and on
+ * the fast one, an overwrite then an accumulate on top of it: out[path][acc] (caller frees); returns how many
+ * outputs differ between the two paths. */
+static size_t identity_on_paths(tern_dtype dt, const float *s, unsigned K, unsigned M, float *out[2][2])
 {
-    char name[96];
-    snprintf(name, sizeof name, "identity moving operand matches the reference (%s, %s)",
-             special ? "with inf and NaN" : "signed zeros, subnormals", tern_dtype_name(dt));
-    TEST_BEGIN(name);
-    const unsigned K = 96, M = 80, N = 96;
-    float *s = malloc(sizeof(float) * K * M), *x = calloc((size_t)K * N, sizeof(float)), *out[2][2];
-    fill(s, (size_t)K * M, dt, 2);
-    s[5] = -0.0f;
-    s[17] = tern_num_round_f32(dt, 0x1p-130f, NULL, 0); /* subnormal in fp32 and bf16 */
-    s[18] = -0x1p-149f * (dt == TERN_DTYPE_FP32);
-    if (special) {
-        s[K * M / 2] = INFINITY;
-        s[K * M / 3] = NAN;
-    }
+    const unsigned N = K;
+    float *x = calloc((size_t)K * N, sizeof(float));
     for (unsigned k = 0; k < K; k++)
         x[(size_t)k * N + k] = 1.0f;
     const int paths[2] = {TERN_MATMUL_REFERENCE, TERN_MATMUL_AUTO};
@@ -490,7 +479,6 @@ static void identity_agrees(int special, tern_dtype dt)
         tern_error err;
         st_write(core, TERN_MEM_SBUF, 0, K, 0, dt, s, M);
         st_write(core, TERN_MEM_SBUF, 0, K, 65536, dt, x, N);
-        /* an overwrite, then an accumulate on top of it */
         for (int acc = 0; acc < 2; acc++) {
             CHECK_EQ_INT(run_mm(core, dt, K, M, N, acc, &err), TERN_OK);
             out[p][acc] = malloc(sizeof(float) * M * N);
@@ -501,8 +489,30 @@ static void identity_agrees(int special, tern_dtype dt)
     size_t bad = 0;
     for (int acc = 0; acc < 2; acc++)
         for (size_t i = 0; i < (size_t)M * N; i++)
-            if (memcmp(&out[0][acc][i], &out[1][acc][i], 4) != 0)
-                bad++;
+            bad += memcmp(&out[0][acc][i], &out[1][acc][i], 4) != 0;
+    free(x);
+    return bad;
+}
+
+/* A transpose through the array: the moving operand is the identity. The shortcut must give the fma chain's
+ * bits (-0 becomes +0, subnormals kept) and must step aside when a stationary value is infinite or NaN. */
+static void identity_agrees(int special, tern_dtype dt)
+{
+    char name[96];
+    snprintf(name, sizeof name, "identity moving operand matches the reference (%s, %s)",
+             special ? "with inf and NaN" : "signed zeros, subnormals", tern_dtype_name(dt));
+    TEST_BEGIN(name);
+    const unsigned K = 96, M = 80, N = 96;
+    float *s = malloc(sizeof(float) * K * M), *out[2][2];
+    fill(s, (size_t)K * M, dt, 2);
+    s[5] = -0.0f;
+    s[17] = tern_num_round_f32(dt, 0x1p-130f, NULL, 0); /* subnormal in fp32 and bf16 */
+    s[18] = -0x1p-149f * (dt == TERN_DTYPE_FP32);
+    if (special) {
+        s[K * M / 2] = INFINITY;
+        s[K * M / 3] = NAN;
+    }
+    size_t bad = identity_on_paths(dt, s, K, M, out);
     CHECK_MSG(bad == 0, "%zu outputs differ from the reference loop", bad);
     if (!special) {
         CHECK_MSG(signbit(out[1][0][(size_t)5 * N + 0]) == 0, "-0 through the chain must come out +0");
@@ -516,7 +526,6 @@ static void identity_agrees(int special, tern_dtype dt)
         for (int acc = 0; acc < 2; acc++)
             free(out[p][acc]);
     free(s);
-    free(x);
 }
 
 /* Transposes of every block shape (16-wide register blocks and their tails), from a stationary latched without
@@ -527,37 +536,18 @@ static void transpose_shapes(void)
     static const unsigned shapes[][2] = {{1, 1}, {5, 3}, {16, 16}, {17, 33}, {100, 7}, {31, 128}, {128, 64}, {128, 128}};
     for (unsigned t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
         for (int kind = 0; kind < 4; kind += 3) {
-            const unsigned K = shapes[t][0], M = shapes[t][1], N = K;
+            const unsigned K = shapes[t][0], M = shapes[t][1];
             char name[128];
             snprintf(name, sizeof name, "transpose K=%u M=%u kind %d: the reference's bits", K, M, kind);
             TEST_BEGIN(name);
-            float *s = malloc(sizeof(float) * K * M), *x = calloc((size_t)K * N, sizeof(float)), *out[2][2];
+            float *s = malloc(sizeof(float) * K * M), *out[2][2];
             fill(s, (size_t)K * M, TERN_DTYPE_BF16, kind);
-            for (unsigned k = 0; k < K; k++)
-                x[(size_t)k * N + k] = 1.0f;
-            const int paths[2] = {TERN_MATMUL_REFERENCE, TERN_MATMUL_AUTO};
-            for (int p = 0; p < 2; p++) {
-                tern_core *core = core_with("neuroncore-v2", paths[p]);
-                tern_error err;
-                st_write(core, TERN_MEM_SBUF, 0, K, 0, TERN_DTYPE_BF16, s, M);
-                st_write(core, TERN_MEM_SBUF, 0, K, 65536, TERN_DTYPE_BF16, x, N);
-                for (int acc = 0; acc < 2; acc++) {
-                    CHECK_EQ_INT(run_mm(core, TERN_DTYPE_BF16, K, M, N, acc, &err), TERN_OK);
-                    out[p][acc] = malloc(sizeof(float) * M * N);
-                    st_read(core, TERN_MEM_PSUM, 0, M, 0, TERN_DTYPE_FP32, out[p][acc], N);
-                }
-                tern_core_free(core);
-            }
-            size_t bad = 0;
-            for (int acc = 0; acc < 2; acc++)
-                for (size_t i = 0; i < (size_t)M * N; i++)
-                    bad += memcmp(&out[0][acc][i], &out[1][acc][i], 4) != 0;
+            size_t bad = identity_on_paths(TERN_DTYPE_BF16, s, K, M, out);
             CHECK_MSG(bad == 0, "%zu outputs differ from the reference loop", bad);
             for (int p = 0; p < 2; p++)
                 for (int acc = 0; acc < 2; acc++)
                     free(out[p][acc]);
             free(s);
-            free(x);
         }
 }
 
