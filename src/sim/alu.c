@@ -541,9 +541,35 @@ ALU_CLONES int alu_stt_window_chain(tern_alu_op op0, int rev0, tern_alu_op op1, 
  * among the elements equal to it the chain ends on the last one; equal values differ only in a zero's sign. So the
  * value comes from sixteen lane-wise chains (any order gives it) and a zero's sign from the last zero. 0 when the
  * row holds a NaN or op is neither (the caller runs the chain). */
-ALU_CLONES int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float *out)
+#if defined(__x86_64__)
+/* The sixteen lane-wise chains with AVX-512 (the loop below does not vectorise: GCC keeps its lanes scalar), and
+ * the NaN test in the same pass: maxps/minps give the first operand if it is greater (less), else the second, the
+ * loop's `v > acc ? v : acc`. A tail's missing lanes keep acc. 0 when the row holds a NaN. */
+__attribute__((target("avx512f"))) static int minmax_avx512(int mx, const float *x, size_t n, float *out)
 {
-    if (n == 0 || (op != TERN_ALU_MAX && op != TERN_ALU_MIN) || any_nan(x, n))
+    __m512 acc = _mm512_loadu_ps(x);
+    __mmask16 nan = _mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q);
+    size_t k = 16;
+    for (; k + 16 <= n; k += 16) {
+        __m512 v = _mm512_loadu_ps(x + k);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        acc = mx ? _mm512_max_ps(v, acc) : _mm512_min_ps(v, acc);
+    }
+    if (k < n) {
+        __m512 v = _mm512_mask_loadu_ps(acc, (__mmask16)((1u << (n - k)) - 1u), x + k);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        acc = mx ? _mm512_max_ps(v, acc) : _mm512_min_ps(v, acc);
+    }
+    if (nan)
+        return 0;
+    *out = mx ? _mm512_reduce_max_ps(acc) : _mm512_reduce_min_ps(acc);
+    return 1;
+}
+#endif
+
+ALU_CLONES static int minmax_lanes(tern_alu_op op, const float *x, size_t n, float *out)
+{
+    if (any_nan(x, n))
         return 0;
     const int mx = op == TERN_ALU_MAX;
     float m = x[0];
@@ -563,6 +589,24 @@ ALU_CLONES int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float
     }
     for (; k < n; k++)
         m = mx ? (x[k] > m ? x[k] : m) : (x[k] < m ? x[k] : m);
+    *out = m;
+    return 1;
+}
+
+int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float *out, int avx512)
+{
+    if (n == 0 || (op != TERN_ALU_MAX && op != TERN_ALU_MIN))
+        return 0;
+    float m;
+#if defined(__x86_64__)
+    if (avx512 && n >= 16) {
+        if (!minmax_avx512(op == TERN_ALU_MAX, x, n, &m))
+            return 0;
+    } else
+#endif
+        if (!minmax_lanes(op, x, n, &m))
+        return 0;
+    (void)avx512;
     if (m == 0.0f)
         for (size_t i = n; i-- > 0;)
             if (x[i] == 0.0f) {
@@ -571,6 +615,33 @@ ALU_CLONES int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float
             }
     *out = m;
     return 1;
+}
+
+/* affine_select over one row of 2- or 4-byte elements whose pattern value is base + i * step (modulo 2^32): y[i] =
+ * x[i] where lo <= value <= hi (inverted by inv), else fill, bits copied. (uint32)(v - lo) <= (uint32)(hi - lo) is
+ * that test for lo <= hi without a branch, and the loop vectorises. y may be x itself. */
+ALU_CLONES void alu_affine_select_row16(uint16_t *y, const uint16_t *x, size_t n, uint32_t base, uint32_t step,
+                                        int32_t lo, int32_t hi, int inv, uint16_t fill)
+{
+    const uint32_t span = (uint32_t)hi - (uint32_t)lo, inv1 = inv ? 1u : 0u;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = base + (uint32_t)i * step;
+        uint32_t keep = (uint32_t)((v - (uint32_t)lo) <= span) ^ inv1;
+        uint16_t xv = x[i];
+        y[i] = keep ? xv : fill;
+    }
+}
+
+ALU_CLONES void alu_affine_select_row32(uint32_t *y, const uint32_t *x, size_t n, uint32_t base, uint32_t step,
+                                        int32_t lo, int32_t hi, int inv, uint32_t fill)
+{
+    const uint32_t span = (uint32_t)hi - (uint32_t)lo, inv1 = inv ? 1u : 0u;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = base + (uint32_t)i * step;
+        uint32_t keep = (uint32_t)((v - (uint32_t)lo) <= span) ^ inv1;
+        uint32_t xv = x[i];
+        y[i] = keep ? xv : fill;
+    }
 }
 
 /* select on 4-byte rows: d[i] = (a[i] & mask) ? b[i] : c[i], bits copied. Sixteen at a time through a local

@@ -244,8 +244,12 @@ tern_status exec_stt_chain(tern_core *core, const exec_ctx *cx, const tern_instr
                            tern_error *err);
 /* tensor_reduce's chain of max or min over one NaN-free row, computed out of order with its bits (alu.c); 0 (nothing
  * written) for a row holding a NaN or another operator. */
-int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float *out);
+int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float *out, int avx512); /* avx512: may use it */
 /* select's rows of 4-byte elements: d[i] = (a[i] & mask) ? b[i] : c[i] (bits); d may be a, b or c itself. */
+void alu_affine_select_row16(uint16_t *y, const uint16_t *x, size_t n, uint32_t base, uint32_t step, int32_t lo,
+                             int32_t hi, int inv, uint16_t fill);
+void alu_affine_select_row32(uint32_t *y, const uint32_t *x, size_t n, uint32_t base, uint32_t step, int32_t lo,
+                             int32_t hi, int inv, uint32_t fill);
 void alu_select_bits(uint32_t *d, const uint32_t *a, const uint32_t *b, const uint32_t *c, uint32_t mask, size_t n);
 /* x[i] = op(x[i], y[i]), or op(y[i], x[i]) when reverse: the bits of alu_apply_f32 element by element */
 void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, size_t n);

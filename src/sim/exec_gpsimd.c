@@ -280,7 +280,6 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
     if (!vb || !xb)
         return nomem(cx, ins, n, err);
     int32_t *v = (int32_t *)(void *)vb;
-    affine_values(ins, &ins->ap[TERN_AP_IN1], d, v);
     const zero_test zt = zero_test_of((tern_alu_op)ins->op0);
     tern_status st;
     size_t es = tern_dtype_size((tern_dtype)d->dtype);
@@ -298,6 +297,23 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
             uint32_t fill = tern_num_encode((tern_dtype)d->dtype, ins->imm1.f, &o, 0);
             psum_mark(core, d, 0);
             sbuf_written(core, cx->engine, d);
+            const tern_ap *pt = &ins->ap[TERN_AP_IN1];
+            if (pt->ndims == 1 && pt->dims[0].num == nd && zt.lo <= zt.hi) {
+                /* a one-dimensional pattern (a causal mask's diagonal): its values computed along the row */
+                for (uint32_t p = 0; p < P; p++) {
+                    uint32_t base = (uint32_t)ins->imm_i0 + p * (uint32_t)ins->imm_i1, step = (uint32_t)pt->dims[0].step;
+                    if (es == 2)
+                        alu_affine_select_row16((uint16_t *)(void *)(rd + (size_t)p * sd),
+                                                (const uint16_t *)(const void *)(ra + (size_t)p * sa), nd, base, step,
+                                                zt.lo, zt.hi, zt.inv, (uint16_t)fill);
+                    else
+                        alu_affine_select_row32((uint32_t *)(void *)(rd + (size_t)p * sd),
+                                                (const uint32_t *)(const void *)(ra + (size_t)p * sa), nd, base, step,
+                                                zt.lo, zt.hi, zt.inv, fill);
+                }
+                return TERN_OK;
+            }
+            affine_values(ins, pt, d, v);
             for (uint32_t p = 0; p < P; p++) {
                 const int32_t *vp = v + (size_t)p * nd;
                 if (es == 2) {
@@ -315,6 +331,7 @@ static tern_status exec_affine_select(tern_core *core, const exec_ctx *cx, const
             return TERN_OK;
         }
     }
+    affine_values(ins, &ins->ap[TERN_AP_IN1], d, v);
     if (a->dtype == d->dtype) {
         tern_ap ra = raw_view(a), rd = raw_view(d);
         int32_t *x = (int32_t *)(void *)xb;

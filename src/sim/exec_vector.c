@@ -878,6 +878,7 @@ static tern_status exec_tensor_reduce(tern_core *core, const exec_ctx *cx, const
     float *x = NULL;
     if (!ra && (st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
+    int wide = ra && (op == TERN_ALU_MAX || op == TERN_ALU_MIN) && !strcmp(tern_num_simd_level(), "avx512bf16");
     for (size_t g = 0; g < nout; g++) {
         const float *row = ra ? ra + (g / outer) * sa + (g % outer) * inner : x + g * inner;
         float acc;
@@ -885,7 +886,7 @@ static tern_status exec_tensor_reduce(tern_core *core, const exec_ctx *cx, const
             acc = row[0];
             for (size_t k = 1; k < inner; k++)
                 acc = acc + row[k];
-        } else if (!ra || !alu_reduce_minmax(op, row, inner, &acc)) {
+        } else if (!ra || !alu_reduce_minmax(op, row, inner, &acc, wide)) {
             acc = is_logical(op) ? (row[0] != 0.0f ? 1.0f : 0.0f) : row[0];
             for (size_t k = 1; k < inner; k++)
                 acc = alu_apply_f32(op, acc, row[k]);
