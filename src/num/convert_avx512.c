@@ -231,15 +231,57 @@ static T512 void fp16_dec512(float *dst, const uint16_t *src, size_t n)
     }
 }
 
+/* Integers to fp32: widened to int32 and converted with vcvtdq2ps (vcvtudq2ps for uint32), which round to nearest
+ * even like C's conversions (exact below 2^24). Tails through masked loads. */
+static T512 __attribute__((always_inline)) inline __m512 int_lanes512(tern_dtype t, const uint8_t *s, __mmask16 m)
+{
+    switch (t) {
+    case TERN_DTYPE_INT8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, s)));
+    case TERN_DTYPE_UINT8: return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, s)));
+    case TERN_DTYPE_INT16: return _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, s)));
+    case TERN_DTYPE_UINT16: return _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, s)));
+    case TERN_DTYPE_INT32: return _mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(m, s));
+    default: return _mm512_cvtepu32_ps(_mm512_maskz_loadu_epi32(m, s)); /* UINT32 */
+    }
+}
+
+static T512 void int_dec512(float *dst, tern_dtype t, const void *src, size_t n)
+{
+    const uint8_t *s = src;
+#define INT_DEC(T, ES)                                                                                             \
+    do {                                                                                                           \
+        size_t i = 0;                                                                                              \
+        for (; i + 16 <= n; i += 16)                                                                               \
+            _mm512_storeu_ps(dst + i, int_lanes512(T, s + i * (ES), (__mmask16)0xFFFF));                          \
+        if (i < n) {                                                                                               \
+            __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                                                       \
+            _mm512_mask_storeu_ps(dst + i, m, int_lanes512(T, s + i * (ES), m));                                   \
+        }                                                                                                          \
+    } while (0)
+    switch (t) {
+    case TERN_DTYPE_INT8: INT_DEC(TERN_DTYPE_INT8, 1); break;
+    case TERN_DTYPE_UINT8: INT_DEC(TERN_DTYPE_UINT8, 1); break;
+    case TERN_DTYPE_INT16: INT_DEC(TERN_DTYPE_INT16, 2); break;
+    case TERN_DTYPE_UINT16: INT_DEC(TERN_DTYPE_UINT16, 2); break;
+    case TERN_DTYPE_INT32: INT_DEC(TERN_DTYPE_INT32, 4); break;
+    default: INT_DEC(TERN_DTYPE_UINT32, 4); break;
+    }
+#undef INT_DEC
+}
+
 T512 int num_avx512_to_f32(float *dst, tern_dtype t, const void *src, size_t n)
 {
-    if (t == TERN_DTYPE_BF16)
-        bf16_dec512(dst, src, n);
-    else if (t == TERN_DTYPE_FP16)
-        fp16_dec512(dst, src, n);
-    else
-        return 0;
-    return 1;
+    switch (t) {
+    case TERN_DTYPE_BF16: bf16_dec512(dst, src, n); return 1;
+    case TERN_DTYPE_FP16: fp16_dec512(dst, src, n); return 1;
+    case TERN_DTYPE_INT8:
+    case TERN_DTYPE_UINT8:
+    case TERN_DTYPE_INT16:
+    case TERN_DTYPE_UINT16:
+    case TERN_DTYPE_INT32:
+    case TERN_DTYPE_UINT32: int_dec512(dst, t, src, n); return 1;
+    default: return 0;
+    }
 }
 #else
 int num_avx512_from_f32(tern_dtype t, void *dst, const float *src, size_t n, const tern_convert_opts *o)

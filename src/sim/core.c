@@ -797,10 +797,17 @@ static tern_status gather_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64
                                   uint32_t count, size_t dense, tern_error *err)
 {
     run_ctx *r = vctx;
+    /* the run's destination: dense, or (into rows) within one destination row, since runs tile the rows */
+    float *out = r->row_n ? r->f + dense / r->row_n * r->row_stride + dense % r->row_n : r->f + dense;
     if (!ptr && step == 1) /* an HBM run inside one page: its host bytes, through the page looked up last */
         ptr = hbm_run_ptr(c, addr, (size_t)count * r->es, &r->page, &r->page_ptr);
-    if (ptr && step == 1) /* fast path: convert straight from the memory */
-        return tern_convert_to_f32(r->f + dense, r->dt, ptr, count, err);
+    if (ptr && step == 1) { /* fast path: convert straight from the memory (fp32: the conversion's memcpy) */
+        if (r->dt == TERN_DTYPE_FP32) {
+            memcpy(out, ptr, (size_t)count * 4);
+            return TERN_OK;
+        }
+        return tern_convert_to_f32(out, r->dt, ptr, count, err);
+    }
     uint32_t done = 0;
     while (done < count) {
         uint32_t n = count - done;
@@ -809,7 +816,7 @@ static tern_status gather_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64
         int64_t adv = (int64_t)done * step * (int64_t)r->es;
         tern_status st = run_load(c, r, ptr ? ptr + adv : NULL, addr + (uint64_t)adv, step, n, r->tmp, err);
         if (!st)
-            st = tern_convert_to_f32(r->f + dense + done, r->dt, r->tmp, n, err);
+            st = tern_convert_to_f32(out + done, r->dt, r->tmp, n, err);
         if (st)
             return st;
         done += n;
@@ -918,6 +925,7 @@ tern_status ap_gather_f32(tern_core *core, tern_engine e, const tern_ap *ap, flo
     r.dt = (tern_dtype)ap->dtype;
     r.es = tern_dtype_size(r.dt);
     r.f = out;
+    r.row_n = 0;
     r.page = UINT64_MAX;
     r.page_ptr = NULL;
     return ap_walk(core, e, ap, gather_f32_run, &r, err);
@@ -1015,6 +1023,10 @@ static tern_status scatter_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint6
     if (!ptr && step == 1) /* an HBM run inside one page: converted straight into the page */
         ptr = hbm_run_ptr(c, addr, (size_t)count * r->es, &r->page, &r->page_ptr);
     if (ptr && step == 1) {
+        if (r->dt == TERN_DTYPE_FP32) { /* the conversion's own fp32 case, without its dispatch per run */
+            memcpy(ptr, src, (size_t)count * 4);
+            return TERN_OK;
+        }
         r->opts.offset = dense;
         return tern_convert_from_f32(r->dt, ptr, src, count, &r->opts, err);
     }
@@ -1240,6 +1252,36 @@ int ap_cast_rows(tern_core *core, tern_engine e, const tern_ap *dst, const tern_
     if (!rows || !n || !ld || n % ld || (uintptr_t)rows % 4 || ps % 4)
         return 0;
     *st = ap_scatter_f32_rows(core, e, dst, (const float *)(const void *)rows, n, ps / 4, sr_stream, err);
+    return 1;
+}
+
+/* A copy from another memory into fp32 rows on chip (an HBM mask in uint8 widened into SBUF): src converted
+ * straight into the rows, without the dense buffer and the scatter's copy, when src's runs tile the rows (each run
+ * then lies within one row). The conversions are the dense path's: to fp32, then fp32 stored as is. 1 if done. */
+int ap_widen_into_rows(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_status *st,
+                       tern_error *err)
+{
+    if (dst->dtype != TERN_DTYPE_FP32 || src->dtype == TERN_DTYPE_FP32 || dst->mem == src->mem)
+        return 0;
+    size_t n = 0, ps = 0;
+    uint8_t *rows = ap_onchip_rows(core, e, dst, &n, &ps);
+    uint32_t ls;
+    int dense;
+    (void)ap_runs(src, &ls, &dense);
+    if (!rows || !n || !ls || n % ls || (uintptr_t)rows % 4 || ps % 4 ||
+        (uint64_t)dst->num_partitions * n != (uint64_t)src->num_partitions * tern_ap_free_elems(src))
+        return 0;
+    psum_mark(core, dst, 0);
+    sbuf_written(core, e, dst);
+    run_ctx r;
+    r.dt = (tern_dtype)src->dtype;
+    r.es = tern_dtype_size(r.dt);
+    r.f = (float *)(void *)rows;
+    r.row_n = n;
+    r.row_stride = ps / 4;
+    r.page = UINT64_MAX;
+    r.page_ptr = NULL;
+    *st = ap_walk(core, e, src, gather_f32_run, &r, err);
     return 1;
 }
 

@@ -156,6 +156,10 @@ uint8_t *ap_onchip_rows(const tern_core *core, tern_engine e, const tern_ap *ap,
  * and scattering the copy. 1 if it applied (*st its status), 0 if the operands are not of that form. */
 int ap_cast_rows(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, uint64_t sr_stream,
                  tern_status *st, tern_error *err);
+/* The reverse widening: a pattern in another memory (an HBM mask in uint8) copied into fp32 rows on chip whose
+ * rows its runs tile, converted straight into the rows. 1 if it applied (*st its status). */
+int ap_widen_into_rows(tern_core *core, tern_engine e, const tern_ap *dst, const tern_ap *src, tern_status *st,
+                       tern_error *err);
 /* Two sets of on-chip rows, one per partition of x and of y: x's bytes [xr, xr + xbytes) in its first partition and
  * the same offsets in the others (rows xs apart), y's likewise. 0: the same rows; 1: no byte of one lies in the other
  * (other memories, partitions apart, or byte ranges apart, since offsets within a partition are the same in every

@@ -71,6 +71,8 @@ static tern_status copy_ap(tern_core *core, const exec_ctx *cx, const tern_ap *d
     tern_status st;
     if (ap_cast_rows(core, cx->engine, dst, src, sr_stream_of(cx), &st, err)) /* fp32 rows, converted in place */
         return st;
+    if (ap_widen_into_rows(core, cx->engine, dst, src, &st, err)) /* into fp32 rows, converted in place */
+        return st;
     size_t n = (size_t)ap_elems(src);
     float *buf = core_scratch(core, 3, n);
     if (!buf)
