@@ -3,13 +3,13 @@
  * fuse), then the function of t.
  *   - copy and relu are fp32 operations on t, the same IEEE operations as the scalar loop, so the same bits.
  *   - exp, sigmoid, silu, tanh and both GELUs are act_eval's double expressions, operation for operation, with libm's
- *     exp and erfc replaced by vector ones (exp: reduction by ln 2 in two parts, a degree-13 polynomial, scaling
- *     by 2^k; erfc: piecewise polynomials below 4, a rational mapping and exp above, see below): within a few
- *     double ulps of libm's. Rounding a double to fp32 can only differ between two such
- *     values when they lie on either side of an fp32 rounding boundary, so a lane whose double result is within
- *     2^8 ulps of a midpoint between fp32 values (one lane in two million), outside the normal fp32 range, NaN,
- *     or whose exp argument is beyond +-700 is recomputed by act_eval itself. tests/sim/test_act_exhaustive.c
- *     checks every fp32 input of each function against act_eval.
+ *     exp and erfc replaced by vector ones (exp: reduction by ln 2 in two parts, a degree-11 polynomial, scaling
+ *     by 2^k; erfc: piecewise polynomials below 4, a rational mapping and exp above, see below) and divisions by
+ *     1 + e by a Newton reciprocal: within 2^-44 (relative) of libm's, 2^8 double ulps. Rounding a double to fp32
+ *     can only differ between two such values when they lie on either side of an fp32 rounding boundary, so a lane
+ *     whose double result is within 2^12 ulps of a midpoint between fp32 values (one lane in 65,536), outside the
+ *     normal fp32 range, NaN, or whose exp argument is beyond +-700 is recomputed by act_eval itself.
+ *     tests/sim/test_act_exhaustive.c checks every fp32 input of each function against act_eval.
  * Functions not listed keep the scalar loop. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,16 +51,20 @@ static int avx512_ok(void)
 
 #define VT __attribute__((target("avx512f,avx512dq"), always_inline)) static inline
 
-/* exp(x) for |x| <= 700 (a normal double result). */
+/* exp(x) for |x| <= 700 (a normal double result): k = round(x / ln 2) by adding and subtracting 1.5 * 2^52 (the fma
+ * rounds x / ln 2 to an integer once), r = x - k ln 2 in two parts (k * ln2_hi exact), the degree-11 Taylor polynomial
+ * of exp(r) (|r| <= 0.3466: relative error below 9e-15, 2^-46.7), and 2^k added to its exponent field (k's low bits
+ * sit at the bottom of the shifted sum's pattern; the result stays normal for |x| <= 700). */
 VT __m512d vexp(__m512d x)
 {
-    const __m512d inv_ln2 = _mm512_set1_pd(0x1.71547652b82fep0);
+    const __m512d inv_ln2 = _mm512_set1_pd(0x1.71547652b82fep0), shift = _mm512_set1_pd(0x1.8p52);
     const __m512d ln2_hi = _mm512_set1_pd(0x1.62e42fee00000p-1); /* 32 significant bits: k * ln2_hi exact */
     const __m512d ln2_lo = _mm512_set1_pd(0x1.a39ef35793c76p-33);
-    __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(x, inv_ln2), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d kd = _mm512_fmadd_pd(x, inv_ln2, shift);
+    __m512d k = _mm512_sub_pd(kd, shift);
     __m512d r = _mm512_fnmadd_pd(k, ln2_hi, x);
-    r = _mm512_fnmadd_pd(k, ln2_lo, r); /* |r| <= 0.3466: the degree-13 Taylor polynomial's error is 4e-18 */
-    static const double c[14] = {1.0,
+    r = _mm512_fnmadd_pd(k, ln2_lo, r);
+    static const double c[12] = {1.0,
                                  1.0,
                                  0.5,
                                  1.0 / 6,
@@ -71,26 +75,40 @@ VT __m512d vexp(__m512d x)
                                  1.0 / 40320,
                                  1.0 / 362880,
                                  1.0 / 3628800,
-                                 1.0 / 39916800,
-                                 1.0 / 479001600,
-                                 1.0 / 6227020800.0};
-    __m512d p = _mm512_set1_pd(c[13]);
-    for (int i = 12; i >= 0; i--)
-        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[i]));
-    return _mm512_scalef_pd(p, k);
+                                 1.0 / 39916800};
+    /* even and odd terms in two chains of r^2 */
+    __m512d r2 = _mm512_mul_pd(r, r), pe = _mm512_set1_pd(c[10]), po = _mm512_set1_pd(c[11]);
+    for (int i = 8; i >= 0; i -= 2) {
+        pe = _mm512_fmadd_pd(pe, r2, _mm512_set1_pd(c[i]));
+        po = _mm512_fmadd_pd(po, r2, _mm512_set1_pd(c[i + 1]));
+    }
+    __m512d p = _mm512_fmadd_pd(po, r, pe);
+    __m512i e = _mm512_slli_epi64(_mm512_castpd_si512(kd), 52);
+    return _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(p), e));
 }
 
-/* Lanes whose double y might round to another fp32 than a value a few ulps away: within 2^8 double ulps of a
- * midpoint between fp32 values (the low 29 mantissa bits near 1 << 28), or outside the normal fp32 range
- * [2^-126, 2^128) in magnitude (zero and NaN included). */
+/* 1 / d for finite d >= 1: rcp14's 14 bits, doubled twice by Newton steps (r += r (1 - d r)): within 2 ulps, at a
+ * fraction of a division's cost. */
+VT __m512d vrecip(__m512d d)
+{
+    const __m512d one = _mm512_set1_pd(1.0);
+    __m512d r = _mm512_rcp14_pd(d);
+    r = _mm512_fmadd_pd(r, _mm512_fnmadd_pd(d, r, one), r);
+    return _mm512_fmadd_pd(r, _mm512_fnmadd_pd(d, r, one), r);
+}
+
+/* Lanes whose double y might round to another fp32 than a value near it: within 2^12 double ulps of a midpoint
+ * between fp32 values (the low 29 mantissa bits near 1 << 28; one lane in 65,536), or outside the normal fp32 range
+ * [2^-126, 2^128) in magnitude (zero and NaN included), each an unsigned compare after a subtraction. */
 VT __mmask8 unsure(__m512d y)
 {
-    __m512i low = _mm512_and_si512(_mm512_castpd_si512(y), _mm512_set1_epi64(0x1FFFFFFF));
-    __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(low, _mm512_set1_epi64(0x10000000)));
-    __mmask8 m = _mm512_cmplt_epi64_mask(dist, _mm512_set1_epi64(256));
-    __m512d a = _mm512_abs_pd(y);
-    m |= _mm512_cmp_pd_mask(a, _mm512_set1_pd(0x1p-126), _CMP_NGE_UQ);
-    m |= _mm512_cmp_pd_mask(a, _mm512_set1_pd(0x1p128), _CMP_NLT_UQ);
+    const __m512i b = _mm512_castpd_si512(y);
+    __m512i low = _mm512_and_si512(_mm512_sub_epi64(b, _mm512_set1_epi64((1 << 28) - (1 << 12))),
+                                   _mm512_set1_epi64(0x1FFFFFFF));
+    __mmask8 m = _mm512_cmplt_epu64_mask(low, _mm512_set1_epi64(1 << 13));
+    __m512i a = _mm512_and_si512(b, _mm512_set1_epi64(INT64_MAX));
+    m |= _mm512_cmpge_epu64_mask(_mm512_sub_epi64(a, _mm512_set1_epi64(0x3810000000000000)),  /* 2^-126 */
+                                 _mm512_set1_epi64(0x47F0000000000000 - 0x3810000000000000)); /* 2^128 */
     return m;
 }
 
@@ -120,40 +138,44 @@ VT __m512d verfc(__m512d a)
     return _mm512_div_pd(_mm512_mul_pd(e, p), _mm512_fmadd_pd(_mm512_set1_pd(2.0), a, one));
 }
 
-/* erfc(a) for 0 <= a < 4 without an exponential or a division: on each interval [k/2, (k+1)/2) a degree-16
- * polynomial in s = 4 (a - k/2 - 1/4), its coefficients picked per lane by a permute (relative error below 3e-15,
- * scripts/gen_erfc_pieces.py, which prints this table: row j, the coefficient of s^j on the eight intervals). */
-static const double ERFC_PIECES[17][8] = {
-    {0x1.728558ee694fcp-1, 0x1.27c6d14c5e341p-2, 0x1.3bcd133aa0ffcp-4, 0x1.b4be201caa4b4p-7, 0x1.7f713f9cc9784p-10, 0x1.a609f7584d32bp-14, 0x1.20c1303550f0ep-18, 0x1.e87470e4f4246p-24},
-    {-0x1.0f5d1602f7e41p-2, -0x1.492e42d78d2c5p-3, -0x1.e4652fadcb6b2p-5, -0x1.b055303221015p-7, -0x1.d4143a9dfe965p-10, -0x1.3360ccd23db3ap-13, -0x1.e9b5e8d00ce76p-18, -0x1.d9371e2ff7c35p-23},
-    {0x1.0f5d1602f7e41p-6, 0x1.edc5644353c27p-6, 0x1.2ebf3dcc9f22fp-6, 0x1.7a4a8a2bdce13p-8, 0x1.074b60f8df349p-10, 0x1.a6a519a114d70p-14, 0x1.8de3cd290a7c0p-18, 0x1.bba3ac4cf8472p-23},
-    {0x1.3c974458cbdf6p-8, -0x1.b6e8591f66e55p-12, -0x1.571d01c5c56bfp-9, -0x1.7148c3d57c311p-10, -0x1.63ef61e824426p-12, -0x1.69cf466ccdf5ep-15, -0x1.9aa489e3cad26p-19, -0x1.0b6a7b0f1b59ep-23},
-    {-0x1.040e8a6d82e51p-11, -0x1.349b5eaa1459ap-11, 0x1.93a9a7bb7edb1p-16, 0x1.8a0da54306152p-13, 0x1.38a98327890e7p-14, 0x1.ab0c273ac263ep-17, 0x1.2c7d5ef053eacp-20, 0x1.d06f586093ecdp-25},
-    {-0x1.47e5cfee40d45p-14, 0x1.b42a1890ce128p-15, 0x1.8281ce0b35294p-15, -0x1.b22257dd02143p-18, -0x1.5d3b17bbe0c00p-17, -0x1.6935960665098p-19, -0x1.490a4d230e88dp-22, -0x1.3436bc9fc3cb9p-26},
-    {0x1.4c0b253ea7263p-17, 0x1.b8477966b3bf1p-18, -0x1.5d0003af70a14p-18, -0x1.25b378c92a32ep-19, 0x1.7cae0d45b1763p-21, 0x1.b2755bfd7350dp-22, 0x1.145464ea289bbp-24, 0x1.4357b5546dde7p-28},
-    {0x1.08d946cdb4b59p-20, -0x1.2e0afb0b94c00p-20, -0x1.db43c9738b942p-23, 0x1.8d10fb6bde332p-22, 0x1.5f8313b5c2753p-25, -0x1.52b6263ebd08cp-25, -0x1.647f721c2ebccp-27, -0x1.110de49c4b17ap-30},
-    {-0x1.3db6ffa1425e2p-23, -0x1.2db332fb41b4cp-25, 0x1.75672cec0dd51p-24, -0x1.7ec1d1d9f9368p-27, -0x1.0602e33b7fc28p-26, 0x1.75577263970d9p-30, 0x1.567479c9481e9p-30, 0x1.7566beee97972p-33},
-    {-0x1.5562353afecb0p-27, 0x1.04105cb84afbap-26, -0x1.cc2254673a6a9p-29, -0x1.d4cf0b6ff1c63p-29, 0x1.8352cd88ea2e2p-30, 0x1.2abb3c2fa3ca8p-32, -0x1.b2c31feca48afp-34, -0x1.99f5c516df4b5p-36},
-    {0x1.e5ffdc55c3db6p-30, -0x1.86234ad682ba5p-33, -0x1.a00750111dad6p-31, 0x1.d041ef0c776b4p-32, 0x1.80c130376d8e7p-37, -0x1.cd59245d1d0c5p-35, 0x1.38933d3f3a8f7p-39, 0x1.5d69036186ba7p-39},
-    {0x1.6689cd2600923p-34, -0x1.47258ee730133p-33, 0x1.53b13db4b1f83p-34, 0x1.6d7a19a433fbcp-40, -0x1.11325b1c91281p-36, 0x1.09d0ddf126d21p-38, 0x1.807069076833ep-41, -0x1.a04343ab505bfp-43},
-    {-0x1.357bb053473c6p-36, 0x1.bd5e14fbade5dp-38, 0x1.ba66fc915ace8p-39, -0x1.2007d40bfe021p-38, 0x1.7ca56911981a4p-40, 0x1.1f87dca2d7362p-44, -0x1.ff327766d3b0fp-44, 0x1.833454a2a7842p-48},
-    {-0x1.353a34fbe6c67p-41, 0x1.3da3aadc671d5p-40, -0x1.d4329bcf7aff1p-41, 0x1.2925393bb51b7p-42, 0x1.66a00bbc4069ep-46, -0x1.68d96341811e0p-45, 0x1.2660f7836a888p-47, 0x1.ecb3498124fcdp-51},
-    {0x1.5165ace068200p-43, -0x1.72df0eca79b70p-44, 0x1.93bab9820e7e3p-47, 0x1.3695b4b3a9bc3p-46, -0x1.cb1a3be4ea327p-47, 0x1.eaff3215b7b88p-49, -0x1.cd6cada333b4ap-57, -0x1.6e194030a9005p-53},
-    {0x1.a90bf4c959e82p-49, -0x1.d7ffe9cc6b716p-48, 0x1.a5261b77733b8p-48, -0x1.abd949ee80276p-49, 0x1.bb09795d0c9cep-51, 0x1.b92cba3b1d621p-58, -0x1.2098fc5c76149p-54, 0x1.e053b6cfd3a19p-57},
-    {-0x1.385d348753740p-50, 0x1.a6524cbad62f1p-51, -0x1.5b86e0b61de31p-52, 0x1.4a925dfe734cbp-55, 0x1.5b1ae3c82cd23p-55, -0x1.c5a0cc799f753p-56, 0x1.cdcd9713da7d0p-58, -0x1.a7b7f3a78bc96p-62},
+/* erfc(a) for 0 <= a < 4 without an exponential or a division: on each interval [k/4, (k+1)/4) a degree-12
+ * polynomial in s = 8 (a - k/4 - 1/8), its coefficients picked per lane by a two-table permute (relative error below
+ * 1.5e-15, scripts/gen_erfc_pieces.py, which prints this table: row j, the coefficient of s^j on the sixteen
+ * intervals). */
+static const double ERFC_PIECES[13][16] = {
+    {0x1.b82879728f11ep-1, 0x1.311796a46f064p-1, 0x1.81cd2465e1d96p-2, 0x1.ba36dab91c0e9p-3, 0x1.c9296beb09cf1p-4, 0x1.a8973c4b5c03ep-5, 0x1.612d893085125p-6, 0x1.0678442cc256fp-7, 0x1.5bde729a6b60fp-9, 0x1.9a7c305336484p-11, 0x1.aeb4423e690e7p-13, 0x1.916f7c5f2f764p-15, 0x1.4c144d984e1b8p-17, 0x1.e749309831666p-20, 0x1.3ce784b411931p-22, 0x1.6d3126d74b6ccp-25},
+    {-0x1.1c62fa1e869b6p-3, -0x1.f5f0cdaf15313p-4, -0x1.86e9694134b9ep-4, -0x1.0cab61f084b93p-4, -0x1.45e99bcbb7915p-5, -0x1.5ce595c455b0ap-6, -0x1.499d478bca735p-7, -0x1.12ceb37ff9bc4p-8, -0x1.94624e78e0fafp-10, -0x1.06918b6355624p-11, -0x1.2ce898809244dp-13, -0x1.30538fbb77eccp-15, -0x1.0f9e1b4dd36e0p-17, -0x1.abe09e9144b6bp-20, -0x1.296a70f414064p-22, -0x1.6ce1aa3fd7be1p-25},
+    {0x1.1c62fa1e869b6p-9, 0x1.78749a434fe4ep-8, 0x1.e8a3c39181e85p-8, 0x1.d62beb64e8442p-8, 0x1.6ea6cf452e838p-8, 0x1.dfbbadedf5d2ep-9, 0x1.0bcfca21947dbp-9, 0x1.01a1c847fa207p-10, 0x1.ada873606f0aap-12, 0x1.37ccd585f564bp-13, 0x1.8af14828bffa6p-15, 0x1.b5781e9d7c646p-17, 0x1.a8670aa99a5bbp-19, 0x1.690585ca91f9ap-21, 0x1.0d88765d32253p-23, 0x1.617a9cedd900fp-26},
+    {0x1.6f552dbcc32a6p-11, 0x1.e106c51d1f000p-12, 0x1.c81050216877ep-14, -0x1.7c9d756a1150ep-13, -0x1.4cb3cf0aa0c2dp-12, -0x1.4374d82e04ce3p-12, -0x1.d6631e1a28e86p-13, -0x1.143d1c6f4f018p-13, -0x1.0ea475da3be1ap-14, -0x1.c1ec102e36584p-16, -0x1.407fbd18f138cp-17, -0x1.89e17c074d53bp-19, -0x1.a3737e2a2f04ep-21, -0x1.84522fe880ac3p-23, -0x1.394b1fa67026dp-25, -0x1.b95fa39b39c24p-28},
+    {-0x1.196c9cd8dfca8p-16, -0x1.5529abcd00588p-15, -0x1.6963c8a39d6a9p-15, -0x1.cc60567d78d9ep-16, -0x1.ca5083167a46cp-18, 0x1.f3b8d52d358c7p-18, 0x1.974c0368673adp-17, 0x1.5a316520b81a6p-17, 0x1.afe553fa44e57p-18, 0x1.ae59615f8ea6ep-19, 0x1.62d4c6d49c839p-20, 0x1.ed4ac7daea6abp-22, 0x1.24544f02d2ba0p-23, 0x1.298f8d45f62f7p-25, 0x1.05760ad1bc854p-27, 0x1.8e1fc41537b64p-30},
+    {-0x1.aaba623dca5ddp-19, -0x1.7488b8a8235e5p-20, 0x1.c1242dfed5572p-21, 0x1.1350f4b20d0a3p-19, 0x1.f65d15f218b55p-20, 0x1.f572c4c943c04p-21, 0x1.17d430bcf561ap-24, -0x1.779b1e577f980p-22, -0x1.9973b48a2cbffp-22, -0x1.11dae4733e66cp-22, -0x1.146c4b3df759cp-23, -0x1.c11f270623a85p-25, -0x1.2e7e763d5a5b6p-26, -0x1.577577890f1cap-28, -0x1.4c1fe48b4a95fp-30, -0x1.137172181bf13p-32},
+    {0x1.734ea69bdc830p-24, 0x1.9a7945cd2dad1p-23, 0x1.52b2668e8e78ap-23, 0x1.53bb4a5c0b54ap-25, -0x1.fd1c6c118679ep-25, -0x1.6b16f52c91eedp-24, -0x1.d857f2c522784p-25, -0x1.0d099c7b1ad31p-26, 0x1.dd78ee169dd26p-28, 0x1.982b274bc23dbp-27, 0x1.267f3bc3d19d4p-27, 0x1.2add1ce739c3fp-28, 0x1.da496e531e07dp-30, 0x1.330aab7806406p-31, 0x1.4b9820343243fp-33, 0x1.2eb290b247fa9p-35},
+    {0x1.89258d8209c8bp-27, 0x1.65c10cd81e057p-29, -0x1.c7cd9a22cad6fp-28, -0x1.30ac214952cb7p-27, -0x1.3acc793d00527p-28, 0x1.73ffa31290724p-31, 0x1.954ab11fc7042p-29, 0x1.42fcbb7be9ebfp-29, 0x1.ea03bc7fa1a78p-31, -0x1.0283e4ae01d57p-34, -0x1.64f89303b6c8ap-32, -0x1.151f78b64a902p-32, -0x1.176cf6215800bp-33, -0x1.ac9996aff695ep-35, -0x1.085c0eb4877ebp-36, -0x1.0d8c35b4442c0p-38},
+    {-0x1.6f681aaa4a518p-32, -0x1.709ab515f0d8ep-31, -0x1.b62f4aa41895ap-32, 0x1.e3f4cb436d25bp-34, 0x1.8b43c3abb9201p-32, 0x1.174047eaa4491p-32, 0x1.2e43f37ed4e48p-35, -0x1.76ff58065d1b6p-34, -0x1.6aa2c1b24f60dp-34, -0x1.377c45e79051fp-35, -0x1.229eec2503d5dp-39, 0x1.1c64008e4efcdp-37, 0x1.d2ac6d2832263p-38, 0x1.cc15782b45a18p-39, 0x1.510a3b0c58859p-40, 0x1.8885691c7660cp-42},
+    {-0x1.279199fb960a7p-35, -0x1.043476c831ca5p-40, 0x1.dc37fb5a7e134p-36, 0x1.aae136d34e947p-36, 0x1.79bd61be12feap-39, -0x1.9da10f381ad43p-37, -0x1.71cdbf161c796p-37, -0x1.7bdffc8a79888p-39, 0x1.2fd8ed77c7981p-39, 0x1.61ed443561a58p-39, 0x1.4008f09c68a86p-40, 0x1.0ec9cccb22485p-43, -0x1.aaff7b0e645eap-43, -0x1.64c726a01f8e9p-43, -0x1.5166ab2260340p-44, -0x1.d25c6b6b0ad19p-46},
+    {0x1.22d109ae8855fp-40, 0x1.0755119158241p-39, 0x1.81151960d1b31p-41, -0x1.d6dfbeaad318ap-41, -0x1.2e519e13df920p-40, -0x1.53532d0a061dfp-42, 0x1.75421bf4b72dfp-42, 0x1.991c601f429c2p-42, 0x1.017b658568676p-43, -0x1.cae3dd412086cp-45, -0x1.3632acb078088p-44, -0x1.1816311dfb2c0p-45, -0x1.03f680ff218eep-48, 0x1.34f1d25f07132p-48, 0x1.f31d0189f093cp-49, 0x1.bbbd2489d163ap-50},
+    {0x1.73246e74641b8p-44, -0x1.e24e0a08274e1p-47, -0x1.60d5a833fe660p-44, -0x1.977461c19c564p-45, 0x1.6ddc5c5a68104p-46, 0x1.615af8a733f0ep-45, 0x1.07fb3090a48c5p-46, -0x1.30d4a50fff531p-47, -0x1.8c0920809c26cp-47, -0x1.0a7af2c6ef9dcp-48, 0x1.536c90b8f8c2bp-50, 0x1.eef97f2e9a85fp-50, 0x1.ac94c7e2e598ep-51, 0x1.6c20335a75aa6p-54, -0x1.ac2c98616ff6fp-54, -0x1.3fe422f02f5dbp-54},
+    {-0x1.7cb44afcdc8fdp-49, -0x1.356a286c4b928p-48, -0x1.56aac55b5fdbap-51, 0x1.915bf467bdee3p-49, 0x1.27a40b57137eep-49, -0x1.d6435a264b6e6p-52, -0x1.6e8b94e12c168p-50, -0x1.2ef9ec21ffce0p-51, 0x1.eeba64ab0e6dfp-53, 0x1.5b6f765f8b7f8p-52, 0x1.c3451371f439bp-54, -0x1.0c11f4c7d272bp-55, -0x1.6ceb57c93c109p-55, -0x1.1f4e72241b02bp-56, -0x1.5a57f8684d0a8p-60, 0x1.1e7a71a6ca8bbp-59},
 };
 
 VT __m512d verfc4(__m512d a)
 {
-    __m512d kf = _mm512_min_pd(_mm512_roundscale_pd(_mm512_add_pd(a, a), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
-                               _mm512_set1_pd(7.0));
+    __m512d kf = _mm512_min_pd(_mm512_roundscale_pd(_mm512_mul_pd(a, _mm512_set1_pd(4.0)),
+                                                    _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
+                               _mm512_set1_pd(15.0));
     __m512i k = _mm512_cvtpd_epi64(kf);
-    __m512d s = _mm512_mul_pd(_mm512_sub_pd(a, _mm512_fmadd_pd(kf, _mm512_set1_pd(0.5), _mm512_set1_pd(0.25))),
-                              _mm512_set1_pd(4.0));
-    __m512d p = _mm512_permutexvar_pd(k, _mm512_loadu_pd(ERFC_PIECES[16]));
-    for (int j = 15; j >= 0; j--)
-        p = _mm512_fmadd_pd(p, s, _mm512_permutexvar_pd(k, _mm512_loadu_pd(ERFC_PIECES[j])));
-    return p;
+    __m512d s = _mm512_mul_pd(_mm512_sub_pd(a, _mm512_fmadd_pd(kf, _mm512_set1_pd(0.25), _mm512_set1_pd(0.125))),
+                              _mm512_set1_pd(8.0));
+#define PIECE(j) _mm512_permutex2var_pd(_mm512_loadu_pd(ERFC_PIECES[j]), k, _mm512_loadu_pd(ERFC_PIECES[j] + 8))
+    /* even and odd coefficients in two chains of s^2 (half the latency of one chain), joined by one fma */
+    __m512d s2 = _mm512_mul_pd(s, s), pe = PIECE(12), po = PIECE(11);
+    for (int j = 10; j >= 0; j -= 2) {
+        pe = _mm512_fmadd_pd(pe, s2, PIECE(j));
+        if (j >= 1)
+            po = _mm512_fmadd_pd(po, s2, PIECE(j - 1));
+    }
+#undef PIECE
+    return _mm512_fmadd_pd(po, s, pe);
 }
 
 /* The erf-form GELU, 0.5 * x * erfc(-x * rsqrt2) as act_eval groups it; erfc(z) = 2 - erfc(-z) for z < 0. */
@@ -189,7 +211,7 @@ VT __m512d tanh8(__m512d x, __mmask8 *bad)
     __m512d small = _mm512_add_pd(x, _mm512_mul_pd(x, _mm512_mul_pd(x2, p)));
     __mmask8 big = _mm512_cmp_pd_mask(a, _mm512_set1_pd(20.0), _CMP_GT_OQ);
     __m512d t = vexp(_mm512_mul_pd(_mm512_set1_pd(-2.0), _mm512_min_pd(a, _mm512_set1_pd(20.0))));
-    __m512d r = _mm512_div_pd(_mm512_sub_pd(one, t), _mm512_add_pd(one, t));
+    __m512d r = _mm512_mul_pd(_mm512_sub_pd(one, t), vrecip(_mm512_add_pd(one, t)));
     r = _mm512_mask_blend_pd(big, r, one);
     /* the sign of x on the magnitude */
     r = _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(r),
@@ -232,9 +254,9 @@ VT __m512d fn8(tern_act_func f, __m512d x, __mmask8 *bad)
     __m512d e = vexp(_mm512_mask_blend_pd(out, z, _mm512_setzero_pd()));
     switch (f) {
     case TERN_ACT_EXP: y = e; break;
-    case TERN_ACT_SIGMOID: y = _mm512_div_pd(one, _mm512_add_pd(one, e)); break;
-    case TERN_ACT_SILU: y = _mm512_mul_pd(x, _mm512_div_pd(one, _mm512_add_pd(one, e))); break;
-    default: y = _mm512_div_pd(x, _mm512_add_pd(one, e)); break;
+    case TERN_ACT_SIGMOID: y = vrecip(_mm512_add_pd(one, e)); break;
+    case TERN_ACT_SILU: y = _mm512_mul_pd(x, vrecip(_mm512_add_pd(one, e))); break;
+    default: y = _mm512_mul_pd(x, vrecip(_mm512_add_pd(one, e))); break;
     }
     *bad = out | unsure(y);
     if (*bad) {
