@@ -917,9 +917,26 @@ static int gather_2d(const tern_core *core, tern_engine e, const tern_ap *ap, fl
     return 1;
 }
 
+/* fp32 rows on chip (one run per partition: a [P, 1] column of statistics, a [P, N] tile) copied partition by
+ * partition, the walk's runs without its callback per run. 1 if done. */
+static int rows_f32(tern_core *core, tern_engine e, const tern_ap *ap, float *dense, const float *from)
+{
+    size_t n = 0, ps = 0;
+    uint8_t *rows = ap->dtype == TERN_DTYPE_FP32 ? ap_onchip_rows(core, e, ap, &n, &ps) : NULL;
+    if (!rows)
+        return 0;
+    for (uint32_t p = 0; p < ap->num_partitions; p++) {
+        if (from)
+            memcpy(rows + (size_t)p * ps, from + (size_t)p * n, n * 4);
+        else
+            memcpy(dense + (size_t)p * n, rows + (size_t)p * ps, n * 4);
+    }
+    return 1;
+}
+
 tern_status ap_gather_f32(tern_core *core, tern_engine e, const tern_ap *ap, float *out, tern_error *err)
 {
-    if (gather_2d(core, e, ap, out))
+    if (rows_f32(core, e, ap, out, NULL) || gather_2d(core, e, ap, out))
         return TERN_OK;
     run_ctx r;
     r.dt = (tern_dtype)ap->dtype;
@@ -1105,6 +1122,8 @@ tern_status ap_scatter_f32_rows(tern_core *core, tern_engine e, const tern_ap *a
     psum_mark(core, ap, 0);
     sbuf_written(core, e, ap);
     tern_status st;
+    if (!row_n && rows_f32(core, e, ap, NULL, in))
+        return TERN_OK;
     if (!row_n && scatter_2d(core, e, ap, in, &r.opts, &st, err))
         return st;
     return ap_walk(core, e, ap, scatter_f32_run, &r, err);
