@@ -326,8 +326,22 @@ void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, si
             x[i] = alu_apply_f32(op, x[i], y[i]);
 }
 
+/* s = +-2^k, a normal fp32 whose reciprocal is one too (k in [-126, 126]): *r = 1 / s, exactly. */
+static int pow2_recip(float s, float *r)
+{
+    uint32_t u;
+    memcpy(&u, &s, sizeof u);
+    uint32_t e = (u >> 23) & 0xFFu;
+    if ((u & 0x7FFFFFu) != 0 || e < 1u || e > 253u)
+        return 0;
+    uint32_t v = (u & 0x80000000u) | ((254u - e) << 23);
+    memcpy(r, &v, sizeof v);
+    return 1;
+}
+
 ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse, size_t n)
 {
+    float b0;
     if (alu_is_compare(op)) { /* masks against a threshold */
         if (reverse)
             CMP_SWITCH(s, x[i]);
@@ -356,7 +370,17 @@ ALU_CLONES void alu_apply_f32_vs(tern_alu_op op, float *x, float s, int reverse,
     case TERN_ALU_ADD: VS_LOOP(a + b);
     case TERN_ALU_SUBTRACT: VS_LOOP(a - b);
     case TERN_ALU_MULT: VS_LOOP(a * b);
-    case TERN_ALU_DIVIDE: VS_LOOP(a / b); /* the norms' and AdamW's divisions by a per-partition scalar */
+    case TERN_ALU_DIVIDE:
+        /* by a normal power of two (attention's 1 / sqrt(64) = 1 / 8): a product by its reciprocal, which is exact,
+         * is the same correctly rounded a * 2^-k as the quotient, at a fraction of a division's cost */
+        if (!reverse && pow2_recip(s, &b0)) {
+            for (size_t i = 0; i < n; i++) {
+                float a = x[i];
+                x[i] = nan_first(a, a * b0);
+            }
+            return;
+        }
+        VS_LOOP(a / b); /* the norms' and AdamW's divisions by a per-partition scalar */
 #undef VS_LOOP
     case TERN_ALU_MAX: /* Relu as max(x, 0), Clip and Relu6 as max then min */
     case TERN_ALU_MIN:

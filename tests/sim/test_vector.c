@@ -641,6 +641,38 @@ static void test_minmax_select_rows(void)
     CHECK_EQ_INT(cases, 10);
 }
 
+/* tensor_scalar dividing by powers of two (attention's 1 / sqrt(64)), which take a product by the exact reciprocal,
+ * and by their neighbours, which keep the division, both ways round: alu_apply_f32's quotient bit for bit on
+ * adversarial values (subnormal quotients, NaN payloads, infinities, signed zeros). */
+static void test_divide_pow2(void)
+{
+    enum { P = 3, N = 150, A = 0, D = 2048 };
+    static const uint32_t divs[] = {0x41000000u, 0x3e000000u, 0xc1000000u, 0x3f800000u, 0xbf800000u, 0x00800000u,
+                                    0x80800000u, 0x7e800000u, 0x7f000000u, 0x7e000000u, 0x00400000u, 0x41000001u,
+                                    0x40ffffffu, 0x00000000u, 0x7f800000u, 0x7fc00000u};
+    uint32_t a[P * N], got[P * N];
+    for (uint32_t i = 0; i < P * N; i++)
+        a[i] = adv_bits(i);
+    int bad = 0, runs = 0;
+    for (unsigned k = 0; k < sizeof divs / sizeof divs[0]; k++)
+        for (int rev = 0; rev < 2; rev++) {
+            st_write_bits(v2, SB, 0, P, A, F32, a, N);
+            tern_instr ins = ts(VE, TERN_ALU_DIVIDE, bits_f(divs[k]), TERN_ALU_BYPASS, 0.0f,
+                                st_ap1(SB, F32, 0, P, D, N), st_ap1(SB, F32, 0, P, A, N));
+            ins.flags = (uint16_t)(rev ? TERN_FLAG_REV0 : 0);
+            ST_EXPECT_OK(v2, &ins);
+            st_read_bits(v2, SB, 0, P, D, F32, got, N);
+            for (uint32_t i = 0; i < P * N; i++) {
+                float x = bits_f(a[i]), s = bits_f(divs[k]);
+                bad += got[i] != f_bits(rev ? alu_apply_f32(TERN_ALU_DIVIDE, s, x) : alu_apply_f32(TERN_ALU_DIVIDE, x, s));
+            }
+            runs++;
+        }
+    TEST_BEGIN("tensor_scalar divide by powers of two (a product by the reciprocal) = the quotient bit for bit");
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(runs, 32);
+}
+
 static void test_row_paths(void)
 {
     enum { P = 5, N = 67, A = 0, B = 1024, D = 2048, S = 4096, W = 8192 };
@@ -1829,6 +1861,7 @@ int main(void)
     test_cast_rows();
     test_bn_exact();
     test_row_paths();
+    test_divide_pow2();
     test_minmax_select_rows();
     test_rows_threads();
     test_tensor_reduce();
