@@ -314,6 +314,65 @@ __attribute__((target("avx512f,avx512dq"))) static void row(tern_act_func f, con
 }
 #endif
 
+#if HAVE_X86
+/* A 16 x 16 transpose of r in registers: r[c] becomes column c (lane q: row q's element c). */
+__attribute__((target("avx512f"), always_inline)) static inline void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int b = 0; b < 16; b += 4) {
+        __m512d a0 = _mm512_castps_pd(t[b]), a1 = _mm512_castps_pd(t[b + 1]), a2 = _mm512_castps_pd(t[b + 2]),
+                a3 = _mm512_castps_pd(t[b + 3]);
+        r[b] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        r[b + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        r[b + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        r[b + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    for (int b = 0; b < 16; b += 8)
+        for (int i = 0; i < 4; i++) {
+            t[b + i] = _mm512_shuffle_f32x4(r[b + i], r[b + 4 + i], 0x88);
+            t[b + 4 + i] = _mm512_shuffle_f32x4(r[b + i], r[b + 4 + i], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+    }
+}
+#endif
+
+#if HAVE_X86
+/* Sixteen rows' sums, each the fp32 chain from +0 in element order (lane q: ((0 + x0) + x1) + ...): sixteen columns
+ * at a time are transposed so that one vector add advances all sixteen chains by one element. */
+__attribute__((target("avx512f"))) static void act_sums16_avx512(const float *const rows[16], size_t n, float *sums)
+{
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t i = 0; i < n; i += 16) {
+        size_t m = n - i < 16 ? n - i : 16;
+        __mmask16 mk = (__mmask16)(m == 16 ? 0xFFFFu : (1u << m) - 1u);
+        __m512 r[16];
+        for (int q = 0; q < 16; q++)
+            r[q] = _mm512_maskz_loadu_ps(mk, rows[q] + i);
+        transpose16(r);
+        for (size_t c = 0; c < m; c++)
+            acc = _mm512_add_ps(acc, r[c]);
+    }
+    _mm512_storeu_ps(sums, acc);
+}
+#endif
+
+void act_row_sums16(const float *const rows[16], size_t n, float *sums)
+{
+#if HAVE_X86
+    act_sums16_avx512(rows, n, sums);
+#else
+    (void)rows, (void)n, (void)sums;
+    TERN_ASSERT(0);
+#endif
+}
+
 int act_simd_enabled(void)
 {
 #if HAVE_X86

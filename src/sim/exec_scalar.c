@@ -177,7 +177,18 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
     }
     /* The sums, when the instruction asks for them: each partition's a serial chain in element order; eight
      * partitions' chains advance together (each add waits on its own chain only), the same adds in the same order. */
-    if (j->want_sum) {
+    if (j->want_sum && j->simd) { /* sixteen partitions' chains in one vector, the same adds in the same order */
+        for (uint32_t pg = p0; pg < p1; pg += 16) {
+            uint32_t ng = p1 - pg < 16 ? p1 - pg : 16;
+            const float *r[16];
+            float s[16];
+            for (uint32_t q = 0; q < 16; q++)
+                r[q] = &j->out[(size_t)(pg + (q < ng ? q : 0)) * j->out_stride];
+            act_row_sums16(r, j->N, s);
+            for (uint32_t q = 0; q < ng; q++)
+                j->sum[pg + q] = s[q];
+        }
+    } else if (j->want_sum) {
         enum { G = 8 };
         for (uint32_t pg = p0; pg < p1; pg += G) {
             uint32_t ng = p1 - pg < G ? p1 - pg : G;

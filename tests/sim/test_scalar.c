@@ -343,47 +343,58 @@ static void test_rows_to_narrow(void)
     CHECK_EQ_INT(runs, 6 * 3 * 2);
 }
 
-/* The reduction's sum is each partition's fp32 chain over its results in element order, bit for bit: 13
- * partitions (not a multiple of the eight chains run together), 300 elements, rows whose sum depends on the order
- * (a huge value first and its negation halfway absorb what lies between), copy and exp. */
+/* The reduction's sum is each partition's fp32 chain over its results in element order, from +0, bit for bit: 19
+ * partitions (not a multiple of the eight chains, nor of the sixteen the vector path runs together), rows of 1 to 300
+ * elements (whole blocks of sixteen and tails), rows whose sum depends on the order (a huge value first and its
+ * negation halfway absorb what lies between), a row of -0 only (its sum is +0), copy and exp. */
 static void test_sum_chain(void)
 {
-    enum { P = 13, N = 300 };
-    static float x[P * N], y[P * N];
+    enum { P = 19, NMAX = 300 };
+    static const int lens[] = {1, 15, 16, 33, NMAX};
+    static float x[P * NMAX], y[P * NMAX], z[P * NMAX];
     float sum[P];
-    for (int i = 0; i < P * N; i++) {
-        int k = i % N;
-        x[i] = k == 0 ? 1e30f : k == N / 2 ? -1e30f : (float)((i * 37) % 101) * 0.01f - 0.4f;
-    }
-    st_write(v2, SB, 0, P, 0, F32, x, N);
-    int bad = 0;
-    for (int f = 0; f < 2; f++) {
-        tern_instr ins = act(f ? TERN_ACT_EXP : TERN_ACT_COPY, st_ap1(SB, F32, 0, P, 4096, N), st_ap1(SB, F32, 0, P, 0, N));
-        if (f)
-            ins.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, P, 8192, N); /* exp of small values */
-        if (f) {
-            float z[P * N];
-            for (int i = 0; i < P * N; i++)
-                z[i] = (float)((i * 53) % 97) * 0.05f - 2.0f;
-            st_write(v2, SB, 0, P, 8192, F32, z, N);
+    int bad = 0, runs = 0;
+    for (unsigned li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int N = lens[li];
+        for (int i = 0; i < P * N; i++) {
+            int k = i % N, p = i / N;
+            x[i] = p == 5 ? -0.0f : k == 0 && N > 2 ? 1e30f : k == N / 2 && N > 2 ? -1e30f
+                                                            : (float)((i * 37) % 101) * 0.01f - 0.4f;
+            z[i] = (float)((i * 53) % 97) * 0.05f - 2.0f;
         }
-        ins.flags = TERN_FLAG_REDUCE;
-        ins.ap[TERN_AP_EXTRA] = st_ap1(SB, F32, 0, P, 12000, 1);
-        ST_EXPECT_OK(v2, &ins);
-        st_read(v2, SB, 0, P, 4096, F32, y, N);
-        st_read(v2, SB, 0, P, 12000, F32, sum, 1);
-        for (int p = 0; p < P; p++) {
-            float acc = 0.0f;
-            for (int i = 0; i < N; i++)
-                acc += y[p * N + i];
-            uint32_t ga, wa;
-            memcpy(&ga, &sum[p], 4);
-            memcpy(&wa, &acc, 4);
-            bad += ga != wa;
+        st_write(v2, SB, 0, P, 0, F32, x, (uint32_t)N);
+        st_write(v2, SB, 0, P, 8192, F32, z, (uint32_t)N);
+        float nz[P];
+        for (int p = 0; p < P; p++)
+            nz[p] = -0.0f;
+        st_write(v2, SB, 0, P, 12032, F32, nz, 1);
+        for (int f = 0; f < 2; f++) {
+            tern_instr ins = act(f ? TERN_ACT_EXP : TERN_ACT_COPY, st_ap1(SB, F32, 0, P, 4096, (uint32_t)N),
+                                 st_ap1(SB, F32, 0, P, f ? 8192 : 0, (uint32_t)N)); /* exp of small values */
+            ins.flags = TERN_FLAG_REDUCE;
+            ins.ap[TERN_AP_EXTRA] = st_ap1(SB, F32, 0, P, 12000, 1);
+            if (!f) /* a bias of -0 keeps every value, -0 included (x + -0 = x): the copy's rows are x */
+                ins.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, P, 12032, 1);
+            ST_EXPECT_OK(v2, &ins);
+            st_read(v2, SB, 0, P, 4096, F32, y, (uint32_t)N);
+            st_read(v2, SB, 0, P, 12000, F32, sum, 1);
+            for (int p = 0; p < P; p++) {
+                float acc = 0.0f;
+                for (int i = 0; i < N; i++)
+                    acc += y[p * N + i];
+                if (!f && p == 5) /* the row of -0 went through as -0: its sum is +0, not the row's -0 */
+                    bad += y[p * N] != 0.0f || !signbit(y[p * N]) || signbit(acc);
+                uint32_t ga, wa;
+                memcpy(&ga, &sum[p], 4);
+                memcpy(&wa, &acc, 4);
+                bad += ga != wa;
+            }
+            runs++;
         }
     }
     TEST_BEGIN("activation's sum = each partition's fp32 chain in element order, bit for bit");
     CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(runs, 10);
 }
 
 int main(void)
