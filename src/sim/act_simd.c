@@ -5,7 +5,7 @@
  *   - exp, sigmoid, silu, tanh and both GELUs are act_eval's double expressions, operation for operation, with libm's
  *     exp and erfc replaced by vector ones (exp: reduction by ln 2 in two parts, a degree-11 polynomial, scaling
  *     by 2^k; erfc: piecewise polynomials below 4, a rational mapping and exp above, see below) and divisions by
- *     1 + e by a Newton reciprocal: within 2^-44 (relative) of libm's, 2^8 double ulps. Rounding a double to fp32
+ *     1 + e by a Newton reciprocal: within 2^-43 (relative) of libm's, 2^9 double ulps. Rounding a double to fp32
  *     can only differ between two such values when they lie on either side of an fp32 rounding boundary, so a lane
  *     whose double result is within 2^12 ulps of a midpoint between fp32 values (one lane in 65,536), outside the
  *     normal fp32 range, NaN, or whose exp argument is beyond +-700 is recomputed by act_eval itself.
@@ -138,24 +138,23 @@ VT __m512d verfc(__m512d a)
     return _mm512_div_pd(_mm512_mul_pd(e, p), _mm512_fmadd_pd(_mm512_set1_pd(2.0), a, one));
 }
 
-/* erfc(a) for 0 <= a < 4 without an exponential or a division: on each interval [k/4, (k+1)/4) a degree-12
+/* erfc(a) for 0 <= a < 4 without an exponential or a division: on each interval [k/4, (k+1)/4) a degree-11
  * polynomial in s = 8 (a - k/4 - 1/8), its coefficients picked per lane by a two-table permute (relative error below
- * 1.5e-15, scripts/gen_erfc_pieces.py, which prints this table: row j, the coefficient of s^j on the sixteen
- * intervals). */
-static const double ERFC_PIECES[13][16] = {
-    {0x1.b82879728f11ep-1, 0x1.311796a46f064p-1, 0x1.81cd2465e1d96p-2, 0x1.ba36dab91c0e9p-3, 0x1.c9296beb09cf1p-4, 0x1.a8973c4b5c03ep-5, 0x1.612d893085125p-6, 0x1.0678442cc256fp-7, 0x1.5bde729a6b60fp-9, 0x1.9a7c305336484p-11, 0x1.aeb4423e690e7p-13, 0x1.916f7c5f2f764p-15, 0x1.4c144d984e1b8p-17, 0x1.e749309831666p-20, 0x1.3ce784b411931p-22, 0x1.6d3126d74b6ccp-25},
+ * 1e-13, 2^-43.9, inside the 2^12-ulp margin of `unsure`; scripts/gen_erfc_pieces.py, which prints this table: row j,
+ * the coefficient of s^j on the sixteen intervals). */
+static const double ERFC_PIECES[12][16] = {
+    {0x1.b82879728f11ep-1, 0x1.311796a46f064p-1, 0x1.81cd2465e1d96p-2, 0x1.ba36dab91c0e9p-3, 0x1.c9296beb09cf1p-4, 0x1.a8973c4b5c03ep-5, 0x1.612d893085125p-6, 0x1.0678442cc256fp-7, 0x1.5bde729a6b60fp-9, 0x1.9a7c305336483p-11, 0x1.aeb4423e690e5p-13, 0x1.916f7c5f2f766p-15, 0x1.4c144d984e1c3p-17, 0x1.e74930983168ap-20, 0x1.3ce784b41193bp-22, 0x1.6d3126d74b63cp-25},
     {-0x1.1c62fa1e869b6p-3, -0x1.f5f0cdaf15313p-4, -0x1.86e9694134b9ep-4, -0x1.0cab61f084b93p-4, -0x1.45e99bcbb7915p-5, -0x1.5ce595c455b0ap-6, -0x1.499d478bca735p-7, -0x1.12ceb37ff9bc4p-8, -0x1.94624e78e0fafp-10, -0x1.06918b6355624p-11, -0x1.2ce898809244dp-13, -0x1.30538fbb77eccp-15, -0x1.0f9e1b4dd36e0p-17, -0x1.abe09e9144b6bp-20, -0x1.296a70f414064p-22, -0x1.6ce1aa3fd7be1p-25},
-    {0x1.1c62fa1e869b6p-9, 0x1.78749a434fe4ep-8, 0x1.e8a3c39181e85p-8, 0x1.d62beb64e8442p-8, 0x1.6ea6cf452e838p-8, 0x1.dfbbadedf5d2ep-9, 0x1.0bcfca21947dbp-9, 0x1.01a1c847fa207p-10, 0x1.ada873606f0aap-12, 0x1.37ccd585f564bp-13, 0x1.8af14828bffa6p-15, 0x1.b5781e9d7c646p-17, 0x1.a8670aa99a5bbp-19, 0x1.690585ca91f9ap-21, 0x1.0d88765d32253p-23, 0x1.617a9cedd900fp-26},
+    {0x1.1c62fa1e868e0p-9, 0x1.78749a434fda0p-8, 0x1.e8a3c39181e6dp-8, 0x1.d62beb64e84b2p-8, 0x1.6ea6cf452e88bp-8, 0x1.dfbbadedf5d0dp-9, 0x1.0bcfca2194774p-9, 0x1.01a1c847fa1b2p-10, 0x1.ada873606f135p-12, 0x1.37ccd585f57d2p-13, 0x1.8af14828c01a2p-15, 0x1.b5781e9d7c3eap-17, 0x1.a8670aa9998e7p-19, 0x1.690585ca90b66p-21, 0x1.0d88765d31c3cp-23, 0x1.617a9cedde0a1p-26},
     {0x1.6f552dbcc32a6p-11, 0x1.e106c51d1f000p-12, 0x1.c81050216877ep-14, -0x1.7c9d756a1150ep-13, -0x1.4cb3cf0aa0c2dp-12, -0x1.4374d82e04ce3p-12, -0x1.d6631e1a28e86p-13, -0x1.143d1c6f4f018p-13, -0x1.0ea475da3be1ap-14, -0x1.c1ec102e36584p-16, -0x1.407fbd18f138cp-17, -0x1.89e17c074d53bp-19, -0x1.a3737e2a2f04ep-21, -0x1.84522fe880ac3p-23, -0x1.394b1fa67026dp-25, -0x1.b95fa39b39c24p-28},
-    {-0x1.196c9cd8dfca8p-16, -0x1.5529abcd00588p-15, -0x1.6963c8a39d6a9p-15, -0x1.cc60567d78d9ep-16, -0x1.ca5083167a46cp-18, 0x1.f3b8d52d358c7p-18, 0x1.974c0368673adp-17, 0x1.5a316520b81a6p-17, 0x1.afe553fa44e57p-18, 0x1.ae59615f8ea6ep-19, 0x1.62d4c6d49c839p-20, 0x1.ed4ac7daea6abp-22, 0x1.24544f02d2ba0p-23, 0x1.298f8d45f62f7p-25, 0x1.05760ad1bc854p-27, 0x1.8e1fc41537b64p-30},
+    {-0x1.196c9cd891b78p-16, -0x1.5529abccc0e44p-15, -0x1.6963c8a394a1dp-15, -0x1.cc60567dcb294p-16, -0x1.ca5083176ccb5p-18, 0x1.f3b8d52d65c4ep-18, 0x1.974c0368b2667p-17, 0x1.5a316520d72b8p-17, 0x1.afe553fa2b882p-18, 0x1.ae59615f47668p-19, 0x1.62d4c6d46e3dcp-20, 0x1.ed4ac7db21646p-22, 0x1.24544f0368669p-23, 0x1.298f8d46e1dddp-25, 0x1.05760ad2038c4p-27, 0x1.8e1fc4118bb47p-30},
     {-0x1.aaba623dca5ddp-19, -0x1.7488b8a8235e5p-20, 0x1.c1242dfed5572p-21, 0x1.1350f4b20d0a3p-19, 0x1.f65d15f218b55p-20, 0x1.f572c4c943c04p-21, 0x1.17d430bcf561ap-24, -0x1.779b1e577f980p-22, -0x1.9973b48a2cbffp-22, -0x1.11dae4733e66cp-22, -0x1.146c4b3df759cp-23, -0x1.c11f270623a85p-25, -0x1.2e7e763d5a5b6p-26, -0x1.577577890f1cap-28, -0x1.4c1fe48b4a95fp-30, -0x1.137172181bf13p-32},
-    {0x1.734ea69bdc830p-24, 0x1.9a7945cd2dad1p-23, 0x1.52b2668e8e78ap-23, 0x1.53bb4a5c0b54ap-25, -0x1.fd1c6c118679ep-25, -0x1.6b16f52c91eedp-24, -0x1.d857f2c522784p-25, -0x1.0d099c7b1ad31p-26, 0x1.dd78ee169dd26p-28, 0x1.982b274bc23dbp-27, 0x1.267f3bc3d19d4p-27, 0x1.2add1ce739c3fp-28, 0x1.da496e531e07dp-30, 0x1.330aab7806406p-31, 0x1.4b9820343243fp-33, 0x1.2eb290b247fa9p-35},
+    {0x1.734ea54ebec16p-24, 0x1.9a7944be70c9bp-23, 0x1.52b2666913cb1p-23, 0x1.53bb4d1a6c405p-25, -0x1.fd1c6a0c27660p-25, -0x1.6b16f560014cbp-24, -0x1.d857f405dc9a8p-25, -0x1.0d099d843581bp-26, 0x1.dd78efc780ea7p-28, 0x1.982b287bc3c54p-27, 0x1.267f3c2688b98p-27, 0x1.2add1cac95d66p-28, 0x1.da496d13d01b0p-30, 0x1.330aaa7ca19c8p-31, 0x1.4b981fe86f059p-33, 0x1.2eb292a79e417p-35},
     {0x1.89258d8209c8bp-27, 0x1.65c10cd81e057p-29, -0x1.c7cd9a22cad6fp-28, -0x1.30ac214952cb7p-27, -0x1.3acc793d00527p-28, 0x1.73ffa31290724p-31, 0x1.954ab11fc7042p-29, 0x1.42fcbb7be9ebfp-29, 0x1.ea03bc7fa1a78p-31, -0x1.0283e4ae01d57p-34, -0x1.64f89303b6c8ap-32, -0x1.151f78b64a902p-32, -0x1.176cf6215800bp-33, -0x1.ac9996aff695ep-35, -0x1.085c0eb4877ebp-36, -0x1.0d8c35b4442c0p-38},
-    {-0x1.6f681aaa4a518p-32, -0x1.709ab515f0d8ep-31, -0x1.b62f4aa41895ap-32, 0x1.e3f4cb436d25bp-34, 0x1.8b43c3abb9201p-32, 0x1.174047eaa4491p-32, 0x1.2e43f37ed4e48p-35, -0x1.76ff58065d1b6p-34, -0x1.6aa2c1b24f60dp-34, -0x1.377c45e79051fp-35, -0x1.229eec2503d5dp-39, 0x1.1c64008e4efcdp-37, 0x1.d2ac6d2832263p-38, 0x1.cc15782b45a18p-39, 0x1.510a3b0c58859p-40, 0x1.8885691c7660cp-42},
+    {-0x1.6f65983a0bc6cp-32, -0x1.7098aaf2cca22p-31, -0x1.b62eba140d531p-32, 0x1.e3ea3616bb696p-34, 0x1.8b41d0c6e5fd2p-32, 0x1.1740ab1cd94d2p-32, 0x1.2e4d9dad01d47p-35, -0x1.76fd58c09ea20p-34, -0x1.6aa39268f1d90p-34, -0x1.377e9033a8133p-35, -0x1.22aad23747170p-39, 0x1.1c64e2bd75856p-37, 0x1.d2aed4f55649cp-38, 0x1.cc175cffa63e7p-39, 0x1.510a841ae6eb9p-40, 0x1.888385add6975p-42},
     {-0x1.279199fb960a7p-35, -0x1.043476c831ca5p-40, 0x1.dc37fb5a7e134p-36, 0x1.aae136d34e947p-36, 0x1.79bd61be12feap-39, -0x1.9da10f381ad43p-37, -0x1.71cdbf161c796p-37, -0x1.7bdffc8a79888p-39, 0x1.2fd8ed77c7981p-39, 0x1.61ed443561a58p-39, 0x1.4008f09c68a86p-40, 0x1.0ec9cccb22485p-43, -0x1.aaff7b0e645eap-43, -0x1.64c726a01f8e9p-43, -0x1.5166ab2260340p-44, -0x1.d25c6b6b0ad19p-46},
-    {0x1.22d109ae8855fp-40, 0x1.0755119158241p-39, 0x1.81151960d1b31p-41, -0x1.d6dfbeaad318ap-41, -0x1.2e519e13df920p-40, -0x1.53532d0a061dfp-42, 0x1.75421bf4b72dfp-42, 0x1.991c601f429c2p-42, 0x1.017b658568676p-43, -0x1.cae3dd412086cp-45, -0x1.3632acb078088p-44, -0x1.1816311dfb2c0p-45, -0x1.03f680ff218eep-48, 0x1.34f1d25f07132p-48, 0x1.f31d0189f093cp-49, 0x1.bbbd2489d163ap-50},
+    {0x1.2095fb3e0d0b2p-40, 0x1.0584f254b5b2cp-39, 0x1.8014194ccd2b3p-41, -0x1.d22baacd9bdedp-41, -0x1.2c962802dcf4cp-40, -0x1.54b3df8da2d68p-42, 0x1.70f6793613a9bp-42, 0x1.9755e93d0f9c7p-42, 0x1.02ee7150e8b23p-43, -0x1.c2bf407ae341cp-45, -0x1.34e038e1e2915p-44, -0x1.18df3e959109dp-45, -0x1.0c84050dd8f75p-48, 0x1.3193e7089ac22p-48, 0x1.f29b208cc976ep-49, 0x1.bd6adc344b937p-50},
     {0x1.73246e74641b8p-44, -0x1.e24e0a08274e1p-47, -0x1.60d5a833fe660p-44, -0x1.977461c19c564p-45, 0x1.6ddc5c5a68104p-46, 0x1.615af8a733f0ep-45, 0x1.07fb3090a48c5p-46, -0x1.30d4a50fff531p-47, -0x1.8c0920809c26cp-47, -0x1.0a7af2c6ef9dcp-48, 0x1.536c90b8f8c2bp-50, 0x1.eef97f2e9a85fp-50, 0x1.ac94c7e2e598ep-51, 0x1.6c20335a75aa6p-54, -0x1.ac2c98616ff6fp-54, -0x1.3fe422f02f5dbp-54},
-    {-0x1.7cb44afcdc8fdp-49, -0x1.356a286c4b928p-48, -0x1.56aac55b5fdbap-51, 0x1.915bf467bdee3p-49, 0x1.27a40b57137eep-49, -0x1.d6435a264b6e6p-52, -0x1.6e8b94e12c168p-50, -0x1.2ef9ec21ffce0p-51, 0x1.eeba64ab0e6dfp-53, 0x1.5b6f765f8b7f8p-52, 0x1.c3451371f439bp-54, -0x1.0c11f4c7d272bp-55, -0x1.6ceb57c93c109p-55, -0x1.1f4e72241b02bp-56, -0x1.5a57f8684d0a8p-60, 0x1.1e7a71a6ca8bbp-59},
 };
 
 VT __m512d verfc4(__m512d a)
@@ -168,11 +167,10 @@ VT __m512d verfc4(__m512d a)
                               _mm512_set1_pd(8.0));
 #define PIECE(j) _mm512_permutex2var_pd(_mm512_loadu_pd(ERFC_PIECES[j]), k, _mm512_loadu_pd(ERFC_PIECES[j] + 8))
     /* even and odd coefficients in two chains of s^2 (half the latency of one chain), joined by one fma */
-    __m512d s2 = _mm512_mul_pd(s, s), pe = PIECE(12), po = PIECE(11);
-    for (int j = 10; j >= 0; j -= 2) {
+    __m512d s2 = _mm512_mul_pd(s, s), pe = PIECE(10), po = PIECE(11);
+    for (int j = 8; j >= 0; j -= 2) {
         pe = _mm512_fmadd_pd(pe, s2, PIECE(j));
-        if (j >= 1)
-            po = _mm512_fmadd_pd(po, s2, PIECE(j - 1));
+        po = _mm512_fmadd_pd(po, s2, PIECE(j + 1));
     }
 #undef PIECE
     return _mm512_fmadd_pd(po, s, pe);
