@@ -175,9 +175,10 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
             }
         }
     }
-    /* The sums, when the instruction asks for them: each partition's a serial chain in element order; eight
-     * partitions' chains advance together (each add waits on its own chain only), the same adds in the same order. */
-    if (j->want_sum && j->simd) { /* sixteen partitions' chains in one vector, the same adds in the same order */
+    /* The sums, when the instruction asks for them: each partition's a serial chain in element order. With AVX-512
+     * sixteen partitions' chains advance in one vector (act_row_sums16), else eight together in registers (each add
+     * waits on its own chain only); the same adds in the same order either way. */
+    if (j->want_sum && j->simd) {
         for (uint32_t pg = p0; pg < p1; pg += 16) {
             uint32_t ng = p1 - pg < 16 ? p1 - pg : 16;
             const float *r[16];

@@ -878,7 +878,7 @@ static tern_status exec_tensor_reduce(tern_core *core, const exec_ctx *cx, const
     float *x = NULL;
     if (!ra && (st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
-    int wide = ra && (op == TERN_ALU_MAX || op == TERN_ALU_MIN) && !strcmp(tern_num_simd_level(), "avx512bf16");
+    int wide = ra && (op == TERN_ALU_MAX || op == TERN_ALU_MIN) && !strcmp(tern_num_simd_level(), tern_simd_name(TERN_SIMD_AVX512));
     for (size_t g = 0; g < nout; g++) {
         const float *row = ra ? ra + (g / outer) * sa + (g % outer) * inner : x + g * inner;
         float acc;
