@@ -641,6 +641,81 @@ int alu_reduce_minmax(tern_alu_op op, const float *x, size_t n, float *out, int 
     return 1;
 }
 
+/* ---- bn_stats' chains, eight partitions at once ---- */
+#if defined(__x86_64__)
+/* An 8 x 8 transpose: r[c] becomes column c (lane q: row q's element c). */
+__attribute__((target("avx2"), always_inline)) static inline void transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int b = 0; b < 8; b += 4) {
+        u[b] = _mm256_shuffle_ps(t[b], t[b + 2], 0x44);
+        u[b + 1] = _mm256_shuffle_ps(t[b], t[b + 2], 0xEE);
+        u[b + 2] = _mm256_shuffle_ps(t[b + 1], t[b + 3], 0x44);
+        u[b + 3] = _mm256_shuffle_ps(t[b + 1], t[b + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+        r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+    }
+}
+
+/* Eight columns [i, i + m) of eight rows, transposed: col[c] lane q = rows[q][i + c] (m <= 8; the rest +0). */
+__attribute__((target("avx512f,avx512vl,avx2"), always_inline)) static inline void cols8(const float *const rows[8], size_t i,
+                                                                               size_t m, __m256 col[8])
+{
+    __mmask8 mk = (__mmask8)(m >= 8 ? 0xFFu : (1u << m) - 1u);
+    for (int q = 0; q < 8; q++)
+        col[q] = _mm256_maskz_loadu_ps(mk, rows[q] + i);
+    transpose8(col);
+}
+
+/* exec_vector.c's bn_stats chains for eight rows of n floats: per row and parity (even, odd element index), the sum
+ * of the elements in double in element order from +0, then, with the means u from those sums, the sum of
+ * squared deviations acc + (x - u)^2, each operation rounded (this file never contracts to an fma). Lane q of each
+ * vector is row q's chain, so every chain sees the scalar loop's operations in its order. 0 (the scalar loop then
+ * runs) when a row holds a NaN. */
+__attribute__((target("avx512f,avx512vl,avx2"))) int alu_bn_chains8(const float *const rows[8], size_t n, const double cnt[2],
+                                                           double sum[2][8], double mean[2][8], double m2[2][8])
+{
+    __m512d s[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+    __m256 col[8];
+    __mmask8 nan = 0;
+    for (size_t i = 0; i < n; i += 8) {
+        size_t m = n - i < 8 ? n - i : 8;
+        cols8(rows, i, m, col);
+        for (size_t c = 0; c < m; c++) { /* i is even: element i + c has parity c & 1 */
+            nan |= _mm256_cmp_ps_mask(col[c], col[c], _CMP_UNORD_Q);
+            s[c & 1] = _mm512_add_pd(s[c & 1], _mm512_cvtps_pd(col[c]));
+        }
+    }
+    if (nan) /* a NaN's payload through the adds depends on operand order, which vector code does not fix */
+        return 0;
+    __m512d u[2];
+    for (int par = 0; par < 2; par++) {
+        _mm512_storeu_pd(sum[par], s[par]);
+        for (int q = 0; q < 8; q++)
+            mean[par][q] = cnt[par] > 0 ? sum[par][q] / cnt[par] : 0.0;
+        u[par] = _mm512_loadu_pd(mean[par]);
+    }
+    __m512d a[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (size_t i = 0; i < n; i += 8) {
+        size_t m = n - i < 8 ? n - i : 8;
+        cols8(rows, i, m, col);
+        for (size_t c = 0; c < m; c++) {
+            __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(col[c]), u[c & 1]);
+            a[c & 1] = _mm512_add_pd(a[c & 1], _mm512_mul_pd(d, d));
+        }
+    }
+    _mm512_storeu_pd(m2[0], a[0]);
+    _mm512_storeu_pd(m2[1], a[1]);
+    return 1;
+}
+#endif
+
 /* affine_select over one row of 2- or 4-byte elements whose pattern value is base + i * step (modulo 2^32): y[i] =
  * x[i] where lo <= value <= hi (inverted by inv), else fill, bits copied. (uint32)(v - lo) <= (uint32)(hi - lo) is
  * that test for lo <= hi without a branch, and the loop vectorises. y may be x itself. */

@@ -254,6 +254,10 @@ void alu_affine_select_row16(uint16_t *y, const uint16_t *x, size_t n, uint32_t 
                              int32_t hi, int inv, uint16_t fill);
 void alu_affine_select_row32(uint32_t *y, const uint32_t *x, size_t n, uint32_t base, uint32_t step, int32_t lo,
                              int32_t hi, int inv, uint32_t fill);
+/* bn_stats' chains (exec_vector.c) for eight rows at once with AVX-512 (x86-64 hosts whose SIMD level is AVX-512);
+ * 0 when a row holds a NaN (nothing usable written). */
+int alu_bn_chains8(const float *const rows[8], size_t n, const double cnt[2], double sum[2][8], double mean[2][8],
+                    double m2[2][8]);
 void alu_select_bits(uint32_t *d, const uint32_t *a, const uint32_t *b, const uint32_t *c, uint32_t mask, size_t n);
 /* x[i] = op(x[i], y[i]), or op(y[i], x[i]) when reverse: the bits of alu_apply_f32 element by element */
 void alu_apply_f32_vvr(tern_alu_op op, float *x, const float *y, int reverse, size_t n);

@@ -1082,7 +1082,26 @@ static tern_status exec_bn_stats(tern_core *core, const exec_ctx *cx, const tern
      * before it in its own chain only), in the same order within each chain, so the bits are those of running
      * them one after another. */
     enum { G = 4 };
-    for (uint32_t p0 = 0; p0 < P; p0 += G) {
+    const double cnt8[2] = {(double)((F + 1) / 2), (double)(F / 2)};
+    uint32_t pv = 0; /* partitions done eight at a time */
+#if defined(__x86_64__)
+    if (F >= 8 && !strcmp(tern_num_simd_level(), tern_simd_name(TERN_SIMD_AVX512)))
+        for (; pv + 8 <= P; pv += 8) {
+            const float *rows[8];
+            double sum[2][8], mean[2][8], m2[2][8];
+            for (uint32_t q = 0; q < 8; q++)
+                rows[q] = x + (size_t)(pv + q) * xs;
+            if (!alu_bn_chains8(rows, F, cnt8, sum, mean, m2))
+                break; /* a NaN: these and the rest by the loop below */
+            for (uint32_t q = 0; q < 8; q++)
+                for (int par = 0; par < 2; par++) {
+                    o[(pv + q) * 6 + par * 3 + 0] = (float)cnt8[par];
+                    o[(pv + q) * 6 + par * 3 + 1] = (float)mean[par][q];
+                    o[(pv + q) * 6 + par * 3 + 2] = (float)m2[par][q];
+                }
+        }
+#endif
+    for (uint32_t p0 = pv; p0 < P; p0 += G) {
         uint32_t np = P - p0 < G ? P - p0 : G;
         const float *row[G];
         double sum[G][2], m2[G][2], mean[G][2];

@@ -1580,12 +1580,13 @@ static void bn_ref(const float *row, uint32_t F, uint32_t par, double *c, double
 }
 
 /* bn_stats bit for bit against its definition (each partition's even and odd chains in double, in element order):
- * 7 partitions (not a multiple of the executor's group of 4), odd and even lengths, rows in place and strided
- * (the dense path), values of every magnitude with cancellation. */
+ * 19 partitions (two groups of the vector path's 8 and a rest, not a multiple of the scalar loop's 4), odd and even
+ * lengths up to 512, rows in place and strided (the dense path), values of every magnitude with cancellation, and
+ * NaNs of two payloads in partition 10 (its group of eight then takes the scalar loop). */
 static void test_bn_exact(void)
 {
-    enum { P = 7, FMAX = 255 };
-    static const uint32_t Fs[] = {1, 2, 3, 11, 64, 255};
+    enum { P = 19, FMAX = 512 };
+    static const uint32_t Fs[] = {1, 2, 3, 8, 9, 11, 16, 64, 255, 512};
     static float a[P * FMAX], a2[P * 2 * FMAX], got[P * 6];
     int bad = 0;
     for (unsigned fi = 0; fi < sizeof Fs / sizeof Fs[0]; fi++)
@@ -1598,6 +1599,10 @@ static void test_bn_exact(void)
                 /* each row's even chain opens with 1e20 and ends with -1e20: what lies between is absorbed, so any
                  * other order shows */
                 a[i] = F > 2 && k == 0 ? 1e20f : F > 2 && k == last_even ? -1e20f : v;
+                if (i / F == 10 && F > 3 && (k == 1 || k == 3)) { /* two NaNs of different payloads, one chain */
+                    uint32_t nb = k == 1 ? 0x7fc01234u : 0xffc00077u;
+                    memcpy(&a[i], &nb, 4);
+                }
                 a2[2 * i] = a[i];
                 a2[2 * i + 1] = -7.0f;
             }
@@ -1618,7 +1623,7 @@ static void test_bn_exact(void)
                     bad += f_bits(got[p * 6 + par * 3 + 2]) != f_bits((float)m2);
                 }
         }
-    TEST_BEGIN("bn_stats = its chains in double bit for bit (7 partitions, lengths 1 to 255, rows and strided)");
+    TEST_BEGIN("bn_stats = its chains in double bit for bit (19 partitions, lengths 1 to 512, NaNs, rows and strided)");
     CHECK_EQ_INT(bad, 0);
 }
 
