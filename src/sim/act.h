@@ -21,7 +21,7 @@ int act_simd_has(tern_act_func f);
  * act_simd_enabled() and act_simd_has(f). */
 void act_row_simd(tern_act_func f, const float *in, float *out, size_t n, float sc, float b);
 /* sums[q] = the fp32 sum of rows[q][0, n) from +0 in element order, for sixteen rows at once (AVX-512; the same
- * condition as act_row_simd: act_simd_enabled()). */
-void act_row_sums16(const float *const rows[16], size_t n, float *sums);
+ * condition as act_row_simd: act_simd_enabled()). 0, with nothing written, when a row holds a NaN. */
+int act_row_sums16(const float *const rows[16], size_t n, float *sums);
 
 #endif

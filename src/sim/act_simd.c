@@ -343,31 +343,39 @@ __attribute__((target("avx512f"), always_inline)) static inline void transpose16
 
 #if HAVE_X86
 /* Sixteen rows' sums, each the fp32 chain from +0 in element order (lane q: ((0 + x0) + x1) + ...): sixteen columns
- * at a time are transposed so that one vector add advances all sixteen chains by one element. */
-__attribute__((target("avx512f"))) static void act_sums16_avx512(const float *const rows[16], size_t n, float *sums)
+ * at a time are transposed so that one vector add advances all sixteen chains by one element. 0 when a row holds a
+ * NaN (the caller's scalar chains then run). */
+__attribute__((target("avx512f"))) static int act_sums16_avx512(const float *const rows[16], size_t n, float *sums)
 {
     __m512 acc = _mm512_setzero_ps();
+    __mmask16 nan = 0;
     for (size_t i = 0; i < n; i += 16) {
         size_t m = n - i < 16 ? n - i : 16;
         __mmask16 mk = (__mmask16)(m == 16 ? 0xFFFFu : (1u << m) - 1u);
         __m512 r[16];
-        for (int q = 0; q < 16; q++)
+        for (int q = 0; q < 16; q++) {
             r[q] = _mm512_maskz_loadu_ps(mk, rows[q] + i);
+            nan |= _mm512_cmp_ps_mask(r[q], r[q], _CMP_UNORD_Q);
+        }
         transpose16(r);
         for (size_t c = 0; c < m; c++)
             acc = _mm512_add_ps(acc, r[c]);
     }
+    if (nan) /* which NaN's payload an add keeps depends on operand order, which vector code does not fix */
+        return 0;
     _mm512_storeu_ps(sums, acc);
+    return 1;
 }
 #endif
 
-void act_row_sums16(const float *const rows[16], size_t n, float *sums)
+int act_row_sums16(const float *const rows[16], size_t n, float *sums)
 {
 #if HAVE_X86
-    act_sums16_avx512(rows, n, sums);
+    return act_sums16_avx512(rows, n, sums);
 #else
     (void)rows, (void)n, (void)sums;
     TERN_ASSERT(0);
+    return 0;
 #endif
 }
 

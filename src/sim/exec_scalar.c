@@ -178,20 +178,22 @@ static void act_part(void *ctx, unsigned part, unsigned nparts)
     /* The sums, when the instruction asks for them: each partition's a serial chain in element order. With AVX-512
      * sixteen partitions' chains advance in one vector (act_row_sums16), else eight together in registers (each add
      * waits on its own chain only); the same adds in the same order either way. */
-    if (j->want_sum && j->simd) {
-        for (uint32_t pg = p0; pg < p1; pg += 16) {
-            uint32_t ng = p1 - pg < 16 ? p1 - pg : 16;
+    uint32_t pv = p0; /* partitions summed sixteen at a time */
+    if (j->want_sum && j->simd)
+        for (; pv < p1; pv += 16) {
+            uint32_t ng = p1 - pv < 16 ? p1 - pv : 16;
             const float *r[16];
             float s[16];
             for (uint32_t q = 0; q < 16; q++)
-                r[q] = &j->out[(size_t)(pg + (q < ng ? q : 0)) * j->out_stride];
-            act_row_sums16(r, j->N, s);
+                r[q] = &j->out[(size_t)(pv + (q < ng ? q : 0)) * j->out_stride];
+            if (!act_row_sums16(r, j->N, s))
+                break; /* a NaN: these and the rest by the chains below */
             for (uint32_t q = 0; q < ng; q++)
-                j->sum[pg + q] = s[q];
+                j->sum[pv + q] = s[q];
         }
-    } else if (j->want_sum) {
+    if (j->want_sum && pv < p1) {
         enum { G = 8 };
-        for (uint32_t pg = p0; pg < p1; pg += G) {
+        for (uint32_t pg = pv; pg < p1; pg += G) {
             uint32_t ng = p1 - pg < G ? p1 - pg : G;
             const float *r[G];
             for (uint32_t q = 0; q < G; q++)

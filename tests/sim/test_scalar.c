@@ -346,7 +346,8 @@ static void test_rows_to_narrow(void)
 /* The reduction's sum is each partition's fp32 chain over its results in element order, from +0, bit for bit: 19
  * partitions (not a multiple of the eight chains, nor of the sixteen the vector path runs together), rows of 1 to 300
  * elements (whole blocks of sixteen and tails), rows whose sum depends on the order (a huge value first and its
- * negation halfway absorb what lies between), a row of -0 only (its sum is +0), copy and exp. */
+ * negation halfway absorb what lies between), a row of -0 only (its sum is +0), a row with NaNs of two payloads (the
+ * first one's stays), copy and exp. */
 static void test_sum_chain(void)
 {
     enum { P = 19, NMAX = 300 };
@@ -360,6 +361,10 @@ static void test_sum_chain(void)
             int k = i % N, p = i / N;
             x[i] = p == 5 ? -0.0f : k == 0 && N > 2 ? 1e30f : k == N / 2 && N > 2 ? -1e30f
                                                             : (float)((i * 37) % 101) * 0.01f - 0.4f;
+            if (p == 17 && N > 3 && (k == 1 || k == 3)) { /* two NaNs of different payloads in one chain */
+                uint32_t nb = k == 1 ? 0x7fc01234u : 0xffc00077u;
+                memcpy(&x[i], &nb, 4);
+            }
             z[i] = (float)((i * 53) % 97) * 0.05f - 2.0f;
         }
         st_write(v2, SB, 0, P, 0, F32, x, (uint32_t)N);
