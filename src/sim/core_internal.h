@@ -50,8 +50,10 @@ void core_set_lane(int on);
 struct tern_core {
     tern_core_config cfg;
     tern_core_options opts;
-    uint8_t *sbuf;      /* partitions * sbuf_partition_bytes */
-    uint8_t *psum;      /* partitions * psum_banks * psum_bank_bytes */
+    uint8_t *sbuf;      /* partitions * sbuf_pitch */
+    size_t sbuf_pitch;  /* host bytes from one SBUF partition's row to the next (onchip_host_pitch, core.c) */
+    uint8_t *psum;      /* partitions * psum_pitch */
+    size_t psum_pitch;  /* host bytes from one PSUM partition's row to the next */
     uint8_t *psum_bank_state; /* partitions * psum_banks: who wrote last (PSUM_BANK_*) */
     uint8_t **hbm_pages;
     uint64_t hbm_page_count;

@@ -189,8 +189,8 @@ static uint16_t *u16_scratch(tern_core *core, size_t n)
 static const uint16_t *bf16_rows(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t W,
                                  const float *f32, size_t *stride)
 {
-    if (a->dtype == TERN_DTYPE_BF16 && ap_contiguous(a) && !(core->cfg.sbuf_partition_bytes & 1)) {
-        size_t pb = core->cfg.sbuf_partition_bytes;
+    if (a->dtype == TERN_DTYPE_BF16 && ap_contiguous(a) && !(core->sbuf_pitch & 1)) {
+        size_t pb = core->sbuf_pitch;
         int64_t reg = ap_reg_offset(core, cx->engine, a);
         const uint8_t *base = core->sbuf + (size_t)a->start_partition * pb + a->offset + (size_t)(reg * 2);
         if ((uintptr_t)base & 1)
@@ -298,7 +298,7 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
         if (rows) {
             /* As the pairs below: the panels of an SBUF operand latched again are reused. */
             int hit = 0;
-            uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
+            uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
             mov_cache_entry *e = cache_slot(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
                                             &core->mov_cache_tick, a->start_partition, K, off, M,
                                             matmul_panel_floats(K, M), &hit);
@@ -327,7 +327,7 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
             /* The same SBUF operand latched again (a layer's transposed rows, once per output tile): its pairs
              * are reused until SBUF under them is written. */
             int hit = 0;
-            uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
+            uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
             mov_cache_entry *e = cache_slot(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
                                             &core->mov_cache_tick, a->start_partition, K, off, M,
                                             (size_t)(K + 1) / 2 * M, &hit);
@@ -387,7 +387,7 @@ static int moving_is_identity(tern_core *core, const tern_ap *a, const uint16_t 
 {
     if (K != N)
         return 0;
-    int64_t b0 = (int64_t)((size_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes);
+    int64_t b0 = (int64_t)((size_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch);
     if (core->ident_valid && core->ident_p0 == a->start_partition && core->ident_k == K && core->ident_b0 == b0)
         return 1;
     if (!matmul_bf16_is_identity(rows, stride, K, N))
@@ -400,7 +400,7 @@ static int moving_is_identity(tern_core *core, const tern_ap *a, const uint16_t 
 }
 
 /* The PSUM rows of a plain fp32 destination (row m at the result + m * psum_stride bytes). */
-static size_t psum_stride(const tern_core *core) { return (size_t)core->cfg.psum_banks * core->cfg.psum_bank_bytes; }
+static size_t psum_stride(const tern_core *core) { return core->psum_pitch; }
 static uint8_t *psum_rows(tern_core *core, const exec_ctx *cx, const tern_ap *d)
 {
     int64_t reg = ap_reg_offset(core, cx->engine, d);
@@ -487,7 +487,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             mov_cache_entry *slot = NULL;
             int cached = 0;
             if (rows && !have_x) {
-                uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->cfg.sbuf_partition_bytes;
+                uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
                 slot = cache_slot(core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, &core->mov_cache_tick,
                                   a->start_partition, K, off, N, npairs, &cached);
             }

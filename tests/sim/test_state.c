@@ -2,7 +2,8 @@
  * host access bounds, configuration errors, and the core's rounding mode (stochastic rounding reproducible by
  * seed and unbiased). */
 #include "check.h"
-#include "sim_test_util.h"
+#include "sim/core_internal.h"
+#include "sim/sim_test_util.h"
 
 static tern_core *core_opts(const char *machine, const tern_core_options *o)
 {
@@ -97,6 +98,44 @@ int main(void)
         CHECK_STR_CONTAINS(err.msg, "outside the 16384 bytes of a partition");
         CHECK(tern_core_onchip_read(c, TERN_MEM_HBM, 0, 0, buf, 8, &err) != TERN_OK);
         CHECK_STR_CONTAINS(err.msg, "memory hbm is not SBUF or PSUM");
+        tern_core_free(c);
+    }
+
+    TEST_BEGIN("partitions lie a padded pitch apart on the host; instructions and host access agree on it");
+    {
+        /* The host layout: whole cache lines, more than the partition, an odd number of lines past a multiple of
+         * 4 KiB (successive rows start in different L1 sets), at least 1 KiB past it (spread over L2's sets). */
+        tern_core *c = st_core("neuroncore-v2");
+        size_t pitches[2] = {c->sbuf_pitch, c->psum_pitch};
+        uint64_t bytes[2] = {c->cfg.sbuf_partition_bytes, (uint64_t)c->cfg.psum_banks * c->cfg.psum_bank_bytes};
+        for (int m = 0; m < 2; m++) {
+            CHECK(pitches[m] % 64 == 0 && pitches[m] >= bytes[m] + 1024);
+            CHECK((pitches[m] % 4096 / 64) % 2 == 1);
+        }
+        /* The last 64 bytes of every SBUF partition and the first 64 of PSUM's, distinct per partition: copied
+         * through an instruction both ways, read back through the host interface. */
+        float src[128 * 16], got[128 * 16];
+        for (int i = 0; i < 128 * 16; i++)
+            src[i] = (float)(i * 3 + 1);
+        uint64_t last = c->cfg.sbuf_partition_bytes - 64, plast = bytes[1] - 64;
+        st_write(c, TERN_MEM_SBUF, 0, 128, last, TERN_DTYPE_FP32, src, 16);
+        tern_instr ins = st_instr(TERN_OP_TENSOR_COPY, TERN_ENGINE_VECTOR);
+        ins.ap[TERN_AP_DST] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 128, plast, 16);
+        ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 128, last, 16);
+        CHECK_EQ_INT(st_run(c, &ins, &err), TERN_OK);
+        st_read(c, TERN_MEM_PSUM, 0, 128, plast, TERN_DTYPE_FP32, got, 16);
+        CHECK(memcmp(src, got, sizeof src) == 0);
+        ins.ap[TERN_AP_DST] = st_ap1(TERN_MEM_SBUF, TERN_DTYPE_FP32, 0, 128, 0, 16);
+        ins.ap[TERN_AP_IN0] = st_ap1(TERN_MEM_PSUM, TERN_DTYPE_FP32, 0, 128, plast, 16);
+        CHECK_EQ_INT(st_run(c, &ins, &err), TERN_OK);
+        st_read(c, TERN_MEM_SBUF, 0, 128, 0, TERN_DTYPE_FP32, got, 16);
+        CHECK(memcmp(src, got, sizeof src) == 0);
+        /* one partition's last bytes and the next one's first are different bytes */
+        uint8_t a[4] = {1, 2, 3, 4}, b[4] = {9, 9, 9, 9}, r[4];
+        CHECK_EQ_INT(tern_core_onchip_write(c, TERN_MEM_SBUF, 5, c->cfg.sbuf_partition_bytes - 4, a, 4, &err), TERN_OK);
+        CHECK_EQ_INT(tern_core_onchip_write(c, TERN_MEM_SBUF, 6, 0, b, 4, &err), TERN_OK);
+        CHECK_EQ_INT(tern_core_onchip_read(c, TERN_MEM_SBUF, 5, c->cfg.sbuf_partition_bytes - 4, r, 4, &err), TERN_OK);
+        CHECK(memcmp(a, r, 4) == 0);
         tern_core_free(c);
     }
 
