@@ -379,7 +379,7 @@ static uint64_t onchip_partition_bytes(const tern_core *c, tern_mem mem)
 
 static uint8_t *onchip_base(const tern_core *c, tern_mem mem) { return mem == TERN_MEM_SBUF ? c->sbuf : c->psum; }
 
-/* Host bytes from one partition's row to the next: SBUF's pitch (core_sbuf_pitch), PSUM's its size. */
+/* Host bytes from one partition's row to the next (onchip_host_pitch): addresses use it, bounds the partition's size. */
 static uint64_t onchip_pitch(const tern_core *c, tern_mem mem)
 {
     return mem == TERN_MEM_SBUF ? c->sbuf_pitch : c->psum_pitch;
