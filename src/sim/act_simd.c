@@ -253,8 +253,7 @@ VT __m512d fn8(tern_act_func f, __m512d x, __mmask8 *bad)
     switch (f) {
     case TERN_ACT_EXP: y = e; break;
     case TERN_ACT_SIGMOID: y = vrecip(_mm512_add_pd(one, e)); break;
-    case TERN_ACT_SILU: y = _mm512_mul_pd(x, vrecip(_mm512_add_pd(one, e))); break;
-    default: y = _mm512_mul_pd(x, vrecip(_mm512_add_pd(one, e))); break;
+    default: y = _mm512_mul_pd(x, vrecip(_mm512_add_pd(one, e))); break; /* SiLU, GELU-tanh: x / (1 + e) */
     }
     *bad = out | unsure(y);
     if (*bad) {

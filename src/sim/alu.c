@@ -719,29 +719,21 @@ __attribute__((target("avx512f,avx512vl,avx2"))) int alu_bn_chains8(const float 
 /* affine_select over one row of 2- or 4-byte elements whose pattern value is base + i * step (modulo 2^32): y[i] =
  * x[i] where lo <= value <= hi (inverted by inv), else fill, bits copied. (uint32)(v - lo) <= (uint32)(hi - lo) is
  * that test for lo <= hi without a branch, and the loop vectorises. y may be x itself. */
-ALU_CLONES void alu_affine_select_row16(uint16_t *y, const uint16_t *x, size_t n, uint32_t base, uint32_t step,
-                                        int32_t lo, int32_t hi, int inv, uint16_t fill)
-{
-    const uint32_t span = (uint32_t)hi - (uint32_t)lo, inv1 = inv ? 1u : 0u;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t v = base + (uint32_t)i * step;
-        uint32_t keep = (uint32_t)((v - (uint32_t)lo) <= span) ^ inv1;
-        uint16_t xv = x[i];
-        y[i] = keep ? xv : fill;
+#define AFFINE_SELECT_ROW(NAME, T)                                                                                 \
+    ALU_CLONES void NAME(T *y, const T *x, size_t n, uint32_t base, uint32_t step, int32_t lo, int32_t hi, int inv,   \
+                         T fill)                                                                                   \
+    {                                                                                                              \
+        const uint32_t span = (uint32_t)hi - (uint32_t)lo, inv1 = inv ? 1u : 0u;                                  \
+        for (size_t i = 0; i < n; i++) {                                                                           \
+            uint32_t v = base + (uint32_t)i * step;                                                                \
+            uint32_t keep = (uint32_t)((v - (uint32_t)lo) <= span) ^ inv1;                                        \
+            T xv = x[i];                                                                                           \
+            y[i] = keep ? xv : fill;                                                                               \
+        }                                                                                                          \
     }
-}
-
-ALU_CLONES void alu_affine_select_row32(uint32_t *y, const uint32_t *x, size_t n, uint32_t base, uint32_t step,
-                                        int32_t lo, int32_t hi, int inv, uint32_t fill)
-{
-    const uint32_t span = (uint32_t)hi - (uint32_t)lo, inv1 = inv ? 1u : 0u;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t v = base + (uint32_t)i * step;
-        uint32_t keep = (uint32_t)((v - (uint32_t)lo) <= span) ^ inv1;
-        uint32_t xv = x[i];
-        y[i] = keep ? xv : fill;
-    }
-}
+AFFINE_SELECT_ROW(alu_affine_select_row16, uint16_t)
+AFFINE_SELECT_ROW(alu_affine_select_row32, uint32_t)
+#undef AFFINE_SELECT_ROW
 
 /* select on 4-byte rows: d[i] = (a[i] & mask) ? b[i] : c[i], bits copied. Sixteen at a time through a local
  * block, both sources loaded (so the loop vectorises whatever the rows' aliasing: d may be a, b or c itself). */
