@@ -843,13 +843,12 @@ static tern_status gather_f32_run(tern_core *c, void *vctx, uint8_t *ptr, uint64
     return TERN_OK;
 }
 
+int core_simd_avx512(void) { return !strcmp(tern_num_simd_level(), tern_simd_name(TERN_SIMD_AVX512)); }
+
 /* An on-chip fp32 or bf16 pattern of at most two dimensions per partition (a window: a convolution's tap, a pool's
  * strided view), read in place in dense order with the conversions' bits (fp32 as is; bf16 widened, a NaN quieted as
  * num_decode_fmt does) and no call per run: a [128, 28 x 28] window of a padded tile is 3,584 runs. */
 #if defined(__x86_64__)
-/* 1 when the window rows below may use AVX-512: the conversions' level (num/convert.c: F, BW, VL and BF16, capped by
- * TERN_SIMD), since they are those conversions' widening. */
-static int gather_avx512(void) { return !strcmp(tern_num_simd_level(), tern_simd_name(TERN_SIMD_AVX512)); }
 
 /* n elements at element step 1 or 2 from src into out (fp32 as is; bf16 widened, NaNs quieted): 1 if done. */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static int gather_row512(float *out, const uint8_t *src, uint32_t n,
@@ -904,7 +903,7 @@ static int gather_2d(const tern_core *core, tern_engine e, const tern_ap *ap, fl
         return 0;
     const int64_t es = (int64_t)tern_dtype_size((tern_dtype)ap->dtype);
 #if defined(__x86_64__)
-    const int wide = gather_avx512();
+    const int wide = core_simd_avx512(); /* the window rows below are those conversions' widening */
 #endif
     for (uint32_t p = 0; p < ap->num_partitions; p++)
         for (uint32_t r = 0; r < nr; r++) {

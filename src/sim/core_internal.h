@@ -256,6 +256,9 @@ void alu_affine_select_row16(uint16_t *y, const uint16_t *x, size_t n, uint32_t 
                              int32_t hi, int inv, uint16_t fill);
 void alu_affine_select_row32(uint32_t *y, const uint32_t *x, size_t n, uint32_t base, uint32_t step, int32_t lo,
                              int32_t hi, int inv, uint32_t fill);
+/* 1 when the host's vector paths may use AVX-512: the number conversions' level (num/convert.c: F, BW, VL and BF16,
+ * capped by TERN_SIMD), which the engines' own AVX-512 loops follow so that one setting reaches every path. */
+int core_simd_avx512(void);
 /* bn_stats' chains (exec_vector.c) for eight rows at once with AVX-512 (x86-64 hosts whose SIMD level is AVX-512);
  * 0 when a row holds a NaN (nothing usable written). */
 int alu_bn_chains8(const float *const rows[8], size_t n, const double cnt[2], double sum[2][8], double mean[2][8],

@@ -878,7 +878,7 @@ static tern_status exec_tensor_reduce(tern_core *core, const exec_ctx *cx, const
     float *x = NULL;
     if (!ra && (st = gather_f(core, cx, ins, TERN_AP_IN0, 0, &x, err)))
         return st;
-    int wide = ra && (op == TERN_ALU_MAX || op == TERN_ALU_MIN) && !strcmp(tern_num_simd_level(), tern_simd_name(TERN_SIMD_AVX512));
+    int wide = ra && (op == TERN_ALU_MAX || op == TERN_ALU_MIN) && core_simd_avx512();
     for (size_t g = 0; g < nout; g++) {
         const float *row = ra ? ra + (g / outer) * sa + (g % outer) * inner : x + g * inner;
         float acc;
@@ -1085,7 +1085,7 @@ static tern_status exec_bn_stats(tern_core *core, const exec_ctx *cx, const tern
     const double cnt8[2] = {(double)((F + 1) / 2), (double)(F / 2)};
     uint32_t pv = 0; /* partitions done eight at a time */
 #if defined(__x86_64__)
-    if (F >= 8 && !strcmp(tern_num_simd_level(), tern_simd_name(TERN_SIMD_AVX512)))
+    if (F >= 8 && core_simd_avx512())
         for (; pv + 8 <= P; pv += 8) {
             const float *rows[8];
             double sum[2][8], mean[2][8], m2[2][8];
