@@ -91,6 +91,9 @@ struct tern_core {
     int64_t ident_b0;
     int mm_dp;            /* bf16 operands multiply through the dot-product kernel (matmul_choose_kernel), else the
                              fp32 chain; fixed when the core is created */
+    int mm_post;          /* the multiply now executing may leave its parts running (pool_post): the background lane
+                             joins the job before anything touches its bytes (exec_lane.c) */
+    unsigned long mm_job; /* what it left running: pool_post's generation, 0 if nothing */
     uint32_t *mov_pairs;  /* scratch: moving operand as bf16 pairs */
     size_t mov_pairs_cap;
     uint16_t *u16_scratch;

@@ -8,7 +8,11 @@
  *   ones wait for it in turn; non-conflicting ones may run at once, on different threads;
  * - an instruction the committing thread executes itself first waits for every queued instruction it conflicts
  *   with (running ready queued work meanwhile rather than spin);
- * - everything the committing thread executed before an instruction it queues has finished.
+ * - everything the committing thread executed before an instruction it queues has finished, except a multiply
+ *   whose last parts it left to the workers (pool_post): it is tracked by its boxes like a queued instruction, and
+ *   an instruction queued or a multiply executed while it runs waits for it first (pool_join) if their bytes
+ *   conflict; anything else executed here except a LoadStationary waits for it (load_stationary itself waits where
+ *   it would refill panels the multiply reads), as does the run's end;
  * What goes to the lane: every dma_copy and every VectorE, ScalarE and GpSimdE instruction. Kept where they commit:
  * TensorE (its latched stationary operand and the packed-operand caches are its own state), control, collectives,
  * text, gathers and scatters (their rows come from index values), and any instruction with a register-addressed
@@ -51,6 +55,7 @@ typedef struct {
 } lane_box;
 
 #define LANE_CAP 64u /* queued instructions at most (a power of two) */
+#define LANE_MM 4u   /* multiplies left running that the lane tracks (the pool runs at most two) */
 #define LANE_DEPS 8u /* earlier queued instructions a queued one waits for by name; more: it waits for all */
 /* T_EXTEND: the committing thread is adding an instruction to the pending task (a chain), which nobody may claim
  * meanwhile */
@@ -88,8 +93,18 @@ struct exec_lane {
     tern_error err;
     uint64_t queued;        /* instructions queued since the lane was made (exec_lane_queued) */
     uint64_t chained;       /* of them, those queued into the task before them (chain_onto) */
+    uint64_t posted;        /* multiplies left running when the committing thread went on (exec_lane_posted) */
+    uint64_t overlapped;    /* of them, those posted while another was still tracked */
     unsigned long fault;    /* test aid (TERN_LANE_FAULT=k): the task holding the k-th queued instruction (from 1)
                                fails, none of its instructions run; 0: none */
+    /* Multiplies whose parts may still run on the pool's workers (pool_post, at most two): each one's job and
+     * boxes, until it is seen complete or joined. */
+    unsigned mm_live;
+    struct {
+        unsigned long job;
+        unsigned n;
+        lane_box box[TERN_INSTR_OPERANDS];
+    } mm[LANE_MM];
 };
 
 /* The bytes an access pattern can touch (a bounding box). */
@@ -253,6 +268,12 @@ void exec_lane_free(exec_lane *L)
 
 uint64_t exec_lane_queued(const exec_lane *L) { return L ? L->queued : 0; }
 uint64_t exec_lane_chained(const exec_lane *L) { return L ? L->chained : 0; }
+uint64_t exec_lane_posted(const exec_lane *L, uint64_t *overlapped)
+{
+    if (overlapped)
+        *overlapped = L ? L->overlapped : 0;
+    return L ? L->posted : 0;
+}
 
 /* May ins run on the lane? */
 static int lane_ok(const tern_instr *ins)
@@ -293,8 +314,37 @@ static int settled(exec_lane *L)
     return (f >= atomic_load(&L->tail) || (fail != NO_FAIL && f > fail)) && atomic_load(&L->running) == 0;
 }
 
+/* Wait for the multiply left running, if any. */
+static void join_multiply(exec_lane *L)
+{
+    if (L->mm_live) {
+        pool_join(core_pool(L->core));
+        L->mm_live = 0;
+    }
+}
+
+/* Does any box of mine[0..n) conflict with a multiply left running? Those seen complete are dropped first. */
+static int conflicts_multiply(exec_lane *L, const lane_box *mine, unsigned n)
+{
+    unsigned k = 0;
+    int hit = 0;
+    for (unsigned m = 0; m < L->mm_live; m++) {
+        if (pool_done(core_pool(L->core), L->mm[m].job))
+            continue;
+        if (k != m)
+            L->mm[k] = L->mm[m];
+        for (unsigned i = 0; i < n && !hit; i++)
+            for (unsigned j = 0; j < L->mm[k].n && !hit; j++)
+                hit = conflict(&mine[i], &L->mm[k].box[j]);
+        k++;
+    }
+    L->mm_live = k;
+    return hit;
+}
+
 static tern_status take_failure(exec_lane *L, tern_error *err)
 {
+    join_multiply(L);
     WAIT_WHILE(L, !settled(L));
     tern_status st = L->st;
     if (err)
@@ -317,6 +367,7 @@ tern_status exec_lane_drain(exec_lane *L, tern_error *err)
 {
     if (!L)
         return TERN_OK;
+    join_multiply(L);
     WAIT_WHILE(L, !settled(L));
     if (atomic_load(&L->fail_idx) != NO_FAIL)
         return take_failure(L, err);
@@ -419,6 +470,14 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, con
     unsigned long t = atomic_load(&L->tail);
     lane_box mine[TERN_INSTR_OPERANDS];
     unsigned n = boxes_of(core, ins, mine);
+    if (L->mm_live) {
+        /* Multiplies left running go on beside an instruction queued here or a multiply whose bytes they do not
+         * touch, and beside a LoadStationary (load_stationary waits for them where it would refill panels they
+         * read); anything else executed here waits for them first. */
+        int beside = lane_ok(ins) || ins->opcode == TERN_OP_MULTIPLY_MOVING || ins->opcode == TERN_OP_LOAD_STATIONARY;
+        if (!beside || conflicts_multiply(L, mine, n))
+            join_multiply(L);
+    }
     if (lane_ok(ins) && chain_onto(core, L, ins, cx, mine, n, t))
         return TERN_OK;
     if (lane_ok(ins)) {
@@ -473,5 +532,23 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, con
         if (atomic_load(&L->fail_idx) != NO_FAIL)
             return take_failure(L, err);
     }
-    return fn(core, cx, ins, err);
+    if (ins->opcode != TERN_OP_MULTIPLY_MOVING)
+        return fn(core, cx, ins, err);
+    /* a multiply may leave its last parts to the workers: later instructions wait for them only where they touch
+     * its bytes (above) */
+    if (L->mm_live == LANE_MM)
+        join_multiply(L);
+    core->mm_post = 1;
+    core->mm_job = 0;
+    tern_status st = fn(core, cx, ins, err);
+    core->mm_post = 0;
+    if (core->mm_job) {
+        L->posted++;
+        L->overlapped += L->mm_live > 0;
+        L->mm[L->mm_live].job = core->mm_job;
+        L->mm[L->mm_live].n = n;
+        memcpy(L->mm[L->mm_live].box, mine, n * sizeof *mine);
+        L->mm_live++;
+    }
+    return st;
 }

@@ -24,5 +24,8 @@ tern_status exec_lane_drain(exec_lane *lane, tern_error *err);
 uint64_t exec_lane_queued(const exec_lane *lane);
 /* Of them, those that joined the task queued just before them as one more step of its chain (tests). */
 uint64_t exec_lane_chained(const exec_lane *lane);
+/* Multiplies the committing thread left running on the pool's workers as it went on (pool_post), and of them those
+ * it posted while an earlier one might still run (tests). */
+uint64_t exec_lane_posted(const exec_lane *lane, uint64_t *overlapped);
 
 #endif

@@ -223,8 +223,8 @@ static int fast_dtype(uint8_t dt)
 /* The entry of a packed-operand cache (moving or stationary) for the operand at (partition, K rows, byte offset,
  * W columns): a valid one (*hit = 1), or a free or least-recently-used one made ready to be filled (*hit = 0);
  * NULL if no memory. words: the packed form's size in 32-bit words. */
-static mov_cache_entry *cache_slot(mov_cache_entry *cache, int n, int *live, uint64_t *tick, uint32_t start,
-                                   uint32_t K, uint64_t off, uint32_t W, size_t words, int *hit)
+static mov_cache_entry *cache_slot(tern_pool *pool, mov_cache_entry *cache, int n, int *live, uint64_t *tick,
+                                   uint32_t start, uint32_t K, uint64_t off, uint32_t W, size_t words, int *hit)
 {
     mov_cache_entry *victim = NULL;
     (*tick)++;
@@ -239,6 +239,7 @@ static mov_cache_entry *cache_slot(mov_cache_entry *cache, int n, int *live, uin
             victim = m;
     }
     if (victim->cap < words) {
+        pool_join(pool); /* a posted multiply may read the old buffer */
         uint32_t *p = realloc(victim->pairs, words * sizeof *p);
         if (!p)
             return NULL;
@@ -284,11 +285,15 @@ void stat_materialize(tern_core *core)
 static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t M,
                                    tern_error *err)
 {
+    const int is_auto = core->opts.matmul_path == TERN_MATMUL_AUTO;
+    /* A posted multiply (pool_post) may still read the panels it was given: only the bf16 panels' path below runs
+     * beside it (a cache entry it would reallocate waits for it); any other fills buffers the multiply may read. */
+    if (!(is_auto && !core->mm_dp && a->dtype == TERN_DTYPE_BF16))
+        pool_join(core->pool);
     core->stat_lazy = 0;
     core->stat_fast = 0;
     core->stat_f32 = 0;
     core->stat_pan = 0;
-    const int is_auto = core->opts.matmul_path == TERN_MATMUL_AUTO;
     int want_fast = is_auto && core->mm_dp && fast_dtype(a->dtype);
     core->stat_pairs = core->stat_pairs_own;
     core->stat_panels = core->stat_panels_own;
@@ -299,7 +304,7 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
             /* As the pairs below: the panels of an SBUF operand latched again are reused. */
             int hit = 0;
             uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
-            mov_cache_entry *e = cache_slot(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
+            mov_cache_entry *e = cache_slot(core->pool, core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
                                             &core->mov_cache_tick, a->start_partition, K, off, M,
                                             matmul_panel_floats(K, M), &hit);
             if (e && hit) {
@@ -328,7 +333,7 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
              * are reused until SBUF under them is written. */
             int hit = 0;
             uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
-            mov_cache_entry *e = cache_slot(core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
+            mov_cache_entry *e = cache_slot(core->pool, core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
                                             &core->mov_cache_tick, a->start_partition, K, off, M,
                                             (size_t)(K + 1) / 2 * M, &hit);
             if (e && hit) {
@@ -488,7 +493,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             int cached = 0;
             if (rows && !have_x) {
                 uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
-                slot = cache_slot(core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, &core->mov_cache_tick,
+                slot = cache_slot(core->pool, core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, &core->mov_cache_tick,
                                   a->start_partition, K, off, N, npairs, &cached);
             }
             uint32_t *pairs_buf = slot ? slot->pairs : NULL;
@@ -546,7 +551,8 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                 }
                 size_t pb = psum_stride(core);
                 uint8_t *o = psum_rows(core, cx, d);
-                done = matmul_f32_bf16x_run(core_pool(core), core->stat_panels, rows, stride, o, pb, K, M, N, acc);
+                done = matmul_f32_bf16x_run(core_pool(core), core->stat_panels, rows, stride, o, pb, K, M, N, acc,
+                                            core->mm_post ? &core->mm_job : NULL);
             }
         }
         if (!done) {

@@ -8,12 +8,16 @@
  * has moved on, and the caller never waits for a worker that has not started: it claims every part nobody else
  * has and waits only for parts in flight. That matters on a shared host, where a worker may be descheduled for
  * milliseconds. Which thread runs a part never matters to a result: each part writes disjoint outputs computed
- * the same way. */
+ * the same way. A posted job (pool_post) does not make its caller wait for those last parts: the caller goes on
+ * (the background lane decides what may run beside it) and may post one more job, which workers take up as they
+ * finish the first; a job's slot (function, context, part counter) is reused two jobs later, after a wait. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sim/host_threads.h"
@@ -41,23 +45,34 @@ typedef struct {
     _Alignas(64) atomic_ullong w;
 } range_word;
 
+/* A job: while it may have parts running (pool_post leaves it so) the slot is not reused; job g + 2 first waits for
+ * job g (pool_post) and a job that must not overlap any other first waits for both (pool_run). */
+typedef struct {
+    _Alignas(64) pool_fn fn;
+    void *ctx;
+    unsigned nparts;
+    unsigned long gen;
+    int pending;       /* posted, not yet seen complete by the caller */
+    int posted;        /* by pool_post (its caller may go on while workers run parts) */
+    atomic_uint done;  /* parts finished */
+    _Alignas(64) unsigned char ctx_buf[POOL_CTX_MAX]; /* a posted job's context */
+} job_slot;
+
 struct tern_pool {
     unsigned nthreads; /* including the caller */
     pthread_t *workers;
     worker_arg *args;
     pthread_mutex_t mu;
     pthread_cond_t work_cv;
-    pool_fn fn;
-    void *ctx;
+    job_slot slots[2];        /* job g in slots[g % 2] */
     unsigned long generation; /* the caller's count of jobs */
-    unsigned nparts;          /* the current job's */
     range_word *ranges;       /* one per thread */
     atomic_ulong gen_atomic; /* generation of the newest job, for workers */
-    atomic_uint done;        /* parts of the current job finished */
     atomic_int sleepers;     /* workers blocked on work_cv */
     atomic_int stop;
     _Atomic(pool_bg_fn) bg;  /* background work served between jobs (pool_set_background), or NULL */
     _Atomic(void *) bg_ctx;
+    long hold_us; /* test aid (TERN_POOL_HOLD_US): a worker sleeps this long before each part of a posted job */
 };
 
 /* On the pool's own threads: 1 + the worker's index (pool_thread_id); a pool_run there (from background work) runs
@@ -89,9 +104,14 @@ static void run_ranges(tern_pool *p, unsigned long gen, unsigned self)
             }
             if (!atomic_compare_exchange_weak_explicit(w, &c, nc, memory_order_acq_rel, memory_order_relaxed))
                 continue;
-            /* the job cannot move on while part i is unfinished, so fn, ctx and nparts are this job's */
-            p->fn(p->ctx, i, p->nparts);
-            atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+            /* the slot is not reused while part i is unfinished, so fn, ctx and nparts are this job's */
+            job_slot *js = &p->slots[gen & 1];
+            if (p->hold_us && self && js->posted) {
+                struct timespec ts = {p->hold_us / 1000000, p->hold_us % 1000000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            js->fn(js->ctx, i, js->nparts);
+            atomic_fetch_add_explicit(&js->done, 1, memory_order_release);
         }
     }
 }
@@ -157,6 +177,10 @@ tern_pool *pool_create(unsigned threads)
     if (!p)
         return NULL;
     p->nthreads = threads ? threads : 1;
+    const char *hold = getenv("TERN_POOL_HOLD_US");
+    p->hold_us = hold ? strtol(hold, NULL, 10) : 0;
+    if (p->hold_us < 0 || p->hold_us > 1000000)
+        p->hold_us = 0;
     if (p->nthreads > 1) {
         p->ranges = aligned_alloc(64, sizeof *p->ranges * p->nthreads);
         if (!p->ranges)
@@ -189,6 +213,7 @@ void pool_free(tern_pool *p)
 {
     if (!p)
         return;
+    pool_join(p);
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->work_cv);
@@ -224,19 +249,53 @@ void pool_wake(tern_pool *p)
     }
 }
 
-void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
+/* Spin until every part of slot js's job is done; the caller then knows it complete. */
+static void wait_slot(job_slot *js)
 {
-    if (!p || p->nthreads <= 1 || nparts <= 1 || nparts > MAX_PARTS || on_worker) {
-        for (unsigned i = 0; i < nparts; i++)
-            fn(ctx, i, nparts);
+    if (!js->pending)
         return;
+    for (unsigned spins = 0; atomic_load_explicit(&js->done, memory_order_acquire) != js->nparts; spins++) {
+        if (spins < 4096)
+            cpu_relax();
+        else
+            sched_yield();
     }
-    /* the previous job is complete (this function waited for it), so nobody reads fn and ctx now */
-    p->fn = fn;
-    p->ctx = ctx;
-    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    js->pending = 0;
+}
+
+void pool_join(tern_pool *p)
+{
+    if (p && p->ranges) {
+        wait_slot(&p->slots[0]);
+        wait_slot(&p->slots[1]);
+    }
+}
+
+int pool_done(tern_pool *p, unsigned long gen)
+{
+    if (!p || !p->ranges || gen == 0)
+        return 1;
+    job_slot *js = &p->slots[gen & 1];
+    if (js->gen != gen || !js->pending)
+        return 1; /* an older job of the slot: complete before the slot was reused */
+    if (atomic_load_explicit(&js->done, memory_order_acquire) != js->nparts)
+        return 0;
+    js->pending = 0;
+    return 1;
+}
+
+/* Publish job (fn, ctx, nparts) in the next slot (whose previous job is complete) and run the parts this thread can
+ * claim; returns its slot, every part claimed. */
+static job_slot *start_job(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
+{
     unsigned long gen = ++p->generation;
-    p->nparts = nparts;
+    job_slot *js = &p->slots[gen & 1];
+    js->fn = fn;
+    js->ctx = ctx;
+    js->nparts = nparts;
+    js->gen = gen;
+    js->pending = 1;
+    atomic_store_explicit(&js->done, 0, memory_order_relaxed);
     /* thread r's range: parts [nparts * r / T, nparts * (r + 1) / T), the same for every job of this size, so a
      * thread computes the same columns (and writes the same PSUM lines) in each instruction of a sequence */
     unsigned long long g = (unsigned long long)(gen & GEN_MASK) << (2 * PART_BITS);
@@ -245,18 +304,44 @@ void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
                            b = (unsigned long long)nparts * (r + 1) / p->nthreads;
         atomic_store_explicit(&p->ranges[r].w, g | (b << PART_BITS) | a, memory_order_relaxed);
     }
-    atomic_store(&p->gen_atomic, gen); /* publishes the ranges (release) */
+    atomic_store(&p->gen_atomic, gen); /* publishes the slot and the ranges (release) */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->work_cv);
         pthread_mutex_unlock(&p->mu);
     }
     run_ranges(p, gen, 0);
-    /* every part is claimed: wait for those still running on workers */
-    for (unsigned spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) != nparts; spins++) {
-        if (spins < 4096)
-            cpu_relax();
-        else
-            sched_yield();
+    return js;
+}
+
+void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
+{
+    if (!p || p->nthreads <= 1 || nparts <= 1 || nparts > MAX_PARTS || on_worker) {
+        if (!on_worker)
+            pool_join(p); /* a job left running may read or write what these parts do */
+        for (unsigned i = 0; i < nparts; i++)
+            fn(ctx, i, nparts);
+        return;
     }
+    pool_join(p);
+    p->slots[(p->generation + 1) & 1].posted = 0;
+    /* every part is claimed on return: wait for those still running on workers */
+    wait_slot(start_job(p, fn, ctx, nparts));
+}
+
+unsigned long pool_post(tern_pool *p, pool_fn fn, const void *ctx, unsigned size, unsigned nparts, int overlap)
+{
+    if (!p || p->nthreads <= 1 || nparts <= 1 || nparts > MAX_PARTS || on_worker || size > POOL_CTX_MAX) {
+        pool_run(p, fn, (void *)ctx, nparts);
+        return 0;
+    }
+    if (overlap)
+        wait_slot(&p->slots[(p->generation + 1) & 1]); /* the job before the last: its slot is the next */
+    else
+        pool_join(p);
+    job_slot *js = &p->slots[(p->generation + 1) & 1];
+    memcpy(js->ctx_buf, ctx, size);
+    js->posted = 1; /* before the job is published: start_job keeps it */
+    js = start_job(p, fn, js->ctx_buf, nparts);
+    return pool_done(p, js->gen) ? 0 : js->gen;
 }

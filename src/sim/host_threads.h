@@ -15,6 +15,18 @@ unsigned pool_threads(const tern_pool *p);
  * any order and at the same time, so the caller must give them disjoint outputs: a part that writes what
  * another part writes (an overlapping destination pattern) would make the winner depend on scheduling. */
 void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts);
+/* pool_run without the wait at its end: ctx (size bytes, at most POOL_CTX_MAX) is copied into the pool, the caller
+ * runs every part it can claim and returns while parts may still run on workers. Returns the job's generation while
+ * it may still run, 0 when it is complete (or ran as pool_run: one thread, one part, a worker's own call). overlap:
+ * the job may run beside the one posted before it (the caller knows they touch different bytes); else that one is
+ * complete first. Each call, and pool_run, first waits for the job posted two before, so at most two run. Only the
+ * thread that posts may join, and it must before touching what a running job reads or writes. */
+#define POOL_CTX_MAX 128u
+unsigned long pool_post(tern_pool *p, pool_fn fn, const void *ctx, unsigned size, unsigned nparts, int overlap);
+/* Wait until every posted job is complete. */
+void pool_join(tern_pool *p);
+/* 1 if the posted job gen is complete (0: none), without waiting. */
+int pool_done(tern_pool *p, unsigned long gen);
 /* Background work for the workers while no job runs: fn(ctx, 1) runs one piece if one is ready and returns 1 if
  * it ran one; fn(ctx, 0) only says whether one is ready (a worker about to sleep asks). The producer calls
  * pool_wake after queueing a piece. A pool_run inside background work runs its parts inline. Set once, before

@@ -691,6 +691,7 @@ typedef struct {
     int accumulate;
     uint32_t cblocks, rparts; /* the part grid: column blocks, and row-panel groups per column group */
 } bx_job;
+_Static_assert(sizeof(bx_job) <= POOL_CTX_MAX, "a posted multiply's context fits the pool's");
 
 size_t matmul_panel_floats(uint32_t K, uint32_t M) { return (size_t)(M + PANEL_W - 1) / PANEL_W * PANEL_W * K; }
 
@@ -1045,7 +1046,7 @@ static void bx3_part(void *ctx, unsigned part, unsigned nparts)
 #endif
 
 int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x_rows, size_t x_stride, uint8_t *out,
-                         size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate)
+                         size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate, unsigned long *job)
 {
 #if HAVE_X86
     const int wide = have_avx512_bwvl();
@@ -1070,11 +1071,14 @@ int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x
             rparts = panels_n;
     }
     j.rparts = rparts;
-    pool_run(pool, wide ? bx3_part : bx_part, &j, cparts * rparts);
+    if (job)
+        *job = pool_post(pool, wide ? bx3_part : bx_part, &j, (unsigned)sizeof j, cparts * rparts, 1);
+    else
+        pool_run(pool, wide ? bx3_part : bx_part, &j, cparts * rparts);
     return 1;
 #else
     (void)pool, (void)panels, (void)x_rows, (void)x_stride, (void)out, (void)out_stride, (void)K, (void)M, (void)N;
-    (void)accumulate;
+    (void)accumulate, (void)job;
     return 0;
 #endif
 }

@@ -200,7 +200,7 @@ typedef struct {
     uint8_t *sbuf, *psum, *hbm;
     size_t sbuf_n, psum_n, hbm_n;
     int64_t time_ps;
-    uint64_t queued, chained;
+    uint64_t queued, chained, posted, overlapped;
 } snapshot;
 
 enum { SBUF_BYTES = 9 * 1024, PSUM_BYTES = 4096, HBM_BYTES = 4 * HBM_BLOCK };
@@ -249,6 +249,7 @@ static void snap(tern_core *core, int64_t time_ps, snapshot *out)
     tern_core_hbm_read(core, FRESH, out->hbm + HBM_BYTES, HBM_BYTES, &err);
     out->queued = exec_lane_queued(core->lane);
     out->chained = exec_lane_chained(core->lane);
+    out->posted = exec_lane_posted(core->lane, &out->overlapped);
 }
 
 static void run_on(const tern_program *prog, unsigned threads, uint64_t seed, snapshot *out)
@@ -279,7 +280,7 @@ static int same(const snapshot *a, const snapshot *b)
 int main(void)
 {
     TEST_BEGIN("random programs: the lane with 2 and 4 host threads gives commit order's bytes and times");
-    unsigned bad = 0, queued_total = 0, chained_total = 0;
+    unsigned bad = 0, queued_total = 0, chained_total = 0, posted_total = 0;
     for (unsigned prog_i = 0; prog_i < 40; prog_i++) {
         rng_state = 0x9E3779B97F4A7C15ull * (prog_i + 1);
         tern_program prog;
@@ -293,6 +294,17 @@ int main(void)
         setenv("TERN_LANE", "0", 1);
         run_on(&prog, 2, seed, &off);
         unsetenv("TERN_LANE");
+        if (prog_i % 4 == 0) { /* workers held up in multiplies left running (see the test below) */
+            snapshot held;
+            setenv("TERN_POOL_HOLD_US", "300", 1);
+            run_on(&prog, 4, seed, &held);
+            unsetenv("TERN_POOL_HOLD_US");
+            if (!same(&ref, &held)) {
+                bad++;
+                fprintf(stderr, "program %u: results differ with the workers held up\n", prog_i);
+            }
+            snap_free(&held);
+        }
         CHECK_EQ_INT((int)ref.queued, 0);
         CHECK_EQ_INT((int)off.queued, 0);
         if (!same(&ref, &two) || !same(&ref, &four) || !same(&ref, &off)) {
@@ -302,6 +314,7 @@ int main(void)
         }
         queued_total += (unsigned)(two.queued + four.queued);
         chained_total += (unsigned)(two.chained + four.chained);
+        posted_total += (unsigned)(two.posted + four.posted);
         snap_free(&ref);
         snap_free(&two);
         snap_free(&four);
@@ -313,7 +326,9 @@ int main(void)
     /* whether a tap joins the one before depends on a worker not having started it yet: over 40 programs' bursts
      * some always do */
     CHECK_MSG(chained_total > 20, "only %u taps ran as part of a chain", chained_total);
-    fprintf(stderr, "  %u queued instructions, %u of them run as part of a chain\n", queued_total, chained_total);
+    CHECK_MSG(posted_total > 0, "no multiply was left running on the workers");
+    fprintf(stderr, "  %u queued instructions, %u of them run as part of a chain; %u multiplies left running\n",
+            queued_total, chained_total, posted_total);
 
     TEST_BEGIN("the lane's work really overlaps: a TensorE instruction reading a tile a queued DMA writes waits");
     {
@@ -382,6 +397,97 @@ int main(void)
             tern_core_free(core);
         }
         snap_free(&ref);
+        tern_program_free(&prog);
+    }
+    TEST_BEGIN("multiplies left running: later instructions that touch their bytes wait, others go on beside them");
+    {
+        /* An FFN-like stream: one stationary, multiplies of N = 512 alternating between PSUM banks 0 and 1
+         * (accumulating after the first pair of each group of six), each signalling semaphore 0; after some of them,
+         * waiting on it: a DMA reloading the moving tile the multiply read (SyncE), evacuations of both banks
+         * (ScalarE reads bank 0, VectorE adds bank 1 into a tile) and a VectorE write into part of bank 1 that the
+         * next multiply there waits for and overwrites. */
+        tern_program prog;
+        tern_program_init(&prog);
+        tern_error err;
+        tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+        ls.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, PE_BASE, 128);
+        CHECK_EQ_INT(tern_program_append(&prog, &ls, &err), TERN_OK);
+        for (unsigned i = 0; i < 24; i++) {
+            unsigned bank = i % 2, mv = (i / 2) % 3; /* three moving tiles of 512 bf16 (1 KiB) each */
+            tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+            mm.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, 1024u * mv, 512);
+            mm.ap[TERN_AP_DST] = st_ap1(PS, F32, 0, 128, 2048u * bank, 512);
+            if (i % 6 >= 2 && i != 15)
+                mm.flags |= TERN_FLAG_ACCUMULATE;
+            if (i == 15) { /* after the memset into its bank */
+                mm.wait_sem = 2;
+                mm.wait_value = 1;
+            }
+            mm.signal_sem = 0;
+            CHECK_EQ_INT(tern_program_append(&prog, &mm, &err), TERN_OK);
+            if (i % 3 == 1) { /* reload the moving tile this multiply read */
+                tern_instr ld = st_instr(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
+                int32_t st = 1;
+                uint32_t num = 512;
+                tern_ap src = st_ap(HB, F32, 0, 128, (uint64_t)HBM_BLOCK / 2 * (i % 3), 1, &st, &num);
+                src.partition_step = 128;
+                ld.ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, 1024u * mv, 512);
+                ld.ap[TERN_AP_IN0] = src;
+                ld.wait_sem = 0;
+                ld.wait_value = i + 1;
+                CHECK_EQ_INT(tern_program_append(&prog, &ld, &err), TERN_OK);
+            }
+            if (i % 6 == 5) {
+                tern_instr ev = st_instr(TERN_OP_ACTIVATION, TERN_ENGINE_SCALAR);
+                ev.func = TERN_ACT_SIGMOID;
+                ev.imm0.f = 1.0f;
+                ev.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, 128, 4096, 512);
+                ev.ap[TERN_AP_IN0] = st_ap1(PS, F32, 0, 128, 0, 512);
+                ev.wait_sem = 0;
+                ev.wait_value = i + 1;
+                CHECK_EQ_INT(tern_program_append(&prog, &ev, &err), TERN_OK);
+                tern_instr tt = st_instr(TERN_OP_TENSOR_TENSOR, TERN_ENGINE_VECTOR);
+                tt.op0 = TERN_ALU_ADD;
+                tt.ap[TERN_AP_DST] = st_ap1(SB, F32, 0, 128, 6144, 512);
+                tt.ap[TERN_AP_IN0] = st_ap1(PS, F32, 0, 128, 2048, 512);
+                tt.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, 128, 6144, 512);
+                tt.wait_sem = 0;
+                tt.wait_value = i + 1;
+                CHECK_EQ_INT(tern_program_append(&prog, &tt, &err), TERN_OK);
+            }
+            if (i == 13) {
+                tern_instr ms = st_instr(TERN_OP_TENSOR_TENSOR, TERN_ENGINE_VECTOR);
+                ms.op0 = TERN_ALU_MULT;
+                ms.ap[TERN_AP_DST] = st_ap1(PS, F32, 0, 64, 2048 + 512, 64);
+                ms.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 64, 4096, 64);
+                ms.ap[TERN_AP_IN1] = st_ap1(SB, F32, 0, 64, 6144, 64);
+                ms.wait_sem = 0;
+                ms.wait_value = i + 1;
+                ms.signal_sem = 2;
+                CHECK_EQ_INT(tern_program_append(&prog, &ms, &err), TERN_OK);
+            }
+        }
+        snapshot ref, two, four, held;
+        run_on(&prog, 1, 11, &ref);
+        run_on(&prog, 2, 11, &two);
+        run_on(&prog, 4, 11, &four);
+        /* workers held up before each part of a multiply left running (a test aid read when a core's pool is made),
+         * so that whatever runs beside it while it should not meets it half done */
+        setenv("TERN_POOL_HOLD_US", "2000", 1);
+        run_on(&prog, 4, 11, &held);
+        unsetenv("TERN_POOL_HOLD_US");
+        CHECK(same(&ref, &two));
+        CHECK(same(&ref, &four));
+        CHECK(same(&ref, &held));
+        CHECK_MSG(held.posted > 0, "no multiply was left running with the workers held up");
+        CHECK_MSG(two.posted + four.posted > 0, "no multiply was left running");
+        fprintf(stderr, "  multiplies left running: %llu and %llu (%llu and %llu beside another)\n",
+                (unsigned long long)two.posted, (unsigned long long)four.posted,
+                (unsigned long long)two.overlapped, (unsigned long long)four.overlapped);
+        snap_free(&ref);
+        snap_free(&two);
+        snap_free(&four);
+        snap_free(&held);
         tern_program_free(&prog);
     }
     return check_report();

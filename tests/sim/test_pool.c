@@ -1,7 +1,9 @@
 /* The host thread pool (src/sim/host_threads.c): every part of every job runs exactly once, whatever the thread
  * count, the part count and the timing (a worker held up in one part while the others take its range from the
  * back); jobs follow one another with no part of an old job running late in a new one; a thread takes its own
- * range from the front; a pool_run inside a part (on a worker) runs inline. */
+ * range from the front; a pool_run inside a part (on a worker) runs inline; a posted job (pool_post) may still run
+ * when its call returns, beside at most the one posted before it, never beside one it must not overlap, and is
+ * complete after pool_join or the next pool_run. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,11 +168,88 @@ static void test_nested_inline(void)
     pool_free(p);
 }
 
+/* Posted jobs: each part records which jobs were running when it started. */
+typedef struct {
+    job *j;
+    unsigned id;          /* the job's number, from 1 */
+    long sleep_caller_us; /* part 0 (the caller's own) sleeps this long, so that a worker claims part 1 */
+    long sleep_worker_us; /* part 1 sleeps this long */
+} posted_ctx;
+
+static atomic_int active_mask; /* bit id % 30 while one of job id's parts runs */
+static atomic_int max_active;  /* most jobs seen running at once */
+static atomic_int saw_forbidden; /* a job that must not overlap its predecessor ran beside it */
+static unsigned no_overlap_id;   /* that job's id */
+
+static void posted_fn(void *ctx, unsigned part, unsigned nparts)
+{
+    const posted_ctx *c = ctx;
+    int bit = 1 << (c->id % 30);
+    int now = atomic_fetch_or(&active_mask, bit) | bit;
+    int n = __builtin_popcount((unsigned)now);
+    for (int m = atomic_load(&max_active); n > m && !atomic_compare_exchange_weak(&max_active, &m, n);)
+        ;
+    if (c->id == no_overlap_id && (now & (1 << ((c->id - 1) % 30))))
+        atomic_store(&saw_forbidden, 1);
+    part_fn(c->j, part, nparts);
+    if (part == 0 && c->sleep_caller_us)
+        sleep_us(c->sleep_caller_us);
+    if (part == 1 && c->sleep_worker_us)
+        sleep_us(c->sleep_worker_us);
+    atomic_fetch_and(&active_mask, ~bit);
+}
+
+static void test_posted(void)
+{
+    TEST_BEGIN("posted jobs: each part once, at most two running, complete after pool_join or pool_run");
+    static job js[8];
+    tern_pool *p = pool_create(2);
+    int left_running = 0, ok = 1;
+    for (int rep = 0; rep < 10 && ok; rep++) {
+        atomic_store(&max_active, 0);
+        no_overlap_id = 6;
+        unsigned long gens[8] = {0};
+        for (unsigned k = 0; k < 8; k++) {
+            job_init(&js[k], 2, MAXP);
+            posted_ctx c = {&js[k], k + 1, 2000, k % 2 ? 0 : 8000};
+            gens[k] = pool_post(p, posted_fn, &c, sizeof c, 2, k + 1 != no_overlap_id);
+            memset(&c, 0, sizeof c); /* the pool kept its own copy */
+            left_running += gens[k] != 0;
+            if (k >= 2)
+                ok &= all_once(&js[k - 2]) && pool_done(p, gens[k - 2]); /* two back: complete */
+        }
+        pool_join(p);
+        for (unsigned k = 0; k < 8; k++)
+            ok &= all_once(&js[k]) && pool_done(p, gens[k]);
+        ok &= atomic_load(&max_active) <= 2 && !atomic_load(&saw_forbidden);
+        /* a pool_run after a posted job: the posted one is complete first */
+        job_init(&js[0], 2, MAXP);
+        posted_ctx c = {&js[0], 1, 0, 8000};
+        unsigned long g = pool_post(p, posted_fn, &c, sizeof c, 2, 1);
+        job_init(&js[1], 7, MAXP);
+        pool_run(p, part_fn, &js[1], 7);
+        ok &= all_once(&js[0]) && all_once(&js[1]) && pool_done(p, g);
+    }
+    CHECK_MSG(ok, "a posted job ran a part other than once, ran beside more than one job or one it must not "
+                  "overlap, or was not complete when it had to be");
+    /* a worker holding part 1 for 8 ms while the caller's part 0 takes 2: the call returns before the job ends */
+    CHECK_MSG(left_running > 0, "no posted job was still running when pool_post returned");
+    /* one thread: pool_post runs the job inline and it is complete at once */
+    tern_pool *one = pool_create(1);
+    job_init(&js[2], 3, MAXP);
+    posted_ctx c1 = {&js[2], 3, 0, 0};
+    CHECK(pool_post(one, posted_fn, &c1, sizeof c1, 3, 1) == 0);
+    CHECK(all_once(&js[2]));
+    pool_free(one);
+    pool_free(p);
+}
+
 int main(void)
 {
     test_every_part_once();
     test_slow_part_stolen();
     test_ranges_in_order();
     test_nested_inline();
+    test_posted();
     return check_report();
 }
