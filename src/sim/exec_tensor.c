@@ -269,7 +269,9 @@ void stat_materialize(tern_core *core)
         return;
     mov_cache_entry *e = core->stat_entry;
     float *panels = e ? (float *)(void *)e->pairs : core->stat_panels_own;
-    matmul_pack_panels_bf16(core_pool(core), core->stat_rows, core->stat_stride, core->stat_k, core->stat_m, panels);
+    /* on this thread alone: split over the pool, it waited for a worker busy with queued work (measured slower:
+     * docs/performance.md, session 21) */
+    matmul_pack_panels_bf16(NULL, core->stat_rows, core->stat_stride, core->stat_k, core->stat_m, panels);
     if (e) {
         e->valid = 1;
         core->stat_cache_live++;

@@ -794,8 +794,10 @@ static void pack_panels_part(void *ctx, unsigned part, unsigned nparts)
         pack_panels_rows(j->rows, j->stride, j->K, j->M, j->panels, k0, k1);
 }
 
-/* The pack is bound by the misses on the SBUF rows, not by arithmetic: the pool's threads each take a range of rows
- * so their misses overlap (the bits are the same whoever packs a row). Small operands stay on the caller. */
+/* The pack is bound by the misses on the SBUF rows, not by arithmetic: with a pool, its threads each take a range of
+ * rows so their misses overlap (the bits are the same whoever packs a row); small operands stay on the caller. The
+ * simulator's latch packs on the committing thread alone (pool NULL): in a model the workers are busy with queued
+ * work, and waiting for one cost more than the overlap saved. */
 void matmul_pack_panels_bf16(tern_pool *pool, const uint16_t *rows, size_t stride, uint32_t K, uint32_t M,
                              float *panels)
 {
