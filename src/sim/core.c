@@ -188,6 +188,7 @@ int32_t tern_core_register(const tern_core *core, tern_engine e, uint32_t reg)
 static _Thread_local int on_lane;
 
 int core_on_lane(void) { return on_lane; }
+int core_may_split(void) { return !(on_lane && pool_thread_id() == 0); }
 void core_set_lane(int on) { on_lane = on; }
 core_scratch_set *core_lane_scratch(tern_core *core)
 {
@@ -1446,6 +1447,8 @@ static tern_status parallel_rows(tern_core *core, const row_ref *from, const row
     }
     prow_job j = {core, to, from, bytes, rows};
     unsigned parts = pool_threads(core_pool(core));
+    if (!core_may_split())
+        parts = 1;
     pool_run(core_pool(core), prow_part, &j, parts < rows ? parts : (unsigned)rows);
     return TERN_OK;
 }

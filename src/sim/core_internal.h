@@ -46,6 +46,10 @@ core_scratch_set *core_lane_scratch(tern_core *core);
 /* 1 while the calling thread runs an instruction of the background lane. */
 int core_on_lane(void);
 void core_set_lane(int on);
+/* May an instruction split its work over the pool's threads here? Not a queued one the committing thread runs while
+ * it waits (the workers are busy with other queued work, and waiting for one cost more than the split saved:
+ * docs/performance.md, session 21); a worker's split runs inline anyway. */
+int core_may_split(void);
 
 struct tern_core {
     tern_core_config cfg;

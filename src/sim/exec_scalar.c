@@ -286,6 +286,8 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
     unsigned parts = n >= 8192 ? pool_threads(core_pool(core)) : 1;
     if (parts > P)
         parts = P;
+    if (!core_may_split())
+        parts = 1;
     pool_run(core_pool(core), act_part, &j, parts ? parts : 1);
     if (!out_rows && (st = ap_scatter_f32(core, cx->engine, &ins->ap[TERN_AP_DST], x, sr_stream_of(cx), err)))
         return st;

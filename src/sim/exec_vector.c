@@ -77,6 +77,8 @@ static void rows_run(tern_core *core, const rows_job *j)
         if (parts > j->P)
             parts = j->P;
     }
+    if (!core_may_split())
+        parts = 1;
     if (parts <= 1)
         rows_part((void *)j, 0, 1);
     else
