@@ -98,6 +98,7 @@ struct tern_core {
     int mm_post;          /* the multiply now executing may leave its parts running (pool_post): the background lane
                              joins the job before anything touches its bytes (exec_lane.c) */
     unsigned long mm_job; /* what it left running: pool_post's generation, 0 if nothing */
+    const float *mm_panels; /* the stationary panels it reads */
     uint32_t *mov_pairs;  /* scratch: moving operand as bf16 pairs */
     size_t mov_pairs_cap;
     uint16_t *u16_scratch;

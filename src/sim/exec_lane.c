@@ -12,8 +12,9 @@
  * - everything the committing thread executed before an instruction it queues has finished, except a multiply
  *   whose last parts it left to the workers (pool_post): it is tracked by its boxes like a queued instruction, and
  *   an instruction queued or a multiply executed while it runs waits for it first (pool_join) if their bytes
- *   conflict; anything else executed here except a LoadStationary waits for it (load_stationary itself waits where
- *   it would refill panels the multiply reads), as does the run's end;
+ *   conflict; anything else executed here except a LoadStationary waits for it, as does the run's end; and the
+ *   stationary panels it reads are not repacked or reallocated until it has finished (exec_lane_panels_written,
+ *   and load_stationary and cache_slot join before anything but the panels' own path);
  * What goes to the lane: every dma_copy and every VectorE, ScalarE and GpSimdE instruction. Kept where they commit:
  * TensorE (its latched stationary operand and the packed-operand caches are its own state), control, collectives,
  * text, gathers and scatters (their rows come from index values), and any instruction with a register-addressed
@@ -103,6 +104,7 @@ struct exec_lane {
     unsigned mm_live;
     struct {
         unsigned long job;
+        const float *panels; /* the stationary panels it reads */
         unsigned n;
         lane_box box[TERN_INSTR_OPERANDS];
     } mm[LANE_MM];
@@ -359,6 +361,17 @@ static void join_multiply(exec_lane *L)
     }
 }
 
+void exec_lane_panels_written(exec_lane *L, const float *panels)
+{
+    if (!L)
+        return;
+    for (unsigned m = 0; m < L->mm_live; m++)
+        if (L->mm[m].panels == panels && !pool_done(core_pool(L->core), L->mm[m].job)) {
+            join_multiply(L);
+            return;
+        }
+}
+
 /* Does any box of mine[0..n) conflict with a multiply left running? Those seen complete are dropped first. */
 static int conflicts_multiply(exec_lane *L, const lane_box *mine, unsigned n)
 {
@@ -592,6 +605,7 @@ tern_status exec_lane_submit(tern_core *core, exec_lane *L, lane_exec_fn fn, con
         L->posted++;
         L->overlapped += L->mm_live > 0;
         L->mm[L->mm_live].job = core->mm_job;
+        L->mm[L->mm_live].panels = core->mm_panels;
         L->mm[L->mm_live].n = n;
         memcpy(L->mm[L->mm_live].box, mine, n * sizeof *mine);
         L->mm_live++;

@@ -27,5 +27,8 @@ uint64_t exec_lane_chained(const exec_lane *lane);
 /* Multiplies the committing thread left running on the pool's workers as it went on (pool_post), and of them those
  * it posted while an earlier one might still run (tests). */
 uint64_t exec_lane_posted(const exec_lane *lane, uint64_t *overlapped);
+/* The stationary panels at `panels` are about to be repacked: any multiply left running that reads them finishes
+ * first. lane may be NULL. */
+void exec_lane_panels_written(exec_lane *lane, const float *panels);
 
 #endif

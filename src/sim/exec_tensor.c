@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "sim/matmul.h"
+#include "sim/exec_lane.h"
 #include "sim/host_threads.h"
 #include "sim/rules.h"
 
@@ -269,6 +270,8 @@ void stat_materialize(tern_core *core)
         return;
     mov_cache_entry *e = core->stat_entry;
     float *panels = e ? (float *)(void *)e->pairs : core->stat_panels_own;
+    /* a multiply left running may still read this buffer (an entry invalidated and refilled, or the core's own) */
+    exec_lane_panels_written(core->lane, panels);
     /* on this thread alone: split over the pool, it waited for a worker busy with queued work (measured slower:
      * docs/performance.md, session 21) */
     matmul_pack_panels_bf16(NULL, core->stat_rows, core->stat_stride, core->stat_k, core->stat_m, panels);
@@ -547,12 +550,14 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             } else if (rows && !moving_is_identity(core, a, rows, stride, K, N)) {
                 if (!core->stat_pan) { /* latched as fp32 (an fp8 or strided operand): panels once per latch */
                     stationary_f32(core);
+                    exec_lane_panels_written(core->lane, core->stat_panels_own);
                     matmul_pack_panels_f32(core->stationary, K, M, core->stat_panels_own);
                     core->stat_panels = core->stat_panels_own;
                     core->stat_pan = 1;
                 }
                 size_t pb = psum_stride(core);
                 uint8_t *o = psum_rows(core, cx, d);
+                core->mm_panels = core->stat_panels;
                 done = matmul_f32_bf16x_run(core_pool(core), core->stat_panels, rows, stride, o, pb, K, M, N, acc,
                                             core->mm_post ? &core->mm_job : NULL);
             }

@@ -502,5 +502,67 @@ int main(void)
         snap_free(&held);
         tern_program_free(&prog);
     }
+    TEST_BEGIN("a stationary repacked while a multiply left running still reads the panels it was given");
+    {
+        /* latch A, multiply (left running, workers held); overwrite A's rows by DMA (queued beside the multiply, it
+         * invalidates A's packed panels); latch B and multiply into the other bank: B's pack must not land in the
+         * panels the first multiply is still reading */
+        tern_program prog;
+        tern_program_init(&prog);
+        tern_error err;
+        /* first fill the stationary cache with packed operands, so that A's, once invalidated, is the one to refill */
+        for (uint32_t i = 0; i < STAT_CACHE_ENTRIES; i++) {
+            tern_instr l0 = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+            l0.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, 2048 + 256 * i, 128);
+            CHECK_EQ_INT(tern_program_append(&prog, &l0, &err), TERN_OK);
+            tern_instr m0 = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+            m0.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, 0, 512);
+            m0.ap[TERN_AP_DST] = st_ap1(PS, F32, 0, 128, 2048 * (i % 2), 512);
+            CHECK_EQ_INT(tern_program_append(&prog, &m0, &err), TERN_OK);
+        }
+        const uint32_t A = 2048 + 256 * STAT_CACHE_ENTRIES, B = A + 256;
+        tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+        ls.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, A, 128);
+        CHECK_EQ_INT(tern_program_append(&prog, &ls, &err), TERN_OK);
+        tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+        mm.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, 0, 512);
+        mm.ap[TERN_AP_DST] = st_ap1(PS, F32, 0, 128, 0, 512);
+        mm.signal_sem = 0;
+        CHECK_EQ_INT(tern_program_append(&prog, &mm, &err), TERN_OK);
+        tern_instr ld = st_instr(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
+        int32_t st = 1;
+        uint32_t num = 128;
+        tern_ap src = st_ap(HB, F32, 0, 128, 0, 1, &st, &num);
+        src.partition_step = 128;
+        ld.ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, A, 128);
+        ld.ap[TERN_AP_IN0] = src;
+        ld.wait_sem = 0;
+        ld.wait_value = 1; /* after the multiply of A (the only one that signals) */
+        ld.signal_sem = 1;
+        CHECK_EQ_INT(tern_program_append(&prog, &ld, &err), TERN_OK);
+        tern_instr ls2 = ls;
+        ls2.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, B, 128);
+        ls2.wait_sem = 1;
+        ls2.wait_value = 1;
+        CHECK_EQ_INT(tern_program_append(&prog, &ls2, &err), TERN_OK);
+        tern_instr mm2 = mm;
+        mm2.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, 1024, 512);
+        mm2.ap[TERN_AP_DST] = st_ap1(PS, F32, 0, 128, 2048, 512);
+        mm2.signal_sem = TERN_SEM_NONE;
+        CHECK_EQ_INT(tern_program_append(&prog, &mm2, &err), TERN_OK);
+        snapshot ref, held;
+        setenv("TERN_MATMUL", "fma", 1);
+        run_on(&prog, 1, 5, &ref);
+        setenv("TERN_POOL_HOLD_US", "3000", 1);
+        for (int rep = 0; rep < 3; rep++) {
+            run_on(&prog, 2, 5, &held);
+            CHECK(same(&ref, &held));
+            snap_free(&held);
+        }
+        unsetenv("TERN_POOL_HOLD_US");
+        unsetenv("TERN_MATMUL");
+        snap_free(&ref);
+        tern_program_free(&prog);
+    }
     return check_report();
 }
