@@ -14,7 +14,7 @@
  *   an instruction queued or a multiply executed while it runs waits for it first (pool_join) if their bytes
  *   conflict; anything else executed here except a LoadStationary waits for it, as does the run's end; and the
  *   stationary panels it reads are not repacked or reallocated until it has finished (exec_lane_panels_written,
- *   and load_stationary and cache_slot join before anything but the panels' own path);
+ *   called by exec_tensor.c's cache_slot for a cache entry it refills and where the core's own panels are packed);
  * What goes to the lane: every dma_copy and every VectorE, ScalarE and GpSimdE instruction. Kept where they commit:
  * TensorE (its latched stationary operand and the packed-operand caches are its own state), control, collectives,
  * text, gathers and scatters (their rows come from index values), and any instruction with a register-addressed
@@ -189,12 +189,18 @@ static void advance_frontier(exec_lane *L)
     }
 }
 
+/* Is task k pending (no thread has claimed it) with every task it waits for finished? */
+static int task_claimable(exec_lane *L, const lane_task *q, unsigned long k)
+{
+    return atomic_load_explicit(&q->tag, memory_order_acquire) == k * 4 + T_PENDING && task_ready(L, q, k);
+}
+
 /* Claim and run task k if it is pending and ready: 1 if this thread ran it. */
 static int run_task(exec_lane *L, unsigned long k)
 {
     lane_task *q = &L->ring[k & (LANE_CAP - 1)];
     unsigned long want = k * 4 + T_PENDING;
-    if (atomic_load_explicit(&q->tag, memory_order_acquire) != want || !task_ready(L, q, k))
+    if (!task_claimable(L, q, k))
         return 0;
     atomic_fetch_add(&L->running, 1);
     if (!atomic_compare_exchange_strong(&q->tag, &want, k * 4 + T_RUNNING)) {
@@ -256,13 +262,7 @@ static int try_run(exec_lane *L, int run)
     unsigned long f = atomic_load_explicit(&L->frontier, memory_order_acquire), t = atomic_load(&L->tail),
                   stop = atomic_load(&L->fail_idx);
     for (unsigned long k = f; k < t && k < stop; k++) {
-        if (!run) {
-            lane_task *q = &L->ring[k & (LANE_CAP - 1)];
-            if (atomic_load_explicit(&q->tag, memory_order_acquire) == k * 4 + T_PENDING && task_ready(L, q, k))
-                return 1;
-            continue;
-        }
-        if (run_task(L, k))
+        if (run ? run_task(L, k) : task_claimable(L, &L->ring[k & (LANE_CAP - 1)], k))
             return 1;
     }
     return 0;

@@ -223,8 +223,9 @@ static int fast_dtype(uint8_t dt)
 
 /* The entry of a packed-operand cache (moving or stationary) for the operand at (partition, K rows, byte offset,
  * W columns): a valid one (*hit = 1), or a free or least-recently-used one made ready to be filled (*hit = 0);
- * NULL if no memory. words: the packed form's size in 32-bit words. */
-static mov_cache_entry *cache_slot(tern_pool *pool, mov_cache_entry *cache, int n, int *live, uint64_t *tick,
+ * NULL if no memory. words: the packed form's size in 32-bit words. A multiply left running that reads the
+ * victim's buffer as its panels finishes before the buffer is reallocated or refilled. */
+static mov_cache_entry *cache_slot(exec_lane *lane, mov_cache_entry *cache, int n, int *live, uint64_t *tick,
                                    uint32_t start, uint32_t K, uint64_t off, uint32_t W, size_t words, int *hit)
 {
     mov_cache_entry *victim = NULL;
@@ -239,8 +240,8 @@ static mov_cache_entry *cache_slot(tern_pool *pool, mov_cache_entry *cache, int 
         if (!victim || (!m->valid && victim->valid) || (m->valid == victim->valid && m->last_use < victim->last_use))
             victim = m;
     }
+    exec_lane_panels_written(lane, (const float *)(const void *)victim->pairs);
     if (victim->cap < words) {
-        pool_join(pool); /* a posted multiply may read the old buffer */
         uint32_t *p = realloc(victim->pairs, words * sizeof *p);
         if (!p)
             return NULL;
@@ -270,7 +271,7 @@ void stat_materialize(tern_core *core)
         return;
     mov_cache_entry *e = core->stat_entry;
     float *panels = e ? (float *)(void *)e->pairs : core->stat_panels_own;
-    /* a multiply left running may still read this buffer (an entry invalidated and refilled, or the core's own) */
+    /* a multiply left running may still read the core's own buffer (for an entry's, cache_slot waited) */
     exec_lane_panels_written(core->lane, panels);
     /* on this thread alone: split over the pool, it waited for a worker busy with queued work (measured slower:
      * docs/performance.md, session 21) */
@@ -290,15 +291,13 @@ void stat_materialize(tern_core *core)
 static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const tern_ap *a, uint32_t K, uint32_t M,
                                    tern_error *err)
 {
-    const int is_auto = core->opts.matmul_path == TERN_MATMUL_AUTO;
-    /* A posted multiply (pool_post) may still read the panels it was given: only the bf16 panels' path below runs
-     * beside it (a cache entry it would reallocate waits for it); any other fills buffers the multiply may read. */
-    if (!(is_auto && !core->mm_dp && a->dtype == TERN_DTYPE_BF16))
-        pool_join(core->pool);
+    /* A multiply left running (pool_post) reads only the panels it was given: a cache entry's are refilled after it
+     * (cache_slot), the core's own likewise where they are packed (stat_materialize, the fp32 latch's pack). */
     core->stat_lazy = 0;
     core->stat_fast = 0;
     core->stat_f32 = 0;
     core->stat_pan = 0;
+    const int is_auto = core->opts.matmul_path == TERN_MATMUL_AUTO;
     int want_fast = is_auto && core->mm_dp && fast_dtype(a->dtype);
     core->stat_pairs = core->stat_pairs_own;
     core->stat_panels = core->stat_panels_own;
@@ -309,7 +308,7 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
             /* As the pairs below: the panels of an SBUF operand latched again are reused. */
             int hit = 0;
             uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
-            mov_cache_entry *e = cache_slot(core->pool, core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
+            mov_cache_entry *e = cache_slot(core->lane, core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
                                             &core->mov_cache_tick, a->start_partition, K, off, M,
                                             matmul_panel_floats(K, M), &hit);
             if (e && hit) {
@@ -338,7 +337,7 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
              * are reused until SBUF under them is written. */
             int hit = 0;
             uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
-            mov_cache_entry *e = cache_slot(core->pool, core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
+            mov_cache_entry *e = cache_slot(core->lane, core->stat_cache, STAT_CACHE_ENTRIES, &core->stat_cache_live,
                                             &core->mov_cache_tick, a->start_partition, K, off, M,
                                             (size_t)(K + 1) / 2 * M, &hit);
             if (e && hit) {
@@ -498,7 +497,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             int cached = 0;
             if (rows && !have_x) {
                 uint64_t off = (uint64_t)((const uint8_t *)rows - core->sbuf) % core->sbuf_pitch;
-                slot = cache_slot(core->pool, core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, &core->mov_cache_tick,
+                slot = cache_slot(core->lane, core->mov_cache, MOV_CACHE_ENTRIES, &core->mov_cache_live, &core->mov_cache_tick,
                                   a->start_partition, K, off, N, npairs, &cached);
             }
             uint32_t *pairs_buf = slot ? slot->pairs : NULL;

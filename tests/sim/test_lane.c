@@ -50,6 +50,17 @@ static void halves(unsigned *start, unsigned *np)
     *np = h >= 2 ? 128 : 64;
 }
 
+/* A cast load of a TensorE operand: HBM fp32 rows 128 elements apart from hbm_off, n per partition, into the bf16
+ * SBUF tile [128, n] at sbuf_off. */
+static void load_bf16_tile(tern_instr *ins, uint64_t hbm_off, uint32_t sbuf_off, uint32_t n)
+{
+    int32_t st = 1;
+    tern_ap src = st_ap(HB, F32, 0, 128, hbm_off, 1, &st, &n);
+    src.partition_step = 128;
+    ins->ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, sbuf_off, n);
+    ins->ap[TERN_AP_IN0] = src;
+}
+
 static tern_instr random_instr(tern_engine e, int *pe_latched)
 {
     unsigned s, n;
@@ -69,12 +80,8 @@ static tern_instr random_instr(tern_engine e, int *pe_latched)
                 ins.ap[TERN_AP_DST].offset += FRESH;
             ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
         } else if (kind == 2) { /* load with a cast into a TensorE tile */
-            int32_t st = 1;
-            uint32_t num = 128;
-            tern_ap src = st_ap(HB, F32, 0, 128, (uint64_t)HBM_BLOCK / 2 * rnd(5), 1, &st, &num);
-            src.partition_step = 128;
-            ins.ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, PE_BASE + 128u * rnd(3), 128);
-            ins.ap[TERN_AP_IN0] = src;
+            uint64_t h = (uint64_t)HBM_BLOCK / 2 * rnd(5); /* drawn in this order */
+            load_bf16_tile(&ins, h, PE_BASE + 128u * rnd(3), 128);
         } else if (kind == 3) { /* on chip */
             ins.ap[TERN_AP_DST] = tile(rnd(12), s, n);
             ins.ap[TERN_AP_IN0] = tile(rnd(12), s, n);
@@ -339,12 +346,7 @@ int main(void)
         tern_program_init(&prog);
         tern_error err;
         tern_instr ld = st_instr(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
-        int32_t st = 1;
-        uint32_t num = 128;
-        tern_ap src = st_ap(HB, F32, 0, 128, 0, 1, &st, &num);
-        src.partition_step = 128;
-        ld.ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, PE_BASE, 128);
-        ld.ap[TERN_AP_IN0] = src;
+        load_bf16_tile(&ld, 0, PE_BASE, 128);
         ld.signal_sem = 0;
         tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
         ls.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, PE_BASE, 128);
@@ -429,12 +431,7 @@ int main(void)
             CHECK_EQ_INT(tern_program_append(&prog, &mm, &err), TERN_OK);
             if (i % 3 == 1) { /* reload the moving tile this multiply read */
                 tern_instr ld = st_instr(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
-                int32_t st = 1;
-                uint32_t num = 512;
-                tern_ap src = st_ap(HB, F32, 0, 128, (uint64_t)HBM_BLOCK / 2 * (i % 3), 1, &st, &num);
-                src.partition_step = 128;
-                ld.ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, 1024u * mv, 512);
-                ld.ap[TERN_AP_IN0] = src;
+                load_bf16_tile(&ld, (uint64_t)HBM_BLOCK / 2 * (i % 3), 1024u * mv, 512);
                 ld.wait_sem = 0;
                 ld.wait_value = i + 1;
                 CHECK_EQ_INT(tern_program_append(&prog, &ld, &err), TERN_OK);
@@ -530,12 +527,7 @@ int main(void)
         mm.signal_sem = 0;
         CHECK_EQ_INT(tern_program_append(&prog, &mm, &err), TERN_OK);
         tern_instr ld = st_instr(TERN_OP_DMA_COPY, TERN_ENGINE_SYNC);
-        int32_t st = 1;
-        uint32_t num = 128;
-        tern_ap src = st_ap(HB, F32, 0, 128, 0, 1, &st, &num);
-        src.partition_step = 128;
-        ld.ap[TERN_AP_DST] = st_ap1(SB, BF16, 0, 128, A, 128);
-        ld.ap[TERN_AP_IN0] = src;
+        load_bf16_tile(&ld, 0, A, 128);
         ld.wait_sem = 0;
         ld.wait_value = 1; /* after the multiply of A (the only one that signals) */
         ld.signal_sem = 1;
