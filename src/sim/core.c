@@ -102,6 +102,8 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
      * a line, which depended on what the process had allocated before (GPT-2 124M executed 7 % slower then). */
     c->psum = aligned_alloc(4096, (psum_bytes + 4095) & ~(size_t)4095);
     c->psum_bank_state = calloc((size_t)cfg->partitions * cfg->psum_banks, 1);
+    c->psum_lazy = calloc(cfg->psum_banks, sizeof *c->psum_lazy);
+    c->psum_lazy_rows = malloc((size_t)cfg->psum_banks * cfg->psum_bank_bytes);
     c->hbm_page_count = (cfg->hbm_bytes + HBM_PAGE_BYTES - 1) >> HBM_PAGE_SHIFT;
     c->hbm_pages = calloc(c->hbm_page_count ? c->hbm_page_count : 1, sizeof *c->hbm_pages);
     c->semaphores = calloc(cfg->num_semaphores, sizeof *c->semaphores);
@@ -110,7 +112,7 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
     c->stat_pairs = c->stat_pairs_own = malloc((size_t)(cfg->pe_rows + 1) / 2 * cfg->pe_cols * 2 * sizeof(uint32_t));
     /* panels of the largest stationary: 2 * pe_rows contraction rows (double-row fp8) */
     c->stat_panels = c->stat_panels_own = malloc(matmul_panel_floats(2 * cfg->pe_rows, cfg->pe_cols) * sizeof(float));
-    if (!c->sbuf || !c->psum || !c->psum_bank_state || !c->hbm_pages || !c->semaphores || !c->registers ||
+    if (!c->sbuf || !c->psum || !c->psum_bank_state || !c->psum_lazy || !c->psum_lazy_rows || !c->hbm_pages || !c->semaphores || !c->registers ||
         !c->stationary || !c->stat_pairs || !c->stat_panels) {
         tern_core_free(c);
         return tern_error_set(err, TERN_ERR_NOMEM, "core %s: cannot allocate %zu bytes of SBUF and PSUM", cfg->name,
@@ -133,6 +135,8 @@ void tern_core_free(tern_core *core)
     free(core->sbuf);
     free(core->psum);
     free(core->psum_bank_state);
+    free(core->psum_lazy);
+    free(core->psum_lazy_rows);
     free(core->semaphores);
     free(core->registers);
     free(core->stationary);
@@ -1216,6 +1220,184 @@ int psum_is_matmul_group(const tern_core *core, const tern_ap *ap)
             if (core->psum_bank_state[(size_t)p * core->cfg.psum_banks + b] != PSUM_BANK_MATMUL)
                 return 0;
     return 1;
+}
+
+/* Is the AP's free pattern one contiguous run per partition? */
+int ap_contiguous(const tern_ap *a)
+{
+    if (a->dims[a->ndims - 1].step != 1)
+        return 0;
+    for (int d = (int)a->ndims - 2; d >= 0; d--)
+        if ((int64_t)a->dims[d].step != (int64_t)a->dims[d + 1].step * a->dims[d + 1].num)
+            return 0;
+    return 1;
+}
+
+/* ---- lazily broadcast PSUM rows ---- */
+
+/* The bank under d (fp32 rows, contiguous, 4-byte aligned, within one bank): its region; NULL if d is none of that. */
+static psum_lazy_region *lazy_at(tern_core *core, tern_engine e, const tern_ap *d, uint32_t *bank, uint64_t *off,
+                                 uint32_t *n)
+{
+    if (d->mem != TERN_MEM_PSUM || d->dtype != TERN_DTYPE_FP32 || !ap_contiguous(d))
+        return NULL;
+    int64_t o = (int64_t)d->offset + ap_reg_offset(core, e, d) * 4;
+    uint64_t cols = tern_ap_free_elems(d);
+    uint32_t bb = core->cfg.psum_bank_bytes;
+    if (o < 0 || o % 4 || cols == 0 || (uint64_t)o / bb != ((uint64_t)o + cols * 4 - 1) / bb)
+        return NULL;
+    *bank = (uint32_t)((uint64_t)o / bb);
+    *off = (uint64_t)o;
+    *n = (uint32_t)cols;
+    return &core->psum_lazy[*bank];
+}
+
+/* Region z's row (its first column's value first). */
+static const float *lazy_row_of(const tern_core *core, const psum_lazy_region *z)
+{
+    return core->psum_lazy_rows + (size_t)(z - core->psum_lazy) * (core->cfg.psum_bank_bytes / 4) + z->col0;
+}
+
+static void lazy_drop(tern_core *core, psum_lazy_region *z)
+{
+    if (z->on) {
+        z->on = 0; /* its row stays until the bank's next record, which waits for any reader of the bank (a conflict) */
+        core->psum_lazy_live--;
+    }
+}
+
+static void lazy_flush(tern_core *core, psum_lazy_region *z)
+{
+    if (!z->on)
+        return;
+    const float *row = lazy_row_of(core, z);
+    for (uint32_t p = z->p0; p < z->p0 + z->np; p++)
+        memcpy(core->psum + (size_t)p * core->psum_pitch + z->off, row, (size_t)z->n * 4);
+    lazy_drop(core, z);
+    core->psum_lazy_count[PSUM_LAZY_WRITTEN_OUT]++;
+}
+
+int psum_lazy_record(tern_core *core, tern_engine e, const tern_ap *d, const float *row, uint32_t n)
+{
+    uint32_t bank, cols;
+    uint64_t off;
+    psum_lazy_region *z = lazy_at(core, e, d, &bank, &off, &cols);
+    if (!z || cols != n)
+        return 0;
+    lazy_flush(core, z); /* psum_lazy_before has written it out already where a run commits this */
+    memcpy(core->psum_lazy_rows + (size_t)bank * (core->cfg.psum_bank_bytes / 4), row, (size_t)n * 4);
+    z->on = 1;
+    z->p0 = d->start_partition;
+    z->np = d->num_partitions;
+    z->off = off;
+    z->n = n;
+    z->col0 = 0;
+    core->psum_lazy_live++;
+    core->psum_lazy_count[PSUM_LAZY_RECORDED]++;
+    return 1;
+}
+
+const float *psum_lazy_row(tern_core *core, tern_engine e, const tern_ap *d)
+{
+    if (!core->psum_lazy_live)
+        return NULL;
+    uint32_t bank, n;
+    uint64_t off;
+    psum_lazy_region *z = lazy_at(core, e, d, &bank, &off, &n);
+    if (!z || !z->on || z->p0 != d->start_partition || z->np != d->num_partitions || z->off != off || z->n != n)
+        return NULL;
+    return lazy_row_of(core, z);
+}
+
+void psum_lazy_consumed(tern_core *core, tern_engine e, const tern_ap *d)
+{
+    uint32_t bank, n;
+    uint64_t off;
+    psum_lazy_region *z = lazy_at(core, e, d, &bank, &off, &n);
+    if (z && z->on) {
+        lazy_drop(core, z);
+        core->psum_lazy_count[PSUM_LAZY_ACCUMULATED]++;
+    }
+}
+
+void psum_lazy_flush_dst(tern_core *core, tern_engine e, const tern_ap *d)
+{
+    uint32_t bank, n;
+    uint64_t off;
+    psum_lazy_region *z = core->psum_lazy_live ? lazy_at(core, e, d, &bank, &off, &n) : NULL;
+    if (z)
+        lazy_flush(core, z);
+}
+
+void psum_lazy_flush_all(tern_core *core)
+{
+    for (uint32_t b = 0; core->psum_lazy_live && b < core->cfg.psum_banks; b++)
+        lazy_flush(core, &core->psum_lazy[b]);
+}
+
+/* An overwriting multiply's destination d over region z: dropped where d covers it whole, cut to the columns left
+ * where d covers all its partitions and its first or last columns; 0 where d leaves it as it is (then it is written
+ * out). */
+static int lazy_overwrite(const tern_core *core, tern_engine e, const tern_ap *d, psum_lazy_region *z)
+{
+    if (!ap_contiguous(d) || d->start_partition > z->p0 || (uint32_t)d->start_partition + d->num_partitions < z->p0 + z->np)
+        return 0;
+    size_t es = tern_dtype_size((tern_dtype)d->dtype);
+    int64_t o = (int64_t)d->offset + ap_reg_offset(core, e, d) * (int64_t)es;
+    uint64_t lo = (uint64_t)(o < 0 ? 0 : o), hi = lo + tern_ap_free_elems(d) * es, zlo = z->off, zhi = zlo + (uint64_t)z->n * 4;
+    if (o < 0 || hi <= zlo || lo >= zhi || (lo > zlo && hi < zhi) || lo % 4 || hi % 4)
+        return 0;
+    if (lo <= zlo && hi >= zhi) {
+        z->on = 0;
+        return -1; /* the caller counts it */
+    }
+    uint32_t cut = (uint32_t)(lo <= zlo ? (hi - zlo) / 4 : (zhi - lo) / 4);
+    if (lo <= zlo) { /* its first columns */
+        z->off += (uint64_t)cut * 4;
+        z->col0 += cut;
+    }
+    z->n -= cut;
+    return 1;
+}
+
+const float *psum_lazy_before(tern_core *core, tern_engine e, const tern_instr *ins)
+{
+    if (!core->psum_lazy_live)
+        return NULL;
+    const float *keep = NULL, *in0 = NULL;
+    int mm = ins->opcode == TERN_OP_MULTIPLY_MOVING, acc = (ins->flags & TERN_FLAG_ACCUMULATE) != 0;
+    if (mm && acc)
+        keep = psum_lazy_row(core, e, &ins->ap[TERN_AP_DST]);
+    if (ins->opcode == TERN_OP_ACTIVATION)
+        in0 = psum_lazy_row(core, e, &ins->ap[TERN_AP_IN0]);
+    for (int s = 0; s < TERN_INSTR_OPERANDS; s++) {
+        const tern_ap *ap = &ins->ap[s];
+        if (!ap->ndims || ap->mem != TERN_MEM_PSUM)
+            continue;
+        if (ap_reg_offset(core, e, ap) != 0) { /* a register-addressed operand: wherever it lands */
+            psum_lazy_flush_all(core);
+            return NULL;
+        }
+        uint32_t b0, b1;
+        psum_banks_of(core, ap, &b0, &b1);
+        for (uint32_t b = b0; b <= b1; b++) {
+            psum_lazy_region *z = &core->psum_lazy[b];
+            if (!z->on || ap->start_partition >= z->p0 + z->np || z->p0 >= (uint32_t)ap->start_partition + ap->num_partitions)
+                continue;
+            if ((keep && s == TERN_AP_DST) || (in0 && s == TERN_AP_IN0))
+                continue; /* its consumer */
+            int w = mm && !acc && s == TERN_AP_DST ? lazy_overwrite(core, e, ap, z) : 0;
+            if (w < 0)
+                core->psum_lazy_live--;
+            if (w)
+                core->psum_lazy_count[PSUM_LAZY_OVERWRITTEN]++;
+            else
+                lazy_flush(core, z);
+        }
+    }
+    if (in0)
+        core->psum_lazy_count[PSUM_LAZY_READ]++;
+    return in0; /* its row stays until the bank's next record, which waits for this instruction (a conflict) */
 }
 
 uint64_t sr_stream_of(const exec_ctx *cx) { return ((uint64_t)cx->engine << 56) ^ cx->seq; }

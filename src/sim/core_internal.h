@@ -51,6 +51,18 @@ void core_set_lane(int on);
  * docs/performance.md, session 21); a worker's split runs inline anyway. */
 int core_may_split(void);
 
+/* What became of lazily broadcast PSUM regions (counted per core). */
+enum { PSUM_LAZY_RECORDED, PSUM_LAZY_ACCUMULATED, PSUM_LAZY_READ, PSUM_LAZY_OVERWRITTEN, PSUM_LAZY_WRITTEN_OUT,
+       PSUM_LAZY_KINDS };
+
+typedef struct {
+    int on;
+    uint32_t p0, np; /* partitions [p0, p0 + np) */
+    uint64_t off;    /* byte offset of the row within each partition's PSUM row */
+    uint32_t n;      /* fp32 columns */
+    uint32_t col0;   /* where they start in the bank's row buffer (a region cut by a multiply over its first columns) */
+} psum_lazy_region;
+
 struct tern_core {
     tern_core_config cfg;
     tern_core_options opts;
@@ -59,6 +71,13 @@ struct tern_core {
     uint8_t *psum;      /* partitions * psum_pitch */
     size_t psum_pitch;  /* host bytes from one PSUM partition's row to the next */
     uint8_t *psum_bank_state; /* partitions * psum_banks: who wrote last (PSUM_BANK_*) */
+    /* A bank whose rows all hold one fp32 row (a bias broadcast by a K = 1 multiply of a uniform stationary) is kept
+     * as that row until something else touches the bank (psum_lazy_*, core.c), and the accumulating multiply that
+     * follows adds its sums to the row instead of reading the PSUM rows. One region per bank. */
+    psum_lazy_region *psum_lazy; /* psum_banks */
+    float *psum_lazy_rows;       /* psum_banks * psum_bank_bytes / 4: each region's row */
+    unsigned psum_lazy_live;
+    uint64_t psum_lazy_count[PSUM_LAZY_KINDS]; /* what happened to them, for the tests */
     uint8_t **hbm_pages;
     uint64_t hbm_page_count;
     uint32_t *semaphores;
@@ -122,6 +141,9 @@ typedef struct {
     size_t pc;
     uint64_t seq; /* instructions executed so far by this engine */
     tern_run_stats *stats;
+    /* An activation's input (in0) that is PSUM kept as one broadcast row (psum_lazy_before): that row, read for
+     * every partition; NULL otherwise. Set where the instruction commits, so a queued one keeps it. */
+    const float *lazy_in0;
 } exec_ctx;
 
 /* Short description "vector #12 (tensor_tensor)" for messages. */
@@ -193,6 +215,21 @@ void stat_materialize(tern_core *core);
 void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul);
 /* True when every bank the AP touches was last written by a matmul group. */
 int psum_is_matmul_group(const tern_core *core, const tern_ap *ap);
+/* Is the AP's free pattern one contiguous run per partition? */
+int ap_contiguous(const tern_ap *a);
+/* Lazily broadcast PSUM rows (struct tern_core's psum_lazy): record one (0 if the region does not qualify: outside
+ * one bank, or not plain fp32 rows); the row of the region exactly under an operand (NULL if none); drop a region a
+ * multiply accumulated onto (psum_lazy_consumed); write a region's rows out
+ * (psum_lazy_flush_dst) or every region's (psum_lazy_flush_all). psum_lazy_before, where an instruction commits,
+ * writes out every region an operand of it touches, except the one exactly under an accumulating multiply's
+ * destination (the multiply takes it), those an overwriting multiply's destination covers (dropped; cut to what is
+ * left where it covers their first or last columns), and the one exactly under an activation's input, whose row it returns (exec_ctx's lazy_in0). */
+int psum_lazy_record(tern_core *core, tern_engine e, const tern_ap *d, const float *row, uint32_t n);
+const float *psum_lazy_row(tern_core *core, tern_engine e, const tern_ap *d);
+void psum_lazy_consumed(tern_core *core, tern_engine e, const tern_ap *d);
+void psum_lazy_flush_dst(tern_core *core, tern_engine e, const tern_ap *d);
+void psum_lazy_flush_all(tern_core *core);
+const float *psum_lazy_before(tern_core *core, tern_engine e, const tern_instr *ins);
 
 /* Executors: one entry point per opcode, exec_op_<ID>, declared here from the instruction table and defined in
  * the file of the opcode's FAMILY (pe: exec_tensor.c, vector: exec_vector.c, activation: exec_scalar.c, gpsimd

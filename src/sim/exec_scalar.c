@@ -13,6 +13,7 @@
  * Facts: trainium-arch.md §4.2, §6, §8; SDK nki.api.shared.rst (functions, ranges), nki.isa.activation docstring. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sim/act.h"
 #include "sim/host_threads.h"
@@ -274,6 +275,15 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
     if (in_rows) {
         j.in = (const float *)(const void *)in_rows;
         j.in_stride = in_ps / 4;
+    }
+    if (cx->lazy_in0) { /* PSUM kept as one broadcast row (psum_lazy_before): every partition reads the row */
+        if (in_rows) {
+            j.in = cx->lazy_in0;
+            j.in_stride = 0;
+        } else {
+            for (uint32_t p = 0; p < P; p++)
+                memcpy(x + (size_t)p * N, cx->lazy_in0, N * 4);
+        }
     }
     if (out_rows) {
         j.out = (float *)(void *)out_rows;

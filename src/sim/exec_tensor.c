@@ -162,17 +162,6 @@ static tern_status check_dynamic(tern_core *core, const exec_ctx *cx, const tern
     return TERN_OK;
 }
 
-/* Is the AP's free pattern one contiguous run per partition? */
-static int ap_contiguous(const tern_ap *a)
-{
-    if (a->dims[a->ndims - 1].step != 1)
-        return 0;
-    for (int d = (int)a->ndims - 2; d >= 0; d--)
-        if ((int64_t)a->dims[d].step != (int64_t)a->dims[d + 1].step * a->dims[d + 1].num)
-            return 0;
-    return 1;
-}
-
 static uint16_t *u16_scratch(tern_core *core, size_t n)
 {
     if (core->u16_cap < n) {
@@ -368,6 +357,19 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
     return TERN_OK;
 }
 
+/* Do the M values of a one-row stationary all have the same bits? */
+static int stationary_uniform(const float *s, uint32_t M)
+{
+    uint32_t b0, b;
+    memcpy(&b0, &s[0], 4);
+    for (uint32_t m = 1; m < M; m++) {
+        memcpy(&b, &s[m], 4);
+        if (b != b0)
+            return 0;
+    }
+    return 1;
+}
+
 /* The stationary as fp32 for the general paths (unpacked from the pairs or panels when only those were kept). */
 static void stationary_f32(tern_core *core)
 {
@@ -464,17 +466,25 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                               "start the group with an overwriting matmul)");
         uint32_t M = core->stat_m;
         int dst_plain = d->dtype == TERN_DTYPE_FP32 && ap_contiguous(d);
+        /* PSUM under an accumulating multiply kept as one broadcast row (a bias: psum_lazy_record below): the fp32
+         * chain adds its sums to the row; every other path has the rows written out first */
+        const float *acc_row = acc ? psum_lazy_row(core, cx->engine, d) : NULL;
         if (core->stat_lazy) {
             /* a transpose (identity moving operand) reads the latched rows in place; anything else packs them */
             size_t stride = 0;
             const uint16_t *rows = dst_plain && a->dtype == TERN_DTYPE_BF16 && !(ins->flags & TERN_FLAG_DOUBLE_ROW)
                                        ? bf16_rows(core, cx, a, K, N, NULL, &stride)
                                        : NULL;
-            if (rows && moving_is_identity(core, a, rows, stride, K, N) &&
-                matmul_transpose_bf16(core->stat_rows, core->stat_stride, K, M, psum_rows(core, cx, d), psum_stride(core),
-                                      acc)) {
-                psum_mark(core, d, 1);
-                return TERN_OK;
+            if (rows && moving_is_identity(core, a, rows, stride, K, N)) {
+                if (acc_row) {
+                    psum_lazy_flush_dst(core, cx->engine, d);
+                    acc_row = NULL;
+                }
+                if (matmul_transpose_bf16(core->stat_rows, core->stat_stride, K, M, psum_rows(core, cx, d),
+                                          psum_stride(core), acc)) {
+                    psum_mark(core, d, 1);
+                    return TERN_OK;
+                }
             }
             stat_materialize(core);
         }
@@ -513,6 +523,10 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                     pairs_buf = core->mov_pairs;
             }
             if (rows && pairs_buf) {
+                if (acc_row) {
+                    psum_lazy_flush_dst(core, cx->engine, d);
+                    acc_row = NULL;
+                }
                 size_t pb = psum_stride(core);
                 bf16_job job;
                 memset(&job, 0, sizeof job);
@@ -543,6 +557,10 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             const uint16_t *rows = bf16_rows(core, cx, a, K, N, NULL, &stride);
             if (rows && core->stat_pan && moving_is_identity(core, a, rows, stride, K, N)) {
                 /* a transpose through the array, from the panels straight to the PSUM rows */
+                if (acc_row) {
+                    psum_lazy_flush_dst(core, cx->engine, d);
+                    acc_row = NULL;
+                }
                 size_t pb = psum_stride(core);
                 uint8_t *o = psum_rows(core, cx, d);
                 done = matmul_identity_panels(core->stat_panels, K, M, o, pb, acc);
@@ -558,10 +576,14 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                 uint8_t *o = psum_rows(core, cx, d);
                 core->mm_panels = core->stat_panels;
                 done = matmul_f32_bf16x_run(core_pool(core), core->stat_panels, rows, stride, o, pb, K, M, N, acc,
-                                            core->mm_post ? &core->mm_job : NULL);
+                                            acc_row, core->mm_post ? &core->mm_job : NULL);
+                if (done && acc_row)
+                    psum_lazy_consumed(core, cx->engine, d);
             }
         }
         if (!done) {
+            if (acc_row)
+                psum_lazy_flush_dst(core, cx->engine, d);
             stationary_f32(core);
             float *out = core_scratch(core, 1, (size_t)M * N);
             float *old = acc ? core_scratch(core, 2, (size_t)M * N) : NULL;
@@ -581,6 +603,15 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                 } else if ((st = ap_gather_f32(core, cx->engine, a, x, err))) {
                     return st;
                 }
+            }
+            /* A uniform stationary times one row (a bias broadcast over the partitions: K = 1, every s[m] the same
+             * bits) overwriting PSUM: every output row is the same row, kept as that row until the bank is next
+             * touched (psum_lazy_before), usually by the multiply that accumulates onto it. */
+            if (K == 1 && dst_plain && !acc && core->opts.matmul_path != TERN_MATMUL_REFERENCE &&
+                stationary_uniform(core->stationary, M) && matmul_outer_rows(core->stationary, xp, (uint8_t *)out, 0, 1, N, 0) &&
+                psum_lazy_record(core, cx->engine, d, out, N)) {
+                psum_mark(core, d, 1);
+                return TERN_OK;
             }
             if (K == 1 && dst_plain && core->opts.matmul_path != TERN_MATMUL_REFERENCE &&
                 matmul_outer_rows(core->stationary, xp, psum_rows(core, cx, d), psum_stride(core), M, N, acc)) {

@@ -690,6 +690,7 @@ typedef struct {
     uint32_t K, M, N;
     int accumulate;
     uint32_t cblocks, rparts; /* the part grid: column blocks, and row-panel groups per column group */
+    const float *acc_row;     /* accumulate onto this row for every output row instead of the rows' own (NULL) */
 } bx_job;
 _Static_assert(sizeof(bx_job) <= POOL_CTX_MAX, "a posted multiply's context fits the pool's");
 
@@ -857,14 +858,16 @@ bx_micro(const bx_job *j, const float *xp, uint32_t m0, uint32_t n0, const int R
             _Alignas(32) float t[8 * NB2];
             for (int v = 0; v < NB2; v++)
                 _mm256_store_ps(t + 8 * v, acc[i][v]);
+            const float *old = j->acc_row ? j->acc_row + n0 : o;
             for (uint32_t c = 0; c < ncols; c++)
-                o[c] = j->accumulate ? o[c] + t[c] : t[c];
+                o[c] = j->accumulate ? old[c] + t[c] : t[c];
             continue;
         }
+        const float *old = j->acc_row ? j->acc_row + n0 : o;
         for (int v = 0; v < NB2; v++) {
             __m256 r = acc[i][v];
             if (j->accumulate)
-                r = _mm256_add_ps(_mm256_loadu_ps(o + 8 * v), r); /* old + sum, as the other paths */
+                r = _mm256_add_ps(_mm256_loadu_ps(old + 8 * v), r); /* old + sum, as the other paths */
             _mm256_storeu_ps(o + 8 * v, r);
         }
     }
@@ -952,11 +955,12 @@ bx3_micro(const bx_job *j, const float *xp, uint32_t m0, uint32_t n0, const int 
     }
     for (int i = 0; i < ROWS; i++) {
         float *o = (float *)(void *)(j->out + (size_t)(m0 + (uint32_t)i) * j->out_stride) + n0;
+        const float *old = j->acc_row ? j->acc_row + n0 : o;
         for (int v = 0; v < NV; v++) {
             __mmask16 mk = v == NV - 1 ? last : (__mmask16)0xFFFF;
             __m512 r = acc[i][v];
             if (j->accumulate)
-                r = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, o + 16 * v), r); /* old + sum, as the other paths */
+                r = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, old + 16 * v), r); /* old + sum, as the other paths */
             _mm512_mask_storeu_ps(o + 16 * v, mk, r);
         }
     }
@@ -1048,13 +1052,14 @@ static void bx3_part(void *ctx, unsigned part, unsigned nparts)
 #endif
 
 int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x_rows, size_t x_stride, uint8_t *out,
-                         size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate, unsigned long *job)
+                         size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate, const float *acc_row,
+                         unsigned long *job)
 {
 #if HAVE_X86
     const int wide = have_avx512_bwvl();
     if ((!wide && !have_avx2_fma()) || K > BX_MAXK || K == 0 || M == 0 || N == 0)
         return 0;
-    bx_job j = {panels, x_rows, x_stride, out, out_stride, K, M, N, accumulate, 0, 1};
+    bx_job j = {panels, x_rows, x_stride, out, out_stride, K, M, N, accumulate, 0, 1, accumulate ? acc_row : NULL};
     /* The part grid: column blocks first; when there are fewer blocks than threads (a convolution's 49 or 196
      * columns), groups of row panels too. Each output's chain is computed whole by one part, so any grid gives
      * the same bits. */
@@ -1080,7 +1085,7 @@ int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x
     return 1;
 #else
     (void)pool, (void)panels, (void)x_rows, (void)x_stride, (void)out, (void)out_stride, (void)K, (void)M, (void)N;
-    (void)accumulate, (void)job;
+    (void)accumulate, (void)acc_row, (void)job;
     return 0;
 #endif
 }
@@ -1180,7 +1185,7 @@ static void probe(void)
         memset(&dj, 0, sizeof dj);
         dj.s = sp, dj.x_pairs = xpairs, dj.K = K, dj.M = M, dj.N = N, dj.out = (uint8_t *)out;
         dj.out_stride = sizeof(float) * N, dj.prepacked = 1;
-        bx_job fj = {panels, x, N, (uint8_t *)out, sizeof(float) * N, K, M, N, 0, 0, 1};
+        bx_job fj = {panels, x, N, (uint8_t *)out, sizeof(float) * N, K, M, N, 0, 0, 1, NULL};
         double tdp = 1e30, tfma = 1e30;
         for (int t = 0; t < 3; t++) {
             double a = probe_dp(&dj), b = probe_fma(&fj);

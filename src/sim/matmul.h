@@ -54,14 +54,16 @@ int matmul_outer_rows(const float *s, const float *x, uint8_t *out, size_t out_s
 int matmul_bf16_is_identity(const uint16_t *rows, size_t stride, uint32_t K, uint32_t W);
 
 /* bf16 moving rows (row k at x_rows + k*x_stride) times the stationary in panels, the fp32 FMA chain (AVX-512, or
- * AVX2 + FMA), written straight to fp32 output rows (row m at out + m*out_stride bytes; accumulate: old + sum).
+ * AVX2 + FMA), written straight to fp32 output rows (row m at out + m*out_stride bytes; accumulate: old + sum, the
+ * old values each row's own, or, acc_row non-NULL, acc_row's N values for every row: a bias broadcast kept lazily).
  * Bit-identical to matmul_reference on the widened operands. Returns 0, having written nothing, on hosts without
  * AVX2 + FMA (or when TERN_SIMD caps below avx2), or for K outside [1, 128]. job non-NULL: the multiply may be
  * left to finish on the pool's workers, beside the one posted before it (pool_post with overlap: the caller knows
  * they touch different bytes); *job gets pool_post's generation (0: complete), and the caller joins it (pool_join)
  * before touching the panels, the rows or the output. */
 int matmul_f32_bf16x_run(tern_pool *pool, const float *panels, const uint16_t *x_rows, size_t x_stride, uint8_t *out,
-                         size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate, unsigned long *job);
+                         size_t out_stride, uint32_t K, uint32_t M, uint32_t N, int accumulate, const float *acc_row,
+                         unsigned long *job);
 
 /* Which kernel multiplies bf16 operands: *use_dp = 1 for the AVX512-BF16 dot products, 0 for the fp32 FMA chain.
  * TERN_MATMUL=fma|dpbf16 forces one (dpbf16 falls back to the chain on a host without AVX512-BF16); unset or

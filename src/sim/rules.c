@@ -266,6 +266,6 @@ tern_status tern_instr_check(const tern_core_config *cfg, size_t pc, size_t coun
     tern_core shell;
     memset(&shell, 0, sizeof shell);
     shell.cfg = *cfg;
-    exec_ctx cx = {(tern_engine)(ins->engine < TERN_ENGINE_COUNT ? ins->engine : 0), pc, 0, NULL};
+    exec_ctx cx = {(tern_engine)(ins->engine < TERN_ENGINE_COUNT ? ins->engine : 0), pc, 0, NULL, NULL};
     return rules_check_instr(&shell, &cx, ins, count, err);
 }

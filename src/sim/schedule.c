@@ -59,7 +59,7 @@ tern_status tern_core_validate(const tern_core *core, const tern_program *prog, 
     for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) {
         const tern_stream *s = &prog->streams[e];
         for (size_t pc = 0; pc < s->count; pc++) {
-            exec_ctx cx = {(tern_engine)e, pc, 0, NULL};
+            exec_ctx cx = {(tern_engine)e, pc, 0, NULL, NULL};
             tern_status st = rules_check_instr(core, &cx, &s->instrs[pc], s->count, err);
             if (st)
                 return st;
@@ -485,14 +485,16 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
         r->elements += w;
     }
     int coll = tern_opcode_get(op)->family == TERN_ISA_FAMILY_COLLECTIVE;
+    /* PSUM kept as a broadcast row is written out where something other than its consumers reads it */
+    const float *lazy_in0 = r->timing_only ? NULL : psum_lazy_before(c, (tern_engine)e, ins);
     if (coll && !r->coll_fn) { /* outside a multi-rank launch its executor refuses the run, in either mode */
-        exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
+        exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats, NULL};
         return executor_of[op](c, &cx, ins, err);
     }
     if (tern_opcode_is_control(op)) {
         next = exec_control(c, e, ins, pc);
     } else if (!coll && !r->timing_only) {
-        exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats};
+        exec_ctx cx = {(tern_engine)e, pc, q->seq, r->stats, lazy_in0};
         if ((st = exec_lane_submit(c, r->lane, executor_of[op], &cx, ins, err)))
             return st;
     }
@@ -790,6 +792,7 @@ tern_status sched_end(sched *S, tern_status st)
 {
     if (!S)
         return st;
+    psum_lazy_flush_all(S->r.core); /* the runtime reads the core's memories next */
     /* launch and completion of the run (runtime, first instruction fetch): once per run (machine file) */
     if (!st)
         S->r.stats->time_ps += (int64_t)llround(S->r.core->cfg.timing.launch_s * 1e12);

@@ -935,7 +935,7 @@ static void test_stt_chain(void)
                         ins[t].ap[TERN_AP_IN0] = win;
                         ins[t].ap[TERN_AP_IN1] = ins[t].ap[TERN_AP_DST];
                         ip[t] = &ins[t];
-                        cx[t] = (exec_ctx){VE, t, t, NULL};
+                        cx[t] = (exec_ctx){VE, t, t, NULL, NULL};
                         if (t)
                             CHECK(stt_chainable(&ins[t - 1], &ins[t]));
                     }
