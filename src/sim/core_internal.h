@@ -215,9 +215,10 @@ void stat_materialize(tern_core *core);
 void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul);
 /* True when every bank the AP touches was last written by a matmul group. */
 int psum_is_matmul_group(const tern_core *core, const tern_ap *ap);
+void psum_banks_of(const tern_core *c, const tern_ap *ap, uint32_t *first, uint32_t *last);
 /* Is the AP's free pattern one contiguous run per partition? */
 int ap_contiguous(const tern_ap *a);
-/* Lazily broadcast PSUM rows (struct tern_core's psum_lazy): record one (0 if the region does not qualify: outside
+/* Lazily broadcast PSUM rows (struct tern_core's psum_lazy, psum_lazy.c): record one (0 if the region does not qualify: outside
  * one bank, or not plain fp32 rows); the row of the region exactly under an operand (NULL if none); drop a region a
  * multiply accumulated onto (psum_lazy_consumed); write a region's rows out
  * (psum_lazy_flush_dst) or every region's (psum_lazy_flush_all). psum_lazy_before, where an instruction commits,
