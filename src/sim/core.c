@@ -1206,19 +1206,21 @@ void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul)
         return;
     uint32_t b0, b1;
     psum_banks_of(core, ap, &b0, &b1);
-    for (uint32_t p = ap->start_partition; p < (uint32_t)ap->start_partition + ap->num_partitions; p++)
-        for (uint32_t b = b0; b <= b1; b++)
-            core->psum_bank_state[(size_t)p * core->cfg.psum_banks + b] = by_matmul ? PSUM_BANK_MATMUL : PSUM_BANK_OTHER;
+    for (uint32_t b = b0; b <= b1; b++)
+        memset(core->psum_bank_state + (size_t)b * core->cfg.partitions + ap->start_partition,
+               by_matmul ? PSUM_BANK_MATMUL : PSUM_BANK_OTHER, ap->num_partitions);
 }
 
 int psum_is_matmul_group(const tern_core *core, const tern_ap *ap)
 {
     uint32_t b0, b1;
     psum_banks_of(core, ap, &b0, &b1);
-    for (uint32_t p = ap->start_partition; p < (uint32_t)ap->start_partition + ap->num_partitions; p++)
-        for (uint32_t b = b0; b <= b1; b++)
-            if (core->psum_bank_state[(size_t)p * core->cfg.psum_banks + b] != PSUM_BANK_MATMUL)
+    for (uint32_t b = b0; b <= b1; b++) {
+        const uint8_t *s = core->psum_bank_state + (size_t)b * core->cfg.partitions + ap->start_partition;
+        for (uint32_t p = 0; p < ap->num_partitions; p++)
+            if (s[p] != PSUM_BANK_MATMUL)
                 return 0;
+    }
     return 1;
 }
 

@@ -70,7 +70,7 @@ struct tern_core {
     size_t sbuf_pitch;  /* host bytes from one SBUF partition's row to the next (onchip_host_pitch, core.c) */
     uint8_t *psum;      /* partitions * psum_pitch */
     size_t psum_pitch;  /* host bytes from one PSUM partition's row to the next */
-    uint8_t *psum_bank_state; /* partitions * psum_banks: who wrote last (PSUM_BANK_*) */
+    uint8_t *psum_bank_state; /* psum_banks * partitions, bank-major: who wrote last (PSUM_BANK_*) */
     /* A bank whose rows all hold one fp32 row (a bias broadcast by a K = 1 multiply of a uniform stationary) is kept
      * as that row until something else touches the bank (psum_lazy_*, core.c), and the accumulating multiply that
      * follows adds its sums to the row instead of reading the PSUM rows. One region per bank. */
