@@ -120,6 +120,10 @@ typedef struct {
     exec_lane *lane;           /* functional single-core runs: the background lane (exec_lane.c) */
     unsigned pick;             /* the engine sched_peek found */
     int64_t pick_t;
+    /* Each engine's candidate time as last computed, while nothing it depends on has changed since (cand_ok):
+     * its own commits, an increment of the semaphore its next instruction waits for, the shared ports. */
+    int64_t cand[TERN_ENGINE_COUNT];
+    uint8_t cand_ok[TERN_ENGINE_COUNT];
     /* Multi-rank runs: the HBM shared with the chip's collective engines (rank_run.c). hres: this core's DMA HBM
      * reservations [s, e) that may still overlap a later collective; win: each collective's data window on this
      * core's HBM [a, b) and the HBM work it needs there (ps at the core's HBM bandwidth), in time order. */
@@ -152,6 +156,12 @@ static tern_status sem_add(runner *r, unsigned s, uint32_t amount, int64_t t, te
     L->pts[i].value = before + amount;
     L->n++;
     r->core->semaphores[s] += amount;
+    for (unsigned e = 0; e < TERN_ENGINE_COUNT; e++) /* whose next instruction waits for s: its time again */
+        if (r->cand_ok[e] && !r->ss[e].done) {
+            const tern_instr *ins = &r->prog->streams[e].instrs[r->ss[e].pc];
+            if (ins->wait_sem == s || (ins->opcode == TERN_OP_BARRIER && r->ss[e].in_barrier && ins->signal_sem == s))
+                r->cand_ok[e] = 0;
+        }
     return TERN_OK;
 }
 
@@ -463,6 +473,7 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
     tern_opcode op = (tern_opcode)ins->opcode;
     size_t pc = q->pc, next = pc + 1;
     tern_status st;
+    r->cand_ok[e] = 0;
     /* A wait event covers only the time the engine was idle because of the semaphore (TensorE's sequencer is
      * free at issue while its pipelines still work). */
     int64_t idle_from = q->free_ps;
@@ -525,6 +536,7 @@ static tern_status commit(runner *r, unsigned e, int64_t t, tern_error *err)
             r->sbuf_vg_free = t + occ;
         if (uses_psum_port(e, ins))
             r->psum_vs_free = t + occ;
+        r->cand_ok[TERN_ENGINE_VECTOR] = r->cand_ok[TERN_ENGINE_GPSIMD] = r->cand_ok[TERN_ENGINE_SCALAR] = 0;
     }
     /* TensorE's two pipelines keep their own times; its sequencer only keeps issue order. */
     q->free_ps = e == TERN_ENGINE_TENSOR ? t : t + occ;
@@ -710,7 +722,11 @@ int sched_peek(sched *S, int64_t *t)
         if (r->ss[e].done)
             continue;
         all_done = 0;
-        int64_t c = candidate(r, e);
+        if (!r->cand_ok[e]) {
+            r->cand[e] = candidate(r, e);
+            r->cand_ok[e] = 1;
+        }
+        int64_t c = r->cand[e];
         if (c < best) { /* ties go to the lowest engine: deterministic */
             best = c;
             pick = e;
