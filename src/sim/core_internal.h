@@ -218,16 +218,18 @@ int psum_is_matmul_group(const tern_core *core, const tern_ap *ap);
 void psum_banks_of(const tern_core *c, const tern_ap *ap, uint32_t *first, uint32_t *last);
 /* Is the AP's free pattern one contiguous run per partition? */
 int ap_contiguous(const tern_ap *a);
-/* Lazily broadcast PSUM rows (struct tern_core's psum_lazy, psum_lazy.c): record one (0 if the region does not qualify: outside
- * one bank, or not plain fp32 rows); the row of the region exactly under an operand (NULL if none); drop a region a
- * multiply accumulated onto (psum_lazy_consumed); write a region's rows out
- * (psum_lazy_flush_dst) or every region's (psum_lazy_flush_all). psum_lazy_before, where an instruction commits,
- * writes out every region an operand of it touches, except the one exactly under an accumulating multiply's
- * destination (the multiply takes it), those an overwriting multiply's destination covers (dropped; cut to what is
- * left where it covers their first or last columns), and the one exactly under an activation's input, whose row it returns (exec_ctx's lazy_in0). */
+/* Lazily broadcast PSUM rows (struct tern_core's psum_lazy, psum_lazy.c): record one (0 if the region does not
+ * qualify: outside one bank, or not plain fp32 rows); the row of the region exactly under an operand (NULL if none);
+ * drop a region a multiply accumulated onto (psum_lazy_consumed), or drop or cut those an overwriting multiply's
+ * destination covers, where it executes (psum_lazy_overwritten); write a region's rows out (psum_lazy_flush_dst) or
+ * every region's (psum_lazy_flush_all). psum_lazy_before, where an instruction commits, writes out every region an
+ * operand of it touches, except the one exactly under an accumulating multiply's destination (the multiply takes
+ * it), those an overwriting multiply's destination drops or cuts, and the one exactly under an activation's input,
+ * whose row it returns (exec_ctx's lazy_in0). */
 int psum_lazy_record(tern_core *core, tern_engine e, const tern_ap *d, const float *row, uint32_t n);
 const float *psum_lazy_row(tern_core *core, tern_engine e, const tern_ap *d);
 void psum_lazy_consumed(tern_core *core, tern_engine e, const tern_ap *d);
+void psum_lazy_overwritten(tern_core *core, tern_engine e, const tern_ap *d);
 void psum_lazy_flush_dst(tern_core *core, tern_engine e, const tern_ap *d);
 void psum_lazy_flush_all(tern_core *core);
 const float *psum_lazy_before(tern_core *core, tern_engine e, const tern_instr *ins);

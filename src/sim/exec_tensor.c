@@ -469,6 +469,8 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
         /* PSUM under an accumulating multiply kept as one broadcast row (a bias: psum_lazy_record below): the fp32
          * chain adds its sums to the row; every other path has the rows written out first */
         const float *acc_row = acc ? psum_lazy_row(core, cx->engine, d) : NULL;
+        if (!acc) /* every path writes all of d: regions kept as rows under it are dropped or cut (psum_lazy.c) */
+            psum_lazy_overwritten(core, cx->engine, d);
         if (core->stat_lazy) {
             /* a transpose (identity moving operand) reads the latched rows in place; anything else packs them */
             size_t stride = 0;

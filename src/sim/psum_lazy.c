@@ -115,10 +115,11 @@ void psum_lazy_flush_all(tern_core *core)
         lazy_flush(core, &core->psum_lazy[b]);
 }
 
-/* An overwriting multiply's destination d over region z: dropped where d covers it whole, cut to the columns left
- * where d covers all its partitions and its first or last columns; 0 where d leaves it as it is (then it is written
- * out). */
-static int lazy_overwrite(const tern_core *core, tern_engine e, const tern_ap *d, psum_lazy_region *z)
+/* An overwriting multiply's destination d over region z: -1 where d covers it whole (it is dropped), 1 where d
+ * covers all its partitions and its first or last columns (it is cut to the columns left), 0 otherwise (it is written
+ * out before the multiply). apply: do it (where the multiply executes, past its checks; a multiply that fails them
+ * leaves the region as it was). */
+static int lazy_overwrite(tern_core *core, tern_engine e, const tern_ap *d, psum_lazy_region *z, int apply)
 {
     if (!ap_contiguous(d) || d->start_partition > z->p0 || (uint32_t)d->start_partition + d->num_partitions < z->p0 + z->np)
         return 0;
@@ -128,9 +129,12 @@ static int lazy_overwrite(const tern_core *core, tern_engine e, const tern_ap *d
     if (o < 0 || hi <= zlo || lo >= zhi || (lo > zlo && hi < zhi) || lo % 4 || hi % 4)
         return 0;
     if (lo <= zlo && hi >= zhi) {
-        z->on = 0;
-        return -1; /* the caller counts it */
+        if (apply)
+            lazy_drop(core, z);
+        return -1;
     }
+    if (!apply)
+        return 1;
     uint32_t cut = (uint32_t)(lo <= zlo ? (hi - zlo) / 4 : (zhi - lo) / 4);
     if (lo <= zlo) { /* its first columns */
         z->off += (uint64_t)cut * 4;
@@ -138,6 +142,20 @@ static int lazy_overwrite(const tern_core *core, tern_engine e, const tern_ap *d
     }
     z->n -= cut;
     return 1;
+}
+
+void psum_lazy_overwritten(tern_core *core, tern_engine e, const tern_ap *d)
+{
+    if (!core->psum_lazy_live || d->mem != TERN_MEM_PSUM)
+        return;
+    uint32_t b0, b1;
+    psum_banks_of(core, d, &b0, &b1);
+    for (uint32_t b = b0; b <= b1; b++) {
+        psum_lazy_region *z = &core->psum_lazy[b];
+        if (z->on && d->start_partition < z->p0 + z->np && z->p0 < (uint32_t)d->start_partition + d->num_partitions &&
+            lazy_overwrite(core, e, d, z, 1))
+            core->psum_lazy_count[PSUM_LAZY_OVERWRITTEN]++;
+    }
 }
 
 const float *psum_lazy_before(tern_core *core, tern_engine e, const tern_instr *ins)
@@ -166,13 +184,9 @@ const float *psum_lazy_before(tern_core *core, tern_engine e, const tern_instr *
                 continue;
             if ((keep && s == TERN_AP_DST) || (in0 && s == TERN_AP_IN0))
                 continue; /* its consumer */
-            int w = mm && !acc && s == TERN_AP_DST ? lazy_overwrite(core, e, ap, z) : 0;
-            if (w < 0)
-                core->psum_lazy_live--;
-            if (w)
-                core->psum_lazy_count[PSUM_LAZY_OVERWRITTEN]++;
-            else
-                lazy_flush(core, z);
+            if (mm && !acc && s == TERN_AP_DST && lazy_overwrite(core, e, ap, z, 0))
+                continue; /* dropped or cut where the multiply executes (psum_lazy_overwritten) */
+            lazy_flush(core, z);
         }
     }
     if (in0)

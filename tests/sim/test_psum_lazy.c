@@ -276,5 +276,55 @@ int main(void)
         snap_free(&lazy);
         tern_program_free(&prog);
     }
+    TEST_BEGIN("a multiply that fails its checks over a kept row leaves the row for the run's end to write out");
+    {
+        /* a bias over bank 0, then a stationary of 64 columns and a multiply over 128 partitions of bank 0: it fails
+         * at run time (its partitions must be the stationary's 64), after its commit saw it overwrite the bias */
+        tern_program prog;
+        tern_program_init(&prog);
+        tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+        ls.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, U2, 128);
+        add(&prog, &ls);
+        tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+        mm.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, ROWS, 512);
+        mm.ap[TERN_AP_DST] = psum_at(0, 0, 128, 0, 512);
+        add(&prog, &mm);
+        tern_instr ls64 = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+        ls64.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, STB, 64);
+        add(&prog, &ls64);
+        tern_instr wrong = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+        wrong.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, MOV, 512);
+        wrong.ap[TERN_AP_DST] = psum_at(0, 0, 128, 0, 512);
+        add(&prog, &wrong);
+        uint8_t *psum[2];
+        for (int k = 0; k < 2; k++) {
+            tern_core_config cfg;
+            tern_core_options o;
+            tern_error err;
+            tern_core *core = NULL;
+            memset(&o, 0, sizeof o);
+            o.threads = 2;
+            o.matmul_path = k ? TERN_MATMUL_AUTO : TERN_MATMUL_REFERENCE;
+            CHECK_EQ_INT(tern_core_config_load("trn1.2xlarge", &cfg, &err), TERN_OK);
+            CHECK_EQ_INT(tern_core_create(&cfg, &o, &core, &err), TERN_OK);
+            init_state(core, 9);
+            tern_status s = tern_core_run(core, &prog, NULL, &err);
+            CHECK_EQ_INT(s, TERN_ERR_INVALID);
+            CHECK_MSG(s && strstr(err.msg, "stationary free size"), "error: %s", s ? err.msg : "(none)");
+            if (k)
+                CHECK_EQ_INT((int)core->psum_lazy_count[PSUM_LAZY_RECORDED], 1);
+            psum[k] = malloc((size_t)128 * PSUM_BYTES);
+            for (unsigned p = 0; p < 128; p++)
+                tern_core_onchip_read(core, PS, p, 0, psum[k] + (size_t)p * PSUM_BYTES, PSUM_BYTES, &err);
+            tern_core_free(core);
+        }
+        CHECK(!memcmp(psum[0], psum[1], (size_t)128 * PSUM_BYTES));
+        float v;
+        memcpy(&v, psum[1] + 4, 4); /* partition 0, column 1: the bias row's value (-0.75 times the row) */
+        CHECK(v != 0.0f);
+        free(psum[0]);
+        free(psum[1]);
+        tern_program_free(&prog);
+    }
     return check_report();
 }
