@@ -430,13 +430,13 @@ static unsigned deps_of(exec_lane *L, const lane_box *mine, unsigned n, unsigned
     *all = 0;
     for (unsigned long k = atomic_load_explicit(&L->frontier, memory_order_acquire); k < t; k++) {
         const lane_task *q = &L->ring[k & (LANE_CAP - 1)];
-        if (task_done(L, k))
-            continue;
         int hit = 0;
         for (unsigned i = 0; i < n && !hit; i++)
             for (unsigned j = 0; j < q->n && !hit; j++)
                 hit = conflict(&mine[i], &q->box[j]);
-        if (!hit)
+        /* the boxes first: they are this thread's own writes, while a task's state is the workers' (a line each
+         * that moves between the cores) */
+        if (!hit || task_done(L, k))
             continue;
         if (nd == LANE_DEPS) {
             *all = 1;
