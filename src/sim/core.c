@@ -112,8 +112,8 @@ tern_status tern_core_create(const tern_core_config *cfg, const tern_core_option
     c->stat_pairs = c->stat_pairs_own = malloc((size_t)(cfg->pe_rows + 1) / 2 * cfg->pe_cols * 2 * sizeof(uint32_t));
     /* panels of the largest stationary: 2 * pe_rows contraction rows (double-row fp8) */
     c->stat_panels = c->stat_panels_own = malloc(matmul_panel_floats(2 * cfg->pe_rows, cfg->pe_cols) * sizeof(float));
-    if (!c->sbuf || !c->psum || !c->psum_bank_state || !c->psum_lazy || !c->psum_lazy_rows || !c->hbm_pages || !c->semaphores || !c->registers ||
-        !c->stationary || !c->stat_pairs || !c->stat_panels) {
+    if (!c->sbuf || !c->psum || !c->psum_bank_state || !c->psum_lazy || !c->psum_lazy_rows || !c->hbm_pages ||
+        !c->semaphores || !c->registers || !c->stationary || !c->stat_pairs || !c->stat_panels) {
         tern_core_free(c);
         return tern_error_set(err, TERN_ERR_NOMEM, "core %s: cannot allocate %zu bytes of SBUF and PSUM", cfg->name,
                               sbuf_bytes + psum_bytes);

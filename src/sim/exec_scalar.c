@@ -254,7 +254,10 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
     if (out_rows && (out_n != N || (uintptr_t)out_rows % 4 != 0 || out_ps % 4 != 0 ||
                      onchip_rows_relation(core, a, in_rows, in_ps, N * 4, d, out_rows, out_ps, N * 4) == 2))
         out_rows = NULL;
-    if (!in_rows && (st = ap_gather_f32(core, cx->engine, a, x, err)))
+    if (!in_rows && cx->lazy_in0) /* PSUM kept as one broadcast row (psum_lazy_before): the row in every partition */
+        for (uint32_t p = 0; p < P; p++)
+            memcpy(x + (size_t)p * N, cx->lazy_in0, N * 4);
+    else if (!in_rows && (st = ap_gather_f32(core, cx->engine, a, x, err)))
         return st;
     if (ins->ap[TERN_AP_IN1].ndims) {
         if ((st = ap_gather_f32(core, cx->engine, &ins->ap[TERN_AP_IN1], bias, err)))
@@ -276,14 +279,9 @@ static tern_status exec_scalar(tern_core *core, const exec_ctx *cx, const tern_i
         j.in = (const float *)(const void *)in_rows;
         j.in_stride = in_ps / 4;
     }
-    if (cx->lazy_in0) { /* PSUM kept as one broadcast row (psum_lazy_before): every partition reads the row */
-        if (in_rows) {
-            j.in = cx->lazy_in0;
-            j.in_stride = 0;
-        } else {
-            for (uint32_t p = 0; p < P; p++)
-                memcpy(x + (size_t)p * N, cx->lazy_in0, N * 4);
-        }
+    if (in_rows && cx->lazy_in0) { /* the kept row, read for every partition */
+        j.in = cx->lazy_in0;
+        j.in_stride = 0;
     }
     if (out_rows) {
         j.out = (float *)(void *)out_rows;

@@ -357,6 +357,14 @@ static tern_status load_stationary(tern_core *core, const exec_ctx *cx, const te
     return TERN_OK;
 }
 
+/* A path that accumulates onto PSUM's own rows: the row kept for them (psum_lazy.c), if any, written out first. */
+static const float *rows_written_out(tern_core *core, const exec_ctx *cx, const tern_ap *d, const float *row)
+{
+    if (row)
+        psum_lazy_flush_dst(core, cx->engine, d);
+    return NULL;
+}
+
 /* Do the M values of a one-row stationary all have the same bits? */
 static int stationary_uniform(const float *s, uint32_t M)
 {
@@ -478,10 +486,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                                        ? bf16_rows(core, cx, a, K, N, NULL, &stride)
                                        : NULL;
             if (rows && moving_is_identity(core, a, rows, stride, K, N)) {
-                if (acc_row) {
-                    psum_lazy_flush_dst(core, cx->engine, d);
-                    acc_row = NULL;
-                }
+                acc_row = rows_written_out(core, cx, d, acc_row);
                 if (matmul_transpose_bf16(core->stat_rows, core->stat_stride, K, M, psum_rows(core, cx, d),
                                           psum_stride(core), acc)) {
                     psum_mark(core, d, 1);
@@ -525,10 +530,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
                     pairs_buf = core->mov_pairs;
             }
             if (rows && pairs_buf) {
-                if (acc_row) {
-                    psum_lazy_flush_dst(core, cx->engine, d);
-                    acc_row = NULL;
-                }
+                acc_row = rows_written_out(core, cx, d, acc_row);
                 size_t pb = psum_stride(core);
                 bf16_job job;
                 memset(&job, 0, sizeof job);
@@ -559,10 +561,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             const uint16_t *rows = bf16_rows(core, cx, a, K, N, NULL, &stride);
             if (rows && core->stat_pan && moving_is_identity(core, a, rows, stride, K, N)) {
                 /* a transpose through the array, from the panels straight to the PSUM rows */
-                if (acc_row) {
-                    psum_lazy_flush_dst(core, cx->engine, d);
-                    acc_row = NULL;
-                }
+                acc_row = rows_written_out(core, cx, d, acc_row);
                 size_t pb = psum_stride(core);
                 uint8_t *o = psum_rows(core, cx, d);
                 done = matmul_identity_panels(core->stat_panels, K, M, o, pb, acc);
@@ -584,8 +583,7 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
             }
         }
         if (!done) {
-            if (acc_row)
-                psum_lazy_flush_dst(core, cx->engine, d);
+            acc_row = rows_written_out(core, cx, d, acc_row);
             stationary_f32(core);
             float *out = core_scratch(core, 1, (size_t)M * N);
             float *old = acc ? core_scratch(core, 2, (size_t)M * N) : NULL;
@@ -610,7 +608,8 @@ static tern_status exec_tensor(tern_core *core, const exec_ctx *cx, const tern_i
              * bits) overwriting PSUM: every output row is the same row, kept as that row until the bank is next
              * touched (psum_lazy_before), usually by the multiply that accumulates onto it. */
             if (K == 1 && dst_plain && !acc && core->opts.matmul_path != TERN_MATMUL_REFERENCE &&
-                stationary_uniform(core->stationary, M) && matmul_outer_rows(core->stationary, xp, (uint8_t *)out, 0, 1, N, 0) &&
+                stationary_uniform(core->stationary, M) &&
+                matmul_outer_rows(core->stationary, xp, (uint8_t *)out, 0, 1, N, 0) &&
                 psum_lazy_record(core, cx->engine, d, out, N)) {
                 psum_mark(core, d, 1);
                 return TERN_OK;

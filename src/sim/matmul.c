@@ -854,16 +854,15 @@ bx_micro(const bx_job *j, const float *xp, uint32_t m0, uint32_t n0, const int R
     }
     for (int i = 0; i < ROWS; i++) {
         float *o = (float *)(void *)(j->out + (size_t)(m0 + (uint32_t)i) * j->out_stride) + n0;
+        const float *old = j->acc_row ? j->acc_row + n0 : o;
         if (ncols < 8 * NB2) { /* the last columns of the operand: only those that exist are written */
             _Alignas(32) float t[8 * NB2];
             for (int v = 0; v < NB2; v++)
                 _mm256_store_ps(t + 8 * v, acc[i][v]);
-            const float *old = j->acc_row ? j->acc_row + n0 : o;
             for (uint32_t c = 0; c < ncols; c++)
                 o[c] = j->accumulate ? old[c] + t[c] : t[c];
             continue;
         }
-        const float *old = j->acc_row ? j->acc_row + n0 : o;
         for (int v = 0; v < NB2; v++) {
             __m256 r = acc[i][v];
             if (j->accumulate)

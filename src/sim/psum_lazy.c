@@ -32,6 +32,11 @@ static psum_lazy_region *lazy_at(tern_core *core, tern_engine e, const tern_ap *
     return &core->psum_lazy[*bank];
 }
 
+static int shares_partitions(const tern_ap *ap, const psum_lazy_region *z)
+{
+    return ap->start_partition < z->p0 + z->np && z->p0 < (uint32_t)ap->start_partition + ap->num_partitions;
+}
+
 /* Region z's row (its first column's value first). */
 static const float *lazy_row_of(const tern_core *core, const psum_lazy_region *z)
 {
@@ -121,11 +126,13 @@ void psum_lazy_flush_all(tern_core *core)
  * leaves the region as it was). */
 static int lazy_overwrite(tern_core *core, tern_engine e, const tern_ap *d, psum_lazy_region *z, int apply)
 {
-    if (!ap_contiguous(d) || d->start_partition > z->p0 || (uint32_t)d->start_partition + d->num_partitions < z->p0 + z->np)
+    if (!ap_contiguous(d) || d->start_partition > z->p0 ||
+        (uint32_t)d->start_partition + d->num_partitions < z->p0 + z->np)
         return 0;
     size_t es = tern_dtype_size((tern_dtype)d->dtype);
     int64_t o = (int64_t)d->offset + ap_reg_offset(core, e, d) * (int64_t)es;
-    uint64_t lo = (uint64_t)(o < 0 ? 0 : o), hi = lo + tern_ap_free_elems(d) * es, zlo = z->off, zhi = zlo + (uint64_t)z->n * 4;
+    uint64_t lo = (uint64_t)(o < 0 ? 0 : o), hi = lo + tern_ap_free_elems(d) * es;
+    uint64_t zlo = z->off, zhi = zlo + (uint64_t)z->n * 4;
     if (o < 0 || hi <= zlo || lo >= zhi || (lo > zlo && hi < zhi) || lo % 4 || hi % 4)
         return 0;
     if (lo <= zlo && hi >= zhi) {
@@ -152,8 +159,7 @@ void psum_lazy_overwritten(tern_core *core, tern_engine e, const tern_ap *d)
     psum_banks_of(core, d, &b0, &b1);
     for (uint32_t b = b0; b <= b1; b++) {
         psum_lazy_region *z = &core->psum_lazy[b];
-        if (z->on && d->start_partition < z->p0 + z->np && z->p0 < (uint32_t)d->start_partition + d->num_partitions &&
-            lazy_overwrite(core, e, d, z, 1))
+        if (z->on && shares_partitions(d, z) && lazy_overwrite(core, e, d, z, 1))
             core->psum_lazy_count[PSUM_LAZY_OVERWRITTEN]++;
     }
 }
@@ -180,7 +186,7 @@ const float *psum_lazy_before(tern_core *core, tern_engine e, const tern_instr *
         psum_banks_of(core, ap, &b0, &b1);
         for (uint32_t b = b0; b <= b1; b++) {
             psum_lazy_region *z = &core->psum_lazy[b];
-            if (!z->on || ap->start_partition >= z->p0 + z->np || z->p0 >= (uint32_t)ap->start_partition + ap->num_partitions)
+            if (!z->on || !shares_partitions(ap, z))
                 continue;
             if ((keep && s == TERN_AP_DST) || (in0 && s == TERN_AP_IN0))
                 continue; /* its consumer */

@@ -27,8 +27,8 @@ static inline tern_core *st_core(const char *machine)
     return core;
 }
 
-/* The same with `threads` host threads (core options otherwise default). */
-static inline tern_core *st_core_threads(const char *machine, unsigned threads)
+/* The same with `threads` host threads and a matmul path (TERN_MATMUL_*; core options otherwise default). */
+static inline tern_core *st_core_path(const char *machine, unsigned threads, int matmul_path)
 {
     tern_core_config cfg;
     tern_core_options o;
@@ -36,11 +36,18 @@ static inline tern_core *st_core_threads(const char *machine, unsigned threads)
     tern_core *core = NULL;
     memset(&o, 0, sizeof o);
     o.threads = threads;
+    o.matmul_path = matmul_path;
     if (tern_core_config_load(machine, &cfg, &err) || tern_core_create(&cfg, &o, &core, &err)) {
         fprintf(stderr, "cannot build core %s: %s\n", machine, err.msg);
         exit(2);
     }
     return core;
+}
+
+/* With `threads` host threads (core options otherwise default). */
+static inline tern_core *st_core_threads(const char *machine, unsigned threads)
+{
+    return st_core_path(machine, threads, TERN_MATMUL_AUTO);
 }
 
 /* An access pattern: partitions [start, start+np), byte offset, up to 4 dims given as {step, num} pairs

@@ -66,6 +66,21 @@ static void bf16_multiply(tern_program *prog, unsigned m, tern_ap dst, int acc)
     add(prog, &mm);
 }
 
+/* latch the fp32 [1, 128] stationary row at `stat` and multiply the moving row at ROWS + 2 KiB * row into the whole
+ * of bank 0 (K = 1) */
+static void row_multiply(tern_program *prog, unsigned stat, unsigned row, int acc)
+{
+    tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
+    ls.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, stat, 128);
+    add(prog, &ls);
+    tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
+    mm.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, ROWS + 2048u * row, 512);
+    mm.ap[TERN_AP_DST] = psum_at(0, 0, 128, 0, 512);
+    if (acc)
+        mm.flags |= TERN_FLAG_ACCUMULATE;
+    add(prog, &mm);
+}
+
 static void random_program(tern_program *prog, unsigned len)
 {
     /* every bank TensorE uses starts as a matmul's (accumulation needs it) */
@@ -165,15 +180,8 @@ static void init_state(tern_core *core, uint64_t seed)
 
 static void run_on(const tern_program *prog, unsigned threads, int path, uint64_t seed, snapshot *out)
 {
-    tern_core_config cfg;
-    tern_core_options o;
     tern_error err;
-    tern_core *core = NULL;
-    memset(&o, 0, sizeof o);
-    o.threads = threads;
-    o.matmul_path = path;
-    CHECK_EQ_INT(tern_core_config_load("trn1.2xlarge", &cfg, &err), TERN_OK);
-    CHECK_EQ_INT(tern_core_create(&cfg, &o, &core, &err), TERN_OK);
+    tern_core *core = st_core_path("trn1.2xlarge", threads, path);
     init_state(core, seed);
     tern_run_stats st;
     tern_status s = tern_core_run(core, prog, &st, &err);
@@ -254,19 +262,8 @@ int main(void)
     {
         tern_program prog;
         tern_program_init(&prog);
-        tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
-        ls.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, NONUNIFORM, 128);
-        add(&prog, &ls);
-        tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
-        mm.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, ROWS, 512);
-        mm.ap[TERN_AP_DST] = psum_at(0, 0, 128, 0, 512);
-        add(&prog, &mm);
-        tern_instr ls1 = ls;
-        ls1.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, U1, 128);
-        add(&prog, &ls1);
-        tern_instr acc = mm; /* a uniform stationary, but accumulating: not a broadcast of its own */
-        acc.flags |= TERN_FLAG_ACCUMULATE;
-        add(&prog, &acc);
+        row_multiply(&prog, NONUNIFORM, 0, 0);
+        row_multiply(&prog, U1, 0, 1); /* a uniform stationary, but accumulating: not a broadcast of its own */
         snapshot ref, lazy;
         run_on(&prog, 1, TERN_MATMUL_REFERENCE, 5, &ref);
         run_on(&prog, 2, TERN_MATMUL_AUTO, 5, &lazy);
@@ -282,13 +279,7 @@ int main(void)
          * at run time (its partitions must be the stationary's 64), after its commit saw it overwrite the bias */
         tern_program prog;
         tern_program_init(&prog);
-        tern_instr ls = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
-        ls.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, U2, 128);
-        add(&prog, &ls);
-        tern_instr mm = st_instr(TERN_OP_MULTIPLY_MOVING, TERN_ENGINE_TENSOR);
-        mm.ap[TERN_AP_IN0] = st_ap1(SB, F32, 0, 1, ROWS, 512);
-        mm.ap[TERN_AP_DST] = psum_at(0, 0, 128, 0, 512);
-        add(&prog, &mm);
+        row_multiply(&prog, U2, 0, 0);
         tern_instr ls64 = st_instr(TERN_OP_LOAD_STATIONARY, TERN_ENGINE_TENSOR);
         ls64.ap[TERN_AP_IN0] = st_ap1(SB, BF16, 0, 128, STB, 64);
         add(&prog, &ls64);
@@ -298,15 +289,8 @@ int main(void)
         add(&prog, &wrong);
         uint8_t *psum[2];
         for (int k = 0; k < 2; k++) {
-            tern_core_config cfg;
-            tern_core_options o;
             tern_error err;
-            tern_core *core = NULL;
-            memset(&o, 0, sizeof o);
-            o.threads = 2;
-            o.matmul_path = k ? TERN_MATMUL_AUTO : TERN_MATMUL_REFERENCE;
-            CHECK_EQ_INT(tern_core_config_load("trn1.2xlarge", &cfg, &err), TERN_OK);
-            CHECK_EQ_INT(tern_core_create(&cfg, &o, &core, &err), TERN_OK);
+            tern_core *core = st_core_path("trn1.2xlarge", 2, k ? TERN_MATMUL_AUTO : TERN_MATMUL_REFERENCE);
             init_state(core, 9);
             tern_status s = tern_core_run(core, &prog, NULL, &err);
             CHECK_EQ_INT(s, TERN_ERR_INVALID);
