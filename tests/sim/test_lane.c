@@ -287,7 +287,7 @@ static int same(const snapshot *a, const snapshot *b)
 int main(void)
 {
     TEST_BEGIN("random programs: the lane with 2 and 4 host threads gives commit order's bytes and times");
-    unsigned bad = 0, queued_total = 0, chained_total = 0, posted_total = 0;
+    unsigned bad = 0, queued_total = 0, chained_total = 0, posted_total = 0, held_posted = 0;
     for (unsigned prog_i = 0; prog_i < 40; prog_i++) {
         rng_state = 0x9E3779B97F4A7C15ull * (prog_i + 1);
         tern_program prog;
@@ -306,12 +306,23 @@ int main(void)
             setenv("TERN_POOL_HOLD_US", "300", 1);
             setenv("TERN_MATMUL", "fma", 1);
             run_on(&prog, 4, seed, &held);
+            /* a worker claims a part only if the host runs it in time: on a loaded host (a sanitizer build beside
+             * other tests) try again, each run checked against the reference */
+            for (int again = 0; again < 4 && held.posted == 0; again++) {
+                if (!same(&ref, &held)) {
+                    bad++;
+                    fprintf(stderr, "program %u: results differ with the workers held up\n", prog_i);
+                }
+                snap_free(&held);
+                run_on(&prog, 4, seed, &held);
+            }
             unsetenv("TERN_MATMUL");
             unsetenv("TERN_POOL_HOLD_US");
             if (!same(&ref, &held)) {
                 bad++;
                 fprintf(stderr, "program %u: results differ with the workers held up\n", prog_i);
             }
+            held_posted += (unsigned)held.posted;
             snap_free(&held);
         }
         CHECK_EQ_INT((int)ref.queued, 0);
@@ -335,9 +346,13 @@ int main(void)
     /* whether a tap joins the one before depends on a worker not having started it yet: over 40 programs' bursts
      * some always do */
     CHECK_MSG(chained_total > 20, "only %u taps ran as part of a chain", chained_total);
-    CHECK_MSG(posted_total > 0, "no multiply was left running on the workers");
-    fprintf(stderr, "  %u queued instructions, %u of them run as part of a chain; %u multiplies left running\n",
-            queued_total, chained_total, posted_total);
+    /* whether the 2- and 4-thread runs leave multiplies running depends on the host's kernel probe (only the fp32
+     * chain's path posts) and on timing, so the check is on the runs with the fp32 chain forced and the workers
+     * held up */
+    CHECK_MSG(held_posted > 0, "no multiply was left running on the workers, even held up");
+    fprintf(stderr,
+            "  %u queued instructions, %u of them run as part of a chain; %u multiplies left running (%u held up)\n",
+            queued_total, chained_total, posted_total, held_posted);
 
     TEST_BEGIN("the lane's work really overlaps: a TensorE instruction reading a tile a queued DMA writes waits");
     {
