@@ -631,6 +631,7 @@ static int run_collective(int argc, char **argv, const tern_transport *tr)
                 an, mode, check ? "          " : "", verdict);
         }
         first_row = 0;
+        fflush(stdout); /* each row as it is measured: a long sweep shows its progress (and leaves its rows if killed) */
         if (functional)
             for (unsigned r = 0; r < R; r++) {
                 free(in[r]);

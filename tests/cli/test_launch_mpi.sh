@@ -224,7 +224,7 @@ else
     contains "$tmp/err" "exited on signal 9"
 fi
 took=$(($(date +%s) - start))
-[ "$took" -lt 40 ] && ok || bad "the failures took $took s to be reported"
+[ "$took" -lt 120 ] && ok || bad "the failures took $took s to be reported (a bound that catches a hang only)"
 expect_fail "tern launch: launch over 'trn1.32xlarge': 8 processes for the 4 chips that hold the 8 ranks of 'trn1.32xlarge'" \
     -np 8 "$TERN" launch "$tmp/a.s" "${M[@]}"
 

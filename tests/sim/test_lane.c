@@ -11,6 +11,7 @@
 
 #include "sim/core_internal.h"
 #include "sim/exec_lane.h"
+#include "sim/matmul.h"
 
 #define SB TERN_MEM_SBUF
 #define PS TERN_MEM_PSUM
@@ -349,7 +350,10 @@ int main(void)
     /* whether the 2- and 4-thread runs leave multiplies running depends on the host's kernel probe (only the fp32
      * chain's path posts) and on timing, so the check is on the runs with the fp32 chain forced and the workers
      * held up */
-    CHECK_MSG(held_posted > 0, "no multiply was left running on the workers, even held up");
+    if (matmul_f32_supported()) /* the chain's vector kernels post; the reference loop does not */
+        CHECK_MSG(held_posted > 0, "no multiply was left running on the workers, even held up");
+    else
+        CHECK_EQ_INT((int)(held_posted + posted_total), 0);
     fprintf(stderr,
             "  %u queued instructions, %u of them run as part of a chain; %u multiplies left running (%u held up)\n",
             queued_total, chained_total, posted_total, held_posted);
@@ -504,7 +508,10 @@ int main(void)
         CHECK(same(&ref, &two));
         CHECK(same(&ref, &four));
         CHECK(same(&ref, &held));
-        CHECK_MSG(held.posted > 0, "no multiply was left running with the workers held up");
+        if (matmul_f32_supported())
+            CHECK_MSG(held.posted > 0, "no multiply was left running with the workers held up");
+        else
+            CHECK_EQ_INT((int)held.posted, 0);
         fprintf(stderr, "  multiplies left running: %llu and %llu (%llu and %llu beside another)\n",
                 (unsigned long long)two.posted, (unsigned long long)four.posted,
                 (unsigned long long)two.overlapped, (unsigned long long)four.overlapped);

@@ -32,6 +32,18 @@ typedef struct {
     unsigned bank, start, np, col0, n;
 } region;
 
+/* Rows are kept where matmul_outer_rows computes the broadcast row: AVX-512F, unless TERN_SIMD caps the level (the
+ * reference path and the other kernels write PSUM as before, which the byte comparisons check all the same). */
+static int rows_kept_here(void)
+{
+#if defined(__x86_64__)
+    const char *e = getenv("TERN_SIMD");
+    return __builtin_cpu_supports("avx512f") && !(e && (!strcmp(e, "portable") || !strcmp(e, "avx2")));
+#else
+    return 0;
+#endif
+}
+
 static void add(tern_program *prog, const tern_instr *ins)
 {
     tern_error err;
@@ -255,8 +267,12 @@ int main(void)
             (unsigned long long)total[PSUM_LAZY_RECORDED], (unsigned long long)total[PSUM_LAZY_ACCUMULATED],
             (unsigned long long)total[PSUM_LAZY_READ], (unsigned long long)total[PSUM_LAZY_OVERWRITTEN],
             (unsigned long long)total[PSUM_LAZY_WRITTEN_OUT]);
-    for (int k = 0; k < PSUM_LAZY_KINDS; k++)
-        CHECK_MSG(total[k] > 0, "no region went through case %d", k);
+    for (int k = 0; k < PSUM_LAZY_KINDS; k++) {
+        if (rows_kept_here())
+            CHECK_MSG(total[k] > 0, "no region went through case %d", k);
+        else /* without AVX-512F no row is ever recorded, so none is read, cut or written out either */
+            CHECK_MSG(total[k] == 0, "case %d happened on a host that keeps no rows", k);
+    }
 
     TEST_BEGIN("a non-uniform stationary, a K > 1 multiply and an accumulating one write PSUM as before");
     {
@@ -296,7 +312,7 @@ int main(void)
             CHECK_EQ_INT(s, TERN_ERR_INVALID);
             CHECK_MSG(s && strstr(err.msg, "stationary free size"), "error: %s", s ? err.msg : "(none)");
             if (k)
-                CHECK_EQ_INT((int)core->psum_lazy_count[PSUM_LAZY_RECORDED], 1);
+                CHECK_EQ_INT((int)core->psum_lazy_count[PSUM_LAZY_RECORDED], rows_kept_here() ? 1 : 0);
             psum[k] = malloc((size_t)128 * PSUM_BYTES);
             for (unsigned p = 0; p < 128; p++)
                 tern_core_onchip_read(core, PS, p, 0, psum[k] + (size_t)p * PSUM_BYTES, PSUM_BYTES, &err);
