@@ -72,7 +72,7 @@ struct tern_core {
     size_t psum_pitch;  /* host bytes from one PSUM partition's row to the next */
     uint8_t *psum_bank_state; /* psum_banks * partitions, bank-major: who wrote last (PSUM_BANK_*) */
     /* A bank whose rows all hold one fp32 row (a bias broadcast by a K = 1 multiply of a uniform stationary) is kept
-     * as that row until something else touches the bank (psum_lazy_*, core.c), and the accumulating multiply that
+     * as that row until something else touches the bank (psum_lazy_*, psum_lazy.c), and the accumulating multiply that
      * follows adds its sums to the row instead of reading the PSUM rows. One region per bank. */
     psum_lazy_region *psum_lazy; /* psum_banks */
     float *psum_lazy_rows;       /* psum_banks * psum_bank_bytes / 4: each region's row */
@@ -215,6 +215,7 @@ void stat_materialize(tern_core *core);
 void psum_mark(tern_core *core, const tern_ap *ap, int by_matmul);
 /* True when every bank the AP touches was last written by a matmul group. */
 int psum_is_matmul_group(const tern_core *core, const tern_ap *ap);
+/* The first and last PSUM banks the AP's bytes touch. */
 void psum_banks_of(const tern_core *c, const tern_ap *ap, uint32_t *first, uint32_t *last);
 /* Is the AP's free pattern one contiguous run per partition? */
 int ap_contiguous(const tern_ap *a);
