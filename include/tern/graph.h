@@ -76,7 +76,8 @@ tern_status tern_host_tensor_new(tern_elem_type type, int rank, const int64_t *d
 tern_status tern_host_tensor_clone(const tern_host_tensor *t, tern_host_tensor **out, tern_error *err);
 void tern_host_tensor_free(tern_host_tensor *t);
 double tern_host_tensor_get(const tern_host_tensor *t, size_t i); /* element i as a double (NaN for a string) */
-/* Replace string element i by len bytes at text (no NUL among them); TERN_ERR_INVALID otherwise. */
+/* Replace string element i by len bytes at text (no NUL among them; text may be NULL when len is 0);
+ * TERN_ERR_INVALID otherwise. */
 tern_status tern_host_tensor_set_text(tern_host_tensor *t, size_t i, const char *text, size_t len, tern_error *err);
 
 typedef enum {

@@ -153,12 +153,14 @@ tern_status tern_host_tensor_set_text(tern_host_tensor *t, size_t i, const char 
 {
     if (!t->s || i >= t->count)
         return tern_error_set(err, TERN_ERR_INVALID, "tensor: element %zu is not a string of this tensor", i);
-    if (memchr(text, 0, len))
+    /* an empty text may come as NULL (protobuf-c's empty bytes): memchr and memcpy must not see that pointer */
+    if (len && memchr(text, 0, len))
         return tern_error_set(err, TERN_ERR_INVALID, "tensor: string element %zu holds a NUL byte", i);
     char *c = malloc(len + 1);
     if (!c)
         return tern_error_set(err, TERN_ERR_NOMEM, "tensor: out of memory for a %zu-byte string", len);
-    memcpy(c, text, len);
+    if (len)
+        memcpy(c, text, len);
     c[len] = '\0';
     free(t->s[i]);
     t->s[i] = c;

@@ -190,6 +190,19 @@ static void api_misuse(void)
     CHECK_STR_CONTAINS(err.msg, "do not broadcast");
     CHECK(tern_graph_eval_node(g, 5, in, out, &err) == TERN_ERR_RANGE);
     tern_host_tensor_free(a), tern_host_tensor_free(b), tern_host_tensor_free(c);
+    /* string elements: an empty one may come as NULL (an ONNX string_data entry of no bytes, found by the fuzzer);
+     * a NUL byte inside is refused, naming the element */
+    int64_t d1[1] = {2};
+    tern_host_tensor *st;
+    CHECK(tern_host_tensor_new(TERN_ELEM_STRING, 1, d1, &st, &err) == TERN_OK);
+    CHECK(tern_host_tensor_set_text(st, 0, "ab", 2, &err) == TERN_OK);
+    CHECK(tern_host_tensor_set_text(st, 0, NULL, 0, &err) == TERN_OK);
+    CHECK(!strcmp(st->s[0], ""));
+    CHECK(tern_host_tensor_set_text(st, 1, "a\0b", 3, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "string element 1 holds a NUL byte");
+    CHECK(tern_host_tensor_set_text(st, 2, "x", 1, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "element 2 is not a string of this tensor");
+    tern_host_tensor_free(st);
     CHECK(!tern_graph_eval_supported("", "FrobnicateTensor"));
     CHECK(tern_graph_eval_supported("", "Conv"));
     CHECK(tern_graph_eval_supported("tern", "MatMulBias"));
