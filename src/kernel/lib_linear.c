@@ -60,6 +60,8 @@ typedef struct {
     uint64_t D;     /* weight blocks in flight */
     uint64_t lookahead; /* row tiles transposed ahead of the first one a wave of matmuls needs */
     uint64_t PB;    /* partitions of the bias tiles */
+    int bias_pe;    /* the bias added in PSUM by a K = 1 multiply closing each group (one row tile, fp32 bias) */
+    tern_view ones; /* bias_pe: the stationary of those multiplies, [1, PB] ones */
     int qstore;     /* the DMA queue of every store to out */
     tern_view ident;
     /* the fused layer norm (tern_lib_linear_ln) */
@@ -117,9 +119,20 @@ static tern_view w_chunks_view(const lin_ctx *L, uint64_t c0, uint64_t nc, uint6
 
 static void load_bias(tern_kernel *k, const lin_ctx *L, lin_wblock *wb)
 {
-    wb->bias = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)L->PB, (uint32_t)wb->nw, "linear_bias");
     tern_view brow = tern_view_rank(&L->bias) == 1 ? tern_view_slice(k, L->bias, 0, wb->n0, wb->n0 + wb->nw, 1)
                                                    : tern_view_block(k, L->bias, 0, 1, wb->n0, wb->n0 + wb->nw);
+    if (L->bias_pe) { /* the row on one partition: the moving operand of each group's closing K = 1 multiply */
+        wb->bias = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, (uint32_t)wb->nw, "linear_bias_row");
+        if (tern_view_rank(&brow) == 2) { /* [1, n] as [n] */
+            brow.ap.dims[0] = brow.ap.dims[1];
+            memset(&brow.ap.dims[1], 0, sizeof brow.ap.dims[1]);
+            brow.ap.ndims = 1;
+        }
+        brow.ap.num_partitions = 1;
+        tern_kernel_load(k, wb->bias, brow);
+        return;
+    }
+    wb->bias = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)L->PB, (uint32_t)wb->nw, "linear_bias");
     tern_lib_broadcast_row(k, wb->bias, brow);
 }
 
@@ -228,7 +241,8 @@ static tern_view epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64
                           const lin_wblock *wb, uint64_t c0, uint64_t cw, tern_view res)
 {
     tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_out");
-    if (wb->bias.region >= 0) {
+    const int bias_tile = wb->bias.region >= 0 && !L->bias_pe; /* else the bias is in ps already, or none */
+    if (bias_tile) {
         tern_view b = tern_view_block(k, wb->bias, 0, r, c0, c0 + cw);
         tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o, ps, b, TERN_ALU_ADD);
         if (L->act != TERN_ACT_COPY)
@@ -240,7 +254,7 @@ static tern_view epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64
     }
     /* the residual (loaded when the tile's group opened): the fp32 add an Add node after the layer would do */
     if (res.region >= 0) {
-        int plain = wb->bias.region < 0 && L->act == TERN_ACT_COPY; /* o = ps + res, the copy folded in */
+        int plain = !bias_tile && L->act == TERN_ACT_COPY; /* o = ps + res, the copy folded in */
         tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o, plain ? ps : o, res, TERN_ALU_ADD);
         tern_kernel_release(k, res);
     }
@@ -331,6 +345,9 @@ static void block_tiles(tern_kernel *k, const lin_ctx *L, lin_rows *rows, const 
                     tern_kernel_matmul(k, ps[t], st, mv, c > 0);
                 }
                 if (p == L->PARTS - 1) {
+                    if (L->bias_pe) /* ps += ones[1, r]^T @ bias[1, cw]: the chain +0 + 1 * b = b on each sum */
+                        tern_kernel_matmul(k, ps[t], tern_view_block(k, L->ones, 0, 1, 0, r),
+                                           tern_view_block(k, wb->bias, 0, 1, c0, c0 + cw), 1);
                     os[t] = epilogue(k, L, ps[t], r0, r, wb, c0, cw, rs[t]);
                     if (L->ln && (t0 + t) % tpr == tpr - 1) /* the row's last tile: normalise the row */
                         ln_row(k, L, &os[t + 1 - tpr], r0, r);
@@ -617,6 +634,16 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
 
     const uint64_t MT = ceil_div(L.M, L.R), nblocks = ceil_div(L.N, L.NB);
     L.ident = kview_invalid();
+    /* With one row tile each bias column serves one output group, so a K = 1 multiply closing the group adds it
+     * in PSUM for the TensorE time the broadcast takes, without the broadcast tile's evacuation and the add (an
+     * fp32 row on at least 16 partitions: then tern_lib_broadcast_row would make the same chain, +0 + 1 * b, on
+     * TensorE, and VectorE would add it to the same sum, so the bits are the same). */
+    L.bias_pe = bias.region >= 0 && MT == 1 && L.PB >= 16 && bias.ap.dtype == TERN_DTYPE_FP32;
+    L.ones = kview_invalid();
+    if (L.bias_pe) {
+        L.ones = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, (uint32_t)L.PB, "linear_bias_ones");
+        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, L.ones, 1.0f);
+    }
     if (!L.pe_mode) {
         uint32_t n = (uint32_t)min_u64(L.R, L.M);
         L.ident = tern_kernel_sbuf(k, L.sdt, n, n, "linear_identity");
@@ -682,6 +709,8 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
     }
     if (L.ident.region >= 0 && !k->failed)
         tern_kernel_release(k, L.ident);
+    if (L.ones.region >= 0 && !k->failed)
+        tern_kernel_release(k, L.ones);
     if (!k->failed) {
         if (L.g_t.region >= 0)
             tern_kernel_release(k, L.g_t);

@@ -157,10 +157,15 @@ static void unfused(tern_kernel *k, tern_view y, tern_view a, tern_view w, tern_
 }
 
 /* Fused and unfused into two outputs of one kernel: the same bits. */
-static void bit_identical(const char *machine, const lin_case *c)
+/* special: the bias's first entries -0, +inf, -inf, NaN and the least subnormal (a layer with one row tile adds
+ * the bias in PSUM by a K = 1 multiply, the unfused sequence by broadcast and VectorE add: the same bits even
+ * there) */
+static void bit_identical_bias(const char *machine, const lin_case *c, int special)
 {
     char name[200];
-    case_name(name, sizeof name, "linear == transpose+gemm+bias_act", machine, c);
+    case_name(name, sizeof name, special ? "linear == transpose+gemm+bias_act, special bias values"
+                                         : "linear == transpose+gemm+bias_act",
+              machine, c);
     TEST_BEGIN(name);
     tern_core_config cfg;
     tern_core *core = ktu_core(machine, &cfg);
@@ -181,6 +186,10 @@ static void bit_identical(const char *machine, const lin_case *c)
     /* Wider inputs so that relu/gelu see both signs and large arguments. */
     for (size_t i = 0; i < (size_t)c->M * c->K; i++)
         xa[i] *= 3.0f;
+    if (special && c->N >= 5) {
+        const float sv[5] = {-0.0f, INFINITY, -INFINITY, NAN, 0x1p-149f};
+        memcpy(xb, sv, sizeof sv);
+    }
     size_t n = (size_t)c->M * c->N, bytes = n * tern_dtype_size(c->out);
     unsigned char *o1 = malloc(bytes), *o2 = malloc(bytes);
     if (!st) {
@@ -209,6 +218,42 @@ static void bit_identical(const char *machine, const lin_case *c)
     free(o2);
     tern_kernel_free(k);
     tern_core_free(core);
+}
+
+static void bit_identical(const char *machine, const lin_case *c) { bit_identical_bias(machine, c, 0); }
+
+static tern_run_stats time_kernel(const char *machine, const lin_case *c, int fused);
+
+/* TensorE, ScalarE and VectorE instructions of a timing-only run of tern_lib_linear for case c */
+static void engine_counts(const char *machine, const lin_case *c, uint64_t out[3])
+{
+    tern_run_stats s = time_kernel(machine, c, 1);
+    out[0] = s.instructions[TERN_ENGINE_TENSOR];
+    out[1] = s.instructions[TERN_ENGINE_SCALAR];
+    out[2] = s.instructions[TERN_ENGINE_VECTOR];
+}
+
+/* With one row tile (M <= 128) the bias costs one K = 1 multiply closing each output group and nothing on
+ * ScalarE or VectorE (their counts equal the layer's without bias); with two row tiles it is still broadcast
+ * once per weight block and added by VectorE. */
+static void bias_in_psum(const char *machine)
+{
+    TEST_BEGIN("linear: one row tile adds the bias in PSUM (K = 1 multiply per output group)");
+    const tern_dtype F = TERN_DTYPE_FP32, B = TERN_DTYPE_BF16;
+    const lin_case with = {128, 256, 1024, 1, TERN_ACT_COPY, F, B, F}, without = {128, 256, 1024, 0, TERN_ACT_COPY, F, B, F};
+    uint64_t w[3], wo[3];
+    engine_counts(machine, &with, w);
+    engine_counts(machine, &without, wo);
+    CHECK_MSG(w[0] == wo[0] + 4 && w[1] == wo[1] && w[2] == wo[2], /* a LoadStationary and a MultiplyMoving each */
+              "M = 128, N = 1024 (2 output groups): TensorE/ScalarE/VectorE %llu/%llu/%llu with bias, %llu/%llu/%llu "
+              "without (expected 2 more multiplies, 4 instructions, and nothing else)",
+              (unsigned long long)w[0], (unsigned long long)w[1], (unsigned long long)w[2], (unsigned long long)wo[0],
+              (unsigned long long)wo[1], (unsigned long long)wo[2]);
+    const lin_case two = {200, 256, 1024, 1, TERN_ACT_COPY, F, B, F}, two0 = {200, 256, 1024, 0, TERN_ACT_COPY, F, B, F};
+    engine_counts(machine, &two, w);
+    engine_counts(machine, &two0, wo);
+    CHECK_MSG(w[1] > wo[1], "M = 200: the broadcast bias's ScalarE evacuations expected, %llu against %llu",
+              (unsigned long long)w[1], (unsigned long long)wo[1]);
 }
 
 /* Two layers in one kernel, the second reading the first's output from HBM (the builder orders the second
@@ -539,6 +584,17 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof same_v3 / sizeof same_v3[0]; i++)
         bit_identical("neuroncore-v3", &same_v3[i]);
+    const lin_case special[] = {
+        {128, 256, 700, 1, TERN_ACT_COPY, F, B, F},
+        {77, 200, 520, 2, TERN_ACT_GELU, F, B, F},
+        {16, 64, 40, 1, TERN_ACT_RELU, F, F, F},
+        {200, 256, 600, 1, TERN_ACT_COPY, F, B, F}, /* two row tiles: the broadcast */
+    };
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        bit_identical_bias("neuroncore-v2", &special[i], 1);
+    bit_identical_bias("neuroncore-v3", &special[1], 1);
+    bias_in_psum("neuroncore-v2");
+    bias_in_psum("neuroncore-v3");
 
     chained("neuroncore-v2");
     chained("neuroncore-v3");
