@@ -200,6 +200,10 @@ void tern_lib_softmax(tern_kernel *k, tern_view out, tern_view in);
 /* The same on an fp32 SBUF tile [P, C] in place (the instruction sequence of tern_lib_softmax, for kernels that
  * keep their rows on chip, e.g. the fused attention). */
 void tern_lib_softmax_tile(tern_kernel *k, tern_view x);
+/* The same with the last step (the scaling by 1 / sum) written to out, a tile of x's shape in any float dtype: its
+ * cast is the store's rounding of the fp32 product, as a copy of x would make it (the fused attention's P in the
+ * matmul dtype, one VectorE pass instead of two). x holds exp(x - max) afterwards. */
+void tern_lib_softmax_tile_to(tern_kernel *k, tern_view x, tern_view out);
 
 /* LayerNorm over each row: out = (x - mean) / sqrt(var + eps) * gamma + beta (population variance). gamma
  * and/or beta may be absent (a view with region -1): scale 1, shift 0. */

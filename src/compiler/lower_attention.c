@@ -15,8 +15,9 @@
  *   mask      select against a fill tile (Where) or a tensor_tensor add (additive mask), the mask rows loaded
  *             with a partition step of 0 when they broadcast over the queries;
  *   softmax   the library's sequence: negated row max (VectorE), exp with the row sum (ScalarE), reciprocal and
- *             the row scaling (VectorE);
- *   P @ V     P cast to the matmul dtype, transposed in 128-key blocks through the PE array, and accumulated over
+ *             the row scaling (VectorE), which writes P in the matmul dtype (its store's cast: the bits of a
+ *             cast copy of the fp32 probabilities, one pass fewer);
+ *   P @ V     P transposed in 128-key blocks through the PE array, and accumulated over
  *             the key blocks in one PSUM bank [rp, Dv], copied out and stored.
  *
  * Every step is the same arithmetic, in the same order, as the unfused lowering (matmul2d, tern_lib_scalar,
@@ -405,13 +406,11 @@ static void tile_scale(att *a, att_tile *t)
 static void tile_softmax(att *a, att_tile *t)
 {
     tern_kernel *k = a->k;
-    /* softmax over the keys (tern_lib_softmax's sequence), then P in the matmul dtype */
-    tern_lib_softmax_tile(k, t->x);
+    /* softmax over the keys (tern_lib_softmax's sequence), its last step writing P in the matmul dtype */
     t->pb = t->x;
-    if (a->mdt != TERN_DTYPE_FP32) {
+    if (a->mdt != TERN_DTYPE_FP32)
         t->pb = tern_kernel_sbuf(k, a->mdt, t->rp, (uint32_t)a->Sk, "att_p");
-        tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, t->pb, t->x);
-    }
+    tern_lib_softmax_tile_to(k, t->x, t->pb);
 }
 
 static void tile_output(att *a, const att_head *h, att_tile *t)

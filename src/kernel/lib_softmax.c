@@ -20,9 +20,11 @@ static tern_view load_rows(tern_kernel *k, tern_view in, uint64_t r0, uint32_t r
     return x;
 }
 
-void tern_lib_softmax_tile(tern_kernel *k, tern_view x)
+void tern_lib_softmax_tile(tern_kernel *k, tern_view x) { tern_lib_softmax_tile_to(k, x, x); }
+
+void tern_lib_softmax_tile_to(tern_kernel *k, tern_view x, tern_view out)
 {
-    if (!kview_ok(k, &x, "softmax tile"))
+    if (!kview_ok(k, &x, "softmax tile") || !kview_ok(k, &out, "softmax tile out"))
         return;
     uint32_t rp = x.ap.num_partitions;
     tern_view st = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, 3, "softmax_stats");
@@ -32,7 +34,7 @@ void tern_lib_softmax_tile(tern_kernel *k, tern_view x)
     tern_kernel_tensor_reduce(k, negmax, x, TERN_ALU_MAX, 1, 1);
     tern_kernel_activation(k, x, x, TERN_ACT_EXP, 1.0f, negmax, kview_invalid(), sum);
     tern_kernel_reciprocal(k, rsum, sum);
-    tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, x, x, TERN_ALU_MULT, rsum, 0.0f, TERN_ALU_BYPASS,
+    tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, out, x, TERN_ALU_MULT, rsum, 0.0f, TERN_ALU_BYPASS,
                                  kview_invalid(), 0.0f, 0);
     tern_kernel_release(k, st);
 }

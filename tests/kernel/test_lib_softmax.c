@@ -1,7 +1,9 @@
 /* The kernel library's row softmax against a float64 reference over ragged row and column counts, fp32 and
- * bf16 data, rows far from zero (where the max subtraction matters) and both generations; plus the build-time
- * errors for mismatched shapes and rows too long for SBUF. */
+ * bf16 data, rows far from zero (where the max subtraction matters) and both generations; the tile form writing
+ * its result in another dtype against the tile form and a cast copy; plus the build-time errors for mismatched
+ * shapes and rows too long for SBUF. */
 #include <math.h>
+#include <string.h>
 
 #include "kernel_test_util.h"
 #include "tern/kernel_lib.h"
@@ -121,8 +123,64 @@ static void errors(void)
     tern_core_free(core);
 }
 
+/* tern_lib_softmax_tile_to writing bf16 (and fp16) equals tern_lib_softmax_tile followed by a cast copy, bit for
+ * bit, with rows holding NaN, infinities, huge and subnormal values among ordinary ones. */
+static void tile_to_case(const char *machine, tern_dtype pdt)
+{
+    char name[120];
+    snprintf(name, sizeof name, "softmax_tile_to %s %s == softmax_tile + cast copy", machine, tern_dtype_name(pdt));
+    TEST_BEGIN(name);
+    const unsigned R = 100, C = 300;
+    tern_core_config cfg;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_kernel *k = NULL;
+    tern_error err;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "softmax_to", &k, &err), TERN_OK);
+    tern_view in = tern_kernel_input2d(k, "x", TERN_DTYPE_FP32, R, C);
+    tern_view o1 = tern_kernel_output2d(k, "copied", pdt, R, C), o2 = tern_kernel_output2d(k, "direct", pdt, R, C);
+    tern_view x1 = tern_kernel_sbuf(k, TERN_DTYPE_FP32, R, C, "x1"), x2 = tern_kernel_sbuf(k, TERN_DTYPE_FP32, R, C, "x2");
+    tern_view p1 = tern_kernel_sbuf(k, pdt, R, C, "p1"), p2 = tern_kernel_sbuf(k, pdt, R, C, "p2");
+    tern_kernel_load(k, x1, in);
+    tern_kernel_load(k, x2, in);
+    tern_lib_softmax_tile(k, x1);
+    tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, p1, x1);
+    tern_lib_softmax_tile_to(k, x2, p2);
+    tern_kernel_store(k, o1, p1);
+    tern_kernel_store(k, o2, p2);
+    tern_status st = tern_kernel_status(k, &err);
+    CHECK_MSG(st == TERN_OK, "build failed: %s", err.msg);
+    size_t n = (size_t)R * C, bytes = n * tern_dtype_size(pdt);
+    float *x = malloc(sizeof(float) * n);
+    fill(x, n, TERN_DTYPE_FP32, 77, 6, 0);
+    const float sv[] = {NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 0x1p-149f, -0.0f, 88.0f, -104.0f};
+    for (unsigned r = 0; r < R; r += 3) /* a third of the rows get a special value, at varying columns */
+        x[(size_t)r * C + (r * 37) % C] = sv[(r / 3) % (sizeof sv / sizeof sv[0])];
+    for (unsigned c = 0; c < C; c++) /* row 1: all -inf */
+        x[C + c] = -INFINITY;
+    unsigned char *b1 = malloc(bytes), *b2 = malloc(bytes);
+    if (!st) {
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "x", x, n, &err), TERN_OK);
+        st = tern_kernel_run(k, core, NULL, &err);
+        CHECK_MSG(st == TERN_OK, "run failed: %s", err.msg);
+        CHECK_EQ_INT(tern_kernel_read(k, core, "copied", b1, bytes, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_read(k, core, "direct", b2, bytes, &err), TERN_OK);
+        size_t diff = 0;
+        for (size_t i = 0; i < n; i++)
+            diff += memcmp(b1 + i * tern_dtype_size(pdt), b2 + i * tern_dtype_size(pdt), tern_dtype_size(pdt)) != 0;
+        CHECK_MSG(diff == 0, "%zu of %zu elements differ", diff, n);
+    }
+    free(x);
+    free(b1);
+    free(b2);
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
 int main(void)
 {
+    tile_to_case("neuroncore-v2", TERN_DTYPE_BF16);
+    tile_to_case("neuroncore-v2", TERN_DTYPE_FP16);
+    tile_to_case("neuroncore-v3", TERN_DTYPE_BF16);
     static const struct {
         unsigned R, C;
         tern_dtype in, out;
