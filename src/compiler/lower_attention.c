@@ -119,6 +119,15 @@ static tern_dtype row_dtype(const att *a, const att_opnd *x)
     return x->v->dt == a->mdt ? a->mdt : TERN_DTYPE_FP32;
 }
 
+/* The dtype of the output tiles: the output's own (its storage: BF16 when only matmuls read it), which the
+ * ScalarE copy out of PSUM rounds to as the store's cast would (round to nearest); the store then moves half the
+ * bytes. */
+static tern_dtype out_tile_dtype(const att *a)
+{
+    tern_dtype dt = a->Y->dt;
+    return dt != TERN_DTYPE_FP32 && tern_dtype_is_float(dt) ? dt : TERN_DTYPE_FP32;
+}
+
 /* Loads group g's tiles into its slot (if not there yet). */
 static void group_load(att *a, uint64_t g)
 {
@@ -134,7 +143,7 @@ static void group_load(att *a, uint64_t g)
     tern_kernel_load(k, gr->k, opnd_rows(a, &a->kk, bh, 0, a->Sk, Hkv * a->D));
     gr->v = tern_kernel_sbuf(k, a->mdt, (uint32_t)a->Sk, (uint32_t)(Hkv * a->Dv), "att_gv");
     tern_kernel_load(k, gr->v, opnd_rows(a, &a->vv, bh, 0, a->Sk, Hkv * a->Dv));
-    gr->o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)a->Sq, (uint32_t)(H * a->Dv), "att_go");
+    gr->o = tern_kernel_sbuf(k, out_tile_dtype(a), (uint32_t)a->Sq, (uint32_t)(H * a->Dv), "att_go");
 }
 
 /* After the group's last head: the merged output stored (from ScalarE's queue, behind its last copy), the
@@ -444,7 +453,7 @@ static void tile_output(att *a, const att_head *h, att_tile *t)
             group_finish(a, t->bh / a->G);
         return;
     }
-    tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, (uint32_t)a->Dv, "att_out");
+    tern_view o = tern_kernel_sbuf(k, out_tile_dtype(a), rp, (uint32_t)a->Dv, "att_out");
     tern_lib_copy_scalar(a->k, o, o_ps);
     tern_kernel_release(k, o_bank);
     /* stored from ScalarE's own DMA queue, right behind its copy, so SyncE's stream (the next tiles' and heads'
