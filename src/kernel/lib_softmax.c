@@ -26,6 +26,15 @@ void tern_lib_softmax_tile_to(tern_kernel *k, tern_view x, tern_view out)
 {
     if (!kview_ok(k, &x, "softmax tile") || !kview_ok(k, &out, "softmax tile out"))
         return;
+    if (x.ap.dtype != TERN_DTYPE_FP32 || out.ap.num_partitions != x.ap.num_partitions ||
+        tern_ap_free_elems(&out.ap) != tern_ap_free_elems(&x.ap) || !tern_dtype_is_float((tern_dtype)out.ap.dtype)) {
+        kfail(k, TERN_ERR_INVALID,
+              "softmax tile: x must be fp32 and out a float tile of its shape; x is %s [%u, %llu], out %s [%u, %llu]",
+              tern_dtype_name((tern_dtype)x.ap.dtype), x.ap.num_partitions,
+              (unsigned long long)tern_ap_free_elems(&x.ap), tern_dtype_name((tern_dtype)out.ap.dtype),
+              out.ap.num_partitions, (unsigned long long)tern_ap_free_elems(&out.ap));
+        return;
+    }
     uint32_t rp = x.ap.num_partitions;
     tern_view st = tern_kernel_sbuf(k, TERN_DTYPE_FP32, rp, 3, "softmax_stats");
     tern_view negmax = tern_view_slice(k, st, 1, 0, 1, 1);

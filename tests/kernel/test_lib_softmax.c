@@ -112,6 +112,15 @@ static void errors(void)
     CHECK_STR_CONTAINS(err.msg, "at most 45048 columns");
     tern_kernel_free(k);
 
+    TEST_BEGIN("softmax error: tile form with an out of another shape");
+    tern_kernel_create(&cfg, "sm", &k, &err);
+    tern_view tx = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 4, 10, "x"), to = tern_kernel_sbuf(k, TERN_DTYPE_BF16, 4, 9, "o");
+    tern_lib_softmax_tile_to(k, tx, to);
+    CHECK(tern_kernel_status(k, &err) == TERN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "softmax tile: x must be fp32 and out a float tile of its shape");
+    CHECK_STR_CONTAINS(err.msg, "x is fp32 [4, 10], out bf16 [4, 9]");
+    tern_kernel_free(k);
+
     TEST_BEGIN("softmax error: invalid view");
     tern_kernel_create(&cfg, "sm", &k, &err);
     out = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 3, 5);
