@@ -41,6 +41,17 @@ tern_status tern_kernel_status(const tern_kernel *k, tern_error *err)
     return k->err.code;
 }
 
+tern_view kview_row(tern_view row)
+{
+    if (tern_view_rank(&row) == 2) {
+        row.ap.dims[0] = row.ap.dims[1];
+        memset(&row.ap.dims[1], 0, sizeof row.ap.dims[1]); /* unused dims must be zero (program encoding) */
+        row.ap.ndims = 1;
+    }
+    row.ap.num_partitions = 1;
+    return row;
+}
+
 tern_view kview_invalid(void)
 {
     tern_view v;

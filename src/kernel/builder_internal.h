@@ -150,6 +150,8 @@ uint8_t kpick_queue(tern_kernel *k, tern_engine e, int queue);
 void kqueue_share(unsigned Q, tern_engine e, unsigned *first, unsigned *count);
 void kfail(tern_kernel *k, tern_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 tern_view kview_invalid(void);
+/* A row view [n] or [1, n] as the one-partition pattern of its n elements (a [1, n] view's first dimension dropped). */
+tern_view kview_row(tern_view row);
 int kview_ok(tern_kernel *k, const tern_view *v, const char *what);
 
 #endif

@@ -83,12 +83,7 @@ void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row)
         return;
     }
     /* Collapse [1, n] to [n], then let every destination partition read the same elements. */
-    tern_view src = row;
-    if (rank == 2) {
-        src.ap.dims[0] = src.ap.dims[1];
-        memset(&src.ap.dims[1], 0, sizeof src.ap.dims[1]); /* unused dims must be zero (program encoding) */
-        src.ap.ndims = 1;
-    }
+    tern_view src = kview_row(row);
     const uint32_t P = dst.ap.num_partitions;
     if (P >= 16 && dst.ap.dtype == TERN_DTYPE_FP32 && row.ap.dtype == TERN_DTYPE_FP32 && tern_view_rank(&dst) == 2) {
         /* On chip: one DMA brings the row to one partition, and TensorE replicates it, 512 columns per PSUM
@@ -96,7 +91,6 @@ void tern_lib_broadcast_row(tern_kernel *k, tern_view dst, tern_view row)
          * so P rows cost n * 4 bytes of DMA instead of P * n * 4. */
         tern_view r1 = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, (uint32_t)n, "broadcast_row_src");
         tern_view ones = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, P, "broadcast_row_ones");
-        src.ap.num_partitions = 1;
         tern_kernel_load(k, r1, src);
         tern_kernel_memset(k, TERN_ENGINE_GPSIMD, ones, 1.0f);
         for (uint64_t c0 = 0; c0 < n && !k->failed; c0 += 512) {

@@ -123,13 +123,7 @@ static void load_bias(tern_kernel *k, const lin_ctx *L, lin_wblock *wb)
                                                    : tern_view_block(k, L->bias, 0, 1, wb->n0, wb->n0 + wb->nw);
     if (L->bias_pe) { /* the row on one partition: the moving operand of each group's closing K = 1 multiply */
         wb->bias = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, (uint32_t)wb->nw, "linear_bias_row");
-        if (tern_view_rank(&brow) == 2) { /* [1, n] as [n] */
-            brow.ap.dims[0] = brow.ap.dims[1];
-            memset(&brow.ap.dims[1], 0, sizeof brow.ap.dims[1]);
-            brow.ap.ndims = 1;
-        }
-        brow.ap.num_partitions = 1;
-        tern_kernel_load(k, wb->bias, brow);
+        tern_kernel_load(k, wb->bias, kview_row(brow));
         return;
     }
     wb->bias = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)L->PB, (uint32_t)wb->nw, "linear_bias");
