@@ -134,6 +134,15 @@ typedef struct {
 /* Returns as tern_lib_linear_ln when a layer norm is asked for (0: declined, nothing emitted), else 1. */
 int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
                         const tern_linear_ext *x);
+/* Two layers in one kernel, the first's output kept on chip: out = layer2(act1(a @ w1 + b1)), where layer2 is
+ * tern_lib_linear_ext with w2, b2, act2 and x's options (x may be NULL; weights_first is ignored). The middle
+ * [M, N1] stays in SBUF in w2's dtype, written by the first layer's epilogue and transposed from there by the
+ * second (no store, no load); the second layer's first weight blocks load while the first computes. The same bits
+ * as tern_lib_linear into an HBM [M, N1] tensor of w2's dtype followed by tern_lib_linear_ext (RNE rounding: the
+ * cast is the epilogue instruction's instead of the store's). Returns 0, having emitted nothing, when M exceeds
+ * one row tile (the PE array's side) or SBUF cannot hold both layers' tiles; errors as tern_lib_linear's. */
+int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w1, tern_view b1, tern_act_func act1,
+                         tern_view w2, tern_view b2, tern_act_func act2, const tern_linear_ext *x);
 
 /* ---- elementwise, softmax, norms, transpose, gather (lib_*.c) ---- */
 /* Conventions of these kernels: every tensor is a 2-D HBM view [rows, cols] (rows any count, tiled by the

@@ -388,82 +388,202 @@ static tern_act_func act_named(const char *a)
     return TERN_ACT_COPY;
 }
 
+/* A linear layer's operands as lower_matmul takes them (the current node). */
+typedef struct {
+    cc_value *a, *b, *bias, *y;
+    uint64_t M, K, N;
+    tern_act_func act;
+    int transB;
+    /* with a constant 2-D weight: the fused kernel's operands */
+    tern_view w, bv, av, outv;
+    cc_value bias_tmp; /* a one-element bias broadcast to [1, N] (flat valid), released after the layer */
+    cc_value *res, *z; /* the fused residual; the pre-LN fusion's second output (the norm's) */
+    int ln;
+    tern_linear_ext lx;
+} lin_args;
+
+/* The current node's operands: -1 after an error (recorded), 0 for a MatMul that is not a layer with a constant
+ * 2-D weight (a, b, y, M, K set), 1 with the fused kernel's operands too. */
+static int linear_args(compile_ctx *c, lin_args *la)
+{
+    const tern_graph_node *n = cc_node(c);
+    memset(la, 0, sizeof *la);
+    la->bias_tmp.flat = tern_view_none();
+    int is_gemm = n->op_id == TERN_GOP_GEMM, fused = n->op_id == TERN_GOP_MATMUL_BIAS;
+    cc_value *a = la->a = cc_in(c, 0), *b = la->b = cc_in(c, 1);
+    cc_value *bias = la->bias = (is_gemm || fused) ? cc_in(c, 2) : NULL;
+    /* an output placed already: by pair_next's probe of this node, for a pair the kernel then declined */
+    int yid = cc_out_id(c, 0);
+    cc_value *y = la->y = yid >= 0 && c->v[yid].placed ? &c->v[yid] : cc_out(c, 0, cc_float_out_dtype(c, 0));
+    if (!a || !b || !y)
+        return -1;
+    int transB = la->transB = is_gemm ? (int)tern_graph_attr_int(n, "transB", 0) : 0;
+    if (is_gemm && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
+                    tern_graph_attr_float(n, "beta", 1) != 1.0f)) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "Gemm with transA, alpha or beta other than the defaults");
+        return -1;
+    }
+    if (a->rank < 1 || b->rank < 1) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "MatMul of a scalar");
+        return -1;
+    }
+    uint64_t K = la->K = (uint64_t)a->dims[a->rank - 1];
+    uint64_t M = la->M = a->rank >= 2 ? a->numel / K : 1;
+    la->act = fused ? act_named(tern_graph_attr_string(n, "activation", "none")) : TERN_ACT_COPY;
+    if (!b->host || b->rank != 2)
+        return 0;
+    uint64_t N = la->N = (uint64_t)b->dims[transB ? 0 : 1];
+    la->w = weight_view(c, b, K, N, transB);
+    la->bv = tern_view_none();
+    if (bias && bias->numel == N) {
+        la->bv = cc_view2d(c, bias, 0, 1, N, N);
+    } else if (bias && bias->numel == 1) {
+        la->bias_tmp.dt = TERN_DTYPE_FP32;
+        la->bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
+        tile_strided_copy(c, &la->bias_tmp, 0, bias, 0, 1, (int64_t[]){(int64_t)N}, (int64_t[]){0});
+        la->bv = cc_view2d(c, &la->bias_tmp, 0, 1, N, N);
+    } else if (bias) {
+        cc_fail(c, TERN_ERR_UNSUPPORTED, "bias of %llu elements for %llu outputs", (unsigned long long)bias->numel,
+                (unsigned long long)N);
+        return -1;
+    }
+    tern_view yv = cc_view2d(c, y, 0, M, N, N);
+    la->av = cc_view2d(c, a, 0, M, K, K);
+    cc_value *res = la->res = fused && n->n_inputs > 3 ? cc_in(c, 3) : NULL; /* the fused residual Add */
+    if (res && res->numel != M * N) {
+        cc_fail(c, TERN_ERR_INVALID, "residual of %llu elements for a %llu x %llu output",
+                (unsigned long long)res->numel, (unsigned long long)M, (unsigned long long)N);
+        return -1;
+    }
+    tern_view rv = res ? cc_view2d(c, res, 0, M, N, N) : tern_view_none();
+    /* the fused layer norm (passes.c): gamma, beta as [1, N] views */
+    int ln = la->ln = fused && tern_graph_attr_int(n, "layernorm", 0);
+    cc_value *lg = ln ? cc_in(c, 4) : NULL, *lb = ln && n->n_inputs > 5 ? cc_in(c, 5) : NULL;
+    if (ln && (!lg || lg->numel != N || (lb && lb->numel != N))) {
+        cc_fail(c, TERN_ERR_INVALID, "fused layer norm: scale/bias of %llu/%llu elements for %llu outputs",
+                lg ? (unsigned long long)lg->numel : 0ULL, lb ? (unsigned long long)lb->numel : 0ULL,
+                (unsigned long long)N);
+        return -1;
+    }
+    tern_view gv = lg ? cc_view2d(c, lg, 0, 1, N, N) : tern_view_none();
+    tern_view btv = lb ? cc_view2d(c, lb, 0, 1, N, N) : tern_view_none();
+    float eps = tern_graph_attr_float(n, "epsilon", 1e-5f);
+    /* after a kernel that stores its output from ScalarE's queue (the fused attention, a layer norm), SyncE is
+     * free while that kernel computes: the first weights then stream meanwhile (the rows wait for the store
+     * anyway) */
+    la->lx = (tern_linear_ext){rv, gv, btv, eps, a->stored_off_sync, tern_view_none()};
+    /* pre-LN fusion: output 0 is the layer's, output 1 the norm's */
+    int zid = ln && n->n_outputs > 1 ? cc_out_id(c, 1) : -1;
+    cc_value *z = la->z = zid >= 0 && c->v[zid].placed ? &c->v[zid]
+                          : ln && n->n_outputs > 1 ? cc_out(c, 1, cc_float_out_dtype(c, 1))
+                                                   : NULL;
+    if (ln && n->n_outputs > 1 && !z)
+        return -1;
+    la->outv = z ? cc_view2d(c, z, 0, M, N, N) : yv; /* what the fused kernel writes */
+    if (z)
+        la->lx.pre_out = yv;
+    if (!ln)
+        la->lx.gamma = la->lx.beta = tern_view_none();
+    return 1;
+}
+
+/* The node after the current linear layer (operands la) that takes its output as the only reader, when the two
+ * can run as one kernel with the middle kept on chip (tern_lib_linear_pair): a linear layer with a constant 2-D
+ * weight reading it as its input 0, every other input of which is ready now; -1 when none. */
+static int pair_next(compile_ctx *c, const lin_args *la)
+{
+    const tern_graph *g = c->g;
+    const tern_graph_node *self = cc_node(c);
+    int yid = self->outputs[0], nn = tern_graph_node_count(g), reader = -1;
+    if (la->ln || la->res || la->z || la->K > LINEAR_MAX_K || c->v[yid].last_use == INT32_MAX)
+        return -1;
+    for (int j = c->node + 1; j < nn; j++) {
+        const tern_graph_node *n = tern_graph_node_at(g, j);
+        for (int i = 0; i < n->n_inputs; i++)
+            if (n->inputs[i] == yid) {
+                if (reader >= 0 || i != 0)
+                    return -1; /* a second reader, or read as another operand */
+                reader = j;
+            }
+    }
+    if (reader < 0 || c->v[yid].last_use != reader)
+        return -1;
+    const tern_graph_node *n = tern_graph_node_at(g, reader);
+    int op = n->op_id;
+    if (op != TERN_GOP_MATMUL && op != TERN_GOP_MATMUL_BIAS && op != TERN_GOP_GEMM)
+        return -1;
+    if (op == TERN_GOP_GEMM && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
+                                tern_graph_attr_float(n, "beta", 1) != 1.0f))
+        return -1;
+    if (n->n_inputs < 2 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0 ||
+        c->v[n->outputs[0]].placed || c->v[n->outputs[0]].early)
+        return -1;
+    const tern_graph_value *w = tern_graph_value_at(g, n->inputs[1]);
+    int transB = op == TERN_GOP_GEMM ? (int)tern_graph_attr_int(n, "transB", 0) : 0;
+    if (!w->constant || w->rank != 2 || (uint64_t)w->dims[transB ? 1 : 0] != la->N || la->N > LINEAR_MAX_K)
+        return -1;
+    /* a bias of one element per output (else the layer broadcasts it first), and one row tile (the kernel's
+     * other condition, SBUF room for both layers, is its own to judge) */
+    uint64_t N2 = (uint64_t)w->dims[transB ? 0 : 1];
+    if (op != TERN_GOP_MATMUL && n->n_inputs > 2 && n->inputs[2] >= 0 &&
+        (uint64_t)tern_graph_value_numel(tern_graph_value_at(g, n->inputs[2])) != N2)
+        return -1;
+    if (la->M > c->cfg.partitions || la->M > c->cfg.pe_rows || la->M > c->cfg.pe_cols)
+        return -1;
+    /* every other input a constant or already computed */
+    for (int i = 1; i < n->n_inputs; i++) {
+        int id = n->inputs[i];
+        if (id >= 0 && !tern_graph_value_at(g, id)->constant && !c->v[id].placed)
+            return -1;
+    }
+    return reader;
+}
+
 static int lower_matmul(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
     if (n->n_outputs > 0 && n->outputs[0] >= 0 && c->v[n->outputs[0]].early)
-        return 1; /* computed with an earlier linear layer that reads the same input (linear_group) */
-    int is_gemm = n->op_id == TERN_GOP_GEMM, fused = n->op_id == TERN_GOP_MATMUL_BIAS;
-    cc_value *a = cc_in(c, 0), *b = cc_in(c, 1), *bias = (is_gemm || fused) ? cc_in(c, 2) : NULL;
-    cc_value *y = cc_out(c, 0, cc_float_out_dtype(c, 0));
-    if (!a || !b || !y)
+        return 1; /* computed with an earlier linear layer (linear_group, or the second of a pair) */
+    lin_args la;
+    int got = linear_args(c, &la);
+    if (got < 0)
         return 1;
-    int transB = is_gemm ? (int)tern_graph_attr_int(n, "transB", 0) : 0;
-    if (is_gemm && (tern_graph_attr_int(n, "transA", 0) || tern_graph_attr_float(n, "alpha", 1) != 1.0f ||
-                    tern_graph_attr_float(n, "beta", 1) != 1.0f)) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "Gemm with transA, alpha or beta other than the defaults");
-        return 1;
-    }
-    if (a->rank < 1 || b->rank < 1) {
-        cc_fail(c, TERN_ERR_UNSUPPORTED, "MatMul of a scalar");
-        return 1;
-    }
-    uint64_t K = (uint64_t)a->dims[a->rank - 1];
-    uint64_t M = a->rank >= 2 ? a->numel / K : 1;
-    tern_act_func act = fused ? act_named(tern_graph_attr_string(n, "activation", "none")) : TERN_ACT_COPY;
-    if (b->host && b->rank == 2) {
-        uint64_t N = (uint64_t)b->dims[transB ? 0 : 1];
-        tern_view w = weight_view(c, b, K, N, transB);
-        /* One fused kernel: transpose, matmul, bias and activation on chip, straight into y. */
-        tern_view bv = tern_view_none();
-        cc_value bias_tmp;
-        memset(&bias_tmp, 0, sizeof bias_tmp);
-        bias_tmp.flat = tern_view_none();
-        if (bias && bias->numel == N) {
-            bv = cc_view2d(c, bias, 0, 1, N, N);
-        } else if (bias && bias->numel == 1) {
-            bias_tmp.dt = TERN_DTYPE_FP32;
-            bias_tmp.flat = cc_temp(c, TERN_DTYPE_FP32, 1, N);
-            tile_strided_copy(c, &bias_tmp, 0, bias, 0, 1, (int64_t[]){(int64_t)N}, (int64_t[]){0});
-            bv = cc_view2d(c, &bias_tmp, 0, 1, N, N);
-        } else if (bias) {
-            cc_fail(c, TERN_ERR_UNSUPPORTED, "bias of %llu elements for %llu outputs",
-                    (unsigned long long)bias->numel, (unsigned long long)N);
-            return 1;
+    cc_value *a = la.a, *b = la.b, *y = la.y, *bias = la.bias;
+    const uint64_t M = la.M, K = la.K;
+    if (got > 0) {
+        const uint64_t N = la.N;
+        tern_act_func act = la.act;
+        tern_view w = la.w, bv = la.bv, av = la.av, outv = la.outv;
+        tern_linear_ext lx = la.lx;
+        cc_value *z = la.z, *res = la.res;
+        int ln = la.ln;
+        tern_view yv = cc_view2d(c, y, 0, M, N, N), rv = lx.residual, gv = lx.gamma, btv = lx.beta;
+        float eps = lx.eps;
+        /* the next layer with the middle on chip (the FFN's two layers), when it is this layer's only reader */
+        int self = c->node, j = pair_next(c, &la);
+        if (j >= 0) {
+            lin_args l2;
+            c->node = j;
+            int got2 = linear_args(c, &l2);
+            c->node = self;
+            if (got2 < 0)
+                return 1;
+            if (got2 > 0 && l2.M == M && tern_lib_linear_pair(c->k, l2.outv, av, w, bv, act, l2.w, l2.bv, l2.act,
+                                                              &l2.lx)) {
+                l2.y->early = 1;
+                l2.y->stored_off_sync = l2.ln; /* as below */
+                if (l2.z)
+                    l2.z->stored_off_sync = 1;
+                if (l2.bias_tmp.flat.region >= 0)
+                    tern_kernel_release(c->k, l2.bias_tmp.flat);
+                if (la.bias_tmp.flat.region >= 0)
+                    tern_kernel_release(c->k, la.bias_tmp.flat);
+                c->model_flops += 2.0 * (double)M * (double)N * (double)K + 2.0 * (double)M * (double)l2.N * (double)N;
+                return 1;
+            }
+            if (l2.bias_tmp.flat.region >= 0)
+                tern_kernel_release(c->k, l2.bias_tmp.flat);
         }
-        tern_view yv = cc_view2d(c, y, 0, M, N, N), av = cc_view2d(c, a, 0, M, K, K);
-        cc_value *res = fused && n->n_inputs > 3 ? cc_in(c, 3) : NULL; /* the fused residual Add */
-        if (res && res->numel != M * N) {
-            cc_fail(c, TERN_ERR_INVALID, "residual of %llu elements for a %llu x %llu output",
-                    (unsigned long long)res->numel, (unsigned long long)M, (unsigned long long)N);
-            return 1;
-        }
-        tern_view rv = res ? cc_view2d(c, res, 0, M, N, N) : tern_view_none();
-        /* the fused layer norm (passes.c): gamma, beta as [1, N] views */
-        int ln = fused && tern_graph_attr_int(n, "layernorm", 0);
-        cc_value *lg = ln ? cc_in(c, 4) : NULL, *lb = ln && n->n_inputs > 5 ? cc_in(c, 5) : NULL;
-        if (ln && (!lg || lg->numel != N || (lb && lb->numel != N))) {
-            cc_fail(c, TERN_ERR_INVALID, "fused layer norm: scale/bias of %llu/%llu elements for %llu outputs",
-                    lg ? (unsigned long long)lg->numel : 0ULL, lb ? (unsigned long long)lb->numel : 0ULL,
-                    (unsigned long long)N);
-            return 1;
-        }
-        tern_view gv = lg ? cc_view2d(c, lg, 0, 1, N, N) : tern_view_none();
-        tern_view btv = lb ? cc_view2d(c, lb, 0, 1, N, N) : tern_view_none();
-        float eps = tern_graph_attr_float(n, "epsilon", 1e-5f);
-        /* after a kernel that stores its output from ScalarE's queue (the fused attention, a layer norm), SyncE is
-         * free while that kernel computes: the first weights then stream meanwhile (the rows wait for the store
-         * anyway) */
-        tern_linear_ext lx = {rv, gv, btv, eps, a->stored_off_sync, tern_view_none()};
-        /* pre-LN fusion: output 0 is the layer's, output 1 the norm's */
-        cc_value *z = ln && n->n_outputs > 1 ? cc_out(c, 1, cc_float_out_dtype(c, 1)) : NULL;
-        if (ln && n->n_outputs > 1 && !z)
-            return 1;
-        tern_view outv = z ? cc_view2d(c, z, 0, M, N, N) : yv; /* what the fused kernel writes */
-        if (z)
-            lx.pre_out = yv;
-        if (!ln)
-            lx.gamma = lx.beta = tern_view_none();
         /* the layer (with its layer norm when the fused kernel takes it, else the norm separately after) */
         if (K <= LINEAR_MAX_K && tern_lib_linear_ext(c->k, outv, av, w, bv, act, &lx)) {
             y->stored_off_sync = ln; /* the fused norm stores (both outputs) from ScalarE */
@@ -499,8 +619,8 @@ static int lower_matmul(compile_ctx *c)
                 (z ? z : y)->stored_off_sync = 1;
             }
         }
-        if (bias_tmp.flat.region >= 0)
-            tern_kernel_release(c->k, bias_tmp.flat);
+        if (la.bias_tmp.flat.region >= 0)
+            tern_kernel_release(c->k, la.bias_tmp.flat);
         c->model_flops += 2.0 * (double)M * (double)N * (double)K;
         return 1;
     }

@@ -38,7 +38,7 @@ static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static uint64_t align32(uint64_t b) { return (b + 31) & ~(uint64_t)31; }
 
-typedef struct {
+typedef struct lin_ctx {
     tern_view out, a, w, bias, res;
     tern_act_func act;
     uint64_t M, K, N;
@@ -72,9 +72,16 @@ typedef struct {
     float eps;
     uint64_t BN, NCH; /* bn_stats chunk, chunks per row */
     uint64_t TPR;     /* output tiles per row */
+    /* the pair (tern_lib_linear_pair): the first layer's output and the second's input, one SBUF tile [M, N1] */
+    tern_view out_sb, a_sb;
+    uint64_t reserve;       /* SBUF bytes per partition the plan leaves to others (the pair's second layer) */
+    struct lin_ctx *next;   /* the pair's second layer: its first weight blocks load after this layer's last */
+    struct lin_wblock *wb;  /* the weight blocks (nblocks), wloaded of them loaded (or in flight) */
+    tern_view *parts_buf;
+    uint64_t nblocks, wloaded;
 } lin_ctx;
 
-typedef struct {
+typedef struct lin_wblock {
     tern_view *parts; /* PARTS tiles: [TK, chunks x nw] for each group of KP full K chunks, [KR, nw] for the tail */
     tern_view bias;
     uint64_t n0, nw;
@@ -169,6 +176,8 @@ static void release_wblock(tern_kernel *k, const lin_ctx *L, lin_wblock *wb)
 /* Rows [r0, r0+r) of a, loaded in a's dtype. */
 static tern_view load_rows(tern_kernel *k, const lin_ctx *L, uint64_t r0, uint64_t r)
 {
+    if (L->a_sb.region >= 0) /* the pair's second layer: the rows are on chip already (one row tile) */
+        return L->a_sb;
     tern_view x = tern_kernel_sbuf(k, L->adt, (uint32_t)r, (uint32_t)L->K, "linear_a");
     tern_kernel_load(k, x, tern_view_block(k, L->a, r0, r0 + r, 0, L->K));
     return x;
@@ -234,8 +243,29 @@ static void rows_ready(tern_kernel *k, const lin_ctx *L, lin_rows *rows, uint64_
 static tern_view epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64_t row0, uint64_t r,
                           const lin_wblock *wb, uint64_t c0, uint64_t cw, tern_view res)
 {
-    tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_out");
     const int bias_tile = wb->bias.region >= 0 && !L->bias_pe; /* else the bias is in ps already, or none */
+    if (L->out_sb.region >= 0) {
+        /* The pair's first layer (no residual, no norm): the last instruction writes the on-chip output in its
+         * dtype, the same conversion of the same fp32 values as the store's (with RNE rounding). */
+        tern_view d = tern_view_block(k, L->out_sb, row0, row0 + r, wb->n0 + c0, wb->n0 + c0 + cw);
+        if (bias_tile && L->act != TERN_ACT_COPY) {
+            tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_out");
+            tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o, ps, tern_view_block(k, wb->bias, 0, r, c0, c0 + cw),
+                                      TERN_ALU_ADD);
+            tern_kernel_activation(k, d, o, L->act, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
+            tern_kernel_release(k, o);
+        } else if (bias_tile) {
+            tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, d, ps, tern_view_block(k, wb->bias, 0, r, c0, c0 + cw),
+                                      TERN_ALU_ADD);
+        } else if (L->act != TERN_ACT_COPY) {
+            tern_kernel_activation(k, d, ps, L->act, 1.0f, kview_invalid(), kview_invalid(), kview_invalid());
+        } else {
+            tern_kernel_tensor_copy(k, TERN_ENGINE_VECTOR, d, ps);
+        }
+        tern_kernel_release(k, ps);
+        return kview_invalid();
+    }
+    tern_view o = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_out");
     if (bias_tile) {
         tern_view b = tern_view_block(k, wb->bias, 0, r, c0, c0 + cw);
         tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o, ps, b, TERN_ALU_ADD);
@@ -371,7 +401,8 @@ static int need_hbm_2d(tern_kernel *k, const char *what, const tern_view *v)
  * 0 (and a recorded error) when even the smallest blocking does not fit. */
 static int plan(tern_kernel *k, lin_ctx *L, int quiet)
 {
-    const uint64_t SB = k->cfg.sbuf_partition_bytes, ew = tern_dtype_size(L->wdt), ea = tern_dtype_size(L->adt);
+    const uint64_t SB = k->cfg.sbuf_partition_bytes > L->reserve ? k->cfg.sbuf_partition_bytes - L->reserve : 0;
+    const uint64_t ew = tern_dtype_size(L->wdt), ea = tern_dtype_size(L->adt);
     const uint64_t MT = ceil_div(L->M, L->R), NT0 = L->TN;
     const uint64_t ident = L->pe_mode ? 0 : align32(L->R * tern_dtype_size(L->sdt));
     const uint64_t aT = align32(L->KT * L->R * ew);
@@ -495,64 +526,68 @@ int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w,
                       x->weights_first, ln ? x->pre_out : kview_invalid());
 }
 
-/* Returns 0, having emitted nothing, when the layer norm cannot be fused (see tern_lib_linear_ln); else 1. */
-static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
-                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps, int weights_first,
-                      tern_view pre)
+/* Checks the operands and fills L's shapes, dtypes and tiling constants (what the plan needs). The pair's
+ * on-chip operands are not views yet: with a_on_chip, a is absent and L->M, L->K, L->adt are set by the caller;
+ * with out_on_chip, out is absent and odt is its dtype. 0 with an error recorded. */
+static int lin_setup(tern_kernel *k, lin_ctx *L, tern_view out, tern_view a, tern_view w, tern_view bias,
+                     tern_act_func act, tern_view residual, const tern_view *gamma, const tern_view *beta, float eps,
+                     tern_view pre, int a_on_chip, int out_on_chip, tern_dtype odt)
 {
-    if (!need_hbm_2d(k, "out", &out) || !need_hbm_2d(k, "a", &a) || !need_hbm_2d(k, "w", &w))
-        return 1;
+    if ((!out_on_chip && !need_hbm_2d(k, "out", &out)) || (!a_on_chip && !need_hbm_2d(k, "a", &a)) ||
+        !need_hbm_2d(k, "w", &w))
+        return 0;
+    uint64_t M = a_on_chip ? L->M : tern_view_dim(&a, 0), K = a_on_chip ? L->K : tern_view_dim(&a, 1);
+    tern_dtype adt = a_on_chip ? L->adt : (tern_dtype)a.ap.dtype;
+    uint64_t oM = out_on_chip ? M : tern_view_dim(&out, 0), oN = out_on_chip ? tern_view_dim(&w, 1) : tern_view_dim(&out, 1);
+    if (!out_on_chip)
+        odt = (tern_dtype)out.ap.dtype;
     if (residual.region >= 0 &&
         (!need_hbm_2d(k, "residual", &residual) || !tern_dtype_is_float((tern_dtype)residual.ap.dtype) ||
-         tern_view_dim(&residual, 0) != tern_view_dim(&out, 0) || tern_view_dim(&residual, 1) != tern_view_dim(&out, 1))) {
+         tern_view_dim(&residual, 0) != oM || tern_view_dim(&residual, 1) != oN)) {
         if (!k->failed)
             kfail(k, TERN_ERR_INVALID, "linear: residual is a %s [%llu, %llu], must be a float [%llu, %llu] like out",
                   tern_dtype_name((tern_dtype)residual.ap.dtype), (unsigned long long)tern_view_dim(&residual, 0),
-                  (unsigned long long)tern_view_dim(&residual, 1), (unsigned long long)tern_view_dim(&out, 0),
-                  (unsigned long long)tern_view_dim(&out, 1));
-        return 1;
+                  (unsigned long long)tern_view_dim(&residual, 1), (unsigned long long)oM, (unsigned long long)oN);
+        return 0;
     }
-    lin_ctx L;
-    memset(&L, 0, sizeof L);
-    L.pre = kview_invalid();
-    L.res = residual;
-    L.out = out;
-    L.a = a;
-    L.w = w;
-    L.bias = bias;
-    L.act = act;
-    L.M = tern_view_dim(&a, 0);
-    L.K = tern_view_dim(&a, 1);
-    L.N = tern_view_dim(&w, 1);
-    L.adt = (tern_dtype)a.ap.dtype;
-    L.wdt = (tern_dtype)w.ap.dtype;
-    const tern_dtype odt = (tern_dtype)out.ap.dtype;
-    if (tern_view_dim(&w, 0) != L.K) {
+    memset(L, 0, sizeof *L);
+    L->pre = L->out_sb = L->a_sb = kview_invalid();
+    L->res = residual;
+    L->out = out;
+    L->a = a;
+    L->w = w;
+    L->bias = bias;
+    L->act = act;
+    L->M = M;
+    L->K = K;
+    L->N = tern_view_dim(&w, 1);
+    L->adt = adt;
+    L->wdt = (tern_dtype)w.ap.dtype;
+    if (tern_view_dim(&w, 0) != L->K) {
         kfail(k, TERN_ERR_INVALID, "linear: contraction mismatch: a is [%llu, %llu] but w is [%llu, %llu]",
-              (unsigned long long)L.M, (unsigned long long)L.K, (unsigned long long)tern_view_dim(&w, 0),
-              (unsigned long long)L.N);
-        return 1;
+              (unsigned long long)L->M, (unsigned long long)L->K, (unsigned long long)tern_view_dim(&w, 0),
+              (unsigned long long)L->N);
+        return 0;
     }
-    if (tern_view_dim(&out, 0) != L.M || tern_view_dim(&out, 1) != L.N) {
+    if (oM != L->M || oN != L->N) {
         kfail(k, TERN_ERR_INVALID,
               "linear: out is [%llu, %llu], expected [%llu, %llu] (a [%llu, %llu] @ w [%llu, %llu])",
-              (unsigned long long)tern_view_dim(&out, 0), (unsigned long long)tern_view_dim(&out, 1),
-              (unsigned long long)L.M, (unsigned long long)L.N, (unsigned long long)L.M, (unsigned long long)L.K,
-              (unsigned long long)L.K, (unsigned long long)L.N);
-        return 1;
+              (unsigned long long)oM, (unsigned long long)oN, (unsigned long long)L->M, (unsigned long long)L->N,
+              (unsigned long long)L->M, (unsigned long long)L->K, (unsigned long long)L->K, (unsigned long long)L->N);
+        return 0;
     }
-    if (!tern_dtype_is_float(L.adt) || !ktensor_dtype(L.wdt) || !tern_dtype_is_float(odt)) {
+    if (!tern_dtype_is_float(L->adt) || !ktensor_dtype(L->wdt) || !tern_dtype_is_float(odt)) {
         kfail(k, TERN_ERR_INVALID,
               "linear: a is %s, w is %s, out is %s: w must be a TensorE dtype (fp32, bf16, fp16, fp8), a and out "
               "floats",
-              tern_dtype_name(L.adt), tern_dtype_name(L.wdt), tern_dtype_name(odt));
-        return 1;
+              tern_dtype_name(L->adt), tern_dtype_name(L->wdt), tern_dtype_name(odt));
+        return 0;
     }
     if (bias.region >= 0) {
         if (!kview_ok(k, &bias, "linear bias"))
-            return 1;
+            return 0;
         unsigned br = tern_view_rank(&bias);
-        if (!(br == 1 || (br == 2 && tern_view_dim(&bias, 0) == 1)) || tern_view_dim(&bias, br - 1) != L.N ||
+        if (!(br == 1 || (br == 2 && tern_view_dim(&bias, 0) == 1)) || tern_view_dim(&bias, br - 1) != L->N ||
             bias.ap.mem != TERN_MEM_HBM || !tern_dtype_is_float((tern_dtype)bias.ap.dtype)) {
             char shape[48];
             if (br == 1)
@@ -563,160 +598,278 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
             kfail(k, TERN_ERR_INVALID, "linear: bias is %s %s in %s, must be a float HBM [%llu] or [1, %llu] (w is "
                   "[%llu, %llu])",
                   shape, tern_dtype_name((tern_dtype)bias.ap.dtype), tern_mem_name((tern_mem)bias.ap.mem),
-                  (unsigned long long)L.N, (unsigned long long)L.N, (unsigned long long)L.K,
-                  (unsigned long long)L.N);
-            return 1;
+                  (unsigned long long)L->N, (unsigned long long)L->N, (unsigned long long)L->K,
+                  (unsigned long long)L->N);
+            return 0;
         }
     }
     if ((unsigned)act >= TERN_ACT_COUNT) {
         kfail(k, TERN_ERR_INVALID, "linear: activation function %d unknown (0..%d)", (int)act, TERN_ACT_COUNT - 1);
-        return 1;
+        return 0;
     }
     const tern_core_config *c = &k->cfg;
-    L.pe_mode = c->generation >= 3;
+    L->pe_mode = c->generation >= 3;
     /* a's [R, TK] blocks go through the array twice: transposed (R rows contracted, TK stationary columns) and
      * as the stationary aT [TK, R] of the product, so both edges fit the smaller side of the array (the
      * machine's, whatever its shape) */
-    L.TK = min_u64(min_u64(c->pe_rows, c->pe_cols), c->partitions);
-    L.R = L.TK;
-    L.TN = min_u64(c->moving_free_max, c->psum_bank_bytes / 4);
-    L.KT = ceil_div(L.K, L.TK);
-    L.KTF = L.K / L.TK;
-    L.KR = L.K % L.TK;
+    L->TK = min_u64(min_u64(c->pe_rows, c->pe_cols), c->partitions);
+    L->R = L->TK;
+    L->TN = min_u64(c->moving_free_max, c->psum_bank_bytes / 4);
+    L->KT = ceil_div(L->K, L->TK);
+    L->KTF = L->K / L->TK;
+    L->KR = L->K % L->TK;
     /* v3+ transposes a in its own dtype when TensorE takes it (the PSUM copy then casts, for free); v2's
      * identity matmul would cost 4 passes in fp32, so a is cast first there. */
-    L.cast_first = L.adt != L.wdt && !(L.pe_mode && ktensor_dtype(L.adt));
-    L.sdt = L.cast_first ? L.wdt : L.adt;
-    L.pdt = L.pe_mode ? L.sdt : TERN_DTYPE_FP32;
-    L.G = c->psum_bank_bytes / (L.R * tern_dtype_size(L.pdt));
-    if (L.G < 1)
-        L.G = 1;
-    L.PB = min_u64(c->partitions, L.M);
-    if (L.KTF && (int64_t)w.ap.dims[0].step * (int64_t)L.TK > INT32_MAX) {
+    L->cast_first = L->adt != L->wdt && !(L->pe_mode && ktensor_dtype(L->adt));
+    L->sdt = L->cast_first ? L->wdt : L->adt;
+    L->pdt = L->pe_mode ? L->sdt : TERN_DTYPE_FP32;
+    L->G = c->psum_bank_bytes / (L->R * tern_dtype_size(L->pdt));
+    if (L->G < 1)
+        L->G = 1;
+    L->PB = min_u64(c->partitions, L->M);
+    if (L->KTF && (int64_t)w.ap.dims[0].step * (int64_t)L->TK > INT32_MAX) {
         kfail(k, TERN_ERR_RANGE, "linear: w's row stride of %d elements is too large for a 128-row chunk step",
               w.ap.dims[0].step);
-        return 1;
+        return 0;
     }
     if (gamma) {
-        if (!ln_vector_ok(k, "gamma", gamma, L.N) || (beta->region >= 0 && !ln_vector_ok(k, "beta", beta, L.N)))
-            return 1;
-        if (pre.region >= 0 && (!need_hbm_2d(k, "pre_out", &pre) || tern_view_dim(&pre, 0) != L.M ||
-                                tern_view_dim(&pre, 1) != L.N || !tern_dtype_is_float((tern_dtype)pre.ap.dtype))) {
+        if (!ln_vector_ok(k, "gamma", gamma, L->N) || (beta->region >= 0 && !ln_vector_ok(k, "beta", beta, L->N)))
+            return 0;
+        if (pre.region >= 0 && (!need_hbm_2d(k, "pre_out", &pre) || tern_view_dim(&pre, 0) != L->M ||
+                                tern_view_dim(&pre, 1) != L->N || !tern_dtype_is_float((tern_dtype)pre.ap.dtype))) {
             if (!k->failed)
                 kfail(k, TERN_ERR_INVALID, "linear: pre_out must be a float [%llu, %llu] like out",
-                      (unsigned long long)L.M, (unsigned long long)L.N);
-            return 1;
-        }
-        L.ln = 1;
-        L.pre = pre;
-        L.gamma = *gamma;
-        L.beta = *beta;
-        L.eps = eps;
-        L.BN = k->cfg.bn_stats_free_max ? k->cfg.bn_stats_free_max : 512;
-        L.NCH = ceil_div(L.N, L.BN);
-    }
-    if (!plan(k, &L, L.ln))
-        return L.ln ? 0 : 1;
-    if (L.ln) { /* a row in one weight block and one wave of groups, chunks of the norm inside output tiles */
-        L.TPR = ceil_div(L.N, L.TN);
-        if (L.NB < L.N || L.TN % L.BN || L.TPR > L.WAVE || L.TPR > 16)
+                      (unsigned long long)L->M, (unsigned long long)L->N);
             return 0;
-        L.WAVE = L.WAVE / L.TPR * L.TPR;
+        }
+        L->ln = 1;
+        L->pre = pre;
+        L->gamma = *gamma;
+        L->beta = *beta;
+        L->eps = eps;
+        L->BN = k->cfg.bn_stats_free_max ? k->cfg.bn_stats_free_max : 512;
+        L->NCH = ceil_div(L->N, L->BN);
     }
-    L.qstore = (int)kpick_queue(k, TERN_ENGINE_SYNC, -1);
-    L.g_t = L.b_t = L.eps_t = kview_invalid();
+    return 1;
+}
 
-    const uint64_t MT = ceil_div(L.M, L.R), nblocks = ceil_div(L.N, L.NB);
-    L.ident = kview_invalid();
+/* The plan, then the layer-norm conditions: 0 (nothing emitted; an error recorded unless quiet) when it does
+ * not fit. */
+static int lin_plan(tern_kernel *k, lin_ctx *L, int quiet)
+{
+    if (!plan(k, L, quiet))
+        return 0;
+    if (L->ln) { /* a row in one weight block and one wave of groups, chunks of the norm inside output tiles */
+        L->TPR = ceil_div(L->N, L->TN);
+        if (L->NB < L->N || L->TN % L->BN || L->TPR > L->WAVE || L->TPR > 16)
+            return 0;
+        L->WAVE = L->WAVE / L->TPR * L->TPR;
+    }
+    L->nblocks = ceil_div(L->N, L->NB);
+    return 1;
+}
+
+static int lin_alloc_blocks(tern_kernel *k, lin_ctx *L)
+{
+    L->wb = calloc(L->nblocks, sizeof *L->wb);
+    L->parts_buf = calloc(L->nblocks * L->PARTS, sizeof *L->parts_buf);
+    if (!L->wb || !L->parts_buf) {
+        kfail(k, TERN_ERR_NOMEM, "linear: out of memory");
+        return 0;
+    }
+    for (uint64_t b = 0; b < L->nblocks; b++)
+        L->wb[b].parts = L->parts_buf + b * L->PARTS;
+    return 1;
+}
+
+static void lin_free_blocks(lin_ctx *L)
+{
+    free(L->parts_buf);
+    free(L->wb);
+    L->parts_buf = NULL;
+    L->wb = NULL;
+}
+
+/* Issue the loads of weight blocks up to n (exclusive). After a layer's last block, the pair's second layer's
+ * first blocks follow (its weights stream while this layer computes, ahead of nothing else on the queue). */
+static void wload_to(tern_kernel *k, lin_ctx *L, uint64_t n)
+{
+    while (L->wloaded < n && L->wloaded < L->nblocks && !k->failed) {
+        load_wblock(k, L, L->wloaded, &L->wb[L->wloaded]);
+        L->wloaded++;
+    }
+    if (L->next && L->wloaded == L->nblocks) {
+        lin_ctx *nx = L->next;
+        L->next = NULL;
+        wload_to(k, nx, min_u64(nx->D, nx->nblocks));
+    }
+}
+
+/* The layer's instructions (after lin_setup and lin_plan, with the weight blocks allocated). */
+static void lin_emit(tern_kernel *k, lin_ctx *L, int weights_first)
+{
+    L->qstore = (int)kpick_queue(k, TERN_ENGINE_SYNC, -1);
+    L->g_t = L->b_t = L->eps_t = kview_invalid();
+
+    const uint64_t MT = ceil_div(L->M, L->R), nblocks = L->nblocks;
+    L->ident = kview_invalid();
     /* With one row tile each bias column serves one output group, so a K = 1 multiply closing the group adds it
      * in PSUM for the TensorE time the broadcast takes, without the broadcast tile's evacuation and the add (an
      * fp32 row on at least 16 partitions: then tern_lib_broadcast_row would make the same chain, +0 + 1 * b, on
      * TensorE, and VectorE would add it to the same sum, so the bits are the same). */
-    L.bias_pe = bias.region >= 0 && MT == 1 && L.PB >= 16 && bias.ap.dtype == TERN_DTYPE_FP32;
-    L.ones = kview_invalid();
-    if (L.bias_pe) {
-        L.ones = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, (uint32_t)L.PB, "linear_bias_ones");
-        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, L.ones, 1.0f);
+    L->bias_pe = L->bias.region >= 0 && MT == 1 && L->PB >= 16 && L->bias.ap.dtype == TERN_DTYPE_FP32;
+    L->ones = kview_invalid();
+    if (L->bias_pe) {
+        L->ones = tern_kernel_sbuf(k, TERN_DTYPE_FP32, 1, (uint32_t)L->PB, "linear_bias_ones");
+        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, L->ones, 1.0f);
     }
-    if (!L.pe_mode) {
-        uint32_t n = (uint32_t)min_u64(L.R, L.M);
-        L.ident = tern_kernel_sbuf(k, L.sdt, n, n, "linear_identity");
-        tern_lib_identity(k, L.ident);
+    if (!L->pe_mode) {
+        uint32_t n = (uint32_t)min_u64(L->R, L->M);
+        L->ident = tern_kernel_sbuf(k, L->sdt, n, n, "linear_identity");
+        tern_lib_identity(k, L->ident);
     }
-    tern_view *aT = calloc(L.MB, sizeof *aT), *xs = calloc(L.MB, sizeof *xs);
-    lin_wblock *wb = calloc(nblocks, sizeof *wb);
-    tern_view *parts = calloc(nblocks * L.PARTS, sizeof *parts);
-    if (!aT || !xs || !wb || !parts) {
+    tern_view *aT = calloc(L->MB, sizeof *aT), *xs = calloc(L->MB, sizeof *xs);
+    if (!aT || !xs) {
         kfail(k, TERN_ERR_NOMEM, "linear: out of memory");
         goto done;
     }
-    for (uint64_t b = 0; b < nblocks; b++)
-        wb[b].parts = parts + b * L.PARTS;
-    if (L.ln) { /* the norm's constants first: tiny loads, and TensorE broadcasts them while the rows load */
-        L.eps_t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)L.PB, 1, "linear_ln_eps");
-        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, L.eps_t, L.eps);
-        L.g_t = tern_kernel_sbuf(k, (tern_dtype)L.gamma.ap.dtype, (uint32_t)L.PB, (uint32_t)L.N, "linear_ln_gamma");
-        tern_lib_broadcast_row(k, L.g_t, L.gamma);
-        if (L.beta.region >= 0) {
-            L.b_t = tern_kernel_sbuf(k, (tern_dtype)L.beta.ap.dtype, (uint32_t)L.PB, (uint32_t)L.N, "linear_ln_beta");
-            tern_lib_broadcast_row(k, L.b_t, L.beta);
+    if (L->ln) { /* the norm's constants first: tiny loads, and TensorE broadcasts them while the rows load */
+        L->eps_t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)L->PB, 1, "linear_ln_eps");
+        tern_kernel_memset(k, TERN_ENGINE_GPSIMD, L->eps_t, L->eps);
+        L->g_t = tern_kernel_sbuf(k, (tern_dtype)L->gamma.ap.dtype, (uint32_t)L->PB, (uint32_t)L->N, "linear_ln_gamma");
+        tern_lib_broadcast_row(k, L->g_t, L->gamma);
+        if (L->beta.region >= 0) {
+            L->b_t = tern_kernel_sbuf(k, (tern_dtype)L->beta.ap.dtype, (uint32_t)L->PB, (uint32_t)L->N, "linear_ln_beta");
+            tern_lib_broadcast_row(k, L->b_t, L->beta);
         }
     }
-    for (uint64_t mt0 = 0; mt0 < MT && !k->failed; mt0 += L.MB) {
-        lin_rows rows = {mt0, min_u64(L.MB, MT - mt0), 0, 0, xs, aT};
+    for (uint64_t mt0 = 0; mt0 < MT && !k->failed; mt0 += L->MB) {
+        lin_rows rows = {mt0, min_u64(L->MB, MT - mt0), 0, 0, xs, aT};
+        if (mt0 > 0)
+            L->wloaded = 0; /* each block of M streams the weights again */
         /* The block's aT tiles live longest: placed first, so the transient tiles do not split SBUF. */
         for (uint64_t i = 0; i < rows.nm; i++) {
-            uint64_t r = min_u64(L.R, L.M - (mt0 + i) * L.R);
-            aT[i] = tern_kernel_sbuf(k, L.wdt, (uint32_t)L.TK, (uint32_t)(L.KT * r), "linear_aT");
+            uint64_t r = min_u64(L->R, L->M - (mt0 + i) * L->R);
+            aT[i] = tern_kernel_sbuf(k, L->wdt, (uint32_t)L->TK, (uint32_t)(L->KT * r), "linear_aT");
         }
         /* Rows of a that take no more bytes than twice w: all the staged rows load first and every row tile
          * is transposed before the first matmul (in the shadow of the weight loads). More: the first rows
          * (no more bytes than the first weight block), that block, the other staged rows; each row tile is
          * transposed just ahead of the first matmuls that need it, so TensorE starts before all rows are in.
          * Then the other weight blocks in flight; the remaining rows load as transposes free their space. */
-        const uint64_t row_bytes = L.R * L.K * tern_dtype_size(L.adt);
-        const uint64_t w0_bytes = L.K * min_u64(L.NB, L.N) * tern_dtype_size(L.wdt);
-        const int lazy = rows.nm * row_bytes > 2 * L.K * L.N * tern_dtype_size(L.wdt);
-        L.lookahead = lazy ? 1 : rows.nm;
-        const int wfirst = weights_first && mt0 == 0;
-        if (wfirst)
-            load_wblock(k, &L, 0, &wb[0]);
-        rows_load_next(k, &L, &rows);
-        while (rows.loaded < min_u64(L.XL, rows.nm) && (!lazy || (rows.loaded + 1) * row_bytes <= w0_bytes))
-            rows_load_next(k, &L, &rows);
-        if (!wfirst)
-            load_wblock(k, &L, 0, &wb[0]);
-        while (rows.loaded < min_u64(L.XL, rows.nm))
-            rows_load_next(k, &L, &rows);
-        for (uint64_t b = 1; b < min_u64(L.D, nblocks); b++)
-            load_wblock(k, &L, b, &wb[b]);
+        const uint64_t row_bytes = L->R * L->K * tern_dtype_size(L->adt);
+        const uint64_t w0_bytes = L->K * min_u64(L->NB, L->N) * tern_dtype_size(L->wdt);
+        const int lazy = rows.nm * row_bytes > 2 * L->K * L->N * tern_dtype_size(L->wdt);
+        L->lookahead = lazy ? 1 : rows.nm;
+        if (weights_first && mt0 == 0)
+            wload_to(k, L, 1);
+        rows_load_next(k, L, &rows);
+        while (rows.loaded < min_u64(L->XL, rows.nm) && (!lazy || (rows.loaded + 1) * row_bytes <= w0_bytes))
+            rows_load_next(k, L, &rows);
+        wload_to(k, L, 1);
+        while (rows.loaded < min_u64(L->XL, rows.nm))
+            rows_load_next(k, L, &rows);
+        wload_to(k, L, min_u64(L->D, nblocks));
         for (uint64_t b = 0; b < nblocks && !k->failed; b++) {
             /* Prefetch: the block D-1 ahead goes where the previous block was (its loads wait for TensorE). */
-            if (b > 0 && b + L.D - 1 < nblocks)
-                load_wblock(k, &L, b + L.D - 1, &wb[b + L.D - 1]);
-            block_tiles(k, &L, &rows, &wb[b]);
-            release_wblock(k, &L, &wb[b]);
+            if (b > 0)
+                wload_to(k, L, min_u64(b + L->D, nblocks));
+            block_tiles(k, L, &rows, &L->wb[b]);
+            release_wblock(k, L, &L->wb[b]);
         }
         for (uint64_t i = 0; i < rows.nm; i++)
             if (!k->failed)
                 tern_kernel_release(k, aT[i]);
     }
-    if (L.ident.region >= 0 && !k->failed)
-        tern_kernel_release(k, L.ident);
-    if (L.ones.region >= 0 && !k->failed)
-        tern_kernel_release(k, L.ones);
+    if (L->ident.region >= 0 && !k->failed)
+        tern_kernel_release(k, L->ident);
+    if (L->ones.region >= 0 && !k->failed)
+        tern_kernel_release(k, L->ones);
     if (!k->failed) {
-        if (L.g_t.region >= 0)
-            tern_kernel_release(k, L.g_t);
-        if (L.b_t.region >= 0)
-            tern_kernel_release(k, L.b_t);
-        if (L.eps_t.region >= 0)
-            tern_kernel_release(k, L.eps_t);
+        if (L->g_t.region >= 0)
+            tern_kernel_release(k, L->g_t);
+        if (L->b_t.region >= 0)
+            tern_kernel_release(k, L->b_t);
+        if (L->eps_t.region >= 0)
+            tern_kernel_release(k, L->eps_t);
     }
 done:
-    free(parts);
     free(aT);
     free(xs);
-    free(wb);
+}
+
+/* Returns 0, having emitted nothing, when the layer norm cannot be fused (see tern_lib_linear_ln); else 1. */
+static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
+                      tern_view residual, const tern_view *gamma, const tern_view *beta, float eps, int weights_first,
+                      tern_view pre)
+{
+    lin_ctx L;
+    if (!lin_setup(k, &L, out, a, w, bias, act, residual, gamma, beta, eps, pre, 0, 0, TERN_DTYPE_FP32))
+        return 1;
+    if (!lin_plan(k, &L, L.ln))
+        return L.ln && !k->failed ? 0 : 1;
+    if (lin_alloc_blocks(k, &L))
+        lin_emit(k, &L, weights_first);
+    lin_free_blocks(&L);
+    return 1;
+}
+
+int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w1, tern_view b1, tern_act_func act1,
+                         tern_view w2, tern_view b2, tern_act_func act2, const tern_linear_ext *x)
+{
+    if (!need_hbm_2d(k, "a", &a) || !need_hbm_2d(k, "w", &w1) || !need_hbm_2d(k, "w2", &w2))
+        return 1;
+    const tern_core_config *c = &k->cfg;
+    const uint64_t M = tern_view_dim(&a, 0), N1 = tern_view_dim(&w1, 1);
+    const tern_dtype mdt = (tern_dtype)w2.ap.dtype;
+    if (!ktensor_dtype(mdt) || tern_view_dim(&w2, 0) != N1) {
+        kfail(k, TERN_ERR_INVALID, "linear pair: w2 is %s [%llu, %llu], must be a TensorE dtype with %llu rows (w1 "
+              "is [%llu, %llu])",
+              tern_dtype_name(mdt), (unsigned long long)tern_view_dim(&w2, 0),
+              (unsigned long long)tern_view_dim(&w2, 1), (unsigned long long)N1,
+              (unsigned long long)tern_view_dim(&w1, 0), (unsigned long long)N1);
+        return 1;
+    }
+    /* one row tile: the middle [M, N1] is one SBUF tile on M partitions */
+    if (M == 0 || M > min_u64(min_u64(c->pe_rows, c->pe_cols), c->partitions))
+        return 0;
+    int ln = x && x->gamma.region >= 0;
+    lin_ctx L1, L2;
+    if (!lin_setup(k, &L1, tern_view_none(), a, w1, b1, act1, tern_view_none(), NULL, NULL, 0.0f, kview_invalid(), 0, 1,
+                   mdt))
+        return 1;
+    memset(&L2, 0, sizeof L2);
+    L2.M = M;
+    L2.K = N1;
+    L2.adt = mdt;
+    if (!lin_setup(k, &L2, out, tern_view_none(), w2, b2, act2, x ? x->residual : tern_view_none(),
+                   ln ? &x->gamma : NULL, ln ? &x->beta : NULL, x ? x->eps : 0.0f, ln ? x->pre_out : kview_invalid(),
+                   1, 0, mdt))
+        return 1;
+    /* The second layer's plan as if alone (its staged rows are the middle tile); the first layer's leaves room
+     * for the middle tile and the second's first weight blocks (loaded during the first layer), or failing that
+     * for the middle tile alone (the second's weights then load after). */
+    if (!lin_plan(k, &L2, 1))
+        return 0;
+    const uint64_t mid = align32(N1 * tern_dtype_size(mdt));
+    int prefetch = 1;
+    L1.reserve = mid + min_u64(L2.D, L2.nblocks) * wblock_bytes(&L2, L2.WC, L2.TN);
+    if (!lin_plan(k, &L1, 1)) {
+        prefetch = 0;
+        lin_setup(k, &L1, tern_view_none(), a, w1, b1, act1, tern_view_none(), NULL, NULL, 0.0f, kview_invalid(), 0, 1,
+                  mdt);
+        L1.reserve = mid;
+        if (!lin_plan(k, &L1, 1))
+            return 0;
+    }
+    if (lin_alloc_blocks(k, &L1) && lin_alloc_blocks(k, &L2)) {
+        tern_view midt = tern_kernel_sbuf(k, mdt, (uint32_t)M, (uint32_t)N1, "linear_pair_mid");
+        L1.out_sb = L2.a_sb = midt;
+        L1.next = prefetch ? &L2 : NULL;
+        lin_emit(k, &L1, 0);
+        lin_emit(k, &L2, 0); /* releases the middle tile once transposed */
+    }
+    lin_free_blocks(&L1);
+    lin_free_blocks(&L2);
     return 1;
 }

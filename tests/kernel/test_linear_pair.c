@@ -1,0 +1,240 @@
+/* tern_lib_linear_pair: two linear layers in one kernel with the middle kept in SBUF must give the bits of
+ * tern_lib_linear into an HBM middle tensor of w2's dtype followed by tern_lib_linear_ext (bias or not on each
+ * layer, every activation path of the first layer's on-chip epilogue: bias in PSUM, the broadcast bias tile under
+ * 16 rows, with and without an activation; the second layer's residual, layer norm, several weight blocks; v2's
+ * identity-matmul transposes and v3's transpose_pe; fp32 and bf16 weights; NaN, infinities and -0 in the input),
+ * with fewer DMA bytes and less predicted time for BERT-base's FFN; more rows than one row tile are declined
+ * (0, nothing emitted); a w2 that does not follow w1 is an error naming both. */
+#include <math.h>
+#include <string.h>
+
+#include "../kernel/kernel_test_util.h"
+#include "tern/kernel_lib.h"
+
+typedef struct {
+    const char *machine;
+    uint64_t M, K, H, N; /* a [M, K] @ w1 [K, H] -> middle [M, H] @ w2 [H, N] */
+    int b1, b2, residual, ln;
+    tern_act_func act1, act2;
+    tern_dtype wdt, odt;
+    int special; /* NaN, +-inf and -0 in a's first row (v3+: v2's identity-matmul transposes multiply the NaN by
+                  * the identity's zeros, which spreads it over the whole tile in either variant) */
+} pair_case;
+
+static void case_name(char *buf, size_t n, const char *what, const pair_case *c)
+{
+    snprintf(buf, n, "%s %s M=%llu K=%llu H=%llu N=%llu b=%d%d res=%d ln=%d act=%d,%d w=%s out=%s%s", what,
+             c->machine, (unsigned long long)c->M, (unsigned long long)c->K, (unsigned long long)c->H,
+             (unsigned long long)c->N, c->b1, c->b2, c->residual, c->ln, (int)c->act1, (int)c->act2,
+             tern_dtype_name(c->wdt), tern_dtype_name(c->odt), c->special ? " special" : "");
+}
+
+/* Builds the pair (pair = 1) or the two separate layers, runs it (timing only when out is NULL) and returns 1 when
+ * it ran; the pair's return value goes to *took. */
+static int run_variant(const pair_case *c, int pair, unsigned char *out, tern_run_stats *stats, int *took)
+{
+    tern_core_config cfg;
+    tern_error err;
+    tern_core *core = NULL;
+    if (out) {
+        core = ktu_core(c->machine, &cfg);
+    } else {
+        if (tern_core_config_load(c->machine, &cfg, &err)) {
+            CHECK_MSG(0, "cannot load %s: %s", c->machine, err.msg);
+            return 0;
+        }
+        tern_core_options o = {0};
+        o.mode = TERN_MODE_TIMING_ONLY;
+        if (tern_core_create(&cfg, &o, &core, &err)) {
+            CHECK_MSG(0, "cannot create core: %s", err.msg);
+            return 0;
+        }
+    }
+    tern_kernel *k = NULL;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, pair ? "pair" : "two", &k, &err), TERN_OK);
+    const uint64_t M = c->M, K = c->K, H = c->H, N = c->N;
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, M, K);
+    tern_view w1 = tern_kernel_input2d(k, "w1", c->wdt, K, H);
+    tern_view w2 = tern_kernel_input2d(k, "w2", c->wdt, H, N);
+    tern_view b1 = c->b1 ? tern_kernel_hbm_tensor(k, "b1", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &H) : tern_view_none();
+    tern_view b2 = c->b2 ? tern_kernel_hbm_tensor(k, "b2", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
+    tern_view r = c->residual ? tern_kernel_input2d(k, "r", TERN_DTYPE_FP32, M, N) : tern_view_none();
+    tern_view g = c->ln ? tern_kernel_hbm_tensor(k, "g", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
+    tern_view be = c->ln ? tern_kernel_hbm_tensor(k, "be", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
+    tern_view y = tern_kernel_output2d(k, "y", c->odt, M, N);
+    tern_linear_ext x = {r, g, be, 1e-5f, 0, tern_view_none()};
+    if (pair) {
+        *took = tern_lib_linear_pair(k, y, a, w1, b1, c->act1, w2, b2, c->act2, &x);
+    } else {
+        tern_view mid = tern_kernel_hbm_tensor(k, "mid", TERN_KIO_SCRATCH, c->wdt, 2, (uint64_t[]){M, H});
+        tern_lib_linear(k, mid, a, w1, b1, c->act1);
+        CHECK_MSG(tern_lib_linear_ext(k, y, mid, w2, b2, c->act2, &x) == 1, "the second layer declined its norm");
+    }
+    tern_status st = tern_kernel_status(k, &err);
+    CHECK_MSG(st == TERN_OK, "build failed: %s", err.msg);
+    int ran = 0;
+    if (!st && (!pair || *took)) {
+        if (out) {
+            float *v = malloc(sizeof(float) * (M * K + K * H + H * N + H + 3 * N + M * N));
+            float *xa = v, *xw1 = xa + M * K, *xw2 = xw1 + K * H, *xb1 = xw2 + H * N, *xb2 = xb1 + H, *xg = xb2 + N,
+                  *xe = xg + N, *xr = xe + N;
+            ktu_fill(xa, M * K, TERN_DTYPE_FP32, 1);
+            for (size_t i = 0; i < M * K; i++)
+                xa[i] *= 3.0f; /* both signs and large arguments for the activations */
+            if (c->special && K >= 4) {
+                const float sv[4] = {NAN, INFINITY, -INFINITY, -0.0f};
+                memcpy(xa, sv, sizeof sv);
+            }
+            ktu_fill(xw1, K * H, c->wdt, 2);
+            ktu_fill(xw2, H * N, c->wdt, 3);
+            ktu_fill(xb1, H, TERN_DTYPE_FP32, 4);
+            ktu_fill(xb2, N, TERN_DTYPE_FP32, 5);
+            ktu_fill(xg, N, TERN_DTYPE_FP32, 6);
+            ktu_fill(xe, N, TERN_DTYPE_FP32, 7);
+            ktu_fill(xr, M * N, TERN_DTYPE_FP32, 8);
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "a", xa, M * K, &err), TERN_OK);
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "w1", xw1, K * H, &err), TERN_OK);
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "w2", xw2, H * N, &err), TERN_OK);
+            if (c->b1)
+                CHECK_EQ_INT(tern_kernel_write_f32(k, core, "b1", xb1, H, &err), TERN_OK);
+            if (c->b2)
+                CHECK_EQ_INT(tern_kernel_write_f32(k, core, "b2", xb2, N, &err), TERN_OK);
+            if (c->ln) {
+                CHECK_EQ_INT(tern_kernel_write_f32(k, core, "g", xg, N, &err), TERN_OK);
+                CHECK_EQ_INT(tern_kernel_write_f32(k, core, "be", xe, N, &err), TERN_OK);
+            }
+            if (c->residual)
+                CHECK_EQ_INT(tern_kernel_write_f32(k, core, "r", xr, M * N, &err), TERN_OK);
+            free(v);
+        }
+        st = tern_kernel_run(k, core, stats, &err);
+        CHECK_MSG(st == TERN_OK, "run failed: %s", err.msg);
+        if (!st && out)
+            CHECK_EQ_INT(tern_kernel_read(k, core, "y", out, M * N * tern_dtype_size(c->odt), &err), TERN_OK);
+        ran = !st;
+    }
+    tern_kernel_free(k);
+    tern_core_free(core);
+    return ran;
+}
+
+static void same_bits(const pair_case *c)
+{
+    char name[240];
+    case_name(name, sizeof name, "linear pair == two layers through HBM", c);
+    TEST_BEGIN(name);
+    size_t n = c->M * c->N, es = tern_dtype_size(c->odt);
+    unsigned char *o1 = malloc(n * es), *o2 = malloc(n * es);
+    int took = 0;
+    if (run_variant(c, 1, o1, NULL, &took) && run_variant(c, 0, o2, NULL, &took)) {
+        size_t diff = 0, first = n, nans = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (memcmp(o1 + i * es, o2 + i * es, es)) {
+                if (!diff)
+                    first = i;
+                diff++;
+            }
+            if (es == 4) {
+                float f;
+                memcpy(&f, o1 + i * 4, 4);
+                nans += f != f;
+            }
+        }
+        CHECK_MSG(diff == 0, "%zu of %zu elements differ (first at row %zu, column %zu)", diff, n, first / c->N,
+                  first % c->N);
+        if (c->special && es == 4) /* the NaN in a's first row reaches the output's first row, and only it */
+            CHECK_MSG(nans >= c->N && (c->M == 1 || nans < n), "%zu NaN outputs of %zu", nans, n);
+    }
+    CHECK_MSG(took == 1, "the pair declined");
+    free(o1);
+    free(o2);
+}
+
+static void cheaper(const pair_case *c)
+{
+    char name[240];
+    case_name(name, sizeof name, "linear pair vs two layers, cost", c);
+    TEST_BEGIN(name);
+    tern_run_stats p, t;
+    memset(&p, 0, sizeof p);
+    memset(&t, 0, sizeof t);
+    int took = 0;
+    if (run_variant(c, 1, NULL, &p, &took) && run_variant(c, 0, NULL, &t, &took)) {
+        printf("%s: pair %.2f us, %.3f MB DMA; two layers %.2f us, %.3f MB DMA\n", name, p.time_ps * 1e-6,
+               p.dma_bytes * 1e-6, t.time_ps * 1e-6, t.dma_bytes * 1e-6);
+        /* the middle is neither stored nor loaded: exactly its bytes twice fewer */
+        CHECK_EQ_INT((long long)(t.dma_bytes - p.dma_bytes), (long long)(2 * c->M * c->H * tern_dtype_size(c->wdt)));
+        CHECK_MSG(p.time_ps > 0 && p.time_ps < t.time_ps, "time: pair %lld ps, two layers %lld ps",
+                  (long long)p.time_ps, (long long)t.time_ps);
+    }
+}
+
+/* More rows than one row tile: declined, nothing emitted, no error. */
+static void declined(void)
+{
+    TEST_BEGIN("linear pair: 129 rows are declined, nothing emitted");
+    tern_core_config cfg;
+    tern_error err;
+    CHECK_EQ_INT(tern_core_config_load("neuroncore-v2", &cfg, &err), TERN_OK);
+    tern_kernel *k = NULL;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "pair", &k, &err), TERN_OK);
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 129, 64);
+    tern_view w1 = tern_kernel_input2d(k, "w1", TERN_DTYPE_BF16, 64, 100);
+    tern_view w2 = tern_kernel_input2d(k, "w2", TERN_DTYPE_BF16, 100, 30);
+    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 129, 30);
+    CHECK_EQ_INT(tern_lib_linear_pair(k, y, a, w1, tern_view_none(), TERN_ACT_RELU, w2, tern_view_none(),
+                                      TERN_ACT_COPY, NULL),
+                 0);
+    CHECK_EQ_INT(tern_kernel_status(k, &err), TERN_OK);
+    CHECK_EQ_INT(tern_program_instr_count(tern_kernel_program(k)), 0);
+    tern_kernel_free(k);
+}
+
+static void bad_w2(void)
+{
+    TEST_BEGIN("linear pair error: w2's rows do not match w1's columns");
+    tern_core_config cfg;
+    tern_error err;
+    CHECK_EQ_INT(tern_core_config_load("neuroncore-v2", &cfg, &err), TERN_OK);
+    tern_kernel *k = NULL;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "errk", &k, &err), TERN_OK);
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 8, 64);
+    tern_view w1 = tern_kernel_input2d(k, "w1", TERN_DTYPE_BF16, 64, 100);
+    tern_view w2 = tern_kernel_input2d(k, "w2", TERN_DTYPE_BF16, 99, 30);
+    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 8, 30);
+    CHECK_EQ_INT(tern_lib_linear_pair(k, y, a, w1, tern_view_none(), TERN_ACT_RELU, w2, tern_view_none(),
+                                      TERN_ACT_COPY, NULL),
+                 1);
+    CHECK(tern_kernel_status(k, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "kernel errk: linear pair: w2 is bf16 [99, 30]");
+    CHECK_STR_CONTAINS(err.msg, "w1 is [64, 100]");
+    tern_kernel_free(k);
+}
+
+int main(void)
+{
+    const tern_dtype F = TERN_DTYPE_FP32, B = TERN_DTYPE_BF16;
+    const tern_act_func C = TERN_ACT_COPY, G = TERN_ACT_GELU, GT = TERN_ACT_GELU_TANH, R = TERN_ACT_RELU;
+    const pair_case cases[] = {
+        /* BERT-base's FFN: bias in PSUM, GELU on chip; residual and layer norm on the second layer */
+        {"neuroncore-v2", 128, 768, 3072, 768, 1, 1, 1, 1, G, C, B, F, 0},
+        {"neuroncore-v3", 128, 768, 3072, 768, 1, 1, 1, 1, G, C, B, F, 1},
+        {"neuroncore-v2", 77, 200, 700, 300, 1, 0, 0, 0, R, C, B, F, 0},
+        /* under 16 rows the first bias is a broadcast tile: added by VectorE, then the activation (or not) */
+        {"neuroncore-v2", 8, 64, 130, 40, 1, 1, 0, 0, GT, R, B, F, 0},
+        {"neuroncore-v2", 8, 64, 130, 40, 1, 0, 0, 0, C, G, B, F, 0},
+        /* no bias, no activation (VectorE's copy out of PSUM); a second layer of several weight blocks */
+        {"neuroncore-v2", 100, 130, 1100, 2100, 0, 1, 1, 0, C, G, B, F, 0},
+        {"neuroncore-v3", 50, 300, 513, 200, 1, 1, 0, 0, G, C, B, B, 1},
+        {"neuroncore-v3", 8, 64, 130, 40, 1, 1, 0, 0, R, C, B, F, 1},
+        {"neuroncore-v2", 64, 100, 300, 90, 1, 1, 0, 0, R, C, F, F, 0}, /* fp32 weights: an fp32 middle */
+        {"neuroncore-v4", 1, 96, 160, 50, 1, 1, 0, 0, GT, C, B, F, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        same_bits(&cases[i]);
+    cheaper(&cases[0]);
+    cheaper(&cases[1]);
+    declined();
+    bad_w2();
+    return check_report();
+}
