@@ -494,8 +494,8 @@ static int pair_next(compile_ctx *c, const lin_args *la)
 {
     const tern_graph *g = c->g;
     const tern_graph_node *self = cc_node(c);
-    int yid = self->outputs[0], nn = tern_graph_node_count(g), reader = -1;
-    if (la->ln || la->res || la->z || la->K > LINEAR_MAX_K || c->v[yid].last_use == INT32_MAX)
+    int yid = self->n_outputs > 0 ? self->outputs[0] : -1, nn = tern_graph_node_count(g), reader = -1;
+    if (c->o->no_linear_pairs || yid < 0 || la->ln || la->res || la->z || la->K > LINEAR_MAX_K || c->v[yid].last_use == INT32_MAX)
         return -1;
     for (int j = c->node + 1; j < nn; j++) {
         const tern_graph_node *n = tern_graph_node_at(g, j);

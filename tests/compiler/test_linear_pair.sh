@@ -2,7 +2,7 @@
 # Two linear layers with constant weights where the second is the only reader of the first's output (a
 # transformer's FFN) are one kernel with the middle kept on chip (lower_linear.c pair_next, tern_lib_linear_pair).
 # Against the same graphs with the middle also a graph output (a second reader: the layers then run as two
-# kernels through HBM):
+# kernels through HBM), and against the same graph compiled with --no-linear-pairs:
 #  - the shared output byte for byte (a ReLU MLP; BERT's FFN: erf-form GELU, residual, layer norm);
 #  - the HBM bytes of --profile lower by the middle's store and load (fp32 in the two-layer graph, where it is an
 #    output; pairing disabled, the pair graph's middle would still cost half of that in bf16);
@@ -58,10 +58,11 @@ open(f"{d}/relu.save", "w").write(str(2 * 100 * 700 * 4))
 open(f"{d}/ffn.save", "w").write(str(2 * 128 * 1024 * 4))
 PY
 
-run() { # run NAME INPUT: tern run --profile, outputs to $tmp/NAME, the HBM bytes and predicted ps in $tmp/NAME.bytes
+run() { # run NAME INPUT [GRAPH] [OPTION]: tern run --profile of GRAPH (default NAME), outputs to $tmp/NAME, the HBM
+    # bytes in $tmp/NAME.bytes, the report in $tmp/NAME.out
     local name=$1
     mkdir -p "$tmp/$name"
-    expect 0 "$TERN" run "$tmp/$name.onnx" --machine trn1 --profile --input x="$2" --output-dir "$tmp/$name"
+    expect 0 "$TERN" run "$tmp/${3:-$name}.onnx" --machine trn1 --profile --input x="$2" --output-dir "$tmp/$name" ${4:-}
     awk '/MBU/ { for (i = 1; i < NF; i++) if ($i == "(HBM") { v = $(i + 1); u = $(i + 2) } }
          END { m = u == "GB" ? 1e9 : u == "MB" ? 1e6 : u == "kB" ? 1e3 : 1; printf "%.0f\n", v * m }' \
         "$tmp/out" > "$tmp/$name.bytes"
@@ -70,6 +71,12 @@ run() { # run NAME INPUT: tern run --profile, outputs to $tmp/NAME, the HBM byte
 for t in relu ffn; do
     run ${t}_pair "$tmp/${t}_x.npy"
     run ${t}_two "$tmp/${t}_x.npy"
+    run ${t}_nopair "$tmp/${t}_x.npy" ${t}_pair --no-linear-pairs
+    if [ -s "$tmp/${t}_pair/y.npy" ] && cmp -s "$tmp/${t}_pair/y.npy" "$tmp/${t}_nopair/y.npy"; then ok; else
+        bad "$t: the pair's output differs from --no-linear-pairs'"; fi
+    p=$(cat "$tmp/${t}_pair.bytes") s=$(cat "$tmp/${t}_nopair.bytes") want=$(($(cat "$tmp/$t.save") / 2))
+    if awk -v p="$p" -v s="$s" -v w="$want" 'BEGIN { exit !(p > 0 && s - p >= w - 0.01 * s) }'; then ok; else
+        bad "$t: HBM bytes $p as a pair vs $s with --no-linear-pairs: not the middle's $want bf16 bytes saved"; fi
     if [ -s "$tmp/${t}_pair/y.npy" ] && cmp -s "$tmp/${t}_pair/y.npy" "$tmp/${t}_two/y.npy"; then ok; else
         bad "$t: the pair's output differs from the two layers'"; fi
     p=$(cat "$tmp/${t}_pair.bytes") s=$(cat "$tmp/${t}_two.bytes") want=$(cat "$tmp/$t.save")

@@ -66,6 +66,10 @@ for m in gpt2_tiny:input_ids bert_tiny:input_ids; do
        "$tern" run "$data/$name.onnx" --machine $mach --input "$in=$data/$name.in.npy" --output-dir "$tmp/r2" \
          --no-fuse-layernorm > /dev/null && cmp -s "$tmp/r1/output.npy" "$tmp/r2/output.npy"; then
       pass=$((pass+1)); else echo "NOT OK: $name on $mach: the layer-norm fusion changed the outputs"; fail=$((fail+1)); fi
+    # the FFN's two layers as one kernel with the middle on chip (tern_lib_linear_pair): the same bits
+    if "$tern" run "$data/$name.onnx" --machine $mach --input "$in=$data/$name.in.npy" --output-dir "$tmp/r2" \
+         --no-linear-pairs > /dev/null && cmp -s "$tmp/r1/output.npy" "$tmp/r2/output.npy"; then
+      pass=$((pass+1)); else echo "NOT OK: $name on $mach: the linear pairs changed the outputs"; fail=$((fail+1)); fi
   done
 done
 out=$("$tern" compile "$data/bert_tiny.onnx" -o "$tmp/b.tern" 2>/dev/null)
