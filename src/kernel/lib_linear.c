@@ -74,6 +74,8 @@ typedef struct lin_ctx {
     uint64_t TPR;     /* output tiles per row */
     /* the pair (tern_lib_linear_pair): the first layer's output and the second's input, one SBUF tile [M, N1] */
     tern_view out_sb, a_sb;
+    tern_view *keep_rows;   /* the pair's first layer: its staged rows of a stay on chip here (not released) */
+    tern_view res_sb;       /* the pair's second layer: its residual is those rows (a view of them, not loaded) */
     uint64_t reserve;       /* SBUF bytes per partition the plan leaves to others (the pair's second layer) */
     struct lin_ctx *next;   /* the pair's second layer: its first weight blocks load after this layer's last */
     struct lin_wblock *wb;  /* the weight blocks (nblocks), wloaded of them loaded (or in flight) */
@@ -191,7 +193,8 @@ static void transpose_rows(tern_kernel *k, const lin_ctx *L, tern_view x, tern_v
     if (L->cast_first) {
         src = tern_kernel_sbuf(k, L->wdt, (uint32_t)r, (uint32_t)L->K, "linear_a_cast");
         tern_lib_copy_scalar(k, src, x); /* on v2 only -0 changes (to +0), as v2's transpose does */
-        tern_kernel_release(k, x);
+        if (!L->keep_rows)
+            tern_kernel_release(k, x);
     }
     for (uint64_t g0 = 0; g0 < L->KT && !k->failed;) {
         /* A group: up to G full chunks, or the ragged last chunk alone (one copy needs equal partitions). */
@@ -207,7 +210,10 @@ static void transpose_rows(tern_kernel *k, const lin_ctx *L, tern_view x, tern_v
         tern_kernel_release(k, ps);
         g0 = g1;
     }
-    tern_kernel_release(k, src);
+    if (L->keep_rows)
+        *L->keep_rows = x; /* the rows of a, in a's dtype: the second layer's residual */
+    if (!L->keep_rows || src.region != x.region)
+        tern_kernel_release(k, src);
 }
 
 /* The row tiles of one block of M: staged rows of a (xs) and their transposes (aT), built lazily. */
@@ -280,7 +286,8 @@ static tern_view epilogue(tern_kernel *k, const lin_ctx *L, tern_view ps, uint64
     if (res.region >= 0) {
         int plain = !bias_tile && L->act == TERN_ACT_COPY; /* o = ps + res, the copy folded in */
         tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, o, plain ? ps : o, res, TERN_ALU_ADD);
-        tern_kernel_release(k, res);
+        if (res.region != L->res_sb.region) /* a view of the kept rows stays for the other tiles */
+            tern_kernel_release(k, res);
     }
     tern_kernel_release(k, ps);
     if (L->ln)
@@ -356,7 +363,9 @@ static void block_tiles(tern_kernel *k, const lin_ctx *L, lin_rows *rows, const 
                 if (p == 0) {
                     ps[t] = tern_kernel_psum(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_psum");
                     rs[t] = kview_invalid();
-                    if (L->res.region >= 0) { /* in flight while the group accumulates */
+                    if (L->res_sb.region >= 0) { /* on chip already (the pair's first layer's rows) */
+                        rs[t] = tern_view_block(k, L->res_sb, r0, r0 + r, wb->n0 + c0, wb->n0 + c0 + cw);
+                    } else if (L->res.region >= 0) { /* in flight while the group accumulates */
                         rs[t] = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_residual");
                         tern_kernel_load(k, rs[t],
                                          tern_view_block(k, L->res, r0, r0 + r, wb->n0 + c0, wb->n0 + c0 + cw));
@@ -551,7 +560,7 @@ static int lin_setup(tern_kernel *k, lin_ctx *L, tern_view out, tern_view a, ter
         return 0;
     }
     memset(L, 0, sizeof *L);
-    L->pre = L->out_sb = L->a_sb = kview_invalid();
+    L->pre = L->out_sb = L->a_sb = L->res_sb = kview_invalid();
     L->res = residual;
     L->out = out;
     L->a = a;
@@ -846,6 +855,12 @@ int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w
                    ln ? &x->gamma : NULL, ln ? &x->beta : NULL, x ? x->eps : 0.0f, ln ? x->pre_out : kview_invalid(),
                    1, 0, mdt))
         return 1;
+    /* A residual that is the first layer's input (a post-LN FFN: BERT's) is read from the first layer's rows of
+     * a, kept on chip, instead of loaded again (the same values: the load would only widen them to fp32). */
+    tern_view kept = kview_invalid();
+    const int keep = x && x->residual.region == a.region && !memcmp(&x->residual.ap, &a.ap, sizeof a.ap);
+    if (keep)
+        L2.reserve = align32(L1.K * tern_dtype_size(L1.adt));
     /* The second layer's plan as if alone (its staged rows are the middle tile); the first layer's leaves room
      * for the middle tile and the second's first weight blocks (loaded during the first layer), or failing that
      * for the middle tile alone (the second's weights then load after). */
@@ -866,8 +881,12 @@ int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w
         tern_view midt = tern_kernel_sbuf(k, mdt, (uint32_t)M, (uint32_t)N1, "linear_pair_mid");
         L1.out_sb = L2.a_sb = midt;
         L1.next = prefetch ? &L2 : NULL;
+        L1.keep_rows = keep ? &kept : NULL;
         lin_emit(k, &L1, 0);
+        L2.res_sb = kept;
         lin_emit(k, &L2, 0); /* releases the middle tile once transposed */
+        if (kept.region >= 0 && !k->failed)
+            tern_kernel_release(k, kept);
     }
     lin_free_blocks(&L1);
     lin_free_blocks(&L2);
