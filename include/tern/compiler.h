@@ -49,9 +49,11 @@ typedef struct {
     int no_elementwise_fusion; /* lower every elementwise node on its own (else chains of elementwise nodes of one
                                shape run as one pass over SBUF tiles, and a Relu or residual Add after a convolution
                                rides on its GEMM, the same bits; docs/compiler.md, docs/compiler-cnn.md) */
-    int no_linear_pairs;    /* run every linear layer as its own kernel (else a layer whose only reader is another
-                               linear layer with a constant weight, a transformer's FFN, runs with it as one kernel,
-                               the middle kept on chip: tern_lib_linear_pair, the same bits) */
+    int no_keep_on_chip;    /* every kernel's output goes through HBM (else a linear layer whose only reader is
+                               another linear layer with a constant weight, a transformer's FFN, runs with it as one
+                               kernel, the middle kept on chip: tern_lib_linear_pair; and an attention whose only
+                               reader is the next node, such a layer, hands it its output rows in SBUF:
+                               tern_lib_linear_rows; the same bits either way) */
     void (*progress)(void *ctx, int done, int total); /* optional, called per lowered node */
     void *progress_ctx;
     /* Symbolic input dims are bound by name (dims) and from the shapes of the data given for inputs

@@ -141,6 +141,13 @@ int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w,
  * as tern_lib_linear into an HBM [M, N1] tensor of w2's dtype followed by tern_lib_linear_ext (RNE rounding: the
  * cast is the epilogue instruction's instead of the store's). Returns 0, having emitted nothing, when M exceeds
  * one row tile (the PE array's side) or SBUF cannot hold both layers' tiles; errors as tern_lib_linear's. */
+/* tern_lib_linear_ext with the rows of a already on chip: rows is an SBUF tile [M, K] (M at most one row tile,
+ * the PE array's side; any float dtype), made by the kernel before (an attention's merged output), which this one
+ * transposes in place and releases. The same bits as storing rows to HBM and running tern_lib_linear_ext on them.
+ * Returns 0, having emitted nothing (rows kept), when the layer norm cannot be fused (tern_lib_linear_ln's rule);
+ * else 1 (errors recorded as tern_lib_linear's; a rows tile not in SBUF or with too many partitions is one). */
+int tern_lib_linear_rows(tern_kernel *k, tern_view out, tern_view rows, tern_view w, tern_view bias, tern_act_func act,
+                         const tern_linear_ext *x);
 int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w1, tern_view b1, tern_act_func act1,
                          tern_view w2, tern_view b2, tern_act_func act2, const tern_linear_ext *x);
 

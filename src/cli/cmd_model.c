@@ -65,7 +65,7 @@ typedef struct {
     unsigned cores;
     int64_t dim;
     int no_attention_fusion, no_attention_layouts, no_residual_fusion, no_layernorm_fusion, no_ew_fusion;
-    int no_linear_pairs;
+    int no_keep_on_chip;
     int explain;                /* tern compile --explain */
     tern_dim_binding named[32]; /* --dim NAME=VALUE */
     size_t num_named;
@@ -122,7 +122,7 @@ static int compile_model(const compile_args *a, tern_exe *x, tern_compile_report
     o.no_residual_fusion = a->no_residual_fusion;
     o.no_layernorm_fusion = a->no_layernorm_fusion;
     o.no_elementwise_fusion = a->no_ew_fusion;
-    o.no_linear_pairs = a->no_linear_pairs;
+    o.no_keep_on_chip = a->no_keep_on_chip;
     int line_open = 0;
     o.progress = progress;
     o.progress_ctx = &line_open;
@@ -155,7 +155,7 @@ static void compile_usage(FILE *f)
 {
     fprintf(f, "usage: tern compile MODEL.onnx -o MODEL.tern [--machine NAME] [--dtype bf16|fp32|fp8] [--cores N]\n"
                "                    [--dim N] [--dim NAME=VALUE ...] [--no-fuse-attention] [--no-attention-layouts]\n"
-               "                    [--no-fuse-residual] [--no-fuse-layernorm] [--no-fuse-elementwise] [--no-linear-pairs]\n"
+               "                    [--no-fuse-residual] [--no-fuse-layernorm] [--no-fuse-elementwise] [--no-keep-on-chip]\n"
                "                    [--explain]\n"
                "  --machine  target (trn1, trn2, trn3 or any catalogue name or JSON path; default trn1)\n"
                "  --dtype    matmul precision: bf16 with fp32 accumulation (default), fp32, fp8 (e4m3)\n"
@@ -168,8 +168,9 @@ static void compile_usage(FILE *f)
                "  --no-fuse-layernorm  keep a LayerNormalization after a linear layer as its own node (for comparisons)\n"
                "  --no-fuse-elementwise  lower every elementwise node on its own, not chains as one pass nor a Relu\n"
                "             or residual Add in its convolution's GEMM (the same bits; for comparisons)\n"
-               "  --no-linear-pairs  run every linear layer as its own kernel, not an FFN's two layers as one with the\n"
-               "             middle kept on chip (the same bits; for comparisons)\n"
+               "  --no-keep-on-chip  every kernel's output through HBM: an FFN's two layers as two kernels, not one with\n"
+               "             the middle on chip, and an attention's output stored and loaded by its projection\n"
+               "             (the same bits; for comparisons)\n"
                "  --explain  print, per node of the optimised graph, the lowering rule that fired (and the rules\n"
                "             passed over, with why), or why none applied\n");
 }
@@ -190,8 +191,8 @@ static int parse_common(const char *cmd, int argc, char **argv, int i, compile_a
         a->no_layernorm_fusion = 1;
     else if (!strcmp(o, "--no-fuse-elementwise"))
         a->no_ew_fusion = 1;
-    else if (!strcmp(o, "--no-linear-pairs"))
-        a->no_linear_pairs = 1;
+    else if (!strcmp(o, "--no-keep-on-chip"))
+        a->no_keep_on_chip = 1;
     else if (strcmp(o, "--machine") && strcmp(o, "--dtype") && strcmp(o, "--cores") && strcmp(o, "--dim"))
         return 0;
     else if (!(v = tern_arg_value(cmd, argc, argv, &j, !strcmp(o, "--machine") ? "a machine name or JSON path"
@@ -340,7 +341,7 @@ static void run_usage(FILE *f)
     fprintf(f, "usage: tern run MODEL.tern|MODEL.onnx [--machine NAME] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
                "                [--profile] [--trace FILE.json] [--svg FILE.svg] [--timing-only] [--seed N]\n"
                "                [--dtype ...] [--cores N] [--dim N|NAME=VALUE] [--no-fuse-attention] [--no-attention-layouts]\n"
-               "                [--no-fuse-residual] [--no-fuse-layernorm] [--no-fuse-elementwise] [--no-linear-pairs]\n"
+               "                [--no-fuse-residual] [--no-fuse-layernorm] [--no-fuse-elementwise] [--no-keep-on-chip]\n"
                "                (the last nine when compiling an ONNX model)\n"
                "                [--force-machine]  (run on a machine whose code fingerprint differs from the executable's)\n"
                "An ONNX model's symbolic dimensions are bound from the given inputs' shapes (and --dim).\n"

@@ -562,6 +562,16 @@ void tern_compile_report_free(tern_compile_report *rep)
     rep->num_rules = 0;
 }
 
+void cc_kept_flush(compile_ctx *c)
+{
+    if (c->kept_id < 0)
+        return;
+    /* the attention's own store (from ScalarE's queue, as it would have made it) */
+    tern_kernel_dma_copy_on(c->k, TERN_ENGINE_SCALAR, c->kept_hbm, c->kept_rows, -1);
+    tern_kernel_release(c->k, c->kept_rows);
+    c->kept_id = -1;
+}
+
 static tern_status build_core(compile_ctx *c, const tern_graph *gview)
 {
     (void)gview;
@@ -572,6 +582,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
     if (!c->v)
         return tern_error_set(c->err, TERN_ERR_NOMEM, "compile: out of memory");
     c->node = -1;
+    c->kept_id = -1;
     /* Last use of every value (storage owners are resolved when aliases are made). */
     for (int id = 0; id < c->nv; id++) {
         c->v[id].last_use = -1;
@@ -628,6 +639,8 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
         c->node = i;
         const tern_graph_node *n = tern_graph_node_at(g, i);
         tern_compile_node_rule *row = NULL;
+        if (c->kept_id >= 0 && c->kept_reader != i)
+            cc_kept_flush(c);
         if (c->o->explain && !(row = explain_row(c, i, n)))
             return cc_fail(c, TERN_ERR_NOMEM, "out of memory for the --explain rows");
         for (int k = 0; k < n->n_inputs && !cc_fuse_member(c, i) && !cc_msum_member(c, i) && !cc_conv_epi_member(c, i);
@@ -767,6 +780,7 @@ static tern_status build_core(compile_ctx *c, const tern_graph *gview)
             c->o->progress(c->o->progress_ctx, i + 1, nn);
     }
     c->node = -1;
+    cc_kept_flush(c);
     if (c->at_held) { /* a shared linear-layer transpose whose last reader was lowered another way */
         tern_kernel_release(c->k, c->at_view);
         c->at_held = 0;

@@ -89,6 +89,7 @@ typedef struct {
     int64_t mstride[CC_MAX_RANK]; /* mask element strides over the scores' dims (0 where it broadcasts) */
     uint64_t G;          /* heads per group (grouped mode, see att_group); 0: per-head loads */
     att_group grp[ATT_GSLOTS]; /* slot g % ATT_GSLOTS (see ATT_GSLOTS) */
+    int reader;          /* the next node, a linear layer that takes the merged output rows in SBUF (keep_reader) */
 } att;
 
 static uint64_t opnd_base(const att *a, const att_opnd *x, uint64_t bh)
@@ -152,8 +153,17 @@ static void group_finish(att *a, uint64_t g)
 {
     att_group *gr = &a->grp[g % ATT_GSLOTS];
     tern_kernel *k = a->k;
-    tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, opnd_rows(a, &a->o, g * a->G, 0, a->Sq, a->G * a->Dv), gr->o, -1);
-    tern_kernel_release(k, gr->o);
+    tern_view rows = opnd_rows(a, &a->o, g * a->G, 0, a->Sq, a->G * a->Dv);
+    if (a->reader >= 0) { /* handed to the next node in SBUF (stored by cc_kept_flush if it does not take them) */
+        compile_ctx *c = a->c;
+        c->kept_id = cc_node(c)->outputs[0];
+        c->kept_reader = a->reader;
+        c->kept_rows = gr->o;
+        c->kept_hbm = rows;
+    } else {
+        tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, rows, gr->o, -1);
+        tern_kernel_release(k, gr->o);
+    }
     tern_kernel_release(k, gr->v);
     tern_kernel_release(k, gr->k);
     tern_kernel_release(k, gr->q);
@@ -462,6 +472,31 @@ static void tile_output(att *a, const att_head *h, att_tile *t)
     tern_kernel_release(k, o);
 }
 
+/* The node that takes the merged output rows of a single group in SBUF instead of from HBM, or -1: the next node
+ * in order, the output's only reader, a linear layer with a constant 2-D weight taking it as its input (lower_linear.c
+ * runs tern_lib_linear_rows on them), when the rows are the whole output [Sq, H x Dv], row after row. */
+static int keep_reader(const att *a)
+{
+    compile_ctx *c = a->c;
+    const tern_graph *g = c->g;
+    const tern_graph_node *self = cc_node(c);
+    int yid = self->n_outputs > 0 ? self->outputs[0] : -1, j = c->node + 1;
+    if (c->o->no_keep_on_chip || yid < 0 || !a->G || a->bdims[0] != 1 || a->o.off != 0 ||
+        a->o.sS != (int64_t)(a->G * a->Dv) || a->Y->numel != a->Sq * a->G * a->Dv || c->v[yid].last_use != j ||
+        j >= tern_graph_node_count(g) || cc_fuse_member(c, j) || cc_msum_member(c, j) || cc_conv_epi_member(c, j))
+        return -1;
+    for (int i = 0; i < tern_graph_node_count(g); i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == yid && (i != j || k != 0))
+                return -1; /* another reader, or another operand */
+    }
+    const tern_graph_node *n = tern_graph_node_at(g, j);
+    if (!cc_node_is_linear(g, j) || n->n_inputs < 2 || n->inputs[0] != yid)
+        return -1;
+    return j;
+}
+
 int cc_lower_attention(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
@@ -609,6 +644,7 @@ int cc_lower_attention(compile_ctx *c)
         a.vv.bstride[1] == (int64_t)a.Dv && a.o.bstride[1] == (int64_t)a.Dv &&
         (uint64_t)a.bdims[1] * (a.D + a.Dv) * 4 <= 16384)
         a.G = (uint64_t)a.bdims[1];
+    a.reader = keep_reader(&a);
     a.pe_mode = c->cfg.generation >= 3;
     a.pdt = a.pe_mode ? a.mdt : TERN_DTYPE_FP32;
     tern_kernel *k = c->k;

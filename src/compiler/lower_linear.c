@@ -495,7 +495,7 @@ static int pair_next(compile_ctx *c, const lin_args *la)
     const tern_graph *g = c->g;
     const tern_graph_node *self = cc_node(c);
     int yid = self->n_outputs > 0 ? self->outputs[0] : -1, nn = tern_graph_node_count(g), reader = -1;
-    if (c->o->no_linear_pairs || yid < 0 || la->ln || la->res || la->z || la->K > LINEAR_MAX_K || c->v[yid].last_use == INT32_MAX)
+    if (c->o->no_keep_on_chip || yid < 0 || la->ln || la->res || la->z || la->K > LINEAR_MAX_K || c->v[yid].last_use == INT32_MAX)
         return -1;
     for (int j = c->node + 1; j < nn; j++) {
         const tern_graph_node *n = tern_graph_node_at(g, j);
@@ -559,6 +559,21 @@ static int lower_matmul(compile_ctx *c)
         int ln = la.ln;
         tern_view yv = cc_view2d(c, y, 0, M, N, N), rv = lx.residual, gv = lx.gamma, btv = lx.beta;
         float eps = lx.eps;
+        /* the input's rows kept in SBUF by the attention before (its merged output): transposed from there */
+        if (c->kept_id >= 0 && c->kept_id == cc_in_id(c, 0)) {
+            int took = K <= LINEAR_MAX_K && tern_lib_linear_rows(c->k, outv, c->kept_rows, w, bv, act, &lx);
+            if (took) {
+                c->kept_id = -1; /* the kernel released them */
+                y->stored_off_sync = ln;
+                if (z)
+                    z->stored_off_sync = 1;
+                if (la.bias_tmp.flat.region >= 0)
+                    tern_kernel_release(c->k, la.bias_tmp.flat);
+                c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+                return 1;
+            }
+            cc_kept_flush(c); /* declined (its layer norm): the rows go to HBM as the attention would have stored them */
+        }
         /* the next layer with the middle on chip (the FFN's two layers), when it is this layer's only reader */
         int self = c->node, j = pair_next(c, &la);
         if (j >= 0) {

@@ -823,6 +823,40 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
     return 1;
 }
 
+int tern_lib_linear_rows(tern_kernel *k, tern_view out, tern_view rows, tern_view w, tern_view bias, tern_act_func act,
+                         const tern_linear_ext *x)
+{
+    if (!kview_ok(k, &rows, "linear rows"))
+        return 1;
+    const tern_core_config *c = &k->cfg;
+    const uint64_t T = min_u64(min_u64(c->pe_rows, c->pe_cols), c->partitions);
+    if (rows.ap.mem != TERN_MEM_SBUF || tern_view_rank(&rows) != 2 || rows.ap.num_partitions == 0 ||
+        rows.ap.num_partitions > T || !tern_dtype_is_float((tern_dtype)rows.ap.dtype)) {
+        kfail(k, TERN_ERR_INVALID, "linear: rows must be a float 2-D SBUF tile of at most %llu partitions, is a rank-%u "
+              "%s %s view of %u partitions",
+              (unsigned long long)T, tern_view_rank(&rows), tern_dtype_name((tern_dtype)rows.ap.dtype),
+              tern_mem_name((tern_mem)rows.ap.mem), (unsigned)rows.ap.num_partitions);
+        return 1;
+    }
+    const int ln = x && x->gamma.region >= 0;
+    lin_ctx L;
+    memset(&L, 0, sizeof L);
+    L.M = tern_view_dim(&rows, 0);
+    L.K = tern_view_dim(&rows, 1);
+    L.adt = (tern_dtype)rows.ap.dtype;
+    if (!lin_setup(k, &L, out, tern_view_none(), w, bias, act, x ? x->residual : tern_view_none(),
+                   ln ? &x->gamma : NULL, ln ? &x->beta : NULL, x ? x->eps : 0.0f, ln ? x->pre_out : kview_invalid(),
+                   1, 0, TERN_DTYPE_FP32))
+        return 1;
+    if (!lin_plan(k, &L, L.ln))
+        return L.ln && !k->failed ? 0 : 1;
+    L.a_sb = rows;
+    if (lin_alloc_blocks(k, &L))
+        lin_emit(k, &L, 0);
+    lin_free_blocks(&L);
+    return 1;
+}
+
 int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w1, tern_view b1, tern_act_func act1,
                          tern_view w2, tern_view b2, tern_act_func act2, const tern_linear_ext *x)
 {

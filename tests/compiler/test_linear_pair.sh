@@ -2,7 +2,7 @@
 # Two linear layers with constant weights where the second is the only reader of the first's output (a
 # transformer's FFN) are one kernel with the middle kept on chip (lower_linear.c pair_next, tern_lib_linear_pair).
 # Against the same graphs with the middle also a graph output (a second reader: the layers then run as two
-# kernels through HBM), and against the same graph compiled with --no-linear-pairs:
+# kernels through HBM), and against the same graph compiled with --no-keep-on-chip:
 #  - the shared output byte for byte (a ReLU MLP; BERT's FFN: erf-form GELU, residual, layer norm);
 #  - the HBM bytes of --profile lower by the middle's store and load (fp32 in the two-layer graph, where it is an
 #    output; pairing disabled, the pair graph's middle would still cost half of that in bf16);
@@ -71,12 +71,12 @@ run() { # run NAME INPUT [GRAPH] [OPTION]: tern run --profile of GRAPH (default 
 for t in relu ffn; do
     run ${t}_pair "$tmp/${t}_x.npy"
     run ${t}_two "$tmp/${t}_x.npy"
-    run ${t}_nopair "$tmp/${t}_x.npy" ${t}_pair --no-linear-pairs
+    run ${t}_nopair "$tmp/${t}_x.npy" ${t}_pair --no-keep-on-chip
     if [ -s "$tmp/${t}_pair/y.npy" ] && cmp -s "$tmp/${t}_pair/y.npy" "$tmp/${t}_nopair/y.npy"; then ok; else
-        bad "$t: the pair's output differs from --no-linear-pairs'"; fi
+        bad "$t: the pair's output differs from --no-keep-on-chip'"; fi
     p=$(cat "$tmp/${t}_pair.bytes") s=$(cat "$tmp/${t}_nopair.bytes") want=$(($(cat "$tmp/$t.save") / 2))
     if awk -v p="$p" -v s="$s" -v w="$want" 'BEGIN { exit !(p > 0 && s - p >= w - 0.01 * s) }'; then ok; else
-        bad "$t: HBM bytes $p as a pair vs $s with --no-linear-pairs: not the middle's $want bf16 bytes saved"; fi
+        bad "$t: HBM bytes $p as a pair vs $s with --no-keep-on-chip: not the middle's $want bf16 bytes saved"; fi
     if [ -s "$tmp/${t}_pair/y.npy" ] && cmp -s "$tmp/${t}_pair/y.npy" "$tmp/${t}_two/y.npy"; then ok; else
         bad "$t: the pair's output differs from the two layers'"; fi
     p=$(cat "$tmp/${t}_pair.bytes") s=$(cat "$tmp/${t}_two.bytes") want=$(cat "$tmp/$t.save")

@@ -1,4 +1,7 @@
-/* tern_lib_linear_pair: two linear layers in one kernel with the middle kept in SBUF must give the bits of
+/* tern_lib_linear_rows: a linear layer reading its rows from SBUF (an attention's output) must give the bits of the
+ * same layer reading them from HBM, with residual and layer norm, bf16 and fp32 rows, v2 and v3; rows not in SBUF are
+ * an error naming the rule.
+ * tern_lib_linear_pair: two linear layers in one kernel with the middle kept in SBUF must give the bits of
  * tern_lib_linear into an HBM middle tensor of w2's dtype followed by tern_lib_linear_ext (bias or not on each
  * layer, every activation path of the first layer's on-chip epilogue: bias in PSUM, the broadcast bias tile under
  * 16 rows, with and without an activation; the second layer's residual (a tensor of its own, or a itself, then
@@ -171,6 +174,85 @@ static void cheaper(const pair_case *c)
     }
 }
 
+/* tern_lib_linear_rows (the rows of a already in SBUF, as an attention leaves them) against tern_lib_linear_ext
+ * reading the same rows from HBM, in one kernel. */
+static void rows_same_bits(const char *machine, uint64_t M, uint64_t K, uint64_t N, int bias, tern_act_func act,
+                           int residual, int ln, tern_dtype rdt)
+{
+    char name[200];
+    snprintf(name, sizeof name, "linear rows on chip == from HBM %s M=%llu K=%llu N=%llu b=%d act=%d res=%d ln=%d rows %s",
+             machine, (unsigned long long)M, (unsigned long long)K, (unsigned long long)N, bias, (int)act, residual,
+             ln, tern_dtype_name(rdt));
+    TEST_BEGIN(name);
+    tern_core_config cfg;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_kernel *k = NULL;
+    tern_error err;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "rows", &k, &err), TERN_OK);
+    tern_view a = tern_kernel_input2d(k, "a", rdt, M, K);
+    tern_view w = tern_kernel_input2d(k, "w", TERN_DTYPE_BF16, K, N);
+    tern_view b = bias ? tern_kernel_hbm_tensor(k, "b", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
+    tern_view r = residual ? tern_kernel_input2d(k, "r", TERN_DTYPE_FP32, M, N) : tern_view_none();
+    tern_view g = ln ? tern_kernel_hbm_tensor(k, "g", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
+    tern_view y1 = tern_kernel_output2d(k, "y1", TERN_DTYPE_FP32, M, N);
+    tern_view y2 = tern_kernel_output2d(k, "y2", TERN_DTYPE_FP32, M, N);
+    tern_linear_ext x = {r, g, tern_view_none(), 1e-5f, 0, tern_view_none()};
+    tern_view rows = tern_kernel_sbuf(k, rdt, (uint32_t)M, (uint32_t)K, "rows");
+    tern_kernel_load(k, rows, a);
+    CHECK_EQ_INT(tern_lib_linear_rows(k, y1, rows, w, b, act, &x), 1);
+    CHECK_EQ_INT(tern_lib_linear_ext(k, y2, a, w, b, act, &x), 1);
+    tern_status st = tern_kernel_status(k, &err);
+    CHECK_MSG(st == TERN_OK, "build failed: %s", err.msg);
+    if (!st) {
+        float *v = malloc(sizeof(float) * (M * K + K * N + 2 * N + M * N)), *o1 = malloc(sizeof(float) * M * N),
+              *o2 = malloc(sizeof(float) * M * N);
+        float *xa = v, *xw = xa + M * K, *xb = xw + K * N, *xg = xb + N, *xr = xg + N;
+        ktu_fill(xa, M * K, rdt, 11);
+        ktu_fill(xw, K * N, TERN_DTYPE_BF16, 12);
+        ktu_fill(xb, N, TERN_DTYPE_FP32, 13);
+        ktu_fill(xg, N, TERN_DTYPE_FP32, 14);
+        ktu_fill(xr, M * N, TERN_DTYPE_FP32, 15);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "a", xa, M * K, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_write_f32(k, core, "w", xw, K * N, &err), TERN_OK);
+        if (bias)
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "b", xb, N, &err), TERN_OK);
+        if (ln)
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "g", xg, N, &err), TERN_OK);
+        if (residual)
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, "r", xr, M * N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_run(k, core, NULL, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_read_f32(k, core, "y1", o1, M * N, &err), TERN_OK);
+        CHECK_EQ_INT(tern_kernel_read_f32(k, core, "y2", o2, M * N, &err), TERN_OK);
+        size_t diff = 0;
+        for (size_t i = 0; i < M * N; i++)
+            diff += memcmp(&o1[i], &o2[i], 4) != 0;
+        CHECK_MSG(diff == 0, "%zu of %llu elements differ", diff, (unsigned long long)(M * N));
+        free(v);
+        free(o1);
+        free(o2);
+    }
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
+static void bad_rows(void)
+{
+    TEST_BEGIN("linear rows error: rows not in SBUF");
+    tern_core_config cfg;
+    tern_error err;
+    CHECK_EQ_INT(tern_core_config_load("neuroncore-v2", &cfg, &err), TERN_OK);
+    tern_kernel *k = NULL;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "errk", &k, &err), TERN_OK);
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 8, 64);
+    tern_view w = tern_kernel_input2d(k, "w", TERN_DTYPE_BF16, 64, 30);
+    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 8, 30);
+    CHECK_EQ_INT(tern_lib_linear_rows(k, y, a, w, tern_view_none(), TERN_ACT_COPY, NULL), 1);
+    CHECK(tern_kernel_status(k, &err) != TERN_OK);
+    CHECK_STR_CONTAINS(err.msg, "kernel errk: linear: rows must be a float 2-D SBUF tile of at most 128 partitions");
+    CHECK_STR_CONTAINS(err.msg, "hbm");
+    tern_kernel_free(k);
+}
+
 /* More rows than one row tile: declined, nothing emitted, no error. */
 static void declined(void)
 {
@@ -239,7 +321,13 @@ int main(void)
     cheaper(&cases[0]);
     cheaper(&cases[1]);
     cheaper(&cases[2]);
+    /* BERT's attention output projection (bf16 rows, bias, residual, layer norm); GELU, no bias; fp32 rows */
+    rows_same_bits("neuroncore-v2", 128, 768, 768, 1, C, 1, 1, B);
+    rows_same_bits("neuroncore-v3", 128, 768, 768, 1, C, 1, 1, B);
+    rows_same_bits("neuroncore-v3", 50, 200, 300, 0, G, 0, 0, B);
+    rows_same_bits("neuroncore-v2", 77, 130, 513, 1, R, 0, 0, F);
     declined();
     bad_w2();
+    bad_rows();
     return check_report();
 }
