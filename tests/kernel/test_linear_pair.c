@@ -253,6 +253,69 @@ static void bad_rows(void)
     tern_kernel_free(k);
 }
 
+/* Seeded random shapes, options and machines: the pair against the two layers, byte for byte. */
+static void random_cases(unsigned n)
+{
+    static const char *const machines[3] = {"neuroncore-v2", "neuroncore-v3", "neuroncore-v4"};
+    static const tern_act_func acts[4] = {TERN_ACT_COPY, TERN_ACT_RELU, TERN_ACT_GELU, TERN_ACT_GELU_TANH};
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (unsigned i = 0; i < n; i++) {
+        pair_case c;
+        memset(&c, 0, sizeof c);
+        c.machine = machines[ktu_rng(&st) % 3];
+        c.M = 1 + ktu_rng(&st) % 128;
+        c.K = 1 + ktu_rng(&st) % 400;
+        c.H = 1 + ktu_rng(&st) % 1200;
+        c.N = 1 + ktu_rng(&st) % 700;
+        c.b1 = (int)(ktu_rng(&st) % 2);
+        c.b2 = (int)(ktu_rng(&st) % 2);
+        c.residual = (int)(ktu_rng(&st) % 2);
+        if (c.residual && c.N == c.K && ktu_rng(&st) % 2)
+            c.residual = 2;
+        c.ln = (int)(ktu_rng(&st) % 2);
+        c.act1 = acts[ktu_rng(&st) % 4];
+        c.act2 = acts[ktu_rng(&st) % 4];
+        c.wdt = ktu_rng(&st) % 4 ? TERN_DTYPE_BF16 : TERN_DTYPE_FP32;
+        c.odt = ktu_rng(&st) % 4 ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16;
+        c.special = strcmp(c.machine, "neuroncore-v2") && ktu_rng(&st) % 2;
+        same_bits(&c);
+    }
+}
+
+/* The two layers do not fit SBUF with the second's weights streaming during the first (a contraction of 8,192
+ * and a 2,048-wide middle): the pair still runs, the second's weights loading after the first; the same bits. */
+static void no_prefetch(void)
+{
+    const pair_case c = {"neuroncore-v2", 8, 8192, 2048, 2048, 1, 1, 0, 0, TERN_ACT_GELU, TERN_ACT_COPY,
+                         TERN_DTYPE_BF16, TERN_DTYPE_FP32, 0};
+    same_bits(&c);
+}
+
+/* A second layer whose norm cannot be fused (a row of 3,000 columns: more than one weight block): declined,
+ * nothing emitted, no error; the caller runs the two layers. */
+static void declined_ln(void)
+{
+    TEST_BEGIN("linear pair: a second layer's norm that does not fit is declined, nothing emitted");
+    tern_core_config cfg;
+    tern_error err;
+    CHECK_EQ_INT(tern_core_config_load("neuroncore-v2", &cfg, &err), TERN_OK);
+    tern_kernel *k = NULL;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "pair", &k, &err), TERN_OK);
+    uint64_t N = 3000;
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 64, 64);
+    tern_view w1 = tern_kernel_input2d(k, "w1", TERN_DTYPE_BF16, 64, 100);
+    tern_view w2 = tern_kernel_input2d(k, "w2", TERN_DTYPE_BF16, 100, N);
+    tern_view g = tern_kernel_hbm_tensor(k, "g", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N);
+    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 64, N);
+    tern_linear_ext x = {tern_view_none(), g, tern_view_none(), 1e-5f, 0, tern_view_none()};
+    CHECK_EQ_INT(tern_lib_linear_pair(k, y, a, w1, tern_view_none(), TERN_ACT_RELU, w2, tern_view_none(),
+                                      TERN_ACT_COPY, &x),
+                 0);
+    CHECK_EQ_INT(tern_kernel_status(k, &err), TERN_OK);
+    CHECK_EQ_INT(tern_program_instr_count(tern_kernel_program(k)), 0);
+    tern_kernel_free(k);
+}
+
 /* More rows than one row tile: declined, nothing emitted, no error. */
 static void declined(void)
 {
@@ -326,7 +389,10 @@ int main(void)
     rows_same_bits("neuroncore-v3", 128, 768, 768, 1, C, 1, 1, B);
     rows_same_bits("neuroncore-v3", 50, 200, 300, 0, G, 0, 0, B);
     rows_same_bits("neuroncore-v2", 77, 130, 513, 1, R, 0, 0, F);
+    no_prefetch();
+    random_cases(24);
     declined();
+    declined_ln();
     bad_w2();
     bad_rows();
     return check_report();
