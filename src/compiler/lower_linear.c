@@ -548,6 +548,8 @@ static int lower_matmul(compile_ctx *c)
     int got = linear_args(c, &la);
     if (got < 0)
         return 1;
+    if (got == 0 && c->kept_id >= 0) /* rows kept for this node, which reads its input from HBM: store them first */
+        cc_kept_flush(c);
     cc_value *a = la.a, *b = la.b, *y = la.y, *bias = la.bias;
     const uint64_t M = la.M, K = la.K;
     if (got > 0) {
