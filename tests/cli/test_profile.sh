@@ -38,6 +38,21 @@ expect 0 "$TERN" kernel gemm --m 128 --n 128 --k 128 --dtype fp8_e4m3 --out-dtyp
 contains "$tmp/g8.s" ".machine trainium2"
 expect 0 "$TERN" kernel softmax --rows 200 --cols 300 -o "$tmp/softmax.tprog"
 expect 0 "$TERN" kernel layernorm --rows 130 --cols 256 --dtype fp32 -o "$tmp/ln.tprog"
+# a transformer's FFN in one kernel (the middle on chip) and as two kernels through HBM: fewer DMA bytes, less time
+expect 0 "$TERN" kernel mlp --rows 128 --cols 768 --hidden 3072 --dtype fp32 --out-dtype fp32 -o "$tmp/mlp1.tprog"
+expect 0 "$TERN" kernel mlp --rows 128 --cols 768 --hidden 3072 --dtype fp32 --out-dtype fp32 --two-kernels \
+    -o "$tmp/mlp2.tprog"
+for f in mlp1 mlp2; do
+    expect 0 "$TERN" profile "$tmp/$f.tprog" --timing-only
+    sed -n 's/^  total time *\([0-9.]*\) us.*/\1/p' "$tmp/out" > "$tmp/$f.us"
+    awk '/^  DMA/ { for (i = 1; i < NF; i++) if ($(i + 1) == "MB,") print $i }' "$tmp/out" > "$tmp/$f.mb"
+done
+if awk -v a="$(cat "$tmp/mlp1.us")" -v b="$(cat "$tmp/mlp2.us")" -v c="$(cat "$tmp/mlp1.mb")" -v d="$(cat "$tmp/mlp2.mb")" \
+    'BEGIN { exit !(a > 0 && a < b && c > 0 && c < d) }'; then ok; else
+    bad "mlp: one kernel $(cat "$tmp/mlp1.us") us / $(cat "$tmp/mlp1.mb") MB, two $(cat "$tmp/mlp2.us") us / $(cat "$tmp/mlp2.mb") MB"; fi
+# more rows than one row tile: two kernels, said so
+expect 0 "$TERN" kernel mlp --rows 300 --cols 64 --hidden 100 --act relu -o "$tmp/mlp3.tprog"
+contains "$tmp/out" "300 rows do not fit one kernel"
 expect 0 "$TERN" kernel --help
 contains "$tmp/out" "usage: tern kernel gemm"
 
