@@ -150,6 +150,18 @@ int tern_lib_linear_rows(tern_kernel *k, tern_view out, tern_view rows, tern_vie
                          const tern_linear_ext *x);
 int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w1, tern_view b1, tern_act_func act1,
                          tern_view w2, tern_view b2, tern_act_func act2, const tern_linear_ext *x);
+/* tern_lib_linear_pair on rows already in SBUF (as tern_lib_linear_rows takes them: released by the kernel); with
+ * residual_is_rows the second layer's residual is those rows (x's residual is not read), as in a post-LN FFN whose
+ * input the norm before left on chip. */
+int tern_lib_linear_pair_rows(tern_kernel *k, tern_view out, tern_view rows, int residual_is_rows, tern_view w1,
+                              tern_view b1, tern_act_func act1, tern_view w2, tern_view b2, tern_act_func act2,
+                              const tern_linear_ext *x);
+/* tern_lib_linear_ext with its layer norm (x->gamma valid), on a from HBM or on rows already in SBUF (rows valid,
+ * a ignored), whose normalised rows stay in the SBUF tile norm (fp32 [M, N], placed by the caller, for the next
+ * kernel: tern_lib_linear_rows, tern_lib_linear_pair_rows) and are stored to out only when store. Returns as
+ * tern_lib_linear_ln (0: declined, nothing emitted). */
+int tern_lib_linear_keep_norm(tern_kernel *k, tern_view out, tern_view a, tern_view rows, tern_view w, tern_view bias,
+                              tern_act_func act, const tern_linear_ext *x, tern_view norm, int store);
 
 /* ---- elementwise, softmax, norms, transpose, gather (lib_*.c) ---- */
 /* Conventions of these kernels: every tensor is a 2-D HBM view [rows, cols] (rows any count, tiled by the

@@ -539,6 +539,57 @@ static int pair_next(compile_ctx *c, const lin_args *la)
     return reader;
 }
 
+/* Whether every read of value id is node j1's input k1 or node j2's input k2 (j2 < 0: none). */
+static int readers_only(const compile_ctx *c, int id, int j1, int k1, int j2, int k2)
+{
+    const tern_graph *g = c->g;
+    if (c->v[id].last_use == INT32_MAX)
+        return 0; /* a graph output */
+    for (int i = 0; i < tern_graph_node_count(g); i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == id && !(i == j1 && k == k1) && !(i == j2 && k == k2))
+                return 0;
+    }
+    return 1;
+}
+
+/* The next node when this layer's layer norm (operands la) can leave its rows on chip for it: the next node is an
+ * FFN pair's first layer (a linear layer with a constant weight, no residual and no norm of its own, whose output
+ * only the pair's second layer reads, as its input) that takes the rows as its input, the second layer taking them
+ * as its residual, and nothing else reads them; -1 otherwise. The pair itself is settled when that node is lowered
+ * (lower_matmul stores the rows there if it does not form). */
+static int norm_to_pair(compile_ctx *c, const lin_args *la)
+{
+    const tern_graph *g = c->g;
+    const tern_graph_node *self = cc_node(c);
+    int yid = self->n_outputs > 0 ? self->outputs[0] : -1, j = c->node + 1, nn = tern_graph_node_count(g);
+    if (c->o->no_keep_on_chip || yid < 0 || !la->ln || la->z || la->y->dt != TERN_DTYPE_FP32 || j >= nn ||
+        la->M > c->cfg.partitions || la->M > c->cfg.pe_rows || la->M > c->cfg.pe_cols || !cc_node_is_linear(g, j) ||
+        cc_fuse_member(c, j) || cc_msum_member(c, j) || cc_conv_epi_member(c, j))
+        return -1;
+    const tern_graph_node *n1 = tern_graph_node_at(g, j);
+    if (n1->inputs[0] != yid || n1->n_outputs < 1 || n1->outputs[0] < 0 ||
+        (n1->op_id == TERN_GOP_MATMUL_BIAS && (n1->n_inputs > 3 || tern_graph_attr_int(n1, "layernorm", 0))))
+        return -1;
+    int mid = n1->outputs[0], j2 = -1;
+    for (int i = j + 1; i < nn; i++) {
+        const tern_graph_node *n = tern_graph_node_at(g, i);
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == mid) {
+                if (j2 >= 0 || k != 0)
+                    return -1;
+                j2 = i;
+            }
+    }
+    if (j2 < 0 || !cc_node_is_linear(g, j2) || c->v[mid].last_use != j2)
+        return -1;
+    const tern_graph_node *n2 = tern_graph_node_at(g, j2);
+    if (n2->op_id != TERN_GOP_MATMUL_BIAS || n2->n_inputs < 4 || n2->inputs[3] != yid)
+        return -1;
+    return readers_only(c, yid, j, 0, j2, 3) ? j : -1;
+}
+
 static int lower_matmul(compile_ctx *c)
 {
     const tern_graph_node *n = cc_node(c);
@@ -561,46 +612,81 @@ static int lower_matmul(compile_ctx *c)
         int ln = la.ln;
         tern_view yv = cc_view2d(c, y, 0, M, N, N), rv = lx.residual, gv = lx.gamma, btv = lx.beta;
         float eps = lx.eps;
-        /* the input's rows kept in SBUF by the attention before (its merged output): transposed from there */
-        if (c->kept_id >= 0 && c->kept_id == cc_in_id(c, 0)) {
-            int took = K <= LINEAR_MAX_K && tern_lib_linear_rows(c->k, outv, c->kept_rows, w, bv, act, &lx);
-            if (took) {
-                c->kept_id = -1; /* the kernel released them */
-                y->stored_off_sync = ln;
-                if (z)
-                    z->stored_off_sync = 1;
-                if (la.bias_tmp.flat.region >= 0)
-                    tern_kernel_release(c->k, la.bias_tmp.flat);
-                c->model_flops += 2.0 * (double)M * (double)N * (double)K;
-                return 1;
-            }
-            cc_kept_flush(c); /* declined (its layer norm): the rows go to HBM as the attention would have stored them */
-        }
+        /* The input's rows kept in SBUF by the kernel before (an attention's merged output, a layer norm's rows):
+         * transposed from there. This node must read them only as its input (or, for a pair, the pair's second
+         * layer as its residual); else they are stored first. */
+        const int in_id = cc_in_id(c, 0), self = c->node;
+        tern_view in_rows = c->kept_id >= 0 && c->kept_id == in_id ? c->kept_rows : tern_view_none();
         /* the next layer with the middle on chip (the FFN's two layers), when it is this layer's only reader */
-        int self = c->node, j = pair_next(c, &la);
+        int j = pair_next(c, &la);
         if (j >= 0) {
             lin_args l2;
             c->node = j;
             int got2 = linear_args(c, &l2);
+            int res_rows = in_rows.region >= 0 && got2 > 0 && l2.res && cc_in_id(c, 3) == in_id;
             c->node = self;
             if (got2 < 0)
                 return 1;
-            if (got2 > 0 && l2.M == M && tern_lib_linear_pair(c->k, l2.outv, av, w, bv, act, l2.w, l2.bv, l2.act,
-                                                              &l2.lx)) {
+            if (in_rows.region >= 0 && !readers_only(c, in_id, self, 0, res_rows ? j : -1, 3)) {
+                cc_kept_flush(c);
+                in_rows = tern_view_none();
+                res_rows = 0;
+            }
+            int took = got2 > 0 && l2.M == M &&
+                       (in_rows.region >= 0
+                            ? tern_lib_linear_pair_rows(c->k, l2.outv, in_rows, res_rows, w, bv, act, l2.w, l2.bv,
+                                                        l2.act, &l2.lx)
+                            : tern_lib_linear_pair(c->k, l2.outv, av, w, bv, act, l2.w, l2.bv, l2.act, &l2.lx));
+            if (l2.bias_tmp.flat.region >= 0)
+                tern_kernel_release(c->k, l2.bias_tmp.flat);
+            if (took) {
+                if (in_rows.region >= 0)
+                    c->kept_id = -1; /* the kernel released them */
                 l2.y->early = 1;
                 l2.y->stored_off_sync = l2.ln; /* as below */
                 if (l2.z)
                     l2.z->stored_off_sync = 1;
-                if (l2.bias_tmp.flat.region >= 0)
-                    tern_kernel_release(c->k, l2.bias_tmp.flat);
                 if (la.bias_tmp.flat.region >= 0)
                     tern_kernel_release(c->k, la.bias_tmp.flat);
                 c->model_flops += 2.0 * (double)M * (double)N * (double)K + 2.0 * (double)M * (double)l2.N * (double)N;
                 return 1;
             }
-            if (l2.bias_tmp.flat.region >= 0)
-                tern_kernel_release(c->k, l2.bias_tmp.flat);
         }
+        if (in_rows.region >= 0 && !readers_only(c, in_id, self, 0, -1, 0)) {
+            cc_kept_flush(c);
+            in_rows = tern_view_none();
+        }
+        /* the layer norm's rows kept on chip for the next node, an FFN pair that reads them alone (BERT's block:
+         * the attention projection's norm, the FFN's input and residual) */
+        int jn = norm_to_pair(c, &la);
+        tern_view norm = jn >= 0 ? tern_kernel_sbuf(c->k, TERN_DTYPE_FP32, (uint32_t)M, (uint32_t)N, "linear_norm_rows")
+                                 : tern_view_none();
+        int took = 0;
+        if (norm.region >= 0)
+            took = tern_lib_linear_keep_norm(c->k, outv, av, in_rows, w, bv, act, &lx, norm, 0);
+        else if (in_rows.region >= 0)
+            took = tern_lib_linear_rows(c->k, outv, in_rows, w, bv, act, &lx);
+        if (took) {
+            if (in_rows.region >= 0)
+                c->kept_id = -1; /* the kernel released them */
+            if (norm.region >= 0) {
+                c->kept_id = n->outputs[0];
+                c->kept_reader = jn;
+                c->kept_rows = norm;
+                c->kept_hbm = yv;
+            }
+            y->stored_off_sync = ln;
+            if (z)
+                z->stored_off_sync = 1;
+            if (la.bias_tmp.flat.region >= 0)
+                tern_kernel_release(c->k, la.bias_tmp.flat);
+            c->model_flops += 2.0 * (double)M * (double)N * (double)K;
+            return 1;
+        }
+        if (norm.region >= 0)
+            tern_kernel_release(c->k, norm);
+        if (in_rows.region >= 0)
+            cc_kept_flush(c); /* declined (its layer norm): the rows go to HBM as the kernel before would have stored them */
         /* the layer (with its layer norm when the fused kernel takes it, else the norm separately after) */
         if (K <= LINEAR_MAX_K && tern_lib_linear_ext(c->k, outv, av, w, bv, act, &lx)) {
             y->stored_off_sync = ln; /* the fused norm stores (both outputs) from ScalarE */

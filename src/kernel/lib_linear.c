@@ -76,6 +76,8 @@ typedef struct lin_ctx {
     tern_view out_sb, a_sb;
     tern_view *keep_rows;   /* the pair's first layer: its staged rows of a stay on chip here (not released) */
     tern_view res_sb;       /* the pair's second layer: its residual is those rows (a view of them, not loaded) */
+    tern_view norm_sb;      /* the fused norm's output rows [M, N] fp32 kept in SBUF for the next kernel */
+    int norm_store;         /* with norm_sb: whether the rows are stored to out too */
     uint64_t reserve;       /* SBUF bytes per partition the plan leaves to others (the pair's second layer) */
     struct lin_ctx *next;   /* the pair's second layer: its first weight blocks load after this layer's last */
     struct lin_wblock *wb;  /* the weight blocks (nblocks), wloaded of them loaded (or in flight) */
@@ -322,11 +324,13 @@ static void ln_row(tern_kernel *k, const lin_ctx *L, tern_view *o, uint64_t row0
          * loads) never waits behind the norm. With the pre-norm output kept, the tile is stored as it is and the
          * norm goes to a tile of its own (no wait for that store). */
         tern_view t = o[j];
-        if (L->pre.region >= 0) {
+        if (L->norm_sb.region >= 0) /* the norm's rows written where the next kernel reads them */
+            t = tern_view_block(k, L->norm_sb, row0, row0 + r, c0, c0 + cw);
+        else if (L->pre.region >= 0)
+            t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_ln_out");
+        if (L->pre.region >= 0)
             tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, tern_view_block(k, L->pre, row0, row0 + r, c0, c0 + cw),
                                     o[j], -1);
-            t = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)r, (uint32_t)cw, "linear_ln_out");
-        }
         tern_kernel_tensor_scalar_ap(k, TERN_ENGINE_VECTOR, t, o[j], TERN_ALU_SUBTRACT, mean, 0.0f, TERN_ALU_MULT,
                                      rstd, 0.0f, 0);
         tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, t, t, tern_view_block(k, L->g_t, 0, r, c0, c0 + cw),
@@ -334,8 +338,10 @@ static void ln_row(tern_kernel *k, const lin_ctx *L, tern_view *o, uint64_t row0
         if (L->b_t.region >= 0)
             tern_kernel_tensor_tensor(k, TERN_ENGINE_VECTOR, t, t, tern_view_block(k, L->b_t, 0, r, c0, c0 + cw),
                                       TERN_ALU_ADD);
-        tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, tern_view_block(k, L->out, row0, row0 + r, c0, c0 + cw), t, -1);
-        if (t.region != o[j].region)
+        if (L->norm_sb.region < 0 || L->norm_store)
+            tern_kernel_dma_copy_on(k, TERN_ENGINE_SCALAR, tern_view_block(k, L->out, row0, row0 + r, c0, c0 + cw), t,
+                                    -1);
+        if (t.region != o[j].region && t.region != L->norm_sb.region)
             tern_kernel_release(k, t);
         tern_kernel_release(k, o[j]);
     }
@@ -560,7 +566,7 @@ static int lin_setup(tern_kernel *k, lin_ctx *L, tern_view out, tern_view a, ter
         return 0;
     }
     memset(L, 0, sizeof *L);
-    L->pre = L->out_sb = L->a_sb = L->res_sb = kview_invalid();
+    L->pre = L->out_sb = L->a_sb = L->res_sb = L->norm_sb = kview_invalid();
     L->res = residual;
     L->out = out;
     L->a = a;
@@ -823,47 +829,102 @@ static int linear_run(tern_kernel *k, tern_view out, tern_view a, tern_view w, t
     return 1;
 }
 
-int tern_lib_linear_rows(tern_kernel *k, tern_view out, tern_view rows, tern_view w, tern_view bias, tern_act_func act,
-                         const tern_linear_ext *x)
+/* An SBUF tile of float rows [at most one row tile, *] (the rows of a a kernel before left on chip), checked. */
+static int rows_ok(tern_kernel *k, const char *what, const tern_view *rows)
 {
-    if (!kview_ok(k, &rows, "linear rows"))
-        return 1;
+    char label[48];
+    snprintf(label, sizeof label, "linear %s", what);
+    if (!kview_ok(k, rows, label))
+        return 0;
     const tern_core_config *c = &k->cfg;
     const uint64_t T = min_u64(min_u64(c->pe_rows, c->pe_cols), c->partitions);
-    if (rows.ap.mem != TERN_MEM_SBUF || tern_view_rank(&rows) != 2 || rows.ap.num_partitions == 0 ||
-        rows.ap.num_partitions > T || !tern_dtype_is_float((tern_dtype)rows.ap.dtype)) {
-        kfail(k, TERN_ERR_INVALID, "linear: rows must be a float 2-D SBUF tile of at most %llu partitions, is a rank-%u "
+    if (rows->ap.mem != TERN_MEM_SBUF || tern_view_rank(rows) != 2 || rows->ap.num_partitions == 0 ||
+        rows->ap.num_partitions > T || !tern_dtype_is_float((tern_dtype)rows->ap.dtype)) {
+        kfail(k, TERN_ERR_INVALID, "linear: %s must be a float 2-D SBUF tile of at most %llu partitions, is a rank-%u "
               "%s %s view of %u partitions",
-              (unsigned long long)T, tern_view_rank(&rows), tern_dtype_name((tern_dtype)rows.ap.dtype),
-              tern_mem_name((tern_mem)rows.ap.mem), (unsigned)rows.ap.num_partitions);
-        return 1;
+              what, (unsigned long long)T, tern_view_rank(rows), tern_dtype_name((tern_dtype)rows->ap.dtype),
+              tern_mem_name((tern_mem)rows->ap.mem), (unsigned)rows->ap.num_partitions);
+        return 0;
     }
-    const int ln = x && x->gamma.region >= 0;
+    return 1;
+}
+
+/* tern_lib_linear_ext on a from HBM, or on rows already in SBUF (rows valid); with norm valid, the fused norm's
+ * rows also stay there (stored to out too when store). */
+static int rows_run(tern_kernel *k, tern_view out, tern_view a, tern_view rows, tern_view w, tern_view bias,
+                    tern_act_func act, const tern_linear_ext *x, tern_view norm, int store)
+{
+    const int on_chip = rows.region >= 0, ln = x && x->gamma.region >= 0;
+    if (on_chip && !rows_ok(k, "rows", &rows))
+        return 1;
     lin_ctx L;
     memset(&L, 0, sizeof L);
-    L.M = tern_view_dim(&rows, 0);
-    L.K = tern_view_dim(&rows, 1);
-    L.adt = (tern_dtype)rows.ap.dtype;
-    if (!lin_setup(k, &L, out, tern_view_none(), w, bias, act, x ? x->residual : tern_view_none(),
+    if (on_chip) {
+        L.M = tern_view_dim(&rows, 0);
+        L.K = tern_view_dim(&rows, 1);
+        L.adt = (tern_dtype)rows.ap.dtype;
+    }
+    if (!lin_setup(k, &L, out, on_chip ? tern_view_none() : a, w, bias, act, x ? x->residual : tern_view_none(),
                    ln ? &x->gamma : NULL, ln ? &x->beta : NULL, x ? x->eps : 0.0f, ln ? x->pre_out : kview_invalid(),
-                   1, 0, TERN_DTYPE_FP32))
+                   on_chip, 0, TERN_DTYPE_FP32))
         return 1;
+    if (norm.region >= 0) {
+        if (!ln) {
+            kfail(k, TERN_ERR_INVALID, "linear: rows of the norm kept on chip, but no layer norm is asked for");
+            return 1;
+        }
+        if (!kview_ok(k, &norm, "linear norm rows"))
+            return 1;
+        if (norm.ap.mem != TERN_MEM_SBUF || norm.ap.dtype != TERN_DTYPE_FP32 || tern_view_rank(&norm) != 2 ||
+            tern_view_dim(&norm, 0) != L.M || tern_view_dim(&norm, 1) != L.N) {
+            kfail(k, TERN_ERR_INVALID, "linear: the norm's rows must be an fp32 SBUF tile [%llu, %llu]",
+                  (unsigned long long)L.M, (unsigned long long)L.N);
+            return 1;
+        }
+        L.reserve = align32(L.N * 4); /* the tile, placed already */
+    }
     if (!lin_plan(k, &L, L.ln))
         return L.ln && !k->failed ? 0 : 1;
-    L.a_sb = rows;
+    if (on_chip)
+        L.a_sb = rows;
+    L.norm_sb = norm;
+    L.norm_store = store;
     if (lin_alloc_blocks(k, &L))
-        lin_emit(k, &L, 0);
+        lin_emit(k, &L, x ? x->weights_first : 0);
     lin_free_blocks(&L);
     return 1;
 }
 
-int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w1, tern_view b1, tern_act_func act1,
-                         tern_view w2, tern_view b2, tern_act_func act2, const tern_linear_ext *x)
+int tern_lib_linear_rows(tern_kernel *k, tern_view out, tern_view rows, tern_view w, tern_view bias, tern_act_func act,
+                         const tern_linear_ext *x)
 {
-    if (!need_hbm_2d(k, "a", &a) || !need_hbm_2d(k, "w", &w1) || !need_hbm_2d(k, "w2", &w2))
+    if (!rows_ok(k, "rows", &rows))
+        return 1;
+    return rows_run(k, out, tern_view_none(), rows, w, bias, act, x, kview_invalid(), 1);
+}
+
+int tern_lib_linear_keep_norm(tern_kernel *k, tern_view out, tern_view a, tern_view rows, tern_view w, tern_view bias,
+                              tern_act_func act, const tern_linear_ext *x, tern_view norm, int store)
+{
+    if (!x || x->gamma.region < 0) {
+        kfail(k, TERN_ERR_INVALID, "linear: rows of the norm kept on chip, but no layer norm is asked for");
+        return 1;
+    }
+    return rows_run(k, out, a, rows, w, bias, act, x, norm, store);
+}
+
+/* The pair on a from HBM, or on rows already in SBUF (rows valid; res_rows: the second layer's residual is those
+ * rows, and x's residual is not read). */
+static int pair_run(tern_kernel *k, tern_view out, tern_view a, tern_view rows, int res_rows, tern_view w1,
+                    tern_view b1, tern_act_func act1, tern_view w2, tern_view b2, tern_act_func act2,
+                    const tern_linear_ext *x)
+{
+    const int on_chip = rows.region >= 0;
+    if ((on_chip ? !rows_ok(k, "rows", &rows) : !need_hbm_2d(k, "a", &a)) || !need_hbm_2d(k, "w", &w1) ||
+        !need_hbm_2d(k, "w2", &w2))
         return 1;
     const tern_core_config *c = &k->cfg;
-    const uint64_t M = tern_view_dim(&a, 0), N1 = tern_view_dim(&w1, 1);
+    const uint64_t M = tern_view_dim(on_chip ? &rows : &a, 0), N1 = tern_view_dim(&w1, 1);
     const tern_dtype mdt = (tern_dtype)w2.ap.dtype;
     if (!ktensor_dtype(mdt) || tern_view_dim(&w2, 0) != N1) {
         kfail(k, TERN_ERR_INVALID, "linear pair: w2 is %s [%llu, %llu], must be a TensorE dtype with %llu rows (w1 "
@@ -878,21 +939,29 @@ int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w
         return 0;
     int ln = x && x->gamma.region >= 0;
     lin_ctx L1, L2;
-    if (!lin_setup(k, &L1, tern_view_none(), a, w1, b1, act1, tern_view_none(), NULL, NULL, 0.0f, kview_invalid(), 0, 1,
-                   mdt))
+    memset(&L1, 0, sizeof L1);
+    if (on_chip) {
+        L1.M = M;
+        L1.K = tern_view_dim(&rows, 1);
+        L1.adt = (tern_dtype)rows.ap.dtype;
+    }
+    const lin_ctx L1in = L1; /* the on-chip shape, for a second setup */
+    if (!lin_setup(k, &L1, tern_view_none(), on_chip ? tern_view_none() : a, w1, b1, act1, tern_view_none(), NULL, NULL,
+                   0.0f, kview_invalid(), on_chip, 1, mdt))
         return 1;
     memset(&L2, 0, sizeof L2);
     L2.M = M;
     L2.K = N1;
     L2.adt = mdt;
-    if (!lin_setup(k, &L2, out, tern_view_none(), w2, b2, act2, x ? x->residual : tern_view_none(),
+    if (!lin_setup(k, &L2, out, tern_view_none(), w2, b2, act2, x && !res_rows ? x->residual : tern_view_none(),
                    ln ? &x->gamma : NULL, ln ? &x->beta : NULL, x ? x->eps : 0.0f, ln ? x->pre_out : kview_invalid(),
                    1, 0, mdt))
         return 1;
     /* A residual that is the first layer's input (a post-LN FFN: BERT's) is read from the first layer's rows of
      * a, kept on chip, instead of loaded again (the same values: the load would only widen them to fp32). */
     tern_view kept = kview_invalid();
-    const int keep = x && x->residual.region == a.region && !memcmp(&x->residual.ap, &a.ap, sizeof a.ap);
+    const int keep = on_chip ? res_rows
+                             : x && x->residual.region == a.region && !memcmp(&x->residual.ap, &a.ap, sizeof a.ap);
     if (keep)
         L2.reserve = align32(L1.K * tern_dtype_size(L1.adt));
     /* The second layer's plan as if alone (its staged rows are the middle tile); the first layer's leaves room
@@ -905,8 +974,9 @@ int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w
     L1.reserve = mid + min_u64(L2.D, L2.nblocks) * wblock_bytes(&L2, L2.WC, L2.TN);
     if (!lin_plan(k, &L1, 1)) {
         prefetch = 0;
-        lin_setup(k, &L1, tern_view_none(), a, w1, b1, act1, tern_view_none(), NULL, NULL, 0.0f, kview_invalid(), 0, 1,
-                  mdt);
+        L1 = L1in;
+        lin_setup(k, &L1, tern_view_none(), on_chip ? tern_view_none() : a, w1, b1, act1, tern_view_none(), NULL, NULL,
+                  0.0f, kview_invalid(), on_chip, 1, mdt);
         L1.reserve = mid;
         if (!lin_plan(k, &L1, 1))
             return 0;
@@ -914,6 +984,8 @@ int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w
     if (lin_alloc_blocks(k, &L1) && lin_alloc_blocks(k, &L2)) {
         tern_view midt = tern_kernel_sbuf(k, mdt, (uint32_t)M, (uint32_t)N1, "linear_pair_mid");
         L1.out_sb = L2.a_sb = midt;
+        if (on_chip)
+            L1.a_sb = rows; /* released once transposed, or kept below as the residual */
         L1.next = prefetch ? &L2 : NULL;
         L1.keep_rows = keep ? &kept : NULL;
         lin_emit(k, &L1, 0);
@@ -925,4 +997,17 @@ int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w
     lin_free_blocks(&L1);
     lin_free_blocks(&L2);
     return 1;
+}
+
+int tern_lib_linear_pair(tern_kernel *k, tern_view out, tern_view a, tern_view w1, tern_view b1, tern_act_func act1,
+                         tern_view w2, tern_view b2, tern_act_func act2, const tern_linear_ext *x)
+{
+    return pair_run(k, out, a, kview_invalid(), 0, w1, b1, act1, w2, b2, act2, x);
+}
+
+int tern_lib_linear_pair_rows(tern_kernel *k, tern_view out, tern_view rows, int residual_is_rows, tern_view w1,
+                              tern_view b1, tern_act_func act1, tern_view w2, tern_view b2, tern_act_func act2,
+                              const tern_linear_ext *x)
+{
+    return pair_run(k, out, kview_invalid(), rows, residual_is_rows, w1, b1, act1, w2, b2, act2, x);
 }

@@ -235,6 +235,84 @@ static void rows_same_bits(const char *machine, uint64_t M, uint64_t K, uint64_t
     tern_core_free(core);
 }
 
+/* A BERT block's tail on chip: the attention projection on rows in SBUF with its layer norm's rows kept there
+ * (tern_lib_linear_keep_norm, stored too or not), then the FFN pair on those rows with them as its residual
+ * (tern_lib_linear_pair_rows), against the same through HBM (tern_lib_linear_ext, tern_lib_linear_pair with the
+ * residual a). Outputs: the pair's, the norm's store (when asked), and the kept rows stored at the end. */
+static void block_on_chip(const char *machine, uint64_t M, uint64_t D, uint64_t H, int store)
+{
+    char name[200];
+    snprintf(name, sizeof name, "linear block on chip (norm kept, pair on it) == through HBM %s M=%llu D=%llu H=%llu "
+             "store=%d", machine, (unsigned long long)M, (unsigned long long)D, (unsigned long long)H, store);
+    TEST_BEGIN(name);
+    tern_core_config cfg;
+    tern_core *core = ktu_core(machine, &cfg);
+    tern_kernel *k = NULL;
+    tern_error err;
+    CHECK_EQ_INT(tern_kernel_create(&cfg, "block", &k, &err), TERN_OK);
+    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_BF16, M, D);
+    tern_view r = tern_kernel_input2d(k, "r", TERN_DTYPE_FP32, M, D);
+    tern_view wo = tern_kernel_input2d(k, "wo", TERN_DTYPE_BF16, D, D);
+    tern_view w1 = tern_kernel_input2d(k, "w1", TERN_DTYPE_BF16, D, H);
+    tern_view w2 = tern_kernel_input2d(k, "w2", TERN_DTYPE_BF16, H, D);
+    tern_view bo = tern_kernel_hbm_tensor(k, "bo", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &D);
+    tern_view b1 = tern_kernel_hbm_tensor(k, "b1", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &H);
+    tern_view b2 = tern_kernel_hbm_tensor(k, "b2", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &D);
+    tern_view g1 = tern_kernel_hbm_tensor(k, "g1", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &D);
+    tern_view g2 = tern_kernel_hbm_tensor(k, "g2", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &D);
+    tern_view h1 = tern_kernel_output2d(k, "h1", TERN_DTYPE_FP32, M, D);
+    tern_view y1 = tern_kernel_output2d(k, "y1", TERN_DTYPE_FP32, M, D);
+    tern_view k1 = tern_kernel_output2d(k, "k1", TERN_DTYPE_FP32, M, D);
+    tern_view h2 = tern_kernel_output2d(k, "h2", TERN_DTYPE_FP32, M, D);
+    tern_view y2 = tern_kernel_output2d(k, "y2", TERN_DTYPE_FP32, M, D);
+    /* on chip */
+    tern_view rows = tern_kernel_sbuf(k, TERN_DTYPE_BF16, (uint32_t)M, (uint32_t)D, "rows");
+    tern_kernel_load(k, rows, a);
+    tern_view norm = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)M, (uint32_t)D, "norm");
+    tern_linear_ext xo = {r, g1, tern_view_none(), 1e-5f, 0, tern_view_none()};
+    CHECK_EQ_INT(tern_lib_linear_keep_norm(k, h1, tern_view_none(), rows, wo, bo, TERN_ACT_COPY, &xo, norm, store), 1);
+    tern_kernel_store(k, k1, norm); /* the kept rows, as the pair will read them */
+    tern_linear_ext xf = {tern_view_none(), g2, tern_view_none(), 1e-5f, 0, tern_view_none()};
+    CHECK_EQ_INT(tern_lib_linear_pair_rows(k, y1, norm, 1, w1, b1, TERN_ACT_GELU, w2, b2, TERN_ACT_COPY, &xf), 1);
+    /* through HBM */
+    CHECK_EQ_INT(tern_lib_linear_ext(k, h2, a, wo, bo, TERN_ACT_COPY, &xo), 1);
+    tern_linear_ext xf2 = {h2, g2, tern_view_none(), 1e-5f, 0, tern_view_none()};
+    CHECK_EQ_INT(tern_lib_linear_pair(k, y2, h2, w1, b1, TERN_ACT_GELU, w2, b2, TERN_ACT_COPY, &xf2), 1);
+    tern_status st = tern_kernel_status(k, &err);
+    CHECK_MSG(st == TERN_OK, "build failed: %s", err.msg);
+    if (!st) {
+        const char *names[10] = {"a", "r", "wo", "w1", "w2", "bo", "b1", "b2", "g1", "g2"};
+        const uint64_t sizes[10] = {M * D, M * D, D * D, D * H, H * D, D, H, D, D, D};
+        for (int i = 0; i < 10; i++) {
+            float *v = malloc(sizeof(float) * sizes[i]);
+            ktu_fill(v, sizes[i], i < 5 && i != 1 ? TERN_DTYPE_BF16 : TERN_DTYPE_FP32, 40 + (uint64_t)i);
+            CHECK_EQ_INT(tern_kernel_write_f32(k, core, names[i], v, sizes[i], &err), TERN_OK);
+            free(v);
+        }
+        CHECK_EQ_INT(tern_kernel_run(k, core, NULL, &err), TERN_OK);
+        float *o[5];
+        const char *outs[5] = {"y1", "y2", "k1", "h2", "h1"};
+        for (int i = 0; i < 5; i++) {
+            o[i] = malloc(sizeof(float) * M * D);
+            CHECK_EQ_INT(tern_kernel_read_f32(k, core, outs[i], o[i], M * D, &err), TERN_OK);
+        }
+        CHECK_MSG(!memcmp(o[0], o[1], sizeof(float) * M * D), "the block's output differs from the HBM route's");
+        CHECK_MSG(!memcmp(o[2], o[3], sizeof(float) * M * D), "the kept norm rows differ from the stored norm");
+        if (store) {
+            CHECK_MSG(!memcmp(o[4], o[3], sizeof(float) * M * D), "the norm stored beside the kept rows differs");
+        } else {
+            size_t same = 0; /* out is left as the run found it (unwritten HBM reads as NaN): no norm value there */
+            for (size_t i = 0; i < M * D; i++)
+                same += !memcmp(&o[4][i], &o[3][i], 4);
+            CHECK_MSG(same == 0, "store = 0, but %zu elements of the norm's output were written", same);
+        }
+        for (int i = 0; i < 5; i++)
+            free(o[i]);
+    }
+    tern_kernel_free(k);
+    tern_core_free(core);
+}
+
 static void bad_rows(void)
 {
     TEST_BEGIN("linear rows error: rows not in SBUF");
@@ -391,6 +469,9 @@ int main(void)
     rows_same_bits("neuroncore-v2", 77, 130, 513, 1, R, 0, 0, F);
     no_prefetch();
     random_cases(24);
+    block_on_chip("neuroncore-v2", 128, 768, 3072, 0);
+    block_on_chip("neuroncore-v3", 128, 768, 3072, 1);
+    block_on_chip("neuroncore-v2", 77, 256, 600, 1);
     declined();
     declined_ln();
     bad_w2();
