@@ -135,7 +135,8 @@ typedef struct {
 int tern_lib_linear_ext(tern_kernel *k, tern_view out, tern_view a, tern_view w, tern_view bias, tern_act_func act,
                         const tern_linear_ext *x);
 /* Two layers in one kernel, the first's output kept on chip: out = layer2(act1(a @ w1 + b1)), where layer2 is
- * tern_lib_linear_ext with w2, b2, act2 and x's options (x may be NULL; weights_first is ignored). The middle
+ * tern_lib_linear_ext with w2, b2, act2 and x's options (x may be NULL; x->weights_first is the first layer's: its
+ * first weight block before the rows of a). The middle
  * [M, N1] stays in SBUF in w2's dtype, written by the first layer's epilogue and transposed from there by the
  * second (no store, no load); the second layer's first weight blocks load while the first computes. The same bits
  * as tern_lib_linear into an HBM [M, N1] tensor of w2's dtype followed by tern_lib_linear_ext (RNE rounding: the

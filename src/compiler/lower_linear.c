@@ -632,6 +632,7 @@ static int lower_matmul(compile_ctx *c)
                 in_rows = tern_view_none();
                 res_rows = 0;
             }
+            l2.lx.weights_first = lx.weights_first; /* the pair's: its first layer reads this node's input */
             int took = got2 > 0 && l2.M == M &&
                        (in_rows.region >= 0
                             ? tern_lib_linear_pair_rows(c->k, l2.outv, in_rows, res_rows, w, bv, act, l2.w, l2.bv,

@@ -988,7 +988,7 @@ static int pair_run(tern_kernel *k, tern_view out, tern_view a, tern_view rows, 
             L1.a_sb = rows; /* released once transposed, or kept below as the residual */
         L1.next = prefetch ? &L2 : NULL;
         L1.keep_rows = keep ? &kept : NULL;
-        lin_emit(k, &L1, 0);
+        lin_emit(k, &L1, x ? x->weights_first : 0); /* the first layer's rows of a (the second's are on chip) */
         L2.res_sb = kept;
         lin_emit(k, &L2, 0); /* releases the middle tile once transposed */
         if (kept.region >= 0 && !k->failed)

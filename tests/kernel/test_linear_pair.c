@@ -23,6 +23,7 @@ typedef struct {
     tern_dtype wdt, odt;
     int special; /* NaN, +-inf and -0 in a's first row (v3+: v2's identity-matmul transposes multiply the NaN by
                   * the identity's zeros, which spreads it over the whole tile in either variant) */
+    int wf;      /* weights_first: the first layer's first weight block before its rows */
 } pair_case;
 
 static void case_name(char *buf, size_t n, const char *what, const pair_case *c)
@@ -66,12 +67,13 @@ static int run_variant(const pair_case *c, int pair, unsigned char *out, tern_ru
     tern_view g = c->ln ? tern_kernel_hbm_tensor(k, "g", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
     tern_view be = c->ln ? tern_kernel_hbm_tensor(k, "be", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N) : tern_view_none();
     tern_view y = tern_kernel_output2d(k, "y", c->odt, M, N);
-    tern_linear_ext x = {r, g, be, 1e-5f, 0, tern_view_none()};
+    tern_linear_ext x = {r, g, be, 1e-5f, c->wf, tern_view_none()};
     if (pair) {
         *took = tern_lib_linear_pair(k, y, a, w1, b1, c->act1, w2, b2, c->act2, &x);
     } else {
         tern_view mid = tern_kernel_hbm_tensor(k, "mid", TERN_KIO_SCRATCH, c->wdt, 2, (uint64_t[]){M, H});
         tern_lib_linear(k, mid, a, w1, b1, c->act1);
+        x.weights_first = 0;
         CHECK_MSG(tern_lib_linear_ext(k, y, mid, w2, b2, c->act2, &x) == 1, "the second layer declined its norm");
     }
     tern_status st = tern_kernel_status(k, &err);
@@ -356,6 +358,7 @@ static void random_cases(unsigned n)
         c.wdt = ktu_rng(&st) % 4 ? TERN_DTYPE_BF16 : TERN_DTYPE_FP32;
         c.odt = ktu_rng(&st) % 4 ? TERN_DTYPE_FP32 : TERN_DTYPE_BF16;
         c.special = strcmp(c.machine, "neuroncore-v2") && ktu_rng(&st) % 2;
+        c.wf = (int)(ktu_rng(&st) % 2);
         same_bits(&c);
     }
 }
@@ -365,7 +368,7 @@ static void random_cases(unsigned n)
 static void no_prefetch(void)
 {
     const pair_case c = {"neuroncore-v2", 8, 8192, 2048, 2048, 1, 1, 0, 0, TERN_ACT_GELU, TERN_ACT_COPY,
-                         TERN_DTYPE_BF16, TERN_DTYPE_FP32, 0};
+                         TERN_DTYPE_BF16, TERN_DTYPE_FP32, 0, 1};
     same_bits(&c);
 }
 
@@ -442,20 +445,20 @@ int main(void)
     const tern_act_func C = TERN_ACT_COPY, G = TERN_ACT_GELU, GT = TERN_ACT_GELU_TANH, R = TERN_ACT_RELU;
     const pair_case cases[] = {
         /* BERT-base's FFN: bias in PSUM, GELU on chip; residual and layer norm on the second layer */
-        {"neuroncore-v2", 128, 768, 3072, 768, 1, 1, 1, 1, G, C, B, F, 0},
-        {"neuroncore-v3", 128, 768, 3072, 768, 1, 1, 1, 1, G, C, B, F, 1},
-        {"neuroncore-v2", 128, 768, 3072, 768, 1, 1, 2, 1, G, C, B, F, 0}, /* BERT's: the residual is a */
-        {"neuroncore-v3", 100, 256, 1100, 256, 1, 0, 2, 0, GT, C, B, B, 1},
-        {"neuroncore-v2", 77, 200, 700, 300, 1, 0, 0, 0, R, C, B, F, 0},
+        {"neuroncore-v2", 128, 768, 3072, 768, 1, 1, 1, 1, G, C, B, F, 0, 0},
+        {"neuroncore-v3", 128, 768, 3072, 768, 1, 1, 1, 1, G, C, B, F, 1, 0},
+        {"neuroncore-v2", 128, 768, 3072, 768, 1, 1, 2, 1, G, C, B, F, 0, 0}, /* BERT's: the residual is a */
+        {"neuroncore-v3", 100, 256, 1100, 256, 1, 0, 2, 0, GT, C, B, B, 1, 0},
+        {"neuroncore-v2", 77, 200, 700, 300, 1, 0, 0, 0, R, C, B, F, 0, 0},
         /* under 16 rows the first bias is a broadcast tile: added by VectorE, then the activation (or not) */
-        {"neuroncore-v2", 8, 64, 130, 40, 1, 1, 0, 0, GT, R, B, F, 0},
-        {"neuroncore-v2", 8, 64, 130, 40, 1, 0, 0, 0, C, G, B, F, 0},
+        {"neuroncore-v2", 8, 64, 130, 40, 1, 1, 0, 0, GT, R, B, F, 0, 0},
+        {"neuroncore-v2", 8, 64, 130, 40, 1, 0, 0, 0, C, G, B, F, 0, 0},
         /* no bias, no activation (VectorE's copy out of PSUM); a second layer of several weight blocks */
-        {"neuroncore-v2", 100, 130, 1100, 2100, 0, 1, 1, 0, C, G, B, F, 0},
-        {"neuroncore-v3", 50, 300, 513, 200, 1, 1, 0, 0, G, C, B, B, 1},
-        {"neuroncore-v3", 8, 64, 130, 40, 1, 1, 0, 0, R, C, B, F, 1},
-        {"neuroncore-v2", 64, 100, 300, 90, 1, 1, 0, 0, R, C, F, F, 0}, /* fp32 weights: an fp32 middle */
-        {"neuroncore-v4", 1, 96, 160, 50, 1, 1, 0, 0, GT, C, B, F, 1},
+        {"neuroncore-v2", 100, 130, 1100, 2100, 0, 1, 1, 0, C, G, B, F, 0, 0},
+        {"neuroncore-v3", 50, 300, 513, 200, 1, 1, 0, 0, G, C, B, B, 1, 0},
+        {"neuroncore-v3", 8, 64, 130, 40, 1, 1, 0, 0, R, C, B, F, 1, 0},
+        {"neuroncore-v2", 64, 100, 300, 90, 1, 1, 0, 0, R, C, F, F, 0, 0}, /* fp32 weights: an fp32 middle */
+        {"neuroncore-v4", 1, 96, 160, 50, 1, 1, 0, 0, GT, C, B, F, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         same_bits(&cases[i]);
