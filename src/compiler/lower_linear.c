@@ -556,15 +556,19 @@ static int readers_only(const compile_ctx *c, int id, int j1, int k1, int j2, in
 
 /* The next node when this layer's layer norm (operands la) can leave its rows on chip for it: the next node is an
  * FFN pair's first layer (a linear layer with a constant weight, no residual and no norm of its own, whose output
- * only the pair's second layer reads, as its input) that takes the rows as its input, the second layer taking them
- * as its residual, and nothing else reads them; -1 otherwise. The pair itself is settled when that node is lowered
- * (lower_matmul stores the rows there if it does not form). */
+ * only the pair's second layer reads, as its input) that takes the rows as its input, the second layer possibly
+ * taking them as its residual (post-LN: BERT's; pre-LN, GPT-2's, the rows are the fused node's second output and
+ * the residual is its first), and nothing else reads them; -1 otherwise. The kept rows are fp32 whatever the
+ * value's storage (bf16 when only matmuls read it: the pair then casts them as the store would have). The pair
+ * itself is settled when that node is lowered (lower_matmul stores the rows there if it does not form). */
 static int norm_to_pair(compile_ctx *c, const lin_args *la)
 {
     const tern_graph *g = c->g;
     const tern_graph_node *self = cc_node(c);
-    int yid = self->n_outputs > 0 ? self->outputs[0] : -1, j = c->node + 1, nn = tern_graph_node_count(g);
-    if (c->o->no_keep_on_chip || yid < 0 || !la->ln || la->z || la->y->dt != TERN_DTYPE_FP32 || j >= nn ||
+    int yid = self->n_outputs > (la->z ? 1 : 0) ? self->outputs[la->z ? 1 : 0] : -1, j = c->node + 1;
+    int nn = tern_graph_node_count(g);
+    const cc_value *y = la->z ? la->z : la->y;
+    if (c->o->no_keep_on_chip || yid < 0 || !la->ln || !tern_dtype_is_float(y->dt) || j >= nn ||
         la->M > c->cfg.partitions || la->M > c->cfg.pe_rows || la->M > c->cfg.pe_cols || !cc_node_is_linear(g, j) ||
         cc_fuse_member(c, j) || cc_msum_member(c, j) || cc_conv_epi_member(c, j))
         return -1;
@@ -585,9 +589,8 @@ static int norm_to_pair(compile_ctx *c, const lin_args *la)
     if (j2 < 0 || !cc_node_is_linear(g, j2) || c->v[mid].last_use != j2)
         return -1;
     const tern_graph_node *n2 = tern_graph_node_at(g, j2);
-    if (n2->op_id != TERN_GOP_MATMUL_BIAS || n2->n_inputs < 4 || n2->inputs[3] != yid)
-        return -1;
-    return readers_only(c, yid, j, 0, j2, 3) ? j : -1;
+    int res = n2->op_id == TERN_GOP_MATMUL_BIAS && n2->n_inputs > 3 && n2->inputs[3] == yid;
+    return readers_only(c, yid, j, 0, res ? j2 : -1, 3) ? j : -1;
 }
 
 static int lower_matmul(compile_ctx *c)
@@ -670,11 +673,11 @@ static int lower_matmul(compile_ctx *c)
         if (took) {
             if (in_rows.region >= 0)
                 c->kept_id = -1; /* the kernel released them */
-            if (norm.region >= 0) {
-                c->kept_id = n->outputs[0];
+            if (norm.region >= 0) { /* the norm's rows: output 1 in the pre-LN fusion, else output 0 */
+                c->kept_id = n->outputs[z ? 1 : 0];
                 c->kept_reader = jn;
                 c->kept_rows = norm;
-                c->kept_hbm = yv;
+                c->kept_hbm = outv;
             }
             y->stored_off_sync = ln;
             if (z)

@@ -241,11 +241,12 @@ static void rows_same_bits(const char *machine, uint64_t M, uint64_t K, uint64_t
  * (tern_lib_linear_keep_norm, stored too or not), then the FFN pair on those rows with them as its residual
  * (tern_lib_linear_pair_rows), against the same through HBM (tern_lib_linear_ext, tern_lib_linear_pair with the
  * residual a). Outputs: the pair's, the norm's store (when asked), and the kept rows stored at the end. */
-static void block_on_chip(const char *machine, uint64_t M, uint64_t D, uint64_t H, int store)
+static void block_on_chip(const char *machine, uint64_t M, uint64_t D, uint64_t H, int store, int pre_ln)
 {
     char name[200];
     snprintf(name, sizeof name, "linear block on chip (norm kept, pair on it) == through HBM %s M=%llu D=%llu H=%llu "
-             "store=%d", machine, (unsigned long long)M, (unsigned long long)D, (unsigned long long)H, store);
+             "store=%d%s", machine, (unsigned long long)M, (unsigned long long)D, (unsigned long long)H, store,
+             pre_ln ? " pre-LN" : "");
     TEST_BEGIN(name);
     tern_core_config cfg;
     tern_core *core = ktu_core(machine, &cfg);
@@ -262,23 +263,28 @@ static void block_on_chip(const char *machine, uint64_t M, uint64_t D, uint64_t 
     tern_view b2 = tern_kernel_hbm_tensor(k, "b2", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &D);
     tern_view g1 = tern_kernel_hbm_tensor(k, "g1", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &D);
     tern_view g2 = tern_kernel_hbm_tensor(k, "g2", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &D);
-    tern_view h1 = tern_kernel_output2d(k, "h1", TERN_DTYPE_FP32, M, D);
+    tern_view h1 = tern_kernel_output2d(k, "h1", pre_ln ? TERN_DTYPE_BF16 : TERN_DTYPE_FP32, M, D);
     tern_view y1 = tern_kernel_output2d(k, "y1", TERN_DTYPE_FP32, M, D);
     tern_view k1 = tern_kernel_output2d(k, "k1", TERN_DTYPE_FP32, M, D);
-    tern_view h2 = tern_kernel_output2d(k, "h2", TERN_DTYPE_FP32, M, D);
+    /* pre-LN (GPT-2's): the projection's output before the norm is stored (p1, p2) and is the FFN's residual; the
+     * norm's output is stored in bf16, as the compiler stores a value only matmuls read */
+    tern_view h2 = tern_kernel_output2d(k, "h2", pre_ln ? TERN_DTYPE_BF16 : TERN_DTYPE_FP32, M, D);
+    tern_view p1 = pre_ln ? tern_kernel_output2d(k, "p1", TERN_DTYPE_FP32, M, D) : tern_view_none();
+    tern_view p2 = pre_ln ? tern_kernel_output2d(k, "p2", TERN_DTYPE_FP32, M, D) : tern_view_none();
     tern_view y2 = tern_kernel_output2d(k, "y2", TERN_DTYPE_FP32, M, D);
     /* on chip */
     tern_view rows = tern_kernel_sbuf(k, TERN_DTYPE_BF16, (uint32_t)M, (uint32_t)D, "rows");
     tern_kernel_load(k, rows, a);
     tern_view norm = tern_kernel_sbuf(k, TERN_DTYPE_FP32, (uint32_t)M, (uint32_t)D, "norm");
-    tern_linear_ext xo = {r, g1, tern_view_none(), 1e-5f, 0, tern_view_none()};
+    tern_linear_ext xo = {r, g1, tern_view_none(), 1e-5f, 0, p1};
     CHECK_EQ_INT(tern_lib_linear_keep_norm(k, h1, tern_view_none(), rows, wo, bo, TERN_ACT_COPY, &xo, norm, store), 1);
     tern_kernel_store(k, k1, norm); /* the kept rows, as the pair will read them */
-    tern_linear_ext xf = {tern_view_none(), g2, tern_view_none(), 1e-5f, 0, tern_view_none()};
-    CHECK_EQ_INT(tern_lib_linear_pair_rows(k, y1, norm, 1, w1, b1, TERN_ACT_GELU, w2, b2, TERN_ACT_COPY, &xf), 1);
+    tern_linear_ext xf = {p1, g2, tern_view_none(), 1e-5f, 0, tern_view_none()};
+    CHECK_EQ_INT(tern_lib_linear_pair_rows(k, y1, norm, !pre_ln, w1, b1, TERN_ACT_GELU, w2, b2, TERN_ACT_COPY, &xf), 1);
     /* through HBM */
+    xo.pre_out = p2;
     CHECK_EQ_INT(tern_lib_linear_ext(k, h2, a, wo, bo, TERN_ACT_COPY, &xo), 1);
-    tern_linear_ext xf2 = {h2, g2, tern_view_none(), 1e-5f, 0, tern_view_none()};
+    tern_linear_ext xf2 = {pre_ln ? p2 : h2, g2, tern_view_none(), 1e-5f, 0, tern_view_none()};
     CHECK_EQ_INT(tern_lib_linear_pair(k, y2, h2, w1, b1, TERN_ACT_GELU, w2, b2, TERN_ACT_COPY, &xf2), 1);
     tern_status st = tern_kernel_status(k, &err);
     CHECK_MSG(st == TERN_OK, "build failed: %s", err.msg);
@@ -299,7 +305,20 @@ static void block_on_chip(const char *machine, uint64_t M, uint64_t D, uint64_t 
             CHECK_EQ_INT(tern_kernel_read_f32(k, core, outs[i], o[i], M * D, &err), TERN_OK);
         }
         CHECK_MSG(!memcmp(o[0], o[1], sizeof(float) * M * D), "the block's output differs from the HBM route's");
-        CHECK_MSG(!memcmp(o[2], o[3], sizeof(float) * M * D), "the kept norm rows differ from the stored norm");
+        if (pre_ln) { /* the kept fp32 rows against the bf16 store: the same values once rounded */
+            size_t diff = 0;
+            for (size_t i = 0; i < M * D; i++) {
+                uint32_t u;
+                memcpy(&u, &o[2][i], 4);
+                u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u; /* RNE to bf16 (finite values) */
+                float f;
+                memcpy(&f, &u, 4);
+                diff += memcmp(&f, &o[3][i], 4) != 0;
+            }
+            CHECK_MSG(diff == 0, "%zu kept norm values differ from the stored bf16 norm once rounded", diff);
+        } else {
+            CHECK_MSG(!memcmp(o[2], o[3], sizeof(float) * M * D), "the kept norm rows differ from the stored norm");
+        }
         if (store) {
             CHECK_MSG(!memcmp(o[4], o[3], sizeof(float) * M * D), "the norm stored beside the kept rows differs");
         } else {
@@ -307,6 +326,14 @@ static void block_on_chip(const char *machine, uint64_t M, uint64_t D, uint64_t 
             for (size_t i = 0; i < M * D; i++)
                 same += !memcmp(&o[4][i], &o[3][i], 4);
             CHECK_MSG(same == 0, "store = 0, but %zu elements of the norm's output were written", same);
+        }
+        if (pre_ln) {
+            float *q1 = malloc(sizeof(float) * M * D), *q2 = malloc(sizeof(float) * M * D);
+            CHECK_EQ_INT(tern_kernel_read_f32(k, core, "p1", q1, M * D, &err), TERN_OK);
+            CHECK_EQ_INT(tern_kernel_read_f32(k, core, "p2", q2, M * D, &err), TERN_OK);
+            CHECK_MSG(!memcmp(q1, q2, sizeof(float) * M * D), "the output before the norm differs");
+            free(q1);
+            free(q2);
         }
         for (int i = 0; i < 5; i++)
             free(o[i]);
@@ -472,9 +499,11 @@ int main(void)
     rows_same_bits("neuroncore-v2", 77, 130, 513, 1, R, 0, 0, F);
     no_prefetch();
     random_cases(24);
-    block_on_chip("neuroncore-v2", 128, 768, 3072, 0);
-    block_on_chip("neuroncore-v3", 128, 768, 3072, 1);
-    block_on_chip("neuroncore-v2", 77, 256, 600, 1);
+    block_on_chip("neuroncore-v2", 128, 768, 3072, 0, 0);
+    block_on_chip("neuroncore-v3", 128, 768, 3072, 1, 0);
+    block_on_chip("neuroncore-v2", 77, 256, 600, 1, 0);
+    block_on_chip("neuroncore-v2", 128, 768, 3072, 0, 1);
+    block_on_chip("neuroncore-v3", 100, 256, 1024, 1, 1);
     declined();
     declined_ln();
     bad_w2();
