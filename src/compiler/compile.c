@@ -566,7 +566,8 @@ void cc_kept_flush(compile_ctx *c)
 {
     if (c->kept_id < 0)
         return;
-    /* the attention's own store (from ScalarE's queue, as it would have made it) */
+    /* the store the kernel before would have made (from ScalarE's queue, as the attention and the norms make theirs;
+     * casting, as theirs, when the value is stored narrower than the kept fp32 rows) */
     tern_kernel_dma_copy_on(c->k, TERN_ENGINE_SCALAR, c->kept_hbm, c->kept_rows, -1);
     tern_kernel_release(c->k, c->kept_rows);
     c->kept_id = -1;

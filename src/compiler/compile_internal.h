@@ -74,9 +74,10 @@ typedef struct {
     int at_held;
     int at_src, at_last; /* the input's value id; the last node that reads it as a linear layer's input */
     tern_view at_view;
-    /* An attention's merged output rows kept in SBUF for the next node, a linear layer that takes them as its input
-     * (lower_attention.c, lower_linear.c): the value (-1: none), the node that takes them, the tile, and the HBM rows
-     * they stand for (cc_kept_flush stores them there when that node does not take them). */
+    /* Rows a kernel left in SBUF for the next node, a linear layer (or FFN pair) that takes them as its input: an
+     * attention's merged output, a fused layer norm's rows (lower_attention.c, lower_linear.c). The value (-1:
+     * none), the node that takes them, the tile, and the HBM rows they stand for (cc_kept_flush stores them there
+     * when that node does not take them, or another would read them from HBM). */
     int kept_id, kept_reader;
     tern_view kept_rows, kept_hbm;
     struct cc_fusion *fuse; /* the elementwise groups (fuse_elementwise.c); NULL: none */
@@ -97,7 +98,7 @@ tern_status cc_fail(compile_ctx *c, tern_status code, const char *fmt, ...) __at
 int cc_ok(compile_ctx *c); /* no failure so far (neither the compiler's nor the kernel builder's) */
 
 const tern_graph_node *cc_node(compile_ctx *c);
-void cc_kept_flush(compile_ctx *c); /* the kept attention rows (if any) stored to their HBM rows and released */
+void cc_kept_flush(compile_ctx *c); /* the kept rows (if any) stored to their HBM rows and released */
 cc_value *cc_in(compile_ctx *c, int k);  /* k-th input of the current node (placed); NULL if absent */
 int cc_in_id(compile_ctx *c, int k);
 int cc_out_id(compile_ctx *c, int k);
