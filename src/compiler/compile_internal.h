@@ -98,6 +98,9 @@ tern_status cc_fail(compile_ctx *c, tern_status code, const char *fmt, ...) __at
 int cc_ok(compile_ctx *c); /* no failure so far (neither the compiler's nor the kernel builder's) */
 
 const tern_graph_node *cc_node(compile_ctx *c);
+/* Whether value id is no graph output and every read of it is node j1's input k1 or node j2's input k2 (j2 < 0:
+ * none) (lower_linear.c). */
+int cc_readers_only(const compile_ctx *c, int id, int j1, int k1, int j2, int k2);
 void cc_kept_flush(compile_ctx *c); /* the kept rows (if any) stored to their HBM rows and released */
 cc_value *cc_in(compile_ctx *c, int k);  /* k-th input of the current node (placed); NULL if absent */
 int cc_in_id(compile_ctx *c, int k);

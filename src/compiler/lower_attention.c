@@ -483,14 +483,9 @@ static int keep_reader(const att *a)
     int yid = self->n_outputs > 0 ? self->outputs[0] : -1, j = c->node + 1;
     if (c->o->no_keep_on_chip || yid < 0 || !a->G || a->bdims[0] != 1 || a->o.off != 0 ||
         a->o.sS != (int64_t)(a->G * a->Dv) || a->Y->numel != a->Sq * a->G * a->Dv || c->v[yid].last_use != j ||
-        j >= tern_graph_node_count(g) || cc_fuse_member(c, j) || cc_msum_member(c, j) || cc_conv_epi_member(c, j))
+        j >= tern_graph_node_count(g) || cc_fuse_member(c, j) || cc_msum_member(c, j) || cc_conv_epi_member(c, j) ||
+        !cc_readers_only(c, yid, j, 0, -1, 0))
         return -1;
-    for (int i = 0; i < tern_graph_node_count(g); i++) {
-        const tern_graph_node *n = tern_graph_node_at(g, i);
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] == yid && (i != j || k != 0))
-                return -1; /* another reader, or another operand */
-    }
     const tern_graph_node *n = tern_graph_node_at(g, j);
     if (!cc_node_is_linear(g, j) || n->n_inputs < 2 || n->inputs[0] != yid)
         return -1;

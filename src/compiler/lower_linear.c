@@ -539,8 +539,7 @@ static int pair_next(compile_ctx *c, const lin_args *la)
     return reader;
 }
 
-/* Whether every read of value id is node j1's input k1 or node j2's input k2 (j2 < 0: none). */
-static int readers_only(const compile_ctx *c, int id, int j1, int k1, int j2, int k2)
+int cc_readers_only(const compile_ctx *c, int id, int j1, int k1, int j2, int k2)
 {
     const tern_graph *g = c->g;
     if (c->v[id].last_use == INT32_MAX)
@@ -590,7 +589,7 @@ static int norm_to_pair(compile_ctx *c, const lin_args *la)
         return -1;
     const tern_graph_node *n2 = tern_graph_node_at(g, j2);
     int res = n2->op_id == TERN_GOP_MATMUL_BIAS && n2->n_inputs > 3 && n2->inputs[3] == yid;
-    return readers_only(c, yid, j, 0, res ? j2 : -1, 3) ? j : -1;
+    return cc_readers_only(c, yid, j, 0, res ? j2 : -1, 3) ? j : -1;
 }
 
 static int lower_matmul(compile_ctx *c)
@@ -630,7 +629,7 @@ static int lower_matmul(compile_ctx *c)
             c->node = self;
             if (got2 < 0)
                 return 1;
-            if (in_rows.region >= 0 && !readers_only(c, in_id, self, 0, res_rows ? j : -1, 3)) {
+            if (in_rows.region >= 0 && !cc_readers_only(c, in_id, self, 0, res_rows ? j : -1, 3)) {
                 cc_kept_flush(c);
                 in_rows = tern_view_none();
                 res_rows = 0;
@@ -656,7 +655,7 @@ static int lower_matmul(compile_ctx *c)
                 return 1;
             }
         }
-        if (in_rows.region >= 0 && !readers_only(c, in_id, self, 0, -1, 0)) {
+        if (in_rows.region >= 0 && !cc_readers_only(c, in_id, self, 0, -1, 0)) {
             cc_kept_flush(c);
             in_rows = tern_view_none();
         }

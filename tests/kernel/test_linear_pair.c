@@ -399,22 +399,32 @@ static void no_prefetch(void)
     same_bits(&c);
 }
 
+/* A v2 kernel named kname with a [M, 64] (fp32), w1 [64, 100], w2 [w2_rows, N] (bf16) and y [M, N] (fp32). */
+static tern_kernel *small_pair(const char *kname, uint64_t M, uint64_t w2_rows, uint64_t N, tern_view *a, tern_view *w1,
+                               tern_view *w2, tern_view *y)
+{
+    tern_core_config cfg;
+    tern_error err;
+    tern_kernel *k = NULL;
+    CHECK_EQ_INT(tern_core_config_load("neuroncore-v2", &cfg, &err), TERN_OK);
+    CHECK_EQ_INT(tern_kernel_create(&cfg, kname, &k, &err), TERN_OK);
+    *a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, M, 64);
+    *w1 = tern_kernel_input2d(k, "w1", TERN_DTYPE_BF16, 64, 100);
+    *w2 = tern_kernel_input2d(k, "w2", TERN_DTYPE_BF16, w2_rows, N);
+    *y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, M, N);
+    return k;
+}
+
 /* A second layer whose norm cannot be fused (a row of 3,000 columns: more than one weight block): declined,
  * nothing emitted, no error; the caller runs the two layers. */
 static void declined_ln(void)
 {
     TEST_BEGIN("linear pair: a second layer's norm that does not fit is declined, nothing emitted");
-    tern_core_config cfg;
     tern_error err;
-    CHECK_EQ_INT(tern_core_config_load("neuroncore-v2", &cfg, &err), TERN_OK);
-    tern_kernel *k = NULL;
-    CHECK_EQ_INT(tern_kernel_create(&cfg, "pair", &k, &err), TERN_OK);
     uint64_t N = 3000;
-    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 64, 64);
-    tern_view w1 = tern_kernel_input2d(k, "w1", TERN_DTYPE_BF16, 64, 100);
-    tern_view w2 = tern_kernel_input2d(k, "w2", TERN_DTYPE_BF16, 100, N);
+    tern_view a, w1, w2, y;
+    tern_kernel *k = small_pair("pair", 64, 100, N, &a, &w1, &w2, &y);
     tern_view g = tern_kernel_hbm_tensor(k, "g", TERN_KIO_INPUT, TERN_DTYPE_FP32, 1, &N);
-    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 64, N);
     tern_linear_ext x = {tern_view_none(), g, tern_view_none(), 1e-5f, 0, tern_view_none()};
     CHECK_EQ_INT(tern_lib_linear_pair(k, y, a, w1, tern_view_none(), TERN_ACT_RELU, w2, tern_view_none(),
                                       TERN_ACT_COPY, &x),
@@ -428,15 +438,9 @@ static void declined_ln(void)
 static void declined(void)
 {
     TEST_BEGIN("linear pair: 129 rows are declined, nothing emitted");
-    tern_core_config cfg;
     tern_error err;
-    CHECK_EQ_INT(tern_core_config_load("neuroncore-v2", &cfg, &err), TERN_OK);
-    tern_kernel *k = NULL;
-    CHECK_EQ_INT(tern_kernel_create(&cfg, "pair", &k, &err), TERN_OK);
-    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 129, 64);
-    tern_view w1 = tern_kernel_input2d(k, "w1", TERN_DTYPE_BF16, 64, 100);
-    tern_view w2 = tern_kernel_input2d(k, "w2", TERN_DTYPE_BF16, 100, 30);
-    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 129, 30);
+    tern_view a, w1, w2, y;
+    tern_kernel *k = small_pair("pair", 129, 100, 30, &a, &w1, &w2, &y);
     CHECK_EQ_INT(tern_lib_linear_pair(k, y, a, w1, tern_view_none(), TERN_ACT_RELU, w2, tern_view_none(),
                                       TERN_ACT_COPY, NULL),
                  0);
@@ -448,15 +452,9 @@ static void declined(void)
 static void bad_w2(void)
 {
     TEST_BEGIN("linear pair error: w2's rows do not match w1's columns");
-    tern_core_config cfg;
     tern_error err;
-    CHECK_EQ_INT(tern_core_config_load("neuroncore-v2", &cfg, &err), TERN_OK);
-    tern_kernel *k = NULL;
-    CHECK_EQ_INT(tern_kernel_create(&cfg, "errk", &k, &err), TERN_OK);
-    tern_view a = tern_kernel_input2d(k, "a", TERN_DTYPE_FP32, 8, 64);
-    tern_view w1 = tern_kernel_input2d(k, "w1", TERN_DTYPE_BF16, 64, 100);
-    tern_view w2 = tern_kernel_input2d(k, "w2", TERN_DTYPE_BF16, 99, 30);
-    tern_view y = tern_kernel_output2d(k, "y", TERN_DTYPE_FP32, 8, 30);
+    tern_view a, w1, w2, y;
+    tern_kernel *k = small_pair("errk", 8, 99, 30, &a, &w1, &w2, &y);
     CHECK_EQ_INT(tern_lib_linear_pair(k, y, a, w1, tern_view_none(), TERN_ACT_RELU, w2, tern_view_none(),
                                       TERN_ACT_COPY, NULL),
                  1);
